@@ -1,0 +1,14 @@
+/*
+ * streams.h - fork/join between the caller's stream and the context's side stream, with events, so that
+ * independent chains of a block (dX and dW) overlap. Only stream-ordered calls: valid inside a CUDA graph
+ * capture, where the same calls become graph edges.
+ */
+#ifndef GG_STREAMS_H
+#define GG_STREAMS_H
+
+#include "internal.h"
+
+/* Makes `to` wait for everything enqueued on `from` so far, through `event`. */
+gg_status gg_stream_handoff(gg_ctx *ctx, cudaStream_t from, cudaEvent_t event, cudaStream_t to);
+
+#endif

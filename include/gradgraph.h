@@ -1,0 +1,269 @@
+/*
+ * gradgraph.h - the public C API of gradgraph.
+ *
+ * gradgraph runs the backward pass of neural-network blocks on NVIDIA GPUs. Each block's backward is a short
+ * chain of cuBLASLt GEMMs and fused elementwise / activation-gradient / reduction kernels. This header is the
+ * whole public surface: it is C99, includes no CUDA header, and can be used from C or C++.
+ *
+ * Life cycle
+ *   1. Fill a gg_config (start from GG_CONFIG_INIT) and make a context with gg_ctx_create(). A context belongs to
+ *      one device and owns cuBLASLt handles, GEMM workspaces, scratch memory and a cache of per-shape plans.
+ *   2. Per block, fill a descriptor (shapes, precision) and an args struct (device pointers) and call the block's
+ *      entry point, e.g. gg_mlp_backward(). It validates everything, then enqueues all work on the caller's stream
+ *      (internally it may fork onto the context's own stream and always joins back before returning) and returns
+ *      without waiting for the GPU.
+ *   3. gg_ctx_destroy() releases everything.
+ *
+ * Plans. The first call with a new shape (block, tokens, dims, precision) builds a plan: cuBLASLt descriptors,
+ * the algorithm chosen by the heuristic, and scratch memory. That first call allocates device memory and so may
+ * synchronize the device; every later call with the same shape reuses the plan, allocates nothing and queries no
+ * heuristic. Call each shape once before timing it or capturing it into a CUDA graph.
+ *
+ * Errors. Every function that can fail returns a gg_status. On failure nothing has been enqueued and no output
+ * has been written; gg_last_error(ctx) returns a message that names the argument and the problem, e.g.
+ * "args->grad_output (0x7f..04) is not 16-byte aligned". The library never prints (unless given a log callback),
+ * never calls exit() or abort(), and frees everything it allocated on every error path.
+ *
+ * Threads. A context is not thread-safe: use it from one host thread at a time (one context per thread is fine).
+ *
+ * Memory layout. Every tensor is row-major and contiguous. "tokens" is M = batch_size * seq_len; a tensor
+ * described as [M, H] is the activation of all tokens viewed as a matrix. Tensors named bf16 hold IEEE bfloat16
+ * bit patterns (uint16_t); tensors named fp32 hold float. Outputs must not alias inputs or each other.
+ * Every pointer must be a device pointer aligned to GG_ALIGNMENT bytes.
+ */
+#ifndef GRADGRAPH_H
+#define GRADGRAPH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GG_VERSION_MAJOR 0
+#define GG_VERSION_MINOR 1
+#define GG_VERSION_PATCH 0
+
+/* Required alignment, in bytes, of every tensor pointer passed to gradgraph (16-byte vector loads and stores). */
+#define GG_ALIGNMENT 16
+
+/* Every hidden dimension must be a multiple of this, so that every row of every tensor stays GG_ALIGNMENT-aligned. */
+#define GG_DIM_MULTIPLE 8
+
+/* A CUDA stream. Binary-compatible with cudaStream_t and CUstream; NULL means the legacy default stream. */
+struct CUstream_st;
+typedef struct CUstream_st *gg_stream;
+
+/* ---------------------------------------------------------------------------------------------------------------
+ * Status codes
+ * ------------------------------------------------------------------------------------------------------------- */
+typedef enum gg_status {
+    GG_SUCCESS = 0,
+    GG_ERROR_INVALID_ARGUMENT = 1, /* a NULL pointer, a bad size, aliasing outputs ... (message names which) */
+    GG_ERROR_MISALIGNED = 2,       /* a pointer is not GG_ALIGNMENT-byte aligned */
+    GG_ERROR_UNSUPPORTED = 3,      /* valid in general but not for this block (e.g. a precision mode) */
+    GG_ERROR_VERSION = 4,          /* gg_config has a struct_size or version this library does not know */
+    GG_ERROR_OUT_OF_MEMORY = 5,    /* a host or device allocation failed */
+    GG_ERROR_NO_DEVICE = 6,        /* no CUDA device, or the configured device does not exist */
+    GG_ERROR_CUDA = 7,             /* the CUDA runtime reported an error (message has its name) */
+    GG_ERROR_CUBLAS = 8,           /* cuBLASLt reported an error or found no algorithm */
+    GG_ERROR_INTERNAL = 9          /* a bug in gradgraph; please report it with the message */
+} gg_status;
+
+/* A static, human-readable name for a status ("GG_ERROR_MISALIGNED: pointer not aligned"). Never NULL; unknown
+ * values give "unknown gg_status". */
+const char *gg_status_string(gg_status status);
+
+/* The library's version as "MAJOR.MINOR.PATCH". */
+const char *gg_version_string(void);
+
+/* ---------------------------------------------------------------------------------------------------------------
+ * Configuration
+ * ------------------------------------------------------------------------------------------------------------- */
+
+/* How the GEMMs of the fp32-I/O blocks (gelu_ffn, mlp) compute. The bf16-I/O blocks always use bf16 operands
+ * with fp32 accumulation (GG_PRECISION_BF16). Every offered mode passes the benchmark's tolerance on every case. */
+typedef enum gg_precision {
+    GG_PRECISION_DEFAULT = 0, /* in a descriptor: the context's precision (fp32 blocks) or BF16 (bf16 blocks) */
+    GG_PRECISION_FP32 = 1,    /* true fp32 GEMMs: exact, slowest */
+    GG_PRECISION_TF32 = 2,    /* fp32 data, TF32 tensor-core math, fp32 accumulation */
+    GG_PRECISION_FP16 = 3,    /* operands converted to fp16, fp32 accumulation, fp32 outputs: fastest */
+    GG_PRECISION_BF16 = 4     /* bf16 operands, fp32 accumulation: only for the bf16-I/O blocks */
+} gg_precision;
+
+/* The name of a precision mode ("fp32", "tf32", "fp16", "bf16", "default"); "unknown" otherwise. */
+const char *gg_precision_string(gg_precision precision);
+
+typedef enum gg_log_level { GG_LOG_ERROR = 0, GG_LOG_WARN = 1, GG_LOG_INFO = 2, GG_LOG_DEBUG = 3 } gg_log_level;
+
+/* Receives every message at or above the configured level. Called on the thread that called gradgraph. */
+typedef void (*gg_log_fn)(void *user_data, gg_log_level level, const char *message);
+
+#define GG_CONFIG_VERSION 1
+
+/* Context configuration. Always start from GG_CONFIG_INIT so that fields added by later versions get their
+ * defaults; struct_size and version let the library reject a struct from an incompatible header. */
+typedef struct gg_config {
+    size_t struct_size;          /* sizeof(gg_config) as the caller compiled it */
+    uint32_t version;            /* GG_CONFIG_VERSION */
+    int device;                  /* CUDA device ordinal; default 0 */
+    size_t gemm_workspace_bytes; /* cuBLASLt workspace per concurrently running GEMM; default 32 MiB, 0 allowed */
+    gg_precision precision;      /* GEMM mode of the fp32-I/O blocks; default GG_PRECISION_FP32 */
+    gg_log_fn log_fn;            /* NULL: the library never prints */
+    void *log_user_data;         /* passed to log_fn */
+    gg_log_level log_level;      /* default GG_LOG_WARN */
+} gg_config;
+
+#define GG_CONFIG_INIT                                                                                             \
+    { sizeof(gg_config), GG_CONFIG_VERSION, 0, (size_t)32 << 20, GG_PRECISION_FP32, NULL, NULL, GG_LOG_WARN }
+
+/* ---------------------------------------------------------------------------------------------------------------
+ * Context
+ * ------------------------------------------------------------------------------------------------------------- */
+typedef struct gg_ctx gg_ctx;
+
+/* Creates a context on config->device.
+ *   config  NULL for all defaults, else a struct initialized with GG_CONFIG_INIT.
+ *   out     receives the context; set to NULL on failure.
+ * Returns GG_SUCCESS, GG_ERROR_INVALID_ARGUMENT (out is NULL, a field out of range), GG_ERROR_VERSION (wrong
+ * struct_size/version), GG_ERROR_NO_DEVICE, GG_ERROR_OUT_OF_MEMORY, GG_ERROR_CUDA or GG_ERROR_CUBLAS. The message of
+ * a failed create is read with gg_last_error(NULL). */
+gg_status gg_ctx_create(const gg_config *config, gg_ctx **out);
+
+/* Destroys a context: waits for the work it enqueued on its own streams, frees all device memory and handles.
+ * NULL is a no-op. Work the caller enqueued on other streams that still uses the context must be complete. */
+void gg_ctx_destroy(gg_ctx *ctx);
+
+/* The message of the most recent failure of a call on ctx ("" if none). With ctx NULL: the message of the most
+ * recent failure on this thread of a call that had no context (gg_ctx_create). Valid until the next call. */
+const char *gg_last_error(const gg_ctx *ctx);
+
+/* Device memory held by the context (workspaces, scratch, plans), in bytes. */
+size_t gg_ctx_device_bytes(const gg_ctx *ctx);
+
+/* ---------------------------------------------------------------------------------------------------------------
+ * Blocks. Shapes: M = tokens (batch_size * seq_len). Limits, each checked with a message naming the field:
+ *   - M >= 1. M = 0 (an empty batch) is rejected with GG_ERROR_INVALID_ARGUMENT: its weight gradients are zero,
+ *     and clearing them is the caller's choice (overwrite or keep accumulated values), not the library's.
+ *   - every hidden dimension >= GG_DIM_MULTIPLE and a multiple of it (keeps every row 16-byte aligned);
+ *   - every dimension, M included, <= INT32_MAX (cuBLASLt's leading dimensions and the kernels' grids);
+ *   - every tensor's size in bytes fits in int64_t.
+ *   Negative values are rejected, never wrapped.
+ * ------------------------------------------------------------------------------------------------------------- */
+
+/* 1. Tanh-gated residual add, backward. Forward: out = residual + tanh(gate) * hidden_states * mask.
+ *    bf16 tensors; t = tanh(gate) in fp32.
+ *      grad_residual      [M,H] = grad_output (a copy)
+ *      grad_hidden_states [M,H] = bf16(bf16(grad_output * t) * mask)
+ *      grad_gate          []    = bf16((1 - t^2) * sum(grad_output * bf16(hidden_states * mask)))
+ *    The sum is accumulated in fp32 in a fixed order: the same bits on every run. */
+typedef struct gg_tanh_gate_desc {
+    int64_t tokens; /* M */
+    int64_t hidden; /* H */
+} gg_tanh_gate_desc;
+
+typedef struct gg_tanh_gate_args {
+    const void *grad_output;   /* bf16 [M,H] */
+    const void *gate;          /* bf16 scalar (one element) */
+    const void *hidden_states; /* bf16 [M,H] */
+    const void *mask;          /* bf16 [M] (one value per token, any real value) */
+    void *grad_residual;       /* bf16 [M,H] */
+    void *grad_hidden_states;  /* bf16 [M,H] */
+    void *grad_gate;           /* bf16 scalar */
+} gg_tanh_gate_args;
+
+/* Enqueues block 1's backward on stream. Returns GG_SUCCESS or an error as described under "Errors". */
+gg_status gg_tanh_gate_backward(gg_ctx *ctx, const gg_tanh_gate_desc *desc, const gg_tanh_gate_args *args,
+                                gg_stream stream);
+
+/* 2. GELU(tanh) feed-forward without biases, backward. fp32 tensors, D = hidden, F = ffn.
+ *      G = grad_output @ W2                 [M,F]      grad_weight2 = grad_outputᵀ @ gelu_out    [D,F]
+ *      R = G * gelu'(linear1_out), gelu' from the saved tanh_inner
+ *      grad_hidden_states = R @ W1          [M,D]      grad_weight1 = Rᵀ @ hidden_states         [F,D] */
+typedef struct gg_gelu_ffn_desc {
+    int64_t tokens;         /* M */
+    int64_t hidden;         /* D */
+    int64_t ffn;            /* F */
+    gg_precision precision; /* DEFAULT (the context's), FP32, TF32 or FP16 */
+} gg_gelu_ffn_desc;
+
+typedef struct gg_gelu_ffn_args {
+    const float *grad_output;   /* [M,D] */
+    const float *hidden_states; /* [M,D] */
+    const float *weight1;       /* [F,D] */
+    const float *weight2;       /* [D,F] */
+    const float *linear1_out;   /* [M,F] pre-activation x */
+    const float *tanh_inner;    /* [M,F] tanh(c * (x + 0.044715 x^3)) saved by the forward */
+    const float *gelu_out;      /* [M,F] */
+    float *grad_hidden_states;  /* [M,D] */
+    float *grad_weight1;        /* [F,D] */
+    float *grad_weight2;        /* [D,F] */
+} gg_gelu_ffn_args;
+
+gg_status gg_gelu_ffn_backward(gg_ctx *ctx, const gg_gelu_ffn_desc *desc, const gg_gelu_ffn_args *args,
+                               gg_stream stream);
+
+/* 3. GELU(tanh) MLP with biases, backward. fp32 tensors, D = hidden, F = ffn. The biases do not enter any
+ *    gradient, so they are not arguments. gelu' is recomputed from the pre-activation (tanh approximation).
+ *      G = grad_output @ W2    grad_weight2 = grad_outputᵀ @ intermediate_activated    grad_bias2 = Σ_rows grad_output
+ *      R = G * gelu'(intermediate)
+ *      grad_hidden_states = R @ W1    grad_weight1 = Rᵀ @ hidden_states    grad_bias1 = Σ_rows R */
+typedef struct gg_mlp_desc {
+    int64_t tokens;         /* M */
+    int64_t hidden;         /* D */
+    int64_t ffn;            /* F */
+    gg_precision precision; /* DEFAULT (the context's), FP32, TF32 or FP16 */
+} gg_mlp_desc;
+
+typedef struct gg_mlp_args {
+    const float *grad_output;            /* [M,D] */
+    const float *hidden_states;          /* [M,D] */
+    const float *weight1;                /* [F,D] */
+    const float *weight2;                /* [D,F] */
+    const float *intermediate;           /* [M,F] pre-activation x */
+    const float *intermediate_activated; /* [M,F] gelu(x) as saved by the forward (read, never recomputed) */
+    float *grad_hidden_states;           /* [M,D] */
+    float *grad_weight1;                 /* [F,D] */
+    float *grad_bias1;                   /* [F] */
+    float *grad_weight2;                 /* [D,F] */
+    float *grad_bias2;                   /* [D] */
+} gg_mlp_args;
+
+gg_status gg_mlp_backward(gg_ctx *ctx, const gg_mlp_desc *desc, const gg_mlp_args *args, gg_stream stream);
+
+/* 4. SSM output projection with gate multiply, backward. Forward: out = (ssm_output * gate_activated) @ Wᵀ + bias,
+ *    gate_activated = silu(gate) or gate. bf16 tensors, H = hidden, E = expanded. Every elementwise step rounds to
+ *    bf16, exactly as a bf16 framework would:
+ *      grad_weight = bf16(grad_outputᵀ @ gated_output)  [H,E]    grad_bias = bf16(Σ_rows grad_output)  [H]
+ *      g = bf16(grad_output @ W)  [M,E];  grad_ssm_output = bf16(g * gate_activated);  a = bf16(g * ssm_output)
+ *      silu: s = bf16(sigmoid(gate)); d = bf16(s * bf16(1 + bf16(gate * bf16(1 - s)))); grad_gate = bf16(a * d)
+ *      else: grad_gate = a */
+typedef struct gg_ssm_gate_desc {
+    int64_t tokens;    /* M */
+    int64_t hidden;    /* H (output features of the projection) */
+    int64_t expanded;  /* E (input features) */
+    int use_silu_gate; /* nonzero: gate_activated = silu(gate) */
+} gg_ssm_gate_desc;
+
+typedef struct gg_ssm_gate_args {
+    const void *grad_output;    /* bf16 [M,H] */
+    const void *ssm_output;     /* bf16 [M,E] */
+    const void *gate;           /* bf16 [M,E] (read only when use_silu_gate) */
+    const void *weight;         /* bf16 [H,E] */
+    const void *gate_activated; /* bf16 [M,E] */
+    const void *gated_output;   /* bf16 [M,E] */
+    void *grad_ssm_output;      /* bf16 [M,E] */
+    void *grad_gate;            /* bf16 [M,E] */
+    void *grad_weight;          /* bf16 [H,E] */
+    void *grad_bias;            /* bf16 [H] */
+} gg_ssm_gate_args;
+
+gg_status gg_ssm_gate_backward(gg_ctx *ctx, const gg_ssm_gate_desc *desc, const gg_ssm_gate_args *args,
+                               gg_stream stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GRADGRAPH_H */

@@ -1,0 +1,113 @@
+/* activation_grad.cu - the elementwise gradient steps between the GEMMs: GELU(tanh)' for blocks 2 and 3, and the
+ * gate-multiply chain of block 4 with its bf16 rounding after every op. */
+#include "gg_kernels.h"
+#include "vec.cuh"
+
+using namespace gg;
+
+namespace {
+
+constexpr float kGeluC = 0.7978845608028654f; /* sqrt(2/pi) */
+constexpr float kGeluA = 0.044715f;
+
+/* d gelu_tanh(x) / dx given T = tanh(c (x + a x^3)). */
+__device__ __forceinline__ float gelu_grad(float x, float T) {
+    return 0.5f * (1.0f + T) + 0.5f * x * (1.0f - T * T) * kGeluC * (1.0f + 3.0f * kGeluA * x * x);
+}
+
+__device__ __forceinline__ void store4(float *R, int64_t i, float4 r) { reinterpret_cast<float4 *>(R)[i] = r; }
+__device__ __forceinline__ void store4(__half *R, int64_t i, float4 r) {
+    __half2 lo = __floats2half2_rn(r.x, r.y), hi = __floats2half2_rn(r.z, r.w);
+    uint2 packed;
+    packed.x = *reinterpret_cast<uint32_t *>(&lo);
+    packed.y = *reinterpret_cast<uint32_t *>(&hi);
+    reinterpret_cast<uint2 *>(R)[i] = packed;
+}
+
+template <bool kSavedTanh, typename TOut>
+__global__ void __launch_bounds__(kThreads) gelu_grad_kernel(const float4 *__restrict__ G, const float4 *__restrict__ x,
+                                                             const float4 *__restrict__ T, TOut *__restrict__ R,
+                                                             int64_t n4) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (int64_t)gridDim.x * blockDim.x) {
+        const float4 g = G[i], xv = x[i];
+        float4 t;
+        if (kSavedTanh) {
+            t = T[i];
+        } else {
+            t.x = tanhf(kGeluC * (xv.x + kGeluA * xv.x * xv.x * xv.x));
+            t.y = tanhf(kGeluC * (xv.y + kGeluA * xv.y * xv.y * xv.y));
+            t.z = tanhf(kGeluC * (xv.z + kGeluA * xv.z * xv.z * xv.z));
+            t.w = tanhf(kGeluC * (xv.w + kGeluA * xv.w * xv.w * xv.w));
+        }
+        const float4 r = make_float4(g.x * gelu_grad(xv.x, t.x), g.y * gelu_grad(xv.y, t.y), g.z * gelu_grad(xv.z, t.z),
+                                     g.w * gelu_grad(xv.w, t.w));
+        store4(R, i, r);
+    }
+}
+
+template <typename TOut>
+cudaError_t launch_gelu_grad(const float *G, const float *x, const float *T, TOut *R, size_t n, int sms,
+                             cudaStream_t stream) {
+    const int64_t n4 = (int64_t)(n / 4); /* n is a multiple of 8: rows are */
+    const int grid = grid_for((size_t)n4, sms, 16);
+    const float4 *G4 = reinterpret_cast<const float4 *>(G), *x4 = reinterpret_cast<const float4 *>(x);
+    if (T)
+        gelu_grad_kernel<true, TOut><<<grid, kThreads, 0, stream>>>(G4, x4, reinterpret_cast<const float4 *>(T), R, n4);
+    else
+        gelu_grad_kernel<false, TOut><<<grid, kThreads, 0, stream>>>(G4, x4, nullptr, R, n4);
+    return cudaGetLastError();
+}
+
+__global__ void __launch_bounds__(kThreads) ssm_gate_grad_kernel(const bf16x8 *__restrict__ g,
+                                                                 const bf16x8 *__restrict__ gate_activated,
+                                                                 const bf16x8 *__restrict__ ssm_output,
+                                                                 const bf16x8 *__restrict__ gate,
+                                                                 bf16x8 *__restrict__ grad_ssm_output,
+                                                                 bf16x8 *__restrict__ grad_gate, int64_t n_vec,
+                                                                 int use_silu_gate) {
+    for (int64_t v = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; v < n_vec; v += (int64_t)gridDim.x * blockDim.x) {
+        const bf16x8 gv = g[v], ga = gate_activated[v], so = ssm_output[v];
+        bf16x8 gs, gg;
+        bf16x8 gt;
+        if (use_silu_gate) gt = gate[v];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            const float gj = bf(gv.v[j]);
+            gs.v[j] = __float2bfloat16_rn(gj * bf(ga.v[j]));
+            const float a = rbf(gj * bf(so.v[j]));
+            if (use_silu_gate) {
+                const float z = bf(gt.v[j]);
+                const float s = rbf(1.0f / (1.0f + expf(-z)));
+                const float d = rbf(s * rbf(1.0f + rbf(z * rbf(1.0f - s))));
+                gg.v[j] = __float2bfloat16_rn(a * d);
+            } else {
+                gg.v[j] = __float2bfloat16_rn(a);
+            }
+        }
+        grad_ssm_output[v] = gs;
+        grad_gate[v] = gg;
+    }
+}
+
+} // namespace
+
+extern "C" cudaError_t gg_k_gelu_grad(const float *G, const float *x, const float *tanh_inner, void *R, gg_dtype r_type,
+                                      size_t n, int sm_count, cudaStream_t stream) {
+    if (r_type == GG_DT_F16)
+        return launch_gelu_grad(G, x, tanh_inner, static_cast<__half *>(R), n, sm_count, stream);
+    if (r_type == GG_DT_F32)
+        return launch_gelu_grad(G, x, tanh_inner, static_cast<float *>(R), n, sm_count, stream);
+    return cudaErrorInvalidValue;
+}
+
+extern "C" cudaError_t gg_k_ssm_gate_grad(const uint16_t *g, const uint16_t *gate_activated,
+                                          const uint16_t *ssm_output, const uint16_t *gate, uint16_t *grad_ssm_output,
+                                          uint16_t *grad_gate, size_t n, int use_silu_gate, int sm_count,
+                                          cudaStream_t stream) {
+    const int64_t n_vec = (int64_t)(n / 8);
+    ssm_gate_grad_kernel<<<grid_for((size_t)n_vec, sm_count, 16), kThreads, 0, stream>>>(
+        reinterpret_cast<const bf16x8 *>(g), reinterpret_cast<const bf16x8 *>(gate_activated),
+        reinterpret_cast<const bf16x8 *>(ssm_output), reinterpret_cast<const bf16x8 *>(gate),
+        reinterpret_cast<bf16x8 *>(grad_ssm_output), reinterpret_cast<bf16x8 *>(grad_gate), n_vec, use_silu_gate);
+    return cudaGetLastError();
+}

@@ -1,0 +1,58 @@
+/*
+ * gg_kernels.h - the C interface of gradgraph's own CUDA kernels. Each launcher enqueues on `stream`, checks the
+ * launch and returns its cudaError_t. Launchers allocate nothing: every buffer comes from the caller's plan.
+ * sm_count sizes grid-stride grids (a plan passes the context's). Vectorized kernels need 16-byte aligned
+ * pointers and row lengths that are multiples of 8 elements (the public
+ * API guarantees both).
+ */
+#ifndef GG_KERNELS_H
+#define GG_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Element types a kernel can read or write. */
+typedef enum gg_dtype { GG_DT_F32 = 0, GG_DT_F16 = 1, GG_DT_BF16 = 2 } gg_dtype;
+
+/* Block 1, pass 1: grad_residual = grad_output; grad_hidden = bf16(bf16(go * t) * mask[row]); and per block of the
+ * grid, the fp32 partial sum of go * bf16(hs * mask[row]) into partials[blockIdx]. All tensors bf16 [M,H]. */
+cudaError_t gg_k_tanh_gate(const uint16_t *grad_output, const uint16_t *gate, const uint16_t *hidden_states,
+                           const uint16_t *mask, uint16_t *grad_residual, uint16_t *grad_hidden_states,
+                           float *partials, int grid_blocks, int64_t M, int64_t H, cudaStream_t stream);
+/* Block 1, pass 2: grad_gate = bf16((1 - t^2) * sum(partials)), summed in a fixed order (deterministic). */
+cudaError_t gg_k_tanh_gate_finish(const float *partials, int count, const uint16_t *gate, uint16_t *grad_gate,
+                                  cudaStream_t stream);
+/* The grid pass 1 uses for a tensor of M*H elements on a device with sm_count SMs (also the partials' count). */
+int gg_k_tanh_gate_grid(int64_t M, int64_t H, int sm_count);
+
+/* R = G * gelu'(x), gelu' of the tanh approximation: with T = tanh_inner when given (block 2), else recomputed
+ * from x (block 3). G, x, T fp32; R is written as r_type (GG_DT_F32 or GG_DT_F16). n elements. */
+cudaError_t gg_k_gelu_grad(const float *G, const float *x, const float *tanh_inner, void *R, gg_dtype r_type,
+                           size_t n, int sm_count, cudaStream_t stream);
+
+/* Block 4's elementwise chain, bf16 in and out, rounding after every step (see gradgraph.h). n elements. */
+cudaError_t gg_k_ssm_gate_grad(const uint16_t *g, const uint16_t *gate_activated, const uint16_t *ssm_output,
+                               const uint16_t *gate, uint16_t *grad_ssm_output, uint16_t *grad_gate, size_t n,
+                               int use_silu_gate, int sm_count, cudaStream_t stream);
+
+/* out[c] = sum over rows r of in[r, c] for an [M,N] matrix, accumulated in fp32 in a fixed order: `chunks` row
+ * chunks each write a partial row into partials [chunks, N], then one pass adds them in order. */
+cudaError_t gg_k_col_sum(const void *in, gg_dtype in_type, int64_t M, int64_t N, int chunks, float *partials,
+                         void *out, gg_dtype out_type, cudaStream_t stream);
+/* The chunk count gg_k_col_sum should use for an [M,N] input (a plan stores it: same shape, same bits). */
+int gg_k_col_sum_chunks(int64_t M, int64_t N, int sm_count);
+
+/* out = (half)in, n elements. */
+cudaError_t gg_k_f32_to_f16(const float *in, void *out, size_t n, int sm_count, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# scripts/device.sh - everything the GPU machine does in one call: build for the chip, run the tests (CPU and
+# `gpu`), compute-sanitizer on the small-shape tests, and time all 64 cases; logs and JSON land in $OUT.
+#
+#   GG_COMMIT=<sha> bash scripts/device.sh [all|tests|bench]
+#
+# The GPU machine has no cmocka: carry/cmocka holds Debian's libcmocka packages unpacked (docs/building.md).
+set -uo pipefail
+stage=${1:-all}
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+OUT=${OUT:-$root/out}
+mkdir -p "$OUT"
+export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0} # NVLink multicast must stay off on the shared machines
+cmocka=$root/carry/cmocka/usr
+export LD_LIBRARY_PATH=$cmocka/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+arch=${GG_CUDA_ARCH:-90a}
+build=$root/build-device
+status=0
+
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
+
+echo "== build (sm_$arch)"
+t0=$(date +%s)
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" \
+  -DCMAKE_PREFIX_PATH="$cmocka" -DGG_WERROR=ON > "$OUT/build.log" 2>&1 &&
+  cmake --build "$build" >> "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+echo "built in $(( $(date +%s) - t0 )) s"
+
+if [ "$stage" = all ] || [ "$stage" = tests ]; then
+  echo "== tests"
+  # Every test but the long GPU one through CTest; that one directly, so its RESULT lines are kept.
+  ctest --test-dir "$build" --output-on-failure -E test_blocks_gpu 2>&1 | tee "$OUT/ctest.log" | tail -12
+  grep -q "100% tests passed" "$OUT/ctest.log" || status=1
+  "$build/tests/test_blocks_gpu" > "$OUT/test_blocks_gpu.log" 2> "$OUT/test_blocks_gpu.progress" || status=1
+  grep -E '^\[  (PASSED|FAILED|SKIPPED) |^RESULT|FAIL' "$OUT/test_blocks_gpu.log" | head -30
+  python3 scripts/collect_correctness.py "$OUT/test_blocks_gpu.log" "$OUT/correctness-h200.json" \
+    "${GG_COMMIT:-unknown}" "GG_COMMIT=<sha> bash scripts/device.sh $stage" "$(head -2 "$OUT/gpu.txt" | tail -1 | cut -d, -f1)"
+  echo "== compute-sanitizer (memcheck, small shapes)"
+  GG_TEST_FILTER='*small*' compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/test_blocks_gpu" \
+    > "$OUT/sanitizer.log" 2>&1; echo "memcheck exit $?" | tee -a "$OUT/sanitizer.log"
+fi
+
+if [ "$stage" = all ] || [ "$stage" = bench ]; then
+  echo "== timing pass (eager path, CUDA events, cold L2)"
+  "$build/bench/gg_bench" --iters "${GG_ITERS:-20}" --warmup 3 --json "$OUT/bench-eager.json" \
+    --csv "$OUT/bench-eager.csv" 2> "$OUT/bench-progress.log" | tee "$OUT/bench-eager.txt" || status=1
+fi
+exit $status

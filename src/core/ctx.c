@@ -1,0 +1,143 @@
+/* ctx.c - the context: config validation, device resources (cuBLASLt handle, side stream, events, workspaces),
+ * the scratch arena and teardown. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "plan.h"
+
+/* Checks a caller's config without touching CUDA, so that a bad config fails the same way on any machine. */
+static gg_status validate_config(const gg_config *c) {
+    const gg_config defaults = GG_CONFIG_INIT;
+    if (c->struct_size != sizeof(gg_config))
+        return gg_fail(NULL, GG_ERROR_VERSION,
+                       "gg_ctx_create: config->struct_size = %zu, this library expects %zu; initialize the "
+                       "config with GG_CONFIG_INIT and build against the gradgraph.h of this library",
+                       c->struct_size, defaults.struct_size);
+    if (c->version != GG_CONFIG_VERSION)
+        return gg_fail(NULL, GG_ERROR_VERSION,
+                       "gg_ctx_create: config->version = %u, this library expects %u (GG_CONFIG_VERSION)",
+                       (unsigned)c->version, (unsigned)GG_CONFIG_VERSION);
+    if (c->device < 0)
+        return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_ctx_create: config->device = %d is negative",
+                       c->device);
+    if (c->precision == GG_PRECISION_BF16)
+        return gg_fail(NULL, GG_ERROR_UNSUPPORTED,
+                       "gg_ctx_create: config->precision = bf16: bf16 operands fail the tolerance of the fp32 "
+                       "blocks; use GG_PRECISION_FP32, GG_PRECISION_TF32 or GG_PRECISION_FP16");
+    if ((int)c->precision < (int)GG_PRECISION_DEFAULT || (int)c->precision > (int)GG_PRECISION_FP16)
+        return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT,
+                       "gg_ctx_create: config->precision = %d is not a gg_precision value", (int)c->precision);
+    if ((int)c->log_level < (int)GG_LOG_ERROR || (int)c->log_level > (int)GG_LOG_DEBUG)
+        return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT,
+                       "gg_ctx_create: config->log_level = %d is not a gg_log_level value", (int)c->log_level);
+    return GG_SUCCESS;
+}
+
+gg_status gg_device_enter(gg_ctx *ctx, int *saved_device) {
+    GG_CUDA_TRY(ctx, cudaGetDevice(saved_device));
+    if (*saved_device != ctx->config.device) GG_CUDA_TRY(ctx, cudaSetDevice(ctx->config.device));
+    return GG_SUCCESS;
+}
+
+void gg_device_leave(int saved_device) { (void)cudaSetDevice(saved_device); }
+
+static void destroy_plan_entry(void *plan, void *user_data) { gg_block_plan_destroy((gg_block_plan *)plan, user_data); }
+
+/* Releases whatever a (possibly half-made) context holds. */
+static void release(gg_ctx *ctx) {
+    if (ctx->side) (void)cudaStreamSynchronize(ctx->side);
+    gg_plan_cache_clear(&ctx->plans);
+    for (int i = 0; i < GG_GEMM_STREAMS; ++i)
+        if (ctx->workspace[i]) (void)cudaFree(ctx->workspace[i]);
+    if (ctx->scratch) (void)cudaFree(ctx->scratch);
+    if (ctx->ev_fork) (void)cudaEventDestroy(ctx->ev_fork);
+    if (ctx->ev_mid) (void)cudaEventDestroy(ctx->ev_mid);
+    if (ctx->ev_join) (void)cudaEventDestroy(ctx->ev_join);
+    if (ctx->side) (void)cudaStreamDestroy(ctx->side);
+    if (ctx->lt) (void)cublasLtDestroy(ctx->lt);
+    (void)cudaGetLastError();
+}
+
+gg_status gg_ctx_create(const gg_config *config, gg_ctx **out) {
+    if (!out) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_ctx_create: out is NULL");
+    *out = NULL;
+    const gg_config defaults = GG_CONFIG_INIT;
+    if (!config) config = &defaults;
+    GG_TRY(validate_config(config));
+
+    int count = 0;
+    cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess || count == 0) {
+        (void)cudaGetLastError();
+        return gg_fail(NULL, GG_ERROR_NO_DEVICE, "gg_ctx_create: no CUDA device is visible (%s)",
+                       err == cudaSuccess ? "device count is 0" : cudaGetErrorName(err));
+    }
+    if (config->device >= count)
+        return gg_fail(NULL, GG_ERROR_NO_DEVICE, "gg_ctx_create: config->device = %d but only %d device(s) are visible",
+                       config->device, count);
+
+    gg_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) return gg_fail(NULL, GG_ERROR_OUT_OF_MEMORY, "gg_ctx_create: out of host memory");
+    ctx->config = *config;
+    if (ctx->config.precision == GG_PRECISION_DEFAULT) ctx->config.precision = GG_PRECISION_FP32;
+    gg_plan_cache_init(&ctx->plans, destroy_plan_entry, ctx);
+
+    gg_status status = GG_SUCCESS;
+    int saved = 0;
+    GG_GOTO(gg_device_enter(ctx, &saved), status, fail_no_device);
+    GG_CUDA_GOTO(ctx, cudaDeviceGetAttribute(&ctx->sm_count, cudaDevAttrMultiProcessorCount, config->device),
+                 status, fail);
+    GG_CUDA_GOTO(ctx, cudaStreamCreateWithFlags(&ctx->side, cudaStreamNonBlocking), status, fail);
+    GG_CUDA_GOTO(ctx, cudaEventCreateWithFlags(&ctx->ev_fork, cudaEventDisableTiming), status, fail);
+    GG_CUDA_GOTO(ctx, cudaEventCreateWithFlags(&ctx->ev_mid, cudaEventDisableTiming), status, fail);
+    GG_CUDA_GOTO(ctx, cudaEventCreateWithFlags(&ctx->ev_join, cudaEventDisableTiming), status, fail);
+    GG_CUBLAS_GOTO(ctx, cublasLtCreate(&ctx->lt), status, fail);
+    if (config->gemm_workspace_bytes) {
+        for (int i = 0; i < GG_GEMM_STREAMS; ++i) {
+            GG_CUDA_GOTO(ctx, cudaMalloc(&ctx->workspace[i], config->gemm_workspace_bytes), status, fail);
+            ctx->device_bytes += config->gemm_workspace_bytes;
+        }
+    }
+    gg_device_leave(saved);
+    gg_log(ctx, GG_LOG_INFO, "gradgraph %s: context on device %d (%d SMs), %zu MiB of GEMM workspace",
+           gg_version_string(), config->device, ctx->sm_count, ctx->device_bytes >> 20);
+    *out = ctx;
+    return GG_SUCCESS;
+
+fail:
+    gg_device_leave(saved);
+fail_no_device:
+    /* The context's message is the one to keep: it moves to the thread's buffer before the context goes. */
+    gg_fail(NULL, status, "gg_ctx_create: %s", ctx->last_error);
+    release(ctx);
+    free(ctx);
+    return status;
+}
+
+void gg_ctx_destroy(gg_ctx *ctx) {
+    if (!ctx) return;
+    int saved = 0;
+    int entered = gg_device_enter(ctx, &saved) == GG_SUCCESS;
+    release(ctx);
+    if (entered) gg_device_leave(saved);
+    free(ctx);
+}
+
+size_t gg_ctx_device_bytes(const gg_ctx *ctx) { return ctx ? ctx->device_bytes : 0; }
+
+gg_status gg_ctx_reserve_scratch(gg_ctx *ctx, size_t bytes) {
+    if (bytes <= ctx->scratch_bytes) return GG_SUCCESS;
+    if (ctx->scratch) {
+        /* Work already enqueued may still read the old arena: cudaFree waits for the device to be idle. */
+        GG_CUDA_TRY(ctx, cudaFree(ctx->scratch));
+        ctx->device_bytes -= ctx->scratch_bytes;
+        ctx->scratch = NULL;
+        ctx->scratch_bytes = 0;
+    }
+    GG_CUDA_TRY(ctx, cudaMalloc(&ctx->scratch, bytes));
+    ctx->scratch_bytes = bytes;
+    ctx->device_bytes += bytes;
+    gg_log(ctx, GG_LOG_DEBUG, "scratch arena grown to %zu MiB", bytes >> 20);
+    return GG_SUCCESS;
+}

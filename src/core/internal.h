@@ -1,0 +1,102 @@
+/*
+ * internal.h - what every host source of gradgraph shares: the context, error reporting and the check macros.
+ * Host C11 only; CUDA C lives in kernels/.
+ */
+#ifndef GG_INTERNAL_H
+#define GG_INTERNAL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include "gradgraph.h"
+#include "plan_cache.h"
+
+#define GG_MSG_BYTES 512
+#define GG_GEMM_STREAMS 2 /* GEMMs that may run at once: one per stream, each with its own workspace */
+
+struct gg_ctx {
+    gg_config config;
+    int sm_count;
+    cublasLtHandle_t lt;
+    cudaStream_t side;  /* the context's second stream: the dW chain runs here, forked from the caller's */
+    cudaEvent_t ev_fork; /* caller's stream -> side: inputs (and converted operands) are ready */
+    cudaEvent_t ev_mid;  /* caller's stream -> side: the activation gradient R is ready */
+    cudaEvent_t ev_join; /* side -> caller's stream: the side chain is done */
+    void *workspace[GG_GEMM_STREAMS];
+    void *scratch; /* one arena shared by all plans; grown (never shrunk) to the largest plan's need */
+    size_t scratch_bytes;
+    size_t device_bytes; /* everything above, for gg_ctx_device_bytes */
+    gg_plan_cache plans;
+    char last_error[GG_MSG_BYTES];
+};
+
+/* Records a failure: formats the message into ctx->last_error (or the thread's own buffer when ctx is NULL),
+ * sends it to the log callback, and returns status so callers can write `return gg_fail(...)`. */
+gg_status gg_fail(gg_ctx *ctx, gg_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* The same for CUDA and cuBLAS errors. Clears CUDA's last error so the next call starts clean. */
+gg_status gg_fail_cuda(gg_ctx *ctx, cudaError_t err, const char *what);
+gg_status gg_fail_cublas(gg_ctx *ctx, cublasStatus_t st, const char *what);
+
+/* Log at a level (no-op without a callback or below the configured level). */
+void gg_log(const gg_ctx *ctx, gg_log_level level, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* Check macros: evaluate a call, and on failure record it and return (TRY) or jump to a cleanup label (GOTO)
+ * with `status` set. They never abort. */
+#define GG_CUDA_TRY(ctx, call)                                                                                     \
+    do {                                                                                                           \
+        cudaError_t gg_e_ = (call);                                                                                \
+        if (gg_e_ != cudaSuccess) return gg_fail_cuda((ctx), gg_e_, #call);                                        \
+    } while (0)
+
+#define GG_CUDA_GOTO(ctx, call, status, label)                                                                     \
+    do {                                                                                                           \
+        cudaError_t gg_e_ = (call);                                                                                \
+        if (gg_e_ != cudaSuccess) {                                                                                \
+            (status) = gg_fail_cuda((ctx), gg_e_, #call);                                                          \
+            goto label;                                                                                            \
+        }                                                                                                          \
+    } while (0)
+
+#define GG_CUBLAS_GOTO(ctx, call, status, label)                                                                   \
+    do {                                                                                                           \
+        cublasStatus_t gg_s_ = (call);                                                                             \
+        if (gg_s_ != CUBLAS_STATUS_SUCCESS) {                                                                      \
+            (status) = gg_fail_cublas((ctx), gg_s_, #call);                                                        \
+            goto label;                                                                                            \
+        }                                                                                                          \
+    } while (0)
+
+#define GG_TRY(call)                                                                                               \
+    do {                                                                                                           \
+        gg_status gg_t_ = (call);                                                                                  \
+        if (gg_t_ != GG_SUCCESS) return gg_t_;                                                                     \
+    } while (0)
+
+#define GG_GOTO(call, status, label)                                                                               \
+    do {                                                                                                           \
+        (status) = (call);                                                                                         \
+        if ((status) != GG_SUCCESS) goto label;                                                                    \
+    } while (0)
+
+/* Makes sure the context's scratch arena holds at least `bytes` (256-byte aligned sub-buffers are carved by the
+ * caller). Growing frees the old arena, which synchronizes the device: only ever called while building a plan. */
+gg_status gg_ctx_reserve_scratch(gg_ctx *ctx, size_t bytes);
+
+/* Makes ctx's device current for the duration of a call; gg_device_leave restores the caller's. */
+gg_status gg_device_enter(gg_ctx *ctx, int *saved_device);
+void gg_device_leave(int saved_device);
+
+#endif

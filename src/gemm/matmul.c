@@ -1,0 +1,90 @@
+/* matmul.c - cuBLASLt plans: descriptors, layouts and the heuristic's algorithm, made once per shape. */
+#include <string.h>
+
+#include "matmul.h"
+
+void gg_gemm_types_for(gg_precision precision, cudaDataType_t *ab_type, cublasComputeType_t *compute) {
+    *ab_type = precision == GG_PRECISION_FP16 ? CUDA_R_16F : CUDA_R_32F;
+    *compute = precision == GG_PRECISION_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+}
+
+void gg_matmul_destroy(gg_matmul *mm) {
+    if (mm->op) (void)cublasLtMatmulDescDestroy(mm->op);
+    if (mm->a) (void)cublasLtMatrixLayoutDestroy(mm->a);
+    if (mm->b) (void)cublasLtMatrixLayoutDestroy(mm->b);
+    if (mm->d) (void)cublasLtMatrixLayoutDestroy(mm->d);
+    memset(mm, 0, sizeof *mm);
+}
+
+gg_status gg_matmul_plan(gg_ctx *ctx, const gg_gemm_shape *s, gg_matmul *mm) {
+    memset(mm, 0, sizeof *mm);
+    gg_status status = GG_SUCCESS;
+    cublasLtMatmulPreference_t pref = NULL;
+    const cublasOperation_t op_a = s->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t op_b = s->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+
+    GG_CUBLAS_GOTO(ctx, cublasLtMatmulDescCreate(&mm->op, s->compute, CUDA_R_32F), status, fail);
+    GG_CUBLAS_GOTO(ctx, cublasLtMatmulDescSetAttribute(mm->op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a),
+                   status, fail);
+    GG_CUBLAS_GOTO(ctx, cublasLtMatmulDescSetAttribute(mm->op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b),
+                   status, fail);
+    /* Stored shapes: A is [m,k] or, transposed, [k,m]; B is [k,n] or [n,k]. */
+    GG_CUBLAS_GOTO(ctx,
+                   cublasLtMatrixLayoutCreate(&mm->a, s->ab_type, (uint64_t)(s->trans_a ? s->k : s->m),
+                                              (uint64_t)(s->trans_a ? s->m : s->k), s->lda),
+                   status, fail);
+    GG_CUBLAS_GOTO(ctx,
+                   cublasLtMatrixLayoutCreate(&mm->b, s->ab_type, (uint64_t)(s->trans_b ? s->n : s->k),
+                                              (uint64_t)(s->trans_b ? s->k : s->n), s->ldb),
+                   status, fail);
+    GG_CUBLAS_GOTO(ctx, cublasLtMatrixLayoutCreate(&mm->d, s->d_type, (uint64_t)s->m, (uint64_t)s->n, s->ldd), status,
+                   fail);
+
+    GG_CUBLAS_GOTO(ctx, cublasLtMatmulPreferenceCreate(&pref), status, fail);
+    const uint64_t ws = ctx->workspace[0] ? (uint64_t)ctx->config.gemm_workspace_bytes : 0;
+    GG_CUBLAS_GOTO(ctx,
+                   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws),
+                   status, fail);
+    /* The API requires GG_ALIGNMENT for every pointer: tell the heuristic, so it may pick vectorized kernels. */
+    const uint32_t align = GG_ALIGNMENT;
+    const cublasLtMatmulPreferenceAttributes_t align_attrs[] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (size_t i = 0; i < sizeof align_attrs / sizeof align_attrs[0]; ++i)
+        GG_CUBLAS_GOTO(ctx, cublasLtMatmulPreferenceSetAttribute(pref, align_attrs[i], &align, sizeof align), status,
+                       fail);
+
+    cublasLtMatmulHeuristicResult_t result;
+    int found = 0;
+    GG_CUBLAS_GOTO(ctx,
+                   cublasLtMatmulAlgoGetHeuristic(ctx->lt, mm->op, mm->a, mm->b, mm->d, mm->d, pref, 1, &result, &found),
+                   status, fail);
+    if (found < 1) {
+        status = gg_fail(ctx, GG_ERROR_CUBLAS,
+                         "cuBLASLt found no algorithm for a %lldx%lldx%lld GEMM (types %d/%d, compute %d)",
+                         (long long)s->m, (long long)s->n, (long long)s->k, (int)s->ab_type, (int)s->d_type,
+                         (int)s->compute);
+        goto fail;
+    }
+    mm->algo = result.algo;
+    mm->workspace_bytes = result.workspaceSize;
+    (void)cublasLtMatmulPreferenceDestroy(pref);
+    return GG_SUCCESS;
+
+fail:
+    if (pref) (void)cublasLtMatmulPreferenceDestroy(pref);
+    gg_matmul_destroy(mm);
+    return status;
+}
+
+gg_status gg_matmul_run(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, void *D, int workspace,
+                        cudaStream_t stream) {
+    const float one = 1.0f, zero = 0.0f;
+    gg_status status = GG_SUCCESS;
+    GG_CUBLAS_GOTO(ctx,
+                   cublasLtMatmul(ctx->lt, mm->op, &one, A, mm->a, B, mm->b, &zero, D, mm->d, D, mm->d, &mm->algo,
+                                  ctx->workspace[workspace], mm->workspace_bytes, stream),
+                   status, done);
+done:
+    return status;
+}

@@ -1,0 +1,59 @@
+/*
+ * case_runner.h - one benchmark case on the GPU, end to end: device tensors, inputs drawn as the spec says, the
+ * float64 GPU reference, NaN-poisoned outputs, the library call and the tolerance check. Shared by the GPU tests
+ * and the benchmark so both check the same way.
+ */
+#ifndef GG_CASE_RUNNER_H
+#define GG_CASE_RUNNER_H
+
+#include "cases.h"
+#include "gpu_harness.h"
+#include "gradgraph.h"
+
+#define GG_RUN_MAX_TENSORS 8
+
+typedef enum gg_elem { GG_ELEM_F32 = 4, GG_ELEM_BF16 = 2 } gg_elem;
+
+typedef struct gg_tensor {
+    const char *name;
+    gg_elem elem;
+    int64_t rows, cols;
+    float scale; /* inputs: the N(0,1) scale the spec gives */
+    void *dev;   /* device memory */
+    double *ref; /* outputs: float64 reference on the device */
+} gg_tensor;
+
+typedef struct gg_case_run {
+    gg_case c;
+    gg_tensor in[GG_RUN_MAX_TENSORS];
+    gg_tensor out[GG_RUN_MAX_TENSORS];
+    int n_in, n_out;
+    double *work;        /* the reference's scratch */
+    void *compare_scratch;
+    void *cublas;        /* cublasHandle_t for the reference */
+    gg_stream stream;
+    size_t device_bytes; /* allocated by the runner */
+} gg_case_run;
+
+/* Per output: the comparison of the last gg_case_check. */
+typedef struct gg_case_verdict {
+    int passed; /* every output >= 99 % matched and no NaN/Inf */
+    double worst_matched_ratio;
+    double worst_ratio; /* the largest |err| / (atol + rtol |ref|) over all outputs */
+    gg_h_compare_result result[GG_RUN_MAX_TENSORS];
+} gg_case_verdict;
+
+/* Allocates everything for case c on the current device. Returns 0 or a cudaError_t (message in err). */
+int gg_case_run_create(const gg_case *c, gg_stream stream, gg_case_run **out, char *err, size_t err_bytes);
+void gg_case_run_destroy(gg_case_run *run);
+
+/* Draws fresh inputs (seed decides them) as the spec says, computes the float64 reference, poisons outputs. */
+int gg_case_prepare(gg_case_run *run, uint64_t seed);
+/* Poisons every output with NaN (before each library call). */
+int gg_case_poison(gg_case_run *run);
+/* Calls the library's entry point for the case's block (precision matters for blocks 2 and 3 only). */
+gg_status gg_case_execute(gg_case_run *run, gg_ctx *ctx, gg_precision precision);
+/* Compares every output against the reference with the case's tolerance (synchronizes). Returns 0 or error. */
+int gg_case_check(gg_case_run *run, gg_case_verdict *verdict);
+
+#endif
