@@ -46,4 +46,7 @@ if [ "$stage" = all ] || [ "$stage" = bench ]; then
   "$build/bench/gg_bench" --iters "${GG_ITERS:-20}" --warmup 3 --json "$OUT/bench-eager.json" \
     --csv "$OUT/bench-eager.csv" 2> "$OUT/bench-progress.log" | tee "$OUT/bench-eager.txt" || status=1
 fi
+# At most 8 files come back from the GPU machine: every log goes into one archive beside the JSON/CSV results.
+tar -C "$OUT" -czf "$OUT/logs.tgz" --exclude=logs.tgz --exclude='*.json' --exclude='*.csv' . 2>/dev/null
+find "$OUT" -maxdepth 1 -type f ! -name '*.json' ! -name '*.csv' ! -name logs.tgz ! -name '*.txt' -delete
 exit $status
