@@ -30,7 +30,7 @@ int main(void) {
         cudaMemcpy(t[i], host, sizes[i] * sizeof(float), cudaMemcpyHostToDevice);
     }
 
-    const gg_mlp_desc desc = {M, D, F, GG_PRECISION_DEFAULT};
+    const gg_mlp_desc desc = {.tokens = M, .hidden = D, .ffn = F}; /* precision: the context's */
     const gg_mlp_args args = {
         .grad_output = t[0], .hidden_states = t[1], .weight1 = t[2], .weight2 = t[3], .intermediate = t[4],
         .intermediate_activated = t[5], .grad_hidden_states = t[6], .grad_weight1 = t[7], .grad_bias1 = t[8],

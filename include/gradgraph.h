@@ -161,6 +161,7 @@ size_t gg_ctx_device_bytes(const gg_ctx *ctx);
 typedef struct gg_tanh_gate_desc {
     int64_t tokens; /* M */
     int64_t hidden; /* H */
+    int accumulate; /* 0: overwrite grad_gate; nonzero: grad_gate += this call's (accumulation over micro-batches) */
 } gg_tanh_gate_desc;
 
 typedef struct gg_tanh_gate_args {
@@ -186,6 +187,7 @@ typedef struct gg_gelu_ffn_desc {
     int64_t hidden;         /* D */
     int64_t ffn;            /* F */
     gg_precision precision; /* DEFAULT (the context's), FP32, TF32 or FP16 */
+    int accumulate;         /* 0: overwrite grad_weight1/2; nonzero: add to them (accumulation over micro-batches) */
 } gg_gelu_ffn_desc;
 
 typedef struct gg_gelu_ffn_args {
@@ -214,6 +216,7 @@ typedef struct gg_mlp_desc {
     int64_t hidden;         /* D */
     int64_t ffn;            /* F */
     gg_precision precision; /* DEFAULT (the context's), FP32, TF32 or FP16 */
+    int accumulate;         /* 0: overwrite grad_weight1/2 and grad_bias1/2; nonzero: add to them */
 } gg_mlp_desc;
 
 typedef struct gg_mlp_args {
@@ -244,6 +247,7 @@ typedef struct gg_ssm_gate_desc {
     int64_t hidden;    /* H (output features of the projection) */
     int64_t expanded;  /* E (input features) */
     int use_silu_gate; /* nonzero: gate_activated = silu(gate) */
+    int accumulate;    /* 0: overwrite grad_weight and grad_bias; nonzero: add to them (bf16(old + new), one rounding) */
 } gg_ssm_gate_desc;
 
 typedef struct gg_ssm_gate_args {

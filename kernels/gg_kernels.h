@@ -25,9 +25,10 @@ typedef enum gg_dtype { GG_DT_F32 = 0, GG_DT_F16 = 1, GG_DT_BF16 = 2 } gg_dtype;
 cudaError_t gg_k_tanh_gate(const uint16_t *grad_output, const uint16_t *gate, const uint16_t *hidden_states,
                            const uint16_t *mask, uint16_t *grad_residual, uint16_t *grad_hidden_states,
                            float *partials, int grid_blocks, int64_t M, int64_t H, cudaStream_t stream);
-/* Block 1, pass 2: grad_gate = bf16((1 - t^2) * sum(partials)), summed in a fixed order (deterministic). */
+/* Block 1, pass 2: grad_gate = bf16((1 - t^2) * sum(partials)), summed in a fixed order (deterministic); with
+ * accumulate, bf16(grad_gate + that). */
 cudaError_t gg_k_tanh_gate_finish(const float *partials, int count, const uint16_t *gate, uint16_t *grad_gate,
-                                  cudaStream_t stream);
+                                  int accumulate, cudaStream_t stream);
 /* The grid pass 1 uses for a tensor of M*H elements on a device with sm_count SMs (also the partials' count). */
 int gg_k_tanh_gate_grid(int64_t M, int64_t H, int sm_count);
 
@@ -41,10 +42,10 @@ cudaError_t gg_k_ssm_gate_grad(const uint16_t *g, const uint16_t *gate_activated
                                const uint16_t *gate, uint16_t *grad_ssm_output, uint16_t *grad_gate, size_t n,
                                int use_silu_gate, int sm_count, cudaStream_t stream);
 
-/* out[c] = sum over rows r of in[r, c] for an [M,N] matrix, accumulated in fp32 in a fixed order: `chunks` row
- * chunks each write a partial row into partials [chunks, N], then one pass adds them in order. */
+/* out[c] = sum over rows r of in[r, c] for an [M,N] matrix (out[c] += ... with accumulate), in fp32 in a fixed
+ * order: `chunks` row chunks each write a partial row into partials [chunks, N], then one pass adds them in order. */
 cudaError_t gg_k_col_sum(const void *in, gg_dtype in_type, int64_t M, int64_t N, int chunks, float *partials,
-                         void *out, gg_dtype out_type, cudaStream_t stream);
+                         void *out, gg_dtype out_type, int accumulate, cudaStream_t stream);
 /* The chunk count gg_k_col_sum should use for an [M,N] input (a plan stores it: same shape, same bits). */
 int gg_k_col_sum_chunks(int64_t M, int64_t N, int sm_count);
 

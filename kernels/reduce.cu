@@ -10,8 +10,10 @@ __device__ __forceinline__ float load(const float *p, int64_t i) { return p[i]; 
 __device__ __forceinline__ float load(const __half *p, int64_t i) { return __half2float(p[i]); }
 __device__ __forceinline__ float load(const __nv_bfloat16 *p, int64_t i) { return __bfloat162float(p[i]); }
 
-__device__ __forceinline__ void store(float *p, int64_t i, float v) { p[i] = v; }
-__device__ __forceinline__ void store(__nv_bfloat16 *p, int64_t i, float v) { p[i] = __float2bfloat16_rn(v); }
+__device__ __forceinline__ void store(float *p, int64_t i, float v, bool acc) { p[i] = acc ? p[i] + v : v; }
+__device__ __forceinline__ void store(__nv_bfloat16 *p, int64_t i, float v, bool acc) {
+    p[i] = __float2bfloat16_rn(acc ? __bfloat162float(p[i]) + v : v);
+}
 
 /* Block (x, y) sums rows [y*rows, (y+1)*rows) of kThreads consecutive columns: a warp reads one row segment. */
 template <typename TIn>
@@ -28,12 +30,12 @@ __global__ void __launch_bounds__(kThreads) col_partial_kernel(const TIn *__rest
 
 template <typename TOut>
 __global__ void __launch_bounds__(kThreads) col_finish_kernel(const float *__restrict__ partials, int chunks, int64_t N,
-                                                              TOut *__restrict__ out) {
+                                                              TOut *__restrict__ out, bool accumulate) {
     const int64_t col = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (col >= N) return;
     float acc = 0.0f;
     for (int c = 0; c < chunks; ++c) acc += partials[(int64_t)c * N + col];
-    store(out, col, acc);
+    store(out, col, acc, accumulate);
 }
 
 template <typename TIn>
@@ -58,7 +60,8 @@ extern "C" int gg_k_col_sum_chunks(int64_t M, int64_t N, int sm_count) {
 }
 
 extern "C" cudaError_t gg_k_col_sum(const void *in, gg_dtype in_type, int64_t M, int64_t N, int chunks,
-                                    float *partials, void *out, gg_dtype out_type, cudaStream_t stream) {
+                                    float *partials, void *out, gg_dtype out_type, int accumulate,
+                                    cudaStream_t stream) {
     cudaError_t err;
     switch (in_type) {
     case GG_DT_F32: err = launch_partial<float>(in, M, N, chunks, partials, stream); break;
@@ -69,10 +72,11 @@ extern "C" cudaError_t gg_k_col_sum(const void *in, gg_dtype in_type, int64_t M,
     if (err != cudaSuccess) return err;
     const unsigned grid = (unsigned)((N + kThreads - 1) / kThreads);
     if (out_type == GG_DT_F32)
-        col_finish_kernel<float><<<grid, kThreads, 0, stream>>>(partials, chunks, N, static_cast<float *>(out));
+        col_finish_kernel<float><<<grid, kThreads, 0, stream>>>(partials, chunks, N, static_cast<float *>(out),
+                                                                accumulate != 0);
     else if (out_type == GG_DT_BF16)
-        col_finish_kernel<__nv_bfloat16><<<grid, kThreads, 0, stream>>>(partials, chunks, N,
-                                                                        static_cast<__nv_bfloat16 *>(out));
+        col_finish_kernel<__nv_bfloat16><<<grid, kThreads, 0, stream>>>(
+            partials, chunks, N, static_cast<__nv_bfloat16 *>(out), accumulate != 0);
     else
         return cudaErrorInvalidValue;
     return cudaGetLastError();

@@ -38,7 +38,8 @@ __global__ void __launch_bounds__(kThreads) tanh_gate_kernel(const bf16x8 *__res
 
 __global__ void __launch_bounds__(kThreads) tanh_gate_finish_kernel(const float *__restrict__ partials, int count,
                                                                     const __nv_bfloat16 *__restrict__ gate,
-                                                                    __nv_bfloat16 *__restrict__ grad_gate) {
+                                                                    __nv_bfloat16 *__restrict__ grad_gate,
+                                                                    bool accumulate) {
     __shared__ float shared[kThreads / 32];
     /* Each thread adds a fixed strided subset in double, then a fixed tree: the same bits on every run. */
     double acc = 0.0;
@@ -46,7 +47,8 @@ __global__ void __launch_bounds__(kThreads) tanh_gate_finish_kernel(const float 
     const float total = block_sum((float)acc, shared);
     if (threadIdx.x == 0) {
         const float t = tanhf(bf(*gate));
-        *grad_gate = __float2bfloat16_rn((1.0f - t * t) * total);
+        const float value = (1.0f - t * t) * total;
+        *grad_gate = __float2bfloat16_rn(accumulate ? bf(*grad_gate) + value : value);
     }
 }
 
@@ -68,9 +70,10 @@ extern "C" cudaError_t gg_k_tanh_gate(const uint16_t *grad_output, const uint16_
 }
 
 extern "C" cudaError_t gg_k_tanh_gate_finish(const float *partials, int count, const uint16_t *gate,
-                                             uint16_t *grad_gate, cudaStream_t stream) {
+                                             uint16_t *grad_gate, int accumulate, cudaStream_t stream) {
     tanh_gate_finish_kernel<<<1, kThreads, 0, stream>>>(partials, count,
                                                         reinterpret_cast<const __nv_bfloat16 *>(gate),
-                                                        reinterpret_cast<__nv_bfloat16 *>(grad_gate));
+                                                        reinterpret_cast<__nv_bfloat16 *>(grad_gate),
+                                                        accumulate != 0);
     return cudaGetLastError();
 }

@@ -1,7 +1,7 @@
 /*
  * ffn.c - blocks 2 (GELU FFN, gg_gelu_ffn_backward) and 3 (MLP with biases, gg_mlp_backward): the same backward
  * with two differences, so one driver serves both: block 2 reads the saved tanh_inner, block 3 recomputes it and
- * also reduces the two bias gradients.
+ * also reduces the two bias gradients. The two tensor tables share the order of their common tensors.
  *
  * Order (apex's linear_gelu_linear_backward): on the caller's stream G = dY @ W2, R = G * gelu'(x), dX = R @ W1;
  * on the side stream, overlapping, dW2 = dYᵀ @ act and, once R is ready, dW1 = Rᵀ @ X.
@@ -12,24 +12,37 @@
  *   dX  [M,D]: (D x M)     = W1'(D x F)     @ R'(F x M)          m=D n=M k=F  A=W1 N lda=D  B=R N ldb=F
  *   dW1 [F,D]: (D x F)     = X'(D x M)      @ R'(F x M)ᵀ         m=D n=F k=M  A=X N lda=D   B=R T ldb=F
  */
+#include "block.h"
 #include "kernels/gg_kernels.h"
-#include "plan.h"
 #include "streams.h"
-#include "validate.h"
+
+/* Tensor order: the common ones first, then block 2's tanh_inner or block 3's bias gradients. */
+enum { T_DY, T_X, T_W1, T_W2, T_PRE, T_ACT, T_DX, T_DW1, T_DW2, T_EXTRA0, T_EXTRA1 };
+enum { T_TANH = T_EXTRA0 };               /* block 2 */
+enum { T_DB1 = T_EXTRA0, T_DB2 = T_EXTRA1 }; /* block 3 */
 
 enum { GEMM_G, GEMM_DW2, GEMM_DX, GEMM_DW1 };
 /* Scratch: G (fp32, and R in place in fp32/tf32 modes); fp16 copies of the operands in fp16 mode; partial sums. */
 enum { BUF_G, BUF_R16, BUF_DY16, BUF_W2_16, BUF_ACT16, BUF_X16, BUF_W1_16, BUF_PARTIALS };
 
-/* One call of either block, in the driver's terms. tanh_inner is NULL for block 3; the bias gradients NULL for 2. */
-typedef struct ffn_call {
-    const char *fn;
-    gg_block_kind kind;
-    int64_t M, D, F;
-    gg_precision precision;
-    const float *dy, *x_in, *w1, *w2, *pre, *tanh_inner, *act;
-    float *dx, *dw1, *dw2, *db1, *db2;
-} ffn_call;
+#define COMMON_TENSORS(pre_name, act_name)                                                                         \
+    [T_DY] = {"grad_output", GG_EXT_TOKENS, GG_EXT_DIM0, 4, 0, 0},                                                 \
+    [T_X] = {"hidden_states", GG_EXT_TOKENS, GG_EXT_DIM0, 4, 0, 0},                                                \
+    [T_W1] = {"weight1", GG_EXT_DIM1, GG_EXT_DIM0, 4, 0, 0}, [T_W2] = {"weight2", GG_EXT_DIM0, GG_EXT_DIM1, 4, 0, 0}, \
+    [T_PRE] = {pre_name, GG_EXT_TOKENS, GG_EXT_DIM1, 4, 0, 0}, [T_ACT] = {act_name, GG_EXT_TOKENS, GG_EXT_DIM1, 4, 0, 0}, \
+    [T_DX] = {"grad_hidden_states", GG_EXT_TOKENS, GG_EXT_DIM0, 4, 1, 0},                                          \
+    [T_DW1] = {"grad_weight1", GG_EXT_DIM1, GG_EXT_DIM0, 4, 1, 0},                                                 \
+    [T_DW2] = {"grad_weight2", GG_EXT_DIM0, GG_EXT_DIM1, 4, 1, 0}
+
+static const gg_tensor_spec gelu_ffn_tensors[] = {
+    COMMON_TENSORS("linear1_out", "gelu_out"),
+    [T_TANH] = {"tanh_inner", GG_EXT_TOKENS, GG_EXT_DIM1, 4, 0, 0},
+};
+static const gg_tensor_spec mlp_tensors[] = {
+    COMMON_TENSORS("intermediate", "intermediate_activated"),
+    [T_DB1] = {"grad_bias1", GG_EXT_ONE, GG_EXT_DIM1, 4, 1, 0},
+    [T_DB2] = {"grad_bias2", GG_EXT_ONE, GG_EXT_DIM0, 4, 1, 0},
+};
 
 static gg_status plan_gemm(gg_ctx *ctx, gg_matmul *mm, gg_precision precision, int trans_b, int64_t m, int64_t n,
                            int64_t k, int64_t lda, int64_t ldb, int64_t ldd) {
@@ -38,7 +51,7 @@ static gg_status plan_gemm(gg_ctx *ctx, gg_matmul *mm, gg_precision precision, i
     return gg_matmul_plan(ctx, &s, mm);
 }
 
-static gg_status build_ffn_plan(gg_ctx *ctx, gg_block_plan *p) {
+static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     const int64_t M = p->key.tokens, D = p->key.dim0, F = p->key.dim1;
     const gg_precision prec = (gg_precision)p->key.precision;
     GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_G], prec, 0, F, M, D, F, D, F));
@@ -65,27 +78,25 @@ static gg_status build_ffn_plan(gg_ctx *ctx, gg_block_plan *p) {
 }
 
 /* Enqueues the backward; the plan exists. On an error after the fork, the side stream is still joined. */
-static gg_status enqueue_ffn(gg_ctx *ctx, const gg_block_plan *p, const ffn_call *c, cudaStream_t main) {
-    const int64_t M = c->M, D = c->D, F = c->F;
-    const int sms = ctx->sm_count;
+static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main) {
+    const int64_t M = c->tokens, D = c->dim0, F = c->dim1;
+    const int sms = ctx->sm_count, is_mlp = c->info->kind == GG_BLOCK_MLP, acc = c->accumulate;
+    void *const *t = c->t;
     cudaStream_t side = ctx->side;
     float *G = gg_plan_buffer(ctx, p, BUF_G);
     /* The GEMM operands: the caller's fp32 tensors, or their fp16 copies in fp16 mode. */
-    const void *dy = c->dy, *w2 = c->w2, *act = c->act, *x = c->x_in, *w1 = c->w1;
+    const void *dy = t[T_DY], *w2 = t[T_W2], *act = t[T_ACT], *x = t[T_X], *w1 = t[T_W1];
     void *R = G; /* R overwrites G in place unless it is written as fp16 */
     gg_dtype r_type = GG_DT_F32;
     if (c->precision == GG_PRECISION_FP16) {
         const struct {
-            const float *src;
-            int buffer;
-            size_t n;
+            int tensor, buffer;
             const void **operand;
-        } conv[] = {{c->dy, BUF_DY16, (size_t)(M * D), &dy},   {c->w2, BUF_W2_16, (size_t)(D * F), &w2},
-                    {c->act, BUF_ACT16, (size_t)(M * F), &act}, {c->x_in, BUF_X16, (size_t)(M * D), &x},
-                    {c->w1, BUF_W1_16, (size_t)(F * D), &w1}};
+        } conv[] = {{T_DY, BUF_DY16, &dy}, {T_W2, BUF_W2_16, &w2}, {T_ACT, BUF_ACT16, &act},
+                    {T_X, BUF_X16, &x},    {T_W1, BUF_W1_16, &w1}};
         for (size_t i = 0; i < sizeof conv / sizeof conv[0]; ++i) {
             void *dst = gg_plan_buffer(ctx, p, conv[i].buffer);
-            GG_CUDA_TRY(ctx, gg_k_f32_to_f16(conv[i].src, dst, conv[i].n, sms, main));
+            GG_CUDA_TRY(ctx, gg_k_f32_to_f16(t[conv[i].tensor], dst, gg_tensor_elems(c, conv[i].tensor), sms, main));
             *conv[i].operand = dst;
         }
         R = gg_plan_buffer(ctx, p, BUF_R16);
@@ -94,82 +105,76 @@ static gg_status enqueue_ffn(gg_ctx *ctx, const gg_block_plan *p, const ffn_call
 
     GG_TRY(gg_stream_handoff(ctx, main, ctx->ev_fork, side));
     gg_status status = GG_SUCCESS;
-    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW2], act, dy, c->dw2, 1, side), status, join);
-    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_G], w2, dy, G, 0, main), status, join);
-    GG_CUDA_GOTO(ctx, gg_k_gelu_grad(G, c->pre, c->tanh_inner, R, r_type, (size_t)(M * F), sms, main), status, join);
-    if (c->kind == GG_BLOCK_MLP) {
+    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW2], act, dy, t[T_DW2], acc, 1, side), status, join);
+    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_G], w2, dy, G, 0, 0, main), status, join);
+    GG_CUDA_GOTO(ctx, gg_k_gelu_grad(G, t[T_PRE], is_mlp ? NULL : t[T_TANH], R, r_type, (size_t)(M * F), sms, main),
+                 status, join);
+    if (is_mlp) {
         float *partials = gg_plan_buffer(ctx, p, BUF_PARTIALS);
-        GG_CUDA_GOTO(ctx, gg_k_col_sum(c->dy, GG_DT_F32, M, D, p->col_chunks[0], partials, c->db2, GG_DT_F32, main),
+        GG_CUDA_GOTO(ctx,
+                     gg_k_col_sum(t[T_DY], GG_DT_F32, M, D, p->col_chunks[0], partials, t[T_DB2], GG_DT_F32, acc, main),
                      status, join);
-        GG_CUDA_GOTO(ctx, gg_k_col_sum(R, r_type, M, F, p->col_chunks[1], partials, c->db1, GG_DT_F32, main), status,
-                     join);
+        GG_CUDA_GOTO(ctx, gg_k_col_sum(R, r_type, M, F, p->col_chunks[1], partials, t[T_DB1], GG_DT_F32, acc, main),
+                     status, join);
     }
     GG_GOTO(gg_stream_handoff(ctx, main, ctx->ev_mid, side), status, join);
-    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW1], x, R, c->dw1, 1, side), status, join);
-    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DX], w1, R, c->dx, 0, main), status, join);
+    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW1], x, R, t[T_DW1], acc, 1, side), status, join);
+    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DX], w1, R, t[T_DX], 0, 0, main), status, join);
 join:;
     const gg_status joined = gg_stream_handoff(ctx, side, ctx->ev_join, main);
     return status != GG_SUCCESS ? status : joined;
 }
 
-static gg_status run_ffn(gg_ctx *ctx, const ffn_call *c, cudaStream_t stream) {
-    int saved = 0;
-    GG_TRY(gg_device_enter(ctx, &saved));
-    const gg_plan_key key = gg_plan_key_make(c->kind, c->precision, c->M, c->D, c->F);
-    gg_block_plan *plan = NULL;
-    gg_status status = gg_plan_get(ctx, &key, build_ffn_plan, &plan);
-    if (status == GG_SUCCESS) status = enqueue_ffn(ctx, plan, c, stream);
-    gg_device_leave(saved);
-    return status;
+const gg_block_info gg_gelu_ffn_info = {GG_BLOCK_GELU_FFN, "gg_gelu_ffn_backward", "desc->hidden", "desc->ffn", 1,
+                                        (int)(sizeof gelu_ffn_tensors / sizeof gelu_ffn_tensors[0]), gelu_ffn_tensors,
+                                        build, enqueue};
+const gg_block_info gg_mlp_info = {GG_BLOCK_MLP, "gg_mlp_backward", "desc->hidden", "desc->ffn", 1,
+                                   (int)(sizeof mlp_tensors / sizeof mlp_tensors[0]), mlp_tensors, build, enqueue};
+
+void gg_gelu_ffn_pack(gg_block_call *c, const gg_gelu_ffn_desc *d, const gg_gelu_ffn_args *a) {
+    *c = (gg_block_call){.info = &gg_gelu_ffn_info, .tokens = d->tokens, .dim0 = d->hidden, .dim1 = d->ffn,
+                         .accumulate = d->accumulate};
+    c->t[T_DY] = (void *)a->grad_output;
+    c->t[T_X] = (void *)a->hidden_states;
+    c->t[T_W1] = (void *)a->weight1;
+    c->t[T_W2] = (void *)a->weight2;
+    c->t[T_PRE] = (void *)a->linear1_out;
+    c->t[T_ACT] = (void *)a->gelu_out;
+    c->t[T_TANH] = (void *)a->tanh_inner;
+    c->t[T_DX] = a->grad_hidden_states;
+    c->t[T_DW1] = a->grad_weight1;
+    c->t[T_DW2] = a->grad_weight2;
 }
 
-/* Shapes, precision and every tensor of a call, checked before anything is enqueued. */
-static gg_status validate_ffn(gg_ctx *ctx, ffn_call *c, gg_precision requested) {
-    GG_TRY(gg_check_tokens(ctx, c->fn, "desc->tokens", c->M));
-    GG_TRY(gg_check_dim(ctx, c->fn, "desc->hidden", c->D));
-    GG_TRY(gg_check_dim(ctx, c->fn, "desc->ffn", c->F));
-    GG_TRY(gg_resolve_precision(ctx, c->fn, requested, &c->precision));
-    const int64_t M = c->M, D = c->D, F = c->F;
-    const size_t f4 = sizeof(float);
-    const int is_mlp = c->kind == GG_BLOCK_MLP;
-    gg_tensor_check t[12] = {
-        {"args->grad_output", c->dy, M, D, f4, 0},
-        {"args->hidden_states", c->x_in, M, D, f4, 0},
-        {"args->weight1", c->w1, F, D, f4, 0},
-        {"args->weight2", c->w2, D, F, f4, 0},
-        {is_mlp ? "args->intermediate" : "args->linear1_out", c->pre, M, F, f4, 0},
-        {is_mlp ? "args->intermediate_activated" : "args->gelu_out", c->act, M, F, f4, 0},
-        {"args->grad_hidden_states", c->dx, M, D, f4, 1},
-        {"args->grad_weight1", c->dw1, F, D, f4, 1},
-        {"args->grad_weight2", c->dw2, D, F, f4, 1},
-    };
-    int n = 9;
-    if (is_mlp) {
-        t[n++] = (gg_tensor_check){"args->grad_bias1", c->db1, 1, F, f4, 1};
-        t[n++] = (gg_tensor_check){"args->grad_bias2", c->db2, 1, D, f4, 1};
-    } else {
-        t[n++] = (gg_tensor_check){"args->tanh_inner", c->tanh_inner, M, F, f4, 0};
-    }
-    return gg_check_tensors(ctx, c->fn, t, n);
+void gg_mlp_pack(gg_block_call *c, const gg_mlp_desc *d, const gg_mlp_args *a) {
+    *c = (gg_block_call){.info = &gg_mlp_info, .tokens = d->tokens, .dim0 = d->hidden, .dim1 = d->ffn,
+                         .accumulate = d->accumulate};
+    c->t[T_DY] = (void *)a->grad_output;
+    c->t[T_X] = (void *)a->hidden_states;
+    c->t[T_W1] = (void *)a->weight1;
+    c->t[T_W2] = (void *)a->weight2;
+    c->t[T_PRE] = (void *)a->intermediate;
+    c->t[T_ACT] = (void *)a->intermediate_activated;
+    c->t[T_DX] = a->grad_hidden_states;
+    c->t[T_DW1] = a->grad_weight1;
+    c->t[T_DB1] = a->grad_bias1;
+    c->t[T_DW2] = a->grad_weight2;
+    c->t[T_DB2] = a->grad_bias2;
 }
 
 gg_status gg_gelu_ffn_backward(gg_ctx *ctx, const gg_gelu_ffn_desc *desc, const gg_gelu_ffn_args *args,
                                gg_stream stream) {
-    GG_TRY(gg_check_call(ctx, "gg_gelu_ffn_backward", desc, args));
-    ffn_call c = {"gg_gelu_ffn_backward", GG_BLOCK_GELU_FFN, desc->tokens, desc->hidden, desc->ffn,
-                  GG_PRECISION_DEFAULT, args->grad_output, args->hidden_states, args->weight1, args->weight2,
-                  args->linear1_out, args->tanh_inner, args->gelu_out, args->grad_hidden_states,
-                  args->grad_weight1, args->grad_weight2, NULL, NULL};
-    GG_TRY(validate_ffn(ctx, &c, desc->precision));
-    return run_ffn(ctx, &c, (cudaStream_t)stream);
+    GG_TRY(gg_check_call(ctx, gg_gelu_ffn_info.fn, desc, args));
+    gg_block_call call;
+    gg_gelu_ffn_pack(&call, desc, args);
+    GG_TRY(gg_block_validate(ctx, gg_gelu_ffn_info.fn, &call, desc->precision));
+    return gg_block_run_eager(ctx, &call, (cudaStream_t)stream);
 }
 
 gg_status gg_mlp_backward(gg_ctx *ctx, const gg_mlp_desc *desc, const gg_mlp_args *args, gg_stream stream) {
-    GG_TRY(gg_check_call(ctx, "gg_mlp_backward", desc, args));
-    ffn_call c = {"gg_mlp_backward", GG_BLOCK_MLP, desc->tokens, desc->hidden, desc->ffn, GG_PRECISION_DEFAULT,
-                  args->grad_output, args->hidden_states, args->weight1, args->weight2, args->intermediate, NULL,
-                  args->intermediate_activated, args->grad_hidden_states, args->grad_weight1, args->grad_weight2,
-                  args->grad_bias1, args->grad_bias2};
-    GG_TRY(validate_ffn(ctx, &c, desc->precision));
-    return run_ffn(ctx, &c, (cudaStream_t)stream);
+    GG_TRY(gg_check_call(ctx, gg_mlp_info.fn, desc, args));
+    gg_block_call call;
+    gg_mlp_pack(&call, desc, args);
+    GG_TRY(gg_block_validate(ctx, gg_mlp_info.fn, &call, desc->precision));
+    return gg_block_run_eager(ctx, &call, (cudaStream_t)stream);
 }

@@ -6,15 +6,28 @@
  *   g  [M,E]: (E x M) = W'(E x H)      @ dY'(H x M)       m=E n=M k=H  A=W N lda=E      B=dY N ldb=H
  *   dW [H,E]: (E x H) = gated'(E x M)  @ dY'(H x M)ᵀ      m=E n=H k=M  A=gated N lda=E  B=dY T ldb=H
  */
+#include "block.h"
 #include "kernels/gg_kernels.h"
-#include "plan.h"
 #include "streams.h"
-#include "validate.h"
 
+enum { T_DY, T_SSM, T_GATE, T_W, T_GATE_ACT, T_GATED, T_GRAD_SSM, T_GRAD_GATE, T_DW, T_DB };
 enum { GEMM_G, GEMM_DW };
 enum { BUF_G, BUF_PARTIALS };
 
-static gg_status build_ssm_plan(gg_ctx *ctx, gg_block_plan *p) {
+static const gg_tensor_spec tensors[] = {
+    [T_DY] = {"grad_output", GG_EXT_TOKENS, GG_EXT_DIM0, 2, 0, 0},
+    [T_SSM] = {"ssm_output", GG_EXT_TOKENS, GG_EXT_DIM1, 2, 0, 0},
+    [T_GATE] = {"gate", GG_EXT_TOKENS, GG_EXT_DIM1, 2, 0, 1},
+    [T_W] = {"weight", GG_EXT_DIM0, GG_EXT_DIM1, 2, 0, 0},
+    [T_GATE_ACT] = {"gate_activated", GG_EXT_TOKENS, GG_EXT_DIM1, 2, 0, 0},
+    [T_GATED] = {"gated_output", GG_EXT_TOKENS, GG_EXT_DIM1, 2, 0, 0},
+    [T_GRAD_SSM] = {"grad_ssm_output", GG_EXT_TOKENS, GG_EXT_DIM1, 2, 1, 0},
+    [T_GRAD_GATE] = {"grad_gate", GG_EXT_TOKENS, GG_EXT_DIM1, 2, 1, 0},
+    [T_DW] = {"grad_weight", GG_EXT_DIM0, GG_EXT_DIM1, 2, 1, 0},
+    [T_DB] = {"grad_bias", GG_EXT_ONE, GG_EXT_DIM0, 2, 1, 0},
+};
+
+static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     const int64_t M = p->key.tokens, H = p->key.dim0, E = p->key.dim1;
     const gg_gemm_shape g = {0, 0, E, M, H, E, H, E, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F};
     const gg_gemm_shape dw = {0, 1, E, H, M, E, H, E, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F};
@@ -26,57 +39,50 @@ static gg_status build_ssm_plan(gg_ctx *ctx, gg_block_plan *p) {
     return GG_SUCCESS;
 }
 
-static gg_status enqueue_ssm(gg_ctx *ctx, const gg_block_plan *p, const gg_ssm_gate_desc *d,
-                             const gg_ssm_gate_args *a, cudaStream_t main) {
+static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main) {
+    void *const *t = c->t;
     cudaStream_t side = ctx->side;
     uint16_t *g = gg_plan_buffer(ctx, p, BUF_G);
     GG_TRY(gg_stream_handoff(ctx, main, ctx->ev_fork, side));
     gg_status status = GG_SUCCESS;
-    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW], a->gated_output, a->grad_output, a->grad_weight, 1, side), status,
-            join);
+    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW], t[T_GATED], t[T_DY], t[T_DW], c->accumulate, 1, side), status, join);
     GG_CUDA_GOTO(ctx,
-                 gg_k_col_sum(a->grad_output, GG_DT_BF16, d->tokens, d->hidden, p->col_chunks[0],
-                              gg_plan_buffer(ctx, p, BUF_PARTIALS), a->grad_bias, GG_DT_BF16, side),
+                 gg_k_col_sum(t[T_DY], GG_DT_BF16, c->tokens, c->dim0, p->col_chunks[0],
+                              gg_plan_buffer(ctx, p, BUF_PARTIALS), t[T_DB], GG_DT_BF16, c->accumulate, side),
                  status, join);
-    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_G], a->weight, a->grad_output, g, 0, main), status, join);
+    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_G], t[T_W], t[T_DY], g, 0, 0, main), status, join);
     GG_CUDA_GOTO(ctx,
-                 gg_k_ssm_gate_grad(g, a->gate_activated, a->ssm_output, a->gate, a->grad_ssm_output, a->grad_gate,
-                                    (size_t)(d->tokens * d->expanded), d->use_silu_gate, ctx->sm_count, main),
+                 gg_k_ssm_gate_grad(g, t[T_GATE_ACT], t[T_SSM], t[T_GATE], t[T_GRAD_SSM], t[T_GRAD_GATE],
+                                    (size_t)(c->tokens * c->dim1), c->use_silu_gate, ctx->sm_count, main),
                  status, join);
 join:;
     const gg_status joined = gg_stream_handoff(ctx, side, ctx->ev_join, main);
     return status != GG_SUCCESS ? status : joined;
 }
 
+const gg_block_info gg_ssm_gate_info = {GG_BLOCK_SSM_GATE, "gg_ssm_gate_backward", "desc->hidden", "desc->expanded", 0,
+                                        (int)(sizeof tensors / sizeof tensors[0]), tensors, build, enqueue};
+
+void gg_ssm_gate_pack(gg_block_call *c, const gg_ssm_gate_desc *d, const gg_ssm_gate_args *a) {
+    *c = (gg_block_call){.info = &gg_ssm_gate_info, .tokens = d->tokens, .dim0 = d->hidden, .dim1 = d->expanded,
+                         .use_silu_gate = d->use_silu_gate != 0, .accumulate = d->accumulate};
+    c->t[T_DY] = (void *)a->grad_output;
+    c->t[T_SSM] = (void *)a->ssm_output;
+    c->t[T_GATE] = (void *)a->gate;
+    c->t[T_W] = (void *)a->weight;
+    c->t[T_GATE_ACT] = (void *)a->gate_activated;
+    c->t[T_GATED] = (void *)a->gated_output;
+    c->t[T_GRAD_SSM] = a->grad_ssm_output;
+    c->t[T_GRAD_GATE] = a->grad_gate;
+    c->t[T_DW] = a->grad_weight;
+    c->t[T_DB] = a->grad_bias;
+}
+
 gg_status gg_ssm_gate_backward(gg_ctx *ctx, const gg_ssm_gate_desc *desc, const gg_ssm_gate_args *args,
                                gg_stream stream) {
-    static const char fn[] = "gg_ssm_gate_backward";
-    GG_TRY(gg_check_call(ctx, fn, desc, args));
-    const int64_t M = desc->tokens, H = desc->hidden, E = desc->expanded;
-    GG_TRY(gg_check_tokens(ctx, fn, "desc->tokens", M));
-    GG_TRY(gg_check_dim(ctx, fn, "desc->hidden", H));
-    GG_TRY(gg_check_dim(ctx, fn, "desc->expanded", E));
-    gg_tensor_check t[10] = {
-        {"args->grad_output", args->grad_output, M, H, 2, 0},
-        {"args->ssm_output", args->ssm_output, M, E, 2, 0},
-        {"args->weight", args->weight, H, E, 2, 0},
-        {"args->gate_activated", args->gate_activated, M, E, 2, 0},
-        {"args->gated_output", args->gated_output, M, E, 2, 0},
-        {"args->grad_ssm_output", args->grad_ssm_output, M, E, 2, 1},
-        {"args->grad_gate", args->grad_gate, M, E, 2, 1},
-        {"args->grad_weight", args->grad_weight, H, E, 2, 1},
-        {"args->grad_bias", args->grad_bias, 1, H, 2, 1},
-    };
-    int n = 9;
-    if (desc->use_silu_gate) t[n++] = (gg_tensor_check){"args->gate", args->gate, M, E, 2, 0};
-    GG_TRY(gg_check_tensors(ctx, fn, t, n));
-
-    int saved = 0;
-    GG_TRY(gg_device_enter(ctx, &saved));
-    const gg_plan_key key = gg_plan_key_make(GG_BLOCK_SSM_GATE, GG_PRECISION_BF16, M, H, E);
-    gg_block_plan *plan = NULL;
-    gg_status status = gg_plan_get(ctx, &key, build_ssm_plan, &plan);
-    if (status == GG_SUCCESS) status = enqueue_ssm(ctx, plan, desc, args, (cudaStream_t)stream);
-    gg_device_leave(saved);
-    return status;
+    GG_TRY(gg_check_call(ctx, gg_ssm_gate_info.fn, desc, args));
+    gg_block_call call;
+    gg_ssm_gate_pack(&call, desc, args);
+    GG_TRY(gg_block_validate(ctx, gg_ssm_gate_info.fn, &call, GG_PRECISION_DEFAULT));
+    return gg_block_run_eager(ctx, &call, (cudaStream_t)stream);
 }

@@ -1,52 +1,60 @@
 /*
  * tanh_gate.c - block 1, tanh-gated residual add (gg_tanh_gate_backward), bf16 I/O. Memory-bound: one pass over
- * grad_output and hidden_states writes both [M,H] outputs and per-block partial sums of the gate gradient; a
- * one-block kernel adds the partials in a fixed order (the same bits every run) and writes the scalar.
+ * grad_output and hidden_states writes both [M,H] outputs and per-CTA partial sums of the gate gradient; a
+ * one-CTA kernel adds the partials in a fixed order (the same bits every run) and writes the scalar.
  */
+#include "block.h"
 #include "kernels/gg_kernels.h"
-#include "plan.h"
-#include "validate.h"
 
+enum { T_GRAD_OUTPUT, T_GATE, T_HIDDEN, T_MASK, T_GRAD_RESIDUAL, T_GRAD_HIDDEN, T_GRAD_GATE };
 enum { BUF_PARTIALS };
 
-static gg_status build_tanh_gate_plan(gg_ctx *ctx, gg_block_plan *p) {
+static const gg_tensor_spec tensors[] = {
+    [T_GRAD_OUTPUT] = {"grad_output", GG_EXT_TOKENS, GG_EXT_DIM0, 2, 0, 0},
+    [T_GATE] = {"gate", GG_EXT_ONE, GG_EXT_ONE, 2, 0, 0},
+    [T_HIDDEN] = {"hidden_states", GG_EXT_TOKENS, GG_EXT_DIM0, 2, 0, 0},
+    [T_MASK] = {"mask", GG_EXT_TOKENS, GG_EXT_ONE, 2, 0, 0},
+    [T_GRAD_RESIDUAL] = {"grad_residual", GG_EXT_TOKENS, GG_EXT_DIM0, 2, 1, 0},
+    [T_GRAD_HIDDEN] = {"grad_hidden_states", GG_EXT_TOKENS, GG_EXT_DIM0, 2, 1, 0},
+    [T_GRAD_GATE] = {"grad_gate", GG_EXT_ONE, GG_EXT_ONE, 2, 1, 0},
+};
+
+static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     p->reduce_blocks = gg_k_tanh_gate_grid(p->key.tokens, p->key.dim0, ctx->sm_count);
     p->buffer[BUF_PARTIALS] = gg_plan_take(p, (size_t)p->reduce_blocks * sizeof(float));
     return GG_SUCCESS;
 }
 
+static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t s) {
+    void *const *t = c->t;
+    float *partials = gg_plan_buffer(ctx, p, BUF_PARTIALS);
+    GG_CUDA_TRY(ctx, gg_k_tanh_gate(t[T_GRAD_OUTPUT], t[T_GATE], t[T_HIDDEN], t[T_MASK], t[T_GRAD_RESIDUAL],
+                                    t[T_GRAD_HIDDEN], partials, p->reduce_blocks, c->tokens, c->dim0, s));
+    GG_CUDA_TRY(ctx, gg_k_tanh_gate_finish(partials, p->reduce_blocks, t[T_GATE], t[T_GRAD_GATE], c->accumulate, s));
+    return GG_SUCCESS;
+}
+
+const gg_block_info gg_tanh_gate_info = {GG_BLOCK_TANH_GATE, "gg_tanh_gate_backward", "desc->hidden", NULL, 0,
+                                         (int)(sizeof tensors / sizeof tensors[0]), tensors, build, enqueue};
+
+/* The generic form of a public call (shared by the eager and graph entry points). */
+void gg_tanh_gate_pack(gg_block_call *c, const gg_tanh_gate_desc *d, const gg_tanh_gate_args *a) {
+    *c = (gg_block_call){.info = &gg_tanh_gate_info, .tokens = d->tokens, .dim0 = d->hidden,
+                         .accumulate = d->accumulate};
+    c->t[T_GRAD_OUTPUT] = (void *)a->grad_output;
+    c->t[T_GATE] = (void *)a->gate;
+    c->t[T_HIDDEN] = (void *)a->hidden_states;
+    c->t[T_MASK] = (void *)a->mask;
+    c->t[T_GRAD_RESIDUAL] = a->grad_residual;
+    c->t[T_GRAD_HIDDEN] = a->grad_hidden_states;
+    c->t[T_GRAD_GATE] = a->grad_gate;
+}
+
 gg_status gg_tanh_gate_backward(gg_ctx *ctx, const gg_tanh_gate_desc *desc, const gg_tanh_gate_args *args,
                                 gg_stream stream) {
-    static const char fn[] = "gg_tanh_gate_backward";
-    GG_TRY(gg_check_call(ctx, fn, desc, args));
-    const int64_t M = desc->tokens, H = desc->hidden;
-    GG_TRY(gg_check_tokens(ctx, fn, "desc->tokens", M));
-    GG_TRY(gg_check_dim(ctx, fn, "desc->hidden", H));
-    const gg_tensor_check t[] = {
-        {"args->grad_output", args->grad_output, M, H, 2, 0},
-        {"args->gate", args->gate, 1, 1, 2, 0},
-        {"args->hidden_states", args->hidden_states, M, H, 2, 0},
-        {"args->mask", args->mask, M, 1, 2, 0},
-        {"args->grad_residual", args->grad_residual, M, H, 2, 1},
-        {"args->grad_hidden_states", args->grad_hidden_states, M, H, 2, 1},
-        {"args->grad_gate", args->grad_gate, 1, 1, 2, 1},
-    };
-    GG_TRY(gg_check_tensors(ctx, fn, t, (int)(sizeof t / sizeof t[0])));
-
-    int saved = 0;
-    GG_TRY(gg_device_enter(ctx, &saved));
-    const gg_plan_key key = gg_plan_key_make(GG_BLOCK_TANH_GATE, GG_PRECISION_BF16, M, H, 0);
-    gg_block_plan *plan = NULL;
-    gg_status status = gg_plan_get(ctx, &key, build_tanh_gate_plan, &plan);
-    if (status == GG_SUCCESS) {
-        cudaStream_t s = (cudaStream_t)stream;
-        float *partials = gg_plan_buffer(ctx, plan, BUF_PARTIALS);
-        cudaError_t err = gg_k_tanh_gate(args->grad_output, args->gate, args->hidden_states, args->mask,
-                                         args->grad_residual, args->grad_hidden_states, partials,
-                                         plan->reduce_blocks, M, H, s);
-        if (err == cudaSuccess) err = gg_k_tanh_gate_finish(partials, plan->reduce_blocks, args->gate, args->grad_gate, s);
-        if (err != cudaSuccess) status = gg_fail_cuda(ctx, err, "tanh_gate kernels");
-    }
-    gg_device_leave(saved);
-    return status;
+    GG_TRY(gg_check_call(ctx, gg_tanh_gate_info.fn, desc, args));
+    gg_block_call call;
+    gg_tanh_gate_pack(&call, desc, args);
+    GG_TRY(gg_block_validate(ctx, gg_tanh_gate_info.fn, &call, GG_PRECISION_DEFAULT));
+    return gg_block_run_eager(ctx, &call, (cudaStream_t)stream);
 }

@@ -77,12 +77,13 @@ fail:
     return status;
 }
 
-gg_status gg_matmul_run(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, void *D, int workspace,
-                        cudaStream_t stream) {
-    const float one = 1.0f, zero = 0.0f;
+gg_status gg_matmul_run(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, void *D, int accumulate,
+                        int workspace, cudaStream_t stream) {
+    /* Host scalars: read when the call is enqueued (or captured), so a graph keeps the beta it was captured with. */
+    const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
     gg_status status = GG_SUCCESS;
     GG_CUBLAS_GOTO(ctx,
-                   cublasLtMatmul(ctx->lt, mm->op, &one, A, mm->a, B, mm->b, &zero, D, mm->d, D, mm->d, &mm->algo,
+                   cublasLtMatmul(ctx->lt, mm->op, &one, A, mm->a, B, mm->b, &beta, D, mm->d, D, mm->d, &mm->algo,
                                   ctx->workspace[workspace], mm->workspace_bytes, stream),
                    status, done);
 done:

@@ -33,9 +33,10 @@ void gg_gemm_types_for(gg_precision precision, cudaDataType_t *ab_type, cublasCo
 /* Creates descriptors and picks an algorithm. On failure *mm is left empty (safe to destroy). */
 gg_status gg_matmul_plan(gg_ctx *ctx, const gg_gemm_shape *shape, gg_matmul *mm);
 
-/* D = A @ B (alpha 1, beta 0) on stream with the context's workspace number `workspace` (one per stream). */
-gg_status gg_matmul_run(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, void *D, int workspace,
-                        cudaStream_t stream);
+/* D = A @ B, or D += A @ B when accumulate (beta 1, D read in its own type, one rounding), on stream with the
+ * context's workspace number `workspace` (one per stream). */
+gg_status gg_matmul_run(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, void *D, int accumulate,
+                        int workspace, cudaStream_t stream);
 
 /* Destroys the descriptors; a zeroed gg_matmul is fine. */
 void gg_matmul_destroy(gg_matmul *mm);

@@ -177,20 +177,22 @@ static void destroy_ctx(gg_ctx *ctx) {
 /* Distinct, 16-byte aligned fake device addresses, far apart so that no two tensors overlap. */
 #define FAKE(i) ((void *)(uintptr_t)(0x100000000000ull * (uint64_t)((i) + 1)))
 
-static gg_mlp_desc mlp_desc(void) { return (gg_mlp_desc){64, 2048, 8192, GG_PRECISION_DEFAULT}; }
+static gg_mlp_desc mlp_desc(void) { return (gg_mlp_desc){.tokens = 64, .hidden = 2048, .ffn = 8192}; }
 static gg_mlp_args mlp_args(void) {
     return (gg_mlp_args){FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5), FAKE(6), FAKE(7), FAKE(8), FAKE(9),
                          FAKE(10)};
 }
-static gg_gelu_ffn_desc ffn_desc(void) { return (gg_gelu_ffn_desc){64, 1536, 6144, GG_PRECISION_DEFAULT}; }
+static gg_gelu_ffn_desc ffn_desc(void) { return (gg_gelu_ffn_desc){.tokens = 64, .hidden = 1536, .ffn = 6144}; }
 static gg_gelu_ffn_args ffn_args(void) {
     return (gg_gelu_ffn_args){FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5), FAKE(6), FAKE(7), FAKE(8), FAKE(9)};
 }
-static gg_ssm_gate_desc ssm_desc(int silu) { return (gg_ssm_gate_desc){64, 768, 1536, silu}; }
+static gg_ssm_gate_desc ssm_desc(int silu) {
+    return (gg_ssm_gate_desc){.tokens = 64, .hidden = 768, .expanded = 1536, .use_silu_gate = silu};
+}
 static gg_ssm_gate_args ssm_args(void) {
     return (gg_ssm_gate_args){FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5), FAKE(6), FAKE(7), FAKE(8), FAKE(9)};
 }
-static gg_tanh_gate_desc tanh_desc(void) { return (gg_tanh_gate_desc){64, 4096}; }
+static gg_tanh_gate_desc tanh_desc(void) { return (gg_tanh_gate_desc){.tokens = 64, .hidden = 4096}; }
 static gg_tanh_gate_args tanh_args(void) {
     return (gg_tanh_gate_args){FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5), FAKE(6)};
 }
@@ -438,7 +440,7 @@ static void tensor_bytes_overflow(void **state) {
     (void)state;
     gg_ctx *ctx = make_ctx();
     gg_mlp_args a = mlp_args();
-    gg_mlp_desc d = {INT32_MAX, 2147483640, 2147483640, GG_PRECISION_FP32}; /* 2^31 x 2^31 x 4 bytes > 2^63 */
+    gg_mlp_desc d = {.tokens = INT32_MAX, .hidden = 2147483640, .ffn = 2147483640}; /* 2^31 x 2^31 x 4 B */
     expect_mlp_rejected(ctx, &d, &a, GG_ERROR_INVALID_ARGUMENT, "does not fit in 2^63 bytes");
     destroy_ctx(ctx);
 }

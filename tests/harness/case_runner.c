@@ -204,22 +204,25 @@ gg_status gg_case_execute(gg_case_run *r, gg_ctx *ctx, gg_precision precision) {
     const int64_t M = c->tokens, a = c->dim0, b = c->dim1;
     switch (c->block_id) {
     case 1: {
-        const gg_tanh_gate_desc d = {M, a};
+        const gg_tanh_gate_desc d = {.tokens = M, .hidden = a, .accumulate = r->accumulate};
         const gg_tanh_gate_args x = {IN(0), IN(1), IN(2), IN(3), OUT(0), OUT(1), OUT(2)};
         return gg_tanh_gate_backward(ctx, &d, &x, r->stream);
     }
     case 2: {
-        const gg_gelu_ffn_desc d = {M, a, b, precision};
+        const gg_gelu_ffn_desc d = {.tokens = M, .hidden = a, .ffn = b, .precision = precision,
+                                     .accumulate = r->accumulate};
         const gg_gelu_ffn_args x = {IN(0), IN(1), IN(2), IN(3), IN(4), IN(5), IN(6), OUT(0), OUT(1), OUT(2)};
         return gg_gelu_ffn_backward(ctx, &d, &x, r->stream);
     }
     case 3: {
-        const gg_mlp_desc d = {M, a, b, precision};
+        const gg_mlp_desc d = {.tokens = M, .hidden = a, .ffn = b, .precision = precision,
+                                .accumulate = r->accumulate};
         const gg_mlp_args x = {IN(0), IN(1), IN(2), IN(3), IN(4), IN(5), OUT(0), OUT(1), OUT(2), OUT(3), OUT(4)};
         return gg_mlp_backward(ctx, &d, &x, r->stream);
     }
     case 4: {
-        const gg_ssm_gate_desc d = {M, a, b, c->use_silu_gate};
+        const gg_ssm_gate_desc d = {.tokens = M, .hidden = a, .expanded = b, .use_silu_gate = c->use_silu_gate,
+                                     .accumulate = r->accumulate};
         const gg_ssm_gate_args x = {IN(0), IN(1), IN(2), IN(3), IN(4), IN(5), OUT(0), OUT(1), OUT(2), OUT(3)};
         return gg_ssm_gate_backward(ctx, &d, &x, r->stream);
     }

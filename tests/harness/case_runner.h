@@ -32,6 +32,7 @@ typedef struct gg_case_run {
     void *compare_scratch;
     void *cublas;        /* cublasHandle_t for the reference */
     gg_stream stream;
+    int accumulate;      /* passed to the library's desc: add parameter gradients instead of overwriting */
     size_t device_bytes; /* allocated by the runner */
 } gg_case_run;
 
