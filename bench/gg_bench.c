@@ -1,14 +1,19 @@
 /*
- * gg_bench.c - times gradgraph's eager path on the benchmark cases and checks every case it times.
+ * gg_bench.c - times gradgraph's eager path and its graph replay on the benchmark cases, and checks every case
+ * it times.
  *
- *   gg_bench [--block N] [--case I] [--iters N] [--warmup N] [--json FILE] [--csv FILE]
+ *   gg_bench [--block N] [--case I] [--iters N] [--warmup N] [--modes all|fast] [--json FILE] [--csv FILE]
  *
- * Per case and precision mode: one correctness check against the float64 reference (the spec's rule), then
- * `warmup` untimed and `iters` timed calls, each after writing 2x the L2 size (cold L2), timed with CUDA events
- * around the call on the caller's stream; the median is reported. Progress on stderr, table on stdout.
+ * Per case and precision mode (--modes fast: only FP16 for the fp32 blocks): a correctness check of the eager path
+ * against the float64 reference (the spec's rule); a graph for exactly that M, whose first replay must equal the
+ * eager outputs bit for bit; then for each path `warmup` untimed and `iters` timed calls, each after writing 2x
+ * the L2 size (cold L2). Device time: CUDA events around the call on the caller's stream (what a training loop
+ * sees, host launch gaps included). Host time: the wall time of the call itself (launch cost). Medians reported.
+ * Progress on stderr, table on stdout.
  */
 #include <math.h>
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,18 +23,20 @@
 #include "gradgraph.h"
 
 typedef struct options {
-    int block, case_index, iters, warmup;
+    int block, case_index, iters, warmup, fast;
     const char *json, *csv;
 } options;
 
 static int usage(const char *argv0) {
-    fprintf(stderr, "usage: %s [--block 1-4] [--case 0-15] [--iters N] [--warmup N] [--json FILE] [--csv FILE]\n",
+    fprintf(stderr,
+            "usage: %s [--block 1-4] [--case 0-15] [--iters N] [--warmup N] [--modes all|fast] [--json FILE] "
+            "[--csv FILE]\n",
             argv0);
     return 2;
 }
 
 static int parse(int argc, char **argv, options *o) {
-    *o = (options){0, -1, 50, 10, NULL, NULL};
+    *o = (options){0, -1, 50, 10, 0, NULL, NULL};
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i];
         if (i + 1 >= argc) return usage(argv[0]);
@@ -37,6 +44,7 @@ static int parse(int argc, char **argv, options *o) {
         else if (!strcmp(a, "--case")) o->case_index = atoi(argv[++i]);
         else if (!strcmp(a, "--iters")) o->iters = atoi(argv[++i]);
         else if (!strcmp(a, "--warmup")) o->warmup = atoi(argv[++i]);
+        else if (!strcmp(a, "--modes")) o->fast = !strcmp(argv[++i], "fast");
         else if (!strcmp(a, "--json")) o->json = argv[++i];
         else if (!strcmp(a, "--csv")) o->csv = argv[++i];
         else return usage(argv[0]);
@@ -62,10 +70,74 @@ static int cmp_float(const void *a, const void *b) {
 typedef struct result {
     const gg_case *c;
     gg_precision mode;
-    double median_us, sol_us;
-    int correct;
+    double median_us, sol_us;    /* eager, device time */
+    double graph_us;             /* graph replay, device time */
+    double host_us, graph_host_us; /* the calls' own wall time */
+    int correct, bitwise;
     double worst_matched;
 } result;
+
+static double now_us(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return 1e6 * (double)t.tv_sec + 1e-3 * (double)t.tv_nsec;
+}
+
+/* The timing loop shared by both paths: cold L2, events around the call, host wall time of the call. */
+typedef struct timer {
+    cudaStream_t stream;
+    void *flush;
+    size_t flush_bytes;
+    cudaEvent_t start, stop;
+    float *device_ms;
+    double *host_us;
+    int iters, warmup;
+} timer;
+
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* run(arg) is one call; returns its status. Medians into *device_us and *host_us. */
+static gg_status time_calls(timer *t, gg_status (*run)(void *), void *arg, double *device_us, double *host_us) {
+    for (int it = 0; it < t->warmup + t->iters; ++it) {
+        CHECK(cudaMemsetAsync(t->flush, it & 0xff, t->flush_bytes, t->stream)); /* cold L2 */
+        CHECK(cudaEventRecord(t->start, t->stream));
+        const double h0 = now_us();
+        const gg_status st = run(arg);
+        const double h1 = now_us();
+        if (st != GG_SUCCESS) return st;
+        CHECK(cudaEventRecord(t->stop, t->stream));
+        CHECK(cudaEventSynchronize(t->stop));
+        if (it >= t->warmup) {
+            CHECK(cudaEventElapsedTime(&t->device_ms[it - t->warmup], t->start, t->stop));
+            t->host_us[it - t->warmup] = h1 - h0;
+        }
+    }
+    qsort(t->device_ms, (size_t)t->iters, sizeof *t->device_ms, cmp_float);
+    qsort(t->host_us, (size_t)t->iters, sizeof *t->host_us, cmp_double);
+    *device_us = 1000.0 * t->device_ms[t->iters / 2];
+    *host_us = t->host_us[t->iters / 2];
+    return GG_SUCCESS;
+}
+
+typedef struct call_arg {
+    gg_case_run *run;
+    gg_ctx *ctx;
+    gg_graph *graph;
+    gg_precision mode;
+} call_arg;
+
+static gg_status eager_call(void *p) {
+    call_arg *a = p;
+    return gg_case_execute(a->run, a->ctx, a->mode);
+}
+
+static gg_status graph_call(void *p) {
+    call_arg *a = p;
+    return gg_case_graph_run(a->run, a->graph, a->mode);
+}
 
 int main(int argc, char **argv) {
     options opt;
@@ -92,7 +164,8 @@ int main(int argc, char **argv) {
     cudaEvent_t start, stop;
     CHECK(cudaEventCreate(&start));
     CHECK(cudaEventCreate(&stop));
-    float *samples = malloc(sizeof(float) * (size_t)opt.iters);
+    timer tm = {stream, flush, flush_bytes, start, stop, malloc(sizeof(float) * (size_t)opt.iters),
+                malloc(sizeof(double) * (size_t)opt.iters), opt.iters, opt.warmup};
     result *results = calloc((size_t)n * 3, sizeof *results);
     int n_results = 0, failures = 0;
 
@@ -103,15 +176,18 @@ int main(int argc, char **argv) {
         CHECK(gg_case_run_create(c, (gg_stream)stream, &run, err, sizeof err));
         CHECK(gg_case_prepare(run, 4242u + (uint64_t)i));
         const gg_precision fp32_modes[] = {GG_PRECISION_FP32, GG_PRECISION_TF32, GG_PRECISION_FP16};
-        const int modes = c->block_id == 2 || c->block_id == 3 ? 3 : 1;
-        for (int m = 0; m < modes; ++m) {
-            const gg_precision mode = modes == 3 ? fp32_modes[m] : GG_PRECISION_BF16;
+        const int fp32_block = c->block_id == 2 || c->block_id == 3;
+        const int first_mode = fp32_block && opt.fast ? 2 : 0, modes = fp32_block ? 3 : 1;
+        for (int m = first_mode; m < modes; ++m) {
+            const gg_precision mode = fp32_block ? fp32_modes[m] : GG_PRECISION_BF16;
             result *r = &results[n_results++];
             r->c = c;
             r->mode = mode;
             r->sol_us = gg_case_sol_us_h200(c);
+            call_arg arg = {run, ctx, NULL, mode};
+            /* correctness of the eager path, then the graph's first replay against it, bit for bit */
             CHECK(gg_case_poison(run));
-            if (gg_case_execute(run, ctx, mode) != GG_SUCCESS) {
+            if (eager_call(&arg) != GG_SUCCESS) {
                 fprintf(stderr, "%s case %d: %s\n", c->block, c->index, gg_last_error(ctx));
                 return 1;
             }
@@ -119,60 +195,85 @@ int main(int argc, char **argv) {
             CHECK(gg_case_check(run, &v));
             r->correct = v.passed;
             r->worst_matched = v.worst_matched_ratio;
-            failures += !v.passed;
-            for (int it = 0; it < opt.warmup + opt.iters; ++it) {
-                CHECK(cudaMemsetAsync(flush, it & 0xff, flush_bytes, stream)); /* cold L2 */
-                CHECK(cudaEventRecord(start, stream));
-                (void)gg_case_execute(run, ctx, mode);
-                CHECK(cudaEventRecord(stop, stream));
-                CHECK(cudaEventSynchronize(stop));
-                if (it >= opt.warmup) CHECK(cudaEventElapsedTime(&samples[it - opt.warmup], start, stop));
+            size_t bytes = 0;
+            void *eager_out = gg_case_outputs_to_host(run, &bytes);
+            gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
+            gc.policy = GG_BUCKETS_LIST;
+            gc.bucket_tokens = &c->tokens;
+            gc.n_buckets = 1;
+            if (gg_case_graph_create(run, ctx, mode, &gc, &arg.graph) != GG_SUCCESS) {
+                fprintf(stderr, "%s case %d: %s\n", c->block, c->index, gg_last_error(ctx));
+                return 1;
             }
-            qsort(samples, (size_t)opt.iters, sizeof *samples, cmp_float);
-            r->median_us = 1000.0 * samples[opt.iters / 2];
-            fprintf(stderr, "[%s %s] case %2d M=%6lld: %9.1f us (SOL %7.1f us) %s\n", gg_case_block_short(c->block_id),
-                    gg_precision_string(mode), c->index, (long long)c->tokens, r->median_us, r->sol_us,
-                    r->correct ? "correct" : "WRONG");
+            CHECK(gg_case_poison(run));
+            if (graph_call(&arg) != GG_SUCCESS) {
+                fprintf(stderr, "%s case %d: %s\n", c->block, c->index, gg_last_error(ctx));
+                return 1;
+            }
+            void *graph_out = gg_case_outputs_to_host(run, &bytes);
+            r->bitwise = eager_out && graph_out && memcmp(eager_out, graph_out, bytes) == 0;
+            free(eager_out);
+            free(graph_out);
+            failures += !r->correct || !r->bitwise;
+            if (time_calls(&tm, eager_call, &arg, &r->median_us, &r->host_us) != GG_SUCCESS ||
+                time_calls(&tm, graph_call, &arg, &r->graph_us, &r->graph_host_us) != GG_SUCCESS) {
+                fprintf(stderr, "%s case %d: %s\n", c->block, c->index, gg_last_error(ctx));
+                return 1;
+            }
+            gg_graph_destroy(arg.graph);
+            fprintf(stderr,
+                    "[%s %s] case %2d M=%6lld: eager %9.1f us (host %6.1f) graph %9.1f us (host %5.1f) SOL %7.1f us "
+                    "%s%s\n",
+                    gg_case_block_short(c->block_id), gg_precision_string(mode), c->index, (long long)c->tokens,
+                    r->median_us, r->host_us, r->graph_us, r->graph_host_us, r->sol_us,
+                    r->correct ? "correct" : "WRONG", r->bitwise ? "" : " GRAPH!=EAGER");
         }
         gg_case_run_destroy(run);
     }
 
-    /* Table: per block and mode, geomean latency and fraction of the speed of light. */
-    printf("%-10s %-5s %6s %14s %14s %8s %s\n", "block", "mode", "cases", "geomean_us", "sol_geomean_us", "sol_frac",
-           "correct");
+    /* Table: per block and mode, geomean latencies and fraction of the speed of light. */
+    printf("%-10s %-5s %5s %11s %11s %11s %9s %8s %s\n", "block", "mode", "cases", "eager_us", "graph_us", "sol_us",
+           "sol_frac", "bitwise", "correct");
     FILE *json = opt.json ? fopen(opt.json, "w") : NULL;
     FILE *csv = opt.csv ? fopen(opt.csv, "w") : NULL;
-    if (json) fprintf(json, "{\"gpu\": \"%s\", \"iters\": %d, \"warmup\": %d, \"results\": [", prop.name, opt.iters,
-                      opt.warmup);
-    if (csv) fprintf(csv, "block,mode,index,M,median_us,sol_us,correct,worst_matched_ratio\n");
+    if (json)
+        fprintf(json, "{\"gpu\": \"%s\", \"iters\": %d, \"warmup\": %d, \"results\": [", prop.name, opt.iters,
+                opt.warmup);
+    if (csv) fprintf(csv, "block,mode,index,M,eager_us,graph_us,eager_host_us,graph_host_us,sol_us,correct,bitwise\n");
     int first = 1;
     for (int b = 1; b <= 4; ++b) {
         for (int mode = GG_PRECISION_FP32; mode <= GG_PRECISION_BF16; ++mode) {
-            double log_t = 0, log_sol = 0;
-            int count = 0, correct = 0;
+            double log_t = 0, log_g = 0, log_sol = 0;
+            int count = 0, correct = 0, bitwise = 0;
             for (int k = 0; k < n_results; ++k) {
                 const result *r = &results[k];
                 if (r->c->block_id != b || (int)r->mode != mode) continue;
                 log_t += log(r->median_us);
+                log_g += log(r->graph_us);
                 log_sol += log(r->sol_us);
                 ++count;
                 correct += r->correct;
+                bitwise += r->bitwise;
                 if (csv)
-                    fprintf(csv, "%s,%s,%d,%lld,%.2f,%.3f,%d,%.6f\n", r->c->block, gg_precision_string(r->mode),
-                            r->c->index, (long long)r->c->tokens, r->median_us, r->sol_us, r->correct,
-                            r->worst_matched);
+                    fprintf(csv, "%s,%s,%d,%lld,%.2f,%.2f,%.2f,%.2f,%.3f,%d,%d\n", r->c->block,
+                            gg_precision_string(r->mode), r->c->index, (long long)r->c->tokens, r->median_us,
+                            r->graph_us, r->host_us, r->graph_host_us, r->sol_us, r->correct, r->bitwise);
                 if (json) {
-                    fprintf(json, "%s\n  {\"block\": \"%s\", \"mode\": \"%s\", \"index\": %d, \"M\": %lld, "
-                                  "\"median_us\": %.2f, \"sol_us\": %.3f, \"correct\": %s}",
+                    fprintf(json,
+                            "%s\n  {\"block\": \"%s\", \"mode\": \"%s\", \"index\": %d, \"M\": %lld, "
+                            "\"eager_us\": %.2f, \"graph_us\": %.2f, \"eager_host_us\": %.2f, \"graph_host_us\": "
+                            "%.2f, \"sol_us\": %.3f, \"correct\": %s, \"bitwise_equal\": %s}",
                             first ? "" : ",", r->c->block, gg_precision_string(r->mode), r->c->index,
-                            (long long)r->c->tokens, r->median_us, r->sol_us, r->correct ? "true" : "false");
+                            (long long)r->c->tokens, r->median_us, r->graph_us, r->host_us, r->graph_host_us, r->sol_us,
+                            r->correct ? "true" : "false", r->bitwise ? "true" : "false");
                     first = 0;
                 }
             }
             if (!count) continue;
-            const double g = exp(log_t / count), s = exp(log_sol / count);
-            printf("%-10s %-5s %6d %14.1f %14.1f %7.1f%% %d/%d\n", gg_case_block_short(b),
-                   gg_precision_string((gg_precision)mode), count, g, s, 100.0 * s / g, correct, count);
+            const double e = exp(log_t / count), g = exp(log_g / count), s = exp(log_sol / count);
+            printf("%-10s %-5s %5d %11.1f %11.1f %11.1f %8.1f%% %5d/%-2d %d/%d\n", gg_case_block_short(b),
+                   gg_precision_string((gg_precision)mode), count, e, g, s, 100.0 * s / (g < e ? g : e), bitwise,
+                   count, correct, count);
         }
     }
     if (json) {
@@ -180,7 +281,8 @@ int main(int argc, char **argv) {
         fclose(json);
     }
     if (csv) fclose(csv);
-    free(samples);
+    free(tm.device_ms);
+    free(tm.host_us);
     free(results);
     cudaFree(flush);
     cudaEventDestroy(start);

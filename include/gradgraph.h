@@ -266,6 +266,116 @@ typedef struct gg_ssm_gate_args {
 gg_status gg_ssm_gate_backward(gg_ctx *ctx, const gg_ssm_gate_desc *desc, const gg_ssm_gate_args *args,
                                gg_stream stream);
 
+/* ---------------------------------------------------------------------------------------------------------------
+ * Graphs: each block's backward captured once per shape bucket as a CUDA graph and replayed with one launch.
+ *
+ *   gg_graph *g;  gg_graph_config gc = GG_GRAPH_CONFIG_INIT;  gc.max_tokens = 8192;   (powers of two up to 8192)
+ *   gg_mlp_graph_create(ctx, &desc, &gc, &g);     plans every bucket (may allocate; never inside a capture)
+ *   every step:  desc.tokens = M;  gg_mlp_graph_run(g, &desc, &args, stream);   one cudaGraphLaunch
+ *   gg_graph_destroy(g);
+ *
+ * Buckets. A call runs in the smallest bucket >= M. When M is not a bucket, its [M, ...] tensors are copied into
+ * the graph's staging buffers with the padding rows zeroed (zero rows change no gradient) and its [M, ...] outputs
+ * copied back: exact buckets are faster. Past the largest bucket: GG_ERROR_INVALID_ARGUMENT, or the eager path
+ * with eager_beyond_max. All buckets share the context's scratch arena and one staging area sized for the
+ * largest bucket.
+ *
+ * Rebinding. A graph captures the pointers it was called with. A call with another pointer set (double-buffered
+ * activations, say) captures again and updates an executable graph in place (cudaGraphExecUpdate), or
+ * instantiates one when the update is refused; each bucket keeps execs_per_bucket pointer sets, so alternating
+ * between a few sets costs nothing after the first call of each. The same holds for accumulate, use_silu_gate and,
+ * for padded calls, M: each is part of what a graph captured.
+ *
+ * Rules. A graph belongs to its context: replay a context's graphs and eager calls in one stream order (they share
+ * the context's scratch and workspaces); destroy graphs before the context (gg_ctx_destroy destroys any left).
+ * First calls of a new pointer set capture, instantiate and may take ~100 us on the host; replays allocate
+ * nothing, query no heuristic and never synchronize the host.
+ * ------------------------------------------------------------------------------------------------------------- */
+typedef enum gg_bucket_policy {
+    GG_BUCKETS_LIST = 0, /* exactly the token counts in bucket_tokens */
+    GG_BUCKETS_POW2 = 1, /* powers of two from min_tokens (rounded up) below max_tokens, and max_tokens itself */
+    GG_BUCKETS_STEP = 2  /* multiples of step below max_tokens, and max_tokens itself */
+} gg_bucket_policy;
+
+#define GG_GRAPH_CONFIG_VERSION 1
+
+typedef struct gg_graph_config {
+    size_t struct_size;             /* sizeof(gg_graph_config) */
+    uint32_t version;               /* GG_GRAPH_CONFIG_VERSION */
+    gg_bucket_policy policy;        /* default GG_BUCKETS_POW2 */
+    const int64_t *bucket_tokens;   /* GG_BUCKETS_LIST: the bucket sizes (any order) */
+    int n_buckets;                  /* GG_BUCKETS_LIST: their count, 1..64 */
+    int64_t min_tokens;             /* GG_BUCKETS_POW2: the smallest bucket; default 128 */
+    int64_t step;                   /* GG_BUCKETS_STEP: the bucket spacing */
+    int64_t max_tokens;             /* POW2/STEP: the largest bucket (the cap); default 16384 */
+    int allow_padding;              /* default 1; 0: a call whose M is not a bucket fails (and no staging memory) */
+    int eager_beyond_max;           /* default 0: M past the largest bucket fails; 1: it runs on the eager path */
+    int device_select;              /* default 0; 1: also build the device-selected graph (gg_*_graph_run_device) */
+    int execs_per_bucket;           /* pointer sets kept per bucket; default 4 */
+} gg_graph_config;
+
+#define GG_GRAPH_CONFIG_INIT                                                                                       \
+    { sizeof(gg_graph_config), GG_GRAPH_CONFIG_VERSION, GG_BUCKETS_POW2, NULL, 0, 128, 0, 16384, 1, 0, 0, 4 }
+
+typedef struct gg_graph gg_graph;
+
+/* Creating: desc gives the dims, precision (and, for block 4, nothing else: use_silu_gate is per call); its tokens
+ * and accumulate are ignored. Plans every bucket (cuBLASLt heuristics, scratch, staging): allocates, may
+ * synchronize the device, never inside a stream capture. config NULL: GG_GRAPH_CONFIG_INIT.
+ * Running: desc->tokens selects the bucket, desc->accumulate and use_silu_gate apply per call; desc's dims and
+ * precision must equal the graph's. Arguments are checked exactly as by the eager entry point.
+ * Running on the device (needs config->device_select): the GPU reads M from device_tokens (an int64 in device
+ * memory) when the graph runs and picks the bucket itself, so the host never needs M; desc->tokens is then the
+ * capacity, the rows the [M, ...] tensors can hold. Every call stages (pads), since M is unknown on the host. An M
+ * < 1, > capacity or > the largest bucket runs nothing and is counted (gg_graph_device_errors). */
+gg_status gg_tanh_gate_graph_create(gg_ctx *ctx, const gg_tanh_gate_desc *desc, const gg_graph_config *config,
+                                    gg_graph **out);
+gg_status gg_tanh_gate_graph_run(gg_graph *graph, const gg_tanh_gate_desc *desc, const gg_tanh_gate_args *args,
+                                 gg_stream stream);
+gg_status gg_tanh_gate_graph_run_device(gg_graph *graph, const gg_tanh_gate_desc *desc, const int64_t *device_tokens,
+                                        const gg_tanh_gate_args *args, gg_stream stream);
+gg_status gg_gelu_ffn_graph_create(gg_ctx *ctx, const gg_gelu_ffn_desc *desc, const gg_graph_config *config,
+                                   gg_graph **out);
+gg_status gg_gelu_ffn_graph_run(gg_graph *graph, const gg_gelu_ffn_desc *desc, const gg_gelu_ffn_args *args,
+                                gg_stream stream);
+gg_status gg_gelu_ffn_graph_run_device(gg_graph *graph, const gg_gelu_ffn_desc *desc, const int64_t *device_tokens,
+                                       const gg_gelu_ffn_args *args, gg_stream stream);
+gg_status gg_mlp_graph_create(gg_ctx *ctx, const gg_mlp_desc *desc, const gg_graph_config *config, gg_graph **out);
+gg_status gg_mlp_graph_run(gg_graph *graph, const gg_mlp_desc *desc, const gg_mlp_args *args, gg_stream stream);
+gg_status gg_mlp_graph_run_device(gg_graph *graph, const gg_mlp_desc *desc, const int64_t *device_tokens,
+                                  const gg_mlp_args *args, gg_stream stream);
+gg_status gg_ssm_gate_graph_create(gg_ctx *ctx, const gg_ssm_gate_desc *desc, const gg_graph_config *config,
+                                   gg_graph **out);
+gg_status gg_ssm_gate_graph_run(gg_graph *graph, const gg_ssm_gate_desc *desc, const gg_ssm_gate_args *args,
+                                gg_stream stream);
+gg_status gg_ssm_gate_graph_run_device(gg_graph *graph, const gg_ssm_gate_desc *desc, const int64_t *device_tokens,
+                                       const gg_ssm_gate_args *args, gg_stream stream);
+
+/* Destroys the graph's executable graphs and staging memory (waits for its replays to finish). NULL is a no-op. */
+void gg_graph_destroy(gg_graph *graph);
+
+/* The graph's buckets: their count, and the token count of bucket i (0 for a bad graph or index). */
+int gg_graph_bucket_count(const gg_graph *graph);
+int64_t gg_graph_bucket_tokens(const gg_graph *graph, int i);
+
+/* Device memory of a graph set. exec_bytes is measured (cudaMemGetInfo around each instantiation, 2 MiB
+ * granularity). The scratch the plans use belongs to the context (gg_ctx_device_bytes) and is shared by all
+ * buckets and graphs: scratch_bytes says how much of it this graph needs. */
+typedef struct gg_graph_memory {
+    int buckets;          /* buckets (bucket = -1) or 1 */
+    int execs;            /* executable graphs alive */
+    size_t exec_bytes;    /* device memory taken by their instantiation */
+    size_t staging_bytes; /* padding buffers (whole graph; 0 for one bucket) */
+    size_t scratch_bytes; /* of the context's arena, for the largest bucket (or this bucket) */
+    size_t total_bytes;   /* exec_bytes + staging_bytes: what destroying the graph gives back */
+} gg_graph_memory;
+
+/* bucket: an index for one bucket, or -1 for the whole graph. */
+gg_status gg_graph_memory_info(const gg_graph *graph, int bucket, gg_graph_memory *out);
+
+/* How many device-selected runs found no bucket for their M (reads device memory: synchronizes the device). */
+gg_status gg_graph_device_errors(gg_graph *graph, unsigned *count);
+
 #ifdef __cplusplus
 }
 #endif

@@ -52,6 +52,19 @@ int gg_k_col_sum_chunks(int64_t M, int64_t N, int sm_count);
 /* out = (half)in, n elements. */
 cudaError_t gg_k_f32_to_f16(const float *in, void *out, size_t n, int sm_count, cudaStream_t stream);
 
+/* Graph padding. Copies the first M rows (M = *device_rows when device_rows is not NULL, read when the kernel
+ * runs; else `rows`) of row_bytes each from src to dst and zeroes dst's rows [M, zero_rows). With zero_rows <= M it
+ * only copies (staging out). The grid covers max(rows, zero_rows) rows: with device_rows, pass the capacity. */
+cudaError_t gg_k_stage(void *dst, const void *src, int64_t row_bytes, const int64_t *device_rows, int64_t rows,
+                       int64_t zero_rows, int sm_count, cudaStream_t stream);
+
+/* Device-side bucket selection: sets the SWITCH node's condition to the first of n_buckets ascending bucket sizes
+ * (device memory) that holds M = *device_rows, or to n_buckets (nothing runs, *errors += 1) when M < 1,
+ * M > capacity or M > every bucket. One thread. */
+cudaError_t gg_k_select_bucket(const int64_t *device_rows, const int64_t *device_buckets, int n_buckets,
+                               int64_t capacity, cudaGraphConditionalHandle handle, unsigned int *errors,
+                               cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -29,22 +29,30 @@ echo "built in $(( $(date +%s) - t0 )) s"
 
 if [ "$stage" = all ] || [ "$stage" = tests ]; then
   echo "== tests"
-  # Every test but the long GPU one through CTest; that one directly, so its RESULT lines are kept.
-  ctest --test-dir "$build" --output-on-failure -E test_blocks_gpu 2>&1 | tee "$OUT/ctest.log" | tail -12
+  # Every test but the long GPU ones through CTest; those directly, so their RESULT lines are kept.
+  ctest --test-dir "$build" --output-on-failure -E 'test_(blocks|graphs)_gpu' 2>&1 | tee "$OUT/ctest.log" | tail -12
   grep -q "100% tests passed" "$OUT/ctest.log" || status=1
-  "$build/tests/test_blocks_gpu" > "$OUT/test_blocks_gpu.log" 2> "$OUT/test_blocks_gpu.progress" || status=1
-  grep -E '^\[  (PASSED|FAILED|SKIPPED) |^RESULT|FAIL' "$OUT/test_blocks_gpu.log" | head -30
+  for t in test_blocks_gpu test_graphs_gpu; do
+    t0=$(date +%s)
+    "$build/tests/$t" > "$OUT/$t.log" 2>&1 || status=1
+    echo "$t: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/$t.log" | tr '\n' ' ') ($(( $(date +%s) - t0 )) s)"
+    grep -E '^\[  FAILED|^\[  ERROR|FAIL |differs|wrong' "$OUT/$t.log" | head -20
+  done
   python3 scripts/collect_correctness.py "$OUT/test_blocks_gpu.log" "$OUT/correctness-h200.json" \
     "${GG_COMMIT:-unknown}" "GG_COMMIT=<sha> bash scripts/device.sh $stage" "$(head -2 "$OUT/gpu.txt" | tail -1 | cut -d, -f1)"
   echo "== compute-sanitizer (memcheck, small shapes)"
   GG_TEST_FILTER='*small*' compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/test_blocks_gpu" \
     > "$OUT/sanitizer.log" 2>&1; echo "memcheck exit $?" | tee -a "$OUT/sanitizer.log"
+  GG_TEST_FILTER='*rebinding*' compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/test_graphs_gpu" \
+    >> "$OUT/sanitizer.log" 2>&1; echo "memcheck (graphs) exit $?" | tee -a "$OUT/sanitizer.log"
 fi
 
 if [ "$stage" = all ] || [ "$stage" = bench ]; then
-  echo "== timing pass (eager path, CUDA events, cold L2)"
-  "$build/bench/gg_bench" --iters "${GG_ITERS:-20}" --warmup 3 --json "$OUT/bench-eager.json" \
-    --csv "$OUT/bench-eager.csv" 2> "$OUT/bench-progress.log" | tee "$OUT/bench-eager.txt" || status=1
+  echo "== timing: eager path and graph replay (CUDA events, cold L2)"
+  "$build/bench/gg_bench" --iters "${GG_ITERS:-20}" --warmup 3 --modes "${GG_MODES:-all}" --json "$OUT/bench.json" \
+    --csv "$OUT/bench.csv" 2> "$OUT/bench-progress.log" | tee "$OUT/bench.txt" || status=1
+  python3 scripts/collect_graphs.py "$OUT/bench.json" "$OUT/graphs-h200.json" "${GG_COMMIT:-unknown}" \
+    "GG_COMMIT=<sha> bash scripts/device.sh $stage"
 fi
 # At most 8 files come back from the GPU machine: every log goes into one archive beside the JSON/CSV results.
 tar -C "$OUT" -czf "$OUT/logs.tgz" --exclude=logs.tgz --exclude='*.json' --exclude='*.csv' . 2>/dev/null

@@ -13,6 +13,7 @@
  *   dW1 [F,D]: (D x F)     = X'(D x M)      @ R'(F x M)ᵀ         m=D n=F k=M  A=X N lda=D   B=R T ldb=F
  */
 #include "block.h"
+#include "graph.h"
 #include "kernels/gg_kernels.h"
 #include "streams.h"
 
@@ -178,3 +179,7 @@ gg_status gg_mlp_backward(gg_ctx *ctx, const gg_mlp_desc *desc, const gg_mlp_arg
     GG_TRY(gg_block_validate(ctx, gg_mlp_info.fn, &call, desc->precision));
     return gg_block_run_eager(ctx, &call, (cudaStream_t)stream);
 }
+
+GG_GRAPH_ENTRY_POINTS(gelu_ffn, desc->precision)
+
+GG_GRAPH_ENTRY_POINTS(mlp, desc->precision)

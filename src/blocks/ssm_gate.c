@@ -7,6 +7,7 @@
  *   dW [H,E]: (E x H) = gated'(E x M)  @ dY'(H x M)ᵀ      m=E n=H k=M  A=gated N lda=E  B=dY T ldb=H
  */
 #include "block.h"
+#include "graph.h"
 #include "kernels/gg_kernels.h"
 #include "streams.h"
 
@@ -86,3 +87,5 @@ gg_status gg_ssm_gate_backward(gg_ctx *ctx, const gg_ssm_gate_desc *desc, const 
     GG_TRY(gg_block_validate(ctx, gg_ssm_gate_info.fn, &call, GG_PRECISION_DEFAULT));
     return gg_block_run_eager(ctx, &call, (cudaStream_t)stream);
 }
+
+GG_GRAPH_ENTRY_POINTS(ssm_gate, GG_PRECISION_DEFAULT)

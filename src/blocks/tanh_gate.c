@@ -4,6 +4,7 @@
  * one-CTA kernel adds the partials in a fixed order (the same bits every run) and writes the scalar.
  */
 #include "block.h"
+#include "graph.h"
 #include "kernels/gg_kernels.h"
 
 enum { T_GRAD_OUTPUT, T_GATE, T_HIDDEN, T_MASK, T_GRAD_RESIDUAL, T_GRAD_HIDDEN, T_GRAD_GATE };
@@ -58,3 +59,5 @@ gg_status gg_tanh_gate_backward(gg_ctx *ctx, const gg_tanh_gate_desc *desc, cons
     GG_TRY(gg_block_validate(ctx, gg_tanh_gate_info.fn, &call, GG_PRECISION_DEFAULT));
     return gg_block_run_eager(ctx, &call, (cudaStream_t)stream);
 }
+
+GG_GRAPH_ENTRY_POINTS(tanh_gate, GG_PRECISION_DEFAULT)

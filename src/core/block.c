@@ -103,7 +103,7 @@ static gg_status check_tensors(gg_ctx *ctx, const char *fn, const gg_block_call 
     return GG_SUCCESS;
 }
 
-gg_status gg_block_validate(gg_ctx *ctx, const char *fn, gg_block_call *c, gg_precision requested) {
+gg_status gg_block_validate_shape(gg_ctx *ctx, const char *fn, gg_block_call *c, gg_precision requested) {
     const gg_block_info *info = c->info;
     GG_TRY(check_tokens(ctx, fn, c->tokens));
     GG_TRY(check_dim(ctx, fn, info->dim0_name, c->dim0));
@@ -112,6 +112,11 @@ gg_status gg_block_validate(gg_ctx *ctx, const char *fn, gg_block_call *c, gg_pr
         GG_TRY(resolve_precision(ctx, fn, requested, &c->precision));
     else
         c->precision = GG_PRECISION_BF16;
+    return GG_SUCCESS;
+}
+
+gg_status gg_block_validate(gg_ctx *ctx, const char *fn, gg_block_call *c, gg_precision requested) {
+    GG_TRY(gg_block_validate_shape(ctx, fn, c, requested));
     return check_tensors(ctx, fn, c);
 }
 

@@ -64,6 +64,8 @@ int gg_tensor_used(const gg_block_call *call, int index);
 /* Checks the call's sizes, precision (requested: the desc's field) and every tensor; resolves precision. Nothing
  * touches the GPU. `fn` names the entry point in messages. */
 gg_status gg_block_validate(gg_ctx *ctx, const char *fn, gg_block_call *call, gg_precision requested);
+/* The same without the tensors: sizes and precision only (a graph's shape). */
+gg_status gg_block_validate_shape(gg_ctx *ctx, const char *fn, gg_block_call *call, gg_precision requested);
 
 /* The cached plan for the call's shape, built on first use (never call this inside a stream capture). */
 gg_status gg_block_plan_for(gg_ctx *ctx, const gg_block_call *call, gg_block_plan **out);

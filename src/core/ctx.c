@@ -46,6 +46,7 @@ static void destroy_plan_entry(void *plan, void *user_data) { gg_block_plan_dest
 
 /* Releases whatever a (possibly half-made) context holds. */
 static void release(gg_ctx *ctx) {
+    while (ctx->graphs) gg_graph_destroy(ctx->graphs); /* unlinks itself */
     if (ctx->side) (void)cudaStreamSynchronize(ctx->side);
     gg_plan_cache_clear(&ctx->plans);
     for (int i = 0; i < GG_GEMM_STREAMS; ++i)
@@ -55,6 +56,7 @@ static void release(gg_ctx *ctx) {
     if (ctx->ev_mid) (void)cudaEventDestroy(ctx->ev_mid);
     if (ctx->ev_join) (void)cudaEventDestroy(ctx->ev_join);
     if (ctx->side) (void)cudaStreamDestroy(ctx->side);
+    if (ctx->capture) (void)cudaStreamDestroy(ctx->capture);
     if (ctx->lt) (void)cublasLtDestroy(ctx->lt);
     (void)cudaGetLastError();
 }
@@ -89,6 +91,7 @@ gg_status gg_ctx_create(const gg_config *config, gg_ctx **out) {
     GG_CUDA_GOTO(ctx, cudaDeviceGetAttribute(&ctx->sm_count, cudaDevAttrMultiProcessorCount, config->device),
                  status, fail);
     GG_CUDA_GOTO(ctx, cudaStreamCreateWithFlags(&ctx->side, cudaStreamNonBlocking), status, fail);
+    GG_CUDA_GOTO(ctx, cudaStreamCreateWithFlags(&ctx->capture, cudaStreamNonBlocking), status, fail);
     GG_CUDA_GOTO(ctx, cudaEventCreateWithFlags(&ctx->ev_fork, cudaEventDisableTiming), status, fail);
     GG_CUDA_GOTO(ctx, cudaEventCreateWithFlags(&ctx->ev_mid, cudaEventDisableTiming), status, fail);
     GG_CUDA_GOTO(ctx, cudaEventCreateWithFlags(&ctx->ev_join, cudaEventDisableTiming), status, fail);
@@ -137,6 +140,7 @@ gg_status gg_ctx_reserve_scratch(gg_ctx *ctx, size_t bytes) {
     }
     GG_CUDA_TRY(ctx, cudaMalloc(&ctx->scratch, bytes));
     ctx->scratch_bytes = bytes;
+    ctx->scratch_generation++;
     ctx->device_bytes += bytes;
     gg_log(ctx, GG_LOG_DEBUG, "scratch arena grown to %zu MiB", bytes >> 20);
     return GG_SUCCESS;

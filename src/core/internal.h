@@ -26,11 +26,14 @@ struct gg_ctx {
     cudaEvent_t ev_fork; /* caller's stream -> side: inputs (and converted operands) are ready */
     cudaEvent_t ev_mid;  /* caller's stream -> side: the activation gradient R is ready */
     cudaEvent_t ev_join; /* side -> caller's stream: the side chain is done */
+    cudaStream_t capture; /* graphs are captured on this stream, never on the caller's */
     void *workspace[GG_GEMM_STREAMS];
     void *scratch; /* one arena shared by all plans; grown (never shrunk) to the largest plan's need */
     size_t scratch_bytes;
+    uint64_t scratch_generation; /* bumped whenever the arena moves: graphs captured before must be captured again */
     size_t device_bytes; /* everything above, for gg_ctx_device_bytes */
     gg_plan_cache plans;
+    struct gg_graph *graphs; /* live graphs (a list through gg_graph.next), destroyed with the context */
     char last_error[GG_MSG_BYTES];
 };
 

@@ -10,47 +10,11 @@
  * Each (block, mode) prints a line "RESULT {json}" that scripts/device.sh collects into docs/results/.
  */
 #include <math.h>
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
-#include <cmocka.h>
-#include <cuda_runtime_api.h>
-
-#include "case_runner.h"
 #include "gg_ref.h"
-#include "gradgraph.h"
+#include "gpu_test.h"
 
 #define ROUNDS 10
-
-static int have_gpu(void) {
-    int n = 0;
-    return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
-
-#define REQUIRE_GPU()                                                                                              \
-    do {                                                                                                           \
-        if (!have_gpu()) {                                                                                         \
-            (void)cudaGetLastError();                                                                              \
-            skip();                                                                                                \
-        }                                                                                                          \
-    } while (0)
-
-#define CUDA_OK(call)                                                                                              \
-    do {                                                                                                           \
-        int rc_ = (int)(call);                                                                                     \
-        if (rc_ != 0) fail_msg("%s: %s", #call, cudaGetErrorString((cudaError_t)rc_));                            \
-    } while (0)
-
-static gg_ctx *new_ctx(void) {
-    gg_ctx *ctx = NULL;
-    if (gg_ctx_create(NULL, &ctx) != GG_SUCCESS) fail_msg("gg_ctx_create: %s", gg_last_error(NULL));
-    return ctx;
-}
 
 static gg_case small_case(int block_id, int64_t M, int64_t a, int64_t b, int silu) {
     gg_case c;
@@ -110,9 +74,7 @@ static void gpu_reference_matches_cpu_reference(void **state) {
     for (size_t k = 0; k < sizeof small_cases / sizeof small_cases[0]; ++k) {
         const gg_case *s = &small_cases[k];
         gg_case c = small_case(s->block_id, s->tokens, s->dim0, s->dim1, s->use_silu_gate);
-        gg_case_run *r = NULL;
-        char err[256];
-        CUDA_OK(gg_case_run_create(&c, NULL, &r, err, sizeof err));
+        gg_case_run *r = new_run(&c);
         CUDA_OK(gg_case_prepare(r, 1234 + k));
         CUDA_OK(cudaDeviceSynchronize());
         double *cpu[GG_RUN_MAX_TENSORS];
@@ -137,8 +99,6 @@ static void gpu_reference_matches_cpu_reference(void **state) {
     }
 }
 
-static const gg_precision fp32_modes[] = {GG_PRECISION_FP32, GG_PRECISION_TF32, GG_PRECISION_FP16};
-
 /* The library against the float64 reference (checked against the CPU one above) on small, odd shapes. */
 static void library_matches_reference_small_shapes(void **state) {
     (void)state;
@@ -147,20 +107,19 @@ static void library_matches_reference_small_shapes(void **state) {
     for (size_t k = 0; k < sizeof small_cases / sizeof small_cases[0]; ++k) {
         const gg_case *s = &small_cases[k];
         gg_case c = small_case(s->block_id, s->tokens, s->dim0, s->dim1, s->use_silu_gate);
-        gg_case_run *r = NULL;
-        char err[256];
-        CUDA_OK(gg_case_run_create(&c, NULL, &r, err, sizeof err));
+        gg_case_run *r = new_run(&c);
         CUDA_OK(gg_case_prepare(r, 99 + k));
-        const int modes = c.block_id == 2 || c.block_id == 3 ? 3 : 1;
+        gg_precision mode_list[3];
+        const int modes = block_modes(c.block_id, mode_list);
         for (int m = 0; m < modes; ++m) {
             CUDA_OK(gg_case_poison(r));
-            gg_status st = gg_case_execute(r, ctx, fp32_modes[m]);
+            gg_status st = gg_case_execute(r, ctx, mode_list[m]);
             if (st != GG_SUCCESS) fail_msg("%s: %s", c.block, gg_last_error(ctx));
             gg_case_verdict v;
             CUDA_OK(gg_case_check(r, &v));
             if (!v.passed)
                 fail_msg("%s mode %s: worst matched ratio %.4f, worst err/tol %.3g", c.block,
-                         gg_precision_string(fp32_modes[m]), v.worst_matched_ratio, v.worst_ratio);
+                         gg_precision_string(mode_list[m]), v.worst_matched_ratio, v.worst_ratio);
         }
         gg_case_run_destroy(r);
     }
@@ -170,18 +129,12 @@ static void library_matches_reference_small_shapes(void **state) {
 static gg_case all_cases[GG_CASES_MAX];
 static int n_cases;
 
-static int load_cases(void) {
-    char err[256];
-    n_cases = gg_cases_load(GG_CASES_FILE, all_cases, GG_CASES_MAX, err, sizeof err);
-    if (n_cases < 0) fail_msg("%s", err);
-    return n_cases;
-}
-
 /* All 16 cases of a block, ROUNDS rounds of fresh inputs, every mode of the block. */
 static void run_block(int block_id) {
-    load_cases();
+    n_cases = load_all_cases(all_cases);
     gg_ctx *ctx = new_ctx();
-    const int modes = block_id == 2 || block_id == 3 ? 3 : 1;
+    gg_precision mode_list[3];
+    const int modes = block_modes(block_id, mode_list);
     int passed[3] = {0}, cases = 0;
     double worst_matched[3] = {1, 1, 1}, worst_ratio[3] = {0};
     const char *name = "";
@@ -190,15 +143,13 @@ static void run_block(int block_id) {
         if (c->block_id != block_id) continue;
         name = c->block;
         ++cases;
-        gg_case_run *r = NULL;
-        char err[256];
-        CUDA_OK(gg_case_run_create(c, NULL, &r, err, sizeof err));
+        gg_case_run *r = new_run(c);
         int ok[3] = {1, 1, 1};
         for (int round = 0; round < ROUNDS; ++round) {
             CUDA_OK(gg_case_prepare(r, (uint64_t)(block_id * 100000 + c->index * 100 + round)));
             for (int m = 0; m < modes; ++m) {
                 CUDA_OK(gg_case_poison(r));
-                const gg_precision p = modes == 3 ? fp32_modes[m] : GG_PRECISION_BF16;
+                const gg_precision p = mode_list[m];
                 const gg_status st = gg_case_execute(r, ctx, p);
                 if (st != GG_SUCCESS) fail_msg("%s case %d: %s", c->block, c->index, gg_last_error(ctx));
                 gg_case_verdict v;
@@ -223,7 +174,7 @@ static void run_block(int block_id) {
     gg_ctx_destroy(ctx);
     int all_ok = 1;
     for (int m = 0; m < modes; ++m) {
-        const char *mode = modes == 3 ? gg_precision_string(fp32_modes[m]) : "bf16";
+        const char *mode = gg_precision_string(mode_list[m]);
         printf("RESULT {\"block\": \"%s\", \"mode\": \"%s\", \"cases\": %d, \"cases_passed\": %d, \"rounds\": %d, "
                "\"worst_matched_ratio\": %.6f, \"worst_err_over_tol\": %.4f}\n",
                name, mode, cases, passed[m], ROUNDS, worst_matched[m], worst_ratio[m]);
@@ -247,9 +198,7 @@ static void reductions_are_deterministic(void **state) {
     const gg_case cs[] = {small_case(1, 8192, 4096, 0, 0), small_case(3, 4096, 2048, 8192, 0),
                           small_case(4, 11912, 768, 1536, 1)};
     for (size_t k = 0; k < sizeof cs / sizeof cs[0]; ++k) {
-        gg_case_run *r = NULL;
-        char err[256];
-        CUDA_OK(gg_case_run_create(&cs[k], NULL, &r, err, sizeof err));
+        gg_case_run *r = new_run(&cs[k]);
         CUDA_OK(gg_case_prepare(r, 7));
         void *first[GG_RUN_MAX_TENSORS];
         for (int rep = 0; rep < 2; ++rep) {
@@ -274,8 +223,7 @@ static void reductions_are_deterministic(void **state) {
 }
 
 int main(void) {
-    /* GG_TEST_FILTER=pattern runs a subset (e.g. under compute-sanitizer). */
-    if (getenv("GG_TEST_FILTER")) cmocka_set_test_filter(getenv("GG_TEST_FILTER"));
+    apply_test_filter(); /* GG_TEST_FILTER=pattern runs a subset (e.g. under compute-sanitizer) */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(gpu_reference_matches_cpu_reference),
         cmocka_unit_test(library_matches_reference_small_shapes),

@@ -199,35 +199,96 @@ int gg_case_prepare(gg_case_run *r, uint64_t seed) {
     return gg_case_poison(r);
 }
 
-gg_status gg_case_execute(gg_case_run *r, gg_ctx *ctx, gg_precision precision) {
+/* How the case's call is made: eagerly, by creating a graph, or through one (host- or device-selected). */
+typedef enum how { EAGER, GRAPH_CREATE, GRAPH_RUN, GRAPH_RUN_DEVICE } how;
+
+typedef struct target {
+    how how;
+    gg_ctx *ctx;
+    gg_graph *graph;
+    gg_graph **graph_out;
+    const gg_graph_config *config;
+    const int64_t *device_tokens;
+} target;
+
+/* Each block's desc and args from the case, then the call `t` asks for. */
+#define DISPATCH(block, d, x)                                                                                      \
+    switch (t->how) {                                                                                              \
+    case EAGER: return gg_##block##_backward(t->ctx, &d, &x, r->stream);                                           \
+    case GRAPH_CREATE: return gg_##block##_graph_create(t->ctx, &d, t->config, t->graph_out);                      \
+    case GRAPH_RUN: return gg_##block##_graph_run(t->graph, &d, &x, r->stream);                                    \
+    case GRAPH_RUN_DEVICE: return gg_##block##_graph_run_device(t->graph, &d, t->device_tokens, &x, r->stream);    \
+    }                                                                                                              \
+    return GG_ERROR_INTERNAL
+
+static gg_status call_block(gg_case_run *r, gg_precision precision, const target *t) {
     const gg_case *c = &r->c;
     const int64_t M = c->tokens, a = c->dim0, b = c->dim1;
     switch (c->block_id) {
     case 1: {
         const gg_tanh_gate_desc d = {.tokens = M, .hidden = a, .accumulate = r->accumulate};
         const gg_tanh_gate_args x = {IN(0), IN(1), IN(2), IN(3), OUT(0), OUT(1), OUT(2)};
-        return gg_tanh_gate_backward(ctx, &d, &x, r->stream);
+        DISPATCH(tanh_gate, d, x);
     }
     case 2: {
         const gg_gelu_ffn_desc d = {.tokens = M, .hidden = a, .ffn = b, .precision = precision,
-                                     .accumulate = r->accumulate};
+                                    .accumulate = r->accumulate};
         const gg_gelu_ffn_args x = {IN(0), IN(1), IN(2), IN(3), IN(4), IN(5), IN(6), OUT(0), OUT(1), OUT(2)};
-        return gg_gelu_ffn_backward(ctx, &d, &x, r->stream);
+        DISPATCH(gelu_ffn, d, x);
     }
     case 3: {
         const gg_mlp_desc d = {.tokens = M, .hidden = a, .ffn = b, .precision = precision,
-                                .accumulate = r->accumulate};
+                               .accumulate = r->accumulate};
         const gg_mlp_args x = {IN(0), IN(1), IN(2), IN(3), IN(4), IN(5), OUT(0), OUT(1), OUT(2), OUT(3), OUT(4)};
-        return gg_mlp_backward(ctx, &d, &x, r->stream);
+        DISPATCH(mlp, d, x);
     }
     case 4: {
         const gg_ssm_gate_desc d = {.tokens = M, .hidden = a, .expanded = b, .use_silu_gate = c->use_silu_gate,
-                                     .accumulate = r->accumulate};
+                                    .accumulate = r->accumulate};
         const gg_ssm_gate_args x = {IN(0), IN(1), IN(2), IN(3), IN(4), IN(5), OUT(0), OUT(1), OUT(2), OUT(3)};
-        return gg_ssm_gate_backward(ctx, &d, &x, r->stream);
+        DISPATCH(ssm_gate, d, x);
     }
     }
     return GG_ERROR_INVALID_ARGUMENT;
+}
+
+gg_status gg_case_execute(gg_case_run *r, gg_ctx *ctx, gg_precision precision) {
+    const target t = {.how = EAGER, .ctx = ctx};
+    return call_block(r, precision, &t);
+}
+
+gg_status gg_case_graph_create(gg_case_run *r, gg_ctx *ctx, gg_precision precision, const gg_graph_config *config,
+                               gg_graph **graph) {
+    const target t = {.how = GRAPH_CREATE, .ctx = ctx, .graph_out = graph, .config = config};
+    return call_block(r, precision, &t);
+}
+
+gg_status gg_case_graph_run(gg_case_run *r, gg_graph *graph, gg_precision precision) {
+    const target t = {.how = GRAPH_RUN, .graph = graph};
+    return call_block(r, precision, &t);
+}
+
+gg_status gg_case_graph_run_device(gg_case_run *r, gg_graph *graph, gg_precision precision,
+                                   const int64_t *device_tokens) {
+    const target t = {.how = GRAPH_RUN_DEVICE, .graph = graph, .device_tokens = device_tokens};
+    return call_block(r, precision, &t);
+}
+
+void *gg_case_outputs_to_host(gg_case_run *r, size_t *bytes) {
+    size_t total = 0;
+    for (int i = 0; i < r->n_out; ++i) total += elems(&r->out[i]) * r->out[i].elem;
+    char *h = malloc(total ? total : 1);
+    size_t at = 0;
+    for (int i = 0; h && i < r->n_out; ++i) {
+        const size_t n = elems(&r->out[i]) * r->out[i].elem;
+        if (cudaMemcpy(h + at, r->out[i].dev, n, cudaMemcpyDeviceToHost) != cudaSuccess) {
+            free(h);
+            return NULL;
+        }
+        at += n;
+    }
+    *bytes = total;
+    return h;
 }
 
 int gg_case_check(gg_case_run *r, gg_case_verdict *v) {

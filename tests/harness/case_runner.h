@@ -54,6 +54,18 @@ int gg_case_prepare(gg_case_run *run, uint64_t seed);
 int gg_case_poison(gg_case_run *run);
 /* Calls the library's entry point for the case's block (precision matters for blocks 2 and 3 only). */
 gg_status gg_case_execute(gg_case_run *run, gg_ctx *ctx, gg_precision precision);
+/* The same call through a graph: creating one for the case's block (desc from the case; config as given), running
+ * it with the case's tensors (desc->tokens = the case's M), or running it device-selected (device_tokens holds M on
+ * the device; the case's M is then the capacity). */
+gg_status gg_case_graph_create(gg_case_run *run, gg_ctx *ctx, gg_precision precision, const gg_graph_config *config,
+                               gg_graph **graph);
+gg_status gg_case_graph_run(gg_case_run *run, gg_graph *graph, gg_precision precision);
+gg_status gg_case_graph_run_device(gg_case_run *run, gg_graph *graph, gg_precision precision,
+                                   const int64_t *device_tokens);
+
+/* Copies every output to one host buffer (malloc'd, in output order); *bytes gets its size. */
+void *gg_case_outputs_to_host(gg_case_run *run, size_t *bytes);
+
 /* Compares every output against the reference with the case's tolerance (synchronizes). Returns 0 or error. */
 int gg_case_check(gg_case_run *run, gg_case_verdict *verdict);
 
