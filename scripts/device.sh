@@ -34,7 +34,7 @@ if [ "$stage" = all ] || [ "$stage" = tests ]; then
   grep -q "100% tests passed" "$OUT/ctest.log" || status=1
   for t in test_blocks_gpu test_graphs_gpu; do
     t0=$(date +%s)
-    "$build/tests/$t" > "$OUT/$t.log" 2>&1 || status=1
+    timeout 300 "$build/tests/$t" > "$OUT/$t.log" 2>&1 || status=1
     echo "$t: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/$t.log" | tr '\n' ' ') ($(( $(date +%s) - t0 )) s)"
     grep -E '^\[  FAILED|^\[  ERROR|FAIL |differs|wrong' "$OUT/$t.log" | head -20
   done
@@ -43,7 +43,7 @@ if [ "$stage" = all ] || [ "$stage" = tests ]; then
   echo "== compute-sanitizer (memcheck, small shapes)"
   GG_TEST_FILTER='*small*' compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/test_blocks_gpu" \
     > "$OUT/sanitizer.log" 2>&1; echo "memcheck exit $?" | tee -a "$OUT/sanitizer.log"
-  GG_TEST_FILTER='*rebinding*' compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/test_graphs_gpu" \
+  GG_TEST_FILTER='*rebinding*' timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/test_graphs_gpu" \
     >> "$OUT/sanitizer.log" 2>&1; echo "memcheck (graphs) exit $?" | tee -a "$OUT/sanitizer.log"
 fi
 
