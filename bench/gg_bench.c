@@ -99,26 +99,33 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* run(arg) is one call; returns its status. Medians into *device_us and *host_us. */
-static gg_status time_calls(timer *t, gg_status (*run)(void *), void *arg, double *device_us, double *host_us) {
+/* Times two ways of making the same call, alternating them iteration by iteration (same clocks and temperature
+ * for both): run[k](arg) is one call. Medians into device_us[k] and host_us[k]. */
+static gg_status time_calls(timer *t, gg_status (*run[2])(void *), void *arg, double device_us[2], double host_us[2]) {
+    float *dev[2] = {t->device_ms, t->device_ms + t->iters};
+    double *host[2] = {t->host_us, t->host_us + t->iters};
     for (int it = 0; it < t->warmup + t->iters; ++it) {
-        CHECK(cudaMemsetAsync(t->flush, it & 0xff, t->flush_bytes, t->stream)); /* cold L2 */
-        CHECK(cudaEventRecord(t->start, t->stream));
-        const double h0 = now_us();
-        const gg_status st = run(arg);
-        const double h1 = now_us();
-        if (st != GG_SUCCESS) return st;
-        CHECK(cudaEventRecord(t->stop, t->stream));
-        CHECK(cudaEventSynchronize(t->stop));
-        if (it >= t->warmup) {
-            CHECK(cudaEventElapsedTime(&t->device_ms[it - t->warmup], t->start, t->stop));
-            t->host_us[it - t->warmup] = h1 - h0;
+        for (int k = 0; k < 2; ++k) {
+            CHECK(cudaMemsetAsync(t->flush, it & 0xff, t->flush_bytes, t->stream)); /* cold L2 */
+            CHECK(cudaEventRecord(t->start, t->stream));
+            const double h0 = now_us();
+            const gg_status st = run[k](arg);
+            const double h1 = now_us();
+            if (st != GG_SUCCESS) return st;
+            CHECK(cudaEventRecord(t->stop, t->stream));
+            CHECK(cudaEventSynchronize(t->stop));
+            if (it >= t->warmup) {
+                CHECK(cudaEventElapsedTime(&dev[k][it - t->warmup], t->start, t->stop));
+                host[k][it - t->warmup] = h1 - h0;
+            }
         }
     }
-    qsort(t->device_ms, (size_t)t->iters, sizeof *t->device_ms, cmp_float);
-    qsort(t->host_us, (size_t)t->iters, sizeof *t->host_us, cmp_double);
-    *device_us = 1000.0 * t->device_ms[t->iters / 2];
-    *host_us = t->host_us[t->iters / 2];
+    for (int k = 0; k < 2; ++k) {
+        qsort(dev[k], (size_t)t->iters, sizeof *dev[k], cmp_float);
+        qsort(host[k], (size_t)t->iters, sizeof *host[k], cmp_double);
+        device_us[k] = 1000.0 * dev[k][t->iters / 2];
+        host_us[k] = host[k][t->iters / 2];
+    }
     return GG_SUCCESS;
 }
 
@@ -164,8 +171,8 @@ int main(int argc, char **argv) {
     cudaEvent_t start, stop;
     CHECK(cudaEventCreate(&start));
     CHECK(cudaEventCreate(&stop));
-    timer tm = {stream, flush, flush_bytes, start, stop, malloc(sizeof(float) * (size_t)opt.iters),
-                malloc(sizeof(double) * (size_t)opt.iters), opt.iters, opt.warmup};
+    timer tm = {stream, flush, flush_bytes, start, stop, malloc(sizeof(float) * 2 * (size_t)opt.iters),
+                malloc(sizeof(double) * 2 * (size_t)opt.iters), opt.iters, opt.warmup};
     result *results = calloc((size_t)n * 3, sizeof *results);
     int n_results = 0, failures = 0;
 
@@ -215,11 +222,16 @@ int main(int argc, char **argv) {
             free(eager_out);
             free(graph_out);
             failures += !r->correct || !r->bitwise;
-            if (time_calls(&tm, eager_call, &arg, &r->median_us, &r->host_us) != GG_SUCCESS ||
-                time_calls(&tm, graph_call, &arg, &r->graph_us, &r->graph_host_us) != GG_SUCCESS) {
+            gg_status (*paths[2])(void *) = {eager_call, graph_call};
+            double device_us[2], host_us[2];
+            if (time_calls(&tm, paths, &arg, device_us, host_us) != GG_SUCCESS) {
                 fprintf(stderr, "%s case %d: %s\n", c->block, c->index, gg_last_error(ctx));
                 return 1;
             }
+            r->median_us = device_us[0];
+            r->graph_us = device_us[1];
+            r->host_us = host_us[0];
+            r->graph_host_us = host_us[1];
             gg_graph_destroy(arg.graph);
             fprintf(stderr,
                     "[%s %s] case %2d M=%6lld: eager %9.1f us (host %6.1f) graph %9.1f us (host %5.1f) SOL %7.1f us "

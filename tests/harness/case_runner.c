@@ -23,6 +23,8 @@ static void add(gg_tensor *list, int *n, const char *name, gg_elem elem, int64_t
     t->rows = rows;
     t->cols = cols;
     t->scale = scale;
+    t->param = strncmp(name, "grad_weight", 11) == 0 || strncmp(name, "grad_bias", 9) == 0 ||
+               (strcmp(name, "grad_gate") == 0 && rows == 1); /* block 1's scalar gate, not block 4's [M,E] */
 }
 
 static size_t elems(const gg_tensor *t) { return (size_t)t->rows * (size_t)t->cols; }
@@ -275,6 +277,8 @@ gg_status gg_case_graph_run_device(gg_case_run *r, gg_graph *graph, gg_precision
 }
 
 void *gg_case_outputs_to_host(gg_case_run *r, size_t *bytes) {
+    /* cudaMemcpy does not wait for a non-blocking stream: wait for the run's work first */
+    if (cudaStreamSynchronize((cudaStream_t)r->stream) != cudaSuccess) return NULL;
     size_t total = 0;
     for (int i = 0; i < r->n_out; ++i) total += elems(&r->out[i]) * r->out[i].elem;
     char *h = malloc(total ? total : 1);

@@ -21,6 +21,7 @@ typedef struct gg_tensor {
     float scale; /* inputs: the N(0,1) scale the spec gives */
     void *dev;   /* device memory */
     double *ref; /* outputs: float64 reference on the device */
+    int param;   /* outputs: a parameter gradient (accumulated with desc.accumulate), not an activation gradient */
 } gg_tensor;
 
 typedef struct gg_case_run {
