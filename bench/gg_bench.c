@@ -24,19 +24,20 @@
 
 typedef struct options {
     int block, case_index, iters, warmup, fast;
+    gg_overlap overlap;
     const char *json, *csv;
 } options;
 
 static int usage(const char *argv0) {
     fprintf(stderr,
-            "usage: %s [--block 1-4] [--case 0-15] [--iters N] [--warmup N] [--modes all|fast] [--json FILE] "
-            "[--csv FILE]\n",
+            "usage: %s [--block 1-4] [--case 0-15] [--iters N] [--warmup N] [--modes all|fast] "
+            "[--overlap auto|always|never] [--json FILE] [--csv FILE]\n",
             argv0);
     return 2;
 }
 
 static int parse(int argc, char **argv, options *o) {
-    *o = (options){0, -1, 50, 10, 0, NULL, NULL};
+    *o = (options){0, -1, 50, 10, 0, GG_OVERLAP_AUTO, NULL, NULL};
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i];
         if (i + 1 >= argc) return usage(argv[0]);
@@ -45,6 +46,12 @@ static int parse(int argc, char **argv, options *o) {
         else if (!strcmp(a, "--iters")) o->iters = atoi(argv[++i]);
         else if (!strcmp(a, "--warmup")) o->warmup = atoi(argv[++i]);
         else if (!strcmp(a, "--modes")) o->fast = !strcmp(argv[++i], "fast");
+        else if (!strcmp(a, "--overlap")) {
+            ++i;
+            o->overlap = !strcmp(argv[i], "always") ? GG_OVERLAP_ALWAYS
+                         : !strcmp(argv[i], "never") ? GG_OVERLAP_NEVER
+                                                      : GG_OVERLAP_AUTO;
+        }
         else if (!strcmp(a, "--json")) o->json = argv[++i];
         else if (!strcmp(a, "--csv")) o->csv = argv[++i];
         else return usage(argv[0]);
@@ -157,7 +164,9 @@ int main(int argc, char **argv) {
         return 1;
     }
     gg_ctx *ctx = NULL;
-    if (gg_ctx_create(NULL, &ctx) != GG_SUCCESS) {
+    gg_config config = GG_CONFIG_INIT;
+    config.overlap = opt.overlap;
+    if (gg_ctx_create(&config, &ctx) != GG_SUCCESS) {
         fprintf(stderr, "gg_ctx_create: %s\n", gg_last_error(NULL));
         return 1;
     }
@@ -249,8 +258,8 @@ int main(int argc, char **argv) {
     FILE *json = opt.json ? fopen(opt.json, "w") : NULL;
     FILE *csv = opt.csv ? fopen(opt.csv, "w") : NULL;
     if (json)
-        fprintf(json, "{\"gpu\": \"%s\", \"iters\": %d, \"warmup\": %d, \"results\": [", prop.name, opt.iters,
-                opt.warmup);
+        fprintf(json, "{\"gpu\": \"%s\", \"iters\": %d, \"warmup\": %d, \"overlap\": %d, \"results\": [", prop.name,
+                opt.iters, opt.warmup, (int)opt.overlap);
     if (csv) fprintf(csv, "block,mode,index,M,eager_us,graph_us,eager_host_us,graph_host_us,sol_us,correct,bitwise\n");
     int first = 1;
     for (int b = 1; b <= 4; ++b) {

@@ -8,7 +8,11 @@
 
 #include "internal.h"
 
-/* Makes `to` wait for everything enqueued on `from` so far, through `event`. */
+/* The stream a block's second chain runs on: the context's side stream when the chains overlap (config.overlap
+ * and the GEMM precision decide), else the caller's stream itself. */
+cudaStream_t gg_side_stream(const gg_ctx *ctx, cudaStream_t main, gg_precision precision);
+
+/* Makes `to` wait for everything enqueued on `from` so far, through `event`; nothing when they are one stream. */
 gg_status gg_stream_handoff(gg_ctx *ctx, cudaStream_t from, cudaEvent_t event, cudaStream_t to);
 
 #endif

@@ -100,6 +100,11 @@ typedef enum gg_log_level { GG_LOG_ERROR = 0, GG_LOG_WARN = 1, GG_LOG_INFO = 2, 
 /* Receives every message at or above the configured level. Called on the thread that called gradgraph. */
 typedef void (*gg_log_fn)(void *user_data, gg_log_level level, const char *message);
 
+/* Whether a block's independent GEMM chains (dX and dW) run concurrently on two streams. Two large GEMMs
+ * sharing the GPU can each slow down more than the overlap gains: AUTO overlaps where it was measured to pay
+ * (fp16/bf16 operands) and runs the fp32/tf32 GEMMs one after another (docs/perf-notes.md has the numbers). */
+typedef enum gg_overlap { GG_OVERLAP_AUTO = 0, GG_OVERLAP_ALWAYS = 1, GG_OVERLAP_NEVER = 2 } gg_overlap;
+
 #define GG_CONFIG_VERSION 1
 
 /* Context configuration. Always start from GG_CONFIG_INIT so that fields added by later versions get their
@@ -113,10 +118,12 @@ typedef struct gg_config {
     gg_log_fn log_fn;            /* NULL: the library never prints */
     void *log_user_data;         /* passed to log_fn */
     gg_log_level log_level;      /* default GG_LOG_WARN */
+    gg_overlap overlap;          /* default GG_OVERLAP_AUTO */
 } gg_config;
 
 #define GG_CONFIG_INIT                                                                                             \
-    { sizeof(gg_config), GG_CONFIG_VERSION, 0, (size_t)32 << 20, GG_PRECISION_FP32, NULL, NULL, GG_LOG_WARN }
+    { sizeof(gg_config), GG_CONFIG_VERSION, 0, (size_t)32 << 20, GG_PRECISION_FP32, NULL, NULL, GG_LOG_WARN,        \
+      GG_OVERLAP_AUTO }
 
 /* ---------------------------------------------------------------------------------------------------------------
  * Context

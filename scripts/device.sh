@@ -49,7 +49,7 @@ fi
 
 if [ "$stage" = all ] || [ "$stage" = bench ]; then
   echo "== timing: eager path and graph replay (CUDA events, cold L2)"
-  "$build/bench/gg_bench" --iters "${GG_ITERS:-20}" --warmup 3 --modes "${GG_MODES:-all}" --json "$OUT/bench.json" \
+  "$build/bench/gg_bench" --iters "${GG_ITERS:-20}" --warmup 3 --modes "${GG_MODES:-all}" --overlap "${GG_OVERLAP:-auto}" --json "$OUT/bench.json" \
     --csv "$OUT/bench.csv" 2> "$OUT/bench-progress.log" | tee "$OUT/bench.txt" || status=1
   python3 scripts/collect_graphs.py "$OUT/bench.json" "$OUT/graphs-h200.json" "${GG_COMMIT:-unknown}" \
     "GG_COMMIT=<sha> bash scripts/device.sh $stage"

@@ -83,7 +83,7 @@ static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_cal
     const int64_t M = c->tokens, D = c->dim0, F = c->dim1;
     const int sms = ctx->sm_count, is_mlp = c->info->kind == GG_BLOCK_MLP, acc = c->accumulate;
     void *const *t = c->t;
-    cudaStream_t side = ctx->side;
+    cudaStream_t side = gg_side_stream(ctx, main, c->precision);
     float *G = gg_plan_buffer(ctx, p, BUF_G);
     /* The GEMM operands: the caller's fp32 tensors, or their fp16 copies in fp16 mode. */
     const void *dy = t[T_DY], *w2 = t[T_W2], *act = t[T_ACT], *x = t[T_X], *w1 = t[T_W1];

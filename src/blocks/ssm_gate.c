@@ -42,7 +42,7 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
 
 static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main) {
     void *const *t = c->t;
-    cudaStream_t side = ctx->side;
+    cudaStream_t side = gg_side_stream(ctx, main, c->precision);
     uint16_t *g = gg_plan_buffer(ctx, p, BUF_G);
     GG_TRY(gg_stream_handoff(ctx, main, ctx->ev_fork, side));
     gg_status status = GG_SUCCESS;

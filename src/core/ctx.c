@@ -31,6 +31,9 @@ static gg_status validate_config(const gg_config *c) {
     if ((int)c->log_level < (int)GG_LOG_ERROR || (int)c->log_level > (int)GG_LOG_DEBUG)
         return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT,
                        "gg_ctx_create: config->log_level = %d is not a gg_log_level value", (int)c->log_level);
+    if ((int)c->overlap < (int)GG_OVERLAP_AUTO || (int)c->overlap > (int)GG_OVERLAP_NEVER)
+        return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_ctx_create: config->overlap = %d is not a gg_overlap value",
+                       (int)c->overlap);
     return GG_SUCCESS;
 }
 

@@ -288,6 +288,9 @@ static void create_rejects_bad_fields(void **state) {
     c = (gg_config)GG_CONFIG_INIT;
     c.log_level = (gg_log_level)9;
     expect_config_rejected(c, GG_ERROR_INVALID_ARGUMENT, "config->log_level = 9");
+    c = (gg_config)GG_CONFIG_INIT;
+    c.overlap = (gg_overlap)3;
+    expect_config_rejected(c, GG_ERROR_INVALID_ARGUMENT, "config->overlap = 3");
 }
 
 static void create_without_device(void **state) {
