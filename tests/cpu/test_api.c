@@ -73,6 +73,17 @@ cudaError_t __wrap_cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flag
     *stream = (cudaStream_t)&fake_handles[0];
     return cudaSuccess;
 }
+cudaError_t __wrap_cudaStreamCreateWithPriority(cudaStream_t *stream, unsigned flags, int priority) {
+    (void)flags, (void)priority;
+    if (!fake_create()) return cudaErrorUnknown;
+    *stream = (cudaStream_t)&fake_handles[4];
+    return cudaSuccess;
+}
+cudaError_t __wrap_cudaDeviceGetStreamPriorityRange(int *least, int *greatest) {
+    *least = 0;
+    *greatest = -5;
+    return cudaSuccess;
+}
 cudaError_t __wrap_cudaStreamDestroy(cudaStream_t stream) {
     (void)stream;
     --fake.live;
