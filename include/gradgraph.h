@@ -100,9 +100,9 @@ typedef enum gg_log_level { GG_LOG_ERROR = 0, GG_LOG_WARN = 1, GG_LOG_INFO = 2, 
 /* Receives every message at or above the configured level. Called on the thread that called gradgraph. */
 typedef void (*gg_log_fn)(void *user_data, gg_log_level level, const char *message);
 
-/* Whether a block's independent GEMM chains (dX and dW) run concurrently on two streams. Two large GEMMs
- * sharing the GPU can each slow down more than the overlap gains: AUTO overlaps where it was measured to pay
- * (fp16/bf16 operands) and runs the fp32/tf32 GEMMs one after another (docs/perf-notes.md has the numbers). */
+/* Whether a block's independent chains (dX and dW) run concurrently on two streams. AUTO (the default) overlaps:
+ * measured on the H200, overlap wins or ties in every block and precision mode (docs/perf-notes.md); NEVER runs
+ * everything on the caller's stream, for profiling or for sharing the GPU with other work. */
 typedef enum gg_overlap { GG_OVERLAP_AUTO = 0, GG_OVERLAP_ALWAYS = 1, GG_OVERLAP_NEVER = 2 } gg_overlap;
 
 #define GG_CONFIG_VERSION 1

@@ -126,6 +126,17 @@ cudaError_t __wrap_cudaFree(void *ptr) {
     return cudaSuccess;
 }
 cudaError_t __wrap_cudaGetLastError(void) { return cudaSuccess; }
+cudaError_t __wrap_cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind) {
+    (void)dst, (void)src, (void)bytes, (void)kind;
+    ++fake.cuda_calls;
+    return cudaSuccess;
+}
+cudaError_t __wrap_cudaMemset(void *dst, int value, size_t bytes) {
+    (void)dst, (void)value, (void)bytes;
+    ++fake.cuda_calls;
+    return cudaSuccess;
+}
+cudaError_t __wrap_cudaDeviceSynchronize(void) { return cudaSuccess; }
 cudaError_t __wrap___cudaGetKernel(cudaKernel_t *kernel, const void *func) {
     (void)func;
     *kernel = (cudaKernel_t)&fake_handles[2];
@@ -580,6 +591,103 @@ static void valid_calls_pass_validation(void **state) {
     destroy_ctx(ctx);
 }
 
+/* ---- graph entry points ---- */
+static void graph_create_rejects_bad_config(void **state) {
+    (void)state;
+    gg_ctx *ctx = make_ctx();
+    gg_mlp_desc d = mlp_desc();
+    gg_graph *g = (gg_graph *)FAKE(0);
+    gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
+    gc.version = 9;
+    assert_int_equal(gg_mlp_graph_create(ctx, &d, &gc, &g), GG_ERROR_VERSION);
+    assert_null(g);
+    assert_message_has(ctx, "gg_mlp_graph_create: config->version = 9");
+    gc = (gg_graph_config)GG_GRAPH_CONFIG_INIT;
+    gc.struct_size = 8;
+    assert_int_equal(gg_mlp_graph_create(ctx, &d, &gc, &g), GG_ERROR_VERSION);
+    gc = (gg_graph_config)GG_GRAPH_CONFIG_INIT;
+    gc.execs_per_bucket = 0;
+    assert_int_equal(gg_mlp_graph_create(ctx, &d, &gc, &g), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "config->execs_per_bucket = 0");
+    gc = (gg_graph_config)GG_GRAPH_CONFIG_INIT;
+    gc.policy = GG_BUCKETS_LIST; /* without a list */
+    assert_int_equal(gg_mlp_graph_create(ctx, &d, &gc, &g), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "GG_BUCKETS_LIST needs");
+    gc = (gg_graph_config)GG_GRAPH_CONFIG_INIT;
+    d.hidden = 12; /* the graph's shape is checked like an eager call's */
+    assert_int_equal(gg_mlp_graph_create(ctx, &d, &gc, &g), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_mlp_graph_create: desc->hidden = 12 is not a multiple of 8");
+    assert_int_equal(gg_mlp_graph_create(ctx, NULL, &gc, &g), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "desc is NULL");
+    assert_int_equal(gg_mlp_graph_create(ctx, &d, &gc, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(fake.enqueued, 0);
+    assert_int_equal(fake.planned, 0);
+    destroy_ctx(ctx);
+}
+
+static void graph_create_plans_and_cleans_up_on_failure(void **state) {
+    (void)state;
+    gg_ctx *ctx = make_ctx();
+    gg_ssm_gate_desc d = ssm_desc(1);
+    gg_graph *g = (gg_graph *)FAKE(0);
+    /* a valid config reaches planning, which the fake cuBLASLt refuses: the half-made graph is undone */
+    assert_int_equal(gg_ssm_gate_graph_create(ctx, &d, NULL, &g), GG_ERROR_CUBLAS);
+    assert_null(g);
+    assert_int_equal(fake.planned, 1);
+    /* block 1 plans without cuBLASLt: its graph is made (nothing captured until the first run) */
+    gg_tanh_gate_desc td = tanh_desc();
+    gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
+    gc.max_tokens = 1024;
+    assert_int_equal(gg_tanh_gate_graph_create(ctx, &td, &gc, &g), GG_SUCCESS);
+    assert_int_equal(gg_graph_bucket_count(g), 4); /* 128 256 512 1024 */
+    assert_int_equal(gg_graph_bucket_tokens(g, 3), 1024);
+    assert_int_equal(gg_graph_bucket_tokens(g, 4), 0);
+    gg_graph_memory mem;
+    assert_int_equal(gg_graph_memory_info(g, -1, &mem), GG_SUCCESS);
+    assert_int_equal(mem.execs, 0);
+    assert_true(mem.staging_bytes >= (size_t)1024 * 4096 * 2 * 4); /* 4 [M, H] bf16 tensors at M = 1024 */
+    assert_int_equal(gg_graph_memory_info(g, 4, &mem), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "bucket = 4 is not in [-1, 4)");
+    assert_int_equal(fake.enqueued, 0);
+    destroy_ctx(ctx); /* destroys the live graph too: no fake resource left */
+}
+
+static void graph_run_checks_its_arguments(void **state) {
+    (void)state;
+    gg_ctx *ctx = make_ctx();
+    gg_tanh_gate_desc td = tanh_desc();
+    gg_tanh_gate_args ta = tanh_args();
+    assert_int_equal(gg_tanh_gate_graph_run(NULL, &td, &ta, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(NULL, "gg_tanh_gate_graph_run: graph is NULL");
+    gg_graph *g = NULL;
+    gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
+    gc.max_tokens = 1024;
+    assert_int_equal(gg_tanh_gate_graph_create(ctx, &td, &gc, &g), GG_SUCCESS);
+    fake.enqueued = 0;
+    gg_ssm_gate_desc sd = ssm_desc(0);
+    gg_ssm_gate_args sa = ssm_args();
+    assert_int_equal(gg_ssm_gate_graph_run(g, &sd, &sa, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "the graph was made by gg_tanh_gate_graph_create");
+    td.hidden = 2048;
+    assert_int_equal(gg_tanh_gate_graph_run(g, &td, &ta, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "desc->hidden = 2048, but the graph was created for 4096");
+    td = tanh_desc();
+    td.tokens = 2000;
+    assert_int_equal(gg_tanh_gate_graph_run(g, &td, &ta, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "desc->tokens = 2000 exceeds the largest bucket (1024)");
+    td = tanh_desc();
+    ta.mask = NULL;
+    assert_int_equal(gg_tanh_gate_graph_run(g, &td, &ta, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_tanh_gate_graph_run: args->mask is NULL");
+    ta = tanh_args();
+    int64_t *tokens = (int64_t *)FAKE(20);
+    assert_int_equal(gg_tanh_gate_graph_run_device(g, &td, tokens, &ta, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "config->device_select = 0");
+    assert_int_equal(fake.enqueued, 0);
+    gg_graph_destroy(g);
+    destroy_ctx(ctx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(status_strings_name_every_status),
@@ -602,6 +710,9 @@ int main(void) {
         cmocka_unit_test(unsupported_precision),
         cmocka_unit_test(ssm_gate_pointer_needed_only_with_silu),
         cmocka_unit_test(valid_calls_pass_validation),
+        cmocka_unit_test(graph_create_rejects_bad_config),
+        cmocka_unit_test(graph_create_plans_and_cleans_up_on_failure),
+        cmocka_unit_test(graph_run_checks_its_arguments),
     };
     return cmocka_run_group_tests_name("api", tests, NULL, NULL);
 }
