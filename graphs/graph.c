@@ -233,7 +233,8 @@ static gg_status install(gg_graph *g, gg_exec_cache *cache, const gg_exec_key *k
     size_t free_before = 0, free_after = 0, total = 0;
     (void)cudaMemGetInfo(&free_before, &total);
     cudaGraphExec_t exec = NULL;
-    const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
+    /* Node priorities (the side stream's, recorded at capture) are ignored at launch unless asked for. */
+    const cudaError_t err = cudaGraphInstantiate(&exec, graph, cudaGraphInstantiateFlagUseNodePriority);
     if (err != cudaSuccess) {
         memset(&slot->key, 0, sizeof slot->key);
         status = gg_fail_cuda(ctx, err, "cudaGraphInstantiate");
