@@ -12,6 +12,8 @@
  *   dX  [M,D]: (D x M)     = W1'(D x F)     @ R'(F x M)          m=D n=M k=F  A=W1 N lda=D  B=R N ldb=F
  *   dW1 [F,D]: (D x F)     = X'(D x M)      @ R'(F x M)ᵀ         m=D n=F k=M  A=X N lda=D   B=R T ldb=F
  */
+#include <stdlib.h>
+
 #include "block.h"
 #include "graph.h"
 #include "kernels/gg_kernels.h"
@@ -104,23 +106,37 @@ static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_cal
         r_type = GG_DT_F16;
     }
 
-    GG_TRY(gg_stream_handoff(ctx, main, ctx->ev_fork, side));
+    /* LAB (perf-notes, "schedule experiment"): 0 fork first; 1 fork after G; 2 chains swapped between streams */
+    static int lab = -1;
+    if (lab < 0) lab = getenv("GG_LAB_SCHEDULE") ? atoi(getenv("GG_LAB_SCHEDULE")) : 0;
+    cudaStream_t a = main, b = side; /* a: the G -> R -> dX chain; b: the dW chain */
+    if (lab == 2 && side != main) {
+        a = side;
+        b = main;
+    }
     gg_status status = GG_SUCCESS;
-    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW2], act, dy, t[T_DW2], acc, 1, side), status, join);
-    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_G], w2, dy, G, 0, 0, main), status, join);
-    GG_CUDA_GOTO(ctx, gg_k_gelu_grad(G, t[T_PRE], is_mlp ? NULL : t[T_TANH], R, r_type, (size_t)(M * F), sms, main),
+    if (a != main) GG_TRY(gg_stream_handoff(ctx, main, ctx->ev_mid, a));
+    if (lab != 1) GG_GOTO(gg_stream_handoff(ctx, a, ctx->ev_fork, b), status, join);
+    if (lab != 1) GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW2], act, dy, t[T_DW2], acc, 1, b), status, join);
+    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_G], w2, dy, G, 0, 0, a), status, join);
+    if (lab == 1) GG_GOTO(gg_stream_handoff(ctx, a, ctx->ev_fork, b), status, join);
+    if (lab == 1) GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW2], act, dy, t[T_DW2], acc, 1, b), status, join);
+    GG_CUDA_GOTO(ctx, gg_k_gelu_grad(G, t[T_PRE], is_mlp ? NULL : t[T_TANH], R, r_type, (size_t)(M * F), sms, a),
                  status, join);
     if (is_mlp) {
         float *partials = gg_plan_buffer(ctx, p, BUF_PARTIALS);
         GG_CUDA_GOTO(ctx,
-                     gg_k_col_sum(t[T_DY], GG_DT_F32, M, D, p->col_chunks[0], partials, t[T_DB2], GG_DT_F32, acc, main),
+                     gg_k_col_sum(t[T_DY], GG_DT_F32, M, D, p->col_chunks[0], partials, t[T_DB2], GG_DT_F32, acc, a),
                      status, join);
-        GG_CUDA_GOTO(ctx, gg_k_col_sum(R, r_type, M, F, p->col_chunks[1], partials, t[T_DB1], GG_DT_F32, acc, main),
+        GG_CUDA_GOTO(ctx, gg_k_col_sum(R, r_type, M, F, p->col_chunks[1], partials, t[T_DB1], GG_DT_F32, acc, a),
                      status, join);
     }
-    GG_GOTO(gg_stream_handoff(ctx, main, ctx->ev_mid, side), status, join);
-    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW1], x, R, t[T_DW1], acc, 1, side), status, join);
-    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DX], w1, R, t[T_DX], 0, 0, main), status, join);
+    GG_GOTO(gg_stream_handoff(ctx, a, ctx->ev_mid, b), status, join);
+    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW1], x, R, t[T_DW1], acc, 1, b), status, join);
+    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DX], w1, R, t[T_DX], 0, 0, a), status, join);
+    if (a != main) {
+        GG_GOTO(gg_stream_handoff(ctx, a, ctx->ev_fork, main), status, join);
+    }
 join:;
     const gg_status joined = gg_stream_handoff(ctx, side, ctx->ev_join, main);
     return status != GG_SUCCESS ? status : joined;
