@@ -3,8 +3,8 @@
  * with two differences, so one driver serves both: block 2 reads the saved tanh_inner, block 3 recomputes it and
  * also reduces the two bias gradients. The two tensor tables share the order of their common tensors.
  *
- * Order (apex's linear_gelu_linear_backward): on the caller's stream G = dY @ W2, R = G * gelu'(x), dX = R @ W1;
- * on the side stream, overlapping, dW2 = dYᵀ @ act and, once R is ready, dW1 = Rᵀ @ X.
+ * Order: on the caller's stream G = dY @ W2, then R = G * gelu'(x) and dX = R @ W1; on the side stream, once G
+ * is done, dW2 = dYᵀ @ act and, once R is ready, dW1 = Rᵀ @ X (the measured best schedule: see enqueue).
  *
  * Column-major view of the row-major tensors (a row-major [r,c] matrix is column-major c x r, ld = c):
  *   G   [M,F]: G'(F x M)   = W2'(F x D)     @ dY'(D x M)         m=F n=M k=D  A=W2 N lda=F  B=dY N ldb=D
@@ -12,8 +12,6 @@
  *   dX  [M,D]: (D x M)     = W1'(D x F)     @ R'(F x M)          m=D n=M k=F  A=W1 N lda=D  B=R N ldb=F
  *   dW1 [F,D]: (D x F)     = X'(D x M)      @ R'(F x M)ᵀ         m=D n=F k=M  A=X N lda=D   B=R T ldb=F
  */
-#include <stdlib.h>
-
 #include "block.h"
 #include "graph.h"
 #include "kernels/gg_kernels.h"
@@ -106,37 +104,26 @@ static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_cal
         r_type = GG_DT_F16;
     }
 
-    /* LAB (perf-notes, "schedule experiment"): 0 fork first; 1 fork after G; 2 chains swapped between streams */
-    static int lab = -1;
-    if (lab < 0) lab = getenv("GG_LAB_SCHEDULE") ? atoi(getenv("GG_LAB_SCHEDULE")) : 0;
-    cudaStream_t a = main, b = side; /* a: the G -> R -> dX chain; b: the dW chain */
-    if (lab == 2 && side != main) {
-        a = side;
-        b = main;
-    }
+    /* G runs alone first; then the side chain (dW2, and dW1 once R exists) overlaps the caller's (gelu', bias sums,
+     * dX). Forking before G, so that dW2 and G start together, made graph replay up to 11 % slower on fp32/tf32
+     * cases (docs/perf-notes.md, "schedule experiment"). */
     gg_status status = GG_SUCCESS;
-    if (a != main) GG_TRY(gg_stream_handoff(ctx, main, ctx->ev_mid, a));
-    if (lab != 1) GG_GOTO(gg_stream_handoff(ctx, a, ctx->ev_fork, b), status, join);
-    if (lab != 1) GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW2], act, dy, t[T_DW2], acc, 1, b), status, join);
-    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_G], w2, dy, G, 0, 0, a), status, join);
-    if (lab == 1) GG_GOTO(gg_stream_handoff(ctx, a, ctx->ev_fork, b), status, join);
-    if (lab == 1) GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW2], act, dy, t[T_DW2], acc, 1, b), status, join);
-    GG_CUDA_GOTO(ctx, gg_k_gelu_grad(G, t[T_PRE], is_mlp ? NULL : t[T_TANH], R, r_type, (size_t)(M * F), sms, a),
+    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_G], w2, dy, G, 0, 0, main), status, join);
+    GG_GOTO(gg_stream_handoff(ctx, main, ctx->ev_fork, side), status, join);
+    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW2], act, dy, t[T_DW2], acc, 1, side), status, join);
+    GG_CUDA_GOTO(ctx, gg_k_gelu_grad(G, t[T_PRE], is_mlp ? NULL : t[T_TANH], R, r_type, (size_t)(M * F), sms, main),
                  status, join);
     if (is_mlp) {
         float *partials = gg_plan_buffer(ctx, p, BUF_PARTIALS);
         GG_CUDA_GOTO(ctx,
-                     gg_k_col_sum(t[T_DY], GG_DT_F32, M, D, p->col_chunks[0], partials, t[T_DB2], GG_DT_F32, acc, a),
+                     gg_k_col_sum(t[T_DY], GG_DT_F32, M, D, p->col_chunks[0], partials, t[T_DB2], GG_DT_F32, acc, main),
                      status, join);
-        GG_CUDA_GOTO(ctx, gg_k_col_sum(R, r_type, M, F, p->col_chunks[1], partials, t[T_DB1], GG_DT_F32, acc, a),
+        GG_CUDA_GOTO(ctx, gg_k_col_sum(R, r_type, M, F, p->col_chunks[1], partials, t[T_DB1], GG_DT_F32, acc, main),
                      status, join);
     }
-    GG_GOTO(gg_stream_handoff(ctx, a, ctx->ev_mid, b), status, join);
-    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW1], x, R, t[T_DW1], acc, 1, b), status, join);
-    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DX], w1, R, t[T_DX], 0, 0, a), status, join);
-    if (a != main) {
-        GG_GOTO(gg_stream_handoff(ctx, a, ctx->ev_fork, main), status, join);
-    }
+    GG_GOTO(gg_stream_handoff(ctx, main, ctx->ev_mid, side), status, join);
+    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW1], x, R, t[T_DW1], acc, 1, side), status, join);
+    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DX], w1, R, t[T_DX], 0, 0, main), status, join);
 join:;
     const gg_status joined = gg_stream_handoff(ctx, side, ctx->ev_join, main);
     return status != GG_SUCCESS ? status : joined;
