@@ -14,9 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist.h"
 #include "kernels/gg_kernels.h"
 
-enum { KEY_ACCUMULATE = 1, KEY_SILU = 2, KEY_PADDED = 4, KEY_DEVICE = 8 };
+enum { KEY_ACCUMULATE = 1, KEY_SILU = 2, KEY_PADDED = 4, KEY_DEVICE = 8, KEY_SYNC = 16 };
 
 /* "gg_mlp_graph_run" from "gg_mlp_backward" and "run". */
 static const char *graph_fn(char *buf, size_t bytes, const gg_block_info *info, const char *verb) {
@@ -102,7 +103,9 @@ gg_status gg_graph_create_call(gg_ctx *ctx, const gg_block_call *shape, gg_preci
         return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: %s", fn, err);
     }
     g->shape.tokens = g->buckets[g->n_buckets - 1];
+    g->syncs = config->sync_gradients && ctx->dist != NULL;
     status = gg_block_validate_shape(ctx, fn, &g->shape, requested);
+    if (status == GG_SUCCESS && g->syncs) status = gg_dist_check_shape(ctx, fn, &g->shape);
     if (status != GG_SUCCESS) {
         free(g);
         return status;
@@ -254,7 +257,8 @@ static gg_exec_key make_key(const gg_block_call *c, int flags) {
     memset(&key, 0, sizeof key);
     for (int i = 0; i < c->info->n_tensors; ++i) key.ptr[i] = gg_tensor_used(c, i) ? c->t[i] : NULL;
     key.tokens = c->tokens;
-    key.flags = flags | (c->accumulate ? KEY_ACCUMULATE : 0) | (c->use_silu_gate ? KEY_SILU : 0);
+    key.flags = flags | (c->accumulate ? KEY_ACCUMULATE : 0) | (c->use_silu_gate ? KEY_SILU : 0) |
+                (c->sync_grads ? KEY_SYNC : 0);
     return key;
 }
 
@@ -262,6 +266,13 @@ static gg_exec_key make_key(const gg_block_call *c, int flags) {
 static gg_status check_run(gg_graph *g, const char *fn, gg_block_call *call, gg_precision requested) {
     gg_ctx *ctx = g->ctx;
     GG_TRY(gg_block_validate(ctx, fn, call, requested));
+    if (g->syncs) {
+        if (!ctx->dist)
+            return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
+                           "%s: the graph syncs gradients but its context's communicator was detached", fn);
+        GG_TRY(gg_dist_check(ctx)); /* an asynchronous NCCL error: aborted, never waited on */
+        call->sync_grads = 1;
+    }
     if (call->dim0 != g->shape.dim0)
         return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: %s = %lld, but the graph was created for %lld", fn,
                        call->info->dim0_name, (long long)call->dim0, (long long)g->shape.dim0);
@@ -307,7 +318,10 @@ gg_status gg_graph_run_call(gg_graph *g, gg_block_call *call, gg_precision reque
         status = capture(g, call, b, padded, NULL, &graph);
         if (status == GG_SUCCESS) status = install(g, &g->execs[b], &key, graph, &e);
     }
-    if (status == GG_SUCCESS) status = launch(ctx, e, stream);
+    if (status == GG_SUCCESS) {
+        g->has_nccl |= call->sync_grads;
+        status = launch(ctx, e, stream);
+    }
     gg_device_leave(saved);
     return status;
 }
@@ -379,7 +393,10 @@ gg_status gg_graph_run_device_call(gg_graph *g, gg_block_call *call, gg_precisio
         status = build_device_graph(g, call, device_tokens, &graph);
         if (status == GG_SUCCESS) status = install(g, &g->device_execs, &key, graph, &e);
     }
-    if (status == GG_SUCCESS) status = launch(ctx, e, stream);
+    if (status == GG_SUCCESS) {
+        g->has_nccl |= call->sync_grads;
+        status = launch(ctx, e, stream);
+    }
     gg_device_leave(saved);
     return status;
 }

@@ -22,6 +22,8 @@ struct gg_graph {
     size_t staging_offset[GG_BLOCK_MAX_TENSORS];
     int64_t *device_buckets;          /* the bucket sizes, for the device-side selection */
     unsigned *device_errors;          /* device-selected runs that found no bucket */
+    int syncs;                        /* reduces parameter gradients across the context's ranks */
+    int has_nccl;                     /* an executable graph holds NCCL work: destroy before the communicator */
     struct gg_graph *next;            /* the context's list */
 };
 

@@ -68,7 +68,8 @@ typedef enum gg_status {
     GG_ERROR_NO_DEVICE = 6,        /* no CUDA device, or the configured device does not exist */
     GG_ERROR_CUDA = 7,             /* the CUDA runtime reported an error (message has its name) */
     GG_ERROR_CUBLAS = 8,           /* cuBLASLt reported an error or found no algorithm */
-    GG_ERROR_INTERNAL = 9          /* a bug in gradgraph; please report it with the message */
+    GG_ERROR_INTERNAL = 9,         /* a bug in gradgraph; please report it with the message */
+    GG_ERROR_NCCL = 10             /* NCCL reported an error (the communicator is aborted: make a new one) */
 } gg_status;
 
 /* A static, human-readable name for a status ("GG_ERROR_MISALIGNED: pointer not aligned"). Never NULL; unknown
@@ -319,10 +320,12 @@ typedef struct gg_graph_config {
     int eager_beyond_max;           /* default 0: M past the largest bucket fails; 1: it runs on the eager path */
     int device_select;              /* default 0; 1: also build the device-selected graph (gg_*_graph_run_device) */
     int execs_per_bucket;           /* pointer sets kept per bucket; default 4 */
+    int sync_gradients;             /* default 1: with a communicator on the context (gg_dist_*), the graph also
+                                       reduces the parameter gradients across ranks; 0: local gradients only */
 } gg_graph_config;
 
 #define GG_GRAPH_CONFIG_INIT                                                                                       \
-    { sizeof(gg_graph_config), GG_GRAPH_CONFIG_VERSION, GG_BUCKETS_POW2, NULL, 0, 128, 0, 16384, 1, 0, 0, 4 }
+    { sizeof(gg_graph_config), GG_GRAPH_CONFIG_VERSION, GG_BUCKETS_POW2, NULL, 0, 128, 0, 16384, 1, 0, 0, 4, 1 }
 
 typedef struct gg_graph gg_graph;
 
@@ -382,6 +385,80 @@ gg_status gg_graph_memory_info(const gg_graph *graph, int bucket, gg_graph_memor
 
 /* How many device-selected runs found no bucket for their M (reads device memory: synchronizes the device). */
 gg_status gg_graph_device_errors(gg_graph *graph, unsigned *count);
+
+/* ---------------------------------------------------------------------------------------------------------------
+ * Data parallelism (NCCL). With a communicator on the context, every graph made with sync_gradients reduces its
+ * parameter gradients (dW, db, block 1's grad_gate) across the ranks inside the same CUDA graph: each gradient is
+ * handed to a communication stream as soon as the GEMM or reduction that makes it has finished, in pieces of at
+ * most bucket_bytes, overlapping the rest of the backward, and joined before the graph ends. Activation gradients
+ * (dX) stay local. The eager entry points never communicate.
+ *
+ * Built without NCCL (GG_WITH_NCCL=OFF) these functions return GG_ERROR_UNSUPPORTED; without hwloc,
+ * gg_dist_bind_thread does. docs/distributed.md has the launch recipes and the rules below.
+ *
+ * Rules, enforced where the API can:
+ *   - the communicator is ready (a warm-up all-reduce has run) before any graph is captured;
+ *   - every rank makes the same graphs and calls them in the same order with the same bucket for each step;
+ *   - graphs that captured NCCL work must be destroyed before the communicator: gg_dist_detach refuses while
+ *     such graphs exist, and gg_ctx_destroy destroys graphs first (ncclCommDestroy would block forever otherwise);
+ *   - NCCL_NVLS_ENABLE is set to 0 in the process when unset (NVLink multicast stays off);
+ *   - gg_dist_check (also called by every graph run) turns an asynchronous NCCL error into GG_ERROR_NCCL and aborts
+ *     the communicator, so that no rank waits forever on a peer that failed.
+ * ------------------------------------------------------------------------------------------------------------- */
+typedef enum gg_reduce_op { GG_REDUCE_AVERAGE = 0, GG_REDUCE_SUM = 1 } gg_reduce_op;
+
+typedef enum gg_grad_sync {
+    GG_SYNC_ALL_REDUCE = 0,    /* every rank gets the whole reduced gradient */
+    GG_SYNC_REDUCE_SCATTER = 1 /* rank r gets elements [r n/W, (r+1) n/W) of each gradient (n divisible by W);
+                                  the rest of its buffer is left undefined (sharded optimizers) */
+} gg_grad_sync;
+
+#define GG_DIST_CONFIG_VERSION 1
+
+typedef struct gg_dist_config {
+    size_t struct_size;  /* sizeof(gg_dist_config) */
+    uint32_t version;    /* GG_DIST_CONFIG_VERSION */
+    gg_reduce_op op;     /* default GG_REDUCE_AVERAGE (data-parallel mean of the ranks' gradients) */
+    gg_grad_sync sync;   /* default GG_SYNC_ALL_REDUCE */
+    size_t bucket_bytes; /* the largest piece of a gradient reduced in one NCCL call; default 25 MiB */
+    int overlap;         /* default 1: reduce each gradient as soon as it is final; 0: all after the backward */
+    int bind_cpus;       /* default 1: gg_dist_attach / gg_dist_init_env bind the calling thread near the GPU */
+} gg_dist_config;
+
+#define GG_DIST_CONFIG_INIT                                                                                        \
+    { sizeof(gg_dist_config), GG_DIST_CONFIG_VERSION, GG_REDUCE_AVERAGE, GG_SYNC_ALL_REDUCE, (size_t)25 << 20, 1, 1 }
+
+/* Uses a communicator the caller made (an ncclComm_t, passed as void*) on ctx's device. The caller keeps owning it
+ * and destroys it after gg_dist_detach / gg_ctx_destroy. Runs the warm-up all-reduce, so every rank must call this
+ * at the same time. config NULL: GG_DIST_CONFIG_INIT. */
+gg_status gg_dist_attach(gg_ctx *ctx, void *nccl_comm, const gg_dist_config *config);
+
+/* One process per GPU: rank, world size and local rank from the environment (RANK, WORLD_SIZE, LOCAL_RANK; or
+ * OMPI_COMM_WORLD_* / SLURM_* when those are set). Rank 0 writes NCCL's unique id to id_path (a file on a path
+ * every rank can read), the others wait for it (up to 120 s). ctx must be on the GPU of the local rank (the
+ * caller picks it: config->device = LOCAL_RANK). gradgraph owns the communicator it makes. */
+gg_status gg_dist_init_env(gg_ctx *ctx, const char *id_path, const gg_dist_config *config);
+
+/* One process, one context per GPU (ctxs[i] on its own device, rank i): makes the communicators together
+ * (ncclCommInitAll) and runs the warm-up. Afterwards use each context from its own thread, and call
+ * gg_dist_bind_thread from that thread. gradgraph owns these communicators. */
+gg_status gg_dist_init_threads(gg_ctx *const *ctxs, int count, const gg_dist_config *config);
+
+/* Removes the communicator from ctx (destroying it when gradgraph made it). Refused with GG_ERROR_INVALID_ARGUMENT
+ * while graphs that captured NCCL work exist: destroy them first. No-op without a communicator. */
+gg_status gg_dist_detach(gg_ctx *ctx);
+
+/* Polls NCCL's asynchronous error state. On an error: aborts the communicator (no rank hangs on it) and returns
+ * GG_ERROR_NCCL; the context then runs only local work until a new communicator is attached. */
+gg_status gg_dist_check(gg_ctx *ctx);
+
+/* This rank and the number of ranks; -1 and 0 without a communicator. */
+int gg_dist_rank(const gg_ctx *ctx);
+int gg_dist_size(const gg_ctx *ctx);
+
+/* Binds the calling thread to the CPUs near ctx's GPU (hwloc), within the CPUs the process may use. Leaves the
+ * binding alone, and logs why, when the GPU's locality is unknown or every allowed CPU is local to it. */
+gg_status gg_dist_bind_thread(gg_ctx *ctx);
 
 #ifdef __cplusplus
 }

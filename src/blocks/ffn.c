@@ -13,6 +13,7 @@
  *   dW1 [F,D]: (D x F)     = X'(D x M)      @ R'(F x M)ᵀ         m=D n=F k=M  A=X N lda=D   B=R T ldb=F
  */
 #include "block.h"
+#include "dist.h"
 #include "graph.h"
 #include "kernels/gg_kernels.h"
 #include "streams.h"
@@ -111,6 +112,7 @@ static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_cal
     GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_G], w2, dy, G, 0, 0, main), status, join);
     GG_GOTO(gg_stream_handoff(ctx, main, ctx->ev_fork, side), status, join);
     GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW2], act, dy, t[T_DW2], acc, 1, side), status, join);
+    GG_GOTO(gg_dist_grad_ready(ctx, c, side, T_DW2), status, join);
     GG_CUDA_GOTO(ctx, gg_k_gelu_grad(G, t[T_PRE], is_mlp ? NULL : t[T_TANH], R, r_type, (size_t)(M * F), sms, main),
                  status, join);
     if (is_mlp) {
@@ -120,13 +122,17 @@ static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_cal
                      status, join);
         GG_CUDA_GOTO(ctx, gg_k_col_sum(R, r_type, M, F, p->col_chunks[1], partials, t[T_DB1], GG_DT_F32, acc, main),
                      status, join);
+        GG_GOTO(gg_dist_grad_ready(ctx, c, main, T_DB2), status, join);
+        GG_GOTO(gg_dist_grad_ready(ctx, c, main, T_DB1), status, join);
     }
     GG_GOTO(gg_stream_handoff(ctx, main, ctx->ev_mid, side), status, join);
     GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW1], x, R, t[T_DW1], acc, 1, side), status, join);
+    GG_GOTO(gg_dist_grad_ready(ctx, c, side, T_DW1), status, join);
     GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DX], w1, R, t[T_DX], 0, 0, main), status, join);
 join:;
     const gg_status joined = gg_stream_handoff(ctx, side, ctx->ev_join, main);
-    return status != GG_SUCCESS ? status : joined;
+    if (status == GG_SUCCESS) status = joined;
+    return status == GG_SUCCESS ? gg_dist_finish(ctx, c, main) : status;
 }
 
 const gg_block_info gg_gelu_ffn_info = {GG_BLOCK_GELU_FFN, "gg_gelu_ffn_backward", "desc->hidden", "desc->ffn", 1,

@@ -7,6 +7,7 @@
  *   dW [H,E]: (E x H) = gated'(E x M)  @ dY'(H x M)ᵀ      m=E n=H k=M  A=gated N lda=E  B=dY T ldb=H
  */
 #include "block.h"
+#include "dist.h"
 #include "graph.h"
 #include "kernels/gg_kernels.h"
 #include "streams.h"
@@ -49,10 +50,12 @@ static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_cal
     GG_TRY(gg_stream_handoff(ctx, main, ctx->ev_fork, side));
     gg_status status = GG_SUCCESS;
     GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW], t[T_GATED], t[T_DY], t[T_DW], c->accumulate, 1, side), status, join);
+    GG_GOTO(gg_dist_grad_ready(ctx, c, side, T_DW), status, join);
     GG_CUDA_GOTO(ctx,
                  gg_k_col_sum(t[T_DY], GG_DT_BF16, c->tokens, c->dim0, p->col_chunks[0],
                               gg_plan_buffer(ctx, p, BUF_PARTIALS), t[T_DB], GG_DT_BF16, c->accumulate, side),
                  status, join);
+    GG_GOTO(gg_dist_grad_ready(ctx, c, side, T_DB), status, join);
     GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_G], t[T_W], t[T_DY], g, 0, 0, main), status, join);
     GG_CUDA_GOTO(ctx,
                  gg_k_ssm_gate_grad(g, t[T_GATE_ACT], t[T_SSM], t[T_GATE], t[T_GRAD_SSM], t[T_GRAD_GATE],
@@ -60,7 +63,8 @@ static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_cal
                  status, join);
 join:;
     const gg_status joined = gg_stream_handoff(ctx, side, ctx->ev_join, main);
-    return status != GG_SUCCESS ? status : joined;
+    if (status == GG_SUCCESS) status = joined;
+    return status == GG_SUCCESS ? gg_dist_finish(ctx, c, main) : status;
 }
 
 const gg_block_info gg_ssm_gate_info = {GG_BLOCK_SSM_GATE, "gg_ssm_gate_backward", "desc->hidden", "desc->expanded", 0,

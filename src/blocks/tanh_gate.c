@@ -4,6 +4,7 @@
  * one-CTA kernel adds the partials in a fixed order (the same bits every run) and writes the scalar.
  */
 #include "block.h"
+#include "dist.h"
 #include "graph.h"
 #include "kernels/gg_kernels.h"
 
@@ -32,7 +33,8 @@ static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_cal
     GG_CUDA_TRY(ctx, gg_k_tanh_gate(t[T_GRAD_OUTPUT], t[T_GATE], t[T_HIDDEN], t[T_MASK], t[T_GRAD_RESIDUAL],
                                     t[T_GRAD_HIDDEN], partials, p->reduce_blocks, c->tokens, c->dim0, s));
     GG_CUDA_TRY(ctx, gg_k_tanh_gate_finish(partials, p->reduce_blocks, t[T_GATE], t[T_GRAD_GATE], c->accumulate, s));
-    return GG_SUCCESS;
+    GG_TRY(gg_dist_grad_ready(ctx, c, s, T_GRAD_GATE));
+    return gg_dist_finish(ctx, c, s);
 }
 
 const gg_block_info gg_tanh_gate_info = {GG_BLOCK_TANH_GATE, "gg_tanh_gate_backward", "desc->hidden", NULL, 0,

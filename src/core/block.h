@@ -47,6 +47,7 @@ struct gg_block_call {
     gg_precision precision; /* resolved by gg_block_validate */
     int use_silu_gate;
     int accumulate; /* add the parameter gradients to the outputs instead of overwriting them */
+    int sync_grads; /* reduce the parameter gradients across the context's ranks (graphs with a communicator) */
     void *t[GG_BLOCK_MAX_TENSORS]; /* device pointers in the order of info->tensors; inputs are only read */
 };
 

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist.h"
 #include "internal.h"
 #include "plan.h"
 
@@ -49,7 +50,8 @@ static void destroy_plan_entry(void *plan, void *user_data) { gg_block_plan_dest
 
 /* Releases whatever a (possibly half-made) context holds. */
 static void release(gg_ctx *ctx) {
-    while (ctx->graphs) gg_graph_destroy(ctx->graphs); /* unlinks itself */
+    while (ctx->graphs) gg_graph_destroy(ctx->graphs); /* unlinks itself; first: graphs may hold NCCL work */
+    gg_dist_release(ctx);                              /* then the communicator (never before its graphs) */
     if (ctx->side) (void)cudaStreamSynchronize(ctx->side);
     gg_plan_cache_clear(&ctx->plans);
     for (int i = 0; i < GG_GEMM_STREAMS; ++i)

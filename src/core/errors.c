@@ -19,6 +19,7 @@ const char *gg_status_string(gg_status status) {
     case GG_ERROR_CUDA: return "GG_ERROR_CUDA: CUDA runtime error";
     case GG_ERROR_CUBLAS: return "GG_ERROR_CUBLAS: cuBLASLt error";
     case GG_ERROR_INTERNAL: return "GG_ERROR_INTERNAL: internal error";
+    case GG_ERROR_NCCL: return "GG_ERROR_NCCL: NCCL error";
     }
     return "unknown gg_status";
 }

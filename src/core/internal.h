@@ -34,6 +34,7 @@ struct gg_ctx {
     size_t device_bytes; /* everything above, for gg_ctx_device_bytes */
     gg_plan_cache plans;
     struct gg_graph *graphs; /* live graphs (a list through gg_graph.next), destroyed with the context */
+    struct gg_dist *dist;    /* the NCCL communicator and its stream, or NULL (src/dist) */
     char last_error[GG_MSG_BYTES];
 };
 

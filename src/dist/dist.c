@@ -1,0 +1,414 @@
+/*
+ * dist.c - NCCL communicators on a context (attach, init from the environment or for threads, detach, async-error
+ * polling) and the reduction of parameter gradients inside a block's backward.
+ */
+#include "dist.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "graph.h"
+#include "streams.h"
+
+int gg_tensor_is_param(const gg_block_call *c, int i) {
+    const gg_tensor_spec *s = &c->info->tensors[i];
+    return s->is_output && s->rows != GG_EXT_TOKENS;
+}
+
+int gg_dist_rank(const gg_ctx *ctx) { return ctx && ctx->dist ? ctx->dist->rank : -1; }
+int gg_dist_size(const gg_ctx *ctx) { return ctx && ctx->dist ? ctx->dist->size : 0; }
+
+#ifdef GG_HAVE_NCCL
+#include <nccl.h>
+
+static gg_status check_dist_config(gg_ctx *ctx, const char *fn, const gg_dist_config *c) {
+    if (c->struct_size != sizeof(gg_dist_config))
+        return gg_fail(ctx, GG_ERROR_VERSION, "%s: config->struct_size = %zu, this library expects %zu", fn,
+                       c->struct_size, sizeof(gg_dist_config));
+    if (c->version != GG_DIST_CONFIG_VERSION)
+        return gg_fail(ctx, GG_ERROR_VERSION, "%s: config->version = %u, this library expects %u", fn,
+                       (unsigned)c->version, (unsigned)GG_DIST_CONFIG_VERSION);
+    if ((int)c->op < 0 || (int)c->op > (int)GG_REDUCE_SUM)
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: config->op = %d is not a gg_reduce_op value", fn, (int)c->op);
+    if ((int)c->sync < 0 || (int)c->sync > (int)GG_SYNC_REDUCE_SCATTER)
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: config->sync = %d is not a gg_grad_sync value", fn,
+                       (int)c->sync);
+    if (c->bucket_bytes < 4096)
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: config->bucket_bytes = %zu is below 4096", fn,
+                       c->bucket_bytes);
+    return GG_SUCCESS;
+}
+
+
+static gg_status fail_nccl(gg_ctx *ctx, ncclResult_t r, const char *what) {
+    return gg_fail(ctx, GG_ERROR_NCCL, "%s failed: %s (%s)", what, ncclGetErrorString(r), ncclGetLastError(NULL));
+}
+
+#define NCCL_TRY(ctx, call)                                                                                        \
+    do {                                                                                                           \
+        ncclResult_t r_ = (call);                                                                                  \
+        if (r_ != ncclSuccess) return fail_nccl((ctx), r_, #call);                                                 \
+    } while (0)
+
+/* NVLink multicast stays off unless the user chose otherwise: it can take a shared host's GPUs out of service. */
+static void default_environment(void) { setenv("NCCL_NVLS_ENABLE", "0", 0); }
+
+void gg_dist_release(gg_ctx *ctx) {
+    gg_dist *d = ctx->dist;
+    if (!d) return;
+    if (d->stream) (void)cudaStreamSynchronize(d->stream);
+    if (d->owned && d->comm) {
+        if (d->dead)
+            (void)ncclCommAbort((ncclComm_t)d->comm);
+        else
+            (void)ncclCommDestroy((ncclComm_t)d->comm);
+    }
+    if (d->ev_ready) (void)cudaEventDestroy(d->ev_ready);
+    if (d->ev_done) (void)cudaEventDestroy(d->ev_done);
+    if (d->stream) (void)cudaStreamDestroy(d->stream);
+    (void)cudaGetLastError();
+    free(d);
+    ctx->dist = NULL;
+}
+
+/* Puts comm on ctx: streams, events, the warm-up all-reduce (so that no capture is the first collective). */
+static gg_status install(gg_ctx *ctx, const char *fn, ncclComm_t comm, int owned, const gg_dist_config *config) {
+    if (ctx->dist) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: the context already has a communicator", fn);
+    gg_dist *d = calloc(1, sizeof *d);
+    if (!d) return gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    d->comm = comm;
+    d->owned = owned;
+    d->config = *config;
+    ctx->dist = d;
+    gg_status status = GG_SUCCESS;
+    int saved = 0;
+    GG_GOTO(gg_device_enter(ctx, &saved), status, fail);
+    int device = -1;
+    ncclResult_t r = ncclCommCuDevice(comm, &device);
+    if (r == ncclSuccess) r = ncclCommUserRank(comm, &d->rank);
+    if (r == ncclSuccess) r = ncclCommCount(comm, &d->size);
+    if (r != ncclSuccess) {
+        status = fail_nccl(ctx, r, "ncclCommCuDevice/UserRank/Count");
+        goto fail_device;
+    }
+    if (device != ctx->config.device) {
+        status = gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: the communicator is on device %d, the context on %d",
+                         fn, device, ctx->config.device);
+        goto fail_device;
+    }
+    GG_CUDA_GOTO(ctx, cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking), status, fail_device);
+    GG_CUDA_GOTO(ctx, cudaEventCreateWithFlags(&d->ev_ready, cudaEventDisableTiming), status, fail_device);
+    GG_CUDA_GOTO(ctx, cudaEventCreateWithFlags(&d->ev_done, cudaEventDisableTiming), status, fail_device);
+    /* Warm-up: NCCL connects lazily on the first collective, which must not happen inside a capture. */
+    float *one = NULL;
+    GG_CUDA_GOTO(ctx, cudaMalloc((void **)&one, sizeof(float)), status, fail_device);
+    r = ncclAllReduce(one, one, 1, ncclFloat32, ncclSum, comm, d->stream);
+    const cudaError_t synced = cudaStreamSynchronize(d->stream);
+    (void)cudaFree(one);
+    if (r != ncclSuccess) {
+        status = fail_nccl(ctx, r, "warm-up ncclAllReduce");
+        goto fail_device;
+    }
+    GG_CUDA_GOTO(ctx, synced, status, fail_device);
+    gg_device_leave(saved);
+    gg_log(ctx, GG_LOG_INFO, "%s: rank %d of %d on device %d, %s, buckets of %zu MiB", fn, d->rank, d->size, device,
+           config->sync == GG_SYNC_ALL_REDUCE ? "all-reduce" : "reduce-scatter", config->bucket_bytes >> 20);
+    return GG_SUCCESS;
+fail_device:
+    gg_device_leave(saved);
+fail:
+    d->owned = 0; /* the caller's comm stays the caller's; an owned one is destroyed by the caller of install */
+    gg_dist_release(ctx);
+    return status;
+}
+
+static const gg_dist_config *config_or_default(const gg_dist_config *config, gg_dist_config *storage) {
+    const gg_dist_config defaults = GG_DIST_CONFIG_INIT;
+    *storage = config ? *config : defaults;
+    return storage;
+}
+
+gg_status gg_dist_attach(gg_ctx *ctx, void *nccl_comm, const gg_dist_config *config) {
+    static const char fn[] = "gg_dist_attach";
+    if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
+    if (!nccl_comm) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: nccl_comm is NULL", fn);
+    gg_dist_config c;
+    GG_TRY(check_dist_config(ctx, fn, config_or_default(config, &c)));
+    default_environment();
+    GG_TRY(install(ctx, fn, (ncclComm_t)nccl_comm, 0, &c));
+    if (c.bind_cpus) (void)gg_dist_bind_thread(ctx); /* logs why when it leaves the binding alone */
+    return GG_SUCCESS;
+}
+
+/* The first of several environment variables that is set, as an int; -1 if none. */
+static int env_int(const char *const *names) {
+    for (; *names; ++names) {
+        const char *v = getenv(*names);
+        if (v && *v) return atoi(v);
+    }
+    return -1;
+}
+
+/* Rank 0 writes the id to path (atomically: a temporary file, then rename); the others wait for it. */
+static gg_status exchange_id(gg_ctx *ctx, const char *fn, int rank, const char *path, ncclUniqueId *id) {
+    if (rank == 0) {
+        char tmp[4096];
+        snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+        FILE *f = fopen(tmp, "wb");
+        if (!f || fwrite(id, sizeof *id, 1, f) != 1 || fclose(f) != 0) {
+            if (f) fclose(f);
+            return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: cannot write the NCCL id to %s: %s", fn, tmp,
+                           strerror(errno));
+        }
+        if (rename(tmp, path) != 0)
+            return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: cannot rename %s to %s: %s", fn, tmp, path,
+                           strerror(errno));
+        return GG_SUCCESS;
+    }
+    for (int waited_ms = 0; waited_ms < 120000; waited_ms += 50) {
+        FILE *f = fopen(path, "rb");
+        if (f) {
+            const size_t got = fread(id, sizeof *id, 1, f);
+            fclose(f);
+            if (got == 1) return GG_SUCCESS;
+        }
+        const struct timespec pause = {0, 50 * 1000 * 1000};
+        nanosleep(&pause, NULL);
+    }
+    return gg_fail(ctx, GG_ERROR_NCCL, "%s: rank %d waited 120 s for rank 0 to write the NCCL id to %s", fn, rank,
+                   path);
+}
+
+gg_status gg_dist_init_env(gg_ctx *ctx, const char *id_path, const gg_dist_config *config) {
+    static const char fn[] = "gg_dist_init_env";
+    if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
+    if (!id_path) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: id_path is NULL", fn);
+    gg_dist_config c;
+    GG_TRY(check_dist_config(ctx, fn, config_or_default(config, &c)));
+    static const char *const rank_vars[] = {"RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", NULL};
+    static const char *const size_vars[] = {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", NULL};
+    const int rank = env_int(rank_vars), size = env_int(size_vars);
+    if (rank < 0 || size < 1 || rank >= size)
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
+                       "%s: RANK = %d and WORLD_SIZE = %d from the environment are not a valid rank and size", fn,
+                       rank, size);
+    default_environment();
+    ncclUniqueId id;
+    if (rank == 0) NCCL_TRY(ctx, ncclGetUniqueId(&id));
+    GG_TRY(exchange_id(ctx, fn, rank, id_path, &id));
+    int saved = 0;
+    GG_TRY(gg_device_enter(ctx, &saved));
+    ncclComm_t comm = NULL;
+    const ncclResult_t r = ncclCommInitRank(&comm, size, id, rank);
+    gg_device_leave(saved);
+    if (r != ncclSuccess) return fail_nccl(ctx, r, "ncclCommInitRank");
+    const gg_status status = install(ctx, fn, comm, 1, &c);
+    if (status != GG_SUCCESS) {
+        (void)ncclCommAbort(comm);
+        return status;
+    }
+    if (c.bind_cpus) (void)gg_dist_bind_thread(ctx);
+    return GG_SUCCESS;
+}
+
+gg_status gg_dist_init_threads(gg_ctx *const *ctxs, int count, const gg_dist_config *config) {
+    static const char fn[] = "gg_dist_init_threads";
+    if (!ctxs || count < 1) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctxs is NULL or count < 1", fn);
+    int devices[64];
+    if (count > 64) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: count = %d exceeds 64", fn, count);
+    for (int i = 0; i < count; ++i) {
+        if (!ctxs[i]) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctxs[%d] is NULL", fn, i);
+        devices[i] = ctxs[i]->config.device;
+        for (int j = 0; j < i; ++j)
+            if (devices[j] == devices[i])
+                return gg_fail(ctxs[i], GG_ERROR_INVALID_ARGUMENT, "%s: ctxs[%d] and ctxs[%d] share device %d", fn, j,
+                               i, devices[i]);
+    }
+    gg_dist_config c;
+    GG_TRY(check_dist_config(ctxs[0], fn, config_or_default(config, &c)));
+    c.bind_cpus = 0; /* each worker thread binds itself (gg_dist_bind_thread) */
+    default_environment();
+    ncclComm_t comms[64];
+    NCCL_TRY(ctxs[0], ncclCommInitAll(comms, count, devices));
+    /* The warm-up of all ranks must run together: one group over every communicator, from this thread. */
+    gg_status status = GG_SUCCESS;
+    int made = 0;
+    for (; made < count; ++made) {
+        gg_ctx *ctx = ctxs[made];
+        gg_dist *d = calloc(1, sizeof *d);
+        if (!d) {
+            status = gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+            break;
+        }
+        d->comm = comms[made];
+        d->owned = 1;
+        d->config = c;
+        d->rank = made;
+        d->size = count;
+        ctx->dist = d;
+        int saved = 0;
+        if ((status = gg_device_enter(ctx, &saved)) != GG_SUCCESS) break;
+        cudaError_t e = cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking);
+        if (e == cudaSuccess) e = cudaEventCreateWithFlags(&d->ev_ready, cudaEventDisableTiming);
+        if (e == cudaSuccess) e = cudaEventCreateWithFlags(&d->ev_done, cudaEventDisableTiming);
+        gg_device_leave(saved);
+        if (e != cudaSuccess) {
+            status = gg_fail_cuda(ctx, e, "gg_dist_init_threads: streams and events");
+            break;
+        }
+    }
+    if (status == GG_SUCCESS) {
+        float *one[64] = {0};
+        ncclResult_t r = ncclGroupStart();
+        for (int i = 0; i < count && r == ncclSuccess; ++i) {
+            int saved = 0;
+            (void)gg_device_enter(ctxs[i], &saved);
+            if (cudaMalloc((void **)&one[i], sizeof(float)) != cudaSuccess) r = ncclSystemError;
+            if (r == ncclSuccess)
+                r = ncclAllReduce(one[i], one[i], 1, ncclFloat32, ncclSum, comms[i], ctxs[i]->dist->stream);
+        }
+        const ncclResult_t ended = ncclGroupEnd();
+        if (r == ncclSuccess) r = ended;
+        for (int i = 0; i < count; ++i) {
+            (void)cudaSetDevice(devices[i]);
+            (void)cudaStreamSynchronize(ctxs[i]->dist->stream);
+            (void)cudaFree(one[i]);
+        }
+        if (r != ncclSuccess) status = fail_nccl(ctxs[0], r, "warm-up ncclAllReduce");
+    }
+    if (status != GG_SUCCESS) {
+        for (int i = 0; i < count; ++i) {
+            if (ctxs[i]->dist) gg_dist_release(ctxs[i]);
+            else (void)ncclCommDestroy(comms[i]);
+        }
+        return status;
+    }
+    return GG_SUCCESS;
+}
+
+gg_status gg_dist_detach(gg_ctx *ctx) {
+    if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_dist_detach: ctx is NULL");
+    if (!ctx->dist) return GG_SUCCESS;
+    for (const gg_graph *g = ctx->graphs; g; g = g->next)
+        if (g->has_nccl)
+            return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
+                           "gg_dist_detach: graphs that captured NCCL work still exist; gg_graph_destroy them first "
+                           "(ncclCommDestroy would wait for them forever)");
+    int saved = 0;
+    const int entered = gg_device_enter(ctx, &saved) == GG_SUCCESS;
+    gg_dist_release(ctx);
+    if (entered) gg_device_leave(saved);
+    return GG_SUCCESS;
+}
+
+gg_status gg_dist_check(gg_ctx *ctx) {
+    if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_dist_check: ctx is NULL");
+    gg_dist *d = ctx->dist;
+    if (!d) return GG_SUCCESS;
+    if (d->dead) return gg_fail(ctx, GG_ERROR_NCCL, "gg_dist_check: the communicator was aborted after an error");
+    ncclResult_t async = ncclSuccess;
+    const ncclResult_t r = ncclCommGetAsyncError((ncclComm_t)d->comm, &async);
+    if (r == ncclSuccess && (async == ncclSuccess || async == ncclInProgress)) return GG_SUCCESS;
+    const ncclResult_t err = r != ncclSuccess ? r : async;
+    (void)ncclCommAbort((ncclComm_t)d->comm); /* wakes every rank blocked on this communicator */
+    d->dead = 1;
+    if (!d->owned) d->comm = NULL; /* aborted: the caller must not destroy it again */
+    return gg_fail(ctx, GG_ERROR_NCCL, "NCCL reported an asynchronous error on rank %d: %s; the communicator is aborted",
+                   d->rank, ncclGetErrorString(err));
+}
+
+/* One reduction of count elements at p, on the communication stream. */
+static gg_status reduce(gg_ctx *ctx, void *p, size_t count, size_t elem_bytes) {
+    gg_dist *d = ctx->dist;
+    const ncclDataType_t type = elem_bytes == 4 ? ncclFloat32 : ncclBfloat16;
+    const ncclRedOp_t op = d->config.op == GG_REDUCE_AVERAGE ? ncclAvg : ncclSum;
+    if (d->config.sync == GG_SYNC_REDUCE_SCATTER) {
+        const size_t shard = count / (size_t)d->size; /* in place: this rank's shard of its own buffer */
+        NCCL_TRY(ctx, ncclReduceScatter(p, (char *)p + (size_t)d->rank * shard * elem_bytes, shard, type, op,
+                                        (ncclComm_t)d->comm, d->stream));
+        return GG_SUCCESS;
+    }
+    NCCL_TRY(ctx, ncclAllReduce(p, p, count, type, op, (ncclComm_t)d->comm, d->stream));
+    return GG_SUCCESS;
+}
+
+/* Reduces tensor i of the call in pieces of at most bucket_bytes (whole, for reduce-scatter). */
+static gg_status reduce_tensor(gg_ctx *ctx, const gg_block_call *c, int i) {
+    const size_t elem = c->info->tensors[i].elem_bytes, n = gg_tensor_elems(c, i);
+    if (ctx->dist->config.sync == GG_SYNC_REDUCE_SCATTER) return reduce(ctx, c->t[i], n, elem);
+    const size_t piece = ctx->dist->config.bucket_bytes / elem;
+    for (size_t at = 0; at < n; at += piece)
+        GG_TRY(reduce(ctx, (char *)c->t[i] + at * elem, n - at < piece ? n - at : piece, elem));
+    return GG_SUCCESS;
+}
+
+gg_status gg_dist_grad_ready(gg_ctx *ctx, const gg_block_call *c, cudaStream_t producer, int tensor) {
+    if (!c->sync_grads || !ctx->dist->config.overlap) return GG_SUCCESS;
+    GG_TRY(gg_stream_handoff(ctx, producer, ctx->dist->ev_ready, ctx->dist->stream));
+    return reduce_tensor(ctx, c, tensor);
+}
+
+gg_status gg_dist_finish(gg_ctx *ctx, const gg_block_call *c, cudaStream_t main) {
+    if (!c->sync_grads) return GG_SUCCESS;
+    gg_dist *d = ctx->dist;
+    if (!d->config.overlap) {
+        GG_TRY(gg_stream_handoff(ctx, main, d->ev_ready, d->stream));
+        for (int i = 0; i < c->info->n_tensors; ++i)
+            if (gg_tensor_is_param(c, i)) GG_TRY(reduce_tensor(ctx, c, i));
+    }
+    return gg_stream_handoff(ctx, d->stream, d->ev_done, main);
+}
+
+gg_status gg_dist_check_shape(gg_ctx *ctx, const char *fn, const gg_block_call *c) {
+    if (!ctx->dist || ctx->dist->config.sync != GG_SYNC_REDUCE_SCATTER) return GG_SUCCESS;
+    for (int i = 0; i < c->info->n_tensors; ++i)
+        if (gg_tensor_is_param(c, i) && gg_tensor_elems(c, i) % (size_t)ctx->dist->size != 0)
+            return gg_fail(ctx, GG_ERROR_UNSUPPORTED,
+                           "%s: %s has %zu elements, not divisible by the %d ranks: reduce-scatter cannot shard it", fn,
+                           c->info->tensors[i].name, gg_tensor_elems(c, i), ctx->dist->size);
+    return GG_SUCCESS;
+}
+
+#else /* built without NCCL */
+
+#define UNSUPPORTED(fn)                                                                                            \
+    gg_fail(NULL, GG_ERROR_UNSUPPORTED, "%s: gradgraph was built without NCCL (GG_WITH_NCCL=OFF)", fn)
+
+void gg_dist_release(gg_ctx *ctx) { (void)ctx; }
+gg_status gg_dist_attach(gg_ctx *ctx, void *comm, const gg_dist_config *config) {
+    (void)ctx, (void)comm, (void)config;
+    return UNSUPPORTED("gg_dist_attach");
+}
+gg_status gg_dist_init_env(gg_ctx *ctx, const char *id_path, const gg_dist_config *config) {
+    (void)ctx, (void)id_path, (void)config;
+    return UNSUPPORTED("gg_dist_init_env");
+}
+gg_status gg_dist_init_threads(gg_ctx *const *ctxs, int count, const gg_dist_config *config) {
+    (void)ctxs, (void)count, (void)config;
+    return UNSUPPORTED("gg_dist_init_threads");
+}
+gg_status gg_dist_detach(gg_ctx *ctx) {
+    (void)ctx;
+    return GG_SUCCESS;
+}
+gg_status gg_dist_check(gg_ctx *ctx) {
+    (void)ctx;
+    return GG_SUCCESS;
+}
+gg_status gg_dist_grad_ready(gg_ctx *ctx, const gg_block_call *c, cudaStream_t producer, int tensor) {
+    (void)ctx, (void)c, (void)producer, (void)tensor;
+    return GG_SUCCESS;
+}
+gg_status gg_dist_finish(gg_ctx *ctx, const gg_block_call *c, cudaStream_t main) {
+    (void)ctx, (void)c, (void)main;
+    return GG_SUCCESS;
+}
+gg_status gg_dist_check_shape(gg_ctx *ctx, const char *fn, const gg_block_call *c) {
+    (void)ctx, (void)fn, (void)c;
+    return GG_SUCCESS;
+}
+#endif

@@ -1,0 +1,40 @@
+/*
+ * dist.h - the context's NCCL communicator and the in-graph reduction of parameter gradients.
+ * Compiled with or without NCCL (GG_HAVE_NCCL); without it every public gg_dist_* call is GG_ERROR_UNSUPPORTED and
+ * the hooks below are never reached (no context has a communicator).
+ */
+#ifndef GG_DIST_H
+#define GG_DIST_H
+
+#include "block.h"
+
+typedef struct gg_dist {
+    void *comm;          /* ncclComm_t */
+    int owned;           /* gradgraph made it, so gradgraph destroys it */
+    int rank, size;
+    int dead;            /* aborted after an asynchronous error: no more collectives */
+    gg_dist_config config;
+    cudaStream_t stream; /* the communication stream */
+    cudaEvent_t ev_ready; /* a producer's stream -> the communication stream */
+    cudaEvent_t ev_done;  /* the communication stream -> the caller's stream */
+} gg_dist;
+
+/* A parameter gradient of a syncing call is final on `producer`: reduce it now (overlap on), else later. */
+gg_status gg_dist_grad_ready(gg_ctx *ctx, const gg_block_call *call, cudaStream_t producer, int tensor);
+
+/* End of a syncing call's backward on `main` (after the side stream joined): reduce what was deferred, then make
+ * `main` wait for the communication stream. */
+gg_status gg_dist_finish(gg_ctx *ctx, const gg_block_call *call, cudaStream_t main);
+
+/* Whether a call's tensor is a parameter gradient (an output not shaped by M). */
+int gg_tensor_is_param(const gg_block_call *call, int tensor);
+
+/* Checks that a graph's parameter gradients can be synced with the context's settings (reduce-scatter needs
+ * element counts divisible by the number of ranks). */
+gg_status gg_dist_check_shape(gg_ctx *ctx, const char *fn, const gg_block_call *shape);
+
+/* Destroys the context's communicator state (owned communicator included); called by gg_ctx_destroy after the
+ * graphs are gone. */
+void gg_dist_release(gg_ctx *ctx);
+
+#endif
