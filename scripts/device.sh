@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # scripts/device.sh - everything the GPU machine does in one call: build for the chip, run the tests (CPU and
 # `gpu`), compute-sanitizer on the small-shape tests, and time all 64 cases; logs and JSON land in $OUT.
+# On a machine with several GPUs, `multigpu` (part of `all` there) runs the `multigpu` tests and the scaling
+# example for blocks 068 and 073 at their largest cases.
 #
-#   GG_COMMIT=<sha> bash scripts/device.sh [all|tests|bench]
+#   GG_COMMIT=<sha> bash scripts/device.sh [all|tests|bench|multigpu]
 #
 # The GPU machine has no cmocka: carry/cmocka holds Debian's libcmocka packages unpacked (docs/building.md).
 set -uo pipefail
@@ -54,6 +56,20 @@ if [ "$stage" = all ] || [ "$stage" = bench ]; then
   python3 scripts/collect_graphs.py "$OUT/bench.json" "$OUT/graphs-h200.json" "${GG_COMMIT:-unknown}" \
     "GG_COMMIT=<sha> bash scripts/device.sh $stage"
 fi
+gpus=$(nvidia-smi -L | wc -l)
+if { [ "$stage" = all ] && [ "$gpus" -ge 2 ]; } || [ "$stage" = multigpu ]; then
+  echo "== multigpu ($gpus GPUs): tests and scaling"
+  timeout 600 "$build/tests/test_dist" > "$OUT/test_dist.log" 2>&1 || status=1
+  echo "test_dist: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/test_dist.log" | tr '\n' ' ')"
+  grep -E '^\[  ERROR|FAIL|differ|hung' "$OUT/test_dist.log" | head -10
+  for b in 2 3; do
+    timeout 300 "$build/examples/ddp_scaling" --block $b --steps "${GG_STEPS:-30}" --json "$OUT/ddp-block$b.json" \
+      2>&1 | tee -a "$OUT/ddp.log" | tail -2 || status=1
+  done
+  python3 scripts/collect_ddp.py "$OUT/ddp-h200x$gpus.json" "${GG_COMMIT:-unknown}" \
+    "GG_COMMIT=<sha> bash scripts/device.sh $stage" "$OUT"/ddp-block*.json && rm -f "$OUT"/ddp-block*.json
+fi
+
 # At most 8 files come back from the GPU machine: every log goes into one archive beside the JSON/CSV results.
 tar -C "$OUT" -czf "$OUT/logs.tgz" --exclude=logs.tgz --exclude='*.json' --exclude='*.csv' . 2>/dev/null
 find "$OUT" -maxdepth 1 -type f ! -name '*.json' ! -name '*.csv' ! -name logs.tgz ! -name '*.txt' -delete

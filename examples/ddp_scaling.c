@@ -1,0 +1,285 @@
+/*
+ * ddp_scaling.c - data-parallel scaling of one block's backward on the GPUs of this machine.
+ *
+ *   ddp_scaling [--block 2|3] [--tokens M] [--gpus N] [--steps S] [--bucket-mib B] [--precision fp16|tf32|fp32]
+ *               [--no-overlap] [--json FILE]
+ *
+ * Weak scaling: every rank runs the block's graph on its own shard of M tokens per step, with the parameter
+ * gradients all-reduced (averaged) inside the graph. One process, one thread per GPU; the program makes the NCCL
+ * communicators itself and hands them to gradgraph (gg_dist_attach), so it can also time a bare all-reduce.
+ * Printed and written as JSON: step time on 1 GPU (no communication), step time on N GPUs, the same graph without
+ * communication on N GPUs, the all-reduce alone, the share of the all-reduce hidden behind the backward
+ * (1 - (step_N - step_local) / allreduce), and the speedup N * step_1 / step_N.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include "case_runner.h"
+#include "gradgraph.h"
+
+#define MAX_GPUS 8
+
+typedef struct options {
+    int block, gpus, steps, overlap;
+    int64_t tokens;
+    size_t bucket_bytes;
+    gg_precision precision;
+    const char *json;
+} options;
+
+typedef struct rank_state {
+    int rank;
+    const options *opt;
+    gg_case c;
+    ncclComm_t comm;
+    double step_us, local_us, allreduce_us; /* medians */
+    int failed;
+} rank_state;
+
+static pthread_barrier_t barrier;
+
+#define CHECK_GG(ctx, call)                                                                                        \
+    do {                                                                                                           \
+        if ((call) != GG_SUCCESS) {                                                                                \
+            fprintf(stderr, "rank %d: %s: %s\n", s->rank, #call, gg_last_error(ctx));                              \
+            s->failed = 1;                                                                                         \
+            return NULL;                                                                                           \
+        }                                                                                                          \
+    } while (0)
+
+static int cmp_float(const void *a, const void *b) {
+    const float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median device time (us) of `steps` calls of run(arg), every rank in lockstep (a barrier before each step). */
+static double time_steps(int steps, int (*run)(void *), void *arg, cudaStream_t stream) {
+    float *ms = malloc(sizeof(float) * (size_t)steps);
+    cudaEvent_t a, b;
+    cudaEventCreate(&a);
+    cudaEventCreate(&b);
+    for (int i = -3; i < steps; ++i) { /* 3 warm-ups */
+        pthread_barrier_wait(&barrier);
+        cudaEventRecord(a, stream);
+        if (run(arg) != 0) return -1;
+        cudaEventRecord(b, stream);
+        cudaEventSynchronize(b);
+        if (i >= 0) cudaEventElapsedTime(&ms[i], a, b);
+    }
+    qsort(ms, (size_t)steps, sizeof *ms, cmp_float);
+    const double median = 1000.0 * ms[steps / 2];
+    free(ms);
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    return median;
+}
+
+typedef struct graph_step {
+    gg_case_run *run;
+    gg_graph *graph;
+    gg_precision precision;
+} graph_step;
+
+static int graph_step_run(void *p) {
+    graph_step *g = p;
+    return gg_case_graph_run(g->run, g->graph, g->precision) == GG_SUCCESS ? 0 : 1;
+}
+
+typedef struct allreduce_step {
+    gg_case_run *run;
+    ncclComm_t comm;
+    size_t bucket_bytes;
+    cudaStream_t stream;
+} allreduce_step;
+
+/* The parameter gradients all-reduced alone, in the same pieces as gradgraph issues them. */
+static int allreduce_step_run(void *p) {
+    allreduce_step *a = p;
+    for (int o = 0; o < a->run->n_out; ++o) {
+        const gg_tensor *t = &a->run->out[o];
+        if (!t->param) continue;
+        const size_t n = (size_t)(t->rows * t->cols), piece = a->bucket_bytes / t->elem;
+        for (size_t at = 0; at < n; at += piece)
+            if (ncclAllReduce((char *)t->dev + at * t->elem, (char *)t->dev + at * t->elem, n - at < piece ? n - at : piece,
+                              t->elem == 4 ? ncclFloat32 : ncclBfloat16, ncclAvg, a->comm, a->stream) != ncclSuccess)
+                return 1;
+    }
+    return 0;
+}
+
+static gg_graph *make_graph(gg_case_run *run, gg_ctx *ctx, const options *o, int sync) {
+    gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
+    gc.policy = GG_BUCKETS_LIST;
+    gc.bucket_tokens = &run->c.tokens;
+    gc.n_buckets = 1;
+    gc.sync_gradients = sync;
+    gg_graph *g = NULL;
+    if (gg_case_graph_create(run, ctx, o->precision, &gc, &g) != GG_SUCCESS) return NULL;
+    return g;
+}
+
+static void *rank_main(void *arg) {
+    rank_state *s = arg;
+    const options *o = s->opt;
+    cudaSetDevice(s->rank);
+    gg_config cfg = GG_CONFIG_INIT;
+    cfg.device = s->rank;
+    gg_ctx *ctx = NULL;
+    CHECK_GG(NULL, gg_ctx_create(&cfg, &ctx));
+    gg_dist_config dc = GG_DIST_CONFIG_INIT;
+    dc.bucket_bytes = o->bucket_bytes;
+    dc.overlap = o->overlap;
+    CHECK_GG(ctx, gg_dist_attach(ctx, s->comm, &dc)); /* warm-up collective: every rank at once */
+    cudaStream_t stream;
+    cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+    gg_case_run *run = NULL;
+    char err[256];
+    if (gg_case_run_create(&s->c, (gg_stream)stream, &run, err, sizeof err) != 0) {
+        fprintf(stderr, "rank %d: %s\n", s->rank, err);
+        s->failed = 1;
+        return NULL;
+    }
+    gg_case_prepare(run, 77 + (uint64_t)s->rank); /* each rank its own shard */
+    graph_step synced = {run, make_graph(run, ctx, o, 1), o->precision};
+    graph_step local = {run, make_graph(run, ctx, o, 0), o->precision};
+    if (!synced.graph || !local.graph) {
+        fprintf(stderr, "rank %d: graph: %s\n", s->rank, gg_last_error(ctx));
+        s->failed = 1;
+        return NULL;
+    }
+    allreduce_step ar = {run, s->comm, o->bucket_bytes, stream};
+    s->step_us = time_steps(o->steps, graph_step_run, &synced, stream);
+    s->local_us = time_steps(o->steps, graph_step_run, &local, stream);
+    s->allreduce_us = time_steps(o->steps, allreduce_step_run, &ar, stream);
+    if (gg_dist_check(ctx) != GG_SUCCESS) s->failed = 1;
+    /* teardown in the documented order: graphs, then the communicator (detach), then the context */
+    gg_graph_destroy(synced.graph);
+    gg_graph_destroy(local.graph);
+    gg_dist_detach(ctx);
+    gg_case_run_destroy(run);
+    cudaStreamDestroy(stream);
+    gg_ctx_destroy(ctx);
+    return NULL;
+}
+
+/* Step time of the graph without communication on GPU 0 alone. */
+static double single_gpu_step(const gg_case *c, const options *o) {
+    cudaSetDevice(0);
+    gg_ctx *ctx = NULL;
+    if (gg_ctx_create(NULL, &ctx) != GG_SUCCESS) return -1;
+    cudaStream_t stream;
+    cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+    gg_case_run *run = NULL;
+    char err[256];
+    if (gg_case_run_create(c, (gg_stream)stream, &run, err, sizeof err) != 0) return -1;
+    gg_case_prepare(run, 77);
+    graph_step step = {run, make_graph(run, ctx, o, 0), o->precision};
+    pthread_barrier_init(&barrier, NULL, 1);
+    const double us = step.graph ? time_steps(o->steps, graph_step_run, &step, stream) : -1;
+    pthread_barrier_destroy(&barrier);
+    gg_graph_destroy(step.graph);
+    gg_case_run_destroy(run);
+    cudaStreamDestroy(stream);
+    gg_ctx_destroy(ctx);
+    return us;
+}
+
+static int parse(int argc, char **argv, options *o) {
+    *o = (options){3, 0, 30, 1, 0, (size_t)25 << 20, GG_PRECISION_FP16, NULL};
+    for (int i = 1; i < argc; ++i) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--no-overlap")) { o->overlap = 0; continue; }
+        if (i + 1 >= argc) return 1;
+        const char *v = argv[++i];
+        if (!strcmp(a, "--block")) o->block = atoi(v);
+        else if (!strcmp(a, "--tokens")) o->tokens = atoll(v);
+        else if (!strcmp(a, "--gpus")) o->gpus = atoi(v);
+        else if (!strcmp(a, "--steps")) o->steps = atoi(v);
+        else if (!strcmp(a, "--bucket-mib")) o->bucket_bytes = (size_t)atof(v) * 1024 * 1024;
+        else if (!strcmp(a, "--json")) o->json = v;
+        else if (!strcmp(a, "--precision"))
+            o->precision = !strcmp(v, "fp32") ? GG_PRECISION_FP32 : !strcmp(v, "tf32") ? GG_PRECISION_TF32 : GG_PRECISION_FP16;
+        else return 1;
+    }
+    return (o->block != 2 && o->block != 3) || o->steps < 1;
+}
+
+int main(int argc, char **argv) {
+    options o;
+    if (parse(argc, argv, &o)) {
+        fprintf(stderr, "usage: %s [--block 2|3] [--tokens M] [--gpus N] [--steps S] [--bucket-mib B] "
+                        "[--precision fp16|tf32|fp32] [--no-overlap] [--json FILE]\n", argv[0]);
+        return 2;
+    }
+    int available = 0;
+    if (cudaGetDeviceCount(&available) != cudaSuccess || available < 1) {
+        fprintf(stderr, "ddp_scaling: no CUDA device\n");
+        return 77;
+    }
+    if (!o.gpus || o.gpus > available) o.gpus = available;
+    if (o.gpus > MAX_GPUS) o.gpus = MAX_GPUS;
+    /* the block's largest benchmark case unless --tokens says otherwise */
+    gg_case cases[GG_CASES_MAX], c;
+    char err[256];
+    const int n = gg_cases_load(GG_CASES_FILE, cases, GG_CASES_MAX, err, sizeof err);
+    if (n < 0) { fprintf(stderr, "%s\n", err); return 1; }
+    c.tokens = 0;
+    for (int i = 0; i < n; ++i)
+        if (cases[i].block_id == o.block && cases[i].tokens > c.tokens) c = cases[i];
+    if (o.tokens > 0) c.tokens = o.tokens;
+    setenv("NCCL_NVLS_ENABLE", "0", 0);
+
+    fprintf(stderr, "ddp_scaling: %s, M = %lld tokens per GPU, %s, buckets of %.1f MiB, overlap %s\n", c.block,
+            (long long)c.tokens, gg_precision_string(o.precision), o.bucket_bytes / 1048576.0, o.overlap ? "on" : "off");
+    const double step1 = single_gpu_step(&c, &o);
+    fprintf(stderr, "  1 GPU: %.1f us per step\n", step1);
+
+    ncclComm_t comms[MAX_GPUS];
+    int devices[MAX_GPUS];
+    for (int i = 0; i < o.gpus; ++i) devices[i] = i;
+    if (ncclCommInitAll(comms, o.gpus, devices) != ncclSuccess) { fprintf(stderr, "ncclCommInitAll failed\n"); return 1; }
+    rank_state states[MAX_GPUS];
+    pthread_t threads[MAX_GPUS];
+    pthread_barrier_init(&barrier, NULL, (unsigned)o.gpus);
+    for (int i = 0; i < o.gpus; ++i) {
+        states[i] = (rank_state){.rank = i, .opt = &o, .c = c, .comm = comms[i]};
+        pthread_create(&threads[i], NULL, rank_main, &states[i]);
+    }
+    int failed = 0;
+    double step = 0, local = 0, ar = 0;
+    for (int i = 0; i < o.gpus; ++i) {
+        pthread_join(threads[i], NULL);
+        failed |= states[i].failed;
+        if (states[i].step_us > step) step = states[i].step_us; /* the slowest rank sets the pace */
+        if (states[i].local_us > local) local = states[i].local_us;
+        if (states[i].allreduce_us > ar) ar = states[i].allreduce_us;
+    }
+    pthread_barrier_destroy(&barrier);
+    for (int i = 0; i < o.gpus; ++i) ncclCommDestroy(comms[i]); /* after gradgraph's graphs are gone */
+    if (failed || step1 <= 0) return 1;
+
+    double hidden = ar > 0 ? 1.0 - (step - local) / ar : 1.0;
+    hidden = hidden < 0 ? 0 : hidden > 1 ? 1 : hidden;
+    const double speedup = o.gpus * step1 / step;
+    printf("%-40s %6s %5s %12s %12s %12s %12s %8s %8s\n", "block", "M", "gpus", "step_1gpu_us", "step_us", "local_us",
+           "allreduce_us", "hidden", "speedup");
+    printf("%-40s %6lld %5d %12.1f %12.1f %12.1f %12.1f %7.1f%% %8.3f\n", c.block, (long long)c.tokens, o.gpus, step1,
+           step, local, ar, 100 * hidden, speedup);
+    if (o.json) {
+        FILE *f = fopen(o.json, "w");
+        if (!f) { perror(o.json); return 1; }
+        fprintf(f, "{\"block\": \"%s\", \"M\": %lld, \"gpus\": %d, \"precision\": \"%s\", \"bucket_bytes\": %zu, "
+                   "\"overlap\": %d, \"steps\": %d, \"step_us_1gpu\": %.2f, \"step_us_ngpu\": %.2f, \"local_step_us_ngpu\": %.2f, "
+                   "\"allreduce_us\": %.2f, \"allreduce_hidden_fraction\": %.4f, \"speedup\": %.4f, \"efficiency\": %.4f}\n",
+                c.block, (long long)c.tokens, o.gpus, gg_precision_string(o.precision), o.bucket_bytes, o.overlap, o.steps,
+                step1, step, local, ar, hidden, speedup, speedup / o.gpus);
+        fclose(f);
+    }
+    return 0;
+}

@@ -1,0 +1,239 @@
+/*
+ * test_dist.c - data-parallel gradients on several GPUs (label `multigpu`; SKIPPED with fewer than 2 GPUs).
+ * One process, one thread and one context per GPU (gg_dist_init_threads). Each rank draws its own inputs.
+ *  - the synced parameter gradients equal the sum (or mean) of the ranks' local gradients, on every rank, and two
+ *    identical synced runs give the same bits;
+ *  - overlap on and off give the same bits;
+ *  - reduce-scatter leaves each rank the right shard of the sum;
+ *  - teardown in the documented order never hangs (a watchdog aborts the test after 120 s), and detaching a
+ *    communicator while a graph holds NCCL work is refused.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include "gpu_test.h"
+
+#define MAX_RANKS 8
+
+static int world;
+
+static int gpu_count(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
+    (void)cudaGetLastError();
+    return n;
+}
+
+#define REQUIRE_GPUS()                                                                                             \
+    do {                                                                                                           \
+        if (world < 2) skip();                                                                                     \
+    } while (0)
+
+typedef struct rank_job {
+    int rank;
+    gg_ctx *ctx;
+    gg_case c;
+    gg_precision precision;
+    uint64_t seed;
+    gg_case_run *run;
+    void *local;  /* host copy of the outputs, local gradients */
+    void *synced; /* host copy of the outputs after a synced graph */
+    void *again;  /* a second synced run */
+    size_t bytes;
+    gg_status status;
+    char error[512];
+} rank_job;
+
+static void *rank_main(void *arg) {
+    rank_job *j = arg;
+    cudaSetDevice(j->rank);
+    char err[256];
+    if (gg_case_run_create(&j->c, NULL, &j->run, err, sizeof err) != 0) {
+        snprintf(j->error, sizeof j->error, "%s", err);
+        j->status = GG_ERROR_CUDA;
+        return NULL;
+    }
+    gg_case_prepare(j->run, j->seed);
+    /* local gradients, eagerly */
+    j->status = gg_case_execute(j->run, j->ctx, j->precision);
+    if (j->status == GG_SUCCESS) j->local = gg_case_outputs_to_host(j->run, &j->bytes);
+    /* synced, twice, through one graph */
+    gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
+    gc.policy = GG_BUCKETS_LIST;
+    gc.bucket_tokens = &j->c.tokens;
+    gc.n_buckets = 1;
+    gg_graph *g = NULL;
+    if (j->status == GG_SUCCESS) j->status = gg_case_graph_create(j->run, j->ctx, j->precision, &gc, &g);
+    for (int k = 0; k < 2 && j->status == GG_SUCCESS; ++k) {
+        gg_case_poison(j->run);
+        j->status = gg_case_graph_run(j->run, g, j->precision);
+        if (j->status == GG_SUCCESS) *(k == 0 ? &j->synced : &j->again) = gg_case_outputs_to_host(j->run, &j->bytes);
+    }
+    if (j->status != GG_SUCCESS) snprintf(j->error, sizeof j->error, "%s", gg_last_error(j->ctx));
+    /* detaching while this graph holds NCCL work is refused */
+    if (j->status == GG_SUCCESS && gg_dist_detach(j->ctx) != GG_ERROR_INVALID_ARGUMENT) {
+        snprintf(j->error, sizeof j->error, "gg_dist_detach did not refuse a live NCCL graph");
+        j->status = GG_ERROR_INTERNAL;
+    }
+    gg_graph_destroy(g);
+    gg_case_run_destroy(j->run);
+    return NULL;
+}
+
+/* Makes one context per GPU with communicators, runs rank_main on every rank, checks statuses. */
+static void run_ranks(rank_job *jobs, const gg_case *c, gg_precision p, const gg_dist_config *dc) {
+    gg_ctx *ctxs[MAX_RANKS];
+    for (int r = 0; r < world; ++r) {
+        gg_config cfg = GG_CONFIG_INIT;
+        cfg.device = r;
+        if (gg_ctx_create(&cfg, &ctxs[r]) != GG_SUCCESS) fail_msg("gg_ctx_create: %s", gg_last_error(NULL));
+    }
+    GG_OK(ctxs[0], gg_dist_init_threads(ctxs, world, dc));
+    pthread_t threads[MAX_RANKS];
+    for (int r = 0; r < world; ++r) {
+        memset(&jobs[r], 0, sizeof jobs[r]);
+        jobs[r] = (rank_job){.rank = r, .ctx = ctxs[r], .c = *c, .precision = p, .seed = 1000 + (uint64_t)r};
+        pthread_create(&threads[r], NULL, rank_main, &jobs[r]);
+    }
+    for (int r = 0; r < world; ++r) pthread_join(threads[r], NULL);
+    for (int r = 0; r < world; ++r) {
+        assert_int_equal(gg_dist_rank(ctxs[r]), r);
+        assert_int_equal(gg_dist_size(ctxs[r]), world);
+        gg_ctx_destroy(ctxs[r]); /* graphs are gone: the communicator is destroyed after them */
+    }
+    for (int r = 0; r < world; ++r)
+        if (jobs[r].status != GG_SUCCESS) fail_msg("rank %d: %s", r, jobs[r].error);
+}
+
+static double value_at(const gg_tensor *t, const void *base, size_t j) {
+    if (t->elem == GG_ELEM_F32) return ((const float *)base)[j];
+    uint32_t u = (uint32_t)((const uint16_t *)base)[j] << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* Every parameter gradient of every rank against op(local gradients of all ranks); elements [lo, hi) of each
+ * (the whole tensor, or a rank's shard). */
+static void check_reduced(rank_job *jobs, int average, int shard_only) {
+    gg_case_run *probe = NULL; /* the jobs' runs are gone: a fresh one describes the outputs */
+    char err[256];
+    cudaSetDevice(0);
+    CUDA_OK(gg_case_run_create(&jobs[0].c, NULL, &probe, err, sizeof err));
+    size_t at = 0;
+    for (int o = 0; o < probe->n_out; ++o) {
+        const gg_tensor *t = &probe->out[o];
+        const size_t n = (size_t)(t->rows * t->cols), bytes = n * t->elem;
+        if (t->param) {
+            for (int r = 0; r < world; ++r) {
+                const size_t lo = shard_only ? (size_t)r * n / world : 0, hi = shard_only ? (size_t)(r + 1) * n / world : n;
+                size_t bad = 0;
+                for (size_t j = lo; j < hi; ++j) {
+                    double sum = 0;
+                    for (int q = 0; q < world; ++q) sum += value_at(t, (char *)jobs[q].local + at, j);
+                    if (average) sum /= world;
+                    const double got = value_at(t, (char *)jobs[r].synced + at, j);
+                    const double tol = t->elem == GG_ELEM_F32 ? 1e-5 * fabs(sum) + 1e-5 : 1e-2 * fabs(sum) + 1e-3;
+                    bad += !(fabs(got - sum) <= tol);
+                }
+                if (bad > (hi - lo) / 1000)
+                    fail_msg("rank %d %s: %zu of %zu elements differ from the %s of the ranks' gradients", r, t->name,
+                             bad, hi - lo, average ? "mean" : "sum");
+                if (!shard_only && memcmp((char *)jobs[r].synced + at, (char *)jobs[0].synced + at, bytes) != 0)
+                    fail_msg("%s differs between rank 0 and rank %d", t->name, r);
+                if (memcmp((char *)jobs[r].synced + at, (char *)jobs[r].again + at, bytes) != 0 && !shard_only)
+                    fail_msg("rank %d %s: two identical synced runs differ", r, t->name);
+            }
+        }
+        at += bytes;
+    }
+    gg_case_run_destroy(probe);
+}
+
+static void free_jobs(rank_job *jobs) {
+    for (int r = 0; r < world; ++r) {
+        free(jobs[r].local);
+        free(jobs[r].synced);
+        free(jobs[r].again);
+    }
+}
+
+static gg_case case_of(int block_id, int index) {
+    gg_case cases[GG_CASES_MAX];
+    const int n = load_all_cases(cases);
+    for (int i = 0; i < n; ++i)
+        if (cases[i].block_id == block_id && cases[i].index == index) return cases[i];
+    fail_msg("no such case");
+    return cases[0];
+}
+
+static void synced_equals_sum_of_local(void **state) {
+    (void)state;
+    REQUIRE_GPUS();
+    rank_job jobs[MAX_RANKS];
+    gg_dist_config dc = GG_DIST_CONFIG_INIT;
+    dc.op = GG_REDUCE_SUM;
+    dc.bucket_bytes = 4 << 20; /* several pieces per weight gradient */
+    const gg_case c3 = case_of(3, 14); /* M = 1024 */
+    run_ranks(jobs, &c3, GG_PRECISION_FP32, &dc);
+    check_reduced(jobs, 0, 0);
+    free_jobs(jobs);
+    dc.op = GG_REDUCE_AVERAGE;
+    const gg_case c4 = case_of(4, 9); /* M = 2984, silu, bf16 */
+    run_ranks(jobs, &c4, GG_PRECISION_BF16, &dc);
+    check_reduced(jobs, 1, 0);
+    free_jobs(jobs);
+}
+
+static void overlap_on_and_off_agree(void **state) {
+    (void)state;
+    REQUIRE_GPUS();
+    rank_job on[MAX_RANKS], off[MAX_RANKS];
+    gg_dist_config dc = GG_DIST_CONFIG_INIT;
+    const gg_case c = case_of(2, 10); /* M = 1024 */
+    run_ranks(on, &c, GG_PRECISION_FP16, &dc);
+    dc.overlap = 0;
+    run_ranks(off, &c, GG_PRECISION_FP16, &dc);
+    for (int r = 0; r < world; ++r)
+        if (on[r].bytes != off[r].bytes || memcmp(on[r].synced, off[r].synced, on[r].bytes) != 0)
+            fail_msg("rank %d: overlap on and off give different results", r);
+    check_reduced(on, 1, 0);
+    free_jobs(on);
+    free_jobs(off);
+}
+
+static void reduce_scatter_gives_each_rank_its_shard(void **state) {
+    (void)state;
+    REQUIRE_GPUS();
+    rank_job jobs[MAX_RANKS];
+    gg_dist_config dc = GG_DIST_CONFIG_INIT;
+    dc.sync = GG_SYNC_REDUCE_SCATTER;
+    dc.op = GG_REDUCE_SUM;
+    const gg_case c = case_of(3, 12); /* M = 256 */
+    run_ranks(jobs, &c, GG_PRECISION_TF32, &dc);
+    check_reduced(jobs, 0, 1);
+    free_jobs(jobs);
+}
+
+static void on_watchdog(int sig) {
+    (void)sig;
+    static const char msg[] = "test_dist: a teardown hung for 120 s\n";
+    (void)!write(2, msg, sizeof msg - 1);
+    _exit(3);
+}
+
+int main(void) {
+    world = gpu_count();
+    if (world > MAX_RANKS) world = MAX_RANKS;
+    signal(SIGALRM, on_watchdog);
+    alarm(600); /* the whole run, teardowns included, is bounded */
+    apply_test_filter();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(synced_equals_sum_of_local),
+        cmocka_unit_test(overlap_on_and_off_agree),
+        cmocka_unit_test(reduce_scatter_gives_each_rank_its_shard),
+    };
+    return cmocka_run_group_tests_name("dist_multigpu", tests, NULL, NULL);
+}
