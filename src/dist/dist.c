@@ -57,6 +57,15 @@ static gg_status fail_nccl(gg_ctx *ctx, ncclResult_t r, const char *what) {
 /* NVLink multicast stays off unless the user chose otherwise: it can take a shared host's GPUs out of service. */
 static void default_environment(void) { setenv("NCCL_NVLS_ENABLE", "0", 0); }
 
+/* The communication stream runs at the device's highest priority: NCCL's kernels then get SMs as soon as any
+ * free up, instead of queueing behind every CTA of a large GEMM launched before them. */
+static cudaError_t create_comm_stream(cudaStream_t *stream) {
+    int least = 0, greatest = 0;
+    cudaError_t e = cudaDeviceGetStreamPriorityRange(&least, &greatest);
+    if (e == cudaSuccess) e = cudaStreamCreateWithPriority(stream, cudaStreamNonBlocking, greatest);
+    return e;
+}
+
 void gg_dist_release(gg_ctx *ctx) {
     gg_dist *d = ctx->dist;
     if (!d) return;
@@ -100,7 +109,7 @@ static gg_status install(gg_ctx *ctx, const char *fn, ncclComm_t comm, int owned
                          fn, device, ctx->config.device);
         goto fail_device;
     }
-    GG_CUDA_GOTO(ctx, cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking), status, fail_device);
+    GG_CUDA_GOTO(ctx, create_comm_stream(&d->stream), status, fail_device);
     GG_CUDA_GOTO(ctx, cudaEventCreateWithFlags(&d->ev_ready, cudaEventDisableTiming), status, fail_device);
     GG_CUDA_GOTO(ctx, cudaEventCreateWithFlags(&d->ev_done, cudaEventDisableTiming), status, fail_device);
     /* Warm-up: NCCL connects lazily on the first collective, which must not happen inside a capture. */
@@ -252,7 +261,7 @@ gg_status gg_dist_init_threads(gg_ctx *const *ctxs, int count, const gg_dist_con
         ctx->dist = d;
         int saved = 0;
         if ((status = gg_device_enter(ctx, &saved)) != GG_SUCCESS) break;
-        cudaError_t e = cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking);
+        cudaError_t e = create_comm_stream(&d->stream);
         if (e == cudaSuccess) e = cudaEventCreateWithFlags(&d->ev_ready, cudaEventDisableTiming);
         if (e == cudaSuccess) e = cudaEventCreateWithFlags(&d->ev_done, cudaEventDisableTiming);
         gg_device_leave(saved);

@@ -74,6 +74,20 @@ static inline int block_modes(int block_id, gg_precision modes[3]) {
     return 1;
 }
 
+/* Element j of output tensor t in a host copy (fp32 or bf16), as a double. */
+static inline double host_value(const gg_tensor *t, const void *base, size_t j) {
+    if (t->elem == GG_ELEM_F32) return ((const float *)base)[j];
+    const uint32_t bits = (uint32_t)((const uint16_t *)base)[j] << 16;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* The fast GEMM mode of a block: fp16 operands for the fp32 blocks, bf16 for the others. */
+static inline gg_precision speed_mode(int block_id) {
+    return block_id == 2 || block_id == 3 ? GG_PRECISION_FP16 : GG_PRECISION_BF16;
+}
+
 /* Runs the tests whose names match GG_TEST_FILTER (a cmocka pattern) when it is set. */
 static inline void apply_test_filter(void) {
     if (getenv("GG_TEST_FILTER")) cmocka_set_test_filter(getenv("GG_TEST_FILTER"));

@@ -33,6 +33,28 @@ static const gg_case *case_of(int block_id, int index) {
 }
 static const int probe_index[5] = {0, 7, 9, 9, 9}; /* M = 1024, 512, 2048, 2984 (silu) */
 
+/* Block b's probe case with fresh inputs, in its fast mode, and a graph for exactly its M. */
+typedef struct probe {
+    const gg_case *c;
+    gg_case_run *run;
+    gg_precision precision;
+    gg_graph *graph;
+} probe;
+
+static probe probe_open(gg_ctx *ctx, int block_id, uint64_t seed) {
+    probe p = {case_of(block_id, probe_index[block_id]), NULL, speed_mode(block_id), NULL};
+    p.run = new_run(p.c);
+    CUDA_OK(gg_case_prepare(p.run, seed));
+    const gg_graph_config gc = list_config(&p.c->tokens, 1);
+    GG_OK(ctx, gg_case_graph_create(p.run, ctx, p.precision, &gc, &p.graph));
+    return p;
+}
+
+static void probe_close(probe *p) {
+    gg_graph_destroy(p->graph);
+    gg_case_run_destroy(p->run);
+}
+
 static void graph_equals_eager_bitwise_all_cases(void **state) {
     (void)state;
     REQUIRE_GPU();
@@ -74,14 +96,13 @@ static void rebinding_writes_new_outputs_only(void **state) {
     REQUIRE_GPU();
     gg_ctx *ctx = new_ctx();
     for (int b = 1; b <= 4; ++b) {
-        const gg_case *c = case_of(b, probe_index[b]);
-        gg_case_run *a = new_run(c), *z = new_run(c);
-        CUDA_OK(gg_case_prepare(a, 1));
+        probe pr = probe_open(ctx, b, 1);
+        const gg_case *c = pr.c;
+        gg_case_run *a = pr.run, *z = new_run(c);
         CUDA_OK(gg_case_prepare(z, 2));
-        const gg_precision p = b == 2 || b == 3 ? GG_PRECISION_FP16 : GG_PRECISION_BF16;
+        const gg_precision p = pr.precision;
         const gg_graph_config gc = list_config(&c->tokens, 1);
-        gg_graph *g = NULL;
-        GG_OK(ctx, gg_case_graph_create(a, ctx, p, &gc, &g));
+        gg_graph *g = pr.graph;
         GG_OK(ctx, gg_case_graph_run(a, g, p));
         size_t bytes;
         void *a_out = gg_case_outputs_to_host(a, &bytes);
@@ -126,9 +147,8 @@ static void rebinding_writes_new_outputs_only(void **state) {
         free(a_out);
         free(a_after);
         gg_graph_destroy(g1);
-        gg_graph_destroy(g);
-        gg_case_run_destroy(a);
         gg_case_run_destroy(z);
+        probe_close(&pr);
     }
     gg_ctx_destroy(ctx);
 }
@@ -137,27 +157,18 @@ static void rebinding_writes_new_outputs_only(void **state) {
 static int close_enough(const gg_case_run *r, const void *x, const void *y, double atol, double rtol) {
     size_t at = 0;
     for (int o = 0; o < r->n_out; ++o) {
-        const size_t n = (size_t)(r->out[o].rows * r->out[o].cols);
+        const gg_tensor *t = &r->out[o];
+        const size_t n = (size_t)(t->rows * t->cols);
         size_t ok = 0;
         for (size_t j = 0; j < n; ++j) {
-            float a, b;
-            if (r->out[o].elem == GG_ELEM_F32) {
-                a = ((const float *)((const char *)x + at))[j];
-                b = ((const float *)((const char *)y + at))[j];
-            } else {
-                const uint16_t ha = ((const uint16_t *)((const char *)x + at))[j];
-                const uint16_t hb = ((const uint16_t *)((const char *)y + at))[j];
-                uint32_t ua = (uint32_t)ha << 16, ub = (uint32_t)hb << 16;
-                memcpy(&a, &ua, 4);
-                memcpy(&b, &ub, 4);
-            }
-            ok += fabs((double)a - (double)b) <= atol + rtol * fabs((double)b);
+            const double a = host_value(t, (const char *)x + at, j), b = host_value(t, (const char *)y + at, j);
+            ok += fabs(a - b) <= atol + rtol * fabs(b);
         }
         if ((double)ok < 0.99 * (double)n) {
-            fprintf(stderr, "  %s: %zu of %zu elements close\n", r->out[o].name, ok, n);
+            fprintf(stderr, "  %s: %zu of %zu elements close\n", t->name, ok, n);
             return 0;
         }
-        at += n * r->out[o].elem;
+        at += n * t->elem;
     }
     return 1;
 }
@@ -172,7 +183,7 @@ static void padded_bucket_equals_exact_shape(void **state) {
         const int64_t buckets[] = {c.tokens / 2, c.tokens + 37, 4 * c.tokens};
         gg_case_run *r = new_run(&c);
         CUDA_OK(gg_case_prepare(r, 3));
-        const gg_precision p = b == 2 || b == 3 ? GG_PRECISION_TF32 : GG_PRECISION_BF16;
+        const gg_precision p = b == 2 || b == 3 ? GG_PRECISION_TF32 : GG_PRECISION_BF16; /* not the fast mode */
         GG_OK(ctx, gg_case_execute(r, ctx, p));
         size_t bytes;
         void *exact = gg_case_outputs_to_host(r, &bytes);
@@ -207,14 +218,9 @@ static void accumulation_equals_sum_of_replays(void **state) {
     REQUIRE_GPU();
     gg_ctx *ctx = new_ctx();
     for (int b = 1; b <= 4; ++b) {
-        const gg_case *c = case_of(b, probe_index[b]);
-        gg_case_run *r = new_run(c);
-        CUDA_OK(gg_case_prepare(r, 4));
-        const gg_precision p = b == 2 || b == 3 ? GG_PRECISION_FP16 : GG_PRECISION_BF16;
-        const gg_graph_config gc = list_config(&c->tokens, 1);
-        gg_graph *g = NULL;
-        GG_OK(ctx, gg_case_graph_create(r, ctx, p, &gc, &g));
-        GG_OK(ctx, gg_case_graph_run(r, g, p));
+        probe pr = probe_open(ctx, b, 4);
+        gg_case_run *r = pr.run;
+        GG_OK(ctx, gg_case_graph_run(r, pr.graph, pr.precision));
         size_t bytes;
         void *once = gg_case_outputs_to_host(r, &bytes);
         /* parameter gradients to zero, then 3 accumulating replays */
@@ -222,41 +228,28 @@ static void accumulation_equals_sum_of_replays(void **state) {
         for (int o = 0; o < r->n_out; ++o)
             if (r->out[o].param)
                 CUDA_OK(cudaMemset(r->out[o].dev, 0, (size_t)(r->out[o].rows * r->out[o].cols) * r->out[o].elem));
-        for (int k = 0; k < 3; ++k) GG_OK(ctx, gg_case_graph_run(r, g, p));
+        for (int k = 0; k < 3; ++k) GG_OK(ctx, gg_case_graph_run(r, pr.graph, pr.precision));
         void *thrice = gg_case_outputs_to_host(r, &bytes);
         /* expected: 3x the parameter gradients, the activation gradients unchanged */
         size_t at = 0;
         for (int o = 0; o < r->n_out; ++o) {
-            const size_t n = (size_t)(r->out[o].rows * r->out[o].cols);
-            const int param = r->out[o].param;
+            const gg_tensor *t = &r->out[o];
+            const size_t n = (size_t)(t->rows * t->cols);
             size_t ok = 0;
             for (size_t j = 0; j < n; ++j) {
-                double e, got;
-                if (r->out[o].elem == GG_ELEM_F32) {
-                    e = ((float *)((char *)once + at))[j];
-                    got = ((float *)((char *)thrice + at))[j];
-                } else {
-                    uint32_t ue = (uint32_t)((uint16_t *)((char *)once + at))[j] << 16;
-                    uint32_t ug = (uint32_t)((uint16_t *)((char *)thrice + at))[j] << 16;
-                    float fe, fg;
-                    memcpy(&fe, &ue, 4);
-                    memcpy(&fg, &ug, 4);
-                    e = fe;
-                    got = fg;
-                }
-                if (param) e *= 3;
-                /* bf16 accumulation rounds three times: allow 2 bf16 ulps beyond the case's rule */
-                const double tol = c->atol + (r->out[o].elem == GG_ELEM_F32 ? 1e-5 : c->rtol) * fabs(e);
+                const double e = (t->param ? 3 : 1) * host_value(t, (char *)once + at, j);
+                const double got = host_value(t, (char *)thrice + at, j);
+                /* fp32: summation order only; bf16: three roundings, within the case's rtol */
+                const double tol = pr.c->atol + (t->elem == GG_ELEM_F32 ? 1e-5 : pr.c->rtol) * fabs(e);
                 ok += fabs(got - e) <= tol;
             }
             if ((double)ok < 0.99 * (double)n)
-                fail_msg("%s %s: %zu of %zu elements equal 3x one replay", c->block, r->out[o].name, ok, n);
-            at += n * r->out[o].elem;
+                fail_msg("%s %s: %zu of %zu elements equal 3x one replay", pr.c->block, t->name, ok, n);
+            at += n * t->elem;
         }
         free(once);
         free(thrice);
-        gg_graph_destroy(g);
-        gg_case_run_destroy(r);
+        probe_close(&pr);
     }
     gg_ctx_destroy(ctx);
 }
@@ -266,27 +259,20 @@ static void thousand_replays_stay_correct(void **state) {
     REQUIRE_GPU();
     gg_ctx *ctx = new_ctx();
     for (int b = 1; b <= 4; ++b) {
-        const gg_case *c = case_of(b, probe_index[b]);
-        gg_case_run *r = new_run(c);
-        CUDA_OK(gg_case_prepare(r, 5));
-        const gg_precision p = b == 2 || b == 3 ? GG_PRECISION_FP16 : GG_PRECISION_BF16;
-        const gg_graph_config gc = list_config(&c->tokens, 1);
-        gg_graph *g = NULL;
-        GG_OK(ctx, gg_case_graph_create(r, ctx, p, &gc, &g));
-        GG_OK(ctx, gg_case_graph_run(r, g, p));
+        probe pr = probe_open(ctx, b, 5);
+        GG_OK(ctx, gg_case_graph_run(pr.run, pr.graph, pr.precision));
         size_t bytes;
-        void *first = gg_case_outputs_to_host(r, &bytes);
-        CUDA_OK(gg_case_poison(r));
-        for (int k = 0; k < 1000; ++k) GG_OK(ctx, gg_case_graph_run(r, g, p));
+        void *first = gg_case_outputs_to_host(pr.run, &bytes);
+        CUDA_OK(gg_case_poison(pr.run));
+        for (int k = 0; k < 1000; ++k) GG_OK(ctx, gg_case_graph_run(pr.run, pr.graph, pr.precision));
         gg_case_verdict v;
-        CUDA_OK(gg_case_check(r, &v));
-        if (!v.passed) fail_msg("%s: wrong after 1000 replays", c->block);
-        void *last = gg_case_outputs_to_host(r, &bytes);
-        if (memcmp(first, last, bytes) != 0) fail_msg("%s: replay 1000 differs from replay 1", c->block);
+        CUDA_OK(gg_case_check(pr.run, &v));
+        if (!v.passed) fail_msg("%s: wrong after 1000 replays", pr.c->block);
+        void *last = gg_case_outputs_to_host(pr.run, &bytes);
+        if (memcmp(first, last, bytes) != 0) fail_msg("%s: replay 1000 differs from replay 1", pr.c->block);
         free(first);
         free(last);
-        gg_graph_destroy(g);
-        gg_case_run_destroy(r);
+        probe_close(&pr);
     }
     gg_ctx_destroy(ctx);
 }
@@ -299,7 +285,7 @@ static void device_selected_bucket(void **state) {
     CUDA_OK(cudaMalloc((void **)&d_tokens, sizeof *d_tokens));
     for (int b = 1; b <= 4; ++b) {
         const gg_case *base = case_of(b, probe_index[b]);
-        const gg_precision p = b == 2 || b == 3 ? GG_PRECISION_FP16 : GG_PRECISION_BF16;
+        const gg_precision p = speed_mode(b);
         gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
         gc.min_tokens = 256;
         gc.max_tokens = 4096;

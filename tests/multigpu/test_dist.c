@@ -107,14 +107,6 @@ static void run_ranks(rank_job *jobs, const gg_case *c, gg_precision p, const gg
         if (jobs[r].status != GG_SUCCESS) fail_msg("rank %d: %s", r, jobs[r].error);
 }
 
-static double value_at(const gg_tensor *t, const void *base, size_t j) {
-    if (t->elem == GG_ELEM_F32) return ((const float *)base)[j];
-    uint32_t u = (uint32_t)((const uint16_t *)base)[j] << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
 /* Every parameter gradient of every rank against op(local gradients of all ranks); elements [lo, hi) of each
  * (the whole tensor, or a rank's shard). */
 static void check_reduced(rank_job *jobs, int average, int shard_only) {
@@ -132,9 +124,9 @@ static void check_reduced(rank_job *jobs, int average, int shard_only) {
                 size_t bad = 0;
                 for (size_t j = lo; j < hi; ++j) {
                     double sum = 0;
-                    for (int q = 0; q < world; ++q) sum += value_at(t, (char *)jobs[q].local + at, j);
+                    for (int q = 0; q < world; ++q) sum += host_value(t, (char *)jobs[q].local + at, j);
                     if (average) sum /= world;
-                    const double got = value_at(t, (char *)jobs[r].synced + at, j);
+                    const double got = host_value(t, (char *)jobs[r].synced + at, j);
                     const double tol = t->elem == GG_ELEM_F32 ? 1e-5 * fabs(sum) + 1e-5 : 1e-2 * fabs(sum) + 1e-3;
                     bad += !(fabs(got - sum) <= tol);
                 }
