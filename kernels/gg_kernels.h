@@ -20,16 +20,15 @@ extern "C" {
 /* Element types a kernel can read or write. */
 typedef enum gg_dtype { GG_DT_F32 = 0, GG_DT_F16 = 1, GG_DT_BF16 = 2 } gg_dtype;
 
-/* Block 1, pass 1: grad_residual = grad_output; grad_hidden = bf16(bf16(go * t) * mask[row]); and per block of the
- * grid, the fp32 partial sum of go * bf16(hs * mask[row]) into partials[blockIdx]. All tensors bf16 [M,H]. */
+/* Block 1, in one launch: grad_residual = grad_output; grad_hidden = bf16(bf16(go * t) * mask[row]); per CTA the fp32
+ * partial sum of go * bf16(hs * mask[row]) into partials[CTA]; the last CTA to finish adds the partials in a fixed
+ * order and writes grad_gate = bf16((1 - t^2) * sum) (bf16(grad_gate + that) with accumulate). counter: a device
+ * word that is 0 between launches (the kernel resets it). All tensors bf16 [M,H]. */
 cudaError_t gg_k_tanh_gate(const uint16_t *grad_output, const uint16_t *gate, const uint16_t *hidden_states,
                            const uint16_t *mask, uint16_t *grad_residual, uint16_t *grad_hidden_states,
-                           float *partials, int grid_blocks, int64_t M, int64_t H, cudaStream_t stream);
-/* Block 1, pass 2: grad_gate = bf16((1 - t^2) * sum(partials)), summed in a fixed order (deterministic); with
- * accumulate, bf16(grad_gate + that). */
-cudaError_t gg_k_tanh_gate_finish(const float *partials, int count, const uint16_t *gate, uint16_t *grad_gate,
-                                  int accumulate, cudaStream_t stream);
-/* The grid pass 1 uses for a tensor of M*H elements on a device with sm_count SMs (also the partials' count). */
+                           float *partials, unsigned *counter, uint16_t *grad_gate, int accumulate, int grid_blocks,
+                           int64_t M, int64_t H, cudaStream_t stream);
+/* The grid gg_k_tanh_gate uses for M rows on a device with sm_count SMs (also the partials' count). */
 int gg_k_tanh_gate_grid(int64_t M, int64_t H, int sm_count);
 
 /* R = G * gelu'(x), gelu' of the tanh approximation: with T = tanh_inner when given (block 2), else recomputed

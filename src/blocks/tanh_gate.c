@@ -1,7 +1,7 @@
 /*
- * tanh_gate.c - block 1, tanh-gated residual add (gg_tanh_gate_backward), bf16 I/O. Memory-bound: one pass over
- * grad_output and hidden_states writes both [M,H] outputs and per-CTA partial sums of the gate gradient; a
- * one-CTA kernel adds the partials in a fixed order (the same bits every run) and writes the scalar.
+ * tanh_gate.c - block 1, tanh-gated residual add (gg_tanh_gate_backward), bf16 I/O. Memory-bound: one kernel reads
+ * grad_output and hidden_states once, writes both [M,H] outputs, and finishes the gate gradient in its last CTA
+ * (partial sums added in a fixed order: the same bits every run).
  */
 #include "block.h"
 #include "dist.h"
@@ -31,8 +31,8 @@ static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_cal
     void *const *t = c->t;
     float *partials = gg_plan_buffer(ctx, p, BUF_PARTIALS);
     GG_CUDA_TRY(ctx, gg_k_tanh_gate(t[T_GRAD_OUTPUT], t[T_GATE], t[T_HIDDEN], t[T_MASK], t[T_GRAD_RESIDUAL],
-                                    t[T_GRAD_HIDDEN], partials, p->reduce_blocks, c->tokens, c->dim0, s));
-    GG_CUDA_TRY(ctx, gg_k_tanh_gate_finish(partials, p->reduce_blocks, t[T_GATE], t[T_GRAD_GATE], c->accumulate, s));
+                                    t[T_GRAD_HIDDEN], partials, ctx->counter, t[T_GRAD_GATE], c->accumulate,
+                                    p->reduce_blocks, c->tokens, c->dim0, s));
     GG_TRY(gg_dist_grad_ready(ctx, c, s, T_GRAD_GATE));
     return gg_dist_finish(ctx, c, s);
 }

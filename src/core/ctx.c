@@ -57,6 +57,7 @@ static void release(gg_ctx *ctx) {
     for (int i = 0; i < GG_GEMM_STREAMS; ++i)
         if (ctx->workspace[i]) (void)cudaFree(ctx->workspace[i]);
     if (ctx->scratch) (void)cudaFree(ctx->scratch);
+    if (ctx->counter) (void)cudaFree(ctx->counter);
     if (ctx->ev_fork) (void)cudaEventDestroy(ctx->ev_fork);
     if (ctx->ev_mid) (void)cudaEventDestroy(ctx->ev_mid);
     if (ctx->ev_join) (void)cudaEventDestroy(ctx->ev_join);
@@ -111,6 +112,8 @@ gg_status gg_ctx_create(const gg_config *config, gg_ctx **out) {
             ctx->device_bytes += config->gemm_workspace_bytes;
         }
     }
+    GG_CUDA_GOTO(ctx, cudaMalloc((void **)&ctx->counter, sizeof *ctx->counter), status, fail);
+    GG_CUDA_GOTO(ctx, cudaMemset(ctx->counter, 0, sizeof *ctx->counter), status, fail);
     gg_device_leave(saved);
     gg_log(ctx, GG_LOG_INFO, "gradgraph %s: context on device %d (%d SMs), %zu MiB of GEMM workspace",
            gg_version_string(), config->device, ctx->sm_count, ctx->device_bytes >> 20);

@@ -28,6 +28,7 @@ struct gg_ctx {
     cudaEvent_t ev_join; /* side -> caller's stream: the side chain is done */
     cudaStream_t capture; /* graphs are captured on this stream, never on the caller's */
     void *workspace[GG_GEMM_STREAMS];
+    unsigned *counter; /* a device word, 0 between kernels: the "last CTA done" counter of one-launch reductions */
     void *scratch; /* one arena shared by all plans; grown (never shrunk) to the largest plan's need */
     size_t scratch_bytes;
     uint64_t scratch_generation; /* bumped whenever the arena moves: graphs captured before must be captured again */
