@@ -76,7 +76,11 @@ __global__ void __launch_bounds__(kThreads) tanh_gate_kernel(const bf16x8 *__res
 
 extern "C" int gg_k_tanh_gate_grid(int64_t M, int64_t H, int sm_count) {
     (void)H;
-    const int64_t cap = 8 * (int64_t)(sm_count > 0 ? sm_count : 1); /* 8 CTAs of 256 threads per SM */
+    /* One wave of resident CTAs (a second, partial wave would leave SMs idle at the end), at most one per row. */
+    int per_sm = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, tanh_gate_kernel, kThreads, 0) != cudaSuccess || per_sm < 1)
+        per_sm = 4;
+    const int64_t cap = (int64_t)per_sm * (sm_count > 0 ? sm_count : 1);
     return (int)(M < cap ? M : cap);
 }
 
