@@ -15,4 +15,10 @@ cudaStream_t gg_side_stream(const gg_ctx *ctx, cudaStream_t main, gg_precision p
 /* Makes `to` wait for everything enqueued on `from` so far, through `event`; nothing when they are one stream. */
 gg_status gg_stream_handoff(gg_ctx *ctx, cudaStream_t from, cudaEvent_t event, cudaStream_t to);
 
+/* The same in two steps, when `to` must wait later than the point `from` has reached now: mark `from` now
+ * (gg_stream_mark), and make `to` wait for that mark when it needs it (gg_stream_wait). Both are no-ops when the
+ * streams are one. */
+gg_status gg_stream_mark(gg_ctx *ctx, cudaStream_t from, cudaEvent_t event, cudaStream_t to);
+gg_status gg_stream_wait(gg_ctx *ctx, cudaStream_t from, cudaEvent_t event, cudaStream_t to);
+
 #endif

@@ -90,16 +90,26 @@ static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_cal
     const void *dy = t[T_DY], *w2 = t[T_W2], *act = t[T_ACT], *x = t[T_X], *w1 = t[T_W1];
     void *R = G; /* R overwrites G in place unless it is written as fp16 */
     gg_dtype r_type = GG_DT_F32;
-    if (c->precision == GG_PRECISION_FP16) {
+    const int fp16 = c->precision == GG_PRECISION_FP16;
+    gg_status status = GG_SUCCESS;
+    if (fp16) {
+        /* G's operands (dY, W2) are converted on the caller's stream; those needed later (act, X, W1: memory-bound
+         * work) on the side stream, underneath the compute-bound G GEMM. */
         const struct {
             int tensor, buffer;
             const void **operand;
-        } conv[] = {{T_DY, BUF_DY16, &dy}, {T_W2, BUF_W2_16, &w2}, {T_ACT, BUF_ACT16, &act},
-                    {T_X, BUF_X16, &x},    {T_W1, BUF_W1_16, &w1}};
+            int on_side;
+        } conv[] = {{T_ACT, BUF_ACT16, &act, 1}, {T_X, BUF_X16, &x, 1}, {T_W1, BUF_W1_16, &w1, 1},
+                    {T_DY, BUF_DY16, &dy, 0},    {T_W2, BUF_W2_16, &w2, 0}};
+        GG_TRY(gg_stream_handoff(ctx, main, ctx->ev_fork, side));
         for (size_t i = 0; i < sizeof conv / sizeof conv[0]; ++i) {
             void *dst = gg_plan_buffer(ctx, p, conv[i].buffer);
-            GG_CUDA_TRY(ctx, gg_k_f32_to_f16(t[conv[i].tensor], dst, gg_tensor_elems(c, conv[i].tensor), sms, main));
+            GG_CUDA_GOTO(ctx,
+                         gg_k_f32_to_f16(t[conv[i].tensor], dst, gg_tensor_elems(c, conv[i].tensor), sms,
+                                         conv[i].on_side ? side : main),
+                         status, join);
             *conv[i].operand = dst;
+            if (conv[i].tensor == T_W1) GG_GOTO(gg_stream_mark(ctx, side, ctx->ev_conv, main), status, join);
         }
         R = gg_plan_buffer(ctx, p, BUF_R16);
         r_type = GG_DT_F16;
@@ -108,7 +118,6 @@ static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_cal
     /* G runs alone first; then the side chain (dW2, and dW1 once R exists) overlaps the caller's (gelu', bias sums,
      * dX). Forking before G, so that dW2 and G start together, made graph replay up to 11 % slower on fp32/tf32
      * cases (docs/perf-notes.md, "schedule experiment"). */
-    gg_status status = GG_SUCCESS;
     GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_G], w2, dy, G, 0, 0, main), status, join);
     GG_GOTO(gg_stream_handoff(ctx, main, ctx->ev_fork, side), status, join);
     GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW2], act, dy, t[T_DW2], acc, 1, side), status, join);
@@ -128,6 +137,7 @@ static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_cal
     GG_GOTO(gg_stream_handoff(ctx, main, ctx->ev_mid, side), status, join);
     GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW1], x, R, t[T_DW1], acc, 1, side), status, join);
     GG_GOTO(gg_dist_grad_ready(ctx, c, side, T_DW1), status, join);
+    if (fp16) GG_GOTO(gg_stream_wait(ctx, side, ctx->ev_conv, main), status, join); /* W1's fp16 copy */
     GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DX], w1, R, t[T_DX], 0, 0, main), status, join);
 join:;
     const gg_status joined = gg_stream_handoff(ctx, side, ctx->ev_join, main);

@@ -61,6 +61,7 @@ static void release(gg_ctx *ctx) {
     if (ctx->ev_fork) (void)cudaEventDestroy(ctx->ev_fork);
     if (ctx->ev_mid) (void)cudaEventDestroy(ctx->ev_mid);
     if (ctx->ev_join) (void)cudaEventDestroy(ctx->ev_join);
+    if (ctx->ev_conv) (void)cudaEventDestroy(ctx->ev_conv);
     if (ctx->side) (void)cudaStreamDestroy(ctx->side);
     if (ctx->capture) (void)cudaStreamDestroy(ctx->capture);
     if (ctx->lt) (void)cublasLtDestroy(ctx->lt);
@@ -105,6 +106,7 @@ gg_status gg_ctx_create(const gg_config *config, gg_ctx **out) {
     GG_CUDA_GOTO(ctx, cudaEventCreateWithFlags(&ctx->ev_fork, cudaEventDisableTiming), status, fail);
     GG_CUDA_GOTO(ctx, cudaEventCreateWithFlags(&ctx->ev_mid, cudaEventDisableTiming), status, fail);
     GG_CUDA_GOTO(ctx, cudaEventCreateWithFlags(&ctx->ev_join, cudaEventDisableTiming), status, fail);
+    GG_CUDA_GOTO(ctx, cudaEventCreateWithFlags(&ctx->ev_conv, cudaEventDisableTiming), status, fail);
     GG_CUBLAS_GOTO(ctx, cublasLtCreate(&ctx->lt), status, fail);
     if (config->gemm_workspace_bytes) {
         for (int i = 0; i < GG_GEMM_STREAMS; ++i) {

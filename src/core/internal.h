@@ -26,6 +26,7 @@ struct gg_ctx {
     cudaEvent_t ev_fork; /* caller's stream -> side: inputs (and converted operands) are ready */
     cudaEvent_t ev_mid;  /* caller's stream -> side: the activation gradient R is ready */
     cudaEvent_t ev_join; /* side -> caller's stream: the side chain is done */
+    cudaEvent_t ev_conv; /* side -> caller's stream: operands converted on the side stream are ready */
     cudaStream_t capture; /* graphs are captured on this stream, never on the caller's */
     void *workspace[GG_GEMM_STREAMS];
     unsigned *counter; /* a device word, 0 between kernels: the "last CTA done" counter of one-launch reductions */
