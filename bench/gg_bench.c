@@ -8,7 +8,8 @@
  * against the float64 reference (the spec's rule); a graph for exactly that M, whose first replay must equal the
  * eager outputs bit for bit; then for each path `warmup` untimed and `iters` timed calls, each after writing 2x
  * the L2 size (cold L2). Device time: CUDA events around the call on the caller's stream (what a training loop
- * sees, host launch gaps included). Host time: the wall time of the call itself (launch cost). Medians reported.
+ * sees, host launch gaps included); CUPTI span: first kernel start to last kernel end of the call, any stream (the
+ * published protocol's measure). Host time: the wall time of the call itself (launch cost). Medians reported.
  * Progress on stderr, table on stdout.
  */
 #include <math.h>
@@ -20,6 +21,7 @@
 #include <cuda_runtime_api.h>
 
 #include "case_runner.h"
+#include "cupti_span.h"
 #include "gradgraph.h"
 
 typedef struct options {
@@ -79,6 +81,7 @@ typedef struct result {
     gg_precision mode;
     double median_us, sol_us;    /* eager, device time */
     double graph_us;             /* graph replay, device time */
+    double eager_span_us, graph_span_us; /* CUPTI kernel spans (-1 without CUPTI) */
     double host_us, graph_host_us; /* the calls' own wall time */
     int correct, bitwise;
     double worst_matched;
@@ -98,7 +101,9 @@ typedef struct timer {
     cudaEvent_t start, stop;
     float *device_ms;
     double *host_us;
+    double *span_us;
     int iters, warmup;
+    int cupti; /* CUPTI spans are recorded */
 } timer;
 
 static int cmp_double(const void *a, const void *b) {
@@ -108,12 +113,15 @@ static int cmp_double(const void *a, const void *b) {
 
 /* Times two ways of making the same call, alternating them iteration by iteration (same clocks and temperature
  * for both): run[k](arg) is one call. Medians into device_us[k] and host_us[k]. */
-static gg_status time_calls(timer *t, gg_status (*run[2])(void *), void *arg, double device_us[2], double host_us[2]) {
+static gg_status time_calls(timer *t, gg_status (*run[2])(void *), void *arg, double device_us[2], double host_us[2],
+                            double span_us[2]) {
     float *dev[2] = {t->device_ms, t->device_ms + t->iters};
     double *host[2] = {t->host_us, t->host_us + t->iters};
+    double *span[2] = {t->span_us, t->span_us + t->iters};
     for (int it = 0; it < t->warmup + t->iters; ++it) {
         for (int k = 0; k < 2; ++k) {
             CHECK(cudaMemsetAsync(t->flush, it & 0xff, t->flush_bytes, t->stream)); /* cold L2 */
+            if (t->cupti) gg_span_begin();
             CHECK(cudaEventRecord(t->start, t->stream));
             const double h0 = now_us();
             const gg_status st = run[k](arg);
@@ -121,17 +129,21 @@ static gg_status time_calls(timer *t, gg_status (*run[2])(void *), void *arg, do
             if (st != GG_SUCCESS) return st;
             CHECK(cudaEventRecord(t->stop, t->stream));
             CHECK(cudaEventSynchronize(t->stop));
+            const double sp = t->cupti ? gg_span_end() : -1.0;
             if (it >= t->warmup) {
                 CHECK(cudaEventElapsedTime(&dev[k][it - t->warmup], t->start, t->stop));
                 host[k][it - t->warmup] = h1 - h0;
+                span[k][it - t->warmup] = sp;
             }
         }
     }
     for (int k = 0; k < 2; ++k) {
         qsort(dev[k], (size_t)t->iters, sizeof *dev[k], cmp_float);
         qsort(host[k], (size_t)t->iters, sizeof *host[k], cmp_double);
+        qsort(span[k], (size_t)t->iters, sizeof *span[k], cmp_double);
         device_us[k] = 1000.0 * dev[k][t->iters / 2];
         host_us[k] = host[k][t->iters / 2];
+        span_us[k] = span[k][t->iters / 2];
     }
     return GG_SUCCESS;
 }
@@ -181,7 +193,8 @@ int main(int argc, char **argv) {
     CHECK(cudaEventCreate(&start));
     CHECK(cudaEventCreate(&stop));
     timer tm = {stream, flush, flush_bytes, start, stop, malloc(sizeof(float) * 2 * (size_t)opt.iters),
-                malloc(sizeof(double) * 2 * (size_t)opt.iters), opt.iters, opt.warmup};
+                malloc(sizeof(double) * 2 * (size_t)opt.iters), malloc(sizeof(double) * 2 * (size_t)opt.iters),
+                opt.iters, opt.warmup, gg_span_init() == 0};
     result *results = calloc((size_t)n * 3, sizeof *results);
     int n_results = 0, failures = 0;
 
@@ -232,8 +245,8 @@ int main(int argc, char **argv) {
             free(graph_out);
             failures += !r->correct || !r->bitwise;
             gg_status (*paths[2])(void *) = {eager_call, graph_call};
-            double device_us[2], host_us[2];
-            if (time_calls(&tm, paths, &arg, device_us, host_us) != GG_SUCCESS) {
+            double device_us[2], host_us[2], span_us[2];
+            if (time_calls(&tm, paths, &arg, device_us, host_us, span_us) != GG_SUCCESS) {
                 fprintf(stderr, "%s case %d: %s\n", c->block, c->index, gg_last_error(ctx));
                 return 1;
             }
@@ -241,60 +254,69 @@ int main(int argc, char **argv) {
             r->graph_us = device_us[1];
             r->host_us = host_us[0];
             r->graph_host_us = host_us[1];
+            r->eager_span_us = span_us[0];
+            r->graph_span_us = span_us[1];
             gg_graph_destroy(arg.graph);
             fprintf(stderr,
-                    "[%s %s] case %2d M=%6lld: eager %9.1f us (host %6.1f) graph %9.1f us (host %5.1f) SOL %7.1f us "
-                    "%s%s\n",
+                    "[%s %s] case %2d M=%6lld: eager %9.1f us (host %6.1f) graph %9.1f us (host %5.1f, kernels %9.1f) "
+                    "SOL %7.1f us %s%s\n",
                     gg_case_block_short(c->block_id), gg_precision_string(mode), c->index, (long long)c->tokens,
-                    r->median_us, r->host_us, r->graph_us, r->graph_host_us, r->sol_us,
+                    r->median_us, r->host_us, r->graph_us, r->graph_host_us, r->graph_span_us, r->sol_us,
                     r->correct ? "correct" : "WRONG", r->bitwise ? "" : " GRAPH!=EAGER");
         }
         gg_case_run_destroy(run);
     }
 
     /* Table: per block and mode, geomean latencies and fraction of the speed of light. */
-    printf("%-10s %-5s %5s %11s %11s %11s %9s %8s %s\n", "block", "mode", "cases", "eager_us", "graph_us", "sol_us",
-           "sol_frac", "bitwise", "correct");
+    printf("%-10s %-5s %5s %11s %11s %11s %11s %9s %8s %s\n", "block", "mode", "cases", "eager_us", "graph_us",
+           "span_us", "sol_us", "sol_frac", "bitwise", "correct");
     FILE *json = opt.json ? fopen(opt.json, "w") : NULL;
     FILE *csv = opt.csv ? fopen(opt.csv, "w") : NULL;
     if (json)
         fprintf(json, "{\"gpu\": \"%s\", \"iters\": %d, \"warmup\": %d, \"overlap\": %d, \"results\": [", prop.name,
                 opt.iters, opt.warmup, (int)opt.overlap);
-    if (csv) fprintf(csv, "block,mode,index,M,eager_us,graph_us,eager_host_us,graph_host_us,sol_us,correct,bitwise\n");
+    if (csv)
+        fprintf(csv, "block,mode,index,M,eager_us,graph_us,eager_host_us,graph_host_us,sol_us,correct,bitwise,"
+                     "eager_span_us,graph_span_us\n");
     int first = 1;
     for (int b = 1; b <= 4; ++b) {
         for (int mode = GG_PRECISION_FP32; mode <= GG_PRECISION_BF16; ++mode) {
-            double log_t = 0, log_g = 0, log_sol = 0;
+            double log_t = 0, log_g = 0, log_sol = 0, log_span = 0;
             int count = 0, correct = 0, bitwise = 0;
             for (int k = 0; k < n_results; ++k) {
                 const result *r = &results[k];
                 if (r->c->block_id != b || (int)r->mode != mode) continue;
                 log_t += log(r->median_us);
                 log_g += log(r->graph_us);
+                log_span += log(r->graph_span_us > 0 ? r->graph_span_us : r->graph_us);
                 log_sol += log(r->sol_us);
                 ++count;
                 correct += r->correct;
                 bitwise += r->bitwise;
                 if (csv)
-                    fprintf(csv, "%s,%s,%d,%lld,%.2f,%.2f,%.2f,%.2f,%.3f,%d,%d\n", r->c->block,
+                    fprintf(csv, "%s,%s,%d,%lld,%.2f,%.2f,%.2f,%.2f,%.3f,%d,%d,%.2f,%.2f\n", r->c->block,
                             gg_precision_string(r->mode), r->c->index, (long long)r->c->tokens, r->median_us,
-                            r->graph_us, r->host_us, r->graph_host_us, r->sol_us, r->correct, r->bitwise);
+                            r->graph_us, r->host_us, r->graph_host_us, r->sol_us, r->correct, r->bitwise,
+                            r->eager_span_us, r->graph_span_us);
                 if (json) {
                     fprintf(json,
                             "%s\n  {\"block\": \"%s\", \"mode\": \"%s\", \"index\": %d, \"M\": %lld, "
                             "\"eager_us\": %.2f, \"graph_us\": %.2f, \"eager_host_us\": %.2f, \"graph_host_us\": "
-                            "%.2f, \"sol_us\": %.3f, \"correct\": %s, \"bitwise_equal\": %s}",
+                            "%.2f, \"sol_us\": %.3f, \"correct\": %s, \"bitwise_equal\": %s, \"eager_span_us\": %.2f, "
+                            "\"graph_span_us\": %.2f}",
                             first ? "" : ",", r->c->block, gg_precision_string(r->mode), r->c->index,
                             (long long)r->c->tokens, r->median_us, r->graph_us, r->host_us, r->graph_host_us, r->sol_us,
-                            r->correct ? "true" : "false", r->bitwise ? "true" : "false");
+                            r->correct ? "true" : "false", r->bitwise ? "true" : "false", r->eager_span_us,
+                            r->graph_span_us);
                     first = 0;
                 }
             }
             if (!count) continue;
             const double e = exp(log_t / count), g = exp(log_g / count), s = exp(log_sol / count);
-            printf("%-10s %-5s %5d %11.1f %11.1f %11.1f %8.1f%% %5d/%-2d %d/%d\n", gg_case_block_short(b),
-                   gg_precision_string((gg_precision)mode), count, e, g, s, 100.0 * s / (g < e ? g : e), bitwise,
-                   count, correct, count);
+            const double span = exp(log_span / count); /* the published protocol's measure, when CUPTI works */
+            printf("%-10s %-5s %5d %11.1f %11.1f %11.1f %11.1f %8.1f%% %5d/%-2d %d/%d\n", gg_case_block_short(b),
+                   gg_precision_string((gg_precision)mode), count, e, g, span, s, 100.0 * s / span, bitwise, count,
+                   correct, count);
         }
     }
     if (json) {
@@ -302,8 +324,10 @@ int main(int argc, char **argv) {
         fclose(json);
     }
     if (csv) fclose(csv);
+    if (tm.cupti) gg_span_shutdown();
     free(tm.device_ms);
     free(tm.host_us);
+    free(tm.span_us);
     free(results);
     cudaFree(flush);
     cudaEventDestroy(start);

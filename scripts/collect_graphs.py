@@ -29,6 +29,8 @@ for block, modes in by.items():
             "graph_geomean_us": round(geomean([r["graph_us"] for r in rs]), 2),
             "eager_geomean_us": round(geomean([r["eager_us"] for r in rs]), 2),
             "graph_host_geomean_us": round(geomean([r["graph_host_us"] for r in rs]), 2),
+            "graph_span_geomean_us": round(geomean([r["graph_span_us"] for r in rs]), 2)
+            if all(r.get("graph_span_us", -1) > 0 for r in rs) else None,
             "eager_host_geomean_us": round(geomean([r["eager_host_us"] for r in rs]), 2),
             "graph_slower_cases": [r["index"] for r in rs if r["graph_us"] > r["eager_us"] * 1.02],
         }

@@ -55,6 +55,11 @@ if [ "$stage" = all ] || [ "$stage" = bench ]; then
     --csv "$OUT/bench.csv" 2> "$OUT/bench-progress.log" | tee "$OUT/bench.txt" || status=1
   python3 scripts/collect_graphs.py "$OUT/bench.json" "$OUT/graphs-h200.json" "${GG_COMMIT:-unknown}" \
     "GG_COMMIT=<sha> bash scripts/device.sh $stage"
+  echo "== PyTorch peers (eager${GG_PEERS_COMPILE:+ and torch.compile}, CUDA graphs, cold L2)"
+  PYTHONUNBUFFERED=1 timeout 400 python3 bench/peers/torch_peers.py --iters "${GG_ITERS:-20}" --warmup 3 \
+    ${GG_PEERS_COMPILE:+--compile} --json "$OUT/peers.json" 2> "$OUT/peers-progress.log" | tee "$OUT/peers.txt" || status=1
+  mkdir -p "$OUT/plots"
+  python3 bench/plot.py "$OUT/bench.json" "$OUT/peers.json" "$OUT/plots" > /dev/null 2>> "$OUT/peers-progress.log" || true
 fi
 gpus=$(nvidia-smi -L | wc -l)
 if { [ "$stage" = all ] && [ "$gpus" -ge 2 ]; } || [ "$stage" = multigpu ]; then

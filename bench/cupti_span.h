@@ -1,0 +1,17 @@
+/*
+ * cupti_span.h - the published timing protocol's measure: per iteration, the GPU span from the first kernel's start
+ * to the last kernel's end, on any stream, read from CUPTI's activity records (kernels only: the cold-L2 memset
+ * between iterations is not a kernel and is not counted).
+ */
+#ifndef GG_CUPTI_SPAN_H
+#define GG_CUPTI_SPAN_H
+
+/* Starts recording kernel activity. Returns 0, or -1 with a message on stderr (then spans are unavailable). */
+int gg_span_init(void);
+/* Forgets what was recorded so far: the next span starts here. Call after the work before the iteration is done. */
+void gg_span_begin(void);
+/* The span, in microseconds, of the kernels that ran since gg_span_begin (call after synchronizing); -1 if none. */
+double gg_span_end(void);
+void gg_span_shutdown(void);
+
+#endif
