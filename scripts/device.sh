@@ -78,4 +78,5 @@ fi
 # At most 8 files come back from the GPU machine: every log goes into one archive beside the JSON/CSV results.
 tar -C "$OUT" -czf "$OUT/logs.tgz" --exclude=logs.tgz --exclude='*.json' --exclude='*.csv' . 2>/dev/null
 find "$OUT" -maxdepth 1 -type f ! -name '*.json' ! -name '*.csv' ! -name logs.tgz ! -name '*.txt' -delete
+rm -rf "$OUT/plots" # (in logs.tgz)
 exit $status
