@@ -36,7 +36,8 @@ static void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream, uint8_
 
 int gg_span_init(void) {
     CUptiResult r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
-    if (r == CUPTI_SUCCESS) r = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    if (r == CUPTI_SUCCESS) r = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL); /* checks it works */
+    if (r == CUPTI_SUCCESS) r = cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
     if (r != CUPTI_SUCCESS) {
         const char *name = NULL;
         cuptiGetResultString(r, &name);
@@ -44,6 +45,14 @@ int gg_span_init(void) {
         return -1;
     }
     return 0;
+}
+
+void gg_span_enable(int on) {
+    if (on)
+        cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    else
+        cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    cuptiActivityFlushAll(1);
 }
 
 void gg_span_begin(void) {
@@ -65,6 +74,6 @@ double gg_span_end(void) {
 }
 
 void gg_span_shutdown(void) {
-    cuptiActivityFlushAll(1);
     cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    cuptiActivityFlushAll(1);
 }

@@ -6,8 +6,10 @@
 #ifndef GG_CUPTI_SPAN_H
 #define GG_CUPTI_SPAN_H
 
-/* Starts recording kernel activity. Returns 0, or -1 with a message on stderr (then spans are unavailable). */
+/* Sets CUPTI up (tracing stays off until gg_span_enable). Returns 0, or -1 with a message on stderr. */
 int gg_span_init(void);
+/* Turns kernel tracing on or off. Tracing delays every launch: never time with events while it is on. */
+void gg_span_enable(int on);
 /* Forgets what was recorded so far: the next span starts here. Call after the work before the iteration is done. */
 void gg_span_begin(void);
 /* The span, in microseconds, of the kernels that ran since gg_span_begin (call after synchronizing); -1 if none. */

@@ -112,38 +112,49 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 /* Times two ways of making the same call, alternating them iteration by iteration (same clocks and temperature
- * for both): run[k](arg) is one call. Medians into device_us[k] and host_us[k]. */
+ * for both): run[k](arg) is one call. Pass 1: CUDA events and host time, CUPTI off. Pass 2 (with CUPTI): kernel
+ * spans only — CUPTI's tracing delays launches, which would inflate the event times (seen at commit c0d6516: 061
+ * event time 21 -> 525 us with tracing on). Medians into device_us[k], host_us[k], span_us[k] (-1: no CUPTI). */
 static gg_status time_calls(timer *t, gg_status (*run[2])(void *), void *arg, double device_us[2], double host_us[2],
                             double span_us[2]) {
     float *dev[2] = {t->device_ms, t->device_ms + t->iters};
     double *host[2] = {t->host_us, t->host_us + t->iters};
     double *span[2] = {t->span_us, t->span_us + t->iters};
-    for (int it = 0; it < t->warmup + t->iters; ++it) {
-        for (int k = 0; k < 2; ++k) {
-            CHECK(cudaMemsetAsync(t->flush, it & 0xff, t->flush_bytes, t->stream)); /* cold L2 */
-            if (t->cupti) gg_span_begin();
-            CHECK(cudaEventRecord(t->start, t->stream));
-            const double h0 = now_us();
-            const gg_status st = run[k](arg);
-            const double h1 = now_us();
-            if (st != GG_SUCCESS) return st;
-            CHECK(cudaEventRecord(t->stop, t->stream));
-            CHECK(cudaEventSynchronize(t->stop));
-            const double sp = t->cupti ? gg_span_end() : -1.0;
-            if (it >= t->warmup) {
-                CHECK(cudaEventElapsedTime(&dev[k][it - t->warmup], t->start, t->stop));
-                host[k][it - t->warmup] = h1 - h0;
-                span[k][it - t->warmup] = sp;
+    for (int pass = 0; pass < (t->cupti ? 2 : 1); ++pass) {
+        const int spans = pass == 1;
+        if (spans) gg_span_enable(1);
+        for (int it = 0; it < t->warmup + t->iters; ++it) {
+            for (int k = 0; k < 2; ++k) {
+                CHECK(cudaMemsetAsync(t->flush, it & 0xff, t->flush_bytes, t->stream)); /* cold L2 */
+                if (spans) gg_span_begin();
+                CHECK(cudaEventRecord(t->start, t->stream));
+                const double h0 = now_us();
+                const gg_status st = run[k](arg);
+                const double h1 = now_us();
+                if (st != GG_SUCCESS) return st;
+                CHECK(cudaEventRecord(t->stop, t->stream));
+                CHECK(cudaEventSynchronize(t->stop));
+                if (it < t->warmup) continue;
+                if (spans) {
+                    span[k][it - t->warmup] = gg_span_end();
+                } else {
+                    CHECK(cudaEventElapsedTime(&dev[k][it - t->warmup], t->start, t->stop));
+                    host[k][it - t->warmup] = h1 - h0;
+                }
             }
         }
+        if (spans) gg_span_enable(0);
     }
     for (int k = 0; k < 2; ++k) {
         qsort(dev[k], (size_t)t->iters, sizeof *dev[k], cmp_float);
         qsort(host[k], (size_t)t->iters, sizeof *host[k], cmp_double);
-        qsort(span[k], (size_t)t->iters, sizeof *span[k], cmp_double);
         device_us[k] = 1000.0 * dev[k][t->iters / 2];
         host_us[k] = host[k][t->iters / 2];
-        span_us[k] = span[k][t->iters / 2];
+        span_us[k] = -1.0;
+        if (t->cupti) {
+            qsort(span[k], (size_t)t->iters, sizeof *span[k], cmp_double);
+            span_us[k] = span[k][t->iters / 2];
+        }
     }
     return GG_SUCCESS;
 }
