@@ -58,6 +58,8 @@ if [ "$stage" = all ] || [ "$stage" = bench ]; then
   echo "== PyTorch peers (eager${GG_PEERS_COMPILE:+ and torch.compile}, CUDA graphs, cold L2)"
   PYTHONUNBUFFERED=1 timeout 400 python3 bench/peers/torch_peers.py --iters "${GG_ITERS:-20}" --warmup 3 \
     ${GG_PEERS_COMPILE:+--compile} --json "$OUT/peers.json" 2> "$OUT/peers-progress.log" | tee "$OUT/peers.txt" || status=1
+  python3 scripts/collect_bench.py "$OUT/bench.json" "$OUT/peers.json" "$OUT/bench-h200.json" "${GG_COMMIT:-unknown}" \
+    "GG_COMMIT=<sha> bash scripts/device.sh $stage" || true
   mkdir -p "$OUT/plots"
   python3 bench/plot.py "$OUT/bench.json" "$OUT/peers.json" "$OUT/plots" > /dev/null 2>> "$OUT/peers-progress.log" || true
 fi

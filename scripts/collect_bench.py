@@ -1,0 +1,40 @@
+#!/usr/bin/env python3
+"""docs/results/bench-*.json in the speed issue's shape, from one run's gg_bench JSON and peers JSON.
+The case latency is gradgraph's graph replay as a CUPTI kernel span (the published protocol), in the block's fast
+mode (fp16 for the fp32-I/O blocks).
+
+Usage: collect_bench.py BENCH_JSON PEERS_JSON OUT_JSON COMMIT COMMAND
+"""
+import json
+import math
+import sys
+
+bench_path, peers_path, out, commit, command = sys.argv[1:6]
+bench, peers = json.load(open(bench_path)), json.load(open(peers_path))
+peer = {(r["block"], r["index"]): r for r in peers["results"]}
+geo = lambda xs: math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs and all(x for x in xs) else None
+blocks = {}
+for r in bench["results"]:
+    if r["mode"] not in ("fp16", "bf16"):
+        continue
+    p = peer.get((r["block"], r["index"]), {})
+    blocks.setdefault(r["block"], {"mode": r["mode"], "cases": []})["cases"].append({
+        "index": r["index"], "M": r["M"], "median_us": r["graph_span_us"], "sol_us": r["sol_us"],
+        "correct": r["correct"] and r["bitwise_equal"], "torch_eager_us": p.get("torch_eager_us"),
+        "torch_compile_us": p.get("torch_compile_us"), "events_us": r["graph_us"] if bench.get("events_valid", True) else None})
+for b, s in blocks.items():
+    cs = sorted(s["cases"], key=lambda c: c["index"])
+    s["cases"] = cs
+    s["geomean_us"] = round(geo([c["median_us"] for c in cs]), 2)
+    s["sol_geomean_us"] = round(geo([c["sol_us"] for c in cs]), 2)
+    s["sol_fraction"] = round(s["sol_geomean_us"] / s["geomean_us"], 4)
+    te = geo([c["torch_eager_us"] for c in cs])
+    tc = geo([c["torch_compile_us"] for c in cs])
+    s["torch_eager_geomean_us"] = round(te, 2) if te else None
+    s["torch_compile_geomean_us"] = round(tc, 2) if tc else None
+    s["faster_than_torch_eager"] = sum(1 for c in cs if c["torch_eager_us"] and c["median_us"] < c["torch_eager_us"])
+json.dump({"commit": commit, "command": command, "gpu": bench["gpu"], "timing": "CUPTI kernel span, graph replay, cold L2",
+           "blocks": blocks}, open(out, "w"), indent=1)
+for b, s in blocks.items():
+    print(f"{b[:12]} {s['mode']}: {s['geomean_us']} us, SOL {100 * s['sol_fraction']:.1f} %, torch eager "
+          f"{s['torch_eager_geomean_us']} us, faster on {s['faster_than_torch_eager']}/{len(s['cases'])}")
