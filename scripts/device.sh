@@ -77,8 +77,8 @@ if { [ "$stage" = all ] && [ "$gpus" -ge 2 ]; } || [ "$stage" = multigpu ]; then
     "GG_COMMIT=<sha> bash scripts/device.sh $stage" "$OUT"/ddp-block*.json && rm -f "$OUT"/ddp-block*.json
 fi
 
-# At most 8 files come back from the GPU machine: every log goes into one archive beside the JSON/CSV results.
+# At most 8 files come back from the GPU machine: logs, tables and plots go into one archive beside the JSON/CSV.
 tar -C "$OUT" -czf "$OUT/logs.tgz" --exclude=logs.tgz --exclude='*.json' --exclude='*.csv' . 2>/dev/null
-find "$OUT" -maxdepth 1 -type f ! -name '*.json' ! -name '*.csv' ! -name logs.tgz ! -name '*.txt' -delete
+find "$OUT" -maxdepth 1 -type f ! -name '*.json' ! -name '*.csv' ! -name logs.tgz -delete
 rm -rf "$OUT/plots" # (in logs.tgz)
 exit $status
