@@ -4,13 +4,11 @@
  */
 #include "dist.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
+#include "bootstrap.h"
 #include "graph.h"
 #include "streams.h"
 
@@ -153,62 +151,18 @@ gg_status gg_dist_attach(gg_ctx *ctx, void *nccl_comm, const gg_dist_config *con
     return GG_SUCCESS;
 }
 
-/* The first of several environment variables that is set, as an int; -1 if none. */
-static int env_int(const char *const *names) {
-    for (; *names; ++names) {
-        const char *v = getenv(*names);
-        if (v && *v) return atoi(v);
-    }
-    return -1;
-}
-
-/* Rank 0 writes the id to path (atomically: a temporary file, then rename); the others wait for it. */
-static gg_status exchange_id(gg_ctx *ctx, const char *fn, int rank, const char *path, ncclUniqueId *id) {
-    if (rank == 0) {
-        char tmp[4096];
-        snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-        FILE *f = fopen(tmp, "wb");
-        if (!f || fwrite(id, sizeof *id, 1, f) != 1 || fclose(f) != 0) {
-            if (f) fclose(f);
-            return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: cannot write the NCCL id to %s: %s", fn, tmp,
-                           strerror(errno));
-        }
-        if (rename(tmp, path) != 0)
-            return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: cannot rename %s to %s: %s", fn, tmp, path,
-                           strerror(errno));
-        return GG_SUCCESS;
-    }
-    for (int waited_ms = 0; waited_ms < 120000; waited_ms += 50) {
-        FILE *f = fopen(path, "rb");
-        if (f) {
-            const size_t got = fread(id, sizeof *id, 1, f);
-            fclose(f);
-            if (got == 1) return GG_SUCCESS;
-        }
-        const struct timespec pause = {0, 50 * 1000 * 1000};
-        nanosleep(&pause, NULL);
-    }
-    return gg_fail(ctx, GG_ERROR_NCCL, "%s: rank %d waited 120 s for rank 0 to write the NCCL id to %s", fn, rank,
-                   path);
-}
-
 gg_status gg_dist_init_env(gg_ctx *ctx, const char *id_path, const gg_dist_config *config) {
     static const char fn[] = "gg_dist_init_env";
     if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
     if (!id_path) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: id_path is NULL", fn);
     gg_dist_config c;
     GG_TRY(check_dist_config(ctx, fn, config_or_default(config, &c)));
-    static const char *const rank_vars[] = {"RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", NULL};
-    static const char *const size_vars[] = {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", NULL};
-    const int rank = env_int(rank_vars), size = env_int(size_vars);
-    if (rank < 0 || size < 1 || rank >= size)
-        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
-                       "%s: RANK = %d and WORLD_SIZE = %d from the environment are not a valid rank and size", fn,
-                       rank, size);
+    int rank = -1, size = 0;
+    GG_TRY(gg_bootstrap_rank_size(ctx, fn, &rank, &size));
     default_environment();
     ncclUniqueId id;
     if (rank == 0) NCCL_TRY(ctx, ncclGetUniqueId(&id));
-    GG_TRY(exchange_id(ctx, fn, rank, id_path, &id));
+    GG_TRY(gg_bootstrap_share_id(ctx, fn, rank, id_path, &id, sizeof id, 120000));
     int saved = 0;
     GG_TRY(gg_device_enter(ctx, &saved));
     ncclComm_t comm = NULL;
