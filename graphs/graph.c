@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <nvtx3/nvToolsExt.h>
+
 #include "dist.h"
 #include "kernels/gg_kernels.h"
 
@@ -311,6 +313,7 @@ gg_status gg_graph_run_call(gg_graph *g, gg_block_call *call, gg_precision reque
     const gg_exec_key key = make_key(call, padded ? KEY_PADDED : 0);
     int saved = 0;
     GG_TRY(gg_device_enter(ctx, &saved));
+    nvtxRangePushA(fn);
     gg_status status = GG_SUCCESS;
     gg_exec_entry *e = gg_exec_cache_find(&g->execs[b], &key, ctx->scratch_generation);
     if (!e) {
@@ -322,6 +325,7 @@ gg_status gg_graph_run_call(gg_graph *g, gg_block_call *call, gg_precision reque
         g->has_nccl |= call->sync_grads;
         status = launch(ctx, e, stream);
     }
+    nvtxRangePop();
     gg_device_leave(saved);
     return status;
 }
@@ -386,6 +390,7 @@ gg_status gg_graph_run_device_call(gg_graph *g, gg_block_call *call, gg_precisio
     key.ptr[GG_EXEC_KEY_PTRS - 1] = device_tokens; /* no block has 12 tensors: the last slot is free */
     int saved = 0;
     GG_TRY(gg_device_enter(ctx, &saved));
+    nvtxRangePushA(fn);
     gg_status status = GG_SUCCESS;
     gg_exec_entry *e = gg_exec_cache_find(&g->device_execs, &key, ctx->scratch_generation);
     if (!e) {
@@ -397,6 +402,7 @@ gg_status gg_graph_run_device_call(gg_graph *g, gg_block_call *call, gg_precisio
         g->has_nccl |= call->sync_grads;
         status = launch(ctx, e, stream);
     }
+    nvtxRangePop();
     gg_device_leave(saved);
     return status;
 }

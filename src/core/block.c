@@ -4,6 +4,8 @@
 
 #include "block.h"
 
+#include <nvtx3/nvToolsExt.h>
+
 int64_t gg_extent_value(const gg_block_call *c, gg_extent e) {
     switch (e) {
     case GG_EXT_TOKENS: return c->tokens;
@@ -128,9 +130,11 @@ gg_status gg_block_plan_for(gg_ctx *ctx, const gg_block_call *c, gg_block_plan *
 gg_status gg_block_run_eager(gg_ctx *ctx, const gg_block_call *c, cudaStream_t stream) {
     int saved = 0;
     GG_TRY(gg_device_enter(ctx, &saved));
+    nvtxRangePushA(c->info->fn); /* a named range per call in Nsight Systems */
     gg_block_plan *plan = NULL;
     gg_status status = gg_block_plan_for(ctx, c, &plan);
     if (status == GG_SUCCESS) status = c->info->enqueue(ctx, plan, c, stream);
+    nvtxRangePop();
     gg_device_leave(saved);
     return status;
 }

@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <nvtx3/nvToolsExtCudaRt.h>
+
 #include "dist.h"
 #include "internal.h"
 #include "plan.h"
@@ -107,6 +109,8 @@ gg_status gg_ctx_create(const gg_config *config, gg_ctx **out) {
     GG_CUDA_GOTO(ctx, cudaEventCreateWithFlags(&ctx->ev_mid, cudaEventDisableTiming), status, fail);
     GG_CUDA_GOTO(ctx, cudaEventCreateWithFlags(&ctx->ev_join, cudaEventDisableTiming), status, fail);
     GG_CUDA_GOTO(ctx, cudaEventCreateWithFlags(&ctx->ev_conv, cudaEventDisableTiming), status, fail);
+    nvtxNameCudaStreamA(ctx->side, "gradgraph side (dW chain)");
+    nvtxNameCudaStreamA(ctx->capture, "gradgraph capture");
     GG_CUBLAS_GOTO(ctx, cublasLtCreate(&ctx->lt), status, fail);
     if (config->gemm_workspace_bytes) {
         for (int i = 0; i < GG_GEMM_STREAMS; ++i) {
