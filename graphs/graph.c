@@ -36,14 +36,8 @@ static size_t row_bytes(const gg_block_call *c, int i) {
 }
 
 static gg_status check_config(const char *fn, const gg_graph_config *c) {
-    const gg_graph_config defaults = GG_GRAPH_CONFIG_INIT;
-    if (c->struct_size != sizeof(gg_graph_config))
-        return gg_fail(NULL, GG_ERROR_VERSION,
-                       "%s: config->struct_size = %zu, this library expects %zu (start from GG_GRAPH_CONFIG_INIT)", fn,
-                       c->struct_size, defaults.struct_size);
-    if (c->version != GG_GRAPH_CONFIG_VERSION)
-        return gg_fail(NULL, GG_ERROR_VERSION, "%s: config->version = %u, this library expects %u", fn,
-                       (unsigned)c->version, (unsigned)GG_GRAPH_CONFIG_VERSION);
+    GG_TRY(gg_check_config_version(NULL, fn, c->struct_size, sizeof(gg_graph_config), c->version,
+                                   GG_GRAPH_CONFIG_VERSION, "GG_GRAPH_CONFIG_INIT"));
     if (c->execs_per_bucket < 1 || c->execs_per_bucket > 64)
         return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: config->execs_per_bucket = %d is not in [1, 64]", fn,
                        c->execs_per_bucket);

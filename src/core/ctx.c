@@ -11,16 +11,8 @@
 
 /* Checks a caller's config without touching CUDA, so that a bad config fails the same way on any machine. */
 static gg_status validate_config(const gg_config *c) {
-    const gg_config defaults = GG_CONFIG_INIT;
-    if (c->struct_size != sizeof(gg_config))
-        return gg_fail(NULL, GG_ERROR_VERSION,
-                       "gg_ctx_create: config->struct_size = %zu, this library expects %zu; initialize the "
-                       "config with GG_CONFIG_INIT and build against the gradgraph.h of this library",
-                       c->struct_size, defaults.struct_size);
-    if (c->version != GG_CONFIG_VERSION)
-        return gg_fail(NULL, GG_ERROR_VERSION,
-                       "gg_ctx_create: config->version = %u, this library expects %u (GG_CONFIG_VERSION)",
-                       (unsigned)c->version, (unsigned)GG_CONFIG_VERSION);
+    GG_TRY(gg_check_config_version(NULL, "gg_ctx_create", c->struct_size, sizeof(gg_config), c->version,
+                                   GG_CONFIG_VERSION, "GG_CONFIG_INIT"));
     if (c->device < 0)
         return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_ctx_create: config->device = %d is negative",
                        c->device);

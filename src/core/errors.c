@@ -81,3 +81,16 @@ gg_status gg_fail_cublas(gg_ctx *ctx, cublasStatus_t st, const char *what) {
     gg_status status = st == CUBLAS_STATUS_ALLOC_FAILED ? GG_ERROR_OUT_OF_MEMORY : GG_ERROR_CUBLAS;
     return gg_fail(ctx, status, "%s failed: %s (%s)", what, cublasLtGetStatusName(st), cublasLtGetStatusString(st));
 }
+
+gg_status gg_check_config_version(gg_ctx *ctx, const char *fn, size_t struct_size, size_t expected_size,
+                                  uint32_t version, uint32_t expected_version, const char *initializer) {
+    if (struct_size != expected_size)
+        return gg_fail(ctx, GG_ERROR_VERSION,
+                       "%s: config->struct_size = %zu, this library expects %zu (initialize the config with %s and "
+                       "build against this library's gradgraph.h)",
+                       fn, struct_size, expected_size, initializer);
+    if (version != expected_version)
+        return gg_fail(ctx, GG_ERROR_VERSION, "%s: config->version = %u, this library expects %u (%s)", fn,
+                       (unsigned)version, (unsigned)expected_version, initializer);
+    return GG_SUCCESS;
+}

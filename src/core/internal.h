@@ -52,6 +52,11 @@ gg_status gg_fail(gg_ctx *ctx, gg_status status, const char *fmt, ...)
 gg_status gg_fail_cuda(gg_ctx *ctx, cudaError_t err, const char *what);
 gg_status gg_fail_cublas(gg_ctx *ctx, cublasStatus_t st, const char *what);
 
+/* The common check of a versioned config struct (gg_config, gg_graph_config, gg_dist_config): struct_size and version
+ * must be this library's, else GG_ERROR_VERSION with a message naming the field and the initializer to use. */
+gg_status gg_check_config_version(gg_ctx *ctx, const char *fn, size_t struct_size, size_t expected_size,
+                                  uint32_t version, uint32_t expected_version, const char *initializer);
+
 /* Log at a level (no-op without a callback or below the configured level). */
 void gg_log(const gg_ctx *ctx, gg_log_level level, const char *fmt, ...)
 #if defined(__GNUC__)

@@ -24,12 +24,8 @@ int gg_dist_size(const gg_ctx *ctx) { return ctx && ctx->dist ? ctx->dist->size 
 #include <nccl.h>
 
 static gg_status check_dist_config(gg_ctx *ctx, const char *fn, const gg_dist_config *c) {
-    if (c->struct_size != sizeof(gg_dist_config))
-        return gg_fail(ctx, GG_ERROR_VERSION, "%s: config->struct_size = %zu, this library expects %zu", fn,
-                       c->struct_size, sizeof(gg_dist_config));
-    if (c->version != GG_DIST_CONFIG_VERSION)
-        return gg_fail(ctx, GG_ERROR_VERSION, "%s: config->version = %u, this library expects %u", fn,
-                       (unsigned)c->version, (unsigned)GG_DIST_CONFIG_VERSION);
+    GG_TRY(gg_check_config_version(ctx, fn, c->struct_size, sizeof(gg_dist_config), c->version,
+                                   GG_DIST_CONFIG_VERSION, "GG_DIST_CONFIG_INIT"));
     if ((int)c->op < 0 || (int)c->op > (int)GG_REDUCE_SUM)
         return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: config->op = %d is not a gg_reduce_op value", fn, (int)c->op);
     if ((int)c->sync < 0 || (int)c->sync > (int)GG_SYNC_REDUCE_SCATTER)
