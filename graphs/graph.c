@@ -286,6 +286,34 @@ static gg_status launch(gg_ctx *ctx, const gg_exec_entry *e, cudaStream_t stream
     return GG_SUCCESS;
 }
 
+static gg_status build_device_graph(gg_graph *g, const gg_block_call *call, const int64_t *device_tokens,
+                                    cudaGraph_t *out);
+
+/* Replays the executable graph of `key` from `cache`, making it first when it is missing: bucket b's body
+ * (host-selected; stage: padded), or, with device_rows, every bucket behind a device-side selection. */
+static gg_status replay(gg_graph *g, const char *fn, gg_exec_cache *cache, const gg_exec_key *key,
+                        const gg_block_call *call, int b, int stage, const int64_t *device_rows, cudaStream_t stream) {
+    gg_ctx *ctx = g->ctx;
+    int saved = 0;
+    GG_TRY(gg_device_enter(ctx, &saved));
+    nvtxRangePushA(fn);
+    gg_status status = GG_SUCCESS;
+    gg_exec_entry *e = gg_exec_cache_find(cache, key, ctx->scratch_generation);
+    if (!e) {
+        cudaGraph_t graph = NULL;
+        status = device_rows ? build_device_graph(g, call, device_rows, &graph)
+                             : capture(g, call, b, stage, NULL, &graph);
+        if (status == GG_SUCCESS) status = install(g, cache, key, graph, &e);
+    }
+    if (status == GG_SUCCESS) {
+        g->has_nccl |= call->sync_grads;
+        status = launch(ctx, e, stream);
+    }
+    nvtxRangePop();
+    gg_device_leave(saved);
+    return status;
+}
+
 gg_status gg_graph_run_call(gg_graph *g, gg_block_call *call, gg_precision requested, cudaStream_t stream) {
     char fn[64];
     graph_fn(fn, sizeof fn, call->info, "run");
@@ -305,23 +333,7 @@ gg_status gg_graph_run_call(gg_graph *g, gg_block_call *call, gg_precision reque
                        "%s: desc->tokens = %lld is not a bucket (next: %lld) and config->allow_padding is 0", fn,
                        (long long)call->tokens, (long long)g->buckets[b]);
     const gg_exec_key key = make_key(call, padded ? KEY_PADDED : 0);
-    int saved = 0;
-    GG_TRY(gg_device_enter(ctx, &saved));
-    nvtxRangePushA(fn);
-    gg_status status = GG_SUCCESS;
-    gg_exec_entry *e = gg_exec_cache_find(&g->execs[b], &key, ctx->scratch_generation);
-    if (!e) {
-        cudaGraph_t graph = NULL;
-        status = capture(g, call, b, padded, NULL, &graph);
-        if (status == GG_SUCCESS) status = install(g, &g->execs[b], &key, graph, &e);
-    }
-    if (status == GG_SUCCESS) {
-        g->has_nccl |= call->sync_grads;
-        status = launch(ctx, e, stream);
-    }
-    nvtxRangePop();
-    gg_device_leave(saved);
-    return status;
+    return replay(g, fn, &g->execs[b], &key, call, b, padded, NULL, stream);
 }
 
 /* ---- device-side bucket selection ---- */
@@ -382,23 +394,7 @@ gg_status gg_graph_run_device_call(gg_graph *g, gg_block_call *call, gg_precisio
     GG_TRY(check_run(g, fn, call, requested)); /* desc->tokens is the capacity */
     gg_exec_key key = make_key(call, KEY_DEVICE);
     key.ptr[GG_EXEC_KEY_PTRS - 1] = device_tokens; /* no block has 12 tensors: the last slot is free */
-    int saved = 0;
-    GG_TRY(gg_device_enter(ctx, &saved));
-    nvtxRangePushA(fn);
-    gg_status status = GG_SUCCESS;
-    gg_exec_entry *e = gg_exec_cache_find(&g->device_execs, &key, ctx->scratch_generation);
-    if (!e) {
-        cudaGraph_t graph = NULL;
-        status = build_device_graph(g, call, device_tokens, &graph);
-        if (status == GG_SUCCESS) status = install(g, &g->device_execs, &key, graph, &e);
-    }
-    if (status == GG_SUCCESS) {
-        g->has_nccl |= call->sync_grads;
-        status = launch(ctx, e, stream);
-    }
-    nvtxRangePop();
-    gg_device_leave(saved);
-    return status;
+    return replay(g, fn, &g->device_execs, &key, call, -1, 1, device_tokens, stream);
 }
 
 /* ---- entry-point checks ---- */
