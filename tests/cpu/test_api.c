@@ -689,6 +689,59 @@ static void graph_run_checks_its_arguments(void **state) {
     destroy_ctx(ctx);
 }
 
+/* ---- data-parallel entry points: argument checks (no NCCL call is made before they pass) ---- */
+static void dist_entry_points_check_arguments(void **state) {
+    (void)state;
+    gg_ctx *ctx = make_ctx();
+    assert_int_equal(gg_dist_rank(ctx), -1);
+    assert_int_equal(gg_dist_size(ctx), 0);
+    assert_int_equal(gg_dist_detach(ctx), GG_SUCCESS); /* no communicator: nothing to do */
+    assert_int_equal(gg_dist_check(ctx), GG_SUCCESS);
+    const gg_status st = gg_dist_attach(ctx, NULL, NULL);
+    if (st == GG_ERROR_UNSUPPORTED) { /* built without NCCL: every entry point says so */
+        assert_message_has(NULL, "built without NCCL");
+        destroy_ctx(ctx);
+        return;
+    }
+    assert_int_equal(st, GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_dist_attach: nccl_comm is NULL");
+    assert_int_equal(gg_dist_attach(NULL, FAKE(1), NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(NULL, "gg_dist_attach: ctx is NULL");
+    gg_dist_config dc = GG_DIST_CONFIG_INIT;
+    dc.version = 5;
+    assert_int_equal(gg_dist_attach(ctx, FAKE(1), &dc), GG_ERROR_VERSION);
+    assert_message_has(ctx, "gg_dist_attach: config->version = 5");
+    dc = (gg_dist_config)GG_DIST_CONFIG_INIT;
+    dc.op = (gg_reduce_op)4;
+    assert_int_equal(gg_dist_attach(ctx, FAKE(1), &dc), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "config->op = 4");
+    dc = (gg_dist_config)GG_DIST_CONFIG_INIT;
+    dc.sync = (gg_grad_sync)9;
+    assert_int_equal(gg_dist_attach(ctx, FAKE(1), &dc), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "config->sync = 9");
+    dc = (gg_dist_config)GG_DIST_CONFIG_INIT;
+    dc.bucket_bytes = 100;
+    assert_int_equal(gg_dist_attach(ctx, FAKE(1), &dc), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "config->bucket_bytes = 100 is below 4096");
+    assert_int_equal(gg_dist_init_env(ctx, NULL, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_dist_init_env: id_path is NULL");
+    unsetenv("RANK");
+    unsetenv("WORLD_SIZE");
+    unsetenv("OMPI_COMM_WORLD_RANK");
+    unsetenv("OMPI_COMM_WORLD_SIZE");
+    unsetenv("SLURM_PROCID");
+    unsetenv("SLURM_NTASKS");
+    assert_int_equal(gg_dist_init_env(ctx, "/tmp/gg-id", NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "no valid rank and world size in the environment");
+    gg_ctx *two[2] = {ctx, ctx};
+    assert_int_equal(gg_dist_init_threads(two, 2, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "ctxs[0] and ctxs[1] share device 0");
+    assert_int_equal(gg_dist_init_threads(NULL, 2, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(fake.enqueued, 0);
+    assert_int_equal(gg_dist_rank(ctx), -1); /* nothing was attached */
+    destroy_ctx(ctx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(status_strings_name_every_status),
@@ -714,6 +767,7 @@ int main(void) {
         cmocka_unit_test(graph_create_rejects_bad_config),
         cmocka_unit_test(graph_create_plans_and_cleans_up_on_failure),
         cmocka_unit_test(graph_run_checks_its_arguments),
+        cmocka_unit_test(dist_entry_points_check_arguments),
     };
     return cmocka_run_group_tests_name("api", tests, NULL, NULL);
 }
