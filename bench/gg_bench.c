@@ -79,7 +79,7 @@ static int cmp_float(const void *a, const void *b) {
 typedef struct result {
     const gg_case *c;
     gg_precision mode;
-    double median_us, sol_us;    /* eager, device time */
+    double eager_us, sol_us;     /* eager, device time */
     double graph_us;             /* graph replay, device time */
     double eager_span_us, graph_span_us; /* CUPTI kernel spans (-1 without CUPTI) */
     double host_us, graph_host_us; /* the calls' own wall time */
@@ -261,7 +261,7 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "%s case %d: %s\n", c->block, c->index, gg_last_error(ctx));
                 return 1;
             }
-            r->median_us = device_us[0];
+            r->eager_us = device_us[0];
             r->graph_us = device_us[1];
             r->host_us = host_us[0];
             r->graph_host_us = host_us[1];
@@ -272,7 +272,7 @@ int main(int argc, char **argv) {
                     "[%s %s] case %2d M=%6lld: eager %9.1f us (host %6.1f) graph %9.1f us (host %5.1f, kernels %9.1f) "
                     "SOL %7.1f us %s%s\n",
                     gg_case_block_short(c->block_id), gg_precision_string(mode), c->index, (long long)c->tokens,
-                    r->median_us, r->host_us, r->graph_us, r->graph_host_us, r->graph_span_us, r->sol_us,
+                    r->eager_us, r->host_us, r->graph_us, r->graph_host_us, r->graph_span_us, r->sol_us,
                     r->correct ? "correct" : "WRONG", r->bitwise ? "" : " GRAPH!=EAGER");
         }
         gg_case_run_destroy(run);
@@ -297,7 +297,7 @@ int main(int argc, char **argv) {
             for (int k = 0; k < n_results; ++k) {
                 const result *r = &results[k];
                 if (r->c->block_id != b || (int)r->mode != mode) continue;
-                log_t += log(r->median_us);
+                log_t += log(r->eager_us);
                 log_g += log(r->graph_us);
                 log_span += log(r->graph_span_us > 0 ? r->graph_span_us : r->graph_us);
                 log_sol += log(r->sol_us);
@@ -306,7 +306,7 @@ int main(int argc, char **argv) {
                 bitwise += r->bitwise;
                 if (csv)
                     fprintf(csv, "%s,%s,%d,%lld,%.2f,%.2f,%.2f,%.2f,%.3f,%d,%d,%.2f,%.2f\n", r->c->block,
-                            gg_precision_string(r->mode), r->c->index, (long long)r->c->tokens, r->median_us,
+                            gg_precision_string(r->mode), r->c->index, (long long)r->c->tokens, r->eager_us,
                             r->graph_us, r->host_us, r->graph_host_us, r->sol_us, r->correct, r->bitwise,
                             r->eager_span_us, r->graph_span_us);
                 if (json) {
@@ -316,7 +316,7 @@ int main(int argc, char **argv) {
                             "%.2f, \"sol_us\": %.3f, \"correct\": %s, \"bitwise_equal\": %s, \"eager_span_us\": %.2f, "
                             "\"graph_span_us\": %.2f}",
                             first ? "" : ",", r->c->block, gg_precision_string(r->mode), r->c->index,
-                            (long long)r->c->tokens, r->median_us, r->graph_us, r->host_us, r->graph_host_us, r->sol_us,
+                            (long long)r->c->tokens, r->eager_us, r->graph_us, r->host_us, r->graph_host_us, r->sol_us,
                             r->correct ? "true" : "false", r->bitwise ? "true" : "false", r->eager_span_us,
                             r->graph_span_us);
                     first = 0;

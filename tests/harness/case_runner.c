@@ -30,7 +30,7 @@ static void add(gg_tensor *list, int *n, const char *name, gg_elem elem, int64_t
 static size_t elems(const gg_tensor *t) { return (size_t)t->rows * (size_t)t->cols; }
 
 /* The tensors of each block, in the order of gradgraph.h's args, with the spec's input distributions. */
-static void describe(gg_case_run *r) {
+void gg_case_describe(gg_case_run *r) {
     const gg_case *c = &r->c;
     const int64_t M = c->tokens, a = c->dim0, b = c->dim1;
     gg_tensor *in = r->in, *out = r->out;
@@ -112,7 +112,7 @@ int gg_case_run_create(const gg_case *c, gg_stream stream, gg_case_run **out, ch
     }
     r->c = *c;
     r->stream = stream;
-    describe(r);
+    gg_case_describe(r);
     int rc = 0;
     for (int i = 0; i < r->n_in && rc == 0; ++i) rc = dev_alloc(r, &r->in[i].dev, elems(&r->in[i]) * r->in[i].elem);
     for (int i = 0; i < r->n_out && rc == 0; ++i) {

@@ -45,6 +45,10 @@ typedef struct gg_case_verdict {
     gg_h_compare_result result[GG_RUN_MAX_TENSORS];
 } gg_case_verdict;
 
+/* Fills run->in/out with the case's tensor descriptions (names, shapes, types) and allocates nothing; run->c must
+ * be set and n_in/n_out zero. */
+void gg_case_describe(gg_case_run *run);
+
 /* Allocates everything for case c on the current device. Returns 0 or a cudaError_t (message in err). */
 int gg_case_run_create(const gg_case *c, gg_stream stream, gg_case_run **out, char *err, size_t err_bytes);
 void gg_case_run_destroy(gg_case_run *run);
