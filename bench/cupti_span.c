@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cupti.h>
 
@@ -13,6 +14,12 @@
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t first_start = UINT64_MAX, last_end = 0;
 static int recording;
+static struct {
+    uint64_t start, end;
+    unsigned stream;
+    char name[96];
+} kernels[GG_SPAN_MAX_KERNELS];
+static int n_kernels;
 
 static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records) {
     *buffer = aligned_alloc(8, BUFFER_BYTES);
@@ -29,6 +36,13 @@ static void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream, uint8_
         const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)record;
         if (k->start < first_start) first_start = k->start;
         if (k->end > last_end) last_end = k->end;
+        if (n_kernels < GG_SPAN_MAX_KERNELS) {
+            kernels[n_kernels].start = k->start;
+            kernels[n_kernels].end = k->end;
+            kernels[n_kernels].stream = k->streamId;
+            snprintf(kernels[n_kernels].name, sizeof kernels[n_kernels].name, "%s", k->name ? k->name : "?");
+            ++n_kernels;
+        }
     }
     pthread_mutex_unlock(&lock);
     free(buffer);
@@ -60,6 +74,7 @@ void gg_span_begin(void) {
     pthread_mutex_lock(&lock);
     first_start = UINT64_MAX;
     last_end = 0;
+    n_kernels = 0;
     recording = 1;
     pthread_mutex_unlock(&lock);
 }
@@ -76,4 +91,23 @@ double gg_span_end(void) {
 void gg_span_shutdown(void) {
     cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
     cuptiActivityFlushAll(1);
+}
+
+static int by_start(const void *a, const void *b) {
+    const gg_span_kernel *x = a, *y = b;
+    return (x->start_us > y->start_us) - (x->start_us < y->start_us);
+}
+
+int gg_span_kernels(gg_span_kernel *out, int max) {
+    pthread_mutex_lock(&lock);
+    const int n = n_kernels < max ? n_kernels : max;
+    for (int i = 0; i < n; ++i) {
+        memcpy(out[i].name, kernels[i].name, sizeof out[i].name);
+        out[i].stream = kernels[i].stream;
+        out[i].start_us = (double)(kernels[i].start - first_start) / 1000.0;
+        out[i].duration_us = (double)(kernels[i].end - kernels[i].start) / 1000.0;
+    }
+    pthread_mutex_unlock(&lock);
+    qsort(out, (size_t)n, sizeof *out, by_start);
+    return n;
 }

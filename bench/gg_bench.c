@@ -3,6 +3,7 @@
  * it times.
  *
  *   gg_bench [--block N] [--case I] [--iters N] [--warmup N] [--modes all|fast] [--json FILE] [--csv FILE]
+ *            [--autotune on|off] [--trace FILE]
  *
  * Per case and precision mode (--modes fast: only FP16 for the fp32 blocks): a correctness check of the eager path
  * against the float64 reference (the spec's rule); a graph for exactly that M, whose first replay must equal the
@@ -10,7 +11,8 @@
  * the L2 size (cold L2). Device time: CUDA events around the call on the caller's stream (what a training loop
  * sees, host launch gaps included); CUPTI span: first kernel start to last kernel end of the call, any stream (the
  * published protocol's measure). Host time: the wall time of the call itself (launch cost). Medians reported.
- * Progress on stderr, table on stdout.
+ * Progress on stderr, table on stdout. --trace appends, per case, the kernels of the last timed graph replay (name,
+ * stream, start, duration) as CSV: where the time goes.
  */
 #include <math.h>
 #include <stdio.h>
@@ -25,21 +27,21 @@
 #include "gradgraph.h"
 
 typedef struct options {
-    int block, case_index, iters, warmup, fast;
+    int block, case_index, iters, warmup, fast, autotune;
     gg_overlap overlap;
-    const char *json, *csv;
+    const char *json, *csv, *trace;
 } options;
 
 static int usage(const char *argv0) {
     fprintf(stderr,
             "usage: %s [--block 1-4] [--case 0-15] [--iters N] [--warmup N] [--modes all|fast] "
-            "[--overlap auto|always|never] [--json FILE] [--csv FILE]\n",
+            "[--overlap auto|always|never] [--autotune on|off] [--json FILE] [--csv FILE] [--trace FILE]\n",
             argv0);
     return 2;
 }
 
 static int parse(int argc, char **argv, options *o) {
-    *o = (options){0, -1, 50, 10, 0, GG_OVERLAP_AUTO, NULL, NULL};
+    *o = (options){0, -1, 50, 10, 0, 1, GG_OVERLAP_AUTO, NULL, NULL, NULL};
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i];
         if (i + 1 >= argc) return usage(argv[0]);
@@ -54,6 +56,8 @@ static int parse(int argc, char **argv, options *o) {
                          : !strcmp(argv[i], "never") ? GG_OVERLAP_NEVER
                                                       : GG_OVERLAP_AUTO;
         }
+        else if (!strcmp(a, "--autotune")) o->autotune = strcmp(argv[++i], "off") != 0;
+        else if (!strcmp(a, "--trace")) o->trace = argv[++i];
         else if (!strcmp(a, "--json")) o->json = argv[++i];
         else if (!strcmp(a, "--csv")) o->csv = argv[++i];
         else return usage(argv[0]);
@@ -104,11 +108,21 @@ typedef struct timer {
     double *span_us;
     int iters, warmup;
     int cupti; /* CUPTI spans are recorded */
+    FILE *trace;       /* --trace: the kernels of the last timed iteration of run[1] go here */
+    char label[128];   /* the trace rows' leading columns */
 } timer;
 
 static int cmp_double(const void *a, const void *b) {
     const double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
+}
+
+static void write_trace(timer *t) {
+    gg_span_kernel k[GG_SPAN_MAX_KERNELS];
+    const int n = gg_span_kernels(k, GG_SPAN_MAX_KERNELS);
+    for (int i = 0; i < n; ++i)
+        fprintf(t->trace, "%s,%u,%.2f,%.2f,%s\n", t->label, k[i].stream, k[i].start_us, k[i].duration_us, k[i].name);
+    fflush(t->trace);
 }
 
 /* Times two ways of making the same call, alternating them iteration by iteration (same clocks and temperature
@@ -137,6 +151,7 @@ static gg_status time_calls(timer *t, gg_status (*run[2])(void *), void *arg, do
                 if (it < t->warmup) continue;
                 if (spans) {
                     span[k][it - t->warmup] = gg_span_end();
+                    if (t->trace && k == 1 && it == t->warmup + t->iters - 1) write_trace(t);
                 } else {
                     CHECK(cudaEventElapsedTime(&dev[k][it - t->warmup], t->start, t->stop));
                     host[k][it - t->warmup] = h1 - h0;
@@ -189,6 +204,7 @@ int main(int argc, char **argv) {
     gg_ctx *ctx = NULL;
     gg_config config = GG_CONFIG_INIT;
     config.overlap = opt.overlap;
+    config.autotune = opt.autotune;
     if (gg_ctx_create(&config, &ctx) != GG_SUCCESS) {
         fprintf(stderr, "gg_ctx_create: %s\n", gg_last_error(NULL));
         return 1;
@@ -205,7 +221,15 @@ int main(int argc, char **argv) {
     CHECK(cudaEventCreate(&stop));
     timer tm = {stream, flush, flush_bytes, start, stop, malloc(sizeof(float) * 2 * (size_t)opt.iters),
                 malloc(sizeof(double) * 2 * (size_t)opt.iters), malloc(sizeof(double) * 2 * (size_t)opt.iters),
-                opt.iters, opt.warmup, gg_span_init() == 0};
+                opt.iters, opt.warmup, gg_span_init() == 0, NULL, ""};
+    if (opt.trace) {
+        tm.trace = fopen(opt.trace, "a");
+        if (!tm.trace) {
+            fprintf(stderr, "--trace %s: cannot open\n", opt.trace);
+            return 1;
+        }
+        fprintf(tm.trace, "block,mode,index,M,stream,start_us,duration_us,kernel\n");
+    }
     result *results = calloc((size_t)n * 3, sizeof *results);
     int n_results = 0, failures = 0;
 
@@ -256,6 +280,8 @@ int main(int argc, char **argv) {
             free(graph_out);
             failures += !r->correct || !r->bitwise;
             gg_status (*paths[2])(void *) = {eager_call, graph_call};
+            snprintf(tm.label, sizeof tm.label, "%s,%s,%d,%lld", gg_case_block_short(c->block_id),
+                     gg_precision_string(mode), c->index, (long long)c->tokens);
             double device_us[2], host_us[2], span_us[2];
             if (time_calls(&tm, paths, &arg, device_us, host_us, span_us) != GG_SUCCESS) {
                 fprintf(stderr, "%s case %d: %s\n", c->block, c->index, gg_last_error(ctx));
@@ -335,6 +361,7 @@ int main(int argc, char **argv) {
         fclose(json);
     }
     if (csv) fclose(csv);
+    if (tm.trace) fclose(tm.trace);
     if (tm.cupti) gg_span_shutdown();
     free(tm.device_ms);
     free(tm.host_us);

@@ -15,9 +15,10 @@
  *   3. gg_ctx_destroy() releases everything.
  *
  * Plans. The first call with a new shape (block, tokens, dims, precision) builds a plan: cuBLASLt descriptors,
- * the algorithm chosen by the heuristic, and scratch memory. That first call allocates device memory and so may
- * synchronize the device; every later call with the same shape reuses the plan, allocates nothing and queries no
- * heuristic. Call each shape once before timing it or capturing it into a CUDA graph.
+ * the algorithm of each GEMM (with autotune, the fastest of cuBLASLt's best candidates, timed once and remembered
+ * in a cache file), and scratch memory. That first call allocates device memory and synchronizes the device; every
+ * later call with the same shape reuses the plan, allocates nothing and queries no heuristic. Call each shape once
+ * before timing it or capturing it into a CUDA graph (gg_*_graph_create builds its plans before capturing).
  *
  * Errors. Every function that can fail returns a gg_status. On failure nothing has been enqueued and no output
  * has been written; gg_last_error(ctx) returns a message that names the argument and the problem, e.g.
@@ -120,11 +121,18 @@ typedef struct gg_config {
     void *log_user_data;         /* passed to log_fn */
     gg_log_level log_level;      /* default GG_LOG_WARN */
     gg_overlap overlap;          /* default GG_OVERLAP_AUTO */
+    int autotune;                /* nonzero (default): the first plan of each GEMM shape times cuBLASLt's best few
+                                    candidates once and keeps the fastest (docs/performance.md); 0: the heuristic's
+                                    first choice, no timing at plan time */
+    const char *tune_cache_path; /* where autotune choices persist between runs, keyed by GPU, cuBLASLt and driver
+                                    versions. NULL (default): $GG_TUNE_CACHE if set, else
+                                    $XDG_CACHE_HOME/gradgraph/gemm-algos.txt or ~/.cache/gradgraph/gemm-algos.txt;
+                                    "": none (choices live as long as the context). Copied at gg_ctx_create. */
 } gg_config;
 
 #define GG_CONFIG_INIT                                                                                             \
     { sizeof(gg_config), GG_CONFIG_VERSION, 0, (size_t)32 << 20, GG_PRECISION_FP32, NULL, NULL, GG_LOG_WARN,        \
-      GG_OVERLAP_AUTO }
+      GG_OVERLAP_AUTO, 1, NULL }
 
 /* ---------------------------------------------------------------------------------------------------------------
  * Context

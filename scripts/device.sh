@@ -4,7 +4,10 @@
 # On a machine with several GPUs, `multigpu` (part of `all` there) runs the `multigpu` tests and the scaling
 # example for blocks 068 and 073 at their largest cases.
 #
-#   GG_COMMIT=<sha> bash scripts/device.sh [all|tests|bench|multigpu]
+#   GG_COMMIT=<sha> bash scripts/device.sh [all|tests|bench|multigpu|build]
+#
+# `build` only builds (for experiments that run build-device/bench/gg_bench directly). Autotune choices persist in
+# build-device/gemm-algos.txt (GG_TUNE_CACHE): later stages and calls on a warm machine reuse them.
 #
 # The GPU machine has no cmocka: carry/cmocka holds Debian's libcmocka packages unpacked (docs/building.md).
 set -uo pipefail
@@ -14,6 +17,7 @@ cd "$root"
 OUT=${OUT:-$root/out}
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0} # NVLink multicast must stay off on the shared machines
+export GG_TUNE_CACHE=${GG_TUNE_CACHE:-$root/build-device/gemm-algos.txt}
 cmocka=$root/carry/cmocka/usr
 export LD_LIBRARY_PATH=$cmocka/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 arch=${GG_CUDA_ARCH:-90a}
@@ -77,6 +81,7 @@ if { [ "$stage" = all ] && [ "$gpus" -ge 2 ]; } || [ "$stage" = multigpu ]; then
     "GG_COMMIT=<sha> bash scripts/device.sh $stage" "$OUT"/ddp-block*.json && rm -f "$OUT"/ddp-block*.json
 fi
 
+cp "$GG_TUNE_CACHE" "$OUT/gemm-algos.txt" 2>/dev/null
 # At most 8 files come back from the GPU machine: logs, tables and plots go into one archive beside the JSON/CSV.
 tar -C "$OUT" -czf "$OUT/logs.tgz" --exclude=logs.tgz --exclude='*.json' --exclude='*.csv' . 2>/dev/null
 find "$OUT" -maxdepth 1 -type f ! -name '*.json' ! -name '*.csv' ! -name logs.tgz -delete

@@ -8,6 +8,7 @@
 #include "dist.h"
 #include "internal.h"
 #include "plan.h"
+#include "tune_cache.h"
 
 /* Checks a caller's config without touching CUDA, so that a bad config fails the same way on any machine. */
 static gg_status validate_config(const gg_config *c) {
@@ -59,7 +60,26 @@ static void release(gg_ctx *ctx) {
     if (ctx->side) (void)cudaStreamDestroy(ctx->side);
     if (ctx->capture) (void)cudaStreamDestroy(ctx->capture);
     if (ctx->lt) (void)cublasLtDestroy(ctx->lt);
+    if (ctx->tune) gg_tune_cache_close(ctx->tune);
+    free(ctx->tune);
+    ctx->tune = NULL;
     (void)cudaGetLastError();
+}
+
+/* Loads the autotune cache (the caller's path string is copied: the config keeps no pointer to it). */
+static gg_status open_tune_cache(gg_ctx *ctx, const gg_config *config) {
+    ctx->config.tune_cache_path = NULL;
+    if (!config->autotune) return GG_SUCCESS;
+    char buf[4096];
+    const char *path = config->tune_cache_path ? config->tune_cache_path : gg_tune_cache_default_path(buf, sizeof buf);
+    ctx->tune = malloc(sizeof *ctx->tune);
+    if (!ctx->tune || gg_tune_cache_open(ctx->tune, path) != 0)
+        return gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "out of host memory loading the autotune cache");
+    if (ctx->tune->skipped)
+        gg_log(ctx, GG_LOG_WARN, "autotune cache %s: %zu malformed lines ignored", path, ctx->tune->skipped);
+    gg_log(ctx, GG_LOG_INFO, "autotune cache: %s (%zu entries)", ctx->tune->path ? ctx->tune->path : "none",
+           ctx->tune->count);
+    return GG_SUCCESS;
 }
 
 gg_status gg_ctx_create(const gg_config *config, gg_ctx **out) {
@@ -112,6 +132,7 @@ gg_status gg_ctx_create(const gg_config *config, gg_ctx **out) {
     }
     GG_CUDA_GOTO(ctx, cudaMalloc((void **)&ctx->counter, sizeof *ctx->counter), status, fail);
     GG_CUDA_GOTO(ctx, cudaMemset(ctx->counter, 0, sizeof *ctx->counter), status, fail);
+    GG_GOTO(open_tune_cache(ctx, config), status, fail);
     gg_device_leave(saved);
     gg_log(ctx, GG_LOG_INFO, "gradgraph %s: context on device %d (%d SMs), %zu MiB of GEMM workspace",
            gg_version_string(), config->device, ctx->sm_count, ctx->device_bytes >> 20);

@@ -37,6 +37,8 @@ struct gg_ctx {
     gg_plan_cache plans;
     struct gg_graph *graphs; /* live graphs (a list through gg_graph.next), destroyed with the context */
     struct gg_dist *dist;    /* the NCCL communicator and its stream, or NULL (src/dist) */
+    struct gg_tune_cache *tune; /* autotuned GEMM algorithms (src/gemm/tune_cache.h), NULL without autotune */
+    char tune_device[128];      /* the GPU, cuBLASLt and driver part of tune keys ("" until first needed) */
     char last_error[GG_MSG_BYTES];
 };
 

@@ -1,7 +1,11 @@
-/* matmul.c - cuBLASLt plans: descriptors, layouts and the heuristic's algorithm, made once per shape. */
+/* matmul.c - cuBLASLt plans: descriptors, layouts and the algorithm (the heuristic's first, or the fastest of
+ * its best few, timed once and remembered), made once per shape. */
 #include <string.h>
 
 #include "matmul.h"
+#include "tune.h"
+
+#define TUNE_CANDIDATES 8 /* how many of the heuristic's algorithms autotune times */
 
 void gg_gemm_types_for(gg_precision precision, cudaDataType_t *ab_type, cublasComputeType_t *compute) {
     *ab_type = precision == GG_PRECISION_FP16 ? CUDA_R_16F : CUDA_R_32F;
@@ -54,10 +58,11 @@ gg_status gg_matmul_plan(gg_ctx *ctx, const gg_gemm_shape *s, gg_matmul *mm) {
         GG_CUBLAS_GOTO(ctx, cublasLtMatmulPreferenceSetAttribute(pref, align_attrs[i], &align, sizeof align), status,
                        fail);
 
-    cublasLtMatmulHeuristicResult_t result;
+    cublasLtMatmulHeuristicResult_t results[TUNE_CANDIDATES];
     int found = 0;
     GG_CUBLAS_GOTO(ctx,
-                   cublasLtMatmulAlgoGetHeuristic(ctx->lt, mm->op, mm->a, mm->b, mm->d, mm->d, pref, 1, &result, &found),
+                   cublasLtMatmulAlgoGetHeuristic(ctx->lt, mm->op, mm->a, mm->b, mm->d, mm->d, pref, TUNE_CANDIDATES,
+                                                  results, &found),
                    status, fail);
     if (found < 1) {
         status = gg_fail(ctx, GG_ERROR_CUBLAS,
@@ -66,6 +71,10 @@ gg_status gg_matmul_plan(gg_ctx *ctx, const gg_gemm_shape *s, gg_matmul *mm) {
                          (int)s->compute);
         goto fail;
     }
+    cublasLtMatmulHeuristicResult_t result = results[0];
+    /* True fp32 GEMMs (the exact mode, no tensor cores) are not tuned: few candidates, and each run is long. */
+    const int tunable = ctx->tune && found > 1 && !(s->ab_type == CUDA_R_32F && s->compute == CUBLAS_COMPUTE_32F);
+    if (tunable) GG_GOTO(gg_matmul_tune(ctx, s, mm, results, found, &result), status, fail);
     mm->algo = result.algo;
     mm->workspace_bytes = result.workspaceSize;
     (void)cublasLtMatmulPreferenceDestroy(pref);

@@ -1,0 +1,152 @@
+/* tune.c - autotune of one GEMM's algorithm (see tune.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include "tune.h"
+#include "tune_cache.h"
+
+/* The GPU, cuBLASLt and driver part of every key, made once per context. */
+static const char *device_part(gg_ctx *ctx) {
+    if (ctx->tune_device[0]) return ctx->tune_device;
+    struct cudaDeviceProp prop;
+    int driver = 0;
+    if (cudaGetDeviceProperties(&prop, ctx->config.device) != cudaSuccess) {
+        (void)cudaGetLastError();
+        snprintf(prop.name, sizeof prop.name, "unknown");
+        prop.major = prop.minor = 0;
+    }
+    (void)cudaDriverGetVersion(&driver);
+    char name[64]; /* a GPU's name is short; the key must fit GG_TUNE_KEY_BYTES */
+    snprintf(name, sizeof name, "%.63s", prop.name);
+    snprintf(ctx->tune_device, sizeof ctx->tune_device, "%s|sm%d%d|lt%zu|drv%d", name, prop.major, prop.minor,
+             cublasLtGetVersion(), driver);
+    for (char *p = ctx->tune_device; *p; ++p)
+        if (*p == ' ' || *p == '\t') *p = '_';
+    return ctx->tune_device;
+}
+
+static void problem_key(gg_ctx *ctx, const gg_gemm_shape *s, char *key, size_t size) {
+    snprintf(key, size, "%s|%c%c|%lldx%lldx%lld|ld%lld,%lld,%lld|ab%d|d%d|c%d|ws%zu", device_part(ctx),
+             s->trans_a ? 'T' : 'N', s->trans_b ? 'T' : 'N', (long long)s->m, (long long)s->n, (long long)s->k,
+             (long long)s->lda, (long long)s->ldb, (long long)s->ldd, (int)s->ab_type, (int)s->d_type, (int)s->compute,
+             ctx->workspace[0] ? ctx->config.gemm_workspace_bytes : (size_t)0);
+}
+
+static size_t elem_bytes(cudaDataType_t t) { return t == CUDA_R_32F ? 4 : 2; }
+
+/* The cached choice, if cuBLASLt still accepts it for these descriptors. */
+static int from_cache(gg_ctx *ctx, const gg_matmul *mm, const char *key, cublasLtMatmulHeuristicResult_t *chosen) {
+    const gg_tune_entry *e = gg_tune_cache_find(ctx->tune, key);
+    if (!e) return 0;
+    cublasLtMatmulHeuristicResult_t check;
+    memset(&check, 0, sizeof check);
+    memcpy(&check.algo, e->algo, sizeof check.algo);
+    const cublasLtMatmulAlgo_t algo = check.algo;
+    if (cublasLtMatmulAlgoCheck(ctx->lt, mm->op, mm->a, mm->b, mm->d, mm->d, &algo, &check) != CUBLAS_STATUS_SUCCESS ||
+        check.workspaceSize > (ctx->workspace[0] ? ctx->config.gemm_workspace_bytes : 0)) {
+        gg_log(ctx, GG_LOG_WARN, "autotune cache entry %s is not valid here: tuning again", key);
+        return 0;
+    }
+    *chosen = check;
+    chosen->algo = algo;
+    return 1;
+}
+
+typedef struct scratch {
+    void *a, *b, *d;
+    cudaEvent_t start, stop;
+} scratch;
+
+static void scratch_free(scratch *x) {
+    if (x->a) (void)cudaFree(x->a);
+    if (x->b) (void)cudaFree(x->b);
+    if (x->d) (void)cudaFree(x->d);
+    if (x->start) (void)cudaEventDestroy(x->start);
+    if (x->stop) (void)cudaEventDestroy(x->stop);
+    (void)cudaGetLastError();
+}
+
+/* Operands of the problem's sizes, filled with small finite values (0x3c bytes: ~1.06 in fp16, ~0.012 in fp32). */
+static int scratch_alloc(const gg_gemm_shape *s, scratch *x, cudaStream_t stream) {
+    const size_t ab = elem_bytes(s->ab_type);
+    const size_t a_bytes = (size_t)s->lda * (size_t)(s->trans_a ? s->m : s->k) * ab;
+    const size_t b_bytes = (size_t)s->ldb * (size_t)(s->trans_b ? s->k : s->n) * ab;
+    const size_t d_bytes = (size_t)s->ldd * (size_t)s->n * elem_bytes(s->d_type);
+    return cudaMalloc(&x->a, a_bytes) != cudaSuccess || cudaMalloc(&x->b, b_bytes) != cudaSuccess ||
+           cudaMalloc(&x->d, d_bytes) != cudaSuccess || cudaMemsetAsync(x->a, 0x3c, a_bytes, stream) != cudaSuccess ||
+           cudaMemsetAsync(x->b, 0x3c, b_bytes, stream) != cudaSuccess ||
+           cudaEventCreate(&x->start) != cudaSuccess || cudaEventCreate(&x->stop) != cudaSuccess;
+}
+
+/* Mean time of one candidate in microseconds, or a negative value when it does not run. */
+static double time_candidate(gg_ctx *ctx, const gg_matmul *mm, const cublasLtMatmulHeuristicResult_t *c, scratch *x,
+                             cudaStream_t stream) {
+    const float one = 1.0f, zero = 0.0f;
+#define RUN()                                                                                                      \
+    cublasLtMatmul(ctx->lt, mm->op, &one, x->a, mm->a, x->b, mm->b, &zero, x->d, mm->d, x->d, mm->d, &c->algo,        \
+                   ctx->workspace[0], c->workspaceSize, stream)
+    float ms = 0;
+    if (RUN() != CUBLAS_STATUS_SUCCESS || cudaEventRecord(x->start, stream) != cudaSuccess || RUN() != CUBLAS_STATUS_SUCCESS ||
+        cudaEventRecord(x->stop, stream) != cudaSuccess || cudaEventSynchronize(x->stop) != cudaSuccess ||
+        cudaEventElapsedTime(&ms, x->start, x->stop) != cudaSuccess)
+        return -1.0;
+    const int reps = ms > 1.0f ? 1 : 3; /* the first timed run says how long one takes */
+    if (reps > 1) {
+        if (cudaEventRecord(x->start, stream) != cudaSuccess) return -1.0;
+        for (int r = 0; r < reps; ++r)
+            if (RUN() != CUBLAS_STATUS_SUCCESS) return -1.0;
+        if (cudaEventRecord(x->stop, stream) != cudaSuccess || cudaEventSynchronize(x->stop) != cudaSuccess ||
+            cudaEventElapsedTime(&ms, x->start, x->stop) != cudaSuccess)
+            return -1.0;
+    }
+#undef RUN
+    return 1000.0 * (double)ms / reps;
+}
+
+gg_status gg_matmul_tune(gg_ctx *ctx, const gg_gemm_shape *s, const gg_matmul *mm,
+                         const cublasLtMatmulHeuristicResult_t *candidates, int count,
+                         cublasLtMatmulHeuristicResult_t *chosen) {
+    *chosen = candidates[0];
+    char key[GG_TUNE_KEY_BYTES];
+    problem_key(ctx, s, key, sizeof key);
+    if (from_cache(ctx, mm, key, chosen)) return GG_SUCCESS;
+
+    /* The workspace of the caller's stream may be in use by work enqueued earlier: wait for the device first. */
+    scratch x = {0};
+    cudaStream_t stream = ctx->side;
+    if (cudaDeviceSynchronize() != cudaSuccess || scratch_alloc(s, &x, stream)) {
+        gg_log(ctx, GG_LOG_WARN, "autotune of %s skipped (%s): using the heuristic's first algorithm", key,
+               cudaGetErrorString(cudaGetLastError()));
+        scratch_free(&x);
+        return GG_SUCCESS;
+    }
+    double best = -1.0, first = -1.0;
+    int best_index = 0;
+    for (int i = 0; i < count; ++i) {
+        const double us = time_candidate(ctx, mm, &candidates[i], &x, stream);
+        if (i == 0) first = us;
+        if (us > 0 && (best < 0 || us < best)) {
+            best = us;
+            best_index = i;
+        }
+    }
+    (void)cudaStreamSynchronize(stream);
+    scratch_free(&x);
+    if (best < 0) {
+        gg_log(ctx, GG_LOG_WARN, "autotune of %s: no candidate ran; using the heuristic's first algorithm", key);
+        return GG_SUCCESS;
+    }
+    *chosen = candidates[best_index];
+    gg_log(ctx, GG_LOG_INFO, "autotune %s: candidate %d of %d, %.1f us (heuristic's first: %.1f us)", key, best_index,
+           count, best, first);
+    gg_tune_entry e;
+    memset(&e, 0, sizeof e);
+    snprintf(e.key, sizeof e.key, "%s", key);
+    memcpy(e.algo, &chosen->algo, sizeof e.algo);
+    e.workspace_bytes = chosen->workspaceSize;
+    e.us = best;
+    if (gg_tune_cache_put(ctx->tune, &e) != 0 || gg_tune_cache_save(ctx->tune) != 0)
+        gg_log(ctx, GG_LOG_WARN, "autotune cache %s not written: the choice lasts as long as the context",
+               ctx->tune->path ? ctx->tune->path : "(memory)");
+    return GG_SUCCESS;
+}
