@@ -42,9 +42,12 @@ cudaError_t gg_k_ssm_gate_grad(const uint16_t *g, const uint16_t *gate_activated
                                int use_silu_gate, int sm_count, cudaStream_t stream);
 
 /* out[c] = sum over rows r of in[r, c] for an [M,N] matrix (out[c] += ... with accumulate), in fp32 in a fixed
- * order: `chunks` row chunks each write a partial row into partials [chunks, N], then one pass adds them in order. */
+ * order, in one launch: `chunks` row chunks each write a partial row into partials [chunks, N]; per column group the
+ * last chunk to finish adds the partials in order. counters: GG_COL_SUM_COUNTERS device words, 0 between launches
+ * (the kernel resets them); reductions that may run at the same time need their own. */
+#define GG_COL_SUM_COUNTERS 32
 cudaError_t gg_k_col_sum(const void *in, gg_dtype in_type, int64_t M, int64_t N, int chunks, float *partials,
-                         void *out, gg_dtype out_type, int accumulate, cudaStream_t stream);
+                         unsigned *counters, void *out, gg_dtype out_type, int accumulate, cudaStream_t stream);
 /* The chunk count gg_k_col_sum should use for an [M,N] input (a plan stores it: same shape, same bits). */
 int gg_k_col_sum_chunks(int64_t M, int64_t N, int sm_count);
 

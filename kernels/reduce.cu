@@ -1,4 +1,4 @@
-/* reduce.cu - column sums (bias gradients): deterministic two-pass reduction over the rows of an [M,N] matrix. */
+/* reduce.cu - column sums (bias gradients): a deterministic reduction over the rows of an [M,N] matrix, one launch. */
 #include "gg_kernels.h"
 #include "vec.cuh"
 
@@ -15,35 +15,61 @@ __device__ __forceinline__ void store(__nv_bfloat16 *p, int64_t i, float v, bool
     p[i] = __float2bfloat16_rn(acc ? __bfloat162float(p[i]) + v : v);
 }
 
-/* Block (x, y) sums rows [y*rows, (y+1)*rows) of kThreads consecutive columns: a warp reads one row segment. */
-template <typename TIn>
-__global__ void __launch_bounds__(kThreads) col_partial_kernel(const TIn *__restrict__ in, int64_t M, int64_t N,
-                                                               int64_t rows_per_chunk, float *__restrict__ partials) {
-    const int64_t col = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (col >= N) return;
+/* CTA (x, y) sums rows [y*rows, (y+1)*rows) of the column groups x, x + gridDim.x, ... (kThreads consecutive
+ * columns each: a warp reads one row segment) into partials[y]; then the last CTA of column x (counters[x]) adds
+ * the partials of its groups in chunk order and writes out. */
+template <typename TIn, typename TOut>
+__global__ void __launch_bounds__(kThreads) col_sum_kernel(const TIn *__restrict__ in, int64_t M, int64_t N,
+                                                           int64_t rows_per_chunk, float *__restrict__ partials,
+                                                           unsigned *__restrict__ counters, TOut *__restrict__ out,
+                                                           bool accumulate) {
+    __shared__ bool is_last;
+    const int64_t groups = (N + kThreads - 1) / kThreads;
     const int64_t r0 = (int64_t)blockIdx.y * rows_per_chunk;
     const int64_t r1 = r0 + rows_per_chunk < M ? r0 + rows_per_chunk : M;
-    float acc = 0.0f;
-    for (int64_t r = r0; r < r1; ++r) acc += load(in, r * N + col);
-    partials[(int64_t)blockIdx.y * N + col] = acc;
+    for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
+        const int64_t col = g * kThreads + threadIdx.x;
+        if (col >= N) continue;
+        float acc = 0.0f;
+        for (int64_t r = r0; r < r1; ++r) acc += load(in, r * N + col);
+        partials[(int64_t)blockIdx.y * N + col] = acc;
+    }
+    __threadfence(); /* this thread's partials are visible before the counter says so */
+    __syncthreads();
+    if (threadIdx.x == 0) is_last = atomicAdd(&counters[blockIdx.x], 1u) == gridDim.y - 1;
+    __syncthreads();
+    if (!is_last) return;
+    __threadfence();
+    for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
+        const int64_t col = g * kThreads + threadIdx.x;
+        if (col >= N) continue;
+        float acc = 0.0f;
+        for (unsigned c = 0; c < gridDim.y; ++c) acc += __ldcg(&partials[(int64_t)c * N + col]);
+        store(out, col, acc, accumulate);
+    }
+    if (threadIdx.x == 0) counters[blockIdx.x] = 0; /* ready for the next launch */
+}
+
+template <typename TIn, typename TOut>
+cudaError_t launch_col_sum(const void *in, int64_t M, int64_t N, int chunks, float *partials, unsigned *counters,
+                           void *out, bool accumulate, cudaStream_t stream) {
+    const int64_t rows = (M + chunks - 1) / chunks, groups = (N + kThreads - 1) / kThreads;
+    const dim3 grid((unsigned)(groups < GG_COL_SUM_COUNTERS ? groups : GG_COL_SUM_COUNTERS), (unsigned)chunks);
+    col_sum_kernel<TIn, TOut><<<grid, kThreads, 0, stream>>>(static_cast<const TIn *>(in), M, N, rows, partials,
+                                                             counters, static_cast<TOut *>(out), accumulate);
+    return cudaGetLastError();
 }
 
 template <typename TOut>
-__global__ void __launch_bounds__(kThreads) col_finish_kernel(const float *__restrict__ partials, int chunks, int64_t N,
-                                                              TOut *__restrict__ out, bool accumulate) {
-    const int64_t col = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (col >= N) return;
-    float acc = 0.0f;
-    for (int c = 0; c < chunks; ++c) acc += partials[(int64_t)c * N + col];
-    store(out, col, acc, accumulate);
-}
-
-template <typename TIn>
-cudaError_t launch_partial(const void *in, int64_t M, int64_t N, int chunks, float *partials, cudaStream_t stream) {
-    const int64_t rows = (M + chunks - 1) / chunks;
-    const dim3 grid((unsigned)((N + kThreads - 1) / kThreads), (unsigned)chunks);
-    col_partial_kernel<TIn><<<grid, kThreads, 0, stream>>>(static_cast<const TIn *>(in), M, N, rows, partials);
-    return cudaGetLastError();
+cudaError_t dispatch_in(const void *in, gg_dtype in_type, int64_t M, int64_t N, int chunks, float *partials,
+                        unsigned *counters, void *out, bool accumulate, cudaStream_t stream) {
+    switch (in_type) {
+    case GG_DT_F32: return launch_col_sum<float, TOut>(in, M, N, chunks, partials, counters, out, accumulate, stream);
+    case GG_DT_F16: return launch_col_sum<__half, TOut>(in, M, N, chunks, partials, counters, out, accumulate, stream);
+    case GG_DT_BF16:
+        return launch_col_sum<__nv_bfloat16, TOut>(in, M, N, chunks, partials, counters, out, accumulate, stream);
+    default: return cudaErrorInvalidValue;
+    }
 }
 
 } // namespace
@@ -60,24 +86,11 @@ extern "C" int gg_k_col_sum_chunks(int64_t M, int64_t N, int sm_count) {
 }
 
 extern "C" cudaError_t gg_k_col_sum(const void *in, gg_dtype in_type, int64_t M, int64_t N, int chunks,
-                                    float *partials, void *out, gg_dtype out_type, int accumulate,
+                                    float *partials, unsigned *counters, void *out, gg_dtype out_type, int accumulate,
                                     cudaStream_t stream) {
-    cudaError_t err;
-    switch (in_type) {
-    case GG_DT_F32: err = launch_partial<float>(in, M, N, chunks, partials, stream); break;
-    case GG_DT_F16: err = launch_partial<__half>(in, M, N, chunks, partials, stream); break;
-    case GG_DT_BF16: err = launch_partial<__nv_bfloat16>(in, M, N, chunks, partials, stream); break;
-    default: return cudaErrorInvalidValue;
-    }
-    if (err != cudaSuccess) return err;
-    const unsigned grid = (unsigned)((N + kThreads - 1) / kThreads);
     if (out_type == GG_DT_F32)
-        col_finish_kernel<float><<<grid, kThreads, 0, stream>>>(partials, chunks, N, static_cast<float *>(out),
-                                                                accumulate != 0);
-    else if (out_type == GG_DT_BF16)
-        col_finish_kernel<__nv_bfloat16><<<grid, kThreads, 0, stream>>>(
-            partials, chunks, N, static_cast<__nv_bfloat16 *>(out), accumulate != 0);
-    else
-        return cudaErrorInvalidValue;
-    return cudaGetLastError();
+        return dispatch_in<float>(in, in_type, M, N, chunks, partials, counters, out, accumulate != 0, stream);
+    if (out_type == GG_DT_BF16)
+        return dispatch_in<__nv_bfloat16>(in, in_type, M, N, chunks, partials, counters, out, accumulate != 0, stream);
+    return cudaErrorInvalidValue;
 }

@@ -12,6 +12,8 @@
  *   dX  [M,D]: (D x M)     = W1'(D x F)     @ R'(F x M)          m=D n=M k=F  A=W1 N lda=D  B=R N ldb=F
  *   dW1 [F,D]: (D x F)     = X'(D x M)      @ R'(F x M)ᵀ         m=D n=F k=M  A=X N lda=D   B=R T ldb=F
  */
+#include <stdlib.h>
+
 #include "block.h"
 #include "dist.h"
 #include "graph.h"
@@ -25,7 +27,7 @@ enum { T_DB1 = T_EXTRA0, T_DB2 = T_EXTRA1 }; /* block 3 */
 
 enum { GEMM_G, GEMM_DW2, GEMM_DX, GEMM_DW1 };
 /* Scratch: G (fp32, and R in place in fp32/tf32 modes); fp16 copies of the operands in fp16 mode; partial sums. */
-enum { BUF_G, BUF_R16, BUF_DY16, BUF_W2_16, BUF_ACT16, BUF_X16, BUF_W1_16, BUF_PARTIALS };
+enum { BUF_G, BUF_R16, BUF_DY16, BUF_W2_16, BUF_ACT16, BUF_X16, BUF_W1_16, BUF_PARTIALS1, BUF_PARTIALS2 };
 
 #define COMMON_TENSORS(pre_name, act_name)                                                                         \
     [T_DY] = {"grad_output", GG_EXT_TOKENS, GG_EXT_DIM0, 4, 0, 0},                                                 \
@@ -73,8 +75,9 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     if (p->key.block == GG_BLOCK_MLP) {
         p->col_chunks[0] = gg_k_col_sum_chunks(M, D, ctx->sm_count); /* grad_bias2 over dY */
         p->col_chunks[1] = gg_k_col_sum_chunks(M, F, ctx->sm_count); /* grad_bias1 over R */
-        const int64_t a = (int64_t)p->col_chunks[0] * D, b = (int64_t)p->col_chunks[1] * F;
-        p->buffer[BUF_PARTIALS] = gg_plan_take(p, (size_t)(a > b ? a : b) * sizeof(float));
+        /* separate partials: the two sums run at the same time on the two streams */
+        p->buffer[BUF_PARTIALS2] = gg_plan_take(p, (size_t)p->col_chunks[0] * (size_t)D * sizeof(float));
+        p->buffer[BUF_PARTIALS1] = gg_plan_take(p, (size_t)p->col_chunks[1] * (size_t)F * sizeof(float));
     }
     return GG_SUCCESS;
 }
@@ -92,46 +95,58 @@ static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_cal
     gg_dtype r_type = GG_DT_F32;
     const int fp16 = c->precision == GG_PRECISION_FP16;
     gg_status status = GG_SUCCESS;
+    /* LAB: at M <= early_dw2_max_m, dW2 starts on the side stream as soon as its fp16 operands exist. */
+    const char *env = getenv("GG_LAB_FFN_EARLY_DW2_MAX_M");
+    const int early_dw2 = fp16 && env && M <= atoll(env);
     if (fp16) {
-        /* G's operands (dY, W2) are converted on the caller's stream; those needed later (act, X, W1: memory-bound
-         * work) on the side stream, underneath the compute-bound G GEMM. */
-        const struct {
-            int tensor, buffer;
-            const void **operand;
-            int on_side;
-        } conv[] = {{T_ACT, BUF_ACT16, &act, 1}, {T_X, BUF_X16, &x, 1}, {T_W1, BUF_W1_16, &w1, 1},
-                    {T_DY, BUF_DY16, &dy, 0},    {T_W2, BUF_W2_16, &w2, 0}};
-        GG_TRY(gg_stream_handoff(ctx, main, ctx->ev_fork, side));
-        for (size_t i = 0; i < sizeof conv / sizeof conv[0]; ++i) {
-            void *dst = gg_plan_buffer(ctx, p, conv[i].buffer);
-            GG_CUDA_GOTO(ctx,
-                         gg_k_f32_to_f16(t[conv[i].tensor], dst, gg_tensor_elems(c, conv[i].tensor), sms,
-                                         conv[i].on_side ? side : main),
-                         status, join);
-            *conv[i].operand = dst;
-            if (conv[i].tensor == T_W1) GG_GOTO(gg_stream_mark(ctx, side, ctx->ev_conv, main), status, join);
+        /* dY first (both chains read it), then W2 on the caller's stream: G's operands. The operands needed later
+         * (act, X, W1: memory-bound work) are converted on the side stream, underneath the compute-bound G GEMM. */
+        const size_t n_dy = gg_tensor_elems(c, T_DY);
+        dy = gg_plan_buffer(ctx, p, BUF_DY16);
+        GG_CUDA_GOTO(ctx, gg_k_f32_to_f16(t[T_DY], (void *)dy, n_dy, sms, main), status, join);
+        GG_GOTO(gg_stream_handoff(ctx, main, ctx->ev_fork, side), status, join);
+        act = gg_plan_buffer(ctx, p, BUF_ACT16);
+        GG_CUDA_GOTO(ctx, gg_k_f32_to_f16(t[T_ACT], (void *)act, gg_tensor_elems(c, T_ACT), sms, side), status, join);
+        if (early_dw2) {
+            GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW2], act, dy, t[T_DW2], acc, 1, side), status, join);
+            GG_GOTO(gg_dist_grad_ready(ctx, c, side, T_DW2), status, join);
         }
+        x = gg_plan_buffer(ctx, p, BUF_X16);
+        GG_CUDA_GOTO(ctx, gg_k_f32_to_f16(t[T_X], (void *)x, gg_tensor_elems(c, T_X), sms, side), status, join);
+        w1 = gg_plan_buffer(ctx, p, BUF_W1_16);
+        GG_CUDA_GOTO(ctx, gg_k_f32_to_f16(t[T_W1], (void *)w1, gg_tensor_elems(c, T_W1), sms, side), status, join);
+        GG_GOTO(gg_stream_mark(ctx, side, ctx->ev_conv, main), status, join);
+        w2 = gg_plan_buffer(ctx, p, BUF_W2_16);
+        GG_CUDA_GOTO(ctx, gg_k_f32_to_f16(t[T_W2], (void *)w2, gg_tensor_elems(c, T_W2), sms, main), status, join);
         R = gg_plan_buffer(ctx, p, BUF_R16);
         r_type = GG_DT_F16;
+    } else {
+        GG_GOTO(gg_stream_handoff(ctx, main, ctx->ev_fork, side), status, join); /* the side stream reads inputs */
     }
 
     /* G runs alone first; then the side chain (dW2, and dW1 once R exists) overlaps the caller's (gelu', bias sums,
      * dX). Forking before G, so that dW2 and G start together, made graph replay up to 11 % slower on fp32/tf32
      * cases (docs/perf-notes.md, "schedule experiment"). */
+    if (is_mlp) { /* grad_bias2 = column sums of dY: no dependency, off the critical path on the side stream */
+        GG_CUDA_GOTO(ctx,
+                     gg_k_col_sum(t[T_DY], GG_DT_F32, M, D, p->col_chunks[0], gg_plan_buffer(ctx, p, BUF_PARTIALS2),
+                                  ctx->counter + GG_COUNTER_SUM_B, t[T_DB2], GG_DT_F32, acc, side),
+                     status, join);
+        GG_GOTO(gg_dist_grad_ready(ctx, c, side, T_DB2), status, join);
+    }
     GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_G], w2, dy, G, 0, 0, main), status, join);
     GG_GOTO(gg_stream_handoff(ctx, main, ctx->ev_fork, side), status, join);
-    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW2], act, dy, t[T_DW2], acc, 1, side), status, join);
-    GG_GOTO(gg_dist_grad_ready(ctx, c, side, T_DW2), status, join);
+    if (!early_dw2) {
+        GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW2], act, dy, t[T_DW2], acc, 1, side), status, join);
+        GG_GOTO(gg_dist_grad_ready(ctx, c, side, T_DW2), status, join);
+    }
     GG_CUDA_GOTO(ctx, gg_k_gelu_grad(G, t[T_PRE], is_mlp ? NULL : t[T_TANH], R, r_type, (size_t)(M * F), sms, main),
                  status, join);
     if (is_mlp) {
-        float *partials = gg_plan_buffer(ctx, p, BUF_PARTIALS);
         GG_CUDA_GOTO(ctx,
-                     gg_k_col_sum(t[T_DY], GG_DT_F32, M, D, p->col_chunks[0], partials, t[T_DB2], GG_DT_F32, acc, main),
+                     gg_k_col_sum(R, r_type, M, F, p->col_chunks[1], gg_plan_buffer(ctx, p, BUF_PARTIALS1),
+                                  ctx->counter + GG_COUNTER_SUM_A, t[T_DB1], GG_DT_F32, acc, main),
                      status, join);
-        GG_CUDA_GOTO(ctx, gg_k_col_sum(R, r_type, M, F, p->col_chunks[1], partials, t[T_DB1], GG_DT_F32, acc, main),
-                     status, join);
-        GG_GOTO(gg_dist_grad_ready(ctx, c, main, T_DB2), status, join);
         GG_GOTO(gg_dist_grad_ready(ctx, c, main, T_DB1), status, join);
     }
     GG_GOTO(gg_stream_handoff(ctx, main, ctx->ev_mid, side), status, join);

@@ -2,7 +2,7 @@
  * ssm_gate.c - block 4, SSM output projection with gate multiply (gg_ssm_gate_backward), bf16 I/O.
  *
  * Two schedules, chosen by M (see pipeline_chunks_for):
- *  - fork first (small M): caller's stream g = bf16(dY @ W), then the bf16 elementwise chain; side stream from the
+ *  - fork first (small M): side stream g = bf16(dY @ W), then the bf16 elementwise chain; caller's stream from the
  *    start: dW = dYᵀ @ gated and the column sums of dY (grad_bias).
  *  - pipelined (large M): the caller's stream runs the compute-bound GEMMs back to back, g in row chunks and then
  *    dW; the side stream runs the memory-bound chain of each chunk as soon as its g is written (and grad_bias), so
@@ -84,7 +84,8 @@ static cudaError_t chain(gg_ctx *ctx, const gg_block_call *c, const uint16_t *g,
 
 static gg_status bias_sum(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t stream) {
     GG_CUDA_TRY(ctx, gg_k_col_sum(c->t[T_DY], GG_DT_BF16, c->tokens, c->dim0, p->col_chunks[0],
-                                  gg_plan_buffer(ctx, p, BUF_PARTIALS), c->t[T_DB], GG_DT_BF16, c->accumulate, stream));
+                                  gg_plan_buffer(ctx, p, BUF_PARTIALS), ctx->counter + GG_COUNTER_SUM_A, c->t[T_DB],
+                                  GG_DT_BF16, c->accumulate, stream));
     return gg_dist_grad_ready(ctx, c, stream, T_DB);
 }
 
@@ -111,14 +112,15 @@ static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_cal
                 join);
         GG_GOTO(gg_dist_grad_ready(ctx, c, main, T_DW), status, join);
     } else {
-        /* Fork first: dW and the bias sum start with g. Forking after g was measured slower here (079 graph
-         * geomean 80.5 -> 83.0 us): at these sizes the GEMMs share the GPU well. */
-        GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW], t[T_GATED], t[T_DY], t[T_DW], c->accumulate, 1, side), status,
+        /* Fork first: g and its chain (the longer path) on the side stream, which has the higher priority, so they
+         * take the SMs first; dW and the bias sum fill in on the caller's stream. Forking after g was measured
+         * slower (079 graph geomean 80.5 -> 83.0 us): at these sizes the GEMMs share the GPU well. */
+        GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_G], t[T_W], t[T_DY], g, 0, 1, side), status, join);
+        GG_CUDA_GOTO(ctx, chain(ctx, c, g, 0, c->tokens, side), status, join);
+        GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW], t[T_GATED], t[T_DY], t[T_DW], c->accumulate, 0, main), status,
                 join);
-        GG_GOTO(gg_dist_grad_ready(ctx, c, side, T_DW), status, join);
-        GG_GOTO(bias_sum(ctx, p, c, side), status, join);
-        GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_G], t[T_W], t[T_DY], g, 0, 0, main), status, join);
-        GG_CUDA_GOTO(ctx, chain(ctx, c, g, 0, c->tokens, main), status, join);
+        GG_GOTO(gg_dist_grad_ready(ctx, c, main, T_DW), status, join);
+        GG_GOTO(bias_sum(ctx, p, c, main), status, join);
     }
 join:;
     const gg_status joined = gg_stream_handoff(ctx, side, ctx->ev_join, main);

@@ -31,7 +31,7 @@ static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_cal
     void *const *t = c->t;
     float *partials = gg_plan_buffer(ctx, p, BUF_PARTIALS);
     GG_CUDA_TRY(ctx, gg_k_tanh_gate(t[T_GRAD_OUTPUT], t[T_GATE], t[T_HIDDEN], t[T_MASK], t[T_GRAD_RESIDUAL],
-                                    t[T_GRAD_HIDDEN], partials, ctx->counter, t[T_GRAD_GATE], c->accumulate,
+                                    t[T_GRAD_HIDDEN], partials, ctx->counter + GG_COUNTER_TANH_GATE, t[T_GRAD_GATE], c->accumulate,
                                     p->reduce_blocks, c->tokens, c->dim0, s));
     GG_TRY(gg_dist_grad_ready(ctx, c, s, T_GRAD_GATE));
     return gg_dist_finish(ctx, c, s);

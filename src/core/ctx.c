@@ -130,8 +130,8 @@ gg_status gg_ctx_create(const gg_config *config, gg_ctx **out) {
             ctx->device_bytes += config->gemm_workspace_bytes;
         }
     }
-    GG_CUDA_GOTO(ctx, cudaMalloc((void **)&ctx->counter, sizeof *ctx->counter), status, fail);
-    GG_CUDA_GOTO(ctx, cudaMemset(ctx->counter, 0, sizeof *ctx->counter), status, fail);
+    GG_CUDA_GOTO(ctx, cudaMalloc((void **)&ctx->counter, GG_COUNTER_WORDS * sizeof *ctx->counter), status, fail);
+    GG_CUDA_GOTO(ctx, cudaMemset(ctx->counter, 0, GG_COUNTER_WORDS * sizeof *ctx->counter), status, fail);
     GG_GOTO(open_tune_cache(ctx, config), status, fail);
     gg_device_leave(saved);
     gg_log(ctx, GG_LOG_INFO, "gradgraph %s: context on device %d (%d SMs), %zu MiB of GEMM workspace",

@@ -16,7 +16,9 @@
 #include "plan_cache.h"
 
 #define GG_MSG_BYTES 512
-#define GG_GEMM_STREAMS 2 /* GEMMs that may run at once: one per stream, each with its own workspace */
+#define GG_GEMM_STREAMS 2
+/* Slices of ctx->counter: block 1's reduction, and two column sums that may run at once (one per stream). */
+enum { GG_COUNTER_TANH_GATE = 0, GG_COUNTER_SUM_A = 32, GG_COUNTER_SUM_B = 64, GG_COUNTER_WORDS = 96 }; /* GEMMs that may run at once: one per stream, each with its own workspace */
 
 struct gg_ctx {
     gg_config config;
@@ -29,7 +31,8 @@ struct gg_ctx {
     cudaEvent_t ev_conv; /* side -> caller's stream: operands converted on the side stream are ready */
     cudaStream_t capture; /* graphs are captured on this stream, never on the caller's */
     void *workspace[GG_GEMM_STREAMS];
-    unsigned *counter; /* a device word, 0 between kernels: the "last CTA done" counter of one-launch reductions */
+    unsigned *counter; /* GG_COUNTER_WORDS device words, 0 between kernels: the "last CTA done" counters of the
+                          one-launch reductions, one range per reduction that may run concurrently (GG_COUNTER_*) */
     void *scratch; /* one arena shared by all plans; grown (never shrunk) to the largest plan's need */
     size_t scratch_bytes;
     uint64_t scratch_generation; /* bumped whenever the arena moves: graphs captured before must be captured again */

@@ -10,7 +10,7 @@
 #include "matmul.h"
 
 #define GG_PLAN_MAX_GEMMS 4
-#define GG_PLAN_MAX_BUFFERS 8
+#define GG_PLAN_MAX_BUFFERS 10
 
 typedef struct gg_block_plan {
     gg_plan_key key;
