@@ -1,7 +1,6 @@
 /* activation_grad.cu - the elementwise gradient steps between the GEMMs: GELU(tanh)' for blocks 2 and 3, and the
  * gate-multiply chain of block 4 with its bf16 rounding after every op. */
-#include "gg_kernels.h"
-#include "vec.cuh"
+#include "col_sum.cuh"
 
 using namespace gg;
 
@@ -24,21 +23,12 @@ __device__ __forceinline__ void store4(__half *R, int64_t i, float4 r) {
     reinterpret_cast<uint2 *>(R)[i] = packed;
 }
 
-template <bool kSavedTanh, typename TOut>
+template <typename TOut>
 __global__ void __launch_bounds__(kThreads) gelu_grad_kernel(const float4 *__restrict__ G, const float4 *__restrict__ x,
                                                              const float4 *__restrict__ T, TOut *__restrict__ R,
                                                              int64_t n4) {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (int64_t)gridDim.x * blockDim.x) {
-        const float4 g = G[i], xv = x[i];
-        float4 t;
-        if (kSavedTanh) {
-            t = T[i];
-        } else {
-            t.x = tanhf(kGeluC * (xv.x + kGeluA * xv.x * xv.x * xv.x));
-            t.y = tanhf(kGeluC * (xv.y + kGeluA * xv.y * xv.y * xv.y));
-            t.z = tanhf(kGeluC * (xv.z + kGeluA * xv.z * xv.z * xv.z));
-            t.w = tanhf(kGeluC * (xv.w + kGeluA * xv.w * xv.w * xv.w));
-        }
+        const float4 g = G[i], xv = x[i], t = T[i];
         const float4 r = make_float4(g.x * gelu_grad(xv.x, t.x), g.y * gelu_grad(xv.y, t.y), g.z * gelu_grad(xv.z, t.z),
                                      g.w * gelu_grad(xv.w, t.w));
         store4(R, i, r);
@@ -51,12 +41,27 @@ cudaError_t launch_gelu_grad(const float *G, const float *x, const float *T, TOu
     const int64_t n4 = (int64_t)(n / 4); /* n is a multiple of 8: rows are */
     const int grid = grid_for((size_t)n4, sms, 16);
     const float4 *G4 = reinterpret_cast<const float4 *>(G), *x4 = reinterpret_cast<const float4 *>(x);
-    if (T)
-        gelu_grad_kernel<true, TOut><<<grid, kThreads, 0, stream>>>(G4, x4, reinterpret_cast<const float4 *>(T), R, n4);
-    else
-        gelu_grad_kernel<false, TOut><<<grid, kThreads, 0, stream>>>(G4, x4, nullptr, R, n4);
+    gelu_grad_kernel<TOut><<<grid, kThreads, 0, stream>>>(G4, x4, reinterpret_cast<const float4 *>(T), R, n4);
     return cudaGetLastError();
 }
+
+/* Block 3's GELU' as a column-sum row producer: computes and stores R = G * gelu'(x) for four columns and hands the
+ * unrounded fp32 values to the column sum (grad_bias1), so R is never read back. */
+template <typename TOut>
+struct GeluGradRow {
+    static constexpr int V = 4;
+    const float *G, *x;
+    TOut *R;
+    int64_t N;
+    __device__ __forceinline__ void row(int64_t r, int64_t col, float (&v)[V]) const {
+        const int64_t i = r * N + col;
+        const float4 g = __ldcs(reinterpret_cast<const float4 *>(G + i)), xv = __ldcs(reinterpret_cast<const float4 *>(x + i));
+        const float xs[4] = {xv.x, xv.y, xv.z, xv.w}, gs[4] = {g.x, g.y, g.z, g.w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) v[j] = gs[j] * gelu_grad(xs[j], tanhf(kGeluC * (xs[j] + kGeluA * xs[j] * xs[j] * xs[j])));
+        store4(R, i / 4, make_float4(v[0], v[1], v[2], v[3]));
+    }
+};
 
 __global__ void __launch_bounds__(kThreads) ssm_gate_grad_kernel(const bf16x8 *__restrict__ g,
                                                                  const bf16x8 *__restrict__ gate_activated,
@@ -97,6 +102,20 @@ extern "C" cudaError_t gg_k_gelu_grad(const float *G, const float *x, const floa
         return launch_gelu_grad(G, x, tanh_inner, static_cast<__half *>(R), n, sm_count, stream);
     if (r_type == GG_DT_F32)
         return launch_gelu_grad(G, x, tanh_inner, static_cast<float *>(R), n, sm_count, stream);
+    return cudaErrorInvalidValue;
+}
+
+extern "C" cudaError_t gg_k_gelu_grad_col_sum(const float *G, const float *x, void *R, gg_dtype r_type, int64_t M,
+                                              int64_t N, int chunks, float *partials, unsigned *counters,
+                                              float *col_sums, int accumulate, cudaStream_t stream) {
+    if (r_type == GG_DT_F16) {
+        const GeluGradRow<__half> op{G, x, static_cast<__half *>(R), N};
+        return launch_col_sum(op, M, N, chunks, partials, counters, col_sums, accumulate != 0, stream);
+    }
+    if (r_type == GG_DT_F32) {
+        const GeluGradRow<float> op{G, x, static_cast<float *>(R), N};
+        return launch_col_sum(op, M, N, chunks, partials, counters, col_sums, accumulate != 0, stream);
+    }
     return cudaErrorInvalidValue;
 }
 

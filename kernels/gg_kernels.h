@@ -31,10 +31,17 @@ cudaError_t gg_k_tanh_gate(const uint16_t *grad_output, const uint16_t *gate, co
 /* The grid gg_k_tanh_gate uses for M rows on a device with sm_count SMs (also the partials' count). */
 int gg_k_tanh_gate_grid(int64_t M, int64_t H, int sm_count);
 
-/* R = G * gelu'(x), gelu' of the tanh approximation: with T = tanh_inner when given (block 2), else recomputed
- * from x (block 3). G, x, T fp32; R is written as r_type (GG_DT_F32 or GG_DT_F16). n elements. */
+/* Block 2's R = G * gelu'(x), gelu' of the tanh approximation with the saved T = tanh_inner. G, x, T fp32; R is
+ * written as r_type (GG_DT_F32 or GG_DT_F16). n elements. */
 cudaError_t gg_k_gelu_grad(const float *G, const float *x, const float *tanh_inner, void *R, gg_dtype r_type,
                            size_t n, int sm_count, cudaStream_t stream);
+
+/* Block 3's R = G * gelu'(x) (written as r_type; in place over G is fine) and, in the same pass, col_sums[c] =
+ * sum over rows of the fp32 R (grad_bias1; += with accumulate), deterministic as gg_k_col_sum, whose counters and
+ * partials rules apply; chunks from gg_k_col_sum_chunks(M, N, GG_DT_F32, ...). */
+cudaError_t gg_k_gelu_grad_col_sum(const float *G, const float *x, void *R, gg_dtype r_type, int64_t M, int64_t N,
+                                   int chunks, float *partials, unsigned *counters, float *col_sums, int accumulate,
+                                   cudaStream_t stream);
 
 /* Block 4's elementwise chain, bf16 in and out, rounding after every step (see gradgraph.h). n elements. */
 cudaError_t gg_k_ssm_gate_grad(const uint16_t *g, const uint16_t *gate_activated, const uint16_t *ssm_output,
@@ -48,8 +55,8 @@ cudaError_t gg_k_ssm_gate_grad(const uint16_t *g, const uint16_t *gate_activated
 #define GG_COL_SUM_COUNTERS 32
 cudaError_t gg_k_col_sum(const void *in, gg_dtype in_type, int64_t M, int64_t N, int chunks, float *partials,
                          unsigned *counters, void *out, gg_dtype out_type, int accumulate, cudaStream_t stream);
-/* The chunk count gg_k_col_sum should use for an [M,N] input (a plan stores it: same shape, same bits). */
-int gg_k_col_sum_chunks(int64_t M, int64_t N, int sm_count);
+/* The chunk count gg_k_col_sum should use for an [M,N] input of in_type (a plan stores it: same shape, same bits). */
+int gg_k_col_sum_chunks(int64_t M, int64_t N, gg_dtype in_type, int sm_count);
 
 /* out = (half)in, n elements. */
 cudaError_t gg_k_f32_to_f16(const float *in, void *out, size_t n, int sm_count, cudaStream_t stream);

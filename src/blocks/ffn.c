@@ -12,8 +12,6 @@
  *   dX  [M,D]: (D x M)     = W1'(D x F)     @ R'(F x M)          m=D n=M k=F  A=W1 N lda=D  B=R N ldb=F
  *   dW1 [F,D]: (D x F)     = X'(D x M)      @ R'(F x M)ᵀ         m=D n=F k=M  A=X N lda=D   B=R T ldb=F
  */
-#include <stdlib.h>
-
 #include "block.h"
 #include "dist.h"
 #include "graph.h"
@@ -73,8 +71,8 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
         p->buffer[BUF_W1_16] = gg_plan_take(p, (size_t)(F * D) * h);
     }
     if (p->key.block == GG_BLOCK_MLP) {
-        p->col_chunks[0] = gg_k_col_sum_chunks(M, D, ctx->sm_count); /* grad_bias2 over dY */
-        p->col_chunks[1] = gg_k_col_sum_chunks(M, F, ctx->sm_count); /* grad_bias1 over R */
+        p->col_chunks[0] = gg_k_col_sum_chunks(M, D, GG_DT_F32, ctx->sm_count); /* grad_bias2 over dY */
+        p->col_chunks[1] = gg_k_col_sum_chunks(M, F, GG_DT_F32, ctx->sm_count); /* grad_bias1 over R, with gelu' */
         /* separate partials: the two sums run at the same time on the two streams */
         p->buffer[BUF_PARTIALS2] = gg_plan_take(p, (size_t)p->col_chunks[0] * (size_t)D * sizeof(float));
         p->buffer[BUF_PARTIALS1] = gg_plan_take(p, (size_t)p->col_chunks[1] * (size_t)F * sizeof(float));
@@ -95,9 +93,6 @@ static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_cal
     gg_dtype r_type = GG_DT_F32;
     const int fp16 = c->precision == GG_PRECISION_FP16;
     gg_status status = GG_SUCCESS;
-    /* LAB: at M <= early_dw2_max_m, dW2 starts on the side stream as soon as its fp16 operands exist. */
-    const char *env = getenv("GG_LAB_FFN_EARLY_DW2_MAX_M");
-    const int early_dw2 = fp16 && env && M <= atoll(env);
     if (fp16) {
         /* dY first (both chains read it), then W2 on the caller's stream: G's operands. The operands needed later
          * (act, X, W1: memory-bound work) are converted on the side stream, underneath the compute-bound G GEMM. */
@@ -107,10 +102,6 @@ static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_cal
         GG_GOTO(gg_stream_handoff(ctx, main, ctx->ev_fork, side), status, join);
         act = gg_plan_buffer(ctx, p, BUF_ACT16);
         GG_CUDA_GOTO(ctx, gg_k_f32_to_f16(t[T_ACT], (void *)act, gg_tensor_elems(c, T_ACT), sms, side), status, join);
-        if (early_dw2) {
-            GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW2], act, dy, t[T_DW2], acc, 1, side), status, join);
-            GG_GOTO(gg_dist_grad_ready(ctx, c, side, T_DW2), status, join);
-        }
         x = gg_plan_buffer(ctx, p, BUF_X16);
         GG_CUDA_GOTO(ctx, gg_k_f32_to_f16(t[T_X], (void *)x, gg_tensor_elems(c, T_X), sms, side), status, join);
         w1 = gg_plan_buffer(ctx, p, BUF_W1_16);
@@ -136,18 +127,17 @@ static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_cal
     }
     GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_G], w2, dy, G, 0, 0, main), status, join);
     GG_GOTO(gg_stream_handoff(ctx, main, ctx->ev_fork, side), status, join);
-    if (!early_dw2) {
-        GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW2], act, dy, t[T_DW2], acc, 1, side), status, join);
-        GG_GOTO(gg_dist_grad_ready(ctx, c, side, T_DW2), status, join);
-    }
-    GG_CUDA_GOTO(ctx, gg_k_gelu_grad(G, t[T_PRE], is_mlp ? NULL : t[T_TANH], R, r_type, (size_t)(M * F), sms, main),
-                 status, join);
-    if (is_mlp) {
+    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW2], act, dy, t[T_DW2], acc, 1, side), status, join);
+    GG_GOTO(gg_dist_grad_ready(ctx, c, side, T_DW2), status, join);
+    if (is_mlp) { /* R and grad_bias1 in one pass: R is not read back */
         GG_CUDA_GOTO(ctx,
-                     gg_k_col_sum(R, r_type, M, F, p->col_chunks[1], gg_plan_buffer(ctx, p, BUF_PARTIALS1),
-                                  ctx->counter + GG_COUNTER_SUM_A, t[T_DB1], GG_DT_F32, acc, main),
+                     gg_k_gelu_grad_col_sum(G, t[T_PRE], R, r_type, M, F, p->col_chunks[1],
+                                            gg_plan_buffer(ctx, p, BUF_PARTIALS1), ctx->counter + GG_COUNTER_SUM_A,
+                                            t[T_DB1], acc, main),
                      status, join);
         GG_GOTO(gg_dist_grad_ready(ctx, c, main, T_DB1), status, join);
+    } else {
+        GG_CUDA_GOTO(ctx, gg_k_gelu_grad(G, t[T_PRE], t[T_TANH], R, r_type, (size_t)(M * F), sms, main), status, join);
     }
     GG_GOTO(gg_stream_handoff(ctx, main, ctx->ev_mid, side), status, join);
     GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW1], x, R, t[T_DW1], acc, 1, side), status, join);

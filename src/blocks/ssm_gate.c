@@ -1,18 +1,11 @@
 /*
  * ssm_gate.c - block 4, SSM output projection with gate multiply (gg_ssm_gate_backward), bf16 I/O.
  *
- * Two schedules, chosen by M (see pipeline_chunks_for):
- *  - fork first (small M): side stream g = bf16(dY @ W), then the bf16 elementwise chain; caller's stream from the
- *    start: dW = dYᵀ @ gated and the column sums of dY (grad_bias).
- *  - pipelined (large M): the caller's stream runs the compute-bound GEMMs back to back, g in row chunks and then
- *    dW; the side stream runs the memory-bound chain of each chunk as soon as its g is written (and grad_bias), so
- *    the chain's DRAM traffic hides under the GEMMs instead of following them.
- * Column-major view (row-major [r,c] = column-major c x r, ld = c):
+ * Caller's stream: g = bf16(dY @ W), then the bf16 elementwise chain. Side stream, overlapping from the start:
+ * dW = dYᵀ @ gated and the column sums of dY (grad_bias). Column-major view (row-major [r,c] = column-major c x r, ld = c):
  *   g  [M,E]: (E x M) = W'(E x H)      @ dY'(H x M)       m=E n=M k=H  A=W N lda=E      B=dY N ldb=H
  *   dW [H,E]: (E x H) = gated'(E x M)  @ dY'(H x M)ᵀ      m=E n=H k=M  A=gated N lda=E  B=dY T ldb=H
  */
-#include <stdlib.h>
-
 #include "block.h"
 #include "dist.h"
 #include "graph.h"
@@ -20,7 +13,7 @@
 #include "streams.h"
 
 enum { T_DY, T_SSM, T_GATE, T_W, T_GATE_ACT, T_GATED, T_GRAD_SSM, T_GRAD_GATE, T_DW, T_DB };
-enum { GEMM_G, GEMM_DW, GEMM_G_LAST }; /* GEMM_G: all of g, or one chunk; GEMM_G_LAST: the last chunk */
+enum { GEMM_G, GEMM_DW };
 enum { BUF_G, BUF_PARTIALS };
 
 static const gg_tensor_spec tensors[] = {
@@ -36,92 +29,41 @@ static const gg_tensor_spec tensors[] = {
     [T_DB] = {"grad_bias", GG_EXT_ONE, GG_EXT_DIM0, 2, 1, 0},
 };
 
-/* How many row chunks the pipelined schedule uses for M tokens (1: fork first). LAB: GG_LAB_SSM_CHUNK_TOKENS. */
-static int pipeline_chunks_for(int64_t M, int64_t *rows) {
-    const char *env = getenv("GG_LAB_SSM_CHUNK_TOKENS");
-    const int64_t per_chunk = env ? atoll(env) : 8192;
-    int64_t chunks = per_chunk > 0 ? M / per_chunk : 1;
-    if (chunks < 2) {
-        *rows = M;
-        return 1;
-    }
-    if (chunks > 8) chunks = 8;
-    *rows = ((M + chunks - 1) / chunks + 127) / 128 * 128; /* whole 128-row tiles per chunk but the last */
-    return (int)((M + *rows - 1) / *rows);
-}
-
-static gg_gemm_shape g_shape(int64_t rows, int64_t H, int64_t E) {
-    return (gg_gemm_shape){0, 0, E, rows, H, E, H, E, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F};
-}
-
 static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     const int64_t M = p->key.tokens, H = p->key.dim0, E = p->key.dim1;
+    const gg_gemm_shape g = {0, 0, E, M, H, E, H, E, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F};
     const gg_gemm_shape dw = {0, 1, E, H, M, E, H, E, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F};
-    p->pipeline_chunks = pipeline_chunks_for(M, &p->chunk_rows);
-    const gg_gemm_shape g = g_shape(p->chunk_rows, H, E);
     GG_TRY(gg_matmul_plan(ctx, &g, &p->gemm[GEMM_G]));
-    const int64_t last_rows = M - (int64_t)(p->pipeline_chunks - 1) * p->chunk_rows;
-    if (p->pipeline_chunks > 1 && last_rows != p->chunk_rows) {
-        const gg_gemm_shape last = g_shape(last_rows, H, E);
-        GG_TRY(gg_matmul_plan(ctx, &last, &p->gemm[GEMM_G_LAST]));
-    }
     GG_TRY(gg_matmul_plan(ctx, &dw, &p->gemm[GEMM_DW]));
     p->buffer[BUF_G] = gg_plan_take(p, (size_t)(M * E) * 2);
-    p->col_chunks[0] = gg_k_col_sum_chunks(M, H, ctx->sm_count);
+    p->col_chunks[0] = gg_k_col_sum_chunks(M, H, GG_DT_BF16, ctx->sm_count);
     p->buffer[BUF_PARTIALS] = gg_plan_take(p, (size_t)p->col_chunks[0] * (size_t)H * sizeof(float));
     return GG_SUCCESS;
-}
-
-static cudaError_t chain(gg_ctx *ctx, const gg_block_call *c, const uint16_t *g, int64_t row0, int64_t rows,
-                         cudaStream_t stream) {
-    void *const *t = c->t;
-    const size_t off = (size_t)row0 * (size_t)c->dim1; /* elements */
-    return gg_k_ssm_gate_grad(g + off, (const uint16_t *)t[T_GATE_ACT] + off, (const uint16_t *)t[T_SSM] + off,
-                              (const uint16_t *)t[T_GATE] + off, (uint16_t *)t[T_GRAD_SSM] + off,
-                              (uint16_t *)t[T_GRAD_GATE] + off, (size_t)(rows * c->dim1), c->use_silu_gate,
-                              ctx->sm_count, stream);
-}
-
-static gg_status bias_sum(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t stream) {
-    GG_CUDA_TRY(ctx, gg_k_col_sum(c->t[T_DY], GG_DT_BF16, c->tokens, c->dim0, p->col_chunks[0],
-                                  gg_plan_buffer(ctx, p, BUF_PARTIALS), ctx->counter + GG_COUNTER_SUM_A, c->t[T_DB],
-                                  GG_DT_BF16, c->accumulate, stream));
-    return gg_dist_grad_ready(ctx, c, stream, T_DB);
 }
 
 static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main) {
     void *const *t = c->t;
     cudaStream_t side = gg_side_stream(ctx, main, c->precision);
     uint16_t *g = gg_plan_buffer(ctx, p, BUF_G);
+    /* Fork first: dW and the bias sum start with g. Unlike the FFN blocks, forking after g was measured slower
+     * here (079 graph geomean 80.5 -> 83.0 us). Measured and dropped (docs/perf-notes.md): g and its chain on the
+     * high-priority stream instead (small cases 8-19 % slower), and g in row chunks with each chunk's chain
+     * overlapping the next chunk's GEMM (no gain: each kernel holds every SM, so they alternate). */
     GG_TRY(gg_stream_handoff(ctx, main, ctx->ev_fork, side));
     gg_status status = GG_SUCCESS;
-    if (p->pipeline_chunks > 1) {
-        GG_GOTO(bias_sum(ctx, p, c, side), status, join);
-        for (int i = 0; i < p->pipeline_chunks; ++i) {
-            const int last = i == p->pipeline_chunks - 1;
-            const int64_t row0 = (int64_t)i * p->chunk_rows, rows = last ? c->tokens - row0 : p->chunk_rows;
-            const gg_matmul *mm = last && rows != p->chunk_rows ? &p->gemm[GEMM_G_LAST] : &p->gemm[GEMM_G];
-            const size_t off = (size_t)row0 * (size_t)c->dim1;
-            GG_GOTO(gg_matmul_run(ctx, mm, t[T_W], (const uint16_t *)t[T_DY] + (size_t)row0 * (size_t)c->dim0,
-                                  g + off, 0, 0, main),
-                    status, join);
-            GG_GOTO(gg_stream_handoff(ctx, main, ctx->ev_mid, side), status, join); /* chunk i of g is written */
-            GG_CUDA_GOTO(ctx, chain(ctx, c, g, row0, rows, side), status, join);
-        }
-        GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW], t[T_GATED], t[T_DY], t[T_DW], c->accumulate, 0, main), status,
-                join);
-        GG_GOTO(gg_dist_grad_ready(ctx, c, main, T_DW), status, join);
-    } else {
-        /* Fork first: g and its chain (the longer path) on the side stream, which has the higher priority, so they
-         * take the SMs first; dW and the bias sum fill in on the caller's stream. Forking after g was measured
-         * slower (079 graph geomean 80.5 -> 83.0 us): at these sizes the GEMMs share the GPU well. */
-        GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_G], t[T_W], t[T_DY], g, 0, 1, side), status, join);
-        GG_CUDA_GOTO(ctx, chain(ctx, c, g, 0, c->tokens, side), status, join);
-        GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW], t[T_GATED], t[T_DY], t[T_DW], c->accumulate, 0, main), status,
-                join);
-        GG_GOTO(gg_dist_grad_ready(ctx, c, main, T_DW), status, join);
-        GG_GOTO(bias_sum(ctx, p, c, main), status, join);
-    }
+    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW], t[T_GATED], t[T_DY], t[T_DW], c->accumulate, 1, side), status, join);
+    GG_GOTO(gg_dist_grad_ready(ctx, c, side, T_DW), status, join);
+    GG_CUDA_GOTO(ctx,
+                 gg_k_col_sum(t[T_DY], GG_DT_BF16, c->tokens, c->dim0, p->col_chunks[0],
+                              gg_plan_buffer(ctx, p, BUF_PARTIALS), ctx->counter + GG_COUNTER_SUM_A, t[T_DB],
+                              GG_DT_BF16, c->accumulate, side),
+                 status, join);
+    GG_GOTO(gg_dist_grad_ready(ctx, c, side, T_DB), status, join);
+    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_G], t[T_W], t[T_DY], g, 0, 0, main), status, join);
+    GG_CUDA_GOTO(ctx,
+                 gg_k_ssm_gate_grad(g, t[T_GATE_ACT], t[T_SSM], t[T_GATE], t[T_GRAD_SSM], t[T_GRAD_GATE],
+                                    (size_t)(c->tokens * c->dim1), c->use_silu_gate, ctx->sm_count, main),
+                 status, join);
 join:;
     const gg_status joined = gg_stream_handoff(ctx, side, ctx->ev_join, main);
     if (status == GG_SUCCESS) status = joined;
