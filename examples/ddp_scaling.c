@@ -2,7 +2,7 @@
  * ddp_scaling.c - data-parallel scaling of one block's backward on the GPUs of this machine.
  *
  *   ddp_scaling [--block 2|3] [--tokens M] [--gpus N] [--steps S] [--bucket-mib B] [--precision fp16|tf32|fp32]
- *               [--no-overlap] [--json FILE]
+ *               [--no-overlap] [--comm-sms N] [--json FILE]
  *
  * Weak scaling: every rank runs the block's graph on its own shard of M tokens per step, with the parameter
  * gradients all-reduced (averaged) inside the graph. One process, one thread per GPU; the program makes the NCCL
@@ -26,7 +26,7 @@
 #define MAX_GPUS 8
 
 typedef struct options {
-    int block, gpus, steps, overlap;
+    int block, gpus, steps, overlap, comm_sms;
     int64_t tokens;
     size_t bucket_bytes;
     gg_precision precision;
@@ -135,6 +135,7 @@ static void *rank_main(void *arg) {
     gg_dist_config dc = GG_DIST_CONFIG_INIT;
     dc.bucket_bytes = o->bucket_bytes;
     dc.overlap = o->overlap;
+    dc.comm_sms = o->comm_sms;
     CHECK_GG(ctx, gg_dist_attach(ctx, s->comm, &dc)); /* warm-up collective: every rank at once */
     cudaStream_t stream;
     cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
@@ -191,7 +192,7 @@ static double single_gpu_step(const gg_case *c, const options *o) {
 }
 
 static int parse(int argc, char **argv, options *o) {
-    *o = (options){3, 0, 30, 1, 0, (size_t)25 << 20, GG_PRECISION_FP16, NULL};
+    *o = (options){3, 0, 30, 1, GG_DIST_COMM_SMS_DEFAULT, 0, (size_t)25 << 20, GG_PRECISION_FP16, NULL};
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i];
         if (!strcmp(a, "--no-overlap")) { o->overlap = 0; continue; }
@@ -201,6 +202,7 @@ static int parse(int argc, char **argv, options *o) {
         else if (!strcmp(a, "--tokens")) o->tokens = atoll(v);
         else if (!strcmp(a, "--gpus")) o->gpus = atoi(v);
         else if (!strcmp(a, "--steps")) o->steps = atoi(v);
+        else if (!strcmp(a, "--comm-sms")) o->comm_sms = atoi(v);
         else if (!strcmp(a, "--bucket-mib")) o->bucket_bytes = (size_t)atof(v) * 1024 * 1024;
         else if (!strcmp(a, "--json")) o->json = v;
         else if (!strcmp(a, "--precision"))
@@ -214,7 +216,7 @@ int main(int argc, char **argv) {
     options o;
     if (parse(argc, argv, &o)) {
         fprintf(stderr, "usage: %s [--block 2|3] [--tokens M] [--gpus N] [--steps S] [--bucket-mib B] "
-                        "[--precision fp16|tf32|fp32] [--no-overlap] [--json FILE]\n", argv[0]);
+                        "[--precision fp16|tf32|fp32] [--no-overlap] [--comm-sms N] [--json FILE]\n", argv[0]);
         return 2;
     }
     int available = 0;
@@ -275,9 +277,10 @@ int main(int argc, char **argv) {
         FILE *f = fopen(o.json, "w");
         if (!f) { perror(o.json); return 1; }
         fprintf(f, "{\"block\": \"%s\", \"M\": %lld, \"gpus\": %d, \"precision\": \"%s\", \"bucket_bytes\": %zu, "
-                   "\"overlap\": %d, \"steps\": %d, \"step_us_1gpu\": %.2f, \"step_us_ngpu\": %.2f, \"local_step_us_ngpu\": %.2f, "
+                   "\"overlap\": %d, \"comm_sms\": %d, \"steps\": %d, \"step_us_1gpu\": %.2f, \"step_us_ngpu\": %.2f, \"local_step_us_ngpu\": %.2f, "
                    "\"allreduce_us\": %.2f, \"allreduce_hidden_fraction\": %.4f, \"speedup\": %.4f, \"efficiency\": %.4f}\n",
-                c.block, (long long)c.tokens, o.gpus, gg_precision_string(o.precision), o.bucket_bytes, o.overlap, o.steps,
+                c.block, (long long)c.tokens, o.gpus, gg_precision_string(o.precision), o.bucket_bytes, o.overlap,
+                o.comm_sms, o.steps,
                 step1, step, local, ar, hidden, speedup, speedup / o.gpus);
         fclose(f);
     }

@@ -438,7 +438,7 @@ gg_status gg_graph_memory_info(const gg_graph *g, int bucket, gg_graph_memory *o
         add_execs(&g->execs[b], out);
         gg_block_call c = g->shape;
         c.tokens = g->buckets[b];
-        const gg_plan_key key = gg_plan_key_make(c.info->kind, c.precision, c.tokens, c.dim0, c.dim1);
+        const gg_plan_key key = gg_block_plan_key(g->ctx, &c);
         const gg_block_plan *plan = gg_plan_cache_find(&g->ctx->plans, &key);
         if (plan && plan->scratch_bytes > out->scratch_bytes) out->scratch_bytes = plan->scratch_bytes;
     }

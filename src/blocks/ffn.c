@@ -46,9 +46,9 @@ static const gg_tensor_spec mlp_tensors[] = {
     [T_DB2] = {"grad_bias2", GG_EXT_ONE, GG_EXT_DIM0, 4, 1, 0},
 };
 
-static gg_status plan_gemm(gg_ctx *ctx, gg_matmul *mm, gg_precision precision, int trans_b, int64_t m, int64_t n,
-                           int64_t k, int64_t lda, int64_t ldb, int64_t ldd) {
-    gg_gemm_shape s = {0, trans_b, m, n, k, lda, ldb, ldd, CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F};
+static gg_status plan_gemm(gg_ctx *ctx, gg_matmul *mm, gg_precision precision, int sm_target, int trans_b, int64_t m,
+                           int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldd) {
+    gg_gemm_shape s = {0, trans_b, m, n, k, lda, ldb, ldd, CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F, sm_target};
     gg_gemm_types_for(precision, &s.ab_type, &s.compute);
     return gg_matmul_plan(ctx, &s, mm);
 }
@@ -56,10 +56,12 @@ static gg_status plan_gemm(gg_ctx *ctx, gg_matmul *mm, gg_precision precision, i
 static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     const int64_t M = p->key.tokens, D = p->key.dim0, F = p->key.dim1;
     const gg_precision prec = (gg_precision)p->key.precision;
-    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_G], prec, 0, F, M, D, F, D, F));
-    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW2], prec, 1, F, D, M, F, D, F));
-    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DX], prec, 0, D, M, F, D, F, D));
-    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW1], prec, 1, D, F, M, D, F, D));
+    /* G runs before any gradient is final: only the later GEMMs leave SMs to the reductions (syncing graphs). */
+    const int sms = gg_plan_sm_target(ctx, p);
+    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_G], prec, 0, 0, F, M, D, F, D, F));
+    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW2], prec, sms, 1, F, D, M, F, D, F));
+    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DX], prec, sms, 0, D, M, F, D, F, D));
+    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW1], prec, sms, 1, D, F, M, D, F, D));
     p->buffer[BUF_G] = gg_plan_take(p, (size_t)(M * F) * sizeof(float));
     if (prec == GG_PRECISION_FP16) {
         const size_t h = 2; /* sizeof(half) */

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "block.h"
+#include "dist.h"
 
 #include <nvtx3/nvToolsExt.h>
 
@@ -122,8 +123,14 @@ gg_status gg_block_validate(gg_ctx *ctx, const char *fn, gg_block_call *c, gg_pr
     return check_tensors(ctx, fn, c);
 }
 
+gg_plan_key gg_block_plan_key(const gg_ctx *ctx, const gg_block_call *c) {
+    gg_plan_key key = gg_plan_key_make(c->info->kind, c->precision, c->tokens, c->dim0, c->dim1);
+    key.sm_reserve = c->sync_grads ? gg_dist_comm_sms(ctx) : 0;
+    return key;
+}
+
 gg_status gg_block_plan_for(gg_ctx *ctx, const gg_block_call *c, gg_block_plan **out) {
-    const gg_plan_key key = gg_plan_key_make(c->info->kind, c->precision, c->tokens, c->dim0, c->dim1);
+    const gg_plan_key key = gg_block_plan_key(ctx, c);
     return gg_plan_get(ctx, &key, c->info->build, out);
 }
 

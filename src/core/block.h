@@ -70,6 +70,8 @@ gg_status gg_block_validate_shape(gg_ctx *ctx, const char *fn, gg_block_call *ca
 
 /* The cached plan for the call's shape, built on first use (never call this inside a stream capture). */
 gg_status gg_block_plan_for(gg_ctx *ctx, const gg_block_call *call, gg_block_plan **out);
+/* The key of a call's plan: its block, shape and precision, and the SMs it leaves to communication. */
+gg_plan_key gg_block_plan_key(const gg_ctx *ctx, const gg_block_call *call);
 
 /* The eager path: select the device, find the plan, enqueue on stream. The call is already validated. */
 gg_status gg_block_run_eager(gg_ctx *ctx, const gg_block_call *call, cudaStream_t stream);

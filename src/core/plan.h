@@ -32,6 +32,11 @@ void gg_block_plan_destroy(gg_block_plan *plan, void *ctx);
 /* Reserves `bytes` at the end of a plan's scratch layout (256-byte aligned) and returns its offset. */
 size_t gg_plan_take(gg_block_plan *plan, size_t bytes);
 
+/* The SM count a plan's GEMMs that may overlap communication run on: 0 (all) unless the plan reserves SMs. */
+static inline int gg_plan_sm_target(const gg_ctx *ctx, const gg_block_plan *plan) {
+    return plan->key.sm_reserve > 0 ? ctx->sm_count - plan->key.sm_reserve : 0;
+}
+
 /* The device address of one of the plan's buffers in the context's current arena. */
 static inline void *gg_plan_buffer(const gg_ctx *ctx, const gg_block_plan *plan, int index) {
     return (char *)ctx->scratch + plan->buffer[index];

@@ -22,6 +22,7 @@ typedef struct gg_plan_key {
     int64_t tokens;    /* M */
     int64_t dim0;      /* the block's first hidden dim (H or D) */
     int64_t dim1;      /* the second (F or E), 0 when the block has one */
+    int32_t sm_reserve; /* SMs the block's GEMMs leave free for communication (0: none) */
 } gg_plan_key;
 
 gg_plan_key gg_plan_key_make(gg_block_kind block, int precision, int64_t tokens, int64_t dim0, int64_t dim1);

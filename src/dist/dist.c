@@ -19,6 +19,7 @@ int gg_tensor_is_param(const gg_block_call *c, int i) {
 
 int gg_dist_rank(const gg_ctx *ctx) { return ctx && ctx->dist ? ctx->dist->rank : -1; }
 int gg_dist_size(const gg_ctx *ctx) { return ctx && ctx->dist ? ctx->dist->size : 0; }
+int gg_dist_comm_sms(const gg_ctx *ctx) { return ctx->dist ? ctx->dist->config.comm_sms : 0; }
 
 #ifdef GG_HAVE_NCCL
 #include <nccl.h>
@@ -34,6 +35,9 @@ static gg_status check_dist_config(gg_ctx *ctx, const char *fn, const gg_dist_co
     if (c->bucket_bytes < 4096)
         return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: config->bucket_bytes = %zu is below 4096", fn,
                        c->bucket_bytes);
+    if (c->comm_sms < 0 || c->comm_sms > ctx->sm_count / 2)
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: config->comm_sms = %d is outside [0, %d] (half the SMs)",
+                       fn, c->comm_sms, ctx->sm_count / 2);
     return GG_SUCCESS;
 }
 

@@ -32,6 +32,11 @@ gg_status gg_matmul_plan(gg_ctx *ctx, const gg_gemm_shape *s, gg_matmul *mm) {
                    status, fail);
     GG_CUBLAS_GOTO(ctx, cublasLtMatmulDescSetAttribute(mm->op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b),
                    status, fail);
+    if (s->sm_count_target > 0)
+        GG_CUBLAS_GOTO(ctx,
+                       cublasLtMatmulDescSetAttribute(mm->op, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &s->sm_count_target,
+                                                      sizeof s->sm_count_target),
+                       status, fail);
     /* Stored shapes: A is [m,k] or, transposed, [k,m]; B is [k,n] or [n,k]. */
     GG_CUBLAS_GOTO(ctx,
                    cublasLtMatrixLayoutCreate(&mm->a, s->ab_type, (uint64_t)(s->trans_a ? s->k : s->m),

@@ -18,6 +18,7 @@ typedef struct gg_gemm_shape {
     cudaDataType_t ab_type;         /* A and B element type */
     cudaDataType_t d_type;          /* D element type */
     cublasComputeType_t compute;    /* CUBLAS_COMPUTE_32F or CUBLAS_COMPUTE_32F_FAST_TF32 */
+    int sm_count_target;            /* > 0: run on at most this many SMs (the rest left to communication) */
 } gg_gemm_shape;
 
 typedef struct gg_matmul {

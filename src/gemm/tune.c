@@ -26,10 +26,10 @@ static const char *device_part(gg_ctx *ctx) {
 }
 
 static void problem_key(gg_ctx *ctx, const gg_gemm_shape *s, char *key, size_t size) {
-    snprintf(key, size, "%s|%c%c|%lldx%lldx%lld|ld%lld,%lld,%lld|ab%d|d%d|c%d|ws%zu", device_part(ctx),
+    snprintf(key, size, "%s|%c%c|%lldx%lldx%lld|ld%lld,%lld,%lld|ab%d|d%d|c%d|ws%zu|sms%d", device_part(ctx),
              s->trans_a ? 'T' : 'N', s->trans_b ? 'T' : 'N', (long long)s->m, (long long)s->n, (long long)s->k,
              (long long)s->lda, (long long)s->ldb, (long long)s->ldd, (int)s->ab_type, (int)s->d_type, (int)s->compute,
-             ctx->workspace[0] ? ctx->config.gemm_workspace_bytes : (size_t)0);
+             ctx->workspace[0] ? ctx->config.gemm_workspace_bytes : (size_t)0, s->sm_count_target);
 }
 
 static size_t elem_bytes(cudaDataType_t t) { return t == CUDA_R_32F ? 4 : 2; }

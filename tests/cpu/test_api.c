@@ -723,6 +723,12 @@ static void dist_entry_points_check_arguments(void **state) {
     dc.bucket_bytes = 100;
     assert_int_equal(gg_dist_attach(ctx, FAKE(1), &dc), GG_ERROR_INVALID_ARGUMENT);
     assert_message_has(ctx, "config->bucket_bytes = 100 is below 4096");
+    dc = (gg_dist_config)GG_DIST_CONFIG_INIT;
+    dc.comm_sms = 67; /* more than half of the fake device's 132 SMs */
+    assert_int_equal(gg_dist_attach(ctx, FAKE(1), &dc), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "config->comm_sms = 67 is outside [0, 66]");
+    dc.comm_sms = -1;
+    assert_int_equal(gg_dist_attach(ctx, FAKE(1), &dc), GG_ERROR_INVALID_ARGUMENT);
     assert_int_equal(gg_dist_init_env(ctx, NULL, NULL), GG_ERROR_INVALID_ARGUMENT);
     assert_message_has(ctx, "gg_dist_init_env: id_path is NULL");
     unsetenv("RANK");
