@@ -431,12 +431,12 @@ typedef struct gg_dist_config {
     size_t bucket_bytes; /* the largest piece of a gradient reduced in one NCCL call; default 25 MiB */
     int overlap;         /* default 1: reduce each gradient as soon as it is final; 0: all after the backward */
     int bind_cpus;       /* default 1: gg_dist_attach / gg_dist_init_env bind the calling thread near the GPU */
-    int comm_sms;        /* SMs the GEMMs of a gradient-syncing graph leave free, so that NCCL's kernels run
-                            while they do (a GEMM otherwise holds every SM to its end and the reduction waits);
-                            default GG_DIST_COMM_SMS_DEFAULT, 0: none, at most half the GPU's SMs */
+    int comm_sms;        /* SMs the GEMMs of a gradient-syncing graph (after its first) leave free for NCCL's
+                            kernels; at most half the GPU's SMs. Default GG_DIST_COMM_SMS_DEFAULT = 0 (none):
+                            on 2 H200s, 8/16/32 did not hide more of the all-reduce (docs/distributed.md) */
 } gg_dist_config;
 
-#define GG_DIST_COMM_SMS_DEFAULT 16
+#define GG_DIST_COMM_SMS_DEFAULT 0
 
 #define GG_DIST_CONFIG_INIT                                                                                        \
     { sizeof(gg_dist_config), GG_DIST_CONFIG_VERSION, GG_REDUCE_AVERAGE, GG_SYNC_ALL_REDUCE, (size_t)25 << 20, 1, 1,  \

@@ -6,6 +6,8 @@
  *   g  [M,E]: (E x M) = W'(E x H)      @ dY'(H x M)       m=E n=M k=H  A=W N lda=E      B=dY N ldb=H
  *   dW [H,E]: (E x H) = gated'(E x M)  @ dY'(H x M)ᵀ      m=E n=H k=M  A=gated N lda=E  B=dY T ldb=H
  */
+#include <stdlib.h>
+
 #include "block.h"
 #include "dist.h"
 #include "graph.h"
@@ -32,8 +34,13 @@ static const gg_tensor_spec tensors[] = {
 static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     const int64_t M = p->key.tokens, H = p->key.dim0, E = p->key.dim1;
     const int sms = gg_plan_sm_target(ctx, p); /* syncing graphs: SMs left to the reductions */
-    const gg_gemm_shape g = {0, 0, E, M, H, E, H, E, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, sms};
-    const gg_gemm_shape dw = {0, 1, E, H, M, E, H, E, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, sms};
+    /* LAB: split the SMs between the two GEMMs at small M */
+    const char *split_env = getenv("GG_LAB_SSM_SPLIT"), *max_env = getenv("GG_LAB_SSM_SPLIT_MAX_M");
+    const int split = split_env && !sms && (!max_env || M <= atoll(max_env)) ? atoi(split_env) : 0;
+    const gg_gemm_shape g = {0, 0, E, M, H, E, H, E, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F,
+                             split ? split : sms};
+    const gg_gemm_shape dw = {0, 1, E, H, M, E, H, E, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F,
+                              split ? ctx->sm_count - split : sms};
     GG_TRY(gg_matmul_plan(ctx, &g, &p->gemm[GEMM_G]));
     GG_TRY(gg_matmul_plan(ctx, &dw, &p->gemm[GEMM_DW]));
     p->buffer[BUF_G] = gg_plan_take(p, (size_t)(M * E) * 2);
