@@ -6,8 +6,6 @@
  *   g  [M,E]: (E x M) = W'(E x H)      @ dY'(H x M)       m=E n=M k=H  A=W N lda=E      B=dY N ldb=H
  *   dW [H,E]: (E x H) = gated'(E x M)  @ dY'(H x M)ᵀ      m=E n=H k=M  A=gated N lda=E  B=dY T ldb=H
  */
-#include <stdlib.h>
-
 #include "block.h"
 #include "dist.h"
 #include "graph.h"
@@ -15,7 +13,7 @@
 #include "streams.h"
 
 enum { T_DY, T_SSM, T_GATE, T_W, T_GATE_ACT, T_GATED, T_GRAD_SSM, T_GRAD_GATE, T_DW, T_DB };
-enum { GEMM_G, GEMM_DW, GEMM_G_LAST }; /* GEMM_G: all of g, or one chunk (LAB pipeline); GEMM_G_LAST: last chunk */
+enum { GEMM_G, GEMM_DW };
 enum { BUF_G, BUF_PARTIALS };
 
 static const gg_tensor_spec tensors[] = {
@@ -31,100 +29,42 @@ static const gg_tensor_spec tensors[] = {
     [T_DB] = {"grad_bias", GG_EXT_ONE, GG_EXT_DIM0, 2, 1, 0},
 };
 
-/* LAB: pipelined schedule for large M (GG_LAB_SSM_CHUNK_TOKENS rows per chunk, 0/unset: off). */
-static int lab_int(const char *name, int fallback) {
-    const char *v = getenv(name);
-    return v ? atoi(v) : fallback;
-}
-
-static int pipeline_chunks_for(int64_t M, int64_t *rows) {
-    const int64_t per_chunk = lab_int("GG_LAB_SSM_CHUNK_TOKENS", 0);
-    int64_t chunks = per_chunk > 0 ? M / per_chunk : 1;
-    if (chunks < 2) {
-        *rows = M;
-        return 1;
-    }
-    if (chunks > 8) chunks = 8;
-    *rows = ((M + chunks - 1) / chunks + 127) / 128 * 128;
-    return (int)((M + *rows - 1) / *rows);
-}
-
 static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     const int64_t M = p->key.tokens, H = p->key.dim0, E = p->key.dim1;
     const int sms = gg_plan_sm_target(ctx, p); /* syncing graphs: SMs left to the reductions */
-    /* LAB: split the SMs between the two GEMMs at small M */
-    const char *split_env = getenv("GG_LAB_SSM_SPLIT"), *max_env = getenv("GG_LAB_SSM_SPLIT_MAX_M");
-    const int split = split_env && !sms && (!max_env || M <= atoll(max_env)) ? atoi(split_env) : 0;
-    p->pipeline_chunks = pipeline_chunks_for(M, &p->chunk_rows);
-    const int pipe_sms = p->pipeline_chunks > 1 ? lab_int("GG_LAB_SSM_PIPE_SMS", 0) : 0;
-    const gg_gemm_shape g = {0, 0, E, p->chunk_rows, H, E, H, E, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F,
-                             pipe_sms ? pipe_sms : split ? split : sms};
-    const gg_gemm_shape dw = {0, 1, E, H, M, E, H, E, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F,
-                              pipe_sms ? pipe_sms : split ? ctx->sm_count - split : sms};
+    const gg_gemm_shape g = {0, 0, E, M, H, E, H, E, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, sms};
+    const gg_gemm_shape dw = {0, 1, E, H, M, E, H, E, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, sms};
     GG_TRY(gg_matmul_plan(ctx, &g, &p->gemm[GEMM_G]));
     GG_TRY(gg_matmul_plan(ctx, &dw, &p->gemm[GEMM_DW]));
-    const int64_t last_rows = M - (int64_t)(p->pipeline_chunks - 1) * p->chunk_rows;
-    if (p->pipeline_chunks > 1 && last_rows != p->chunk_rows) {
-        gg_gemm_shape last = g;
-        last.n = last_rows;
-        GG_TRY(gg_matmul_plan(ctx, &last, &p->gemm[GEMM_G_LAST]));
-    }
     p->buffer[BUF_G] = gg_plan_take(p, (size_t)(M * E) * 2);
     p->col_chunks[0] = gg_k_col_sum_chunks(M, H, GG_DT_BF16, ctx->sm_count);
     p->buffer[BUF_PARTIALS] = gg_plan_take(p, (size_t)p->col_chunks[0] * (size_t)H * sizeof(float));
     return GG_SUCCESS;
 }
 
-static cudaError_t chain(const gg_block_call *c, const uint16_t *g, int64_t row0, int64_t rows, int sms,
-                         cudaStream_t stream) {
-    void *const *t = c->t;
-    const size_t off = (size_t)row0 * (size_t)c->dim1; /* elements */
-    return gg_k_ssm_gate_grad(g + off, (const uint16_t *)t[T_GATE_ACT] + off, (const uint16_t *)t[T_SSM] + off,
-                              (const uint16_t *)t[T_GATE] + off, (uint16_t *)t[T_GRAD_SSM] + off,
-                              (uint16_t *)t[T_GRAD_GATE] + off, (size_t)(rows * c->dim1), c->use_silu_gate, sms,
-                              stream);
-}
-
-static gg_status bias_sum(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t stream) {
-    GG_CUDA_TRY(ctx, gg_k_col_sum(c->t[T_DY], GG_DT_BF16, c->tokens, c->dim0, p->col_chunks[0],
-                                  gg_plan_buffer(ctx, p, BUF_PARTIALS), ctx->counter + GG_COUNTER_SUM_A, c->t[T_DB],
-                                  GG_DT_BF16, c->accumulate, stream));
-    return gg_dist_grad_ready(ctx, c, stream, T_DB);
-}
-
 static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main) {
     void *const *t = c->t;
     cudaStream_t side = gg_side_stream(ctx, main, c->precision);
     uint16_t *g = gg_plan_buffer(ctx, p, BUF_G);
+    /* Fork first: dW and the bias sum start with g. Unlike the FFN blocks, forking after g was measured slower
+     * here (079 graph geomean 80.5 -> 83.0 us). Measured and dropped (docs/perf-notes.md, "block 4 schedules"):
+     * g and its chain on the high-priority stream; the SMs split between the two GEMMs; g in row chunks with each
+     * chunk's chain on a narrow grid beside the next chunk's GEMM. */
     GG_TRY(gg_stream_handoff(ctx, main, ctx->ev_fork, side));
     gg_status status = GG_SUCCESS;
-    if (p->pipeline_chunks > 1) { /* LAB */
-        const int chain_sms = lab_int("GG_LAB_SSM_CHAIN_SMS", ctx->sm_count);
-        for (int i = 0; i < p->pipeline_chunks; ++i) {
-            const int last = i == p->pipeline_chunks - 1;
-            const int64_t row0 = (int64_t)i * p->chunk_rows, rows = last ? c->tokens - row0 : p->chunk_rows;
-            const gg_matmul *mm = last && rows != p->chunk_rows ? &p->gemm[GEMM_G_LAST] : &p->gemm[GEMM_G];
-            GG_GOTO(gg_matmul_run(ctx, mm, t[T_W], (const uint16_t *)t[T_DY] + (size_t)row0 * (size_t)c->dim0,
-                                  g + (size_t)row0 * (size_t)c->dim1, 0, 0, main),
-                    status, join);
-            GG_GOTO(gg_stream_handoff(ctx, main, ctx->ev_mid, side), status, join);
-            GG_CUDA_GOTO(ctx, chain(c, g, row0, rows, chain_sms, side), status, join);
-        }
-        GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW], t[T_GATED], t[T_DY], t[T_DW], c->accumulate, 0, main), status,
-                join);
-        GG_GOTO(gg_dist_grad_ready(ctx, c, main, T_DW), status, join);
-        GG_GOTO(bias_sum(ctx, p, c, side), status, join);
-    } else {
-        /* Fork first: dW and the bias sum start with g. Unlike the FFN blocks, forking after g was measured slower
-         * here (079 graph geomean 80.5 -> 83.0 us). Measured and dropped (docs/perf-notes.md): g and its chain on
-         * the high-priority stream instead (small cases 8-19 % slower). */
-        GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW], t[T_GATED], t[T_DY], t[T_DW], c->accumulate, 1, side), status,
-                join);
-        GG_GOTO(gg_dist_grad_ready(ctx, c, side, T_DW), status, join);
-        GG_GOTO(bias_sum(ctx, p, c, side), status, join);
-        GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_G], t[T_W], t[T_DY], g, 0, 0, main), status, join);
-        GG_CUDA_GOTO(ctx, chain(c, g, 0, c->tokens, ctx->sm_count, main), status, join);
-    }
+    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW], t[T_GATED], t[T_DY], t[T_DW], c->accumulate, 1, side), status, join);
+    GG_GOTO(gg_dist_grad_ready(ctx, c, side, T_DW), status, join);
+    GG_CUDA_GOTO(ctx,
+                 gg_k_col_sum(t[T_DY], GG_DT_BF16, c->tokens, c->dim0, p->col_chunks[0],
+                              gg_plan_buffer(ctx, p, BUF_PARTIALS), ctx->counter + GG_COUNTER_SUM_A, t[T_DB],
+                              GG_DT_BF16, c->accumulate, side),
+                 status, join);
+    GG_GOTO(gg_dist_grad_ready(ctx, c, side, T_DB), status, join);
+    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_G], t[T_W], t[T_DY], g, 0, 0, main), status, join);
+    GG_CUDA_GOTO(ctx,
+                 gg_k_ssm_gate_grad(g, t[T_GATE_ACT], t[T_SSM], t[T_GATE], t[T_GRAD_SSM], t[T_GRAD_GATE],
+                                    (size_t)(c->tokens * c->dim1), c->use_silu_gate, ctx->sm_count, main),
+                 status, join);
 join:;
     const gg_status joined = gg_stream_handoff(ctx, side, ctx->ev_join, main);
     if (status == GG_SUCCESS) status = joined;
