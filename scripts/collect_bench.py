@@ -21,7 +21,9 @@ for r in bench["results"]:
     blocks.setdefault(r["block"], {"mode": r["mode"], "cases": []})["cases"].append({
         "index": r["index"], "M": r["M"], "median_us": r["graph_span_us"], "sol_us": r["sol_us"],
         "correct": r["correct"] and r["bitwise_equal"], "torch_eager_us": p.get("torch_eager_us"),
-        "torch_compile_us": p.get("torch_compile_us"), "events_us": r["graph_us"] if bench.get("events_valid", True) else None})
+        "torch_compile_us": p.get("torch_compile_us"),
+        "peers_correct": bool(p.get("torch_eager_correct", True)) and bool(p.get("torch_compile_correct", True)),
+        "events_us": r["graph_us"] if bench.get("events_valid", True) else None})
 for b, s in blocks.items():
     cs = sorted(s["cases"], key=lambda c: c["index"])
     s["cases"] = cs
@@ -33,8 +35,15 @@ for b, s in blocks.items():
     s["torch_eager_geomean_us"] = round(te, 2) if te else None
     s["torch_compile_geomean_us"] = round(tc, 2) if tc else None
     s["faster_than_torch_eager"] = sum(1 for c in cs if c["torch_eager_us"] and c["median_us"] < c["torch_eager_us"])
+    s["faster_than_torch_compile"] = sum(1 for c in cs if c["torch_compile_us"] and c["median_us"] < c["torch_compile_us"])
+    best = [min(x for x in (c["torch_eager_us"], c["torch_compile_us"]) if x) if (c["torch_eager_us"] or c["torch_compile_us"]) else None for c in cs]
+    s["faster_than_best_peer"] = sum(1 for c, b in zip(cs, best) if b and c["median_us"] < b)
+    s["peers_correct"] = all(c.get("peers_correct", True) for c in cs)
+    for name, g in (("torch_eager_over_gradgraph", te), ("torch_compile_over_gradgraph", tc)):
+        s[name] = round(g / s["geomean_us"], 3) if g else None
 json.dump({"commit": commit, "command": command, "gpu": bench["gpu"], "timing": "CUPTI kernel span, graph replay, cold L2",
            "blocks": blocks}, open(out, "w"), indent=1)
 for b, s in blocks.items():
     print(f"{b[:12]} {s['mode']}: {s['geomean_us']} us, SOL {100 * s['sol_fraction']:.1f} %, torch eager "
-          f"{s['torch_eager_geomean_us']} us, faster on {s['faster_than_torch_eager']}/{len(s['cases'])}")
+          f"{s['torch_eager_geomean_us']} us, torch.compile {s['torch_compile_geomean_us']} us, faster than the best peer "
+          f"on {s['faster_than_best_peer']}/{len(s['cases'])}")

@@ -55,12 +55,12 @@ fi
 
 if [ "$stage" = all ] || [ "$stage" = bench ]; then
   echo "== timing: eager path and graph replay (CUDA events, cold L2)"
-  "$build/bench/gg_bench" --iters "${GG_ITERS:-20}" --warmup 3 --modes "${GG_MODES:-all}" --overlap "${GG_OVERLAP:-auto}" --json "$OUT/bench.json" \
+  "$build/bench/gg_bench" --iters "${GG_ITERS:-50}" --warmup "${GG_WARMUP:-10}" --modes "${GG_MODES:-all}" --overlap "${GG_OVERLAP:-auto}" --trace "$OUT/trace.csv" --json "$OUT/bench.json" \
     --csv "$OUT/bench.csv" 2> "$OUT/bench-progress.log" | tee "$OUT/bench.txt" || status=1
   python3 scripts/collect_graphs.py "$OUT/bench.json" "$OUT/graphs-h200.json" "${GG_COMMIT:-unknown}" \
     "GG_COMMIT=<sha> bash scripts/device.sh $stage"
   echo "== PyTorch peers (eager${GG_PEERS_COMPILE:+ and torch.compile}, CUDA graphs, cold L2)"
-  PYTHONUNBUFFERED=1 timeout 400 python3 bench/peers/torch_peers.py --iters "${GG_ITERS:-20}" --warmup 3 \
+  PYTHONUNBUFFERED=1 timeout "${GG_PEERS_TIMEOUT:-400}" python3 bench/peers/torch_peers.py --iters "${GG_ITERS:-50}" --warmup "${GG_WARMUP:-10}" \
     ${GG_PEERS_COMPILE:+--compile} --json "$OUT/peers.json" 2> "$OUT/peers-progress.log" | tee "$OUT/peers.txt" || status=1
   python3 scripts/collect_bench.py "$OUT/bench.json" "$OUT/peers.json" "$OUT/bench-h200.json" "${GG_COMMIT:-unknown}" \
     "GG_COMMIT=<sha> bash scripts/device.sh $stage" || true

@@ -12,6 +12,8 @@
 #include <math.h>
 
 #include "gg_ref.h"
+#include <unistd.h>
+
 #include "gpu_test.h"
 
 #define ROUNDS 10
@@ -222,12 +224,65 @@ static void reductions_are_deterministic(void **state) {
     gg_ctx_destroy(ctx);
 }
 
+/* Autotune times cuBLASLt's candidates once per GEMM shape, writes the choice to the cache file, and a second
+ * context reads it back instead of timing again; results stay correct either way. */
+static int tuned_now; /* "autotune <key>: candidate ..." messages: one per GEMM timed */
+
+static void count_tuning(void *user, gg_log_level level, const char *message) {
+    (void)user, (void)level;
+    if (!strncmp(message, "autotune ", 9) && strstr(message, ": candidate ")) ++tuned_now;
+}
+
+static int run_checked(const gg_config *cfg, const gg_case *c) {
+    gg_ctx *ctx = NULL;
+    if (gg_ctx_create(cfg, &ctx) != GG_SUCCESS) fail_msg("gg_ctx_create: %s", gg_last_error(NULL));
+    gg_case_run *r = new_run(c);
+    CUDA_OK(gg_case_prepare(r, 5));
+    CUDA_OK(gg_case_poison(r));
+    tuned_now = 0;
+    GG_OK(ctx, gg_case_execute(r, ctx, GG_PRECISION_FP16));
+    gg_case_verdict v;
+    CUDA_OK(gg_case_check(r, &v));
+    assert_true(v.passed);
+    gg_case_run_destroy(r);
+    gg_ctx_destroy(ctx);
+    return tuned_now;
+}
+
+static void autotune_choices_persist_and_are_reused(void **state) {
+    (void)state;
+    REQUIRE_GPU();
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/gg_tune_test_%d.txt", (int)getpid());
+    remove(path);
+    gg_config cfg = GG_CONFIG_INIT;
+    cfg.tune_cache_path = path;
+    cfg.log_fn = count_tuning;
+    cfg.log_level = GG_LOG_INFO;
+    const gg_case c = small_case(3, 512, 256, 1024, 0);
+    const int first = run_checked(&cfg, &c);
+    assert_true(first > 0); /* the four GEMMs had several candidates: at least one was timed */
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char line[1024];
+    int entries = 0;
+    while (fgets(line, sizeof line, f))
+        if (line[0] != '#') ++entries;
+    fclose(f);
+    assert_int_equal(entries, first);
+    assert_int_equal(run_checked(&cfg, &c), 0); /* every choice read back from the file */
+    cfg.autotune = 0;
+    assert_int_equal(run_checked(&cfg, &c), 0);
+    remove(path);
+}
+
 int main(void) {
     apply_test_filter(); /* GG_TEST_FILTER=pattern runs a subset (e.g. under compute-sanitizer) */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(gpu_reference_matches_cpu_reference),
         cmocka_unit_test(library_matches_reference_small_shapes),
         cmocka_unit_test(reductions_are_deterministic),
+        cmocka_unit_test(autotune_choices_persist_and_are_reused),
         cmocka_unit_test(block1_tanh_gate_all_cases),
         cmocka_unit_test(block2_gelu_ffn_all_cases),
         cmocka_unit_test(block3_mlp_all_cases),
