@@ -7,8 +7,10 @@
  * Weak scaling: every rank runs the block's graph on its own shard of M tokens per step, with the parameter
  * gradients all-reduced (averaged) inside the graph. One process, one thread per GPU; the program makes the NCCL
  * communicators itself and hands them to gradgraph (gg_dist_attach), so it can also time a bare all-reduce.
- * Printed and written as JSON: step time on 1 GPU (no communication), step time on N GPUs, the same graph without
- * communication on N GPUs, the all-reduce alone, the share of the all-reduce hidden behind the backward
+ * Printed and written as JSON: step time on 1 GPU (no communication; measured before and after the N-GPU phase, the
+ * mean is used), step time on N GPUs, the same graph without communication on N GPUs (its steps alternate with
+ * the synced graph's, so both see the same clocks), the all-reduce alone (captured in a CUDA graph like the synced
+ * step's, so no launch gaps inflate it), the share of the all-reduce hidden behind the backward
  * (1 - (step_N - step_local) / allreduce), and the speedup N * step_1 / step_N.
  */
 #include <math.h>
@@ -58,26 +60,33 @@ static int cmp_float(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Median device time (us) of `steps` calls of run(arg), every rank in lockstep (a barrier before each step). */
-static double time_steps(int steps, int (*run)(void *), void *arg, cudaStream_t stream) {
-    float *ms = malloc(sizeof(float) * (size_t)steps);
+/* Median device times (us) of `steps` calls of each of `count` runs, alternating run by run within each step (the
+ * same clocks and temperature for all), every rank in lockstep (a barrier before each call). 0 on success. */
+static int time_steps(int steps, int count, int (*const run[])(void *), void *const arg[], cudaStream_t stream,
+                      double median_us[]) {
+    float *ms = malloc(sizeof(float) * (size_t)(steps * count));
     cudaEvent_t a, b;
     cudaEventCreate(&a);
     cudaEventCreate(&b);
-    for (int i = -3; i < steps; ++i) { /* 3 warm-ups */
-        pthread_barrier_wait(&barrier);
-        cudaEventRecord(a, stream);
-        if (run(arg) != 0) return -1;
-        cudaEventRecord(b, stream);
-        cudaEventSynchronize(b);
-        if (i >= 0) cudaEventElapsedTime(&ms[i], a, b);
+    int rc = 0;
+    for (int i = -3; i < steps && !rc; ++i) { /* 3 warm-ups */
+        for (int k = 0; k < count && !rc; ++k) {
+            pthread_barrier_wait(&barrier);
+            cudaEventRecord(a, stream);
+            rc = run[k](arg[k]);
+            cudaEventRecord(b, stream);
+            cudaEventSynchronize(b);
+            if (i >= 0) cudaEventElapsedTime(&ms[k * steps + i], a, b);
+        }
     }
-    qsort(ms, (size_t)steps, sizeof *ms, cmp_float);
-    const double median = 1000.0 * ms[steps / 2];
+    for (int k = 0; k < count && !rc; ++k) {
+        qsort(ms + k * steps, (size_t)steps, sizeof *ms, cmp_float);
+        median_us[k] = 1000.0 * ms[k * steps + steps / 2];
+    }
     free(ms);
     cudaEventDestroy(a);
     cudaEventDestroy(b);
-    return median;
+    return rc;
 }
 
 typedef struct graph_step {
@@ -98,9 +107,9 @@ typedef struct allreduce_step {
     cudaStream_t stream;
 } allreduce_step;
 
-/* The parameter gradients all-reduced alone, in the same pieces as gradgraph issues them. */
-static int allreduce_step_run(void *p) {
-    allreduce_step *a = p;
+/* The parameter gradients all-reduced alone, in the same pieces as gradgraph issues them (enqueued once, into the
+ * CUDA graph that allreduce_graph_run replays). */
+static int enqueue_allreduce(allreduce_step *a) {
     for (int o = 0; o < a->run->n_out; ++o) {
         const gg_tensor *t = &a->run->out[o];
         if (!t->param) continue;
@@ -111,6 +120,26 @@ static int allreduce_step_run(void *p) {
                 return 1;
     }
     return 0;
+}
+
+typedef struct allreduce_graph {
+    cudaGraphExec_t exec;
+    cudaStream_t stream;
+} allreduce_graph;
+
+static int allreduce_graph_run(void *p) {
+    const allreduce_graph *g = p;
+    return cudaGraphLaunch(g->exec, g->stream) != cudaSuccess;
+}
+
+static int capture_allreduce(allreduce_step *a, cudaGraphExec_t *exec) {
+    cudaGraph_t graph = NULL;
+    if (cudaStreamBeginCapture(a->stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) return 1;
+    const int rc = enqueue_allreduce(a);
+    if (cudaStreamEndCapture(a->stream, &graph) != cudaSuccess || rc) return 1;
+    const int failed = cudaGraphInstantiate(exec, graph, 0) != cudaSuccess;
+    cudaGraphDestroy(graph);
+    return failed;
 }
 
 static gg_graph *make_graph(gg_case_run *run, gg_ctx *ctx, const options *o, int sync) {
@@ -155,11 +184,22 @@ static void *rank_main(void *arg) {
         return NULL;
     }
     allreduce_step ar = {run, s->comm, o->bucket_bytes, stream};
-    s->step_us = time_steps(o->steps, graph_step_run, &synced, stream);
-    s->local_us = time_steps(o->steps, graph_step_run, &local, stream);
-    s->allreduce_us = time_steps(o->steps, allreduce_step_run, &ar, stream);
+    allreduce_graph ag = {NULL, stream};
+    if (capture_allreduce(&ar, &ag.exec)) {
+        fprintf(stderr, "rank %d: capturing the all-reduce failed\n", s->rank);
+        s->failed = 1;
+    }
+    int (*const steps[3])(void *) = {graph_step_run, graph_step_run, allreduce_graph_run};
+    void *const args[3] = {&synced, &local, &ag};
+    double us[3] = {-1, -1, -1};
+    if (!s->failed && time_steps(o->steps, 3, steps, args, stream, us)) s->failed = 1;
+    s->step_us = us[0];
+    s->local_us = us[1];
+    s->allreduce_us = us[2];
     if (gg_dist_check(ctx) != GG_SUCCESS) s->failed = 1;
-    /* teardown in the documented order: graphs, then the communicator (detach), then the context */
+    /* teardown in the documented order: graphs that captured NCCL work, then the communicator (detach), then the
+     * context */
+    if (ag.exec) cudaGraphExecDestroy(ag.exec);
     gg_graph_destroy(synced.graph);
     gg_graph_destroy(local.graph);
     gg_dist_detach(ctx);
@@ -182,7 +222,10 @@ static double single_gpu_step(const gg_case *c, const options *o) {
     gg_case_prepare(run, 77);
     graph_step step = {run, make_graph(run, ctx, o, 0), o->precision};
     pthread_barrier_init(&barrier, NULL, 1);
-    const double us = step.graph ? time_steps(o->steps, graph_step_run, &step, stream) : -1;
+    int (*const run_one[1])(void *) = {graph_step_run};
+    void *const arg_one[1] = {&step};
+    double us = -1;
+    if (step.graph && time_steps(o->steps, 1, run_one, arg_one, stream, &us)) us = -1;
     pthread_barrier_destroy(&barrier);
     gg_graph_destroy(step.graph);
     gg_case_run_destroy(run);
@@ -192,7 +235,7 @@ static double single_gpu_step(const gg_case *c, const options *o) {
 }
 
 static int parse(int argc, char **argv, options *o) {
-    *o = (options){3, 0, 30, 1, GG_DIST_COMM_SMS_DEFAULT, 0, (size_t)25 << 20, GG_PRECISION_FP16, NULL};
+    *o = (options){3, 0, 50, 1, GG_DIST_COMM_SMS_DEFAULT, 0, (size_t)25 << 20, GG_PRECISION_FP16, NULL};
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i];
         if (!strcmp(a, "--no-overlap")) { o->overlap = 0; continue; }
@@ -239,8 +282,8 @@ int main(int argc, char **argv) {
 
     fprintf(stderr, "ddp_scaling: %s, M = %lld tokens per GPU, %s, buckets of %.1f MiB, overlap %s\n", c.block,
             (long long)c.tokens, gg_precision_string(o.precision), o.bucket_bytes / 1048576.0, o.overlap ? "on" : "off");
-    const double step1 = single_gpu_step(&c, &o);
-    fprintf(stderr, "  1 GPU: %.1f us per step\n", step1);
+    const double step1_before = single_gpu_step(&c, &o);
+    fprintf(stderr, "  1 GPU: %.1f us per step\n", step1_before);
 
     ncclComm_t comms[MAX_GPUS];
     int devices[MAX_GPUS];
@@ -264,7 +307,10 @@ int main(int argc, char **argv) {
     }
     pthread_barrier_destroy(&barrier);
     for (int i = 0; i < o.gpus; ++i) ncclCommDestroy(comms[i]); /* after gradgraph's graphs are gone */
-    if (failed || step1 <= 0) return 1;
+    const double step1_after = single_gpu_step(&c, &o); /* again: clocks and temperature drift over a run */
+    fprintf(stderr, "  1 GPU again: %.1f us per step\n", step1_after);
+    const double step1 = 0.5 * (step1_before + step1_after);
+    if (failed || step1_before <= 0 || step1_after <= 0) return 1;
 
     double hidden = ar > 0 ? 1.0 - (step - local) / ar : 1.0;
     hidden = hidden < 0 ? 0 : hidden > 1 ? 1 : hidden;
@@ -277,11 +323,12 @@ int main(int argc, char **argv) {
         FILE *f = fopen(o.json, "w");
         if (!f) { perror(o.json); return 1; }
         fprintf(f, "{\"block\": \"%s\", \"M\": %lld, \"gpus\": %d, \"precision\": \"%s\", \"bucket_bytes\": %zu, "
-                   "\"overlap\": %d, \"comm_sms\": %d, \"steps\": %d, \"step_us_1gpu\": %.2f, \"step_us_ngpu\": %.2f, \"local_step_us_ngpu\": %.2f, "
+                   "\"overlap\": %d, \"comm_sms\": %d, \"steps\": %d, \"step_us_1gpu\": %.2f, \"step_us_1gpu_before\": %.2f, "
+                   "\"step_us_1gpu_after\": %.2f, \"step_us_ngpu\": %.2f, \"local_step_us_ngpu\": %.2f, "
                    "\"allreduce_us\": %.2f, \"allreduce_hidden_fraction\": %.4f, \"speedup\": %.4f, \"efficiency\": %.4f}\n",
                 c.block, (long long)c.tokens, o.gpus, gg_precision_string(o.precision), o.bucket_bytes, o.overlap,
                 o.comm_sms, o.steps,
-                step1, step, local, ar, hidden, speedup, speedup / o.gpus);
+                step1, step1_before, step1_after, step, local, ar, hidden, speedup, speedup / o.gpus);
         fclose(f);
     }
     return 0;
