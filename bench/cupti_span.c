@@ -16,7 +16,7 @@ static uint64_t first_start = UINT64_MAX, last_end = 0;
 static int recording;
 static struct {
     uint64_t start, end;
-    unsigned stream;
+    unsigned device, stream;
     char name[96];
 } kernels[GG_SPAN_MAX_KERNELS];
 static int n_kernels;
@@ -40,6 +40,7 @@ static void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream, uint8_
             kernels[n_kernels].start = k->start;
             kernels[n_kernels].end = k->end;
             kernels[n_kernels].stream = k->streamId;
+            kernels[n_kernels].device = k->deviceId;
             snprintf(kernels[n_kernels].name, sizeof kernels[n_kernels].name, "%s", k->name ? k->name : "?");
             ++n_kernels;
         }
@@ -104,6 +105,7 @@ int gg_span_kernels(gg_span_kernel *out, int max) {
     for (int i = 0; i < n; ++i) {
         memcpy(out[i].name, kernels[i].name, sizeof out[i].name);
         out[i].stream = kernels[i].stream;
+        out[i].device = kernels[i].device;
         out[i].start_us = (double)(kernels[i].start - first_start) / 1000.0;
         out[i].duration_us = (double)(kernels[i].end - kernels[i].start) / 1000.0;
     }

@@ -19,11 +19,12 @@ void gg_span_shutdown(void);
 /* The kernels of the last span (after gg_span_end), in start order: the bench's --trace output. */
 typedef struct gg_span_kernel {
     char name[96];     /* the (mangled) kernel name, truncated */
+    unsigned device;   /* CUDA device ordinal */
     unsigned stream;   /* CUPTI's stream id */
     double start_us;   /* from the span's first kernel start */
     double duration_us;
 } gg_span_kernel;
-#define GG_SPAN_MAX_KERNELS 64
+#define GG_SPAN_MAX_KERNELS 256
 /* Copies up to max kernels into out and returns how many were recorded (at most GG_SPAN_MAX_KERNELS). */
 int gg_span_kernels(gg_span_kernel *out, int max);
 

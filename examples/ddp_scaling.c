@@ -2,7 +2,7 @@
  * ddp_scaling.c - data-parallel scaling of one block's backward on the GPUs of this machine.
  *
  *   ddp_scaling [--block 2|3] [--tokens M] [--gpus N] [--steps S] [--bucket-mib B] [--precision fp16|tf32|fp32]
- *               [--no-overlap] [--comm-sms N] [--json FILE]
+ *               [--no-overlap] [--comm-sms N] [--json FILE] [--trace FILE]
  *
  * Weak scaling: every rank runs the block's graph on its own shard of M tokens per step, with the parameter
  * gradients all-reduced (averaged) inside the graph. One process, one thread per GPU; the program makes the NCCL
@@ -11,7 +11,8 @@
  * mean is used), step time on N GPUs, the same graph without communication on N GPUs (its steps alternate with
  * the synced graph's, so both see the same clocks), the all-reduce alone (captured in a CUDA graph like the synced
  * step's, so no launch gaps inflate it), the share of the all-reduce hidden behind the backward
- * (1 - (step_N - step_local) / allreduce), and the speedup N * step_1 / step_N.
+ * (1 - (step_N - step_local) / allreduce), and the speedup N * step_1 / step_N. --trace writes the kernels of one
+ * synced and one local step on every GPU (CUPTI: device, stream, start, duration, name) as CSV.
  */
 #include <math.h>
 #include <pthread.h>
@@ -24,6 +25,9 @@
 
 #include "case_runner.h"
 #include "gradgraph.h"
+#ifdef GG_HAVE_TRACE
+#include "cupti_span.h"
+#endif
 
 #define MAX_GPUS 8
 
@@ -32,7 +36,7 @@ typedef struct options {
     int64_t tokens;
     size_t bucket_bytes;
     gg_precision precision;
-    const char *json;
+    const char *json, *trace;
 } options;
 
 typedef struct rank_state {
@@ -153,6 +157,38 @@ static gg_graph *make_graph(gg_case_run *run, gg_ctx *ctx, const options *o, int
     return g;
 }
 
+/* One step of g on every rank with CUPTI recording (process-wide: all GPUs); rank 0 appends the kernels to path. */
+static void trace_step(int rank, const char *path, const char *label, graph_step *g, cudaStream_t stream) {
+#ifdef GG_HAVE_TRACE
+    pthread_barrier_wait(&barrier);
+    if (rank == 0) {
+        gg_span_enable(1);
+        gg_span_begin();
+    }
+    pthread_barrier_wait(&barrier);
+    graph_step_run(g);
+    cudaStreamSynchronize(stream);
+    pthread_barrier_wait(&barrier);
+    if (rank == 0) {
+        const double span = gg_span_end();
+        static gg_span_kernel k[GG_SPAN_MAX_KERNELS];
+        const int n = gg_span_kernels(k, GG_SPAN_MAX_KERNELS);
+        gg_span_enable(0);
+        FILE *f = fopen(path, "a");
+        if (f) {
+            for (int i = 0; i < n; ++i)
+                fprintf(f, "%s,%u,%u,%.2f,%.2f,%s\n", label, k[i].device, k[i].stream, k[i].start_us, k[i].duration_us,
+                        k[i].name);
+            fclose(f);
+        }
+        fprintf(stderr, "  traced one %s step: %d kernels, span %.1f us\n", label, n, span);
+    }
+    pthread_barrier_wait(&barrier);
+#else
+    (void)rank, (void)path, (void)label, (void)g, (void)stream;
+#endif
+}
+
 static void *rank_main(void *arg) {
     rank_state *s = arg;
     const options *o = s->opt;
@@ -196,6 +232,8 @@ static void *rank_main(void *arg) {
     s->step_us = us[0];
     s->local_us = us[1];
     s->allreduce_us = us[2];
+    if (!s->failed && o->trace) trace_step(s->rank, o->trace, "synced", &synced, stream);
+    if (!s->failed && o->trace) trace_step(s->rank, o->trace, "local", &local, stream);
     if (gg_dist_check(ctx) != GG_SUCCESS) s->failed = 1;
     /* teardown in the documented order: graphs that captured NCCL work, then the communicator (detach), then the
      * context */
@@ -235,7 +273,7 @@ static double single_gpu_step(const gg_case *c, const options *o) {
 }
 
 static int parse(int argc, char **argv, options *o) {
-    *o = (options){3, 0, 50, 1, GG_DIST_COMM_SMS_DEFAULT, 0, (size_t)25 << 20, GG_PRECISION_FP16, NULL};
+    *o = (options){3, 0, 50, 1, GG_DIST_COMM_SMS_DEFAULT, 0, (size_t)25 << 20, GG_PRECISION_FP16, NULL, NULL};
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i];
         if (!strcmp(a, "--no-overlap")) { o->overlap = 0; continue; }
@@ -248,6 +286,7 @@ static int parse(int argc, char **argv, options *o) {
         else if (!strcmp(a, "--comm-sms")) o->comm_sms = atoi(v);
         else if (!strcmp(a, "--bucket-mib")) o->bucket_bytes = (size_t)atof(v) * 1024 * 1024;
         else if (!strcmp(a, "--json")) o->json = v;
+        else if (!strcmp(a, "--trace")) o->trace = v;
         else if (!strcmp(a, "--precision"))
             o->precision = !strcmp(v, "fp32") ? GG_PRECISION_FP32 : !strcmp(v, "tf32") ? GG_PRECISION_TF32 : GG_PRECISION_FP16;
         else return 1;
@@ -259,7 +298,7 @@ int main(int argc, char **argv) {
     options o;
     if (parse(argc, argv, &o)) {
         fprintf(stderr, "usage: %s [--block 2|3] [--tokens M] [--gpus N] [--steps S] [--bucket-mib B] "
-                        "[--precision fp16|tf32|fp32] [--no-overlap] [--comm-sms N] [--json FILE]\n", argv[0]);
+                        "[--precision fp16|tf32|fp32] [--no-overlap] [--comm-sms N] [--json FILE] [--trace FILE]\n", argv[0]);
         return 2;
     }
     int available = 0;
@@ -279,6 +318,14 @@ int main(int argc, char **argv) {
         if (cases[i].block_id == o.block && cases[i].tokens > c.tokens) c = cases[i];
     if (o.tokens > 0) c.tokens = o.tokens;
     setenv("NCCL_NVLS_ENABLE", "0", 0);
+#ifdef GG_HAVE_TRACE
+    if (o.trace) {
+        FILE *f = fopen(o.trace, "w");
+        if (!f || gg_span_init() != 0) { fprintf(stderr, "--trace %s: cannot trace\n", o.trace); return 1; }
+        fprintf(f, "step,device,stream,start_us,duration_us,kernel\n");
+        fclose(f);
+    }
+#endif
 
     fprintf(stderr, "ddp_scaling: %s, M = %lld tokens per GPU, %s, buckets of %.1f MiB, overlap %s\n", c.block,
             (long long)c.tokens, gg_precision_string(o.precision), o.bucket_bytes / 1048576.0, o.overlap ? "on" : "off");
