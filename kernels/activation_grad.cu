@@ -28,7 +28,7 @@ __global__ void __launch_bounds__(kThreads) gelu_grad_kernel(const float4 *__res
                                                              const float4 *__restrict__ T, TOut *__restrict__ R,
                                                              int64_t n4) {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (int64_t)gridDim.x * blockDim.x) {
-        const float4 g = __ldcs(&G[i]), xv = __ldcs(&x[i]), t = __ldcs(&T[i]);
+        const float4 g = G[i], xv = x[i], t = T[i];
         const float4 r = make_float4(g.x * gelu_grad(xv.x, t.x), g.y * gelu_grad(xv.y, t.y), g.z * gelu_grad(xv.z, t.z),
                                      g.w * gelu_grad(xv.w, t.w));
         store4(R, i, r);
@@ -71,11 +71,10 @@ __global__ void __launch_bounds__(kThreads) ssm_gate_grad_kernel(const bf16x8 *_
                                                                  bf16x8 *__restrict__ grad_gate, int64_t n_vec,
                                                                  int use_silu_gate) {
     for (int64_t v = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; v < n_vec; v += (int64_t)gridDim.x * blockDim.x) {
-        const bf16x8 gv = load_stream(&g[v]), ga = load_stream(&gate_activated[v]);
-        const bf16x8 so = load_stream(&ssm_output[v]);
+        const bf16x8 gv = g[v], ga = gate_activated[v], so = ssm_output[v];
         bf16x8 gs, gg;
         bf16x8 gt;
-        if (use_silu_gate) gt = load_stream(&gate[v]);
+        if (use_silu_gate) gt = gate[v];
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
             const float gj = bf(gv.v[j]);
@@ -90,8 +89,8 @@ __global__ void __launch_bounds__(kThreads) ssm_gate_grad_kernel(const bf16x8 *_
                 gg.v[j] = __float2bfloat16_rn(a);
             }
         }
-        store_stream(&grad_ssm_output[v], gs);
-        store_stream(&grad_gate[v], gg);
+        grad_ssm_output[v] = gs;
+        grad_gate[v] = gg;
     }
 }
 

@@ -30,11 +30,11 @@ __global__ void __launch_bounds__(kThreads) tanh_gate_kernel(const bf16x8 *__res
         for (int64_t v = threadIdx.x; v < vec_per_row; v += 2 * kThreads) {
             const bool second = v + kThreads < vec_per_row;
             bf16x8 go[2], hs[2];
-            go[0] = load_stream(&grad_output[base + v]);
-            hs[0] = load_stream(&hidden_states[base + v]);
+            go[0] = grad_output[base + v];
+            hs[0] = hidden_states[base + v];
             if (second) {
-                go[1] = load_stream(&grad_output[base + v + kThreads]);
-                hs[1] = load_stream(&hidden_states[base + v + kThreads]);
+                go[1] = grad_output[base + v + kThreads];
+                hs[1] = hidden_states[base + v + kThreads];
             }
 #pragma unroll
             for (int k = 0; k < 2; ++k) {
@@ -46,8 +46,8 @@ __global__ void __launch_bounds__(kThreads) tanh_gate_kernel(const bf16x8 *__res
                     gh.v[j] = __float2bfloat16_rn(rbf(g * t) * m);
                     acc += g * rbf(bf(hs[k].v[j]) * m);
                 }
-                store_stream(&grad_residual[base + v + k * kThreads], go[k]);
-                store_stream(&grad_hidden_states[base + v + k * kThreads], gh);
+                grad_residual[base + v + k * kThreads] = go[k];
+                grad_hidden_states[base + v + k * kThreads] = gh;
             }
         }
     }

@@ -15,18 +15,6 @@ struct alignas(16) bf16x8 {
     __nv_bfloat16 v[8];
 };
 
-/* Streaming (evict-first) 16-byte load and store: for data read once or written and not read back here, so it does
- * not displace what the next kernel will read from L2. */
-__device__ __forceinline__ bf16x8 load_stream(const bf16x8 *p) {
-    const uint4 u = __ldcs(reinterpret_cast<const uint4 *>(p));
-    bf16x8 v;
-    *reinterpret_cast<uint4 *>(&v) = u;
-    return v;
-}
-__device__ __forceinline__ void store_stream(bf16x8 *p, const bf16x8 &v) {
-    __stcs(reinterpret_cast<uint4 *>(p), *reinterpret_cast<const uint4 *>(&v));
-}
-
 __device__ __forceinline__ float bf(__nv_bfloat16 x) { return __bfloat162float(x); }
 /* Round to bf16 (nearest, ties to even) and back: what a bf16 framework does after every elementwise op. */
 __device__ __forceinline__ float rbf(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
