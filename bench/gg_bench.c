@@ -8,7 +8,8 @@
  * Per case and precision mode (--modes fast: only FP16 for the fp32 blocks): a correctness check of the eager path
  * against the float64 reference (the spec's rule); a graph for exactly that M, whose first replay must equal the
  * eager outputs bit for bit; then for each path `warmup` untimed and `iters` timed calls, each after writing 2x
- * the L2 size (cold L2). Device time: CUDA events around the call on the caller's stream (what a training loop
+ * the L2 size (cold L2), with the inputs at a different address each call (three copies of them, rotated: the
+ * graph keeps one executable per pointer set, so no call pays a rebinding). Device time: CUDA events around the call on the caller's stream (what a training loop
  * sees, host launch gaps included); CUPTI span: first kernel start to last kernel end of the call, any stream (the
  * published protocol's measure). Host time: the wall time of the call itself (launch cost). Medians reported.
  * Progress on stderr, table on stdout. --trace appends, per case, the kernels of the last timed graph replay (name,
@@ -174,20 +175,53 @@ static gg_status time_calls(timer *t, gg_status (*run[2])(void *), void *arg, do
     return GG_SUCCESS;
 }
 
+#define INPUT_COPIES 3 /* input sets rotated between timed calls (the graph keeps 4 executables per bucket) */
+
 typedef struct call_arg {
     gg_case_run *run;
     gg_ctx *ctx;
     gg_graph *graph;
     gg_precision mode;
+    void *copies[INPUT_COPIES][GG_RUN_MAX_TENSORS]; /* NULL: no rotation (the checked calls) */
+    unsigned calls;
 } call_arg;
+
+/* Copies of every input at fresh addresses, for the timed calls. */
+static void make_copies(call_arg *a) {
+    for (int k = 0; k < INPUT_COPIES; ++k)
+        for (int i = 0; i < a->run->n_in; ++i) {
+            const gg_tensor *t = &a->run->in[i];
+            const size_t bytes = (size_t)(t->rows * t->cols) * t->elem;
+            CHECK(cudaMalloc(&a->copies[k][i], bytes));
+            CHECK(cudaMemcpy(a->copies[k][i], t->dev, bytes, cudaMemcpyDeviceToDevice));
+        }
+}
+
+static void free_copies(call_arg *a, void *const originals[]) {
+    for (int i = 0; i < a->run->n_in; ++i) a->run->in[i].dev = originals[i];
+    for (int k = 0; k < INPUT_COPIES; ++k)
+        for (int i = 0; i < a->run->n_in; ++i) {
+            cudaFree(a->copies[k][i]);
+            a->copies[k][i] = NULL;
+        }
+}
+
+/* Before each timed call: the next input set. */
+static void rotate_inputs(call_arg *a) {
+    if (!a->copies[0][0]) return;
+    const unsigned k = a->calls++ % INPUT_COPIES;
+    for (int i = 0; i < a->run->n_in; ++i) a->run->in[i].dev = a->copies[k][i];
+}
 
 static gg_status eager_call(void *p) {
     call_arg *a = p;
+    rotate_inputs(a);
     return gg_case_execute(a->run, a->ctx, a->mode);
 }
 
 static gg_status graph_call(void *p) {
     call_arg *a = p;
+    rotate_inputs(a);
     return gg_case_graph_run(a->run, a->graph, a->mode);
 }
 
@@ -248,7 +282,7 @@ int main(int argc, char **argv) {
             r->c = c;
             r->mode = mode;
             r->sol_us = gg_case_sol_us_h200(c);
-            call_arg arg = {run, ctx, NULL, mode};
+            call_arg arg = {run, ctx, NULL, mode, {{0}}, 0};
             /* correctness of the eager path, then the graph's first replay against it, bit for bit */
             CHECK(gg_case_poison(run));
             if (eager_call(&arg) != GG_SUCCESS) {
@@ -279,6 +313,9 @@ int main(int argc, char **argv) {
             free(eager_out);
             free(graph_out);
             failures += !r->correct || !r->bitwise;
+            void *originals[GG_RUN_MAX_TENSORS];
+            for (int t = 0; t < run->n_in; ++t) originals[t] = run->in[t].dev;
+            make_copies(&arg);
             gg_status (*paths[2])(void *) = {eager_call, graph_call};
             snprintf(tm.label, sizeof tm.label, "%s,%s,%d,%lld", gg_case_block_short(c->block_id),
                      gg_precision_string(mode), c->index, (long long)c->tokens);
@@ -293,6 +330,7 @@ int main(int argc, char **argv) {
             r->graph_host_us = host_us[1];
             r->eager_span_us = span_us[0];
             r->graph_span_us = span_us[1];
+            free_copies(&arg, originals);
             gg_graph_destroy(arg.graph);
             fprintf(stderr,
                     "[%s %s] case %2d M=%6lld: eager %9.1f us (host %6.1f) graph %9.1f us (host %5.1f, kernels %9.1f) "
