@@ -27,7 +27,7 @@ uint64_t gg_plan_key_hash(const gg_plan_key *key) {
 
 int gg_plan_key_equal(const gg_plan_key *a, const gg_plan_key *b) {
     return a->block == b->block && a->precision == b->precision && a->tokens == b->tokens && a->dim0 == b->dim0 &&
-           a->dim1 == b->dim1;
+           a->dim1 == b->dim1 && a->sm_reserve == b->sm_reserve;
 }
 
 void gg_plan_cache_init(gg_plan_cache *cache, gg_plan_destroy_fn destroy, void *user_data) {

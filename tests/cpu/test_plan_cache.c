@@ -23,10 +23,12 @@ static void key_equal_for_same_fields(void **state) {
 static void key_differs_in_every_field(void **state) {
     (void)state;
     const gg_plan_key base = gg_plan_key_make(GG_BLOCK_MLP, 3, 4096, 2048, 8192);
+    gg_plan_key reserving = base; /* a syncing graph's plan leaves SMs to communication: a different plan */
+    reserving.sm_reserve = 16;
     const gg_plan_key other[] = {
         gg_plan_key_make(GG_BLOCK_GELU_FFN, 3, 4096, 2048, 8192), gg_plan_key_make(GG_BLOCK_MLP, 2, 4096, 2048, 8192),
         gg_plan_key_make(GG_BLOCK_MLP, 3, 4097, 2048, 8192),      gg_plan_key_make(GG_BLOCK_MLP, 3, 4096, 2056, 8192),
-        gg_plan_key_make(GG_BLOCK_MLP, 3, 4096, 2048, 8200),
+        gg_plan_key_make(GG_BLOCK_MLP, 3, 4096, 2048, 8200),      reserving,
     };
     for (size_t i = 0; i < sizeof other / sizeof other[0]; ++i) {
         assert_false(gg_plan_key_equal(&base, &other[i]));
