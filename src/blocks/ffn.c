@@ -4,7 +4,8 @@
  * also reduces the two bias gradients. The two tensor tables share the order of their common tensors.
  *
  * Order: on the caller's stream G = dY @ W2, then R = G * gelu'(x) and dX = R @ W1; on the side stream, once G
- * is done, dW2 = dYᵀ @ act and, once R is ready, dW1 = Rᵀ @ X (the measured best schedule: see enqueue).
+ * is done, dW2 = dYᵀ @ act and, once R is ready, dW1 = Rᵀ @ X (the measured best schedule: see enqueue). Block 3
+ * sums grad_bias2 on the side stream before G and grad_bias1 in the same pass that writes R.
  *
  * Column-major view of the row-major tensors (a row-major [r,c] matrix is column-major c x r, ld = c):
  *   G   [M,F]: G'(F x M)   = W2'(F x D)     @ dY'(D x M)         m=F n=M k=D  A=W2 N lda=F  B=dY N ldb=D
@@ -97,7 +98,8 @@ static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_cal
     gg_status status = GG_SUCCESS;
     if (fp16) {
         /* dY first (both chains read it), then W2 on the caller's stream: G's operands. The operands needed later
-         * (act, X, W1: memory-bound work) are converted on the side stream, underneath the compute-bound G GEMM. */
+         * (act, X, W1) are converted on the side stream, in whatever SMs the caller's stream leaves free. (They do
+         * not run underneath the G GEMM: a cuBLASLt GEMM holds every SM to its end — docs/perf-notes.md.) */
         const size_t n_dy = gg_tensor_elems(c, T_DY);
         dy = gg_plan_buffer(ctx, p, BUF_DY16);
         GG_CUDA_GOTO(ctx, gg_k_f32_to_f16(t[T_DY], (void *)dy, n_dy, sms, main), status, join);
