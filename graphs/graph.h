@@ -37,9 +37,18 @@ gg_status gg_graph_run_device_call(gg_graph *graph, gg_block_call *call, gg_prec
 gg_status gg_check_graph_call(gg_graph *graph, const gg_block_info *info, const char *fn, const void *desc,
                               const void *args);
 
-/* The three public graph entry points of a block, from its pack function: gg_<block>_graph_create/_run/_run_device.
- * PRECISION is the desc's precision request (an expression of `desc`). */
-#define GG_GRAPH_ENTRY_POINTS(block, PRECISION)                                                                    \
+/* The four public entry points of a block, from its pack function and its gg_<block>_info: the eager
+ * gg_<block>_backward and gg_<block>_graph_create/_run/_run_device. PRECISION is the desc's precision request (an
+ * expression of `desc`). */
+#define GG_BLOCK_ENTRY_POINTS(block, PRECISION)                                                                    \
+    gg_status gg_##block##_backward(gg_ctx *ctx, const gg_##block##_desc *desc, const gg_##block##_args *args,     \
+                                    gg_stream stream) {                                                            \
+        GG_TRY(gg_check_call(ctx, gg_##block##_info.fn, desc, args));                                              \
+        gg_block_call call;                                                                                        \
+        gg_##block##_pack(&call, desc, args);                                                                      \
+        GG_TRY(gg_block_validate(ctx, gg_##block##_info.fn, &call, PRECISION));                                    \
+        return gg_block_run_eager(ctx, &call, (cudaStream_t)stream);                                               \
+    }                                                                                                              \
     gg_status gg_##block##_graph_create(gg_ctx *ctx, const gg_##block##_desc *desc, const gg_graph_config *config, \
                                         gg_graph **out) {                                                          \
         if (out) *out = NULL;                                                                                      \

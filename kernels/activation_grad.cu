@@ -55,10 +55,14 @@ struct GeluGradRow {
     int64_t N;
     __device__ __forceinline__ void row(int64_t r, int64_t col, float (&v)[V]) const {
         const int64_t i = r * N + col;
-        const float4 g = __ldcs(reinterpret_cast<const float4 *>(G + i)), xv = __ldcs(reinterpret_cast<const float4 *>(x + i));
+        const float4 g = __ldcs(reinterpret_cast<const float4 *>(G + i));
+        const float4 xv = __ldcs(reinterpret_cast<const float4 *>(x + i));
         const float xs[4] = {xv.x, xv.y, xv.z, xv.w}, gs[4] = {g.x, g.y, g.z, g.w};
 #pragma unroll
-        for (int j = 0; j < 4; ++j) v[j] = gs[j] * gelu_grad(xs[j], tanhf(kGeluC * (xs[j] + kGeluA * xs[j] * xs[j] * xs[j])));
+        for (int j = 0; j < 4; ++j) {
+            const float t = tanhf(kGeluC * (xs[j] + kGeluA * xs[j] * xs[j] * xs[j]));
+            v[j] = gs[j] * gelu_grad(xs[j], t);
+        }
         store4(R, i / 4, make_float4(v[0], v[1], v[2], v[3]));
     }
 };

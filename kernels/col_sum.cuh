@@ -58,7 +58,7 @@ __global__ void __launch_bounds__(kThreads) col_sum_kernel(Op op, int64_t M, int
         float acc[V];
 #pragma unroll
         for (int j = 0; j < V; ++j) acc[j] = 0.0f;
-        if (lane < geo.lanes && vec < geo.vectors) {
+        if (vec < geo.vectors) {
             const int64_t col = vec * V;
             int64_t r = r0 + lane;
             for (; r + 3 * step < r1; r += 4 * step) { /* four rows of loads in flight, added in row order */

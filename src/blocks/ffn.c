@@ -58,11 +58,11 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     const int64_t M = p->key.tokens, D = p->key.dim0, F = p->key.dim1;
     const gg_precision prec = (gg_precision)p->key.precision;
     /* G runs before any gradient is final: only the later GEMMs leave SMs to the reductions (syncing graphs). */
-    const int sms = gg_plan_sm_target(ctx, p);
+    const int sm_target = gg_plan_sm_target(ctx, p);
     GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_G], prec, 0, 0, F, M, D, F, D, F));
-    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW2], prec, sms, 1, F, D, M, F, D, F));
-    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DX], prec, sms, 0, D, M, F, D, F, D));
-    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW1], prec, sms, 1, D, F, M, D, F, D));
+    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW2], prec, sm_target, 1, F, D, M, F, D, F));
+    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DX], prec, sm_target, 0, D, M, F, D, F, D));
+    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW1], prec, sm_target, 1, D, F, M, D, F, D));
     p->buffer[BUF_G] = gg_plan_take(p, (size_t)(M * F) * sizeof(float));
     if (prec == GG_PRECISION_FP16) {
         const size_t h = 2; /* sizeof(half) */
@@ -191,23 +191,6 @@ void gg_mlp_pack(gg_block_call *c, const gg_mlp_desc *d, const gg_mlp_args *a) {
     c->t[T_DB2] = a->grad_bias2;
 }
 
-gg_status gg_gelu_ffn_backward(gg_ctx *ctx, const gg_gelu_ffn_desc *desc, const gg_gelu_ffn_args *args,
-                               gg_stream stream) {
-    GG_TRY(gg_check_call(ctx, gg_gelu_ffn_info.fn, desc, args));
-    gg_block_call call;
-    gg_gelu_ffn_pack(&call, desc, args);
-    GG_TRY(gg_block_validate(ctx, gg_gelu_ffn_info.fn, &call, desc->precision));
-    return gg_block_run_eager(ctx, &call, (cudaStream_t)stream);
-}
+GG_BLOCK_ENTRY_POINTS(gelu_ffn, desc->precision)
 
-gg_status gg_mlp_backward(gg_ctx *ctx, const gg_mlp_desc *desc, const gg_mlp_args *args, gg_stream stream) {
-    GG_TRY(gg_check_call(ctx, gg_mlp_info.fn, desc, args));
-    gg_block_call call;
-    gg_mlp_pack(&call, desc, args);
-    GG_TRY(gg_block_validate(ctx, gg_mlp_info.fn, &call, desc->precision));
-    return gg_block_run_eager(ctx, &call, (cudaStream_t)stream);
-}
-
-GG_GRAPH_ENTRY_POINTS(gelu_ffn, desc->precision)
-
-GG_GRAPH_ENTRY_POINTS(mlp, desc->precision)
+GG_BLOCK_ENTRY_POINTS(mlp, desc->precision)

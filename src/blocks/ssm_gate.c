@@ -31,9 +31,9 @@ static const gg_tensor_spec tensors[] = {
 
 static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     const int64_t M = p->key.tokens, H = p->key.dim0, E = p->key.dim1;
-    const int sms = gg_plan_sm_target(ctx, p); /* syncing graphs: SMs left to the reductions */
-    const gg_gemm_shape g = {0, 0, E, M, H, E, H, E, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, sms};
-    const gg_gemm_shape dw = {0, 1, E, H, M, E, H, E, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, sms};
+    const int sm_target = gg_plan_sm_target(ctx, p); /* syncing graphs: SMs left to the reductions */
+    const gg_gemm_shape g = {0, 0, E, M, H, E, H, E, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, sm_target};
+    const gg_gemm_shape dw = {0, 1, E, H, M, E, H, E, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, sm_target};
     GG_TRY(gg_matmul_plan(ctx, &g, &p->gemm[GEMM_G]));
     GG_TRY(gg_matmul_plan(ctx, &dw, &p->gemm[GEMM_DW]));
     p->buffer[BUF_G] = gg_plan_take(p, (size_t)(M * E) * 2);
@@ -89,13 +89,4 @@ void gg_ssm_gate_pack(gg_block_call *c, const gg_ssm_gate_desc *d, const gg_ssm_
     c->t[T_DB] = a->grad_bias;
 }
 
-gg_status gg_ssm_gate_backward(gg_ctx *ctx, const gg_ssm_gate_desc *desc, const gg_ssm_gate_args *args,
-                               gg_stream stream) {
-    GG_TRY(gg_check_call(ctx, gg_ssm_gate_info.fn, desc, args));
-    gg_block_call call;
-    gg_ssm_gate_pack(&call, desc, args);
-    GG_TRY(gg_block_validate(ctx, gg_ssm_gate_info.fn, &call, GG_PRECISION_DEFAULT));
-    return gg_block_run_eager(ctx, &call, (cudaStream_t)stream);
-}
-
-GG_GRAPH_ENTRY_POINTS(ssm_gate, GG_PRECISION_DEFAULT)
+GG_BLOCK_ENTRY_POINTS(ssm_gate, GG_PRECISION_DEFAULT)

@@ -53,13 +53,4 @@ void gg_tanh_gate_pack(gg_block_call *c, const gg_tanh_gate_desc *d, const gg_ta
     c->t[T_GRAD_GATE] = a->grad_gate;
 }
 
-gg_status gg_tanh_gate_backward(gg_ctx *ctx, const gg_tanh_gate_desc *desc, const gg_tanh_gate_args *args,
-                                gg_stream stream) {
-    GG_TRY(gg_check_call(ctx, gg_tanh_gate_info.fn, desc, args));
-    gg_block_call call;
-    gg_tanh_gate_pack(&call, desc, args);
-    GG_TRY(gg_block_validate(ctx, gg_tanh_gate_info.fn, &call, GG_PRECISION_DEFAULT));
-    return gg_block_run_eager(ctx, &call, (cudaStream_t)stream);
-}
-
-GG_GRAPH_ENTRY_POINTS(tanh_gate, GG_PRECISION_DEFAULT)
+GG_BLOCK_ENTRY_POINTS(tanh_gate, GG_PRECISION_DEFAULT)
