@@ -49,37 +49,48 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     return GG_SUCCESS;
 }
 
-static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main) {
+/* dW = dYᵀ @ gated and grad_bias = Σ_rows dY, each handed to the all-reduce as soon as it is final. */
+static gg_status enqueue_weight_grads(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t s) {
     void *const *t = c->t;
-    cudaStream_t side = gg_side_stream(ctx, main, c->precision);
+    GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_DW], t[T_GATED], t[T_DY], t[T_DW], c->accumulate, 1, s));
+    GG_TRY(gg_dist_grad_ready(ctx, c, s, T_DW));
+    GG_CUDA_TRY(ctx, gg_k_col_sum(t[T_DY], GG_DT_BF16, c->tokens, c->dim0, p->col_chunks[0],
+                                  gg_plan_buffer(ctx, p, BUF_PARTIALS), ctx->counter + GG_COUNTER_SUM_A, t[T_DB],
+                                  GG_DT_BF16, c->accumulate, s));
+    return gg_dist_grad_ready(ctx, c, s, T_DB);
+}
+
+/* g = bf16(dY @ W) and the chain to grad_ssm_output and grad_gate. */
+static gg_status enqueue_input_grads(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t s) {
+    void *const *t = c->t;
+    if (p->fused) {
+        GG_CUDA_TRY(ctx, gg_k_ssm_fused(t[T_DY], t[T_W], t[T_GATE_ACT], t[T_SSM], t[T_GATE], t[T_GRAD_SSM],
+                                        t[T_GRAD_GATE], c->tokens, c->dim0, c->dim1, c->use_silu_gate, s));
+        return GG_SUCCESS;
+    }
     uint16_t *g = gg_plan_buffer(ctx, p, BUF_G);
+    GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_G], t[T_W], t[T_DY], g, 0, 0, s));
+    GG_CUDA_TRY(ctx, gg_k_ssm_gate_grad(g, t[T_GATE_ACT], t[T_SSM], t[T_GATE], t[T_GRAD_SSM], t[T_GRAD_GATE],
+                                        (size_t)(c->tokens * c->dim1), c->use_silu_gate, ctx->sm_count, s));
+    return GG_SUCCESS;
+}
+
+static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main) {
+    cudaStream_t side = gg_side_stream(ctx, main, c->precision);
     /* Fork first: dW and the bias sum start with g. Unlike the FFN blocks, forking after g was measured slower
      * here (079 graph geomean 80.5 -> 83.0 us). Measured and dropped (docs/perf-notes.md, "block 4 schedules"):
      * g and its chain on the high-priority stream; the SMs split between the two GEMMs; g in row chunks with each
      * chunk's chain on a narrow grid beside the next chunk's GEMM. */
     GG_TRY(gg_stream_handoff(ctx, main, ctx->ev_fork, side));
-    gg_status status = GG_SUCCESS;
-    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW], t[T_GATED], t[T_DY], t[T_DW], c->accumulate, 1, side), status, join);
-    GG_GOTO(gg_dist_grad_ready(ctx, c, side, T_DW), status, join);
-    GG_CUDA_GOTO(ctx,
-                 gg_k_col_sum(t[T_DY], GG_DT_BF16, c->tokens, c->dim0, p->col_chunks[0],
-                              gg_plan_buffer(ctx, p, BUF_PARTIALS), ctx->counter + GG_COUNTER_SUM_A, t[T_DB],
-                              GG_DT_BF16, c->accumulate, side),
-                 status, join);
-    GG_GOTO(gg_dist_grad_ready(ctx, c, side, T_DB), status, join);
-    if (p->fused) {
-        GG_CUDA_GOTO(ctx,
-                     gg_k_ssm_fused(t[T_DY], t[T_W], t[T_GATE_ACT], t[T_SSM], t[T_GATE], t[T_GRAD_SSM], t[T_GRAD_GATE],
-                                    c->tokens, c->dim0, c->dim1, c->use_silu_gate, main),
-                     status, join);
+    const char *order = getenv("GG_LAB_SSM_MAIN_FIRST"); /* LAB: capture the critical path's work first */
+    gg_status status;
+    if (order && atoi(order)) {
+        status = enqueue_input_grads(ctx, p, c, main);
+        if (status == GG_SUCCESS) status = enqueue_weight_grads(ctx, p, c, side);
     } else {
-        GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_G], t[T_W], t[T_DY], g, 0, 0, main), status, join);
-        GG_CUDA_GOTO(ctx,
-                     gg_k_ssm_gate_grad(g, t[T_GATE_ACT], t[T_SSM], t[T_GATE], t[T_GRAD_SSM], t[T_GRAD_GATE],
-                                        (size_t)(c->tokens * c->dim1), c->use_silu_gate, ctx->sm_count, main),
-                     status, join);
+        status = enqueue_weight_grads(ctx, p, c, side);
+        if (status == GG_SUCCESS) status = enqueue_input_grads(ctx, p, c, main);
     }
-join:;
     const gg_status joined = gg_stream_handoff(ctx, side, ctx->ev_join, main);
     if (status == GG_SUCCESS) status = joined;
     return status == GG_SUCCESS ? gg_dist_finish(ctx, c, main) : status;
