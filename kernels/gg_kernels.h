@@ -48,15 +48,6 @@ cudaError_t gg_k_ssm_gate_grad(const uint16_t *g, const uint16_t *gate_activated
                                const uint16_t *gate, uint16_t *grad_ssm_output, uint16_t *grad_gate, size_t n,
                                int use_silu_gate, int sm_count, cudaStream_t stream);
 
-/* WORK IN PROGRESS (not yet run on a GPU): block 4's g = bf16(grad_output @ weight) with the elementwise chain in
- * the GEMM's epilogue (g never stored). grad_output [M,H], weight [H,E], the rest [M,E], all bf16. Only when
- * gg_k_ssm_fused_supported(M, H, E). */
-int gg_k_ssm_fused_supported(int64_t M, int64_t H, int64_t E);
-cudaError_t gg_k_ssm_fused(const uint16_t *grad_output, const uint16_t *weight, const uint16_t *gate_activated,
-                           const uint16_t *ssm_output, const uint16_t *gate, uint16_t *grad_ssm_output,
-                           uint16_t *grad_gate, int64_t M, int64_t H, int64_t E, int use_silu_gate,
-                           cudaStream_t stream);
-
 /* out[c] = sum over rows r of in[r, c] for an [M,N] matrix (out[c] += ... with accumulate), in fp32 in a fixed
  * order, in one launch: `chunks` row chunks each write a partial row into partials [chunks, N]; per column group the
  * last chunk to finish adds the partials in order. counters: GG_COL_SUM_COUNTERS device words, 0 between launches

@@ -6,8 +6,6 @@
  *   g  [M,E]: (E x M) = W'(E x H)      @ dY'(H x M)       m=E n=M k=H  A=W N lda=E      B=dY N ldb=H
  *   dW [H,E]: (E x H) = gated'(E x M)  @ dY'(H x M)ᵀ      m=E n=H k=M  A=gated N lda=E  B=dY T ldb=H
  */
-#include <stdlib.h>
-
 #include "block.h"
 #include "dist.h"
 #include "graph.h"
@@ -36,13 +34,8 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     const int sm_target = gg_plan_sm_target(ctx, p); /* syncing graphs: SMs left to the reductions */
     const gg_gemm_shape g = {0, 0, E, M, H, E, H, E, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, sm_target};
     const gg_gemm_shape dw = {0, 1, E, H, M, E, H, E, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, sm_target};
-    /* LAB (work in progress, kernels/ssm_fused.cu): g and the chain in one kernel, g never stored */
-    const char *fused = getenv("GG_LAB_SSM_FUSED");
-    p->fused = fused && atoi(fused) && !sm_target && gg_k_ssm_fused_supported(M, H, E);
-    if (!p->fused) {
-        GG_TRY(gg_matmul_plan(ctx, &g, &p->gemm[GEMM_G]));
-        p->buffer[BUF_G] = gg_plan_take(p, (size_t)(M * E) * 2);
-    }
+    GG_TRY(gg_matmul_plan(ctx, &g, &p->gemm[GEMM_G]));
+    p->buffer[BUF_G] = gg_plan_take(p, (size_t)(M * E) * 2);
     GG_TRY(gg_matmul_plan(ctx, &dw, &p->gemm[GEMM_DW]));
     p->col_chunks[0] = gg_k_col_sum_chunks(M, H, GG_DT_BF16, ctx->sm_count);
     p->buffer[BUF_PARTIALS] = gg_plan_take(p, (size_t)p->col_chunks[0] * (size_t)H * sizeof(float));
@@ -63,11 +56,6 @@ static gg_status enqueue_weight_grads(gg_ctx *ctx, const gg_block_plan *p, const
 /* g = bf16(dY @ W) and the chain to grad_ssm_output and grad_gate. */
 static gg_status enqueue_input_grads(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t s) {
     void *const *t = c->t;
-    if (p->fused) {
-        GG_CUDA_TRY(ctx, gg_k_ssm_fused(t[T_DY], t[T_W], t[T_GATE_ACT], t[T_SSM], t[T_GATE], t[T_GRAD_SSM],
-                                        t[T_GRAD_GATE], c->tokens, c->dim0, c->dim1, c->use_silu_gate, s));
-        return GG_SUCCESS;
-    }
     uint16_t *g = gg_plan_buffer(ctx, p, BUF_G);
     GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_G], t[T_W], t[T_DY], g, 0, 0, s));
     GG_CUDA_TRY(ctx, gg_k_ssm_gate_grad(g, t[T_GATE_ACT], t[T_SSM], t[T_GATE], t[T_GRAD_SSM], t[T_GRAD_GATE],
@@ -82,15 +70,8 @@ static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_cal
      * g and its chain on the high-priority stream; the SMs split between the two GEMMs; g in row chunks with each
      * chunk's chain on a narrow grid beside the next chunk's GEMM. */
     GG_TRY(gg_stream_handoff(ctx, main, ctx->ev_fork, side));
-    const char *order = getenv("GG_LAB_SSM_MAIN_FIRST"); /* LAB: capture the critical path's work first */
-    gg_status status;
-    if (order && atoi(order)) {
-        status = enqueue_input_grads(ctx, p, c, main);
-        if (status == GG_SUCCESS) status = enqueue_weight_grads(ctx, p, c, side);
-    } else {
-        status = enqueue_weight_grads(ctx, p, c, side);
-        if (status == GG_SUCCESS) status = enqueue_input_grads(ctx, p, c, main);
-    }
+    gg_status status = enqueue_weight_grads(ctx, p, c, side);
+    if (status == GG_SUCCESS) status = enqueue_input_grads(ctx, p, c, main);
     const gg_status joined = gg_stream_handoff(ctx, side, ctx->ev_join, main);
     if (status == GG_SUCCESS) status = joined;
     return status == GG_SUCCESS ? gg_dist_finish(ctx, c, main) : status;

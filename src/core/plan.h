@@ -19,7 +19,6 @@ typedef struct gg_block_plan {
     size_t scratch_bytes;               /* the arena this plan needs */
     int reduce_blocks;                  /* grid of the block's scalar reduction, if any */
     int col_chunks[2];                  /* row chunks of the block's column sums, if any */
-    int fused;                          /* LAB (block 4, GG_LAB_SSM_FUSED=1): g and its chain in one kernel */
 } gg_block_plan;
 
 /* Fills plan (whose key is set) for its block: GEMM plans, buffer offsets, scratch_bytes, launch parameters. */

@@ -191,14 +191,6 @@ static void block1_tanh_gate_all_cases(void **state) { (void)state; REQUIRE_GPU(
 static void block2_gelu_ffn_all_cases(void **state) { (void)state; REQUIRE_GPU(); run_block(2); }
 static void block3_mlp_all_cases(void **state) { (void)state; REQUIRE_GPU(); run_block(3); }
 static void block4_ssm_gate_all_cases(void **state) { (void)state; REQUIRE_GPU(); run_block(4); }
-/* WORK IN PROGRESS: the fused g GEMM + chain kernel (kernels/ssm_fused.cu), behind its lab switch. */
-static void block4_fused_kernel_all_cases(void **state) {
-    (void)state;
-    REQUIRE_GPU();
-    setenv("GG_LAB_SSM_FUSED", "1", 1);
-    run_block(4);
-    unsetenv("GG_LAB_SSM_FUSED");
-}
 
 /* The reductions (block 1's scalar, block 3's biases, block 4's bias) give the same bits on every run. */
 static void reductions_are_deterministic(void **state) {
@@ -295,7 +287,6 @@ int main(void) {
         cmocka_unit_test(block2_gelu_ffn_all_cases),
         cmocka_unit_test(block3_mlp_all_cases),
         cmocka_unit_test(block4_ssm_gate_all_cases),
-        cmocka_unit_test(block4_fused_kernel_all_cases),
     };
     return cmocka_run_group_tests_name("blocks_gpu", tests, NULL, NULL);
 }
