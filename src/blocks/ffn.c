@@ -6,6 +6,8 @@
  * Order: on the caller's stream G = dY @ W2, then R = G * gelu'(x) and dX = R @ W1; on the side stream, once G
  * is done, dW2 = dYᵀ @ act and, once R is ready, dW1 = Rᵀ @ X (the measured best schedule: see enqueue). Block 3
  * sums grad_bias2 on the side stream before G and grad_bias1 in the same pass that writes R.
+ * Graphs that all-reduce the gradients during the backward run another order (enqueue_weights_first): dW2 first and
+ * dW1 as soon as R exists, so each reduction has later work to hide behind, and dX last.
  *
  * Column-major view of the row-major tensors (a row-major [r,c] matrix is column-major c x r, ld = c):
  *   G   [M,F]: G'(F x M)   = W2'(F x D)     @ dY'(D x M)         m=F n=M k=D  A=W2 N lda=F  B=dY N ldb=D
@@ -57,12 +59,13 @@ static gg_status plan_gemm(gg_ctx *ctx, gg_matmul *mm, gg_precision precision, i
 static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     const int64_t M = p->key.tokens, D = p->key.dim0, F = p->key.dim1;
     const gg_precision prec = (gg_precision)p->key.precision;
-    /* G runs before any gradient is final: only the later GEMMs leave SMs to the reductions (syncing graphs). */
+    /* Syncing graphs (weights-first order): G runs while dW2 is reduced and dX while dW1 is, so they leave SMs to
+     * NCCL; dW2 runs before any reduction and dW1 after dW2's has (normally) ended, on every SM. */
     const int sm_target = gg_plan_sm_target(ctx, p);
-    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_G], prec, 0, 0, F, M, D, F, D, F));
-    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW2], prec, sm_target, 1, F, D, M, F, D, F));
+    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_G], prec, sm_target, 0, F, M, D, F, D, F));
+    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW2], prec, 0, 1, F, D, M, F, D, F));
     GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DX], prec, sm_target, 0, D, M, F, D, F, D));
-    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW1], prec, sm_target, 1, D, F, M, D, F, D));
+    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW1], prec, 0, 1, D, F, M, D, F, D));
     p->buffer[BUF_G] = gg_plan_take(p, (size_t)(M * F) * sizeof(float));
     if (prec == GG_PRECISION_FP16) {
         const size_t h = 2; /* sizeof(half) */
@@ -83,74 +86,126 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     return GG_SUCCESS;
 }
 
-/* Enqueues the backward; the plan exists. On an error after the fork, the side stream is still joined. */
-static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main) {
-    const int64_t M = c->tokens, D = c->dim0, F = c->dim1;
-    const int sms = ctx->sm_count, is_mlp = c->info->kind == GG_BLOCK_MLP, acc = c->accumulate;
+/* The operands of the four GEMMs (the caller's fp32 tensors, or their fp16 copies in fp16 mode), G, and R. */
+typedef struct ffn_operands {
+    const void *dy, *w2, *act, *x, *w1;
+    float *G;
+    void *R; /* R overwrites G in place unless it is written as fp16 */
+    gg_dtype r_type;
+} ffn_operands;
+
+static ffn_operands operands(const gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c) {
+    void *const *t = c->t;
+    ffn_operands o = {t[T_DY], t[T_W2], t[T_ACT], t[T_X], t[T_W1], gg_plan_buffer(ctx, p, BUF_G), NULL, GG_DT_F32};
+    o.R = o.G;
+    if (c->precision == GG_PRECISION_FP16) {
+        o.dy = gg_plan_buffer(ctx, p, BUF_DY16);
+        o.w2 = gg_plan_buffer(ctx, p, BUF_W2_16);
+        o.act = gg_plan_buffer(ctx, p, BUF_ACT16);
+        o.x = gg_plan_buffer(ctx, p, BUF_X16);
+        o.w1 = gg_plan_buffer(ctx, p, BUF_W1_16);
+        o.R = gg_plan_buffer(ctx, p, BUF_R16);
+        o.r_type = GG_DT_F16;
+    }
+    return o;
+}
+
+/* In fp16 mode, the fp16 copy of input `tensor` into the operand `copy` points at (a no-op otherwise). */
+static gg_status to_f16(gg_ctx *ctx, const gg_block_call *c, int tensor, const void *copy, cudaStream_t s) {
+    if (c->precision != GG_PRECISION_FP16) return GG_SUCCESS;
+    GG_CUDA_TRY(ctx, gg_k_f32_to_f16(c->t[tensor], (void *)copy, gg_tensor_elems(c, tensor), ctx->sm_count, s));
+    return GG_SUCCESS;
+}
+
+/* Block 3's grad_bias2 = column sums of dY (no dependency). */
+static gg_status grad_bias2(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t s) {
+    GG_CUDA_TRY(ctx, gg_k_col_sum(c->t[T_DY], GG_DT_F32, c->tokens, c->dim0, p->col_chunks[0],
+                                  gg_plan_buffer(ctx, p, BUF_PARTIALS2), ctx->counter + GG_COUNTER_SUM_B, c->t[T_DB2],
+                                  GG_DT_F32, c->accumulate, s));
+    return gg_dist_grad_ready(ctx, c, s, T_DB2);
+}
+
+/* R = G * gelu'(x); block 3 also sums grad_bias1 in the same pass (R is not read back). */
+static gg_status activation_grad(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const ffn_operands *o,
+                                 cudaStream_t s) {
+    void *const *t = c->t;
+    if (c->info->kind != GG_BLOCK_MLP) {
+        GG_CUDA_TRY(ctx, gg_k_gelu_grad(o->G, t[T_PRE], t[T_TANH], o->R, o->r_type, (size_t)(c->tokens * c->dim1),
+                                        ctx->sm_count, s));
+        return GG_SUCCESS;
+    }
+    GG_CUDA_TRY(ctx, gg_k_gelu_grad_col_sum(o->G, t[T_PRE], o->R, o->r_type, c->tokens, c->dim1, p->col_chunks[1],
+                                            gg_plan_buffer(ctx, p, BUF_PARTIALS1), ctx->counter + GG_COUNTER_SUM_A,
+                                            t[T_DB1], c->accumulate, s));
+    return gg_dist_grad_ready(ctx, c, s, T_DB1);
+}
+
+/* The two-stream schedule (every graph that does not reduce its gradients during the backward). On an error after
+ * the fork, the side stream is still joined. */
+static gg_status enqueue_overlapped(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main) {
+    const int fp16 = c->precision == GG_PRECISION_FP16, acc = c->accumulate;
     void *const *t = c->t;
     cudaStream_t side = gg_side_stream(ctx, main, c->precision);
-    float *G = gg_plan_buffer(ctx, p, BUF_G);
-    /* The GEMM operands: the caller's fp32 tensors, or their fp16 copies in fp16 mode. */
-    const void *dy = t[T_DY], *w2 = t[T_W2], *act = t[T_ACT], *x = t[T_X], *w1 = t[T_W1];
-    void *R = G; /* R overwrites G in place unless it is written as fp16 */
-    gg_dtype r_type = GG_DT_F32;
-    const int fp16 = c->precision == GG_PRECISION_FP16;
+    const ffn_operands o = operands(ctx, p, c);
     gg_status status = GG_SUCCESS;
+    /* fp16: dY first (both chains read it), then W2 on the caller's stream: G's operands. The operands needed later
+     * (act, X, W1) are converted on the side stream, in whatever SMs the caller's stream leaves free. (They do not
+     * run underneath the G GEMM: a cuBLASLt GEMM holds every SM to its end — docs/perf-notes.md.) */
+    GG_GOTO(to_f16(ctx, c, T_DY, o.dy, main), status, join);
+    GG_GOTO(gg_stream_handoff(ctx, main, ctx->ev_fork, side), status, join); /* the side stream reads inputs */
     if (fp16) {
-        /* dY first (both chains read it), then W2 on the caller's stream: G's operands. The operands needed later
-         * (act, X, W1) are converted on the side stream, in whatever SMs the caller's stream leaves free. (They do
-         * not run underneath the G GEMM: a cuBLASLt GEMM holds every SM to its end — docs/perf-notes.md.) */
-        const size_t n_dy = gg_tensor_elems(c, T_DY);
-        dy = gg_plan_buffer(ctx, p, BUF_DY16);
-        GG_CUDA_GOTO(ctx, gg_k_f32_to_f16(t[T_DY], (void *)dy, n_dy, sms, main), status, join);
-        GG_GOTO(gg_stream_handoff(ctx, main, ctx->ev_fork, side), status, join);
-        act = gg_plan_buffer(ctx, p, BUF_ACT16);
-        GG_CUDA_GOTO(ctx, gg_k_f32_to_f16(t[T_ACT], (void *)act, gg_tensor_elems(c, T_ACT), sms, side), status, join);
-        x = gg_plan_buffer(ctx, p, BUF_X16);
-        GG_CUDA_GOTO(ctx, gg_k_f32_to_f16(t[T_X], (void *)x, gg_tensor_elems(c, T_X), sms, side), status, join);
-        w1 = gg_plan_buffer(ctx, p, BUF_W1_16);
-        GG_CUDA_GOTO(ctx, gg_k_f32_to_f16(t[T_W1], (void *)w1, gg_tensor_elems(c, T_W1), sms, side), status, join);
+        GG_GOTO(to_f16(ctx, c, T_ACT, o.act, side), status, join);
+        GG_GOTO(to_f16(ctx, c, T_X, o.x, side), status, join);
+        GG_GOTO(to_f16(ctx, c, T_W1, o.w1, side), status, join);
         GG_GOTO(gg_stream_mark(ctx, side, ctx->ev_conv, main), status, join);
-        w2 = gg_plan_buffer(ctx, p, BUF_W2_16);
-        GG_CUDA_GOTO(ctx, gg_k_f32_to_f16(t[T_W2], (void *)w2, gg_tensor_elems(c, T_W2), sms, main), status, join);
-        R = gg_plan_buffer(ctx, p, BUF_R16);
-        r_type = GG_DT_F16;
-    } else {
-        GG_GOTO(gg_stream_handoff(ctx, main, ctx->ev_fork, side), status, join); /* the side stream reads inputs */
+        GG_GOTO(to_f16(ctx, c, T_W2, o.w2, main), status, join);
     }
-
     /* G runs alone first; then the side chain (dW2, and dW1 once R exists) overlaps the caller's (gelu', bias sums,
      * dX). Forking before G, so that dW2 and G start together, made graph replay up to 11 % slower on fp32/tf32
-     * cases (docs/perf-notes.md, "schedule experiment"). */
-    if (is_mlp) { /* grad_bias2 = column sums of dY: no dependency, off the critical path on the side stream */
-        GG_CUDA_GOTO(ctx,
-                     gg_k_col_sum(t[T_DY], GG_DT_F32, M, D, p->col_chunks[0], gg_plan_buffer(ctx, p, BUF_PARTIALS2),
-                                  ctx->counter + GG_COUNTER_SUM_B, t[T_DB2], GG_DT_F32, acc, side),
-                     status, join);
-        GG_GOTO(gg_dist_grad_ready(ctx, c, side, T_DB2), status, join);
-    }
-    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_G], w2, dy, G, 0, 0, main), status, join);
+     * cases (docs/perf-notes.md, "schedule experiment"). grad_bias2 is off the critical path on the side stream. */
+    if (c->info->kind == GG_BLOCK_MLP) GG_GOTO(grad_bias2(ctx, p, c, side), status, join);
+    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_G], o.w2, o.dy, o.G, 0, 0, main), status, join);
     GG_GOTO(gg_stream_handoff(ctx, main, ctx->ev_fork, side), status, join);
-    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW2], act, dy, t[T_DW2], acc, 1, side), status, join);
+    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW2], o.act, o.dy, t[T_DW2], acc, 1, side), status, join);
     GG_GOTO(gg_dist_grad_ready(ctx, c, side, T_DW2), status, join);
-    if (is_mlp) { /* R and grad_bias1 in one pass: R is not read back */
-        GG_CUDA_GOTO(ctx,
-                     gg_k_gelu_grad_col_sum(G, t[T_PRE], R, r_type, M, F, p->col_chunks[1],
-                                            gg_plan_buffer(ctx, p, BUF_PARTIALS1), ctx->counter + GG_COUNTER_SUM_A,
-                                            t[T_DB1], acc, main),
-                     status, join);
-        GG_GOTO(gg_dist_grad_ready(ctx, c, main, T_DB1), status, join);
-    } else {
-        GG_CUDA_GOTO(ctx, gg_k_gelu_grad(G, t[T_PRE], t[T_TANH], R, r_type, (size_t)(M * F), sms, main), status, join);
-    }
+    GG_GOTO(activation_grad(ctx, p, c, &o, main), status, join);
     GG_GOTO(gg_stream_handoff(ctx, main, ctx->ev_mid, side), status, join);
-    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW1], x, R, t[T_DW1], acc, 1, side), status, join);
+    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW1], o.x, o.R, t[T_DW1], acc, 1, side), status, join);
     GG_GOTO(gg_dist_grad_ready(ctx, c, side, T_DW1), status, join);
     if (fp16) GG_GOTO(gg_stream_wait(ctx, side, ctx->ev_conv, main), status, join); /* W1's fp16 copy */
-    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DX], w1, R, t[T_DX], 0, 0, main), status, join);
+    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DX], o.w1, o.R, t[T_DX], 0, 0, main), status, join);
 join:;
     const gg_status joined = gg_stream_handoff(ctx, side, ctx->ev_join, main);
-    if (status == GG_SUCCESS) status = joined;
+    return status == GG_SUCCESS ? joined : status;
+}
+
+/* Graphs that reduce the gradients during the backward: one stream, weight gradients first. dW2 (it needs only dY
+ * and act) runs before G, so its reduction overlaps G, gelu' and the rest; dW1 runs as soon as R exists, so its
+ * reduction overlaps dX, which nothing waits for. The reductions run on the SMs G and dX leave free (comm_sms).
+ * One stream: two streams overlap only the tails of kernels here (docs/perf-notes.md), and one keeps the order. */
+static gg_status enqueue_weights_first(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t s) {
+    void *const *t = c->t;
+    const int acc = c->accumulate;
+    const ffn_operands o = operands(ctx, p, c);
+    GG_TRY(to_f16(ctx, c, T_DY, o.dy, s));
+    if (c->info->kind == GG_BLOCK_MLP) GG_TRY(grad_bias2(ctx, p, c, s));
+    GG_TRY(to_f16(ctx, c, T_ACT, o.act, s));
+    GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_DW2], o.act, o.dy, t[T_DW2], acc, 1, s));
+    GG_TRY(gg_dist_grad_ready(ctx, c, s, T_DW2));
+    GG_TRY(to_f16(ctx, c, T_W2, o.w2, s));
+    GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_G], o.w2, o.dy, o.G, 0, 0, s));
+    GG_TRY(activation_grad(ctx, p, c, &o, s));
+    GG_TRY(to_f16(ctx, c, T_X, o.x, s));
+    GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_DW1], o.x, o.R, t[T_DW1], acc, 1, s));
+    GG_TRY(gg_dist_grad_ready(ctx, c, s, T_DW1));
+    GG_TRY(to_f16(ctx, c, T_W1, o.w1, s));
+    return gg_matmul_run(ctx, &p->gemm[GEMM_DX], o.w1, o.R, t[T_DX], 0, 0, s);
+}
+
+/* Enqueues the backward; the plan exists. */
+static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main) {
+    const gg_status status = gg_dist_overlaps(ctx, c) ? enqueue_weights_first(ctx, p, c, main)
+                                                       : enqueue_overlapped(ctx, p, c, main);
     return status == GG_SUCCESS ? gg_dist_finish(ctx, c, main) : status;
 }
 

@@ -19,7 +19,12 @@ int gg_tensor_is_param(const gg_block_call *c, int i) {
 
 int gg_dist_rank(const gg_ctx *ctx) { return ctx && ctx->dist ? ctx->dist->rank : -1; }
 int gg_dist_size(const gg_ctx *ctx) { return ctx && ctx->dist ? ctx->dist->size : 0; }
-int gg_dist_comm_sms(const gg_ctx *ctx) { return ctx->dist ? ctx->dist->config.comm_sms : 0; }
+int gg_dist_comm_sms(const gg_ctx *ctx) {
+    return ctx->dist && ctx->dist->config.overlap ? ctx->dist->config.comm_sms : 0;
+}
+int gg_dist_overlaps(const gg_ctx *ctx, const gg_block_call *c) {
+    return c->sync_grads && ctx->dist && ctx->dist->config.overlap;
+}
 
 #ifdef GG_HAVE_NCCL
 #include <nccl.h>
@@ -310,7 +315,7 @@ static gg_status reduce_tensor(gg_ctx *ctx, const gg_block_call *c, int i) {
 }
 
 gg_status gg_dist_grad_ready(gg_ctx *ctx, const gg_block_call *c, cudaStream_t producer, int tensor) {
-    if (!c->sync_grads || !ctx->dist->config.overlap) return GG_SUCCESS;
+    if (!gg_dist_overlaps(ctx, c)) return GG_SUCCESS;
     GG_TRY(gg_stream_handoff(ctx, producer, ctx->dist->ev_ready, ctx->dist->stream));
     return reduce_tensor(ctx, c, tensor);
 }

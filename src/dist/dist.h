@@ -26,8 +26,12 @@ gg_status gg_dist_grad_ready(gg_ctx *ctx, const gg_block_call *call, cudaStream_
  * `main` wait for the communication stream. */
 gg_status gg_dist_finish(gg_ctx *ctx, const gg_block_call *call, cudaStream_t main);
 
-/* SMs a gradient-syncing call's GEMMs leave to communication (0 without a communicator). */
+/* SMs a gradient-syncing call's GEMMs leave to communication (0 without a communicator, or when the reductions do
+ * not overlap the backward). */
 int gg_dist_comm_sms(const gg_ctx *ctx);
+
+/* Whether call reduces its parameter gradients while its backward runs (a syncing call, overlap on). */
+int gg_dist_overlaps(const gg_ctx *ctx, const gg_block_call *call);
 
 /* Whether a call's tensor is a parameter gradient (an output not shaped by M). */
 int gg_tensor_is_param(const gg_block_call *call, int tensor);
