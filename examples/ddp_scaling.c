@@ -351,6 +351,8 @@ int main(int argc, char **argv) {
         if (states[i].step_us > step) step = states[i].step_us; /* the slowest rank sets the pace */
         if (states[i].local_us > local) local = states[i].local_us;
         if (states[i].allreduce_us > ar) ar = states[i].allreduce_us;
+        fprintf(stderr, "  rank %d: step %.1f us, without comm %.1f us, all-reduce alone %.1f us\n", i,
+                states[i].step_us, states[i].local_us, states[i].allreduce_us);
     }
     pthread_barrier_destroy(&barrier);
     for (int i = 0; i < o.gpus; ++i) ncclCommDestroy(comms[i]); /* after gradgraph's graphs are gone */

@@ -15,6 +15,8 @@
  *   dX  [M,D]: (D x M)     = W1'(D x F)     @ R'(F x M)          m=D n=M k=F  A=W1 N lda=D  B=R N ldb=F
  *   dW1 [F,D]: (D x F)     = X'(D x M)      @ R'(F x M)ᵀ         m=D n=F k=M  A=X N lda=D   B=R T ldb=F
  */
+#include <stdlib.h>
+
 #include "block.h"
 #include "dist.h"
 #include "graph.h"
@@ -62,7 +64,8 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     /* Syncing graphs (weights-first order): G runs while dW2 is reduced and dX while dW1 is, so they leave SMs to
      * NCCL; dW2 runs before any reduction and dW1 after dW2's has (normally) ended, on every SM. */
     const int sm_target = gg_plan_sm_target(ctx, p);
-    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_G], prec, sm_target, 0, F, M, D, F, D, F));
+    const char *lab = getenv("GG_LAB_G_FULL"); /* LAB: G on every SM */
+    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_G], prec, lab && atoi(lab) ? 0 : sm_target, 0, F, M, D, F, D, F));
     GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW2], prec, 0, 1, F, D, M, F, D, F));
     GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DX], prec, sm_target, 0, D, M, F, D, F, D));
     GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW1], prec, 0, 1, D, F, M, D, F, D));
@@ -191,9 +194,12 @@ static gg_status enqueue_weights_first(gg_ctx *ctx, const gg_block_plan *p, cons
     if (c->info->kind == GG_BLOCK_MLP) GG_TRY(grad_bias2(ctx, p, c, s));
     GG_TRY(to_f16(ctx, c, T_ACT, o.act, s));
     GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_DW2], o.act, o.dy, t[T_DW2], acc, 1, s));
-    GG_TRY(gg_dist_grad_ready(ctx, c, s, T_DW2));
+    const char *lab = getenv("GG_LAB_DW2_AFTER_G"); /* LAB: reduce dW2 from G's end (during gelu') */
+    const int after_g = lab && atoi(lab);
+    if (!after_g) GG_TRY(gg_dist_grad_ready(ctx, c, s, T_DW2));
     GG_TRY(to_f16(ctx, c, T_W2, o.w2, s));
     GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_G], o.w2, o.dy, o.G, 0, 0, s));
+    if (after_g) GG_TRY(gg_dist_grad_ready(ctx, c, s, T_DW2));
     GG_TRY(activation_grad(ctx, p, c, &o, s));
     GG_TRY(to_f16(ctx, c, T_X, o.x, s));
     GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_DW1], o.x, o.R, t[T_DW1], acc, 1, s));
