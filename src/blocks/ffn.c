@@ -145,7 +145,8 @@ static gg_status activation_grad(gg_ctx *ctx, const gg_block_plan *p, const gg_b
 
 /* The two-stream schedule (every graph that does not reduce its gradients during the backward). On an error after
  * the fork, the side stream is still joined. */
-static gg_status enqueue_overlapped(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main) {
+static gg_status enqueue_overlapped(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main,
+                                    int dw1_on_main) {
     const int fp16 = c->precision == GG_PRECISION_FP16, acc = c->accumulate;
     void *const *t = c->t;
     cudaStream_t side = gg_side_stream(ctx, main, c->precision);
@@ -173,10 +174,17 @@ static gg_status enqueue_overlapped(gg_ctx *ctx, const gg_block_plan *p, const g
     GG_GOTO(gg_dist_grad_ready(ctx, c, side, T_DW2), status, join);
     GG_GOTO(activation_grad(ctx, p, c, &o, main), status, join);
     GG_GOTO(gg_stream_handoff(ctx, main, ctx->ev_mid, side), status, join);
-    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW1], o.x, o.R, t[T_DW1], acc, 1, side), status, join);
-    GG_GOTO(gg_dist_grad_ready(ctx, c, side, T_DW1), status, join);
-    if (fp16) GG_GOTO(gg_stream_wait(ctx, side, ctx->ev_conv, main), status, join); /* W1's fp16 copy */
-    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DX], o.w1, o.R, t[T_DX], 0, 0, main), status, join);
+    if (dw1_on_main) { /* dW1 right after R, so it ends before dX and its reduction overlaps dX */
+        if (fp16) GG_GOTO(gg_stream_wait(ctx, side, ctx->ev_conv, main), status, join); /* X's fp16 copy */
+        GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW1], o.x, o.R, t[T_DW1], acc, 1, main), status, join);
+        GG_GOTO(gg_dist_grad_ready(ctx, c, main, T_DW1), status, join);
+        GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DX], o.w1, o.R, t[T_DX], 0, 0, side), status, join);
+    } else {
+        GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW1], o.x, o.R, t[T_DW1], acc, 1, side), status, join);
+        GG_GOTO(gg_dist_grad_ready(ctx, c, side, T_DW1), status, join);
+        if (fp16) GG_GOTO(gg_stream_wait(ctx, side, ctx->ev_conv, main), status, join); /* W1's fp16 copy */
+        GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DX], o.w1, o.R, t[T_DX], 0, 0, main), status, join);
+    }
 join:;
     const gg_status joined = gg_stream_handoff(ctx, side, ctx->ev_join, main);
     return status == GG_SUCCESS ? joined : status;
@@ -210,8 +218,11 @@ static gg_status enqueue_weights_first(gg_ctx *ctx, const gg_block_plan *p, cons
 
 /* Enqueues the backward; the plan exists. */
 static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main) {
-    const gg_status status = gg_dist_overlaps(ctx, c) ? enqueue_weights_first(ctx, p, c, main)
-                                                       : enqueue_overlapped(ctx, p, c, main);
+    const char *lab = getenv("GG_LAB_SYNC_TWO_STREAMS"); /* LAB: syncing graphs on two streams, dW1 before dX */
+    const int two = lab && atoi(lab);
+    const gg_status status = gg_dist_overlaps(ctx, c) ? (two ? enqueue_overlapped(ctx, p, c, main, 1)
+                                                             : enqueue_weights_first(ctx, p, c, main))
+                                                       : enqueue_overlapped(ctx, p, c, main, 0);
     return status == GG_SUCCESS ? gg_dist_finish(ctx, c, main) : status;
 }
 
