@@ -174,11 +174,11 @@ static gg_status enqueue_overlapped(gg_ctx *ctx, const gg_block_plan *p, const g
     GG_GOTO(gg_dist_grad_ready(ctx, c, side, T_DW2), status, join);
     GG_GOTO(activation_grad(ctx, p, c, &o, main), status, join);
     GG_GOTO(gg_stream_handoff(ctx, main, ctx->ev_mid, side), status, join);
-    if (dw1_on_main) { /* dW1 right after R, so it ends before dX and its reduction overlaps dX */
-        if (fp16) GG_GOTO(gg_stream_wait(ctx, side, ctx->ev_conv, main), status, join); /* X's fp16 copy */
+    if (dw1_on_main) { /* dW1 right after R, then dX: dW1's reduction overlaps dX */
+        if (fp16) GG_GOTO(gg_stream_wait(ctx, side, ctx->ev_conv, main), status, join); /* X's and W1's copies */
         GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW1], o.x, o.R, t[T_DW1], acc, 1, main), status, join);
         GG_GOTO(gg_dist_grad_ready(ctx, c, main, T_DW1), status, join);
-        GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DX], o.w1, o.R, t[T_DX], 0, 0, side), status, join);
+        GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DX], o.w1, o.R, t[T_DX], 0, 0, main), status, join);
     } else {
         GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW1], o.x, o.R, t[T_DW1], acc, 1, side), status, join);
         GG_GOTO(gg_dist_grad_ready(ctx, c, side, T_DW1), status, join);
