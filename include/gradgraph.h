@@ -431,9 +431,11 @@ typedef struct gg_dist_config {
     size_t bucket_bytes; /* the largest piece of a gradient reduced in one NCCL call; default 25 MiB */
     int overlap;         /* default 1: reduce each gradient as soon as it is final; 0: all after the backward */
     int bind_cpus;       /* default 1: gg_dist_attach / gg_dist_init_env bind the calling thread near the GPU */
-    int comm_sms;        /* SMs the GEMMs of a gradient-syncing graph (after its first) leave free for NCCL's
-                            kernels; at most half the GPU's SMs. Default GG_DIST_COMM_SMS_DEFAULT = 0 (none):
-                            on 2 H200s, 8/16/32 did not hide more of the all-reduce (docs/distributed.md) */
+    int comm_sms;        /* SMs that a gradient-syncing graph's GEMMs running beside a reduction (blocks 2/3:
+                            dX; block 4: both) leave free for NCCL's kernels (pair it with NCCL's channel count);
+                            at most half the GPU's SMs; ignored with overlap off. Default GG_DIST_COMM_SMS_DEFAULT
+                            = 0 (none): on 2 H200s, 8/16/24 gave the same step time within noise
+                            (docs/distributed.md) */
 } gg_dist_config;
 
 #define GG_DIST_COMM_SMS_DEFAULT 0

@@ -15,8 +15,6 @@
  *   dX  [M,D]: (D x M)     = W1'(D x F)     @ R'(F x M)          m=D n=M k=F  A=W1 N lda=D  B=R N ldb=F
  *   dW1 [F,D]: (D x F)     = X'(D x M)      @ R'(F x M)ᵀ         m=D n=F k=M  A=X N lda=D   B=R T ldb=F
  */
-#include <stdlib.h>
-
 #include "block.h"
 #include "dist.h"
 #include "graph.h"
@@ -61,11 +59,10 @@ static gg_status plan_gemm(gg_ctx *ctx, gg_matmul *mm, gg_precision precision, i
 static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     const int64_t M = p->key.tokens, D = p->key.dim0, F = p->key.dim1;
     const gg_precision prec = (gg_precision)p->key.precision;
-    /* Syncing graphs (weights-first order): G runs while dW2 is reduced and dX while dW1 is, so they leave SMs to
-     * NCCL; dW2 runs before any reduction and dW1 after dW2's has (normally) ended, on every SM. */
+    /* Syncing graphs (weights-first order, comm_sms > 0): dX, the last GEMM, leaves SMs to dW1's reduction. The
+     * others run on every SM: leaving SMs during G as well (while dW2 is reduced) measured no faster (perf-notes). */
     const int sm_target = gg_plan_sm_target(ctx, p);
-    const char *lab = getenv("GG_LAB_G_FULL"); /* LAB: G on every SM */
-    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_G], prec, lab && atoi(lab) ? 0 : sm_target, 0, F, M, D, F, D, F));
+    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_G], prec, 0, 0, F, M, D, F, D, F));
     GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW2], prec, 0, 1, F, D, M, F, D, F));
     GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DX], prec, sm_target, 0, D, M, F, D, F, D));
     GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW1], prec, 0, 1, D, F, M, D, F, D));
@@ -143,10 +140,9 @@ static gg_status activation_grad(gg_ctx *ctx, const gg_block_plan *p, const gg_b
     return gg_dist_grad_ready(ctx, c, s, T_DB1);
 }
 
-/* The two-stream schedule (every graph that does not reduce its gradients during the backward). On an error after
- * the fork, the side stream is still joined. */
-static gg_status enqueue_overlapped(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main,
-                                    int dw1_on_main) {
+/* The two-stream schedule: every call that does not reduce its gradients during the backward (a syncing call with
+ * overlap off reduces them all in gg_dist_finish). On an error after the fork, the side stream is still joined. */
+static gg_status enqueue_overlapped(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main) {
     const int fp16 = c->precision == GG_PRECISION_FP16, acc = c->accumulate;
     void *const *t = c->t;
     cudaStream_t side = gg_side_stream(ctx, main, c->precision);
@@ -171,29 +167,21 @@ static gg_status enqueue_overlapped(gg_ctx *ctx, const gg_block_plan *p, const g
     GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_G], o.w2, o.dy, o.G, 0, 0, main), status, join);
     GG_GOTO(gg_stream_handoff(ctx, main, ctx->ev_fork, side), status, join);
     GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW2], o.act, o.dy, t[T_DW2], acc, 1, side), status, join);
-    GG_GOTO(gg_dist_grad_ready(ctx, c, side, T_DW2), status, join);
     GG_GOTO(activation_grad(ctx, p, c, &o, main), status, join);
     GG_GOTO(gg_stream_handoff(ctx, main, ctx->ev_mid, side), status, join);
-    if (dw1_on_main) { /* dW1 right after R, then dX: dW1's reduction overlaps dX */
-        if (fp16) GG_GOTO(gg_stream_wait(ctx, side, ctx->ev_conv, main), status, join); /* X's and W1's copies */
-        GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW1], o.x, o.R, t[T_DW1], acc, 1, main), status, join);
-        GG_GOTO(gg_dist_grad_ready(ctx, c, main, T_DW1), status, join);
-        GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DX], o.w1, o.R, t[T_DX], 0, 0, main), status, join);
-    } else {
-        GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW1], o.x, o.R, t[T_DW1], acc, 1, side), status, join);
-        GG_GOTO(gg_dist_grad_ready(ctx, c, side, T_DW1), status, join);
-        if (fp16) GG_GOTO(gg_stream_wait(ctx, side, ctx->ev_conv, main), status, join); /* W1's fp16 copy */
-        GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DX], o.w1, o.R, t[T_DX], 0, 0, main), status, join);
-    }
+    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW1], o.x, o.R, t[T_DW1], acc, 1, side), status, join);
+    if (fp16) GG_GOTO(gg_stream_wait(ctx, side, ctx->ev_conv, main), status, join); /* W1's fp16 copy */
+    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DX], o.w1, o.R, t[T_DX], 0, 0, main), status, join);
 join:;
     const gg_status joined = gg_stream_handoff(ctx, side, ctx->ev_join, main);
     return status == GG_SUCCESS ? joined : status;
 }
 
-/* Graphs that reduce the gradients during the backward: one stream, weight gradients first. dW2 (it needs only dY
+/* Calls that reduce the gradients during the backward: one stream, weight gradients first. dW2 (it needs only dY
  * and act) runs before G, so its reduction overlaps G, gelu' and the rest; dW1 runs as soon as R exists, so its
- * reduction overlaps dX, which nothing waits for. The reductions run on the SMs G and dX leave free (comm_sms).
- * One stream: two streams overlap only the tails of kernels here (docs/perf-notes.md), and one keeps the order. */
+ * reduction overlaps dX, which nothing waits for (dX leaves comm_sms SMs to it). Measured on 2 H200s against the
+ * two-stream schedule with the reductions issued as the gradients finish, and against two-stream variants with dW1
+ * before dX: this order hides the most (docs/distributed.md). */
 static gg_status enqueue_weights_first(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t s) {
     void *const *t = c->t;
     const int acc = c->accumulate;
@@ -202,12 +190,9 @@ static gg_status enqueue_weights_first(gg_ctx *ctx, const gg_block_plan *p, cons
     if (c->info->kind == GG_BLOCK_MLP) GG_TRY(grad_bias2(ctx, p, c, s));
     GG_TRY(to_f16(ctx, c, T_ACT, o.act, s));
     GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_DW2], o.act, o.dy, t[T_DW2], acc, 1, s));
-    const char *lab = getenv("GG_LAB_DW2_AFTER_G"); /* LAB: reduce dW2 from G's end (during gelu') */
-    const int after_g = lab && atoi(lab);
-    if (!after_g) GG_TRY(gg_dist_grad_ready(ctx, c, s, T_DW2));
+    GG_TRY(gg_dist_grad_ready(ctx, c, s, T_DW2));
     GG_TRY(to_f16(ctx, c, T_W2, o.w2, s));
     GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_G], o.w2, o.dy, o.G, 0, 0, s));
-    if (after_g) GG_TRY(gg_dist_grad_ready(ctx, c, s, T_DW2));
     GG_TRY(activation_grad(ctx, p, c, &o, s));
     GG_TRY(to_f16(ctx, c, T_X, o.x, s));
     GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_DW1], o.x, o.R, t[T_DW1], acc, 1, s));
@@ -218,11 +203,8 @@ static gg_status enqueue_weights_first(gg_ctx *ctx, const gg_block_plan *p, cons
 
 /* Enqueues the backward; the plan exists. */
 static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main) {
-    const char *lab = getenv("GG_LAB_SYNC_TWO_STREAMS"); /* LAB: syncing graphs on two streams, dW1 before dX */
-    const int two = lab && atoi(lab);
-    const gg_status status = gg_dist_overlaps(ctx, c) ? (two ? enqueue_overlapped(ctx, p, c, main, 1)
-                                                             : enqueue_weights_first(ctx, p, c, main))
-                                                       : enqueue_overlapped(ctx, p, c, main, 0);
+    const gg_status status = gg_dist_overlaps(ctx, c) ? enqueue_weights_first(ctx, p, c, main)
+                                                       : enqueue_overlapped(ctx, p, c, main);
     return status == GG_SUCCESS ? gg_dist_finish(ctx, c, main) : status;
 }
 
