@@ -455,6 +455,13 @@ gg_status gg_dist_attach(gg_ctx *ctx, void *nccl_comm, const gg_dist_config *con
  * caller picks it: config->device = LOCAL_RANK). gradgraph owns the communicator it makes. */
 gg_status gg_dist_init_env(gg_ctx *ctx, const char *id_path, const gg_dist_config *config);
 
+/* One process per GPU under MPI (builds with GG_WITH_MPI): rank and world size are those of *mpi_comm (mpi_comm
+ * points at an MPI_Comm; NULL: MPI_COMM_WORLD); rank 0 makes NCCL's unique id and broadcasts it over that
+ * communicator. The caller initializes and finalizes MPI (MPI_Init before, MPI_Finalize after gg_ctx_destroy) and
+ * puts ctx on the GPU of its node-local rank. Every rank of the communicator must call this at the same time.
+ * gradgraph owns the NCCL communicator it makes. Built without MPI (or NCCL): GG_ERROR_UNSUPPORTED. */
+gg_status gg_dist_init_mpi(gg_ctx *ctx, const void *mpi_comm, const gg_dist_config *config);
+
 /* One process, one context per GPU (ctxs[i] on its own device, rank i): makes the communicators together
  * (ncclCommInitAll) and runs the warm-up. Afterwards use each context from its own thread, and call
  * gg_dist_bind_thread from that thread. gradgraph owns these communicators. */

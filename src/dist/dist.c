@@ -156,6 +156,25 @@ gg_status gg_dist_attach(gg_ctx *ctx, void *nccl_comm, const gg_dist_config *con
     return GG_SUCCESS;
 }
 
+/* The end of a one-process-per-GPU bootstrap, once every rank holds NCCL's unique id: the communicator (gradgraph
+ * owns it), the warm-up, the thread binding. */
+static gg_status init_from_id(gg_ctx *ctx, const char *fn, int rank, int size, const ncclUniqueId *id,
+                              const gg_dist_config *c) {
+    int saved = 0;
+    GG_TRY(gg_device_enter(ctx, &saved));
+    ncclComm_t comm = NULL;
+    const ncclResult_t r = ncclCommInitRank(&comm, size, *id, rank);
+    gg_device_leave(saved);
+    if (r != ncclSuccess) return fail_nccl(ctx, r, "ncclCommInitRank");
+    const gg_status status = install(ctx, fn, comm, 1, c);
+    if (status != GG_SUCCESS) {
+        (void)ncclCommAbort(comm);
+        return status;
+    }
+    if (c->bind_cpus) (void)gg_dist_bind_thread(ctx);
+    return GG_SUCCESS;
+}
+
 gg_status gg_dist_init_env(gg_ctx *ctx, const char *id_path, const gg_dist_config *config) {
     static const char fn[] = "gg_dist_init_env";
     if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
@@ -168,19 +187,33 @@ gg_status gg_dist_init_env(gg_ctx *ctx, const char *id_path, const gg_dist_confi
     ncclUniqueId id;
     if (rank == 0) NCCL_TRY(ctx, ncclGetUniqueId(&id));
     GG_TRY(gg_bootstrap_share_id(ctx, fn, rank, id_path, &id, sizeof id, 120000));
-    int saved = 0;
-    GG_TRY(gg_device_enter(ctx, &saved));
-    ncclComm_t comm = NULL;
-    const ncclResult_t r = ncclCommInitRank(&comm, size, id, rank);
-    gg_device_leave(saved);
-    if (r != ncclSuccess) return fail_nccl(ctx, r, "ncclCommInitRank");
-    const gg_status status = install(ctx, fn, comm, 1, &c);
-    if (status != GG_SUCCESS) {
-        (void)ncclCommAbort(comm);
-        return status;
+    return init_from_id(ctx, fn, rank, size, &id, &c);
+}
+
+gg_status gg_dist_init_mpi(gg_ctx *ctx, const void *mpi_comm, const gg_dist_config *config) {
+    static const char fn[] = "gg_dist_init_mpi";
+    if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
+    gg_dist_config c;
+    GG_TRY(check_dist_config(ctx, fn, config_or_default(config, &c)));
+    int rank = -1, size = 0;
+    GG_TRY(gg_bootstrap_mpi_rank_size(ctx, fn, mpi_comm, &rank, &size));
+    default_environment();
+    /* Rank 0's outcome travels with the id: when ncclGetUniqueId fails there, every rank returns instead of
+     * waiting for a communicator that will not come. */
+    struct {
+        int32_t ok;
+        ncclUniqueId id;
+    } shared = {0};
+    ncclResult_t made = ncclSuccess;
+    if (rank == 0) {
+        made = ncclGetUniqueId(&shared.id);
+        shared.ok = made == ncclSuccess;
     }
-    if (c.bind_cpus) (void)gg_dist_bind_thread(ctx);
-    return GG_SUCCESS;
+    GG_TRY(gg_bootstrap_mpi_broadcast(ctx, fn, mpi_comm, &shared, sizeof shared));
+    if (made != ncclSuccess) return fail_nccl(ctx, made, "ncclGetUniqueId");
+    if (!shared.ok)
+        return gg_fail(ctx, GG_ERROR_NCCL, "%s: rank 0 could not make NCCL's unique id (its status says why)", fn);
+    return init_from_id(ctx, fn, rank, size, &shared.id, &c);
 }
 
 gg_status gg_dist_init_threads(gg_ctx *const *ctxs, int count, const gg_dist_config *config) {
@@ -358,6 +391,10 @@ gg_status gg_dist_init_env(gg_ctx *ctx, const char *id_path, const gg_dist_confi
 gg_status gg_dist_init_threads(gg_ctx *const *ctxs, int count, const gg_dist_config *config) {
     (void)ctxs, (void)count, (void)config;
     return UNSUPPORTED("gg_dist_init_threads");
+}
+gg_status gg_dist_init_mpi(gg_ctx *ctx, const void *mpi_comm, const gg_dist_config *config) {
+    (void)ctx, (void)mpi_comm, (void)config;
+    return UNSUPPORTED("gg_dist_init_mpi");
 }
 gg_status gg_dist_detach(gg_ctx *ctx) {
     (void)ctx;

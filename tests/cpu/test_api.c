@@ -739,6 +739,19 @@ static void dist_entry_points_check_arguments(void **state) {
     unsetenv("SLURM_NTASKS");
     assert_int_equal(gg_dist_init_env(ctx, "/tmp/gg-id", NULL), GG_ERROR_INVALID_ARGUMENT);
     assert_message_has(ctx, "no valid rank and world size in the environment");
+    assert_int_equal(gg_dist_init_mpi(NULL, NULL, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(NULL, "gg_dist_init_mpi: ctx is NULL");
+    dc = (gg_dist_config)GG_DIST_CONFIG_INIT;
+    dc.version = 5;
+    assert_int_equal(gg_dist_init_mpi(ctx, NULL, &dc), GG_ERROR_VERSION);
+    assert_message_has(ctx, "gg_dist_init_mpi: config->version = 5");
+    const gg_status mpi = gg_dist_init_mpi(ctx, NULL, NULL); /* this process never initialized MPI */
+    if (mpi == GG_ERROR_UNSUPPORTED) {
+        assert_message_has(ctx, "gg_dist_init_mpi: gradgraph was built without MPI");
+    } else {
+        assert_int_equal(mpi, GG_ERROR_INVALID_ARGUMENT);
+        assert_message_has(ctx, "gg_dist_init_mpi: MPI is not initialized");
+    }
     gg_ctx *two[2] = {ctx, ctx};
     assert_int_equal(gg_dist_init_threads(two, 2, NULL), GG_ERROR_INVALID_ARGUMENT);
     assert_message_has(ctx, "ctxs[0] and ctxs[1] share device 0");
