@@ -1,7 +1,5 @@
 /* activation_grad.cu - the elementwise gradient steps between the GEMMs: GELU(tanh)' for blocks 2 and 3, and the
  * gate-multiply chain of block 4 with its bf16 rounding after every op. */
-#include <stdlib.h>
-
 #include "col_sum.cuh"
 
 using namespace gg;
@@ -69,44 +67,31 @@ struct GeluGradRow {
     }
 };
 
-/* The silu gate's factor d = bf16(s * bf16(1 + bf16(z * bf16(1 - s)))), s = bf16(sigmoid(z)) depends only on the
- * bf16 gate value z, so it is tabulated once per device over all 65 536 bf16 patterns (the same function: the same
- * bits) and looked up: ~35 dependent instructions per element fewer in a memory-bound kernel. */
-__device__ __forceinline__ float silu_factor(float z) {
-    const float s = rbf(1.0f / (1.0f + expf(-z)));
-    return rbf(s * rbf(1.0f + rbf(z * rbf(1.0f - s))));
-}
-
-__device__ __nv_bfloat16 g_silu_factor[65536];
-
-__global__ void fill_silu_factor_kernel() {
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < 65536) g_silu_factor[i] = __float2bfloat16_rn(silu_factor(__uint_as_float((uint32_t)i << 16)));
-}
-
-enum SsmGate { kNoSilu, kSiluComputed, kSiluTable };
-
-template <int kGate>
 __global__ void __launch_bounds__(kThreads) ssm_gate_grad_kernel(const bf16x8 *__restrict__ g,
                                                                  const bf16x8 *__restrict__ gate_activated,
                                                                  const bf16x8 *__restrict__ ssm_output,
                                                                  const bf16x8 *__restrict__ gate,
                                                                  bf16x8 *__restrict__ grad_ssm_output,
-                                                                 bf16x8 *__restrict__ grad_gate, int64_t n_vec) {
+                                                                 bf16x8 *__restrict__ grad_gate, int64_t n_vec,
+                                                                 int use_silu_gate) {
     for (int64_t v = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; v < n_vec; v += (int64_t)gridDim.x * blockDim.x) {
         const bf16x8 gv = g[v], ga = gate_activated[v], so = ssm_output[v];
         bf16x8 gs, gg;
         bf16x8 gt;
-        if (kGate != kNoSilu) gt = gate[v];
+        if (use_silu_gate) gt = gate[v];
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
             const float gj = bf(gv.v[j]);
             gs.v[j] = __float2bfloat16_rn(gj * bf(ga.v[j]));
             const float a = rbf(gj * bf(so.v[j]));
-            float d = 1.0f;
-            if (kGate == kSiluComputed) d = silu_factor(bf(gt.v[j]));
-            if (kGate == kSiluTable) d = bf(g_silu_factor[__bfloat16_as_ushort(gt.v[j])]);
-            gg.v[j] = __float2bfloat16_rn(a * d);
+            if (use_silu_gate) {
+                const float z = bf(gt.v[j]);
+                const float s = rbf(1.0f / (1.0f + expf(-z)));
+                const float d = rbf(s * rbf(1.0f + rbf(z * rbf(1.0f - s))));
+                gg.v[j] = __float2bfloat16_rn(a * d);
+            } else {
+                gg.v[j] = __float2bfloat16_rn(a);
+            }
         }
         grad_ssm_output[v] = gs;
         grad_gate[v] = gg;
@@ -138,35 +123,14 @@ extern "C" cudaError_t gg_k_gelu_grad_col_sum(const float *G, const float *x, vo
     return cudaErrorInvalidValue;
 }
 
-static int silu_table_ready[64]; /* per device, set by gg_k_ssm_silu_table_init */
-
-extern "C" cudaError_t gg_k_ssm_silu_table_init(void) {
-    int device = 0;
-    cudaError_t e = cudaGetDevice(&device);
-    if (e != cudaSuccess || device >= 64 || silu_table_ready[device]) return e;
-    fill_silu_factor_kernel<<<256, 256>>>();
-    if ((e = cudaDeviceSynchronize()) == cudaSuccess) silu_table_ready[device] = 1;
-    return e;
-}
-
 extern "C" cudaError_t gg_k_ssm_gate_grad(const uint16_t *g, const uint16_t *gate_activated,
                                           const uint16_t *ssm_output, const uint16_t *gate, uint16_t *grad_ssm_output,
                                           uint16_t *grad_gate, size_t n, int use_silu_gate, int sm_count,
                                           cudaStream_t stream) {
     const int64_t n_vec = (int64_t)(n / 8);
-    const int grid = grid_for((size_t)n_vec, sm_count, 16);
-    const bf16x8 *gv = reinterpret_cast<const bf16x8 *>(g), *ga = reinterpret_cast<const bf16x8 *>(gate_activated),
-                 *so = reinterpret_cast<const bf16x8 *>(ssm_output), *gt = reinterpret_cast<const bf16x8 *>(gate);
-    bf16x8 *gs = reinterpret_cast<bf16x8 *>(grad_ssm_output), *gg = reinterpret_cast<bf16x8 *>(grad_gate);
-    int device = 0;
-    const char *lab = getenv("GG_LAB_SILU_TABLE"); /* LAB: look the silu factor up */
-    const bool table = lab && atoi(lab) && cudaGetDevice(&device) == cudaSuccess && device < 64 &&
-                       silu_table_ready[device];
-    if (!use_silu_gate)
-        ssm_gate_grad_kernel<kNoSilu><<<grid, kThreads, 0, stream>>>(gv, ga, so, gt, gs, gg, n_vec);
-    else if (table)
-        ssm_gate_grad_kernel<kSiluTable><<<grid, kThreads, 0, stream>>>(gv, ga, so, gt, gs, gg, n_vec);
-    else
-        ssm_gate_grad_kernel<kSiluComputed><<<grid, kThreads, 0, stream>>>(gv, ga, so, gt, gs, gg, n_vec);
+    ssm_gate_grad_kernel<<<grid_for((size_t)n_vec, sm_count, 16), kThreads, 0, stream>>>(
+        reinterpret_cast<const bf16x8 *>(g), reinterpret_cast<const bf16x8 *>(gate_activated),
+        reinterpret_cast<const bf16x8 *>(ssm_output), reinterpret_cast<const bf16x8 *>(gate),
+        reinterpret_cast<bf16x8 *>(grad_ssm_output), reinterpret_cast<bf16x8 *>(grad_gate), n_vec, use_silu_gate);
     return cudaGetLastError();
 }

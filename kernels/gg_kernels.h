@@ -43,10 +43,6 @@ cudaError_t gg_k_gelu_grad_col_sum(const float *G, const float *x, void *R, gg_d
                                    int chunks, float *partials, unsigned *counters, float *col_sums, int accumulate,
                                    cudaStream_t stream);
 
-/* Tabulates block 4's silu gate factor on the current device (once; synchronizes: call at plan time, never inside
- * a capture). */
-cudaError_t gg_k_ssm_silu_table_init(void);
-
 /* Block 4's elementwise chain, bf16 in and out, rounding after every step (see gradgraph.h). n elements. */
 cudaError_t gg_k_ssm_gate_grad(const uint16_t *g, const uint16_t *gate_activated, const uint16_t *ssm_output,
                                const uint16_t *gate, uint16_t *grad_ssm_output, uint16_t *grad_gate, size_t n,

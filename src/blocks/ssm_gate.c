@@ -37,7 +37,6 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     GG_TRY(gg_matmul_plan(ctx, &g, &p->gemm[GEMM_G]));
     p->buffer[BUF_G] = gg_plan_take(p, (size_t)(M * E) * 2);
     GG_TRY(gg_matmul_plan(ctx, &dw, &p->gemm[GEMM_DW]));
-    GG_CUDA_TRY(ctx, gg_k_ssm_silu_table_init());
     p->col_chunks[0] = gg_k_col_sum_chunks(M, H, GG_DT_BF16, ctx->sm_count);
     p->buffer[BUF_PARTIALS] = gg_plan_take(p, (size_t)p->col_chunks[0] * (size_t)H * sizeof(float));
     return GG_SUCCESS;
