@@ -6,6 +6,8 @@
 #
 #   GG_COMMIT=<sha> bash scripts/device.sh [all|tests|bench|multigpu|build]
 #
+# multigpu: GG_STEPS (default 30) steps per measurement, GG_BUCKET_MIB (default: the library's 25 MiB) pieces.
+#
 # `build` only builds (for experiments that run build-device/bench/gg_bench directly). Autotune choices persist in
 # build-device/gemm-algos.txt (GG_TUNE_CACHE): later stages and calls on a warm machine reuse them.
 #
@@ -74,11 +76,11 @@ if { [ "$stage" = all ] && [ "$gpus" -ge 2 ]; } || [ "$stage" = multigpu ]; then
   echo "test_dist: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/test_dist.log" | tr '\n' ' ')"
   grep -E '^\[  ERROR|FAIL|differ|hung' "$OUT/test_dist.log" | head -10
   for b in 2 3; do
-    timeout 300 "$build/examples/ddp_scaling" --block $b --steps "${GG_STEPS:-30}" --json "$OUT/ddp-block$b.json" \
+    timeout 300 "$build/examples/ddp_scaling" --block $b --steps "${GG_STEPS:-30}" ${GG_BUCKET_MIB:+--bucket-mib "$GG_BUCKET_MIB"} --json "$OUT/ddp-block$b.json" \
       2>&1 | tee -a "$OUT/ddp.log" | tail -2 || status=1
   done
   python3 scripts/collect_ddp.py "$OUT/ddp-h200x$gpus.json" "${GG_COMMIT:-unknown}" \
-    "GG_COMMIT=<sha> bash scripts/device.sh $stage" "$OUT"/ddp-block*.json && rm -f "$OUT"/ddp-block*.json
+    "GG_COMMIT=<sha> ${GG_STEPS:+GG_STEPS=$GG_STEPS }${GG_BUCKET_MIB:+GG_BUCKET_MIB=$GG_BUCKET_MIB }bash scripts/device.sh $stage" "$OUT"/ddp-block*.json && rm -f "$OUT"/ddp-block*.json
 fi
 
 cp "$GG_TUNE_CACHE" "$OUT/gemm-algos.txt" 2>/dev/null
