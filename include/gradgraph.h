@@ -451,8 +451,10 @@ gg_status gg_dist_attach(gg_ctx *ctx, void *nccl_comm, const gg_dist_config *con
 
 /* One process per GPU: rank, world size and local rank from the environment (RANK, WORLD_SIZE, LOCAL_RANK; or
  * OMPI_COMM_WORLD_* / SLURM_* when those are set). Rank 0 writes NCCL's unique id to id_path (a file on a path
- * every rank can read), the others wait for it (up to 120 s). ctx must be on the GPU of the local rank (the
- * caller picks it: config->device = LOCAL_RANK). gradgraph owns the communicator it makes. */
+ * every rank can read), the others wait for it (up to 120 s). id_path NULL: the id is broadcast over MPI's world
+ * communicator instead (GG_WITH_MPI builds; MPI initialized by the caller; its ranks must be the environment's).
+ * ctx must be on the GPU of the local rank (the caller picks it: config->device = LOCAL_RANK). gradgraph owns the
+ * communicator it makes. */
 gg_status gg_dist_init_env(gg_ctx *ctx, const char *id_path, const gg_dist_config *config);
 
 /* One process per GPU under MPI (builds with GG_WITH_MPI): rank and world size are those of *mpi_comm (mpi_comm

@@ -175,31 +175,9 @@ static gg_status init_from_id(gg_ctx *ctx, const char *fn, int rank, int size, c
     return GG_SUCCESS;
 }
 
-gg_status gg_dist_init_env(gg_ctx *ctx, const char *id_path, const gg_dist_config *config) {
-    static const char fn[] = "gg_dist_init_env";
-    if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
-    if (!id_path) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: id_path is NULL", fn);
-    gg_dist_config c;
-    GG_TRY(check_dist_config(ctx, fn, config_or_default(config, &c)));
-    int rank = -1, size = 0;
-    GG_TRY(gg_bootstrap_rank_size(ctx, fn, &rank, &size));
-    default_environment();
-    ncclUniqueId id;
-    if (rank == 0) NCCL_TRY(ctx, ncclGetUniqueId(&id));
-    GG_TRY(gg_bootstrap_share_id(ctx, fn, rank, id_path, &id, sizeof id, 120000));
-    return init_from_id(ctx, fn, rank, size, &id, &c);
-}
-
-gg_status gg_dist_init_mpi(gg_ctx *ctx, const void *mpi_comm, const gg_dist_config *config) {
-    static const char fn[] = "gg_dist_init_mpi";
-    if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
-    gg_dist_config c;
-    GG_TRY(check_dist_config(ctx, fn, config_or_default(config, &c)));
-    int rank = -1, size = 0;
-    GG_TRY(gg_bootstrap_mpi_rank_size(ctx, fn, mpi_comm, &rank, &size));
-    default_environment();
-    /* Rank 0's outcome travels with the id: when ncclGetUniqueId fails there, every rank returns instead of
-     * waiting for a communicator that will not come. */
+/* NCCL's unique id from rank 0 of the MPI communicator (NULL: the world) to every rank, with rank 0's outcome: when
+ * ncclGetUniqueId fails there, every rank returns instead of waiting for a communicator that will not come. */
+static gg_status share_id_mpi(gg_ctx *ctx, const char *fn, const void *mpi_comm, int rank, ncclUniqueId *id) {
     struct {
         int32_t ok;
         ncclUniqueId id;
@@ -213,7 +191,53 @@ gg_status gg_dist_init_mpi(gg_ctx *ctx, const void *mpi_comm, const gg_dist_conf
     if (made != ncclSuccess) return fail_nccl(ctx, made, "ncclGetUniqueId");
     if (!shared.ok)
         return gg_fail(ctx, GG_ERROR_NCCL, "%s: rank 0 could not make NCCL's unique id (its status says why)", fn);
-    return init_from_id(ctx, fn, rank, size, &shared.id, &c);
+    *id = shared.id;
+    return GG_SUCCESS;
+}
+
+gg_status gg_dist_init_env(gg_ctx *ctx, const char *id_path, const gg_dist_config *config) {
+    static const char fn[] = "gg_dist_init_env";
+    if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
+    gg_dist_config c;
+    GG_TRY(check_dist_config(ctx, fn, config_or_default(config, &c)));
+    int rank = -1, size = 0;
+    GG_TRY(gg_bootstrap_rank_size(ctx, fn, &rank, &size));
+    ncclUniqueId id;
+    if (id_path) {
+        default_environment();
+        if (rank == 0) NCCL_TRY(ctx, ncclGetUniqueId(&id));
+        GG_TRY(gg_bootstrap_share_id(ctx, fn, rank, id_path, &id, sizeof id, 120000));
+        return init_from_id(ctx, fn, rank, size, &id, &c);
+    }
+    /* No file: the id travels through MPI's world communicator, whose ranks must be the environment's. */
+    int mpi_rank = -1, mpi_size = 0;
+    const gg_status mpi = gg_bootstrap_mpi_rank_size(ctx, fn, NULL, &mpi_rank, &mpi_size);
+    if (mpi == GG_ERROR_UNSUPPORTED)
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
+                       "%s: id_path is NULL and gradgraph was built without MPI (GG_WITH_MPI=OFF): pass a file path "
+                       "every rank can read",
+                       fn);
+    if (mpi != GG_SUCCESS) return mpi;
+    if (mpi_rank != rank || mpi_size != size)
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
+                       "%s: id_path is NULL, but MPI's world (rank %d of %d) is not the environment's (rank %d of %d)",
+                       fn, mpi_rank, mpi_size, rank, size);
+    default_environment();
+    GG_TRY(share_id_mpi(ctx, fn, NULL, rank, &id));
+    return init_from_id(ctx, fn, rank, size, &id, &c);
+}
+
+gg_status gg_dist_init_mpi(gg_ctx *ctx, const void *mpi_comm, const gg_dist_config *config) {
+    static const char fn[] = "gg_dist_init_mpi";
+    if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
+    gg_dist_config c;
+    GG_TRY(check_dist_config(ctx, fn, config_or_default(config, &c)));
+    int rank = -1, size = 0;
+    GG_TRY(gg_bootstrap_mpi_rank_size(ctx, fn, mpi_comm, &rank, &size));
+    default_environment();
+    ncclUniqueId id;
+    GG_TRY(share_id_mpi(ctx, fn, mpi_comm, rank, &id));
+    return init_from_id(ctx, fn, rank, size, &id, &c);
 }
 
 gg_status gg_dist_init_threads(gg_ctx *const *ctxs, int count, const gg_dist_config *config) {

@@ -1,5 +1,6 @@
-/* test_dist_mpi.c - gg_dist_init_mpi end to end: one MPI process per GPU (CTest runs `mpiexec -n 2`), each makes its
- * context on the GPU of its rank, gets its NCCL communicator through MPI, and runs an MLP backward graph whose
+/* test_dist_mpi.c - the MPI bootstraps end to end: one MPI process per GPU (CTest runs `mpiexec -n 2`), each makes
+ * its context on the GPU of its rank, gets its NCCL communicator through MPI (gg_dist_init_mpi, then
+ * gg_dist_init_env without an id file), and runs an MLP backward graph whose
  * weight and bias gradients are summed across the ranks inside the graph. Checked against the ranks' eager (local)
  * gradients summed on the host in double, and every rank must hold the same bits. Fewer than 2 GPUs: SKIPPED.
  * Each rank's verdict is agreed over MPI before asserting, so a failing rank cannot leave the other waiting. */
@@ -50,8 +51,9 @@ static void run_mlp(gg_ctx *ctx, float *const in[], float *const out[], gg_graph
     if (st != GG_SUCCESS || cudaStreamSynchronize(stream) != cudaSuccess) *ok = 0;
 }
 
-static void gradients_are_summed_across_mpi_ranks(void **state) {
-    (void)state;
+/* bootstrap: gg_dist_init_mpi, or gg_dist_init_env without a path (rank and size from mpiexec's environment, the
+ * id through MPI's world communicator). */
+static void gradients_are_summed_across_ranks(int via_env) {
     int gpus = 0;
     if (cudaGetDeviceCount(&gpus) != cudaSuccess) gpus = 0;
     if (!all_ok(gpus >= size && size >= 2)) skip(); /* every rank skips together */
@@ -62,7 +64,7 @@ static void gradients_are_summed_across_mpi_ranks(void **state) {
     ok = ok && gg_ctx_create(&cfg, &ctx) == GG_SUCCESS;
     gg_dist_config dc = GG_DIST_CONFIG_INIT;
     dc.op = GG_REDUCE_SUM;
-    ok = ok && gg_dist_init_mpi(ctx, NULL, &dc) == GG_SUCCESS;
+    ok = ok && (via_env ? gg_dist_init_env(ctx, NULL, &dc) : gg_dist_init_mpi(ctx, NULL, &dc)) == GG_SUCCESS;
     ok = ok && gg_dist_rank(ctx) == rank && gg_dist_size(ctx) == size;
     assert_true(all_ok(ok));
 
@@ -131,11 +133,22 @@ static void gradients_are_summed_across_mpi_ranks(void **state) {
     assert_true(all_ok(ok));
 }
 
+static void bootstrap_through_init_mpi(void **state) {
+    (void)state;
+    gradients_are_summed_across_ranks(0);
+}
+
+static void bootstrap_through_init_env_without_a_file(void **state) {
+    (void)state;
+    gradients_are_summed_across_ranks(1);
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    const struct CMUnitTest tests[] = {cmocka_unit_test(gradients_are_summed_across_mpi_ranks)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(bootstrap_through_init_mpi),
+                                       cmocka_unit_test(bootstrap_through_init_env_without_a_file)};
     const int failed = cmocka_run_group_tests_name("dist_mpi", tests, NULL, NULL);
     MPI_Finalize();
     return failed;
