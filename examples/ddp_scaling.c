@@ -46,6 +46,7 @@ typedef struct rank_state {
     ncclComm_t comm;
     double step_us, local_us, allreduce_us; /* medians */
     int failed;
+    int comm_aborted; /* gradgraph aborted comm after an asynchronous NCCL error: it is freed, not to destroy */
 } rank_state;
 
 static pthread_barrier_t barrier;
@@ -234,7 +235,7 @@ static void *rank_main(void *arg) {
     s->allreduce_us = us[2];
     if (!s->failed && o->trace) trace_step(s->rank, o->trace, "synced", &synced, stream);
     if (!s->failed && o->trace) trace_step(s->rank, o->trace, "local", &local, stream);
-    if (gg_dist_check(ctx) != GG_SUCCESS) s->failed = 1;
+    if (gg_dist_check(ctx) == GG_ERROR_NCCL) s->failed = s->comm_aborted = 1;
     /* teardown in the documented order: graphs that captured NCCL work, then the communicator (detach), then the
      * context */
     if (ag.exec) cudaGraphExecDestroy(ag.exec);
@@ -284,7 +285,7 @@ static int parse(int argc, char **argv, options *o) {
         else if (!strcmp(a, "--gpus")) o->gpus = atoi(v);
         else if (!strcmp(a, "--steps")) o->steps = atoi(v);
         else if (!strcmp(a, "--comm-sms")) o->comm_sms = atoi(v);
-        else if (!strcmp(a, "--bucket-mib")) o->bucket_bytes = (size_t)atof(v) * 1024 * 1024;
+        else if (!strcmp(a, "--bucket-mib")) o->bucket_bytes = (size_t)(atof(v) * 1024 * 1024);
         else if (!strcmp(a, "--json")) o->json = v;
         else if (!strcmp(a, "--trace")) o->trace = v;
         else if (!strcmp(a, "--precision"))
@@ -355,7 +356,8 @@ int main(int argc, char **argv) {
                 states[i].step_us, states[i].local_us, states[i].allreduce_us);
     }
     pthread_barrier_destroy(&barrier);
-    for (int i = 0; i < o.gpus; ++i) ncclCommDestroy(comms[i]); /* after gradgraph's graphs are gone */
+    for (int i = 0; i < o.gpus; ++i) /* after gradgraph's graphs are gone */
+        if (!states[i].comm_aborted) ncclCommDestroy(comms[i]);
     const double step1_after = single_gpu_step(&c, &o); /* again: clocks and temperature drift over a run */
     fprintf(stderr, "  1 GPU again: %.1f us per step\n", step1_after);
     const double step1 = 0.5 * (step1_before + step1_after);

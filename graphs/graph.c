@@ -100,6 +100,7 @@ gg_status gg_graph_create_call(gg_ctx *ctx, const gg_block_call *shape, gg_preci
     }
     g->shape.tokens = g->buckets[g->n_buckets - 1];
     g->syncs = config->sync_gradients && ctx->dist != NULL;
+    g->shape.sync_grads = g->syncs; /* the plans (their SM reserve for NCCL) are those of syncing calls */
     status = gg_block_validate_shape(ctx, fn, &g->shape, requested);
     if (status == GG_SUCCESS && g->syncs) status = gg_dist_check_shape(ctx, fn, &g->shape);
     if (status != GG_SUCCESS) {
@@ -179,7 +180,10 @@ static gg_status enqueue_body(gg_graph *g, const gg_block_call *call, const gg_b
             if (is_staged(call, i) && gg_tensor_used(call, i) && call->info->tensors[i].is_output)
                 GG_CUDA_TRY(ctx, gg_k_stage(call->t[i], body.t[i], (int64_t)row_bytes(call, i), device_rows, rows, 0,
                                             ctx->sm_count, stream));
-    return GG_SUCCESS;
+    /* A syncing graph's reductions (issued by the block as its gradients finish, or here with overlap off) join the
+     * caller's stream last, so the staged-out activation gradients overlap their tail. Parameter gradients are
+     * never staged. (Eager calls never sync.) */
+    return gg_dist_finish(ctx, &body, stream);
 }
 
 static gg_status bucket_plan(gg_graph *g, int64_t bucket, gg_block_plan **plan) {
@@ -267,8 +271,8 @@ static gg_status check_run(gg_graph *g, const char *fn, gg_block_call *call, gg_
             return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
                            "%s: the graph syncs gradients but its context's communicator was detached", fn);
         GG_TRY(gg_dist_check(ctx)); /* an asynchronous NCCL error: aborted, never waited on */
-        call->sync_grads = 1;
     }
+    call->sync_grads = g->shape.sync_grads;
     if (call->dim0 != g->shape.dim0)
         return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: %s = %lld, but the graph was created for %lld", fn,
                        call->info->dim0_name, (long long)call->dim0, (long long)g->shape.dim0);

@@ -1,8 +1,7 @@
 /* streams.c - event hand-off between streams (the fork and join edges of a block's backward). */
 #include "streams.h"
 
-cudaStream_t gg_side_stream(const gg_ctx *ctx, cudaStream_t main, gg_precision precision) {
-    (void)precision; /* measured: with the side stream at high priority, overlap pays or ties in every mode */
+cudaStream_t gg_side_stream(const gg_ctx *ctx, cudaStream_t main) {
     return ctx->config.overlap == GG_OVERLAP_NEVER ? main : ctx->side;
 }
 

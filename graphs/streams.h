@@ -8,9 +8,9 @@
 
 #include "internal.h"
 
-/* The stream a block's second chain runs on: the context's side stream when the chains overlap (config.overlap
- * and the GEMM precision decide), else the caller's stream itself. */
-cudaStream_t gg_side_stream(const gg_ctx *ctx, cudaStream_t main, gg_precision precision);
+/* The stream a block's second chain runs on: the context's side stream unless config.overlap is NEVER (measured:
+ * with the side stream at high priority, overlap pays or ties in every mode), else the caller's stream itself. */
+cudaStream_t gg_side_stream(const gg_ctx *ctx, cudaStream_t main);
 
 /* Makes `to` wait for everything enqueued on `from` so far, through `event`; nothing when they are one stream. */
 gg_status gg_stream_handoff(gg_ctx *ctx, cudaStream_t from, cudaEvent_t event, cudaStream_t to);

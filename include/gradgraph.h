@@ -430,7 +430,7 @@ typedef struct gg_dist_config {
     gg_grad_sync sync;   /* default GG_SYNC_ALL_REDUCE */
     size_t bucket_bytes; /* the largest piece of a gradient reduced in one NCCL call; default 25 MiB */
     int overlap;         /* default 1: reduce each gradient as soon as it is final; 0: all after the backward */
-    int bind_cpus;       /* default 1: gg_dist_attach / gg_dist_init_env bind the calling thread near the GPU */
+    int bind_cpus;       /* default 1: gg_dist_attach / _init_env / _init_mpi bind the calling thread near the GPU */
     int comm_sms;        /* SMs that a gradient-syncing graph's GEMMs running beside a reduction (blocks 2/3:
                             dX; block 4: both) leave free for NCCL's kernels (pair it with NCCL's channel count);
                             at most half the GPU's SMs; ignored with overlap off. Default GG_DIST_COMM_SMS_DEFAULT
@@ -445,15 +445,18 @@ typedef struct gg_dist_config {
       GG_DIST_COMM_SMS_DEFAULT }
 
 /* Uses a communicator the caller made (an ncclComm_t, passed as void*) on ctx's device. The caller keeps owning it
- * and destroys it after gg_dist_detach / gg_ctx_destroy. Runs the warm-up all-reduce, so every rank must call this
- * at the same time. config NULL: GG_DIST_CONFIG_INIT. */
+ * and destroys it after gg_dist_detach / gg_ctx_destroy — unless gradgraph reported GG_ERROR_NCCL for an
+ * asynchronous error: then it has aborted the communicator (so that no rank hangs), which frees it. Runs the
+ * warm-up all-reduce, so every rank must call this at the same time. Make the communicator after gg_ctx_create, or
+ * set NCCL_NVLS_ENABLE yourself: gradgraph sets it to 0 when unset, and NCCL reads it when a communicator is made.
+ * config NULL: GG_DIST_CONFIG_INIT. */
 gg_status gg_dist_attach(gg_ctx *ctx, void *nccl_comm, const gg_dist_config *config);
 
-/* One process per GPU: rank, world size and local rank from the environment (RANK, WORLD_SIZE, LOCAL_RANK; or
- * OMPI_COMM_WORLD_* / SLURM_* when those are set). Rank 0 writes NCCL's unique id to id_path (a file on a path
+/* One process per GPU: rank and world size from the environment (RANK, WORLD_SIZE; or OMPI_COMM_WORLD_RANK/_SIZE,
+ * or SLURM_PROCID/SLURM_NTASKS). Rank 0 writes NCCL's unique id to id_path (a file on a path
  * every rank can read), the others wait for it (up to 120 s). id_path NULL: the id is broadcast over MPI's world
  * communicator instead (GG_WITH_MPI builds; MPI initialized by the caller; its ranks must be the environment's).
- * ctx must be on the GPU of the local rank (the caller picks it: config->device = LOCAL_RANK). gradgraph owns the
+ * ctx must be on the GPU of the process's node-local rank (the caller picks it, e.g. config->device = LOCAL_RANK). gradgraph owns the
  * communicator it makes. */
 gg_status gg_dist_init_env(gg_ctx *ctx, const char *id_path, const gg_dist_config *config);
 
@@ -464,7 +467,7 @@ gg_status gg_dist_init_env(gg_ctx *ctx, const char *id_path, const gg_dist_confi
  * gradgraph owns the NCCL communicator it makes. Built without MPI (or NCCL): GG_ERROR_UNSUPPORTED. */
 gg_status gg_dist_init_mpi(gg_ctx *ctx, const void *mpi_comm, const gg_dist_config *config);
 
-/* One process, one context per GPU (ctxs[i] on its own device, rank i): makes the communicators together
+/* One process, one context per GPU (ctxs[i] on its own device, rank i; count <= 64): makes the communicators together
  * (ncclCommInitAll) and runs the warm-up. Afterwards use each context from its own thread, and call
  * gg_dist_bind_thread from that thread. gradgraph owns these communicators. */
 gg_status gg_dist_init_threads(gg_ctx *const *ctxs, int count, const gg_dist_config *config);
@@ -473,8 +476,10 @@ gg_status gg_dist_init_threads(gg_ctx *const *ctxs, int count, const gg_dist_con
  * while graphs that captured NCCL work exist: destroy them first. No-op without a communicator. */
 gg_status gg_dist_detach(gg_ctx *ctx);
 
-/* Polls NCCL's asynchronous error state. On an error: aborts the communicator (no rank hangs on it) and returns
- * GG_ERROR_NCCL; the context then runs only local work until a new communicator is attached. */
+/* Polls NCCL's asynchronous error state (every run of a syncing graph does too). On an error: aborts the
+ * communicator (no rank hangs on it; an attached one is freed by the abort: do not destroy it) and returns
+ * GG_ERROR_NCCL, as do later runs of syncing graphs. To go on: destroy those graphs, gg_dist_detach, then attach or
+ * make a new communicator; eager calls and local graphs keep working meanwhile. */
 gg_status gg_dist_check(gg_ctx *ctx);
 
 /* This rank and the number of ranks; -1 and 0 without a communicator. */

@@ -23,10 +23,11 @@ __device__ __forceinline__ void store4(__half *R, int64_t i, float4 r) {
     reinterpret_cast<uint2 *>(R)[i] = packed;
 }
 
+/* R may be G itself (fp32/tf32 modes write R over G): those two are not __restrict__, so G is not read through the
+ * read-only cache path while R is written (each element is read before the same thread writes it). */
 template <typename TOut>
-__global__ void __launch_bounds__(kThreads) gelu_grad_kernel(const float4 *__restrict__ G, const float4 *__restrict__ x,
-                                                             const float4 *__restrict__ T, TOut *__restrict__ R,
-                                                             int64_t n4) {
+__global__ void __launch_bounds__(kThreads) gelu_grad_kernel(const float4 *G, const float4 *__restrict__ x,
+                                                             const float4 *__restrict__ T, TOut *R, int64_t n4) {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (int64_t)gridDim.x * blockDim.x) {
         const float4 g = G[i], xv = x[i], t = T[i];
         const float4 r = make_float4(g.x * gelu_grad(xv.x, t.x), g.y * gelu_grad(xv.y, t.y), g.z * gelu_grad(xv.z, t.z),

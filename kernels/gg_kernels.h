@@ -29,10 +29,10 @@ cudaError_t gg_k_tanh_gate(const uint16_t *grad_output, const uint16_t *gate, co
                            float *partials, unsigned *counter, uint16_t *grad_gate, int accumulate, int grid_blocks,
                            int64_t M, int64_t H, cudaStream_t stream);
 /* The grid gg_k_tanh_gate uses for M rows on a device with sm_count SMs (also the partials' count). */
-int gg_k_tanh_gate_grid(int64_t M, int64_t H, int sm_count);
+int gg_k_tanh_gate_grid(int64_t M, int sm_count);
 
 /* Block 2's R = G * gelu'(x), gelu' of the tanh approximation with the saved T = tanh_inner. G, x, T fp32; R is
- * written as r_type (GG_DT_F32 or GG_DT_F16). n elements. */
+ * written as r_type (GG_DT_F32 or GG_DT_F16); with GG_DT_F32, R may be G (in place). n elements. */
 cudaError_t gg_k_gelu_grad(const float *G, const float *x, const float *tanh_inner, void *R, gg_dtype r_type,
                            size_t n, int sm_count, cudaStream_t stream);
 

@@ -74,8 +74,7 @@ __global__ void __launch_bounds__(kThreads) tanh_gate_kernel(const bf16x8 *__res
 
 } // namespace
 
-extern "C" int gg_k_tanh_gate_grid(int64_t M, int64_t H, int sm_count) {
-    (void)H;
+extern "C" int gg_k_tanh_gate_grid(int64_t M, int sm_count) {
     /* One wave of resident CTAs (a second, partial wave would leave SMs idle at the end), at most one per row. */
     int per_sm = 0;
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, tanh_gate_kernel, kThreads, 0) != cudaSuccess || per_sm < 1)

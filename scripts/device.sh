@@ -23,6 +23,8 @@ export GG_TUNE_CACHE=${GG_TUNE_CACHE:-$root/build-device/gemm-algos.txt}
 cmocka=$root/carry/cmocka/usr
 export LD_LIBRARY_PATH=$cmocka/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 arch=${GG_CUDA_ARCH:-90a}
+# How the results were made, as recorded in their JSON: the settings that change them, then the command.
+run_cmd="GG_COMMIT=<sha> ${GG_MODES:+GG_MODES=$GG_MODES }${GG_ITERS:+GG_ITERS=$GG_ITERS }${GG_PEERS_COMPILE:+GG_PEERS_COMPILE=1 }${GG_STEPS:+GG_STEPS=$GG_STEPS }${GG_BUCKET_MIB:+GG_BUCKET_MIB=$GG_BUCKET_MIB }bash scripts/device.sh $stage"
 build=$root/build-device
 status=0
 
@@ -37,8 +39,9 @@ echo "built in $(( $(date +%s) - t0 )) s"
 
 if [ "$stage" = all ] || [ "$stage" = tests ]; then
   echo "== tests"
-  # Every test but the long GPU ones through CTest; those directly, so their RESULT lines are kept.
-  ctest --test-dir "$build" --output-on-failure -E 'test_(blocks|graphs)_gpu' 2>&1 | tee "$OUT/ctest.log" | tail -12
+  # Every test but the long GPU ones (run directly, so their RESULT lines are kept) and the multi-GPU ones (the
+  # multigpu stage) through CTest.
+  ctest --test-dir "$build" --output-on-failure -E 'test_(blocks|graphs)_gpu' -LE multigpu 2>&1 | tee "$OUT/ctest.log" | tail -12
   grep -q "100% tests passed" "$OUT/ctest.log" || status=1
   for t in test_blocks_gpu test_graphs_gpu; do
     t0=$(date +%s)
@@ -47,40 +50,42 @@ if [ "$stage" = all ] || [ "$stage" = tests ]; then
     grep -E '^\[  FAILED|^\[  ERROR|FAIL |differs|wrong' "$OUT/$t.log" | head -20
   done
   python3 scripts/collect_correctness.py "$OUT/test_blocks_gpu.log" "$OUT/correctness-h200.json" \
-    "${GG_COMMIT:-unknown}" "GG_COMMIT=<sha> bash scripts/device.sh $stage" "$(head -2 "$OUT/gpu.txt" | tail -1 | cut -d, -f1)"
+    "${GG_COMMIT:-unknown}" "$run_cmd" "$(head -2 "$OUT/gpu.txt" | tail -1 | cut -d, -f1)"
   echo "== compute-sanitizer (memcheck, small shapes)"
   GG_TEST_FILTER='*small*' compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/test_blocks_gpu" \
-    > "$OUT/sanitizer.log" 2>&1; echo "memcheck exit $?" | tee -a "$OUT/sanitizer.log"
+    > "$OUT/sanitizer.log" 2>&1
+  rc=$?; echo "memcheck exit $rc" | tee -a "$OUT/sanitizer.log"; [ $rc = 0 ] || status=1
   GG_TEST_FILTER='*rebinding*' timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/test_graphs_gpu" \
-    >> "$OUT/sanitizer.log" 2>&1; echo "memcheck (graphs) exit $?" | tee -a "$OUT/sanitizer.log"
+    >> "$OUT/sanitizer.log" 2>&1
+  rc=$?; echo "memcheck (graphs) exit $rc" | tee -a "$OUT/sanitizer.log"; [ $rc = 0 ] || status=1
 fi
 
 if [ "$stage" = all ] || [ "$stage" = bench ]; then
   echo "== timing: eager path and graph replay (CUDA events, cold L2)"
   "$build/bench/gg_bench" --iters "${GG_ITERS:-50}" --warmup "${GG_WARMUP:-10}" --modes "${GG_MODES:-all}" --overlap "${GG_OVERLAP:-auto}" --trace "$OUT/trace.csv" --json "$OUT/bench.json" \
     --csv "$OUT/bench.csv" 2> "$OUT/bench-progress.log" | tee "$OUT/bench.txt" || status=1
-  python3 scripts/collect_graphs.py "$OUT/bench.json" "$OUT/graphs-h200.json" "${GG_COMMIT:-unknown}" \
-    "GG_COMMIT=<sha> bash scripts/device.sh $stage"
+  python3 scripts/collect_graphs.py "$OUT/bench.json" "$OUT/graphs-h200.json" "${GG_COMMIT:-unknown}" "$run_cmd"
   echo "== PyTorch peers (eager${GG_PEERS_COMPILE:+ and torch.compile}, CUDA graphs, cold L2)"
   PYTHONUNBUFFERED=1 timeout "${GG_PEERS_TIMEOUT:-400}" python3 bench/peers/torch_peers.py --iters "${GG_ITERS:-50}" --warmup "${GG_WARMUP:-10}" \
     ${GG_PEERS_COMPILE:+--compile} --json "$OUT/peers.json" 2> "$OUT/peers-progress.log" | tee "$OUT/peers.txt" || status=1
   python3 scripts/collect_bench.py "$OUT/bench.json" "$OUT/peers.json" "$OUT/bench-h200.json" "${GG_COMMIT:-unknown}" \
-    "GG_COMMIT=<sha> bash scripts/device.sh $stage" || true
+    "$run_cmd" || status=1
   mkdir -p "$OUT/plots"
   python3 bench/plot.py "$OUT/bench.json" "$OUT/peers.json" "$OUT/plots" > /dev/null 2>> "$OUT/peers-progress.log" || true
 fi
 gpus=$(nvidia-smi -L | wc -l)
 if { [ "$stage" = all ] && [ "$gpus" -ge 2 ]; } || [ "$stage" = multigpu ]; then
   echo "== multigpu ($gpus GPUs): tests and scaling"
-  timeout 600 "$build/tests/test_dist" > "$OUT/test_dist.log" 2>&1 || status=1
-  echo "test_dist: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/test_dist.log" | tr '\n' ' ')"
-  grep -E '^\[  ERROR|FAIL|differ|hung' "$OUT/test_dist.log" | head -10
+  # test_dist (threads) and, with MPI, test_dist_mpi (mpiexec, one rank per GPU); verbose, so the log keeps them
+  timeout 900 ctest --test-dir "$build" -L multigpu -V > "$OUT/test_dist.log" 2>&1 || status=1
+  grep -E '^[0-9]+/[0-9]+ Test|tests passed' "$OUT/test_dist.log"
+  grep -E '\[  ERROR|\[  FAILED|differ|hung' "$OUT/test_dist.log" | head -10
   for b in 2 3; do
     timeout 300 "$build/examples/ddp_scaling" --block $b --steps "${GG_STEPS:-30}" ${GG_BUCKET_MIB:+--bucket-mib "$GG_BUCKET_MIB"} --json "$OUT/ddp-block$b.json" \
       2>&1 | tee -a "$OUT/ddp.log" | tail -2 || status=1
   done
-  python3 scripts/collect_ddp.py "$OUT/ddp-h200x$gpus.json" "${GG_COMMIT:-unknown}" \
-    "GG_COMMIT=<sha> ${GG_STEPS:+GG_STEPS=$GG_STEPS }${GG_BUCKET_MIB:+GG_BUCKET_MIB=$GG_BUCKET_MIB }bash scripts/device.sh $stage" "$OUT"/ddp-block*.json && rm -f "$OUT"/ddp-block*.json
+  python3 scripts/collect_ddp.py "$OUT/ddp-h200x$gpus.json" "${GG_COMMIT:-unknown}" "$run_cmd" "$OUT"/ddp-block*.json &&
+    rm -f "$OUT"/ddp-block*.json
 fi
 
 cp "$GG_TUNE_CACHE" "$OUT/gemm-algos.txt" 2>/dev/null

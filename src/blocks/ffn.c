@@ -145,7 +145,7 @@ static gg_status activation_grad(gg_ctx *ctx, const gg_block_plan *p, const gg_b
 static gg_status enqueue_overlapped(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main) {
     const int fp16 = c->precision == GG_PRECISION_FP16, acc = c->accumulate;
     void *const *t = c->t;
-    cudaStream_t side = gg_side_stream(ctx, main, c->precision);
+    cudaStream_t side = gg_side_stream(ctx, main);
     const ffn_operands o = operands(ctx, p, c);
     gg_status status = GG_SUCCESS;
     /* fp16: dY first (both chains read it), then W2 on the caller's stream: G's operands. The operands needed later
@@ -203,9 +203,7 @@ static gg_status enqueue_weights_first(gg_ctx *ctx, const gg_block_plan *p, cons
 
 /* Enqueues the backward; the plan exists. */
 static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main) {
-    const gg_status status = gg_dist_overlaps(ctx, c) ? enqueue_weights_first(ctx, p, c, main)
-                                                       : enqueue_overlapped(ctx, p, c, main);
-    return status == GG_SUCCESS ? gg_dist_finish(ctx, c, main) : status;
+    return gg_dist_overlaps(ctx, c) ? enqueue_weights_first(ctx, p, c, main) : enqueue_overlapped(ctx, p, c, main);
 }
 
 const gg_block_info gg_gelu_ffn_info = {GG_BLOCK_GELU_FFN, "gg_gelu_ffn_backward", "desc->hidden", "desc->ffn", 1,

@@ -64,7 +64,7 @@ static gg_status enqueue_input_grads(gg_ctx *ctx, const gg_block_plan *p, const 
 }
 
 static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main) {
-    cudaStream_t side = gg_side_stream(ctx, main, c->precision);
+    cudaStream_t side = gg_side_stream(ctx, main);
     /* Fork first: dW and the bias sum start with g. Unlike the FFN blocks, forking after g was measured slower
      * here (079 graph geomean 80.5 -> 83.0 us). Measured and dropped (docs/perf-notes.md, "block 4 schedules"):
      * g and its chain on the high-priority stream; the SMs split between the two GEMMs; g in row chunks with each
@@ -73,8 +73,7 @@ static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_cal
     gg_status status = enqueue_weight_grads(ctx, p, c, side);
     if (status == GG_SUCCESS) status = enqueue_input_grads(ctx, p, c, main);
     const gg_status joined = gg_stream_handoff(ctx, side, ctx->ev_join, main);
-    if (status == GG_SUCCESS) status = joined;
-    return status == GG_SUCCESS ? gg_dist_finish(ctx, c, main) : status;
+    return status == GG_SUCCESS ? joined : status;
 }
 
 const gg_block_info gg_ssm_gate_info = {GG_BLOCK_SSM_GATE, "gg_ssm_gate_backward", "desc->hidden", "desc->expanded", 0,

@@ -22,7 +22,7 @@ static const gg_tensor_spec tensors[] = {
 };
 
 static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
-    p->reduce_blocks = gg_k_tanh_gate_grid(p->key.tokens, p->key.dim0, ctx->sm_count);
+    p->reduce_blocks = gg_k_tanh_gate_grid(p->key.tokens, ctx->sm_count);
     p->buffer[BUF_PARTIALS] = gg_plan_take(p, (size_t)p->reduce_blocks * sizeof(float));
     return GG_SUCCESS;
 }
@@ -33,8 +33,7 @@ static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_cal
     GG_CUDA_TRY(ctx, gg_k_tanh_gate(t[T_GRAD_OUTPUT], t[T_GATE], t[T_HIDDEN], t[T_MASK], t[T_GRAD_RESIDUAL],
                                     t[T_GRAD_HIDDEN], partials, ctx->counter + GG_COUNTER_TANH_GATE, t[T_GRAD_GATE], c->accumulate,
                                     p->reduce_blocks, c->tokens, c->dim0, s));
-    GG_TRY(gg_dist_grad_ready(ctx, c, s, T_GRAD_GATE));
-    return gg_dist_finish(ctx, c, s);
+    return gg_dist_grad_ready(ctx, c, s, T_GRAD_GATE);
 }
 
 const gg_block_info gg_tanh_gate_info = {GG_BLOCK_TANH_GATE, "gg_tanh_gate_backward", "desc->hidden", NULL, 0,

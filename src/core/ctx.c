@@ -88,6 +88,7 @@ gg_status gg_ctx_create(const gg_config *config, gg_ctx **out) {
     const gg_config defaults = GG_CONFIG_INIT;
     if (!config) config = &defaults;
     GG_TRY(validate_config(config));
+    gg_dist_default_environment(); /* before any communicator the caller may make after this */
 
     int count = 0;
     cudaError_t err = cudaGetDeviceCount(&count);
@@ -168,6 +169,7 @@ gg_status gg_ctx_reserve_scratch(gg_ctx *ctx, size_t bytes) {
         ctx->device_bytes -= ctx->scratch_bytes;
         ctx->scratch = NULL;
         ctx->scratch_bytes = 0;
+        ctx->scratch_generation++; /* graphs captured on the old arena must not replay, even if the malloc fails */
     }
     GG_CUDA_TRY(ctx, cudaMalloc(&ctx->scratch, bytes));
     ctx->scratch_bytes = bytes;

@@ -18,7 +18,8 @@ void gg_block_plan_destroy(gg_block_plan *plan, void *ctx) {
 
 gg_status gg_plan_get(gg_ctx *ctx, const gg_plan_key *key, gg_plan_build_fn build, gg_block_plan **out) {
     gg_block_plan *plan = gg_plan_cache_find(&ctx->plans, key);
-    if (plan) {
+    if (plan) { /* the arena may have been lost to a failed growth since: a compare when it was not */
+        GG_TRY(gg_ctx_reserve_scratch(ctx, plan->scratch_bytes));
         *out = plan;
         return GG_SUCCESS;
     }

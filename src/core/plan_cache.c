@@ -5,7 +5,7 @@
 
 gg_plan_key gg_plan_key_make(gg_block_kind block, int precision, int64_t tokens, int64_t dim0, int64_t dim1) {
     gg_plan_key key;
-    memset(&key, 0, sizeof key); /* padding too, so keys hash and compare as bytes */
+    memset(&key, 0, sizeof key);
     key.block = (int32_t)block;
     key.precision = (int32_t)precision;
     key.tokens = tokens;
@@ -15,13 +15,15 @@ gg_plan_key gg_plan_key_make(gg_block_kind block, int precision, int64_t tokens,
 }
 
 uint64_t gg_plan_key_hash(const gg_plan_key *key) {
-    /* FNV-1a over the key's bytes: keys are made by gg_plan_key_make, so padding is zero. */
-    const unsigned char *p = (const unsigned char *)key;
+    /* FNV-1a over the fields' values (not the struct's bytes: a copied key's padding is not guaranteed to stay zero),
+     * the same fields gg_plan_key_equal compares. */
+    const int64_t fields[] = {key->block, key->precision, key->tokens, key->dim0, key->dim1, key->sm_reserve};
     uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < sizeof *key; ++i) {
-        h ^= p[i];
-        h *= 1099511628211ull;
-    }
+    for (size_t f = 0; f < sizeof fields / sizeof fields[0]; ++f)
+        for (int b = 0; b < 8; ++b) {
+            h ^= (uint64_t)(fields[f] >> (8 * b)) & 0xffu;
+            h *= 1099511628211ull;
+        }
     return h;
 }
 

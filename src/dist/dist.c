@@ -57,8 +57,10 @@ static gg_status fail_nccl(gg_ctx *ctx, ncclResult_t r, const char *what) {
         if (r_ != ncclSuccess) return fail_nccl((ctx), r_, #call);                                                 \
     } while (0)
 
-/* NVLink multicast stays off unless the user chose otherwise: it can take a shared host's GPUs out of service. */
-static void default_environment(void) { setenv("NCCL_NVLS_ENABLE", "0", 0); }
+/* NVLink multicast stays off unless the user chose otherwise: it can take a shared host's GPUs out of service. NCCL
+ * reads the variable when it makes a communicator, so this runs before gradgraph makes one (and at context
+ * creation, before a user's own communicator, if the context comes first). */
+void gg_dist_default_environment(void) { setenv("NCCL_NVLS_ENABLE", "0", 0); }
 
 /* The communication stream runs at the device's highest priority: NCCL's kernels then get SMs as soon as any
  * free up, instead of queueing behind every CTA of a large GEMM launched before them. */
@@ -73,12 +75,7 @@ void gg_dist_release(gg_ctx *ctx) {
     gg_dist *d = ctx->dist;
     if (!d) return;
     if (d->stream) (void)cudaStreamSynchronize(d->stream);
-    if (d->owned && d->comm) {
-        if (d->dead)
-            (void)ncclCommAbort((ncclComm_t)d->comm);
-        else
-            (void)ncclCommDestroy((ncclComm_t)d->comm);
-    }
+    if (d->owned && d->comm) (void)ncclCommDestroy((ncclComm_t)d->comm); /* NULL once aborted: nothing to free */
     if (d->ev_ready) (void)cudaEventDestroy(d->ev_ready);
     if (d->ev_done) (void)cudaEventDestroy(d->ev_done);
     if (d->stream) (void)cudaStreamDestroy(d->stream);
@@ -87,73 +84,121 @@ void gg_dist_release(gg_ctx *ctx) {
     ctx->dist = NULL;
 }
 
-/* Puts comm on ctx: streams, events, the warm-up all-reduce (so that no capture is the first collective). */
-static gg_status install(gg_ctx *ctx, const char *fn, ncclComm_t comm, int owned, const gg_dist_config *config) {
+/* The checks every entry point that puts a communicator on a context starts with: ctx, no communicator there yet
+ * (checked before any collective, so one wrong rank cannot leave the others waiting), the config. */
+static gg_status begin(gg_ctx *ctx, const char *fn, const gg_dist_config *config, gg_dist_config *out) {
+    if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
     if (ctx->dist) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: the context already has a communicator", fn);
+    const gg_dist_config defaults = GG_DIST_CONFIG_INIT;
+    *out = config ? *config : defaults;
+    return check_dist_config(ctx, fn, out);
+}
+
+/* Puts comm on ctx with its stream and events (no collective). On failure ctx has no communicator state, and an
+ * owned comm is left to the caller to destroy. */
+static gg_status make_dist(gg_ctx *ctx, const char *fn, ncclComm_t comm, int owned, int rank, int size,
+                           const gg_dist_config *config) {
     gg_dist *d = calloc(1, sizeof *d);
     if (!d) return gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
-    d->comm = comm;
-    d->owned = owned;
-    d->config = *config;
+    *d = (gg_dist){.comm = comm, .rank = rank, .size = size, .config = *config};
     ctx->dist = d;
-    gg_status status = GG_SUCCESS;
     int saved = 0;
-    GG_GOTO(gg_device_enter(ctx, &saved), status, fail);
-    int device = -1;
-    ncclResult_t r = ncclCommCuDevice(comm, &device);
-    if (r == ncclSuccess) r = ncclCommUserRank(comm, &d->rank);
-    if (r == ncclSuccess) r = ncclCommCount(comm, &d->size);
-    if (r != ncclSuccess) {
-        status = fail_nccl(ctx, r, "ncclCommCuDevice/UserRank/Count");
-        goto fail_device;
+    gg_status status = gg_device_enter(ctx, &saved);
+    if (status != GG_SUCCESS) {
+        gg_dist_release(ctx);
+        return status;
     }
-    if (device != ctx->config.device) {
-        status = gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: the communicator is on device %d, the context on %d",
-                         fn, device, ctx->config.device);
-        goto fail_device;
-    }
-    GG_CUDA_GOTO(ctx, create_comm_stream(&d->stream), status, fail_device);
-    GG_CUDA_GOTO(ctx, cudaEventCreateWithFlags(&d->ev_ready, cudaEventDisableTiming), status, fail_device);
-    GG_CUDA_GOTO(ctx, cudaEventCreateWithFlags(&d->ev_done, cudaEventDisableTiming), status, fail_device);
-    /* Warm-up: NCCL connects lazily on the first collective, which must not happen inside a capture. */
-    float *one = NULL;
-    GG_CUDA_GOTO(ctx, cudaMalloc((void **)&one, sizeof(float)), status, fail_device);
-    r = ncclAllReduce(one, one, 1, ncclFloat32, ncclSum, comm, d->stream);
-    const cudaError_t synced = cudaStreamSynchronize(d->stream);
-    (void)cudaFree(one);
-    if (r != ncclSuccess) {
-        status = fail_nccl(ctx, r, "warm-up ncclAllReduce");
-        goto fail_device;
-    }
-    GG_CUDA_GOTO(ctx, synced, status, fail_device);
+    cudaError_t e = create_comm_stream(&d->stream);
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&d->ev_ready, cudaEventDisableTiming);
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&d->ev_done, cudaEventDisableTiming);
     gg_device_leave(saved);
-    gg_log(ctx, GG_LOG_INFO, "%s: rank %d of %d on device %d, %s, buckets of %zu MiB", fn, d->rank, d->size, device,
-           config->sync == GG_SYNC_ALL_REDUCE ? "all-reduce" : "reduce-scatter", config->bucket_bytes >> 20);
+    if (e != cudaSuccess) {
+        status = gg_fail_cuda(ctx, e, "the communication stream and events");
+        gg_dist_release(ctx); /* d->owned is still 0: comm survives */
+        return status;
+    }
+    d->owned = owned;
     return GG_SUCCESS;
-fail_device:
-    gg_device_leave(saved);
-fail:
-    d->owned = 0; /* the caller's comm stays the caller's; an owned one is destroyed by the caller of install */
-    gg_dist_release(ctx);
+}
+
+/* The warm-up all-reduce on every context at once (one NCCL group, from this thread): NCCL connects lazily on the
+ * first collective, which must not happen inside a capture. The buffers are all allocated before the group, so a
+ * failure cannot launch the collective on some ranks only. The caller's current device is restored. */
+static gg_status warm_up(gg_ctx *const *ctxs, int count, const char *fn) {
+    int caller_device = 0;
+    (void)cudaGetDevice(&caller_device);
+    float *one[GG_DIST_MAX_LOCAL_RANKS] = {0};
+    gg_status status = GG_SUCCESS;
+    for (int i = 0; i < count && status == GG_SUCCESS; ++i) {
+        const cudaError_t e = cudaSetDevice(ctxs[i]->config.device);
+        if (e != cudaSuccess || cudaMalloc((void **)&one[i], sizeof(float)) != cudaSuccess)
+            status = gg_fail(ctxs[i], GG_ERROR_CUDA, "%s: the warm-up buffer on device %d", fn, ctxs[i]->config.device);
+    }
+    if (status == GG_SUCCESS) {
+        ncclResult_t r = ncclGroupStart();
+        for (int i = 0; i < count && r == ncclSuccess; ++i)
+            r = ncclAllReduce(one[i], one[i], 1, ncclFloat32, ncclSum, (ncclComm_t)ctxs[i]->dist->comm,
+                              ctxs[i]->dist->stream);
+        const ncclResult_t ended = ncclGroupEnd();
+        if (r == ncclSuccess) r = ended;
+        cudaError_t synced = cudaSuccess;
+        for (int i = 0; i < count && r == ncclSuccess; ++i) {
+            (void)cudaSetDevice(ctxs[i]->config.device);
+            const cudaError_t e = cudaStreamSynchronize(ctxs[i]->dist->stream);
+            if (synced == cudaSuccess) synced = e;
+        }
+        if (r != ncclSuccess) status = fail_nccl(ctxs[0], r, "warm-up ncclAllReduce");
+        else if (synced != cudaSuccess) status = gg_fail_cuda(ctxs[0], synced, "the warm-up all-reduce");
+    }
+    for (int i = 0; i < count; ++i)
+        if (one[i]) {
+            (void)cudaSetDevice(ctxs[i]->config.device);
+            (void)cudaFree(one[i]);
+        }
+    (void)cudaSetDevice(caller_device);
     return status;
 }
 
-static const gg_dist_config *config_or_default(const gg_dist_config *config, gg_dist_config *storage) {
-    const gg_dist_config defaults = GG_DIST_CONFIG_INIT;
-    *storage = config ? *config : defaults;
-    return storage;
+/* Binds the calling thread near the GPU when asked to; in a build without hwloc, says so at INFO level (the
+ * default config asks for it, so this is no error). */
+static void bind_if_asked(gg_ctx *ctx, const gg_dist_config *c) {
+    if (!c->bind_cpus) return;
+#ifdef GG_HAVE_HWLOC
+    (void)gg_dist_bind_thread(ctx); /* logs why when it leaves the binding alone */
+#else
+    gg_log(ctx, GG_LOG_INFO, "thread binding skipped: gradgraph was built without hwloc (GG_WITH_HWLOC=OFF)");
+#endif
+}
+
+/* Puts comm on ctx (streams, events), checks it is on ctx's device, runs the warm-up, binds the thread. */
+static gg_status install(gg_ctx *ctx, const char *fn, ncclComm_t comm, int owned, const gg_dist_config *config) {
+    int device = -1, rank = -1, size = 0;
+    ncclResult_t r = ncclCommCuDevice(comm, &device);
+    if (r == ncclSuccess) r = ncclCommUserRank(comm, &rank);
+    if (r == ncclSuccess) r = ncclCommCount(comm, &size);
+    if (r != ncclSuccess) return fail_nccl(ctx, r, "ncclCommCuDevice/UserRank/Count");
+    if (device != ctx->config.device)
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: the communicator is on device %d, the context on %d", fn,
+                       device, ctx->config.device);
+    GG_TRY(make_dist(ctx, fn, comm, 0, rank, size, config)); /* owned only once the warm-up worked */
+    const gg_status status = warm_up(&ctx, 1, fn);
+    if (status != GG_SUCCESS) {
+        gg_dist_release(ctx); /* not owned yet: an owned comm is destroyed by the caller of install */
+        return status;
+    }
+    ctx->dist->owned = owned;
+    gg_log(ctx, GG_LOG_INFO, "%s: rank %d of %d on device %d, %s, buckets of %zu MiB", fn, rank, size, device,
+           config->sync == GG_SYNC_ALL_REDUCE ? "all-reduce" : "reduce-scatter", config->bucket_bytes >> 20);
+    bind_if_asked(ctx, config);
+    return GG_SUCCESS;
 }
 
 gg_status gg_dist_attach(gg_ctx *ctx, void *nccl_comm, const gg_dist_config *config) {
     static const char fn[] = "gg_dist_attach";
-    if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
-    if (!nccl_comm) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: nccl_comm is NULL", fn);
     gg_dist_config c;
-    GG_TRY(check_dist_config(ctx, fn, config_or_default(config, &c)));
-    default_environment();
-    GG_TRY(install(ctx, fn, (ncclComm_t)nccl_comm, 0, &c));
-    if (c.bind_cpus) (void)gg_dist_bind_thread(ctx); /* logs why when it leaves the binding alone */
-    return GG_SUCCESS;
+    GG_TRY(begin(ctx, fn, config, &c));
+    if (!nccl_comm) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: nccl_comm is NULL", fn);
+    return install(ctx, fn, (ncclComm_t)nccl_comm, 0, &c);
 }
 
 /* The end of a one-process-per-GPU bootstrap, once every rank holds NCCL's unique id: the communicator (gradgraph
@@ -167,12 +212,8 @@ static gg_status init_from_id(gg_ctx *ctx, const char *fn, int rank, int size, c
     gg_device_leave(saved);
     if (r != ncclSuccess) return fail_nccl(ctx, r, "ncclCommInitRank");
     const gg_status status = install(ctx, fn, comm, 1, c);
-    if (status != GG_SUCCESS) {
-        (void)ncclCommAbort(comm);
-        return status;
-    }
-    if (c->bind_cpus) (void)gg_dist_bind_thread(ctx);
-    return GG_SUCCESS;
+    if (status != GG_SUCCESS) (void)ncclCommAbort(comm);
+    return status;
 }
 
 /* NCCL's unique id from rank 0 of the MPI communicator (NULL: the world) to every rank, with rank 0's outcome: when
@@ -197,14 +238,13 @@ static gg_status share_id_mpi(gg_ctx *ctx, const char *fn, const void *mpi_comm,
 
 gg_status gg_dist_init_env(gg_ctx *ctx, const char *id_path, const gg_dist_config *config) {
     static const char fn[] = "gg_dist_init_env";
-    if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
     gg_dist_config c;
-    GG_TRY(check_dist_config(ctx, fn, config_or_default(config, &c)));
+    GG_TRY(begin(ctx, fn, config, &c));
     int rank = -1, size = 0;
     GG_TRY(gg_bootstrap_rank_size(ctx, fn, &rank, &size));
+    gg_dist_default_environment();
     ncclUniqueId id;
     if (id_path) {
-        default_environment();
         if (rank == 0) NCCL_TRY(ctx, ncclGetUniqueId(&id));
         GG_TRY(gg_bootstrap_share_id(ctx, fn, rank, id_path, &id, sizeof id, 120000));
         return init_from_id(ctx, fn, rank, size, &id, &c);
@@ -222,19 +262,17 @@ gg_status gg_dist_init_env(gg_ctx *ctx, const char *id_path, const gg_dist_confi
         return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
                        "%s: id_path is NULL, but MPI's world (rank %d of %d) is not the environment's (rank %d of %d)",
                        fn, mpi_rank, mpi_size, rank, size);
-    default_environment();
     GG_TRY(share_id_mpi(ctx, fn, NULL, rank, &id));
     return init_from_id(ctx, fn, rank, size, &id, &c);
 }
 
 gg_status gg_dist_init_mpi(gg_ctx *ctx, const void *mpi_comm, const gg_dist_config *config) {
     static const char fn[] = "gg_dist_init_mpi";
-    if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
     gg_dist_config c;
-    GG_TRY(check_dist_config(ctx, fn, config_or_default(config, &c)));
+    GG_TRY(begin(ctx, fn, config, &c));
     int rank = -1, size = 0;
     GG_TRY(gg_bootstrap_mpi_rank_size(ctx, fn, mpi_comm, &rank, &size));
-    default_environment();
+    gg_dist_default_environment();
     ncclUniqueId id;
     GG_TRY(share_id_mpi(ctx, fn, mpi_comm, rank, &id));
     return init_from_id(ctx, fn, rank, size, &id, &c);
@@ -242,76 +280,37 @@ gg_status gg_dist_init_mpi(gg_ctx *ctx, const void *mpi_comm, const gg_dist_conf
 
 gg_status gg_dist_init_threads(gg_ctx *const *ctxs, int count, const gg_dist_config *config) {
     static const char fn[] = "gg_dist_init_threads";
-    if (!ctxs || count < 1) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctxs is NULL or count < 1", fn);
-    int devices[64];
-    if (count > 64) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: count = %d exceeds 64", fn, count);
+    if (!ctxs) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctxs is NULL", fn);
+    if (count < 1 || count > GG_DIST_MAX_LOCAL_RANKS)
+        return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: count = %d is outside [1, %d]", fn, count,
+                       GG_DIST_MAX_LOCAL_RANKS);
+    int devices[GG_DIST_MAX_LOCAL_RANKS];
+    gg_dist_config c;
     for (int i = 0; i < count; ++i) {
         if (!ctxs[i]) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctxs[%d] is NULL", fn, i);
+        GG_TRY(begin(ctxs[i], fn, config, &c));
         devices[i] = ctxs[i]->config.device;
         for (int j = 0; j < i; ++j)
             if (devices[j] == devices[i])
                 return gg_fail(ctxs[i], GG_ERROR_INVALID_ARGUMENT, "%s: ctxs[%d] and ctxs[%d] share device %d", fn, j,
                                i, devices[i]);
     }
-    gg_dist_config c;
-    GG_TRY(check_dist_config(ctxs[0], fn, config_or_default(config, &c)));
     c.bind_cpus = 0; /* each worker thread binds itself (gg_dist_bind_thread) */
-    default_environment();
-    ncclComm_t comms[64];
+    gg_dist_default_environment();
+    ncclComm_t comms[GG_DIST_MAX_LOCAL_RANKS];
     NCCL_TRY(ctxs[0], ncclCommInitAll(comms, count, devices));
-    /* The warm-up of all ranks must run together: one group over every communicator, from this thread. */
     gg_status status = GG_SUCCESS;
-    int made = 0;
-    for (; made < count; ++made) {
-        gg_ctx *ctx = ctxs[made];
-        gg_dist *d = calloc(1, sizeof *d);
-        if (!d) {
-            status = gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
-            break;
-        }
-        d->comm = comms[made];
-        d->owned = 1;
-        d->config = c;
-        d->rank = made;
-        d->size = count;
-        ctx->dist = d;
-        int saved = 0;
-        if ((status = gg_device_enter(ctx, &saved)) != GG_SUCCESS) break;
-        cudaError_t e = create_comm_stream(&d->stream);
-        if (e == cudaSuccess) e = cudaEventCreateWithFlags(&d->ev_ready, cudaEventDisableTiming);
-        if (e == cudaSuccess) e = cudaEventCreateWithFlags(&d->ev_done, cudaEventDisableTiming);
-        gg_device_leave(saved);
-        if (e != cudaSuccess) {
-            status = gg_fail_cuda(ctx, e, "gg_dist_init_threads: streams and events");
-            break;
-        }
-    }
-    if (status == GG_SUCCESS) {
-        float *one[64] = {0};
-        ncclResult_t r = ncclGroupStart();
-        for (int i = 0; i < count && r == ncclSuccess; ++i) {
-            int saved = 0;
-            (void)gg_device_enter(ctxs[i], &saved);
-            if (cudaMalloc((void **)&one[i], sizeof(float)) != cudaSuccess) r = ncclSystemError;
-            if (r == ncclSuccess)
-                r = ncclAllReduce(one[i], one[i], 1, ncclFloat32, ncclSum, comms[i], ctxs[i]->dist->stream);
-        }
-        const ncclResult_t ended = ncclGroupEnd();
-        if (r == ncclSuccess) r = ended;
-        for (int i = 0; i < count; ++i) {
-            (void)cudaSetDevice(devices[i]);
-            (void)cudaStreamSynchronize(ctxs[i]->dist->stream);
-            (void)cudaFree(one[i]);
-        }
-        if (r != ncclSuccess) status = fail_nccl(ctxs[0], r, "warm-up ncclAllReduce");
-    }
+    for (int i = 0; i < count && status == GG_SUCCESS; ++i)
+        status = make_dist(ctxs[i], fn, comms[i], 0, i, count, &c);
+    if (status == GG_SUCCESS) status = warm_up(ctxs, count, fn); /* all ranks together, from this thread */
     if (status != GG_SUCCESS) {
         for (int i = 0; i < count; ++i) {
-            if (ctxs[i]->dist) gg_dist_release(ctxs[i]);
-            else (void)ncclCommDestroy(comms[i]);
+            gg_dist_release(ctxs[i]); /* not owned yet: the communicators are destroyed here */
+            (void)ncclCommDestroy(comms[i]);
         }
         return status;
     }
+    for (int i = 0; i < count; ++i) ctxs[i]->dist->owned = 1;
     return GG_SUCCESS;
 }
 
@@ -334,15 +333,16 @@ gg_status gg_dist_check(gg_ctx *ctx) {
     if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_dist_check: ctx is NULL");
     gg_dist *d = ctx->dist;
     if (!d) return GG_SUCCESS;
-    if (d->dead) return gg_fail(ctx, GG_ERROR_NCCL, "gg_dist_check: the communicator was aborted after an error");
+    if (!d->comm) return gg_fail(ctx, GG_ERROR_NCCL, "gg_dist_check: the communicator was aborted after an error");
     ncclResult_t async = ncclSuccess;
     const ncclResult_t r = ncclCommGetAsyncError((ncclComm_t)d->comm, &async);
     if (r == ncclSuccess && (async == ncclSuccess || async == ncclInProgress)) return GG_SUCCESS;
     const ncclResult_t err = r != ncclSuccess ? r : async;
-    (void)ncclCommAbort((ncclComm_t)d->comm); /* wakes every rank blocked on this communicator */
-    d->dead = 1;
-    if (!d->owned) d->comm = NULL; /* aborted: the caller must not destroy it again */
-    return gg_fail(ctx, GG_ERROR_NCCL, "NCCL reported an asynchronous error on rank %d: %s; the communicator is aborted",
+    (void)ncclCommAbort((ncclComm_t)d->comm); /* wakes every rank blocked on this communicator, and frees it */
+    d->comm = NULL;                            /* so nobody destroys or uses it again */
+    return gg_fail(ctx, GG_ERROR_NCCL,
+                   "gg_dist_check: NCCL reported an asynchronous error on rank %d: %s; the communicator is aborted (an "
+                   "attached one too: do not destroy it)",
                    d->rank, ncclGetErrorString(err));
 }
 
@@ -399,6 +399,8 @@ gg_status gg_dist_check_shape(gg_ctx *ctx, const char *fn, const gg_block_call *
 }
 
 #else /* built without NCCL */
+
+void gg_dist_default_environment(void) {}
 
 #define UNSUPPORTED(fn)                                                                                            \
     gg_fail(NULL, GG_ERROR_UNSUPPORTED, "%s: gradgraph was built without NCCL (GG_WITH_NCCL=OFF)", fn)

@@ -9,21 +9,28 @@
 #include "block.h"
 
 typedef struct gg_dist {
-    void *comm;          /* ncclComm_t */
+    void *comm;          /* ncclComm_t; NULL once aborted after an asynchronous error (no more collectives) */
     int owned;           /* gradgraph made it, so gradgraph destroys it */
     int rank, size;
-    int dead;            /* aborted after an asynchronous error: no more collectives */
     gg_dist_config config;
     cudaStream_t stream; /* the communication stream */
     cudaEvent_t ev_ready; /* a producer's stream -> the communication stream */
     cudaEvent_t ev_done;  /* the communication stream -> the caller's stream */
 } gg_dist;
 
+/* The most contexts gg_dist_init_threads takes (one process's GPUs). */
+#define GG_DIST_MAX_LOCAL_RANKS 64
+
+/* Sets NCCL_NVLS_ENABLE=0 in the process when it is unset (NVLink multicast can take a shared host's GPUs out of
+ * service). NCCL reads it when a communicator is made: gg_ctx_create calls this, and so does every gradgraph call
+ * that makes one. No-op without NCCL. */
+void gg_dist_default_environment(void);
+
 /* A parameter gradient of a syncing call is final on `producer`: reduce it now (overlap on), else later. */
 gg_status gg_dist_grad_ready(gg_ctx *ctx, const gg_block_call *call, cudaStream_t producer, int tensor);
 
-/* End of a syncing call's backward on `main` (after the side stream joined): reduce what was deferred, then make
- * `main` wait for the communication stream. */
+/* End of a syncing call's backward on `main` (the graph code calls it after the block's enqueue): reduce what was
+ * deferred (overlap off), then make `main` wait for the communication stream. No-op for calls that do not sync. */
 gg_status gg_dist_finish(gg_ctx *ctx, const gg_block_call *call, cudaStream_t main);
 
 /* SMs a gradient-syncing call's GEMMs leave to communication (0 without a communicator, or when the reductions do

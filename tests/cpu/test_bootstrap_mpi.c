@@ -18,26 +18,29 @@ enum { ID_BYTES = 128 + sizeof(int32_t) }; /* NCCL's unique id and the status gg
 /* Rank 0's bytes: a fresh random seed in byte 0 and a pattern derived from it, so every rank can check them. */
 static unsigned char pattern(unsigned char seed, int i) { return (unsigned char)(seed * 31u + (unsigned)i * 7u + 1u); }
 
+/* Every rank gathers its verdict first and all agree before asserting (as below), so a rank that failed alone
+ * never leaves the others waiting in a collective. */
+static int all_ranks_ok(int ok) {
+    int all = 0;
+    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    return all;
+}
+
 static void rank_and_size_are_the_communicators(void **state) {
     (void)state;
     int rank = -1, size = 0, mpi_rank = -2, mpi_size = -2;
-    assert_int_equal(gg_bootstrap_mpi_rank_size(NULL, "t", NULL, &rank, &size), GG_SUCCESS);
     MPI_Comm_rank(MPI_COMM_WORLD, &mpi_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &mpi_size);
-    assert_int_equal(rank, mpi_rank);
-    assert_int_equal(size, mpi_size);
-    assert_true(size >= 2); /* CTest launches two ranks: a one-rank run would not test the broadcast */
+    int ok = gg_bootstrap_mpi_rank_size(NULL, "t", NULL, &rank, &size) == GG_SUCCESS && rank == mpi_rank &&
+             size == mpi_size && size >= 2; /* CTest launches two ranks: one rank would not test the broadcast */
     /* A communicator of one's own (split by rank): rank 0 of size 1 on every process. */
     MPI_Comm alone;
     MPI_Comm_split(MPI_COMM_WORLD, mpi_rank, 0, &alone);
-    assert_int_equal(gg_bootstrap_mpi_rank_size(NULL, "t", &alone, &rank, &size), GG_SUCCESS);
-    assert_int_equal(rank, 0);
-    assert_int_equal(size, 1);
+    ok = ok && gg_bootstrap_mpi_rank_size(NULL, "t", &alone, &rank, &size) == GG_SUCCESS && rank == 0 && size == 1;
     MPI_Comm_free(&alone);
+    assert_true(all_ranks_ok(ok));
 }
 
-/* Each rank checks what arrived, then all agree on the verdict before asserting: a rank that failed alone would
- * leave the others waiting in the next collective. */
 static void rank0_bytes_reach_every_rank(void **state) {
     (void)state;
     int rank = -1;
@@ -51,11 +54,10 @@ static void rank0_bytes_reach_every_rank(void **state) {
         }
         int ok = gg_bootstrap_mpi_broadcast(NULL, "t", NULL, id, sizeof id) == GG_SUCCESS && id[0] != 0;
         for (int i = 1; i < ID_BYTES && ok; ++i) ok = id[i] == pattern(id[0], i);
-        int seed = id[0], lo = 0, hi = 0, all_ok = 0;
+        int seed = id[0], lo = 0, hi = 0;
         MPI_Allreduce(&seed, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
         MPI_Allreduce(&seed, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-        MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-        assert_true(all_ok);
+        assert_true(all_ranks_ok(ok));
         assert_int_equal(lo, hi); /* every rank holds the same seed */
     }
 }

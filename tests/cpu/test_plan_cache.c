@@ -17,7 +17,13 @@ static void key_equal_for_same_fields(void **state) {
     gg_plan_key b = gg_plan_key_make(GG_BLOCK_MLP, 3, 4096, 2048, 8192);
     assert_true(gg_plan_key_equal(&a, &b));
     assert_int_equal(gg_plan_key_hash(&a), gg_plan_key_hash(&b));
-    assert_memory_equal(&a, &b, sizeof a); /* padding is zeroed too */
+    /* the hash reads fields, not bytes: garbage in the padding changes nothing */
+    gg_plan_key c;
+    memset(&c, 0xA5, sizeof c);
+    c.block = a.block, c.precision = a.precision, c.tokens = a.tokens, c.dim0 = a.dim0, c.dim1 = a.dim1;
+    c.sm_reserve = a.sm_reserve;
+    assert_true(gg_plan_key_equal(&a, &c));
+    assert_int_equal(gg_plan_key_hash(&a), gg_plan_key_hash(&c));
 }
 
 static void key_differs_in_every_field(void **state) {

@@ -5,7 +5,7 @@
  *    identical synced runs give the same bits;
  *  - overlap on and off give the same bits;
  *  - reduce-scatter leaves each rank the right shard of the sum;
- *  - teardown in the documented order never hangs (a watchdog aborts the test after 120 s), and detaching a
+ *  - teardown in the documented order never hangs (a watchdog ends the whole run after 600 s), and detaching a
  *    communicator while a graph holds NCCL work is refused.
  */
 #include <math.h>
@@ -129,7 +129,7 @@ static void check_reduced(rank_job *jobs, int average, int shard_only) {
                     const double tol = t->elem == GG_ELEM_F32 ? 1e-5 * fabs(sum) + 1e-5 : 1e-2 * fabs(sum) + 1e-3;
                     bad += !(fabs(got - sum) <= tol);
                 }
-                if (bad > (hi - lo) / 1000)
+                if (bad > 0) /* every element: a piece boundary reduced wrongly must fail */
                     fail_msg("rank %d %s: %zu of %zu elements differ from the %s of the ranks' gradients", r, t->name,
                              bad, hi - lo, average ? "mean" : "sum");
                 if (!shard_only && memcmp((char *)jobs[r].synced + at, (char *)jobs[0].synced + at, bytes) != 0)
@@ -202,6 +202,7 @@ static void reduce_scatter_gives_each_rank_its_shard(void **state) {
     dc.sync = GG_SYNC_REDUCE_SCATTER;
     dc.op = GG_REDUCE_SUM;
     const gg_case c = case_of(3, 12); /* M = 256 */
+    if (c.dim0 % world || c.dim1 % world) skip(); /* shards need gradients divisible by the rank count */
     run_ranks(jobs, &c, GG_PRECISION_TF32, &dc);
     check_reduced(jobs, 0, 1);
     free_jobs(jobs);
@@ -209,7 +210,7 @@ static void reduce_scatter_gives_each_rank_its_shard(void **state) {
 
 static void on_watchdog(int sig) {
     (void)sig;
-    static const char msg[] = "test_dist: a teardown hung for 120 s\n";
+    static const char msg[] = "test_dist: the run hung (600 s watchdog)\n";
     (void)!write(2, msg, sizeof msg - 1);
     _exit(3);
 }

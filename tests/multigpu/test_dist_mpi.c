@@ -93,7 +93,8 @@ static void gradients_are_summed_across_ranks(int via_env) {
     gc.n_buckets = 1;
     const gg_mlp_desc desc = {.tokens = M, .hidden = D, .ffn = F, .precision = GG_PRECISION_FP32};
     ok = ok && gg_mlp_graph_create(ctx, &desc, &gc, &graph) == GG_SUCCESS;
-    if (ok) run_mlp(ctx, in, synced, graph, stream, &ok);
+    assert_true(all_ok(ok)); /* both ranks ready, else one would wait in the other's all-reduce */
+    run_mlp(ctx, in, synced, graph, stream, &ok);
     assert_true(all_ok(ok));
 
     /* parameter gradients: synced == Σ_ranks local (in double), the same bits on every rank; dX stays local */
