@@ -434,8 +434,8 @@ typedef struct gg_dist_config {
     int comm_sms;        /* SMs that a gradient-syncing graph's GEMMs running beside a reduction (blocks 2/3:
                             dX; block 4: both) leave free for NCCL's kernels (pair it with NCCL's channel count);
                             at most half the GPU's SMs; ignored with overlap off. Default GG_DIST_COMM_SMS_DEFAULT
-                            = 0 (none): on 2 H200s, 8/16/24 gave the same step time within noise
-                            (docs/distributed.md) */
+                            = 0 (none): on 2 H200s, 16 gave 1.90x against 1.85x for block 3, one run each, within
+                            the noise (docs/distributed.md) */
 } gg_dist_config;
 
 #define GG_DIST_COMM_SMS_DEFAULT 0

@@ -59,8 +59,8 @@ static gg_status plan_gemm(gg_ctx *ctx, gg_matmul *mm, gg_precision precision, i
 static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     const int64_t M = p->key.tokens, D = p->key.dim0, F = p->key.dim1;
     const gg_precision prec = (gg_precision)p->key.precision;
-    /* Syncing graphs (weights-first order, comm_sms > 0): dX, the last GEMM, leaves SMs to dW1's reduction. The
-     * others run on every SM: leaving SMs during G as well (while dW2 is reduced) measured no faster (perf-notes). */
+    /* Syncing graphs (weights-first order, comm_sms > 0): dX, the last GEMM, leaves SMs to dW1's reduction; the
+     * others run on every SM (whether G should leave SMs while dW2 is reduced is not measured yet). */
     const int sm_target = gg_plan_sm_target(ctx, p);
     GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_G], prec, 0, 0, F, M, D, F, D, F));
     GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW2], prec, 0, 1, F, D, M, F, D, F));
