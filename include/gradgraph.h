@@ -453,11 +453,12 @@ typedef struct gg_dist_config {
 gg_status gg_dist_attach(gg_ctx *ctx, void *nccl_comm, const gg_dist_config *config);
 
 /* One process per GPU: rank and world size from the environment (RANK, WORLD_SIZE; or OMPI_COMM_WORLD_RANK/_SIZE,
- * or SLURM_PROCID/SLURM_NTASKS). Rank 0 writes NCCL's unique id to id_path (a file on a path
- * every rank can read), the others wait for it (up to 120 s). id_path NULL: the id is broadcast over MPI's world
- * communicator instead (GG_WITH_MPI builds; MPI initialized by the caller; its ranks must be the environment's).
- * ctx must be on the GPU of the process's node-local rank (the caller picks it, e.g. config->device = LOCAL_RANK). gradgraph owns the
- * communicator it makes. */
+ * or SLURM_PROCID/SLURM_NTASKS; one launcher's pair, never mixed). Rank 0 writes NCCL's unique id to id_path (a
+ * file on a path every rank can read; rank 0 removes it once the communicator exists), the others wait for it (up
+ * to 120 s). id_path NULL: the id is broadcast over MPI's world communicator instead (GG_WITH_MPI builds; MPI
+ * initialized by the caller; its ranks must be the environment's). ctx must be on the GPU of the process's
+ * node-local rank (the caller picks it, e.g. config->device = LOCAL_RANK). gradgraph owns the communicator it
+ * makes. */
 gg_status gg_dist_init_env(gg_ctx *ctx, const char *id_path, const gg_dist_config *config);
 
 /* One process per GPU under MPI (builds with GG_WITH_MPI): rank and world size are those of *mpi_comm (mpi_comm

@@ -147,12 +147,12 @@ static gg_status enqueue_overlapped(gg_ctx *ctx, const gg_block_plan *p, const g
     void *const *t = c->t;
     cudaStream_t side = gg_side_stream(ctx, main);
     const ffn_operands o = operands(ctx, p, c);
-    gg_status status = GG_SUCCESS;
     /* fp16: dY first (both chains read it), then W2 on the caller's stream: G's operands. The operands needed later
      * (act, X, W1) are converted on the side stream, in whatever SMs the caller's stream leaves free. (They do not
      * run underneath the G GEMM: a cuBLASLt GEMM holds every SM to its end — docs/perf-notes.md.) */
-    GG_GOTO(to_f16(ctx, c, T_DY, o.dy, main), status, join);
-    GG_GOTO(gg_stream_handoff(ctx, main, ctx->ev_fork, side), status, join); /* the side stream reads inputs */
+    GG_TRY(to_f16(ctx, c, T_DY, o.dy, main));
+    GG_TRY(gg_stream_handoff(ctx, main, ctx->ev_fork, side)); /* the side stream reads inputs */
+    gg_status status = GG_SUCCESS; /* from here on, errors still join the side stream */
     if (fp16) {
         GG_GOTO(to_f16(ctx, c, T_ACT, o.act, side), status, join);
         GG_GOTO(to_f16(ctx, c, T_X, o.x, side), status, join);

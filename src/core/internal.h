@@ -16,9 +16,9 @@
 #include "plan_cache.h"
 
 #define GG_MSG_BYTES 512
-#define GG_GEMM_STREAMS 2
+#define GG_GEMM_STREAMS 2 /* GEMMs that may run at once: one per stream, each with its own workspace */
 /* Slices of ctx->counter: block 1's reduction, and two column sums that may run at once (one per stream). */
-enum { GG_COUNTER_TANH_GATE = 0, GG_COUNTER_SUM_A = 32, GG_COUNTER_SUM_B = 64, GG_COUNTER_WORDS = 96 }; /* GEMMs that may run at once: one per stream, each with its own workspace */
+enum { GG_COUNTER_TANH_GATE = 0, GG_COUNTER_SUM_A = 32, GG_COUNTER_SUM_B = 64, GG_COUNTER_WORDS = 96 };
 
 struct gg_ctx {
     gg_config config;

@@ -8,29 +8,35 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The first of several environment variables that is set and a whole number, or -1. */
-static int env_int(const char *const *names) {
-    for (; *names; ++names) {
-        const char *v = getenv(*names);
-        if (!v || !*v) continue;
-        char *end = NULL;
-        const long x = strtol(v, &end, 10);
-        return *end == '\0' && x >= 0 && x <= 1 << 24 ? (int)x : -1;
-    }
-    return -1;
+/* An environment variable that is set and a whole number in [0, 2^24], or -1 (unset: -2). */
+static int env_int(const char *name) {
+    const char *v = getenv(name);
+    if (!v || !*v) return -2;
+    char *end = NULL;
+    const long x = strtol(v, &end, 10);
+    return *end == '\0' && x >= 0 && x <= 1 << 24 ? (int)x : -1;
 }
 
 gg_status gg_bootstrap_rank_size(gg_ctx *ctx, const char *fn, int *rank, int *size) {
-    static const char *const rank_vars[] = {"RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", NULL};
-    static const char *const size_vars[] = {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", NULL};
-    *rank = env_int(rank_vars);
-    *size = env_int(size_vars);
-    if (*rank < 0 || *size < 1 || *rank >= *size)
-        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
-                       "%s: no valid rank and world size in the environment (RANK = %d, WORLD_SIZE = %d; also read: "
-                       "OMPI_COMM_WORLD_RANK/_SIZE, SLURM_PROCID/SLURM_NTASKS)",
-                       fn, *rank, *size);
-    return GG_SUCCESS;
+    /* One launcher's pair at a time (torchrun-style, Open MPI, Slurm), never a rank from one and a size from
+     * another: the first pair whose rank variable is set decides. */
+    static const char *const pairs[][2] = {
+        {"RANK", "WORLD_SIZE"}, {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"}, {"SLURM_PROCID", "SLURM_NTASKS"}};
+    for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; ++p) {
+        *rank = env_int(pairs[p][0]);
+        if (*rank == -2) continue;
+        *size = env_int(pairs[p][1]);
+        if (*rank < 0 || *size < 1 || *rank >= *size)
+            return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: no valid rank and world size in the environment (%s = %s, %s = %s)",
+                           fn, pairs[p][0], getenv(pairs[p][0]), pairs[p][1],
+                           getenv(pairs[p][1]) ? getenv(pairs[p][1]) : "(unset)");
+        return GG_SUCCESS;
+    }
+    *rank = -1, *size = 0;
+    return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
+                   "%s: no valid rank and world size in the environment (none of RANK/WORLD_SIZE, "
+                   "OMPI_COMM_WORLD_RANK/_SIZE, SLURM_PROCID/SLURM_NTASKS is set)",
+                   fn);
 }
 
 gg_status gg_bootstrap_share_id(gg_ctx *ctx, const char *fn, int rank, const char *path, void *id, size_t bytes,

@@ -247,7 +247,11 @@ gg_status gg_dist_init_env(gg_ctx *ctx, const char *id_path, const gg_dist_confi
     if (id_path) {
         if (rank == 0) NCCL_TRY(ctx, ncclGetUniqueId(&id));
         GG_TRY(gg_bootstrap_share_id(ctx, fn, rank, id_path, &id, sizeof id, 120000));
-        return init_from_id(ctx, fn, rank, size, &id, &c);
+        GG_TRY(init_from_id(ctx, fn, rank, size, &id, &c));
+        /* Every rank has read the id (the communicator exists): remove it, so that the next launch's ranks cannot
+         * read this stale id before its rank 0 has written a new one. */
+        if (rank == 0) (void)remove(id_path);
+        return GG_SUCCESS;
     }
     /* No file: the id travels through MPI's world communicator, whose ranks must be the environment's. */
     int mpi_rank = -1, mpi_size = 0;

@@ -61,6 +61,12 @@ static void bad_rank_or_size_is_named(void **state) {
     assert_non_null(strstr(gg_last_error(NULL), "RANK = 2, WORLD_SIZE = 2"));
     setenv("RANK", "one", 1); /* not a number */
     assert_int_equal(gg_bootstrap_rank_size(NULL, "t", &rank, &size), GG_ERROR_INVALID_ARGUMENT);
+    /* a rank from one launcher never pairs with another launcher's size */
+    clear_env();
+    setenv("RANK", "1", 1);
+    setenv("SLURM_NTASKS", "4", 1);
+    assert_int_equal(gg_bootstrap_rank_size(NULL, "t", &rank, &size), GG_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(gg_last_error(NULL), "RANK = 1, WORLD_SIZE = (unset)"));
     clear_env();
 }
 
