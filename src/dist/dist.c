@@ -365,20 +365,32 @@ static gg_status reduce(gg_ctx *ctx, void *p, size_t count, size_t elem_bytes) {
     return GG_SUCCESS;
 }
 
-/* Reduces tensor i of the call in pieces of at most bucket_bytes (whole, for reduce-scatter). */
-static gg_status reduce_tensor(gg_ctx *ctx, const gg_block_call *c, int i) {
-    const size_t elem = c->info->tensors[i].elem_bytes, n = gg_tensor_elems(c, i);
-    if (ctx->dist->config.sync == GG_SYNC_REDUCE_SCATTER) return reduce(ctx, c->t[i], n, elem);
-    const size_t piece = ctx->dist->config.bucket_bytes / elem;
-    for (size_t at = 0; at < n; at += piece)
-        GG_TRY(reduce(ctx, (char *)c->t[i] + at * elem, n - at < piece ? n - at : piece, elem));
+/* Reduces elements [begin, begin + count) of tensor i of the call in pieces of at most bucket_bytes (for
+ * reduce-scatter, the whole tensor in one call: its shards are defined over the whole tensor). */
+static gg_status reduce_range(gg_ctx *ctx, const gg_block_call *c, int i, size_t begin, size_t count) {
+    const size_t elem = c->info->tensors[i].elem_bytes;
+    if (ctx->dist->config.sync == GG_SYNC_REDUCE_SCATTER) return reduce(ctx, c->t[i], gg_tensor_elems(c, i), elem);
+    const size_t piece = ctx->dist->config.bucket_bytes / elem, end = begin + count;
+    for (size_t at = begin; at < end; at += piece)
+        GG_TRY(reduce(ctx, (char *)c->t[i] + at * elem, end - at < piece ? end - at : piece, elem));
     return GG_SUCCESS;
 }
 
+static gg_status reduce_tensor(gg_ctx *ctx, const gg_block_call *c, int i) {
+    return reduce_range(ctx, c, i, 0, gg_tensor_elems(c, i));
+}
+
 gg_status gg_dist_grad_ready(gg_ctx *ctx, const gg_block_call *c, cudaStream_t producer, int tensor) {
+    return gg_dist_grad_part_ready(ctx, c, producer, tensor, 0, gg_tensor_elems(c, tensor), 1);
+}
+
+gg_status gg_dist_grad_part_ready(gg_ctx *ctx, const gg_block_call *c, cudaStream_t producer, int tensor, size_t begin,
+                                  size_t count, int last) {
     if (!gg_dist_overlaps(ctx, c)) return GG_SUCCESS;
+    /* reduce-scatter shards whole tensors: it waits for the last part (whose producer follows the others) */
+    if (ctx->dist->config.sync == GG_SYNC_REDUCE_SCATTER && !last) return GG_SUCCESS;
     GG_TRY(gg_stream_handoff(ctx, producer, ctx->dist->ev_ready, ctx->dist->stream));
-    return reduce_tensor(ctx, c, tensor);
+    return reduce_range(ctx, c, tensor, begin, count);
 }
 
 gg_status gg_dist_finish(gg_ctx *ctx, const gg_block_call *c, cudaStream_t main) {
@@ -436,6 +448,11 @@ gg_status gg_dist_check(gg_ctx *ctx) {
 }
 gg_status gg_dist_grad_ready(gg_ctx *ctx, const gg_block_call *c, cudaStream_t producer, int tensor) {
     (void)ctx, (void)c, (void)producer, (void)tensor;
+    return GG_SUCCESS;
+}
+gg_status gg_dist_grad_part_ready(gg_ctx *ctx, const gg_block_call *c, cudaStream_t producer, int tensor, size_t begin,
+                                  size_t count, int last) {
+    (void)ctx, (void)c, (void)producer, (void)tensor, (void)begin, (void)count, (void)last;
     return GG_SUCCESS;
 }
 gg_status gg_dist_finish(gg_ctx *ctx, const gg_block_call *c, cudaStream_t main) {
