@@ -9,13 +9,13 @@ OUT=${OUT:-$root/out}
 mkdir -p "$OUT/sweep"
 export NCCL_NVLS_ENABLE=0 GG_TUNE_CACHE=${GG_TUNE_CACHE:-$root/build-device/gemm-algos.txt}
 for spec in "$@"; do
-  IFS=: read -r name block cs vars <<< "$spec"
+  IFS=: read -r name block cs vars args <<< "$spec"
   envs=()
   [ "$cs" -gt 0 ] && envs+=(NCCL_MIN_NCHANNELS=$cs NCCL_MAX_NCHANNELS=$cs)
   [ -n "${vars:-}" ] && IFS=, read -ra extra <<< "$vars" && envs+=("${extra[@]}")
   echo "== $name block $block comm_sms $cs ${envs[*]}" | tee -a "$OUT/sweep.log"
   t0=$(date +%s)
   env "${envs[@]}" timeout 200 "$root/build-device/examples/ddp_scaling" --block "$block" --steps "${GG_STEPS:-40}" \
-    --comm-sms "$cs" --json "$OUT/sweep/$name-b$block.json" >> "$OUT/sweep.log" 2>&1
+    --comm-sms "$cs" ${args:+${args//,/ }} --json "$OUT/sweep/$name-b$block.json" >> "$OUT/sweep.log" 2>&1
   echo "rc $? in $(( $(date +%s) - t0 )) s: $(tail -1 "$OUT/sweep.log")" | tee -a "$OUT/sweep.log"
 done
