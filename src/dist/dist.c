@@ -387,10 +387,10 @@ gg_status gg_dist_grad_ready(gg_ctx *ctx, const gg_block_call *c, cudaStream_t p
 gg_status gg_dist_grad_part_ready(gg_ctx *ctx, const gg_block_call *c, cudaStream_t producer, int tensor, size_t begin,
                                   size_t count, int last) {
     if (!gg_dist_overlaps(ctx, c)) return GG_SUCCESS;
-    if (getenv("GG_LAB_NO_REDUCE")) return GG_SUCCESS; /* LAB (temporary): the syncing order without its reductions */
     /* reduce-scatter shards whole tensors: it waits for the last part (whose producer follows the others) */
     if (ctx->dist->config.sync == GG_SYNC_REDUCE_SCATTER && !last) return GG_SUCCESS;
     GG_TRY(gg_stream_handoff(ctx, producer, ctx->dist->ev_ready, ctx->dist->stream));
+    if (getenv("GG_LAB_NO_REDUCE")) return GG_SUCCESS; /* LAB (temporary): the syncing order without its reductions */
     return reduce_range(ctx, c, tensor, begin, count);
 }
 
