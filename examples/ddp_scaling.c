@@ -2,7 +2,7 @@
  * ddp_scaling.c - data-parallel scaling of one block's backward on the GPUs of this machine.
  *
  *   ddp_scaling [--block 2|3] [--tokens M] [--gpus N] [--steps S] [--bucket-mib B] [--precision fp16|tf32|fp32]
- *               [--no-overlap] [--comm-sms N] [--json FILE] [--trace FILE]
+ *               [--no-overlap] [--comm-sms N] [--warm-l2] [--json FILE] [--trace FILE]
  *
  * Weak scaling: every rank runs the block's graph on its own shard of M tokens per step, with the parameter
  * gradients all-reduced (averaged) inside the graph. One process, one thread per GPU; the program makes the NCCL
@@ -32,7 +32,7 @@
 #define MAX_GPUS 8
 
 typedef struct options {
-    int block, gpus, steps, overlap, comm_sms;
+    int block, gpus, steps, overlap, comm_sms, cold_l2;
     int64_t tokens;
     size_t bucket_bytes;
     gg_precision precision;
@@ -68,14 +68,23 @@ static int cmp_float(const void *a, const void *b) {
 /* Median device times (us) of `steps` calls of each of `count` runs, alternating run by run within each step (the
  * same clocks and temperature for all), every rank in lockstep (a barrier before each call). 0 on success. */
 static int time_steps(int steps, int count, int (*const run[])(void *), void *const arg[], cudaStream_t stream,
-                      double median_us[]) {
+                      int cold_l2, double median_us[]) {
     float *ms = malloc(sizeof(float) * (size_t)(steps * count));
     cudaEvent_t a, b;
     cudaEventCreate(&a);
     cudaEventCreate(&b);
-    int rc = 0;
+    /* Cold L2 before every timed call, as in a training step (the forward pass and the optimizer ran in between) and
+     * in the benchmark's protocol: otherwise a graph replayed back to back (the 1-GPU phase) finds part of its
+     * inputs in L2, and one that follows another graph (the N-GPU phase) does not. */
+    int device = 0, l2_bytes = 0;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device);
+    const size_t flush_bytes = cold_l2 ? 2 * (size_t)l2_bytes : 0;
+    void *flush = NULL;
+    int rc = flush_bytes && cudaMalloc(&flush, flush_bytes) != cudaSuccess;
     for (int i = -3; i < steps && !rc; ++i) { /* 3 warm-ups */
         for (int k = 0; k < count && !rc; ++k) {
+            if (flush) cudaMemsetAsync(flush, i & 0xff, flush_bytes, stream);
             pthread_barrier_wait(&barrier);
             cudaEventRecord(a, stream);
             rc = run[k](arg[k]);
@@ -89,6 +98,7 @@ static int time_steps(int steps, int count, int (*const run[])(void *), void *co
         median_us[k] = 1000.0 * ms[k * steps + steps / 2];
     }
     free(ms);
+    cudaFree(flush);
     cudaEventDestroy(a);
     cudaEventDestroy(b);
     return rc;
@@ -229,7 +239,7 @@ static void *rank_main(void *arg) {
     int (*const steps[3])(void *) = {graph_step_run, graph_step_run, allreduce_graph_run};
     void *const args[3] = {&synced, &local, &ag};
     double us[3] = {-1, -1, -1};
-    if (!s->failed && time_steps(o->steps, 3, steps, args, stream, us)) s->failed = 1;
+    if (!s->failed && time_steps(o->steps, 3, steps, args, stream, o->cold_l2, us)) s->failed = 1;
     s->step_us = us[0];
     s->local_us = us[1];
     s->allreduce_us = us[2];
@@ -264,7 +274,7 @@ static double single_gpu_step(const gg_case *c, const options *o) {
     int (*const run_one[1])(void *) = {graph_step_run};
     void *const arg_one[1] = {&step};
     double us = -1;
-    if (step.graph && time_steps(o->steps, 1, run_one, arg_one, stream, &us)) us = -1;
+    if (step.graph && time_steps(o->steps, 1, run_one, arg_one, stream, o->cold_l2, &us)) us = -1;
     pthread_barrier_destroy(&barrier);
     gg_graph_destroy(step.graph);
     gg_case_run_destroy(run);
@@ -274,10 +284,12 @@ static double single_gpu_step(const gg_case *c, const options *o) {
 }
 
 static int parse(int argc, char **argv, options *o) {
-    *o = (options){3, 0, 50, 1, GG_DIST_COMM_SMS_DEFAULT, 0, (size_t)25 << 20, GG_PRECISION_FP16, NULL, NULL};
+    *o = (options){.block = 3, .steps = 50, .overlap = 1, .comm_sms = GG_DIST_COMM_SMS_DEFAULT, .cold_l2 = 1,
+                   .bucket_bytes = (size_t)25 << 20, .precision = GG_PRECISION_FP16};
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i];
         if (!strcmp(a, "--no-overlap")) { o->overlap = 0; continue; }
+        if (!strcmp(a, "--warm-l2")) { o->cold_l2 = 0; continue; }
         if (i + 1 >= argc) return 1;
         const char *v = argv[++i];
         if (!strcmp(a, "--block")) o->block = atoi(v);
@@ -299,7 +311,7 @@ int main(int argc, char **argv) {
     options o;
     if (parse(argc, argv, &o)) {
         fprintf(stderr, "usage: %s [--block 2|3] [--tokens M] [--gpus N] [--steps S] [--bucket-mib B] "
-                        "[--precision fp16|tf32|fp32] [--no-overlap] [--comm-sms N] [--json FILE] [--trace FILE]\n", argv[0]);
+                        "[--precision fp16|tf32|fp32] [--no-overlap] [--comm-sms N] [--warm-l2] [--json FILE] [--trace FILE]\n", argv[0]);
         return 2;
     }
     int available = 0;

@@ -11,7 +11,9 @@ export NCCL_NVLS_ENABLE=0 GG_TUNE_CACHE=${GG_TUNE_CACHE:-$root/build-device/gemm
 for spec in "$@"; do
   IFS=: read -r name block cs vars args <<< "$spec"
   envs=()
-  [ "$cs" -gt 0 ] && envs+=(NCCL_MIN_NCHANNELS=$cs NCCL_MAX_NCHANNELS=$cs)
+  # COMM_SMS > 0 sets NCCL's channels to it unless VARS set them (or say NOCH: NCCL's choice)
+  [ "$cs" -gt 0 ] && [[ "${vars:-}" != *NCHANNELS* && "${vars:-}" != *NOCH* ]] && envs+=(NCCL_MIN_NCHANNELS=$cs NCCL_MAX_NCHANNELS=$cs)
+  vars=${vars//NOCH/}; vars=${vars#,}
   [ -n "${vars:-}" ] && IFS=, read -ra extra <<< "$vars" && envs+=("${extra[@]}")
   echo "== $name block $block comm_sms $cs ${envs[*]}" | tee -a "$OUT/sweep.log"
   t0=$(date +%s)
