@@ -6,7 +6,8 @@
  *
  * Weak scaling: every rank runs the block's graph on its own shard of M tokens per step, with the parameter
  * gradients all-reduced (averaged) inside the graph. One process, one thread per GPU; the program makes the NCCL
- * communicators itself and hands them to gradgraph (gg_dist_attach), so it can also time a bare all-reduce.
+ * communicators itself, as gradgraph would (NCCL on --comm-sms CTAs), and hands them to gradgraph (gg_dist_attach),
+ * so it can also time a bare all-reduce. Every timed call starts with a cold L2 (--warm-l2: not).
  * Printed and written as JSON: step time on 1 GPU (no communication; measured before and after the N-GPU phase, the
  * mean is used), step time on N GPUs, the same graph without communication on N GPUs (its steps alternate with
  * the synced graph's, so both see the same clocks), the all-reduce alone (captured in a CUDA graph like the synced
@@ -283,6 +284,21 @@ static double single_gpu_step(const gg_case *c, const options *o) {
     return us;
 }
 
+/* One communicator per GPU, made as gradgraph makes its own (gg_dist_init_threads): with comm_sms > 0 NCCL runs on
+ * exactly comm_sms CTAs, the SMs the syncing GEMMs leave free. 0 on success. */
+static int make_comms(const options *o, ncclComm_t *comms) {
+    ncclUniqueId id;
+    if (ncclGetUniqueId(&id) != ncclSuccess) return 1;
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    if (o->overlap && o->comm_sms > 0) config.minCTAs = config.maxCTAs = o->comm_sms;
+    int rc = ncclGroupStart() != ncclSuccess;
+    for (int i = 0; i < o->gpus && !rc; ++i)
+        rc = cudaSetDevice(i) != cudaSuccess || ncclCommInitRankConfig(&comms[i], o->gpus, id, i, &config) != ncclSuccess;
+    rc |= ncclGroupEnd() != ncclSuccess;
+    cudaSetDevice(0);
+    return rc;
+}
+
 static int parse(int argc, char **argv, options *o) {
     *o = (options){.block = 3, .steps = 50, .overlap = 1, .comm_sms = GG_DIST_COMM_SMS_DEFAULT, .cold_l2 = 1,
                    .bucket_bytes = (size_t)25 << 20, .precision = GG_PRECISION_FP16};
@@ -346,9 +362,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "  1 GPU: %.1f us per step\n", step1_before);
 
     ncclComm_t comms[MAX_GPUS];
-    int devices[MAX_GPUS];
-    for (int i = 0; i < o.gpus; ++i) devices[i] = i;
-    if (ncclCommInitAll(comms, o.gpus, devices) != ncclSuccess) { fprintf(stderr, "ncclCommInitAll failed\n"); return 1; }
+    if (make_comms(&o, comms)) { fprintf(stderr, "making the NCCL communicators failed\n"); return 1; }
     rank_state states[MAX_GPUS];
     pthread_t threads[MAX_GPUS];
     pthread_barrier_init(&barrier, NULL, (unsigned)o.gpus);
@@ -386,11 +400,11 @@ int main(int argc, char **argv) {
         FILE *f = fopen(o.json, "w");
         if (!f) { perror(o.json); return 1; }
         fprintf(f, "{\"block\": \"%s\", \"M\": %lld, \"gpus\": %d, \"precision\": \"%s\", \"bucket_bytes\": %zu, "
-                   "\"overlap\": %d, \"comm_sms\": %d, \"steps\": %d, \"step_us_1gpu\": %.2f, \"step_us_1gpu_before\": %.2f, "
+                   "\"overlap\": %d, \"comm_sms\": %d, \"cold_l2\": %d, \"steps\": %d, \"step_us_1gpu\": %.2f, \"step_us_1gpu_before\": %.2f, "
                    "\"step_us_1gpu_after\": %.2f, \"step_us_ngpu\": %.2f, \"local_step_us_ngpu\": %.2f, "
                    "\"allreduce_us\": %.2f, \"allreduce_hidden_fraction\": %.4f, \"speedup\": %.4f, \"efficiency\": %.4f}\n",
                 c.block, (long long)c.tokens, o.gpus, gg_precision_string(o.precision), o.bucket_bytes, o.overlap,
-                o.comm_sms, o.steps,
+                o.comm_sms, o.cold_l2, o.steps,
                 step1, step1_before, step1_after, step, local, ar, hidden, speedup, speedup / o.gpus);
         fclose(f);
     }

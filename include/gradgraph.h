@@ -432,13 +432,16 @@ typedef struct gg_dist_config {
     int overlap;         /* default 1: reduce each gradient as soon as it is final; 0: all after the backward */
     int bind_cpus;       /* default 1: gg_dist_attach / _init_env / _init_mpi bind the calling thread near the GPU */
     int comm_sms;        /* SMs that a gradient-syncing graph's GEMMs running beside a reduction (blocks 2/3:
-                            dX; block 4: both) leave free for NCCL's kernels (pair it with NCCL's channel count);
-                            at most half the GPU's SMs; ignored with overlap off. Default GG_DIST_COMM_SMS_DEFAULT
-                            = 0 (none): on 2 H200s, 16 gave 1.90x against 1.85x for block 3, one run each, within
-                            the noise (docs/distributed.md) */
+                            dX; block 4: both) leave free for NCCL's kernels, at most half the GPU's SMs; the
+                            communicators gradgraph makes run NCCL on exactly that many CTAs (minCTAs = maxCTAs;
+                            make an attached one likewise, e.g. NCCL_MIN_CTAS = NCCL_MAX_CTAS). 0: no SMs left
+                            free, NCCL's own CTA count. Ignored with overlap off. Default GG_DIST_COMM_SMS_DEFAULT
+                            = 8: on 2 H200s, block 3's largest case 2.00x and 90 % of the all-reduce hidden against
+                            1.87x and 47 % with 0; short backward passes with large gradients (block 2: 1.64x
+                            against 1.73x) want more (docs/distributed.md, "SMs and channels") */
 } gg_dist_config;
 
-#define GG_DIST_COMM_SMS_DEFAULT 0
+#define GG_DIST_COMM_SMS_DEFAULT 8
 
 #define GG_DIST_CONFIG_INIT                                                                                        \
     { sizeof(gg_dist_config), GG_DIST_CONFIG_VERSION, GG_REDUCE_AVERAGE, GG_SYNC_ALL_REDUCE, (size_t)25 << 20, 1, 1,  \

@@ -26,18 +26,7 @@ enum { T_DY, T_X, T_W1, T_W2, T_PRE, T_ACT, T_DX, T_DW1, T_DW2, T_EXTRA0, T_EXTR
 enum { T_TANH = T_EXTRA0 };               /* block 2 */
 enum { T_DB1 = T_EXTRA0, T_DB2 = T_EXTRA1 }; /* block 3 */
 
-enum { GEMM_G, GEMM_DW2, GEMM_DX, GEMM_DW1, GEMM_DW2_HEAD, GEMM_DW2_TAIL };
-
-/* LAB (temporary): GG_LAB_DW2_SPLIT = eighths of dW2's rows in its head part (0: no split); GG_LAB_RESERVE = mask of
- * the GEMMs that leave comm_sms SMs (1 G, 2 dW2 head, 4 dX, 8 dW1, 16 dW2 tail). */
-#include <stdlib.h>
-static int lab_env(const char *name, int fallback) {
-    const char *v = getenv(name);
-    return v && *v ? atoi(v) : fallback;
-}
-static int64_t dw2_head_rows(const gg_block_plan *p) {
-    return p->key.syncs ? p->key.dim0 * lab_env("GG_LAB_DW2_SPLIT", 0) / 8 : 0;
-}
+enum { GEMM_G, GEMM_DW2, GEMM_DX, GEMM_DW1 };
 /* Scratch: G (fp32, and R in place in fp32/tf32 modes); fp16 copies of the operands in fp16 mode; partial sums. */
 enum { BUF_G, BUF_R16, BUF_DY16, BUF_W2_16, BUF_ACT16, BUF_X16, BUF_W1_16, BUF_PARTIALS1, BUF_PARTIALS2 };
 
@@ -72,18 +61,11 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     const gg_precision prec = (gg_precision)p->key.precision;
     /* Syncing graphs (weights-first order, comm_sms > 0): dX, the last GEMM, leaves SMs to dW1's reduction; the
      * others run on every SM (whether G should leave SMs while dW2 is reduced is not measured yet). */
-    const int sm_target = gg_plan_sm_target(ctx, p), mask = lab_env("GG_LAB_RESERVE", 4);
-#define SMS(bit) ((mask & (bit)) ? sm_target : 0)
-    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_G], prec, SMS(1), 0, F, M, D, F, D, F));
-    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW2], prec, SMS(2), 1, F, D, M, F, D, F));
-    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DX], prec, SMS(4), 0, D, M, F, D, F, D));
-    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW1], prec, SMS(8), 1, D, F, M, D, F, D));
-    const int64_t head = dw2_head_rows(p);
-    if (head > 0 && head < D) {
-        GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW2_HEAD], prec, SMS(2), 1, F, head, M, F, D, F));
-        GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW2_TAIL], prec, SMS(16), 1, F, D - head, M, F, D, F));
-    }
-#undef SMS
+    const int sm_target = gg_plan_sm_target(ctx, p);
+    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_G], prec, 0, 0, F, M, D, F, D, F));
+    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW2], prec, 0, 1, F, D, M, F, D, F));
+    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DX], prec, sm_target, 0, D, M, F, D, F, D));
+    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW1], prec, 0, 1, D, F, M, D, F, D));
     p->buffer[BUF_G] = gg_plan_take(p, (size_t)(M * F) * sizeof(float));
     if (prec == GG_PRECISION_FP16) {
         const size_t h = 2; /* sizeof(half) */
@@ -204,40 +186,19 @@ static gg_status enqueue_weights_first(gg_ctx *ctx, const gg_block_plan *p, cons
     void *const *t = c->t;
     const int acc = c->accumulate;
     const ffn_operands o = operands(ctx, p, c);
-    const int64_t D = c->dim0, F = c->dim1, head = dw2_head_rows(p);
-    const int split = head > 0 && head < D;
     GG_TRY(to_f16(ctx, c, T_DY, o.dy, s));
     if (c->info->kind == GG_BLOCK_MLP) GG_TRY(grad_bias2(ctx, p, c, s));
     GG_TRY(to_f16(ctx, c, T_ACT, o.act, s));
-    if (split) {
-        GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_DW2_HEAD], o.act, o.dy, t[T_DW2], acc, 0, s));
-        GG_TRY(gg_dist_grad_part_ready(ctx, c, s, T_DW2, 0, (size_t)(head * F), 0));
-    } else {
-        GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_DW2], o.act, o.dy, t[T_DW2], acc, 1, s));
-        GG_TRY(gg_dist_grad_ready(ctx, c, s, T_DW2));
-    }
+    GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_DW2], o.act, o.dy, t[T_DW2], acc, 1, s));
+    GG_TRY(gg_dist_grad_ready(ctx, c, s, T_DW2));
     GG_TRY(to_f16(ctx, c, T_W2, o.w2, s));
     GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_G], o.w2, o.dy, o.G, 0, 0, s));
-    cudaStream_t side = gg_side_stream(ctx, s);
-    gg_status status = GG_SUCCESS;
-    if (split) {
-        const size_t dy_elem = c->precision == GG_PRECISION_FP16 ? 2 : 4;
-        GG_TRY(gg_stream_handoff(ctx, s, ctx->ev_fork, side));
-        GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW2_TAIL], o.act, (const char *)o.dy + head * dy_elem,
-                              (float *)t[T_DW2] + head * F, acc, 1, side), status, join);
-        GG_GOTO(gg_dist_grad_part_ready(ctx, c, side, T_DW2, (size_t)(head * F), (size_t)((D - head) * F), 1), status,
-                join);
-    }
-    GG_GOTO(activation_grad(ctx, p, c, &o, s), status, join);
-    GG_GOTO(to_f16(ctx, c, T_X, o.x, s), status, join);
-    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW1], o.x, o.R, t[T_DW1], acc, split ? 0 : 1, s), status, join);
-    GG_GOTO(gg_dist_grad_ready(ctx, c, s, T_DW1), status, join);
-    GG_GOTO(to_f16(ctx, c, T_W1, o.w1, s), status, join);
-    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DX], o.w1, o.R, t[T_DX], 0, 0, s), status, join);
-join:
-    if (!split) return status;
-    const gg_status joined = gg_stream_handoff(ctx, side, ctx->ev_join, s);
-    return status == GG_SUCCESS ? joined : status;
+    GG_TRY(activation_grad(ctx, p, c, &o, s));
+    GG_TRY(to_f16(ctx, c, T_X, o.x, s));
+    GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_DW1], o.x, o.R, t[T_DW1], acc, 1, s));
+    GG_TRY(gg_dist_grad_ready(ctx, c, s, T_DW1));
+    GG_TRY(to_f16(ctx, c, T_W1, o.w1, s));
+    return gg_matmul_run(ctx, &p->gemm[GEMM_DX], o.w1, o.R, t[T_DX], 0, 0, s);
 }
 
 /* Enqueues the backward; the plan exists. */

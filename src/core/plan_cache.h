@@ -1,7 +1,6 @@
 /*
  * plan_cache.h - the per-context cache of block plans, keyed by everything that changes a plan: the block, its
- * shape, its precision, whether it syncs gradients during the backward and the SMs it leaves to communication.
- * Plain C with no CUDA, so the keys and the cache are tested on machines without a GPU.
+ * shape, its precision and the SMs it leaves to communication. Plain C with no CUDA, so the keys and the cache are tested on machines without a GPU.
  * Lookups are a hash compare then a full key compare over a small array: a context holds a handful of shapes.
  */
 #ifndef GG_PLAN_CACHE_H
@@ -24,7 +23,6 @@ typedef struct gg_plan_key {
     int64_t dim0;      /* the block's first hidden dim (H or D) */
     int64_t dim1;      /* the second (F or E), 0 when the block has one */
     int32_t sm_reserve; /* SMs the block's GEMMs leave free for communication (0: none) */
-    int32_t syncs;      /* the calls reduce their gradients during the backward (blocks may plan another order) */
 } gg_plan_key;
 
 gg_plan_key gg_plan_key_make(gg_block_kind block, int precision, int64_t tokens, int64_t dim0, int64_t dim1);

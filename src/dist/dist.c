@@ -201,6 +201,15 @@ gg_status gg_dist_attach(gg_ctx *ctx, void *nccl_comm, const gg_dist_config *con
     return install(ctx, fn, (ncclComm_t)nccl_comm, 0, &c);
 }
 
+/* The configuration of the communicators gradgraph makes. With comm_sms > 0 (overlap on), NCCL runs on exactly
+ * comm_sms CTAs: the SMs the syncing graphs' GEMMs leave free, so that its kernels fit beside them instead of
+ * waiting for SMs or slowing the GEMMs (measured in docs/distributed.md, "SMs and channels"). */
+static ncclConfig_t comm_config(const gg_dist_config *c) {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    if (c->overlap && c->comm_sms > 0) config.minCTAs = config.maxCTAs = c->comm_sms;
+    return config;
+}
+
 /* The end of a one-process-per-GPU bootstrap, once every rank holds NCCL's unique id: the communicator (gradgraph
  * owns it), the warm-up, the thread binding. */
 static gg_status init_from_id(gg_ctx *ctx, const char *fn, int rank, int size, const ncclUniqueId *id,
@@ -208,9 +217,10 @@ static gg_status init_from_id(gg_ctx *ctx, const char *fn, int rank, int size, c
     int saved = 0;
     GG_TRY(gg_device_enter(ctx, &saved));
     ncclComm_t comm = NULL;
-    const ncclResult_t r = ncclCommInitRank(&comm, size, *id, rank);
+    ncclConfig_t config = comm_config(c);
+    const ncclResult_t r = ncclCommInitRankConfig(&comm, size, *id, rank, &config);
     gg_device_leave(saved);
-    if (r != ncclSuccess) return fail_nccl(ctx, r, "ncclCommInitRank");
+    if (r != ncclSuccess) return fail_nccl(ctx, r, "ncclCommInitRankConfig");
     const gg_status status = install(ctx, fn, comm, 1, c);
     if (status != GG_SUCCESS) (void)ncclCommAbort(comm);
     return status;
@@ -282,6 +292,27 @@ gg_status gg_dist_init_mpi(gg_ctx *ctx, const void *mpi_comm, const gg_dist_conf
     return init_from_id(ctx, fn, rank, size, &id, &c);
 }
 
+/* One communicator per device, all in this process (ncclCommInitAll, with gradgraph's configuration); the caller's
+ * device is restored. */
+static gg_status init_local_comms(gg_ctx *ctx, int count, const int *devices, const gg_dist_config *c,
+                                  ncclComm_t *comms) {
+    ncclUniqueId id;
+    NCCL_TRY(ctx, ncclGetUniqueId(&id));
+    int saved = 0;
+    GG_CUDA_TRY(ctx, cudaGetDevice(&saved));
+    ncclConfig_t config = comm_config(c);
+    ncclResult_t r = ncclGroupStart();
+    for (int i = 0; i < count && r == ncclSuccess; ++i) {
+        if (cudaSetDevice(devices[i]) != cudaSuccess) r = ncclUnhandledCudaError;
+        if (r == ncclSuccess) r = ncclCommInitRankConfig(&comms[i], count, id, i, &config);
+    }
+    const ncclResult_t ended = ncclGroupEnd();
+    (void)cudaSetDevice(saved);
+    if (r != ncclSuccess) return fail_nccl(ctx, r, "ncclCommInitRankConfig");
+    if (ended != ncclSuccess) return fail_nccl(ctx, ended, "ncclGroupEnd (making the communicators)");
+    return GG_SUCCESS;
+}
+
 gg_status gg_dist_init_threads(gg_ctx *const *ctxs, int count, const gg_dist_config *config) {
     static const char fn[] = "gg_dist_init_threads";
     if (!ctxs) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctxs is NULL", fn);
@@ -302,7 +333,7 @@ gg_status gg_dist_init_threads(gg_ctx *const *ctxs, int count, const gg_dist_con
     c.bind_cpus = 0; /* each worker thread binds itself (gg_dist_bind_thread) */
     gg_dist_default_environment();
     ncclComm_t comms[GG_DIST_MAX_LOCAL_RANKS];
-    NCCL_TRY(ctxs[0], ncclCommInitAll(comms, count, devices));
+    GG_TRY(init_local_comms(ctxs[0], count, devices, &c, comms));
     gg_status status = GG_SUCCESS;
     for (int i = 0; i < count && status == GG_SUCCESS; ++i)
         status = make_dist(ctxs[i], fn, comms[i], 0, i, count, &c);
@@ -365,33 +396,20 @@ static gg_status reduce(gg_ctx *ctx, void *p, size_t count, size_t elem_bytes) {
     return GG_SUCCESS;
 }
 
-/* Reduces elements [begin, begin + count) of tensor i of the call in pieces of at most bucket_bytes (for
- * reduce-scatter, the whole tensor in one call: its shards are defined over the whole tensor). */
-static gg_status reduce_range(gg_ctx *ctx, const gg_block_call *c, int i, size_t begin, size_t count) {
-    const size_t elem = c->info->tensors[i].elem_bytes;
-    if (ctx->dist->config.sync == GG_SYNC_REDUCE_SCATTER) return reduce(ctx, c->t[i], gg_tensor_elems(c, i), elem);
-    const size_t piece = ctx->dist->config.bucket_bytes / elem, end = begin + count;
-    for (size_t at = begin; at < end; at += piece)
-        GG_TRY(reduce(ctx, (char *)c->t[i] + at * elem, end - at < piece ? end - at : piece, elem));
+/* Reduces tensor i of the call in pieces of at most bucket_bytes (whole, for reduce-scatter). */
+static gg_status reduce_tensor(gg_ctx *ctx, const gg_block_call *c, int i) {
+    const size_t elem = c->info->tensors[i].elem_bytes, n = gg_tensor_elems(c, i);
+    if (ctx->dist->config.sync == GG_SYNC_REDUCE_SCATTER) return reduce(ctx, c->t[i], n, elem);
+    const size_t piece = ctx->dist->config.bucket_bytes / elem;
+    for (size_t at = 0; at < n; at += piece)
+        GG_TRY(reduce(ctx, (char *)c->t[i] + at * elem, n - at < piece ? n - at : piece, elem));
     return GG_SUCCESS;
 }
 
-static gg_status reduce_tensor(gg_ctx *ctx, const gg_block_call *c, int i) {
-    return reduce_range(ctx, c, i, 0, gg_tensor_elems(c, i));
-}
-
 gg_status gg_dist_grad_ready(gg_ctx *ctx, const gg_block_call *c, cudaStream_t producer, int tensor) {
-    return gg_dist_grad_part_ready(ctx, c, producer, tensor, 0, gg_tensor_elems(c, tensor), 1);
-}
-
-gg_status gg_dist_grad_part_ready(gg_ctx *ctx, const gg_block_call *c, cudaStream_t producer, int tensor, size_t begin,
-                                  size_t count, int last) {
     if (!gg_dist_overlaps(ctx, c)) return GG_SUCCESS;
-    /* reduce-scatter shards whole tensors: it waits for the last part (whose producer follows the others) */
-    if (ctx->dist->config.sync == GG_SYNC_REDUCE_SCATTER && !last) return GG_SUCCESS;
     GG_TRY(gg_stream_handoff(ctx, producer, ctx->dist->ev_ready, ctx->dist->stream));
-    if (getenv("GG_LAB_NO_REDUCE")) return GG_SUCCESS; /* LAB (temporary): the syncing order without its reductions */
-    return reduce_range(ctx, c, tensor, begin, count);
+    return reduce_tensor(ctx, c, tensor);
 }
 
 gg_status gg_dist_finish(gg_ctx *ctx, const gg_block_call *c, cudaStream_t main) {
@@ -449,11 +467,6 @@ gg_status gg_dist_check(gg_ctx *ctx) {
 }
 gg_status gg_dist_grad_ready(gg_ctx *ctx, const gg_block_call *c, cudaStream_t producer, int tensor) {
     (void)ctx, (void)c, (void)producer, (void)tensor;
-    return GG_SUCCESS;
-}
-gg_status gg_dist_grad_part_ready(gg_ctx *ctx, const gg_block_call *c, cudaStream_t producer, int tensor, size_t begin,
-                                  size_t count, int last) {
-    (void)ctx, (void)c, (void)producer, (void)tensor, (void)begin, (void)count, (void)last;
     return GG_SUCCESS;
 }
 gg_status gg_dist_finish(gg_ctx *ctx, const gg_block_call *c, cudaStream_t main) {

@@ -29,12 +29,6 @@ void gg_dist_default_environment(void);
 /* A parameter gradient of a syncing call is final on `producer`: reduce it now (overlap on), else later. */
 gg_status gg_dist_grad_ready(gg_ctx *ctx, const gg_block_call *call, cudaStream_t producer, int tensor);
 
-/* Elements [begin, begin + count) of a parameter gradient are final on `producer` (a gradient made in parts; `last`
- * for the part whose producer runs after every other part's): all-reduce reduces the part now; reduce-scatter,
- * whose shards span the whole tensor, reduces the whole tensor with the last part. */
-gg_status gg_dist_grad_part_ready(gg_ctx *ctx, const gg_block_call *call, cudaStream_t producer, int tensor, size_t begin,
-                                  size_t count, int last);
-
 /* End of a syncing call's backward on `main` (the graph code calls it after the block's enqueue): reduce what was
  * deferred (overlap off), then make `main` wait for the communication stream. No-op for calls that do not sync. */
 gg_status gg_dist_finish(gg_ctx *ctx, const gg_block_call *call, cudaStream_t main);
