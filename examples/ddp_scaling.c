@@ -2,7 +2,7 @@
  * ddp_scaling.c - data-parallel scaling of one block's backward on the GPUs of this machine.
  *
  *   ddp_scaling [--block 2|3] [--tokens M] [--gpus N] [--steps S] [--bucket-mib B] [--precision fp16|tf32|fp32]
- *               [--no-overlap] [--comm-sms N] [--warm-l2] [--json FILE] [--trace FILE]
+ *               [--no-overlap] [--comm-sms N] [--warm-l2] [--verbose] [--json FILE] [--trace FILE]
  *
  * Weak scaling: every rank runs the block's graph on its own shard of M tokens per step, with the parameter
  * gradients all-reduced (averaged) inside the graph. One process, one thread per GPU; the program makes the NCCL
@@ -33,7 +33,7 @@
 #define MAX_GPUS 8
 
 typedef struct options {
-    int block, gpus, steps, overlap, comm_sms, cold_l2;
+    int block, gpus, steps, overlap, comm_sms, cold_l2, verbose;
     int64_t tokens;
     size_t bucket_bytes;
     gg_precision precision;
@@ -207,6 +207,7 @@ static void *rank_main(void *arg) {
     cudaSetDevice(s->rank);
     gg_config cfg = GG_CONFIG_INIT;
     cfg.device = s->rank;
+    if (o->verbose) cfg.log_level = GG_LOG_INFO; /* e.g. each rank's autotune choices */
     gg_ctx *ctx = NULL;
     CHECK_GG(NULL, gg_ctx_create(&cfg, &ctx));
     gg_dist_config dc = GG_DIST_CONFIG_INIT;
@@ -306,6 +307,7 @@ static int parse(int argc, char **argv, options *o) {
         const char *a = argv[i];
         if (!strcmp(a, "--no-overlap")) { o->overlap = 0; continue; }
         if (!strcmp(a, "--warm-l2")) { o->cold_l2 = 0; continue; }
+        if (!strcmp(a, "--verbose")) { o->verbose = 1; continue; }
         if (i + 1 >= argc) return 1;
         const char *v = argv[++i];
         if (!strcmp(a, "--block")) o->block = atoi(v);
@@ -327,7 +329,7 @@ int main(int argc, char **argv) {
     options o;
     if (parse(argc, argv, &o)) {
         fprintf(stderr, "usage: %s [--block 2|3] [--tokens M] [--gpus N] [--steps S] [--bucket-mib B] "
-                        "[--precision fp16|tf32|fp32] [--no-overlap] [--comm-sms N] [--warm-l2] [--json FILE] [--trace FILE]\n", argv[0]);
+                        "[--precision fp16|tf32|fp32] [--no-overlap] [--comm-sms N] [--warm-l2] [--verbose] [--json FILE] [--trace FILE]\n", argv[0]);
         return 2;
     }
     int available = 0;
