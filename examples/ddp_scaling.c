@@ -201,13 +201,22 @@ static void trace_step(int rank, const char *path, const char *label, graph_step
 #endif
 }
 
+static void print_log(void *user_data, gg_log_level level, const char *message) {
+    (void)level;
+    fprintf(stderr, "  rank %d: %s\n", ((const rank_state *)user_data)->rank, message);
+}
+
 static void *rank_main(void *arg) {
     rank_state *s = arg;
     const options *o = s->opt;
     cudaSetDevice(s->rank);
     gg_config cfg = GG_CONFIG_INIT;
     cfg.device = s->rank;
-    if (o->verbose) cfg.log_level = GG_LOG_INFO; /* e.g. each rank's autotune choices */
+    if (o->verbose) { /* e.g. each rank's autotune choices */
+        cfg.log_level = GG_LOG_INFO;
+        cfg.log_fn = print_log;
+        cfg.log_user_data = s;
+    }
     gg_ctx *ctx = NULL;
     CHECK_GG(NULL, gg_ctx_create(&cfg, &ctx));
     gg_dist_config dc = GG_DIST_CONFIG_INIT;
