@@ -115,11 +115,11 @@ gg_status gg_graph_create_call(gg_ctx *ctx, const gg_block_call *shape, gg_preci
 
     int saved = 0;
     GG_GOTO(gg_device_enter(ctx, &saved), status, fail);
+    gg_block_plan *plans[GG_MAX_BUCKETS];
     for (int b = 0; b < g->n_buckets; ++b) {
         gg_block_call bucket = g->shape;
         bucket.tokens = g->buckets[b];
-        gg_block_plan *plan;
-        GG_GOTO(gg_block_plan_for(ctx, &bucket, &plan), status, fail_device);
+        GG_GOTO(gg_block_plan_for(ctx, &bucket, &plans[b]), status, fail_device);
     }
     if (config->allow_padding || config->device_select) {
         for (int i = 0; i < g->shape.info->n_tensors; ++i) {
@@ -139,6 +139,9 @@ gg_status gg_graph_create_call(gg_ctx *ctx, const gg_block_call *shape, gg_preci
         GG_CUDA_GOTO(ctx, cudaMalloc((void **)&g->device_errors, sizeof(unsigned)), status, fail_device);
         GG_CUDA_GOTO(ctx, cudaMemset(g->device_errors, 0, sizeof(unsigned)), status, fail_device);
     }
+    /* Last, once nothing local can fail: the one collective step of making a syncing graph (every rank runs rank
+     * 0's GEMM algorithms). */
+    if (g->syncs) GG_GOTO(gg_dist_agree_algorithms(ctx, fn, plans, g->n_buckets), status, fail_device);
     gg_device_leave(saved);
     gg_log(ctx, GG_LOG_INFO, "%s: %d buckets from %lld to %lld tokens, %zu MiB staging", fn, g->n_buckets,
            (long long)g->buckets[0], (long long)g->buckets[g->n_buckets - 1], g->staging_bytes >> 20);

@@ -329,7 +329,9 @@ typedef struct gg_graph_config {
     int device_select;              /* default 0; 1: also build the device-selected graph (gg_*_graph_run_device) */
     int execs_per_bucket;           /* pointer sets kept per bucket; default 4 */
     int sync_gradients;             /* default 1: with a communicator on the context (gg_dist_*), the graph also
-                                       reduces the parameter gradients across ranks; 0: local gradients only */
+                                       reduces the parameter gradients across ranks, and making it is collective
+                                       (every rank at once: they agree on the GEMM algorithms); 0: local
+                                       gradients only */
 } gg_graph_config;
 
 #define GG_GRAPH_CONFIG_INIT                                                                                       \
@@ -407,6 +409,8 @@ gg_status gg_graph_device_errors(gg_graph *graph, unsigned *count);
  * Rules, enforced where the API can:
  *   - the communicator is ready (a warm-up all-reduce has run) before any graph is captured;
  *   - every rank makes the same graphs and calls them in the same order with the same bucket for each step;
+ *     making a syncing graph is collective (from each rank's own thread or process, at the same time): every rank
+ *     adopts rank 0's GEMM algorithms, so that no rank's autotuning leaves it with slower kernels than the others;
  *   - graphs that captured NCCL work must be destroyed before the communicator: gg_dist_detach refuses while
  *     such graphs exist, and gg_ctx_destroy destroys graphs first (ncclCommDestroy would block forever otherwise);
  *   - NCCL_NVLS_ENABLE is set to 0 in the process when unset (NVLink multicast stays off);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "bootstrap.h"
 #include "graph.h"
@@ -423,6 +424,59 @@ gg_status gg_dist_finish(gg_ctx *ctx, const gg_block_call *c, cudaStream_t main)
     return gg_stream_handoff(ctx, d->stream, d->ev_done, main);
 }
 
+/* Waits for the communication stream without hanging on a failed peer: an asynchronous NCCL error aborts the
+ * communicator (gg_dist_check) and returns. */
+static gg_status wait_comm_stream(gg_ctx *ctx, const char *what) {
+    for (;;) {
+        const cudaError_t e = cudaStreamQuery(ctx->dist->stream);
+        if (e == cudaSuccess) return GG_SUCCESS;
+        if (e != cudaErrorNotReady) return gg_fail_cuda(ctx, e, what);
+        GG_TRY(gg_dist_check(ctx));
+        const struct timespec pause = {0, 100000}; /* 0.1 ms */
+        nanosleep(&pause, NULL);
+    }
+}
+
+gg_status gg_dist_agree_algorithms(gg_ctx *ctx, const char *fn, gg_block_plan *const *plans, int count) {
+    gg_dist *d = ctx->dist;
+    if (!d || d->size < 2 || count < 1) return GG_SUCCESS;
+    if (!d->comm) return gg_fail(ctx, GG_ERROR_NCCL, "%s: the communicator was aborted after an error", fn);
+    const size_t n = (size_t)count * GG_PLAN_MAX_GEMMS, bytes = n * sizeof(cublasLtMatmulAlgo_t);
+    cublasLtMatmulAlgo_t *host = calloc(n, sizeof *host);
+    if (!host) return gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    for (int p = 0; p < count; ++p)
+        for (int i = 0; i < GG_PLAN_MAX_GEMMS; ++i)
+            if (plans[p]->gemm[i].op) host[p * GG_PLAN_MAX_GEMMS + i] = plans[p]->gemm[i].algo;
+    void *dev = NULL;
+    gg_status status = GG_SUCCESS;
+    GG_CUDA_GOTO(ctx, cudaMalloc(&dev, bytes), status, done);
+    GG_CUDA_GOTO(ctx, cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, d->stream), status, done);
+    const ncclResult_t r = ncclBroadcast(dev, dev, bytes, ncclUint8, 0, (ncclComm_t)d->comm, d->stream);
+    if (r != ncclSuccess) {
+        status = fail_nccl(ctx, r, "ncclBroadcast (the GEMM algorithms)");
+        goto done;
+    }
+    GG_CUDA_GOTO(ctx, cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, d->stream), status, done);
+    GG_GOTO(wait_comm_stream(ctx, "rank 0's GEMM algorithms"), status, done);
+    int differed = 0, adopted = 0;
+    for (int p = 0; p < count; ++p)
+        for (int i = 0; i < GG_PLAN_MAX_GEMMS; ++i) {
+            gg_matmul *mm = &plans[p]->gemm[i];
+            const cublasLtMatmulAlgo_t *theirs = &host[p * GG_PLAN_MAX_GEMMS + i];
+            if (!mm->op || !memcmp(&mm->algo, theirs, sizeof *theirs)) continue;
+            ++differed;
+            adopted += gg_matmul_adopt(ctx, mm, theirs);
+        }
+    if (differed)
+        gg_log(ctx, differed == adopted ? GG_LOG_INFO : GG_LOG_WARN,
+               "%s: rank %d: %d of its GEMM algorithms differed from rank 0's; %d adopted%s", fn, d->rank, differed,
+               adopted, differed == adopted ? "" : " (the others are not valid here: the ranks' kernels differ)");
+done:
+    if (dev) (void)cudaFree(dev);
+    free(host);
+    return status;
+}
+
 gg_status gg_dist_check_shape(gg_ctx *ctx, const char *fn, const gg_block_call *c) {
     if (!ctx->dist || ctx->dist->config.sync != GG_SYNC_REDUCE_SCATTER) return GG_SUCCESS;
     for (int i = 0; i < c->info->n_tensors; ++i)
@@ -475,6 +529,10 @@ gg_status gg_dist_finish(gg_ctx *ctx, const gg_block_call *c, cudaStream_t main)
 }
 gg_status gg_dist_check_shape(gg_ctx *ctx, const char *fn, const gg_block_call *c) {
     (void)ctx, (void)fn, (void)c;
+    return GG_SUCCESS;
+}
+gg_status gg_dist_agree_algorithms(gg_ctx *ctx, const char *fn, gg_block_plan *const *plans, int count) {
+    (void)ctx, (void)fn, (void)plans, (void)count;
     return GG_SUCCESS;
 }
 #endif

@@ -7,6 +7,7 @@
 #define GG_DIST_H
 
 #include "block.h"
+#include "plan.h"
 
 typedef struct gg_dist {
     void *comm;          /* ncclComm_t; NULL once aborted after an asynchronous error (no more collectives) */
@@ -46,6 +47,13 @@ int gg_tensor_is_param(const gg_block_call *call, int tensor);
 /* Checks that a graph's parameter gradients can be synced with the context's settings (reduce-scatter needs
  * element counts divisible by the number of ranks). */
 gg_status gg_dist_check_shape(gg_ctx *ctx, const char *fn, const gg_block_call *shape);
+
+/* Makes every rank run the same GEMM kernels in a syncing graph: rank 0's algorithm for each GEMM of the plans is
+ * broadcast, and the other ranks adopt it. Autotuning on each rank alone can pick different algorithms for the
+ * same GEMM (timings within noise), and ranks whose kernels differ wait for the slowest at every reduction: on 2
+ * H200s one such run of block 3 reached 1.81x against 1.92-1.99x (docs/distributed.md). Collective: every rank calls
+ * it for the same plans in the same order (gg_graph_create of a syncing graph does). Outside any capture. */
+gg_status gg_dist_agree_algorithms(gg_ctx *ctx, const char *fn, gg_block_plan *const *plans, int count);
 
 /* Destroys the context's communicator state (owned communicator included); called by gg_ctx_destroy after the
  * graphs are gone. */

@@ -91,6 +91,25 @@ fail:
     return status;
 }
 
+int gg_matmul_algo_fits(gg_ctx *ctx, const gg_matmul *mm, const cublasLtMatmulAlgo_t *algo, size_t *workspace_bytes) {
+    cublasLtMatmulHeuristicResult_t check;
+    memset(&check, 0, sizeof check);
+    if (cublasLtMatmulAlgoCheck(ctx->lt, mm->op, mm->a, mm->b, mm->d, mm->d, algo, &check) != CUBLAS_STATUS_SUCCESS ||
+        check.workspaceSize > (ctx->workspace[0] ? ctx->config.gemm_workspace_bytes : 0))
+        return 0;
+    *workspace_bytes = check.workspaceSize;
+    return 1;
+}
+
+int gg_matmul_adopt(gg_ctx *ctx, gg_matmul *mm, const cublasLtMatmulAlgo_t *algo) {
+    const cublasLtMatmulAlgo_t copy = *algo; /* algo may point into mm */
+    size_t workspace = 0;
+    if (!gg_matmul_algo_fits(ctx, mm, &copy, &workspace)) return 0;
+    mm->algo = copy;
+    mm->workspace_bytes = workspace;
+    return 1;
+}
+
 gg_status gg_matmul_run(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, void *D, int accumulate,
                         int workspace, cudaStream_t stream) {
     /* Host scalars: read when the call is enqueued (or captured), so a graph keeps the beta it was captured with. */

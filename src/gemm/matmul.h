@@ -39,6 +39,13 @@ gg_status gg_matmul_plan(gg_ctx *ctx, const gg_gemm_shape *shape, gg_matmul *mm)
 gg_status gg_matmul_run(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, void *D, int accumulate,
                         int workspace, cudaStream_t stream);
 
+/* Whether cuBLASLt accepts algo for mm's descriptors within the context's GEMM workspace; if so, *workspace_bytes
+ * is what it needs. */
+int gg_matmul_algo_fits(gg_ctx *ctx, const gg_matmul *mm, const cublasLtMatmulAlgo_t *algo, size_t *workspace_bytes);
+
+/* Runs mm with algo from now on (another rank's choice, say) if it fits (gg_matmul_algo_fits); 1 if adopted. */
+int gg_matmul_adopt(gg_ctx *ctx, gg_matmul *mm, const cublasLtMatmulAlgo_t *algo);
+
 /* Destroys the descriptors; a zeroed gg_matmul is fine. */
 void gg_matmul_destroy(gg_matmul *mm);
 

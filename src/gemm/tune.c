@@ -38,17 +38,16 @@ static size_t elem_bytes(cudaDataType_t t) { return t == CUDA_R_32F ? 4 : 2; }
 static int from_cache(gg_ctx *ctx, const gg_matmul *mm, const char *key, cublasLtMatmulHeuristicResult_t *chosen) {
     const gg_tune_entry *e = gg_tune_cache_find(ctx->tune, key);
     if (!e) return 0;
-    cublasLtMatmulHeuristicResult_t check;
-    memset(&check, 0, sizeof check);
-    memcpy(&check.algo, e->algo, sizeof check.algo);
-    const cublasLtMatmulAlgo_t algo = check.algo;
-    if (cublasLtMatmulAlgoCheck(ctx->lt, mm->op, mm->a, mm->b, mm->d, mm->d, &algo, &check) != CUBLAS_STATUS_SUCCESS ||
-        check.workspaceSize > (ctx->workspace[0] ? ctx->config.gemm_workspace_bytes : 0)) {
+    cublasLtMatmulAlgo_t algo;
+    memcpy(&algo, e->algo, sizeof algo);
+    size_t workspace = 0;
+    if (!gg_matmul_algo_fits(ctx, mm, &algo, &workspace)) {
         gg_log(ctx, GG_LOG_WARN, "autotune cache entry %s is not valid here: tuning again", key);
         return 0;
     }
-    *chosen = check;
+    memset(chosen, 0, sizeof *chosen);
     chosen->algo = algo;
+    chosen->workspaceSize = workspace;
     return 1;
 }
 
