@@ -177,12 +177,17 @@ static gg_status enqueue_body(gg_graph *g, const gg_block_call *call, const gg_b
                                             bucket, ctx->sm_count, stream));
         }
     }
-    GG_TRY(call->info->enqueue(ctx, plan, &body, stream));
+    const gg_status enqueued = call->info->enqueue(ctx, plan, &body, stream);
+    /* Once the block has run, the communication stream may be part of the capture: from here on it rejoins the
+     * caller's stream on every path, or the capture could not end cleanly. */
+    if (enqueued != GG_SUCCESS) return (void)gg_dist_join(ctx, &body, stream), enqueued;
+    cudaError_t staged = cudaSuccess;
     if (stage)
-        for (int i = 0; i < call->info->n_tensors; ++i)
+        for (int i = 0; i < call->info->n_tensors && staged == cudaSuccess; ++i)
             if (is_staged(call, i) && gg_tensor_used(call, i) && call->info->tensors[i].is_output)
-                GG_CUDA_TRY(ctx, gg_k_stage(call->t[i], body.t[i], (int64_t)row_bytes(call, i), device_rows, rows, 0,
-                                            ctx->sm_count, stream));
+                staged = gg_k_stage(call->t[i], body.t[i], (int64_t)row_bytes(call, i), device_rows, rows, 0,
+                                    ctx->sm_count, stream);
+    if (staged != cudaSuccess) return (void)gg_dist_join(ctx, &body, stream), gg_fail_cuda(ctx, staged, "staging out");
     /* A syncing graph's reductions (issued by the block as its gradients finish, or here with overlap off) join the
      * caller's stream last, so the staged-out activation gradients overlap their tail. Parameter gradients are
      * never staged. (Eager calls never sync.) */

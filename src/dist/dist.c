@@ -413,15 +413,22 @@ gg_status gg_dist_grad_ready(gg_ctx *ctx, const gg_block_call *c, cudaStream_t p
     return reduce_tensor(ctx, c, tensor);
 }
 
+gg_status gg_dist_join(gg_ctx *ctx, const gg_block_call *c, cudaStream_t main) {
+    if (!c->sync_grads) return GG_SUCCESS;
+    return gg_stream_handoff(ctx, ctx->dist->stream, ctx->dist->ev_done, main);
+}
+
 gg_status gg_dist_finish(gg_ctx *ctx, const gg_block_call *c, cudaStream_t main) {
     if (!c->sync_grads) return GG_SUCCESS;
     gg_dist *d = ctx->dist;
+    gg_status status = GG_SUCCESS;
     if (!d->config.overlap) {
-        GG_TRY(gg_stream_handoff(ctx, main, d->ev_ready, d->stream));
-        for (int i = 0; i < c->info->n_tensors; ++i)
-            if (gg_tensor_is_param(c, i)) GG_TRY(reduce_tensor(ctx, c, i));
+        status = gg_stream_handoff(ctx, main, d->ev_ready, d->stream);
+        for (int i = 0; i < c->info->n_tensors && status == GG_SUCCESS; ++i)
+            if (gg_tensor_is_param(c, i)) status = reduce_tensor(ctx, c, i);
     }
-    return gg_stream_handoff(ctx, d->stream, d->ev_done, main);
+    const gg_status joined = gg_dist_join(ctx, c, main); /* also after a failed reduction */
+    return status == GG_SUCCESS ? joined : status;
 }
 
 /* Waits for the communication stream without hanging on a failed peer: an asynchronous NCCL error aborts the
@@ -524,6 +531,10 @@ gg_status gg_dist_grad_ready(gg_ctx *ctx, const gg_block_call *c, cudaStream_t p
     return GG_SUCCESS;
 }
 gg_status gg_dist_finish(gg_ctx *ctx, const gg_block_call *c, cudaStream_t main) {
+    (void)ctx, (void)c, (void)main;
+    return GG_SUCCESS;
+}
+gg_status gg_dist_join(gg_ctx *ctx, const gg_block_call *c, cudaStream_t main) {
     (void)ctx, (void)c, (void)main;
     return GG_SUCCESS;
 }

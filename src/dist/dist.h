@@ -34,6 +34,10 @@ gg_status gg_dist_grad_ready(gg_ctx *ctx, const gg_block_call *call, cudaStream_
  * deferred (overlap off), then make `main` wait for the communication stream. No-op for calls that do not sync. */
 gg_status gg_dist_finish(gg_ctx *ctx, const gg_block_call *call, cudaStream_t main);
 
+/* Makes `main` wait for the communication stream (no reductions issued): the error path of a syncing call's
+ * enqueue. No-op for calls that do not sync. */
+gg_status gg_dist_join(gg_ctx *ctx, const gg_block_call *call, cudaStream_t main);
+
 /* SMs a gradient-syncing call's GEMMs leave to communication (0 without a communicator, or when the reductions do
  * not overlap the backward). */
 int gg_dist_comm_sms(const gg_ctx *ctx);

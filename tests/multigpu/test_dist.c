@@ -5,6 +5,7 @@
  *    identical synced runs give the same bits;
  *  - overlap on and off give the same bits;
  *  - reduce-scatter leaves each rank the right shard of the sum;
+ *  - a syncing graph leaves every rank on rank 0's GEMM algorithms (rank 0 tuned, the others not);
  *  - teardown in the documented order never hangs (a watchdog ends the whole run after 600 s), and detaching a
  *    communicator while a graph holds NCCL work is refused.
  */
@@ -82,12 +83,29 @@ static void *rank_main(void *arg) {
     return NULL;
 }
 
-/* Makes one context per GPU with communicators, runs rank_main on every rank, checks statuses. */
-static void run_ranks(rank_job *jobs, const gg_case *c, gg_precision p, const gg_dist_config *dc) {
+/* What each rank's context logged (INFO and up) during the last run_ranks. */
+static char rank_log[MAX_RANKS][8192];
+
+static void log_to_rank(void *user_data, gg_log_level level, const char *message) {
+    (void)level;
+    char *log = user_data;
+    const size_t used = strlen(log);
+    snprintf(log + used, sizeof rank_log[0] - used, "%s\n", message);
+}
+
+/* Makes one context per GPU with communicators (rank r's config changed by tweak, if given), runs rank_main on
+ * every rank, checks statuses. */
+static void run_ranks_with(rank_job *jobs, const gg_case *c, gg_precision p, const gg_dist_config *dc,
+                           void (*tweak)(int rank, gg_config *cfg)) {
     gg_ctx *ctxs[MAX_RANKS];
     for (int r = 0; r < world; ++r) {
         gg_config cfg = GG_CONFIG_INIT;
         cfg.device = r;
+        rank_log[r][0] = 0;
+        cfg.log_fn = log_to_rank;
+        cfg.log_user_data = rank_log[r];
+        cfg.log_level = GG_LOG_INFO;
+        if (tweak) tweak(r, &cfg);
         if (gg_ctx_create(&cfg, &ctxs[r]) != GG_SUCCESS) fail_msg("gg_ctx_create: %s", gg_last_error(NULL));
     }
     GG_OK(ctxs[0], gg_dist_init_threads(ctxs, world, dc));
@@ -105,6 +123,10 @@ static void run_ranks(rank_job *jobs, const gg_case *c, gg_precision p, const gg
     }
     for (int r = 0; r < world; ++r)
         if (jobs[r].status != GG_SUCCESS) fail_msg("rank %d: %s", r, jobs[r].error);
+}
+
+static void run_ranks(rank_job *jobs, const gg_case *c, gg_precision p, const gg_dist_config *dc) {
+    run_ranks_with(jobs, c, p, dc, NULL);
 }
 
 /* Every parameter gradient of every rank against op(local gradients of all ranks); elements [lo, hi) of each
@@ -208,6 +230,44 @@ static void reduce_scatter_gives_each_rank_its_shard(void **state) {
     free_jobs(jobs);
 }
 
+/* Rank 0 times its GEMM candidates afresh (no cache), the others take the heuristic's first choice: their
+ * algorithms differ wherever tuning found a faster one, and making the syncing graph must leave every rank on rank
+ * 0's (the ranks would otherwise wait for the slowest at every reduction). */
+static void tune_on_rank0_only(int rank, gg_config *cfg) {
+    cfg->autotune = rank == 0;
+    cfg->tune_cache_path = "";
+}
+
+static void ranks_adopt_rank0_gemm_algorithms(void **state) {
+    (void)state;
+    REQUIRE_GPUS();
+    rank_job jobs[MAX_RANKS];
+    gg_dist_config dc = GG_DIST_CONFIG_INIT;
+    dc.op = GG_REDUCE_SUM;
+    const gg_case c = case_of(3, 13); /* M = 4096: large enough GEMMs for tuning to beat the heuristic */
+    run_ranks_with(jobs, &c, GG_PRECISION_FP16, &dc, tune_on_rank0_only);
+    check_reduced(jobs, 0, 0);
+    free_jobs(jobs);
+    assert_null(strstr(rank_log[0], "differed from rank 0's")); /* rank 0 keeps its own */
+    for (int r = 1; r < world; ++r) {
+        const char *said = strstr(rank_log[r], "GEMM algorithms differed from rank 0's");
+        int differed = 0, adopted = -1;
+        if (said) {
+            const char *line = said;
+            while (line > rank_log[r] && line[-1] != '\n') --line;
+            const char *counts = strstr(line, ": rank ");
+            assert_non_null(counts);
+            assert_int_equal(sscanf(counts, ": rank %*d: %d of its GEMM algorithms differed from rank 0's; %d adopted",
+                                    &differed, &adopted), 2);
+        }
+        /* tuned against untuned plans of a 4096-token MLP: at least one GEMM differs (measured: the tuned choice
+         * is not the heuristic's first for most of them), and every one must be adopted */
+        if (differed < 1) fail_msg("rank %d: no GEMM algorithm differed from rank 0's; its log:\n%s", r, rank_log[r]);
+        assert_int_equal(adopted, differed);
+        print_message("rank %d adopted %d of rank 0's GEMM algorithms\n", r, adopted);
+    }
+}
+
 static void on_watchdog(int sig) {
     (void)sig;
     static const char msg[] = "test_dist: the run hung (600 s watchdog)\n";
@@ -225,6 +285,7 @@ int main(void) {
         cmocka_unit_test(synced_equals_sum_of_local),
         cmocka_unit_test(overlap_on_and_off_agree),
         cmocka_unit_test(reduce_scatter_gives_each_rank_its_shard),
+        cmocka_unit_test(ranks_adopt_rank0_gemm_algorithms),
     };
     return cmocka_run_group_tests_name("dist_multigpu", tests, NULL, NULL);
 }
