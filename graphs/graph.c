@@ -279,6 +279,7 @@ static gg_status check_run(gg_graph *g, const char *fn, gg_block_call *call, gg_
             return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
                            "%s: the graph syncs gradients but its context's communicator was detached", fn);
         GG_TRY(gg_dist_check(ctx)); /* an asynchronous NCCL error: aborted, never waited on */
+        GG_TRY(gg_dist_check_shape(ctx, fn, &g->shape)); /* a communicator attached since may shard differently */
     }
     call->sync_grads = g->shape.sync_grads;
     if (call->dim0 != g->shape.dim0)
