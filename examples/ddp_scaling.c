@@ -7,9 +7,7 @@
  * Weak scaling: every rank runs the block's graph on its own shard of M tokens per step, with the parameter
  * gradients all-reduced (averaged) inside the graph. One process, one thread per GPU; the program makes the NCCL
  * communicators itself, as gradgraph would (NCCL on --comm-sms CTAs), and hands them to gradgraph (gg_dist_attach),
- * so it can also time a bare all-reduce. Every timed call starts with a cold L2 (--warm-l2: not), and is queued
- * whole before the GPU starts it (the stream is held by a host function until then): the events time the GPU, not
- * the host's submission.
+ * so it can also time a bare all-reduce. Every timed call starts with a cold L2 (--warm-l2: not).
  * Printed and written as JSON: step time on 1 GPU (no communication; measured before and after the N-GPU phase, the
  * mean is used), step time on N GPUs, the same graph without communication on N GPUs (its steps alternate with
  * the synced graph's, so both see the same clocks), the all-reduce alone (captured in a CUDA graph like the synced
@@ -68,29 +66,6 @@ static int cmp_float(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Holds a stream until the host opens it: the timed work is all queued behind it before the GPU starts, so the
- * events measure the GPU's time, not how long the host took to submit a graph after the start event (two threads
- * submitting at once, right after a barrier, are slower at it than one). */
-typedef struct gate {
-    pthread_mutex_t lock;
-    pthread_cond_t opened;
-    int open;
-} gate;
-
-static void CUDART_CB wait_for_gate(void *p) {
-    gate *g = p;
-    pthread_mutex_lock(&g->lock);
-    while (!g->open) pthread_cond_wait(&g->opened, &g->lock);
-    pthread_mutex_unlock(&g->lock);
-}
-
-static void open_gate(gate *g) {
-    pthread_mutex_lock(&g->lock);
-    g->open = 1;
-    pthread_cond_signal(&g->opened);
-    pthread_mutex_unlock(&g->lock);
-}
-
 /* Median device times (us) of `steps` calls of each of `count` runs, alternating run by run within each step (the
  * same clocks and temperature for all), every rank in lockstep (a barrier before each call). 0 on success. */
 static int time_steps(int steps, int count, int (*const run[])(void *), void *const arg[], cudaStream_t stream,
@@ -108,18 +83,13 @@ static int time_steps(int steps, int count, int (*const run[])(void *), void *co
     const size_t flush_bytes = cold_l2 ? 2 * (size_t)l2_bytes : 0;
     void *flush = NULL;
     int rc = flush_bytes && cudaMalloc(&flush, flush_bytes) != cudaSuccess;
-    gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
     for (int i = -3; i < steps && !rc; ++i) { /* 3 warm-ups */
         for (int k = 0; k < count && !rc; ++k) {
-            g.open = 0;
-            rc = cudaLaunchHostFunc(stream, wait_for_gate, &g) != cudaSuccess;
-            if (rc) break;
             if (flush) cudaMemsetAsync(flush, i & 0xff, flush_bytes, stream);
             pthread_barrier_wait(&barrier);
             cudaEventRecord(a, stream);
             rc = run[k](arg[k]);
             cudaEventRecord(b, stream);
-            open_gate(&g); /* also after a failed run: the stream must not stay held */
             cudaEventSynchronize(b);
             if (i >= 0) cudaEventElapsedTime(&ms[k * steps + i], a, b);
         }
