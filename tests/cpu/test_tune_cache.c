@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -149,6 +150,26 @@ static void unwritable_path_fails_without_a_torn_file(void **state) {
     gg_tune_cache_close(&c);
 }
 
+/* The temporary file is written, but renaming it over the cache path fails (the path is a directory): the save
+ * fails, and the temporary file is removed (nothing left behind beside the cache). */
+static void failed_rename_leaves_no_temporary_file(void **state) {
+    (void)state;
+    char path[300], tmp[400];
+    path_in_dir(path, sizeof path, "a-directory");
+    assert_int_equal(mkdir(path, 0755), 0);
+    gg_tune_cache c;
+    assert_int_equal(gg_tune_cache_open(&c, path), 0); /* unreadable as a file: an empty cache */
+    const gg_tune_entry a = entry("k", 1);
+    assert_int_equal(gg_tune_cache_put(&c, &a), 0);
+    assert_int_equal(gg_tune_cache_save(&c), -1);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    assert_int_equal(access(tmp, F_OK), -1); /* unlinked */
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_true(S_ISDIR(st.st_mode)); /* untouched */
+    gg_tune_cache_close(&c);
+}
+
 static void default_path_follows_the_environment(void **state) {
     (void)state;
     char buf[512];
@@ -173,6 +194,7 @@ int main(void) {
         cmocka_unit_test(two_writers_merge_instead_of_overwriting),
         cmocka_unit_test(malformed_lines_are_skipped_and_counted),
         cmocka_unit_test(unwritable_path_fails_without_a_torn_file),
+        cmocka_unit_test(failed_rename_leaves_no_temporary_file),
         cmocka_unit_test(default_path_follows_the_environment),
     };
     return cmocka_run_group_tests(tests, make_dir, remove_dir);
