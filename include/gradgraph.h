@@ -18,7 +18,9 @@
  * the algorithm of each GEMM (with autotune, the fastest of cuBLASLt's best candidates, timed once and remembered
  * in a cache file), and scratch memory. That first call allocates device memory and synchronizes the device; every
  * later call with the same shape reuses the plan, allocates nothing and queries no heuristic. Call each shape once
- * before timing it or capturing it into a CUDA graph (gg_*_graph_create builds its plans before capturing).
+ * before timing it or capturing it into a CUDA graph (gg_*_graph_create builds its plans before capturing): a call
+ * on a stream you are capturing, with a shape no call has planned yet, is refused (GG_ERROR_INVALID_ARGUMENT,
+ * nothing allocated or enqueued) instead of invalidating your capture.
  *
  * Errors. Every function that can fail returns a gg_status. On failure nothing has been enqueued and no output
  * has been written; gg_last_error(ctx) returns a message that names the argument and the problem, e.g.

@@ -134,12 +134,34 @@ gg_status gg_block_plan_for(gg_ctx *ctx, const gg_block_call *c, gg_block_plan *
     return gg_plan_get(ctx, &key, c->info->build, out);
 }
 
+/* Inside the caller's own stream capture an eager call may only enqueue: making a plan allocates scratch memory and
+ * times GEMM candidates (synchronizing), which would invalidate the capture with an obscure CUDA error. So a call
+ * on a capturing stream needs the plan an earlier call of the same shape made outside any capture. */
+static gg_status check_capture(gg_ctx *ctx, const gg_block_call *c, cudaStream_t stream) {
+    enum cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    GG_CUDA_TRY(ctx, cudaStreamIsCapturing(stream, &capturing));
+    if (capturing == cudaStreamCaptureStatusNone) return GG_SUCCESS;
+    const gg_plan_key key = gg_block_plan_key(ctx, c);
+    const gg_block_plan *plan = gg_plan_cache_find(&ctx->plans, &key);
+    if (plan && plan->scratch_bytes <= ctx->scratch_bytes) return GG_SUCCESS;
+    return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
+                   "%s: stream is being captured, and no call with this shape (M = %lld) ran outside a capture before: "
+                   "its plan (scratch memory, GEMM autotuning) cannot be made inside one. Call it once outside the "
+                   "capture first, or use a gradgraph graph (gg_*_graph_create), which plans at creation",
+                   c->info->fn, (long long)c->tokens);
+}
+
 gg_status gg_block_run_eager(gg_ctx *ctx, const gg_block_call *c, cudaStream_t stream) {
     int saved = 0;
     GG_TRY(gg_device_enter(ctx, &saved));
+    gg_status status = check_capture(ctx, c, stream);
+    if (status != GG_SUCCESS) {
+        gg_device_leave(saved);
+        return status;
+    }
     nvtxRangePushA(c->info->fn); /* a named range per call in Nsight Systems */
     gg_block_plan *plan = NULL;
-    gg_status status = gg_block_plan_for(ctx, c, &plan);
+    status = gg_block_plan_for(ctx, c, &plan);
     if (status == GG_SUCCESS) status = c->info->enqueue(ctx, plan, c, stream);
     nvtxRangePop();
     gg_device_leave(saved);

@@ -30,6 +30,7 @@ static struct {
     int enqueued;          /* stream work: kernel launches, GEMMs, event records and waits */
     int planned;           /* cuBLASLt plans attempted (the fake refuses them) */
     int cuda_calls;        /* every faked call */
+    int capturing;         /* cudaStreamIsCapturing reports an active capture */
 } fake;
 
 static void fake_reset(int device_count) {
@@ -91,6 +92,12 @@ cudaError_t __wrap_cudaStreamDestroy(cudaStream_t stream) {
 }
 cudaError_t __wrap_cudaStreamSynchronize(cudaStream_t stream) {
     (void)stream;
+    return cudaSuccess;
+}
+cudaError_t __wrap_cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus *status) {
+    (void)stream;
+    ++fake.cuda_calls;
+    *status = fake.capturing ? cudaStreamCaptureStatusActive : cudaStreamCaptureStatusNone;
     return cudaSuccess;
 }
 cudaError_t __wrap_cudaEventCreateWithFlags(cudaEvent_t *event, unsigned flags) {
@@ -592,6 +599,33 @@ static void valid_calls_pass_validation(void **state) {
     destroy_ctx(ctx);
 }
 
+/* An eager call on a stream the caller is capturing: refused (nothing allocated, nothing enqueued) until a call of
+ * that shape has made its plan outside the capture; then it only enqueues. */
+static void eager_call_in_a_capture_needs_a_plan_made_outside(void **state) {
+    (void)state;
+    gg_ctx *ctx = make_ctx();
+    gg_tanh_gate_desc td = tanh_desc();
+    gg_tanh_gate_args ta = tanh_args();
+    fake.capturing = 1;
+    const int live = fake.live;
+    assert_int_equal(gg_tanh_gate_backward(ctx, &td, &ta, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_tanh_gate_backward: stream is being captured");
+    assert_message_has(ctx, "M = 64");
+    assert_int_equal(fake.enqueued, 0);
+    assert_int_equal(fake.live, live); /* no scratch allocated */
+    fake.capturing = 0;
+    assert_int_equal(gg_tanh_gate_backward(ctx, &td, &ta, NULL), GG_SUCCESS); /* plans, outside the capture */
+    fake.capturing = 1;
+    fake.enqueued = 0;
+    assert_int_equal(gg_tanh_gate_backward(ctx, &td, &ta, NULL), GG_SUCCESS); /* the plan exists: enqueue only */
+    assert_int_equal(fake.enqueued, 1);
+    td.tokens = 128; /* another shape: no plan yet */
+    assert_int_equal(gg_tanh_gate_backward(ctx, &td, &ta, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "M = 128");
+    fake.capturing = 0;
+    destroy_ctx(ctx);
+}
+
 /* ---- graph entry points ---- */
 static void graph_create_rejects_bad_config(void **state) {
     (void)state;
@@ -791,6 +825,7 @@ int main(void) {
         cmocka_unit_test(unsupported_precision),
         cmocka_unit_test(ssm_gate_pointer_needed_only_with_silu),
         cmocka_unit_test(valid_calls_pass_validation),
+        cmocka_unit_test(eager_call_in_a_capture_needs_a_plan_made_outside),
         cmocka_unit_test(graph_create_rejects_bad_config),
         cmocka_unit_test(graph_create_plans_and_cleans_up_on_failure),
         cmocka_unit_test(graph_run_checks_its_arguments),
