@@ -116,7 +116,8 @@ gg_status gg_graph_create_call(gg_ctx *ctx, const gg_block_call *shape, gg_preci
     int saved = 0;
     GG_GOTO(gg_device_enter(ctx, &saved), status, fail);
     gg_block_plan *plans[GG_MAX_BUCKETS];
-    for (int b = 0; b < g->n_buckets; ++b) {
+    /* largest bucket first: the scratch arena grows (moves) once, not once per bucket */
+    for (int b = g->n_buckets - 1; b >= 0; --b) {
         gg_block_call bucket = g->shape;
         bucket.tokens = g->buckets[b];
         GG_GOTO(gg_block_plan_for(ctx, &bucket, &plans[b]), status, fail_device);
