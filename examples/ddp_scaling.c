@@ -82,7 +82,12 @@ static int time_steps(int steps, int count, int (*const run[])(void *), void *co
     cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device);
     const size_t flush_bytes = cold_l2 ? 2 * (size_t)l2_bytes : 0;
     void *flush = NULL;
-    int rc = flush_bytes && cudaMalloc(&flush, flush_bytes) != cudaSuccess;
+    if (flush_bytes && cudaMalloc(&flush, flush_bytes) != cudaSuccess) { /* never skip the barriers: warm L2 */
+        fprintf(stderr, "ddp_scaling: no memory for the L2 flush: timing with a warm L2\n");
+        flush = NULL;
+        (void)cudaGetLastError();
+    }
+    int rc = !ms;
     for (int i = -3; i < steps && !rc; ++i) { /* 3 warm-ups */
         for (int k = 0; k < count && !rc; ++k) {
             if (flush) cudaMemsetAsync(flush, i & 0xff, flush_bytes, stream);
@@ -301,10 +306,17 @@ static int make_comms(const options *o, ncclComm_t *comms) {
     if (ncclGetUniqueId(&id) != ncclSuccess) return 1;
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     if (o->overlap && o->comm_sms > 0) config.minCTAs = config.maxCTAs = o->comm_sms;
-    int rc = ncclGroupStart() != ncclSuccess;
-    for (int i = 0; i < o->gpus && !rc; ++i)
-        rc = cudaSetDevice(i) != cudaSuccess || ncclCommInitRankConfig(&comms[i], o->gpus, id, i, &config) != ncclSuccess;
+    if (ncclGroupStart() != ncclSuccess) return 1;
+    int rc = 0;
+    for (int i = 0; i < o->gpus; ++i) { /* every rank, even after a failure: a missing one would hang the others */
+        comms[i] = NULL;
+        rc |= cudaSetDevice(i) != cudaSuccess;
+        rc |= ncclCommInitRankConfig(&comms[i], o->gpus, id, i, &config) != ncclSuccess;
+    }
     rc |= ncclGroupEnd() != ncclSuccess;
+    if (rc)
+        for (int i = 0; i < o->gpus; ++i)
+            if (comms[i]) ncclCommAbort(comms[i]);
     cudaSetDevice(0);
     return rc;
 }

@@ -76,6 +76,40 @@ void gg_graph_destroy(gg_graph *g) {
     free(g);
 }
 
+/* The local part of making a graph (device entered): its exec caches, every bucket's plan (into plans), staging and
+ * device-side selection buffers. */
+static gg_status prepare(gg_graph *g, const char *fn, gg_block_plan **plans) {
+    gg_ctx *ctx = g->ctx;
+    const gg_graph_config *config = &g->config;
+    for (int b = 0; b < g->n_buckets; ++b)
+        if (gg_exec_cache_init(&g->execs[b], config->execs_per_bucket) != 0)
+            return gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    if (gg_exec_cache_init(&g->device_execs, config->execs_per_bucket) != 0)
+        return gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    /* largest bucket first: the scratch arena grows (moves) once, not once per bucket */
+    for (int b = g->n_buckets - 1; b >= 0; --b) {
+        gg_block_call bucket = g->shape;
+        bucket.tokens = g->buckets[b];
+        GG_TRY(gg_block_plan_for(ctx, &bucket, &plans[b]));
+    }
+    if (config->allow_padding || config->device_select) {
+        for (int i = 0; i < g->shape.info->n_tensors; ++i) {
+            if (!is_staged(&g->shape, i)) continue;
+            g->staging_offset[i] = (g->staging_bytes + 255) & ~(size_t)255;
+            g->staging_bytes = g->staging_offset[i] + gg_tensor_bytes(&g->shape, i);
+        }
+        GG_CUDA_TRY(ctx, cudaMalloc(&g->staging, g->staging_bytes));
+    }
+    if (config->device_select) {
+        GG_CUDA_TRY(ctx, cudaMalloc((void **)&g->device_buckets, sizeof(int64_t) * (size_t)g->n_buckets));
+        GG_CUDA_TRY(ctx, cudaMemcpy(g->device_buckets, g->buckets, sizeof(int64_t) * (size_t)g->n_buckets,
+                                    cudaMemcpyHostToDevice));
+        GG_CUDA_TRY(ctx, cudaMalloc((void **)&g->device_errors, sizeof(unsigned)));
+        GG_CUDA_TRY(ctx, cudaMemset(g->device_errors, 0, sizeof(unsigned)));
+    }
+    return GG_SUCCESS;
+}
+
 gg_status gg_graph_create_call(gg_ctx *ctx, const gg_block_call *shape, gg_precision requested,
                                const gg_graph_config *config, gg_graph **out) {
     char fn[64];
@@ -109,54 +143,29 @@ gg_status gg_graph_create_call(gg_ctx *ctx, const gg_block_call *shape, gg_preci
     }
     g->next = ctx->graphs; /* linked first, so that gg_graph_destroy can undo a half-made graph */
     ctx->graphs = g;
-    for (int b = 0; b < g->n_buckets; ++b)
-        if (gg_exec_cache_init(&g->execs[b], config->execs_per_bucket) != 0) goto oom;
-    if (gg_exec_cache_init(&g->device_execs, config->execs_per_bucket) != 0) goto oom;
-
     int saved = 0;
-    GG_GOTO(gg_device_enter(ctx, &saved), status, fail);
+    status = gg_device_enter(ctx, &saved);
+    if (status != GG_SUCCESS) {
+        gg_graph_destroy(g);
+        return status;
+    }
     gg_block_plan *plans[GG_MAX_BUCKETS];
-    /* largest bucket first: the scratch arena grows (moves) once, not once per bucket */
-    for (int b = g->n_buckets - 1; b >= 0; --b) {
-        gg_block_call bucket = g->shape;
-        bucket.tokens = g->buckets[b];
-        GG_GOTO(gg_block_plan_for(ctx, &bucket, &plans[b]), status, fail_device);
+    status = prepare(g, fn, plans);
+    /* A syncing graph ends with its one collective step, on every rank whether or not its own part worked, so that
+     * a rank's failure ends the call everywhere instead of leaving the others waiting. */
+    if (g->syncs) {
+        const gg_status agreed = gg_dist_agree_algorithms(ctx, fn, status == GG_SUCCESS ? plans : NULL, g->n_buckets);
+        if (status == GG_SUCCESS) status = agreed;
     }
-    if (config->allow_padding || config->device_select) {
-        for (int i = 0; i < g->shape.info->n_tensors; ++i) {
-            if (!is_staged(&g->shape, i)) continue;
-            g->staging_offset[i] = (g->staging_bytes + 255) & ~(size_t)255;
-            g->staging_bytes = g->staging_offset[i] + gg_tensor_bytes(&g->shape, i);
-        }
-        GG_CUDA_GOTO(ctx, cudaMalloc(&g->staging, g->staging_bytes), status, fail_device);
-    }
-    if (config->device_select) {
-        GG_CUDA_GOTO(ctx, cudaMalloc((void **)&g->device_buckets, sizeof(int64_t) * (size_t)g->n_buckets), status,
-                     fail_device);
-        GG_CUDA_GOTO(ctx,
-                     cudaMemcpy(g->device_buckets, g->buckets, sizeof(int64_t) * (size_t)g->n_buckets,
-                                cudaMemcpyHostToDevice),
-                     status, fail_device);
-        GG_CUDA_GOTO(ctx, cudaMalloc((void **)&g->device_errors, sizeof(unsigned)), status, fail_device);
-        GG_CUDA_GOTO(ctx, cudaMemset(g->device_errors, 0, sizeof(unsigned)), status, fail_device);
-    }
-    /* Last, once nothing local can fail: the one collective step of making a syncing graph (every rank runs rank
-     * 0's GEMM algorithms). */
-    if (g->syncs) GG_GOTO(gg_dist_agree_algorithms(ctx, fn, plans, g->n_buckets), status, fail_device);
     gg_device_leave(saved);
+    if (status != GG_SUCCESS) {
+        gg_graph_destroy(g);
+        return status;
+    }
     gg_log(ctx, GG_LOG_INFO, "%s: %d buckets from %lld to %lld tokens, %zu MiB staging", fn, g->n_buckets,
            (long long)g->buckets[0], (long long)g->buckets[g->n_buckets - 1], g->staging_bytes >> 20);
     *out = g;
     return GG_SUCCESS;
-
-oom:
-    status = gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
-    goto fail;
-fail_device:
-    gg_device_leave(saved);
-fail:
-    gg_graph_destroy(g);
-    return status;
 }
 
 /* ---- capture ---- */

@@ -72,7 +72,9 @@ typedef enum gg_status {
     GG_ERROR_CUDA = 7,             /* the CUDA runtime reported an error (message has its name) */
     GG_ERROR_CUBLAS = 8,           /* cuBLASLt reported an error or found no algorithm */
     GG_ERROR_INTERNAL = 9,         /* a bug in gradgraph; please report it with the message */
-    GG_ERROR_NCCL = 10             /* NCCL reported an error (the communicator is aborted: make a new one) */
+    GG_ERROR_NCCL = 10,            /* NCCL reported an error (the communicator is aborted: make a new one) */
+    GG_ERROR_PEER = 11             /* another rank failed the same collective call (its own status says why);
+                                      nothing was made on any rank, the communicator is intact */
 } gg_status;
 
 /* A static, human-readable name for a status ("GG_ERROR_MISALIGNED: pointer not aligned"). Never NULL; unknown
@@ -412,7 +414,8 @@ gg_status gg_graph_device_errors(gg_graph *graph, unsigned *count);
  *   - the communicator is ready (a warm-up all-reduce has run) before any graph is captured;
  *   - every rank makes the same graphs and calls them in the same order with the same bucket for each step;
  *     making a syncing graph is collective (from each rank's own thread or process, at the same time): every rank
- *     adopts rank 0's GEMM algorithms, so that no rank's autotuning leaves it with slower kernels than the others;
+ *     adopts rank 0's GEMM algorithms, so that no rank's autotuning leaves it with slower kernels than the others,
+ *     and a rank that fails to make it makes it fail on every rank (GG_ERROR_PEER on the others);
  *   - graphs that captured NCCL work must be destroyed before the communicator: gg_dist_detach refuses while
  *     such graphs exist, and gg_ctx_destroy destroys graphs first (ncclCommDestroy would block forever otherwise);
  *   - NCCL_NVLS_ENABLE is set to 0 in the process when unset (NVLink multicast stays off);
@@ -439,8 +442,9 @@ typedef struct gg_dist_config {
     int bind_cpus;       /* default 1: gg_dist_attach / _init_env / _init_mpi bind the calling thread near the GPU */
     int comm_sms;        /* SMs that a gradient-syncing graph's GEMMs running beside a reduction (blocks 2/3:
                             dX; block 4: both) leave free for NCCL's kernels, at most half the GPU's SMs; the
-                            communicators gradgraph makes run NCCL on exactly that many CTAs (minCTAs = maxCTAs;
-                            make an attached one likewise, e.g. NCCL_MIN_CTAS = NCCL_MAX_CTAS). 0: no SMs left
+                            communicators gradgraph makes run NCCL on that many CTAs (minCTAs = maxCTAs, which
+                            NCCL caps at its channel limit; make an attached one likewise, e.g. NCCL_MIN_CTAS =
+                            NCCL_MAX_CTAS). 0: no SMs left
                             free, NCCL's own CTA count. Ignored with overlap off. Default GG_DIST_COMM_SMS_DEFAULT
                             = 8: on 2 H200s, block 3's largest case 2.00x and 90 % of the all-reduce hidden against
                             1.87x and 47 % with 0; short backward passes with large gradients (block 2: 1.64x

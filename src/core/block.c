@@ -145,10 +145,11 @@ static gg_status check_capture(gg_ctx *ctx, const gg_block_call *c, cudaStream_t
     const gg_block_plan *plan = gg_plan_cache_find(&ctx->plans, &key);
     if (plan && plan->scratch_bytes <= ctx->scratch_bytes) return GG_SUCCESS;
     return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
-                   "%s: stream is being captured, and no call with this shape (M = %lld) ran outside a capture before: "
-                   "its plan (scratch memory, GEMM autotuning) cannot be made inside one. Call it once outside the "
-                   "capture first, or use a gradgraph graph (gg_*_graph_create), which plans at creation",
-                   c->info->fn, (long long)c->tokens);
+                   "%s: stream is being captured, and this shape (M = %lld) has no plan ready: %s. A plan (scratch "
+                   "memory, GEMM autotuning) cannot be made inside a capture: call it once outside the capture first, "
+                   "or use a gradgraph graph (gg_*_graph_create), which plans at creation",
+                   c->info->fn, (long long)c->tokens,
+                   plan ? "its scratch memory was lost to a failed allocation since" : "no call with it ran before");
 }
 
 gg_status gg_block_run_eager(gg_ctx *ctx, const gg_block_call *c, cudaStream_t stream) {

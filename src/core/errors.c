@@ -20,6 +20,7 @@ const char *gg_status_string(gg_status status) {
     case GG_ERROR_CUBLAS: return "GG_ERROR_CUBLAS: cuBLASLt error";
     case GG_ERROR_INTERNAL: return "GG_ERROR_INTERNAL: internal error";
     case GG_ERROR_NCCL: return "GG_ERROR_NCCL: NCCL error";
+    case GG_ERROR_PEER: return "GG_ERROR_PEER: another rank failed";
     }
     return "unknown gg_status";
 }

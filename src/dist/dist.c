@@ -30,6 +30,10 @@ int gg_dist_overlaps(const gg_ctx *ctx, const gg_block_call *c) {
 #ifdef GG_HAVE_NCCL
 #include <nccl.h>
 
+/* gg_dist_agree_algorithms' buffers: a status word, then one algorithm per GEMM of every bucket of a graph. */
+#define AGREE_HEADER 256
+#define AGREE_BYTES (AGREE_HEADER + GG_MAX_BUCKETS * GG_PLAN_MAX_GEMMS * sizeof(cublasLtMatmulAlgo_t))
+
 static gg_status check_dist_config(gg_ctx *ctx, const char *fn, const gg_dist_config *c) {
     GG_TRY(gg_check_config_version(ctx, fn, c->struct_size, sizeof(gg_dist_config), c->version,
                                    GG_DIST_CONFIG_VERSION, "GG_DIST_CONFIG_INIT"));
@@ -79,6 +83,8 @@ void gg_dist_release(gg_ctx *ctx) {
     if (d->owned && d->comm) (void)ncclCommDestroy((ncclComm_t)d->comm); /* NULL once aborted: nothing to free */
     if (d->ev_ready) (void)cudaEventDestroy(d->ev_ready);
     if (d->ev_done) (void)cudaEventDestroy(d->ev_done);
+    if (d->agree_dev) (void)cudaFree(d->agree_dev);
+    if (d->agree_host) (void)cudaFreeHost(d->agree_host);
     if (d->stream) (void)cudaStreamDestroy(d->stream);
     (void)cudaGetLastError();
     free(d);
@@ -112,9 +118,11 @@ static gg_status make_dist(gg_ctx *ctx, const char *fn, ncclComm_t comm, int own
     cudaError_t e = create_comm_stream(&d->stream);
     if (e == cudaSuccess) e = cudaEventCreateWithFlags(&d->ev_ready, cudaEventDisableTiming);
     if (e == cudaSuccess) e = cudaEventCreateWithFlags(&d->ev_done, cudaEventDisableTiming);
+    if (e == cudaSuccess) e = cudaMalloc(&d->agree_dev, AGREE_BYTES);
+    if (e == cudaSuccess) e = cudaMallocHost(&d->agree_host, AGREE_BYTES);
     gg_device_leave(saved);
     if (e != cudaSuccess) {
-        status = gg_fail_cuda(ctx, e, "the communication stream and events");
+        status = gg_fail_cuda(ctx, e, "the communication stream, events and buffers");
         gg_dist_release(ctx); /* d->owned is still 0: comm survives */
         return status;
     }
@@ -293,8 +301,9 @@ gg_status gg_dist_init_mpi(gg_ctx *ctx, const void *mpi_comm, const gg_dist_conf
     return init_from_id(ctx, fn, rank, size, &id, &c);
 }
 
-/* One communicator per device, all in this process (ncclCommInitAll, with gradgraph's configuration); the caller's
- * device is restored. */
+/* One communicator per device, all in this process (what ncclCommInitAll does, with gradgraph's configuration): every
+ * rank is issued inside one NCCL group, even after a failure (a missing rank would leave the others waiting), and on
+ * failure every communicator made is aborted. The caller's device is restored. */
 static gg_status init_local_comms(gg_ctx *ctx, int count, const int *devices, const gg_dist_config *c,
                                   ncclComm_t *comms) {
     ncclUniqueId id;
@@ -303,15 +312,20 @@ static gg_status init_local_comms(gg_ctx *ctx, int count, const int *devices, co
     GG_CUDA_TRY(ctx, cudaGetDevice(&saved));
     ncclConfig_t config = comm_config(c);
     ncclResult_t r = ncclGroupStart();
-    for (int i = 0; i < count && r == ncclSuccess; ++i) {
-        if (cudaSetDevice(devices[i]) != cudaSuccess) r = ncclUnhandledCudaError;
-        if (r == ncclSuccess) r = ncclCommInitRankConfig(&comms[i], count, id, i, &config);
+    if (r != ncclSuccess) return fail_nccl(ctx, r, "ncclGroupStart");
+    for (int i = 0; i < count; ++i) {
+        comms[i] = NULL;
+        const cudaError_t e = cudaSetDevice(devices[i]); /* the contexts' devices: they exist */
+        const ncclResult_t ri = ncclCommInitRankConfig(&comms[i], count, id, i, &config);
+        if (r == ncclSuccess) r = e == cudaSuccess ? ri : ncclUnhandledCudaError;
     }
     const ncclResult_t ended = ncclGroupEnd();
+    if (r == ncclSuccess) r = ended;
+    if (r != ncclSuccess)
+        for (int i = 0; i < count; ++i)
+            if (comms[i]) (void)ncclCommAbort(comms[i]);
     (void)cudaSetDevice(saved);
-    if (r != ncclSuccess) return fail_nccl(ctx, r, "ncclCommInitRankConfig");
-    if (ended != ncclSuccess) return fail_nccl(ctx, ended, "ncclGroupEnd (making the communicators)");
-    return GG_SUCCESS;
+    return r == ncclSuccess ? GG_SUCCESS : fail_nccl(ctx, r, "ncclCommInitRankConfig (one per device, grouped)");
 }
 
 gg_status gg_dist_init_threads(gg_ctx *const *ctxs, int count, const gg_dist_config *config) {
@@ -444,32 +458,45 @@ static gg_status wait_comm_stream(gg_ctx *ctx, const char *what) {
     }
 }
 
+/* Runs one collective on `bytes` of the context's agreement buffers: pinned host -> device, the collective, device
+ * -> pinned host, then waits (polling for NCCL errors, never blocking in a copy). */
+static gg_status agree_step(gg_ctx *ctx, size_t offset, size_t bytes, int broadcast) {
+    gg_dist *d = ctx->dist;
+    char *dev = (char *)d->agree_dev + offset, *host = (char *)d->agree_host + offset;
+    GG_CUDA_TRY(ctx, cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, d->stream));
+    const ncclResult_t r =
+        broadcast ? ncclBroadcast(dev, dev, bytes, ncclUint8, 0, (ncclComm_t)d->comm, d->stream)
+                  : ncclAllReduce(dev, dev, bytes / sizeof(int32_t), ncclInt32, ncclMin, (ncclComm_t)d->comm, d->stream);
+    if (r != ncclSuccess) return fail_nccl(ctx, r, broadcast ? "ncclBroadcast (rank 0's GEMM algorithms)"
+                                                             : "ncclAllReduce (whether every rank made its plans)");
+    GG_CUDA_TRY(ctx, cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, d->stream));
+    return wait_comm_stream(ctx, broadcast ? "rank 0's GEMM algorithms" : "whether every rank made its plans");
+}
+
 gg_status gg_dist_agree_algorithms(gg_ctx *ctx, const char *fn, gg_block_plan *const *plans, int count) {
     gg_dist *d = ctx->dist;
-    if (!d || d->size < 2 || count < 1) return GG_SUCCESS;
+    if (!d || d->size < 2) return GG_SUCCESS;
     if (!d->comm) return gg_fail(ctx, GG_ERROR_NCCL, "%s: the communicator was aborted after an error", fn);
-    const size_t n = (size_t)count * GG_PLAN_MAX_GEMMS, bytes = n * sizeof(cublasLtMatmulAlgo_t);
-    cublasLtMatmulAlgo_t *host = calloc(n, sizeof *host);
-    if (!host) return gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    int32_t *made = d->agree_host;
+    *made = plans != NULL && count >= 1 && count <= GG_MAX_BUCKETS;
+    const gg_status step = agree_step(ctx, 0, sizeof *made, 0);
+    if (!plans) return GG_SUCCESS; /* this rank failed: its caller keeps its own error */
+    GG_TRY(step);
+    if (!*made)
+        return gg_fail(ctx, GG_ERROR_PEER,
+                       "%s: another rank failed to make this graph (its own status says why); no rank made it", fn);
+    cublasLtMatmulAlgo_t *algos = (cublasLtMatmulAlgo_t *)((char *)d->agree_host + AGREE_HEADER);
+    const size_t n = (size_t)count * GG_PLAN_MAX_GEMMS;
+    memset(algos, 0, n * sizeof *algos);
     for (int p = 0; p < count; ++p)
         for (int i = 0; i < GG_PLAN_MAX_GEMMS; ++i)
-            if (plans[p]->gemm[i].op) host[p * GG_PLAN_MAX_GEMMS + i] = plans[p]->gemm[i].algo;
-    void *dev = NULL;
-    gg_status status = GG_SUCCESS;
-    GG_CUDA_GOTO(ctx, cudaMalloc(&dev, bytes), status, done);
-    GG_CUDA_GOTO(ctx, cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, d->stream), status, done);
-    const ncclResult_t r = ncclBroadcast(dev, dev, bytes, ncclUint8, 0, (ncclComm_t)d->comm, d->stream);
-    if (r != ncclSuccess) {
-        status = fail_nccl(ctx, r, "ncclBroadcast (the GEMM algorithms)");
-        goto done;
-    }
-    GG_CUDA_GOTO(ctx, cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, d->stream), status, done);
-    GG_GOTO(wait_comm_stream(ctx, "rank 0's GEMM algorithms"), status, done);
+            if (plans[p]->gemm[i].op) algos[p * GG_PLAN_MAX_GEMMS + i] = plans[p]->gemm[i].algo;
+    GG_TRY(agree_step(ctx, AGREE_HEADER, n * sizeof *algos, 1));
     int differed = 0, adopted = 0;
     for (int p = 0; p < count; ++p)
         for (int i = 0; i < GG_PLAN_MAX_GEMMS; ++i) {
             gg_matmul *mm = &plans[p]->gemm[i];
-            const cublasLtMatmulAlgo_t *theirs = &host[p * GG_PLAN_MAX_GEMMS + i];
+            const cublasLtMatmulAlgo_t *theirs = &algos[p * GG_PLAN_MAX_GEMMS + i];
             if (!mm->op || !memcmp(&mm->algo, theirs, sizeof *theirs)) continue;
             ++differed;
             adopted += gg_matmul_adopt(ctx, mm, theirs);
@@ -478,10 +505,7 @@ gg_status gg_dist_agree_algorithms(gg_ctx *ctx, const char *fn, gg_block_plan *c
         gg_log(ctx, differed == adopted ? GG_LOG_INFO : GG_LOG_WARN,
                "%s: rank %d: %d of its GEMM algorithms differed from rank 0's; %d adopted%s", fn, d->rank, differed,
                adopted, differed == adopted ? "" : " (the others are not valid here: the ranks' kernels differ)");
-done:
-    if (dev) (void)cudaFree(dev);
-    free(host);
-    return status;
+    return GG_SUCCESS;
 }
 
 gg_status gg_dist_check_shape(gg_ctx *ctx, const char *fn, const gg_block_call *c) {

@@ -17,6 +17,8 @@ typedef struct gg_dist {
     cudaStream_t stream; /* the communication stream */
     cudaEvent_t ev_ready; /* a producer's stream -> the communication stream */
     cudaEvent_t ev_done;  /* the communication stream -> the caller's stream */
+    void *agree_dev;      /* device and pinned host buffers of gg_dist_agree_algorithms (AGREE_BYTES in dist.c), */
+    void *agree_host;     /* made with the communicator so that making a graph cannot fail half way through it */
 } gg_dist;
 
 /* The most contexts gg_dist_init_threads takes (one process's GPUs). */
@@ -52,11 +54,14 @@ int gg_tensor_is_param(const gg_block_call *call, int tensor);
  * element counts divisible by the number of ranks). */
 gg_status gg_dist_check_shape(gg_ctx *ctx, const char *fn, const gg_block_call *shape);
 
-/* Makes every rank run the same GEMM kernels in a syncing graph: rank 0's algorithm for each GEMM of the plans is
- * broadcast, and the other ranks adopt it. Autotuning on each rank alone can pick different algorithms for the
- * same GEMM (timings within noise), and ranks whose kernels differ wait for the slowest at every reduction: on 2
- * H200s one such run of block 3 reached 1.81x against 1.92-1.99x (docs/distributed.md). Collective: every rank calls
- * it for the same plans in the same order (gg_graph_create of a syncing graph does). Outside any capture. */
+/* The collective end of making a syncing graph, so that every rank runs the same GEMM kernels: first every rank says
+ * whether it made its plans (plans NULL: this rank failed, and its caller keeps its own error), so that one rank's
+ * failure ends the call on all of them instead of leaving them waiting; then rank 0's algorithm for each GEMM of
+ * the plans is broadcast, and the other ranks adopt it. Autotuning on each rank alone can pick different algorithms
+ * for the same GEMM (timings within noise), and ranks whose kernels differ wait for the slowest at every
+ * reduction: on 2 H200s one such run of block 3 reached 1.81x against 1.92-1.99x (docs/distributed.md). Every
+ * rank calls it for the same graphs in the same order (gg_graph_create of a syncing graph does), outside any
+ * capture; count: the graph's buckets. GG_ERROR_PEER when another rank failed. */
 gg_status gg_dist_agree_algorithms(gg_ctx *ctx, const char *fn, gg_block_plan *const *plans, int count);
 
 /* Destroys the context's communicator state (owned communicator included); called by gg_ctx_destroy after the

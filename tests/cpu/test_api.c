@@ -252,7 +252,7 @@ static void status_strings_name_every_status(void **state) {
                {GG_ERROR_CUDA, "GG_ERROR_CUDA"},
                {GG_ERROR_CUBLAS, "GG_ERROR_CUBLAS"},
                {GG_ERROR_INTERNAL, "GG_ERROR_INTERNAL"},
-               {GG_ERROR_NCCL, "GG_ERROR_NCCL"}};
+               {GG_ERROR_NCCL, "GG_ERROR_NCCL"}, {GG_ERROR_PEER, "GG_ERROR_PEER"}};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) {
         const char *s = gg_status_string(all[i].s);
         assert_int_equal(strncmp(s, all[i].name, strlen(all[i].name)), 0);
