@@ -51,7 +51,8 @@ cudaError_t gg_k_ssm_gate_grad(const uint16_t *g, const uint16_t *gate_activated
 /* out[c] = sum over rows r of in[r, c] for an [M,N] matrix (out[c] += ... with accumulate), in fp32 in a fixed
  * order, in one launch: `chunks` row chunks each write a partial row into partials [chunks, N]; per column group the
  * last chunk to finish adds the partials in order. counters: GG_COL_SUM_COUNTERS device words, 0 between launches
- * (the kernel resets them); reductions that may run at the same time need their own. */
+ * (the kernel resets them); reductions that may run at the same time need their own. Types: fp32 -> fp32 and
+ * bf16 -> bf16 (cudaErrorInvalidValue otherwise). */
 #define GG_COL_SUM_COUNTERS 32
 cudaError_t gg_k_col_sum(const void *in, gg_dtype in_type, int64_t M, int64_t N, int chunks, float *partials,
                          unsigned *counters, void *out, gg_dtype out_type, int accumulate, cudaStream_t stream);
