@@ -415,7 +415,10 @@ gg_status gg_graph_device_errors(gg_graph *graph, unsigned *count);
  *   - every rank makes the same graphs and calls them in the same order with the same bucket for each step;
  *     making a syncing graph is collective (from each rank's own thread or process, at the same time): every rank
  *     adopts rank 0's GEMM algorithms, so that no rank's autotuning leaves it with slower kernels than the others,
- *     and a rank that fails to make it makes it fail on every rank (GG_ERROR_PEER on the others);
+ *     and a rank that fails to make it makes it fail on every rank (GG_ERROR_PEER on the others). Any other error
+ *     from making a syncing graph (a CUDA or NCCL failure during that step, or ranks not joining within 300 s,
+ *     which aborts the communicator) can leave the ranks disagreeing: treat it as fatal for the communicator on
+ *     every rank (abort it, make a new one);
  *   - graphs that captured NCCL work must be destroyed before the communicator: gg_dist_detach refuses while
  *     such graphs exist, and gg_ctx_destroy destroys graphs first (ncclCommDestroy would block forever otherwise);
  *   - NCCL_NVLS_ENABLE is set to 0 in the process when unset (NVLink multicast stays off);

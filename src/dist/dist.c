@@ -356,7 +356,7 @@ gg_status gg_dist_init_threads(gg_ctx *const *ctxs, int count, const gg_dist_con
     if (status != GG_SUCCESS) {
         for (int i = 0; i < count; ++i) {
             gg_dist_release(ctxs[i]); /* not owned yet: the communicators are destroyed here */
-            (void)ncclCommDestroy(comms[i]);
+            (void)ncclCommAbort(comms[i]); /* never blocks, unlike destroy after a failed warm-up */
         }
         return status;
     }
@@ -446,13 +446,26 @@ gg_status gg_dist_finish(gg_ctx *ctx, const gg_block_call *c, cudaStream_t main)
 }
 
 /* Waits for the communication stream without hanging on a failed peer: an asynchronous NCCL error aborts the
- * communicator (gg_dist_check) and returns. */
+ * communicator (gg_dist_check) and returns; so does a peer that has not joined within AGREE_TIMEOUT_S (NCCL reports
+ * nothing for a rank that never calls: the others would wait forever). */
+#define AGREE_TIMEOUT_S 300
 static gg_status wait_comm_stream(gg_ctx *ctx, const char *what) {
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
     for (;;) {
         const cudaError_t e = cudaStreamQuery(ctx->dist->stream);
         if (e == cudaSuccess) return GG_SUCCESS;
         if (e != cudaErrorNotReady) return gg_fail_cuda(ctx, e, what);
         GG_TRY(gg_dist_check(ctx));
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec - start.tv_sec > AGREE_TIMEOUT_S) {
+            (void)ncclCommAbort((ncclComm_t)ctx->dist->comm); /* releases this rank's stream; the others time out too */
+            ctx->dist->comm = NULL;
+            return gg_fail(ctx, GG_ERROR_NCCL,
+                           "%s: rank %d waited %d s for the other ranks, which did not join: the communicator is "
+                           "aborted (an attached one too: do not destroy it)",
+                           what, ctx->dist->rank, AGREE_TIMEOUT_S);
+        }
         const struct timespec pause = {0, 100000}; /* 0.1 ms */
         nanosleep(&pause, NULL);
     }
@@ -477,11 +490,13 @@ gg_status gg_dist_agree_algorithms(gg_ctx *ctx, const char *fn, gg_block_plan *c
     gg_dist *d = ctx->dist;
     if (!d || d->size < 2) return GG_SUCCESS;
     if (!d->comm) return gg_fail(ctx, GG_ERROR_NCCL, "%s: the communicator was aborted after an error", fn);
+    const int valid = count >= 1 && count <= GG_MAX_BUCKETS;
     int32_t *made = d->agree_host;
-    *made = plans != NULL && count >= 1 && count <= GG_MAX_BUCKETS;
+    *made = plans != NULL && valid;
     const gg_status step = agree_step(ctx, 0, sizeof *made, 0);
     if (!plans) return GG_SUCCESS; /* this rank failed: its caller keeps its own error */
     GG_TRY(step);
+    if (!valid) return gg_fail(ctx, GG_ERROR_INTERNAL, "%s: %d plans to agree on (1 to %d)", fn, count, GG_MAX_BUCKETS);
     if (!*made)
         return gg_fail(ctx, GG_ERROR_PEER,
                        "%s: another rank failed to make this graph (its own status says why); no rank made it", fn);
