@@ -154,11 +154,11 @@ gg_status gg_graph_create_call(gg_ctx *ctx, const gg_block_call *shape, gg_preci
     /* A syncing graph ends with its one collective step, on every rank whether or not its own part worked, so that
      * a rank's failure ends the call everywhere instead of leaving the others waiting. */
     if (g->syncs) {
-        char local_error[GG_MSG_BYTES];
-        snprintf(local_error, sizeof local_error, "%s", gg_last_error(ctx)); /* the collective may overwrite it */
+        char local_error[GG_MSG_BYTES] = "";
+        if (status != GG_SUCCESS) snprintf(local_error, sizeof local_error, "%s", gg_last_error(ctx));
         const gg_status agreed = gg_dist_agree_algorithms(ctx, fn, status == GG_SUCCESS ? plans : NULL, g->n_buckets);
         if (status == GG_SUCCESS) status = agreed;
-        else (void)gg_fail(ctx, status, "%s", local_error);
+        else (void)gg_fail(ctx, status, "%s", local_error); /* the collective may have overwritten it */
     }
     gg_device_leave(saved);
     if (status != GG_SUCCESS) {

@@ -60,7 +60,7 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     const int64_t M = p->key.tokens, D = p->key.dim0, F = p->key.dim1;
     const gg_precision prec = (gg_precision)p->key.precision;
     /* Syncing graphs (weights-first order, comm_sms > 0): dX, the last GEMM, leaves SMs to dW1's reduction; the
-     * others run on every SM (whether G should leave SMs while dW2 is reduced is not measured yet). */
+     * others run on every SM (G and dW1 leaving SMs too measured slower: docs/distributed.md). */
     const int sm_target = gg_plan_sm_target(ctx, p);
     GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_G], prec, 0, 0, F, M, D, F, D, F));
     GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW2], prec, 0, 1, F, D, M, F, D, F));
