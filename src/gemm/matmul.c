@@ -6,6 +6,48 @@
 #include "tune.h"
 
 #define TUNE_CANDIDATES 8 /* how many of the heuristic's algorithms autotune times */
+#define HEURISTIC_MAX 16  /* how many the heuristic is asked for when some are filtered out */
+
+/* A GEMM that leaves SMs to communication (sm_count_target) runs beside NCCL's kernels, whose CTAs sit on SMs
+ * spread over the GPCs. A thread-block cluster must be placed whole on free SMs of one GPC, so every SM NCCL holds
+ * can cost a kernel with large clusters a whole cluster's slot. Measured on 2 H200s (073, M = 16384, dX with 8 SMs
+ * left, docs/perf-notes.md): the 8 cuBLASLt candidates of dX gave 1.92-1.98x and 85-90 % of the all-reduce hidden
+ * with 2-CTA clusters, 1.78-1.85x and 54-65 % with 4- and 8-CTA clusters (which autotune, timing alone, preferred). */
+#define SHARED_SM_MAX_CLUSTER_CTAS 2
+
+int gg_cluster_shape_ctas(int id) {
+    /* cublasLtClusterShape_t in the order cublasLt.h lists it: 0 AUTO, 1 unused, then 1x1x1 ... 1x15x1 */
+    static const unsigned char ctas[] = {0,  0,  1,  2,  4,  2,  4,  8,  4,  8,  16, 8,  8,  16, 16, 16, 16, 3,
+                                         5,  6,  7,  9,  10, 11, 12, 13, 14, 15, 6,  10, 12, 14, 3,  6,  9,  12,
+                                         15, 12, 5,  10, 15, 6,  12, 7,  14, 9,  10, 11, 12, 13, 14, 15};
+    return id >= 0 && id < (int)sizeof ctas ? ctas[id] : 0;
+}
+
+/* Whether algo's clusters have at most mm->max_cluster_ctas CTAs (always, without that limit). */
+static int cluster_fits(const gg_matmul *mm, const cublasLtMatmulAlgo_t *algo) {
+    if (mm->max_cluster_ctas <= 0) return 1;
+    uint16_t shape = 0;
+    size_t written = 0;
+    if (cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &shape, sizeof shape,
+                                             &written) != CUBLAS_STATUS_SUCCESS)
+        return 0;
+    const int n = gg_cluster_shape_ctas(shape);
+    return n > 0 && n <= mm->max_cluster_ctas;
+}
+
+/* Keeps, in the heuristic's order, the results whose clusters fit (all of them when none does); the new count. */
+static int keep_fitting_clusters(gg_ctx *ctx, const gg_matmul *mm, cublasLtMatmulHeuristicResult_t *results,
+                                 int found) {
+    int kept = 0;
+    for (int i = 0; i < found; ++i)
+        if (cluster_fits(mm, &results[i].algo)) results[kept++] = results[i];
+    if (kept == 0) {
+        gg_log(ctx, GG_LOG_WARN, "no GEMM algorithm with clusters of at most %d CTAs: using the heuristic's choice",
+               mm->max_cluster_ctas);
+        return found;
+    }
+    return kept;
+}
 
 void gg_gemm_types_for(gg_precision precision, cudaDataType_t *ab_type, cublasComputeType_t *compute) {
     *ab_type = precision == GG_PRECISION_FP16 ? CUDA_R_16F : CUDA_R_32F;
@@ -63,12 +105,16 @@ gg_status gg_matmul_plan(gg_ctx *ctx, const gg_gemm_shape *s, gg_matmul *mm) {
         GG_CUBLAS_GOTO(ctx, cublasLtMatmulPreferenceSetAttribute(pref, align_attrs[i], &align, sizeof align), status,
                        fail);
 
-    cublasLtMatmulHeuristicResult_t results[TUNE_CANDIDATES];
+    mm->max_cluster_ctas = s->sm_count_target > 0 ? SHARED_SM_MAX_CLUSTER_CTAS : 0;
+    cublasLtMatmulHeuristicResult_t results[HEURISTIC_MAX];
     int found = 0;
     GG_CUBLAS_GOTO(ctx,
-                   cublasLtMatmulAlgoGetHeuristic(ctx->lt, mm->op, mm->a, mm->b, mm->d, mm->d, pref, TUNE_CANDIDATES,
-                                                  results, &found),
+                   cublasLtMatmulAlgoGetHeuristic(ctx->lt, mm->op, mm->a, mm->b, mm->d, mm->d, pref,
+                                                  mm->max_cluster_ctas ? HEURISTIC_MAX : TUNE_CANDIDATES, results,
+                                                  &found),
                    status, fail);
+    if (found > 0 && mm->max_cluster_ctas) found = keep_fitting_clusters(ctx, mm, results, found);
+    if (found > TUNE_CANDIDATES) found = TUNE_CANDIDATES;
     if (found < 1) {
         status = gg_fail(ctx, GG_ERROR_CUBLAS,
                          "cuBLASLt found no algorithm for a %lldx%lldx%lld GEMM (types %d/%d, compute %d)",
@@ -94,7 +140,7 @@ fail:
 int gg_matmul_algo_fits(gg_ctx *ctx, const gg_matmul *mm, const cublasLtMatmulAlgo_t *algo, size_t *workspace_bytes) {
     cublasLtMatmulHeuristicResult_t check;
     memset(&check, 0, sizeof check);
-    if (cublasLtMatmulAlgoCheck(ctx->lt, mm->op, mm->a, mm->b, mm->d, mm->d, algo, &check) != CUBLAS_STATUS_SUCCESS ||
+    if (!cluster_fits(mm, algo) || cublasLtMatmulAlgoCheck(ctx->lt, mm->op, mm->a, mm->b, mm->d, mm->d, algo, &check) != CUBLAS_STATUS_SUCCESS ||
         check.workspaceSize > (ctx->workspace[0] ? ctx->config.gemm_workspace_bytes : 0))
         return 0;
     *workspace_bytes = check.workspaceSize;

@@ -26,7 +26,12 @@ typedef struct gg_matmul {
     cublasLtMatrixLayout_t a, b, d;
     cublasLtMatmulAlgo_t algo;
     size_t workspace_bytes; /* what the chosen algorithm needs (<= the context's workspace) */
+    int max_cluster_ctas;   /* > 0: only algorithms whose thread-block clusters have at most this many CTAs */
 } gg_matmul;
+
+/* CTAs in one thread-block cluster of a cublasLtClusterShape_t value; 0 when not known (AUTO, or a value newer
+ * than this code). */
+int gg_cluster_shape_ctas(int cluster_shape_id);
 
 /* The GEMM types of a precision mode for the fp32-I/O blocks (operands fp32/fp16, output fp32). */
 void gg_gemm_types_for(gg_precision precision, cudaDataType_t *ab_type, cublasComputeType_t *compute);
@@ -39,8 +44,8 @@ gg_status gg_matmul_plan(gg_ctx *ctx, const gg_gemm_shape *shape, gg_matmul *mm)
 gg_status gg_matmul_run(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, void *D, int accumulate,
                         int workspace, cudaStream_t stream);
 
-/* Whether cuBLASLt accepts algo for mm's descriptors within the context's GEMM workspace; if so, *workspace_bytes
- * is what it needs. */
+/* Whether cuBLASLt accepts algo for mm's descriptors within the context's GEMM workspace and its clusters fit
+ * mm->max_cluster_ctas; if so, *workspace_bytes is what it needs. */
 int gg_matmul_algo_fits(gg_ctx *ctx, const gg_matmul *mm, const cublasLtMatmulAlgo_t *algo, size_t *workspace_bytes);
 
 /* Runs mm with algo from now on (another rank's choice, say) if it fits (gg_matmul_algo_fits); 1 if adopted. */
