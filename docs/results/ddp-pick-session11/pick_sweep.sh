@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# scripts/lab/pick_sweep.sh - lab: for each block and each cuBLASLt candidate index of the GEMM that leaves SMs to
+# pick_sweep.sh - lab (session 11, needs lab-patch.diff): for each block and each cuBLASLt candidate index of the GEMM that leaves SMs to
 # NCCL (GG_LAB_TUNE_PICK), one ddp_scaling run with --verbose and a one-step trace; ROUNDS round-robin rounds.
 #   BLOCKS="3 2" PICKS="0 1 2 3" ROUNDS=2 bash scripts/lab/pick_sweep.sh   (after scripts/device.sh build)
 set -uo pipefail
-root=$(cd "$(dirname "$0")/../.." && pwd)
+root=$(cd "$(dirname "$0")/../../.." && pwd) # run from docs/results/ddp-pick-session11/
 OUT=${OUT:-$root/out}
 mkdir -p "$OUT/pick"
 export NCCL_NVLS_ENABLE=0 GG_TUNE_CACHE=${GG_TUNE_CACHE:-$root/build-device/gemm-algos.txt}
