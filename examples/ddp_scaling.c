@@ -5,9 +5,9 @@
  *               [--no-overlap] [--comm-sms N] [--warm-l2] [--verbose] [--json FILE] [--trace FILE]
  *
  * Weak scaling: every rank runs the block's graph on its own shard of M tokens per step, with the parameter
- * gradients all-reduced (averaged) inside the graph. One process, one thread per GPU; the program makes the NCCL
- * communicators itself, as gradgraph would (NCCL on --comm-sms CTAs), and hands them to gradgraph (gg_dist_attach),
- * so it can also time a bare all-reduce. Every timed call starts with a cold L2 (--warm-l2: not).
+ * gradients all-reduced (averaged) inside the graph. One process, one thread and one context per GPU; gradgraph
+ * makes the communicators (gg_dist_init_threads: NCCL on --comm-sms CTAs), and the program borrows them
+ * (gg_dist_comm) to time a bare all-reduce. Every timed call starts with a cold L2 (--warm-l2: not).
  * Printed and written as JSON: step time on 1 GPU (no communication; measured before and after the N-GPU phase, the
  * mean is used), step time on N GPUs, the same graph without communication on N GPUs (its steps alternate with
  * the synced graph's, so both see the same clocks), the all-reduce alone (captured in a CUDA graph like the synced
@@ -44,22 +44,12 @@ typedef struct rank_state {
     int rank;
     const options *opt;
     gg_case c;
-    ncclComm_t comm;
+    gg_ctx *ctx; /* with its communicator (gg_dist_init_threads) */
     double step_us, local_us, allreduce_us; /* medians */
     int failed;
-    int comm_aborted; /* gradgraph aborted comm after an asynchronous NCCL error: it is freed, not to destroy */
 } rank_state;
 
 static pthread_barrier_t barrier;
-
-#define CHECK_GG(ctx, call)                                                                                        \
-    do {                                                                                                           \
-        if ((call) != GG_SUCCESS) {                                                                                \
-            fprintf(stderr, "rank %d: %s: %s\n", s->rank, #call, gg_last_error(ctx));                              \
-            s->failed = 1;                                                                                         \
-            return NULL;                                                                                           \
-        }                                                                                                          \
-    } while (0)
 
 static int cmp_float(const void *a, const void *b) {
     const float x = *(const float *)a, y = *(const float *)b;
@@ -214,21 +204,9 @@ static void print_log(void *user_data, gg_log_level level, const char *message) 
 static void *rank_main(void *arg) {
     rank_state *s = arg;
     const options *o = s->opt;
+    gg_ctx *ctx = s->ctx;
     cudaSetDevice(s->rank);
-    gg_config cfg = GG_CONFIG_INIT;
-    cfg.device = s->rank;
-    if (o->verbose) { /* e.g. each rank's autotune choices */
-        cfg.log_level = GG_LOG_INFO;
-        cfg.log_fn = print_log;
-        cfg.log_user_data = s;
-    }
-    gg_ctx *ctx = NULL;
-    CHECK_GG(NULL, gg_ctx_create(&cfg, &ctx));
-    gg_dist_config dc = GG_DIST_CONFIG_INIT;
-    dc.bucket_bytes = o->bucket_bytes;
-    dc.overlap = o->overlap;
-    dc.comm_sms = o->comm_sms;
-    CHECK_GG(ctx, gg_dist_attach(ctx, s->comm, &dc)); /* warm-up collective: every rank at once */
+    (void)gg_dist_bind_thread(ctx); /* this thread near its GPU (the log says why when it leaves the binding) */
     cudaStream_t stream;
     cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
     gg_case_run *run = NULL;
@@ -246,7 +224,7 @@ static void *rank_main(void *arg) {
         s->failed = 1;
         return NULL;
     }
-    allreduce_step ar = {run, s->comm, o->bucket_bytes, stream};
+    allreduce_step ar = {run, (ncclComm_t)gg_dist_comm(ctx), o->bucket_bytes, stream}; /* borrowed */
     allreduce_graph ag = {NULL, stream};
     if (capture_allreduce(&ar, &ag.exec)) {
         fprintf(stderr, "rank %d: capturing the all-reduce failed\n", s->rank);
@@ -261,16 +239,14 @@ static void *rank_main(void *arg) {
     s->allreduce_us = us[2];
     if (!s->failed && o->trace) trace_step(s->rank, o->trace, "synced", &synced, stream);
     if (!s->failed && o->trace) trace_step(s->rank, o->trace, "local", &local, stream);
-    if (gg_dist_check(ctx) == GG_ERROR_NCCL) s->failed = s->comm_aborted = 1;
-    /* teardown in the documented order: graphs that captured NCCL work, then the communicator (detach), then the
-     * context */
+    if (gg_dist_check(ctx) == GG_ERROR_NCCL) s->failed = 1;
+    /* teardown in the documented order: the graphs that captured NCCL work here, then (main, after every rank) the
+     * contexts, each destroying its communicator */
     if (ag.exec) cudaGraphExecDestroy(ag.exec);
     gg_graph_destroy(synced.graph);
     gg_graph_destroy(local.graph);
-    gg_dist_detach(ctx);
     gg_case_run_destroy(run);
     cudaStreamDestroy(stream);
-    gg_ctx_destroy(ctx);
     return NULL;
 }
 
@@ -299,25 +275,34 @@ static double single_gpu_step(const gg_case *c, const options *o) {
     return us;
 }
 
-/* One communicator per GPU, made as gradgraph makes its own (gg_dist_init_threads): with comm_sms > 0 NCCL runs on
- * exactly comm_sms CTAs, the SMs the syncing GEMMs leave free. 0 on success. */
-static int make_comms(const options *o, ncclComm_t *comms) {
-    ncclUniqueId id;
-    if (ncclGetUniqueId(&id) != ncclSuccess) return 1;
-    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    if (o->overlap && o->comm_sms > 0) config.minCTAs = config.maxCTAs = o->comm_sms;
-    if (ncclGroupStart() != ncclSuccess) return 1;
+/* One context per GPU, and their communicators made by gradgraph (gg_dist_init_threads: NCCL on comm_sms CTAs, the
+ * warm-up done). 0 on success; on failure nothing is left. */
+static int make_contexts(const options *o, const gg_case *c, rank_state *states, gg_ctx **ctxs) {
     int rc = 0;
-    for (int i = 0; i < o->gpus; ++i) { /* every rank, even after a failure: a missing one would hang the others */
-        comms[i] = NULL;
-        rc |= cudaSetDevice(i) != cudaSuccess;
-        rc |= ncclCommInitRankConfig(&comms[i], o->gpus, id, i, &config) != ncclSuccess;
+    for (int i = 0; i < o->gpus && !rc; ++i) {
+        states[i] = (rank_state){.rank = i, .opt = o, .c = *c};
+        gg_config cfg = GG_CONFIG_INIT;
+        cfg.device = i;
+        if (o->verbose) { /* e.g. each rank's autotune choices */
+            cfg.log_level = GG_LOG_INFO;
+            cfg.log_fn = print_log;
+            cfg.log_user_data = &states[i];
+        }
+        rc = gg_ctx_create(&cfg, &ctxs[i]) != GG_SUCCESS;
+        if (rc) fprintf(stderr, "gg_ctx_create (device %d): %s\n", i, gg_last_error(NULL));
+        states[i].ctx = ctxs[i];
     }
-    rc |= ncclGroupEnd() != ncclSuccess;
+    gg_dist_config dc = GG_DIST_CONFIG_INIT;
+    dc.bucket_bytes = o->bucket_bytes;
+    dc.overlap = o->overlap;
+    dc.comm_sms = o->comm_sms;
+    if (!rc && gg_dist_init_threads(ctxs, o->gpus, &dc) != GG_SUCCESS) {
+        for (int i = 0; i < o->gpus; ++i) /* the message is on the context it concerns */
+            if (*gg_last_error(ctxs[i])) fprintf(stderr, "gg_dist_init_threads: %s\n", gg_last_error(ctxs[i]));
+        rc = 1;
+    }
     if (rc)
-        for (int i = 0; i < o->gpus; ++i)
-            if (comms[i]) ncclCommAbort(comms[i]);
-    cudaSetDevice(0);
+        for (int i = 0; i < o->gpus; ++i) gg_ctx_destroy(ctxs[i]);
     return rc;
 }
 
@@ -384,15 +369,12 @@ int main(int argc, char **argv) {
     const double step1_before = single_gpu_step(&c, &o);
     fprintf(stderr, "  1 GPU: %.1f us per step\n", step1_before);
 
-    ncclComm_t comms[MAX_GPUS];
-    if (make_comms(&o, comms)) { fprintf(stderr, "making the NCCL communicators failed\n"); return 1; }
     rank_state states[MAX_GPUS];
+    gg_ctx *ctxs[MAX_GPUS] = {NULL};
+    if (make_contexts(&o, &c, states, ctxs)) return 1;
     pthread_t threads[MAX_GPUS];
     pthread_barrier_init(&barrier, NULL, (unsigned)o.gpus);
-    for (int i = 0; i < o.gpus; ++i) {
-        states[i] = (rank_state){.rank = i, .opt = &o, .c = c, .comm = comms[i]};
-        pthread_create(&threads[i], NULL, rank_main, &states[i]);
-    }
+    for (int i = 0; i < o.gpus; ++i) pthread_create(&threads[i], NULL, rank_main, &states[i]);
     int failed = 0;
     double step = 0, local = 0, ar = 0;
     for (int i = 0; i < o.gpus; ++i) {
@@ -405,8 +387,7 @@ int main(int argc, char **argv) {
                 states[i].step_us, states[i].local_us, states[i].allreduce_us);
     }
     pthread_barrier_destroy(&barrier);
-    for (int i = 0; i < o.gpus; ++i) /* after gradgraph's graphs are gone */
-        if (!states[i].comm_aborted) ncclCommDestroy(comms[i]);
+    for (int i = 0; i < o.gpus; ++i) gg_ctx_destroy(ctxs[i]); /* the graphs are gone: now the communicators */
     const double step1_after = single_gpu_step(&c, &o); /* again: clocks and temperature drift over a run */
     fprintf(stderr, "  1 GPU again: %.1f us per step\n", step1_after);
     const double step1 = 0.5 * (step1_before + step1_after);

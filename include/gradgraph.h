@@ -462,8 +462,9 @@ typedef struct gg_dist_config {
 
 /* Uses a communicator the caller made (an ncclComm_t, passed as void*) on ctx's device. The caller keeps owning it
  * and destroys it after gg_dist_detach / gg_ctx_destroy — unless gradgraph reported GG_ERROR_NCCL for an
- * asynchronous error: then it has aborted the communicator (so that no rank hangs), which frees it. Runs the
- * warm-up all-reduce, so every rank must call this at the same time. Make the communicator after gg_ctx_create, or
+ * asynchronous error, or for a warm-up the other ranks did not join within GG_DIST_PEER_TIMEOUT_S seconds (default
+ * 300): then it has aborted the communicator (so that no rank hangs), which frees it. Runs the warm-up all-reduce,
+ * so every rank must call this at the same time. Make the communicator after gg_ctx_create, or
  * set NCCL_NVLS_ENABLE yourself: gradgraph sets it to 0 when unset, and NCCL reads it when a communicator is made.
  * config NULL: GG_DIST_CONFIG_INIT. */
 gg_status gg_dist_attach(gg_ctx *ctx, void *nccl_comm, const gg_dist_config *config);
@@ -502,6 +503,13 @@ gg_status gg_dist_check(gg_ctx *ctx);
 /* This rank and the number of ranks; -1 and 0 without a communicator. */
 int gg_dist_rank(const gg_ctx *ctx);
 int gg_dist_size(const gg_ctx *ctx);
+
+/* ctx's NCCL communicator (an ncclComm_t), or NULL without one (or once gradgraph aborted it after an error): for
+ * the caller's own collectives on its own streams — a loss or metric all-reduce, a bare all-reduce to time. When
+ * gradgraph made it, it stays gradgraph's: never destroy or abort it. Valid until gg_dist_detach / gg_ctx_destroy.
+ * NCCL's rule holds for these calls too: every rank issues the same collectives in the same order, counting the ones
+ * inside graph replays, and none while another thread of the same rank issues some. */
+void *gg_dist_comm(const gg_ctx *ctx);
 
 /* Binds the calling thread to the CPUs near ctx's GPU (hwloc), within the CPUs the process may use. Leaves the
  * binding alone, and logs why, when the GPU's locality is unknown or every allowed CPU is local to it. */

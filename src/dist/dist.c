@@ -20,6 +20,7 @@ int gg_tensor_is_param(const gg_block_call *c, int i) {
 
 int gg_dist_rank(const gg_ctx *ctx) { return ctx && ctx->dist ? ctx->dist->rank : -1; }
 int gg_dist_size(const gg_ctx *ctx) { return ctx && ctx->dist ? ctx->dist->size : 0; }
+void *gg_dist_comm(const gg_ctx *ctx) { return ctx && ctx->dist ? ctx->dist->comm : NULL; }
 int gg_dist_comm_sms(const gg_ctx *ctx) {
     return ctx->dist && ctx->dist->config.overlap ? ctx->dist->config.comm_sms : 0;
 }
@@ -130,6 +131,93 @@ static gg_status make_dist(gg_ctx *ctx, const char *fn, ncclComm_t comm, int own
     return GG_SUCCESS;
 }
 
+/* How long a rank waits for the others in a collective step that must finish before it returns (the warm-up, the
+ * algorithm agreement): NCCL reports nothing for a rank that never joins, so without a limit the others would wait
+ * forever. GG_DIST_PEER_TIMEOUT_S overrides the default (in whole seconds, at least 1). */
+#define PEER_TIMEOUT_DEFAULT_S 300
+static int peer_timeout_s(void) {
+    const char *v = getenv("GG_DIST_PEER_TIMEOUT_S");
+    const long s = v ? strtol(v, NULL, 10) : 0;
+    return s >= 1 && s <= 86400 ? (int)s : PEER_TIMEOUT_DEFAULT_S;
+}
+
+typedef enum { POLL_DONE, POLL_CUDA_ERROR, POLL_NCCL_ERROR, POLL_TIMEOUT } poll_outcome;
+
+/* Polls the communication streams of ctxs until every one is idle, without blocking in the driver: stops at the
+ * first CUDA error or asynchronous NCCL error (*which: that context's index, *cuda: the CUDA error), or after
+ * peer_timeout_s(). Aborts nothing: the caller decides what the outcome means for its communicators. */
+static poll_outcome poll_comm_streams(gg_ctx *const *ctxs, int count, int *which, cudaError_t *cuda) {
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    const int timeout = peer_timeout_s();
+    for (;;) {
+        int busy = 0;
+        for (int i = 0; i < count; ++i) {
+            *which = i;
+            const cudaError_t e = cudaStreamQuery(ctxs[i]->dist->stream);
+            if (e == cudaSuccess) continue;
+            if (e != cudaErrorNotReady) {
+                *cuda = e;
+                return POLL_CUDA_ERROR;
+            }
+            busy = 1;
+            ncclResult_t async = ncclSuccess;
+            const ncclResult_t r = ncclCommGetAsyncError((ncclComm_t)ctxs[i]->dist->comm, &async);
+            if (r != ncclSuccess || (async != ncclSuccess && async != ncclInProgress)) return POLL_NCCL_ERROR;
+        }
+        if (!busy) return POLL_DONE;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec - start.tv_sec >= timeout) return POLL_TIMEOUT;
+        const struct timespec pause = {0, 100000}; /* 0.1 ms */
+        nanosleep(&pause, NULL);
+    }
+}
+
+/* Waits for ctx's communication stream without hanging on a failed peer: an asynchronous NCCL error aborts the
+ * communicator (gg_dist_check) and returns GG_ERROR_NCCL; so does a peer that has not joined in peer_timeout_s(). */
+static gg_status wait_comm_stream(gg_ctx *ctx, const char *what) {
+    int which = 0;
+    cudaError_t cuda = cudaSuccess;
+    switch (poll_comm_streams(&ctx, 1, &which, &cuda)) {
+    case POLL_DONE: return GG_SUCCESS;
+    case POLL_CUDA_ERROR: return gg_fail_cuda(ctx, cuda, what);
+    case POLL_NCCL_ERROR: return gg_dist_check(ctx);
+    case POLL_TIMEOUT: break;
+    }
+    (void)ncclCommAbort((ncclComm_t)ctx->dist->comm); /* releases this rank's stream; the others time out too */
+    ctx->dist->comm = NULL;
+    return gg_fail(ctx, GG_ERROR_NCCL,
+                   "%s: rank %d waited %d s for the other ranks, which did not join: the communicator is aborted (an "
+                   "attached one too: do not destroy it)",
+                   what, ctx->dist->rank, peer_timeout_s());
+}
+
+/* The warm-up's wait: every rank's collective finished, or the status and message of the first that failed. After
+ * an NCCL error or a timeout the collective may still be in flight, and freeing anything would wait for it forever:
+ * every communicator in ctxs is aborted (NULL in ctx->dist; an attached one too, as gg_dist_check does). */
+static gg_status warm_up_wait(gg_ctx *const *ctxs, int count, const char *fn) {
+    int which = 0;
+    cudaError_t cuda = cudaSuccess;
+    const poll_outcome outcome = poll_comm_streams(ctxs, count, &which, &cuda);
+    if (outcome == POLL_DONE) return GG_SUCCESS;
+    gg_ctx *ctx = ctxs[which];
+    if (outcome == POLL_CUDA_ERROR) return gg_fail_cuda(ctx, cuda, "the warm-up all-reduce");
+    for (int i = 0; i < count; ++i) {
+        (void)ncclCommAbort((ncclComm_t)ctxs[i]->dist->comm);
+        ctxs[i]->dist->comm = NULL;
+    }
+    if (outcome == POLL_NCCL_ERROR)
+        return gg_fail(ctx, GG_ERROR_NCCL,
+                       "%s: NCCL reported an error in the warm-up all-reduce on rank %d: the communicator is aborted "
+                       "(an attached one too: do not destroy it)",
+                       fn, ctx->dist->rank);
+    return gg_fail(ctx, GG_ERROR_NCCL,
+                   "%s: the warm-up all-reduce on rank %d waited %d s for the other ranks, which did not join (every "
+                   "rank attaches or inits at the same time; GG_DIST_PEER_TIMEOUT_S sets the wait): the communicator "
+                   "is aborted (an attached one too: do not destroy it)",
+                   fn, ctx->dist->rank, peer_timeout_s());
+}
+
 /* The warm-up all-reduce on every context at once (one NCCL group, from this thread): NCCL connects lazily on the
  * first collective, which must not happen inside a capture. The buffers are all allocated before the group, so a
  * failure cannot launch the collective on some ranks only. The caller's current device is restored. */
@@ -150,14 +238,8 @@ static gg_status warm_up(gg_ctx *const *ctxs, int count, const char *fn) {
                               ctxs[i]->dist->stream);
         const ncclResult_t ended = ncclGroupEnd();
         if (r == ncclSuccess) r = ended;
-        cudaError_t synced = cudaSuccess;
-        for (int i = 0; i < count && r == ncclSuccess; ++i) {
-            (void)cudaSetDevice(ctxs[i]->config.device);
-            const cudaError_t e = cudaStreamSynchronize(ctxs[i]->dist->stream);
-            if (synced == cudaSuccess) synced = e;
-        }
         if (r != ncclSuccess) status = fail_nccl(ctxs[0], r, "warm-up ncclAllReduce");
-        else if (synced != cudaSuccess) status = gg_fail_cuda(ctxs[0], synced, "the warm-up all-reduce");
+        else status = warm_up_wait(ctxs, count, fn);
     }
     for (int i = 0; i < count; ++i)
         if (one[i]) {
@@ -179,27 +261,38 @@ static void bind_if_asked(gg_ctx *ctx, const gg_dist_config *c) {
 #endif
 }
 
-/* Puts comm on ctx (streams, events), checks it is on ctx's device, runs the warm-up, binds the thread. */
+/* Puts comm on ctx (streams, events), checks it is on ctx's device, runs the warm-up, binds the thread. On failure
+ * ctx has no communicator state and an owned comm has been aborted (a failed warm-up aborts an attached one too). */
 static gg_status install(gg_ctx *ctx, const char *fn, ncclComm_t comm, int owned, const gg_dist_config *config) {
     int device = -1, rank = -1, size = 0;
+    gg_status status = GG_SUCCESS;
     ncclResult_t r = ncclCommCuDevice(comm, &device);
     if (r == ncclSuccess) r = ncclCommUserRank(comm, &rank);
     if (r == ncclSuccess) r = ncclCommCount(comm, &size);
-    if (r != ncclSuccess) return fail_nccl(ctx, r, "ncclCommCuDevice/UserRank/Count");
-    if (device != ctx->config.device)
-        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: the communicator is on device %d, the context on %d", fn,
-                       device, ctx->config.device);
-    GG_TRY(make_dist(ctx, fn, comm, 0, rank, size, config)); /* owned only once the warm-up worked */
-    const gg_status status = warm_up(&ctx, 1, fn);
+    if (r != ncclSuccess) {
+        status = fail_nccl(ctx, r, "ncclCommCuDevice/UserRank/Count");
+        goto fail;
+    }
+    if (device != ctx->config.device) {
+        status = gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: the communicator is on device %d, the context on %d", fn,
+                         device, ctx->config.device);
+        goto fail;
+    }
+    GG_GOTO(make_dist(ctx, fn, comm, 0, rank, size, config), status, fail); /* owned only once the warm-up worked */
+    status = warm_up(&ctx, 1, fn);
     if (status != GG_SUCCESS) {
-        gg_dist_release(ctx); /* not owned yet: an owned comm is destroyed by the caller of install */
-        return status;
+        if (!ctx->dist->comm) owned = 0; /* the warm-up aborted it */
+        gg_dist_release(ctx);            /* not owned yet: the comm survives this */
+        goto fail;
     }
     ctx->dist->owned = owned;
     gg_log(ctx, GG_LOG_INFO, "%s: rank %d of %d on device %d, %s, buckets of %zu MiB", fn, rank, size, device,
            config->sync == GG_SYNC_ALL_REDUCE ? "all-reduce" : "reduce-scatter", config->bucket_bytes >> 20);
     bind_if_asked(ctx, config);
     return GG_SUCCESS;
+fail:
+    if (owned) (void)ncclCommAbort(comm);
+    return status;
 }
 
 gg_status gg_dist_attach(gg_ctx *ctx, void *nccl_comm, const gg_dist_config *config) {
@@ -230,9 +323,7 @@ static gg_status init_from_id(gg_ctx *ctx, const char *fn, int rank, int size, c
     const ncclResult_t r = ncclCommInitRankConfig(&comm, size, *id, rank, &config);
     gg_device_leave(saved);
     if (r != ncclSuccess) return fail_nccl(ctx, r, "ncclCommInitRankConfig");
-    const gg_status status = install(ctx, fn, comm, 1, c);
-    if (status != GG_SUCCESS) (void)ncclCommAbort(comm);
-    return status;
+    return install(ctx, fn, comm, 1, c); /* aborts comm on failure */
 }
 
 /* NCCL's unique id from rank 0 of the MPI communicator (NULL: the world) to every rank, with rank 0's outcome: when
@@ -355,8 +446,9 @@ gg_status gg_dist_init_threads(gg_ctx *const *ctxs, int count, const gg_dist_con
     if (status == GG_SUCCESS) status = warm_up(ctxs, count, fn); /* all ranks together, from this thread */
     if (status != GG_SUCCESS) {
         for (int i = 0; i < count; ++i) {
-            gg_dist_release(ctxs[i]); /* not owned yet: the communicators are destroyed here */
-            (void)ncclCommAbort(comms[i]); /* never blocks, unlike destroy after a failed warm-up */
+            const int aborted = ctxs[i]->dist && !ctxs[i]->dist->comm; /* by the warm-up */
+            gg_dist_release(ctxs[i]);                 /* not owned yet: the communicators are destroyed here */
+            if (!aborted) (void)ncclCommAbort(comms[i]); /* never blocks, unlike destroy after a failed warm-up */
         }
         return status;
     }
@@ -443,32 +535,6 @@ gg_status gg_dist_finish(gg_ctx *ctx, const gg_block_call *c, cudaStream_t main)
     }
     const gg_status joined = gg_dist_join(ctx, c, main); /* also after a failed reduction */
     return status == GG_SUCCESS ? joined : status;
-}
-
-/* Waits for the communication stream without hanging on a failed peer: an asynchronous NCCL error aborts the
- * communicator (gg_dist_check) and returns; so does a peer that has not joined within AGREE_TIMEOUT_S (NCCL reports
- * nothing for a rank that never calls: the others would wait forever). */
-#define AGREE_TIMEOUT_S 300
-static gg_status wait_comm_stream(gg_ctx *ctx, const char *what) {
-    struct timespec start, now;
-    clock_gettime(CLOCK_MONOTONIC, &start);
-    for (;;) {
-        const cudaError_t e = cudaStreamQuery(ctx->dist->stream);
-        if (e == cudaSuccess) return GG_SUCCESS;
-        if (e != cudaErrorNotReady) return gg_fail_cuda(ctx, e, what);
-        GG_TRY(gg_dist_check(ctx));
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        if (now.tv_sec - start.tv_sec > AGREE_TIMEOUT_S) {
-            (void)ncclCommAbort((ncclComm_t)ctx->dist->comm); /* releases this rank's stream; the others time out too */
-            ctx->dist->comm = NULL;
-            return gg_fail(ctx, GG_ERROR_NCCL,
-                           "%s: rank %d waited %d s for the other ranks, which did not join: the communicator is "
-                           "aborted (an attached one too: do not destroy it)",
-                           what, ctx->dist->rank, AGREE_TIMEOUT_S);
-        }
-        const struct timespec pause = {0, 100000}; /* 0.1 ms */
-        nanosleep(&pause, NULL);
-    }
 }
 
 /* Runs one collective on `bytes` of the context's agreement buffers: pinned host -> device, the collective, device

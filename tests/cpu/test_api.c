@@ -729,6 +729,8 @@ static void dist_entry_points_check_arguments(void **state) {
     gg_ctx *ctx = make_ctx();
     assert_int_equal(gg_dist_rank(ctx), -1);
     assert_int_equal(gg_dist_size(ctx), 0);
+    assert_null(gg_dist_comm(ctx));
+    assert_null(gg_dist_comm(NULL));
     assert_int_equal(gg_dist_detach(ctx), GG_SUCCESS); /* no communicator: nothing to do */
     assert_int_equal(gg_dist_check(ctx), GG_SUCCESS);
     const gg_status st = gg_dist_attach(ctx, NULL, NULL);
@@ -800,6 +802,7 @@ static void dist_entry_points_check_arguments(void **state) {
     assert_int_equal(gg_dist_init_threads(NULL, 2, NULL), GG_ERROR_INVALID_ARGUMENT);
     assert_int_equal(fake.enqueued, 0);
     assert_int_equal(gg_dist_rank(ctx), -1); /* nothing was attached */
+    assert_null(gg_dist_comm(ctx));
     destroy_ctx(ctx);
 }
 
