@@ -193,19 +193,23 @@ static gg_status wait_comm_stream(gg_ctx *ctx, const char *what) {
 }
 
 /* The warm-up's wait: every rank's collective finished, or the status and message of the first that failed. After
- * an NCCL error or a timeout the collective may still be in flight, and freeing anything would wait for it forever:
- * every communicator in ctxs is aborted (NULL in ctx->dist; an attached one too, as gg_dist_check does). */
+ * a failure a collective may still be in flight, and freeing anything would wait for it forever: every communicator
+ * in ctxs is aborted (NULL in ctx->dist; an attached one too, as gg_dist_check does). */
 static gg_status warm_up_wait(gg_ctx *const *ctxs, int count, const char *fn) {
     int which = 0;
     cudaError_t cuda = cudaSuccess;
     const poll_outcome outcome = poll_comm_streams(ctxs, count, &which, &cuda);
     if (outcome == POLL_DONE) return GG_SUCCESS;
     gg_ctx *ctx = ctxs[which];
-    if (outcome == POLL_CUDA_ERROR) return gg_fail_cuda(ctx, cuda, "the warm-up all-reduce");
     for (int i = 0; i < count; ++i) {
         (void)ncclCommAbort((ncclComm_t)ctxs[i]->dist->comm);
         ctxs[i]->dist->comm = NULL;
     }
+    if (outcome == POLL_CUDA_ERROR)
+        return gg_fail(ctx, GG_ERROR_CUDA,
+                       "%s: the warm-up all-reduce on rank %d failed (%s): the communicator is aborted (an attached one "
+                       "too: do not destroy it)",
+                       fn, ctx->dist->rank, cudaGetErrorString(cuda));
     if (outcome == POLL_NCCL_ERROR)
         return gg_fail(ctx, GG_ERROR_NCCL,
                        "%s: NCCL reported an error in the warm-up all-reduce on rank %d: the communicator is aborted "
