@@ -167,7 +167,8 @@ static poll_outcome poll_comm_streams(gg_ctx *const *ctxs, int count, int *which
         }
         if (!busy) return POLL_DONE;
         clock_gettime(CLOCK_MONOTONIC, &now);
-        if (now.tv_sec - start.tv_sec >= timeout) return POLL_TIMEOUT;
+        const double waited = (double)(now.tv_sec - start.tv_sec) + 1e-9 * (double)(now.tv_nsec - start.tv_nsec);
+        if (waited >= timeout) return POLL_TIMEOUT;
         const struct timespec pause = {0, 100000}; /* 0.1 ms */
         nanosleep(&pause, NULL);
     }
