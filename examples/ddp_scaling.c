@@ -201,6 +201,15 @@ static void print_log(void *user_data, gg_log_level level, const char *message) 
     fprintf(stderr, "  rank %d: %s\n", ((const rank_state *)user_data)->rank, message);
 }
 
+/* Whether every rank is ready to time: a rank whose setup failed says so here, and all of them stop together
+ * instead of leaving the others waiting at the timing barriers. */
+static int any_rank_failed;
+static int all_ranks_ready(const rank_state *s) {
+    if (s->failed) __atomic_store_n(&any_rank_failed, 1, __ATOMIC_SEQ_CST);
+    pthread_barrier_wait(&barrier);
+    return !__atomic_load_n(&any_rank_failed, __ATOMIC_SEQ_CST);
+}
+
 static void *rank_main(void *arg) {
     rank_state *s = arg;
     const options *o = s->opt;
@@ -210,35 +219,39 @@ static void *rank_main(void *arg) {
     cudaStream_t stream;
     cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
     gg_case_run *run = NULL;
+    graph_step synced = {NULL, NULL, o->precision}, local = synced;
+    allreduce_graph ag = {NULL, stream};
     char err[256];
     if (gg_case_run_create(&s->c, (gg_stream)stream, &run, err, sizeof err) != 0) {
+        /* the others' syncing graphs wait for this rank, then fail (GG_DIST_PEER_TIMEOUT_S) */
         fprintf(stderr, "rank %d: %s\n", s->rank, err);
         s->failed = 1;
-        return NULL;
+    } else {
+        gg_case_prepare(run, 77 + (uint64_t)s->rank); /* each rank its own shard */
+        synced = (graph_step){run, make_graph(run, ctx, o, 1), o->precision}; /* collective: every rank at once */
+        local = (graph_step){run, make_graph(run, ctx, o, 0), o->precision};
+        allreduce_step ar = {run, (ncclComm_t)gg_dist_comm(ctx), o->bucket_bytes, stream}; /* borrowed */
+        if (!synced.graph || !local.graph) {
+            fprintf(stderr, "rank %d: graph: %s\n", s->rank, gg_last_error(ctx));
+            s->failed = 1;
+        } else if (capture_allreduce(&ar, &ag.exec)) {
+            fprintf(stderr, "rank %d: capturing the all-reduce failed\n", s->rank);
+            s->failed = 1;
+        }
     }
-    gg_case_prepare(run, 77 + (uint64_t)s->rank); /* each rank its own shard */
-    graph_step synced = {run, make_graph(run, ctx, o, 1), o->precision};
-    graph_step local = {run, make_graph(run, ctx, o, 0), o->precision};
-    if (!synced.graph || !local.graph) {
-        fprintf(stderr, "rank %d: graph: %s\n", s->rank, gg_last_error(ctx));
+    if (all_ranks_ready(s)) {
+        int (*const steps[3])(void *) = {graph_step_run, graph_step_run, allreduce_graph_run};
+        void *const args[3] = {&synced, &local, &ag};
+        double us[3] = {-1, -1, -1};
+        if (time_steps(o->steps, 3, steps, args, stream, o->cold_l2, us)) s->failed = 1;
+        s->step_us = us[0];
+        s->local_us = us[1];
+        s->allreduce_us = us[2];
+        if (!s->failed && o->trace) trace_step(s->rank, o->trace, "synced", &synced, stream);
+        if (!s->failed && o->trace) trace_step(s->rank, o->trace, "local", &local, stream);
+    } else {
         s->failed = 1;
-        return NULL;
     }
-    allreduce_step ar = {run, (ncclComm_t)gg_dist_comm(ctx), o->bucket_bytes, stream}; /* borrowed */
-    allreduce_graph ag = {NULL, stream};
-    if (capture_allreduce(&ar, &ag.exec)) {
-        fprintf(stderr, "rank %d: capturing the all-reduce failed\n", s->rank);
-        s->failed = 1;
-    }
-    int (*const steps[3])(void *) = {graph_step_run, graph_step_run, allreduce_graph_run};
-    void *const args[3] = {&synced, &local, &ag};
-    double us[3] = {-1, -1, -1};
-    if (!s->failed && time_steps(o->steps, 3, steps, args, stream, o->cold_l2, us)) s->failed = 1;
-    s->step_us = us[0];
-    s->local_us = us[1];
-    s->allreduce_us = us[2];
-    if (!s->failed && o->trace) trace_step(s->rank, o->trace, "synced", &synced, stream);
-    if (!s->failed && o->trace) trace_step(s->rank, o->trace, "local", &local, stream);
     if (gg_dist_check(ctx) == GG_ERROR_NCCL) s->failed = 1;
     /* teardown in the documented order: the graphs that captured NCCL work here, then (main, after every rank) the
      * contexts, each destroying its communicator */
