@@ -201,8 +201,8 @@ static void print_log(void *user_data, gg_log_level level, const char *message) 
     fprintf(stderr, "  rank %d: %s\n", ((const rank_state *)user_data)->rank, message);
 }
 
-/* Whether every rank is ready to time: a rank whose setup failed says so here, and all of them stop together
- * instead of leaving the others waiting at the timing barriers. */
+/* Whether every rank is ready for the next collective phase: a rank whose setup failed says so here, and all of
+ * them stop together instead of leaving the others waiting in a collective or at the timing barriers. */
 static int any_rank_failed;
 static int all_ranks_ready(const rank_state *s) {
     if (s->failed) __atomic_store_n(&any_rank_failed, 1, __ATOMIC_SEQ_CST);
@@ -223,10 +223,10 @@ static void *rank_main(void *arg) {
     allreduce_graph ag = {NULL, stream};
     char err[256];
     if (gg_case_run_create(&s->c, (gg_stream)stream, &run, err, sizeof err) != 0) {
-        /* the others' syncing graphs wait for this rank, then fail (GG_DIST_PEER_TIMEOUT_S) */
         fprintf(stderr, "rank %d: %s\n", s->rank, err);
         s->failed = 1;
-    } else {
+    }
+    if (all_ranks_ready(s)) { /* before making the syncing graph, which is collective */
         gg_case_prepare(run, 77 + (uint64_t)s->rank); /* each rank its own shard */
         synced = (graph_step){run, make_graph(run, ctx, o, 1), o->precision}; /* collective: every rank at once */
         local = (graph_step){run, make_graph(run, ctx, o, 0), o->precision};
@@ -239,6 +239,7 @@ static void *rank_main(void *arg) {
             s->failed = 1;
         }
     }
+    /* (Timing and tracing still assume every rank's runs succeed: a failure there leaves the others at a barrier.) */
     if (all_ranks_ready(s)) {
         int (*const steps[3])(void *) = {graph_step_run, graph_step_run, allreduce_graph_run};
         void *const args[3] = {&synced, &local, &ag};

@@ -461,10 +461,10 @@ typedef struct gg_dist_config {
       GG_DIST_COMM_SMS_DEFAULT }
 
 /* Uses a communicator the caller made (an ncclComm_t, passed as void*) on ctx's device. The caller keeps owning it
- * and destroys it after gg_dist_detach / gg_ctx_destroy — unless gradgraph reported GG_ERROR_NCCL for an
- * asynchronous error, or for a warm-up the other ranks did not join within GG_DIST_PEER_TIMEOUT_S seconds (default
- * 300; on a communicator never used before, NCCL itself may instead wait for them inside its first collective):
- * then it has aborted the communicator (so that no rank hangs), which frees it. Runs the warm-up all-reduce,
+ * and destroys it after gg_dist_detach / gg_ctx_destroy — unless gradgraph returned GG_ERROR_NCCL (an asynchronous
+ * NCCL error, a failed warm-up, or a warm-up the other ranks did not join within GG_DIST_PEER_TIMEOUT_S seconds,
+ * default 300; on a communicator never used before, NCCL itself may instead wait for them inside its first
+ * collective): then it has aborted the communicator (so that no rank hangs), which frees it. Runs the warm-up all-reduce,
  * so every rank must call this at the same time. Make the communicator after gg_ctx_create, or
  * set NCCL_NVLS_ENABLE yourself: gradgraph sets it to 0 when unset, and NCCL reads it when a communicator is made.
  * config NULL: GG_DIST_CONFIG_INIT. */

@@ -151,7 +151,7 @@ static poll_outcome poll_comm_streams(gg_ctx *const *ctxs, int count, int *which
     clock_gettime(CLOCK_MONOTONIC, &start);
     const int timeout = peer_timeout_s();
     for (;;) {
-        int busy = 0;
+        int busy = -1; /* the first context still waiting */
         for (int i = 0; i < count; ++i) {
             *which = i;
             const cudaError_t e = cudaStreamQuery(ctxs[i]->dist->stream);
@@ -160,12 +160,13 @@ static poll_outcome poll_comm_streams(gg_ctx *const *ctxs, int count, int *which
                 *cuda = e;
                 return POLL_CUDA_ERROR;
             }
-            busy = 1;
+            if (busy < 0) busy = i;
             ncclResult_t async = ncclSuccess;
             const ncclResult_t r = ncclCommGetAsyncError((ncclComm_t)ctxs[i]->dist->comm, &async);
             if (r != ncclSuccess || (async != ncclSuccess && async != ncclInProgress)) return POLL_NCCL_ERROR;
         }
-        if (!busy) return POLL_DONE;
+        if (busy < 0) return POLL_DONE;
+        *which = busy;
         clock_gettime(CLOCK_MONOTONIC, &now);
         const double waited = (double)(now.tv_sec - start.tv_sec) + 1e-9 * (double)(now.tv_nsec - start.tv_nsec);
         if (waited >= timeout) return POLL_TIMEOUT;
@@ -174,19 +175,22 @@ static poll_outcome poll_comm_streams(gg_ctx *const *ctxs, int count, int *which
     }
 }
 
-/* Waits for ctx's communication stream without hanging on a failed peer: an asynchronous NCCL error aborts the
- * communicator (gg_dist_check) and returns GG_ERROR_NCCL; so does a peer that has not joined in peer_timeout_s(). */
+/* Waits for ctx's communication stream without hanging on a failed peer: an asynchronous NCCL error, a CUDA error
+ * on the stream, or a peer that has not joined in peer_timeout_s() aborts the communicator (a collective may still
+ * be in flight, and nothing could be freed after it) and returns GG_ERROR_NCCL. */
 static gg_status wait_comm_stream(gg_ctx *ctx, const char *what) {
     int which = 0;
     cudaError_t cuda = cudaSuccess;
-    switch (poll_comm_streams(&ctx, 1, &which, &cuda)) {
-    case POLL_DONE: return GG_SUCCESS;
-    case POLL_CUDA_ERROR: return gg_fail_cuda(ctx, cuda, what);
-    case POLL_NCCL_ERROR: return gg_dist_check(ctx);
-    case POLL_TIMEOUT: break;
-    }
+    const poll_outcome outcome = poll_comm_streams(&ctx, 1, &which, &cuda);
+    if (outcome == POLL_DONE) return GG_SUCCESS;
+    if (outcome == POLL_NCCL_ERROR) return gg_dist_check(ctx); /* aborts, with NCCL's message */
     (void)ncclCommAbort((ncclComm_t)ctx->dist->comm); /* releases this rank's stream; the others time out too */
     ctx->dist->comm = NULL;
+    if (outcome == POLL_CUDA_ERROR)
+        return gg_fail(ctx, GG_ERROR_NCCL,
+                       "%s: rank %d: the communication stream failed (%s): the communicator is aborted (an attached "
+                       "one too: do not destroy it)",
+                       what, ctx->dist->rank, cudaGetErrorString(cuda));
     return gg_fail(ctx, GG_ERROR_NCCL,
                    "%s: rank %d waited %d s for the other ranks, which did not join: the communicator is aborted (an "
                    "attached one too: do not destroy it)",
@@ -206,8 +210,8 @@ static gg_status warm_up_wait(gg_ctx *const *ctxs, int count, const char *fn) {
         (void)ncclCommAbort((ncclComm_t)ctxs[i]->dist->comm);
         ctxs[i]->dist->comm = NULL;
     }
-    if (outcome == POLL_CUDA_ERROR)
-        return gg_fail(ctx, GG_ERROR_CUDA,
+    if (outcome == POLL_CUDA_ERROR) /* GG_ERROR_NCCL: the status that says "aborted, do not destroy" */
+        return gg_fail(ctx, GG_ERROR_NCCL,
                        "%s: the warm-up all-reduce on rank %d failed (%s): the communicator is aborted (an attached one "
                        "too: do not destroy it)",
                        fn, ctx->dist->rank, cudaGetErrorString(cuda));

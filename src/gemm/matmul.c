@@ -35,15 +35,16 @@ static int cluster_fits(const gg_matmul *mm, const cublasLtMatmulAlgo_t *algo) {
     return n > 0 && n <= mm->max_cluster_ctas;
 }
 
-/* Keeps, in the heuristic's order, the results whose clusters fit (all of them when none does); the new count. */
-static int keep_fitting_clusters(gg_ctx *ctx, const gg_matmul *mm, cublasLtMatmulHeuristicResult_t *results,
-                                 int found) {
+/* Keeps, in the heuristic's order, the results whose clusters fit; the new count. When none does, keeps them all
+ * and lifts mm's limit, so that the fit check (cache, another rank's algorithm) accepts what the plan runs. */
+static int keep_fitting_clusters(gg_ctx *ctx, gg_matmul *mm, cublasLtMatmulHeuristicResult_t *results, int found) {
     int kept = 0;
     for (int i = 0; i < found; ++i)
         if (cluster_fits(mm, &results[i].algo)) results[kept++] = results[i];
     if (kept == 0) {
-        gg_log(ctx, GG_LOG_WARN, "no GEMM algorithm with clusters of at most %d CTAs: using the heuristic's choice",
+        gg_log(ctx, GG_LOG_WARN, "no GEMM algorithm with clusters of at most %d CTAs: any cluster size allowed",
                mm->max_cluster_ctas);
+        mm->max_cluster_ctas = 0;
         return found;
     }
     return kept;
@@ -140,7 +141,8 @@ fail:
 int gg_matmul_algo_fits(gg_ctx *ctx, const gg_matmul *mm, const cublasLtMatmulAlgo_t *algo, size_t *workspace_bytes) {
     cublasLtMatmulHeuristicResult_t check;
     memset(&check, 0, sizeof check);
-    if (!cluster_fits(mm, algo) || cublasLtMatmulAlgoCheck(ctx->lt, mm->op, mm->a, mm->b, mm->d, mm->d, algo, &check) != CUBLAS_STATUS_SUCCESS ||
+    if (!cluster_fits(mm, algo) ||
+        cublasLtMatmulAlgoCheck(ctx->lt, mm->op, mm->a, mm->b, mm->d, mm->d, algo, &check) != CUBLAS_STATUS_SUCCESS ||
         check.workspaceSize > (ctx->workspace[0] ? ctx->config.gemm_workspace_bytes : 0))
         return 0;
     *workspace_bytes = check.workspaceSize;

@@ -68,7 +68,7 @@ static void attach_without_the_peer_times_out(void **state) {
     assert_int_equal(gg_dist_size(ctx), 0); /* no communicator left on the context */
     assert_int_equal(gg_dist_check(ctx), GG_SUCCESS);
 
-    /* comms[0] is aborted (freed) by gradgraph; rank 1's was never used */
+    /* comms[0] is aborted (freed) by gradgraph; rank 1's has nothing in flight */
     assert_int_equal(ncclCommAbort(comms[1]), ncclSuccess);
     gg_ctx_destroy(ctx);
     unsetenv("GG_DIST_PEER_TIMEOUT_S");
