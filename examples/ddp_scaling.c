@@ -56,6 +56,15 @@ static int cmp_float(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* The ranks' barrier that also agrees on failure: a rank that failed says so here, and every rank learns it, so
+ * all stop together instead of leaving the others waiting at a later barrier or in a collective. Reset per phase. */
+static int any_rank_failed;
+static int all_ranks_ok(int failed) {
+    if (failed) __atomic_store_n(&any_rank_failed, 1, __ATOMIC_SEQ_CST);
+    pthread_barrier_wait(&barrier);
+    return !__atomic_load_n(&any_rank_failed, __ATOMIC_SEQ_CST);
+}
+
 /* Median device times (us) of `steps` calls of each of `count` runs, alternating run by run within each step (the
  * same clocks and temperature for all), every rank in lockstep (a barrier before each call). 0 on success. */
 static int time_steps(int steps, int count, int (*const run[])(void *), void *const arg[], cudaStream_t stream,
@@ -77,18 +86,22 @@ static int time_steps(int steps, int count, int (*const run[])(void *), void *co
         flush = NULL;
         (void)cudaGetLastError();
     }
-    int rc = !ms;
-    for (int i = -3; i < steps && !rc; ++i) { /* 3 warm-ups */
-        for (int k = 0; k < count && !rc; ++k) {
+    /* Every rank calls the barrier equally often: a failed call is reported at the next one, where all stop. */
+    int rc = !ms, ok = 1;
+    for (int i = -3; i < steps && ok; ++i) { /* 3 warm-ups */
+        for (int k = 0; k < count && ok; ++k) {
             if (flush) cudaMemsetAsync(flush, i & 0xff, flush_bytes, stream);
-            pthread_barrier_wait(&barrier);
+            ok = all_ranks_ok(rc);
+            if (!ok) break;
             cudaEventRecord(a, stream);
             rc = run[k](arg[k]);
             cudaEventRecord(b, stream);
             cudaEventSynchronize(b);
-            if (i >= 0) cudaEventElapsedTime(&ms[k * steps + i], a, b);
+            if (i >= 0 && !rc) cudaEventElapsedTime(&ms[k * steps + i], a, b);
         }
     }
+    if (ok) ok = all_ranks_ok(rc); /* the last call's verdict */
+    rc = !ok;
     for (int k = 0; k < count && !rc; ++k) {
         qsort(ms + k * steps, (size_t)steps, sizeof *ms, cmp_float);
         median_us[k] = 1000.0 * ms[k * steps + steps / 2];
@@ -201,15 +214,6 @@ static void print_log(void *user_data, gg_log_level level, const char *message) 
     fprintf(stderr, "  rank %d: %s\n", ((const rank_state *)user_data)->rank, message);
 }
 
-/* Whether every rank is ready for the next collective phase: a rank whose setup failed says so here, and all of
- * them stop together instead of leaving the others waiting in a collective or at the timing barriers. */
-static int any_rank_failed;
-static int all_ranks_ready(const rank_state *s) {
-    if (s->failed) __atomic_store_n(&any_rank_failed, 1, __ATOMIC_SEQ_CST);
-    pthread_barrier_wait(&barrier);
-    return !__atomic_load_n(&any_rank_failed, __ATOMIC_SEQ_CST);
-}
-
 static void *rank_main(void *arg) {
     rank_state *s = arg;
     const options *o = s->opt;
@@ -226,7 +230,7 @@ static void *rank_main(void *arg) {
         fprintf(stderr, "rank %d: %s\n", s->rank, err);
         s->failed = 1;
     }
-    if (all_ranks_ready(s)) { /* before making the syncing graph, which is collective */
+    if (all_ranks_ok(s->failed)) { /* before making the syncing graph, which is collective */
         gg_case_prepare(run, 77 + (uint64_t)s->rank); /* each rank its own shard */
         synced = (graph_step){run, make_graph(run, ctx, o, 1), o->precision}; /* collective: every rank at once */
         local = (graph_step){run, make_graph(run, ctx, o, 0), o->precision};
@@ -239,12 +243,11 @@ static void *rank_main(void *arg) {
             s->failed = 1;
         }
     }
-    /* (Timing and tracing still assume every rank's runs succeed: a failure there leaves the others at a barrier.) */
-    if (all_ranks_ready(s)) {
+    if (all_ranks_ok(s->failed)) {
         int (*const steps[3])(void *) = {graph_step_run, graph_step_run, allreduce_graph_run};
         void *const args[3] = {&synced, &local, &ag};
         double us[3] = {-1, -1, -1};
-        if (time_steps(o->steps, 3, steps, args, stream, o->cold_l2, us)) s->failed = 1;
+        if (time_steps(o->steps, 3, steps, args, stream, o->cold_l2, us)) s->failed = 1; /* on every rank alike */
         s->step_us = us[0];
         s->local_us = us[1];
         s->allreduce_us = us[2];
@@ -277,6 +280,7 @@ static double single_gpu_step(const gg_case *c, const options *o) {
     gg_case_prepare(run, 77);
     graph_step step = {run, make_graph(run, ctx, o, 0), o->precision};
     pthread_barrier_init(&barrier, NULL, 1);
+    any_rank_failed = 0;
     int (*const run_one[1])(void *) = {graph_step_run};
     void *const arg_one[1] = {&step};
     double us = -1;
@@ -388,6 +392,7 @@ int main(int argc, char **argv) {
     if (make_contexts(&o, &c, states, ctxs)) return 1;
     pthread_t threads[MAX_GPUS];
     pthread_barrier_init(&barrier, NULL, (unsigned)o.gpus);
+    any_rank_failed = 0;
     for (int i = 0; i < o.gpus; ++i) pthread_create(&threads[i], NULL, rank_main, &states[i]);
     int failed = 0;
     double step = 0, local = 0, ar = 0;
