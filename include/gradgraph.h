@@ -464,9 +464,9 @@ typedef struct gg_dist_config {
  * and destroys it after gg_dist_detach / gg_ctx_destroy — unless gradgraph returned GG_ERROR_NCCL (an asynchronous
  * NCCL error, a failed warm-up, or a warm-up the other ranks did not join within GG_DIST_PEER_TIMEOUT_S seconds,
  * default 300; on a communicator never used before, NCCL itself may instead wait for them inside its first
- * collective): then it has aborted the communicator (so that no rank hangs), which frees it. Runs the warm-up all-reduce,
- * so every rank must call this at the same time. Make the communicator after gg_ctx_create, or
- * set NCCL_NVLS_ENABLE yourself: gradgraph sets it to 0 when unset, and NCCL reads it when a communicator is made.
+ * collective): then it has aborted the communicator (so that no rank hangs), which frees it. Runs the warm-up
+ * all-reduce, so every rank must call this at the same time. Make the communicator after gg_ctx_create, or set
+ * NCCL_NVLS_ENABLE yourself: gradgraph sets it to 0 when unset, and NCCL reads it when a communicator is made.
  * config NULL: GG_DIST_CONFIG_INIT. */
 gg_status gg_dist_attach(gg_ctx *ctx, void *nccl_comm, const gg_dist_config *config);
 

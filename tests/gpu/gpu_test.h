@@ -10,17 +10,40 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <cmocka.h>
 #include <cuda_runtime_api.h>
 
 #include "case_runner.h"
 #include "gradgraph.h"
 
-static inline int have_gpu(void) {
+/* The GPUs this process sees (0 without a driver or device). */
+static inline int gpu_count(void) {
     int n = 0;
-    const int ok = cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
     (void)cudaGetLastError();
-    return ok;
+    return n;
+}
+
+static inline int have_gpu(void) { return gpu_count() > 0; }
+
+/* Ends the whole run with exit code 3 and "<message>" on stderr if it is still going after `seconds` (a test of
+ * code that could hang must fail, not wait forever). message must outlive the run (a string literal). */
+static const char *gg_watchdog_message;
+static void gg_watchdog_fired(int sig) {
+    (void)sig;
+    const char *m = gg_watchdog_message;
+    size_t n = 0;
+    while (m[n]) ++n;
+    (void)!write(2, m, n); /* async-signal-safe */
+    _exit(3);
+}
+static inline void start_watchdog(unsigned seconds, const char *message) {
+    gg_watchdog_message = message;
+    signal(SIGALRM, gg_watchdog_fired);
+    alarm(seconds);
 }
 
 /* Without a GPU the test is skipped: cmocka prints "[  SKIPPED ]" and CTest reports the executable as skipped. */

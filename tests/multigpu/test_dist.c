@@ -13,21 +13,12 @@
  */
 #include <math.h>
 #include <pthread.h>
-#include <signal.h>
-#include <unistd.h>
 
 #include "gpu_test.h"
 
 #define MAX_RANKS 8
 
 static int world;
-
-static int gpu_count(void) {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
-    (void)cudaGetLastError();
-    return n;
-}
 
 #define REQUIRE_GPUS()                                                                                             \
     do {                                                                                                           \
@@ -315,18 +306,10 @@ static void ranks_adopt_rank0_gemm_algorithms(void **state) {
     }
 }
 
-static void on_watchdog(int sig) {
-    (void)sig;
-    static const char msg[] = "test_dist: the run hung (600 s watchdog)\n";
-    (void)!write(2, msg, sizeof msg - 1);
-    _exit(3);
-}
-
 int main(void) {
     world = gpu_count();
     if (world > MAX_RANKS) world = MAX_RANKS;
-    signal(SIGALRM, on_watchdog);
-    alarm(600); /* the whole run, teardowns included, is bounded */
+    start_watchdog(600, "test_dist: the run hung (600 s watchdog)\n"); /* teardowns included */
     apply_test_filter();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(synced_equals_sum_of_local),

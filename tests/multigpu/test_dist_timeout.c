@@ -1,14 +1,12 @@
 /*
  * test_dist_timeout.c - a rank whose peer never joins gets an error, not a hang (label `multigpu`; SKIPPED with fewer
  * than 2 GPUs). Two communicators are made in this process and used once together; then only rank 0's is attached,
- * so its warm-up all-reduce waits for rank 1, which never calls. With GG_DIST_PEER_TIMEOUT_S=2, gg_dist_attach must return GG_ERROR_NCCL
- * within seconds, say why, abort the communicator and leave the context usable without one. A watchdog ends the run
- * after 60 s if anything hangs.
+ * so its warm-up all-reduce waits for rank 1, which never calls. With GG_DIST_PEER_TIMEOUT_S=2, gg_dist_attach must
+ * return GG_ERROR_NCCL after 2 s, say why, abort the communicator and leave the context usable without one. A
+ * watchdog ends the run after 60 s if anything hangs.
  */
 #define _POSIX_C_SOURCE 200809L
-#include <signal.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <nccl.h>
 
@@ -22,11 +20,7 @@ static double now_s(void) {
 
 static void attach_without_the_peer_times_out(void **state) {
     (void)state;
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n < 2) {
-        (void)cudaGetLastError();
-        skip();
-    }
+    if (gpu_count() < 2) skip();
     assert_int_equal(setenv("NCCL_NVLS_ENABLE", "0", 0), 0); /* before NCCL reads it: no context exists yet */
     assert_int_equal(setenv("GG_DIST_PEER_TIMEOUT_S", "2", 1), 0);
     ncclComm_t comms[2] = {NULL, NULL};
@@ -74,16 +68,8 @@ static void attach_without_the_peer_times_out(void **state) {
     unsetenv("GG_DIST_PEER_TIMEOUT_S");
 }
 
-static void on_watchdog(int sig) {
-    (void)sig;
-    static const char msg[] = "test_dist_timeout: the run hung (60 s watchdog)\n";
-    (void)!write(2, msg, sizeof msg - 1);
-    _exit(3);
-}
-
 int main(void) {
-    signal(SIGALRM, on_watchdog);
-    alarm(60);
+    start_watchdog(60, "test_dist_timeout: the run hung (60 s watchdog)\n");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(attach_without_the_peer_times_out),
     };
