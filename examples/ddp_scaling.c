@@ -2,12 +2,13 @@
  * ddp_scaling.c - data-parallel scaling of one block's backward on the GPUs of this machine.
  *
  *   ddp_scaling [--block 2|3] [--tokens M] [--gpus N] [--steps S] [--bucket-mib B] [--precision fp16|tf32|fp32]
- *               [--no-overlap] [--comm-sms N] [--warm-l2] [--verbose] [--json FILE] [--trace FILE]
+ *               [--no-overlap] [--comm-sms N] [--copy-engines -1|0|1] [--warm-l2] [--verbose] [--json FILE] [--trace FILE]
  *
  * Weak scaling: every rank runs the block's graph on its own shard of M tokens per step, with the parameter
  * gradients all-reduced (averaged) inside the graph. One process, one thread and one context per GPU; gradgraph
- * makes the communicators (gg_dist_init_threads: NCCL on --comm-sms CTAs), and the program borrows them
- * (gg_dist_comm) to time a bare all-reduce. Every timed call starts with a cold L2 (--warm-l2: not).
+ * makes the communicators (gg_dist_init_threads: NCCL on --comm-sms CTAs; large gradients through the copy engines
+ * unless --copy-engines 0), and gg_dist_reduce times the same reduction alone. Every timed call starts with a cold
+ * L2 (--warm-l2: not).
  * Printed and written as JSON: step time on 1 GPU (no communication; measured before and after the N-GPU phase, the
  * mean is used), step time on N GPUs, the same graph without communication on N GPUs (its steps alternate with
  * the synced graph's, so both see the same clocks), the all-reduce alone (captured in a CUDA graph like the synced
@@ -22,7 +23,6 @@
 #include <string.h>
 
 #include <cuda_runtime_api.h>
-#include <nccl.h>
 
 #include "case_runner.h"
 #include "gradgraph.h"
@@ -33,7 +33,7 @@
 #define MAX_GPUS 8
 
 typedef struct options {
-    int block, gpus, steps, overlap, comm_sms, cold_l2, verbose;
+    int block, gpus, steps, overlap, comm_sms, copy_engines, cold_l2, verbose;
     int64_t tokens;
     size_t bucket_bytes;
     gg_precision precision;
@@ -126,22 +126,21 @@ static int graph_step_run(void *p) {
 
 typedef struct allreduce_step {
     gg_case_run *run;
-    ncclComm_t comm;
-    size_t bucket_bytes;
+    gg_ctx *ctx;
     cudaStream_t stream;
 } allreduce_step;
 
-/* The parameter gradients all-reduced alone, in the same pieces as gradgraph issues them (enqueued once, into the
- * CUDA graph that allreduce_graph_run replays). */
+/* The parameter gradients reduced alone, exactly as the syncing graph reduces them (gg_dist_reduce: the same
+ * pieces, the same engine), enqueued once into the CUDA graph that allreduce_graph_run replays. */
 static int enqueue_allreduce(allreduce_step *a) {
     for (int o = 0; o < a->run->n_out; ++o) {
         const gg_tensor *t = &a->run->out[o];
         if (!t->param) continue;
-        const size_t n = (size_t)(t->rows * t->cols), piece = a->bucket_bytes / t->elem;
-        for (size_t at = 0; at < n; at += piece)
-            if (ncclAllReduce((char *)t->dev + at * t->elem, (char *)t->dev + at * t->elem, n - at < piece ? n - at : piece,
-                              t->elem == 4 ? ncclFloat32 : ncclBfloat16, ncclAvg, a->comm, a->stream) != ncclSuccess)
-                return 1;
+        if (gg_dist_reduce(a->ctx, t->dev, (size_t)(t->rows * t->cols), t->elem == 2, (gg_stream)a->stream) !=
+            GG_SUCCESS) {
+            fprintf(stderr, "gg_dist_reduce: %s\n", gg_last_error(a->ctx));
+            return 1;
+        }
     }
     return 0;
 }
@@ -234,7 +233,7 @@ static void *rank_main(void *arg) {
         gg_case_prepare(run, 77 + (uint64_t)s->rank); /* each rank its own shard */
         synced = (graph_step){run, make_graph(run, ctx, o, 1), o->precision}; /* collective: every rank at once */
         local = (graph_step){run, make_graph(run, ctx, o, 0), o->precision};
-        allreduce_step ar = {run, (ncclComm_t)gg_dist_comm(ctx), o->bucket_bytes, stream}; /* borrowed */
+        allreduce_step ar = {run, ctx, stream};
         if (!synced.graph || !local.graph) {
             fprintf(stderr, "rank %d: graph: %s\n", s->rank, gg_last_error(ctx));
             s->failed = 1;
@@ -314,6 +313,7 @@ static int make_contexts(const options *o, const gg_case *c, rank_state *states,
     dc.bucket_bytes = o->bucket_bytes;
     dc.overlap = o->overlap;
     dc.comm_sms = o->comm_sms;
+    dc.copy_engines = o->copy_engines;
     if (!rc && gg_dist_init_threads(ctxs, o->gpus, &dc) != GG_SUCCESS) {
         for (int i = 0; i < o->gpus; ++i) /* the message is on the context it concerns */
             if (*gg_last_error(ctxs[i])) fprintf(stderr, "gg_dist_init_threads: %s\n", gg_last_error(ctxs[i]));
@@ -325,7 +325,8 @@ static int make_contexts(const options *o, const gg_case *c, rank_state *states,
 }
 
 static int parse(int argc, char **argv, options *o) {
-    *o = (options){.block = 3, .steps = 50, .overlap = 1, .comm_sms = GG_DIST_COMM_SMS_DEFAULT, .cold_l2 = 1,
+    *o = (options){.block = 3, .steps = 50, .overlap = 1, .comm_sms = GG_DIST_COMM_SMS_DEFAULT,
+                   .copy_engines = GG_DIST_COPY_ENGINES_AUTO, .cold_l2 = 1,
                    .bucket_bytes = (size_t)25 << 20, .precision = GG_PRECISION_FP16};
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i];
@@ -339,6 +340,7 @@ static int parse(int argc, char **argv, options *o) {
         else if (!strcmp(a, "--gpus")) o->gpus = atoi(v);
         else if (!strcmp(a, "--steps")) o->steps = atoi(v);
         else if (!strcmp(a, "--comm-sms")) o->comm_sms = atoi(v);
+        else if (!strcmp(a, "--copy-engines")) o->copy_engines = atoi(v);
         else if (!strcmp(a, "--bucket-mib")) o->bucket_bytes = (size_t)(atof(v) * 1024 * 1024);
         else if (!strcmp(a, "--json")) o->json = v;
         else if (!strcmp(a, "--trace")) o->trace = v;
@@ -353,7 +355,7 @@ int main(int argc, char **argv) {
     options o;
     if (parse(argc, argv, &o)) {
         fprintf(stderr, "usage: %s [--block 2|3] [--tokens M] [--gpus N] [--steps S] [--bucket-mib B] "
-                        "[--precision fp16|tf32|fp32] [--no-overlap] [--comm-sms N] [--warm-l2] [--verbose] [--json FILE] [--trace FILE]\n", argv[0]);
+                        "[--precision fp16|tf32|fp32] [--no-overlap] [--comm-sms N] [--copy-engines -1|0|1] [--warm-l2] [--verbose] [--json FILE] [--trace FILE]\n", argv[0]);
         return 2;
     }
     int available = 0;
@@ -423,11 +425,11 @@ int main(int argc, char **argv) {
         FILE *f = fopen(o.json, "w");
         if (!f) { perror(o.json); return 1; }
         fprintf(f, "{\"block\": \"%s\", \"M\": %lld, \"gpus\": %d, \"precision\": \"%s\", \"bucket_bytes\": %zu, "
-                   "\"overlap\": %d, \"comm_sms\": %d, \"cold_l2\": %d, \"steps\": %d, \"step_us_1gpu\": %.2f, \"step_us_1gpu_before\": %.2f, "
+                   "\"overlap\": %d, \"comm_sms\": %d, \"copy_engines\": %d, \"cold_l2\": %d, \"steps\": %d, \"step_us_1gpu\": %.2f, \"step_us_1gpu_before\": %.2f, "
                    "\"step_us_1gpu_after\": %.2f, \"step_us_ngpu\": %.2f, \"local_step_us_ngpu\": %.2f, "
                    "\"allreduce_us\": %.2f, \"allreduce_hidden_fraction\": %.4f, \"speedup\": %.4f, \"efficiency\": %.4f}\n",
                 c.block, (long long)c.tokens, o.gpus, gg_precision_string(o.precision), o.bucket_bytes, o.overlap,
-                o.comm_sms, o.cold_l2, o.steps,
+                o.comm_sms, o.copy_engines, o.cold_l2, o.steps,
                 step1, step1_before, step1_after, step, local, ar, hidden, speedup, speedup / o.gpus);
         fclose(f);
     }

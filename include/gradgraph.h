@@ -433,7 +433,7 @@ typedef enum gg_grad_sync {
                                   the rest of its buffer is left undefined (sharded optimizers) */
 } gg_grad_sync;
 
-#define GG_DIST_CONFIG_VERSION 1
+#define GG_DIST_CONFIG_VERSION 2
 
 typedef struct gg_dist_config {
     size_t struct_size;  /* sizeof(gg_dist_config) */
@@ -452,13 +452,23 @@ typedef struct gg_dist_config {
                             = 8: on 2 H200s, block 3's largest case 2.00x and 90 % of the all-reduce hidden against
                             1.87x and 47 % with 0; short backward passes with large gradients (block 2: 1.64x
                             against 1.73x) want more (docs/distributed.md, "SMs and channels") */
+    int copy_engines;    /* gradients of 1 MiB or more reduced through NCCL's copy-engine collectives (NCCL 2.28+,
+                            ranks in one NVLink domain): an all-to-all and an all-gather on the copy engines (no
+                            SMs) with an adding kernel between, instead of an all-reduce on SMs; same sums (rank
+                            order, one rounding), bitwise equal on every rank. Costs 2 x bucket_bytes of device
+                            memory per context. -1 (GG_DIST_COPY_ENGINES_AUTO, the default): on for communicators
+                            gradgraph makes for ranks on one host (gg_dist_init_threads; _init_env / _init_mpi when
+                            LOCAL_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_SIZE or MPI_LOCALNRANKS equals the world size),
+                            off otherwise; 1: on (GG_ERROR_UNSUPPORTED with an attached communicator or NCCL before
+                            2.28); 0: off (docs/distributed.md, "Copy engines") */
 } gg_dist_config;
 
 #define GG_DIST_COMM_SMS_DEFAULT 8
+#define GG_DIST_COPY_ENGINES_AUTO (-1)
 
 #define GG_DIST_CONFIG_INIT                                                                                        \
     { sizeof(gg_dist_config), GG_DIST_CONFIG_VERSION, GG_REDUCE_AVERAGE, GG_SYNC_ALL_REDUCE, (size_t)25 << 20, 1, 1,  \
-      GG_DIST_COMM_SMS_DEFAULT }
+      GG_DIST_COMM_SMS_DEFAULT, GG_DIST_COPY_ENGINES_AUTO }
 
 /* Uses a communicator the caller made (an ncclComm_t, passed as void*) on ctx's device. The caller keeps owning it
  * and destroys it after gg_dist_detach / gg_ctx_destroy — unless gradgraph returned GG_ERROR_NCCL (an asynchronous
@@ -500,6 +510,15 @@ gg_status gg_dist_detach(gg_ctx *ctx);
  * GG_ERROR_NCCL, as do later runs of syncing graphs. To go on: destroy those graphs, gg_dist_detach, then attach or
  * make a new communicator; eager calls and local graphs keep working meanwhile. */
 gg_status gg_dist_check(gg_ctx *ctx);
+
+/* Reduces count elements at data (fp32; bf16 when bf16 is nonzero) across the ranks exactly as syncing graphs
+ * reduce their parameter gradients (the context's op, sync, bucket pieces, copy engines or NCCL's all-reduce),
+ * enqueued on stream, which may be capturing a CUDA graph: for gradients gradgraph does not compute (an embedding's,
+ * your own layer's), or to time the reduction alone (examples/ddp_scaling). Collective: every rank calls it with
+ * the same count, in the same order relative to graph replays and other collectives. Reduce-scatter needs count
+ * divisible by the number of ranks. GG_ERROR_INVALID_ARGUMENT without a communicator; nothing is enqueued on an
+ * error. */
+gg_status gg_dist_reduce(gg_ctx *ctx, void *data, size_t count, int bf16, gg_stream stream);
 
 /* This rank and the number of ranks; -1 and 0 without a communicator. */
 int gg_dist_rank(const gg_ctx *ctx);

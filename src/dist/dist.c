@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "bootstrap.h"
+#include "copy_engine.h"
 #include "graph.h"
 #include "streams.h"
 
@@ -49,6 +50,14 @@ static gg_status check_dist_config(gg_ctx *ctx, const char *fn, const gg_dist_co
     if (c->comm_sms < 0 || c->comm_sms > ctx->sm_count / 2)
         return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: config->comm_sms = %d is outside [0, %d] (half the SMs)",
                        fn, c->comm_sms, ctx->sm_count / 2);
+    if (c->copy_engines < -1 || c->copy_engines > 1)
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: config->copy_engines = %d is not -1 (auto), 0 or 1", fn,
+                       c->copy_engines);
+    if (c->copy_engines == 1 && !gg_ce_supported())
+        return gg_fail(ctx, GG_ERROR_UNSUPPORTED,
+                       "%s: config->copy_engines = 1, but the NCCL gradgraph runs with has no copy-engine collectives "
+                       "(2.28 or later needed)",
+                       fn);
     return GG_SUCCESS;
 }
 
@@ -82,6 +91,7 @@ void gg_dist_release(gg_ctx *ctx) {
     if (!d) return;
     if (d->stream) (void)cudaStreamSynchronize(d->stream);
     if (d->owned && d->comm) (void)ncclCommDestroy((ncclComm_t)d->comm); /* NULL once aborted: nothing to free */
+    gg_ce_free(d); /* after the communicator, which took the window with it */
     if (d->ev_ready) (void)cudaEventDestroy(d->ev_ready);
     if (d->ev_done) (void)cudaEventDestroy(d->ev_done);
     if (d->agree_dev) (void)cudaFree(d->agree_dev);
@@ -126,6 +136,11 @@ static gg_status make_dist(gg_ctx *ctx, const char *fn, ncclComm_t comm, int own
         status = gg_fail_cuda(ctx, e, "the communication stream, events and buffers");
         gg_dist_release(ctx); /* d->owned is still 0: comm survives */
         return status;
+    }
+    /* Not fatal: the warm-up tells every rank, and all of them then reduce on SMs (the ranks must agree). */
+    if (config->copy_engines == 1) {
+        d->ce_on = gg_ce_alloc(ctx, fn) == GG_SUCCESS;
+        if (!d->ce_on) gg_log(ctx, GG_LOG_WARN, "%s; gradients will be all-reduced on SMs", gg_last_error(ctx));
     }
     d->owned = owned;
     return GG_SUCCESS;
@@ -227,28 +242,62 @@ static gg_status warm_up_wait(gg_ctx *const *ctxs, int count, const char *fn) {
                    fn, ctx->dist->rank, peer_timeout_s());
 }
 
+/* After a warm-up whose minimum said whether every rank has its copy-engine staging: all ranks use copy engines,
+ * or none does. Registering the window is collective, so it happens here, with every rank. */
+static gg_status settle_copy_engines(gg_ctx *const *ctxs, int count, const float *all_ready, const char *fn) {
+    int on = 0;
+    for (int i = 0; i < count; ++i) {
+        gg_dist *d = ctxs[i]->dist;
+        if (d->ce_on && all_ready[i] < 1.0f) {
+            gg_log(ctxs[i], GG_LOG_WARN, "%s: another rank has no copy-engine staging; gradients will be all-reduced "
+                                         "on SMs", fn);
+            gg_ce_free(d);
+            d->ce_on = 0;
+        }
+        on += d->ce_on;
+    }
+    if (!on) return GG_SUCCESS; /* all ranks or none: the minimum is the same everywhere */
+    const gg_status status = gg_ce_register(ctxs, count, fn);
+    if (status != GG_SUCCESS) /* a collective that failed half way: abort, as a failed warm-up does */
+        for (int i = 0; i < count; ++i) {
+            (void)ncclCommAbort((ncclComm_t)ctxs[i]->dist->comm);
+            ctxs[i]->dist->comm = NULL;
+        }
+    return status;
+}
+
 /* The warm-up all-reduce on every context at once (one NCCL group, from this thread): NCCL connects lazily on the
- * first collective, which must not happen inside a capture. The buffers are all allocated before the group, so a
- * failure cannot launch the collective on some ranks only. The caller's current device is restored. */
+ * first collective, which must not happen inside a capture. Its value is each rank's copy-engine readiness, reduced
+ * with min (settle_copy_engines). The buffers are all allocated before the group, so a failure cannot launch the
+ * collective on some ranks only. The caller's current device is restored. */
 static gg_status warm_up(gg_ctx *const *ctxs, int count, const char *fn) {
     int caller_device = 0;
     (void)cudaGetDevice(&caller_device);
-    float *one[GG_DIST_MAX_LOCAL_RANKS] = {0};
+    float *one[GG_DIST_MAX_LOCAL_RANKS] = {0}, ready[GG_DIST_MAX_LOCAL_RANKS];
     gg_status status = GG_SUCCESS;
     for (int i = 0; i < count && status == GG_SUCCESS; ++i) {
-        const cudaError_t e = cudaSetDevice(ctxs[i]->config.device);
-        if (e != cudaSuccess || cudaMalloc((void **)&one[i], sizeof(float)) != cudaSuccess)
+        ready[i] = (float)ctxs[i]->dist->ce_on;
+        cudaError_t e = cudaSetDevice(ctxs[i]->config.device);
+        if (e == cudaSuccess) e = cudaMalloc((void **)&one[i], sizeof(float));
+        if (e == cudaSuccess) e = cudaMemcpy(one[i], &ready[i], sizeof(float), cudaMemcpyHostToDevice);
+        if (e != cudaSuccess)
             status = gg_fail(ctxs[i], GG_ERROR_CUDA, "%s: the warm-up buffer on device %d", fn, ctxs[i]->config.device);
     }
     if (status == GG_SUCCESS) {
         ncclResult_t r = ncclGroupStart();
         for (int i = 0; i < count && r == ncclSuccess; ++i)
-            r = ncclAllReduce(one[i], one[i], 1, ncclFloat32, ncclSum, (ncclComm_t)ctxs[i]->dist->comm,
+            r = ncclAllReduce(one[i], one[i], 1, ncclFloat32, ncclMin, (ncclComm_t)ctxs[i]->dist->comm,
                               ctxs[i]->dist->stream);
         const ncclResult_t ended = ncclGroupEnd();
         if (r == ncclSuccess) r = ended;
         if (r != ncclSuccess) status = fail_nccl(ctxs[0], r, "warm-up ncclAllReduce");
         else status = warm_up_wait(ctxs, count, fn);
+        for (int i = 0; i < count && status == GG_SUCCESS; ++i) {
+            (void)cudaSetDevice(ctxs[i]->config.device);
+            if (cudaMemcpy(&ready[i], one[i], sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess)
+                status = gg_fail(ctxs[i], GG_ERROR_CUDA, "%s: reading the warm-up result back", fn);
+        }
+        if (status == GG_SUCCESS) status = settle_copy_engines(ctxs, count, ready, fn);
     }
     for (int i = 0; i < count; ++i)
         if (one[i]) {
@@ -295,8 +344,9 @@ static gg_status install(gg_ctx *ctx, const char *fn, ncclComm_t comm, int owned
         goto fail;
     }
     ctx->dist->owned = owned;
-    gg_log(ctx, GG_LOG_INFO, "%s: rank %d of %d on device %d, %s, buckets of %zu MiB", fn, rank, size, device,
-           config->sync == GG_SYNC_ALL_REDUCE ? "all-reduce" : "reduce-scatter", config->bucket_bytes >> 20);
+    gg_log(ctx, GG_LOG_INFO, "%s: rank %d of %d on device %d, %s, buckets of %zu MiB, copy engines %s", fn, rank,
+           size, device, config->sync == GG_SYNC_ALL_REDUCE ? "all-reduce" : "reduce-scatter",
+           config->bucket_bytes >> 20, ctx->dist->ce_on ? "on" : "off");
     bind_if_asked(ctx, config);
     return GG_SUCCESS;
 fail:
@@ -309,6 +359,12 @@ gg_status gg_dist_attach(gg_ctx *ctx, void *nccl_comm, const gg_dist_config *con
     gg_dist_config c;
     GG_TRY(begin(ctx, fn, config, &c));
     if (!nccl_comm) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: nccl_comm is NULL", fn);
+    if (c.copy_engines == 1)
+        return gg_fail(ctx, GG_ERROR_UNSUPPORTED,
+                       "%s: config->copy_engines = 1 needs a communicator gradgraph makes (its CTA policy and windows "
+                       "are set up with it); use gg_dist_init_env / _init_mpi / _init_threads, or copy_engines = 0",
+                       fn);
+    c.copy_engines = 0;
     return install(ctx, fn, (ncclComm_t)nccl_comm, 0, &c);
 }
 
@@ -318,7 +374,17 @@ gg_status gg_dist_attach(gg_ctx *ctx, void *nccl_comm, const gg_dist_config *con
 static ncclConfig_t comm_config(const gg_dist_config *c) {
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     if (c->overlap && c->comm_sms > 0) config.minCTAs = config.maxCTAs = c->comm_sms;
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
+    /* Zero CTAs wherever NCCL can: its all-to-all and all-gather on the copy engines (copy_engine.h). */
+    if (c->copy_engines == 1) config.CTAPolicy = NCCL_CTA_POLICY_ZERO;
+#endif
     return config;
+}
+
+/* copy_engines for a communicator gradgraph makes: auto means on when NCCL has the collectives and every rank is on
+ * this host (one NVLink domain: where NCCL runs them on copy engines). */
+static void resolve_copy_engines(gg_dist_config *c, int one_host) {
+    if (c->copy_engines < 0) c->copy_engines = one_host && gg_ce_supported();
 }
 
 /* The end of a one-process-per-GPU bootstrap, once every rank holds NCCL's unique id: the communicator (gradgraph
@@ -361,6 +427,7 @@ gg_status gg_dist_init_env(gg_ctx *ctx, const char *id_path, const gg_dist_confi
     GG_TRY(begin(ctx, fn, config, &c));
     int rank = -1, size = 0;
     GG_TRY(gg_bootstrap_rank_size(ctx, fn, &rank, &size));
+    resolve_copy_engines(&c, gg_bootstrap_local_size() == size);
     gg_dist_default_environment();
     ncclUniqueId id;
     if (id_path) {
@@ -395,6 +462,7 @@ gg_status gg_dist_init_mpi(gg_ctx *ctx, const void *mpi_comm, const gg_dist_conf
     GG_TRY(begin(ctx, fn, config, &c));
     int rank = -1, size = 0;
     GG_TRY(gg_bootstrap_mpi_rank_size(ctx, fn, mpi_comm, &rank, &size));
+    resolve_copy_engines(&c, gg_bootstrap_local_size() == size);
     gg_dist_default_environment();
     ncclUniqueId id;
     GG_TRY(share_id_mpi(ctx, fn, mpi_comm, rank, &id));
@@ -446,6 +514,7 @@ gg_status gg_dist_init_threads(gg_ctx *const *ctxs, int count, const gg_dist_con
                                i, devices[i]);
     }
     c.bind_cpus = 0; /* each worker thread binds itself (gg_dist_bind_thread) */
+    resolve_copy_engines(&c, 1);
     gg_dist_default_environment();
     ncclComm_t comms[GG_DIST_MAX_LOCAL_RANKS];
     GG_TRY(init_local_comms(ctxs[0], count, devices, &c, comms));
@@ -461,7 +530,12 @@ gg_status gg_dist_init_threads(gg_ctx *const *ctxs, int count, const gg_dist_con
         }
         return status;
     }
-    for (int i = 0; i < count; ++i) ctxs[i]->dist->owned = 1;
+    for (int i = 0; i < count; ++i) {
+        ctxs[i]->dist->owned = 1;
+        gg_log(ctxs[i], GG_LOG_INFO, "%s: rank %d of %d on device %d, %s, buckets of %zu MiB, copy engines %s", fn, i,
+               count, devices[i], c.sync == GG_SYNC_ALL_REDUCE ? "all-reduce" : "reduce-scatter",
+               c.bucket_bytes >> 20, ctxs[i]->dist->ce_on ? "on" : "off");
+    }
     return GG_SUCCESS;
 }
 
@@ -512,14 +586,48 @@ static gg_status reduce(gg_ctx *ctx, void *p, size_t count, size_t elem_bytes) {
     return GG_SUCCESS;
 }
 
-/* Reduces tensor i of the call in pieces of at most bucket_bytes (whole, for reduce-scatter). */
-static gg_status reduce_tensor(gg_ctx *ctx, const gg_block_call *c, int i) {
-    const size_t elem = c->info->tensors[i].elem_bytes, n = gg_tensor_elems(c, i);
-    if (ctx->dist->config.sync == GG_SYNC_REDUCE_SCATTER) return reduce(ctx, c->t[i], n, elem);
+/* Reduces n elements at p in pieces of at most bucket_bytes (whole, for reduce-scatter): large ones through the
+ * copy engines when they are on. */
+static gg_status reduce_buffer(gg_ctx *ctx, void *p, size_t n, size_t elem) {
+    if (ctx->dist->ce_on && ctx->dist->size > 1 && n * elem >= GG_CE_MIN_BYTES)
+        return gg_ce_reduce(ctx, p, n, elem); /* in rounds of at most bucket_bytes */
+    if (ctx->dist->config.sync == GG_SYNC_REDUCE_SCATTER) return reduce(ctx, p, n, elem);
     const size_t piece = ctx->dist->config.bucket_bytes / elem;
     for (size_t at = 0; at < n; at += piece)
-        GG_TRY(reduce(ctx, (char *)c->t[i] + at * elem, n - at < piece ? n - at : piece, elem));
+        GG_TRY(reduce(ctx, (char *)p + at * elem, n - at < piece ? n - at : piece, elem));
     return GG_SUCCESS;
+}
+
+static gg_status reduce_tensor(gg_ctx *ctx, const gg_block_call *c, int i) {
+    return reduce_buffer(ctx, c->t[i], gg_tensor_elems(c, i), c->info->tensors[i].elem_bytes);
+}
+
+gg_status gg_dist_reduce(gg_ctx *ctx, void *data, size_t count, int bf16, gg_stream stream) {
+    static const char fn[] = "gg_dist_reduce";
+    if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
+    gg_dist *d = ctx->dist;
+    if (!d) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: the context has no communicator", fn);
+    if (!d->comm) return gg_fail(ctx, GG_ERROR_NCCL, "%s: the communicator was aborted after an error", fn);
+    if (!data) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: data is NULL", fn);
+    if (count == 0) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: count is 0", fn);
+    const size_t elem = bf16 ? 2 : 4;
+    if ((uintptr_t)data % elem)
+        return gg_fail(ctx, GG_ERROR_MISALIGNED, "%s: data is not aligned to its %zu-byte elements", fn, elem);
+    if (d->config.sync == GG_SYNC_REDUCE_SCATTER && count % (size_t)d->size)
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
+                       "%s: count = %zu is not divisible by the %d ranks: reduce-scatter cannot shard it", fn, count,
+                       d->size);
+    GG_TRY(gg_dist_check(ctx)); /* an asynchronous NCCL error: aborted, nothing enqueued */
+    int saved = 0;
+    GG_TRY(gg_device_enter(ctx, &saved));
+    gg_status status = gg_stream_handoff(ctx, (cudaStream_t)stream, d->ev_ready, d->stream);
+    if (status == GG_SUCCESS) {
+        status = reduce_buffer(ctx, data, count, elem);
+        const gg_status joined = gg_stream_handoff(ctx, d->stream, d->ev_done, (cudaStream_t)stream);
+        if (status == GG_SUCCESS) status = joined;
+    }
+    gg_device_leave(saved);
+    return status;
 }
 
 gg_status gg_dist_grad_ready(gg_ctx *ctx, const gg_block_call *c, cudaStream_t producer, int tensor) {
@@ -639,6 +747,10 @@ gg_status gg_dist_detach(gg_ctx *ctx) {
 gg_status gg_dist_check(gg_ctx *ctx) {
     (void)ctx;
     return GG_SUCCESS;
+}
+gg_status gg_dist_reduce(gg_ctx *ctx, void *data, size_t count, int bf16, gg_stream stream) {
+    (void)ctx, (void)data, (void)count, (void)bf16, (void)stream;
+    return UNSUPPORTED("gg_dist_reduce");
 }
 gg_status gg_dist_grad_ready(gg_ctx *ctx, const gg_block_call *c, cudaStream_t producer, int tensor) {
     (void)ctx, (void)c, (void)producer, (void)tensor;

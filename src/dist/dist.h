@@ -19,6 +19,10 @@ typedef struct gg_dist {
     cudaEvent_t ev_done;  /* the communication stream -> the caller's stream */
     void *agree_dev;      /* device and pinned host buffers of gg_dist_agree_algorithms (AGREE_BYTES in dist.c), */
     void *agree_host;     /* made with the communicator so that making a graph cannot fail half way through it */
+    int ce_on;            /* large gradients go through copy_engine.c (every rank agreed at the warm-up) */
+    void *ce_staging;     /* its two staging pieces (ncclMemAlloc), one symmetric window on comm */
+    void *ce_window;      /* ncclWindow_t; released with the communicator */
+    size_t ce_piece_bytes;
 } gg_dist;
 
 /* The most contexts gg_dist_init_threads takes (one process's GPUs). */

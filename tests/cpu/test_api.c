@@ -765,6 +765,13 @@ static void dist_entry_points_check_arguments(void **state) {
     assert_message_has(ctx, "config->comm_sms = 67 is outside [0, 66]");
     dc.comm_sms = -1;
     assert_int_equal(gg_dist_attach(ctx, FAKE(1), &dc), GG_ERROR_INVALID_ARGUMENT);
+    dc = (gg_dist_config)GG_DIST_CONFIG_INIT;
+    dc.copy_engines = 2;
+    assert_int_equal(gg_dist_attach(ctx, FAKE(1), &dc), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "config->copy_engines = 2 is not -1 (auto), 0 or 1");
+    dc.copy_engines = 1; /* an attached communicator was made without the zero-CTA policy and windows */
+    assert_int_equal(gg_dist_attach(ctx, FAKE(1), &dc), GG_ERROR_UNSUPPORTED);
+    assert_message_has(ctx, "config->copy_engines = 1");
     setenv("RANK", "0", 1);
     setenv("WORLD_SIZE", "2", 1);
     const gg_status no_path = gg_dist_init_env(ctx, NULL, NULL); /* the id would travel through MPI */

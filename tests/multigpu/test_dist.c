@@ -7,6 +7,7 @@
  *    with overlap on only);
  *    (blocks 3, 4 and 1: FFN weights, SSM weight and bias, the tanh gate's scalar);
  *  - reduce-scatter leaves each rank the right shard of the sum, the same bits in two identical runs;
+ *  - large gradients reduced through the copy engines and through NCCL's all-reduce: the same bits (2 ranks);
  *  - a syncing graph leaves every rank on rank 0's GEMM algorithms (rank 0 tuned, the others not);
  *  - teardown in the documented order never hangs (a watchdog ends the whole run after 600 s), and detaching a
  *    communicator while a graph holds NCCL work is refused.
@@ -258,6 +259,54 @@ static void reduce_scatter_gives_each_rank_its_shard(void **state) {
     free_jobs(jobs);
 }
 
+/* The parameter gradients of two runs on the same inputs: the same bits, every rank, the reduced part only. */
+static void assert_same_reduced_bits(rank_job *a, rank_job *b, int shard_only, const char *what) {
+    gg_case_run layout = {.c = a[0].c};
+    gg_case_describe(&layout);
+    for (int r = 0; r < world; ++r) {
+        size_t at = 0;
+        for (int o = 0; o < layout.n_out; ++o) {
+            const gg_tensor *t = &layout.out[o];
+            const size_t n = (size_t)(t->rows * t->cols), bytes = n * t->elem;
+            const size_t lo = shard_only ? (size_t)r * n / world : 0, hi = shard_only ? (size_t)(r + 1) * n / world : n;
+            if (t->param && memcmp((char *)a[r].synced + at + lo * t->elem, (char *)b[r].synced + at + lo * t->elem,
+                                   (hi - lo) * t->elem) != 0)
+                fail_msg("rank %d %s: %s give different bits", r, t->name, what);
+            at += bytes;
+        }
+    }
+}
+
+/* Large gradients through the copy engines (all-to-all, adding kernel, all-gather) and through NCCL's all-reduce:
+ * with two ranks both add the same two numbers once, so the bits must agree; and the log must say which path ran.
+ * Block 3's dW (64 MiB) in 4 MiB pieces: many rounds; reduce-scatter too. */
+static void copy_engines_and_all_reduce_agree(void **state) {
+    (void)state;
+    REQUIRE_GPUS();
+    if (world != 2) skip(); /* with more ranks the two paths add in different orders */
+    rank_job ce[MAX_RANKS], sm[MAX_RANKS];
+    gg_dist_config dc = GG_DIST_CONFIG_INIT;
+    dc.op = GG_REDUCE_SUM;
+    dc.bucket_bytes = 4 << 20;
+    const gg_case c = case_of(3, 14); /* M = 1024 */
+    for (int sync = 0; sync < 2; ++sync) {
+        dc.sync = sync ? GG_SYNC_REDUCE_SCATTER : GG_SYNC_ALL_REDUCE;
+        dc.copy_engines = 1;
+        run_ranks(ce, &c, GG_PRECISION_FP32, &dc);
+        for (int r = 0; r < world; ++r)
+            if (!strstr(rank_log[r], "copy engines on")) fail_msg("rank %d did not log copy engines on:\n%s", r, rank_log[r]);
+        dc.copy_engines = 0;
+        run_ranks(sm, &c, GG_PRECISION_FP32, &dc);
+        for (int r = 0; r < world; ++r)
+            if (!strstr(rank_log[r], "copy engines off")) fail_msg("rank %d did not log copy engines off", r);
+        check_reduced(ce, 0, sync);
+        assert_same_reduced_bits(ce, sm, sync, sync ? "reduce-scatter on copy engines and on SMs"
+                                                    : "copy engines and NCCL's all-reduce");
+        free_jobs(ce);
+        free_jobs(sm);
+    }
+}
+
 /* Rank 0 times its GEMM candidates afresh (no cache), the others take the heuristic's first choice, so their
  * algorithms differ wherever tuning found a faster one (1 of the 4 GEMMs in the runs so far). Making the syncing
  * graph must leave every rank on rank 0's: with the same inputs on every rank, the activation gradient (local, made
@@ -315,6 +364,7 @@ int main(void) {
         cmocka_unit_test(synced_equals_sum_of_local),
         cmocka_unit_test(overlap_on_and_off_agree),
         cmocka_unit_test(reduce_scatter_gives_each_rank_its_shard),
+        cmocka_unit_test(copy_engines_and_all_reduce_agree),
         cmocka_unit_test(ranks_adopt_rank0_gemm_algorithms),
     };
     return cmocka_run_group_tests_name("dist_multigpu", tests, NULL, NULL);
