@@ -112,6 +112,17 @@ gg_status gg_ce_register(gg_ctx *const *ctxs, int count, const char *fn) {
 #endif
 }
 
+/* A step that broke the surrounding capture (NCCL's copy-engine path inside CUDA graphs is young): name it, instead
+ * of the next, innocent call. */
+static gg_status step_ok(gg_ctx *ctx, cudaStream_t s, const char *step) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    const cudaError_t e = cudaStreamIsCapturing(s, &status);
+    if (e == cudaSuccess && status != cudaStreamCaptureStatusInvalidated) return GG_SUCCESS;
+    return gg_fail(ctx, GG_ERROR_CUDA, "copy-engine reduction: %s %s (%s)", step,
+                   e == cudaSuccess ? "invalidated the stream capture" : "left the stream unusable",
+                   cudaGetErrorString(cudaPeekAtLastError()));
+}
+
 gg_status gg_ce_reduce(gg_ctx *ctx, void *p, size_t n, size_t elem) {
 #if GG_CE_BUILT
     gg_dist *d = ctx->dist;
@@ -128,13 +139,18 @@ gg_status gg_ce_reduce(gg_ctx *ctx, void *p, size_t n, size_t elem) {
         /* Every rank's share of this round side by side (a strided copy: copy engine). */
         GG_CUDA_TRY(ctx, cudaMemcpy2DAsync(send, r.width, data + r.src, r.pitch, r.width, ranks,
                                            cudaMemcpyDeviceToDevice, d->stream));
+        GG_TRY(step_ok(ctx, d->stream, "the copy into the staging"));
         CE_TRY(ctx, ncclAlltoAll(send, recv, r.elems, type, comm, d->stream));
+        GG_TRY(step_ok(ctx, d->stream, "ncclAlltoAll"));
         void *sums = all_reduce ? send + r.mine : data + r.owned; /* all-reduce: the all-gather's send buffer */
         GG_CUDA_TRY(ctx, gg_k_sum_ranks(recv, sums, dtype, r.elems, d->size, scale, ctx->sm_count, d->stream));
+        GG_TRY(step_ok(ctx, d->stream, "the adding kernel"));
         if (!all_reduce) continue;
         CE_TRY(ctx, ncclAllGather(send + r.mine, recv, r.elems, type, comm, d->stream));
+        GG_TRY(step_ok(ctx, d->stream, "ncclAllGather"));
         GG_CUDA_TRY(ctx, cudaMemcpy2DAsync(data + r.src, r.pitch, recv, r.width, r.width, ranks,
                                            cudaMemcpyDeviceToDevice, d->stream));
+        GG_TRY(step_ok(ctx, d->stream, "the copy out of the staging"));
     }
     char *tail = data + l.shard * ranks * elem; /* fewer than `ranks` elements */
     if (all_reduce && l.tail)
