@@ -115,7 +115,7 @@ gg_status gg_ce_register(gg_ctx *const *ctxs, int count, const char *fn) {
 /* A step that broke the surrounding capture (NCCL's copy-engine path inside CUDA graphs is young): name it, instead
  * of the next, innocent call. */
 static gg_status step_ok(gg_ctx *ctx, cudaStream_t s, const char *step) {
-    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
     const cudaError_t e = cudaStreamIsCapturing(s, &status);
     if (e == cudaSuccess && status != cudaStreamCaptureStatusInvalidated) return GG_SUCCESS;
     return gg_fail(ctx, GG_ERROR_CUDA, "copy-engine reduction: %s %s (%s)", step,
