@@ -112,6 +112,38 @@ gg_status gg_ce_register(gg_ctx *const *ctxs, int count, const char *fn) {
 #endif
 }
 
+gg_status gg_ce_enqueue_warm_up(gg_ctx *const *ctxs, int count, const char *fn) {
+#if GG_CE_BUILT
+    enum { ELEMS = 4096 }; /* floats per rank, fewer when a piece is smaller (>= 4096 bytes: at least 16) */
+    int caller_device = 0;
+    (void)cudaGetDevice(&caller_device);
+    ncclResult_t r = ncclGroupStart();
+    for (int i = 0; i < count && r == ncclSuccess; ++i) {
+        gg_dist *d = ctxs[i]->dist;
+        const ncclComm_t comm = (ncclComm_t)d->comm;
+        const size_t n = d->ce_piece_bytes / (sizeof(float) * (size_t)d->size) < ELEMS
+                             ? d->ce_piece_bytes / (sizeof(float) * (size_t)d->size)
+                             : ELEMS;
+        char *send = d->ce_staging, *recv = send + d->ce_piece_bytes;
+        (void)cudaSetDevice(ctxs[i]->config.device);
+        r = ncclAlltoAll(send, recv, n, ncclFloat32, comm, d->stream);
+        if (r == ncclSuccess) r = ncclAllGather(send, recv, n, ncclFloat32, comm, d->stream);
+        if (r == ncclSuccess) r = ncclAllReduce(recv, recv, n, ncclFloat32, ncclSum, comm, d->stream);
+    }
+    const ncclResult_t ended = ncclGroupEnd();
+    if (r == ncclSuccess) r = ended;
+    (void)cudaSetDevice(caller_device);
+    if (r != ncclSuccess) {
+        char what[160];
+        snprintf(what, sizeof what, "%s: the copy-engine warm-up (ncclAlltoAll, ncclAllGather, ncclAllReduce)", fn);
+        return fail_ce(ctxs[0], r, what);
+    }
+    return GG_SUCCESS;
+#else
+    return gg_fail(ctxs[0], GG_ERROR_UNSUPPORTED, "%s: copy-engine reductions need NCCL 2.28 or later", fn);
+#endif
+}
+
 /* A step that broke the surrounding capture (NCCL's copy-engine path inside CUDA graphs is young): name it, instead
  * of the next, innocent call. */
 static gg_status step_ok(gg_ctx *ctx, cudaStream_t s, const char *step) {

@@ -53,6 +53,12 @@ gg_status gg_ce_alloc(gg_ctx *ctx, const char *fn);
  * grouped when this thread drives several). */
 gg_status gg_ce_register(gg_ctx *const *ctxs, int count, const char *fn);
 
+/* Enqueues, on every context's communication stream (one NCCL group), one small all-to-all, all-gather and
+ * all-reduce on the registered staging: NCCL sets up its copy-engine and symmetric-memory machinery lazily, on the
+ * first such collectives, and that setup fails inside a stream capture (measured: "operation not permitted when
+ * stream is capturing"). The caller waits for the streams. Collective. */
+gg_status gg_ce_enqueue_warm_up(gg_ctx *const *ctxs, int count, const char *fn);
+
 /* Frees the staging buffers; the window went with the communicator (destroyed or aborted before this). */
 void gg_ce_free(gg_dist *d);
 
