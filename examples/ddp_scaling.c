@@ -229,6 +229,11 @@ static void *rank_main(void *arg) {
         fprintf(stderr, "rank %d: %s\n", s->rank, err);
         s->failed = 1;
     }
+    /* The parameter gradients in gg_dist_alloc's buffers, where the copy engines reduce them (collective). */
+    if (all_ranks_ok(s->failed) && gg_case_run_dist_grads(run, ctx) != 0) {
+        fprintf(stderr, "rank %d: gg_dist_alloc: %s\n", s->rank, gg_last_error(ctx));
+        s->failed = 1;
+    }
     if (all_ranks_ok(s->failed)) { /* before making the syncing graph, which is collective */
         gg_case_prepare(run, 77 + (uint64_t)s->rank); /* each rank its own shard */
         synced = (graph_step){run, make_graph(run, ctx, o, 1), o->precision}; /* collective: every rank at once */

@@ -587,11 +587,15 @@ static gg_status reduce(gg_ctx *ctx, void *p, size_t count, size_t elem_bytes) {
     return GG_SUCCESS;
 }
 
-/* Reduces n elements at p in pieces of at most bucket_bytes (whole, for reduce-scatter): large ones through the
- * copy engines when they are on. */
+/* Reduces n elements at p in pieces of at most bucket_bytes (whole, for reduce-scatter): large ones in buffers from
+ * gg_dist_alloc all-reduced through the copy engines when they are on. */
 static gg_status reduce_buffer(gg_ctx *ctx, void *p, size_t n, size_t elem) {
-    if (ctx->dist->ce_on && ctx->dist->size > 1 && n * elem >= GG_CE_MIN_BYTES)
-        return gg_ce_reduce(ctx, p, n, elem); /* in rounds of at most bucket_bytes */
+    const gg_dist *d = ctx->dist;
+    if (d->ce_on && d->size > 1 && d->config.sync == GG_SYNC_ALL_REDUCE && n * elem >= GG_CE_MIN_BYTES &&
+        gg_ce_in_window(d, p, n * elem)) {
+        gg_log(ctx, GG_LOG_DEBUG, "all-reducing %zu elements at %p in place through the copy engines", n, p);
+        return gg_ce_all_reduce(ctx, p, n, elem); /* in pieces of at most bucket_bytes */
+    }
     if (ctx->dist->config.sync == GG_SYNC_REDUCE_SCATTER) return reduce(ctx, p, n, elem);
     const size_t piece = ctx->dist->config.bucket_bytes / elem;
     for (size_t at = 0; at < n; at += piece)

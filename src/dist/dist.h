@@ -9,6 +9,13 @@
 #include "block.h"
 #include "plan.h"
 
+/* A gradient buffer from gg_dist_alloc: NCCL memory in a symmetric window (copy engines on), else cudaMalloc's. */
+typedef struct gg_dist_buffer {
+    void *ptr;
+    size_t bytes;
+    void *window; /* ncclWindow_t, or NULL */
+} gg_dist_buffer;
+
 typedef struct gg_dist {
     void *comm;          /* ncclComm_t; NULL once aborted after an asynchronous error (no more collectives) */
     int owned;           /* gradgraph made it, so gradgraph destroys it */
@@ -20,9 +27,11 @@ typedef struct gg_dist {
     void *agree_dev;      /* device and pinned host buffers of gg_dist_agree_algorithms (AGREE_BYTES in dist.c), */
     void *agree_host;     /* made with the communicator so that making a graph cannot fail half way through it */
     int ce_on;            /* large gradients go through copy_engine.c (every rank agreed at the warm-up) */
-    void *ce_staging;     /* its two staging pieces (ncclMemAlloc), one symmetric window on comm */
+    void *ce_staging;     /* where its all-to-all lands: one piece (ncclMemAlloc), a symmetric window on comm */
     void *ce_window;      /* ncclWindow_t; released with the communicator */
     size_t ce_piece_bytes;
+    gg_dist_buffer *buffers; /* gg_dist_alloc's, until gg_dist_free (or the communicator goes) */
+    int n_buffers;
 } gg_dist;
 
 /* The most contexts gg_dist_init_threads takes (one process's GPUs). */

@@ -136,11 +136,26 @@ int gg_case_run_create(const gg_case *c, gg_stream stream, gg_case_run **out, ch
     return 0;
 }
 
+int gg_case_run_dist_grads(gg_case_run *r, gg_ctx *ctx) {
+    for (int i = 0; i < r->n_out; ++i) {
+        if (!r->out[i].param) continue;
+        void *p = NULL;
+        const gg_status st = gg_dist_alloc(ctx, elems(&r->out[i]) * r->out[i].elem, &p);
+        if (st != GG_SUCCESS) return (int)st; /* the ones moved so far are freed with the run */
+        cudaFree(r->out[i].dev);
+        r->out[i].dev = p;
+        r->out[i].dist = 1;
+        r->grads_ctx = ctx;
+    }
+    return 0;
+}
+
 void gg_case_run_destroy(gg_case_run *r) {
     if (!r) return;
     for (int i = 0; i < r->n_in; ++i) cudaFree(r->in[i].dev);
     for (int i = 0; i < r->n_out; ++i) {
-        cudaFree(r->out[i].dev);
+        if (r->out[i].dist) (void)gg_dist_free(r->grads_ctx, r->out[i].dev);
+        else cudaFree(r->out[i].dev);
         cudaFree(r->out[i].ref);
     }
     cudaFree(r->work);

@@ -22,6 +22,7 @@ typedef struct gg_tensor {
     void *dev;   /* device memory */
     double *ref; /* outputs: float64 reference on the device */
     int param;   /* outputs: a parameter gradient (accumulated with desc.accumulate), not an activation gradient */
+    int dist;    /* dev is gg_dist_alloc's (gg_case_run_dist_grads) */
 } gg_tensor;
 
 typedef struct gg_case_run {
@@ -35,6 +36,7 @@ typedef struct gg_case_run {
     gg_stream stream;
     int accumulate;      /* passed to the library's desc: add parameter gradients instead of overwriting */
     size_t device_bytes; /* allocated by the runner */
+    gg_ctx *grads_ctx;   /* the parameter gradients are gg_dist_alloc's on this context (gg_case_run_dist_grads) */
 } gg_case_run;
 
 /* Per output: the comparison of the last gg_case_check. */
@@ -52,6 +54,11 @@ void gg_case_describe(gg_case_run *run);
 /* Allocates everything for case c on the current device. Returns 0 or a cudaError_t (message in err). */
 int gg_case_run_create(const gg_case *c, gg_stream stream, gg_case_run **out, char *err, size_t err_bytes);
 void gg_case_run_destroy(gg_case_run *run);
+
+/* Moves the parameter gradients into gg_dist_alloc buffers of ctx (which copy engines all-reduce in place);
+ * collective, like gg_dist_alloc. gg_case_run_destroy frees them with gg_dist_free: destroy the run before ctx, on
+ * every rank. Returns a gg_status. */
+int gg_case_run_dist_grads(gg_case_run *run, gg_ctx *ctx);
 
 /* Draws fresh inputs (seed decides them) as the spec says, computes the float64 reference, poisons outputs. */
 int gg_case_prepare(gg_case_run *run, uint64_t seed);

@@ -8,6 +8,8 @@
  *    (blocks 3, 4 and 1: FFN weights, SSM weight and bias, the tanh gate's scalar);
  *  - reduce-scatter leaves each rank the right shard of the sum, the same bits in two identical runs;
  *  - large gradients reduced through the copy engines and through NCCL's all-reduce: the same bits (2 ranks);
+ *    the parameter gradients live in gg_dist_alloc buffers (where copy engines reduce them) except in the overlap
+ *    test (cudaMalloc's: NCCL's all-reduce);
  *  - a syncing graph leaves every rank on rank 0's GEMM algorithms (rank 0 tuned, the others not);
  *  - teardown in the documented order never hangs (a watchdog ends the whole run after 600 s), and detaching a
  *    communicator while a graph holds NCCL work is refused.
@@ -37,9 +39,13 @@ typedef struct rank_job {
     void *synced; /* host copy of the outputs after a synced graph */
     void *again;  /* a second synced run */
     size_t bytes;
+    int dist_grads; /* parameter gradients in gg_dist_alloc buffers (copy engines reduce those in place) */
     gg_status status;
     char error[512];
 } rank_job;
+
+/* Whether the next run_ranks puts the parameter gradients in gg_dist_alloc buffers (the default) or cudaMalloc's. */
+static int use_dist_grads = 1;
 
 static void *rank_main(void *arg) {
     rank_job *j = arg;
@@ -49,6 +55,14 @@ static void *rank_main(void *arg) {
         snprintf(j->error, sizeof j->error, "%s", err);
         j->status = GG_ERROR_CUDA;
         return NULL;
+    }
+    if (j->dist_grads) { /* collective: every rank's thread at once */
+        j->status = (gg_status)gg_case_run_dist_grads(j->run, j->ctx);
+        if (j->status != GG_SUCCESS) {
+            snprintf(j->error, sizeof j->error, "gg_dist_alloc: %s", gg_last_error(j->ctx));
+            gg_case_run_destroy(j->run);
+            return NULL;
+        }
     }
     gg_case_prepare(j->run, j->seed);
     /* local gradients, eagerly */
@@ -78,7 +92,7 @@ static void *rank_main(void *arg) {
 }
 
 /* What each rank's context logged (INFO and up) during the last run_ranks. */
-static char rank_log[MAX_RANKS][8192];
+static char rank_log[MAX_RANKS][1 << 16];
 
 static void log_to_rank(void *user_data, gg_log_level level, const char *message) {
     (void)level;
@@ -107,7 +121,7 @@ static void run_ranks_with(rank_job *jobs, const gg_case *c, gg_precision p, con
     for (int r = 0; r < world; ++r) {
         memset(&jobs[r], 0, sizeof jobs[r]);
         jobs[r] = (rank_job){.rank = r, .ctx = ctxs[r], .c = *c, .precision = p,
-                             .seed = 1000 + (same_inputs ? 0 : (uint64_t)r)};
+                             .seed = 1000 + (same_inputs ? 0 : (uint64_t)r), .dist_grads = use_dist_grads};
         pthread_create(&threads[r], NULL, rank_main, &jobs[r]);
     }
     for (int r = 0; r < world; ++r) pthread_join(threads[r], NULL);
@@ -217,9 +231,11 @@ static void overlap_on_and_off_agree(void **state) {
     rank_job on[MAX_RANKS], off[MAX_RANKS];
     gg_dist_config dc = GG_DIST_CONFIG_INIT;
     const gg_case c = case_of(2, 10); /* M = 1024 */
+    use_dist_grads = 0; /* cudaMalloc'd gradients: NCCL's all-reduce even with copy engines on */
     run_ranks(on, &c, GG_PRECISION_FP16, &dc);
     dc.overlap = 0;
     run_ranks(off, &c, GG_PRECISION_FP16, &dc);
+    use_dist_grads = 1;
     /* The reduced parameter gradients: the same bits. dX: its GEMM leaves comm_sms SMs to NCCL with overlap on only,
      * so it may run another algorithm: within rounding. */
     gg_case_run layout = {.c = c};
@@ -259,27 +275,30 @@ static void reduce_scatter_gives_each_rank_its_shard(void **state) {
     free_jobs(jobs);
 }
 
-/* The parameter gradients of two runs on the same inputs: the same bits, every rank, the reduced part only. */
-static void assert_same_reduced_bits(rank_job *a, rank_job *b, int shard_only, const char *what) {
+/* The parameter gradients of two runs on the same inputs: the same bits, every rank. */
+static void assert_same_reduced_bits(rank_job *a, rank_job *b, const char *what) {
     gg_case_run layout = {.c = a[0].c};
     gg_case_describe(&layout);
     for (int r = 0; r < world; ++r) {
         size_t at = 0;
         for (int o = 0; o < layout.n_out; ++o) {
             const gg_tensor *t = &layout.out[o];
-            const size_t n = (size_t)(t->rows * t->cols), bytes = n * t->elem;
-            const size_t lo = shard_only ? (size_t)r * n / world : 0, hi = shard_only ? (size_t)(r + 1) * n / world : n;
-            if (t->param && memcmp((char *)a[r].synced + at + lo * t->elem, (char *)b[r].synced + at + lo * t->elem,
-                                   (hi - lo) * t->elem) != 0)
+            const size_t bytes = (size_t)(t->rows * t->cols) * t->elem;
+            if (t->param && memcmp((char *)a[r].synced + at, (char *)b[r].synced + at, bytes) != 0)
                 fail_msg("rank %d %s: %s give different bits", r, t->name, what);
             at += bytes;
         }
     }
 }
 
-/* Large gradients through the copy engines (all-to-all, adding kernel, all-gather) and through NCCL's all-reduce:
- * with two ranks both add the same two numbers once, so the bits must agree; and the log must say which path ran.
- * Block 3's dW (64 MiB) in 4 MiB pieces: many rounds; reduce-scatter too. */
+static void log_debug(int rank, gg_config *cfg) {
+    (void)rank;
+    cfg->log_level = GG_LOG_DEBUG; /* says which gradients went through the copy engines */
+}
+
+/* Large gradients in gg_dist_alloc buffers, all-reduced through the copy engines (all-to-all, adding kernel,
+ * all-gather, in place) and through NCCL's all-reduce: with two ranks both add the same two numbers once, so the
+ * bits must agree; the log must say which path ran. Block 3's dW (64 MiB) in 4 MiB pieces: 16 pieces each. */
 static void copy_engines_and_all_reduce_agree(void **state) {
     (void)state;
     REQUIRE_GPUS();
@@ -289,22 +308,23 @@ static void copy_engines_and_all_reduce_agree(void **state) {
     dc.op = GG_REDUCE_SUM;
     dc.bucket_bytes = 4 << 20;
     const gg_case c = case_of(3, 14); /* M = 1024 */
-    for (int sync = 0; sync < 2; ++sync) {
-        dc.sync = sync ? GG_SYNC_REDUCE_SCATTER : GG_SYNC_ALL_REDUCE;
-        dc.copy_engines = 1;
-        run_ranks(ce, &c, GG_PRECISION_FP32, &dc);
-        for (int r = 0; r < world; ++r)
-            if (!strstr(rank_log[r], "copy engines on")) fail_msg("rank %d did not log copy engines on:\n%s", r, rank_log[r]);
-        dc.copy_engines = 0;
-        run_ranks(sm, &c, GG_PRECISION_FP32, &dc);
-        for (int r = 0; r < world; ++r)
-            if (!strstr(rank_log[r], "copy engines off")) fail_msg("rank %d did not log copy engines off", r);
-        check_reduced(ce, 0, sync);
-        assert_same_reduced_bits(ce, sm, sync, sync ? "reduce-scatter on copy engines and on SMs"
-                                                    : "copy engines and NCCL's all-reduce");
-        free_jobs(ce);
-        free_jobs(sm);
+    dc.copy_engines = 1;
+    run_ranks_with(ce, &c, GG_PRECISION_FP32, &dc, log_debug, 0);
+    for (int r = 0; r < world; ++r) {
+        if (!strstr(rank_log[r], "copy engines on")) fail_msg("rank %d did not log copy engines on:\n%s", r, rank_log[r]);
+        int through = 0; /* dW1 and dW2 (biases: NCCL's all-reduce) */
+        for (const char *at = rank_log[r]; (at = strstr(at, "in place through the copy engines")) != NULL; ++at)
+            ++through;
+        if (through < 2) fail_msg("rank %d: %d gradients went through the copy engines, want dW1 and dW2", r, through);
     }
+    dc.copy_engines = 0;
+    run_ranks(sm, &c, GG_PRECISION_FP32, &dc);
+    for (int r = 0; r < world; ++r)
+        if (!strstr(rank_log[r], "copy engines off")) fail_msg("rank %d did not log copy engines off", r);
+    check_reduced(ce, 0, 0);
+    assert_same_reduced_bits(ce, sm, "copy engines and NCCL's all-reduce");
+    free_jobs(ce);
+    free_jobs(sm);
 }
 
 /* Rank 0 times its GEMM candidates afresh (no cache), the others take the heuristic's first choice, so their
