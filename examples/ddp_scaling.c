@@ -2,13 +2,13 @@
  * ddp_scaling.c - data-parallel scaling of one block's backward on the GPUs of this machine.
  *
  *   ddp_scaling [--block 2|3] [--tokens M] [--gpus N] [--steps S] [--bucket-mib B] [--precision fp16|tf32|fp32]
- *               [--no-overlap] [--comm-sms N] [--copy-engines -1|0|1] [--warm-l2] [--verbose] [--json FILE] [--trace FILE]
+ *               [--no-overlap] [--comm-sms N] [--copy-engines 0|1] [--warm-l2] [--verbose] [--json FILE] [--trace FILE]
  *
  * Weak scaling: every rank runs the block's graph on its own shard of M tokens per step, with the parameter
  * gradients all-reduced (averaged) inside the graph. One process, one thread and one context per GPU; gradgraph
- * makes the communicators (gg_dist_init_threads: NCCL on --comm-sms CTAs; large gradients through the copy engines
- * unless --copy-engines 0), and gg_dist_reduce times the same reduction alone. Every timed call starts with a cold
- * L2 (--warm-l2: not).
+ * makes the communicators (gg_dist_init_threads: NCCL on --comm-sms CTAs; with --copy-engines 1 the weight
+ * gradients, in gg_dist_alloc buffers, through the copy engines), and gg_dist_reduce times the same reduction
+ * alone. Every timed call starts with a cold L2 (--warm-l2: not).
  * Printed and written as JSON: step time on 1 GPU (no communication; measured before and after the N-GPU phase, the
  * mean is used), step time on N GPUs, the same graph without communication on N GPUs (its steps alternate with
  * the synced graph's, so both see the same clocks), the all-reduce alone (captured in a CUDA graph like the synced
@@ -331,7 +331,7 @@ static int make_contexts(const options *o, const gg_case *c, rank_state *states,
 
 static int parse(int argc, char **argv, options *o) {
     *o = (options){.block = 3, .steps = 50, .overlap = 1, .comm_sms = GG_DIST_COMM_SMS_DEFAULT,
-                   .copy_engines = GG_DIST_COPY_ENGINES_AUTO, .cold_l2 = 1,
+                   .copy_engines = 0, .cold_l2 = 1,
                    .bucket_bytes = (size_t)25 << 20, .precision = GG_PRECISION_FP16};
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i];
@@ -360,7 +360,7 @@ int main(int argc, char **argv) {
     options o;
     if (parse(argc, argv, &o)) {
         fprintf(stderr, "usage: %s [--block 2|3] [--tokens M] [--gpus N] [--steps S] [--bucket-mib B] "
-                        "[--precision fp16|tf32|fp32] [--no-overlap] [--comm-sms N] [--copy-engines -1|0|1] [--warm-l2] [--verbose] [--json FILE] [--trace FILE]\n", argv[0]);
+                        "[--precision fp16|tf32|fp32] [--no-overlap] [--comm-sms N] [--copy-engines 0|1] [--warm-l2] [--verbose] [--json FILE] [--trace FILE]\n", argv[0]);
         return 2;
     }
     int available = 0;

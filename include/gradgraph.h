@@ -452,24 +452,23 @@ typedef struct gg_dist_config {
                             = 8: on 2 H200s, block 3's largest case 2.00x and 90 % of the all-reduce hidden against
                             1.87x and 47 % with 0; short backward passes with large gradients (block 2: 1.64x
                             against 1.73x) want more (docs/distributed.md, "SMs and channels") */
-    int copy_engines;    /* gradients of 1 MiB or more in buffers from gg_dist_alloc all-reduced in place through
-                            NCCL's copy-engine collectives (NCCL 2.28+, ranks in one NVLink domain): per piece an
-                            all-to-all and an all-gather on the copy engines (no SMs) with an adding kernel between,
-                            instead of an all-reduce on SMs; the same sums (rank order, one rounding), bitwise equal
-                            on every rank. Other buffers, and reduce-scatter, keep NCCL's collectives. Costs
-                            bucket_bytes of device memory per context. -1 (GG_DIST_COPY_ENGINES_AUTO, the default):
-                            on for communicators gradgraph makes for ranks on one host (gg_dist_init_threads;
-                            _init_env / _init_mpi when LOCAL_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_SIZE or
-                            MPI_LOCALNRANKS equals the world size), off otherwise; 1: on (GG_ERROR_UNSUPPORTED with an
-                            attached communicator or NCCL before 2.28); 0: off (docs/distributed.md, "Copy engines") */
+    int copy_engines;    /* 0 (default) or 1: parameter gradients of 1 MiB or more that live in gg_dist_alloc buffers
+                            are all-reduced in place through NCCL's copy-engine collectives (NCCL 2.28+, ranks in
+                            one NVLink domain, communicators gradgraph makes; GG_ERROR_UNSUPPORTED otherwise): per
+                            piece an all-to-all and an all-gather on the copy engines (no SMs) with an adding kernel
+                            between, instead of an all-reduce on SMs; the same sums (rank order, one rounding),
+                            bitwise equal on every rank. Other buffers, and reduce-scatter, keep NCCL's collectives.
+                            Costs bucket_bytes of device memory per context. On 2 H200s it helps short backward
+                            passes with large gradients (block 2, 16 SMs, 64 MiB pieces: 1.80-1.82x against
+                            1.77-1.78x on SMs) and costs block 3 at the defaults (1.86-1.91x against 1.92-1.98x):
+                            docs/distributed.md, "Copy engines" */
 } gg_dist_config;
 
 #define GG_DIST_COMM_SMS_DEFAULT 8
-#define GG_DIST_COPY_ENGINES_AUTO (-1)
 
 #define GG_DIST_CONFIG_INIT                                                                                        \
     { sizeof(gg_dist_config), GG_DIST_CONFIG_VERSION, GG_REDUCE_AVERAGE, GG_SYNC_ALL_REDUCE, (size_t)25 << 20, 1, 1,  \
-      GG_DIST_COMM_SMS_DEFAULT, GG_DIST_COPY_ENGINES_AUTO }
+      GG_DIST_COMM_SMS_DEFAULT, 0 }
 
 /* Uses a communicator the caller made (an ncclComm_t, passed as void*) on ctx's device. The caller keeps owning it
  * and destroys it after gg_dist_detach / gg_ctx_destroy — unless gradgraph returned GG_ERROR_NCCL (an asynchronous
@@ -522,7 +521,7 @@ gg_status gg_dist_check(gg_ctx *ctx);
 gg_status gg_dist_reduce(gg_ctx *ctx, void *data, size_t count, int bf16, gg_stream stream);
 
 /* Device memory for parameter gradients that syncing graphs (and gg_dist_reduce) all-reduce in place through the
- * copy engines (gg_dist_config.copy_engines): NCCL memory registered as a symmetric window on ctx's communicator.
+ * copy engines (gg_dist_config.copy_engines = 1): NCCL memory registered as a symmetric window on ctx's communicator.
  * Without copy engines it is plain cudaMalloc memory, so the same code runs everywhere. Collective, like making a
  * syncing graph: every rank allocates the same sizes in the same order, each from its own thread or process. Free
  * with gg_dist_free (collective too) before gg_dist_detach / gg_ctx_destroy, which free what is left (the

@@ -7,7 +7,8 @@
 #   GG_COMMIT=<sha> bash scripts/device.sh [all|tests|bench|multigpu|build]
 #
 # multigpu: GG_DDP_RUNS (default 3) runs per block, GG_STEPS (default 30) steps per measurement, GG_BUCKET_MIB
-# (default: the library's 25 MiB) pieces, GG_COMM_SMS (default: the library's) SMs and NCCL CTAs for communication.
+# (default: the library's 25 MiB) pieces, GG_COMM_SMS (default: the library's) SMs and NCCL CTAs for communication,
+# GG_COPY_ENGINES=1 the weight gradients through NCCL's copy engines (gg_dist_config.copy_engines).
 #
 # `build` only builds (for experiments that run build-device/bench/gg_bench directly). Autotune choices persist in
 # build-device/gemm-algos.txt (GG_TUNE_CACHE): later stages and calls on a warm machine reuse them.
@@ -25,7 +26,7 @@ cmocka=$root/carry/cmocka/usr
 export LD_LIBRARY_PATH=$cmocka/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 arch=${GG_CUDA_ARCH:-90a}
 # How the results were made, as recorded in their JSON: the settings that change them, then the command.
-run_cmd="GG_COMMIT=<sha> ${GG_MODES:+GG_MODES=$GG_MODES }${GG_ITERS:+GG_ITERS=$GG_ITERS }${GG_PEERS_COMPILE:+GG_PEERS_COMPILE=1 }${GG_STEPS:+GG_STEPS=$GG_STEPS }${GG_BUCKET_MIB:+GG_BUCKET_MIB=$GG_BUCKET_MIB }${GG_COMM_SMS:+GG_COMM_SMS=$GG_COMM_SMS }${GG_DDP_RUNS:+GG_DDP_RUNS=$GG_DDP_RUNS }bash scripts/device.sh $stage"
+run_cmd="GG_COMMIT=<sha> ${GG_MODES:+GG_MODES=$GG_MODES }${GG_ITERS:+GG_ITERS=$GG_ITERS }${GG_PEERS_COMPILE:+GG_PEERS_COMPILE=1 }${GG_STEPS:+GG_STEPS=$GG_STEPS }${GG_BUCKET_MIB:+GG_BUCKET_MIB=$GG_BUCKET_MIB }${GG_COMM_SMS:+GG_COMM_SMS=$GG_COMM_SMS }${GG_COPY_ENGINES:+GG_COPY_ENGINES=$GG_COPY_ENGINES }${GG_DDP_RUNS:+GG_DDP_RUNS=$GG_DDP_RUNS }bash scripts/device.sh $stage"
 build=$root/build-device
 status=0
 
@@ -86,7 +87,7 @@ if { [ "$stage" = all ] && [ "$gpus" -ge 2 ]; } || [ "$stage" = multigpu ]; then
   for r in $(seq 1 "${GG_DDP_RUNS:-3}"); do
     for b in 2 3; do
       timeout 300 "$build/examples/ddp_scaling" --block $b --steps "${GG_STEPS:-30}" ${GG_BUCKET_MIB:+--bucket-mib "$GG_BUCKET_MIB"} \
-        ${GG_COMM_SMS:+--comm-sms "$GG_COMM_SMS"} --json "$OUT/ddp-block$b-run$r.json" 2>&1 | tee -a "$OUT/ddp.log" | tail -1 || status=1
+        ${GG_COMM_SMS:+--comm-sms "$GG_COMM_SMS"} ${GG_COPY_ENGINES:+--copy-engines "$GG_COPY_ENGINES"} --json "$OUT/ddp-block$b-run$r.json" 2>&1 | tee -a "$OUT/ddp.log" | tail -1 || status=1
     done
   done
   python3 scripts/collect_ddp.py "$OUT/ddp-h200x$gpus.json" "${GG_COMMIT:-unknown}" "$run_cmd" "$OUT"/ddp-block*-run*.json &&

@@ -39,15 +39,6 @@ gg_status gg_bootstrap_rank_size(gg_ctx *ctx, const char *fn, int *rank, int *si
                    fn);
 }
 
-int gg_bootstrap_local_size(void) {
-    static const char *const names[] = {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; ++i) {
-        const int n = env_int(names[i]);
-        if (n != -2) return n >= 1 ? n : 0; /* the first one set decides; not a count: unknown */
-    }
-    return 0;
-}
-
 gg_status gg_bootstrap_share_id(gg_ctx *ctx, const char *fn, int rank, const char *path, void *id, size_t bytes,
                                 int timeout_ms) {
     if (rank == 0) {

@@ -14,10 +14,6 @@
  * GG_ERROR_INVALID_ARGUMENT (message names the variables) when no valid pair is set. */
 gg_status gg_bootstrap_rank_size(gg_ctx *ctx, const char *fn, int *rank, int *size);
 
-/* How many ranks run on this host according to the launcher (LOCAL_WORLD_SIZE, else OMPI_COMM_WORLD_LOCAL_SIZE,
- * else MPI_LOCALNRANKS; the first one set decides), or 0 when none says (or its value is not a count >= 1). */
-int gg_bootstrap_local_size(void);
-
 /* Rank 0 writes the `bytes` of id to path (a temporary file, then an atomic rename); every other rank waits until
  * it can read them, polling every 50 ms for up to timeout_ms. */
 gg_status gg_bootstrap_share_id(gg_ctx *ctx, const char *fn, int rank, const char *path, void *id, size_t bytes,

@@ -50,8 +50,8 @@ static gg_status check_dist_config(gg_ctx *ctx, const char *fn, const gg_dist_co
     if (c->comm_sms < 0 || c->comm_sms > ctx->sm_count / 2)
         return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: config->comm_sms = %d is outside [0, %d] (half the SMs)",
                        fn, c->comm_sms, ctx->sm_count / 2);
-    if (c->copy_engines < -1 || c->copy_engines > 1)
-        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: config->copy_engines = %d is not -1 (auto), 0 or 1", fn,
+    if (c->copy_engines < 0 || c->copy_engines > 1)
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: config->copy_engines = %d is not 0 or 1", fn,
                        c->copy_engines);
     if (c->copy_engines == 1 && !gg_ce_supported())
         return gg_fail(ctx, GG_ERROR_UNSUPPORTED,
@@ -365,7 +365,6 @@ gg_status gg_dist_attach(gg_ctx *ctx, void *nccl_comm, const gg_dist_config *con
                        "%s: config->copy_engines = 1 needs a communicator gradgraph makes (its CTA policy and windows "
                        "are set up with it); use gg_dist_init_env / _init_mpi / _init_threads, or copy_engines = 0",
                        fn);
-    c.copy_engines = 0;
     return install(ctx, fn, (ncclComm_t)nccl_comm, 0, &c);
 }
 
@@ -382,11 +381,6 @@ static ncclConfig_t comm_config(const gg_dist_config *c) {
     return config;
 }
 
-/* copy_engines for a communicator gradgraph makes: auto means on when NCCL has the collectives and every rank is on
- * this host (one NVLink domain: where NCCL runs them on copy engines). */
-static void resolve_copy_engines(gg_dist_config *c, int one_host) {
-    if (c->copy_engines < 0) c->copy_engines = one_host && gg_ce_supported();
-}
 
 /* The end of a one-process-per-GPU bootstrap, once every rank holds NCCL's unique id: the communicator (gradgraph
  * owns it), the warm-up, the thread binding. */
@@ -428,7 +422,6 @@ gg_status gg_dist_init_env(gg_ctx *ctx, const char *id_path, const gg_dist_confi
     GG_TRY(begin(ctx, fn, config, &c));
     int rank = -1, size = 0;
     GG_TRY(gg_bootstrap_rank_size(ctx, fn, &rank, &size));
-    resolve_copy_engines(&c, gg_bootstrap_local_size() == size);
     gg_dist_default_environment();
     ncclUniqueId id;
     if (id_path) {
@@ -463,7 +456,6 @@ gg_status gg_dist_init_mpi(gg_ctx *ctx, const void *mpi_comm, const gg_dist_conf
     GG_TRY(begin(ctx, fn, config, &c));
     int rank = -1, size = 0;
     GG_TRY(gg_bootstrap_mpi_rank_size(ctx, fn, mpi_comm, &rank, &size));
-    resolve_copy_engines(&c, gg_bootstrap_local_size() == size);
     gg_dist_default_environment();
     ncclUniqueId id;
     GG_TRY(share_id_mpi(ctx, fn, mpi_comm, rank, &id));
@@ -515,7 +507,6 @@ gg_status gg_dist_init_threads(gg_ctx *const *ctxs, int count, const gg_dist_con
                                i, devices[i]);
     }
     c.bind_cpus = 0; /* each worker thread binds itself (gg_dist_bind_thread) */
-    resolve_copy_engines(&c, 1);
     gg_dist_default_environment();
     ncclComm_t comms[GG_DIST_MAX_LOCAL_RANKS];
     GG_TRY(init_local_comms(ctxs[0], count, devices, &c, comms));

@@ -768,10 +768,26 @@ static void dist_entry_points_check_arguments(void **state) {
     dc = (gg_dist_config)GG_DIST_CONFIG_INIT;
     dc.copy_engines = 2;
     assert_int_equal(gg_dist_attach(ctx, FAKE(1), &dc), GG_ERROR_INVALID_ARGUMENT);
-    assert_message_has(ctx, "config->copy_engines = 2 is not -1 (auto), 0 or 1");
+    assert_message_has(ctx, "config->copy_engines = 2 is not 0 or 1");
     dc.copy_engines = 1; /* an attached communicator was made without the zero-CTA policy and windows */
     assert_int_equal(gg_dist_attach(ctx, FAKE(1), &dc), GG_ERROR_UNSUPPORTED);
     assert_message_has(ctx, "config->copy_engines = 1");
+    /* reduce, alloc, free: no communicator on ctx, nothing done */
+    assert_int_equal(gg_dist_reduce(NULL, FAKE(2), 16, 0, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(NULL, "gg_dist_reduce: ctx is NULL");
+    assert_int_equal(gg_dist_reduce(ctx, FAKE(2), 16, 0, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_dist_reduce: the context has no communicator");
+    void *grad = FAKE(3);
+    assert_int_equal(gg_dist_alloc(ctx, 1024, &grad), GG_ERROR_INVALID_ARGUMENT);
+    assert_null(grad); /* cleared on failure */
+    assert_message_has(ctx, "gg_dist_alloc: the context has no communicator");
+    assert_int_equal(gg_dist_alloc(ctx, 0, &grad), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_dist_alloc: bytes is 0");
+    assert_int_equal(gg_dist_alloc(ctx, 1024, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_dist_alloc: out is NULL");
+    assert_int_equal(gg_dist_free(ctx, NULL), GG_SUCCESS);
+    assert_int_equal(gg_dist_free(ctx, FAKE(4)), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_dist_free: ptr was not allocated by gg_dist_alloc on this context");
     setenv("RANK", "0", 1);
     setenv("WORLD_SIZE", "2", 1);
     const gg_status no_path = gg_dist_init_env(ctx, NULL, NULL); /* the id would travel through MPI */

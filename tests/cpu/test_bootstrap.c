@@ -32,25 +32,6 @@ static void rank_and_size_from_torchrun_style_env(void **state) {
     assert_int_equal(size, 2);
 }
 
-/* Whether every rank is on this host decides the copy-engine default: the launcher's local count, first set wins. */
-static void local_size_from_the_launcher(void **state) {
-    (void)state;
-    const char *vars[] = {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"};
-    for (size_t i = 0; i < 3; ++i) unsetenv(vars[i]);
-    assert_int_equal(gg_bootstrap_local_size(), 0); /* nobody says */
-    setenv("MPI_LOCALNRANKS", "4", 1);
-    assert_int_equal(gg_bootstrap_local_size(), 4);
-    setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "2", 1);
-    assert_int_equal(gg_bootstrap_local_size(), 2);
-    setenv("LOCAL_WORLD_SIZE", "8", 1);
-    assert_int_equal(gg_bootstrap_local_size(), 8);
-    setenv("LOCAL_WORLD_SIZE", "eight", 1); /* set but not a count: unknown, not the next variable */
-    assert_int_equal(gg_bootstrap_local_size(), 0);
-    setenv("LOCAL_WORLD_SIZE", "0", 1);
-    assert_int_equal(gg_bootstrap_local_size(), 0);
-    for (size_t i = 0; i < 3; ++i) unsetenv(vars[i]);
-}
-
 static void rank_and_size_from_mpi_or_slurm(void **state) {
     (void)state;
     clear_env();
@@ -135,7 +116,6 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(rank_and_size_from_torchrun_style_env),
         cmocka_unit_test(rank_and_size_from_mpi_or_slurm),
-        cmocka_unit_test(local_size_from_the_launcher),
         cmocka_unit_test(bad_rank_or_size_is_named),
         cmocka_unit_test(id_travels_from_rank0_to_rank1),
         cmocka_unit_test(waiting_rank_gives_up_with_a_message),

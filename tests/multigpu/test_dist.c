@@ -7,9 +7,9 @@
  *    with overlap on only);
  *    (blocks 3, 4 and 1: FFN weights, SSM weight and bias, the tanh gate's scalar);
  *  - reduce-scatter leaves each rank the right shard of the sum, the same bits in two identical runs;
- *  - large gradients reduced through the copy engines and through NCCL's all-reduce: the same bits (2 ranks);
- *    the parameter gradients live in gg_dist_alloc buffers (where copy engines reduce them) except in the overlap
- *    test (cudaMalloc's: NCCL's all-reduce);
+ *  - large gradients reduced through the copy engines (copy_engines = 1) and through NCCL's all-reduce: the same
+ *    bits (2 ranks); bf16 means through them within the bound. The parameter gradients live in gg_dist_alloc
+ *    buffers (where copy engines reduce them; cudaMalloc's with copy engines off) except in the overlap test;
  *  - a syncing graph leaves every rank on rank 0's GEMM algorithms (rank 0 tuned, the others not);
  *  - teardown in the documented order never hangs (a watchdog ends the whole run after 600 s), and detaching a
  *    communicator while a graph holds NCCL work is refused.
@@ -231,7 +231,7 @@ static void overlap_on_and_off_agree(void **state) {
     rank_job on[MAX_RANKS], off[MAX_RANKS];
     gg_dist_config dc = GG_DIST_CONFIG_INIT;
     const gg_case c = case_of(2, 10); /* M = 1024 */
-    use_dist_grads = 0; /* cudaMalloc'd gradients: NCCL's all-reduce even with copy engines on */
+    use_dist_grads = 0; /* cudaMalloc'd gradients too (the harness's own buffers) */
     run_ranks(on, &c, GG_PRECISION_FP16, &dc);
     dc.overlap = 0;
     run_ranks(off, &c, GG_PRECISION_FP16, &dc);
@@ -325,6 +325,15 @@ static void copy_engines_and_all_reduce_agree(void **state) {
     assert_same_reduced_bits(ce, sm, "copy engines and NCCL's all-reduce");
     free_jobs(ce);
     free_jobs(sm);
+    /* bf16 and the mean: block 4's dW (2.25 MiB) through the copy engines, its db through NCCL */
+    dc.copy_engines = 1;
+    dc.op = GG_REDUCE_AVERAGE;
+    const gg_case c4 = case_of(4, 9); /* M = 2984, silu */
+    run_ranks_with(ce, &c4, GG_PRECISION_BF16, &dc, log_debug, 0);
+    for (int r = 0; r < world; ++r)
+        if (!strstr(rank_log[r], "in place through the copy engines")) fail_msg("rank %d: dW did not use them", r);
+    check_reduced(ce, 1, 0);
+    free_jobs(ce);
 }
 
 /* Rank 0 times its GEMM candidates afresh (no cache), the others take the heuristic's first choice, so their
