@@ -248,10 +248,19 @@ static void overlap_on_and_off_agree(void **state) {
             const size_t n = (size_t)(t->rows * t->cols), bytes = n * t->elem;
             if (t->param && memcmp((char *)on[r].synced + at, (char *)off[r].synced + at, bytes) != 0)
                 fail_msg("rank %d %s: overlap on and off give different bits", r, t->name);
+            /* Another accumulation order moves an element by rounding of the terms' size, not of its own: a
+             * cancelling element of 0.0037 in a tensor of RMS ~0.8 moved by 1.2e-5 on one machine (de07aac). The
+             * bound follows the tensor's RMS (the spec's own atol for this block is 0.066). */
+            double rms = 0;
+            for (size_t j = 0; j < n && !t->param; ++j) {
+                const double b = host_value(t, (char *)off[r].synced + at, j);
+                rms += b * b;
+            }
+            rms = sqrt(rms / (double)n);
             for (size_t j = 0; j < n && !t->param; ++j) {
                 const double a = host_value(t, (char *)on[r].synced + at, j), b = host_value(t, (char *)off[r].synced + at, j);
-                if (!(fabs(a - b) <= 1e-4 * fabs(b) + 1e-5))
-                    fail_msg("rank %d %s[%zu]: %g with overlap on, %g off", r, t->name, j, a, b);
+                if (!(fabs(a - b) <= 1e-4 * (fabs(b) + rms)))
+                    fail_msg("rank %d %s[%zu]: %g with overlap on, %g off (RMS %g)", r, t->name, j, a, b, rms);
             }
             at += bytes;
         }
