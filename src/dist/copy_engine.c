@@ -82,60 +82,54 @@ gg_status gg_ce_alloc(gg_ctx *ctx, const char *fn) {
     return GG_SUCCESS;
 }
 
-gg_status gg_ce_register(gg_ctx *const *ctxs, int count, const char *fn) {
 #if GG_CE_BUILT
-    int caller_device = 0;
-    (void)cudaGetDevice(&caller_device);
-    ncclResult_t r = count > 1 ? ncclGroupStart() : ncclSuccess;
-    for (int i = 0; i < count && r == ncclSuccess; ++i) {
-        gg_dist *d = ctxs[i]->dist;
-        (void)cudaSetDevice(ctxs[i]->config.device);
-        ncclWindow_t win = NULL;
-        r = ncclCommWindowRegister((ncclComm_t)d->comm, d->ce_staging, d->ce_piece_bytes, &win,
-                                   NCCL_WIN_COLL_SYMMETRIC);
-        d->ce_window = win;
-    }
-    if (count > 1) {
-        const ncclResult_t ended = ncclGroupEnd();
-        if (r == ncclSuccess) r = ended;
-    }
-    (void)cudaSetDevice(caller_device);
-    if (r != ncclSuccess) {
-        char what[160];
-        snprintf(what, sizeof what, "%s: ncclCommWindowRegister (the copy-engine staging)", fn);
-        return fail_ce(ctxs[0], r, what);
-    }
-    return GG_SUCCESS;
-#else
-    return gg_fail(ctxs[0], GG_ERROR_UNSUPPORTED, "%s: copy-engine reductions need NCCL 2.28 or later", fn);
-#endif
+/* The staging as one symmetric window on the communicator. */
+static ncclResult_t register_staging(gg_dist *d) {
+    ncclWindow_t win = NULL;
+    const ncclResult_t r = ncclCommWindowRegister((ncclComm_t)d->comm, d->ce_staging, d->ce_piece_bytes, &win,
+                                                  NCCL_WIN_COLL_SYMMETRIC);
+    d->ce_window = win;
+    return r;
 }
 
-gg_status gg_ce_enqueue_warm_up(gg_ctx *const *ctxs, int count, const char *fn) {
-#if GG_CE_BUILT
+/* A small all-to-all, all-gather and all-reduce on the staging (both halves lie in its window). */
+static ncclResult_t enqueue_warm_up(gg_dist *d) {
     enum { ELEMS = 4096 }; /* floats per rank, fewer when a piece is smaller */
+    const ncclComm_t comm = (ncclComm_t)d->comm;
+    const size_t fit = d->ce_piece_bytes / (2 * sizeof(float) * (size_t)d->size), n = fit < ELEMS ? fit : ELEMS;
+    char *send = d->ce_staging, *recv = send + d->ce_piece_bytes / 2;
+    ncclResult_t r = ncclAlltoAll(send, recv, n, ncclFloat32, comm, d->stream);
+    if (r == ncclSuccess) r = ncclAllGather(send, recv, n, ncclFloat32, comm, d->stream);
+    if (r == ncclSuccess) r = ncclAllReduce(recv, recv, n, ncclFloat32, ncclSum, comm, d->stream);
+    return r;
+}
+
+/* step on every context, inside one NCCL group (collective calls for several ranks from one thread), each on its
+ * device; the caller's device is restored. */
+static gg_status on_every_rank(gg_ctx *const *ctxs, int count, const char *fn, const char *what,
+                               ncclResult_t (*step)(gg_dist *)) {
     int caller_device = 0;
     (void)cudaGetDevice(&caller_device);
     ncclResult_t r = ncclGroupStart();
     for (int i = 0; i < count && r == ncclSuccess; ++i) {
-        gg_dist *d = ctxs[i]->dist;
-        const ncclComm_t comm = (ncclComm_t)d->comm;
-        const size_t fit = d->ce_piece_bytes / (2 * sizeof(float) * (size_t)d->size), n = fit < ELEMS ? fit : ELEMS;
-        char *send = d->ce_staging, *recv = send + d->ce_piece_bytes / 2; /* both in the staging's window */
         (void)cudaSetDevice(ctxs[i]->config.device);
-        r = ncclAlltoAll(send, recv, n, ncclFloat32, comm, d->stream);
-        if (r == ncclSuccess) r = ncclAllGather(send, recv, n, ncclFloat32, comm, d->stream);
-        if (r == ncclSuccess) r = ncclAllReduce(recv, recv, n, ncclFloat32, ncclSum, comm, d->stream);
+        r = step(ctxs[i]->dist);
     }
     const ncclResult_t ended = ncclGroupEnd();
     if (r == ncclSuccess) r = ended;
     (void)cudaSetDevice(caller_device);
-    if (r != ncclSuccess) {
-        char what[160];
-        snprintf(what, sizeof what, "%s: the copy-engine warm-up (ncclAlltoAll, ncclAllGather, ncclAllReduce)", fn);
-        return fail_ce(ctxs[0], r, what);
-    }
-    return GG_SUCCESS;
+    if (r == ncclSuccess) return GG_SUCCESS;
+    char where[160];
+    snprintf(where, sizeof where, "%s: %s", fn, what);
+    return fail_ce(ctxs[0], r, where);
+}
+#endif
+
+gg_status gg_ce_setup(gg_ctx *const *ctxs, int count, const char *fn) {
+#if GG_CE_BUILT
+    GG_TRY(on_every_rank(ctxs, count, fn, "ncclCommWindowRegister (the copy-engine staging)", register_staging));
+    return on_every_rank(ctxs, count, fn, "the copy-engine warm-up (ncclAlltoAll, ncclAllGather, ncclAllReduce)",
+                         enqueue_warm_up);
 #else
     return gg_fail(ctxs[0], GG_ERROR_UNSUPPORTED, "%s: copy-engine reductions need NCCL 2.28 or later", fn);
 #endif

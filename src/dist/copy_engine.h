@@ -27,16 +27,16 @@ size_t gg_ce_share(size_t n, size_t at, int ranks, size_t piece_elems);
 /* Whether this build and the NCCL it runs with have copy-engine collectives and symmetric windows (2.28+). */
 int gg_ce_supported(void);
 
-/* The context's staging (one piece of d->config.bucket_bytes, NCCL memory, where the all-to-all lands): allocated
- * locally; registered as a symmetric window by gg_ce_register, collectively. */
+/* The context's staging (one piece of d->config.bucket_bytes, NCCL memory, where the all-to-all lands), allocated
+ * locally (no collective). */
 gg_status gg_ce_alloc(gg_ctx *ctx, const char *fn);
-gg_status gg_ce_register(gg_ctx *const *ctxs, int count, const char *fn);
 
-/* Enqueues, on every context's communication stream (one NCCL group), one small all-to-all, all-gather and
- * all-reduce on the registered staging: NCCL sets up its copy-engine and symmetric-memory machinery lazily, on the
- * first such collectives, and that setup fails inside a stream capture (measured on the H200s: "operation not
- * permitted when stream is capturing"). The caller waits for the streams. Collective. */
-gg_status gg_ce_enqueue_warm_up(gg_ctx *const *ctxs, int count, const char *fn);
+/* Collective, on every context given (one NCCL group, from this thread): registers each staging as a symmetric
+ * window, then enqueues one small all-to-all, all-gather and all-reduce on it on the communication stream: NCCL
+ * sets up its copy-engine and symmetric-memory machinery lazily, on the first such collectives, and that setup fails
+ * inside a stream capture (measured on the H200s: "operation not permitted when stream is capturing"). The caller
+ * waits for the streams. */
+gg_status gg_ce_setup(gg_ctx *const *ctxs, int count, const char *fn);
 
 /* Frees the staging; its window went with the communicator (destroyed or aborted before this). */
 void gg_ce_free(gg_dist *d);

@@ -257,8 +257,7 @@ static gg_status settle_copy_engines(gg_ctx *const *ctxs, int count, const float
         on += d->ce_on;
     }
     if (!on) return GG_SUCCESS; /* all ranks or none: the minimum is the same everywhere */
-    gg_status status = gg_ce_register(ctxs, count, fn);
-    if (status == GG_SUCCESS) status = gg_ce_enqueue_warm_up(ctxs, count, fn);
+    const gg_status status = gg_ce_setup(ctxs, count, fn);
     if (status == GG_SUCCESS) return warm_up_wait(ctxs, count, fn); /* aborts every communicator on failure */
     for (int i = 0; i < count; ++i) { /* a collective that failed half way: abort, as a failed warm-up does */
         (void)ncclCommAbort((ncclComm_t)ctxs[i]->dist->comm);
