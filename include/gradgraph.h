@@ -453,15 +453,16 @@ typedef struct gg_dist_config {
                             1.87x and 47 % with 0; short backward passes with large gradients (block 2: 1.64x
                             against 1.73x) want more (docs/distributed.md, "SMs and channels") */
     int copy_engines;    /* 0 (default) or 1: parameter gradients of 1 MiB or more that live in gg_dist_alloc buffers
-                            are all-reduced in place through NCCL's copy-engine collectives (NCCL 2.28+, ranks in
-                            one NVLink domain, communicators gradgraph makes; GG_ERROR_UNSUPPORTED otherwise): per
-                            piece an all-to-all and an all-gather on the copy engines (no SMs) with an adding kernel
-                            between, instead of an all-reduce on SMs; the same sums (rank order, one rounding),
-                            bitwise equal on every rank. Other buffers, and reduce-scatter, keep NCCL's collectives.
-                            Costs bucket_bytes of device memory per context. On 2 H200s it helps short backward
-                            passes with large gradients (block 2, 16 SMs, 64 MiB pieces: 1.80-1.82x against
-                            1.77-1.78x on SMs) and costs block 3 at the defaults (1.86-1.91x against 1.92-1.98x):
-                            docs/distributed.md, "Copy engines" */
+                            are all-reduced in place through NCCL's copy-engine collectives: per piece an all-to-all
+                            and an all-gather on the copy engines (no NCCL CTAs) with gradgraph's adding kernel
+                            between (fp32 sums in rank order, then x 1/W for the mean), instead of an all-reduce on
+                            SMs; bitwise equal on every rank. Other buffers, and reduce-scatter, keep NCCL's
+                            collectives. Needs NCCL 2.28+ and a communicator gradgraph makes (GG_ERROR_UNSUPPORTED
+                            otherwise); where NCCL makes no symmetric window (GPUs without copy-engine paths between
+                            them) it logs a WARN and everything stays on SMs. Costs bucket_bytes of device memory per
+                            context. On 2 H200s it helps short backward passes with large gradients (block 2, 16 SMs,
+                            64 MiB pieces: 1.78-1.83x against 1.75-1.78x on SMs) and costs block 3 at the defaults
+                            (1.86-1.98x against 1.92-2.01x): docs/distributed.md, "Copy engines" */
 } gg_dist_config;
 
 #define GG_DIST_COMM_SMS_DEFAULT 8
@@ -512,20 +513,26 @@ gg_status gg_dist_detach(gg_ctx *ctx);
 gg_status gg_dist_check(gg_ctx *ctx);
 
 /* Reduces count elements at data (fp32; bf16 when bf16 is nonzero) across the ranks exactly as syncing graphs
- * reduce their parameter gradients (the context's op, sync, bucket pieces, copy engines or NCCL's all-reduce),
- * enqueued on stream, which may be capturing a CUDA graph: for gradients gradgraph does not compute (an embedding's,
- * your own layer's), or to time the reduction alone (examples/ddp_scaling). Collective: every rank calls it with
- * the same count, in the same order relative to graph replays and other collectives. Reduce-scatter needs count
- * divisible by the number of ranks. GG_ERROR_INVALID_ARGUMENT without a communicator; nothing is enqueued on an
- * error. */
+ * reduce their parameter gradients (the context's op, sync, bucket pieces; with copy_engines = 1 and data of 1 MiB
+ * or more inside a gg_dist_alloc buffer, in place through the copy engines), enqueued on stream, which may be
+ * capturing a CUDA graph: for gradients gradgraph does not compute (an embedding's, your own layer's), or to time
+ * the reduction alone (examples/ddp_scaling). Collective: every rank calls it with the same count, on the same kind
+ * of buffer at the same offset (all from gg_dist_alloc, or none: else the ranks issue different collectives), in
+ * the same order relative to graph replays and other collectives. It shares the context's staging with its
+ * syncing graphs: keep them in one stream order. A graph that captured it holds NCCL work: destroy it before
+ * gg_dist_detach / gg_ctx_destroy. Reduce-scatter needs count divisible by the number of ranks. Argument errors
+ * enqueue nothing; an NCCL or CUDA error after the first piece leaves the ranks out of step: treat it as fatal for
+ * the communicator. */
 gg_status gg_dist_reduce(gg_ctx *ctx, void *data, size_t count, int bf16, gg_stream stream);
 
 /* Device memory for parameter gradients that syncing graphs (and gg_dist_reduce) all-reduce in place through the
- * copy engines (gg_dist_config.copy_engines = 1): NCCL memory registered as a symmetric window on ctx's communicator.
- * Without copy engines it is plain cudaMalloc memory, so the same code runs everywhere. Collective, like making a
- * syncing graph: every rank allocates the same sizes in the same order, each from its own thread or process. Free
- * with gg_dist_free (collective too) before gg_dist_detach / gg_ctx_destroy, which free what is left (the
- * pointers are then invalid). */
+ * copy engines (gg_dist_config.copy_engines = 1): NCCL memory registered as a symmetric window on ctx's
+ * communicator. With copy engines off it is plain cudaMalloc memory, so the same code runs with them on or off (ctx
+ * needs a communicator either way; GG_ERROR_UNSUPPORTED in builds without NCCL). Collective, like making a syncing
+ * graph: every rank allocates the same sizes in the same order, each from its own thread or process; the ranks
+ * agree first, so one rank's failure fails the call on all of them (GG_ERROR_PEER on the others) instead of
+ * leaving them waiting. Free with gg_dist_free (collective too; NULL is a no-op) before gg_dist_detach /
+ * gg_ctx_destroy, which free what is left (the pointers are then invalid). */
 gg_status gg_dist_alloc(gg_ctx *ctx, size_t bytes, void **out);
 gg_status gg_dist_free(gg_ctx *ctx, void *ptr);
 

@@ -59,7 +59,7 @@ cudaError_t gg_k_col_sum(const void *in, gg_dtype in_type, int64_t M, int64_t N,
 /* The chunk count gg_k_col_sum should use for an [M,N] input of in_type (a plan stores it: same shape, same bits). */
 int gg_k_col_sum_chunks(int64_t M, int64_t N, gg_dtype in_type, int sm_count);
 
-/* out[i] = scale * sum over j < ranks of in[j * chunk + i] (fp32 sums in rank order, one rounding to type), for
+/* out[i] = scale * sum over j < ranks of in[j * chunk + i] (fp32 sums in rank order, then the scale, then type), for
  * i < chunk: the adding step of the copy-engine gradient reduction. type GG_DT_F32 or GG_DT_BF16; any alignment
  * (16-byte vectors when the pointers and chunk allow). */
 cudaError_t gg_k_sum_ranks(const void *in, void *out, gg_dtype type, size_t chunk, int ranks, float scale,

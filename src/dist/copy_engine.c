@@ -11,8 +11,7 @@
 
 size_t gg_ce_share(size_t n, size_t at, int ranks, size_t piece_elems) {
     if (ranks < 1 || at >= n || n - at < (size_t)ranks) return 0;
-    size_t q = (n - at) / (size_t)ranks, most = piece_elems / (size_t)ranks;
-    if (most == 0) most = 1;
+    const size_t q = (n - at) / (size_t)ranks, most = piece_elems / (size_t)ranks; /* 0: the staging is too small */
     return q < most ? q : most;
 }
 
@@ -40,34 +39,8 @@ static gg_status fail_ce(gg_ctx *ctx, ncclResult_t r, const char *what) {
         if (r_ != ncclSuccess) return fail_ce((ctx), r_, #call);                                                   \
     } while (0)
 
-#if GG_CE_BUILT
-/* NCCL memory of `bytes` on ctx's device, registered as one symmetric window on its communicator (collective). */
-static gg_status alloc_window(gg_ctx *ctx, const char *fn, size_t bytes, void **ptr, void **window) {
-    int saved = 0;
-    GG_TRY(gg_device_enter(ctx, &saved));
-    ncclResult_t r = ncclMemAlloc(ptr, bytes);
-    if (r != ncclSuccess) {
-        gg_device_leave(saved);
-        *ptr = NULL;
-        return gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "%s: ncclMemAlloc of %zu bytes: %s", fn, bytes,
-                       ncclGetErrorString(r));
-    }
-    ncclWindow_t win = NULL;
-    r = ncclCommWindowRegister((ncclComm_t)ctx->dist->comm, *ptr, bytes, &win, NCCL_WIN_COLL_SYMMETRIC);
-    if (r != ncclSuccess) (void)ncclMemFree(*ptr);
-    gg_device_leave(saved);
-    if (r != ncclSuccess) {
-        *ptr = NULL;
-        char what[160];
-        snprintf(what, sizeof what, "%s: ncclCommWindowRegister", fn);
-        return fail_ce(ctx, r, what);
-    }
-    *window = win;
-    return GG_SUCCESS;
-}
-#endif
-
 gg_status gg_ce_alloc(gg_ctx *ctx, const char *fn) {
+#if GG_CE_BUILT
     gg_dist *d = ctx->dist;
     d->ce_piece_bytes = d->config.bucket_bytes & ~(size_t)4095;
     int saved = 0;
@@ -80,16 +53,18 @@ gg_status gg_ce_alloc(gg_ctx *ctx, const char *fn) {
                        d->ce_piece_bytes >> 20, ncclGetErrorString(r));
     }
     return GG_SUCCESS;
+#else
+    return gg_fail(ctx, GG_ERROR_UNSUPPORTED, "%s: copy-engine reductions need NCCL 2.28 or later", fn);
+#endif
 }
 
 #if GG_CE_BUILT
 /* The staging as one symmetric window on the communicator. */
+/* Inside a group NCCL fills the window in at ncclGroupEnd: it must be written where it is kept. */
 static ncclResult_t register_staging(gg_dist *d) {
-    ncclWindow_t win = NULL;
-    const ncclResult_t r = ncclCommWindowRegister((ncclComm_t)d->comm, d->ce_staging, d->ce_piece_bytes, &win,
-                                                  NCCL_WIN_COLL_SYMMETRIC);
-    d->ce_window = win;
-    return r;
+    d->ce_window = NULL;
+    return ncclCommWindowRegister((ncclComm_t)d->comm, d->ce_staging, d->ce_piece_bytes, (ncclWindow_t *)&d->ce_window,
+                                  NCCL_WIN_COLL_SYMMETRIC);
 }
 
 /* A small all-to-all, all-gather and all-reduce on the staging (both halves lie in its window). */
@@ -131,18 +106,29 @@ gg_status gg_ce_setup(gg_ctx *const *ctxs, int count, const char *fn) {
     return on_every_rank(ctxs, count, fn, "the copy-engine warm-up (ncclAlltoAll, ncclAllGather, ncclAllReduce)",
                          enqueue_warm_up);
 #else
+    (void)count;
     return gg_fail(ctxs[0], GG_ERROR_UNSUPPORTED, "%s: copy-engine reductions need NCCL 2.28 or later", fn);
 #endif
 }
 
+/* Frees a buffer from ncclMemAlloc (only made when GG_CE_BUILT) or cudaMalloc. */
+static void free_memory(void *p, int nccl_memory) {
+#if GG_CE_BUILT
+    if (nccl_memory) {
+        (void)ncclMemFree(p);
+        return;
+    }
+#endif
+    (void)nccl_memory;
+    (void)cudaFree(p);
+}
+
 void gg_ce_free(gg_dist *d) {
-    if (d->ce_staging) (void)ncclMemFree(d->ce_staging);
+    if (d->ce_staging) free_memory(d->ce_staging, 1);
     d->ce_staging = NULL;
     d->ce_window = NULL;
-    for (int i = 0; i < d->n_buffers; ++i) { /* the user's, not freed before the communicator went */
-        if (d->buffers[i].window) (void)ncclMemFree(d->buffers[i].ptr);
-        else (void)cudaFree(d->buffers[i].ptr);
-    }
+    for (int i = 0; i < d->n_buffers; ++i) /* the user's, not freed before the communicator went */
+        free_memory(d->buffers[i].ptr, d->buffers[i].nccl_memory);
     free(d->buffers);
     d->buffers = NULL;
     d->n_buffers = 0;
@@ -197,6 +183,46 @@ gg_status gg_ce_all_reduce(gg_ctx *ctx, void *p, size_t n, size_t elem) {
 #endif
 }
 
+/* The end of a failed collective step on ctx's communicator: abort it (no rank may stay waiting in it). */
+static gg_status abort_after(gg_ctx *ctx, ncclResult_t r, const char *what) {
+    const gg_status status = fail_ce(ctx, r, what);
+    (void)ncclCommAbort((ncclComm_t)ctx->dist->comm);
+    ctx->dist->comm = NULL;
+    return status;
+}
+
+/* gg_dist_alloc with copy engines on (device entered): local allocation (host_ok: the list could grow), the
+ * ranks' agreement, the collective registration. A local failure never leaves the others waiting in it. */
+static gg_status alloc_window(gg_ctx *ctx, const char *fn, int host_ok, gg_dist_buffer *b) {
+#if GG_CE_BUILT
+    const ncclResult_t made = host_ok ? ncclMemAlloc(&b->ptr, b->bytes) : ncclSuccess;
+    if (made != ncclSuccess) b->ptr = NULL;
+    int all = 0;
+    GG_TRY(gg_dist_all_ok(ctx, host_ok && made == ncclSuccess, "whether every rank allocated its gg_dist_alloc buffer",
+                          &all));
+    if (!all) {
+        if (b->ptr) (void)ncclMemFree(b->ptr);
+        if (!host_ok) return gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+        return made != ncclSuccess
+                   ? gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "%s: ncclMemAlloc of %zu bytes: %s", fn, b->bytes,
+                             ncclGetErrorString(made))
+                   : gg_fail(ctx, GG_ERROR_PEER, "%s: another rank could not allocate its buffer; none was made", fn);
+    }
+    b->nccl_memory = 1;
+    const ncclResult_t r = ncclCommWindowRegister((ncclComm_t)ctx->dist->comm, b->ptr, b->bytes,
+                                                  (ncclWindow_t *)&b->window, NCCL_WIN_COLL_SYMMETRIC);
+    if (r != ncclSuccess) {
+        const gg_status status = abort_after(ctx, r, "gg_dist_alloc: ncclCommWindowRegister");
+        (void)ncclMemFree(b->ptr); /* after the abort, which released the window */
+        return status;
+    }
+    return GG_SUCCESS;
+#else
+    (void)host_ok, (void)b;
+    return gg_fail(ctx, GG_ERROR_UNSUPPORTED, "%s: copy-engine reductions need NCCL 2.28 or later", fn);
+#endif
+}
+
 gg_status gg_dist_alloc(gg_ctx *ctx, size_t bytes, void **out) {
     static const char fn[] = "gg_dist_alloc";
     if (out) *out = NULL;
@@ -207,21 +233,23 @@ gg_status gg_dist_alloc(gg_ctx *ctx, size_t bytes, void **out) {
     if (!d) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: the context has no communicator", fn);
     if (!d->comm) return gg_fail(ctx, GG_ERROR_NCCL, "%s: the communicator was aborted after an error", fn);
     gg_dist_buffer *grown = realloc(d->buffers, (size_t)(d->n_buffers + 1) * sizeof *grown);
-    if (!grown) return gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
-    d->buffers = grown;
-    gg_dist_buffer b = {NULL, bytes, NULL};
-    if (d->ce_on) {
-#if GG_CE_BUILT
-        GG_TRY(alloc_window(ctx, fn, bytes, &b.ptr, &b.window));
-#endif
+    if (grown) d->buffers = grown;
+    int saved = 0;
+    GG_TRY(gg_device_enter(ctx, &saved));
+    gg_dist_buffer b = {NULL, bytes, 0, NULL};
+    gg_status status = GG_SUCCESS;
+    if (d->ce_on) { /* collective: the ranks agree first, so a local failure (host memory too) fails them all */
+        status = alloc_window(ctx, fn, grown != NULL, &b);
+    } else if (!grown) {
+        status = gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
     } else {
-        int saved = 0;
-        GG_TRY(gg_device_enter(ctx, &saved));
         const cudaError_t e = cudaMalloc(&b.ptr, bytes);
-        gg_device_leave(saved);
-        if (e != cudaSuccess) return gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "%s: cudaMalloc of %zu bytes: %s", fn,
-                                             bytes, cudaGetErrorString(e));
+        if (e != cudaSuccess)
+            status = gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "%s: cudaMalloc of %zu bytes: %s", fn, bytes,
+                             cudaGetErrorString(e));
     }
+    gg_device_leave(saved);
+    if (status != GG_SUCCESS) return status;
     d->buffers[d->n_buffers++] = b;
     *out = b.ptr;
     return GG_SUCCESS;
@@ -234,23 +262,32 @@ gg_status gg_dist_free(gg_ctx *ctx, void *ptr) {
     gg_dist *d = ctx->dist;
     int i = 0;
     while (d && i < d->n_buffers && d->buffers[i].ptr != ptr) ++i;
-    if (!d || i == d->n_buffers)
-        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: ptr was not allocated by gg_dist_alloc on this context "
-                                                       "(or was freed already)", fn);
-    const gg_dist_buffer b = d->buffers[i];
-    d->buffers[i] = d->buffers[--d->n_buffers];
+    const int found = d && i < d->n_buffers;
+    if (!d || (!found && !(d->ce_on && d->comm))) /* nothing collective to join */
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
+                       "%s: ptr was not allocated by gg_dist_alloc on this context (or was freed already)", fn);
     int saved = 0;
     GG_TRY(gg_device_enter(ctx, &saved));
     gg_status status = GG_SUCCESS;
-    if (b.window) {
+    const gg_dist_buffer b = found ? d->buffers[i] : (gg_dist_buffer){0};
+    if (d->ce_on && d->comm) { /* the release of a window is collective: agree first */
+        int all = 0;
+        status = gg_dist_all_ok(ctx, found, "whether every rank frees a gg_dist_alloc buffer", &all);
+        if (status == GG_SUCCESS && !all)
+            status = found ? gg_fail(ctx, GG_ERROR_PEER, "%s: another rank passed a pointer it does not own; "
+                                                         "nothing was freed", fn)
+                           : gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: ptr was not allocated by gg_dist_alloc on "
+                                                                    "this context (or was freed already)", fn);
 #if GG_CE_BUILT
-        const ncclResult_t r = d->comm ? ncclCommWindowDeregister((ncclComm_t)d->comm, (ncclWindow_t)b.window)
-                                       : ncclSuccess; /* an aborted communicator took its windows with it */
-        if (r != ncclSuccess) status = fail_ce(ctx, r, "gg_dist_free: ncclCommWindowDeregister");
+        if (status == GG_SUCCESS && b.window) {
+            const ncclResult_t r = ncclCommWindowDeregister((ncclComm_t)d->comm, (ncclWindow_t)b.window);
+            if (r != ncclSuccess) status = abort_after(ctx, r, "gg_dist_free: ncclCommWindowDeregister");
+        }
 #endif
-        (void)ncclMemFree(b.ptr);
-    } else {
-        (void)cudaFree(b.ptr);
+    }
+    if (status == GG_SUCCESS) { /* else it stays listed: freed when the communicator goes */
+        free_memory(b.ptr, b.nccl_memory);
+        d->buffers[i] = d->buffers[--d->n_buffers];
     }
     gg_device_leave(saved);
     return status;

@@ -14,9 +14,9 @@
 #include "dist.h"
 
 /* The pieces of an n-element gradient on `ranks` ranks: the piece starting at element `at` has `ranks` shares of
- * the returned count each (rank j's share: [at + j * q, at + (j + 1) * q)), at most piece_elems / ranks (at least
- * 1); 0 once fewer than `ranks` elements are left (the tail, all-reduced by NCCL). Pure arithmetic, tested on the
- * CPU (tests/cpu/test_ce_layout.c). */
+ * the returned count each (rank j's share: [at + j * q, at + (j + 1) * q)), at most piece_elems / ranks; 0 once
+ * fewer than `ranks` elements are left, or when a piece cannot hold one element per rank (what is left, the tail,
+ * is all-reduced by NCCL). Pure arithmetic, tested on the CPU (tests/cpu/test_ce_layout.c). */
 size_t gg_ce_share(size_t n, size_t at, int ranks, size_t piece_elems);
 
 /* Gradients smaller than this go through NCCL's all-reduce (biases, block 1's grad_gate): for them the fixed cost of

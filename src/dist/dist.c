@@ -257,10 +257,20 @@ static gg_status settle_copy_engines(gg_ctx *const *ctxs, int count, const float
         on += d->ce_on;
     }
     if (!on) return GG_SUCCESS; /* all ranks or none: the minimum is the same everywhere */
-    const gg_status status = gg_ce_setup(ctxs, count, fn);
-    if (status == GG_SUCCESS) return warm_up_wait(ctxs, count, fn); /* aborts every communicator on failure */
+    gg_status status = gg_ce_setup(ctxs, count, fn);
+    if (status == GG_SUCCESS) status = warm_up_wait(ctxs, count, fn); /* aborts every communicator on failure */
+    for (int i = 0; i < count && status == GG_SUCCESS; ++i) {
+        gg_dist *d = ctxs[i]->dist;
+        if (d->ce_window) continue;
+        /* NCCL registers no window where the ranks lack symmetric-memory support (a communicator-wide property: the
+         * same on every rank), and then has no copy-engine path either. */
+        gg_log(ctxs[i], GG_LOG_WARN, "%s: NCCL made no symmetric window on rank %d (no copy-engine support between "
+                                     "these GPUs); gradients are all-reduced on SMs", fn, d->rank);
+        d->ce_on = 0;
+    }
+    if (status == GG_SUCCESS) return GG_SUCCESS;
     for (int i = 0; i < count; ++i) { /* a collective that failed half way: abort, as a failed warm-up does */
-        (void)ncclCommAbort((ncclComm_t)ctxs[i]->dist->comm);
+        if (ctxs[i]->dist->comm) (void)ncclCommAbort((ncclComm_t)ctxs[i]->dist->comm);
         ctxs[i]->dist->comm = NULL;
     }
     return status;
@@ -606,6 +616,9 @@ gg_status gg_dist_reduce(gg_ctx *ctx, void *data, size_t count, int bf16, gg_str
     if (!data) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: data is NULL", fn);
     if (count == 0) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: count is 0", fn);
     const size_t elem = bf16 ? 2 : 4;
+    if (count > SIZE_MAX / elem)
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: count = %zu elements of %zu bytes overflows size_t", fn,
+                       count, elem);
     if ((uintptr_t)data % elem)
         return gg_fail(ctx, GG_ERROR_MISALIGNED, "%s: data is not aligned to its %zu-byte elements", fn, elem);
     if (d->config.sync == GG_SYNC_REDUCE_SCATTER && count % (size_t)d->size)
@@ -651,17 +664,28 @@ gg_status gg_dist_finish(gg_ctx *ctx, const gg_block_call *c, cudaStream_t main)
 
 /* Runs one collective on `bytes` of the context's agreement buffers: pinned host -> device, the collective, device
  * -> pinned host, then waits (polling for NCCL errors, never blocking in a copy). */
-static gg_status agree_step(gg_ctx *ctx, size_t offset, size_t bytes, int broadcast) {
+static gg_status agree_step(gg_ctx *ctx, size_t offset, size_t bytes, int broadcast, const char *what) {
     gg_dist *d = ctx->dist;
     char *dev = (char *)d->agree_dev + offset, *host = (char *)d->agree_host + offset;
     GG_CUDA_TRY(ctx, cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, d->stream));
     const ncclResult_t r =
         broadcast ? ncclBroadcast(dev, dev, bytes, ncclUint8, 0, (ncclComm_t)d->comm, d->stream)
                   : ncclAllReduce(dev, dev, bytes / sizeof(int32_t), ncclInt32, ncclMin, (ncclComm_t)d->comm, d->stream);
-    if (r != ncclSuccess) return fail_nccl(ctx, r, broadcast ? "ncclBroadcast (rank 0's GEMM algorithms)"
-                                                             : "ncclAllReduce (whether every rank made its plans)");
+    if (r != ncclSuccess) {
+        char call[160];
+        snprintf(call, sizeof call, "%s (%s)", broadcast ? "ncclBroadcast" : "ncclAllReduce", what);
+        return fail_nccl(ctx, r, call);
+    }
     GG_CUDA_TRY(ctx, cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, d->stream));
-    return wait_comm_stream(ctx, broadcast ? "rank 0's GEMM algorithms" : "whether every rank made its plans");
+    return wait_comm_stream(ctx, what);
+}
+
+gg_status gg_dist_all_ok(gg_ctx *ctx, int ok, const char *what, int *all_ok) {
+    int32_t *flag = ctx->dist->agree_host;
+    *flag = ok != 0;
+    GG_TRY(agree_step(ctx, 0, sizeof *flag, 0, what));
+    *all_ok = *flag == 1;
+    return GG_SUCCESS;
 }
 
 gg_status gg_dist_agree_algorithms(gg_ctx *ctx, const char *fn, gg_block_plan *const *plans, int count) {
@@ -671,7 +695,7 @@ gg_status gg_dist_agree_algorithms(gg_ctx *ctx, const char *fn, gg_block_plan *c
     const int valid = count >= 1 && count <= GG_MAX_BUCKETS;
     int32_t *made = d->agree_host;
     *made = plans != NULL && valid;
-    const gg_status step = agree_step(ctx, 0, sizeof *made, 0);
+    const gg_status step = agree_step(ctx, 0, sizeof *made, 0, "whether every rank made its plans");
     if (!plans) return GG_SUCCESS; /* this rank failed: its caller keeps its own error */
     GG_TRY(step);
     if (!valid) return gg_fail(ctx, GG_ERROR_INTERNAL, "%s: %d plans to agree on (1 to %d)", fn, count, GG_MAX_BUCKETS);
@@ -684,7 +708,7 @@ gg_status gg_dist_agree_algorithms(gg_ctx *ctx, const char *fn, gg_block_plan *c
     for (int p = 0; p < count; ++p)
         for (int i = 0; i < GG_PLAN_MAX_GEMMS; ++i)
             if (plans[p]->gemm[i].op) algos[p * GG_PLAN_MAX_GEMMS + i] = plans[p]->gemm[i].algo;
-    GG_TRY(agree_step(ctx, AGREE_HEADER, n * sizeof *algos, 1));
+    GG_TRY(agree_step(ctx, AGREE_HEADER, n * sizeof *algos, 1, "rank 0's GEMM algorithms"));
     int differed = 0, adopted = 0;
     for (int p = 0; p < count; ++p)
         for (int i = 0; i < GG_PLAN_MAX_GEMMS; ++i) {

@@ -13,7 +13,8 @@
 typedef struct gg_dist_buffer {
     void *ptr;
     size_t bytes;
-    void *window; /* ncclWindow_t, or NULL */
+    int nccl_memory; /* ncclMemAlloc's (copy engines on), else cudaMalloc's */
+    void *window;    /* ncclWindow_t; NULL when NCCL gave none (no symmetric support): then never reduced in place */
 } gg_dist_buffer;
 
 typedef struct gg_dist {
@@ -76,6 +77,11 @@ gg_status gg_dist_check_shape(gg_ctx *ctx, const char *fn, const gg_block_call *
  * rank calls it for the same graphs in the same order (gg_graph_create of a syncing graph does), outside any
  * capture; count: the graph's buckets. GG_ERROR_PEER when another rank failed. */
 gg_status gg_dist_agree_algorithms(gg_ctx *ctx, const char *fn, gg_block_plan *const *plans, int count);
+
+/* Whether every rank says ok (an all-reduce of the flag with min, waited for with the peer timeout): the agreement
+ * before a collective step that a local failure could otherwise leave the other ranks waiting in. what: the
+ * step, for messages. Collective; outside any capture. */
+gg_status gg_dist_all_ok(gg_ctx *ctx, int ok, const char *what, int *all_ok);
 
 /* Destroys the context's communicator state (owned communicator included); called by gg_ctx_destroy after the
  * graphs are gone. */

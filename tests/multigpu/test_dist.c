@@ -8,7 +8,8 @@
  *    (blocks 3, 4 and 1: FFN weights, SSM weight and bias, the tanh gate's scalar);
  *  - reduce-scatter leaves each rank the right shard of the sum, the same bits in two identical runs;
  *  - large gradients reduced through the copy engines (copy_engines = 1) and through NCCL's all-reduce: the same
- *    bits (2 ranks); bf16 means through them within the bound. The parameter gradients live in gg_dist_alloc
+ *    bits (2 ranks); bf16 means through them within the bound; gg_dist_reduce of an odd count at an unaligned
+ *    offset in a gg_dist_alloc buffer, copy engines on and off: the exact sums, the rest untouched. The parameter gradients live in gg_dist_alloc
  *    buffers (where copy engines reduce them; cudaMalloc's with copy engines off) except in the overlap test;
  *  - a syncing graph leaves every rank on rank 0's GEMM algorithms (rank 0 tuned, the others not);
  *  - teardown in the documented order never hangs (a watchdog ends the whole run after 600 s), and detaching a
@@ -103,9 +104,8 @@ static void log_to_rank(void *user_data, gg_log_level level, const char *message
 
 /* Makes one context per GPU with communicators (rank r's config changed by tweak, if given), runs rank_main on
  * every rank, checks statuses. */
-static void run_ranks_with(rank_job *jobs, const gg_case *c, gg_precision p, const gg_dist_config *dc,
-                           void (*tweak)(int rank, gg_config *cfg), int same_inputs) {
-    gg_ctx *ctxs[MAX_RANKS];
+/* One context per GPU logging into rank_log (rank r's config changed by tweak, if given), with communicators. */
+static void make_contexts(gg_ctx **ctxs, const gg_dist_config *dc, void (*tweak)(int rank, gg_config *cfg)) {
     for (int r = 0; r < world; ++r) {
         gg_config cfg = GG_CONFIG_INIT;
         cfg.device = r;
@@ -117,6 +117,12 @@ static void run_ranks_with(rank_job *jobs, const gg_case *c, gg_precision p, con
         if (gg_ctx_create(&cfg, &ctxs[r]) != GG_SUCCESS) fail_msg("gg_ctx_create: %s", gg_last_error(NULL));
     }
     GG_OK(ctxs[0], gg_dist_init_threads(ctxs, world, dc));
+}
+
+static void run_ranks_with(rank_job *jobs, const gg_case *c, gg_precision p, const gg_dist_config *dc,
+                           void (*tweak)(int rank, gg_config *cfg), int same_inputs) {
+    gg_ctx *ctxs[MAX_RANKS];
+    make_contexts(ctxs, dc, tweak);
     pthread_t threads[MAX_RANKS];
     for (int r = 0; r < world; ++r) {
         memset(&jobs[r], 0, sizeof jobs[r]);
@@ -345,6 +351,85 @@ static void copy_engines_and_all_reduce_agree(void **state) {
     free_jobs(ce);
 }
 
+/* gg_dist_reduce on a buffer the library did not make gradients in: an odd count (a one-element tail for NCCL's
+ * all-reduce) starting 3 floats into a gg_dist_alloc buffer (not 16-byte aligned: the adding kernel's scalar form),
+ * in 256 KiB pieces. */
+typedef struct reduce_job {
+    int rank;
+    gg_ctx *ctx;
+    float *result; /* host copy of the whole buffer afterwards */
+    gg_status status;
+    char error[512];
+} reduce_job;
+
+enum { REDUCE_OFFSET = 3, REDUCE_COUNT = 300001 };
+
+static float reduce_input(int rank, size_t i) { return (float)((i * 7919u + 13u * (unsigned)rank) % 2003u) / 256.0f - 3.0f; }
+
+static void *reduce_main(void *arg) {
+    reduce_job *j = arg;
+    cudaSetDevice(j->rank);
+    cudaStream_t stream;
+    cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+    const size_t n = REDUCE_OFFSET + REDUCE_COUNT;
+    float *buf = NULL;
+    j->result = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; ++i) j->result[i] = reduce_input(j->rank, i);
+    j->status = gg_dist_alloc(j->ctx, n * sizeof(float), (void **)&buf); /* collective */
+    if (j->status == GG_SUCCESS && cudaMemcpy(buf, j->result, n * sizeof(float), cudaMemcpyHostToDevice) != cudaSuccess)
+        j->status = GG_ERROR_CUDA;
+    if (j->status == GG_SUCCESS) j->status = gg_dist_reduce(j->ctx, buf + REDUCE_OFFSET, REDUCE_COUNT, 0, (gg_stream)stream);
+    if (j->status == GG_SUCCESS && (cudaStreamSynchronize(stream) != cudaSuccess ||
+                                    cudaMemcpy(j->result, buf, n * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess))
+        j->status = GG_ERROR_CUDA;
+    if (j->status != GG_SUCCESS) snprintf(j->error, sizeof j->error, "%s", gg_last_error(j->ctx));
+    const gg_status freed = gg_dist_free(j->ctx, buf); /* collective too */
+    if (j->status == GG_SUCCESS && freed != GG_SUCCESS) {
+        j->status = freed;
+        snprintf(j->error, sizeof j->error, "gg_dist_free: %s", gg_last_error(j->ctx));
+    }
+    cudaStreamDestroy(stream);
+    return NULL;
+}
+
+static void reduce_any_buffer_at_an_offset(void **state) {
+    (void)state;
+    REQUIRE_GPUS();
+    if (world != 2) skip(); /* with more ranks NCCL's ring adds in another order than the host */
+    gg_dist_config dc = GG_DIST_CONFIG_INIT;
+    dc.op = GG_REDUCE_SUM;
+    dc.bucket_bytes = 256 << 10;
+    for (int ce = 1; ce >= 0; --ce) {
+        dc.copy_engines = ce;
+        gg_ctx *ctxs[MAX_RANKS];
+        make_contexts(ctxs, &dc, log_debug);
+        reduce_job jobs[MAX_RANKS];
+        pthread_t threads[MAX_RANKS];
+        for (int r = 0; r < world; ++r) {
+            jobs[r] = (reduce_job){.rank = r, .ctx = ctxs[r]};
+            pthread_create(&threads[r], NULL, reduce_main, &jobs[r]);
+        }
+        for (int r = 0; r < world; ++r) pthread_join(threads[r], NULL);
+        for (int r = 0; r < world; ++r) gg_ctx_destroy(ctxs[r]);
+        for (int r = 0; r < world; ++r) {
+            if (jobs[r].status != GG_SUCCESS) fail_msg("copy engines %d, rank %d: %s", ce, r, jobs[r].error);
+            if (ce && !strstr(rank_log[r], "in place through the copy engines"))
+                fail_msg("rank %d: the reduction did not go through the copy engines", r);
+            for (size_t i = 0; i < REDUCE_OFFSET + REDUCE_COUNT; ++i) {
+                float want = reduce_input(r, i); /* before the offset: untouched */
+                if (i >= REDUCE_OFFSET) {
+                    want = 0.0f;
+                    for (int q = 0; q < world; ++q) want += reduce_input(q, i); /* 2 ranks: one exact rounding */
+                }
+                if (memcmp(&want, &jobs[r].result[i], sizeof want) != 0)
+                    fail_msg("copy engines %d, rank %d, element %zu: %.9g, want %.9g", ce, r, i,
+                             (double)jobs[r].result[i], (double)want);
+            }
+            free(jobs[r].result);
+        }
+    }
+}
+
 /* Rank 0 times its GEMM candidates afresh (no cache), the others take the heuristic's first choice, so their
  * algorithms differ wherever tuning found a faster one (1 of the 4 GEMMs in the runs so far). Making the syncing
  * graph must leave every rank on rank 0's: with the same inputs on every rank, the activation gradient (local, made
@@ -403,6 +488,7 @@ int main(void) {
         cmocka_unit_test(overlap_on_and_off_agree),
         cmocka_unit_test(reduce_scatter_gives_each_rank_its_shard),
         cmocka_unit_test(copy_engines_and_all_reduce_agree),
+        cmocka_unit_test(reduce_any_buffer_at_an_offset),
         cmocka_unit_test(ranks_adopt_rank0_gemm_algorithms),
     };
     return cmocka_run_group_tests_name("dist_multigpu", tests, NULL, NULL);
