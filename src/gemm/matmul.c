@@ -35,33 +35,12 @@ static int cluster_fits(const gg_matmul *mm, const cublasLtMatmulAlgo_t *algo) {
     return n > 0 && n <= mm->max_cluster_ctas;
 }
 
-/* For some shapes cuBLASLt offers only large clusters (block 2's dX: 4x1, 4x2 and larger, or AUTO, which lets the
- * kernel choose), yet its kernels run with small ones too: asks for 2x1, then 1x2, explicitly, and keeps the first
- * shape cuBLASLt accepts (*r updated; within the workspace). Measured on 2 H200s (block 2, 16 SMs left, 64 MiB
- * pieces): dX ran 192x192 2x1 instead of 128x128 4x2, 1.80x / 77-79 % hidden against 1.74-1.78x / 68-71 %. */
-static int ask_small_cluster(gg_ctx *ctx, const gg_matmul *mm, cublasLtMatmulHeuristicResult_t *r) {
-    static const uint16_t small[] = {CUBLASLT_CLUSTER_SHAPE_2x1x1, CUBLASLT_CLUSTER_SHAPE_1x2x1};
-    for (size_t i = 0; i < sizeof small / sizeof small[0]; ++i) {
-        cublasLtMatmulHeuristicResult_t asked = *r;
-        if (cublasLtMatmulAlgoConfigSetAttribute(&asked.algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &small[i],
-                                                 sizeof small[i]) != CUBLAS_STATUS_SUCCESS ||
-            cublasLtMatmulAlgoCheck(ctx->lt, mm->op, mm->a, mm->b, mm->d, mm->d, &asked.algo, &asked) !=
-                CUBLAS_STATUS_SUCCESS ||
-            asked.workspaceSize > (ctx->workspace[0] ? ctx->config.gemm_workspace_bytes : 0))
-            continue;
-        *r = asked;
-        return 1;
-    }
-    return 0;
-}
-
-/* Keeps, in the heuristic's order, the results whose clusters fit (the others asked for small ones); the new
- * count. When none does, keeps them all and lifts mm's limit, so that the fit check (cache, another rank's
- * algorithm) accepts what the plan runs. */
+/* Keeps, in the heuristic's order, the results whose clusters fit; the new count. When none does, keeps them all
+ * and lifts mm's limit, so that the fit check (cache, another rank's algorithm) accepts what the plan runs. */
 static int keep_fitting_clusters(gg_ctx *ctx, gg_matmul *mm, cublasLtMatmulHeuristicResult_t *results, int found) {
     int kept = 0;
     for (int i = 0; i < found; ++i)
-        if (cluster_fits(mm, &results[i].algo) || ask_small_cluster(ctx, mm, &results[i])) results[kept++] = results[i];
+        if (cluster_fits(mm, &results[i].algo)) results[kept++] = results[i];
     if (kept == 0) {
         gg_log(ctx, GG_LOG_WARN, "no GEMM algorithm with clusters of at most %d CTAs: any cluster size allowed",
                mm->max_cluster_ctas);
