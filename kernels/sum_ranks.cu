@@ -7,23 +7,15 @@ using namespace gg;
 
 namespace {
 
-/* out[i] = round(scale * sum_j in[j * chunk + i]), the terms added in rank order (every rank's result for a chunk
- * is the bits of the one rank that computed it, so the order only has to be fixed). V elements per thread step:
- * V = 4 floats or 8 bf16 (16 bytes) when the pointers and chunk allow it, else 1. */
-template <typename T, int V>
+/* out[i] = (T)(scale * sum_j in[j * chunk + i]), the terms added in fp32 in rank order (every rank's result for a
+ * chunk is the bits of the one rank that computed it, so the order only has to be fixed): the form for any
+ * alignment. */
+template <typename T>
 __global__ void sum_ranks_kernel(const T *__restrict__ in, T *__restrict__ out, size_t chunk, int ranks, float scale) {
-    const size_t steps = chunk / V, stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t s = (size_t)blockIdx.x * blockDim.x + threadIdx.x; s < steps; s += stride) {
-        float acc[V];
-#pragma unroll
-        for (int v = 0; v < V; ++v) acc[v] = 0.0f;
-        for (int j = 0; j < ranks; ++j) {
-            const T *p = in + (size_t)j * chunk + s * V;
-#pragma unroll
-            for (int v = 0; v < V; ++v) acc[v] += static_cast<float>(__ldcs(p + v));
-        }
-#pragma unroll
-        for (int v = 0; v < V; ++v) out[s * V + v] = static_cast<T>(acc[v] * scale);
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < chunk; i += (size_t)gridDim.x * blockDim.x) {
+        float acc = 0.0f;
+        for (int j = 0; j < ranks; ++j) acc += static_cast<float>(__ldcs(in + (size_t)j * chunk + i));
+        out[i] = static_cast<T>(acc * scale);
     }
 }
 
@@ -59,7 +51,7 @@ cudaError_t launch(const void *in, void *out, size_t chunk, int ranks, float sca
         sum_ranks_vec_kernel<T, Vec, V><<<grid_for(vecs, sm_count, 4), kThreads, 0, stream>>>(
             static_cast<const Vec *>(in), static_cast<Vec *>(out), vecs, ranks, scale);
     } else {
-        sum_ranks_kernel<T, 1><<<grid_for(chunk, sm_count, 4), kThreads, 0, stream>>>(
+        sum_ranks_kernel<T><<<grid_for(chunk, sm_count, 4), kThreads, 0, stream>>>(
             static_cast<const T *>(in), static_cast<T *>(out), chunk, ranks, scale);
     }
     return cudaGetLastError();

@@ -29,16 +29,6 @@ int gg_ce_supported(void) {
     return GG_CE_BUILT && ncclGetVersion(&version) == ncclSuccess && version >= NCCL_VERSION(2, 28, 0);
 }
 
-static gg_status fail_ce(gg_ctx *ctx, ncclResult_t r, const char *what) {
-    return gg_fail(ctx, GG_ERROR_NCCL, "%s failed: %s (%s)", what, ncclGetErrorString(r), ncclGetLastError(NULL));
-}
-
-#define CE_TRY(ctx, call)                                                                                          \
-    do {                                                                                                           \
-        const ncclResult_t r_ = (call);                                                                            \
-        if (r_ != ncclSuccess) return fail_ce((ctx), r_, #call);                                                   \
-    } while (0)
-
 gg_status gg_ce_alloc(gg_ctx *ctx, const char *fn) {
 #if GG_CE_BUILT
     gg_dist *d = ctx->dist;
@@ -59,8 +49,8 @@ gg_status gg_ce_alloc(gg_ctx *ctx, const char *fn) {
 }
 
 #if GG_CE_BUILT
-/* The staging as one symmetric window on the communicator. */
-/* Inside a group NCCL fills the window in at ncclGroupEnd: it must be written where it is kept. */
+/* The staging as one symmetric window on the communicator. Inside a group NCCL fills the window in at ncclGroupEnd:
+ * it must be written where it is kept. */
 static ncclResult_t register_staging(gg_dist *d) {
     d->ce_window = NULL;
     return ncclCommWindowRegister((ncclComm_t)d->comm, d->ce_staging, d->ce_piece_bytes, (ncclWindow_t *)&d->ce_window,
@@ -96,7 +86,7 @@ static gg_status on_every_rank(gg_ctx *const *ctxs, int count, const char *fn, c
     if (r == ncclSuccess) return GG_SUCCESS;
     char where[160];
     snprintf(where, sizeof where, "%s: %s", fn, what);
-    return fail_ce(ctxs[0], r, where);
+    return gg_dist_fail_nccl(ctxs[0], r, where);
 }
 #endif
 
@@ -138,8 +128,8 @@ int gg_ce_in_window(const gg_dist *d, const void *p, size_t bytes) {
     const char *c = p;
     for (int i = 0; i < d->n_buffers; ++i) {
         const char *lo = d->buffers[i].ptr;
-        if (d->buffers[i].window && c >= lo && bytes <= d->buffers[i].bytes && c - lo <= (ptrdiff_t)(d->buffers[i].bytes - bytes))
-            return 1;
+        const size_t size = d->buffers[i].bytes;
+        if (d->buffers[i].window && c >= lo && bytes <= size && (size_t)(c - lo) <= size - bytes) return 1;
     }
     return 0;
 }
@@ -167,14 +157,14 @@ gg_status gg_ce_all_reduce(gg_ctx *ctx, void *p, size_t n, size_t elem) {
     size_t at = 0;
     for (size_t q; (q = gg_ce_share(n, at, d->size, piece)) != 0; at += q * ranks) {
         char *first = data + at * elem, *mine = first + (size_t)d->rank * q * elem;
-        CE_TRY(ctx, ncclAlltoAll(first, shares, q, type, comm, d->stream)); /* rank j's share of mine -> row j */
+        GG_NCCL_TRY(ctx, ncclAlltoAll(first, shares, q, type, comm, d->stream)); /* rank j's share of mine -> row j */
         GG_TRY(step_ok(ctx, d->stream, "ncclAlltoAll"));
         GG_CUDA_TRY(ctx, gg_k_sum_ranks(shares, mine, dtype, q, d->size, scale, ctx->sm_count, d->stream));
-        CE_TRY(ctx, ncclAllGather(mine, first, q, type, comm, d->stream)); /* in place */
+        GG_NCCL_TRY(ctx, ncclAllGather(mine, first, q, type, comm, d->stream)); /* in place */
         GG_TRY(step_ok(ctx, d->stream, "ncclAllGather"));
     }
     if (at < n) /* fewer than `ranks` elements */
-        CE_TRY(ctx, ncclAllReduce(data + at * elem, data + at * elem, n - at, type,
+        GG_NCCL_TRY(ctx, ncclAllReduce(data + at * elem, data + at * elem, n - at, type,
                                   d->config.op == GG_REDUCE_AVERAGE ? ncclAvg : ncclSum, comm, d->stream));
     return GG_SUCCESS;
 #else
@@ -185,9 +175,8 @@ gg_status gg_ce_all_reduce(gg_ctx *ctx, void *p, size_t n, size_t elem) {
 
 /* The end of a failed collective step on ctx's communicator: abort it (no rank may stay waiting in it). */
 static gg_status abort_after(gg_ctx *ctx, ncclResult_t r, const char *what) {
-    const gg_status status = fail_ce(ctx, r, what);
-    (void)ncclCommAbort((ncclComm_t)ctx->dist->comm);
-    ctx->dist->comm = NULL;
+    const gg_status status = gg_dist_fail_nccl(ctx, r, what);
+    gg_dist_abort(ctx);
     return status;
 }
 

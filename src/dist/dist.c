@@ -62,15 +62,15 @@ static gg_status check_dist_config(gg_ctx *ctx, const char *fn, const gg_dist_co
 }
 
 
-static gg_status fail_nccl(gg_ctx *ctx, ncclResult_t r, const char *what) {
-    return gg_fail(ctx, GG_ERROR_NCCL, "%s failed: %s (%s)", what, ncclGetErrorString(r), ncclGetLastError(NULL));
+gg_status gg_dist_fail_nccl(gg_ctx *ctx, int result, const char *what) {
+    return gg_fail(ctx, GG_ERROR_NCCL, "%s failed: %s (%s)", what, ncclGetErrorString((ncclResult_t)result),
+                   ncclGetLastError(NULL));
 }
 
-#define NCCL_TRY(ctx, call)                                                                                        \
-    do {                                                                                                           \
-        ncclResult_t r_ = (call);                                                                                  \
-        if (r_ != ncclSuccess) return fail_nccl((ctx), r_, #call);                                                 \
-    } while (0)
+void gg_dist_abort(gg_ctx *ctx) {
+    if (ctx->dist->comm) (void)ncclCommAbort((ncclComm_t)ctx->dist->comm);
+    ctx->dist->comm = NULL;
+}
 
 /* NVLink multicast stays off unless the user chose otherwise: it can take a shared host's GPUs out of service. NCCL
  * reads the variable when it makes a communicator, so this runs before gradgraph makes one (and at context
@@ -199,8 +199,7 @@ static gg_status wait_comm_stream(gg_ctx *ctx, const char *what) {
     const poll_outcome outcome = poll_comm_streams(&ctx, 1, &which, &cuda);
     if (outcome == POLL_DONE) return GG_SUCCESS;
     if (outcome == POLL_NCCL_ERROR) return gg_dist_check(ctx); /* aborts, with NCCL's message */
-    (void)ncclCommAbort((ncclComm_t)ctx->dist->comm); /* releases this rank's stream; the others time out too */
-    ctx->dist->comm = NULL;
+    gg_dist_abort(ctx); /* releases this rank's stream; the others time out too */
     if (outcome == POLL_CUDA_ERROR)
         return gg_fail(ctx, GG_ERROR_NCCL,
                        "%s: rank %d: the communication stream failed (%s): the communicator is aborted (an attached "
@@ -221,10 +220,7 @@ static gg_status warm_up_wait(gg_ctx *const *ctxs, int count, const char *fn) {
     const poll_outcome outcome = poll_comm_streams(ctxs, count, &which, &cuda);
     if (outcome == POLL_DONE) return GG_SUCCESS;
     gg_ctx *ctx = ctxs[which];
-    for (int i = 0; i < count; ++i) {
-        (void)ncclCommAbort((ncclComm_t)ctxs[i]->dist->comm);
-        ctxs[i]->dist->comm = NULL;
-    }
+    for (int i = 0; i < count; ++i) gg_dist_abort(ctxs[i]);
     if (outcome == POLL_CUDA_ERROR) /* GG_ERROR_NCCL: the status that says "aborted, do not destroy" */
         return gg_fail(ctx, GG_ERROR_NCCL,
                        "%s: the warm-up all-reduce on rank %d failed (%s): the communicator is aborted (an attached one "
@@ -266,13 +262,11 @@ static gg_status settle_copy_engines(gg_ctx *const *ctxs, int count, const float
          * same on every rank), and then has no copy-engine path either. */
         gg_log(ctxs[i], GG_LOG_WARN, "%s: NCCL made no symmetric window on rank %d (no copy-engine support between "
                                      "these GPUs); gradients are all-reduced on SMs", fn, d->rank);
+        gg_ce_free(d); /* never registered */
         d->ce_on = 0;
     }
     if (status == GG_SUCCESS) return GG_SUCCESS;
-    for (int i = 0; i < count; ++i) { /* a collective that failed half way: abort, as a failed warm-up does */
-        if (ctxs[i]->dist->comm) (void)ncclCommAbort((ncclComm_t)ctxs[i]->dist->comm);
-        ctxs[i]->dist->comm = NULL;
-    }
+    for (int i = 0; i < count; ++i) gg_dist_abort(ctxs[i]); /* failed half way: as a failed warm-up does */
     return status;
 }
 
@@ -300,7 +294,7 @@ static gg_status warm_up(gg_ctx *const *ctxs, int count, const char *fn) {
                               ctxs[i]->dist->stream);
         const ncclResult_t ended = ncclGroupEnd();
         if (r == ncclSuccess) r = ended;
-        if (r != ncclSuccess) status = fail_nccl(ctxs[0], r, "warm-up ncclAllReduce");
+        if (r != ncclSuccess) status = gg_dist_fail_nccl(ctxs[0], r, "warm-up ncclAllReduce");
         else status = warm_up_wait(ctxs, count, fn);
         for (int i = 0; i < count && status == GG_SUCCESS; ++i) {
             (void)cudaSetDevice(ctxs[i]->config.device);
@@ -316,6 +310,14 @@ static gg_status warm_up(gg_ctx *const *ctxs, int count, const char *fn) {
         }
     (void)cudaSetDevice(caller_device);
     return status;
+}
+
+/* What a context's communicator ended up as, once it is ready (INFO). */
+static void log_ready(gg_ctx *ctx, const char *fn) {
+    const gg_dist *d = ctx->dist;
+    gg_log(ctx, GG_LOG_INFO, "%s: rank %d of %d on device %d, %s, buckets of %zu MiB, copy engines %s", fn, d->rank,
+           d->size, ctx->config.device, d->config.sync == GG_SYNC_ALL_REDUCE ? "all-reduce" : "reduce-scatter",
+           d->config.bucket_bytes >> 20, d->ce_on ? "on" : "off");
 }
 
 /* Binds the calling thread near the GPU when asked to; in a build without hwloc, says so at INFO level (the
@@ -338,7 +340,7 @@ static gg_status install(gg_ctx *ctx, const char *fn, ncclComm_t comm, int owned
     if (r == ncclSuccess) r = ncclCommUserRank(comm, &rank);
     if (r == ncclSuccess) r = ncclCommCount(comm, &size);
     if (r != ncclSuccess) {
-        status = fail_nccl(ctx, r, "ncclCommCuDevice/UserRank/Count");
+        status = gg_dist_fail_nccl(ctx, r, "ncclCommCuDevice/UserRank/Count");
         goto fail;
     }
     if (device != ctx->config.device) {
@@ -354,9 +356,7 @@ static gg_status install(gg_ctx *ctx, const char *fn, ncclComm_t comm, int owned
         goto fail;
     }
     ctx->dist->owned = owned;
-    gg_log(ctx, GG_LOG_INFO, "%s: rank %d of %d on device %d, %s, buckets of %zu MiB, copy engines %s", fn, rank,
-           size, device, config->sync == GG_SYNC_ALL_REDUCE ? "all-reduce" : "reduce-scatter",
-           config->bucket_bytes >> 20, ctx->dist->ce_on ? "on" : "off");
+    log_ready(ctx, fn);
     bind_if_asked(ctx, config);
     return GG_SUCCESS;
 fail:
@@ -390,7 +390,6 @@ static ncclConfig_t comm_config(const gg_dist_config *c) {
     return config;
 }
 
-
 /* The end of a one-process-per-GPU bootstrap, once every rank holds NCCL's unique id: the communicator (gradgraph
  * owns it), the warm-up, the thread binding. */
 static gg_status init_from_id(gg_ctx *ctx, const char *fn, int rank, int size, const ncclUniqueId *id,
@@ -401,7 +400,7 @@ static gg_status init_from_id(gg_ctx *ctx, const char *fn, int rank, int size, c
     ncclConfig_t config = comm_config(c);
     const ncclResult_t r = ncclCommInitRankConfig(&comm, size, *id, rank, &config);
     gg_device_leave(saved);
-    if (r != ncclSuccess) return fail_nccl(ctx, r, "ncclCommInitRankConfig");
+    if (r != ncclSuccess) return gg_dist_fail_nccl(ctx, r, "ncclCommInitRankConfig");
     return install(ctx, fn, comm, 1, c); /* aborts comm on failure */
 }
 
@@ -418,7 +417,7 @@ static gg_status share_id_mpi(gg_ctx *ctx, const char *fn, const void *mpi_comm,
         shared.ok = made == ncclSuccess;
     }
     GG_TRY(gg_bootstrap_mpi_broadcast(ctx, fn, mpi_comm, &shared, sizeof shared));
-    if (made != ncclSuccess) return fail_nccl(ctx, made, "ncclGetUniqueId");
+    if (made != ncclSuccess) return gg_dist_fail_nccl(ctx, made, "ncclGetUniqueId");
     if (!shared.ok)
         return gg_fail(ctx, GG_ERROR_NCCL, "%s: rank 0 could not make NCCL's unique id (its status says why)", fn);
     *id = shared.id;
@@ -434,7 +433,7 @@ gg_status gg_dist_init_env(gg_ctx *ctx, const char *id_path, const gg_dist_confi
     gg_dist_default_environment();
     ncclUniqueId id;
     if (id_path) {
-        if (rank == 0) NCCL_TRY(ctx, ncclGetUniqueId(&id));
+        if (rank == 0) GG_NCCL_TRY(ctx, ncclGetUniqueId(&id));
         GG_TRY(gg_bootstrap_share_id(ctx, fn, rank, id_path, &id, sizeof id, 120000));
         GG_TRY(init_from_id(ctx, fn, rank, size, &id, &c));
         /* Every rank has read the id (the communicator exists): remove it, so that the next launch's ranks cannot
@@ -477,12 +476,12 @@ gg_status gg_dist_init_mpi(gg_ctx *ctx, const void *mpi_comm, const gg_dist_conf
 static gg_status init_local_comms(gg_ctx *ctx, int count, const int *devices, const gg_dist_config *c,
                                   ncclComm_t *comms) {
     ncclUniqueId id;
-    NCCL_TRY(ctx, ncclGetUniqueId(&id));
+    GG_NCCL_TRY(ctx, ncclGetUniqueId(&id));
     int saved = 0;
     GG_CUDA_TRY(ctx, cudaGetDevice(&saved));
     ncclConfig_t config = comm_config(c);
     ncclResult_t r = ncclGroupStart();
-    if (r != ncclSuccess) return fail_nccl(ctx, r, "ncclGroupStart");
+    if (r != ncclSuccess) return gg_dist_fail_nccl(ctx, r, "ncclGroupStart");
     for (int i = 0; i < count; ++i) {
         comms[i] = NULL;
         const cudaError_t e = cudaSetDevice(devices[i]); /* the contexts' devices: they exist */
@@ -495,7 +494,8 @@ static gg_status init_local_comms(gg_ctx *ctx, int count, const int *devices, co
         for (int i = 0; i < count; ++i)
             if (comms[i]) (void)ncclCommAbort(comms[i]);
     (void)cudaSetDevice(saved);
-    return r == ncclSuccess ? GG_SUCCESS : fail_nccl(ctx, r, "ncclCommInitRankConfig (one per device, grouped)");
+    if (r != ncclSuccess) return gg_dist_fail_nccl(ctx, r, "ncclCommInitRankConfig (one per device, grouped)");
+    return GG_SUCCESS;
 }
 
 gg_status gg_dist_init_threads(gg_ctx *const *ctxs, int count, const gg_dist_config *config) {
@@ -533,9 +533,7 @@ gg_status gg_dist_init_threads(gg_ctx *const *ctxs, int count, const gg_dist_con
     }
     for (int i = 0; i < count; ++i) {
         ctxs[i]->dist->owned = 1;
-        gg_log(ctxs[i], GG_LOG_INFO, "%s: rank %d of %d on device %d, %s, buckets of %zu MiB, copy engines %s", fn, i,
-               count, devices[i], c.sync == GG_SYNC_ALL_REDUCE ? "all-reduce" : "reduce-scatter",
-               c.bucket_bytes >> 20, ctxs[i]->dist->ce_on ? "on" : "off");
+        log_ready(ctxs[i], fn);
     }
     return GG_SUCCESS;
 }
@@ -564,8 +562,7 @@ gg_status gg_dist_check(gg_ctx *ctx) {
     const ncclResult_t r = ncclCommGetAsyncError((ncclComm_t)d->comm, &async);
     if (r == ncclSuccess && (async == ncclSuccess || async == ncclInProgress)) return GG_SUCCESS;
     const ncclResult_t err = r != ncclSuccess ? r : async;
-    (void)ncclCommAbort((ncclComm_t)d->comm); /* wakes every rank blocked on this communicator, and frees it */
-    d->comm = NULL;                            /* so nobody destroys or uses it again */
+    gg_dist_abort(ctx);
     return gg_fail(ctx, GG_ERROR_NCCL,
                    "gg_dist_check: NCCL reported an asynchronous error on rank %d: %s; the communicator is aborted (an "
                    "attached one too: do not destroy it)",
@@ -579,11 +576,11 @@ static gg_status reduce(gg_ctx *ctx, void *p, size_t count, size_t elem_bytes) {
     const ncclRedOp_t op = d->config.op == GG_REDUCE_AVERAGE ? ncclAvg : ncclSum;
     if (d->config.sync == GG_SYNC_REDUCE_SCATTER) {
         const size_t shard = count / (size_t)d->size; /* in place: this rank's shard of its own buffer */
-        NCCL_TRY(ctx, ncclReduceScatter(p, (char *)p + (size_t)d->rank * shard * elem_bytes, shard, type, op,
+        GG_NCCL_TRY(ctx, ncclReduceScatter(p, (char *)p + (size_t)d->rank * shard * elem_bytes, shard, type, op,
                                         (ncclComm_t)d->comm, d->stream));
         return GG_SUCCESS;
     }
-    NCCL_TRY(ctx, ncclAllReduce(p, p, count, type, op, (ncclComm_t)d->comm, d->stream));
+    GG_NCCL_TRY(ctx, ncclAllReduce(p, p, count, type, op, (ncclComm_t)d->comm, d->stream));
     return GG_SUCCESS;
 }
 
@@ -596,8 +593,8 @@ static gg_status reduce_buffer(gg_ctx *ctx, void *p, size_t n, size_t elem) {
         gg_log(ctx, GG_LOG_DEBUG, "all-reducing %zu elements at %p in place through the copy engines", n, p);
         return gg_ce_all_reduce(ctx, p, n, elem); /* in pieces of at most bucket_bytes */
     }
-    if (ctx->dist->config.sync == GG_SYNC_REDUCE_SCATTER) return reduce(ctx, p, n, elem);
-    const size_t piece = ctx->dist->config.bucket_bytes / elem;
+    if (d->config.sync == GG_SYNC_REDUCE_SCATTER) return reduce(ctx, p, n, elem);
+    const size_t piece = d->config.bucket_bytes / elem;
     for (size_t at = 0; at < n; at += piece)
         GG_TRY(reduce(ctx, (char *)p + at * elem, n - at < piece ? n - at : piece, elem));
     return GG_SUCCESS;
@@ -674,7 +671,7 @@ static gg_status agree_step(gg_ctx *ctx, size_t offset, size_t bytes, int broadc
     if (r != ncclSuccess) {
         char call[160];
         snprintf(call, sizeof call, "%s (%s)", broadcast ? "ncclBroadcast" : "ncclAllReduce", what);
-        return fail_nccl(ctx, r, call);
+        return gg_dist_fail_nccl(ctx, r, call);
     }
     GG_CUDA_TRY(ctx, cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, d->stream));
     return wait_comm_stream(ctx, what);
@@ -693,13 +690,12 @@ gg_status gg_dist_agree_algorithms(gg_ctx *ctx, const char *fn, gg_block_plan *c
     if (!d || d->size < 2) return GG_SUCCESS;
     if (!d->comm) return gg_fail(ctx, GG_ERROR_NCCL, "%s: the communicator was aborted after an error", fn);
     const int valid = count >= 1 && count <= GG_MAX_BUCKETS;
-    int32_t *made = d->agree_host;
-    *made = plans != NULL && valid;
-    const gg_status step = agree_step(ctx, 0, sizeof *made, 0, "whether every rank made its plans");
+    int all_made = 0;
+    const gg_status step = gg_dist_all_ok(ctx, plans != NULL && valid, "whether every rank made its plans", &all_made);
     if (!plans) return GG_SUCCESS; /* this rank failed: its caller keeps its own error */
     GG_TRY(step);
     if (!valid) return gg_fail(ctx, GG_ERROR_INTERNAL, "%s: %d plans to agree on (1 to %d)", fn, count, GG_MAX_BUCKETS);
-    if (!*made)
+    if (!all_made)
         return gg_fail(ctx, GG_ERROR_PEER,
                        "%s: another rank failed to make this graph (its own status says why); no rank made it", fn);
     cublasLtMatmulAlgo_t *algos = (cublasLtMatmulAlgo_t *)((char *)d->agree_host + AGREE_HEADER);

@@ -78,6 +78,19 @@ gg_status gg_dist_check_shape(gg_ctx *ctx, const char *fn, const gg_block_call *
  * capture; count: the graph's buckets. GG_ERROR_PEER when another rank failed. */
 gg_status gg_dist_agree_algorithms(gg_ctx *ctx, const char *fn, gg_block_plan *const *plans, int count);
 
+/* GG_ERROR_NCCL naming what failed, with NCCL's strings (result: an ncclResult_t); and the same as a statement
+ * that returns from the caller. Built without NCCL, never called. */
+gg_status gg_dist_fail_nccl(gg_ctx *ctx, int result, const char *what);
+#define GG_NCCL_TRY(ctx, call)                                                                                     \
+    do {                                                                                                           \
+        const int r_ = (int)(call);                                                                                \
+        if (r_ != 0) return gg_dist_fail_nccl((ctx), r_, #call);                                                   \
+    } while (0)
+
+/* Aborts ctx's communicator, if it still has one, and forgets it: every rank blocked on it is released, and
+ * nobody destroys or uses it again (an attached one is freed too: its owner must not destroy it). */
+void gg_dist_abort(gg_ctx *ctx);
+
 /* Whether every rank says ok (an all-reduce of the flag with min, waited for with the peer timeout): the agreement
  * before a collective step that a local failure could otherwise leave the other ranks waiting in. what: the
  * step, for messages. Collective; outside any capture. */
