@@ -56,12 +56,6 @@ static gg_status plan_gemm(gg_ctx *ctx, gg_matmul *mm, gg_precision precision, i
     return gg_matmul_plan(ctx, &s, mm);
 }
 
-/* The parts dW1 is computed in: the key's grad_pieces when they divide F, else whole. */
-static int dw1_pieces(const gg_block_plan *p) {
-    const int n = p->key.grad_pieces;
-    return n > 1 && p->key.dim1 % n == 0 ? n : 1;
-}
-
 static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     const int64_t M = p->key.tokens, D = p->key.dim0, F = p->key.dim1;
     const gg_precision prec = (gg_precision)p->key.precision;
@@ -71,10 +65,7 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_G], prec, 0, 0, F, M, D, F, D, F));
     GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW2], prec, 0, 1, F, D, M, F, D, F));
     GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DX], prec, sm_target, 0, D, M, F, D, F, D));
-    /* dW1 in grad_pieces parts (rows of dW1, columns of its column-major view), each one GEMM whose reduction starts
-     * as soon as it is final; the parts after the first run beside a reduction, so they all leave SMs like dX. */
-    const int pieces = dw1_pieces(p);
-    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW1], prec, pieces > 1 ? sm_target : 0, 1, D, F / pieces, M, D, F, D));
+    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW1], prec, 0, 1, D, F, M, D, F, D));
     p->buffer[BUF_G] = gg_plan_take(p, (size_t)(M * F) * sizeof(float));
     if (prec == GG_PRECISION_FP16) {
         const size_t h = 2; /* sizeof(half) */
@@ -204,14 +195,8 @@ static gg_status enqueue_weights_first(gg_ctx *ctx, const gg_block_plan *p, cons
     GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_G], o.w2, o.dy, o.G, 0, 0, s));
     GG_TRY(activation_grad(ctx, p, c, &o, s));
     GG_TRY(to_f16(ctx, c, T_X, o.x, s));
-    const int pieces = dw1_pieces(p);
-    const size_t rows = (size_t)(c->dim1 / pieces), r_elem = o.r_type == GG_DT_F16 ? 2 : 4;
-    for (int j = 0; j < pieces; ++j) { /* rows [j rows, (j+1) rows) of dW1 from the same columns of R */
-        const size_t first = (size_t)j * rows;
-        GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_DW1], o.x, (const char *)o.R + first * r_elem,
-                             (float *)t[T_DW1] + first * (size_t)c->dim0, acc, 1, s));
-        GG_TRY(gg_dist_grad_part_ready(ctx, c, s, T_DW1, first * (size_t)c->dim0, rows * (size_t)c->dim0));
-    }
+    GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_DW1], o.x, o.R, t[T_DW1], acc, 1, s));
+    GG_TRY(gg_dist_grad_ready(ctx, c, s, T_DW1));
     GG_TRY(to_f16(ctx, c, T_W1, o.w1, s));
     return gg_matmul_run(ctx, &p->gemm[GEMM_DX], o.w1, o.R, t[T_DX], 0, 0, s);
 }

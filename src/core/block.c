@@ -126,8 +126,6 @@ gg_status gg_block_validate(gg_ctx *ctx, const char *fn, gg_block_call *c, gg_pr
 gg_plan_key gg_block_plan_key(const gg_ctx *ctx, const gg_block_call *c) {
     gg_plan_key key = gg_plan_key_make(c->info->kind, c->precision, c->tokens, c->dim0, c->dim1);
     key.sm_reserve = c->sync_grads ? gg_dist_comm_sms(ctx) : 0;
-    const int pieces = c->info->kind == GG_BLOCK_GELU_FFN || c->info->kind == GG_BLOCK_MLP ? gg_dist_grad_pieces(ctx, c) : 1;
-    key.grad_pieces = pieces > 1 ? pieces : 0;
     return key;
 }
 

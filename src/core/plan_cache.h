@@ -23,7 +23,6 @@ typedef struct gg_plan_key {
     int64_t dim0;      /* the block's first hidden dim (H or D) */
     int64_t dim1;      /* the second (F or E), 0 when the block has one */
     int32_t sm_reserve; /* SMs the block's GEMMs leave free for communication (0: none) */
-    int32_t grad_pieces; /* > 1: a syncing FFN computes dW1 in this many GEMMs, each reduced as soon as it is final */
 } gg_plan_key;
 
 gg_plan_key gg_plan_key_make(gg_block_kind block, int precision, int64_t tokens, int64_t dim0, int64_t dim1);

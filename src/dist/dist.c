@@ -28,15 +28,6 @@ int gg_dist_comm_sms(const gg_ctx *ctx) {
 int gg_dist_overlaps(const gg_ctx *ctx, const gg_block_call *c) {
     return c->sync_grads && ctx->dist && ctx->dist->config.overlap;
 }
-int gg_dist_grad_pieces(const gg_ctx *ctx, const gg_block_call *c) {
-    if (!gg_dist_overlaps(ctx, c) || ctx->dist->config.sync != GG_SYNC_ALL_REDUCE) return 1;
-    const char *lab = getenv("GG_LAB_GRAD_PIECES"); /* LAB: measured before it becomes a setting */
-    const int n = lab ? atoi(lab) : 1;
-    return n > 1 ? n : 1;
-}
-gg_status gg_dist_grad_ready(gg_ctx *ctx, const gg_block_call *c, cudaStream_t producer, int tensor) {
-    return gg_dist_grad_part_ready(ctx, c, producer, tensor, 0, gg_tensor_elems(c, tensor));
-}
 
 #ifdef GG_HAVE_NCCL
 #include <nccl.h>
@@ -609,9 +600,8 @@ static gg_status reduce_buffer(gg_ctx *ctx, void *p, size_t n, size_t elem) {
     return GG_SUCCESS;
 }
 
-static gg_status reduce_tensor(gg_ctx *ctx, const gg_block_call *c, int i, size_t first, size_t count) {
-    const size_t elem = c->info->tensors[i].elem_bytes;
-    return reduce_buffer(ctx, (char *)c->t[i] + first * elem, count, elem);
+static gg_status reduce_tensor(gg_ctx *ctx, const gg_block_call *c, int i) {
+    return reduce_buffer(ctx, c->t[i], gg_tensor_elems(c, i), c->info->tensors[i].elem_bytes);
 }
 
 gg_status gg_dist_reduce(gg_ctx *ctx, void *data, size_t count, int bf16, gg_stream stream) {
@@ -645,13 +635,11 @@ gg_status gg_dist_reduce(gg_ctx *ctx, void *data, size_t count, int bf16, gg_str
     return status;
 }
 
-gg_status gg_dist_grad_part_ready(gg_ctx *ctx, const gg_block_call *c, cudaStream_t producer, int tensor,
-                                  size_t first, size_t count) {
+gg_status gg_dist_grad_ready(gg_ctx *ctx, const gg_block_call *c, cudaStream_t producer, int tensor) {
     if (!gg_dist_overlaps(ctx, c)) return GG_SUCCESS;
     GG_TRY(gg_stream_handoff(ctx, producer, ctx->dist->ev_ready, ctx->dist->stream));
-    return reduce_tensor(ctx, c, tensor, first, count);
+    return reduce_tensor(ctx, c, tensor);
 }
-
 
 gg_status gg_dist_join(gg_ctx *ctx, const gg_block_call *c, cudaStream_t main) {
     if (!c->sync_grads) return GG_SUCCESS;
@@ -665,7 +653,7 @@ gg_status gg_dist_finish(gg_ctx *ctx, const gg_block_call *c, cudaStream_t main)
     if (!d->config.overlap) {
         status = gg_stream_handoff(ctx, main, d->ev_ready, d->stream);
         for (int i = 0; i < c->info->n_tensors && status == GG_SUCCESS; ++i)
-            if (gg_tensor_is_param(c, i)) status = reduce_tensor(ctx, c, i, 0, gg_tensor_elems(c, i));
+            if (gg_tensor_is_param(c, i)) status = reduce_tensor(ctx, c, i);
     }
     const gg_status joined = gg_dist_join(ctx, c, main); /* also after a failed reduction */
     return status == GG_SUCCESS ? joined : status;
@@ -779,9 +767,8 @@ gg_status gg_dist_reduce(gg_ctx *ctx, void *data, size_t count, int bf16, gg_str
     (void)ctx, (void)data, (void)count, (void)bf16, (void)stream;
     return UNSUPPORTED("gg_dist_reduce");
 }
-gg_status gg_dist_grad_part_ready(gg_ctx *ctx, const gg_block_call *c, cudaStream_t producer, int tensor,
-                                  size_t first, size_t count) {
-    (void)ctx, (void)c, (void)producer, (void)tensor, (void)first, (void)count;
+gg_status gg_dist_grad_ready(gg_ctx *ctx, const gg_block_call *c, cudaStream_t producer, int tensor) {
+    (void)ctx, (void)c, (void)producer, (void)tensor;
     return GG_SUCCESS;
 }
 gg_status gg_dist_finish(gg_ctx *ctx, const gg_block_call *c, cudaStream_t main) {

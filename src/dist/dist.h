@@ -46,14 +46,6 @@ void gg_dist_default_environment(void);
 /* A parameter gradient of a syncing call is final on `producer`: reduce it now (overlap on), else later. */
 gg_status gg_dist_grad_ready(gg_ctx *ctx, const gg_block_call *call, cudaStream_t producer, int tensor);
 
-/* The same for elements [first, first + count) of the gradient: a part made by its own kernel (grad_pieces). */
-gg_status gg_dist_grad_part_ready(gg_ctx *ctx, const gg_block_call *call, cudaStream_t producer, int tensor,
-                                  size_t first, size_t count);
-
-/* How many parts a syncing call computes its last weight gradient in, each reduced as soon as it is final, so that
- * the reduction starts before the whole gradient exists (1: whole; always 1 unless overlapping all-reduces). */
-int gg_dist_grad_pieces(const gg_ctx *ctx, const gg_block_call *call);
-
 /* End of a syncing call's backward on `main` (the graph code calls it after the block's enqueue): reduce what was
  * deferred (overlap off), then make `main` wait for the communication stream. No-op for calls that do not sync. */
 gg_status gg_dist_finish(gg_ctx *ctx, const gg_block_call *call, cudaStream_t main);
