@@ -62,10 +62,13 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     /* Syncing graphs (weights-first order, comm_sms > 0): dX, the last GEMM, leaves SMs to dW1's reduction; the
      * others run on every SM (G and dW1 leaving SMs too measured slower: docs/distributed.md). */
     const int sm_target = gg_plan_sm_target(ctx, p);
+    /* The two-rank split reduction (enqueue_pair) runs dW2, dW1 and dX in halves (of their n: rows of the gradient,
+     * tokens of dX); every GEMM keeps all SMs. */
+    const int64_t halves = p->key.pair_split ? 2 : 1;
     GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_G], prec, 0, 0, F, M, D, F, D, F));
-    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW2], prec, 0, 1, F, D, M, F, D, F));
-    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DX], prec, sm_target, 0, D, M, F, D, F, D));
-    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW1], prec, 0, 1, D, F, M, D, F, D));
+    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW2], prec, 0, 1, F, D / halves, M, F, D, F));
+    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DX], prec, sm_target, 0, D, M / halves, F, D, F, D));
+    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW1], prec, 0, 1, D, F / halves, M, D, F, D));
     p->buffer[BUF_G] = gg_plan_take(p, (size_t)(M * F) * sizeof(float));
     if (prec == GG_PRECISION_FP16) {
         const size_t h = 2; /* sizeof(half) */
@@ -201,16 +204,73 @@ static gg_status enqueue_weights_first(gg_ctx *ctx, const gg_block_plan *p, cons
     return gg_matmul_run(ctx, &p->gemm[GEMM_DX], o.w1, o.R, t[T_DX], 0, 0, s);
 }
 
+/* One half of a weight gradient in the two-rank split reduction (gg_dist_pair_split). The gradient is
+ * (m x n) column-major = A (m x k) @ op(B), B stored transposed with ldb = n, so half h is the n/2 columns from
+ * h n/2: B's rows and the gradient's columns from there. The peer's half goes to this rank's slot of the staging and
+ * is all-gathered there; this rank's own half gets the peer's partial from the other slot added in the epilogue
+ * (after the wait), then the gradient's halves are all-gathered in place. */
+static gg_status pair_half(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, size_t b_elem, float *grad,
+                           int64_t m, int64_t n, int own, cudaStream_t s) {
+    const int rank = gg_dist_rank(ctx), half = own ? rank : 1 - rank;
+    const size_t cols = (size_t)(n / 2), count = cols * (size_t)m;
+    const char *b = (const char *)B + (size_t)half * cols * b_elem;
+    float *staging = gg_dist_pair_staging(ctx);
+    if (!own) {
+        GG_TRY(gg_matmul_run(ctx, mm, A, b, staging + (size_t)rank * count, 0, 1, s));
+        return gg_dist_pair_gather(ctx, s, staging, count);
+    }
+    const float scale = gg_dist_pair_scale(ctx);
+    GG_TRY(gg_dist_pair_wait(ctx, s));
+    GG_TRY(gg_matmul_run_scaled(ctx, mm, A, b, staging + (size_t)(1 - rank) * count, grad + (size_t)rank * count,
+                                scale, scale, 1, s));
+    return gg_dist_pair_gather(ctx, s, grad, count);
+}
+
+/* dX's half h (tokens [h M/2, (h+1) M/2)). */
+static gg_status dx_half(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const ffn_operands *o, int h,
+                         cudaStream_t s) {
+    const size_t rows = (size_t)(c->tokens / 2) * (size_t)h, r_elem = o->r_type == GG_DT_F16 ? 2 : 4;
+    return gg_matmul_run(ctx, &p->gemm[GEMM_DX], o->w1, (const char *)o->R + rows * (size_t)c->dim1 * r_elem,
+                         (float *)c->t[T_DX] + rows * (size_t)c->dim0, 0, 0, s);
+}
+
+/* The weights-first order with the two-rank split reduction: each weight gradient's peer half first, work that does
+ * not need the exchange while the copy engines move it, then the own half with the peer's partial added, whose
+ * all-gather hides behind what follows (G and gelu' after dW2's exchange, dX's first half after dW1's, its second
+ * half after dW1's all-gather). */
+static gg_status enqueue_pair(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t s) {
+    void *const *t = c->t;
+    const ffn_operands o = operands(ctx, p, c);
+    const size_t in_elem = c->precision == GG_PRECISION_FP16 ? 2 : 4, r_elem = o.r_type == GG_DT_F16 ? 2 : 4;
+    const int64_t D = c->dim0, F = c->dim1;
+    gg_log(ctx, GG_LOG_DEBUG, "M=%lld: dW2 and dW1 through the two-rank split reduction", (long long)c->tokens);
+    GG_TRY(to_f16(ctx, c, T_DY, o.dy, s));
+    if (c->info->kind == GG_BLOCK_MLP) GG_TRY(grad_bias2(ctx, p, c, s));
+    GG_TRY(to_f16(ctx, c, T_ACT, o.act, s));
+    GG_TRY(pair_half(ctx, &p->gemm[GEMM_DW2], o.act, o.dy, in_elem, t[T_DW2], F, D, 0, s));
+    GG_TRY(to_f16(ctx, c, T_W2, o.w2, s));
+    GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_G], o.w2, o.dy, o.G, 0, 0, s));
+    GG_TRY(activation_grad(ctx, p, c, &o, s));
+    GG_TRY(pair_half(ctx, &p->gemm[GEMM_DW2], o.act, o.dy, in_elem, t[T_DW2], F, D, 1, s));
+    GG_TRY(to_f16(ctx, c, T_X, o.x, s));
+    GG_TRY(pair_half(ctx, &p->gemm[GEMM_DW1], o.x, o.R, r_elem, t[T_DW1], D, F, 0, s));
+    GG_TRY(to_f16(ctx, c, T_W1, o.w1, s));
+    GG_TRY(dx_half(ctx, p, c, &o, 0, s));
+    GG_TRY(pair_half(ctx, &p->gemm[GEMM_DW1], o.x, o.R, r_elem, t[T_DW1], D, F, 1, s));
+    return dx_half(ctx, p, c, &o, 1, s);
+}
+
 /* Enqueues the backward; the plan exists. */
 static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main) {
+    if (p->key.pair_split) return enqueue_pair(ctx, p, c, main);
     return gg_dist_overlaps(ctx, c) ? enqueue_weights_first(ctx, p, c, main) : enqueue_overlapped(ctx, p, c, main);
 }
 
 const gg_block_info gg_gelu_ffn_info = {GG_BLOCK_GELU_FFN, "gg_gelu_ffn_backward", "desc->hidden", "desc->ffn", 1,
                                         (int)(sizeof gelu_ffn_tensors / sizeof gelu_ffn_tensors[0]), gelu_ffn_tensors,
-                                        build, enqueue};
+                                        build, enqueue, 1};
 const gg_block_info gg_mlp_info = {GG_BLOCK_MLP, "gg_mlp_backward", "desc->hidden", "desc->ffn", 1,
-                                   (int)(sizeof mlp_tensors / sizeof mlp_tensors[0]), mlp_tensors, build, enqueue};
+                                   (int)(sizeof mlp_tensors / sizeof mlp_tensors[0]), mlp_tensors, build, enqueue, 1};
 
 void gg_gelu_ffn_pack(gg_block_call *c, const gg_gelu_ffn_desc *d, const gg_gelu_ffn_args *a) {
     *c = (gg_block_call){.info = &gg_gelu_ffn_info, .tokens = d->tokens, .dim0 = d->hidden, .dim1 = d->ffn,

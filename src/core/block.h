@@ -39,6 +39,7 @@ typedef struct gg_block_info {
     const gg_tensor_spec *tensors;
     gg_plan_build_fn build;
     gg_block_enqueue_fn enqueue;
+    int splits_for_pairs;  /* its enqueue runs the two-rank split reduction when the plan says so (pair_split) */
 } gg_block_info;
 
 struct gg_block_call {

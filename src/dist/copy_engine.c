@@ -173,6 +173,19 @@ gg_status gg_ce_all_reduce(gg_ctx *ctx, void *p, size_t n, size_t elem) {
 #endif
 }
 
+gg_status gg_ce_all_gather(gg_ctx *ctx, void *base, size_t count, size_t elem) {
+#if GG_CE_BUILT
+    gg_dist *d = ctx->dist;
+    char *mine = (char *)base + (size_t)d->rank * count * elem;
+    GG_NCCL_TRY(ctx, ncclAllGather(mine, base, count, elem == 4 ? ncclFloat32 : ncclBfloat16, (ncclComm_t)d->comm,
+                                   d->stream));
+    return step_ok(ctx, d->stream, "ncclAllGather");
+#else
+    (void)base, (void)count, (void)elem;
+    return gg_fail(ctx, GG_ERROR_UNSUPPORTED, "copy-engine reductions need NCCL 2.28 or later");
+#endif
+}
+
 /* The end of a failed collective step on ctx's communicator: abort it (no rank may stay waiting in it). */
 static gg_status abort_after(gg_ctx *ctx, ncclResult_t r, const char *what) {
     const gg_status status = gg_dist_fail_nccl(ctx, r, what);

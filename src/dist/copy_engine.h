@@ -44,6 +44,10 @@ void gg_ce_free(gg_dist *d);
 /* gg_dist_alloc's buffers: whether [p, p + bytes) lies inside one of them (then copy engines can reduce it). */
 int gg_ce_in_window(const gg_dist *d, const void *p, size_t bytes);
 
+/* Enqueues an in-place all-gather of `count` elements per rank at base (rank j's at base + j * count), which lie in
+ * a symmetric window (the staging or a gg_dist_alloc buffer), on the communication stream. */
+gg_status gg_ce_all_gather(gg_ctx *ctx, void *base, size_t count, size_t elem_bytes);
+
 /* Enqueues the in-place all-reduce of the n elements (elem_bytes 4: fp32, 2: bf16) at p, which lie in a buffer
  * from gg_dist_alloc, on the communication stream, with d->config.op. */
 gg_status gg_ce_all_reduce(gg_ctx *ctx, void *p, size_t n, size_t elem_bytes);

@@ -641,6 +641,32 @@ gg_status gg_dist_grad_ready(gg_ctx *ctx, const gg_block_call *c, cudaStream_t p
     return reduce_tensor(ctx, c, tensor);
 }
 
+int gg_dist_pair_split(const gg_ctx *ctx, const gg_block_call *c) {
+    const gg_dist *d = ctx->dist;
+    if (!gg_dist_overlaps(ctx, c) || c->accumulate || !d->ce_on || d->size != 2 ||
+        d->config.sync != GG_SYNC_ALL_REDUCE || getenv("GG_LAB_NO_PAIR"))
+        return 0;
+    for (int i = 0; i < c->info->n_tensors; ++i) {
+        if (!gg_tensor_is_param(c, i)) continue;
+        const size_t bytes = gg_tensor_elems(c, i) * c->info->tensors[i].elem_bytes;
+        if (bytes >= GG_CE_MIN_BYTES && (bytes > d->ce_piece_bytes || !gg_ce_in_window(d, c->t[i], bytes))) return 0;
+    }
+    return 1;
+}
+
+void *gg_dist_pair_staging(const gg_ctx *ctx) { return ctx->dist->ce_staging; }
+
+float gg_dist_pair_scale(const gg_ctx *ctx) { return ctx->dist->config.op == GG_REDUCE_AVERAGE ? 0.5f : 1.0f; }
+
+gg_status gg_dist_pair_gather(gg_ctx *ctx, cudaStream_t producer, void *base, size_t count) {
+    GG_TRY(gg_stream_handoff(ctx, producer, ctx->dist->ev_ready, ctx->dist->stream));
+    return gg_ce_all_gather(ctx, base, count, sizeof(float));
+}
+
+gg_status gg_dist_pair_wait(gg_ctx *ctx, cudaStream_t consumer) {
+    return gg_stream_handoff(ctx, ctx->dist->stream, ctx->dist->ev_done, consumer);
+}
+
 gg_status gg_dist_join(gg_ctx *ctx, const gg_block_call *c, cudaStream_t main) {
     if (!c->sync_grads) return GG_SUCCESS;
     return gg_stream_handoff(ctx, ctx->dist->stream, ctx->dist->ev_done, main);
@@ -774,6 +800,26 @@ gg_status gg_dist_grad_ready(gg_ctx *ctx, const gg_block_call *c, cudaStream_t p
 gg_status gg_dist_finish(gg_ctx *ctx, const gg_block_call *c, cudaStream_t main) {
     (void)ctx, (void)c, (void)main;
     return GG_SUCCESS;
+}
+int gg_dist_pair_split(const gg_ctx *ctx, const gg_block_call *c) {
+    (void)ctx, (void)c;
+    return 0;
+}
+void *gg_dist_pair_staging(const gg_ctx *ctx) {
+    (void)ctx;
+    return NULL;
+}
+float gg_dist_pair_scale(const gg_ctx *ctx) {
+    (void)ctx;
+    return 1.0f;
+}
+gg_status gg_dist_pair_gather(gg_ctx *ctx, cudaStream_t producer, void *base, size_t count) {
+    (void)producer, (void)base, (void)count;
+    return gg_fail(ctx, GG_ERROR_UNSUPPORTED, "gradgraph was built without NCCL");
+}
+gg_status gg_dist_pair_wait(gg_ctx *ctx, cudaStream_t consumer) {
+    (void)consumer;
+    return gg_fail(ctx, GG_ERROR_UNSUPPORTED, "gradgraph was built without NCCL");
 }
 gg_status gg_dist_join(gg_ctx *ctx, const gg_block_call *c, cudaStream_t main) {
     (void)ctx, (void)c, (void)main;

@@ -46,6 +46,24 @@ void gg_dist_default_environment(void);
 /* A parameter gradient of a syncing call is final on `producer`: reduce it now (overlap on), else later. */
 gg_status gg_dist_grad_ready(gg_ctx *ctx, const gg_block_call *call, cudaStream_t producer, int tensor);
 
+/* The split reduction of two ranks (copy engines on): each rank owns one half of a weight gradient (rank r: the
+ * rows [r n/2, (r+1) n/2)). It first computes the peer's half into its own slot of the staging and all-gathers the
+ * staging in place (copy engines), so it receives the peer's partial of its own half; then it computes its own half
+ * with that partial added in the GEMM's epilogue (scaled by gg_dist_pair_scale: the mean or the sum of the two,
+ * rounded once, the owner's bits) and all-gathers the gradient in place. No NCCL CTAs and no adding kernel: the
+ * backward keeps every SM. Whether a syncing call can: two ranks, copy engines, all-reduce, overlap on, no
+ * accumulation, and every parameter gradient of GG_CE_MIN_BYTES or more in a gg_dist_alloc buffer no larger than
+ * the staging (bucket_bytes). */
+int gg_dist_pair_split(const gg_ctx *ctx, const gg_block_call *call);
+/* The staging (two slots of half a gradient each) and the factor of the epilogue (1/2: mean, 1: sum). */
+void *gg_dist_pair_staging(const gg_ctx *ctx);
+float gg_dist_pair_scale(const gg_ctx *ctx);
+/* After `producer` has written this rank's slot (count elements at base + rank * count): the in-place all-gather of
+ * the two slots on the communication stream. */
+gg_status gg_dist_pair_gather(gg_ctx *ctx, cudaStream_t producer, void *base, size_t count);
+/* `consumer` waits for everything the communication stream has been given (the peer's partial has arrived). */
+gg_status gg_dist_pair_wait(gg_ctx *ctx, cudaStream_t consumer);
+
 /* End of a syncing call's backward on `main` (the graph code calls it after the block's enqueue): reduce what was
  * deferred (overlap off), then make `main` wait for the communication stream. No-op for calls that do not sync. */
 gg_status gg_dist_finish(gg_ctx *ctx, const gg_block_call *call, cudaStream_t main);

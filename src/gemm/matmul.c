@@ -158,15 +158,19 @@ int gg_matmul_adopt(gg_ctx *ctx, gg_matmul *mm, const cublasLtMatmulAlgo_t *algo
     return 1;
 }
 
-gg_status gg_matmul_run(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, void *D, int accumulate,
-                        int workspace, cudaStream_t stream) {
-    /* Host scalars: read when the call is enqueued (or captured), so a graph keeps the beta it was captured with. */
-    const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+gg_status gg_matmul_run_scaled(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, const void *C, void *D,
+                               float alpha, float beta, int workspace, cudaStream_t stream) {
+    /* Host scalars: read when the call is enqueued (or captured), so a graph keeps the scalars it was captured with. */
     gg_status status = GG_SUCCESS;
     GG_CUBLAS_GOTO(ctx,
-                   cublasLtMatmul(ctx->lt, mm->op, &one, A, mm->a, B, mm->b, &beta, D, mm->d, D, mm->d, &mm->algo,
-                                  ctx->workspace[workspace], mm->workspace_bytes, stream),
+                   cublasLtMatmul(ctx->lt, mm->op, &alpha, A, mm->a, B, mm->b, &beta, C ? C : D, mm->d, D, mm->d,
+                                  &mm->algo, ctx->workspace[workspace], mm->workspace_bytes, stream),
                    status, done);
 done:
     return status;
+}
+
+gg_status gg_matmul_run(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, void *D, int accumulate,
+                        int workspace, cudaStream_t stream) {
+    return gg_matmul_run_scaled(ctx, mm, A, B, NULL, D, 1.0f, accumulate ? 1.0f : 0.0f, workspace, stream);
 }

@@ -44,6 +44,11 @@ gg_status gg_matmul_plan(gg_ctx *ctx, const gg_gemm_shape *shape, gg_matmul *mm)
 gg_status gg_matmul_run(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, void *D, int accumulate,
                         int workspace, cudaStream_t stream);
 
+/* D = alpha * A @ B + beta * C (C NULL: D itself; C has D's layout, the sum is rounded once), otherwise as
+ * gg_matmul_run. */
+gg_status gg_matmul_run_scaled(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, const void *C, void *D,
+                               float alpha, float beta, int workspace, cudaStream_t stream);
+
 /* Whether cuBLASLt accepts algo for mm's descriptors within the context's GEMM workspace and its clusters fit
  * mm->max_cluster_ctas; if so, *workspace_bytes is what it needs. */
 int gg_matmul_algo_fits(gg_ctx *ctx, const gg_matmul *mm, const cublasLtMatmulAlgo_t *algo, size_t *workspace_bytes);

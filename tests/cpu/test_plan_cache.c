@@ -22,6 +22,7 @@ static void key_equal_for_same_fields(void **state) {
     memset(&c, 0xA5, sizeof c);
     c.block = a.block, c.precision = a.precision, c.tokens = a.tokens, c.dim0 = a.dim0, c.dim1 = a.dim1;
     c.sm_reserve = a.sm_reserve;
+    c.pair_split = a.pair_split;
     assert_true(gg_plan_key_equal(&a, &c));
     assert_int_equal(gg_plan_key_hash(&a), gg_plan_key_hash(&c));
 }
@@ -31,10 +32,13 @@ static void key_differs_in_every_field(void **state) {
     const gg_plan_key base = gg_plan_key_make(GG_BLOCK_MLP, 3, 4096, 2048, 8192);
     gg_plan_key reserving = base; /* a syncing graph's plan leaves SMs to communication: a different plan */
     reserving.sm_reserve = 16;
+    gg_plan_key pair = base; /* the two-rank split reduction: GEMMs in halves */
+    pair.pair_split = 1;
     const gg_plan_key other[] = {
         gg_plan_key_make(GG_BLOCK_GELU_FFN, 3, 4096, 2048, 8192), gg_plan_key_make(GG_BLOCK_MLP, 2, 4096, 2048, 8192),
         gg_plan_key_make(GG_BLOCK_MLP, 3, 4097, 2048, 8192),      gg_plan_key_make(GG_BLOCK_MLP, 3, 4096, 2056, 8192),
         gg_plan_key_make(GG_BLOCK_MLP, 3, 4096, 2048, 8200),      reserving,
+        pair,
     };
     for (size_t i = 0; i < sizeof other / sizeof other[0]; ++i) {
         assert_false(gg_plan_key_equal(&base, &other[i]));

@@ -351,6 +351,33 @@ static void copy_engines_and_all_reduce_agree(void **state) {
     free_jobs(ce);
 }
 
+/* Two ranks, copy engines, gradients no larger than the staging: the FFNs' split reduction (each rank computes the
+ * peer's half of dW first, then its own with the peer's partial added in the GEMM epilogue). The sums and means
+ * must match the ranks' local gradients, every rank must hold the same bits, and the log must say it ran. */
+static void two_rank_split_reduction(void **state) {
+    (void)state;
+    REQUIRE_GPUS();
+    if (world != 2) skip();
+    rank_job jobs[MAX_RANKS];
+    gg_dist_config dc = GG_DIST_CONFIG_INIT;
+    dc.copy_engines = 1;
+    dc.bucket_bytes = 64 << 20; /* block 3's dW are 64 MiB */
+    dc.op = GG_REDUCE_SUM;
+    const gg_case c3 = case_of(3, 14); /* M = 1024 */
+    run_ranks_with(jobs, &c3, GG_PRECISION_FP32, &dc, log_debug, 0);
+    for (int r = 0; r < world; ++r)
+        if (!strstr(rank_log[r], "two-rank split reduction")) fail_msg("rank %d did not split:\n%s", r, rank_log[r]);
+    check_reduced(jobs, 0, 0);
+    free_jobs(jobs);
+    dc.op = GG_REDUCE_AVERAGE;
+    const gg_case c2 = case_of(2, 5); /* M = 256 */
+    run_ranks_with(jobs, &c2, GG_PRECISION_FP16, &dc, log_debug, 0);
+    for (int r = 0; r < world; ++r)
+        if (!strstr(rank_log[r], "two-rank split reduction")) fail_msg("rank %d did not split:\n%s", r, rank_log[r]);
+    check_reduced(jobs, 1, 0);
+    free_jobs(jobs);
+}
+
 /* gg_dist_reduce on a buffer the library did not make gradients in: an odd count (a one-element tail for NCCL's
  * all-reduce) starting 3 floats into a gg_dist_alloc buffer (not 16-byte aligned: the adding kernel's scalar form),
  * in 256 KiB pieces. */
@@ -488,6 +515,7 @@ int main(void) {
         cmocka_unit_test(overlap_on_and_off_agree),
         cmocka_unit_test(reduce_scatter_gives_each_rank_its_shard),
         cmocka_unit_test(copy_engines_and_all_reduce_agree),
+        cmocka_unit_test(two_rank_split_reduction),
         cmocka_unit_test(reduce_any_buffer_at_an_offset),
         cmocka_unit_test(ranks_adopt_rank0_gemm_algorithms),
     };
