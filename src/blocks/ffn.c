@@ -206,15 +206,20 @@ static gg_status enqueue_weights_first(gg_ctx *ctx, const gg_block_plan *p, cons
 
 /* One half of a weight gradient in the two-rank split reduction (gg_dist_pair_split). The gradient is
  * (m x n) column-major = A (m x k) @ op(B), B stored transposed with ldb = n, so half h is the n/2 columns from
- * h n/2: B's rows and the gradient's columns from there. The peer's half goes to this rank's slot of the staging and
- * is all-gathered there; this rank's own half gets the peer's partial from the other slot added in the epilogue
- * (after the wait), then the gradient's halves are all-gathered in place. */
-static gg_status pair_half(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, size_t b_elem, float *grad,
-                           int64_t m, int64_t n, int own, cudaStream_t s) {
+ * h n/2: B's rows and the gradient's columns from there. Exchanged (gg_dist_pair_exchanges): the peer's half goes to
+ * this rank's slot of the staging and is all-gathered there; this rank's own half gets the peer's partial from the
+ * other slot added in the epilogue (after the wait), then the gradient's halves are all-gathered in place. Not
+ * exchanged: both halves go to the gradient, which is reduced as usual after the second. */
+static gg_status pair_half(gg_ctx *ctx, const gg_block_call *c, const gg_matmul *mm, const void *A, const void *B,
+                           size_t b_elem, int tensor, int64_t m, int64_t n, int own, cudaStream_t s) {
     const int rank = gg_dist_rank(ctx), half = own ? rank : 1 - rank;
     const size_t cols = (size_t)(n / 2), count = cols * (size_t)m;
     const char *b = (const char *)B + (size_t)half * cols * b_elem;
-    float *staging = gg_dist_pair_staging(ctx);
+    float *grad = c->t[tensor], *staging = gg_dist_pair_staging(ctx);
+    if (!gg_dist_pair_exchanges(ctx, c, tensor)) {
+        GG_TRY(gg_matmul_run(ctx, mm, A, b, grad + (size_t)half * count, 0, 1, s));
+        return own ? gg_dist_grad_ready(ctx, c, s, tensor) : GG_SUCCESS;
+    }
     if (!own) {
         GG_TRY(gg_matmul_run(ctx, mm, A, b, staging + (size_t)rank * count, 0, 1, s));
         return gg_dist_pair_gather(ctx, s, staging, count);
@@ -239,24 +244,25 @@ static gg_status dx_half(gg_ctx *ctx, const gg_block_plan *p, const gg_block_cal
  * all-gather hides behind what follows (G and gelu' after dW2's exchange, dX's first half after dW1's, its second
  * half after dW1's all-gather). */
 static gg_status enqueue_pair(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t s) {
-    void *const *t = c->t;
     const ffn_operands o = operands(ctx, p, c);
     const size_t in_elem = c->precision == GG_PRECISION_FP16 ? 2 : 4, r_elem = o.r_type == GG_DT_F16 ? 2 : 4;
     const int64_t D = c->dim0, F = c->dim1;
-    gg_log(ctx, GG_LOG_DEBUG, "M=%lld: dW2 and dW1 through the two-rank split reduction", (long long)c->tokens);
+    gg_log(ctx, GG_LOG_DEBUG, "M=%lld: dW2 %s, dW1 %s the two-rank split reduction", (long long)c->tokens,
+           gg_dist_pair_exchanges(ctx, c, T_DW2) ? "through" : "not through",
+           gg_dist_pair_exchanges(ctx, c, T_DW1) ? "through" : "not through");
     GG_TRY(to_f16(ctx, c, T_DY, o.dy, s));
     if (c->info->kind == GG_BLOCK_MLP) GG_TRY(grad_bias2(ctx, p, c, s));
     GG_TRY(to_f16(ctx, c, T_ACT, o.act, s));
-    GG_TRY(pair_half(ctx, &p->gemm[GEMM_DW2], o.act, o.dy, in_elem, t[T_DW2], F, D, 0, s));
+    GG_TRY(pair_half(ctx, c, &p->gemm[GEMM_DW2], o.act, o.dy, in_elem, T_DW2, F, D, 0, s));
     GG_TRY(to_f16(ctx, c, T_W2, o.w2, s));
     GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_G], o.w2, o.dy, o.G, 0, 0, s));
     GG_TRY(activation_grad(ctx, p, c, &o, s));
-    GG_TRY(pair_half(ctx, &p->gemm[GEMM_DW2], o.act, o.dy, in_elem, t[T_DW2], F, D, 1, s));
+    GG_TRY(pair_half(ctx, c, &p->gemm[GEMM_DW2], o.act, o.dy, in_elem, T_DW2, F, D, 1, s));
     GG_TRY(to_f16(ctx, c, T_X, o.x, s));
-    GG_TRY(pair_half(ctx, &p->gemm[GEMM_DW1], o.x, o.R, r_elem, t[T_DW1], D, F, 0, s));
+    GG_TRY(pair_half(ctx, c, &p->gemm[GEMM_DW1], o.x, o.R, r_elem, T_DW1, D, F, 0, s));
     GG_TRY(to_f16(ctx, c, T_W1, o.w1, s));
     GG_TRY(dx_half(ctx, p, c, &o, 0, s));
-    GG_TRY(pair_half(ctx, &p->gemm[GEMM_DW1], o.x, o.R, r_elem, t[T_DW1], D, F, 1, s));
+    GG_TRY(pair_half(ctx, c, &p->gemm[GEMM_DW1], o.x, o.R, r_elem, T_DW1, D, F, 1, s));
     return dx_half(ctx, p, c, &o, 1, s);
 }
 

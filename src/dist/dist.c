@@ -646,12 +646,15 @@ int gg_dist_pair_split(const gg_ctx *ctx, const gg_block_call *c) {
     if (!gg_dist_overlaps(ctx, c) || c->accumulate || !d->ce_on || d->size != 2 ||
         d->config.sync != GG_SYNC_ALL_REDUCE || getenv("GG_LAB_NO_PAIR"))
         return 0;
-    for (int i = 0; i < c->info->n_tensors; ++i) {
-        if (!gg_tensor_is_param(c, i)) continue;
-        const size_t bytes = gg_tensor_elems(c, i) * c->info->tensors[i].elem_bytes;
-        if (bytes >= GG_CE_MIN_BYTES && (bytes > d->ce_piece_bytes || !gg_ce_in_window(d, c->t[i], bytes))) return 0;
-    }
+    for (int i = 0; i < c->info->n_tensors; ++i)
+        if (gg_tensor_is_param(c, i) && gg_tensor_elems(c, i) * c->info->tensors[i].elem_bytes > d->ce_piece_bytes)
+            return 0;
     return 1;
+}
+
+int gg_dist_pair_exchanges(const gg_ctx *ctx, const gg_block_call *c, int tensor) {
+    const size_t bytes = gg_tensor_elems(c, tensor) * c->info->tensors[tensor].elem_bytes;
+    return bytes >= GG_CE_MIN_BYTES && gg_ce_in_window(ctx->dist, c->t[tensor], bytes);
 }
 
 void *gg_dist_pair_staging(const gg_ctx *ctx) { return ctx->dist->ce_staging; }
@@ -803,6 +806,10 @@ gg_status gg_dist_finish(gg_ctx *ctx, const gg_block_call *c, cudaStream_t main)
 }
 int gg_dist_pair_split(const gg_ctx *ctx, const gg_block_call *c) {
     (void)ctx, (void)c;
+    return 0;
+}
+int gg_dist_pair_exchanges(const gg_ctx *ctx, const gg_block_call *c, int tensor) {
+    (void)ctx, (void)c, (void)tensor;
     return 0;
 }
 void *gg_dist_pair_staging(const gg_ctx *ctx) {

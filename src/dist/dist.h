@@ -50,11 +50,13 @@ gg_status gg_dist_grad_ready(gg_ctx *ctx, const gg_block_call *call, cudaStream_
  * rows [r n/2, (r+1) n/2)). It first computes the peer's half into its own slot of the staging and all-gathers the
  * staging in place (copy engines), so it receives the peer's partial of its own half; then it computes its own half
  * with that partial added in the GEMM's epilogue (scaled by gg_dist_pair_scale: the mean or the sum of the two,
- * rounded once, the owner's bits) and all-gathers the gradient in place. No NCCL CTAs and no adding kernel: the
- * backward keeps every SM. Whether a syncing call can: two ranks, copy engines, all-reduce, overlap on, no
- * accumulation, and every parameter gradient of GG_CE_MIN_BYTES or more in a gg_dist_alloc buffer no larger than
- * the staging (bucket_bytes). */
+ * rounded once, the owner's bits) and all-gathers the gradient in place. No NCCL CTAs and no adding kernel.
+ * gg_dist_pair_split: whether a syncing call's plan splits its GEMMs for it (two ranks, copy engines, all-reduce,
+ * overlap on, no accumulation, every parameter gradient no larger than the staging, bucket_bytes); then, at
+ * capture, gg_dist_pair_exchanges says whether a gradient's buffer is a gg_dist_alloc window (1 MiB or more), so
+ * that its halves are exchanged; otherwise they are computed in place and the gradient reduced as usual. */
 int gg_dist_pair_split(const gg_ctx *ctx, const gg_block_call *call);
+int gg_dist_pair_exchanges(const gg_ctx *ctx, const gg_block_call *call, int tensor);
 /* The staging (two slots of half a gradient each) and the factor of the epilogue (1/2: mean, 1: sum). */
 void *gg_dist_pair_staging(const gg_ctx *ctx);
 float gg_dist_pair_scale(const gg_ctx *ctx);

@@ -366,14 +366,14 @@ static void two_rank_split_reduction(void **state) {
     const gg_case c3 = case_of(3, 14); /* M = 1024 */
     run_ranks_with(jobs, &c3, GG_PRECISION_FP32, &dc, log_debug, 0);
     for (int r = 0; r < world; ++r)
-        if (!strstr(rank_log[r], "two-rank split reduction")) fail_msg("rank %d did not split:\n%s", r, rank_log[r]);
+        if (!strstr(rank_log[r], "dW2 through, dW1 through the two-rank split")) fail_msg("rank %d did not split:\n%s", r, rank_log[r]);
     check_reduced(jobs, 0, 0);
     free_jobs(jobs);
     dc.op = GG_REDUCE_AVERAGE;
     const gg_case c2 = case_of(2, 5); /* M = 256 */
     run_ranks_with(jobs, &c2, GG_PRECISION_FP16, &dc, log_debug, 0);
     for (int r = 0; r < world; ++r)
-        if (!strstr(rank_log[r], "two-rank split reduction")) fail_msg("rank %d did not split:\n%s", r, rank_log[r]);
+        if (!strstr(rank_log[r], "dW2 through, dW1 through the two-rank split")) fail_msg("rank %d did not split:\n%s", r, rank_log[r]);
     check_reduced(jobs, 1, 0);
     free_jobs(jobs);
 }
