@@ -35,12 +35,12 @@ gg_status gg_ce_alloc(gg_ctx *ctx, const char *fn) {
     d->ce_piece_bytes = d->config.bucket_bytes & ~(size_t)4095;
     int saved = 0;
     GG_TRY(gg_device_enter(ctx, &saved));
-    const ncclResult_t r = ncclMemAlloc(&d->ce_staging, d->ce_piece_bytes);
+    const ncclResult_t r = ncclMemAlloc(&d->ce_staging, 2 * d->ce_piece_bytes);
     gg_device_leave(saved);
     if (r != ncclSuccess) {
         d->ce_staging = NULL;
         return gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "%s: ncclMemAlloc of the %zu MiB copy-engine staging: %s", fn,
-                       d->ce_piece_bytes >> 20, ncclGetErrorString(r));
+                       (2 * d->ce_piece_bytes) >> 20, ncclGetErrorString(r));
     }
     return GG_SUCCESS;
 #else
@@ -53,8 +53,8 @@ gg_status gg_ce_alloc(gg_ctx *ctx, const char *fn) {
  * it must be written where it is kept. */
 static ncclResult_t register_staging(gg_dist *d) {
     d->ce_window = NULL;
-    return ncclCommWindowRegister((ncclComm_t)d->comm, d->ce_staging, d->ce_piece_bytes, (ncclWindow_t *)&d->ce_window,
-                                  NCCL_WIN_COLL_SYMMETRIC);
+    return ncclCommWindowRegister((ncclComm_t)d->comm, d->ce_staging, 2 * d->ce_piece_bytes,
+                                  (ncclWindow_t *)&d->ce_window, NCCL_WIN_COLL_SYMMETRIC);
 }
 
 /* A small all-to-all, all-gather and all-reduce on the staging (both halves lie in its window). */

@@ -27,7 +27,8 @@ size_t gg_ce_share(size_t n, size_t at, int ranks, size_t piece_elems);
 /* Whether this build and the NCCL it runs with have copy-engine collectives and symmetric windows (2.28+). */
 int gg_ce_supported(void);
 
-/* The context's staging (one piece of d->config.bucket_bytes, NCCL memory, where the all-to-all lands), allocated
+/* The context's staging (two pieces of d->config.bucket_bytes, NCCL memory: where the all-to-all lands, or the
+ * halves of the two-rank split reduction), allocated
  * locally (no collective). */
 gg_status gg_ce_alloc(gg_ctx *ctx, const char *fn);
 

@@ -644,10 +644,10 @@ gg_status gg_dist_grad_ready(gg_ctx *ctx, const gg_block_call *c, cudaStream_t p
 int gg_dist_pair_split(const gg_ctx *ctx, const gg_block_call *c) {
     const gg_dist *d = ctx->dist;
     if (!gg_dist_overlaps(ctx, c) || c->accumulate || !d->ce_on || d->size != 2 ||
-        d->config.sync != GG_SYNC_ALL_REDUCE || getenv("GG_LAB_NO_PAIR"))
+        d->config.sync != GG_SYNC_ALL_REDUCE)
         return 0;
-    for (int i = 0; i < c->info->n_tensors; ++i)
-        if (gg_tensor_is_param(c, i) && gg_tensor_elems(c, i) * c->info->tensors[i].elem_bytes > d->ce_piece_bytes)
+    for (int i = 0; i < c->info->n_tensors; ++i) /* half of it in one piece: both halves in the staging */
+        if (gg_tensor_is_param(c, i) && gg_tensor_elems(c, i) * c->info->tensors[i].elem_bytes > 2 * d->ce_piece_bytes)
             return 0;
     return 1;
 }

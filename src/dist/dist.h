@@ -28,9 +28,9 @@ typedef struct gg_dist {
     void *agree_dev;      /* device and pinned host buffers of gg_dist_agree_algorithms (AGREE_BYTES in dist.c), */
     void *agree_host;     /* made with the communicator so that making a graph cannot fail half way through it */
     int ce_on;            /* large gradients go through copy_engine.c (every rank agreed at the warm-up) */
-    void *ce_staging;     /* where its all-to-all lands: one piece (ncclMemAlloc), a symmetric window on comm */
-    void *ce_window;      /* ncclWindow_t; released with the communicator */
-    size_t ce_piece_bytes;
+    void *ce_staging;     /* two pieces of NCCL memory (ncclMemAlloc), one symmetric window on comm: where the */
+    void *ce_window;      /* all-to-all of a piece lands, or the two halves of the split reduction; the window */
+    size_t ce_piece_bytes; /* (ncclWindow_t) is released with the communicator. A piece: bucket_bytes */
     gg_dist_buffer *buffers; /* gg_dist_alloc's, until gg_dist_free (or the communicator goes) */
     int n_buffers;
 } gg_dist;
@@ -50,11 +50,12 @@ gg_status gg_dist_grad_ready(gg_ctx *ctx, const gg_block_call *call, cudaStream_
  * rows [r n/2, (r+1) n/2)). It first computes the peer's half into its own slot of the staging and all-gathers the
  * staging in place (copy engines), so it receives the peer's partial of its own half; then it computes its own half
  * with that partial added in the GEMM's epilogue (scaled by gg_dist_pair_scale: the mean or the sum of the two,
- * rounded once, the owner's bits) and all-gathers the gradient in place. No NCCL CTAs and no adding kernel.
- * gg_dist_pair_split: whether a syncing call's plan splits its GEMMs for it (two ranks, copy engines, all-reduce,
- * overlap on, no accumulation, every parameter gradient no larger than the staging, bucket_bytes); then, at
- * capture, gg_dist_pair_exchanges says whether a gradient's buffer is a gg_dist_alloc window (1 MiB or more), so
- * that its halves are exchanged; otherwise they are computed in place and the gradient reduced as usual. */
+ * rounded once, the owner's bits) and all-gathers the gradient in place. No NCCL CTAs and no adding kernel, so the
+ * GEMMs keep every SM. gg_dist_pair_split: whether a syncing call's plan splits its GEMMs for it (two ranks, copy
+ * engines, all-reduce, overlap on, no accumulation, half of every parameter gradient within one piece,
+ * bucket_bytes); then, at capture, gg_dist_pair_exchanges says whether a gradient's buffer is a gg_dist_alloc
+ * window (1 MiB or more), so that its halves are exchanged; otherwise they are computed in place and the gradient
+ * is reduced as usual. */
 int gg_dist_pair_split(const gg_ctx *ctx, const gg_block_call *call);
 int gg_dist_pair_exchanges(const gg_ctx *ctx, const gg_block_call *call, int tensor);
 /* The staging (two slots of half a gradient each) and the factor of the epilogue (1/2: mean, 1: sum). */
