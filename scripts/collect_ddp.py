@@ -22,7 +22,7 @@ def summary(r):
         f"speedup_{n}gpu": r["speedup"], "allreduce_hidden_fraction": r["allreduce_hidden_fraction"],
         "step_us_1gpu": r["step_us_1gpu"], "step_us_1gpu_before": r.get("step_us_1gpu_before"),
         "step_us_1gpu_after": r.get("step_us_1gpu_after"), f"step_us_{n}gpu": r["step_us_ngpu"],
-        "comm_sms": r.get("comm_sms"), "steps": r.get("steps"), "cold_l2": r.get("cold_l2"),
+        "comm_sms": r.get("comm_sms"), "copy_engines": r.get("copy_engines"), "steps": r.get("steps"), "cold_l2": r.get("cold_l2"),
         "local_step_us": r["local_step_us_ngpu"], "allreduce_us": r["allreduce_us"], "efficiency": r["efficiency"],
     }
 

@@ -8,7 +8,8 @@
 #
 # multigpu: GG_DDP_RUNS (default 3) runs per block, GG_STEPS (default 30) steps per measurement, GG_BUCKET_MIB
 # (default: the library's 25 MiB) pieces, GG_COMM_SMS (default: the library's) SMs and NCCL CTAs for communication,
-# GG_COPY_ENGINES=1 the weight gradients through NCCL's copy engines (gg_dist_config.copy_engines).
+# GG_COPY_ENGINES=0|1 the weight gradients on SMs or through NCCL's copy engines (gg_dist_config.copy_engines) for
+# both blocks (default: copy engines for block 2, SMs for block 3, each block's best).
 #
 # `build` only builds (for experiments that run build-device/bench/gg_bench directly). Autotune choices persist in
 # build-device/gemm-algos.txt (GG_TUNE_CACHE): later stages and calls on a warm machine reuse them.
@@ -84,10 +85,13 @@ if { [ "$stage" = all ] && [ "$gpus" -ge 2 ]; } || [ "$stage" = multigpu ]; then
   grep -E '\[  ERROR|\[  FAILED|differ|hung' "$OUT/test_dist.log" | head -10
   # GG_DDP_RUNS rounds over the two blocks (round-robin: each block's runs see the same drift of clocks); the JSON
   # holds each block's median run by speedup, and every run.
+  # Each block with its best setting unless GG_COPY_ENGINES says otherwise: block 2 (068, a short backward with large
+  # gradients) through the copy engines and the two-rank split reduction, block 3 (073) on SMs (docs/distributed.md).
   for r in $(seq 1 "${GG_DDP_RUNS:-3}"); do
     for b in 2 3; do
+      ce=${GG_COPY_ENGINES:-$([ $b = 2 ] && echo 1 || echo 0)}
       timeout 300 "$build/examples/ddp_scaling" --block $b --steps "${GG_STEPS:-30}" ${GG_BUCKET_MIB:+--bucket-mib "$GG_BUCKET_MIB"} \
-        ${GG_COMM_SMS:+--comm-sms "$GG_COMM_SMS"} ${GG_COPY_ENGINES:+--copy-engines "$GG_COPY_ENGINES"} --json "$OUT/ddp-block$b-run$r.json" 2>&1 | tee -a "$OUT/ddp.log" | tail -1 || status=1
+        ${GG_COMM_SMS:+--comm-sms "$GG_COMM_SMS"} --copy-engines "$ce" --json "$OUT/ddp-block$b-run$r.json" 2>&1 | tee -a "$OUT/ddp.log" | tail -1 || status=1
     done
   done
   python3 scripts/collect_ddp.py "$OUT/ddp-h200x$gpus.json" "${GG_COMMIT:-unknown}" "$run_cmd" "$OUT"/ddp-block*-run*.json &&

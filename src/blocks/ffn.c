@@ -217,6 +217,11 @@ static gg_status pair_half(gg_ctx *ctx, const gg_block_call *c, const gg_matmul 
     const char *b = (const char *)B + (size_t)half * cols * b_elem;
     float *grad = c->t[tensor], *staging = gg_dist_pair_staging(ctx);
     if (!gg_dist_pair_exchanges(ctx, c, tensor)) {
+        if (!own)
+            gg_log(ctx, GG_LOG_WARN,
+                   "copy_engines = 1, but %s is not in a gg_dist_alloc buffer: NCCL's all-reduce reduces it beside "
+                   "GEMMs that leave it no SMs (slower); allocate parameter gradients with gg_dist_alloc",
+                   c->info->tensors[tensor].name);
         GG_TRY(gg_matmul_run(ctx, mm, A, b, grad + (size_t)half * count, 0, 1, s));
         return own ? gg_dist_grad_ready(ctx, c, s, tensor) : GG_SUCCESS;
     }
