@@ -15,8 +15,6 @@
  *   dX  [M,D]: (D x M)     = W1'(D x F)     @ R'(F x M)          m=D n=M k=F  A=W1 N lda=D  B=R N ldb=F
  *   dW1 [F,D]: (D x F)     = X'(D x M)      @ R'(F x M)ᵀ         m=D n=F k=M  A=X N lda=D   B=R T ldb=F
  */
-#include <stdlib.h>
-
 #include "block.h"
 #include "dist.h"
 #include "graph.h"
@@ -213,8 +211,7 @@ static gg_status enqueue_weights_first(gg_ctx *ctx, const gg_block_plan *p, cons
  * other slot added in the epilogue (after the wait), then the gradient's halves are all-gathered in place. Not
  * exchanged: both halves go to the gradient, which is reduced as usual after the second. */
 static gg_status pair_half(gg_ctx *ctx, const gg_block_call *c, const gg_matmul *mm, const void *A, const void *B,
-                           size_t b_elem, int tensor, int64_t m, int64_t n, int own, int workspace,
-                           cudaStream_t s) {
+                           size_t b_elem, int tensor, int64_t m, int64_t n, int own, cudaStream_t s) {
     const int rank = gg_dist_rank(ctx), half = own ? rank : 1 - rank;
     const size_t cols = (size_t)(n / 2), count = cols * (size_t)m;
     const char *b = (const char *)B + (size_t)half * cols * b_elem;
@@ -225,17 +222,17 @@ static gg_status pair_half(gg_ctx *ctx, const gg_block_call *c, const gg_matmul 
                    "copy_engines = 1, but %s is not in a gg_dist_alloc buffer: NCCL's all-reduce reduces it beside "
                    "GEMMs that leave it no SMs (slower); allocate parameter gradients with gg_dist_alloc",
                    c->info->tensors[tensor].name);
-        GG_TRY(gg_matmul_run(ctx, mm, A, b, grad + (size_t)half * count, 0, workspace, s));
+        GG_TRY(gg_matmul_run(ctx, mm, A, b, grad + (size_t)half * count, 0, 1, s));
         return own ? gg_dist_grad_ready(ctx, c, s, tensor) : GG_SUCCESS;
     }
     if (!own) {
-        GG_TRY(gg_matmul_run(ctx, mm, A, b, staging + (size_t)rank * count, 0, workspace, s));
+        GG_TRY(gg_matmul_run(ctx, mm, A, b, staging + (size_t)rank * count, 0, 1, s));
         return gg_dist_pair_gather(ctx, s, staging, count);
     }
     const float scale = gg_dist_pair_scale(ctx);
     GG_TRY(gg_dist_pair_wait(ctx, s));
     GG_TRY(gg_matmul_run_scaled(ctx, mm, A, b, staging + (size_t)(1 - rank) * count, grad + (size_t)rank * count,
-                                scale, scale, workspace, s));
+                                scale, scale, 1, s));
     return gg_dist_pair_gather(ctx, s, grad, count);
 }
 
@@ -250,7 +247,9 @@ static gg_status dx_half(gg_ctx *ctx, const gg_block_plan *p, const gg_block_cal
 /* The weights-first order with the two-rank split reduction: each weight gradient's peer half first, work that does
  * not need the exchange while the copy engines move it, then the own half with the peer's partial added, whose
  * all-gather hides behind what follows (G and gelu' after dW2's exchange, dX's first half after dW1's, its second
- * half after dW1's all-gather). */
+ * half after dW1's all-gather). One stream, on purpose: the wait before dW2's own half also guarantees that dW2's
+ * partial has left this rank's staging slot before dW1's partial overwrites it. (dW2's own half on the side stream
+ * beside gelu' gained nothing and, without that wait on the caller's stream, raced: docs/distributed.md.) */
 static gg_status enqueue_pair(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t s) {
     const ffn_operands o = operands(ctx, p, c);
     const size_t in_elem = c->precision == GG_PRECISION_FP16 ? 2 : 4, r_elem = o.r_type == GG_DT_F16 ? 2 : 4;
@@ -261,26 +260,17 @@ static gg_status enqueue_pair(gg_ctx *ctx, const gg_block_plan *p, const gg_bloc
     GG_TRY(to_f16(ctx, c, T_DY, o.dy, s));
     if (c->info->kind == GG_BLOCK_MLP) GG_TRY(grad_bias2(ctx, p, c, s));
     GG_TRY(to_f16(ctx, c, T_ACT, o.act, s));
-    GG_TRY(pair_half(ctx, c, &p->gemm[GEMM_DW2], o.act, o.dy, in_elem, T_DW2, F, D, 0, 0, s));
+    GG_TRY(pair_half(ctx, c, &p->gemm[GEMM_DW2], o.act, o.dy, in_elem, T_DW2, F, D, 0, s));
     GG_TRY(to_f16(ctx, c, T_W2, o.w2, s));
     GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_G], o.w2, o.dy, o.G, 0, 0, s));
-    const int side_dw2 = getenv("GG_LAB_PAIR_SIDE") != NULL; /* LAB: dW2's own half beside gelu' */
-    cudaStream_t side = gg_side_stream(ctx, s);
-    if (side_dw2) GG_TRY(gg_stream_handoff(ctx, s, ctx->ev_fork, side));
-    gg_status status = GG_SUCCESS; /* from here on, errors still join the side stream */
-    if (side_dw2) GG_GOTO(pair_half(ctx, c, &p->gemm[GEMM_DW2], o.act, o.dy, in_elem, T_DW2, F, D, 1, 1, side), status, join);
-    GG_GOTO(activation_grad(ctx, p, c, &o, s), status, join);
-    if (!side_dw2) GG_GOTO(pair_half(ctx, c, &p->gemm[GEMM_DW2], o.act, o.dy, in_elem, T_DW2, F, D, 1, 0, s), status, join);
-    GG_GOTO(to_f16(ctx, c, T_X, o.x, s), status, join);
-    GG_GOTO(pair_half(ctx, c, &p->gemm[GEMM_DW1], o.x, o.R, r_elem, T_DW1, D, F, 0, 0, s), status, join);
-    GG_GOTO(to_f16(ctx, c, T_W1, o.w1, s), status, join);
-    GG_GOTO(dx_half(ctx, p, c, &o, 0, s), status, join);
-    GG_GOTO(pair_half(ctx, c, &p->gemm[GEMM_DW1], o.x, o.R, r_elem, T_DW1, D, F, 1, 0, s), status, join);
-    GG_GOTO(dx_half(ctx, p, c, &o, 1, s), status, join);
-join:
-    if (!side_dw2) return status;
-    const gg_status joined = gg_stream_handoff(ctx, side, ctx->ev_join, s);
-    return status == GG_SUCCESS ? joined : status;
+    GG_TRY(activation_grad(ctx, p, c, &o, s));
+    GG_TRY(pair_half(ctx, c, &p->gemm[GEMM_DW2], o.act, o.dy, in_elem, T_DW2, F, D, 1, s));
+    GG_TRY(to_f16(ctx, c, T_X, o.x, s));
+    GG_TRY(pair_half(ctx, c, &p->gemm[GEMM_DW1], o.x, o.R, r_elem, T_DW1, D, F, 0, s));
+    GG_TRY(to_f16(ctx, c, T_W1, o.w1, s));
+    GG_TRY(dx_half(ctx, p, c, &o, 0, s));
+    GG_TRY(pair_half(ctx, c, &p->gemm[GEMM_DW1], o.x, o.R, r_elem, T_DW1, D, F, 1, s));
+    return dx_half(ctx, p, c, &o, 1, s);
 }
 
 /* Enqueues the backward; the plan exists. */
