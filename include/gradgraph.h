@@ -453,16 +453,20 @@ typedef struct gg_dist_config {
                             1.87x and 47 % with 0; short backward passes with large gradients (block 2: 1.64x
                             against 1.73x) want more (docs/distributed.md, "SMs and channels") */
     int copy_engines;    /* 0 (default) or 1: parameter gradients of 1 MiB or more that live in gg_dist_alloc buffers
-                            are all-reduced in place through NCCL's copy-engine collectives: per piece an all-to-all
-                            and an all-gather on the copy engines (no NCCL CTAs) with gradgraph's adding kernel
-                            between (fp32 sums in rank order, then x 1/W for the mean), instead of an all-reduce on
-                            SMs; bitwise equal on every rank. Other buffers, and reduce-scatter, keep NCCL's
-                            collectives. Needs NCCL 2.28+ and a communicator gradgraph makes (GG_ERROR_UNSUPPORTED
-                            otherwise); where NCCL makes no symmetric window (GPUs without copy-engine paths between
-                            them) it logs a WARN and everything stays on SMs. Costs bucket_bytes of device memory per
-                            context. On 2 H200s it helps short backward passes with large gradients (block 2, 16 SMs,
-                            64 MiB pieces: 1.78-1.83x against 1.75-1.78x on SMs) and costs block 3 at the defaults
-                            (1.86-1.98x against 1.92-2.01x): docs/distributed.md, "Copy engines" */
+                            are all-reduced in place through NCCL's copy-engine collectives (no NCCL CTAs), bitwise
+                            equal on every rank. With two ranks the FFN blocks split each weight gradient's GEMM in
+                            halves: a rank computes the peer's half first and sends it (an all-gather), then its own
+                            half with the peer's partial added in the GEMM's epilogue, then all-gathers the result;
+                            no adding kernel, every GEMM on all SMs (needs half of each gradient within one piece,
+                            bucket_bytes). Otherwise, per piece: an all-to-all, gradgraph's adding kernel (fp32 sums
+                            in rank order, then x 1/W for the mean) and an all-gather. Other buffers, and
+                            reduce-scatter, keep NCCL's collectives (a WARN says so when a split plan's gradient is
+                            not in a gg_dist_alloc buffer). Needs NCCL 2.28+ and a communicator gradgraph makes
+                            (GG_ERROR_UNSUPPORTED otherwise); where NCCL makes no symmetric window (GPUs without
+                            copy-engine paths between them) it logs a WARN and everything stays on SMs. Costs
+                            2 x bucket_bytes of device memory per context. On 2 H200s: block 2's largest case
+                            1.89-1.95x with 91-95 % hidden (the split) against 1.62-1.65x / 61 % on SMs; block 3 is
+                            faster on SMs (2.00x against 1.91-1.94x): docs/distributed.md, "Copy engines" */
 } gg_dist_config;
 
 #define GG_DIST_COMM_SMS_DEFAULT 8
