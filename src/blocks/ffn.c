@@ -15,6 +15,8 @@
  *   dX  [M,D]: (D x M)     = W1'(D x F)     @ R'(F x M)          m=D n=M k=F  A=W1 N lda=D  B=R N ldb=F
  *   dW1 [F,D]: (D x F)     = X'(D x M)      @ R'(F x M)ᵀ         m=D n=F k=M  A=X N lda=D   B=R T ldb=F
  */
+#include <stdlib.h>
+
 #include "block.h"
 #include "dist.h"
 #include "graph.h"
@@ -259,18 +261,33 @@ static gg_status enqueue_pair(gg_ctx *ctx, const gg_block_plan *p, const gg_bloc
            gg_dist_pair_exchanges(ctx, c, T_DW1) ? "through" : "not through");
     GG_TRY(to_f16(ctx, c, T_DY, o.dy, s));
     if (c->info->kind == GG_BLOCK_MLP) GG_TRY(grad_bias2(ctx, p, c, s));
-    GG_TRY(to_f16(ctx, c, T_ACT, o.act, s));
-    GG_TRY(pair_half(ctx, c, &p->gemm[GEMM_DW2], o.act, o.dy, in_elem, T_DW2, F, D, 0, s));
-    GG_TRY(to_f16(ctx, c, T_W2, o.w2, s));
-    GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_G], o.w2, o.dy, o.G, 0, 0, s));
-    GG_TRY(activation_grad(ctx, p, c, &o, s));
-    GG_TRY(pair_half(ctx, c, &p->gemm[GEMM_DW2], o.act, o.dy, in_elem, T_DW2, F, D, 1, s));
-    GG_TRY(to_f16(ctx, c, T_X, o.x, s));
-    GG_TRY(pair_half(ctx, c, &p->gemm[GEMM_DW1], o.x, o.R, r_elem, T_DW1, D, F, 0, s));
-    GG_TRY(to_f16(ctx, c, T_W1, o.w1, s));
-    GG_TRY(dx_half(ctx, p, c, &o, 0, s));
-    GG_TRY(pair_half(ctx, c, &p->gemm[GEMM_DW1], o.x, o.R, r_elem, T_DW1, D, F, 1, s));
-    return dx_half(ctx, p, c, &o, 1, s);
+    const int conv_side = c->precision == GG_PRECISION_FP16 && getenv("GG_LAB_PAIR_CONV_SIDE"); /* LAB */
+    cudaStream_t side = gg_side_stream(ctx, s);
+    if (conv_side) GG_TRY(gg_stream_handoff(ctx, s, ctx->ev_fork, side)); /* the side stream reads inputs */
+    gg_status status = GG_SUCCESS; /* from here on, errors still join the side stream */
+    if (conv_side) { /* the weights and X converted beside the caller's conversions and dW2's first half */
+        GG_GOTO(to_f16(ctx, c, T_W2, o.w2, side), status, join);
+        GG_GOTO(to_f16(ctx, c, T_X, o.x, side), status, join);
+        GG_GOTO(to_f16(ctx, c, T_W1, o.w1, side), status, join);
+        GG_GOTO(gg_stream_mark(ctx, side, ctx->ev_conv, s), status, join);
+    }
+    GG_GOTO(to_f16(ctx, c, T_ACT, o.act, s), status, join);
+    GG_GOTO(pair_half(ctx, c, &p->gemm[GEMM_DW2], o.act, o.dy, in_elem, T_DW2, F, D, 0, s), status, join);
+    if (conv_side) GG_GOTO(gg_stream_wait(ctx, side, ctx->ev_conv, s), status, join);
+    else GG_GOTO(to_f16(ctx, c, T_W2, o.w2, s), status, join);
+    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_G], o.w2, o.dy, o.G, 0, 0, s), status, join);
+    GG_GOTO(activation_grad(ctx, p, c, &o, s), status, join);
+    GG_GOTO(pair_half(ctx, c, &p->gemm[GEMM_DW2], o.act, o.dy, in_elem, T_DW2, F, D, 1, s), status, join);
+    if (!conv_side) GG_GOTO(to_f16(ctx, c, T_X, o.x, s), status, join);
+    GG_GOTO(pair_half(ctx, c, &p->gemm[GEMM_DW1], o.x, o.R, r_elem, T_DW1, D, F, 0, s), status, join);
+    if (!conv_side) GG_GOTO(to_f16(ctx, c, T_W1, o.w1, s), status, join);
+    GG_GOTO(dx_half(ctx, p, c, &o, 0, s), status, join);
+    GG_GOTO(pair_half(ctx, c, &p->gemm[GEMM_DW1], o.x, o.R, r_elem, T_DW1, D, F, 1, s), status, join);
+    GG_GOTO(dx_half(ctx, p, c, &o, 1, s), status, join);
+join:
+    if (!conv_side) return status;
+    const gg_status joined = gg_stream_handoff(ctx, side, ctx->ev_join, s);
+    return status == GG_SUCCESS ? joined : status;
 }
 
 /* Enqueues the backward; the plan exists. */
