@@ -15,8 +15,6 @@
  *   dX  [M,D]: (D x M)     = W1'(D x F)     @ R'(F x M)          m=D n=M k=F  A=W1 N lda=D  B=R N ldb=F
  *   dW1 [F,D]: (D x F)     = X'(D x M)      @ R'(F x M)ᵀ         m=D n=F k=M  A=X N lda=D   B=R T ldb=F
  */
-#include <stdlib.h>
-
 #include "block.h"
 #include "dist.h"
 #include "graph.h"
@@ -249,9 +247,10 @@ static gg_status dx_half(gg_ctx *ctx, const gg_block_plan *p, const gg_block_cal
 /* The weights-first order with the two-rank split reduction: each weight gradient's peer half first, work that does
  * not need the exchange while the copy engines move it, then the own half with the peer's partial added, whose
  * all-gather hides behind what follows (G and gelu' after dW2's exchange, dX's first half after dW1's, its second
- * half after dW1's all-gather). One stream, on purpose: the wait before dW2's own half also guarantees that dW2's
- * partial has left this rank's staging slot before dW1's partial overwrites it. (dW2's own half on the side stream
- * beside gelu' gained nothing and, without that wait on the caller's stream, raced: docs/distributed.md.) */
+ * half after dW1's all-gather). The GEMMs on one stream, on purpose: the wait before dW2's own half also guarantees
+ * that dW2's partial has left this rank's staging slot before dW1's partial overwrites it. (dW2's own half on the
+ * side stream beside gelu' gained nothing and, without that wait on the caller's stream, raced:
+ * docs/distributed.md.) Only the conversions of the inputs run on the side stream. */
 static gg_status enqueue_pair(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t s) {
     const ffn_operands o = operands(ctx, p, c);
     const size_t in_elem = c->precision == GG_PRECISION_FP16 ? 2 : 4, r_elem = o.r_type == GG_DT_F16 ? 2 : 4;
@@ -261,11 +260,13 @@ static gg_status enqueue_pair(gg_ctx *ctx, const gg_block_plan *p, const gg_bloc
            gg_dist_pair_exchanges(ctx, c, T_DW1) ? "through" : "not through");
     GG_TRY(to_f16(ctx, c, T_DY, o.dy, s));
     if (c->info->kind == GG_BLOCK_MLP) GG_TRY(grad_bias2(ctx, p, c, s));
-    const int conv_side = c->precision == GG_PRECISION_FP16 && getenv("GG_LAB_PAIR_CONV_SIDE"); /* LAB */
+    /* fp16: W2, X and W1 are converted on the side stream beside dY's and act's conversions and dW2's first half
+     * (measured: 21 us less a step at 068, docs/distributed.md) */
+    const int conv_side = c->precision == GG_PRECISION_FP16;
     cudaStream_t side = gg_side_stream(ctx, s);
     if (conv_side) GG_TRY(gg_stream_handoff(ctx, s, ctx->ev_fork, side)); /* the side stream reads inputs */
     gg_status status = GG_SUCCESS; /* from here on, errors still join the side stream */
-    if (conv_side) { /* the weights and X converted beside the caller's conversions and dW2's first half */
+    if (conv_side) {
         GG_GOTO(to_f16(ctx, c, T_W2, o.w2, side), status, join);
         GG_GOTO(to_f16(ctx, c, T_X, o.x, side), status, join);
         GG_GOTO(to_f16(ctx, c, T_W1, o.w1, side), status, join);
