@@ -120,6 +120,18 @@ static gg_status to_f16(gg_ctx *ctx, const gg_block_call *c, int tensor, const v
     return GG_SUCCESS;
 }
 
+/* In fp16 mode, the fp16 copies of `n` inputs (act, X, W1, W2) on `side`, then a mark `main` waits for before it
+ * reads them (gg_stream_wait with ctx->ev_conv). */
+static gg_status to_f16_beside(gg_ctx *ctx, const gg_block_call *c, const ffn_operands *o, const int *tensors, int n,
+                               cudaStream_t side, cudaStream_t main) {
+    if (c->precision != GG_PRECISION_FP16) return GG_SUCCESS;
+    for (int i = 0; i < n; ++i) {
+        const int t = tensors[i];
+        GG_TRY(to_f16(ctx, c, t, t == T_ACT ? o->act : t == T_X ? o->x : t == T_W1 ? o->w1 : o->w2, side));
+    }
+    return gg_stream_mark(ctx, side, ctx->ev_conv, main);
+}
+
 /* Block 3's grad_bias2 = column sums of dY (no dependency). */
 static gg_status grad_bias2(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t s) {
     GG_CUDA_TRY(ctx, gg_k_col_sum(c->t[T_DY], GG_DT_F32, c->tokens, c->dim0, p->col_chunks[0],
@@ -156,13 +168,8 @@ static gg_status enqueue_overlapped(gg_ctx *ctx, const gg_block_plan *p, const g
     GG_TRY(to_f16(ctx, c, T_DY, o.dy, main));
     GG_TRY(gg_stream_handoff(ctx, main, ctx->ev_fork, side)); /* the side stream reads inputs */
     gg_status status = GG_SUCCESS; /* from here on, errors still join the side stream */
-    if (fp16) {
-        GG_GOTO(to_f16(ctx, c, T_ACT, o.act, side), status, join);
-        GG_GOTO(to_f16(ctx, c, T_X, o.x, side), status, join);
-        GG_GOTO(to_f16(ctx, c, T_W1, o.w1, side), status, join);
-        GG_GOTO(gg_stream_mark(ctx, side, ctx->ev_conv, main), status, join);
-        GG_GOTO(to_f16(ctx, c, T_W2, o.w2, main), status, join);
-    }
+    GG_GOTO(to_f16_beside(ctx, c, &o, (const int[]){T_ACT, T_X, T_W1}, 3, side, main), status, join);
+    GG_GOTO(to_f16(ctx, c, T_W2, o.w2, main), status, join);
     /* G runs alone first; then the side chain (dW2, and dW1 once R exists) overlaps the caller's (gelu', bias sums,
      * dX). Forking before G, so that dW2 and G start together, made graph replay up to 11 % slower on fp32/tf32
      * cases (docs/perf-notes.md, "schedule experiment"). grad_bias2 is off the critical path on the side stream. */
@@ -266,12 +273,7 @@ static gg_status enqueue_pair(gg_ctx *ctx, const gg_block_plan *p, const gg_bloc
     cudaStream_t side = gg_side_stream(ctx, s);
     if (conv_side) GG_TRY(gg_stream_handoff(ctx, s, ctx->ev_fork, side)); /* the side stream reads inputs */
     gg_status status = GG_SUCCESS; /* from here on, errors still join the side stream */
-    if (conv_side) {
-        GG_GOTO(to_f16(ctx, c, T_W2, o.w2, side), status, join);
-        GG_GOTO(to_f16(ctx, c, T_X, o.x, side), status, join);
-        GG_GOTO(to_f16(ctx, c, T_W1, o.w1, side), status, join);
-        GG_GOTO(gg_stream_mark(ctx, side, ctx->ev_conv, s), status, join);
-    }
+    if (conv_side) GG_GOTO(to_f16_beside(ctx, c, &o, (const int[]){T_W2, T_X, T_W1}, 3, side, s), status, join);
     GG_GOTO(to_f16(ctx, c, T_ACT, o.act, s), status, join);
     GG_GOTO(pair_half(ctx, c, &p->gemm[GEMM_DW2], o.act, o.dy, in_elem, T_DW2, F, D, 0, s), status, join);
     if (conv_side) GG_GOTO(gg_stream_wait(ctx, side, ctx->ev_conv, s), status, join);

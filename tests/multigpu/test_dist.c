@@ -357,6 +357,16 @@ static void assert_logged(const char *what) {
         if (!strstr(rank_log[r], what)) fail_msg("rank %d did not log \"%s\":\n%s", r, what, rank_log[r]);
 }
 
+/* One synced run of case c on every rank: the reduced gradients checked (the mean when dc says so), and every
+ * rank's log must have `logged`. */
+static void check_split_run(const gg_case *c, gg_precision p, const gg_dist_config *dc, const char *logged) {
+    rank_job jobs[MAX_RANKS];
+    run_ranks_with(jobs, c, p, dc, log_debug, 0);
+    assert_logged(logged);
+    check_reduced(jobs, dc->op == GG_REDUCE_AVERAGE, 0);
+    free_jobs(jobs);
+}
+
 /* Two ranks, copy engines, half of each gradient within one piece: the FFNs' split reduction (each rank computes the
  * peer's half of dW first, then its own with the peer's partial added in the GEMM epilogue). The sums and means
  * must match the ranks' local gradients, every rank must hold the same bits, and the log must say it ran. With the
@@ -365,28 +375,18 @@ static void two_rank_split_reduction(void **state) {
     (void)state;
     REQUIRE_GPUS();
     if (world != 2) skip();
-    rank_job jobs[MAX_RANKS];
+    static const char both[] = "dW2 through, dW1 through the two-rank split reduction";
     gg_dist_config dc = GG_DIST_CONFIG_INIT;
     dc.copy_engines = 1;
     dc.bucket_bytes = 32 << 20; /* block 3's dW are 64 MiB: halves of one piece */
     dc.op = GG_REDUCE_SUM;
-    const gg_case c3 = case_of(3, 14); /* M = 1024 */
-    run_ranks_with(jobs, &c3, GG_PRECISION_FP32, &dc, log_debug, 0);
-    assert_logged("dW2 through, dW1 through the two-rank split reduction");
-    check_reduced(jobs, 0, 0);
-    free_jobs(jobs);
+    const gg_case c3 = case_of(3, 14), c2 = case_of(2, 5); /* M = 1024, M = 256 */
+    check_split_run(&c3, GG_PRECISION_FP32, &dc, both);
     dc.op = GG_REDUCE_AVERAGE;
-    const gg_case c2 = case_of(2, 5); /* M = 256 */
-    run_ranks_with(jobs, &c2, GG_PRECISION_FP16, &dc, log_debug, 0);
-    assert_logged("dW2 through, dW1 through the two-rank split reduction");
-    check_reduced(jobs, 1, 0);
-    free_jobs(jobs);
+    check_split_run(&c2, GG_PRECISION_FP16, &dc, both);
     use_dist_grads = 0;
-    run_ranks_with(jobs, &c2, GG_PRECISION_FP16, &dc, log_debug, 0);
+    check_split_run(&c2, GG_PRECISION_FP16, &dc, "dW2 not through, dW1 not through the two-rank split reduction");
     use_dist_grads = 1;
-    assert_logged("dW2 not through, dW1 not through the two-rank split reduction");
-    check_reduced(jobs, 1, 0);
-    free_jobs(jobs);
 }
 
 /* gg_dist_reduce on a buffer the library did not make gradients in: an odd count (a one-element tail for NCCL's
