@@ -216,7 +216,8 @@ static gg_status enqueue_weights_first(gg_ctx *ctx, const gg_block_plan *p, cons
  * h n/2: B's rows and the gradient's columns from there. Exchanged (gg_dist_pair_exchanges): the peer's half goes to
  * this rank's slot of the staging and is all-gathered there; this rank's own half gets the peer's partial from the
  * other slot added in the epilogue (after the wait), then the gradient's halves are all-gathered in place. Not
- * exchanged: both halves go to the gradient, which is reduced as usual after the second. */
+ * exchanged (not a window, or an accumulating call): both halves go to (or are added to) the gradient, which is
+ * reduced as usual after the second. */
 static gg_status pair_half(gg_ctx *ctx, const gg_block_call *c, const gg_matmul *mm, const void *A, const void *B,
                            size_t b_elem, int tensor, int64_t m, int64_t n, int own, cudaStream_t s) {
     const int rank = gg_dist_rank(ctx), half = own ? rank : 1 - rank;
@@ -224,12 +225,12 @@ static gg_status pair_half(gg_ctx *ctx, const gg_block_call *c, const gg_matmul 
     const char *b = (const char *)B + (size_t)half * cols * b_elem;
     float *grad = c->t[tensor], *staging = gg_dist_pair_staging(ctx);
     if (!gg_dist_pair_exchanges(ctx, c, tensor)) {
-        if (!own)
+        if (!own && !c->accumulate)
             gg_log(ctx, GG_LOG_WARN,
                    "copy_engines = 1, but %s is not in a gg_dist_alloc buffer: NCCL's all-reduce reduces it beside "
                    "GEMMs that leave it no SMs (slower); allocate parameter gradients with gg_dist_alloc",
                    c->info->tensors[tensor].name);
-        GG_TRY(gg_matmul_run(ctx, mm, A, b, grad + (size_t)half * count, 0, 1, s));
+        GG_TRY(gg_matmul_run(ctx, mm, A, b, grad + (size_t)half * count, c->accumulate, 1, s));
         return own ? gg_dist_grad_ready(ctx, c, s, tensor) : GG_SUCCESS;
     }
     if (!own) {

@@ -643,7 +643,7 @@ gg_status gg_dist_grad_ready(gg_ctx *ctx, const gg_block_call *c, cudaStream_t p
 
 int gg_dist_pair_split(const gg_ctx *ctx, const gg_block_call *c) {
     const gg_dist *d = ctx->dist;
-    if (!gg_dist_overlaps(ctx, c) || c->accumulate || !d->ce_on || d->size != 2 ||
+    if (!gg_dist_overlaps(ctx, c) || !d->ce_on || d->size != 2 ||
         d->config.sync != GG_SYNC_ALL_REDUCE)
         return 0;
     for (int i = 0; i < c->info->n_tensors; ++i) /* half of it in one piece: both halves in the staging */
@@ -654,7 +654,7 @@ int gg_dist_pair_split(const gg_ctx *ctx, const gg_block_call *c) {
 
 int gg_dist_pair_exchanges(const gg_ctx *ctx, const gg_block_call *c, int tensor) {
     const size_t bytes = gg_tensor_elems(c, tensor) * c->info->tensors[tensor].elem_bytes;
-    return bytes >= GG_CE_MIN_BYTES && gg_ce_in_window(ctx->dist, c->t[tensor], bytes);
+    return !c->accumulate && bytes >= GG_CE_MIN_BYTES && gg_ce_in_window(ctx->dist, c->t[tensor], bytes);
 }
 
 void *gg_dist_pair_staging(const gg_ctx *ctx) { return ctx->dist->ce_staging; }

@@ -52,10 +52,10 @@ gg_status gg_dist_grad_ready(gg_ctx *ctx, const gg_block_call *call, cudaStream_
  * with that partial added in the GEMM's epilogue (scaled by gg_dist_pair_scale: the mean or the sum of the two,
  * rounded once, the owner's bits) and all-gathers the gradient in place. No NCCL CTAs and no adding kernel, so the
  * GEMMs keep every SM. gg_dist_pair_split: whether a syncing call's plan splits its GEMMs for it (two ranks, copy
- * engines, all-reduce, overlap on, no accumulation, half of every parameter gradient within one piece,
- * bucket_bytes); then, at capture, gg_dist_pair_exchanges says whether a gradient's buffer is a gg_dist_alloc
- * window (1 MiB or more), so that its halves are exchanged; otherwise they are computed in place and the gradient
- * is reduced as usual. */
+ * engines, all-reduce, overlap on, half of every parameter gradient within one piece, bucket_bytes); then, at
+ * capture, gg_dist_pair_exchanges says whether a gradient is exchanged: its buffer is a gg_dist_alloc window (1 MiB
+ * or more) and the call does not accumulate (accumulate is per call, the plan per shape). Otherwise its halves are
+ * computed in place (added to the gradient when accumulating) and it is reduced as usual. */
 int gg_dist_pair_split(const gg_ctx *ctx, const gg_block_call *call);
 int gg_dist_pair_exchanges(const gg_ctx *ctx, const gg_block_call *call, int tensor);
 /* The staging (two slots of half a gradient each) and the factor of the epilogue (1/2: mean, 1: sum). */

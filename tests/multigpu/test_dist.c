@@ -41,12 +41,14 @@ typedef struct rank_job {
     void *again;  /* a second synced run */
     size_t bytes;
     int dist_grads; /* parameter gradients in gg_dist_alloc buffers (copy engines reduce those in place) */
+    int accumulate; /* the synced runs add to zeroed parameter gradients (accumulate is per call) */
     gg_status status;
     char error[512];
 } rank_job;
 
-/* Whether the next run_ranks puts the parameter gradients in gg_dist_alloc buffers (the default) or cudaMalloc's. */
-static int use_dist_grads = 1;
+/* Whether the next run_ranks puts the parameter gradients in gg_dist_alloc buffers (the default) or cudaMalloc's,
+ * and whether its synced runs accumulate (onto zeroed parameter gradients) or overwrite them (the default). */
+static int use_dist_grads = 1, use_accumulate = 0;
 
 static void *rank_main(void *arg) {
     rank_job *j = arg;
@@ -78,6 +80,13 @@ static void *rank_main(void *arg) {
     if (j->status == GG_SUCCESS) j->status = gg_case_graph_create(j->run, j->ctx, j->precision, &gc, &g);
     for (int k = 0; k < 2 && j->status == GG_SUCCESS; ++k) {
         gg_case_poison(j->run);
+        if (j->accumulate) {
+            j->run->accumulate = 1;
+            for (int o = 0; o < j->run->n_out; ++o)
+                if (j->run->out[o].param)
+                    cudaMemset(j->run->out[o].dev, 0,
+                               (size_t)(j->run->out[o].rows * j->run->out[o].cols) * j->run->out[o].elem);
+        }
         j->status = gg_case_graph_run(j->run, g, j->precision);
         if (j->status == GG_SUCCESS) *(k == 0 ? &j->synced : &j->again) = gg_case_outputs_to_host(j->run, &j->bytes);
     }
@@ -127,7 +136,8 @@ static void run_ranks_with(rank_job *jobs, const gg_case *c, gg_precision p, con
     for (int r = 0; r < world; ++r) {
         memset(&jobs[r], 0, sizeof jobs[r]);
         jobs[r] = (rank_job){.rank = r, .ctx = ctxs[r], .c = *c, .precision = p,
-                             .seed = 1000 + (same_inputs ? 0 : (uint64_t)r), .dist_grads = use_dist_grads};
+                             .seed = 1000 + (same_inputs ? 0 : (uint64_t)r), .dist_grads = use_dist_grads,
+                             .accumulate = use_accumulate};
         pthread_create(&threads[r], NULL, rank_main, &jobs[r]);
     }
     for (int r = 0; r < world; ++r) pthread_join(threads[r], NULL);
@@ -384,9 +394,13 @@ static void two_rank_split_reduction(void **state) {
     check_split_run(&c3, GG_PRECISION_FP32, &dc, both);
     dc.op = GG_REDUCE_AVERAGE;
     check_split_run(&c2, GG_PRECISION_FP16, &dc, both);
+    static const char neither[] = "dW2 not through, dW1 not through the two-rank split reduction";
     use_dist_grads = 0;
-    check_split_run(&c2, GG_PRECISION_FP16, &dc, "dW2 not through, dW1 not through the two-rank split reduction");
+    check_split_run(&c2, GG_PRECISION_FP16, &dc, neither);
     use_dist_grads = 1;
+    use_accumulate = 1; /* per call: the split plan, but the halves added and reduced by NCCL */
+    check_split_run(&c2, GG_PRECISION_FP16, &dc, neither);
+    use_accumulate = 0;
 }
 
 /* gg_dist_reduce on a buffer the library did not make gradients in: an odd count (a one-element tail for NCCL's
