@@ -465,8 +465,8 @@ typedef struct gg_dist_config {
                             (GG_ERROR_UNSUPPORTED otherwise); where NCCL makes no symmetric window (GPUs without
                             copy-engine paths between them) it logs a WARN and everything stays on SMs. Costs
                             2 x bucket_bytes of device memory per context. On 2 H200s: block 2's largest case
-                            1.91-1.95x with 95-96 % hidden (the split) against 1.62-1.65x / 61 % on SMs; block 3 is
-                            faster on SMs (1.98-2.02x against 1.90-1.98x): docs/distributed.md, "Copy engines" */
+                            1.89-1.95x with 95-96 % hidden (the split) against 1.62-1.65x / 61 % on SMs; block 3 is
+                            faster on SMs (1.97-2.03x against 1.90-1.98x): docs/distributed.md, "Copy engines" */
 } gg_dist_config;
 
 #define GG_DIST_COMM_SMS_DEFAULT 8
