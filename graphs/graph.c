@@ -340,6 +340,18 @@ static gg_status replay(gg_graph *g, const char *fn, gg_exec_cache *cache, const
     return status;
 }
 
+/* Past the largest bucket with eager_beyond_max: the eager path, and for a syncing graph the end a replay has too:
+ * what overlap off deferred is reduced, and the caller's stream waits for the communication stream. */
+static gg_status run_eager_beyond_max(gg_ctx *ctx, const gg_block_call *call, cudaStream_t stream) {
+    const gg_status ran = gg_block_run_eager(ctx, call, stream);
+    if (!call->sync_grads) return ran;
+    int saved = 0;
+    GG_TRY(gg_device_enter(ctx, &saved));
+    const gg_status ended = ran == GG_SUCCESS ? gg_dist_finish(ctx, call, stream) : gg_dist_join(ctx, call, stream);
+    gg_device_leave(saved);
+    return ran == GG_SUCCESS ? ended : ran;
+}
+
 gg_status gg_graph_run_call(gg_graph *g, gg_block_call *call, gg_precision requested, cudaStream_t stream) {
     char fn[64];
     graph_fn(fn, sizeof fn, call->info, "run");
@@ -347,7 +359,7 @@ gg_status gg_graph_run_call(gg_graph *g, gg_block_call *call, gg_precision reque
     GG_TRY(check_run(g, fn, call, requested));
     const int b = gg_buckets_select(g->buckets, g->n_buckets, call->tokens);
     if (b < 0) {
-        if (g->config.eager_beyond_max) return gg_block_run_eager(ctx, call, stream);
+        if (g->config.eager_beyond_max) return run_eager_beyond_max(ctx, call, stream);
         return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
                        "%s: desc->tokens = %lld exceeds the largest bucket (%lld); raise config->max_tokens or set "
                        "config->eager_beyond_max",

@@ -329,7 +329,9 @@ typedef struct gg_graph_config {
     int64_t step;                   /* GG_BUCKETS_STEP: the bucket spacing */
     int64_t max_tokens;             /* POW2/STEP: the largest bucket (the cap); default 16384 */
     int allow_padding;              /* default 1; 0: a call whose M is not a bucket fails (and no staging memory) */
-    int eager_beyond_max;           /* default 0: M past the largest bucket fails; 1: it runs on the eager path */
+    int eager_beyond_max;           /* default 0: M past the largest bucket fails; 1: it runs on the eager path
+                                       (a gradient-syncing graph still reduces the gradients, joined before the call
+                                       returns; its plan for that M is not agreed across ranks) */
     int device_select;              /* default 0; 1: also build the device-selected graph (gg_*_graph_run_device) */
     int execs_per_bucket;           /* pointer sets kept per bucket; default 4 */
     int sync_gradients;             /* default 1: with a communicator on the context (gg_dist_*), the graph also

@@ -227,9 +227,9 @@ static gg_status pair_half(gg_ctx *ctx, const gg_block_call *c, const gg_matmul 
     if (!gg_dist_pair_exchanges(ctx, c, tensor)) {
         if (!own && !c->accumulate)
             gg_log(ctx, GG_LOG_WARN,
-                   "copy_engines = 1, but %s is not in a gg_dist_alloc buffer: NCCL's all-reduce reduces it beside "
-                   "GEMMs that leave it no SMs (slower); allocate parameter gradients with gg_dist_alloc",
-                   c->info->tensors[tensor].name);
+                   "copy_engines = 1, but %s is not exchanged (not in a gg_dist_alloc buffer, or under 1 MiB): it is "
+                   "reduced as usual beside GEMMs that leave the reduction no SMs (slower); allocate parameter "
+                   "gradients with gg_dist_alloc", c->info->tensors[tensor].name);
         GG_TRY(gg_matmul_run(ctx, mm, A, b, grad + (size_t)half * count, c->accumulate, 1, s));
         return own ? gg_dist_grad_ready(ctx, c, s, tensor) : GG_SUCCESS;
     }
@@ -302,9 +302,10 @@ static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_cal
 
 const gg_block_info gg_gelu_ffn_info = {GG_BLOCK_GELU_FFN, "gg_gelu_ffn_backward", "desc->hidden", "desc->ffn", 1,
                                         (int)(sizeof gelu_ffn_tensors / sizeof gelu_ffn_tensors[0]), gelu_ffn_tensors,
-                                        build, enqueue, 1};
+                                        build, enqueue, 1u << T_DW1 | 1u << T_DW2};
 const gg_block_info gg_mlp_info = {GG_BLOCK_MLP, "gg_mlp_backward", "desc->hidden", "desc->ffn", 1,
-                                   (int)(sizeof mlp_tensors / sizeof mlp_tensors[0]), mlp_tensors, build, enqueue, 1};
+                                   (int)(sizeof mlp_tensors / sizeof mlp_tensors[0]), mlp_tensors, build, enqueue,
+                                   1u << T_DW1 | 1u << T_DW2};
 
 void gg_gelu_ffn_pack(gg_block_call *c, const gg_gelu_ffn_desc *d, const gg_gelu_ffn_args *a) {
     *c = (gg_block_call){.info = &gg_gelu_ffn_info, .tokens = d->tokens, .dim0 = d->hidden, .dim1 = d->ffn,

@@ -77,7 +77,7 @@ static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_cal
 }
 
 const gg_block_info gg_ssm_gate_info = {GG_BLOCK_SSM_GATE, "gg_ssm_gate_backward", "desc->hidden", "desc->expanded", 0,
-                                        (int)(sizeof tensors / sizeof tensors[0]), tensors, build, enqueue, 0};
+                                        (int)(sizeof tensors / sizeof tensors[0]), tensors, build, enqueue, 0u};
 
 void gg_ssm_gate_pack(gg_block_call *c, const gg_ssm_gate_desc *d, const gg_ssm_gate_args *a) {
     *c = (gg_block_call){.info = &gg_ssm_gate_info, .tokens = d->tokens, .dim0 = d->hidden, .dim1 = d->expanded,

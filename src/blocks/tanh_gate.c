@@ -37,7 +37,7 @@ static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_cal
 }
 
 const gg_block_info gg_tanh_gate_info = {GG_BLOCK_TANH_GATE, "gg_tanh_gate_backward", "desc->hidden", NULL, 0,
-                                         (int)(sizeof tensors / sizeof tensors[0]), tensors, build, enqueue, 0};
+                                         (int)(sizeof tensors / sizeof tensors[0]), tensors, build, enqueue, 0u};
 
 /* The generic form of a public call (shared by the eager and graph entry points). */
 void gg_tanh_gate_pack(gg_block_call *c, const gg_tanh_gate_desc *d, const gg_tanh_gate_args *a) {

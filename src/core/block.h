@@ -39,7 +39,8 @@ typedef struct gg_block_info {
     const gg_tensor_spec *tensors;
     gg_plan_build_fn build;
     gg_block_enqueue_fn enqueue;
-    int splits_for_pairs;  /* its enqueue runs the two-rank split reduction when the plan says so (pair_split) */
+    unsigned split_tensors; /* bit i: tensor i is a weight gradient the enqueue splits for the two-rank split
+                               reduction when the plan says so (pair_split); 0: the block never splits */
 } gg_block_info;
 
 struct gg_block_call {

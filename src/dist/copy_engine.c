@@ -134,6 +134,7 @@ int gg_ce_in_window(const gg_dist *d, const void *p, size_t bytes) {
     return 0;
 }
 
+#if GG_CE_BUILT
 /* A step that broke the surrounding capture (NCCL's copy-engine path inside CUDA graphs is young): name it, instead
  * of the next, innocent call. */
 static gg_status step_ok(gg_ctx *ctx, cudaStream_t s, const char *step) {
@@ -144,6 +145,7 @@ static gg_status step_ok(gg_ctx *ctx, cudaStream_t s, const char *step) {
                    e == cudaSuccess ? "invalidated the stream capture" : "left the stream unusable",
                    cudaGetErrorString(cudaPeekAtLastError()));
 }
+#endif
 
 gg_status gg_ce_all_reduce(gg_ctx *ctx, void *p, size_t n, size_t elem) {
 #if GG_CE_BUILT

@@ -641,14 +641,18 @@ gg_status gg_dist_grad_ready(gg_ctx *ctx, const gg_block_call *c, cudaStream_t p
     return reduce_tensor(ctx, c, tensor);
 }
 
-int gg_dist_pair_split(const gg_ctx *ctx, const gg_block_call *c) {
+int gg_dist_pair_split(const gg_ctx *ctx, const gg_block_call *c, unsigned split_tensors) {
     const gg_dist *d = ctx->dist;
-    if (!gg_dist_overlaps(ctx, c) || !d->ce_on || d->size != 2 ||
-        d->config.sync != GG_SYNC_ALL_REDUCE)
-        return 0;
-    for (int i = 0; i < c->info->n_tensors; ++i) /* half of it in one piece: both halves in the staging */
-        if (gg_tensor_is_param(c, i) && gg_tensor_elems(c, i) * c->info->tensors[i].elem_bytes > 2 * d->ce_piece_bytes)
-            return 0;
+    if (!gg_dist_overlaps(ctx, c) || !d->ce_on || d->size != 2 || d->config.sync != GG_SYNC_ALL_REDUCE) return 0;
+    for (int i = 0; i < c->info->n_tensors; ++i) {
+        if (!gg_tensor_is_param(c, i)) continue;
+        const size_t bytes = gg_tensor_elems(c, i) * c->info->tensors[i].elem_bytes;
+        if (split_tensors >> i & 1u) {
+            if (bytes > 2 * d->ce_piece_bytes) return 0; /* half of it in one piece: both halves in the staging */
+        } else if (bytes >= GG_CE_MIN_BYTES) {
+            return 0; /* would go through gg_ce_all_reduce, whose all-to-all lands in the same staging */
+        }
+    }
     return 1;
 }
 
@@ -804,8 +808,8 @@ gg_status gg_dist_finish(gg_ctx *ctx, const gg_block_call *c, cudaStream_t main)
     (void)ctx, (void)c, (void)main;
     return GG_SUCCESS;
 }
-int gg_dist_pair_split(const gg_ctx *ctx, const gg_block_call *c) {
-    (void)ctx, (void)c;
+int gg_dist_pair_split(const gg_ctx *ctx, const gg_block_call *c, unsigned split_tensors) {
+    (void)ctx, (void)c, (void)split_tensors;
     return 0;
 }
 int gg_dist_pair_exchanges(const gg_ctx *ctx, const gg_block_call *c, int tensor) {

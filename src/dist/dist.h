@@ -51,12 +51,15 @@ gg_status gg_dist_grad_ready(gg_ctx *ctx, const gg_block_call *call, cudaStream_
  * staging in place (copy engines), so it receives the peer's partial of its own half; then it computes its own half
  * with that partial added in the GEMM's epilogue (scaled by gg_dist_pair_scale: the mean or the sum of the two,
  * rounded once, the owner's bits) and all-gathers the gradient in place. No NCCL CTAs and no adding kernel, so the
- * GEMMs keep every SM. gg_dist_pair_split: whether a syncing call's plan splits its GEMMs for it (two ranks, copy
- * engines, all-reduce, overlap on, half of every parameter gradient within one piece, bucket_bytes); then, at
- * capture, gg_dist_pair_exchanges says whether a gradient is exchanged: its buffer is a gg_dist_alloc window (1 MiB
- * or more) and the call does not accumulate (accumulate is per call, the plan per shape). Otherwise its halves are
- * computed in place (added to the gradient when accumulating) and it is reduced as usual. */
-int gg_dist_pair_split(const gg_ctx *ctx, const gg_block_call *call);
+ * GEMMs keep every SM. gg_dist_pair_split: whether a syncing call's plan splits the gradients in split_tensors (a
+ * bit per tensor index) for it: two ranks, copy engines, all-reduce, overlap on, half of each split gradient within
+ * one piece (bucket_bytes), every other parameter gradient under GG_CE_MIN_BYTES (NCCL's all-reduce, not the
+ * copy-engine all-to-all, which would land in the same staging). Then, at capture, gg_dist_pair_exchanges says
+ * whether a gradient is exchanged: its buffer is a gg_dist_alloc window (1 MiB or more) and the call does not
+ * accumulate (accumulate is per call, the plan per shape). Otherwise its halves are computed in place (added to the
+ * gradient when accumulating) and it is reduced as usual (gg_dist_grad_ready). Every rank must pass the same M,
+ * accumulate and kind of buffers, or they enqueue different collectives. */
+int gg_dist_pair_split(const gg_ctx *ctx, const gg_block_call *call, unsigned split_tensors);
 int gg_dist_pair_exchanges(const gg_ctx *ctx, const gg_block_call *call, int tensor);
 /* The staging (two slots of half a gradient each) and the factor of the epilogue (1/2: mean, 1: sum). */
 void *gg_dist_pair_staging(const gg_ctx *ctx);

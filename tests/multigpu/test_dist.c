@@ -41,14 +41,22 @@ typedef struct rank_job {
     void *again;  /* a second synced run */
     size_t bytes;
     int dist_grads; /* parameter gradients in gg_dist_alloc buffers (copy engines reduce those in place) */
-    int accumulate; /* the synced runs add to zeroed parameter gradients (accumulate is per call) */
+    int accumulate; /* the synced runs add to the local gradients (accumulate is per call): 2x the reduction */
+    int beyond_max; /* the graph's one bucket is M/2 and eager_beyond_max runs M on the eager path */
     gg_status status;
     char error[512];
 } rank_job;
 
-/* Whether the next run_ranks puts the parameter gradients in gg_dist_alloc buffers (the default) or cudaMalloc's,
- * and whether its synced runs accumulate (onto zeroed parameter gradients) or overwrite them (the default). */
-static int use_dist_grads = 1, use_accumulate = 0;
+/* Options of the next run_ranks (reset before every test): the parameter gradients in gg_dist_alloc buffers (the
+ * default) or cudaMalloc's; synced runs that accumulate onto the local gradients instead of overwriting; M past the
+ * graph's largest bucket (eager_beyond_max). */
+static int use_dist_grads = 1, use_accumulate = 0, use_beyond_max = 0;
+
+static int reset_options(void **state) {
+    (void)state;
+    use_dist_grads = 1, use_accumulate = 0, use_beyond_max = 0;
+    return 0;
+}
 
 static void *rank_main(void *arg) {
     rank_job *j = arg;
@@ -74,18 +82,23 @@ static void *rank_main(void *arg) {
     /* synced, twice, through one graph */
     gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
     gc.policy = GG_BUCKETS_LIST;
-    gc.bucket_tokens = &j->c.tokens;
+    const int64_t half = j->c.tokens / 2;
+    gc.bucket_tokens = j->beyond_max ? &half : &j->c.tokens;
     gc.n_buckets = 1;
+    gc.eager_beyond_max = j->beyond_max;
     gg_graph *g = NULL;
     if (j->status == GG_SUCCESS) j->status = gg_case_graph_create(j->run, j->ctx, j->precision, &gc, &g);
     for (int k = 0; k < 2 && j->status == GG_SUCCESS; ++k) {
         gg_case_poison(j->run);
-        if (j->accumulate) {
+        if (j->accumulate) { /* the parameter gradients start from the local ones: each rank adds its own again */
             j->run->accumulate = 1;
-            for (int o = 0; o < j->run->n_out; ++o)
-                if (j->run->out[o].param)
-                    cudaMemset(j->run->out[o].dev, 0,
-                               (size_t)(j->run->out[o].rows * j->run->out[o].cols) * j->run->out[o].elem);
+            size_t at = 0;
+            for (int o = 0; o < j->run->n_out; ++o) {
+                const gg_tensor *t = &j->run->out[o];
+                const size_t bytes = (size_t)(t->rows * t->cols) * t->elem;
+                if (t->param) cudaMemcpy(t->dev, (char *)j->local + at, bytes, cudaMemcpyHostToDevice);
+                at += bytes;
+            }
         }
         j->status = gg_case_graph_run(j->run, g, j->precision);
         if (j->status == GG_SUCCESS) *(k == 0 ? &j->synced : &j->again) = gg_case_outputs_to_host(j->run, &j->bytes);
@@ -137,7 +150,7 @@ static void run_ranks_with(rank_job *jobs, const gg_case *c, gg_precision p, con
         memset(&jobs[r], 0, sizeof jobs[r]);
         jobs[r] = (rank_job){.rank = r, .ctx = ctxs[r], .c = *c, .precision = p,
                              .seed = 1000 + (same_inputs ? 0 : (uint64_t)r), .dist_grads = use_dist_grads,
-                             .accumulate = use_accumulate};
+                             .accumulate = use_accumulate, .beyond_max = use_beyond_max};
         pthread_create(&threads[r], NULL, rank_main, &jobs[r]);
     }
     for (int r = 0; r < world; ++r) pthread_join(threads[r], NULL);
@@ -154,9 +167,10 @@ static void run_ranks(rank_job *jobs, const gg_case *c, gg_precision p, const gg
     run_ranks_with(jobs, c, p, dc, NULL, 0);
 }
 
-/* Every parameter gradient of every rank against op(local gradients of all ranks); elements [lo, hi) of each
- * (the whole tensor, or a rank's shard). */
+/* Every parameter gradient of every rank against op(local gradients of all ranks) (twice that after accumulating
+ * runs, which start from the local gradients); elements [lo, hi) of each (the whole tensor, or a rank's shard). */
 static void check_reduced(rank_job *jobs, int average, int shard_only) {
+    const double factor = jobs[0].accumulate ? 2 : 1; /* accumulating runs started from the local gradients */
     gg_case_run layout = {.c = jobs[0].c}; /* the outputs' descriptions only: nothing allocated */
     gg_case_describe(&layout);
     const gg_case_run *probe = &layout;
@@ -181,6 +195,7 @@ static void check_reduced(rank_job *jobs, int average, int shard_only) {
                         magnitude += fabs(x);
                     }
                     if (average) sum /= world, magnitude /= world;
+                    sum *= factor, magnitude *= factor;
                     const double got = host_value(t, (char *)jobs[r].synced + at, j);
                     /* bf16: each term may be 1 ulp (2^-7 relative) off the eager one, and NCCL rounds twice more
                      * (for the mean it scales each term, then sums): 2^-7 + 2 * 2^-8 = 2^-6 of the magnitude. */
@@ -241,6 +256,34 @@ static void synced_equals_sum_of_local(void **state) {
     free_jobs(jobs);
 }
 
+/* Every rank's activation gradients (dX: not reduced) in got[r] against want[r], within rounding: another GEMM
+ * algorithm adds in another order, which moves an element by rounding of the terms' size, not of its own (a
+ * cancelling element of 0.0037 in a tensor of RMS ~0.8 moved by 1.2e-5 on one machine, de07aac), so the bound follows
+ * the tensor's RMS (the spec's own atol for block 2 is 0.066). Parameter gradients are skipped. */
+static void assert_activation_grads_close(const gg_case *c, void *const *got, void *const *want, const char *what) {
+    gg_case_run layout = {.c = *c};
+    gg_case_describe(&layout);
+    for (int r = 0; r < world; ++r) {
+        size_t at = 0;
+        for (int o = 0; o < layout.n_out; ++o) {
+            const gg_tensor *t = &layout.out[o];
+            const size_t n = (size_t)(t->rows * t->cols);
+            double rms = 0;
+            for (size_t j = 0; j < n && !t->param; ++j) {
+                const double b = host_value(t, (char *)want[r] + at, j);
+                rms += b * b;
+            }
+            rms = sqrt(rms / (double)n);
+            for (size_t j = 0; j < n && !t->param; ++j) {
+                const double a = host_value(t, (char *)got[r] + at, j), b = host_value(t, (char *)want[r] + at, j);
+                if (!(fabs(a - b) <= 1e-4 * (fabs(b) + rms)))
+                    fail_msg("rank %d %s[%zu]: %g %s, %g (RMS %g)", r, t->name, j, a, what, b, rms);
+            }
+            at += n * t->elem;
+        }
+    }
+}
+
 static void overlap_on_and_off_agree(void **state) {
     (void)state;
     REQUIRE_GPUS();
@@ -256,31 +299,20 @@ static void overlap_on_and_off_agree(void **state) {
      * so it may run another algorithm: within rounding. */
     gg_case_run layout = {.c = c};
     gg_case_describe(&layout);
+    void *got[MAX_RANKS], *want[MAX_RANKS];
     for (int r = 0; r < world; ++r) {
         assert_int_equal(on[r].bytes, off[r].bytes);
         size_t at = 0;
         for (int o = 0; o < layout.n_out; ++o) {
             const gg_tensor *t = &layout.out[o];
-            const size_t n = (size_t)(t->rows * t->cols), bytes = n * t->elem;
+            const size_t bytes = (size_t)(t->rows * t->cols) * t->elem;
             if (t->param && memcmp((char *)on[r].synced + at, (char *)off[r].synced + at, bytes) != 0)
                 fail_msg("rank %d %s: overlap on and off give different bits", r, t->name);
-            /* Another accumulation order moves an element by rounding of the terms' size, not of its own: a
-             * cancelling element of 0.0037 in a tensor of RMS ~0.8 moved by 1.2e-5 on one machine (de07aac). The
-             * bound follows the tensor's RMS (the spec's own atol for this block is 0.066). */
-            double rms = 0;
-            for (size_t j = 0; j < n && !t->param; ++j) {
-                const double b = host_value(t, (char *)off[r].synced + at, j);
-                rms += b * b;
-            }
-            rms = sqrt(rms / (double)n);
-            for (size_t j = 0; j < n && !t->param; ++j) {
-                const double a = host_value(t, (char *)on[r].synced + at, j), b = host_value(t, (char *)off[r].synced + at, j);
-                if (!(fabs(a - b) <= 1e-4 * (fabs(b) + rms)))
-                    fail_msg("rank %d %s[%zu]: %g with overlap on, %g off (RMS %g)", r, t->name, j, a, b, rms);
-            }
             at += bytes;
         }
+        got[r] = on[r].synced, want[r] = off[r].synced;
     }
+    assert_activation_grads_close(&c, got, want, "with overlap on, with it off");
     check_reduced(on, 1, 0);
     free_jobs(on);
     free_jobs(off);
@@ -367,25 +399,31 @@ static void assert_logged(const char *what) {
         if (!strstr(rank_log[r], what)) fail_msg("rank %d did not log \"%s\":\n%s", r, what, rank_log[r]);
 }
 
-/* One synced run of case c on every rank: the reduced gradients checked (the mean when dc says so), and every
- * rank's log must have `logged`. */
+/* One synced run of case c on every rank: the reduced gradients checked (the mean when dc says so), the activation
+ * gradients against the local ones, and every rank's log must have `logged`. */
 static void check_split_run(const gg_case *c, gg_precision p, const gg_dist_config *dc, const char *logged) {
     rank_job jobs[MAX_RANKS];
     run_ranks_with(jobs, c, p, dc, log_debug, 0);
     assert_logged(logged);
     check_reduced(jobs, dc->op == GG_REDUCE_AVERAGE, 0);
+    void *got[MAX_RANKS], *want[MAX_RANKS];
+    for (int r = 0; r < world; ++r) got[r] = jobs[r].synced, want[r] = jobs[r].local;
+    assert_activation_grads_close(c, got, want, "synced (dX in halves), locally");
     free_jobs(jobs);
 }
 
 /* Two ranks, copy engines, half of each gradient within one piece: the FFNs' split reduction (each rank computes the
  * peer's half of dW first, then its own with the peer's partial added in the GEMM epilogue). The sums and means
- * must match the ranks' local gradients, every rank must hold the same bits, and the log must say it ran. With the
- * gradients in cudaMalloc's buffers the same plan computes the halves in place and NCCL reduces them. */
+ * must match the ranks' local gradients, every rank must hold the same bits, dX (in halves) must match the local
+ * one, and the log must say it ran. With the gradients in cudaMalloc's buffers, and in accumulating runs (onto the
+ * local gradients: adding must not turn into overwriting), the same plan computes the halves in place and the
+ * gradients are reduced as usual. */
 static void two_rank_split_reduction(void **state) {
     (void)state;
     REQUIRE_GPUS();
     if (world != 2) skip();
     static const char both[] = "dW2 through, dW1 through the two-rank split reduction";
+    static const char neither[] = "dW2 not through, dW1 not through the two-rank split reduction";
     gg_dist_config dc = GG_DIST_CONFIG_INIT;
     dc.copy_engines = 1;
     dc.bucket_bytes = 32 << 20; /* block 3's dW are 64 MiB: halves of one piece */
@@ -394,13 +432,32 @@ static void two_rank_split_reduction(void **state) {
     check_split_run(&c3, GG_PRECISION_FP32, &dc, both);
     dc.op = GG_REDUCE_AVERAGE;
     check_split_run(&c2, GG_PRECISION_FP16, &dc, both);
-    static const char neither[] = "dW2 not through, dW1 not through the two-rank split reduction";
     use_dist_grads = 0;
     check_split_run(&c2, GG_PRECISION_FP16, &dc, neither);
     use_dist_grads = 1;
-    use_accumulate = 1; /* per call: the split plan, but the halves added and reduced by NCCL */
+    use_accumulate = 1;
     check_split_run(&c2, GG_PRECISION_FP16, &dc, neither);
     use_accumulate = 0;
+    use_beyond_max = 1; /* the eager path of a syncing graph splits too (its own plan) */
+    check_split_run(&c2, GG_PRECISION_FP16, &dc, both);
+}
+
+/* M past a syncing graph's largest bucket with eager_beyond_max: the eager path must still reduce the gradients
+ * (overlap on: as they finish; off: after the backward) and join the reductions before the call returns. */
+static void eager_beyond_max_still_syncs(void **state) {
+    (void)state;
+    REQUIRE_GPUS();
+    rank_job jobs[MAX_RANKS];
+    gg_dist_config dc = GG_DIST_CONFIG_INIT;
+    dc.op = GG_REDUCE_SUM;
+    const gg_case c3 = case_of(3, 14); /* M = 1024, the graph's bucket 512 */
+    use_beyond_max = 1;
+    for (int overlap = 1; overlap >= 0; --overlap) {
+        dc.overlap = overlap;
+        run_ranks(jobs, &c3, GG_PRECISION_FP32, &dc);
+        check_reduced(jobs, 0, 0);
+        free_jobs(jobs);
+    }
 }
 
 /* gg_dist_reduce on a buffer the library did not make gradients in: an odd count (a one-element tail for NCCL's
@@ -536,13 +593,14 @@ int main(void) {
     start_watchdog(600, "test_dist: the run hung (600 s watchdog)\n"); /* teardowns included */
     apply_test_filter();
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(synced_equals_sum_of_local),
-        cmocka_unit_test(overlap_on_and_off_agree),
-        cmocka_unit_test(reduce_scatter_gives_each_rank_its_shard),
-        cmocka_unit_test(copy_engines_and_all_reduce_agree),
-        cmocka_unit_test(two_rank_split_reduction),
-        cmocka_unit_test(reduce_any_buffer_at_an_offset),
-        cmocka_unit_test(ranks_adopt_rank0_gemm_algorithms),
+        cmocka_unit_test_setup(synced_equals_sum_of_local, reset_options),
+        cmocka_unit_test_setup(overlap_on_and_off_agree, reset_options),
+        cmocka_unit_test_setup(reduce_scatter_gives_each_rank_its_shard, reset_options),
+        cmocka_unit_test_setup(copy_engines_and_all_reduce_agree, reset_options),
+        cmocka_unit_test_setup(two_rank_split_reduction, reset_options),
+        cmocka_unit_test_setup(eager_beyond_max_still_syncs, reset_options),
+        cmocka_unit_test_setup(reduce_any_buffer_at_an_offset, reset_options),
+        cmocka_unit_test_setup(ranks_adopt_rank0_gemm_algorithms, reset_options),
     };
     return cmocka_run_group_tests_name("dist_multigpu", tests, NULL, NULL);
 }
