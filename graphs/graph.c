@@ -203,7 +203,7 @@ static gg_status enqueue_body(gg_graph *g, const gg_block_call *call, const gg_b
     if (staged != cudaSuccess) return (void)gg_dist_join(ctx, &body, stream), gg_fail_cuda(ctx, staged, "staging out");
     /* A syncing graph's reductions (issued by the block as its gradients finish, or here with overlap off) join the
      * caller's stream last, so the staged-out activation gradients overlap their tail. Parameter gradients are
-     * never staged. (Eager calls never sync.) */
+     * never staged. (Eager calls sync only past a syncing graph's largest bucket: run_eager_beyond_max.) */
     return gg_dist_finish(ctx, &body, stream);
 }
 

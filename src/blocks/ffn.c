@@ -237,8 +237,8 @@ static gg_status pair_half(gg_ctx *ctx, const gg_block_call *c, const gg_matmul 
         GG_TRY(gg_matmul_run(ctx, mm, A, b, staging + (size_t)rank * count, 0, 1, s));
         return gg_dist_pair_gather(ctx, s, staging, count);
     }
-    const float scale = gg_dist_pair_scale(ctx);
-    GG_TRY(gg_dist_pair_wait(ctx, s));
+    const float scale = gg_dist_term_scale(ctx->dist);
+    GG_TRY(gg_dist_join(ctx, c, s)); /* the peer's partial has arrived */
     GG_TRY(gg_matmul_run_scaled(ctx, mm, A, b, staging + (size_t)(1 - rank) * count, grad + (size_t)rank * count,
                                 scale, scale, 1, s));
     return gg_dist_pair_gather(ctx, s, grad, count);

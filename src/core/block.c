@@ -128,7 +128,7 @@ gg_plan_key gg_block_plan_key(const gg_ctx *ctx, const gg_block_call *c) {
     key.sm_reserve = c->sync_grads ? gg_dist_comm_sms(ctx) : 0;
     /* Halves at 16-byte aligned offsets in every operand (fp16 rows of D/2 or F/2 elements; the plans promise
      * cuBLASLt 16-byte pointers), M even for dX's halves. */
-    if (c->info->split_tensors && c->sync_grads && c->tokens % 2 == 0 && c->dim0 % 16 == 0 && c->dim1 % 16 == 0 &&
+    if (c->info->split_tensors && c->tokens % 2 == 0 && c->dim0 % 16 == 0 && c->dim1 % 16 == 0 &&
         gg_dist_pair_split(ctx, c, c->info->split_tensors)) {
         key.pair_split = 1;
         key.sm_reserve = 0; /* nothing of the reduction runs on SMs */

@@ -153,7 +153,7 @@ gg_status gg_ce_all_reduce(gg_ctx *ctx, void *p, size_t n, size_t elem) {
     const ncclComm_t comm = (ncclComm_t)d->comm;
     const ncclDataType_t type = elem == 4 ? ncclFloat32 : ncclBfloat16;
     const gg_dtype dtype = elem == 4 ? GG_DT_F32 : GG_DT_BF16;
-    const float scale = d->config.op == GG_REDUCE_AVERAGE ? 1.0f / (float)d->size : 1.0f;
+    const float scale = gg_dist_term_scale(d);
     const size_t ranks = (size_t)d->size, piece = d->ce_piece_bytes / elem;
     char *data = p, *shares = d->ce_staging;
     size_t at = 0;

@@ -663,15 +663,9 @@ int gg_dist_pair_exchanges(const gg_ctx *ctx, const gg_block_call *c, int tensor
 
 void *gg_dist_pair_staging(const gg_ctx *ctx) { return ctx->dist->ce_staging; }
 
-float gg_dist_pair_scale(const gg_ctx *ctx) { return ctx->dist->config.op == GG_REDUCE_AVERAGE ? 0.5f : 1.0f; }
-
 gg_status gg_dist_pair_gather(gg_ctx *ctx, cudaStream_t producer, void *base, size_t count) {
     GG_TRY(gg_stream_handoff(ctx, producer, ctx->dist->ev_ready, ctx->dist->stream));
     return gg_ce_all_gather(ctx, base, count, sizeof(float));
-}
-
-gg_status gg_dist_pair_wait(gg_ctx *ctx, cudaStream_t consumer) {
-    return gg_stream_handoff(ctx, ctx->dist->stream, ctx->dist->ev_done, consumer);
 }
 
 gg_status gg_dist_join(gg_ctx *ctx, const gg_block_call *c, cudaStream_t main) {
@@ -820,16 +814,8 @@ void *gg_dist_pair_staging(const gg_ctx *ctx) {
     (void)ctx;
     return NULL;
 }
-float gg_dist_pair_scale(const gg_ctx *ctx) {
-    (void)ctx;
-    return 1.0f;
-}
 gg_status gg_dist_pair_gather(gg_ctx *ctx, cudaStream_t producer, void *base, size_t count) {
     (void)producer, (void)base, (void)count;
-    return gg_fail(ctx, GG_ERROR_UNSUPPORTED, "gradgraph was built without NCCL");
-}
-gg_status gg_dist_pair_wait(gg_ctx *ctx, cudaStream_t consumer) {
-    (void)consumer;
     return gg_fail(ctx, GG_ERROR_UNSUPPORTED, "gradgraph was built without NCCL");
 }
 gg_status gg_dist_join(gg_ctx *ctx, const gg_block_call *c, cudaStream_t main) {

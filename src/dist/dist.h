@@ -35,6 +35,11 @@ typedef struct gg_dist {
     int n_buffers;
 } gg_dist;
 
+/* The factor every rank's term of a reduced gradient gets: 1/W for the mean (op average), 1 for the sum. */
+static inline float gg_dist_term_scale(const gg_dist *d) {
+    return d->config.op == GG_REDUCE_AVERAGE ? 1.0f / (float)d->size : 1.0f;
+}
+
 /* The most contexts gg_dist_init_threads takes (one process's GPUs). */
 #define GG_DIST_MAX_LOCAL_RANKS 64
 
@@ -49,7 +54,7 @@ gg_status gg_dist_grad_ready(gg_ctx *ctx, const gg_block_call *call, cudaStream_
 /* The split reduction of two ranks (copy engines on): each rank owns one half of a weight gradient (rank r: the
  * rows [r n/2, (r+1) n/2)). It first computes the peer's half into its own slot of the staging and all-gathers the
  * staging in place (copy engines), so it receives the peer's partial of its own half; then it computes its own half
- * with that partial added in the GEMM's epilogue (scaled by gg_dist_pair_scale: the mean or the sum of the two,
+ * with that partial added in the GEMM's epilogue (scaled by gg_dist_term_scale: the mean or the sum of the two,
  * rounded once, the owner's bits) and all-gathers the gradient in place. No NCCL CTAs and no adding kernel, so the
  * GEMMs keep every SM. gg_dist_pair_split: whether a syncing call's plan splits the gradients in split_tensors (a
  * bit per tensor index) for it: two ranks, copy engines, all-reduce, overlap on, half of each split gradient within
@@ -61,14 +66,11 @@ gg_status gg_dist_grad_ready(gg_ctx *ctx, const gg_block_call *call, cudaStream_
  * accumulate and kind of buffers, or they enqueue different collectives. */
 int gg_dist_pair_split(const gg_ctx *ctx, const gg_block_call *call, unsigned split_tensors);
 int gg_dist_pair_exchanges(const gg_ctx *ctx, const gg_block_call *call, int tensor);
-/* The staging (two slots of half a gradient each) and the factor of the epilogue (1/2: mean, 1: sum). */
+/* The staging: two slots of half a gradient each. */
 void *gg_dist_pair_staging(const gg_ctx *ctx);
-float gg_dist_pair_scale(const gg_ctx *ctx);
 /* After `producer` has written this rank's slot (count elements at base + rank * count): the in-place all-gather of
  * the two slots on the communication stream. */
 gg_status gg_dist_pair_gather(gg_ctx *ctx, cudaStream_t producer, void *base, size_t count);
-/* `consumer` waits for everything the communication stream has been given (the peer's partial has arrived). */
-gg_status gg_dist_pair_wait(gg_ctx *ctx, cudaStream_t consumer);
 
 /* End of a syncing call's backward on `main` (the graph code calls it after the block's enqueue): reduce what was
  * deferred (overlap off), then make `main` wait for the communication stream. No-op for calls that do not sync. */
