@@ -200,7 +200,7 @@ gg_status gg_tanh_gate_backward(gg_ctx *ctx, const gg_tanh_gate_desc *desc, cons
 
 /* 2. GELU(tanh) feed-forward without biases, backward. fp32 tensors, D = hidden, F = ffn.
  *      G = grad_output @ W2                 [M,F]      grad_weight2 = grad_outputᵀ @ gelu_out    [D,F]
- *      R = G * gelu'(linear1_out), gelu' from the saved tanh_inner
+ *      R = G * gelu'(linear1_out), gelu' of the tanh approximation (tanh recomputed from linear1_out)
  *      grad_hidden_states = R @ W1          [M,D]      grad_weight1 = Rᵀ @ hidden_states         [F,D] */
 typedef struct gg_gelu_ffn_desc {
     int64_t tokens;         /* M */
@@ -216,7 +216,8 @@ typedef struct gg_gelu_ffn_args {
     const float *weight1;       /* [F,D] */
     const float *weight2;       /* [D,F] */
     const float *linear1_out;   /* [M,F] pre-activation x */
-    const float *tanh_inner;    /* [M,F] tanh(c * (x + 0.044715 x^3)) saved by the forward */
+    const float *tanh_inner;    /* [M,F] tanh(c * (x + 0.044715 x^3)) saved by the forward: validated, not read
+                                   (recomputing it from linear1_out is faster than reading it) */
     const float *gelu_out;      /* [M,F] */
     float *grad_hidden_states;  /* [M,D] */
     float *grad_weight1;        /* [F,D] */

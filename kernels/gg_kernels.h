@@ -21,26 +21,28 @@ extern "C" {
 typedef enum gg_dtype { GG_DT_F32 = 0, GG_DT_F16 = 1, GG_DT_BF16 = 2 } gg_dtype;
 
 /* Block 1, in one launch: grad_residual = grad_output; grad_hidden = bf16(bf16(go * t) * mask[row]); per CTA the fp32
- * partial sum of go * bf16(hs * mask[row]) into partials[CTA]; the last CTA to finish adds the partials in a fixed
- * order and writes grad_gate = bf16((1 - t^2) * sum) (bf16(grad_gate + that) with accumulate). counter: a device
- * word that is 0 between launches (the kernel resets it). All tensors bf16 [M,H]. */
+ * partial sum of go * bf16(hs * mask[row]) into a slot of partials; the last CTA to finish adds the partials in a
+ * fixed order and writes grad_gate = bf16((1 - t^2) * sum) (bf16(grad_gate + that) with accumulate). partials:
+ * gg_k_tanh_gate_slots(sm_count) device words, all 0xffffffff between launches; counter: a device word that is 0
+ * between launches (the kernel restores both). All tensors bf16 [M,H]. */
 cudaError_t gg_k_tanh_gate(const uint16_t *grad_output, const uint16_t *gate, const uint16_t *hidden_states,
                            const uint16_t *mask, uint16_t *grad_residual, uint16_t *grad_hidden_states,
-                           float *partials, unsigned *counter, uint16_t *grad_gate, int accumulate, int grid_blocks,
+                           unsigned *partials, unsigned *counter, uint16_t *grad_gate, int accumulate, int grid_blocks,
                            int64_t M, int64_t H, cudaStream_t stream);
-/* The grid gg_k_tanh_gate uses for M rows on a device with sm_count SMs (also the partials' count). */
+/* The grid gg_k_tanh_gate uses for M rows on a device with sm_count SMs (at most gg_k_tanh_gate_slots). */
 int gg_k_tanh_gate_grid(int64_t M, int sm_count);
+/* The partial-sum slots gg_k_tanh_gate needs on a device with sm_count SMs, for any M. */
+int gg_k_tanh_gate_slots(int sm_count);
 
-/* Block 2's R = G * gelu'(x), gelu' of the tanh approximation with the saved T = tanh_inner. G, x, T fp32; R is
- * written as r_type (GG_DT_F32 or GG_DT_F16); with GG_DT_F32, R may be G (in place). n elements. */
-cudaError_t gg_k_gelu_grad(const float *G, const float *x, const float *tanh_inner, void *R, gg_dtype r_type,
-                           size_t n, int sm_count, cudaStream_t stream);
+/* Block 2's R = G * gelu'(x), gelu' of the tanh approximation (tanh computed from x), written over G in place.
+ * G (and R) of `type` (GG_DT_F32 or GG_DT_F16), x fp32. n elements. */
+cudaError_t gg_k_gelu_grad(void *G, gg_dtype type, const float *x, size_t n, int sm_count, cudaStream_t stream);
 
-/* Block 3's R = G * gelu'(x) (written as r_type; in place over G is fine) and, in the same pass, col_sums[c] =
+/* Block 3's R = G * gelu'(x) (over G in place, G of `type` as for gg_k_gelu_grad) and, in the same pass, col_sums[c] =
  * sum over rows of the fp32 R (grad_bias1; += with accumulate), deterministic as gg_k_col_sum, whose counters and
  * partials rules apply; chunks from gg_k_col_sum_chunks(M, N, GG_DT_F32, ...). */
-cudaError_t gg_k_gelu_grad_col_sum(const float *G, const float *x, void *R, gg_dtype r_type, int64_t M, int64_t N,
-                                   int chunks, float *partials, unsigned *counters, float *col_sums, int accumulate,
+cudaError_t gg_k_gelu_grad_col_sum(void *G, gg_dtype type, const float *x, int64_t M, int64_t N, int chunks,
+                                   float *partials, unsigned *counters, float *col_sums, int accumulate,
                                    cudaStream_t stream);
 
 /* Block 4's elementwise chain, bf16 in and out, rounding after every step (see gradgraph.h). n elements. */

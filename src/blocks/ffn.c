@@ -1,7 +1,7 @@
 /*
- * ffn.c - blocks 2 (GELU FFN, gg_gelu_ffn_backward) and 3 (MLP with biases, gg_mlp_backward): the same backward
- * with two differences, so one driver serves both: block 2 reads the saved tanh_inner, block 3 recomputes it and
- * also reduces the two bias gradients. The two tensor tables share the order of their common tensors.
+ * ffn.c - blocks 2 (GELU FFN, gg_gelu_ffn_backward) and 3 (MLP with biases, gg_mlp_backward): the same backward,
+ * so one driver serves both; block 3 also reduces the two bias gradients. Both compute gelu' from the
+ * pre-activation alone: block 2's saved tanh_inner is validated but not read (the tanh costs less than reading it). The two tensor tables share the order of their common tensors.
  *
  * Order: on the caller's stream G = dY @ W2, then R = G * gelu'(x) and dX = R @ W1; on the side stream, once G
  * is done, dW2 = dYᵀ @ act and, once R is ready, dW1 = Rᵀ @ X (the measured best schedule: see enqueue). Block 3
@@ -23,12 +23,13 @@
 
 /* Tensor order: the common ones first, then block 2's tanh_inner or block 3's bias gradients. */
 enum { T_DY, T_X, T_W1, T_W2, T_PRE, T_ACT, T_DX, T_DW1, T_DW2, T_EXTRA0, T_EXTRA1 };
-enum { T_TANH = T_EXTRA0 };               /* block 2 */
+enum { T_TANH = T_EXTRA0 };               /* block 2 (validated, not read) */
 enum { T_DB1 = T_EXTRA0, T_DB2 = T_EXTRA1 }; /* block 3 */
 
 enum { GEMM_G, GEMM_DW2, GEMM_DX, GEMM_DW1 };
-/* Scratch: G (fp32, and R in place in fp32/tf32 modes); fp16 copies of the operands in fp16 mode; partial sums. */
-enum { BUF_G, BUF_R16, BUF_DY16, BUF_W2_16, BUF_ACT16, BUF_X16, BUF_W1_16, BUF_PARTIALS1, BUF_PARTIALS2 };
+/* Scratch: G, and R over it in place, in the GEMMs' operand type (fp16 in fp16 mode, else fp32); fp16 copies of the
+ * operands in fp16 mode; partial sums. */
+enum { BUF_G, BUF_DY16, BUF_W2_16, BUF_ACT16, BUF_X16, BUF_W1_16, BUF_PARTIALS1, BUF_PARTIALS2 };
 
 #define COMMON_TENSORS(pre_name, act_name)                                                                         \
     [T_DY] = {"grad_output", GG_EXT_TOKENS, GG_EXT_DIM0, 4, 0, 0},                                                 \
@@ -49,10 +50,13 @@ static const gg_tensor_spec mlp_tensors[] = {
     [T_DB2] = {"grad_bias2", GG_EXT_ONE, GG_EXT_DIM0, 4, 1, 0},
 };
 
-static gg_status plan_gemm(gg_ctx *ctx, gg_matmul *mm, gg_precision precision, int sm_target, int trans_b, int64_t m,
-                           int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldd) {
+/* A GEMM of the precision mode; its output is fp32 unless `out_is_operand` (G: written in the operand type, so R,
+ * over it in place, is ready for the next GEMMs). */
+static gg_status plan_gemm(gg_ctx *ctx, gg_matmul *mm, gg_precision precision, int out_is_operand, int sm_target,
+                           int trans_b, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldd) {
     gg_gemm_shape s = {0, trans_b, m, n, k, lda, ldb, ldd, CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F, sm_target};
     gg_gemm_types_for(precision, &s.ab_type, &s.compute);
+    if (out_is_operand) s.d_type = s.ab_type;
     return gg_matmul_plan(ctx, &s, mm);
 }
 
@@ -65,14 +69,13 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     /* The two-rank split reduction (enqueue_pair) runs dW2, dW1 and dX in halves (of their n: rows of the gradient,
      * tokens of dX); every GEMM keeps all SMs. */
     const int64_t halves = p->key.pair_split ? 2 : 1;
-    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_G], prec, 0, 0, F, M, D, F, D, F));
-    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW2], prec, 0, 1, F, D / halves, M, F, D, F));
-    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DX], prec, sm_target, 0, D, M / halves, F, D, F, D));
-    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW1], prec, 0, 1, D, F / halves, M, D, F, D));
-    p->buffer[BUF_G] = gg_plan_take(p, (size_t)(M * F) * sizeof(float));
+    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_G], prec, 1, 0, 0, F, M, D, F, D, F));
+    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW2], prec, 0, 0, 1, F, D / halves, M, F, D, F));
+    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DX], prec, 0, sm_target, 0, D, M / halves, F, D, F, D));
+    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW1], prec, 0, 0, 1, D, F / halves, M, D, F, D));
+    const size_t h = 2; /* sizeof(half) */
+    p->buffer[BUF_G] = gg_plan_take(p, (size_t)(M * F) * (prec == GG_PRECISION_FP16 ? h : sizeof(float)));
     if (prec == GG_PRECISION_FP16) {
-        const size_t h = 2; /* sizeof(half) */
-        p->buffer[BUF_R16] = gg_plan_take(p, (size_t)(M * F) * h);
         p->buffer[BUF_DY16] = gg_plan_take(p, (size_t)(M * D) * h);
         p->buffer[BUF_W2_16] = gg_plan_take(p, (size_t)(D * F) * h);
         p->buffer[BUF_ACT16] = gg_plan_take(p, (size_t)(M * F) * h);
@@ -89,26 +92,23 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     return GG_SUCCESS;
 }
 
-/* The operands of the four GEMMs (the caller's fp32 tensors, or their fp16 copies in fp16 mode), G, and R. */
+/* The operands of the four GEMMs (the caller's fp32 tensors, or their fp16 copies in fp16 mode), and G. */
 typedef struct ffn_operands {
     const void *dy, *w2, *act, *x, *w1;
-    float *G;
-    void *R; /* R overwrites G in place unless it is written as fp16 */
-    gg_dtype r_type;
+    void *G; /* G = dY @ W2, then R = G * gelu'(x) over it in place: an operand of dX and dW1 */
+    gg_dtype g_type;
 } ffn_operands;
 
 static ffn_operands operands(const gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c) {
     void *const *t = c->t;
-    ffn_operands o = {t[T_DY], t[T_W2], t[T_ACT], t[T_X], t[T_W1], gg_plan_buffer(ctx, p, BUF_G), NULL, GG_DT_F32};
-    o.R = o.G;
+    ffn_operands o = {t[T_DY], t[T_W2], t[T_ACT], t[T_X], t[T_W1], gg_plan_buffer(ctx, p, BUF_G), GG_DT_F32};
     if (c->precision == GG_PRECISION_FP16) {
         o.dy = gg_plan_buffer(ctx, p, BUF_DY16);
         o.w2 = gg_plan_buffer(ctx, p, BUF_W2_16);
         o.act = gg_plan_buffer(ctx, p, BUF_ACT16);
         o.x = gg_plan_buffer(ctx, p, BUF_X16);
         o.w1 = gg_plan_buffer(ctx, p, BUF_W1_16);
-        o.R = gg_plan_buffer(ctx, p, BUF_R16);
-        o.r_type = GG_DT_F16;
+        o.g_type = GG_DT_F16;
     }
     return o;
 }
@@ -145,11 +145,10 @@ static gg_status activation_grad(gg_ctx *ctx, const gg_block_plan *p, const gg_b
                                  cudaStream_t s) {
     void *const *t = c->t;
     if (c->info->kind != GG_BLOCK_MLP) {
-        GG_CUDA_TRY(ctx, gg_k_gelu_grad(o->G, t[T_PRE], t[T_TANH], o->R, o->r_type, (size_t)(c->tokens * c->dim1),
-                                        ctx->sm_count, s));
+        GG_CUDA_TRY(ctx, gg_k_gelu_grad(o->G, o->g_type, t[T_PRE], (size_t)(c->tokens * c->dim1), ctx->sm_count, s));
         return GG_SUCCESS;
     }
-    GG_CUDA_TRY(ctx, gg_k_gelu_grad_col_sum(o->G, t[T_PRE], o->R, o->r_type, c->tokens, c->dim1, p->col_chunks[1],
+    GG_CUDA_TRY(ctx, gg_k_gelu_grad_col_sum(o->G, o->g_type, t[T_PRE], c->tokens, c->dim1, p->col_chunks[1],
                                             gg_plan_buffer(ctx, p, BUF_PARTIALS1), ctx->counter + GG_COUNTER_SUM_A,
                                             t[T_DB1], c->accumulate, s));
     return gg_dist_grad_ready(ctx, c, s, T_DB1);
@@ -179,9 +178,9 @@ static gg_status enqueue_overlapped(gg_ctx *ctx, const gg_block_plan *p, const g
     GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW2], o.act, o.dy, t[T_DW2], acc, 1, side), status, join);
     GG_GOTO(activation_grad(ctx, p, c, &o, main), status, join);
     GG_GOTO(gg_stream_handoff(ctx, main, ctx->ev_mid, side), status, join);
-    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW1], o.x, o.R, t[T_DW1], acc, 1, side), status, join);
+    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW1], o.x, o.G, t[T_DW1], acc, 1, side), status, join);
     if (fp16) GG_GOTO(gg_stream_wait(ctx, side, ctx->ev_conv, main), status, join); /* W1's fp16 copy */
-    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DX], o.w1, o.R, t[T_DX], 0, 0, main), status, join);
+    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DX], o.w1, o.G, t[T_DX], 0, 0, main), status, join);
 join:;
     const gg_status joined = gg_stream_handoff(ctx, side, ctx->ev_join, main);
     return status == GG_SUCCESS ? joined : status;
@@ -205,10 +204,10 @@ static gg_status enqueue_weights_first(gg_ctx *ctx, const gg_block_plan *p, cons
     GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_G], o.w2, o.dy, o.G, 0, 0, s));
     GG_TRY(activation_grad(ctx, p, c, &o, s));
     GG_TRY(to_f16(ctx, c, T_X, o.x, s));
-    GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_DW1], o.x, o.R, t[T_DW1], acc, 1, s));
+    GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_DW1], o.x, o.G, t[T_DW1], acc, 1, s));
     GG_TRY(gg_dist_grad_ready(ctx, c, s, T_DW1));
     GG_TRY(to_f16(ctx, c, T_W1, o.w1, s));
-    return gg_matmul_run(ctx, &p->gemm[GEMM_DX], o.w1, o.R, t[T_DX], 0, 0, s);
+    return gg_matmul_run(ctx, &p->gemm[GEMM_DX], o.w1, o.G, t[T_DX], 0, 0, s);
 }
 
 /* One half of a weight gradient in the two-rank split reduction (gg_dist_pair_split). The gradient is
@@ -247,8 +246,8 @@ static gg_status pair_half(gg_ctx *ctx, const gg_block_call *c, const gg_matmul 
 /* dX's half h (tokens [h M/2, (h+1) M/2)). */
 static gg_status dx_half(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const ffn_operands *o, int h,
                          cudaStream_t s) {
-    const size_t rows = (size_t)(c->tokens / 2) * (size_t)h, r_elem = o->r_type == GG_DT_F16 ? 2 : 4;
-    return gg_matmul_run(ctx, &p->gemm[GEMM_DX], o->w1, (const char *)o->R + rows * (size_t)c->dim1 * r_elem,
+    const size_t rows = (size_t)(c->tokens / 2) * (size_t)h, g_elem = o->g_type == GG_DT_F16 ? 2 : 4;
+    return gg_matmul_run(ctx, &p->gemm[GEMM_DX], o->w1, (const char *)o->G + rows * (size_t)c->dim1 * g_elem,
                          (float *)c->t[T_DX] + rows * (size_t)c->dim0, 0, 0, s);
 }
 
@@ -261,7 +260,7 @@ static gg_status dx_half(gg_ctx *ctx, const gg_block_plan *p, const gg_block_cal
  * docs/distributed.md.) Only the conversions of the inputs run on the side stream. */
 static gg_status enqueue_pair(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t s) {
     const ffn_operands o = operands(ctx, p, c);
-    const size_t in_elem = c->precision == GG_PRECISION_FP16 ? 2 : 4, r_elem = o.r_type == GG_DT_F16 ? 2 : 4;
+    const size_t in_elem = c->precision == GG_PRECISION_FP16 ? 2 : 4, g_elem = o.g_type == GG_DT_F16 ? 2 : 4;
     const int64_t D = c->dim0, F = c->dim1;
     gg_log(ctx, GG_LOG_DEBUG, "M=%lld: dW2 %s, dW1 %s the two-rank split reduction", (long long)c->tokens,
            gg_dist_pair_exchanges(ctx, c, T_DW2) ? "through" : "not through",
@@ -283,10 +282,10 @@ static gg_status enqueue_pair(gg_ctx *ctx, const gg_block_plan *p, const gg_bloc
     GG_GOTO(activation_grad(ctx, p, c, &o, s), status, join);
     GG_GOTO(pair_half(ctx, c, &p->gemm[GEMM_DW2], o.act, o.dy, in_elem, T_DW2, F, D, 1, s), status, join);
     if (!conv_side) GG_GOTO(to_f16(ctx, c, T_X, o.x, s), status, join);
-    GG_GOTO(pair_half(ctx, c, &p->gemm[GEMM_DW1], o.x, o.R, r_elem, T_DW1, D, F, 0, s), status, join);
+    GG_GOTO(pair_half(ctx, c, &p->gemm[GEMM_DW1], o.x, o.G, g_elem, T_DW1, D, F, 0, s), status, join);
     if (!conv_side) GG_GOTO(to_f16(ctx, c, T_W1, o.w1, s), status, join);
     GG_GOTO(dx_half(ctx, p, c, &o, 0, s), status, join);
-    GG_GOTO(pair_half(ctx, c, &p->gemm[GEMM_DW1], o.x, o.R, r_elem, T_DW1, D, F, 1, s), status, join);
+    GG_GOTO(pair_half(ctx, c, &p->gemm[GEMM_DW1], o.x, o.G, g_elem, T_DW1, D, F, 1, s), status, join);
     GG_GOTO(dx_half(ctx, p, c, &o, 1, s), status, join);
 join:
     if (!conv_side) return status;

@@ -9,7 +9,6 @@
 #include "kernels/gg_kernels.h"
 
 enum { T_GRAD_OUTPUT, T_GATE, T_HIDDEN, T_MASK, T_GRAD_RESIDUAL, T_GRAD_HIDDEN, T_GRAD_GATE };
-enum { BUF_PARTIALS };
 
 static const gg_tensor_spec tensors[] = {
     [T_GRAD_OUTPUT] = {"grad_output", GG_EXT_TOKENS, GG_EXT_DIM0, 2, 0, 0},
@@ -22,17 +21,15 @@ static const gg_tensor_spec tensors[] = {
 };
 
 static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
-    p->reduce_blocks = gg_k_tanh_gate_grid(p->key.tokens, ctx->sm_count);
-    p->buffer[BUF_PARTIALS] = gg_plan_take(p, (size_t)p->reduce_blocks * sizeof(float));
+    p->reduce_blocks = gg_k_tanh_gate_grid(p->key.tokens, ctx->sm_count); /* partial sums: ctx->tanh_partials */
     return GG_SUCCESS;
 }
 
 static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t s) {
     void *const *t = c->t;
-    float *partials = gg_plan_buffer(ctx, p, BUF_PARTIALS);
     GG_CUDA_TRY(ctx, gg_k_tanh_gate(t[T_GRAD_OUTPUT], t[T_GATE], t[T_HIDDEN], t[T_MASK], t[T_GRAD_RESIDUAL],
-                                    t[T_GRAD_HIDDEN], partials, ctx->counter + GG_COUNTER_TANH_GATE, t[T_GRAD_GATE], c->accumulate,
-                                    p->reduce_blocks, c->tokens, c->dim0, s));
+                                    t[T_GRAD_HIDDEN], ctx->tanh_partials, ctx->counter + GG_COUNTER_TANH_GATE,
+                                    t[T_GRAD_GATE], c->accumulate, p->reduce_blocks, c->tokens, c->dim0, s));
     return gg_dist_grad_ready(ctx, c, s, T_GRAD_GATE);
 }
 

@@ -6,6 +6,7 @@
 #include <nvtx3/nvToolsExtCudaRt.h>
 
 #include "dist.h"
+#include "kernels/gg_kernels.h"
 #include "internal.h"
 #include "plan.h"
 #include "tune_cache.h"
@@ -53,6 +54,7 @@ static void release(gg_ctx *ctx) {
         if (ctx->workspace[i]) (void)cudaFree(ctx->workspace[i]);
     if (ctx->scratch) (void)cudaFree(ctx->scratch);
     if (ctx->counter) (void)cudaFree(ctx->counter);
+    if (ctx->tanh_partials) (void)cudaFree(ctx->tanh_partials);
     if (ctx->ev_fork) (void)cudaEventDestroy(ctx->ev_fork);
     if (ctx->ev_mid) (void)cudaEventDestroy(ctx->ev_mid);
     if (ctx->ev_join) (void)cudaEventDestroy(ctx->ev_join);
@@ -133,6 +135,11 @@ gg_status gg_ctx_create(const gg_config *config, gg_ctx **out) {
     }
     GG_CUDA_GOTO(ctx, cudaMalloc((void **)&ctx->counter, GG_COUNTER_WORDS * sizeof *ctx->counter), status, fail);
     GG_CUDA_GOTO(ctx, cudaMemset(ctx->counter, 0, GG_COUNTER_WORDS * sizeof *ctx->counter), status, fail);
+    ctx->device_bytes += GG_COUNTER_WORDS * sizeof *ctx->counter;
+    const size_t slots = (size_t)gg_k_tanh_gate_slots(ctx->sm_count) * sizeof *ctx->tanh_partials;
+    GG_CUDA_GOTO(ctx, cudaMalloc((void **)&ctx->tanh_partials, slots), status, fail);
+    GG_CUDA_GOTO(ctx, cudaMemset(ctx->tanh_partials, 0xff, slots), status, fail); /* "unwritten" */
+    ctx->device_bytes += slots;
     GG_GOTO(open_tune_cache(ctx, config), status, fail);
     gg_device_leave(saved);
     gg_log(ctx, GG_LOG_INFO, "gradgraph %s: context on device %d (%d SMs), %zu MiB of GEMM workspace",
