@@ -5,7 +5,7 @@
  *
  * Order: on the caller's stream G = dY @ W2, then R = G * gelu'(x) and dX = R @ W1; on the side stream, once G
  * is done, dW2 = dYᵀ @ act and, once R is ready, dW1 = Rᵀ @ X (the measured best schedule: see enqueue). Block 3
- * sums grad_bias2 on the side stream before G and grad_bias1 in the same pass that writes R.
+ * sums grad_bias1 and grad_bias2 in the launch that writes R.
  * Graphs that all-reduce the gradients during the backward run another order (enqueue_weights_first): dW2 first and
  * dW1 as soon as R exists, so each reduction has later work to hide behind, and dX last.
  *
@@ -83,11 +83,11 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
         p->buffer[BUF_W1_16] = gg_plan_take(p, (size_t)(F * D) * h);
     }
     if (p->key.block == GG_BLOCK_MLP) {
-        p->col_chunks[0] = gg_k_col_sum_chunks(M, D, GG_DT_F32, ctx->sm_count); /* grad_bias2 over dY */
-        p->col_chunks[1] = gg_k_col_sum_chunks(M, F, GG_DT_F32, ctx->sm_count); /* grad_bias1 over R, with gelu' */
-        /* separate partials: the two sums run at the same time on the two streams */
-        p->buffer[BUF_PARTIALS2] = gg_plan_take(p, (size_t)p->col_chunks[0] * (size_t)D * sizeof(float));
-        p->buffer[BUF_PARTIALS1] = gg_plan_take(p, (size_t)p->col_chunks[1] * (size_t)F * sizeof(float));
+        p->col_chunks[0] = gg_k_col_sum_chunks(M, F, GG_DT_F32, ctx->sm_count); /* grad_bias1 over R, with gelu' */
+        p->col_chunks[1] = gg_k_col_sum_chunks(M, D, GG_DT_F32, ctx->sm_count); /* grad_bias2 over dY */
+        /* separate partials: the two sums run in the same launch */
+        p->buffer[BUF_PARTIALS1] = gg_plan_take(p, (size_t)p->col_chunks[0] * (size_t)F * sizeof(float));
+        p->buffer[BUF_PARTIALS2] = gg_plan_take(p, (size_t)p->col_chunks[1] * (size_t)D * sizeof(float));
     }
     return GG_SUCCESS;
 }
@@ -132,15 +132,8 @@ static gg_status to_f16_beside(gg_ctx *ctx, const gg_block_call *c, const ffn_op
     return gg_stream_mark(ctx, side, ctx->ev_conv, main);
 }
 
-/* Block 3's grad_bias2 = column sums of dY (no dependency). */
-static gg_status grad_bias2(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t s) {
-    GG_CUDA_TRY(ctx, gg_k_col_sum(c->t[T_DY], GG_DT_F32, c->tokens, c->dim0, p->col_chunks[0],
-                                  gg_plan_buffer(ctx, p, BUF_PARTIALS2), ctx->counter + GG_COUNTER_SUM_B, c->t[T_DB2],
-                                  GG_DT_F32, c->accumulate, s));
-    return gg_dist_grad_ready(ctx, c, s, T_DB2);
-}
-
-/* R = G * gelu'(x); block 3 also sums grad_bias1 in the same pass (R is not read back). */
+/* R = G * gelu'(x) over G; block 3 also sums grad_bias1 (of R, not read back) and grad_bias2 (of dY) in the same
+ * launch: a separate sum of dY beside a GEMM waited for its SMs and delayed the next GEMM (perf-notes, session 14). */
 static gg_status activation_grad(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const ffn_operands *o,
                                  cudaStream_t s) {
     void *const *t = c->t;
@@ -148,10 +141,13 @@ static gg_status activation_grad(gg_ctx *ctx, const gg_block_plan *p, const gg_b
         GG_CUDA_TRY(ctx, gg_k_gelu_grad(o->G, o->g_type, t[T_PRE], (size_t)(c->tokens * c->dim1), ctx->sm_count, s));
         return GG_SUCCESS;
     }
-    GG_CUDA_TRY(ctx, gg_k_gelu_grad_col_sum(o->G, o->g_type, t[T_PRE], c->tokens, c->dim1, p->col_chunks[1],
-                                            gg_plan_buffer(ctx, p, BUF_PARTIALS1), ctx->counter + GG_COUNTER_SUM_A,
-                                            t[T_DB1], c->accumulate, s));
-    return gg_dist_grad_ready(ctx, c, s, T_DB1);
+    float *partials[2] = {gg_plan_buffer(ctx, p, BUF_PARTIALS1), gg_plan_buffer(ctx, p, BUF_PARTIALS2)};
+    unsigned *counters[2] = {ctx->counter + GG_COUNTER_SUM_A, ctx->counter + GG_COUNTER_SUM_B};
+    GG_CUDA_TRY(ctx, gg_k_gelu_grad_col_sums(o->G, o->g_type, t[T_PRE], t[T_DY], c->tokens, c->dim1, c->dim0,
+                                             p->col_chunks, partials, counters,
+                                             t[T_DB1], t[T_DB2], c->accumulate, s));
+    GG_TRY(gg_dist_grad_ready(ctx, c, s, T_DB1));
+    return gg_dist_grad_ready(ctx, c, s, T_DB2);
 }
 
 /* The two-stream schedule: every call that does not reduce its gradients during the backward (a syncing call with
@@ -171,8 +167,7 @@ static gg_status enqueue_overlapped(gg_ctx *ctx, const gg_block_plan *p, const g
     GG_GOTO(to_f16(ctx, c, T_W2, o.w2, main), status, join);
     /* G runs alone first; then the side chain (dW2, and dW1 once R exists) overlaps the caller's (gelu', bias sums,
      * dX). Forking before G, so that dW2 and G start together, made graph replay up to 11 % slower on fp32/tf32
-     * cases (docs/perf-notes.md, "schedule experiment"). grad_bias2 is off the critical path on the side stream. */
-    if (c->info->kind == GG_BLOCK_MLP) GG_GOTO(grad_bias2(ctx, p, c, side), status, join);
+     * cases (docs/perf-notes.md, "schedule experiment"). */
     GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_G], o.w2, o.dy, o.G, 0, 0, main), status, join);
     GG_GOTO(gg_stream_handoff(ctx, main, ctx->ev_fork, side), status, join);
     GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW2], o.act, o.dy, t[T_DW2], acc, 1, side), status, join);
@@ -196,7 +191,6 @@ static gg_status enqueue_weights_first(gg_ctx *ctx, const gg_block_plan *p, cons
     const int acc = c->accumulate;
     const ffn_operands o = operands(ctx, p, c);
     GG_TRY(to_f16(ctx, c, T_DY, o.dy, s));
-    if (c->info->kind == GG_BLOCK_MLP) GG_TRY(grad_bias2(ctx, p, c, s));
     GG_TRY(to_f16(ctx, c, T_ACT, o.act, s));
     GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_DW2], o.act, o.dy, t[T_DW2], acc, 1, s));
     GG_TRY(gg_dist_grad_ready(ctx, c, s, T_DW2));
@@ -266,7 +260,6 @@ static gg_status enqueue_pair(gg_ctx *ctx, const gg_block_plan *p, const gg_bloc
            gg_dist_pair_exchanges(ctx, c, T_DW2) ? "through" : "not through",
            gg_dist_pair_exchanges(ctx, c, T_DW1) ? "through" : "not through");
     GG_TRY(to_f16(ctx, c, T_DY, o.dy, s));
-    if (c->info->kind == GG_BLOCK_MLP) GG_TRY(grad_bias2(ctx, p, c, s));
     /* fp16: W2, X and W1 are converted on the side stream beside dY's and act's conversions and dW2's first half
      * (measured: 21 us less a step at 068, docs/distributed.md) */
     const int conv_side = c->precision == GG_PRECISION_FP16;
