@@ -1,6 +1,5 @@
 /* activation_grad.cu - the elementwise gradient steps between the GEMMs: GELU(tanh)' for blocks 2 and 3, and the
- * gate-multiply chain of block 4 with its bf16 rounding after every op; the bias gradients' column sums
- * (col_sum.cuh) ride along them. */
+ * gate-multiply chain of block 4 with its bf16 rounding after every op. */
 #include "col_sum.cuh"
 
 using namespace gg;
@@ -80,24 +79,14 @@ struct GeluGradRow {
     }
 };
 
-/* Block 4's chain, with the column sums of dY (grad_bias) in the first bias.blocks() CTAs: the sum is too small to
- * pay for SMs of its own beside a GEMM (measured: a separate launch after dW delayed the g GEMM by its length). */
-using BiasJob = ColSumJob<LoadRow<__nv_bfloat16>, __nv_bfloat16>;
-
 __global__ void __launch_bounds__(kThreads) ssm_gate_grad_kernel(const bf16x8 *__restrict__ g,
                                                                  const bf16x8 *__restrict__ gate_activated,
                                                                  const bf16x8 *__restrict__ ssm_output,
                                                                  const bf16x8 *__restrict__ gate,
                                                                  bf16x8 *__restrict__ grad_ssm_output,
                                                                  bf16x8 *__restrict__ grad_gate, int64_t n_vec,
-                                                                 int use_silu_gate, BiasJob bias) {
-    const unsigned sum_blocks = bias.blocks();
-    if (blockIdx.x < sum_blocks) {
-        col_sum_block(bias, blockIdx.x % bias.gx, blockIdx.x / bias.gx);
-        return;
-    }
-    const int64_t cta = blockIdx.x - sum_blocks, ctas = gridDim.x - sum_blocks;
-    for (int64_t v = cta * blockDim.x + threadIdx.x; v < n_vec; v += ctas * blockDim.x) {
+                                                                 int use_silu_gate) {
+    for (int64_t v = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; v < n_vec; v += (int64_t)gridDim.x * blockDim.x) {
         const bf16x8 gv = g[v], ga = gate_activated[v], so = ssm_output[v];
         bf16x8 gs, gg;
         bf16x8 gt;
@@ -130,43 +119,28 @@ extern "C" cudaError_t gg_k_gelu_grad(void *G, gg_dtype type, const float *x, si
     return cudaErrorInvalidValue;
 }
 
-extern "C" cudaError_t gg_k_gelu_grad_col_sums(void *G, gg_dtype type, const float *x, const float *dy, int64_t M,
-                                               int64_t F, int64_t D, const int chunks[2], float *partials[2],
-                                               unsigned *counters[2], float *grad_bias1, float *grad_bias2,
-                                               int accumulate, cudaStream_t stream) {
-    const auto bias2 = col_sum_job(LoadRow<float>{dy, D}, M, D, chunks[1], partials[1], counters[1], grad_bias2,
-                                   accumulate != 0);
+extern "C" cudaError_t gg_k_gelu_grad_col_sum(void *G, gg_dtype type, const float *x, int64_t M, int64_t N, int chunks,
+                                              float *partials, unsigned *counters, float *col_sums, int accumulate,
+                                              cudaStream_t stream) {
     if (type == GG_DT_F16) {
-        const auto bias1 = col_sum_job(GeluGradRow<__half>{static_cast<__half *>(G), x, F}, M, F, chunks[0],
-                                       partials[0], counters[0], grad_bias1, accumulate != 0);
-        col_sum_pair_kernel<<<bias1.blocks() + bias2.blocks(), kThreads, 0, stream>>>(bias1, bias2);
-    } else if (type == GG_DT_F32) {
-        const auto bias1 = col_sum_job(GeluGradRow<float>{static_cast<float *>(G), x, F}, M, F, chunks[0], partials[0],
-                                       counters[0], grad_bias1, accumulate != 0);
-        col_sum_pair_kernel<<<bias1.blocks() + bias2.blocks(), kThreads, 0, stream>>>(bias1, bias2);
-    } else {
-        return cudaErrorInvalidValue;
+        const GeluGradRow<__half> op{static_cast<__half *>(G), x, N};
+        return launch_col_sum(op, M, N, chunks, partials, counters, col_sums, accumulate != 0, stream);
     }
-    return cudaGetLastError();
+    if (type == GG_DT_F32) {
+        const GeluGradRow<float> op{static_cast<float *>(G), x, N};
+        return launch_col_sum(op, M, N, chunks, partials, counters, col_sums, accumulate != 0, stream);
+    }
+    return cudaErrorInvalidValue;
 }
 
 extern "C" cudaError_t gg_k_ssm_gate_grad(const uint16_t *g, const uint16_t *gate_activated,
                                           const uint16_t *ssm_output, const uint16_t *gate, uint16_t *grad_ssm_output,
-                                          uint16_t *grad_gate, int64_t M, int64_t E, int use_silu_gate,
-                                          const uint16_t *dy, int64_t H, int chunks, float *partials,
-                                          unsigned *counters, uint16_t *grad_bias, int accumulate, int sm_count,
+                                          uint16_t *grad_gate, size_t n, int use_silu_gate, int sm_count,
                                           cudaStream_t stream) {
-    const int64_t n_vec = M * E / 8;
-    const BiasJob bias = col_sum_job(LoadRow<__nv_bfloat16>{reinterpret_cast<const __nv_bfloat16 *>(dy), H}, M, H,
-                                     chunks, partials, counters, reinterpret_cast<__nv_bfloat16 *>(grad_bias),
-                                     accumulate != 0);
-    ssm_gate_grad_kernel<<<bias.blocks() + grid_for((size_t)n_vec, sm_count, 16), kThreads, 0, stream>>>(
+    const int64_t n_vec = (int64_t)(n / 8);
+    ssm_gate_grad_kernel<<<grid_for((size_t)n_vec, sm_count, 16), kThreads, 0, stream>>>(
         reinterpret_cast<const bf16x8 *>(g), reinterpret_cast<const bf16x8 *>(gate_activated),
         reinterpret_cast<const bf16x8 *>(ssm_output), reinterpret_cast<const bf16x8 *>(gate),
-        reinterpret_cast<bf16x8 *>(grad_ssm_output), reinterpret_cast<bf16x8 *>(grad_gate), n_vec, use_silu_gate, bias);
+        reinterpret_cast<bf16x8 *>(grad_ssm_output), reinterpret_cast<bf16x8 *>(grad_gate), n_vec, use_silu_gate);
     return cudaGetLastError();
-}
-
-extern "C" int gg_k_col_sum_chunks(int64_t M, int64_t N, gg_dtype in_type, int sm_count) {
-    return col_sum_chunks(M, N, in_type == GG_DT_F32 ? 4 : 8, sm_count);
 }

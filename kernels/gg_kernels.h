@@ -38,28 +38,29 @@ int gg_k_tanh_gate_slots(int sm_count);
  * G (and R) of `type` (GG_DT_F32 or GG_DT_F16), x fp32. n elements. */
 cudaError_t gg_k_gelu_grad(void *G, gg_dtype type, const float *x, size_t n, int sm_count, cudaStream_t stream);
 
-/* Column sums (bias gradients): out[c] = sum over rows r of an [M,N] matrix (out[c] += ... with accumulate), in fp32
- * in a fixed order, in one launch: `chunks` row chunks (gg_k_col_sum_chunks) each write a partial row into
- * partials [chunks, N]; per column group the last chunk to finish adds the partials in order. counters:
- * GG_COL_SUM_COUNTERS device words, 0 between launches (the kernel resets them); sums that may run at the same time
- * need their own counters and partials. The sums ride along the kernels below (no launch of their own). */
-#define GG_COL_SUM_COUNTERS 32
+/* Block 3's R = G * gelu'(x) (over G in place, G of `type` as for gg_k_gelu_grad) and, in the same pass, col_sums[c] =
+ * sum over rows of the fp32 R (grad_bias1; += with accumulate), deterministic as gg_k_col_sum, whose counters and
+ * partials rules apply; chunks from gg_k_col_sum_chunks(M, N, GG_DT_F32, ...). */
+cudaError_t gg_k_gelu_grad_col_sum(void *G, gg_dtype type, const float *x, int64_t M, int64_t N, int chunks,
+                                   float *partials, unsigned *counters, float *col_sums, int accumulate,
+                                   cudaStream_t stream);
 
-/* Block 3's R = G * gelu'(x) over G in place (G [M,F] of `type` as for gg_k_gelu_grad, x fp32) with, in the same
- * launch, grad_bias1 = column sums of the fp32 R (sum 0) and grad_bias2 = column sums of dy [M,D] (sum 1). */
-cudaError_t gg_k_gelu_grad_col_sums(void *G, gg_dtype type, const float *x, const float *dy, int64_t M, int64_t F,
-                                    int64_t D, const int chunks[2], float *partials[2], unsigned *counters[2],
-                                    float *grad_bias1, float *grad_bias2, int accumulate, cudaStream_t stream);
-
-/* Block 4's elementwise chain over [M,E], bf16 in and out, rounding after every step (see gradgraph.h), with, in the
- * same launch, grad_bias = column sums of dy [M,H] (bf16). */
+/* Block 4's elementwise chain, bf16 in and out, rounding after every step (see gradgraph.h). n elements. */
 cudaError_t gg_k_ssm_gate_grad(const uint16_t *g, const uint16_t *gate_activated, const uint16_t *ssm_output,
-                               const uint16_t *gate, uint16_t *grad_ssm_output, uint16_t *grad_gate, int64_t M,
-                               int64_t E, int use_silu_gate, const uint16_t *dy, int64_t H, int chunks,
-                               float *partials, unsigned *counters, uint16_t *grad_bias, int accumulate, int sm_count,
-                               cudaStream_t stream);
+                               const uint16_t *gate, uint16_t *grad_ssm_output, uint16_t *grad_gate, size_t n,
+                               int use_silu_gate, int sm_count, cudaStream_t stream);
 
-/* The row chunks of a column sum over an [M,N] input of in_type (a plan stores it: same shape, same bits). */
+/* out[c] = sum over rows r of in[r, c] for an [M,N] matrix (out[c] += ... with accumulate), in fp32 in a fixed
+ * order, in one launch: `chunks` row chunks each write a partial row into partials [chunks, N]; per column group the
+ * last chunk to finish adds the partials in order. counters: GG_COL_SUM_COUNTERS device words, 0 between launches
+ * (the kernel resets them); reductions that may run at the same time need their own. Types: fp32 -> fp32 and
+ * bf16 -> bf16 (cudaErrorInvalidValue otherwise). f16_copy: NULL, or (fp32 input) where the same pass writes the
+ * input converted to fp16, [M,N]. */
+#define GG_COL_SUM_COUNTERS 32
+cudaError_t gg_k_col_sum(const void *in, gg_dtype in_type, int64_t M, int64_t N, int chunks, float *partials,
+                         unsigned *counters, void *out, gg_dtype out_type, int accumulate, void *f16_copy,
+                         cudaStream_t stream);
+/* The chunk count gg_k_col_sum should use for an [M,N] input of in_type (a plan stores it: same shape, same bits). */
 int gg_k_col_sum_chunks(int64_t M, int64_t N, gg_dtype in_type, int sm_count);
 
 /* out[i] = scale * sum over j < ranks of in[j * chunk + i] (fp32 sums in rank order, then the scale, then type), for

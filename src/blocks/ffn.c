@@ -85,7 +85,7 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     if (p->key.block == GG_BLOCK_MLP) {
         p->col_chunks[0] = gg_k_col_sum_chunks(M, F, GG_DT_F32, ctx->sm_count); /* grad_bias1 over R, with gelu' */
         p->col_chunks[1] = gg_k_col_sum_chunks(M, D, GG_DT_F32, ctx->sm_count); /* grad_bias2 over dY */
-        /* separate partials: the two sums run in the same launch */
+        /* each sum its own partials (and counters: GG_COUNTER_SUM_A, _B) */
         p->buffer[BUF_PARTIALS1] = gg_plan_take(p, (size_t)p->col_chunks[0] * (size_t)F * sizeof(float));
         p->buffer[BUF_PARTIALS2] = gg_plan_take(p, (size_t)p->col_chunks[1] * (size_t)D * sizeof(float));
     }
@@ -132,8 +132,19 @@ static gg_status to_f16_beside(gg_ctx *ctx, const gg_block_call *c, const ffn_op
     return gg_stream_mark(ctx, side, ctx->ev_conv, main);
 }
 
-/* R = G * gelu'(x) over G; block 3 also sums grad_bias1 (of R, not read back) and grad_bias2 (of dY) in the same
- * launch: a separate sum of dY beside a GEMM waited for its SMs and delayed the next GEMM (perf-notes, session 14). */
+/* dY's fp16 copy (fp16 mode); block 3 also sums grad_bias2 = Σ_rows dY in the same pass, so the sum costs no read
+ * of its own and is done before the GEMMs (measured: on the side stream beside G it delayed dW2, session 14). */
+static gg_status dy_first(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const ffn_operands *o,
+                          cudaStream_t s) {
+    if (c->info->kind != GG_BLOCK_MLP) return to_f16(ctx, c, T_DY, o->dy, s);
+    void *copy = c->precision == GG_PRECISION_FP16 ? (void *)o->dy : NULL;
+    GG_CUDA_TRY(ctx, gg_k_col_sum(c->t[T_DY], GG_DT_F32, c->tokens, c->dim0, p->col_chunks[1],
+                                  gg_plan_buffer(ctx, p, BUF_PARTIALS2), ctx->counter + GG_COUNTER_SUM_B, c->t[T_DB2],
+                                  GG_DT_F32, c->accumulate, copy, s));
+    return gg_dist_grad_ready(ctx, c, s, T_DB2);
+}
+
+/* R = G * gelu'(x) over G; block 3 also sums grad_bias1 in the same pass (R is not read back). */
 static gg_status activation_grad(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const ffn_operands *o,
                                  cudaStream_t s) {
     void *const *t = c->t;
@@ -141,13 +152,10 @@ static gg_status activation_grad(gg_ctx *ctx, const gg_block_plan *p, const gg_b
         GG_CUDA_TRY(ctx, gg_k_gelu_grad(o->G, o->g_type, t[T_PRE], (size_t)(c->tokens * c->dim1), ctx->sm_count, s));
         return GG_SUCCESS;
     }
-    float *partials[2] = {gg_plan_buffer(ctx, p, BUF_PARTIALS1), gg_plan_buffer(ctx, p, BUF_PARTIALS2)};
-    unsigned *counters[2] = {ctx->counter + GG_COUNTER_SUM_A, ctx->counter + GG_COUNTER_SUM_B};
-    GG_CUDA_TRY(ctx, gg_k_gelu_grad_col_sums(o->G, o->g_type, t[T_PRE], t[T_DY], c->tokens, c->dim1, c->dim0,
-                                             p->col_chunks, partials, counters,
-                                             t[T_DB1], t[T_DB2], c->accumulate, s));
-    GG_TRY(gg_dist_grad_ready(ctx, c, s, T_DB1));
-    return gg_dist_grad_ready(ctx, c, s, T_DB2);
+    GG_CUDA_TRY(ctx, gg_k_gelu_grad_col_sum(o->G, o->g_type, t[T_PRE], c->tokens, c->dim1, p->col_chunks[0],
+                                            gg_plan_buffer(ctx, p, BUF_PARTIALS1), ctx->counter + GG_COUNTER_SUM_A,
+                                            t[T_DB1], c->accumulate, s));
+    return gg_dist_grad_ready(ctx, c, s, T_DB1);
 }
 
 /* The two-stream schedule: every call that does not reduce its gradients during the backward (a syncing call with
@@ -160,7 +168,7 @@ static gg_status enqueue_overlapped(gg_ctx *ctx, const gg_block_plan *p, const g
     /* fp16: dY first (both chains read it), then W2 on the caller's stream: G's operands. The operands needed later
      * (act, X, W1) are converted on the side stream, in whatever SMs the caller's stream leaves free. (They do not
      * run underneath the G GEMM: a cuBLASLt GEMM holds every SM to its end — docs/perf-notes.md.) */
-    GG_TRY(to_f16(ctx, c, T_DY, o.dy, main));
+    GG_TRY(dy_first(ctx, p, c, &o, main));
     GG_TRY(gg_stream_handoff(ctx, main, ctx->ev_fork, side)); /* the side stream reads inputs */
     gg_status status = GG_SUCCESS; /* from here on, errors still join the side stream */
     GG_GOTO(to_f16_beside(ctx, c, &o, (const int[]){T_ACT, T_X, T_W1}, 3, side, main), status, join);
@@ -190,7 +198,7 @@ static gg_status enqueue_weights_first(gg_ctx *ctx, const gg_block_plan *p, cons
     void *const *t = c->t;
     const int acc = c->accumulate;
     const ffn_operands o = operands(ctx, p, c);
-    GG_TRY(to_f16(ctx, c, T_DY, o.dy, s));
+    GG_TRY(dy_first(ctx, p, c, &o, s));
     GG_TRY(to_f16(ctx, c, T_ACT, o.act, s));
     GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_DW2], o.act, o.dy, t[T_DW2], acc, 1, s));
     GG_TRY(gg_dist_grad_ready(ctx, c, s, T_DW2));
@@ -259,7 +267,7 @@ static gg_status enqueue_pair(gg_ctx *ctx, const gg_block_plan *p, const gg_bloc
     gg_log(ctx, GG_LOG_DEBUG, "M=%lld: dW2 %s, dW1 %s the two-rank split reduction", (long long)c->tokens,
            gg_dist_pair_exchanges(ctx, c, T_DW2) ? "through" : "not through",
            gg_dist_pair_exchanges(ctx, c, T_DW1) ? "through" : "not through");
-    GG_TRY(to_f16(ctx, c, T_DY, o.dy, s));
+    GG_TRY(dy_first(ctx, p, c, &o, s));
     /* fp16: W2, X and W1 are converted on the side stream beside dY's and act's conversions and dW2's first half
      * (measured: 21 us less a step at 068, docs/distributed.md) */
     const int conv_side = c->precision == GG_PRECISION_FP16;

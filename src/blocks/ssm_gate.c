@@ -1,9 +1,8 @@
 /*
  * ssm_gate.c - block 4, SSM output projection with gate multiply (gg_ssm_gate_backward), bf16 I/O.
  *
- * Caller's stream: g = bf16(dY @ W), then the bf16 elementwise chain, which also sums the columns of dY (grad_bias).
- * Side stream, overlapping from the start: dW = dYᵀ @ gated.
- * Column-major view (row-major [r,c] = column-major c x r, ld = c):
+ * Caller's stream: g = bf16(dY @ W), then the bf16 elementwise chain. Side stream, overlapping from the start:
+ * dW = dYᵀ @ gated and the column sums of dY (grad_bias). Column-major view (row-major [r,c] = column-major c x r, ld = c):
  *   g  [M,E]: (E x M) = W'(E x H)      @ dY'(H x M)       m=E n=M k=H  A=W N lda=E      B=dY N ldb=H
  *   dW [H,E]: (E x H) = gated'(E x M)  @ dY'(H x M)ᵀ      m=E n=H k=M  A=gated N lda=E  B=dY T ldb=H
  */
@@ -43,33 +42,35 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     return GG_SUCCESS;
 }
 
-/* dW = dYᵀ @ gated, handed to the all-reduce as soon as it is final. */
-static gg_status enqueue_weight_grad(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t s) {
+/* dW = dYᵀ @ gated and grad_bias = Σ_rows dY, each handed to the all-reduce as soon as it is final. */
+static gg_status enqueue_weight_grads(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t s) {
     void *const *t = c->t;
     GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_DW], t[T_GATED], t[T_DY], t[T_DW], c->accumulate, 1, s));
-    return gg_dist_grad_ready(ctx, c, s, T_DW);
+    GG_TRY(gg_dist_grad_ready(ctx, c, s, T_DW));
+    GG_CUDA_TRY(ctx, gg_k_col_sum(t[T_DY], GG_DT_BF16, c->tokens, c->dim0, p->col_chunks[0],
+                                  gg_plan_buffer(ctx, p, BUF_PARTIALS), ctx->counter + GG_COUNTER_SUM_A, t[T_DB],
+                                  GG_DT_BF16, c->accumulate, NULL, s));
+    return gg_dist_grad_ready(ctx, c, s, T_DB);
 }
 
-/* g = bf16(dY @ W) and the chain to grad_ssm_output and grad_gate, whose launch also sums grad_bias = Σ_rows dY. */
+/* g = bf16(dY @ W) and the chain to grad_ssm_output and grad_gate. */
 static gg_status enqueue_input_grads(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t s) {
     void *const *t = c->t;
     uint16_t *g = gg_plan_buffer(ctx, p, BUF_G);
     GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_G], t[T_W], t[T_DY], g, 0, 0, s));
     GG_CUDA_TRY(ctx, gg_k_ssm_gate_grad(g, t[T_GATE_ACT], t[T_SSM], t[T_GATE], t[T_GRAD_SSM], t[T_GRAD_GATE],
-                                        c->tokens, c->dim1, c->use_silu_gate, t[T_DY], c->dim0, p->col_chunks[0],
-                                        gg_plan_buffer(ctx, p, BUF_PARTIALS), ctx->counter + GG_COUNTER_SUM_A,
-                                        t[T_DB], c->accumulate, ctx->sm_count, s));
-    return gg_dist_grad_ready(ctx, c, s, T_DB);
+                                        (size_t)(c->tokens * c->dim1), c->use_silu_gate, ctx->sm_count, s));
+    return GG_SUCCESS;
 }
 
 static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main) {
     cudaStream_t side = gg_side_stream(ctx, main);
-    /* Fork first: dW starts with g. Unlike the FFN blocks, forking after g was measured slower here (079 graph
-     * geomean 80.5 -> 83.0 us). Measured and dropped (docs/perf-notes.md, "block 4 schedules"): g and its chain
-     * on the high-priority stream, or captured first; the SMs split between the two GEMMs; g in row chunks with each
+    /* Fork first: dW and the bias sum start with g. Unlike the FFN blocks, forking after g was measured slower
+     * here (079 graph geomean 80.5 -> 83.0 us). Measured and dropped (docs/perf-notes.md, "block 4 schedules"):
+     * g and its chain on the high-priority stream; the SMs split between the two GEMMs; g in row chunks with each
      * chunk's chain on a narrow grid beside the next chunk's GEMM. */
     GG_TRY(gg_stream_handoff(ctx, main, ctx->ev_fork, side));
-    gg_status status = enqueue_weight_grad(ctx, p, c, side);
+    gg_status status = enqueue_weight_grads(ctx, p, c, side);
     if (status == GG_SUCCESS) status = enqueue_input_grads(ctx, p, c, main);
     const gg_status joined = gg_stream_handoff(ctx, side, ctx->ev_join, main);
     return status == GG_SUCCESS ? joined : status;
