@@ -28,6 +28,9 @@
  * never calls exit() or abort(), and frees everything it allocated on every error path.
  *
  * Threads. A context is not thread-safe: use it from one host thread at a time (one context per thread is fine).
+ * Streams. The work a context enqueues (eager calls and graph replays) must not run concurrently with other work of
+ * the same context on the GPU: it shares the context's scratch memory and reduction counters. Calls on one stream,
+ * or streams ordered with events, are fine; work that must overlap needs one context each.
  *
  * Memory layout. Every tensor is row-major and contiguous. "tokens" is M = batch_size * seq_len; a tensor
  * described as [M, H] is the activation of all tokens viewed as a matrix. Tensors named bf16 hold IEEE bfloat16
