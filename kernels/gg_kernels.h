@@ -71,10 +71,6 @@ cudaError_t gg_k_sum_ranks(const void *in, void *out, gg_dtype type, size_t chun
 
 /* out = (half)in, n elements. */
 cudaError_t gg_k_f32_to_f16(const float *in, void *out, size_t n, int sm_count, cudaStream_t stream);
-/* The same for `count` tensors (at most GG_F16_COPIES_MAX) in one launch: out[k] = (half)in[k], n[k] elements each. */
-#define GG_F16_COPIES_MAX 8
-cudaError_t gg_k_f32_to_f16_many(const float *const *in, void *const *out, const size_t *n, int count, int sm_count,
-                                 cudaStream_t stream);
 
 /* Graph padding. Copies the first M rows (M = *device_rows when device_rows is not NULL, read when the kernel
  * runs; else `rows`) of row_bytes each from src to dst and zeroes dst's rows [M, zero_rows). With zero_rows <= M it

@@ -113,39 +113,22 @@ static ffn_operands operands(const gg_ctx *ctx, const gg_block_plan *p, const gg
     return o;
 }
 
-/* The fp16 copy of input `tensor` (fp16 mode). */
-static const void *f16_copy_of(const ffn_operands *o, int tensor) {
-    switch (tensor) {
-    case T_DY: return o->dy;
-    case T_W2: return o->w2;
-    case T_ACT: return o->act;
-    case T_X: return o->x;
-    default: return o->w1;
-    }
-}
-
-/* In fp16 mode, the fp16 copies of `n` inputs in one launch (a no-op otherwise). */
-static gg_status to_f16(gg_ctx *ctx, const gg_block_call *c, const ffn_operands *o, const int *tensors, int n,
-                        cudaStream_t s) {
+/* In fp16 mode, the fp16 copy of input `tensor` into the operand `copy` points at (a no-op otherwise). */
+static gg_status to_f16(gg_ctx *ctx, const gg_block_call *c, int tensor, const void *copy, cudaStream_t s) {
     if (c->precision != GG_PRECISION_FP16) return GG_SUCCESS;
-    const float *in[GG_F16_COPIES_MAX];
-    void *out[GG_F16_COPIES_MAX];
-    size_t elems[GG_F16_COPIES_MAX];
-    for (int i = 0; i < n; ++i) {
-        in[i] = c->t[tensors[i]];
-        out[i] = (void *)f16_copy_of(o, tensors[i]);
-        elems[i] = gg_tensor_elems(c, tensors[i]);
-    }
-    GG_CUDA_TRY(ctx, gg_k_f32_to_f16_many(in, out, elems, n, ctx->sm_count, s));
+    GG_CUDA_TRY(ctx, gg_k_f32_to_f16(c->t[tensor], (void *)copy, gg_tensor_elems(c, tensor), ctx->sm_count, s));
     return GG_SUCCESS;
 }
 
-/* In fp16 mode, the fp16 copies of `n` inputs on `side`, then a mark `main` waits for before it reads them
- * (gg_stream_wait with ctx->ev_conv). */
+/* In fp16 mode, the fp16 copies of `n` inputs (act, X, W1, W2) on `side`, then a mark `main` waits for before it
+ * reads them (gg_stream_wait with ctx->ev_conv). */
 static gg_status to_f16_beside(gg_ctx *ctx, const gg_block_call *c, const ffn_operands *o, const int *tensors, int n,
                                cudaStream_t side, cudaStream_t main) {
     if (c->precision != GG_PRECISION_FP16) return GG_SUCCESS;
-    GG_TRY(to_f16(ctx, c, o, tensors, n, side));
+    for (int i = 0; i < n; ++i) {
+        const int t = tensors[i];
+        GG_TRY(to_f16(ctx, c, t, t == T_ACT ? o->act : t == T_X ? o->x : t == T_W1 ? o->w1 : o->w2, side));
+    }
     return gg_stream_mark(ctx, side, ctx->ev_conv, main);
 }
 
@@ -153,7 +136,7 @@ static gg_status to_f16_beside(gg_ctx *ctx, const gg_block_call *c, const ffn_op
  * of its own and is done before the GEMMs (measured: on the side stream beside G it delayed dW2, session 14). */
 static gg_status dy_first(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const ffn_operands *o,
                           cudaStream_t s) {
-    if (c->info->kind != GG_BLOCK_MLP) return to_f16(ctx, c, o, (const int[]){T_DY}, 1, s);
+    if (c->info->kind != GG_BLOCK_MLP) return to_f16(ctx, c, T_DY, o->dy, s);
     void *copy = c->precision == GG_PRECISION_FP16 ? (void *)o->dy : NULL;
     GG_CUDA_TRY(ctx, gg_k_col_sum(c->t[T_DY], GG_DT_F32, c->tokens, c->dim0, p->col_chunks[1],
                                   gg_plan_buffer(ctx, p, BUF_PARTIALS2), ctx->counter + GG_COUNTER_SUM_B, c->t[T_DB2],
@@ -178,27 +161,28 @@ static gg_status activation_grad(gg_ctx *ctx, const gg_block_plan *p, const gg_b
 /* The two-stream schedule: every call that does not reduce its gradients during the backward (a syncing call with
  * overlap off reduces them all in gg_dist_finish). On an error after the fork, the side stream is still joined. */
 static gg_status enqueue_overlapped(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main) {
-    const int acc = c->accumulate;
+    const int fp16 = c->precision == GG_PRECISION_FP16, acc = c->accumulate;
     void *const *t = c->t;
     cudaStream_t side = gg_side_stream(ctx, main);
     const ffn_operands o = operands(ctx, p, c);
-    /* fp16: every operand's copy in one memory-bound launch before G (block 3's dY copy comes with its bias sum):
-     * conversions do not run underneath a GEMM anyway (a cuBLASLt GEMM holds every SM to its end), and one launch
-     * keeps more loads in flight than five on two streams (perf-notes, session 14). */
-    const int mlp = c->info->kind == GG_BLOCK_MLP;
-    static const int operands_f32[] = {T_DY, T_W2, T_ACT, T_X, T_W1};
-    if (mlp) GG_TRY(dy_first(ctx, p, c, &o, main));
-    GG_TRY(to_f16(ctx, c, &o, operands_f32 + mlp, 5 - mlp, main));
+    /* fp16: dY first (both chains read it), then W2 on the caller's stream: G's operands. The operands needed later
+     * (act, X, W1) are converted on the side stream, in whatever SMs the caller's stream leaves free. (They do not
+     * run underneath the G GEMM: a cuBLASLt GEMM holds every SM to its end — docs/perf-notes.md.) */
+    GG_TRY(dy_first(ctx, p, c, &o, main));
+    GG_TRY(gg_stream_handoff(ctx, main, ctx->ev_fork, side)); /* the side stream reads inputs */
+    gg_status status = GG_SUCCESS; /* from here on, errors still join the side stream */
+    GG_GOTO(to_f16_beside(ctx, c, &o, (const int[]){T_ACT, T_X, T_W1}, 3, side, main), status, join);
+    GG_GOTO(to_f16(ctx, c, T_W2, o.w2, main), status, join);
     /* G runs alone first; then the side chain (dW2, and dW1 once R exists) overlaps the caller's (gelu', bias sums,
      * dX). Forking before G, so that dW2 and G start together, made graph replay up to 11 % slower on fp32/tf32
      * cases (docs/perf-notes.md, "schedule experiment"). */
-    GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_G], o.w2, o.dy, o.G, 0, 0, main));
-    GG_TRY(gg_stream_handoff(ctx, main, ctx->ev_fork, side));
-    gg_status status = GG_SUCCESS; /* from here on, errors still join the side stream */
+    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_G], o.w2, o.dy, o.G, 0, 0, main), status, join);
+    GG_GOTO(gg_stream_handoff(ctx, main, ctx->ev_fork, side), status, join);
     GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW2], o.act, o.dy, t[T_DW2], acc, 1, side), status, join);
     GG_GOTO(activation_grad(ctx, p, c, &o, main), status, join);
     GG_GOTO(gg_stream_handoff(ctx, main, ctx->ev_mid, side), status, join);
     GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW1], o.x, o.G, t[T_DW1], acc, 1, side), status, join);
+    if (fp16) GG_GOTO(gg_stream_wait(ctx, side, ctx->ev_conv, main), status, join); /* W1's fp16 copy */
     GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DX], o.w1, o.G, t[T_DX], 0, 0, main), status, join);
 join:;
     const gg_status joined = gg_stream_handoff(ctx, side, ctx->ev_join, main);
@@ -215,16 +199,16 @@ static gg_status enqueue_weights_first(gg_ctx *ctx, const gg_block_plan *p, cons
     const int acc = c->accumulate;
     const ffn_operands o = operands(ctx, p, c);
     GG_TRY(dy_first(ctx, p, c, &o, s));
-    GG_TRY(to_f16(ctx, c, &o, (const int[]){T_ACT}, 1, s));
+    GG_TRY(to_f16(ctx, c, T_ACT, o.act, s));
     GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_DW2], o.act, o.dy, t[T_DW2], acc, 1, s));
     GG_TRY(gg_dist_grad_ready(ctx, c, s, T_DW2));
-    GG_TRY(to_f16(ctx, c, &o, (const int[]){T_W2}, 1, s));
+    GG_TRY(to_f16(ctx, c, T_W2, o.w2, s));
     GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_G], o.w2, o.dy, o.G, 0, 0, s));
     GG_TRY(activation_grad(ctx, p, c, &o, s));
-    GG_TRY(to_f16(ctx, c, &o, (const int[]){T_X}, 1, s));
+    GG_TRY(to_f16(ctx, c, T_X, o.x, s));
     GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_DW1], o.x, o.G, t[T_DW1], acc, 1, s));
     GG_TRY(gg_dist_grad_ready(ctx, c, s, T_DW1));
-    GG_TRY(to_f16(ctx, c, &o, (const int[]){T_W1}, 1, s));
+    GG_TRY(to_f16(ctx, c, T_W1, o.w1, s));
     return gg_matmul_run(ctx, &p->gemm[GEMM_DX], o.w1, o.G, t[T_DX], 0, 0, s);
 }
 
@@ -291,16 +275,16 @@ static gg_status enqueue_pair(gg_ctx *ctx, const gg_block_plan *p, const gg_bloc
     if (conv_side) GG_TRY(gg_stream_handoff(ctx, s, ctx->ev_fork, side)); /* the side stream reads inputs */
     gg_status status = GG_SUCCESS; /* from here on, errors still join the side stream */
     if (conv_side) GG_GOTO(to_f16_beside(ctx, c, &o, (const int[]){T_W2, T_X, T_W1}, 3, side, s), status, join);
-    GG_GOTO(to_f16(ctx, c, &o, (const int[]){T_ACT}, 1, s), status, join);
+    GG_GOTO(to_f16(ctx, c, T_ACT, o.act, s), status, join);
     GG_GOTO(pair_half(ctx, c, &p->gemm[GEMM_DW2], o.act, o.dy, in_elem, T_DW2, F, D, 0, s), status, join);
     if (conv_side) GG_GOTO(gg_stream_wait(ctx, side, ctx->ev_conv, s), status, join);
-    else GG_GOTO(to_f16(ctx, c, &o, (const int[]){T_W2}, 1, s), status, join);
+    else GG_GOTO(to_f16(ctx, c, T_W2, o.w2, s), status, join);
     GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_G], o.w2, o.dy, o.G, 0, 0, s), status, join);
     GG_GOTO(activation_grad(ctx, p, c, &o, s), status, join);
     GG_GOTO(pair_half(ctx, c, &p->gemm[GEMM_DW2], o.act, o.dy, in_elem, T_DW2, F, D, 1, s), status, join);
-    if (!conv_side) GG_GOTO(to_f16(ctx, c, &o, (const int[]){T_X}, 1, s), status, join);
+    if (!conv_side) GG_GOTO(to_f16(ctx, c, T_X, o.x, s), status, join);
     GG_GOTO(pair_half(ctx, c, &p->gemm[GEMM_DW1], o.x, o.G, g_elem, T_DW1, D, F, 0, s), status, join);
-    if (!conv_side) GG_GOTO(to_f16(ctx, c, &o, (const int[]){T_W1}, 1, s), status, join);
+    if (!conv_side) GG_GOTO(to_f16(ctx, c, T_W1, o.w1, s), status, join);
     GG_GOTO(dx_half(ctx, p, c, &o, 0, s), status, join);
     GG_GOTO(pair_half(ctx, c, &p->gemm[GEMM_DW1], o.x, o.G, g_elem, T_DW1, D, F, 1, s), status, join);
     GG_GOTO(dx_half(ctx, p, c, &o, 1, s), status, join);
