@@ -9,8 +9,8 @@ using namespace gg;
 
 namespace {
 
-/* A partial sum no CTA has stored yet: a NaN bit pattern that arithmetic never produces (the GPU's arithmetic NaN is
- * 0x7fffffff), so the finishing CTA can tell a stored partial from an old slot without a memory fence. */
+/* A partial sum no CTA has stored yet: a NaN bit pattern (a partial that happens to have it is stored as another
+ * NaN), so the finishing CTA can tell a stored partial from an old slot without a memory fence. */
 constexpr unsigned kUnwritten = 0xffffffffu;
 constexpr int kFinishLoads = 8; /* partials each thread of the finishing CTA has in flight */
 
@@ -70,7 +70,8 @@ __global__ void __launch_bounds__(kThreads) tanh_gate_kernel(const bf16x8 *__res
     }
     const float block_total = block_sum(acc, shared);
     if (threadIdx.x == 0) {
-        store_slot(&partials[blockIdx.x], __float_as_uint(block_total));
+        const unsigned bits = __float_as_uint(block_total);
+        store_slot(&partials[blockIdx.x], bits == kUnwritten ? 0x7fffffffu : bits); /* a NaN, never the marker */
         is_last = atomicAdd(counter, 1u) == gridDim.x - 1;
     }
     __syncthreads();
