@@ -6,7 +6,8 @@
  *  - every one of the 64 benchmark cases passes the spec's rule (>= 99 % of elements within atol + rtol |ref|,
  *    no NaN/Inf) over 10 rounds of fresh random inputs, outputs poisoned with NaN before each call; blocks 2 and 3
  *    in each of FP32, TF32 and FP16;
- *  - the reductions are deterministic (same bits twice).
+ *  - the reductions are deterministic (same bits twice); block 1's reduction returns a NaN grad_gate for a NaN
+ *    input and is right again on the next call.
  * Each (block, mode) prints a line "RESULT {json}" that scripts/device.sh collects into docs/results/.
  */
 #include <math.h>
@@ -224,6 +225,43 @@ static void reductions_are_deterministic(void **state) {
     gg_ctx_destroy(ctx);
 }
 
+static gg_tensor *tensor_named(gg_tensor *t, int n, const char *name) {
+    for (int i = 0; i < n; ++i)
+        if (!strcmp(t[i].name, name)) return &t[i];
+    fail_msg("no tensor %s", name);
+    return NULL;
+}
+
+/* Block 1's gate reduction waits for each CTA's partial sum to replace a NaN marker in its slot: a NaN in the
+ * inputs (here one grad_output element, a NaN with every payload bit set) must give a NaN grad_gate and return, and
+ * leave the slots ready, so the next call with finite inputs passes the spec's rule. Small and large grids. */
+static void block1_nan_input_returns_and_slots_recover(void **state) {
+    (void)state;
+    REQUIRE_GPU();
+    gg_ctx *ctx = new_ctx();
+    const gg_case cs[] = {small_case(1, 131, 4096, 0, 0), small_case(1, 8192, 4096, 0, 0)};
+    for (size_t k = 0; k < sizeof cs / sizeof cs[0]; ++k) {
+        gg_case_run *r = new_run(&cs[k]);
+        CUDA_OK(gg_case_prepare(r, 11));
+        const gg_tensor *go = tensor_named(r->in, r->n_in, "grad_output");
+        const uint16_t nan_bits = 0xffffu;
+        CUDA_OK(cudaMemcpy((char *)go->dev + 2 * 77, &nan_bits, sizeof nan_bits, cudaMemcpyHostToDevice));
+        assert_int_equal(gg_case_execute(r, ctx, GG_PRECISION_FP32), GG_SUCCESS);
+        CUDA_OK(cudaDeviceSynchronize());
+        uint16_t gate = 0;
+        CUDA_OK(cudaMemcpy(&gate, tensor_named(r->out, r->n_out, "grad_gate")->dev, sizeof gate, cudaMemcpyDeviceToHost));
+        if ((gate & 0x7f80u) != 0x7f80u || (gate & 0x007fu) == 0)
+            fail_msg("%s: grad_gate = 0x%04x with a NaN in grad_output, not a NaN", cs[k].block, gate);
+        CUDA_OK(gg_case_prepare(r, 12)); /* finite inputs again */
+        assert_int_equal(gg_case_execute(r, ctx, GG_PRECISION_FP32), GG_SUCCESS);
+        gg_case_verdict v;
+        CUDA_OK(gg_case_check(r, &v));
+        if (!v.passed) fail_msg("%s: wrong after a call with a NaN input", cs[k].block);
+        gg_case_run_destroy(r);
+    }
+    gg_ctx_destroy(ctx);
+}
+
 /* Autotune times cuBLASLt's candidates once per GEMM shape, writes the choice to the cache file, and a second
  * context reads it back instead of timing again; results stay correct either way. */
 static int tuned_now; /* "autotune <key>: candidate ..." messages: one per GEMM timed */
@@ -282,6 +320,7 @@ int main(void) {
         cmocka_unit_test(gpu_reference_matches_cpu_reference),
         cmocka_unit_test(library_matches_reference_small_shapes),
         cmocka_unit_test(reductions_are_deterministic),
+        cmocka_unit_test(block1_nan_input_returns_and_slots_recover),
         cmocka_unit_test(autotune_choices_persist_and_are_reused),
         cmocka_unit_test(block1_tanh_gate_all_cases),
         cmocka_unit_test(block2_gelu_ffn_all_cases),
