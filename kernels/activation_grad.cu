@@ -31,11 +31,7 @@ __device__ __forceinline__ float4 load4(const __half *G, int64_t i, bool stream)
 }
 __device__ __forceinline__ void store4(float *R, int64_t i, float4 r) { reinterpret_cast<float4 *>(R)[i] = r; }
 __device__ __forceinline__ void store4(__half *R, int64_t i, float4 r) {
-    __half2 lo = __floats2half2_rn(r.x, r.y), hi = __floats2half2_rn(r.z, r.w);
-    uint2 packed;
-    packed.x = *reinterpret_cast<uint32_t *>(&lo);
-    packed.y = *reinterpret_cast<uint32_t *>(&hi);
-    reinterpret_cast<uint2 *>(R)[i] = packed;
+    reinterpret_cast<uint2 *>(R)[i] = pack_half4(r);
 }
 
 /* G and R have one type and R is written over G in place (the GEMMs' operand type: fp32, or fp16 in fp16 mode):

@@ -9,12 +9,7 @@ namespace {
 __global__ void __launch_bounds__(kThreads) f32_to_f16_kernel(const float4 *__restrict__ in, uint2 *__restrict__ out,
                                                               int64_t n4) {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (int64_t)gridDim.x * blockDim.x) {
-        const float4 v = in[i];
-        __half2 lo = __floats2half2_rn(v.x, v.y), hi = __floats2half2_rn(v.z, v.w);
-        uint2 packed;
-        packed.x = *reinterpret_cast<uint32_t *>(&lo);
-        packed.y = *reinterpret_cast<uint32_t *>(&hi);
-        out[i] = packed;
+        out[i] = pack_half4(in[i]);
     }
 }
 

@@ -19,13 +19,7 @@ struct LoadRow<float> {
     __device__ __forceinline__ void row(int64_t r, int64_t col, float (&v)[V]) const {
         const float4 x = __ldcs(reinterpret_cast<const float4 *>(in + r * N + col)); /* read once: stream it */
         v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
-        if (copy) {
-            const __half2 lo = __floats2half2_rn(x.x, x.y), hi = __floats2half2_rn(x.z, x.w);
-            uint2 packed;
-            packed.x = *reinterpret_cast<const uint32_t *>(&lo);
-            packed.y = *reinterpret_cast<const uint32_t *>(&hi);
-            *reinterpret_cast<uint2 *>(copy + r * N + col) = packed;
-        }
+        if (copy) *reinterpret_cast<uint2 *>(copy + r * N + col) = pack_half4(x);
     }
 };
 

@@ -19,6 +19,15 @@ __device__ __forceinline__ float bf(__nv_bfloat16 x) { return __bfloat162float(x
 /* Round to bf16 (nearest, ties to even) and back: what a bf16 framework does after every elementwise op. */
 __device__ __forceinline__ float rbf(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
 
+/* Four floats rounded to fp16 (nearest even), packed as one 8-byte store. */
+__device__ __forceinline__ uint2 pack_half4(float4 v) {
+    const __half2 lo = __floats2half2_rn(v.x, v.y), hi = __floats2half2_rn(v.z, v.w);
+    uint2 packed;
+    packed.x = *reinterpret_cast<const uint32_t *>(&lo);
+    packed.y = *reinterpret_cast<const uint32_t *>(&hi);
+    return packed;
+}
+
 /* A grid that covers n_items with kThreads threads each, capped at `per_sm` blocks per SM (grid-stride loops). */
 inline int grid_for(size_t n_items, int sm_count, int per_sm) {
     size_t blocks = (n_items + kThreads - 1) / kThreads;

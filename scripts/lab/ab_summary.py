@@ -1,20 +1,21 @@
 #!/usr/bin/env python3
-"""Lab: summary of scripts/lab/ab_bench.sh runs. Per block and tree: the geomean over the 16 cases of the kernel
-span (CUPTI, graph replay) per block and precision mode in each round, the fraction of SOL of the median over rounds, and per case the median
-span of each tree with its ratio to the first tree's. Also flags any case a tree did not verify as correct.
+"""Lab: summary of scripts/lab/ab_bench.sh runs. Per block and precision mode, for each tree: the geomean over the
+16 cases of the kernel span (CUPTI, graph replay) in each round and the fraction of SOL of the per-case medians over
+rounds; then per case each tree's median span and its ratio to the reference tree's (the first tree ab_bench ran
+with that block). Flags any case a tree did not verify as correct.
     python3 scripts/lab/ab_summary.py OUT_DIR"""
 import csv, glob, math, os, re, statistics, sys
 from collections import defaultdict
 
 out = sys.argv[1]
 runs = defaultdict(lambda: defaultdict(dict))  # tree -> round -> (block, index) -> row
-order = []
 for path in sorted(glob.glob(os.path.join(out, "*-r*-b*.csv"))):
     m = re.match(r"(.+)-r(\d+)-b\d+\.csv$", os.path.basename(path))
     tree, rnd = m.group(1), int(m.group(2))
     for row in csv.DictReader(open(path)):
         runs[tree][rnd][(row["block"] + " " + row["mode"], int(row["index"]))] = row
-trees = sorted(runs, key=lambda t: os.path.getmtime(glob.glob(os.path.join(out, f"{t}-r*-b*.csv"))[0]))
+# ab_bench runs the trees in its command line's order each round: the earliest file of each tree gives that order
+trees = sorted(runs, key=lambda t: min(os.path.getmtime(p) for p in glob.glob(os.path.join(out, f"{t}-r*-b*.csv"))))
 geo = lambda xs: math.exp(sum(math.log(x) for x in xs) / len(xs))
 blocks = sorted({k[0] for t in trees for r in runs[t].values() for k in r})
 for block in blocks:

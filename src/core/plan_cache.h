@@ -1,6 +1,7 @@
 /*
  * plan_cache.h - the per-context cache of block plans, keyed by everything that changes a plan: the block, its
- * shape, its precision and the SMs it leaves to communication. Plain C with no CUDA, so the keys and the cache are tested on machines without a GPU.
+ * shape, its precision, the SMs it leaves to communication and whether it runs the two-rank split reduction. Plain
+ * C with no CUDA, so the keys and the cache are tested on machines without a GPU.
  * Lookups are a hash compare then a full key compare over a small array: a context holds a handful of shapes.
  */
 #ifndef GG_PLAN_CACHE_H

@@ -22,6 +22,10 @@ size_t gg_ce_share(size_t n, size_t at, int ranks, size_t piece_elems) {
 #define GG_CE_BUILT 1
 #else
 #define GG_CE_BUILT 0
+/* Every copy-engine entry point in a build against an older NCCL (config checks keep copy_engines off there). */
+static gg_status not_built(gg_ctx *ctx, const char *fn) {
+    return gg_fail(ctx, GG_ERROR_UNSUPPORTED, "%s: copy-engine reductions need NCCL 2.28 or later", fn);
+}
 #endif
 
 int gg_ce_supported(void) {
@@ -44,7 +48,7 @@ gg_status gg_ce_alloc(gg_ctx *ctx, const char *fn) {
     }
     return GG_SUCCESS;
 #else
-    return gg_fail(ctx, GG_ERROR_UNSUPPORTED, "%s: copy-engine reductions need NCCL 2.28 or later", fn);
+    return not_built(ctx, fn);
 #endif
 }
 
@@ -97,7 +101,7 @@ gg_status gg_ce_setup(gg_ctx *const *ctxs, int count, const char *fn) {
                          enqueue_warm_up);
 #else
     (void)count;
-    return gg_fail(ctxs[0], GG_ERROR_UNSUPPORTED, "%s: copy-engine reductions need NCCL 2.28 or later", fn);
+    return not_built(ctxs[0], fn);
 #endif
 }
 
@@ -171,7 +175,7 @@ gg_status gg_ce_all_reduce(gg_ctx *ctx, void *p, size_t n, size_t elem) {
     return GG_SUCCESS;
 #else
     (void)p, (void)n, (void)elem;
-    return gg_fail(ctx, GG_ERROR_UNSUPPORTED, "copy-engine reductions need NCCL 2.28 or later");
+    return not_built(ctx, "gg_ce_all_reduce");
 #endif
 }
 
@@ -184,7 +188,7 @@ gg_status gg_ce_all_gather(gg_ctx *ctx, void *base, size_t count, size_t elem) {
     return step_ok(ctx, d->stream, "ncclAllGather");
 #else
     (void)base, (void)count, (void)elem;
-    return gg_fail(ctx, GG_ERROR_UNSUPPORTED, "copy-engine reductions need NCCL 2.28 or later");
+    return not_built(ctx, "gg_ce_all_gather");
 #endif
 }
 
@@ -223,7 +227,7 @@ static gg_status alloc_window(gg_ctx *ctx, const char *fn, int host_ok, gg_dist_
     return GG_SUCCESS;
 #else
     (void)host_ok, (void)b;
-    return gg_fail(ctx, GG_ERROR_UNSUPPORTED, "%s: copy-engine reductions need NCCL 2.28 or later", fn);
+    return not_built(ctx, fn);
 #endif
 }
 

@@ -815,8 +815,8 @@ void *gg_dist_pair_staging(const gg_ctx *ctx) {
     return NULL;
 }
 gg_status gg_dist_pair_gather(gg_ctx *ctx, cudaStream_t producer, void *base, size_t count) {
-    (void)producer, (void)base, (void)count;
-    return gg_fail(ctx, GG_ERROR_UNSUPPORTED, "gradgraph was built without NCCL");
+    (void)ctx, (void)producer, (void)base, (void)count;
+    return UNSUPPORTED("gg_dist_pair_gather");
 }
 gg_status gg_dist_join(gg_ctx *ctx, const gg_block_call *c, cudaStream_t main) {
     (void)ctx, (void)c, (void)main;
