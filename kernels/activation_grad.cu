@@ -1,6 +1,7 @@
 /* activation_grad.cu - the elementwise gradient steps between the GEMMs: GELU(tanh)' for blocks 2 and 3, and the
  * gate-multiply chain of block 4 with its bf16 rounding after every op. */
 #include "col_sum.cuh"
+#include "ssm_chain.cuh"
 
 using namespace gg;
 
@@ -83,24 +84,9 @@ __global__ void __launch_bounds__(kThreads) ssm_gate_grad_kernel(const bf16x8 *_
                                                                  bf16x8 *__restrict__ grad_gate, int64_t n_vec,
                                                                  int use_silu_gate) {
     for (int64_t v = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; v < n_vec; v += (int64_t)gridDim.x * blockDim.x) {
-        const bf16x8 gv = g[v], ga = gate_activated[v], so = ssm_output[v];
-        bf16x8 gs, gg;
-        bf16x8 gt;
+        bf16x8 gt, gs, gg;
         if (use_silu_gate) gt = gate[v];
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-            const float gj = bf(gv.v[j]);
-            gs.v[j] = __float2bfloat16_rn(gj * bf(ga.v[j]));
-            const float a = rbf(gj * bf(so.v[j]));
-            if (use_silu_gate) {
-                const float z = bf(gt.v[j]);
-                const float s = rbf(1.0f / (1.0f + expf(-z)));
-                const float d = rbf(s * rbf(1.0f + rbf(z * rbf(1.0f - s))));
-                gg.v[j] = __float2bfloat16_rn(a * d);
-            } else {
-                gg.v[j] = __float2bfloat16_rn(a);
-            }
-        }
+        ssm_chain8(g[v], gate_activated[v], ssm_output[v], gt, use_silu_gate != 0, gs, gg);
         grad_ssm_output[v] = gs;
         grad_gate[v] = gg;
     }

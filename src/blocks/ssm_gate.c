@@ -1,7 +1,8 @@
 /*
  * ssm_gate.c - block 4, SSM output projection with gate multiply (gg_ssm_gate_backward), bf16 I/O.
  *
- * Caller's stream: g = bf16(dY @ W), then the bf16 elementwise chain. Side stream, overlapping from the start:
+ * Up to GG_SSM_SMALL_MAX_TOKENS tokens: everything in one launch of gradgraph's own kernel (gg_k_ssm_small).
+ * Above: caller's stream: g = bf16(dY @ W), then the bf16 elementwise chain. Side stream, overlapping from the start:
  * dW = dYᵀ @ gated and the column sums of dY (grad_bias). Column-major view (row-major [r,c] = column-major c x r, ld = c):
  *   g  [M,E]: (E x M) = W'(E x H)      @ dY'(H x M)       m=E n=M k=H  A=W N lda=E      B=dY N ldb=H
  *   dW [H,E]: (E x H) = gated'(E x M)  @ dY'(H x M)ᵀ      m=E n=H k=M  A=gated N lda=E  B=dY T ldb=H
@@ -29,8 +30,17 @@ static const gg_tensor_spec tensors[] = {
     [T_DB] = {"grad_bias", GG_EXT_ONE, GG_EXT_DIM0, 2, 1, 0},
 };
 
+/* Up to this many tokens the one-launch kernel beats cuBLASLt's route of four dependent launches (measured:
+ * docs/perf-notes.md, "block 4 in one launch"). */
+#define GG_SSM_SMALL_MAX_TOKENS 2048
+
 static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     const int64_t M = p->key.tokens, H = p->key.dim0, E = p->key.dim1;
+    /* Not for plans that leave SMs to communication: the kernel takes whatever SMs are free. */
+    if (M <= GG_SSM_SMALL_MAX_TOKENS && p->key.sm_reserve == 0 && gg_k_ssm_small_supported(M, H, E)) {
+        p->fused = 1;
+        return GG_SUCCESS;
+    }
     const int sm_target = gg_plan_sm_target(ctx, p); /* syncing graphs: SMs left to the reductions */
     const gg_gemm_shape g = {0, 0, E, M, H, E, H, E, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, sm_target};
     const gg_gemm_shape dw = {0, 1, E, H, M, E, H, E, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, sm_target};
@@ -63,7 +73,18 @@ static gg_status enqueue_input_grads(gg_ctx *ctx, const gg_block_plan *p, const 
     return GG_SUCCESS;
 }
 
+/* The one-launch kernel: both gradients are final when it ends. */
+static gg_status enqueue_fused(gg_ctx *ctx, const gg_block_call *c, cudaStream_t s) {
+    void *const *t = c->t;
+    GG_CUDA_TRY(ctx, gg_k_ssm_small(t[T_DY], t[T_W], t[T_GATED], t[T_GATE_ACT], t[T_SSM], t[T_GATE], t[T_GRAD_SSM],
+                                    t[T_GRAD_GATE], t[T_DW], t[T_DB], c->tokens, c->dim0, c->dim1, c->use_silu_gate,
+                                    c->accumulate, s));
+    GG_TRY(gg_dist_grad_ready(ctx, c, s, T_DW));
+    return gg_dist_grad_ready(ctx, c, s, T_DB);
+}
+
 static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main) {
+    if (p->fused) return enqueue_fused(ctx, c, main);
     cudaStream_t side = gg_side_stream(ctx, main);
     /* Fork first: dW and the bias sum start with g. Unlike the FFN blocks, forking after g was measured slower
      * here (079 graph geomean 80.5 -> 83.0 us). Measured and dropped (docs/perf-notes.md, "block 4 schedules"):

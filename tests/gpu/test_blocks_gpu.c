@@ -68,6 +68,8 @@ static const gg_case small_cases[] = {
     {1, "", 0, 1, 40, 40, 64, 0, 0, 0, 0, 0},   {2, "", 0, 1, 40, 40, 24, 48, 0, 0, 0, 0},
     {3, "", 0, 1, 37, 37, 32, 64, 0, 0, 0, 0},  {4, "", 0, 1, 37, 37, 16, 40, 0, 0, 1, 0},
     {4, "", 0, 1, 29, 29, 24, 32, 0, 0, 0, 0},
+    /* block 4's one-launch kernel (H, E multiples of 64): M < H, and M > H with a partial last k-tile */
+    {4, "", 0, 1, 37, 37, 64, 128, 0, 0, 1, 0}, {4, "", 0, 1, 131, 131, 64, 64, 0, 0, 0, 0},
 };
 
 /* The float64 GPU reference is itself checked against the CPU one. */
@@ -199,7 +201,7 @@ static void reductions_are_deterministic(void **state) {
     REQUIRE_GPU();
     gg_ctx *ctx = new_ctx();
     const gg_case cs[] = {small_case(1, 8192, 4096, 0, 0), small_case(3, 4096, 2048, 8192, 0),
-                          small_case(4, 11912, 768, 1536, 1)};
+                          small_case(4, 11912, 768, 1536, 1), small_case(4, 1172, 768, 1536, 1)};
     for (size_t k = 0; k < sizeof cs / sizeof cs[0]; ++k) {
         gg_case_run *r = new_run(&cs[k]);
         CUDA_OK(gg_case_prepare(r, 7));
@@ -220,6 +222,44 @@ static void reductions_are_deterministic(void **state) {
                 }
             }
         }
+        gg_case_run_destroy(r);
+    }
+    gg_ctx_destroy(ctx);
+}
+
+/* Block 4's one-launch kernel with accumulate: a second call adds its weight and bias gradients to the first's
+ * (twice the first, within the rule's rtol: one more bf16 rounding) and rewrites the activation gradients. */
+static void block4_fused_path_accumulates(void **state) {
+    (void)state;
+    REQUIRE_GPU();
+    gg_ctx *ctx = new_ctx();
+    const gg_case cs[] = {small_case(4, 131, 64, 128, 1), small_case(4, 422, 768, 1536, 1)};
+    for (size_t k = 0; k < sizeof cs / sizeof cs[0]; ++k) {
+        gg_case_run *r = new_run(&cs[k]);
+        CUDA_OK(gg_case_prepare(r, 31 + k));
+        CUDA_OK(gg_case_poison(r));
+        GG_OK(ctx, gg_case_execute(r, ctx, GG_PRECISION_BF16));
+        size_t bytes;
+        void *once = gg_case_outputs_to_host(r, &bytes);
+        r->accumulate = 1;
+        GG_OK(ctx, gg_case_execute(r, ctx, GG_PRECISION_BF16));
+        void *twice = gg_case_outputs_to_host(r, &bytes);
+        size_t at = 0;
+        for (int o = 0; o < r->n_out; ++o) {
+            const gg_tensor *t = &r->out[o];
+            const size_t n = (size_t)(t->rows * t->cols);
+            size_t ok = 0;
+            for (size_t j = 0; j < n; ++j) {
+                const double e = (t->param ? 2 : 1) * host_value(t, (char *)once + at, j);
+                const double got = host_value(t, (char *)twice + at, j);
+                ok += t->param ? fabs(got - e) <= cs[k].atol + cs[k].rtol * fabs(e) : got == e;
+            }
+            if (ok != n) fail_msg("%s M=%lld %s: %zu of %zu elements as expected", cs[k].block,
+                                  (long long)cs[k].tokens, t->name, ok, n);
+            at += n * t->elem;
+        }
+        free(once);
+        free(twice);
         gg_case_run_destroy(r);
     }
     gg_ctx_destroy(ctx);
@@ -321,6 +361,7 @@ int main(void) {
         cmocka_unit_test(library_matches_reference_small_shapes),
         cmocka_unit_test(reductions_are_deterministic),
         cmocka_unit_test(block1_nan_input_returns_and_slots_recover),
+        cmocka_unit_test(block4_fused_path_accumulates),
         cmocka_unit_test(autotune_choices_persist_and_are_reused),
         cmocka_unit_test(block1_tanh_gate_all_cases),
         cmocka_unit_test(block2_gelu_ffn_all_cases),
