@@ -53,12 +53,13 @@ cudaError_t gg_k_ssm_gate_grad(const uint16_t *g, const uint16_t *gate_activated
 /* Block 4's whole backward for few tokens in one launch (ssm_small.cu): grad_weight = bf16(dYᵀ @ gated_output),
  * grad_bias = bf16(Σ_rows dY) (each bf16(old + ...) with accumulate), and g = bf16(dY @ weight) with the chain above
  * applied in the GEMM's epilogue (g is never stored). dY [M,H], weight [H,E], the rest [M,E]; gate is read only
- * with use_silu_gate. gg_k_ssm_small_supported: whether the shape is one it handles (H, E multiples of 64). */
+ * with use_silu_gate. gg_k_ssm_small_supported: whether the shape is one it handles (H a multiple of 128, E of 64). */
 int gg_k_ssm_small_supported(int64_t M, int64_t H, int64_t E);
 cudaError_t gg_k_ssm_small(const uint16_t *grad_output, const uint16_t *weight, const uint16_t *gated_output,
                            const uint16_t *gate_activated, const uint16_t *ssm_output, const uint16_t *gate,
                            uint16_t *grad_ssm_output, uint16_t *grad_gate, uint16_t *grad_weight, uint16_t *grad_bias,
-                           int64_t M, int64_t H, int64_t E, int use_silu_gate, int accumulate, cudaStream_t stream);
+                           int64_t M, int64_t H, int64_t E, int use_silu_gate, int accumulate, int sm_count,
+                           cudaStream_t stream);
 
 /* out[c] = sum over rows r of in[r, c] for an [M,N] matrix (out[c] += ... with accumulate), in fp32 in a fixed
  * order, in one launch: `chunks` row chunks each write a partial row into partials [chunks, N]; per column group the

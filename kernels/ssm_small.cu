@@ -8,15 +8,20 @@
  * Tiles: 64 x 64 outputs per CTA, k-tiles of 32, 4 cp.async stages, 4 warps as 2 x 2 with 32 x 32 each (mma.sync
  * m16n8k16 bf16 -> fp32). A g tile reads dY rows [m0, m0+64) x H and W; a dW tile reads dY columns [h0, h0+64) and
  * gated columns [n0, n0+64) over all M rows (k = M, the tail zero-filled). The dW tiles of column block 0 also sum
- * their dY tile's columns in shared memory (grad_bias, fixed order: deterministic). The longer kind of tile is
- * launched first, so it does not form the tail.
- * Requirements (gg_k_ssm_small_supported): H and E multiples of 64, 16-byte aligned tensors; M is arbitrary.
+ * their dY tile's columns in shared memory (grad_bias, fixed order: deterministic). With few tokens, g's tiles are
+ * too few to fill the GPU and their k-loop (over H) is the long one: each is split over k across the CTAs of a
+ * thread-block cluster (2 or 4), which add their partial tiles through distributed shared memory in rank order
+ * (deterministic, no workspace). The longer kind of CTA is launched first, so it does not form the tail.
+ * Requirements (gg_k_ssm_small_supported): H a multiple of 128, E of 64, 16-byte aligned tensors; M is arbitrary.
  */
+#include <cooperative_groups.h>
+
 #include "gg_kernels.h"
 #include "mma.cuh"
 #include "ssm_chain.cuh"
 
 using namespace gg;
+namespace cg = cooperative_groups;
 
 namespace {
 
@@ -24,6 +29,7 @@ typedef __nv_bfloat16 bf16;
 
 constexpr int kTile = 64, kBK = 32, kStages = 4;
 constexpr int kSmallThreads = 128;          /* 4 warps, 2 x 2 */
+constexpr int kMaxSplit = 4;                /* g's k-split: CTAs per cluster */
 constexpr int kMT = 2, kNT = 4;             /* a warp's 32 x 32: 2 x 4 mma tiles */
 constexpr int kOperandElems = kTile * kBK;  /* one operand's k-tile: [64][32] or [32][64] bf16 */
 constexpr int kStageElems = 2 * kOperandElems;
@@ -66,20 +72,21 @@ struct SmallArgs {
     bf16x8 *grad_ssm_output, *grad_gate;
     bf16 *dw, *db;
     int64_t M, H, E;
-    int g_tiles, dw_tiles, dw_first, use_silu_gate, accumulate;
+    int g_tiles, k_split;   /* g: tiles, and CTAs per tile (a cluster, each a slice of k) */
+    int dw_tiles, dw_ctas;  /* dW: tiles, and CTAs (rounded up to whole clusters) */
+    int dw_first, use_silu_gate, accumulate;
 };
 
-/* One 64 x 64 tile's k-loop. kWeightGrad: dW's tile (A = dY's columns h0.. transposed, B = gated, k over M; with
- * `bias`, also this thread's half-column sum of dY for grad_bias); else g's (A = dY rows m0.., B = W, k over H). */
+/* One 64 x 64 tile's k-loop over k-tiles [kt_begin, kt_begin + k_tiles). kWeightGrad: dW's tile (A = dY's columns
+ * h0.. transposed, B = gated, k over M; with `bias`, also this thread's half-column sum of dY for grad_bias); else
+ * g's (A = dY rows m0.., B = W, k over H). */
 template <bool kWeightGrad>
-__device__ __forceinline__ void tile_mainloop(const SmallArgs &a, bf16 *smem, int64_t row0, int64_t n0,
-                                              float (&acc)[kMT][kNT][4], bool bias, float &bias_sum) {
+__device__ __forceinline__ void tile_mainloop(const SmallArgs &a, bf16 *smem, int64_t row0, int64_t n0, int kt_begin,
+                                              int k_tiles, float (&acc)[kMT][kNT][4], bool bias, float &bias_sum) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, wm = warp >> 1, wn = warp & 1;
-    const int64_t K = kWeightGrad ? a.M : a.H;
-    const int k_tiles = (int)((K + kBK - 1) / kBK);
     auto load_stage = [&](int kt) {
         bf16 *sa = smem + (kt % kStages) * kStageElems, *sb = sa + kOperandElems;
-        const int64_t k0 = (int64_t)kt * kBK;
+        const int64_t k0 = (int64_t)(kt_begin + kt) * kBK;
         if (kWeightGrad) {
             load_k_rows(sa, a.dy, a.H, k0, a.M, row0);
             load_k_rows(sb, a.gated, a.E, k0, a.M, n0);
@@ -150,11 +157,15 @@ __device__ __forceinline__ void stage_tile(float *tile, const float (&acc)[kMT][
     __syncthreads();
 }
 
-/* Eight staged values of row r, columns 8 cv.., each plus `add` (the old gradient when accumulating), as bf16. */
-__device__ __forceinline__ bf16x8 staged_bf16(const float *tile, int r, int cv, const bf16x8 *add) {
-    const float4 lo = *reinterpret_cast<const float4 *>(tile + r * kPitch + cv * 8);
-    const float4 hi = *reinterpret_cast<const float4 *>(tile + r * kPitch + cv * 8 + 4);
-    const float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+/* Eight staged values of row r, columns 8 cv..: the sum of the `parts` tiles (fixed order), plus `add` (the old
+ * gradient when accumulating), rounded to bf16. */
+__device__ __forceinline__ bf16x8 staged_bf16(const float *const *parts, int n_parts, int r, int cv, const bf16x8 *add) {
+    float v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int q = 0; q < n_parts; ++q) {
+        const float4 lo = *reinterpret_cast<const float4 *>(parts[q] + r * kPitch + cv * 8);
+        const float4 hi = *reinterpret_cast<const float4 *>(parts[q] + r * kPitch + cv * 8 + 4);
+        v[0] += lo.x, v[1] += lo.y, v[2] += lo.z, v[3] += lo.w, v[4] += hi.x, v[5] += hi.y, v[6] += hi.z, v[7] += hi.w;
+    }
     bf16x8 out;
 #pragma unroll
     for (int j = 0; j < 8; ++j) out.v[j] = __float2bfloat16_rn(add ? v[j] + bf(add->v[j]) : v[j]);
@@ -167,10 +178,10 @@ __global__ void __launch_bounds__(kSmallThreads) ssm_small_kernel(const SmallArg
     bf16 *smem = reinterpret_cast<bf16 *>(smem_raw);
     float *tile = reinterpret_cast<float *>(smem_raw);
     const int n_tiles = (int)(a.E / kTile);
-    const int first = a.dw_first ? a.dw_tiles : a.g_tiles;
+    const int g_ctas = a.g_tiles * a.k_split;
+    const int first = a.dw_first ? a.dw_ctas : g_ctas;
     const bool weight_grad = a.dw_first ? (int)blockIdx.x < first : (int)blockIdx.x >= first;
-    const int t = (int)blockIdx.x < first ? (int)blockIdx.x : (int)blockIdx.x - first;
-    const int64_t row0 = (int64_t)(t / n_tiles) * kTile, n0 = (int64_t)(t % n_tiles) * kTile;
+    const int cta = (int)blockIdx.x < first ? (int)blockIdx.x : (int)blockIdx.x - first;
 
     float acc[kMT][kNT][4];
 #pragma unroll
@@ -182,16 +193,19 @@ __global__ void __launch_bounds__(kSmallThreads) ssm_small_kernel(const SmallArg
 
     const int64_t e_vec = a.E / 8;
     if (weight_grad) {
+        if (cta >= a.dw_tiles) return; /* padding up to whole clusters */
+        const int64_t row0 = (int64_t)(cta / n_tiles) * kTile, n0 = (int64_t)(cta % n_tiles) * kTile;
         const bool bias = n0 == 0; /* column block 0 also sums grad_bias over its dY columns */
         float bias_sum = 0.0f;
-        tile_mainloop<true>(a, smem, row0, n0, acc, bias, bias_sum);
+        tile_mainloop<true>(a, smem, row0, n0, 0, (int)((a.M + kBK - 1) / kBK), acc, bias, bias_sum);
         stage_tile(tile, acc);
+        const float *parts[1] = {tile};
         for (int v = threadIdx.x; v < kTile * (kTile / 8); v += kSmallThreads) {
             const int r = v >> 3, cv = v & 7;
             bf16x8 *out = reinterpret_cast<bf16x8 *>(a.dw) + (row0 + r) * e_vec + n0 / 8 + cv;
             bf16x8 old;
             if (a.accumulate) old = *out;
-            *out = staged_bf16(tile, r, cv, a.accumulate ? &old : nullptr);
+            *out = staged_bf16(parts, 1, r, cv, a.accumulate ? &old : nullptr);
         }
         if (bias) {
             bias_halves[threadIdx.x] = bias_sum;
@@ -204,28 +218,39 @@ __global__ void __launch_bounds__(kSmallThreads) ssm_small_kernel(const SmallArg
         }
         return;
     }
+    /* g: the k_split CTAs of a cluster share a tile, each a slice of k; each stages its partial tile, then each
+     * finishes 64 / k_split of the rows, adding the partials from the cluster's shared memory in rank order. */
+    cg::cluster_group cluster = cg::this_cluster();
+    const int rank = (int)cluster.block_rank(), t = cta / a.k_split;
+    const int64_t row0 = (int64_t)(t / n_tiles) * kTile, n0 = (int64_t)(t % n_tiles) * kTile;
+    const int k_tiles = (int)(a.H / kBK) / a.k_split;
     float unused = 0.0f;
-    tile_mainloop<false>(a, smem, row0, n0, acc, false, unused);
+    tile_mainloop<false>(a, smem, row0, n0, rank * k_tiles, k_tiles, acc, false, unused);
     stage_tile(tile, acc);
-    for (int v = threadIdx.x; v < kTile * (kTile / 8); v += kSmallThreads) { /* 8 threads cover a 128-byte row */
-        const int r = v >> 3, cv = v & 7;
+    cluster.sync(); /* every partial is staged */
+    const float *parts[kMaxSplit];
+    for (int q = 0; q < a.k_split; ++q) parts[q] = cluster.map_shared_rank(tile, q);
+    const int rows = kTile / a.k_split;
+    for (int v = threadIdx.x; v < rows * (kTile / 8); v += kSmallThreads) { /* 8 threads cover a 128-byte row */
+        const int r = rank * rows + (v >> 3), cv = v & 7;
         const int64_t row = row0 + r;
         if (row >= a.M) continue;
         const int64_t gi = row * e_vec + n0 / 8 + cv;
+        const bf16x8 ga = a.gate_activated[gi], so = a.ssm_output[gi]; /* 16-byte loads (see ssm_chain8) */
         bf16x8 gt, gs, gg;
         if (a.use_silu_gate) gt = a.gate[gi];
-        ssm_chain8(staged_bf16(tile, r, cv, nullptr), a.gate_activated[gi], a.ssm_output[gi], gt, a.use_silu_gate != 0,
-                   gs, gg);
+        ssm_chain8(staged_bf16(parts, a.k_split, r, cv, nullptr), ga, so, gt, a.use_silu_gate != 0, gs, gg);
         a.grad_ssm_output[gi] = gs;
         a.grad_gate[gi] = gg;
     }
+    cluster.sync(); /* no CTA leaves while the others read its shared memory */
 }
 
 } // namespace
 
 extern "C" int gg_k_ssm_small_supported(int64_t M, int64_t H, int64_t E) {
-    if (M <= 0 || H <= 0 || E <= 0 || H % kTile != 0 || E % kTile != 0) return 0;
-    const int64_t ctas = (M + kTile - 1) / kTile * (E / kTile) + (H / kTile) * (E / kTile);
+    if (M <= 0 || H <= 0 || E <= 0 || H % (kBK * kMaxSplit) != 0 || H % kTile != 0 || E % kTile != 0) return 0;
+    const int64_t ctas = (M + kTile - 1) / kTile * (E / kTile) * kMaxSplit + (H / kTile) * (E / kTile) + kMaxSplit;
     return ctas <= INT32_MAX;
 }
 
@@ -233,7 +258,7 @@ extern "C" cudaError_t gg_k_ssm_small(const uint16_t *grad_output, const uint16_
                                       const uint16_t *gate_activated, const uint16_t *ssm_output, const uint16_t *gate,
                                       uint16_t *grad_ssm_output, uint16_t *grad_gate, uint16_t *grad_weight,
                                       uint16_t *grad_bias, int64_t M, int64_t H, int64_t E, int use_silu_gate,
-                                      int accumulate, cudaStream_t stream) {
+                                      int accumulate, int sm_count, cudaStream_t stream) {
     SmallArgs a;
     a.dy = reinterpret_cast<const bf16 *>(grad_output);
     a.w = reinterpret_cast<const bf16 *>(weight);
@@ -249,10 +274,27 @@ extern "C" cudaError_t gg_k_ssm_small(const uint16_t *grad_output, const uint16_
     a.H = H;
     a.E = E;
     a.g_tiles = (int)((M + kTile - 1) / kTile * (E / kTile));
+    /* Few g tiles (few tokens): split each over k so that g's CTAs fill about four per SM; its k-loop is the long one. */
+    a.k_split = 1;
+    while (a.k_split < kMaxSplit && (int64_t)a.g_tiles * a.k_split * 2 <= 4 * (int64_t)(sm_count > 0 ? sm_count : 1))
+        a.k_split *= 2;
     a.dw_tiles = (int)((H / kTile) * (E / kTile));
-    a.dw_first = M > H; /* the tiles with the longer k-loop first */
+    a.dw_ctas = (a.dw_tiles + a.k_split - 1) / a.k_split * a.k_split;
+    a.dw_first = M > H / a.k_split; /* the CTAs with the longer k-loop first */
     a.use_silu_gate = use_silu_gate;
     a.accumulate = accumulate;
-    ssm_small_kernel<<<a.g_tiles + a.dw_tiles, kSmallThreads, kSmemBytes, stream>>>(a);
-    return cudaGetLastError();
+
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3((unsigned)(a.g_tiles * a.k_split + a.dw_ctas));
+    config.blockDim = dim3(kSmallThreads);
+    config.dynamicSmemBytes = kSmemBytes;
+    config.stream = stream;
+    cudaLaunchAttribute cluster;
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = (unsigned)a.k_split;
+    cluster.val.clusterDim.y = 1;
+    cluster.val.clusterDim.z = 1;
+    config.attrs = &cluster;
+    config.numAttrs = 1;
+    return cudaLaunchKernelEx(&config, ssm_small_kernel, a);
 }

@@ -78,7 +78,7 @@ static gg_status enqueue_fused(gg_ctx *ctx, const gg_block_call *c, cudaStream_t
     void *const *t = c->t;
     GG_CUDA_TRY(ctx, gg_k_ssm_small(t[T_DY], t[T_W], t[T_GATED], t[T_GATE_ACT], t[T_SSM], t[T_GATE], t[T_GRAD_SSM],
                                     t[T_GRAD_GATE], t[T_DW], t[T_DB], c->tokens, c->dim0, c->dim1, c->use_silu_gate,
-                                    c->accumulate, s));
+                                    c->accumulate, ctx->sm_count, s));
     GG_TRY(gg_dist_grad_ready(ctx, c, s, T_DW));
     return gg_dist_grad_ready(ctx, c, s, T_DB);
 }

@@ -155,6 +155,11 @@ cudaError_t __wrap___cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block
     ++fake.enqueued;
     return cudaSuccess;
 }
+cudaError_t __wrap_cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args) {
+    (void)config, (void)func, (void)args;
+    ++fake.enqueued;
+    return cudaSuccess;
+}
 cublasStatus_t __wrap_cublasLtCreate(cublasLtHandle_t *handle) {
     if (!fake_create()) return CUBLAS_STATUS_NOT_INITIALIZED;
     *handle = (cublasLtHandle_t)&fake_handles[3];
