@@ -53,7 +53,7 @@ cudaError_t gg_k_ssm_gate_grad(const uint16_t *g, const uint16_t *gate_activated
 /* Block 4's whole backward for few tokens in one launch (ssm_small.cu): grad_weight = bf16(dYᵀ @ gated_output),
  * grad_bias = bf16(Σ_rows dY) (each bf16(old + ...) with accumulate), and g = bf16(dY @ weight) with the chain above
  * applied in the GEMM's epilogue (g is never stored). dY [M,H], weight [H,E], the rest [M,E]; gate is read only
- * with use_silu_gate. gg_k_ssm_small_supported: whether the shape is one it handles (H a multiple of 128, E of 64). */
+ * with use_silu_gate. gg_k_ssm_small_supported: whether the shape is one it handles (H, E multiples of 64). */
 int gg_k_ssm_small_supported(int64_t M, int64_t H, int64_t E);
 cudaError_t gg_k_ssm_small(const uint16_t *grad_output, const uint16_t *weight, const uint16_t *gated_output,
                            const uint16_t *gate_activated, const uint16_t *ssm_output, const uint16_t *gate,

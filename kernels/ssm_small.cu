@@ -12,7 +12,7 @@
  * too few to fill the GPU and their k-loop (over H) is the long one: each is split over k across the CTAs of a
  * thread-block cluster (2 or 4), which add their partial tiles through distributed shared memory in rank order
  * (deterministic, no workspace). The longer kind of CTA is launched first, so it does not form the tail.
- * Requirements (gg_k_ssm_small_supported): H a multiple of 128, E of 64, 16-byte aligned tensors; M is arbitrary.
+ * Requirements (gg_k_ssm_small_supported): H and E multiples of 64, 16-byte aligned tensors; M is arbitrary.
  */
 #include <cooperative_groups.h>
 
@@ -249,7 +249,7 @@ __global__ void __launch_bounds__(kSmallThreads) ssm_small_kernel(const SmallArg
 } // namespace
 
 extern "C" int gg_k_ssm_small_supported(int64_t M, int64_t H, int64_t E) {
-    if (M <= 0 || H <= 0 || E <= 0 || H % (kBK * kMaxSplit) != 0 || H % kTile != 0 || E % kTile != 0) return 0;
+    if (M <= 0 || H <= 0 || E <= 0 || H % kTile != 0 || E % kTile != 0) return 0;
     const int64_t ctas = (M + kTile - 1) / kTile * (E / kTile) * kMaxSplit + (H / kTile) * (E / kTile) + kMaxSplit;
     return ctas <= INT32_MAX;
 }
@@ -276,7 +276,8 @@ extern "C" cudaError_t gg_k_ssm_small(const uint16_t *grad_output, const uint16_
     a.g_tiles = (int)((M + kTile - 1) / kTile * (E / kTile));
     /* Few g tiles (few tokens): split each over k so that g's CTAs fill about four per SM; its k-loop is the long one. */
     a.k_split = 1;
-    while (a.k_split < kMaxSplit && (int64_t)a.g_tiles * a.k_split * 2 <= 4 * (int64_t)(sm_count > 0 ? sm_count : 1))
+    while (a.k_split < kMaxSplit && (int64_t)a.g_tiles * a.k_split * 2 <= 4 * (int64_t)(sm_count > 0 ? sm_count : 1) &&
+           (H / kBK) % (a.k_split * 2) == 0) /* whole k-tiles per CTA */
         a.k_split *= 2;
     a.dw_tiles = (int)((H / kTile) * (E / kTile));
     a.dw_ctas = (a.dw_tiles + a.k_split - 1) / a.k_split * a.k_split;
