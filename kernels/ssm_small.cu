@@ -31,35 +31,40 @@ constexpr int kTile = 64, kBK = 32, kStages = 4;
 constexpr int kSmallThreads = 128;          /* 4 warps, 2 x 2 */
 constexpr int kMaxSplit = 4;                /* g's k-split: CTAs per cluster */
 constexpr int kMT = 2, kNT = 4;             /* a warp's 32 x 32: 2 x 4 mma tiles */
-constexpr int kOperandElems = kTile * kBK;  /* one operand's k-tile: [64][32] or [32][64] bf16 */
+constexpr int kOperandElems = kTile * kBK;  /* one operand's k-tile: [64][kBK] or [kBK][64] bf16 */
 constexpr int kStageElems = 2 * kOperandElems;
 constexpr int kPitch = kTile + 4;           /* fp32 staging row: 272 bytes, a 16-byte multiple */
+constexpr int kKChunks = kBK / 8;           /* 16-byte chunks in a row of kBK k */
+constexpr size_t kStagingBytes = (size_t)kTile * kPitch * sizeof(float);
 constexpr size_t kSmemBytes = (size_t)kStages * kStageElems * sizeof(bf16); /* 32 KiB */
-static_assert((size_t)kTile * kPitch * sizeof(float) <= kSmemBytes, "the staging tile fits in the pipeline's memory");
+static_assert(kStagingBytes + kSmallThreads * sizeof(float) <= kSmemBytes,
+              "the staging tile and the bias halves fit in the pipeline's memory");
+static_assert(kKChunks == 4 || kKChunks == 8, "rows_k_offset swizzles rows of 64 or 128 bytes");
 
 /* Element offsets in a k-tile, 16-byte chunks XOR-swizzled so that the 8 rows an ldmatrix reads fall in 8 different
- * bank groups. rows_k: 64 rows of 32 contiguous k (64 bytes, 4 chunks; dY as g's A). k_rows: 32 rows of one k each,
- * 64 contiguous columns (128 bytes, 8 chunks; W, gated, and dY as dW's A). */
-__device__ __forceinline__ int rows_k_offset(int r, int c) { return r * kBK + ((c ^ ((r >> 1) & 3)) << 3); }
+ * bank groups. rows_k: 64 rows of kBK contiguous k (dY as g's A). k_rows: kBK rows of one k each, 64 contiguous
+ * columns (128 bytes, 8 chunks; W, gated, and dY as dW's A). */
+__device__ __forceinline__ int rows_k_offset(int r, int c) {
+    return r * kBK + ((c ^ ((r / (8 / kKChunks)) & (kKChunks - 1))) << 3);
+}
 __device__ __forceinline__ int k_rows_offset(int k, int c) { return k * kTile + ((c ^ (k & 7)) << 3); }
 
-/* [64 rows][32 k] from src (row-major, ld elements) rows r0.. (rows >= r_end zero-filled), columns k0..: two chunks
- * per thread. */
+/* [64 rows][kBK k] from src (row-major, ld elements) rows r0.. (rows >= r_end zero-filled), columns k0.. */
 __device__ __forceinline__ void load_rows_k(bf16 *tile, const bf16 *__restrict__ src, int64_t ld, int64_t r0,
                                             int64_t r_end, int64_t k0) {
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
-        const int chunk = threadIdx.x + i * kSmallThreads, r = chunk >> 2, c = chunk & 3;
+    for (int i = 0; i < kTile * kKChunks / kSmallThreads; ++i) {
+        const int chunk = threadIdx.x + i * kSmallThreads, r = chunk / kKChunks, c = chunk % kKChunks;
         const bool valid = r0 + r < r_end;
         cp_async16(tile + rows_k_offset(r, c), src + (valid ? r0 + r : 0) * ld + k0 + c * 8, valid);
     }
 }
 
-/* [32 k][64 columns] from src (row-major, ld elements) rows k0.. (rows >= k_end zero-filled), columns col0.. */
+/* [kBK k][64 columns] from src (row-major, ld elements) rows k0.. (rows >= k_end zero-filled), columns col0.. */
 __device__ __forceinline__ void load_k_rows(bf16 *tile, const bf16 *__restrict__ src, int64_t ld, int64_t k0,
                                             int64_t k_end, int64_t col0) {
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < kBK * 8 / kSmallThreads; ++i) {
         const int chunk = threadIdx.x + i * kSmallThreads, k = chunk >> 3, c = chunk & 7;
         const bool valid = k0 + k < k_end;
         cp_async16(tile + k_rows_offset(k, c), src + (valid ? k0 + k : 0) * ld + col0 + c * 8, valid);
@@ -132,10 +137,11 @@ __device__ __forceinline__ void tile_mainloop(const SmallArgs &a, bf16 *smem, in
 #pragma unroll
                 for (int j = 0; j < kNT; ++j) mma_bf16(acc[i][j], fa[i], fb[j][0], fb[j][1]);
         }
-        if (kWeightGrad && bias) { /* column threadIdx % 64 of the dY tile, rows 16 (threadIdx / 64) .. + 15 */
-            const int h = threadIdx.x & 63, k_first = (threadIdx.x >> 6) * 16;
+        if (kWeightGrad && bias) { /* column threadIdx % 64 of the dY tile, its half threadIdx / 64 of the rows */
+            const int h = threadIdx.x & 63, k_first = (threadIdx.x >> 6) * (kBK / 2);
 #pragma unroll
-            for (int k = 0; k < 16; ++k) bias_sum += __bfloat162float(sa[k_rows_offset(k_first + k, h >> 3) + (h & 7)]);
+            for (int k = 0; k < kBK / 2; ++k)
+                bias_sum += __bfloat162float(sa[k_rows_offset(k_first + k, h >> 3) + (h & 7)]);
         }
     }
     cp_async_wait<0>();
@@ -174,9 +180,9 @@ __device__ __forceinline__ bf16x8 staged_bf16(const float *const *parts, int n_p
 
 __global__ void __launch_bounds__(kSmallThreads) ssm_small_kernel(const SmallArgs a) {
     extern __shared__ __align__(128) unsigned char smem_raw[];
-    __shared__ float bias_halves[kSmallThreads];
     bf16 *smem = reinterpret_cast<bf16 *>(smem_raw);
-    float *tile = reinterpret_cast<float *>(smem_raw);
+    float *tile = reinterpret_cast<float *>(smem_raw);                           /* after the k-loop */
+    float *bias_halves = reinterpret_cast<float *>(smem_raw + kStagingBytes); /* after the k-loop */
     const int n_tiles = (int)(a.E / kTile);
     const int g_ctas = a.g_tiles * a.k_split;
     const int first = a.dw_first ? a.dw_ctas : g_ctas;
