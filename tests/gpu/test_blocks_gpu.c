@@ -68,7 +68,7 @@ static const gg_case small_cases[] = {
     {1, "", 0, 1, 40, 40, 64, 0, 0, 0, 0, 0},   {2, "", 0, 1, 40, 40, 24, 48, 0, 0, 0, 0},
     {3, "", 0, 1, 37, 37, 32, 64, 0, 0, 0, 0},  {4, "", 0, 1, 37, 37, 16, 40, 0, 0, 1, 0},
     {4, "", 0, 1, 29, 29, 24, 32, 0, 0, 0, 0},
-    /* block 4's one-launch kernel (H, E multiples of 64, M <= 256): M < H, and M > H with a partial last k-tile */
+    /* block 4's one-launch kernel (H, E multiples of 64, M <= 256): M < H, and M > H with a partial last k-tile and g split over k */
     {4, "", 0, 1, 37, 37, 64, 128, 0, 0, 1, 0}, {4, "", 0, 1, 131, 131, 128, 64, 0, 0, 0, 0},
 };
 
