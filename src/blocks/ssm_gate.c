@@ -31,8 +31,8 @@ static const gg_tensor_spec tensors[] = {
 };
 
 /* Up to this many tokens the one-launch kernel beats cuBLASLt's route of four dependent launches. Measured on an
- * H200 (docs/perf-notes.md, "block 4 in one launch"): M = 128 0.58-0.66x the time; M = 422 1.0-1.09x, a tie; from
- * M = 1172 on 1.4-2.1x slower (its mma.sync main loop runs at about half cuBLAS's rate). */
+ * H200 (docs/perf-notes.md, "Session 15"): M = 128 0.58-0.74x the time; M = 422 1.03-1.15x; from M = 1172 on
+ * 1.4-2.3x (its mma.sync main loop runs at about half cuBLAS's rate). */
 #define GG_SSM_SMALL_MAX_TOKENS 256
 
 static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
