@@ -165,7 +165,8 @@ __device__ __forceinline__ void stage_tile(float *tile, const float (&acc)[kMT][
 
 /* Eight staged values of row r, columns 8 cv..: the sum of the `parts` tiles (fixed order), plus `add` (the old
  * gradient when accumulating), rounded to bf16. */
-__device__ __forceinline__ bf16x8 staged_bf16(const float *const *parts, int n_parts, int r, int cv, const bf16x8 *add) {
+__device__ __forceinline__ bf16x8 staged_bf16(const float *const *parts, int n_parts, int r, int cv,
+                                              const bf16x8 *add) {
     float v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     for (int q = 0; q < n_parts; ++q) {
         const float4 lo = *reinterpret_cast<const float4 *>(parts[q] + r * kPitch + cv * 8);
@@ -279,7 +280,8 @@ extern "C" cudaError_t gg_k_ssm_small(const uint16_t *grad_output, const uint16_
     a.H = H;
     a.E = E;
     a.g_tiles = (int)((M + kTile - 1) / kTile * (E / kTile));
-    /* Few g tiles (few tokens): split each over k so that g's CTAs fill about four per SM; its k-loop is the long one. */
+    /* Few g tiles (few tokens): split each over k so that g's CTAs fill about four per SM (g's k-loop is the long
+     * one) */
     a.k_split = 1;
     while (a.k_split < kMaxSplit && (int64_t)a.g_tiles * a.k_split * 2 <= 4 * (int64_t)(sm_count > 0 ? sm_count : 1) &&
            (H / kBK) % (a.k_split * 2) == 0) /* whole k-tiles per CTA */

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -104,6 +105,31 @@ static inline double host_value(const gg_tensor *t, const void *base, size_t j) 
     float f;
     memcpy(&f, &bits, sizeof f);
     return f;
+}
+
+/* Compares host copies of a run's outputs (gg_case_outputs_to_host): an element of `got` matches when it is within
+ * atol + rtol·|e| of e = scale × `expected`, scale being param_scale for the parameter gradients and 1 for the
+ * activation gradients, rtol fp32_rtol for fp32 tensors and bf16_rtol for bf16 ones. 1 when every tensor matches on
+ * at least min_ratio of its elements; else 0, after printing the first tensor that does not. */
+static inline int outputs_match(const gg_case_run *r, const void *expected, const void *got, double param_scale,
+                                double atol, double fp32_rtol, double bf16_rtol, double min_ratio) {
+    size_t at = 0;
+    for (int o = 0; o < r->n_out; ++o) {
+        const gg_tensor *t = &r->out[o];
+        const size_t n = (size_t)(t->rows * t->cols);
+        const double scale = t->param ? param_scale : 1, rtol = t->elem == GG_ELEM_F32 ? fp32_rtol : bf16_rtol;
+        size_t ok = 0;
+        for (size_t j = 0; j < n; ++j) {
+            const double e = scale * host_value(t, (const char *)expected + at, j);
+            ok += fabs(host_value(t, (const char *)got + at, j) - e) <= atol + rtol * fabs(e);
+        }
+        if ((double)ok < min_ratio * (double)n) {
+            fprintf(stderr, "  %s: %zu of %zu elements match (x%g)\n", t->name, ok, n, scale);
+            return 0;
+        }
+        at += n * t->elem;
+    }
+    return 1;
 }
 
 /* The fast GEMM mode of a block: fp16 operands for the fp32 blocks, bf16 for the others. */

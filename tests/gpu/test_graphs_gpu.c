@@ -166,26 +166,6 @@ static void rebinding_writes_new_outputs_only(void **state) {
     gg_ctx_destroy(ctx);
 }
 
-/* Elementwise: |x - y| <= atol + rtol |y| for >= 99 % of elements (fp32 or bf16 host buffers of one run). */
-static int close_enough(const gg_case_run *r, const void *x, const void *y, double atol, double rtol) {
-    size_t at = 0;
-    for (int o = 0; o < r->n_out; ++o) {
-        const gg_tensor *t = &r->out[o];
-        const size_t n = (size_t)(t->rows * t->cols);
-        size_t ok = 0;
-        for (size_t j = 0; j < n; ++j) {
-            const double a = host_value(t, (const char *)x + at, j), b = host_value(t, (const char *)y + at, j);
-            ok += fabs(a - b) <= atol + rtol * fabs(b);
-        }
-        if ((double)ok < 0.99 * (double)n) {
-            fprintf(stderr, "  %s: %zu of %zu elements close\n", t->name, ok, n);
-            return 0;
-        }
-        at += n * t->elem;
-    }
-    return 1;
-}
-
 static void padded_bucket_equals_exact_shape(void **state) {
     (void)state;
     REQUIRE_GPU();
@@ -209,7 +189,8 @@ static void padded_bucket_equals_exact_shape(void **state) {
         CUDA_OK(gg_case_check(r, &v));
         if (!v.passed) fail_msg("%s: the padded run fails the reference check", c.block);
         void *padded = gg_case_outputs_to_host(r, &bytes);
-        if (!close_enough(r, padded, exact, c.atol, c.rtol)) fail_msg("%s: padded != exact shape", c.block);
+        if (!outputs_match(r, exact, padded, 1, c.atol, c.rtol, c.rtol, 0.99))
+            fail_msg("%s: padded != exact shape", c.block);
         /* past the largest bucket: a clear error, nothing written */
         gg_case big = c;
         big.tokens = 4 * c.tokens + 1;
@@ -244,22 +225,9 @@ static void accumulation_equals_sum_of_replays(void **state) {
         for (int k = 0; k < 3; ++k) GG_OK(ctx, gg_case_graph_run(r, pr.graph, pr.precision));
         void *thrice = gg_case_outputs_to_host(r, &bytes);
         /* expected: 3x the parameter gradients, the activation gradients unchanged */
-        size_t at = 0;
-        for (int o = 0; o < r->n_out; ++o) {
-            const gg_tensor *t = &r->out[o];
-            const size_t n = (size_t)(t->rows * t->cols);
-            size_t ok = 0;
-            for (size_t j = 0; j < n; ++j) {
-                const double e = (t->param ? 3 : 1) * host_value(t, (char *)once + at, j);
-                const double got = host_value(t, (char *)thrice + at, j);
-                /* fp32: summation order only; bf16: three roundings, within the case's rtol */
-                const double tol = pr.c->atol + (t->elem == GG_ELEM_F32 ? 1e-5 : pr.c->rtol) * fabs(e);
-                ok += fabs(got - e) <= tol;
-            }
-            if ((double)ok < 0.99 * (double)n)
-                fail_msg("%s %s: %zu of %zu elements equal 3x one replay", pr.c->block, t->name, ok, n);
-            at += n * t->elem;
-        }
+        /* fp32: summation order only; bf16: three roundings, within the case's rtol */
+        if (!outputs_match(r, once, thrice, 3, pr.c->atol, 1e-5, pr.c->rtol, 0.99))
+            fail_msg("%s: 3 accumulating replays != 3x one replay", pr.c->block);
         free(once);
         free(thrice);
         probe_close(&pr);
