@@ -253,6 +253,15 @@ static void synced_equals_sum_of_local(void **state) {
     run_ranks(jobs, &c1, GG_PRECISION_BF16, &dc);
     check_reduced(jobs, 1, 0);
     free_jobs(jobs);
+    /* Block 4 at M = 128: with the reductions after the backward its plan is the one-launch kernel (both gradients
+     * final when it ends); with overlap, the cuBLASLt route that leaves comm_sms SMs free */
+    const gg_case c4small = case_of(4, 0);
+    for (int overlap = 0; overlap <= 1; ++overlap) {
+        dc.overlap = overlap;
+        run_ranks(jobs, &c4small, GG_PRECISION_BF16, &dc);
+        check_reduced(jobs, 1, 0);
+        free_jobs(jobs);
+    }
 }
 
 /* Every rank's activation gradients (dX: not reduced) in got[r] against want[r], within rounding: another GEMM
