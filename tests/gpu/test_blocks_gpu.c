@@ -229,7 +229,8 @@ static void reductions_are_deterministic(void **state) {
 }
 
 /* Block 4's one-launch kernel with accumulate: a second call adds its weight and bias gradients to the first's
- * (twice the first, within the rule's rtol: one more bf16 rounding) and rewrites the activation gradients. */
+ * (twice the first, within the rule's rtol: one more bf16 rounding) and rewrites the activation gradients (poisoned
+ * in between). */
 static void block4_fused_path_accumulates(void **state) {
     (void)state;
     REQUIRE_GPU();
@@ -242,6 +243,14 @@ static void block4_fused_path_accumulates(void **state) {
         GG_OK(ctx, gg_case_execute(r, ctx, GG_PRECISION_BF16));
         size_t bytes;
         void *once = gg_case_outputs_to_host(r, &bytes);
+        /* poison again, then the first call's parameter gradients back: the activation gradients must be rewritten */
+        CUDA_OK(gg_case_poison(r));
+        size_t at = 0;
+        for (int o = 0; o < r->n_out; ++o) {
+            const size_t n_bytes = (size_t)(r->out[o].rows * r->out[o].cols) * r->out[o].elem;
+            if (r->out[o].param) CUDA_OK(cudaMemcpy(r->out[o].dev, (char *)once + at, n_bytes, cudaMemcpyHostToDevice));
+            at += n_bytes;
+        }
         r->accumulate = 1;
         GG_OK(ctx, gg_case_execute(r, ctx, GG_PRECISION_BF16));
         void *twice = gg_case_outputs_to_host(r, &bytes);
