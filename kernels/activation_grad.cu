@@ -84,9 +84,10 @@ __global__ void __launch_bounds__(kThreads) ssm_gate_grad_kernel(const bf16x8 *_
                                                                  bf16x8 *__restrict__ grad_gate, int64_t n_vec,
                                                                  int use_silu_gate) {
     for (int64_t v = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; v < n_vec; v += (int64_t)gridDim.x * blockDim.x) {
+        const bf16x8 gv = g[v], ga = gate_activated[v], so = ssm_output[v]; /* 16-byte loads (see ssm_chain8) */
         bf16x8 gt, gs, gg;
         if (use_silu_gate) gt = gate[v];
-        ssm_chain8(g[v], gate_activated[v], ssm_output[v], gt, use_silu_gate != 0, gs, gg);
+        ssm_chain8(gv, ga, so, gt, use_silu_gate != 0, gs, gg);
         grad_ssm_output[v] = gs;
         grad_gate[v] = gg;
     }

@@ -9,10 +9,10 @@ namespace gg {
 
 /* grad_ssm_output = bf16(g * gate_activated); a = bf16(g * ssm_output); grad_gate = a, or with the silu gate
  * bf16(a * bf16(s * bf16(1 + bf16(gate * bf16(1 - s))))), s = bf16(sigmoid(gate)). gate is read only with silu.
- * The inputs by value, so a caller's g[v] is one 16-byte load: as const references bound to global memory, the
- * compiler split them into 2-byte loads (the chain kernel 1.3x slower at M = 74432, session 15). */
-__device__ __forceinline__ void ssm_chain8(const bf16x8 g, const bf16x8 gate_activated, const bf16x8 ssm_output,
-                                           const bf16x8 gate, bool use_silu_gate, bf16x8 &grad_ssm_output,
+ * Pass registers, not references into global memory: bound to g[v] directly, the compiler split each 16-byte load
+ * into 2-byte ones (the chain kernel 1.3x slower at M = 74432, session 15). */
+__device__ __forceinline__ void ssm_chain8(const bf16x8 &g, const bf16x8 &gate_activated, const bf16x8 &ssm_output,
+                                           const bf16x8 &gate, bool use_silu_gate, bf16x8 &grad_ssm_output,
                                            bf16x8 &grad_gate) {
 #pragma unroll
     for (int j = 0; j < 8; ++j) {

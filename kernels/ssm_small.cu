@@ -242,10 +242,10 @@ __global__ void __launch_bounds__(kSmallThreads) ssm_small_kernel(const SmallArg
         const int64_t row = row0 + r;
         if (row >= a.M) continue;
         const int64_t gi = row * e_vec + n0 / 8 + cv;
+        const bf16x8 ga = a.gate_activated[gi], so = a.ssm_output[gi]; /* 16-byte loads (see ssm_chain8) */
         bf16x8 gt, gs, gg;
         if (a.use_silu_gate) gt = a.gate[gi];
-        ssm_chain8(staged_bf16(parts, a.k_split, r, cv, nullptr), a.gate_activated[gi], a.ssm_output[gi], gt,
-                   a.use_silu_gate != 0, gs, gg);
+        ssm_chain8(staged_bf16(parts, a.k_split, r, cv, nullptr), ga, so, gt, a.use_silu_gate != 0, gs, gg);
         a.grad_ssm_output[gi] = gs;
         a.grad_gate[gi] = gg;
     }
