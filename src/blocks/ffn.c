@@ -8,6 +8,9 @@
  * sums grad_bias1 and grad_bias2 in the launch that writes R.
  * Graphs that all-reduce the gradients during the backward run another order (enqueue_weights_first): dW2 first and
  * dW1 as soon as R exists, so each reduction has later work to hide behind, and dX last.
+ * fp16 mode converts the GEMMs' operands to fp16 first, except at few tokens (GG_FFN_F32W_MAX_TOKENS): there G and
+ * dX read the fp32 weights themselves in gradgraph's own kernel (gg_k_gemm_f32w), so the weights, whose size does
+ * not shrink with the tokens, are read once instead of converted and read again.
  *
  * Column-major view of the row-major tensors (a row-major [r,c] matrix is column-major c x r, ld = c):
  *   G   [M,F]: G'(F x M)   = W2'(F x D)     @ dY'(D x M)         m=F n=M k=D  A=W2 N lda=F  B=dY N ldb=D
@@ -50,6 +53,18 @@ static const gg_tensor_spec mlp_tensors[] = {
     [T_DB2] = {"grad_bias2", GG_EXT_ONE, GG_EXT_DIM0, 4, 1, 0},
 };
 
+/* Up to this many tokens, fp16 mode's G and dX read the fp32 weights in gg_k_gemm_f32w instead of cuBLASLt reading
+ * fp16 copies made first. Measured on an H200: docs/perf-notes.md, "Session 16". */
+#define GG_FFN_F32W_MAX_TOKENS 1024
+
+/* Whether a plan's G and dX run in gg_k_gemm_f32w: fp16 mode, few tokens, a shape it handles, and a plan whose GEMMs
+ * neither leave SMs to communication (the kernel takes whatever SMs are free) nor run in halves. */
+static int weights_in_f32(const gg_block_plan *p) {
+    const int64_t M = p->key.tokens, D = p->key.dim0, F = p->key.dim1;
+    return p->key.precision == GG_PRECISION_FP16 && M <= GG_FFN_F32W_MAX_TOKENS && p->key.sm_reserve == 0 &&
+           !p->key.pair_split && gg_k_gemm_f32w_supported(M, F, D) && gg_k_gemm_f32w_supported(M, D, F);
+}
+
 /* A GEMM of the precision mode; its output is fp32 unless `out_is_operand` (G: written in the operand type, so R,
  * over it in place, is ready for the next GEMMs). */
 static gg_status plan_gemm(gg_ctx *ctx, gg_matmul *mm, gg_precision precision, int out_is_operand, int sm_target,
@@ -69,18 +84,20 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     /* The two-rank split reduction (enqueue_pair) runs dW2, dW1 and dX in halves (of their n: rows of the gradient,
      * tokens of dX); every GEMM keeps all SMs. */
     const int64_t halves = p->key.pair_split ? 2 : 1;
-    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_G], prec, 1, 0, 0, F, M, D, F, D, F));
+    p->fused = weights_in_f32(p); /* G and dX in gg_k_gemm_f32w */
+    if (p->fused) GG_CUDA_TRY(ctx, gg_k_gemm_f32w_prepare());
+    else GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_G], prec, 1, 0, 0, F, M, D, F, D, F));
     GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW2], prec, 0, 0, 1, F, D / halves, M, F, D, F));
-    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DX], prec, 0, sm_target, 0, D, M / halves, F, D, F, D));
+    if (!p->fused) GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DX], prec, 0, sm_target, 0, D, M / halves, F, D, F, D));
     GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW1], prec, 0, 0, 1, D, F / halves, M, D, F, D));
     const size_t h = 2; /* sizeof(half) */
     p->buffer[BUF_G] = gg_plan_take(p, (size_t)(M * F) * (prec == GG_PRECISION_FP16 ? h : sizeof(float)));
     if (prec == GG_PRECISION_FP16) {
         p->buffer[BUF_DY16] = gg_plan_take(p, (size_t)(M * D) * h);
-        p->buffer[BUF_W2_16] = gg_plan_take(p, (size_t)(D * F) * h);
+        if (!p->fused) p->buffer[BUF_W2_16] = gg_plan_take(p, (size_t)(D * F) * h);
         p->buffer[BUF_ACT16] = gg_plan_take(p, (size_t)(M * F) * h);
         p->buffer[BUF_X16] = gg_plan_take(p, (size_t)(M * D) * h);
-        p->buffer[BUF_W1_16] = gg_plan_take(p, (size_t)(F * D) * h);
+        if (!p->fused) p->buffer[BUF_W1_16] = gg_plan_take(p, (size_t)(F * D) * h);
     }
     if (p->key.block == GG_BLOCK_MLP) {
         p->col_chunks[0] = gg_k_col_sum_chunks(M, F, GG_DT_F32, ctx->sm_count); /* grad_bias1 over R, with gelu' */
@@ -92,7 +109,8 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     return GG_SUCCESS;
 }
 
-/* The operands of the four GEMMs (the caller's fp32 tensors, or their fp16 copies in fp16 mode), and G. */
+/* The operands of the four GEMMs (the caller's fp32 tensors, or their fp16 copies in fp16 mode, but for the
+ * weights when the plan reads them in fp32), and G. */
 typedef struct ffn_operands {
     const void *dy, *w2, *act, *x, *w1;
     void *G; /* G = dY @ W2, then R = G * gelu'(x) over it in place: an operand of dX and dW1 */
@@ -104,30 +122,34 @@ static ffn_operands operands(const gg_ctx *ctx, const gg_block_plan *p, const gg
     ffn_operands o = {t[T_DY], t[T_W2], t[T_ACT], t[T_X], t[T_W1], gg_plan_buffer(ctx, p, BUF_G), GG_DT_F32};
     if (c->precision == GG_PRECISION_FP16) {
         o.dy = gg_plan_buffer(ctx, p, BUF_DY16);
-        o.w2 = gg_plan_buffer(ctx, p, BUF_W2_16);
         o.act = gg_plan_buffer(ctx, p, BUF_ACT16);
         o.x = gg_plan_buffer(ctx, p, BUF_X16);
-        o.w1 = gg_plan_buffer(ctx, p, BUF_W1_16);
+        if (!p->fused) {
+            o.w2 = gg_plan_buffer(ctx, p, BUF_W2_16);
+            o.w1 = gg_plan_buffer(ctx, p, BUF_W1_16);
+        }
         o.g_type = GG_DT_F16;
     }
     return o;
 }
 
-/* In fp16 mode, the fp16 copy of input `tensor` into the operand `copy` points at (a no-op otherwise). */
-static gg_status to_f16(gg_ctx *ctx, const gg_block_call *c, int tensor, const void *copy, cudaStream_t s) {
-    if (c->precision != GG_PRECISION_FP16) return GG_SUCCESS;
+/* In fp16 mode, the fp16 copy of input `tensor` into the operand `copy` points at (a no-op otherwise, and for a
+ * weight the plan reads in fp32). */
+static gg_status to_f16(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, int tensor, const void *copy,
+                        cudaStream_t s) {
+    if (c->precision != GG_PRECISION_FP16 || (p->fused && (tensor == T_W1 || tensor == T_W2))) return GG_SUCCESS;
     GG_CUDA_TRY(ctx, gg_k_f32_to_f16(c->t[tensor], (void *)copy, gg_tensor_elems(c, tensor), ctx->sm_count, s));
     return GG_SUCCESS;
 }
 
 /* In fp16 mode, the fp16 copies of `n` inputs (act, X, W1, W2) on `side`, then a mark `main` waits for before it
  * reads them (gg_stream_wait with ctx->ev_conv). */
-static gg_status to_f16_beside(gg_ctx *ctx, const gg_block_call *c, const ffn_operands *o, const int *tensors, int n,
+static gg_status to_f16_beside(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const ffn_operands *o, const int *tensors, int n,
                                cudaStream_t side, cudaStream_t main) {
     if (c->precision != GG_PRECISION_FP16) return GG_SUCCESS;
     for (int i = 0; i < n; ++i) {
         const int t = tensors[i];
-        GG_TRY(to_f16(ctx, c, t, t == T_ACT ? o->act : t == T_X ? o->x : t == T_W1 ? o->w1 : o->w2, side));
+        GG_TRY(to_f16(ctx, p, c, t, t == T_ACT ? o->act : t == T_X ? o->x : t == T_W1 ? o->w1 : o->w2, side));
     }
     return gg_stream_mark(ctx, side, ctx->ev_conv, main);
 }
@@ -136,12 +158,28 @@ static gg_status to_f16_beside(gg_ctx *ctx, const gg_block_call *c, const ffn_op
  * of its own and is done before the GEMMs (measured: on the side stream beside G it delayed dW2, session 14). */
 static gg_status dy_first(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const ffn_operands *o,
                           cudaStream_t s) {
-    if (c->info->kind != GG_BLOCK_MLP) return to_f16(ctx, c, T_DY, o->dy, s);
+    if (c->info->kind != GG_BLOCK_MLP) return to_f16(ctx, p, c, T_DY, o->dy, s);
     void *copy = c->precision == GG_PRECISION_FP16 ? (void *)o->dy : NULL;
     GG_CUDA_TRY(ctx, gg_k_col_sum(c->t[T_DY], GG_DT_F32, c->tokens, c->dim0, p->col_chunks[1],
                                   gg_plan_buffer(ctx, p, BUF_PARTIALS2), ctx->counter + GG_COUNTER_SUM_B, c->t[T_DB2],
                                   GG_DT_F32, c->accumulate, copy, s));
     return gg_dist_grad_ready(ctx, c, s, T_DB2);
+}
+
+/* G = dY @ W2 into o->G, in the operand type. */
+static gg_status gemm_g(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const ffn_operands *o,
+                        cudaStream_t s) {
+    if (!p->fused) return gg_matmul_run(ctx, &p->gemm[GEMM_G], o->w2, o->dy, o->G, 0, 0, s);
+    GG_CUDA_TRY(ctx, gg_k_gemm_f32w(o->dy, o->w2, o->G, GG_DT_F16, c->tokens, c->dim1, c->dim0, ctx->sm_count, s));
+    return GG_SUCCESS;
+}
+
+/* dX = R @ W1, R over G. */
+static gg_status gemm_dx(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const ffn_operands *o,
+                         cudaStream_t s) {
+    if (!p->fused) return gg_matmul_run(ctx, &p->gemm[GEMM_DX], o->w1, o->G, c->t[T_DX], 0, 0, s);
+    GG_CUDA_TRY(ctx, gg_k_gemm_f32w(o->G, o->w1, c->t[T_DX], GG_DT_F32, c->tokens, c->dim0, c->dim1, ctx->sm_count, s));
+    return GG_SUCCESS;
 }
 
 /* R = G * gelu'(x) over G; block 3 also sums grad_bias1 in the same pass (R is not read back). */
@@ -171,19 +209,19 @@ static gg_status enqueue_overlapped(gg_ctx *ctx, const gg_block_plan *p, const g
     GG_TRY(dy_first(ctx, p, c, &o, main));
     GG_TRY(gg_stream_handoff(ctx, main, ctx->ev_fork, side)); /* the side stream reads inputs */
     gg_status status = GG_SUCCESS; /* from here on, errors still join the side stream */
-    GG_GOTO(to_f16_beside(ctx, c, &o, (const int[]){T_ACT, T_X, T_W1}, 3, side, main), status, join);
-    GG_GOTO(to_f16(ctx, c, T_W2, o.w2, main), status, join);
+    GG_GOTO(to_f16_beside(ctx, p, c, &o, (const int[]){T_ACT, T_X, T_W1}, 3, side, main), status, join);
+    GG_GOTO(to_f16(ctx, p, c, T_W2, o.w2, main), status, join);
     /* G runs alone first; then the side chain (dW2, and dW1 once R exists) overlaps the caller's (gelu', bias sums,
      * dX). Forking before G, so that dW2 and G start together, made graph replay up to 11 % slower on fp32/tf32
      * cases (docs/perf-notes.md, "schedule experiment"). */
-    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_G], o.w2, o.dy, o.G, 0, 0, main), status, join);
+    GG_GOTO(gemm_g(ctx, p, c, &o, main), status, join);
     GG_GOTO(gg_stream_handoff(ctx, main, ctx->ev_fork, side), status, join);
     GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW2], o.act, o.dy, t[T_DW2], acc, 1, side), status, join);
     GG_GOTO(activation_grad(ctx, p, c, &o, main), status, join);
     GG_GOTO(gg_stream_handoff(ctx, main, ctx->ev_mid, side), status, join);
     GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW1], o.x, o.G, t[T_DW1], acc, 1, side), status, join);
-    if (fp16) GG_GOTO(gg_stream_wait(ctx, side, ctx->ev_conv, main), status, join); /* W1's fp16 copy */
-    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DX], o.w1, o.G, t[T_DX], 0, 0, main), status, join);
+    if (fp16 && !p->fused) GG_GOTO(gg_stream_wait(ctx, side, ctx->ev_conv, main), status, join); /* W1's copy */
+    GG_GOTO(gemm_dx(ctx, p, c, &o, main), status, join);
 join:;
     const gg_status joined = gg_stream_handoff(ctx, side, ctx->ev_join, main);
     return status == GG_SUCCESS ? joined : status;
@@ -199,17 +237,17 @@ static gg_status enqueue_weights_first(gg_ctx *ctx, const gg_block_plan *p, cons
     const int acc = c->accumulate;
     const ffn_operands o = operands(ctx, p, c);
     GG_TRY(dy_first(ctx, p, c, &o, s));
-    GG_TRY(to_f16(ctx, c, T_ACT, o.act, s));
+    GG_TRY(to_f16(ctx, p, c, T_ACT, o.act, s));
     GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_DW2], o.act, o.dy, t[T_DW2], acc, 1, s));
     GG_TRY(gg_dist_grad_ready(ctx, c, s, T_DW2));
-    GG_TRY(to_f16(ctx, c, T_W2, o.w2, s));
-    GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_G], o.w2, o.dy, o.G, 0, 0, s));
+    GG_TRY(to_f16(ctx, p, c, T_W2, o.w2, s));
+    GG_TRY(gemm_g(ctx, p, c, &o, s));
     GG_TRY(activation_grad(ctx, p, c, &o, s));
-    GG_TRY(to_f16(ctx, c, T_X, o.x, s));
+    GG_TRY(to_f16(ctx, p, c, T_X, o.x, s));
     GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_DW1], o.x, o.G, t[T_DW1], acc, 1, s));
     GG_TRY(gg_dist_grad_ready(ctx, c, s, T_DW1));
-    GG_TRY(to_f16(ctx, c, T_W1, o.w1, s));
-    return gg_matmul_run(ctx, &p->gemm[GEMM_DX], o.w1, o.G, t[T_DX], 0, 0, s);
+    GG_TRY(to_f16(ctx, p, c, T_W1, o.w1, s));
+    return gemm_dx(ctx, p, c, &o, s);
 }
 
 /* One half of a weight gradient in the two-rank split reduction (gg_dist_pair_split). The gradient is
@@ -274,17 +312,17 @@ static gg_status enqueue_pair(gg_ctx *ctx, const gg_block_plan *p, const gg_bloc
     cudaStream_t side = gg_side_stream(ctx, s);
     if (conv_side) GG_TRY(gg_stream_handoff(ctx, s, ctx->ev_fork, side)); /* the side stream reads inputs */
     gg_status status = GG_SUCCESS; /* from here on, errors still join the side stream */
-    if (conv_side) GG_GOTO(to_f16_beside(ctx, c, &o, (const int[]){T_W2, T_X, T_W1}, 3, side, s), status, join);
-    GG_GOTO(to_f16(ctx, c, T_ACT, o.act, s), status, join);
+    if (conv_side) GG_GOTO(to_f16_beside(ctx, p, c, &o, (const int[]){T_W2, T_X, T_W1}, 3, side, s), status, join);
+    GG_GOTO(to_f16(ctx, p, c, T_ACT, o.act, s), status, join);
     GG_GOTO(pair_half(ctx, c, &p->gemm[GEMM_DW2], o.act, o.dy, in_elem, T_DW2, F, D, 0, s), status, join);
     if (conv_side) GG_GOTO(gg_stream_wait(ctx, side, ctx->ev_conv, s), status, join);
-    else GG_GOTO(to_f16(ctx, c, T_W2, o.w2, s), status, join);
+    else GG_GOTO(to_f16(ctx, p, c, T_W2, o.w2, s), status, join);
     GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_G], o.w2, o.dy, o.G, 0, 0, s), status, join);
     GG_GOTO(activation_grad(ctx, p, c, &o, s), status, join);
     GG_GOTO(pair_half(ctx, c, &p->gemm[GEMM_DW2], o.act, o.dy, in_elem, T_DW2, F, D, 1, s), status, join);
-    if (!conv_side) GG_GOTO(to_f16(ctx, c, T_X, o.x, s), status, join);
+    if (!conv_side) GG_GOTO(to_f16(ctx, p, c, T_X, o.x, s), status, join);
     GG_GOTO(pair_half(ctx, c, &p->gemm[GEMM_DW1], o.x, o.G, g_elem, T_DW1, D, F, 0, s), status, join);
-    if (!conv_side) GG_GOTO(to_f16(ctx, c, T_W1, o.w1, s), status, join);
+    if (!conv_side) GG_GOTO(to_f16(ctx, p, c, T_W1, o.w1, s), status, join);
     GG_GOTO(dx_half(ctx, p, c, &o, 0, s), status, join);
     GG_GOTO(pair_half(ctx, c, &p->gemm[GEMM_DW1], o.x, o.G, g_elem, T_DW1, D, F, 1, s), status, join);
     GG_GOTO(dx_half(ctx, p, c, &o, 1, s), status, join);

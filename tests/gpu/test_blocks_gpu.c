@@ -71,6 +71,9 @@ static const gg_case small_cases[] = {
     /* block 4's one-launch kernel (H, E multiples of 64, M <= 256): M < H; M > H with a partial last k-tile and g
      * split over k */
     {4, "", 0, 1, 37, 37, 64, 128, 0, 0, 1, 0}, {4, "", 0, 1, 131, 131, 128, 64, 0, 0, 0, 0},
+    /* blocks 2/3's fp16 mode reading the weights in fp32 (gg_k_gemm_f32w: F, D multiples of 128, few tokens): one
+     * row block, each tile split over k across a cluster (G 4 ways, dX 8); two row blocks, the second partial */
+    {2, "", 0, 1, 37, 37, 128, 256, 0, 0, 0, 0}, {3, "", 0, 1, 131, 131, 128, 256, 0, 0, 0, 0},
 };
 
 /* The float64 GPU reference is itself checked against the CPU one. */
@@ -196,20 +199,25 @@ static void block2_gelu_ffn_all_cases(void **state) { (void)state; REQUIRE_GPU()
 static void block3_mlp_all_cases(void **state) { (void)state; REQUIRE_GPU(); run_block(3); }
 static void block4_ssm_gate_all_cases(void **state) { (void)state; REQUIRE_GPU(); run_block(4); }
 
-/* The reductions (block 1's scalar, block 3's biases, block 4's bias) give the same bits on every run. */
+/* The reductions (block 1's scalar, block 3's biases, block 4's bias, the k-split of blocks 2/3's fp16 GEMMs that
+ * read the weights in fp32) give the same bits on every run. */
 static void reductions_are_deterministic(void **state) {
     (void)state;
     REQUIRE_GPU();
     gg_ctx *ctx = new_ctx();
     const gg_case cs[] = {small_case(1, 8192, 4096, 0, 0), small_case(3, 4096, 2048, 8192, 0),
-                          small_case(4, 11912, 768, 1536, 1), small_case(4, 200, 768, 1536, 1)};
+                          small_case(4, 11912, 768, 1536, 1), small_case(4, 200, 768, 1536, 1),
+                          small_case(3, 256, 2048, 8192, 0)};
+    const gg_precision precision[] = {GG_PRECISION_FP32, GG_PRECISION_FP32, GG_PRECISION_FP32, GG_PRECISION_FP32,
+                                      GG_PRECISION_FP16};
+    _Static_assert(sizeof cs / sizeof cs[0] == sizeof precision / sizeof precision[0], "a precision per case");
     for (size_t k = 0; k < sizeof cs / sizeof cs[0]; ++k) {
         gg_case_run *r = new_run(&cs[k]);
         CUDA_OK(gg_case_prepare(r, 7));
         void *first[GG_RUN_MAX_TENSORS];
         for (int rep = 0; rep < 2; ++rep) {
             CUDA_OK(gg_case_poison(r));
-            assert_int_equal(gg_case_execute(r, ctx, GG_PRECISION_FP32), GG_SUCCESS);
+            assert_int_equal(gg_case_execute(r, ctx, precision[k]), GG_SUCCESS);
             for (int o = 0; o < r->n_out; ++o) {
                 const size_t bytes = (size_t)(r->out[o].rows * r->out[o].cols) * r->out[o].elem;
                 void *h = to_host(r->out[o].dev, bytes);
