@@ -82,11 +82,8 @@ cudaError_t gg_k_sum_ranks(const void *in, void *out, gg_dtype type, size_t chun
 
 /* Blocks 2/3's weight GEMMs at few tokens: C[M,N] = A[M,K] @ B[K,N], A fp16, B fp32 rounded to fp16 (round to nearest)
  * as it is read, fp32 accumulation, C of c_type (GG_DT_F16 or GG_DT_F32); all row-major and dense. Deterministic.
- * gg_k_gemm_f32w_supported: whether it handles the shape (N a multiple of 128, K of 32). gg_k_gemm_f32w_prepare:
- * once per device before the first launch and outside any stream capture (it raises the kernel's shared-memory
- * limit). */
+ * gg_k_gemm_f32w_supported: whether it handles the shape (N a multiple of 64, K of 128). */
 int gg_k_gemm_f32w_supported(int64_t M, int64_t N, int64_t K);
-cudaError_t gg_k_gemm_f32w_prepare(void);
 cudaError_t gg_k_gemm_f32w(const void *A, const float *B, void *C, gg_dtype c_type, int64_t M, int64_t N, int64_t K,
                            int sm_count, cudaStream_t stream);
 

@@ -1,5 +1,5 @@
 /* mma.cuh - the tensor-core building blocks of gradgraph's own GEMM tiles (sm_80+ instructions, which sm_90a runs):
- * cp.async into shared memory, ldmatrix, and mma.sync m16n8k16 bf16 or fp16 -> fp32. */
+ * cp.async into shared memory, ldmatrix, movmatrix, and mma.sync m16n8k16 bf16 or fp16 -> fp32. */
 #ifndef GG_MMA_CUH
 #define GG_MMA_CUH
 
@@ -35,6 +35,14 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void *
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(smem_addr(p)));
+}
+
+/* An 8 x 8 b16 matrix transposed across the warp: lane l holds row l / 4, columns 2 (l % 4) + {0, 1} (a packed
+ * pair), before and after. */
+__device__ __forceinline__ uint32_t movmatrix_trans(uint32_t a) {
+    uint32_t d;
+    asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(d) : "r"(a));
+    return d;
 }
 
 /* d += a (16 x 16, row) @ b (16 x 8, col), bf16 operands, fp32 accumulators. */

@@ -85,8 +85,7 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
      * tokens of dX); every GEMM keeps all SMs. */
     const int64_t halves = p->key.pair_split ? 2 : 1;
     p->fused = weights_in_f32(p); /* G and dX in gg_k_gemm_f32w */
-    if (p->fused) GG_CUDA_TRY(ctx, gg_k_gemm_f32w_prepare());
-    else GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_G], prec, 1, 0, 0, F, M, D, F, D, F));
+    if (!p->fused) GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_G], prec, 1, 0, 0, F, M, D, F, D, F));
     GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW2], prec, 0, 0, 1, F, D / halves, M, F, D, F));
     if (!p->fused) GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DX], prec, 0, sm_target, 0, D, M / halves, F, D, F, D));
     GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW1], prec, 0, 0, 1, D, F / halves, M, D, F, D));

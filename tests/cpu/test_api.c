@@ -160,11 +160,6 @@ cudaError_t __wrap_cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const v
     ++fake.enqueued;
     return cudaSuccess;
 }
-cudaError_t __wrap_cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, int value) {
-    (void)func, (void)attr, (void)value;
-    ++fake.cuda_calls;
-    return cudaSuccess;
-}
 cublasStatus_t __wrap_cublasLtCreate(cublasLtHandle_t *handle) {
     if (!fake_create()) return CUBLAS_STATUS_NOT_INITIALIZED;
     *handle = (cublasLtHandle_t)&fake_handles[3];

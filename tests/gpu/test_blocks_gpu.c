@@ -72,8 +72,9 @@ static const gg_case small_cases[] = {
      * split over k */
     {4, "", 0, 1, 37, 37, 64, 128, 0, 0, 1, 0}, {4, "", 0, 1, 131, 131, 128, 64, 0, 0, 0, 0},
     /* blocks 2/3's fp16 mode reading the weights in fp32 (gg_k_gemm_f32w: F, D multiples of 128, few tokens): one
-     * row block, each tile split over k across a cluster (G 4 ways, dX 8); two row blocks, the second partial */
-    {2, "", 0, 1, 37, 37, 128, 256, 0, 0, 0, 0}, {3, "", 0, 1, 131, 131, 128, 256, 0, 0, 0, 0},
+     * row block, dX's tiles split over k across a cluster 8 ways; two row blocks, the second partial, G split 2
+     * ways and dX 4 */
+    {2, "", 0, 1, 37, 37, 128, 1024, 0, 0, 0, 0}, {3, "", 0, 1, 131, 131, 256, 512, 0, 0, 0, 0},
 };
 
 /* The float64 GPU reference is itself checked against the CPU one. */
