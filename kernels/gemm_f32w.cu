@@ -36,6 +36,7 @@ namespace {
 
 constexpr int kBM = 128, kBN = 64, kWarpN = 16;
 constexpr int kThreads = 128;                /* 4 warps side by side in n */
+constexpr int kCtasPerSm = 3;                /* the register budget: 65536 / (kThreads * kCtasPerSm) each */
 constexpr int kMT = kBM / 16;                /* a warp's m16 tiles */
 constexpr int kAhead = 8;                    /* k16-steps of B in flight per warp */
 constexpr int kKStep = 16, kKUnit = kAhead * kKStep; /* K and each CTA's k range: multiples of kKUnit */
@@ -74,7 +75,7 @@ __device__ __forceinline__ uint32_t half2_bits(float lo, float hi) {
     return *reinterpret_cast<const uint32_t *>(&h);
 }
 
-__global__ void __launch_bounds__(kThreads, 3) gemm_f32w_kernel(const Args p) {
+__global__ void __launch_bounds__(kThreads, kCtasPerSm) gemm_f32w_kernel(const Args p) {
     extern __shared__ __align__(128) unsigned char smem[];
     __half *sa_ring = reinterpret_cast<__half *>(smem);
     cg::cluster_group cluster = cg::this_cluster();
@@ -130,21 +131,24 @@ __global__ void __launch_bounds__(kThreads, 3) gemm_f32w_kernel(const Args p) {
                 if (kt + kStages - 1 < k_tiles) load_a(kt + kStages - 1);
                 cp_async_commit();
             }
-            /* B fragments of both n8 tiles from this step's registers, then the step kAhead ahead into them */
-            uint32_t fb[2][2];
+            /* Every operand of the step first (B's fragments of both n8 tiles from this step's registers, A's from
+             * shared memory), so their latencies overlap instead of each stalling the mma right behind it; then the
+             * step kAhead ahead into the freed registers, then the mma's. */
+            uint32_t fb[2][2], fa[kMT][4];
             fb[0][0] = movmatrix_trans(half2_bits(ring[u][0].x, ring[u][0].y));
             fb[1][0] = movmatrix_trans(half2_bits(ring[u][0].z, ring[u][0].w));
             fb[0][1] = movmatrix_trans(half2_bits(ring[u][1].x, ring[u][1].y));
             fb[1][1] = movmatrix_trans(half2_bits(ring[u][1].z, ring[u][1].w));
-            if (s + kAhead < steps) load_b(s + kAhead, ring[u]);
             const __half *sa = sa_ring + (kt % kStages) * kAElems;
             const int chunk = (s % (kBK / kKStep)) * 2 + (lane >> 4);
 #pragma unroll
-            for (int i = 0; i < kMT; ++i) { /* rows lane % 16 of m16 tile i, k chunk 2 step + lane / 16 */
-                uint32_t fa[4];
-                ldmatrix_x4(fa, sa + a_offset(i * 16 + (lane & 15), chunk));
-                mma_f16(acc[i][0], fa, fb[0][0], fb[0][1]);
-                mma_f16(acc[i][1], fa, fb[1][0], fb[1][1]);
+            for (int i = 0; i < kMT; ++i) /* rows lane % 16 of m16 tile i, k chunk 2 step + lane / 16 */
+                ldmatrix_x4(fa[i], sa + a_offset(i * 16 + (lane & 15), chunk));
+            if (s + kAhead < steps) load_b(s + kAhead, ring[u]);
+#pragma unroll
+            for (int i = 0; i < kMT; ++i) {
+                mma_f16(acc[i][0], fa[i], fb[0][0], fb[0][1]);
+                mma_f16(acc[i][1], fa[i], fb[1][0], fb[1][1]);
             }
         }
     }
@@ -211,10 +215,10 @@ extern "C" cudaError_t gg_k_gemm_f32w(const void *A, const float *B, void *C, gg
     p.c_half = c_type == GG_DT_F16;
     p.tiles_m = (int)((M + kBM - 1) / kBM);
     const int64_t tiles = (int64_t)p.tiles_m * (N / kBN);
-    /* Few tiles (few tokens): split each over k while the grid still fits in one wave of three CTAs per SM and every
+    /* Few tiles (few tokens): split each over k while the grid still fits in one wave of resident CTAs and every
      * CTA's k range stays a multiple of kKUnit. */
     p.k_split = 1;
-    while (p.k_split < kMaxSplit && tiles * p.k_split * 2 <= 3 * (int64_t)(sm_count > 0 ? sm_count : 1) &&
+    while (p.k_split < kMaxSplit && tiles * p.k_split * 2 <= kCtasPerSm * (int64_t)(sm_count > 0 ? sm_count : 1) &&
            K % (kKUnit * p.k_split * 2) == 0)
         p.k_split *= 2;
 
