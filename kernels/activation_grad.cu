@@ -35,11 +35,11 @@ __device__ __forceinline__ void store4(__half *R, int64_t i, float4 r) {
     reinterpret_cast<uint2 *>(R)[i] = pack_half4(r);
 }
 
-/* G and R have one type and R is written over G in place (the GEMMs' operand type: fp32, or fp16 in fp16 mode):
- * they are not __restrict__, so G is not read through the read-only cache path while R is written (each element is
- * read before the same thread writes it). */
-template <typename TG>
-__global__ void __launch_bounds__(kThreads) gelu_grad_kernel(const TG *G, const float4 *__restrict__ x, TG *R,
+/* R is the next GEMMs' operand (fp32, or fp16 in fp16 mode), usually written over G in place (G and R of one type);
+ * so they are not __restrict__, and G is not read through the read-only cache path while R is written (each element
+ * is read before the same thread writes it). G may also be fp32 with R an fp16 buffer of its own. */
+template <typename TG, typename TR>
+__global__ void __launch_bounds__(kThreads) gelu_grad_kernel(const TG *G, const float4 *__restrict__ x, TR *R,
                                                              int64_t n4) {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (int64_t)gridDim.x * blockDim.x) {
         const float4 g = load4(G, i, false), xv = x[i];
@@ -49,25 +49,26 @@ __global__ void __launch_bounds__(kThreads) gelu_grad_kernel(const TG *G, const 
     }
 }
 
-template <typename TG>
-cudaError_t launch_gelu_grad(TG *R, const float *x, size_t n, int sms, cudaStream_t stream) {
+template <typename TG, typename TR>
+cudaError_t launch_gelu_grad(const TG *G, TR *R, const float *x, size_t n, int sms, cudaStream_t stream) {
     const int64_t n4 = (int64_t)(n / 4); /* n is a multiple of 8: rows are */
     const int grid = grid_for((size_t)n4, sms, 16);
-    gelu_grad_kernel<TG><<<grid, kThreads, 0, stream>>>(R, reinterpret_cast<const float4 *>(x), R, n4);
+    gelu_grad_kernel<TG, TR><<<grid, kThreads, 0, stream>>>(G, reinterpret_cast<const float4 *>(x), R, n4);
     return cudaGetLastError();
 }
 
-/* Block 3's GELU' as a column-sum row producer: computes R = G * gelu'(x) for four columns, stores it over G and
- * hands the unrounded fp32 values to the column sum (grad_bias1), so R is never read back. */
-template <typename TG>
+/* Block 3's GELU' as a column-sum row producer: computes R = G * gelu'(x) for four columns, stores it (over G, or
+ * fp16 from an fp32 G) and hands the unrounded fp32 values to the column sum (grad_bias1), so R is never read back. */
+template <typename TG, typename TR>
 struct GeluGradRow {
     static constexpr int V = 4;
-    TG *R; /* G on entry */
+    const TG *G;
+    TR *R;
     const float *x;
     int64_t N;
     __device__ __forceinline__ void row(int64_t r, int64_t col, float (&v)[V]) const {
         const int64_t i = r * N + col;
-        const float4 g = load4(R, i / 4, true);
+        const float4 g = load4(G, i / 4, true);
         const float4 xv = __ldcs(reinterpret_cast<const float4 *>(x + i));
         const float xs[4] = {xv.x, xv.y, xv.z, xv.w}, gs[4] = {g.x, g.y, g.z, g.w};
 #pragma unroll
@@ -95,22 +96,33 @@ __global__ void __launch_bounds__(kThreads) ssm_gate_grad_kernel(const bf16x8 *_
 
 } // namespace
 
-extern "C" cudaError_t gg_k_gelu_grad(void *G, gg_dtype type, const float *x, size_t n, int sm_count,
-                                      cudaStream_t stream) {
-    if (type == GG_DT_F16) return launch_gelu_grad(static_cast<__half *>(G), x, n, sm_count, stream);
-    if (type == GG_DT_F32) return launch_gelu_grad(static_cast<float *>(G), x, n, sm_count, stream);
+extern "C" cudaError_t gg_k_gelu_grad(const void *G, gg_dtype g_type, void *R, gg_dtype r_type, const float *x,
+                                      size_t n, int sm_count, cudaStream_t stream) {
+    const float *g32 = static_cast<const float *>(G);
+    if (g_type == GG_DT_F16 && r_type == GG_DT_F16)
+        return launch_gelu_grad(static_cast<const __half *>(G), static_cast<__half *>(R), x, n, sm_count, stream);
+    if (g_type == GG_DT_F32 && r_type == GG_DT_F32)
+        return launch_gelu_grad(g32, static_cast<float *>(R), x, n, sm_count, stream);
+    if (g_type == GG_DT_F32 && r_type == GG_DT_F16)
+        return launch_gelu_grad(g32, static_cast<__half *>(R), x, n, sm_count, stream);
     return cudaErrorInvalidValue;
 }
 
-extern "C" cudaError_t gg_k_gelu_grad_col_sum(void *G, gg_dtype type, const float *x, int64_t M, int64_t N, int chunks,
-                                              float *partials, unsigned *counters, float *col_sums, int accumulate,
+extern "C" cudaError_t gg_k_gelu_grad_col_sum(const void *G, gg_dtype g_type, void *R, gg_dtype r_type,
+                                              const float *x, int64_t M, int64_t N, int chunks, float *partials,
+                                              unsigned *counters, float *col_sums, int accumulate,
                                               cudaStream_t stream) {
-    if (type == GG_DT_F16) {
-        const GeluGradRow<__half> op{static_cast<__half *>(G), x, N};
+    const float *g32 = static_cast<const float *>(G);
+    if (g_type == GG_DT_F16 && r_type == GG_DT_F16) {
+        const GeluGradRow<__half, __half> op{static_cast<const __half *>(G), static_cast<__half *>(R), x, N};
         return launch_col_sum(op, M, N, chunks, partials, counters, col_sums, accumulate != 0, stream);
     }
-    if (type == GG_DT_F32) {
-        const GeluGradRow<float> op{static_cast<float *>(G), x, N};
+    if (g_type == GG_DT_F32 && r_type == GG_DT_F32) {
+        const GeluGradRow<float, float> op{g32, static_cast<float *>(R), x, N};
+        return launch_col_sum(op, M, N, chunks, partials, counters, col_sums, accumulate != 0, stream);
+    }
+    if (g_type == GG_DT_F32 && r_type == GG_DT_F16) {
+        const GeluGradRow<float, __half> op{g32, static_cast<__half *>(R), x, N};
         return launch_col_sum(op, M, N, chunks, partials, counters, col_sums, accumulate != 0, stream);
     }
     return cudaErrorInvalidValue;

@@ -34,16 +34,17 @@ int gg_k_tanh_gate_grid(int64_t M, int sm_count);
 /* The partial-sum slots gg_k_tanh_gate needs on a device with sm_count SMs, for any M. */
 int gg_k_tanh_gate_slots(int sm_count);
 
-/* Block 2's R = G * gelu'(x), gelu' of the tanh approximation (tanh computed from x), written over G in place.
- * G (and R) of `type` (GG_DT_F32 or GG_DT_F16), x fp32. n elements. */
-cudaError_t gg_k_gelu_grad(void *G, gg_dtype type, const float *x, size_t n, int sm_count, cudaStream_t stream);
+/* Block 2's R = G * gelu'(x), gelu' of the tanh approximation (tanh computed from x); x fp32, n elements. G and R
+ * of one type (GG_DT_F32 or GG_DT_F16; R may be G: in place), or G fp32 and R fp16 (R a buffer of its own). */
+cudaError_t gg_k_gelu_grad(const void *G, gg_dtype g_type, void *R, gg_dtype r_type, const float *x, size_t n,
+                           int sm_count, cudaStream_t stream);
 
-/* Block 3's R = G * gelu'(x) (over G in place, G of `type` as for gg_k_gelu_grad) and, in the same pass, col_sums[c] =
- * sum over rows of the fp32 R (grad_bias1; += with accumulate), deterministic as gg_k_col_sum, whose counters and
+/* Block 3's R = G * gelu'(x) (G, R and their types as for gg_k_gelu_grad) and, in the same pass, col_sums[c] = sum
+ * over rows of the fp32 R (grad_bias1; += with accumulate), deterministic as gg_k_col_sum, whose counters and
  * partials rules apply; chunks from gg_k_col_sum_chunks(M, N, GG_DT_F32, ...). */
-cudaError_t gg_k_gelu_grad_col_sum(void *G, gg_dtype type, const float *x, int64_t M, int64_t N, int chunks,
-                                   float *partials, unsigned *counters, float *col_sums, int accumulate,
-                                   cudaStream_t stream);
+cudaError_t gg_k_gelu_grad_col_sum(const void *G, gg_dtype g_type, void *R, gg_dtype r_type, const float *x,
+                                   int64_t M, int64_t N, int chunks, float *partials, unsigned *counters,
+                                   float *col_sums, int accumulate, cudaStream_t stream);
 
 /* Block 4's elementwise chain, bf16 in and out, rounding after every step (see gradgraph.h). n elements. */
 cudaError_t gg_k_ssm_gate_grad(const uint16_t *g, const uint16_t *gate_activated, const uint16_t *ssm_output,
@@ -78,13 +79,6 @@ int gg_k_col_sum_chunks(int64_t M, int64_t N, gg_dtype in_type, int sm_count);
  * i < chunk: the adding step of the copy-engine gradient reduction. type GG_DT_F32 or GG_DT_BF16; any alignment
  * (16-byte vectors when the pointers and chunk allow). */
 cudaError_t gg_k_sum_ranks(const void *in, void *out, gg_dtype type, size_t chunk, int ranks, float scale,
-                           int sm_count, cudaStream_t stream);
-
-/* Blocks 2/3's weight GEMMs at few tokens: C[M,N] = A[M,K] @ B[K,N], A fp16, B fp32 rounded to fp16 (round to nearest)
- * as it is read, fp32 accumulation, C of c_type (GG_DT_F16 or GG_DT_F32); all row-major and dense. Deterministic.
- * gg_k_gemm_f32w_supported: whether it handles the shape (N a multiple of 64, K of 128). */
-int gg_k_gemm_f32w_supported(int64_t M, int64_t N, int64_t K);
-cudaError_t gg_k_gemm_f32w(const void *A, const float *B, void *C, gg_dtype c_type, int64_t M, int64_t N, int64_t K,
                            int sm_count, cudaStream_t stream);
 
 /* out = (half)in, n elements. */

@@ -1,5 +1,5 @@
 /* mma.cuh - the tensor-core building blocks of gradgraph's own GEMM tiles (sm_80+ instructions, which sm_90a runs):
- * cp.async into shared memory, ldmatrix, movmatrix, and mma.sync m16n8k16 bf16 or fp16 -> fp32. */
+ * cp.async into shared memory, ldmatrix, and mma.sync m16n8k16 bf16 -> fp32. */
 #ifndef GG_MMA_CUH
 #define GG_MMA_CUH
 
@@ -37,25 +37,9 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void *
                  : "r"(smem_addr(p)));
 }
 
-/* An 8 x 8 b16 matrix transposed across the warp: lane l holds row l / 4, columns 2 (l % 4) + {0, 1} (a packed
- * pair), before and after. */
-__device__ __forceinline__ uint32_t movmatrix_trans(uint32_t a) {
-    uint32_t d;
-    asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(d) : "r"(a));
-    return d;
-}
-
 /* d += a (16 x 16, row) @ b (16 x 8, col), bf16 operands, fp32 accumulators. */
 __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-                 "{%8, %9}, {%0, %1, %2, %3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-/* The same with fp16 operands. */
-__device__ __forceinline__ void mma_f16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
                  "{%8, %9}, {%0, %1, %2, %3};\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));

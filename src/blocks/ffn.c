@@ -8,9 +8,9 @@
  * sums grad_bias1 and grad_bias2 in the launch that writes R.
  * Graphs that all-reduce the gradients during the backward run another order (enqueue_weights_first): dW2 first and
  * dW1 as soon as R exists, so each reduction has later work to hide behind, and dX last.
- * fp16 mode converts the GEMMs' operands to fp16 first, except at few tokens (GG_FFN_F32W_MAX_TOKENS): there G and
- * dX read the fp32 weights themselves in gradgraph's own kernel (gg_k_gemm_f32w), so the weights, whose size does
- * not shrink with the tokens, are read once instead of converted and read again.
+ * fp16 mode converts the GEMMs' operands to fp16 first, but at few tokens (GG_FFN_TF32_G_MAX_TOKENS) G runs in TF32
+ * straight from the fp32 dY and W2, into an fp32 G, from which gelu' writes R in fp16: W2 is not converted, and G
+ * starts at once, beside the conversions the later GEMMs need, instead of after them.
  *
  * Column-major view of the row-major tensors (a row-major [r,c] matrix is column-major c x r, ld = c):
  *   G   [M,F]: G'(F x M)   = W2'(F x D)     @ dY'(D x M)         m=F n=M k=D  A=W2 N lda=F  B=dY N ldb=D
@@ -32,7 +32,7 @@ enum { T_DB1 = T_EXTRA0, T_DB2 = T_EXTRA1 }; /* block 3 */
 enum { GEMM_G, GEMM_DW2, GEMM_DX, GEMM_DW1 };
 /* Scratch: G, and R over it in place, in the GEMMs' operand type (fp16 in fp16 mode, else fp32); fp16 copies of the
  * operands in fp16 mode; partial sums. */
-enum { BUF_G, BUF_DY16, BUF_W2_16, BUF_ACT16, BUF_X16, BUF_W1_16, BUF_PARTIALS1, BUF_PARTIALS2 };
+enum { BUF_G, BUF_DY16, BUF_W2_16, BUF_ACT16, BUF_X16, BUF_W1_16, BUF_PARTIALS1, BUF_PARTIALS2, BUF_G32 };
 
 #define COMMON_TENSORS(pre_name, act_name)                                                                         \
     [T_DY] = {"grad_output", GG_EXT_TOKENS, GG_EXT_DIM0, 4, 0, 0},                                                 \
@@ -53,16 +53,14 @@ static const gg_tensor_spec mlp_tensors[] = {
     [T_DB2] = {"grad_bias2", GG_EXT_ONE, GG_EXT_DIM0, 4, 1, 0},
 };
 
-/* Up to this many tokens, fp16 mode's G and dX read the fp32 weights in gg_k_gemm_f32w instead of cuBLASLt reading
- * fp16 copies made first. Measured on an H200: docs/perf-notes.md, "Session 16". */
-#define GG_FFN_F32W_MAX_TOKENS 1024
+/* Up to this many tokens, fp16 mode's G = dY @ W2 runs in TF32 from the fp32 inputs (the few-token route). Measured
+ * on an H200: docs/perf-notes.md, "Session 16". */
+#define GG_FFN_TF32_G_MAX_TOKENS 512
 
-/* Whether a plan's G and dX run in gg_k_gemm_f32w: fp16 mode, few tokens, a shape it handles, and a plan whose GEMMs
- * neither leave SMs to communication (the kernel takes whatever SMs are free) nor run in halves. */
-static int weights_in_f32(const gg_block_plan *p) {
-    const int64_t M = p->key.tokens, D = p->key.dim0, F = p->key.dim1;
-    return p->key.precision == GG_PRECISION_FP16 && M <= GG_FFN_F32W_MAX_TOKENS && p->key.sm_reserve == 0 &&
-           !p->key.pair_split && gg_k_gemm_f32w_supported(M, F, D) && gg_k_gemm_f32w_supported(M, D, F);
+/* Whether a plan takes the few-token route: fp16 mode, few tokens, and GEMMs that run whole (not in the two-rank
+ * split's halves). */
+static int tf32_g(const gg_block_plan *p) {
+    return p->key.precision == GG_PRECISION_FP16 && p->key.tokens <= GG_FFN_TF32_G_MAX_TOKENS && !p->key.pair_split;
 }
 
 /* A GEMM of the precision mode; its output is fp32 unless `out_is_operand` (G: written in the operand type, so R,
@@ -84,19 +82,21 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     /* The two-rank split reduction (enqueue_pair) runs dW2, dW1 and dX in halves (of their n: rows of the gradient,
      * tokens of dX); every GEMM keeps all SMs. */
     const int64_t halves = p->key.pair_split ? 2 : 1;
-    p->fused = weights_in_f32(p); /* G and dX in gg_k_gemm_f32w */
-    if (!p->fused) GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_G], prec, 1, 0, 0, F, M, D, F, D, F));
+    p->few_tokens = tf32_g(p);
+    if (p->few_tokens) GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_G], GG_PRECISION_TF32, 0, 0, 0, F, M, D, F, D, F));
+    else GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_G], prec, 1, 0, 0, F, M, D, F, D, F));
     GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW2], prec, 0, 0, 1, F, D / halves, M, F, D, F));
-    if (!p->fused) GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DX], prec, 0, sm_target, 0, D, M / halves, F, D, F, D));
+    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DX], prec, 0, sm_target, 0, D, M / halves, F, D, F, D));
     GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW1], prec, 0, 0, 1, D, F / halves, M, D, F, D));
     const size_t h = 2; /* sizeof(half) */
     p->buffer[BUF_G] = gg_plan_take(p, (size_t)(M * F) * (prec == GG_PRECISION_FP16 ? h : sizeof(float)));
     if (prec == GG_PRECISION_FP16) {
         p->buffer[BUF_DY16] = gg_plan_take(p, (size_t)(M * D) * h);
-        if (!p->fused) p->buffer[BUF_W2_16] = gg_plan_take(p, (size_t)(D * F) * h);
+        if (p->few_tokens) p->buffer[BUF_G32] = gg_plan_take(p, (size_t)(M * F) * sizeof(float));
+        else p->buffer[BUF_W2_16] = gg_plan_take(p, (size_t)(D * F) * h);
         p->buffer[BUF_ACT16] = gg_plan_take(p, (size_t)(M * F) * h);
         p->buffer[BUF_X16] = gg_plan_take(p, (size_t)(M * D) * h);
-        if (!p->fused) p->buffer[BUF_W1_16] = gg_plan_take(p, (size_t)(F * D) * h);
+        p->buffer[BUF_W1_16] = gg_plan_take(p, (size_t)(F * D) * h);
     }
     if (p->key.block == GG_BLOCK_MLP) {
         p->col_chunks[0] = gg_k_col_sum_chunks(M, F, GG_DT_F32, ctx->sm_count); /* grad_bias1 over R, with gelu' */
@@ -108,35 +108,37 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     return GG_SUCCESS;
 }
 
-/* The operands of the four GEMMs (the caller's fp32 tensors, or their fp16 copies in fp16 mode, but for the
- * weights when the plan reads them in fp32), and G. */
+/* The operands of the four GEMMs (the caller's fp32 tensors, or their fp16 copies in fp16 mode), and G. */
 typedef struct ffn_operands {
     const void *dy, *w2, *act, *x, *w1;
     void *G; /* G = dY @ W2, then R = G * gelu'(x) over it in place: an operand of dX and dW1 */
     gg_dtype g_type;
+    void *g_out; /* where the G GEMM writes: G, or on the few-token route an fp32 G that gelu' reads into R */
+    gg_dtype g_out_type;
 } ffn_operands;
 
 static ffn_operands operands(const gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c) {
     void *const *t = c->t;
-    ffn_operands o = {t[T_DY], t[T_W2], t[T_ACT], t[T_X], t[T_W1], gg_plan_buffer(ctx, p, BUF_G), GG_DT_F32};
+    ffn_operands o = {t[T_DY], t[T_W2], t[T_ACT], t[T_X], t[T_W1], gg_plan_buffer(ctx, p, BUF_G), GG_DT_F32,
+                      gg_plan_buffer(ctx, p, BUF_G), GG_DT_F32};
     if (c->precision == GG_PRECISION_FP16) {
         o.dy = gg_plan_buffer(ctx, p, BUF_DY16);
+        if (!p->few_tokens) o.w2 = gg_plan_buffer(ctx, p, BUF_W2_16);
         o.act = gg_plan_buffer(ctx, p, BUF_ACT16);
         o.x = gg_plan_buffer(ctx, p, BUF_X16);
-        if (!p->fused) {
-            o.w2 = gg_plan_buffer(ctx, p, BUF_W2_16);
-            o.w1 = gg_plan_buffer(ctx, p, BUF_W1_16);
-        }
+        o.w1 = gg_plan_buffer(ctx, p, BUF_W1_16);
         o.g_type = GG_DT_F16;
+        if (p->few_tokens) o.g_out = gg_plan_buffer(ctx, p, BUF_G32);
+        else o.g_out_type = GG_DT_F16;
     }
     return o;
 }
 
-/* In fp16 mode, the fp16 copy of input `tensor` into the operand `copy` points at (a no-op otherwise, and for a
- * weight the plan reads in fp32). */
+/* In fp16 mode, the fp16 copy of input `tensor` into the operand `copy` points at (a no-op otherwise, and for W2 on
+ * the few-token route, whose G reads it in fp32). */
 static gg_status to_f16(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, int tensor, const void *copy,
                         cudaStream_t s) {
-    if (c->precision != GG_PRECISION_FP16 || (p->fused && (tensor == T_W1 || tensor == T_W2))) return GG_SUCCESS;
+    if (c->precision != GG_PRECISION_FP16 || (tensor == T_W2 && p->few_tokens)) return GG_SUCCESS;
     GG_CUDA_TRY(ctx, gg_k_f32_to_f16(c->t[tensor], (void *)copy, gg_tensor_elems(c, tensor), ctx->sm_count, s));
     return GG_SUCCESS;
 }
@@ -165,33 +167,25 @@ static gg_status dy_first(gg_ctx *ctx, const gg_block_plan *p, const gg_block_ca
     return gg_dist_grad_ready(ctx, c, s, T_DB2);
 }
 
-/* G = dY @ W2 into o->G, in the operand type. */
+/* G = dY @ W2 into o->g_out (on the few-token route in TF32 from the fp32 inputs). */
 static gg_status gemm_g(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const ffn_operands *o,
                         cudaStream_t s) {
-    if (!p->fused) return gg_matmul_run(ctx, &p->gemm[GEMM_G], o->w2, o->dy, o->G, 0, 0, s);
-    GG_CUDA_TRY(ctx, gg_k_gemm_f32w(o->dy, o->w2, o->G, GG_DT_F16, c->tokens, c->dim1, c->dim0, ctx->sm_count, s));
-    return GG_SUCCESS;
+    const void *dy = p->few_tokens ? c->t[T_DY] : o->dy;
+    return gg_matmul_run(ctx, &p->gemm[GEMM_G], o->w2, dy, o->g_out, 0, 0, s);
 }
 
-/* dX = R @ W1, R over G. */
-static gg_status gemm_dx(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const ffn_operands *o,
-                         cudaStream_t s) {
-    if (!p->fused) return gg_matmul_run(ctx, &p->gemm[GEMM_DX], o->w1, o->G, c->t[T_DX], 0, 0, s);
-    GG_CUDA_TRY(ctx, gg_k_gemm_f32w(o->G, o->w1, c->t[T_DX], GG_DT_F32, c->tokens, c->dim0, c->dim1, ctx->sm_count, s));
-    return GG_SUCCESS;
-}
-
-/* R = G * gelu'(x) over G; block 3 also sums grad_bias1 in the same pass (R is not read back). */
+/* R = G * gelu'(x), over G (from the fp32 G on the few-token route); block 3 also sums grad_bias1 in the same pass (R is not read back). */
 static gg_status activation_grad(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const ffn_operands *o,
                                  cudaStream_t s) {
     void *const *t = c->t;
     if (c->info->kind != GG_BLOCK_MLP) {
-        GG_CUDA_TRY(ctx, gg_k_gelu_grad(o->G, o->g_type, t[T_PRE], (size_t)(c->tokens * c->dim1), ctx->sm_count, s));
+        GG_CUDA_TRY(ctx, gg_k_gelu_grad(o->g_out, o->g_out_type, o->G, o->g_type, t[T_PRE],
+                                        (size_t)(c->tokens * c->dim1), ctx->sm_count, s));
         return GG_SUCCESS;
     }
-    GG_CUDA_TRY(ctx, gg_k_gelu_grad_col_sum(o->G, o->g_type, t[T_PRE], c->tokens, c->dim1, p->col_chunks[0],
-                                            gg_plan_buffer(ctx, p, BUF_PARTIALS1), ctx->counter + GG_COUNTER_SUM_A,
-                                            t[T_DB1], c->accumulate, s));
+    GG_CUDA_TRY(ctx, gg_k_gelu_grad_col_sum(o->g_out, o->g_out_type, o->G, o->g_type, t[T_PRE], c->tokens, c->dim1,
+                                            p->col_chunks[0], gg_plan_buffer(ctx, p, BUF_PARTIALS1),
+                                            ctx->counter + GG_COUNTER_SUM_A, t[T_DB1], c->accumulate, s));
     return gg_dist_grad_ready(ctx, c, s, T_DB1);
 }
 
@@ -202,7 +196,8 @@ static gg_status enqueue_overlapped(gg_ctx *ctx, const gg_block_plan *p, const g
     void *const *t = c->t;
     cudaStream_t side = gg_side_stream(ctx, main);
     const ffn_operands o = operands(ctx, p, c);
-    /* fp16: dY first (both chains read it), then W2 on the caller's stream: G's operands. The operands needed later
+    /* fp16: dY first (both chains read it), then W2 on the caller's stream: G's operands (not on the few-token route,
+     * whose G reads the fp32 inputs and starts at once). The operands needed later
      * (act, X, W1) are converted on the side stream, in whatever SMs the caller's stream leaves free. (They do not
      * run underneath the G GEMM: a cuBLASLt GEMM holds every SM to its end — docs/perf-notes.md.) */
     GG_TRY(dy_first(ctx, p, c, &o, main));
@@ -219,8 +214,8 @@ static gg_status enqueue_overlapped(gg_ctx *ctx, const gg_block_plan *p, const g
     GG_GOTO(activation_grad(ctx, p, c, &o, main), status, join);
     GG_GOTO(gg_stream_handoff(ctx, main, ctx->ev_mid, side), status, join);
     GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW1], o.x, o.G, t[T_DW1], acc, 1, side), status, join);
-    if (fp16 && !p->fused) GG_GOTO(gg_stream_wait(ctx, side, ctx->ev_conv, main), status, join); /* W1's copy */
-    GG_GOTO(gemm_dx(ctx, p, c, &o, main), status, join);
+    if (fp16) GG_GOTO(gg_stream_wait(ctx, side, ctx->ev_conv, main), status, join); /* W1's fp16 copy */
+    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DX], o.w1, o.G, t[T_DX], 0, 0, main), status, join);
 join:;
     const gg_status joined = gg_stream_handoff(ctx, side, ctx->ev_join, main);
     return status == GG_SUCCESS ? joined : status;
@@ -246,7 +241,7 @@ static gg_status enqueue_weights_first(gg_ctx *ctx, const gg_block_plan *p, cons
     GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_DW1], o.x, o.G, t[T_DW1], acc, 1, s));
     GG_TRY(gg_dist_grad_ready(ctx, c, s, T_DW1));
     GG_TRY(to_f16(ctx, p, c, T_W1, o.w1, s));
-    return gemm_dx(ctx, p, c, &o, s);
+    return gg_matmul_run(ctx, &p->gemm[GEMM_DX], o.w1, o.G, t[T_DX], 0, 0, s);
 }
 
 /* One half of a weight gradient in the two-rank split reduction (gg_dist_pair_split). The gradient is
@@ -316,7 +311,7 @@ static gg_status enqueue_pair(gg_ctx *ctx, const gg_block_plan *p, const gg_bloc
     GG_GOTO(pair_half(ctx, c, &p->gemm[GEMM_DW2], o.act, o.dy, in_elem, T_DW2, F, D, 0, s), status, join);
     if (conv_side) GG_GOTO(gg_stream_wait(ctx, side, ctx->ev_conv, s), status, join);
     else GG_GOTO(to_f16(ctx, p, c, T_W2, o.w2, s), status, join);
-    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_G], o.w2, o.dy, o.G, 0, 0, s), status, join);
+    GG_GOTO(gemm_g(ctx, p, c, &o, s), status, join);
     GG_GOTO(activation_grad(ctx, p, c, &o, s), status, join);
     GG_GOTO(pair_half(ctx, c, &p->gemm[GEMM_DW2], o.act, o.dy, in_elem, T_DW2, F, D, 1, s), status, join);
     if (!conv_side) GG_GOTO(to_f16(ctx, p, c, T_X, o.x, s), status, join);

@@ -39,7 +39,7 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     const int64_t M = p->key.tokens, H = p->key.dim0, E = p->key.dim1;
     /* Not for plans that leave SMs to communication: the kernel takes whatever SMs are free. */
     if (M <= GG_SSM_SMALL_MAX_TOKENS && p->key.sm_reserve == 0 && gg_k_ssm_small_supported(M, H, E)) {
-        p->fused = 1;
+        p->few_tokens = 1;
         return GG_SUCCESS;
     }
     const int sm_target = gg_plan_sm_target(ctx, p); /* syncing graphs: SMs left to the reductions */
@@ -85,7 +85,7 @@ static gg_status enqueue_fused(gg_ctx *ctx, const gg_block_call *c, cudaStream_t
 }
 
 static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main) {
-    if (p->fused) return enqueue_fused(ctx, c, main);
+    if (p->few_tokens) return enqueue_fused(ctx, c, main);
     cudaStream_t side = gg_side_stream(ctx, main);
     /* Fork first: dW and the bias sum start with g. Unlike the FFN blocks, forking after g was measured slower
      * here (079 graph geomean 80.5 -> 83.0 us). Measured and dropped (docs/perf-notes.md, "block 4 schedules"):

@@ -19,7 +19,7 @@ typedef struct gg_block_plan {
     size_t scratch_bytes;               /* the arena this plan needs */
     int reduce_blocks;                  /* grid of the block's scalar reduction, if any */
     int col_chunks[2];                  /* row chunks of the block's column sums, if any */
-    int fused;                          /* 1: the block runs as its own fused kernel, not its GEMM route */
+    int few_tokens;                     /* 1: the block's few-token route (each block says which) */
 } gg_block_plan;
 
 /* Fills plan (whose key is set) for its block: GEMM plans, buffer offsets, scratch_bytes, launch parameters. */
