@@ -71,9 +71,7 @@ static const gg_case small_cases[] = {
     /* block 4's one-launch kernel (H, E multiples of 64, M <= 256): M < H; M > H with a partial last k-tile and g
      * split over k */
     {4, "", 0, 1, 37, 37, 64, 128, 0, 0, 1, 0}, {4, "", 0, 1, 131, 131, 128, 64, 0, 0, 0, 0},
-    /* blocks 2/3's fp16 mode reading the weights in fp32 (gg_k_gemm_f32w: F, D multiples of 128, few tokens): one
-     * row block, dX's tiles split over k across a cluster 8 ways; two row blocks, the second partial, G split 2
-     * ways and dX 4 */
+    /* blocks 2/3 at sizes where fp16 mode's G is a TF32 GEMM (few tokens) and a cuBLASLt tile is partly filled */
     {2, "", 0, 1, 37, 37, 128, 1024, 0, 0, 0, 0}, {3, "", 0, 1, 131, 131, 256, 512, 0, 0, 0, 0},
 };
 
@@ -200,8 +198,8 @@ static void block2_gelu_ffn_all_cases(void **state) { (void)state; REQUIRE_GPU()
 static void block3_mlp_all_cases(void **state) { (void)state; REQUIRE_GPU(); run_block(3); }
 static void block4_ssm_gate_all_cases(void **state) { (void)state; REQUIRE_GPU(); run_block(4); }
 
-/* The reductions (block 1's scalar, block 3's biases, block 4's bias, the k-split of blocks 2/3's fp16 GEMMs that
- * read the weights in fp32) give the same bits on every run. */
+/* The reductions (block 1's scalar, block 3's biases, block 4's bias) give the same bits on every run (block 3 also
+ * on fp16 mode's few-token route). */
 static void reductions_are_deterministic(void **state) {
     (void)state;
     REQUIRE_GPU();
