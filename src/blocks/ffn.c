@@ -145,8 +145,8 @@ static gg_status to_f16(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call
 
 /* In fp16 mode, the fp16 copies of `n` inputs (act, X, W1, W2) on `side`, then a mark `main` waits for before it
  * reads them (gg_stream_wait with ctx->ev_conv). */
-static gg_status to_f16_beside(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const ffn_operands *o, const int *tensors, int n,
-                               cudaStream_t side, cudaStream_t main) {
+static gg_status to_f16_beside(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const ffn_operands *o,
+                               const int *tensors, int n, cudaStream_t side, cudaStream_t main) {
     if (c->precision != GG_PRECISION_FP16) return GG_SUCCESS;
     for (int i = 0; i < n; ++i) {
         const int t = tensors[i];
@@ -174,7 +174,8 @@ static gg_status gemm_g(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call
     return gg_matmul_run(ctx, &p->gemm[GEMM_G], o->w2, dy, o->g_out, 0, 0, s);
 }
 
-/* R = G * gelu'(x), over G (from the fp32 G on the few-token route); block 3 also sums grad_bias1 in the same pass (R is not read back). */
+/* R = G * gelu'(x), over G (from the fp32 G on the few-token route); block 3 also sums grad_bias1 in the same pass
+ * (R is not read back). */
 static gg_status activation_grad(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const ffn_operands *o,
                                  cudaStream_t s) {
     void *const *t = c->t;

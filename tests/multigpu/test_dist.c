@@ -297,33 +297,38 @@ static void overlap_on_and_off_agree(void **state) {
     REQUIRE_GPUS();
     rank_job on[MAX_RANKS], off[MAX_RANKS];
     gg_dist_config dc = GG_DIST_CONFIG_INIT;
-    const gg_case c = case_of(2, 10); /* M = 1024 */
-    use_dist_grads = 0; /* cudaMalloc'd gradients too (the harness's own buffers) */
-    run_ranks(on, &c, GG_PRECISION_FP16, &dc);
-    dc.overlap = 0;
-    run_ranks(off, &c, GG_PRECISION_FP16, &dc);
-    use_dist_grads = 1;
-    /* The reduced parameter gradients: the same bits. dX: its GEMM leaves comm_sms SMs to NCCL with overlap on only,
-     * so it may run another algorithm: within rounding. */
-    gg_case_run layout = {.c = c};
-    gg_case_describe(&layout);
-    void *got[MAX_RANKS], *want[MAX_RANKS];
-    for (int r = 0; r < world; ++r) {
-        assert_int_equal(on[r].bytes, off[r].bytes);
-        size_t at = 0;
-        for (int o = 0; o < layout.n_out; ++o) {
-            const gg_tensor *t = &layout.out[o];
-            const size_t bytes = (size_t)(t->rows * t->cols) * t->elem;
-            if (t->param && memcmp((char *)on[r].synced + at, (char *)off[r].synced + at, bytes) != 0)
-                fail_msg("rank %d %s: overlap on and off give different bits", r, t->name);
-            at += bytes;
+    /* M = 1024; M = 256, where fp16 mode's G is a TF32 GEMM (the few-token route) */
+    const gg_case cases[] = {case_of(2, 10), case_of(2, 5)};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; ++k) {
+        const gg_case c = cases[k];
+        dc.overlap = 1;
+        use_dist_grads = 0; /* cudaMalloc'd gradients too (the harness's own buffers) */
+        run_ranks(on, &c, GG_PRECISION_FP16, &dc);
+        dc.overlap = 0;
+        run_ranks(off, &c, GG_PRECISION_FP16, &dc);
+        use_dist_grads = 1;
+        /* The reduced parameter gradients: the same bits. dX: its GEMM leaves comm_sms SMs to NCCL with overlap on
+         * only, so it may run another algorithm: within rounding. */
+        gg_case_run layout = {.c = c};
+        gg_case_describe(&layout);
+        void *got[MAX_RANKS], *want[MAX_RANKS];
+        for (int r = 0; r < world; ++r) {
+            assert_int_equal(on[r].bytes, off[r].bytes);
+            size_t at = 0;
+            for (int o = 0; o < layout.n_out; ++o) {
+                const gg_tensor *t = &layout.out[o];
+                const size_t bytes = (size_t)(t->rows * t->cols) * t->elem;
+                if (t->param && memcmp((char *)on[r].synced + at, (char *)off[r].synced + at, bytes) != 0)
+                    fail_msg("rank %d %s: overlap on and off give different bits", r, t->name);
+                at += bytes;
+            }
+            got[r] = on[r].synced, want[r] = off[r].synced;
         }
-        got[r] = on[r].synced, want[r] = off[r].synced;
+        assert_activation_grads_close(&c, got, want, "with overlap on, with it off");
+        check_reduced(on, 1, 0);
+        free_jobs(on);
+        free_jobs(off);
     }
-    assert_activation_grads_close(&c, got, want, "with overlap on, with it off");
-    check_reduced(on, 1, 0);
-    free_jobs(on);
-    free_jobs(off);
 }
 
 static void reduce_scatter_gives_each_rank_its_shard(void **state) {
