@@ -57,10 +57,10 @@ static const gg_tensor_spec mlp_tensors[] = {
  * on an H200: docs/perf-notes.md, "Session 16". */
 #define GG_FFN_TF32_G_MAX_TOKENS 512
 
-/* Whether a plan takes the few-token route: fp16 mode, few tokens, and GEMMs that run whole (not in the two-rank
- * split's halves). */
+/* Whether a plan takes the few-token route: fp16 mode and few tokens, on every path (the data-parallel ones too, so
+ * that a rank's synced gradients are the mean of what its local calls compute). */
 static int tf32_g(const gg_block_plan *p) {
-    return p->key.precision == GG_PRECISION_FP16 && p->key.tokens <= GG_FFN_TF32_G_MAX_TOKENS && !p->key.pair_split;
+    return p->key.precision == GG_PRECISION_FP16 && p->key.tokens <= GG_FFN_TF32_G_MAX_TOKENS;
 }
 
 /* A GEMM of the precision mode; its output is fp32 unless `out_is_operand` (G: written in the operand type, so R,
