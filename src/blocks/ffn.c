@@ -31,7 +31,7 @@ enum { T_DB1 = T_EXTRA0, T_DB2 = T_EXTRA1 }; /* block 3 */
 
 enum { GEMM_G, GEMM_DW2, GEMM_DX, GEMM_DW1 };
 /* Scratch: G, and R over it in place, in the GEMMs' operand type (fp16 in fp16 mode, else fp32); fp16 copies of the
- * operands in fp16 mode; partial sums. */
+ * operands in fp16 mode (W2's not on the few-token route, which has its fp32 G in BUF_G32 instead); partial sums. */
 enum { BUF_G, BUF_DY16, BUF_W2_16, BUF_ACT16, BUF_X16, BUF_W1_16, BUF_PARTIALS1, BUF_PARTIALS2, BUF_G32 };
 
 #define COMMON_TENSORS(pre_name, act_name)                                                                         \
