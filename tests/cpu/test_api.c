@@ -29,6 +29,7 @@ static struct {
     int live;              /* resources created and not destroyed */
     int enqueued;          /* stream work: kernel launches, GEMMs, event records and waits */
     int planned;           /* cuBLASLt plans attempted (the fake refuses them) */
+    cublasComputeType_t planned_compute; /* the compute type of the last one */
     int cuda_calls;        /* every faked call */
     int capturing;         /* cudaStreamIsCapturing reports an active capture */
 } fake;
@@ -171,8 +172,9 @@ cublasStatus_t __wrap_cublasLtDestroy(cublasLtHandle_t handle) {
     return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t __wrap_cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *desc, cublasComputeType_t c, cudaDataType_t s) {
-    (void)desc, (void)c, (void)s;
+    (void)desc, (void)s;
     ++fake.planned;
+    fake.planned_compute = c;
     return CUBLAS_STATUS_NOT_SUPPORTED; /* planning stops here: far enough to show validation let the call through */
 }
 cublasStatus_t __wrap_cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d, const void *alpha, const void *A,
@@ -607,6 +609,38 @@ static void valid_calls_pass_validation(void **state) {
     destroy_ctx(ctx);
 }
 
+/* Blocks 2/3 in fp16 mode plan G (their first GEMM, the one the fake planner refuses) in TF32 up to 512 tokens, the
+ * few-token route that reads the fp32 inputs, and with fp16 operands above; fp32 mode stays fp32. */
+static void ffn_fp16_plans_g_by_tokens(void **state) {
+    (void)state;
+    gg_ctx *ctx = make_ctx();
+    gg_gelu_ffn_desc fd = ffn_desc();
+    gg_gelu_ffn_args fa = ffn_args();
+    gg_mlp_desc md = mlp_desc();
+    gg_mlp_args ma = mlp_args();
+    const struct {
+        int64_t tokens;
+        gg_precision precision;
+        cublasComputeType_t compute;
+    } want[] = {{1, GG_PRECISION_FP16, CUBLAS_COMPUTE_32F_FAST_TF32},
+                {512, GG_PRECISION_FP16, CUBLAS_COMPUTE_32F_FAST_TF32},
+                {513, GG_PRECISION_FP16, CUBLAS_COMPUTE_32F},
+                {256, GG_PRECISION_FP32, CUBLAS_COMPUTE_32F}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; ++i) {
+        fd.tokens = md.tokens = want[i].tokens;
+        fd.precision = md.precision = want[i].precision;
+        fake.planned = 0;
+        assert_int_equal(gg_gelu_ffn_backward(ctx, &fd, &fa, NULL), GG_ERROR_CUBLAS);
+        assert_int_equal(fake.planned, 1);
+        assert_int_equal(fake.planned_compute, want[i].compute);
+        fake.planned = 0;
+        assert_int_equal(gg_mlp_backward(ctx, &md, &ma, NULL), GG_ERROR_CUBLAS);
+        assert_int_equal(fake.planned, 1);
+        assert_int_equal(fake.planned_compute, want[i].compute);
+    }
+    destroy_ctx(ctx);
+}
+
 /* An eager call on a stream the caller is capturing: refused (nothing allocated, nothing enqueued) until a call of
  * that shape has made its plan outside the capture; then it only enqueues. */
 static void eager_call_in_a_capture_needs_a_plan_made_outside(void **state) {
@@ -859,6 +893,7 @@ int main(void) {
         cmocka_unit_test(unsupported_precision),
         cmocka_unit_test(ssm_gate_pointer_needed_only_with_silu),
         cmocka_unit_test(valid_calls_pass_validation),
+        cmocka_unit_test(ffn_fp16_plans_g_by_tokens),
         cmocka_unit_test(eager_call_in_a_capture_needs_a_plan_made_outside),
         cmocka_unit_test(graph_create_rejects_bad_config),
         cmocka_unit_test(graph_create_plans_and_cleans_up_on_failure),
