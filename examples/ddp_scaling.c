@@ -360,7 +360,9 @@ int main(int argc, char **argv) {
     options o;
     if (parse(argc, argv, &o)) {
         fprintf(stderr, "usage: %s [--block 2|3] [--tokens M] [--gpus N] [--steps S] [--bucket-mib B] "
-                        "[--precision fp16|tf32|fp32] [--no-overlap] [--comm-sms N] [--copy-engines 0|1] [--warm-l2] [--verbose] [--json FILE] [--trace FILE]\n", argv[0]);
+                        "[--precision fp16|tf32|fp32] [--no-overlap] [--comm-sms N] [--copy-engines 0|1] [--warm-l2] "
+                        "[--verbose] [--json FILE] [--trace FILE]\n",
+                argv[0]);
         return 2;
     }
     int available = 0;

@@ -465,8 +465,9 @@ typedef struct gg_dist_config {
                             halves: a rank computes the peer's half first and sends it (an all-gather), then its own
                             half with the peer's partial added in the GEMM's epilogue, then all-gathers the result;
                             no adding kernel, every GEMM on all SMs (needs half of each gradient within one piece,
-                            bucket_bytes; accumulating calls add the halves and use NCCL's all-reduce). Otherwise, per piece: an all-to-all, gradgraph's adding kernel (fp32 sums
-                            in rank order, then x 1/W for the mean) and an all-gather. Other buffers, and
+                            bucket_bytes; accumulating calls add the halves and use NCCL's all-reduce). Otherwise,
+                            per piece: an all-to-all, gradgraph's adding kernel (fp32 sums in rank order, then
+                            x 1/W for the mean) and an all-gather. Other buffers, and
                             reduce-scatter, keep NCCL's collectives (a WARN says so when a split plan's gradient is
                             not in a gg_dist_alloc buffer). Needs NCCL 2.28+ and a communicator gradgraph makes
                             (GG_ERROR_UNSUPPORTED otherwise); where NCCL makes no symmetric window (GPUs without

@@ -34,7 +34,8 @@ __global__ void __launch_bounds__(kThreads) tanh_gate_kernel(const bf16x8 *__res
                                                              const __nv_bfloat16 *__restrict__ mask,
                                                              bf16x8 *__restrict__ grad_residual,
                                                              bf16x8 *__restrict__ grad_hidden_states,
-                                                             unsigned *__restrict__ partials, unsigned *__restrict__ counter,
+                                                             unsigned *__restrict__ partials,
+                                                             unsigned *__restrict__ counter,
                                                              __nv_bfloat16 *__restrict__ grad_gate, int64_t rows,
                                                              int64_t vec_per_row, bool accumulate) {
     __shared__ float shared[kThreads / 32];

@@ -1,7 +1,8 @@
 /*
  * ffn.c - blocks 2 (GELU FFN, gg_gelu_ffn_backward) and 3 (MLP with biases, gg_mlp_backward): the same backward,
  * so one driver serves both; block 3 also reduces the two bias gradients. Both compute gelu' from the
- * pre-activation alone: block 2's saved tanh_inner is validated but not read (the tanh costs less than reading it). The two tensor tables share the order of their common tensors.
+ * pre-activation alone: block 2's saved tanh_inner is validated but not read (the tanh costs less than reading it).
+ * The two tensor tables share the order of their common tensors.
  *
  * Order: on the caller's stream G = dY @ W2, then R = G * gelu'(x) and dX = R @ W1; on the side stream, once G
  * is done, dW2 = dYᵀ @ act and, once R is ready, dW1 = Rᵀ @ X (the measured best schedule: see enqueue). Block 3

@@ -33,7 +33,8 @@ struct gg_ctx {
     void *workspace[GG_GEMM_STREAMS];
     unsigned *counter; /* GG_COUNTER_WORDS device words, 0 between kernels: the "last CTA done" counters of the
                           one-launch reductions, one range per reduction that may run concurrently (GG_COUNTER_*) */
-    unsigned *tanh_partials; /* block 1's per-CTA partial sums, gg_k_tanh_gate_slots words, 0xffffffff between kernels */
+    unsigned *tanh_partials; /* block 1's per-CTA partial sums: gg_k_tanh_gate_slots words, 0xffffffff between
+                                kernels */
     void *scratch; /* one arena shared by all plans; grown (never shrunk) to the largest plan's need */
     size_t scratch_bytes;
     uint64_t scratch_generation; /* bumped whenever the arena moves: graphs captured before must be captured again */

@@ -646,7 +646,7 @@ int gg_dist_pair_split(const gg_ctx *ctx, const gg_block_call *c, unsigned split
     if (!gg_dist_overlaps(ctx, c) || !d->ce_on || d->size != 2 || d->config.sync != GG_SYNC_ALL_REDUCE) return 0;
     for (int i = 0; i < c->info->n_tensors; ++i) {
         if (!gg_tensor_is_param(c, i)) continue;
-        const size_t bytes = gg_tensor_elems(c, i) * c->info->tensors[i].elem_bytes;
+        const size_t bytes = gg_tensor_bytes(c, i);
         if (split_tensors >> i & 1u) {
             if (bytes > 2 * d->ce_piece_bytes) return 0; /* half of it in one piece: both halves in the staging */
         } else if (bytes >= GG_CE_MIN_BYTES) {
@@ -657,7 +657,7 @@ int gg_dist_pair_split(const gg_ctx *ctx, const gg_block_call *c, unsigned split
 }
 
 int gg_dist_pair_exchanges(const gg_ctx *ctx, const gg_block_call *c, int tensor) {
-    const size_t bytes = gg_tensor_elems(c, tensor) * c->info->tensors[tensor].elem_bytes;
+    const size_t bytes = gg_tensor_bytes(c, tensor);
     return !c->accumulate && bytes >= GG_CE_MIN_BYTES && gg_ce_in_window(ctx->dist, c->t[tensor], bytes);
 }
 

@@ -116,7 +116,7 @@ static inline int outputs_match(const gg_case_run *r, const void *expected, cons
     size_t at = 0;
     for (int o = 0; o < r->n_out; ++o) {
         const gg_tensor *t = &r->out[o];
-        const size_t n = (size_t)(t->rows * t->cols);
+        const size_t n = gg_case_tensor_elems(t);
         const double scale = t->param ? param_scale : 1, rtol = t->elem == GG_ELEM_F32 ? fp32_rtol : bf16_rtol;
         size_t ok = 0;
         for (size_t j = 0; j < n; ++j) {

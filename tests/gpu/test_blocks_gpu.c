@@ -48,8 +48,8 @@ static void *to_host(const void *dev, size_t bytes) {
 static void cpu_reference(const gg_case_run *r, double *ref[GG_RUN_MAX_TENSORS]) {
     void *in[GG_RUN_MAX_TENSORS];
     for (int i = 0; i < r->n_in; ++i)
-        in[i] = to_host(r->in[i].dev, (size_t)(r->in[i].rows * r->in[i].cols) * r->in[i].elem);
-    for (int i = 0; i < r->n_out; ++i) ref[i] = calloc((size_t)(r->out[i].rows * r->out[i].cols), sizeof(double));
+        in[i] = to_host(r->in[i].dev, gg_case_tensor_bytes(&r->in[i]));
+    for (int i = 0; i < r->n_out; ++i) ref[i] = calloc(gg_case_tensor_elems(&r->out[i]), sizeof(double));
     const gg_case *c = &r->c;
     const int64_t M = c->tokens, a = c->dim0, b = c->dim1;
     switch (c->block_id) {
@@ -88,7 +88,7 @@ static void gpu_reference_matches_cpu_reference(void **state) {
         double *cpu[GG_RUN_MAX_TENSORS];
         cpu_reference(r, cpu);
         for (int i = 0; i < r->n_out; ++i) {
-            const size_t n = (size_t)(r->out[i].rows * r->out[i].cols);
+            const size_t n = gg_case_tensor_elems(&r->out[i]);
             double *gpu = to_host(r->out[i].ref, n * sizeof(double));
             size_t bad = 0;
             for (size_t j = 0; j < n; ++j) {
@@ -218,7 +218,7 @@ static void reductions_are_deterministic(void **state) {
             CUDA_OK(gg_case_poison(r));
             assert_int_equal(gg_case_execute(r, ctx, precision[k]), GG_SUCCESS);
             for (int o = 0; o < r->n_out; ++o) {
-                const size_t bytes = (size_t)(r->out[o].rows * r->out[o].cols) * r->out[o].elem;
+                const size_t bytes = gg_case_tensor_bytes(&r->out[o]);
                 void *h = to_host(r->out[o].dev, bytes);
                 if (rep == 0) {
                     first[o] = h;
@@ -254,7 +254,7 @@ static void block4_fused_path_accumulates(void **state) {
         CUDA_OK(gg_case_poison(r));
         size_t at = 0;
         for (int o = 0; o < r->n_out; ++o) {
-            const size_t n_bytes = (size_t)(r->out[o].rows * r->out[o].cols) * r->out[o].elem;
+            const size_t n_bytes = gg_case_tensor_bytes(&r->out[o]);
             if (r->out[o].param) CUDA_OK(cudaMemcpy(r->out[o].dev, (char *)once + at, n_bytes, cudaMemcpyHostToDevice));
             at += n_bytes;
         }
@@ -294,7 +294,8 @@ static void block1_nan_input_returns_and_slots_recover(void **state) {
         assert_int_equal(gg_case_execute(r, ctx, GG_PRECISION_FP32), GG_SUCCESS);
         CUDA_OK(cudaDeviceSynchronize());
         uint16_t gate = 0;
-        CUDA_OK(cudaMemcpy(&gate, tensor_named(r->out, r->n_out, "grad_gate")->dev, sizeof gate, cudaMemcpyDeviceToHost));
+        const void *grad_gate = tensor_named(r->out, r->n_out, "grad_gate")->dev;
+        CUDA_OK(cudaMemcpy(&gate, grad_gate, sizeof gate, cudaMemcpyDeviceToHost));
         if ((gate & 0x7f80u) != 0x7f80u || (gate & 0x007fu) == 0)
             fail_msg("%s: grad_gate = 0x%04x with a NaN in grad_output, not a NaN", cs[k].block, gate);
         CUDA_OK(gg_case_prepare(r, 12)); /* finite inputs again */

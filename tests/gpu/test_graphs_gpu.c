@@ -39,7 +39,8 @@ static void tolerance_at_tokens(gg_case *c) {
     const int n = load_all_cases(cases);
     const gg_case *next = NULL;
     for (int i = 0; i < n; ++i)
-        if (cases[i].block_id == c->block_id && cases[i].tokens >= c->tokens && (!next || cases[i].tokens < next->tokens))
+        if (cases[i].block_id == c->block_id && cases[i].tokens >= c->tokens &&
+            (!next || cases[i].tokens < next->tokens))
             next = &cases[i];
     if (!next) return;
     if (next->atol > c->atol) c->atol = next->atol;
@@ -221,7 +222,7 @@ static void accumulation_equals_sum_of_replays(void **state) {
         r->accumulate = 1;
         for (int o = 0; o < r->n_out; ++o)
             if (r->out[o].param)
-                CUDA_OK(cudaMemset(r->out[o].dev, 0, (size_t)(r->out[o].rows * r->out[o].cols) * r->out[o].elem));
+                CUDA_OK(cudaMemset(r->out[o].dev, 0, gg_case_tensor_bytes(&r->out[o])));
         for (int k = 0; k < 3; ++k) GG_OK(ctx, gg_case_graph_run(r, pr.graph, pr.precision));
         void *thrice = gg_case_outputs_to_host(r, &bytes);
         /* expected: 3x the parameter gradients, the activation gradients unchanged */
@@ -285,7 +286,7 @@ static void device_selected_bucket(void **state) {
             gg_case_run *e = new_run(&exact);
             CUDA_OK(gg_case_prepare(e, 60 + k));
             for (int i = 0; i < e->n_in; ++i)
-                CUDA_OK(cudaMemcpy(r->in[i].dev, e->in[i].dev, (size_t)(e->in[i].rows * e->in[i].cols) * e->in[i].elem,
+                CUDA_OK(cudaMemcpy(r->in[i].dev, e->in[i].dev, gg_case_tensor_bytes(&e->in[i]),
                                    cudaMemcpyDeviceToDevice));
             CUDA_OK(gg_case_poison(r));
             CUDA_OK(cudaMemcpy(d_tokens, &ms[k], sizeof ms[k], cudaMemcpyHostToDevice));
@@ -294,7 +295,7 @@ static void device_selected_bucket(void **state) {
             /* the first M rows of r's outputs against e's reference: copy them over e's outputs and check */
             for (int o = 0; o < e->n_out; ++o)
                 CUDA_OK(cudaMemcpy(e->out[o].dev, r->out[o].dev,
-                                   (size_t)(e->out[o].rows * e->out[o].cols) * e->out[o].elem, cudaMemcpyDeviceToDevice));
+                                   gg_case_tensor_bytes(&e->out[o]), cudaMemcpyDeviceToDevice));
             gg_case_verdict v;
             CUDA_OK(gg_case_check(e, &v));
             if (!v.passed) fail_msg("%s: device-selected run with M=%lld is wrong", base->block, (long long)ms[k]);

@@ -27,7 +27,6 @@ static void add(gg_tensor *list, int *n, const char *name, gg_elem elem, int64_t
                (strcmp(name, "grad_gate") == 0 && rows == 1); /* block 1's scalar gate, not block 4's [M,E] */
 }
 
-static size_t elems(const gg_tensor *t) { return (size_t)t->rows * (size_t)t->cols; }
 
 /* The tensors of each block, in the order of gradgraph.h's args, with the spec's input distributions. */
 void gg_case_describe(gg_case_run *r) {
@@ -114,10 +113,10 @@ int gg_case_run_create(const gg_case *c, gg_stream stream, gg_case_run **out, ch
     r->stream = stream;
     gg_case_describe(r);
     int rc = 0;
-    for (int i = 0; i < r->n_in && rc == 0; ++i) rc = dev_alloc(r, &r->in[i].dev, elems(&r->in[i]) * r->in[i].elem);
+    for (int i = 0; i < r->n_in && rc == 0; ++i) rc = dev_alloc(r, &r->in[i].dev, gg_case_tensor_bytes(&r->in[i]));
     for (int i = 0; i < r->n_out && rc == 0; ++i) {
-        rc = dev_alloc(r, &r->out[i].dev, elems(&r->out[i]) * r->out[i].elem);
-        if (rc == 0) rc = dev_alloc(r, (void **)&r->out[i].ref, elems(&r->out[i]) * sizeof(double));
+        rc = dev_alloc(r, &r->out[i].dev, gg_case_tensor_bytes(&r->out[i]));
+        if (rc == 0) rc = dev_alloc(r, (void **)&r->out[i].ref, gg_case_tensor_elems(&r->out[i]) * sizeof(double));
     }
     if (rc == 0) rc = dev_alloc(r, (void **)&r->work, work_doubles(c) * sizeof(double));
     if (rc == 0) rc = dev_alloc(r, &r->compare_scratch, gg_h_compare_scratch_bytes());
@@ -140,7 +139,7 @@ int gg_case_run_dist_grads(gg_case_run *r, gg_ctx *ctx) {
     for (int i = 0; i < r->n_out; ++i) {
         if (!r->out[i].param) continue;
         void *p = NULL;
-        const gg_status st = gg_dist_alloc(ctx, elems(&r->out[i]) * r->out[i].elem, &p);
+        const gg_status st = gg_dist_alloc(ctx, gg_case_tensor_bytes(&r->out[i]), &p);
         if (st != GG_SUCCESS) return (int)st; /* the ones moved so far are freed with the run */
         cudaFree(r->out[i].dev);
         r->out[i].dev = p;
@@ -168,9 +167,9 @@ int gg_case_poison(gg_case_run *r) {
     for (int i = 0; i < r->n_out; ++i) {
         gg_tensor *t = &r->out[i];
         if (t->elem == GG_ELEM_F32)
-            RUN_TRY(gg_h_poison_f32(t->dev, elems(t), r->stream));
+            RUN_TRY(gg_h_poison_f32(t->dev, gg_case_tensor_elems(t), r->stream));
         else
-            RUN_TRY(gg_h_poison_bf16(t->dev, elems(t), r->stream));
+            RUN_TRY(gg_h_poison_bf16(t->dev, gg_case_tensor_elems(t), r->stream));
     }
     return 0;
 }
@@ -205,9 +204,9 @@ int gg_case_prepare(gg_case_run *r, uint64_t seed) {
         if (t->scale == 0.0f) continue; /* made by the forward below */
         const uint64_t s = seed * 1000003ull + (uint64_t)i * 7919ull + 1;
         if (t->elem == GG_ELEM_F32)
-            RUN_TRY(gg_h_fill_normal_f32(t->dev, elems(t), t->scale, s, r->stream));
+            RUN_TRY(gg_h_fill_normal_f32(t->dev, gg_case_tensor_elems(t), t->scale, s, r->stream));
         else
-            RUN_TRY(gg_h_fill_normal_bf16(t->dev, elems(t), t->scale, s, r->stream));
+            RUN_TRY(gg_h_fill_normal_bf16(t->dev, gg_case_tensor_elems(t), t->scale, s, r->stream));
     }
     if (r->c.block_id == 2)
         RUN_TRY(gg_h_gelu_ffn_forward(r->c.tokens, r->c.dim0, r->c.dim1, IN(1), IN(2), IN(4), IN(5), IN(6),
@@ -295,11 +294,11 @@ void *gg_case_outputs_to_host(gg_case_run *r, size_t *bytes) {
     /* cudaMemcpy does not wait for a non-blocking stream: wait for the run's work first */
     if (cudaStreamSynchronize((cudaStream_t)r->stream) != cudaSuccess) return NULL;
     size_t total = 0;
-    for (int i = 0; i < r->n_out; ++i) total += elems(&r->out[i]) * r->out[i].elem;
+    for (int i = 0; i < r->n_out; ++i) total += gg_case_tensor_bytes(&r->out[i]);
     char *h = malloc(total ? total : 1);
     size_t at = 0;
     for (int i = 0; h && i < r->n_out; ++i) {
-        const size_t n = elems(&r->out[i]) * r->out[i].elem;
+        const size_t n = gg_case_tensor_bytes(&r->out[i]);
         if (cudaMemcpy(h + at, r->out[i].dev, n, cudaMemcpyDeviceToHost) != cudaSuccess) {
             free(h);
             return NULL;
@@ -317,12 +316,11 @@ int gg_case_check(gg_case_run *r, gg_case_verdict *v) {
     for (int i = 0; i < r->n_out; ++i) {
         gg_tensor *t = &r->out[i];
         gg_h_compare_result *res = &v->result[i];
+        const size_t n = gg_case_tensor_elems(t);
         if (t->elem == GG_ELEM_F32)
-            RUN_TRY(gg_h_compare_f32(t->dev, t->ref, elems(t), r->c.atol, r->c.rtol, r->compare_scratch, r->stream,
-                                     res));
+            RUN_TRY(gg_h_compare_f32(t->dev, t->ref, n, r->c.atol, r->c.rtol, r->compare_scratch, r->stream, res));
         else
-            RUN_TRY(gg_h_compare_bf16(t->dev, t->ref, elems(t), r->c.atol, r->c.rtol, r->compare_scratch, r->stream,
-                                      res));
+            RUN_TRY(gg_h_compare_bf16(t->dev, t->ref, n, r->c.atol, r->c.rtol, r->compare_scratch, r->stream, res));
         const double ratio = res->n ? (double)res->matched / (double)res->n : 0.0;
         if (ratio < v->worst_matched_ratio) v->worst_matched_ratio = ratio;
         if (res->worst_ratio > v->worst_ratio) v->worst_ratio = res->worst_ratio;

@@ -25,6 +25,10 @@ typedef struct gg_tensor {
     int dist;    /* dev is gg_dist_alloc's (gg_case_run_dist_grads) */
 } gg_tensor;
 
+/* A tensor's element count and size in bytes. */
+static inline size_t gg_case_tensor_elems(const gg_tensor *t) { return (size_t)t->rows * (size_t)t->cols; }
+static inline size_t gg_case_tensor_bytes(const gg_tensor *t) { return gg_case_tensor_elems(t) * (size_t)t->elem; }
+
 typedef struct gg_case_run {
     gg_case c;
     gg_tensor in[GG_RUN_MAX_TENSORS];

@@ -9,8 +9,9 @@
  *  - reduce-scatter leaves each rank the right shard of the sum, the same bits in two identical runs;
  *  - large gradients reduced through the copy engines (copy_engines = 1) and through NCCL's all-reduce: the same
  *    bits (2 ranks); bf16 means through them within the bound; gg_dist_reduce of an odd count at an unaligned
- *    offset in a gg_dist_alloc buffer, copy engines on and off: the exact sums, the rest untouched. The parameter gradients live in gg_dist_alloc
- *    buffers (where copy engines reduce them; cudaMalloc's with copy engines off) except in the overlap test;
+ *    offset in a gg_dist_alloc buffer, copy engines on and off: the exact sums, the rest untouched. The parameter
+ *    gradients live in gg_dist_alloc buffers (where copy engines reduce them; cudaMalloc's with copy engines off)
+ *    except in the overlap test;
  *  - a syncing graph leaves every rank on rank 0's GEMM algorithms (rank 0 tuned, the others not);
  *  - teardown in the documented order never hangs (a watchdog ends the whole run after 600 s), and detaching a
  *    communicator while a graph holds NCCL work is refused.
@@ -95,7 +96,7 @@ static void *rank_main(void *arg) {
             size_t at = 0;
             for (int o = 0; o < j->run->n_out; ++o) {
                 const gg_tensor *t = &j->run->out[o];
-                const size_t bytes = (size_t)(t->rows * t->cols) * t->elem;
+                const size_t bytes = gg_case_tensor_bytes(t);
                 if (t->param) cudaMemcpy(t->dev, (char *)j->local + at, bytes, cudaMemcpyHostToDevice);
                 at += bytes;
             }
@@ -176,10 +177,11 @@ static void check_reduced(rank_job *jobs, int average, int shard_only) {
     size_t at = 0;
     for (int o = 0; o < probe->n_out; ++o) {
         const gg_tensor *t = &probe->out[o];
-        const size_t n = (size_t)(t->rows * t->cols), bytes = n * t->elem;
+        const size_t n = gg_case_tensor_elems(t), bytes = n * t->elem;
         if (t->param) {
             for (int r = 0; r < world; ++r) {
-                const size_t lo = shard_only ? (size_t)r * n / world : 0, hi = shard_only ? (size_t)(r + 1) * n / world : n;
+                const size_t lo = shard_only ? (size_t)r * n / world : 0;
+                const size_t hi = shard_only ? (size_t)(r + 1) * n / world : n;
                 size_t bad = 0;
                 double bad_got = 0, bad_want = 0, bad_tol = 0;
                 for (size_t j = lo; j < hi; ++j) {
@@ -275,7 +277,7 @@ static void assert_activation_grads_close(const gg_case *c, void *const *got, vo
         size_t at = 0;
         for (int o = 0; o < layout.n_out; ++o) {
             const gg_tensor *t = &layout.out[o];
-            const size_t n = (size_t)(t->rows * t->cols);
+            const size_t n = gg_case_tensor_elems(t);
             double rms = 0;
             for (size_t j = 0; j < n && !t->param; ++j) {
                 const double b = host_value(t, (char *)want[r] + at, j);
@@ -317,7 +319,7 @@ static void overlap_on_and_off_agree(void **state) {
             size_t at = 0;
             for (int o = 0; o < layout.n_out; ++o) {
                 const gg_tensor *t = &layout.out[o];
-                const size_t bytes = (size_t)(t->rows * t->cols) * t->elem;
+                const size_t bytes = gg_case_tensor_bytes(t);
                 if (t->param && memcmp((char *)on[r].synced + at, (char *)off[r].synced + at, bytes) != 0)
                     fail_msg("rank %d %s: overlap on and off give different bits", r, t->name);
                 at += bytes;
@@ -353,7 +355,7 @@ static void assert_same_reduced_bits(rank_job *a, rank_job *b, const char *what)
         size_t at = 0;
         for (int o = 0; o < layout.n_out; ++o) {
             const gg_tensor *t = &layout.out[o];
-            const size_t bytes = (size_t)(t->rows * t->cols) * t->elem;
+            const size_t bytes = gg_case_tensor_bytes(t);
             if (t->param && memcmp((char *)a[r].synced + at, (char *)b[r].synced + at, bytes) != 0)
                 fail_msg("rank %d %s: %s give different bits", r, t->name, what);
             at += bytes;
@@ -381,7 +383,8 @@ static void copy_engines_and_all_reduce_agree(void **state) {
     dc.copy_engines = 1;
     run_ranks_with(ce, &c, GG_PRECISION_FP32, &dc, log_debug, 0);
     for (int r = 0; r < world; ++r) {
-        if (!strstr(rank_log[r], "copy engines on")) fail_msg("rank %d did not log copy engines on:\n%s", r, rank_log[r]);
+        if (!strstr(rank_log[r], "copy engines on"))
+            fail_msg("rank %d did not log copy engines on:\n%s", r, rank_log[r]);
         int through = 0; /* dW1 and dW2 (biases: NCCL's all-reduce) */
         for (const char *at = rank_log[r]; (at = strstr(at, "in place through the copy engines")) != NULL; ++at)
             ++through;
@@ -486,7 +489,9 @@ typedef struct reduce_job {
 
 enum { REDUCE_OFFSET = 3, REDUCE_COUNT = 300001 };
 
-static float reduce_input(int rank, size_t i) { return (float)((i * 7919u + 13u * (unsigned)rank) % 2003u) / 256.0f - 3.0f; }
+static float reduce_input(int rank, size_t i) {
+    return (float)((i * 7919u + 13u * (unsigned)rank) % 2003u) / 256.0f - 3.0f;
+}
 
 static void *reduce_main(void *arg) {
     reduce_job *j = arg;
@@ -500,9 +505,11 @@ static void *reduce_main(void *arg) {
     j->status = gg_dist_alloc(j->ctx, n * sizeof(float), (void **)&buf); /* collective */
     if (j->status == GG_SUCCESS && cudaMemcpy(buf, j->result, n * sizeof(float), cudaMemcpyHostToDevice) != cudaSuccess)
         j->status = GG_ERROR_CUDA;
-    if (j->status == GG_SUCCESS) j->status = gg_dist_reduce(j->ctx, buf + REDUCE_OFFSET, REDUCE_COUNT, 0, (gg_stream)stream);
+    if (j->status == GG_SUCCESS)
+        j->status = gg_dist_reduce(j->ctx, buf + REDUCE_OFFSET, REDUCE_COUNT, 0, (gg_stream)stream);
+    const size_t bytes = n * sizeof(float);
     if (j->status == GG_SUCCESS && (cudaStreamSynchronize(stream) != cudaSuccess ||
-                                    cudaMemcpy(j->result, buf, n * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess))
+                                    cudaMemcpy(j->result, buf, bytes, cudaMemcpyDeviceToHost) != cudaSuccess))
         j->status = GG_ERROR_CUDA;
     if (j->status != GG_SUCCESS) snprintf(j->error, sizeof j->error, "%s", gg_last_error(j->ctx));
     const gg_status freed = gg_dist_free(j->ctx, buf); /* collective too */
@@ -575,7 +582,7 @@ static void ranks_adopt_rank0_gemm_algorithms(void **state) {
     size_t at = 0;
     for (int o = 0; o < layout.n_out; ++o) {
         const gg_tensor *t = &layout.out[o];
-        const size_t bytes = (size_t)(t->rows * t->cols) * t->elem;
+        const size_t bytes = gg_case_tensor_bytes(t);
         for (int r = 1; r < world && !t->param; ++r)
             if (memcmp((char *)jobs[r].synced + at, (char *)jobs[0].synced + at, bytes) != 0)
                 fail_msg("%s differs between rank 0 and rank %d on the same inputs: their kernels differ", t->name, r);
