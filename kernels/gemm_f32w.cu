@@ -1,0 +1,294 @@
+/* gemm_f32w.cu - blocks 2/3's weight GEMMs at few tokens: C[M,N] = A[M,K] @ B[K,N] with A the activations in fp16
+ * and B the fp32 weight, rounded to fp16 in registers as it is loaded, so the weight needs no fp16 copy first.
+ *
+ * Why: at few tokens the cuBLASLt route converts both fp32 weights to fp16 (each read and written whatever M is)
+ * before the GEMMs that read them, and that conversion is the largest item of 068 / 073 at M = 256
+ * (docs/perf-notes.md, "Session 16"). An mma.sync kernel doing this lost: each mma needed its A fragment from shared
+ * memory (ldmatrix) and the weight shuffled into place, and the shared-memory pipe capped it. Here Hopper's wgmma
+ * takes the weight as its register operand (A of wgmma) and the activations from shared memory (B of wgmma) through
+ * a descriptor, so no thread reads shared memory in the main loop.
+ *
+ * Tiles: a CTA is one warpgroup making 64 columns of C (wgmma's m) for 256 tokens (wgmma's n), over a slice of k.
+ * - The weight: each thread loads its fragment straight from global memory, float2 of two adjacent columns per k
+ *   row, kAhead k-tiles ahead of the math, and packs them to f16x2. Fragment row g of a warp is column 2g of the
+ *   warp's 16 and row g + 8 is column 2g + 1, so each load is 8 bytes and a warp's loads are 64-byte runs.
+ * - The activations: k-tiles of 64 (128-byte rows, 128-byte swizzle) through a kStages-deep cp.async ring.
+ * - k split: the CTAs of a thread-block cluster share a tile, each a slice of k; each stages its partial tile in
+ *   shared memory and then finishes a share of the tokens, adding the cluster's partials in rank order
+ *   (deterministic, no workspace).
+ * sm_90a only (wgmma); the host asks gg_k_gemm_f32w_supported first. */
+#include <cooperative_groups.h>
+#include <cuda_fp16.h>
+
+#include "gg_kernels.h"
+#include "mma.cuh"
+#include "vec.cuh"
+
+using namespace gg;
+namespace cg = cooperative_groups;
+
+namespace {
+
+constexpr int kCols = 64;     /* C columns per CTA: wgmma's m */
+constexpr int kTokens = 256;  /* tokens per CTA: wgmma's n */
+constexpr int kBK = 64;       /* k per tile: a 128-byte row of fp16 */
+constexpr int kStages = 3;    /* the activations' ring */
+constexpr int kMaxSplit = 8;  /* CTAs per cluster (the portable limit) */
+constexpr int kF32wThreads = 128;
+constexpr int kStageBytes = kTokens * kBK * 2;       /* 32 KiB */
+constexpr int kPitch = kCols + 4;                    /* staging row, floats: 272 bytes */
+constexpr size_t kSmemBytes = (size_t)kStages * kStageBytes + 1024; /* + alignment slack for the swizzle */
+constexpr int kPerSm = 2;                            /* CTAs per SM the registers and shared memory allow */
+static_assert((size_t)kTokens * kPitch * sizeof(float) <= (size_t)kStages * kStageBytes, "staging fits the ring");
+
+struct F32wArgs {
+    const __half *a; /* [M, K] */
+    const float *b;  /* [K, N] */
+    void *c;         /* [M, N], fp32 or fp16 */
+    int c_half;
+    int64_t M, N, K;
+    int split;      /* CTAs per cluster, each k_tiles k-tiles */
+    int k_tiles;
+    int tok_tiles;
+};
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define GG_F32W_WGMMA 1
+#endif
+
+#ifdef GG_F32W_WGMMA
+constexpr int kAhead = 2; /* k-tiles of the weight in registers ahead of the math */
+
+/* Shared-memory matrix descriptor of a K-major tile with 128-byte rows and the 128-byte swizzle: start address,
+ * leading offset 16 B (unused with this swizzle), 1024 B between groups of 8 rows, swizzle mode 1. */
+__device__ __forceinline__ uint64_t smem_desc(const void *p) {
+    const uint64_t addr = smem_addr(p);
+    return ((addr & 0x3FFFF) >> 4) | ((uint64_t)(16 >> 4) << 16) | ((uint64_t)(1024 >> 4) << 32) | (1ull << 62);
+}
+
+/* d += a (64 x 16, this thread's fragment in registers) @ b (16 x 256, K-major in shared memory). */
+__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], const uint32_t (&a)[4], uint64_t desc_b) {
+    asm volatile("{\n"
+                 ".reg .pred p;\n"
+                 "setp.ne.b32 p, %133, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+                 "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+                 "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+                 "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+                 "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
+                 "{%128, %129, %130, %131}, %132, p, 1, 1, 0;\n"
+                 "}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+                   "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+                   "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+                   "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+                   "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+                   "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+                   "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+                   "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+                   "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]),
+                   "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]),
+                   "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]),
+                   "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]),
+                   "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]),
+                   "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]),
+                   "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+                   "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]),
+                   "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]),
+                   "+f"(d[126]), "+f"(d[127])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1)); /* scale-d = 1: accumulate */
+}
+
+/* 8 bytes of the weight, read once: not kept in L1. Volatile, so the loads stay where they are issued, kAhead
+ * k-tiles before their use (the compiler otherwise sinks them next to it). */
+__device__ __forceinline__ float2 load_weight(const float *p) {
+    float2 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "l"(p));
+    return v;
+}
+
+__device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
+    const __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t *>(&h);
+}
+
+
+/* The weight's loads for one k-tile: per k16 step, rows k, k+1, k+8, k+9 (k = step start + 2 * (lane % 4)) of this
+ * thread's two columns. */
+__device__ __forceinline__ void load_weight_tile(float2 (&r)[16], const float *col_ptr, int64_t N, int64_t k0) {
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+        const float *p = col_ptr + (k0 + 16 * s) * N;
+        r[4 * s + 0] = load_weight(p);
+        r[4 * s + 1] = load_weight(p + N);
+        r[4 * s + 2] = load_weight(p + 8 * N);
+        r[4 * s + 3] = load_weight(p + 9 * N);
+    }
+}
+
+/* 256 token rows x 64 k of A into a stage, 128-byte rows with 16-byte chunk c of row r at chunk c ^ (r % 8) (the
+ * 128-byte swizzle the descriptor names); rows at or past M zero-filled. */
+__device__ __forceinline__ void load_tokens(unsigned char *stage, const __half *__restrict__ a, int64_t K, int64_t M,
+                                            int64_t m0, int64_t k0) {
+#pragma unroll
+    for (int i = 0; i < kTokens * 8 / kF32wThreads; ++i) {
+        const int chunk = threadIdx.x + i * kF32wThreads, r = chunk >> 3, c = chunk & 7;
+        const bool valid = m0 + r < M;
+        cp_async16(stage + r * 128 + ((c ^ (r & 7)) << 4), a + (valid ? m0 + r : 0) * K + k0 + c * 8, valid);
+    }
+}
+#endif
+
+__global__ void __launch_bounds__(kF32wThreads, kPerSm) gemm_f32w_kernel(const F32wArgs p) {
+#ifdef GG_F32W_WGMMA
+    extern __shared__ unsigned char smem_raw[];
+    unsigned char *smem =
+        reinterpret_cast<unsigned char *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~(uintptr_t)1023);
+    const int rank = (int)(blockIdx.x % (unsigned)p.split), tile = (int)(blockIdx.x / (unsigned)p.split);
+    const int64_t m0 = (int64_t)(tile % p.tok_tiles) * kTokens, c0 = (int64_t)(tile / p.tok_tiles) * kCols;
+    const int64_t k_first = (int64_t)rank * p.k_tiles * kBK;
+    const int t = threadIdx.x, warp = t >> 5, lane = t & 31, g = lane >> 2, q = lane & 3;
+    /* this thread's two columns c0 + 16 warp + 2g (+1), from row k_first + 2q */
+    const float *col_ptr = p.b + (k_first + 2 * q) * p.N + c0 + 16 * warp + 2 * g;
+
+    float acc[128];
+#pragma unroll
+    for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+    float2 w[kAhead][16];
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) {
+        if (s < p.k_tiles) load_tokens(smem + s * kStageBytes, p.a, p.K, p.M, m0, k_first + s * kBK);
+        cp_async_commit();
+    }
+#pragma unroll
+    for (int s = 0; s < kAhead; ++s)
+        if (s < p.k_tiles) load_weight_tile(w[s], col_ptr, p.N, (int64_t)s * kBK);
+
+    for (int kt0 = 0; kt0 < p.k_tiles; kt0 += kAhead) {
+#pragma unroll
+        for (int u = 0; u < kAhead; ++u) { /* unrolled so that w[u] is a register ring */
+            const int kt = kt0 + u;
+            if (kt >= p.k_tiles) break;
+            cp_async_wait<kStages - 2>();
+            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); /* cp.async's writes, seen by wgmma */
+            __syncthreads(); /* every thread's chunks of stage kt landed; stage kt - 1 is free (its wgmma waited) */
+            const int next = kt + kStages - 1;
+            if (next < p.k_tiles)
+                load_tokens(smem + (next % kStages) * kStageBytes, p.a, p.K, p.M, m0, k_first + (int64_t)next * kBK);
+            cp_async_commit();
+            uint32_t frag[4][4];
+#pragma unroll
+            for (int s = 0; s < 4; ++s) {
+                const float2 r0 = w[u][4 * s], r1 = w[u][4 * s + 1], r8 = w[u][4 * s + 2], r9 = w[u][4 * s + 3];
+                frag[s][0] = pack_half2(r0.x, r1.x); /* column 2g: k, k+1 */
+                frag[s][1] = pack_half2(r0.y, r1.y); /* column 2g+1 (fragment row g+8) */
+                frag[s][2] = pack_half2(r8.x, r9.x); /* k+8, k+9 */
+                frag[s][3] = pack_half2(r8.y, r9.y);
+            }
+            if (kt + kAhead < p.k_tiles) load_weight_tile(w[u], col_ptr, p.N, (int64_t)(kt + kAhead) * kBK);
+            const unsigned char *stage = smem + (kt % kStages) * kStageBytes;
+            asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+            for (int s = 0; s < 4; ++s) wgmma_m64n256k16(acc, frag[s], smem_desc(stage + 32 * s)); /* 16 k = 32 B */
+            asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+        }
+    }
+    cp_async_wait<0>();
+    __syncthreads(); /* the ring becomes the staging tile */
+
+    /* Partial tile -> staging [token][column] (fp32, kPitch per row). Accumulator layout of m64nNk16: value 4j + v
+     * at fragment row 16 warp + g + 8 (v / 2), token 8j + 2q + (v % 2); fragment row g is column 2g, g + 8 is
+     * 2g + 1. */
+    float *staging = reinterpret_cast<float *>(smem);
+#pragma unroll
+    for (int j = 0; j < kTokens / 8; ++j) {
+        const int n = 8 * j + 2 * q, col = 16 * warp + 2 * g;
+        *reinterpret_cast<float2 *>(staging + n * kPitch + col) = make_float2(acc[4 * j], acc[4 * j + 2]);
+        *reinterpret_cast<float2 *>(staging + (n + 1) * kPitch + col) = make_float2(acc[4 * j + 1], acc[4 * j + 3]);
+    }
+    cg::cluster_group cluster = cg::this_cluster();
+    cluster.sync(); /* every partial is staged (a cluster of one: the CTA's barrier) */
+    /* This CTA's share of the tokens, 16 float4 per row, the split's partials added in rank order. */
+    const int share = (kTokens + p.split - 1) / p.split, n_lo = rank * share;
+    const int n_hi = n_lo + share < kTokens ? n_lo + share : kTokens;
+    for (int i = t; i < (n_hi - n_lo) * (kCols / 4); i += kF32wThreads) {
+        const int n = n_lo + i / (kCols / 4), c4 = i % (kCols / 4);
+        const int64_t token = m0 + n;
+        if (token >= p.M) break; /* rows grow with i */
+        float4 s = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        for (int r = 0; r < p.split; ++r) {
+            const float *part = cluster.map_shared_rank(staging, r);
+            const float4 v = *reinterpret_cast<const float4 *>(part + n * kPitch + 4 * c4);
+            s.x += v.x, s.y += v.y, s.z += v.z, s.w += v.w;
+        }
+        const int64_t at = token * p.N + c0 + 4 * c4;
+        if (p.c_half) reinterpret_cast<uint2 *>(static_cast<__half *>(p.c) + at)[0] = pack_half4(s);
+        else *reinterpret_cast<float4 *>(static_cast<float *>(p.c) + at) = s;
+    }
+    cluster.sync(); /* no CTA leaves while the others read its shared memory */
+#else
+    __trap(); /* the host launches this kernel on sm_90 only (gg_k_gemm_f32w_supported) */
+#endif
+}
+
+/* CTAs per cluster: the most (up to kMaxSplit, dividing the k-tiles) that keep the grid within one wave of kPerSm
+ * CTAs per SM. */
+int choose_split(int64_t ctas_unsplit, int64_t k_tiles, int sm_count) {
+    const int64_t slots = (int64_t)kPerSm * (sm_count > 0 ? sm_count : 1);
+    int split = 1;
+    for (int s = 2; s <= kMaxSplit; ++s)
+        if (k_tiles % s == 0 && ctas_unsplit * s <= slots) split = s;
+    return split;
+}
+
+} // namespace
+
+extern "C" int gg_k_gemm_f32w_supported(int64_t M, int64_t N, int64_t K) {
+    return M > 0 && N > 0 && K > 0 && N % kCols == 0 && K % kBK == 0 &&
+           (M + kTokens - 1) / kTokens * (N / kCols) * kMaxSplit <= INT32_MAX;
+}
+
+extern "C" cudaError_t gg_k_gemm_f32w(const void *A, const float *B, void *C, gg_dtype c_type, int64_t M, int64_t N,
+                                      int64_t K, int sm_count, cudaStream_t stream) {
+    if (!gg_k_gemm_f32w_supported(M, N, K) || (c_type != GG_DT_F32 && c_type != GG_DT_F16))
+        return cudaErrorInvalidValue;
+    static bool configured = false; /* the ring is over the 48 KiB default */
+    if (!configured) {
+        const cudaError_t e =
+            cudaFuncSetAttribute(gemm_f32w_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSmemBytes);
+        if (e != cudaSuccess) return e;
+        configured = true;
+    }
+    F32wArgs a;
+    a.a = static_cast<const __half *>(A);
+    a.b = B;
+    a.c = C;
+    a.c_half = c_type == GG_DT_F16;
+    a.M = M;
+    a.N = N;
+    a.K = K;
+    a.tok_tiles = (int)((M + kTokens - 1) / kTokens);
+    const int64_t tiles = (int64_t)a.tok_tiles * (N / kCols);
+    a.split = choose_split(tiles, K / kBK, sm_count);
+    a.k_tiles = (int)(K / kBK / a.split);
+
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3((unsigned)(tiles * a.split));
+    config.blockDim = dim3(kF32wThreads);
+    config.dynamicSmemBytes = kSmemBytes;
+    config.stream = stream;
+    cudaLaunchAttribute cluster;
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = (unsigned)a.split;
+    cluster.val.clusterDim.y = 1;
+    cluster.val.clusterDim.z = 1;
+    config.attrs = &cluster;
+    config.numAttrs = 1;
+    return cudaLaunchKernelEx(&config, gemm_f32w_kernel, a);
+}
