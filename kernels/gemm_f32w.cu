@@ -1,22 +1,23 @@
 /* gemm_f32w.cu - blocks 2/3's weight GEMMs at few tokens: C[M,N] = A[M,K] @ B[K,N] with A the activations in fp16
- * and B the fp32 weight, rounded to fp16 in registers as it is loaded, so the weight needs no fp16 copy first.
+ * and B the fp32 weight, rounded to fp16 on its way into the tensor cores, so the weight needs no fp16 copy first.
  *
  * Why: at few tokens the cuBLASLt route converts both fp32 weights to fp16 (each read and written whatever M is)
  * before the GEMMs that read them, and that conversion is the largest item of 068 / 073 at M = 256
  * (docs/perf-notes.md, "Session 16"). An mma.sync kernel doing this lost: each mma needed its A fragment from shared
  * memory (ldmatrix) and the weight shuffled into place, and the shared-memory pipe capped it. Here Hopper's wgmma
  * takes the weight as its register operand (A of wgmma) and the activations from shared memory (B of wgmma) through
- * a descriptor, so no thread reads shared memory in the main loop.
+ * a descriptor: per k16 step a thread reads four float2 of the weight from shared memory and nothing else.
  *
- * Tiles: a CTA is one warpgroup making 64 columns of C (wgmma's m) for 256 tokens (wgmma's n), over a slice of k.
- * - The weight: each thread loads its fragment straight from global memory, float2 of two adjacent columns per k
- *   row, kAhead k-tiles ahead of the math, and packs them to f16x2. Fragment row g of a warp is column 2g of the
- *   warp's 16 and row g + 8 is column 2g + 1, so each load is 8 bytes and a warp's loads are 64-byte runs.
- * - The activations: k-tiles of 64 (128-byte rows, 128-byte swizzle) through a kStages-deep cp.async ring.
+ * Tiles: a CTA is one warpgroup making 64 columns of C (wgmma's m) for kTokens tokens (wgmma's n), over a slice of k.
+ * - Both operands come through a kStages-deep cp.async ring of k-tiles of 64: the activations as 128-byte rows with
+ *   the 128-byte swizzle (what the descriptor names), the weight as fp32 rows. (The weight loaded straight into
+ *   registers ran at a third of the bandwidth: wgmma.fence waits for the loads in flight, so none stays ahead.)
+ * - The fragment: row g of a warp's 16 is column 2g, row g + 8 is column 2g + 1, so a thread's two columns are one
+ *   float2 per k row, packed to f16x2 (round to nearest even) in pairs of k rows.
  * - k split: the CTAs of a thread-block cluster share a tile, each a slice of k; each stages its partial tile in
  *   shared memory and then finishes a share of the tokens, adding the cluster's partials in rank order
  *   (deterministic, no workspace).
- * sm_90a only (wgmma); the host asks gg_k_gemm_f32w_supported first. */
+ * sm_90a only (wgmma); the host asks gg_k_gemm_f32w_supported and the context's has_wgmma first. */
 #include <cooperative_groups.h>
 #include <cuda_fp16.h>
 
@@ -30,16 +31,21 @@ namespace cg = cooperative_groups;
 namespace {
 
 constexpr int kCols = 64;     /* C columns per CTA: wgmma's m */
-constexpr int kTokens = 256;  /* tokens per CTA: wgmma's n */
+#define GG_F32W_TOKENS 256
+constexpr int kTokens = GG_F32W_TOKENS; /* tokens per CTA: wgmma's n (256 or 128) */
 constexpr int kBK = 64;       /* k per tile: a 128-byte row of fp16 */
-constexpr int kStages = 3;    /* the activations' ring */
+constexpr int kStages = 4;    /* the ring of k-tiles (both operands) */
+constexpr int kPerSm = 1;     /* CTAs per SM the shared memory allows */
 constexpr int kMaxSplit = 8;  /* CTAs per cluster (the portable limit) */
 constexpr int kF32wThreads = 128;
-constexpr int kStageBytes = kTokens * kBK * 2;       /* 32 KiB */
-constexpr int kPitch = kCols + 4;                    /* staging row, floats: 272 bytes */
-constexpr size_t kSmemBytes = (size_t)kStages * kStageBytes + 1024; /* + alignment slack for the swizzle */
-constexpr int kPerSm = 2;                            /* CTAs per SM the registers and shared memory allow */
-static_assert((size_t)kTokens * kPitch * sizeof(float) <= (size_t)kStages * kStageBytes, "staging fits the ring");
+constexpr int kTokBytes = kTokens * kBK * 2;          /* a stage's activations: 32 KiB, 1024-byte aligned */
+constexpr int kWPitch = kCols + 8;                    /* a weight row in shared memory, floats: 288 bytes (the
+                                                         fragment reads of a warp then fall in two wavefronts) */
+constexpr int kWBytes = kBK * kWPitch * 4;            /* a stage's weight: 18 KiB */
+constexpr int kPitch = kCols + 4;                     /* staging row, floats: 272 bytes */
+constexpr size_t kRingBytes = (size_t)kStages * (kTokBytes + kWBytes);
+constexpr size_t kSmemBytes = kRingBytes + 1024;      /* + alignment slack for the swizzle */
+static_assert((size_t)kTokens * kPitch * sizeof(float) <= kRingBytes, "staging fits the ring");
 
 struct F32wArgs {
     const __half *a; /* [M, K] */
@@ -57,8 +63,6 @@ struct F32wArgs {
 #endif
 
 #ifdef GG_F32W_WGMMA
-constexpr int kAhead = 2; /* k-tiles of the weight in registers ahead of the math */
-
 /* Shared-memory matrix descriptor of a K-major tile with 128-byte rows and the 128-byte swizzle: start address,
  * leading offset 16 B (unused with this swizzle), 1024 B between groups of 8 rows, swizzle mode 1. */
 __device__ __forceinline__ uint64_t smem_desc(const void *p) {
@@ -66,8 +70,9 @@ __device__ __forceinline__ uint64_t smem_desc(const void *p) {
     return ((addr & 0x3FFFF) >> 4) | ((uint64_t)(16 >> 4) << 16) | ((uint64_t)(1024 >> 4) << 32) | (1ull << 62);
 }
 
-/* d += a (64 x 16, this thread's fragment in registers) @ b (16 x 256, K-major in shared memory). */
-__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], const uint32_t (&a)[4], uint64_t desc_b) {
+#if GG_F32W_TOKENS == 256
+/* d += a (64 x 16, this thread's fragment in registers) @ b (16 x 256 tokens, K-major in shared memory). */
+__device__ __forceinline__ void wgmma_tile(float (&d)[128], const uint32_t (&a)[4], uint64_t desc_b) {
     asm volatile("{\n"
                  ".reg .pred p;\n"
                  "setp.ne.b32 p, %133, 0;\n"
@@ -104,13 +109,32 @@ __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], const uint32_t
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1)); /* scale-d = 1: accumulate */
 }
 
-/* 8 bytes of the weight, read once: not kept in L1. Volatile, so the loads stay where they are issued, kAhead
- * k-tiles before their use (the compiler otherwise sinks them next to it). */
-__device__ __forceinline__ float2 load_weight(const float *p) {
-    float2 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "l"(p));
-    return v;
+#else
+/* The same for 128 tokens. */
+__device__ __forceinline__ void wgmma_tile(float (&d)[64], const uint32_t (&a)[4], uint64_t desc_b) {
+    asm volatile("{\n"
+                 ".reg .pred p;\n"
+                 "setp.ne.b32 p, %69, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+                 "{%64, %65, %66, %67}, %68, p, 1, 1, 0;\n"
+                 "}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+                   "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+                   "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+                   "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+                   "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+                   "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+                   "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+                   "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+                   "+f"(d[63])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1)); /* scale-d = 1: accumulate */
 }
+#endif
 
 __device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
     const __half2 h = __floats2half2_rn(lo, hi);
@@ -118,20 +142,17 @@ __device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
 }
 
 
-/* The weight's loads for one k-tile: per k16 step, rows k, k+1, k+8, k+9 (k = step start + 2 * (lane % 4)) of this
- * thread's two columns. */
-__device__ __forceinline__ void load_weight_tile(float2 (&r)[16], const float *col_ptr, int64_t N, int64_t k0) {
+/* 64 k rows x 64 columns of the fp32 weight into a stage (kWPitch floats per row), 16 threads per row. */
+__device__ __forceinline__ void load_weight_tile(float *stage, const float *__restrict__ b, int64_t N, int64_t k0,
+                                                 int64_t c0) {
 #pragma unroll
-    for (int s = 0; s < 4; ++s) {
-        const float *p = col_ptr + (k0 + 16 * s) * N;
-        r[4 * s + 0] = load_weight(p);
-        r[4 * s + 1] = load_weight(p + N);
-        r[4 * s + 2] = load_weight(p + 8 * N);
-        r[4 * s + 3] = load_weight(p + 9 * N);
+    for (int i = 0; i < kBK * (kCols / 4) / kF32wThreads; ++i) {
+        const int chunk = threadIdx.x + i * kF32wThreads, r = chunk >> 4, c = chunk & 15;
+        cp_async16(stage + r * kWPitch + 4 * c, b + (k0 + r) * N + c0 + 4 * c, true);
     }
 }
 
-/* 256 token rows x 64 k of A into a stage, 128-byte rows with 16-byte chunk c of row r at chunk c ^ (r % 8) (the
+/* kTokens token rows x 64 k of A into a stage, 128-byte rows with 16-byte chunk c of row r at chunk c ^ (r % 8) (the
  * 128-byte swizzle the descriptor names); rows at or past M zero-filled. */
 __device__ __forceinline__ void load_tokens(unsigned char *stage, const __half *__restrict__ a, int64_t K, int64_t M,
                                             int64_t m0, int64_t k0) {
@@ -153,51 +174,54 @@ __global__ void __launch_bounds__(kF32wThreads, kPerSm) gemm_f32w_kernel(const F
     const int64_t m0 = (int64_t)(tile % p.tok_tiles) * kTokens, c0 = (int64_t)(tile / p.tok_tiles) * kCols;
     const int64_t k_first = (int64_t)rank * p.k_tiles * kBK;
     const int t = threadIdx.x, warp = t >> 5, lane = t & 31, g = lane >> 2, q = lane & 3;
-    /* this thread's two columns c0 + 16 warp + 2g (+1), from row k_first + 2q */
-    const float *col_ptr = p.b + (k_first + 2 * q) * p.N + c0 + 16 * warp + 2 * g;
+    unsigned char *tok_ring = smem;                                     /* kStages x kTokBytes, 1024-aligned */
+    float *w_ring = reinterpret_cast<float *>(smem + kStages * kTokBytes); /* kStages x kWBytes */
 
-    float acc[128];
+    float acc[kTokens / 2];
 #pragma unroll
-    for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
-    float2 w[kAhead][16];
+    for (int i = 0; i < kTokens / 2; ++i) acc[i] = 0.0f;
+    /* Both operands through cp.async (no registers held for loads in flight: wgmma.fence would wait for them). */
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) {
-        if (s < p.k_tiles) load_tokens(smem + s * kStageBytes, p.a, p.K, p.M, m0, k_first + s * kBK);
+        if (s < p.k_tiles) {
+            load_tokens(tok_ring + s * kTokBytes, p.a, p.K, p.M, m0, k_first + s * kBK);
+            load_weight_tile(w_ring + s * (kWBytes / 4), p.b, p.N, k_first + s * kBK, c0);
+        }
         cp_async_commit();
     }
-#pragma unroll
-    for (int s = 0; s < kAhead; ++s)
-        if (s < p.k_tiles) load_weight_tile(w[s], col_ptr, p.N, (int64_t)s * kBK);
-
-    for (int kt0 = 0; kt0 < p.k_tiles; kt0 += kAhead) {
-#pragma unroll
-        for (int u = 0; u < kAhead; ++u) { /* unrolled so that w[u] is a register ring */
-            const int kt = kt0 + u;
-            if (kt >= p.k_tiles) break;
-            cp_async_wait<kStages - 2>();
-            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); /* cp.async's writes, seen by wgmma */
-            __syncthreads(); /* every thread's chunks of stage kt landed; stage kt - 1 is free (its wgmma waited) */
-            const int next = kt + kStages - 1;
-            if (next < p.k_tiles)
-                load_tokens(smem + (next % kStages) * kStageBytes, p.a, p.K, p.M, m0, k_first + (int64_t)next * kBK);
-            cp_async_commit();
-            uint32_t frag[4][4];
-#pragma unroll
-            for (int s = 0; s < 4; ++s) {
-                const float2 r0 = w[u][4 * s], r1 = w[u][4 * s + 1], r8 = w[u][4 * s + 2], r9 = w[u][4 * s + 3];
-                frag[s][0] = pack_half2(r0.x, r1.x); /* column 2g: k, k+1 */
-                frag[s][1] = pack_half2(r0.y, r1.y); /* column 2g+1 (fragment row g+8) */
-                frag[s][2] = pack_half2(r8.x, r9.x); /* k+8, k+9 */
-                frag[s][3] = pack_half2(r8.y, r9.y);
-            }
-            if (kt + kAhead < p.k_tiles) load_weight_tile(w[u], col_ptr, p.N, (int64_t)(kt + kAhead) * kBK);
-            const unsigned char *stage = smem + (kt % kStages) * kStageBytes;
-            asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-            for (int s = 0; s < 4; ++s) wgmma_m64n256k16(acc, frag[s], smem_desc(stage + 32 * s)); /* 16 k = 32 B */
-            asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    for (int kt = 0; kt < p.k_tiles; ++kt) {
+        cp_async_wait<kStages - 2>();
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); /* cp.async's writes, seen by wgmma */
+        __syncthreads(); /* every thread's chunks of stage kt landed; stage kt - 1 is free (its wgmma waited) */
+        const int next = kt + kStages - 1;
+        if (next < p.k_tiles) {
+            const int st = next % kStages;
+            load_tokens(tok_ring + st * kTokBytes, p.a, p.K, p.M, m0, k_first + (int64_t)next * kBK);
+            load_weight_tile(w_ring + st * (kWBytes / 4), p.b, p.N, k_first + (int64_t)next * kBK, c0);
         }
+        cp_async_commit();
+        /* The weight fragment: per k16 step s, rows k = 16s + 2q (+1, +8, +9) of columns 16 warp + 2g (+1); fragment
+         * row g is column 2g and row g + 8 is column 2g + 1, so each read is one float2. */
+        const float *w = w_ring + (kt % kStages) * (kWBytes / 4) + 2 * q * kWPitch + 16 * warp + 2 * g;
+        uint32_t frag[4][4];
+#pragma unroll
+        for (int s = 0; s < 4; ++s) {
+            const float *ws = w + 16 * s * kWPitch;
+            const float2 r0 = *reinterpret_cast<const float2 *>(ws);
+            const float2 r1 = *reinterpret_cast<const float2 *>(ws + kWPitch);
+            const float2 r8 = *reinterpret_cast<const float2 *>(ws + 8 * kWPitch);
+            const float2 r9 = *reinterpret_cast<const float2 *>(ws + 9 * kWPitch);
+            frag[s][0] = pack_half2(r0.x, r1.x); /* column 2g: k, k+1 */
+            frag[s][1] = pack_half2(r0.y, r1.y); /* column 2g+1 (fragment row g+8) */
+            frag[s][2] = pack_half2(r8.x, r9.x); /* k+8, k+9 */
+            frag[s][3] = pack_half2(r8.y, r9.y);
+        }
+        const unsigned char *stage = tok_ring + (kt % kStages) * kTokBytes;
+        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+        for (int s = 0; s < 4; ++s) wgmma_tile(acc, frag[s], smem_desc(stage + 32 * s)); /* 16 k = 32 B */
+        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
     }
     cp_async_wait<0>();
     __syncthreads(); /* the ring becomes the staging tile */
