@@ -8,7 +8,9 @@
  * takes the weight as its register operand (A of wgmma) and the activations from shared memory (B of wgmma) through
  * a descriptor: per k16 step a thread reads four float2 of the weight from shared memory and nothing else.
  *
- * Tiles: a CTA is one warpgroup making 64 columns of C (wgmma's m) for kTokens tokens (wgmma's n), over a slice of k.
+ * Tiles: a CTA is kGroups warpgroups, each making 64 columns of C (wgmma's m) for the same kTokens tokens (wgmma's
+ * n), over a slice of k. The activations are read again by every CTA along N, so wider CTAs move fewer bytes
+ * through L2: with 64 columns they were twice the weight's bytes, and the kernel ran at L2's rate (session 17).
  * - Both operands come through a kStages-deep cp.async ring of k-tiles of 64: the activations as 128-byte rows with
  *   the 128-byte swizzle (what the descriptor names), the weight as fp32 rows. (The weight loaded straight into
  *   registers ran at a third of the bandwidth: wgmma.fence waits for the loads in flight, so none stays ahead.)
@@ -30,20 +32,20 @@ namespace cg = cooperative_groups;
 
 namespace {
 
-constexpr int kCols = 64;     /* C columns per CTA: wgmma's m */
+constexpr int kGroups = 2;    /* consumer warpgroups: each 64 columns, all sharing the activations' tile */
+constexpr int kCols = 64 * kGroups; /* C columns per CTA (64 = wgmma's m per warpgroup) */
 #define GG_F32W_TOKENS 256
 constexpr int kTokens = GG_F32W_TOKENS; /* tokens per CTA: wgmma's n (256 or 128) */
 constexpr int kBK = 64;       /* k per tile: a 128-byte row of fp16 */
-constexpr int kStages = 4;    /* the ring of k-tiles (both operands) */
+constexpr int kStages = 3;    /* the ring of k-tiles (both operands) */
 constexpr int kPerSm = 1;     /* CTAs per SM the shared memory allows */
 constexpr int kMaxSplit = 8;  /* CTAs per cluster (the portable limit) */
-constexpr int kConsumers = 128; /* one warpgroup: the wgmma's and the epilogue */
-constexpr int kF32wThreads = kConsumers + 32; /* + the producer warp: every cp.async */
+constexpr int kF32wThreads = 128 * kGroups;
 constexpr int kTokBytes = kTokens * kBK * 2;          /* a stage's activations: 32 KiB, 1024-byte aligned */
-constexpr int kWPitch = kCols + 8;                    /* a weight row in shared memory, floats: 288 bytes (the
+constexpr int kWPitch = kCols + 8;                    /* a weight row in shared memory, floats: 544 bytes (the
                                                          fragment reads of a warp then fall in two wavefronts) */
-constexpr int kWBytes = kBK * kWPitch * 4;            /* a stage's weight: 18 KiB */
-constexpr int kPitch = kCols + 4;                     /* staging row, floats: 272 bytes */
+constexpr int kWBytes = kBK * kWPitch * 4;            /* a stage's weight: 34 KiB */
+constexpr int kPitch = kCols + 4;                     /* staging row, floats */
 constexpr size_t kRingBytes = (size_t)kStages * (kTokBytes + kWBytes);
 constexpr size_t kSmemBytes = kRingBytes + 1024;      /* + alignment slack for the swizzle */
 static_assert((size_t)kTokens * kPitch * sizeof(float) <= kRingBytes, "staging fits the ring");
@@ -137,39 +139,18 @@ __device__ __forceinline__ void wgmma_tile(float (&d)[64], const uint32_t (&a)[4
 }
 #endif
 
-__device__ __forceinline__ void mbar_init(uint64_t *bar, unsigned count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count));
-}
-__device__ __forceinline__ void mbar_arrive(uint64_t *bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
-}
-/* An arrival on bar once every cp.async this thread issued so far has landed. */
-__device__ __forceinline__ void mbar_arrive_cp_async(uint64_t *bar) {
-    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar)) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint64_t *bar, unsigned parity) {
-    asm volatile("{\n"
-                 ".reg .pred p;\n"
-                 "WAIT_%=:\n"
-                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-                 "@!p bra WAIT_%=;\n"
-                 "}\n" ::"r"(smem_addr(bar)),
-                 "r"(parity)
-                 : "memory");
-}
-
 __device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
     const __half2 h = __floats2half2_rn(lo, hi);
     return *reinterpret_cast<const uint32_t *>(&h);
 }
 
 
-/* 64 k rows x 64 columns of the fp32 weight into a stage (kWPitch floats per row), by the producer warp (lane). */
+/* 64 k rows x kCols columns of the fp32 weight into a stage (kWPitch floats per row). */
 __device__ __forceinline__ void load_weight_tile(float *stage, const float *__restrict__ b, int64_t N, int64_t k0,
-                                                 int64_t c0, int lane) {
-#pragma unroll 8
-    for (int i = 0; i < kBK * (kCols / 4) / 32; ++i) {
-        const int chunk = lane + i * 32, r = chunk >> 4, c = chunk & 15;
+                                                 int64_t c0) {
+#pragma unroll
+    for (int i = 0; i < kBK * (kCols / 4) / kF32wThreads; ++i) {
+        const int chunk = threadIdx.x + i * kF32wThreads, r = chunk / (kCols / 4), c = chunk % (kCols / 4);
         cp_async16(stage + r * kWPitch + 4 * c, b + (k0 + r) * N + c0 + 4 * c, true);
     }
 }
@@ -177,10 +158,10 @@ __device__ __forceinline__ void load_weight_tile(float *stage, const float *__re
 /* kTokens token rows x 64 k of A into a stage, 128-byte rows with 16-byte chunk c of row r at chunk c ^ (r % 8) (the
  * 128-byte swizzle the descriptor names); rows at or past M zero-filled. */
 __device__ __forceinline__ void load_tokens(unsigned char *stage, const __half *__restrict__ a, int64_t K, int64_t M,
-                                            int64_t m0, int64_t k0, int lane) {
-#pragma unroll 8
-    for (int i = 0; i < kTokens * 8 / 32; ++i) {
-        const int chunk = lane + i * 32, r = chunk >> 3, c = chunk & 7;
+                                            int64_t m0, int64_t k0) {
+#pragma unroll
+    for (int i = 0; i < kTokens * 8 / kF32wThreads; ++i) {
+        const int chunk = threadIdx.x + i * kF32wThreads, r = chunk >> 3, c = chunk & 7;
         const bool valid = m0 + r < M;
         cp_async16(stage + r * 128 + ((c ^ (r & 7)) << 4), a + (valid ? m0 + r : 0) * K + k0 + c * 8, valid);
     }
@@ -196,64 +177,58 @@ __global__ void __launch_bounds__(kF32wThreads, kPerSm) gemm_f32w_kernel(const F
     const int64_t m0 = (int64_t)(tile % p.tok_tiles) * kTokens, c0 = (int64_t)(tile / p.tok_tiles) * kCols;
     const int64_t k_first = (int64_t)rank * p.k_tiles * kBK;
     const int t = threadIdx.x, warp = t >> 5, lane = t & 31, g = lane >> 2, q = lane & 3;
+    const int col = 16 * warp + 2 * g; /* this thread's first column in the CTA's tile (warpgroup warp / 4) */
     unsigned char *tok_ring = smem;                                     /* kStages x kTokBytes, 1024-aligned */
     float *w_ring = reinterpret_cast<float *>(smem + kStages * kTokBytes); /* kStages x kWBytes */
-    __shared__ __align__(8) uint64_t full[kStages], empty[kStages];
-    if (t == 0) {
-        for (int s = 0; s < kStages; ++s) {
-            mbar_init(&full[s], 32);         /* the producer's lanes, each once its copies landed */
-            mbar_init(&empty[s], kConsumers); /* the consumers, each once its wgmma's read the stage */
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    __syncthreads();
 
     float acc[kTokens / 2];
 #pragma unroll
     for (int i = 0; i < kTokens / 2; ++i) acc[i] = 0.0f;
-    if (warp == kConsumers / 32) {
-        /* The producer: both operands of every k-tile through cp.async into the ring, kStages ahead. (A consumer
-         * that issued them would have to fence the async proxy with its own copies in flight, which waits for all
-         * of them: measured 3x slower, session 17.) */
-        for (int kt = 0; kt < p.k_tiles; ++kt) {
-            const int st = kt % kStages;
-            if (kt >= kStages) mbar_wait(&empty[st], ((kt / kStages) & 1) ^ 1);
-            const int64_t k0 = k_first + (int64_t)kt * kBK;
-            load_tokens(tok_ring + st * kTokBytes, p.a, p.K, p.M, m0, k0, lane);
-            load_weight_tile(w_ring + st * (kWBytes / 4), p.b, p.N, k0, c0, lane);
-            mbar_arrive_cp_async(&full[st]);
-        }
-    } else {
-        for (int kt = 0; kt < p.k_tiles; ++kt) {
-            const int st = kt % kStages;
-            mbar_wait(&full[st], (kt / kStages) & 1);
-            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); /* the copies, seen by wgmma */
-            /* The weight fragment: per k16 step s, rows k = 16s + 2q (+1, +8, +9) of columns 16 warp + 2g (+1);
-             * fragment row g is column 2g and row g + 8 is column 2g + 1, so each read is one float2. */
-            const float *w = w_ring + st * (kWBytes / 4) + 2 * q * kWPitch + 16 * warp + 2 * g;
-            uint32_t frag[4][4];
+    /* Both operands through cp.async (no registers held for loads in flight: wgmma.fence would wait for them). */
 #pragma unroll
-            for (int s = 0; s < 4; ++s) {
-                const float *ws = w + 16 * s * kWPitch;
-                const float2 r0 = *reinterpret_cast<const float2 *>(ws);
-                const float2 r1 = *reinterpret_cast<const float2 *>(ws + kWPitch);
-                const float2 r8 = *reinterpret_cast<const float2 *>(ws + 8 * kWPitch);
-                const float2 r9 = *reinterpret_cast<const float2 *>(ws + 9 * kWPitch);
-                frag[s][0] = pack_half2(r0.x, r1.x); /* column 2g: k, k+1 */
-                frag[s][1] = pack_half2(r0.y, r1.y); /* column 2g+1 (fragment row g+8) */
-                frag[s][2] = pack_half2(r8.x, r9.x); /* k+8, k+9 */
-                frag[s][3] = pack_half2(r8.y, r9.y);
-            }
-            const unsigned char *stage = tok_ring + st * kTokBytes;
-            asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-            for (int s = 0; s < 4; ++s) wgmma_tile(acc, frag[s], smem_desc(stage + 32 * s)); /* 16 k = 32 B */
-            asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-            mbar_arrive(&empty[st]);
+    for (int s = 0; s < kStages - 1; ++s) {
+        if (s < p.k_tiles) {
+            load_tokens(tok_ring + s * kTokBytes, p.a, p.K, p.M, m0, k_first + s * kBK);
+            load_weight_tile(w_ring + s * (kWBytes / 4), p.b, p.N, k_first + s * kBK, c0);
         }
+        cp_async_commit();
     }
-    __syncthreads(); /* every stage consumed: the ring becomes the staging tile */
+    for (int kt = 0; kt < p.k_tiles; ++kt) {
+        cp_async_wait<kStages - 2>();
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); /* cp.async's writes, seen by wgmma */
+        __syncthreads(); /* every thread's chunks of stage kt landed; stage kt - 1 is free (its wgmma waited) */
+        const int next = kt + kStages - 1;
+        if (next < p.k_tiles) {
+            const int st = next % kStages;
+            load_tokens(tok_ring + st * kTokBytes, p.a, p.K, p.M, m0, k_first + (int64_t)next * kBK);
+            load_weight_tile(w_ring + st * (kWBytes / 4), p.b, p.N, k_first + (int64_t)next * kBK, c0);
+        }
+        cp_async_commit();
+        /* The weight fragment: per k16 step s, rows k = 16s + 2q (+1, +8, +9) of columns 16 warp + 2g (+1); fragment
+         * row g is column 2g and row g + 8 is column 2g + 1, so each read is one float2. */
+        const float *w = w_ring + (kt % kStages) * (kWBytes / 4) + 2 * q * kWPitch + col;
+        uint32_t frag[4][4];
+#pragma unroll
+        for (int s = 0; s < 4; ++s) {
+            const float *ws = w + 16 * s * kWPitch;
+            const float2 r0 = *reinterpret_cast<const float2 *>(ws);
+            const float2 r1 = *reinterpret_cast<const float2 *>(ws + kWPitch);
+            const float2 r8 = *reinterpret_cast<const float2 *>(ws + 8 * kWPitch);
+            const float2 r9 = *reinterpret_cast<const float2 *>(ws + 9 * kWPitch);
+            frag[s][0] = pack_half2(r0.x, r1.x); /* column 2g: k, k+1 */
+            frag[s][1] = pack_half2(r0.y, r1.y); /* column 2g+1 (fragment row g+8) */
+            frag[s][2] = pack_half2(r8.x, r9.x); /* k+8, k+9 */
+            frag[s][3] = pack_half2(r8.y, r9.y);
+        }
+        const unsigned char *stage = tok_ring + (kt % kStages) * kTokBytes;
+        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+        for (int s = 0; s < 4; ++s) wgmma_tile(acc, frag[s], smem_desc(stage + 32 * s)); /* 16 k = 32 B */
+        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    }
+    cp_async_wait<0>();
+    __syncthreads(); /* the ring becomes the staging tile */
 
     /* Partial tile -> staging [token][column] (fp32, kPitch per row). Accumulator layout of m64nNk16: value 4j + v
      * at fragment row 16 warp + g + 8 (v / 2), token 8j + 2q + (v % 2); fragment row g is column 2g, g + 8 is
@@ -261,8 +236,7 @@ __global__ void __launch_bounds__(kF32wThreads, kPerSm) gemm_f32w_kernel(const F
     float *staging = reinterpret_cast<float *>(smem);
 #pragma unroll
     for (int j = 0; j < kTokens / 8; ++j) {
-        if (warp >= kConsumers / 32) break; /* the producer holds no accumulators */
-        const int n = 8 * j + 2 * q, col = 16 * warp + 2 * g;
+        const int n = 8 * j + 2 * q;
         *reinterpret_cast<float2 *>(staging + n * kPitch + col) = make_float2(acc[4 * j], acc[4 * j + 2]);
         *reinterpret_cast<float2 *>(staging + (n + 1) * kPitch + col) = make_float2(acc[4 * j + 1], acc[4 * j + 3]);
     }

@@ -72,9 +72,9 @@ static const gg_case small_cases[] = {
      * split over k */
     {4, "", 0, 1, 37, 37, 64, 128, 0, 0, 1, 0}, {4, "", 0, 1, 131, 131, 128, 64, 0, 0, 0, 0},
     /* blocks 2/3 at few tokens (fp16 mode: G and dX in gg_k_gemm_f32w on sm_90a, else G in TF32), tiles partly
-     * filled, k split over clusters of 8 and 4; then two token tiles, 3 k-tiles per CTA (an odd count) */
+     * filled, k split over clusters of 8 and 4; then two token tiles and splits of 5 and 6 */
     {2, "", 0, 1, 37, 37, 128, 1024, 0, 0, 0, 0}, {3, "", 0, 1, 131, 131, 256, 512, 0, 0, 0, 0},
-    {2, "", 0, 1, 300, 300, 576, 192, 0, 0, 0, 0},
+    {2, "", 0, 1, 300, 300, 640, 384, 0, 0, 0, 0},
 };
 
 /* The float64 GPU reference is itself checked against the CPU one. */
