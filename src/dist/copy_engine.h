@@ -28,8 +28,7 @@ size_t gg_ce_share(size_t n, size_t at, int ranks, size_t piece_elems);
 int gg_ce_supported(void);
 
 /* The context's staging (two pieces of d->config.bucket_bytes, NCCL memory: where the all-to-all lands, or the
- * halves of the two-rank split reduction), allocated
- * locally (no collective). */
+ * halves of the two-rank split reduction), allocated locally (no collective). */
 gg_status gg_ce_alloc(gg_ctx *ctx, const char *fn);
 
 /* Collective, on every context given (one NCCL group, from this thread): registers each staging as a symmetric

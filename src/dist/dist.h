@@ -28,9 +28,11 @@ typedef struct gg_dist {
     void *agree_dev;      /* device and pinned host buffers of gg_dist_agree_algorithms (AGREE_BYTES in dist.c), */
     void *agree_host;     /* made with the communicator so that making a graph cannot fail half way through it */
     int ce_on;            /* large gradients go through copy_engine.c (every rank agreed at the warm-up) */
-    void *ce_staging;     /* two pieces of NCCL memory (ncclMemAlloc), one symmetric window on comm: where the */
-    void *ce_window;      /* all-to-all of a piece lands, or the two halves of the split reduction; the window */
-    size_t ce_piece_bytes; /* (ncclWindow_t) is released with the communicator. A piece: bucket_bytes */
+    /* The staging: two pieces of NCCL memory (ncclMemAlloc) in one symmetric window on comm, where the all-to-all
+     * of a piece lands, or the two halves of the split reduction. */
+    void *ce_staging;
+    void *ce_window;       /* ncclWindow_t; released with the communicator */
+    size_t ce_piece_bytes; /* a piece: bucket_bytes rounded down to 4 KiB */
     gg_dist_buffer *buffers; /* gg_dist_alloc's, until gg_dist_free (or the communicator goes) */
     int n_buffers;
 } gg_dist;

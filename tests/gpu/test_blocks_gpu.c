@@ -254,12 +254,7 @@ static void block4_fused_path_accumulates(void **state) {
         void *once = gg_case_outputs_to_host(r, &bytes);
         /* poison again, then the first call's parameter gradients back: the activation gradients must be rewritten */
         CUDA_OK(gg_case_poison(r));
-        size_t at = 0;
-        for (int o = 0; o < r->n_out; ++o) {
-            const size_t n_bytes = gg_case_tensor_bytes(&r->out[o]);
-            if (r->out[o].param) CUDA_OK(cudaMemcpy(r->out[o].dev, (char *)once + at, n_bytes, cudaMemcpyHostToDevice));
-            at += n_bytes;
-        }
+        CUDA_OK(gg_case_params_to_device(r, once));
         r->accumulate = 1;
         GG_OK(ctx, gg_case_execute(r, ctx, GG_PRECISION_BF16));
         void *twice = gg_case_outputs_to_host(r, &bytes);

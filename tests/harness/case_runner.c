@@ -27,7 +27,6 @@ static void add(gg_tensor *list, int *n, const char *name, gg_elem elem, int64_t
                (strcmp(name, "grad_gate") == 0 && rows == 1); /* block 1's scalar gate, not block 4's [M,E] */
 }
 
-
 /* The tensors of each block, in the order of gradgraph.h's args, with the spec's input distributions. */
 void gg_case_describe(gg_case_run *r) {
     const gg_case *c = &r->c;
@@ -307,6 +306,19 @@ void *gg_case_outputs_to_host(gg_case_run *r, size_t *bytes) {
     }
     *bytes = total;
     return h;
+}
+
+int gg_case_params_to_device(gg_case_run *r, const void *outputs) {
+    size_t at = 0;
+    for (int i = 0; i < r->n_out; ++i) {
+        const size_t n = gg_case_tensor_bytes(&r->out[i]);
+        if (r->out[i].param) {
+            const cudaError_t e = cudaMemcpy(r->out[i].dev, (const char *)outputs + at, n, cudaMemcpyHostToDevice);
+            if (e != cudaSuccess) return e;
+        }
+        at += n;
+    }
+    return cudaSuccess;
 }
 
 int gg_case_check(gg_case_run *r, gg_case_verdict *v) {

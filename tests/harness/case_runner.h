@@ -81,6 +81,9 @@ gg_status gg_case_graph_run_device(gg_case_run *run, gg_graph *graph, gg_precisi
 
 /* Copies every output to one host buffer (malloc'd, in output order); *bytes gets its size. */
 void *gg_case_outputs_to_host(gg_case_run *run, size_t *bytes);
+/* The reverse for the parameter gradients only: from a buffer of gg_case_outputs_to_host's layout back to the
+ * device (the starting point of an accumulating call). Returns the first CUDA error, or cudaSuccess. */
+int gg_case_params_to_device(gg_case_run *run, const void *outputs);
 
 /* Compares every output against the reference with the case's tolerance (synchronizes). Returns 0 or error. */
 int gg_case_check(gg_case_run *run, gg_case_verdict *verdict);

@@ -93,18 +93,16 @@ static void *rank_main(void *arg) {
         gg_case_poison(j->run);
         if (j->accumulate) { /* the parameter gradients start from the local ones: each rank adds its own again */
             j->run->accumulate = 1;
-            size_t at = 0;
-            for (int o = 0; o < j->run->n_out; ++o) {
-                const gg_tensor *t = &j->run->out[o];
-                const size_t bytes = gg_case_tensor_bytes(t);
-                if (t->param) cudaMemcpy(t->dev, (char *)j->local + at, bytes, cudaMemcpyHostToDevice);
-                at += bytes;
+            if (gg_case_params_to_device(j->run, j->local) != cudaSuccess) {
+                j->status = GG_ERROR_CUDA;
+                snprintf(j->error, sizeof j->error, "restoring the local gradients failed");
+                break;
             }
         }
         j->status = gg_case_graph_run(j->run, g, j->precision);
         if (j->status == GG_SUCCESS) *(k == 0 ? &j->synced : &j->again) = gg_case_outputs_to_host(j->run, &j->bytes);
     }
-    if (j->status != GG_SUCCESS) snprintf(j->error, sizeof j->error, "%s", gg_last_error(j->ctx));
+    if (j->status != GG_SUCCESS && !j->error[0]) snprintf(j->error, sizeof j->error, "%s", gg_last_error(j->ctx));
     /* detaching while this graph holds NCCL work is refused (past the bucket the graph captured none) */
     if (j->status == GG_SUCCESS && !j->beyond_max && gg_dist_detach(j->ctx) != GG_ERROR_INVALID_ARGUMENT) {
         snprintf(j->error, sizeof j->error, "gg_dist_detach did not refuse a live NCCL graph");
@@ -294,6 +292,22 @@ static void assert_activation_grads_close(const gg_case *c, void *const *got, vo
     }
 }
 
+/* The parameter gradients of two runs on the same inputs: the same bits, every rank. */
+static void assert_same_reduced_bits(rank_job *a, rank_job *b, const char *what) {
+    gg_case_run layout = {.c = a[0].c};
+    gg_case_describe(&layout);
+    for (int r = 0; r < world; ++r) {
+        size_t at = 0;
+        for (int o = 0; o < layout.n_out; ++o) {
+            const gg_tensor *t = &layout.out[o];
+            const size_t bytes = gg_case_tensor_bytes(t);
+            if (t->param && memcmp((char *)a[r].synced + at, (char *)b[r].synced + at, bytes) != 0)
+                fail_msg("rank %d %s: %s give different bits", r, t->name, what);
+            at += bytes;
+        }
+    }
+}
+
 static void overlap_on_and_off_agree(void **state) {
     (void)state;
     REQUIRE_GPUS();
@@ -311,21 +325,12 @@ static void overlap_on_and_off_agree(void **state) {
         use_dist_grads = 1;
         /* The reduced parameter gradients: the same bits. dX: its GEMM leaves comm_sms SMs to NCCL with overlap on
          * only, so it may run another algorithm: within rounding. */
-        gg_case_run layout = {.c = c};
-        gg_case_describe(&layout);
         void *got[MAX_RANKS], *want[MAX_RANKS];
         for (int r = 0; r < world; ++r) {
             assert_int_equal(on[r].bytes, off[r].bytes);
-            size_t at = 0;
-            for (int o = 0; o < layout.n_out; ++o) {
-                const gg_tensor *t = &layout.out[o];
-                const size_t bytes = gg_case_tensor_bytes(t);
-                if (t->param && memcmp((char *)on[r].synced + at, (char *)off[r].synced + at, bytes) != 0)
-                    fail_msg("rank %d %s: overlap on and off give different bits", r, t->name);
-                at += bytes;
-            }
             got[r] = on[r].synced, want[r] = off[r].synced;
         }
+        assert_same_reduced_bits(on, off, "overlap on and off");
         assert_activation_grads_close(&c, got, want, "with overlap on, with it off");
         check_reduced(on, 1, 0);
         free_jobs(on);
@@ -345,22 +350,6 @@ static void reduce_scatter_gives_each_rank_its_shard(void **state) {
     run_ranks(jobs, &c, GG_PRECISION_TF32, &dc);
     check_reduced(jobs, 0, 1);
     free_jobs(jobs);
-}
-
-/* The parameter gradients of two runs on the same inputs: the same bits, every rank. */
-static void assert_same_reduced_bits(rank_job *a, rank_job *b, const char *what) {
-    gg_case_run layout = {.c = a[0].c};
-    gg_case_describe(&layout);
-    for (int r = 0; r < world; ++r) {
-        size_t at = 0;
-        for (int o = 0; o < layout.n_out; ++o) {
-            const gg_tensor *t = &layout.out[o];
-            const size_t bytes = gg_case_tensor_bytes(t);
-            if (t->param && memcmp((char *)a[r].synced + at, (char *)b[r].synced + at, bytes) != 0)
-                fail_msg("rank %d %s: %s give different bits", r, t->name, what);
-            at += bytes;
-        }
-    }
 }
 
 static void log_debug(int rank, gg_config *cfg) {
