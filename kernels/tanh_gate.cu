@@ -21,10 +21,50 @@ __device__ __forceinline__ void store_slot(unsigned *slot, unsigned bits) {
     cuda::atomic_ref<unsigned, cuda::thread_scope_device>(*slot).store(bits, cuda::memory_order_relaxed);
 }
 
-/* One pass: each CTA takes whole rows (grid-stride), so the row's mask value is one broadcast load and no index is
- * divided; each thread loads two 16-byte vectors of each input before computing (4 loads in flight). The gate
- * gradient's partial sums go to partials[CTA]; the last CTA to count itself done (a counter it resets) adds them in
- * a fixed order and writes the scalar: one launch, the same bits on every run.
+/* A thread's unit of work: two 16-byte vectors of each input (columns v and v + kThreads of one row, the second
+ * only if the row has it) and the row's mask value, loaded together. */
+struct RowSlice {
+    bf16x8 go[2], hs[2];
+    float mask;
+    bool valid, second;
+};
+
+/* Issues the loads of the slice at (row, v); nothing waits for them until the slice is used. */
+__device__ __forceinline__ RowSlice load_slice(const bf16x8 *__restrict__ grad_output,
+                                               const bf16x8 *__restrict__ hidden_states,
+                                               const __nv_bfloat16 *__restrict__ mask, int64_t rows,
+                                               int64_t vec_per_row, int64_t row, int64_t v) {
+    RowSlice s;
+    s.valid = row < rows && v < vec_per_row;
+    s.second = s.valid && v + kThreads < vec_per_row;
+    if (!s.valid) return s;
+    const int64_t i = row * vec_per_row + v;
+    s.mask = bf(mask[row]);
+    s.go[0] = grad_output[i];
+    s.hs[0] = hidden_states[i];
+    if (s.second) {
+        s.go[1] = grad_output[i + kThreads];
+        s.hs[1] = hidden_states[i + kThreads];
+    }
+    return s;
+}
+
+/* The slice after (row, v) in this thread's order: the next vector pair of the row, else the CTA's next row
+ * (grid-stride, whole rows per CTA: the row's mask value is one broadcast load and no index is divided). */
+__device__ __forceinline__ void next_slice(int64_t vec_per_row, int64_t &row, int64_t &v) {
+    v += 2 * kThreads;
+    if (v >= vec_per_row) {
+        v = threadIdx.x;
+        row += gridDim.x;
+    }
+}
+
+/* One pass. Each thread keeps two slices in flight: the next slice's loads are issued before the current one is
+ * computed and stored, and the first slice's loads before the gate's tanh, so no load waits for the scalar gate
+ * (measured: the block's geomean -1.6 %, M = 1024 -6 %; docs/perf-notes.md, "Session 18"). The gate gradient's
+ * partial sums go to partials[CTA]; the last CTA to count itself done (a counter it resets) adds them in a fixed
+ * order and writes the scalar: one launch, the same bits on every run (each thread adds its slices in the same
+ * order as before the pipelining).
  * No fence between a CTA's partial and its count (a fence waits for all the CTA's output stores: measured 0.5 us
  * per launch, 10 % of the small cases): the last CTA instead waits until each slot holds a stored partial, which
  * every counted CTA has already issued, and marks the slots unwritten again for the next launch. */
@@ -40,34 +80,29 @@ __global__ void __launch_bounds__(kThreads) tanh_gate_kernel(const bf16x8 *__res
                                                              int64_t vec_per_row, bool accumulate) {
     __shared__ float shared[kThreads / 32];
     __shared__ bool is_last;
-    const float t = tanhf(bf(*gate));
+    const __nv_bfloat16 gate_value = *gate;
+    int64_t row = blockIdx.x, v = threadIdx.x;
+    RowSlice cur = load_slice(grad_output, hidden_states, mask, rows, vec_per_row, row, v);
+    const float t = tanhf(bf(gate_value));
     float acc = 0.0f;
-    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-        const float m = bf(mask[row]);
-        const int64_t base = row * vec_per_row;
-        for (int64_t v = threadIdx.x; v < vec_per_row; v += 2 * kThreads) {
-            const bool second = v + kThreads < vec_per_row;
-            bf16x8 go[2], hs[2];
-            go[0] = grad_output[base + v];
-            hs[0] = hidden_states[base + v];
-            if (second) {
-                go[1] = grad_output[base + v + kThreads];
-                hs[1] = hidden_states[base + v + kThreads];
-            }
+    while (cur.valid) {
+        const int64_t base = row * vec_per_row + v;
+        next_slice(vec_per_row, row, v);
+        const RowSlice next = load_slice(grad_output, hidden_states, mask, rows, vec_per_row, row, v);
 #pragma unroll
-            for (int k = 0; k < 2; ++k) {
-                if (k == 1 && !second) break;
-                bf16x8 gh;
+        for (int k = 0; k < 2; ++k) {
+            if (k == 1 && !cur.second) break;
+            bf16x8 gh;
 #pragma unroll
-                for (int j = 0; j < 8; ++j) {
-                    const float g = bf(go[k].v[j]);
-                    gh.v[j] = __float2bfloat16_rn(rbf(g * t) * m);
-                    acc += g * rbf(bf(hs[k].v[j]) * m);
-                }
-                grad_residual[base + v + k * kThreads] = go[k];
-                grad_hidden_states[base + v + k * kThreads] = gh;
+            for (int j = 0; j < 8; ++j) {
+                const float g = bf(cur.go[k].v[j]);
+                gh.v[j] = __float2bfloat16_rn(rbf(g * t) * cur.mask);
+                acc += g * rbf(bf(cur.hs[k].v[j]) * cur.mask);
             }
+            grad_residual[base + k * kThreads] = cur.go[k];
+            grad_hidden_states[base + k * kThreads] = gh;
         }
+        cur = next;
     }
     const float block_total = block_sum(acc, shared);
     if (threadIdx.x == 0) {
@@ -118,7 +153,8 @@ extern "C" int gg_k_tanh_gate_slots(int sm_count) { return kMaxPerSm * (sm_count
 extern "C" int gg_k_tanh_gate_grid(int64_t M, int sm_count) {
     /* One wave of resident CTAs (a second, partial wave would leave SMs idle at the end), at most one per row. */
     int per_sm = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, tanh_gate_kernel, kThreads, 0) != cudaSuccess || per_sm < 1)
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, tanh_gate_kernel, kThreads, 0) != cudaSuccess ||
+        per_sm < 1)
         per_sm = 4;
     if (per_sm > kMaxPerSm) per_sm = kMaxPerSm; /* within gg_k_tanh_gate_slots */
     const int64_t cap = (int64_t)per_sm * (sm_count > 0 ? sm_count : 1);
