@@ -63,8 +63,8 @@ __device__ __forceinline__ void next_slice(int64_t vec_per_row, int64_t &row, in
  * computed and stored, and the first slice's loads before the gate's tanh, so no load waits for the scalar gate
  * (measured: the block's geomean -1.6 %, M = 1024 -6 %; docs/perf-notes.md, "Session 18"). The gate gradient's
  * partial sums go to partials[CTA]; the last CTA to count itself done (a counter it resets) adds them in a fixed
- * order and writes the scalar: one launch, the same bits on every run (each thread adds its slices in the same
- * order as before the pipelining).
+ * order and writes the scalar: one launch, the same bits on every run (each thread adds its slices in its fixed
+ * order, rows ascending).
  * No fence between a CTA's partial and its count (a fence waits for all the CTA's output stores: measured 0.5 us
  * per launch, 10 % of the small cases): the last CTA instead waits until each slot holds a stored partial, which
  * every counted CTA has already issued, and marks the slots unwritten again for the next launch. */
