@@ -99,8 +99,9 @@ if { [ "$stage" = all ] && [ "$gpus" -ge 2 ]; } || [ "$stage" = multigpu ]; then
 fi
 
 cp "$GG_TUNE_CACHE" "$OUT/gemm-algos.txt" 2>/dev/null
-# At most 8 files come back from the GPU machine: logs, tables and plots go into one archive beside the JSON/CSV.
-tar -C "$OUT" -czf "$OUT/logs.tgz" --exclude=logs.tgz --exclude='*.json' --exclude='*.csv' . 2>/dev/null
-find "$OUT" -maxdepth 1 -type f ! -name '*.json' ! -name '*.csv' ! -name logs.tgz -delete
-rm -rf "$OUT/plots" # (in logs.tgz)
+# At most 8 files come back from the GPU machine: logs, tables and plots go into one archive beside the JSON/CSV,
+# named after the stage, so that stages run one after the other into one $OUT keep each other's logs.
+tar -C "$OUT" -czf "$OUT/logs-$stage.tgz" --exclude='logs-*.tgz' --exclude='*.json' --exclude='*.csv' . 2>/dev/null
+find "$OUT" -maxdepth 1 -type f ! -name '*.json' ! -name '*.csv' ! -name 'logs-*.tgz' -delete
+rm -rf "$OUT/plots" # (in the archive)
 exit $status
