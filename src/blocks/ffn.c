@@ -38,8 +38,10 @@ enum { BUF_G, BUF_DY16, BUF_W2_16, BUF_ACT16, BUF_X16, BUF_W1_16, BUF_PARTIALS1,
 #define COMMON_TENSORS(pre_name, act_name)                                                                         \
     [T_DY] = {"grad_output", GG_EXT_TOKENS, GG_EXT_DIM0, 4, 0, 0},                                                 \
     [T_X] = {"hidden_states", GG_EXT_TOKENS, GG_EXT_DIM0, 4, 0, 0},                                                \
-    [T_W1] = {"weight1", GG_EXT_DIM1, GG_EXT_DIM0, 4, 0, 0}, [T_W2] = {"weight2", GG_EXT_DIM0, GG_EXT_DIM1, 4, 0, 0}, \
-    [T_PRE] = {pre_name, GG_EXT_TOKENS, GG_EXT_DIM1, 4, 0, 0}, [T_ACT] = {act_name, GG_EXT_TOKENS, GG_EXT_DIM1, 4, 0, 0}, \
+    [T_W1] = {"weight1", GG_EXT_DIM1, GG_EXT_DIM0, 4, 0, 0},                                                       \
+    [T_W2] = {"weight2", GG_EXT_DIM0, GG_EXT_DIM1, 4, 0, 0},                                                       \
+    [T_PRE] = {pre_name, GG_EXT_TOKENS, GG_EXT_DIM1, 4, 0, 0},                                                     \
+    [T_ACT] = {act_name, GG_EXT_TOKENS, GG_EXT_DIM1, 4, 0, 0},                                                     \
     [T_DX] = {"grad_hidden_states", GG_EXT_TOKENS, GG_EXT_DIM0, 4, 1, 0},                                          \
     [T_DW1] = {"grad_weight1", GG_EXT_DIM1, GG_EXT_DIM0, 4, 1, 0},                                                 \
     [T_DW2] = {"grad_weight2", GG_EXT_DIM0, GG_EXT_DIM1, 4, 1, 0}

@@ -3,7 +3,8 @@
  *
  * Up to GG_SSM_SMALL_MAX_TOKENS tokens: everything in one launch of gradgraph's own kernel (gg_k_ssm_small).
  * Above: caller's stream: g = bf16(dY @ W), then the bf16 elementwise chain. Side stream, overlapping from the start:
- * dW = dYᵀ @ gated and the column sums of dY (grad_bias). Column-major view (row-major [r,c] = column-major c x r, ld = c):
+ * dW = dYᵀ @ gated and the column sums of dY (grad_bias). Column-major view (row-major [r,c] = column-major c x r,
+ * ld = c):
  *   g  [M,E]: (E x M) = W'(E x H)      @ dY'(H x M)       m=E n=M k=H  A=W N lda=E      B=dY N ldb=H
  *   dW [H,E]: (E x H) = gated'(E x M)  @ dY'(H x M)ᵀ      m=E n=H k=M  A=gated N lda=E  B=dY T ldb=H
  */
