@@ -81,8 +81,9 @@ int gg_k_col_sum_chunks(int64_t M, int64_t N, gg_dtype in_type, int sm_count);
 cudaError_t gg_k_sum_ranks(const void *in, void *out, gg_dtype type, size_t chunk, int ranks, float scale,
                            int sm_count, cudaStream_t stream);
 
-/* out = (half)in, n elements. */
-cudaError_t gg_k_f32_to_f16(const float *in, void *out, size_t n, int sm_count, cudaStream_t stream);
+/* out = (half)in, n elements. narrow_ctas > 0: on that many CTAs of 1024 threads, one per SM that a GEMM beside it
+ * leaves free; 0: a grid over the whole GPU. */
+cudaError_t gg_k_f32_to_f16(const float *in, void *out, size_t n, int sm_count, int narrow_ctas, cudaStream_t stream);
 
 /* Graph padding. Copies the first M rows (M = *device_rows when device_rows is not NULL, read when the kernel
  * runs; else `rows`) of row_bytes each from src to dst and zeroes dst's rows [M, zero_rows). With zero_rows <= M it

@@ -66,6 +66,20 @@ static int tf32_g(const gg_block_plan *p) {
     return p->key.precision == GG_PRECISION_FP16 && p->key.tokens <= GG_FFN_TF32_G_MAX_TOKENS;
 }
 
+/* The narrow schedule (fp16 mode above the few-token route, calls that do not sync): G runs on all SMs but
+ * GG_FFN_NARROW_CTAS, and the fp16 copies of act, X and W1 (needed only by the later GEMMs) run on those, one CTA of
+ * 1024 threads per SM, instead of before G on every SM. A cuBLASLt GEMM holds every SM it may use to its end, so
+ * without the SM target nothing runs beside it. Measured on an H200 (docs/perf-notes.md, "Session 19"): 068 and
+ * 073 about 1 % faster with 24 SMs in two calls; 16, 20, 28 and 32 were slower or no better (G on fewer SMs slows
+ * more than the copies gain; its tiles fit some SM counts badly). */
+#define GG_FFN_NARROW_CTAS 24
+
+static int narrow_ctas(const gg_ctx *ctx, const gg_block_plan *p) {
+    const int on = p->key.precision == GG_PRECISION_FP16 && !p->few_tokens && p->key.sm_reserve == 0 &&
+                   !p->key.pair_split && ctx->sm_count >= 4 * GG_FFN_NARROW_CTAS;
+    return on ? GG_FFN_NARROW_CTAS : 0;
+}
+
 /* A GEMM of the precision mode; its output is fp32 unless `out_is_operand` (G: written in the operand type, so R,
  * over it in place, is ready for the next GEMMs). */
 static gg_status plan_gemm(gg_ctx *ctx, gg_matmul *mm, gg_precision precision, int out_is_operand, int sm_target,
@@ -86,8 +100,10 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
      * tokens of dX); every GEMM keeps all SMs. */
     const int64_t halves = p->key.pair_split ? 2 : 1;
     p->few_tokens = tf32_g(p);
+    p->narrow_ctas = narrow_ctas(ctx, p);
+    const int beside_narrow = p->narrow_ctas ? ctx->sm_count - p->narrow_ctas : 0;
     if (p->few_tokens) GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_G], GG_PRECISION_TF32, 0, 0, 0, F, M, D, F, D, F));
-    else GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_G], prec, 1, 0, 0, F, M, D, F, D, F));
+    else GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_G], prec, 1, beside_narrow, 0, F, M, D, F, D, F));
     GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW2], prec, 0, 0, 1, F, D / halves, M, F, D, F));
     GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DX], prec, 0, sm_target, 0, D, M / halves, F, D, F, D));
     GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW1], prec, 0, 0, 1, D, F / halves, M, D, F, D));
@@ -140,20 +156,22 @@ static ffn_operands operands(const gg_ctx *ctx, const gg_block_plan *p, const gg
 /* In fp16 mode, the fp16 copy of input `tensor` into the operand `copy` points at (a no-op otherwise, and for W2 on
  * the few-token route, whose G reads it in fp32). */
 static gg_status to_f16(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, int tensor, const void *copy,
-                        cudaStream_t s) {
+                        int narrow, cudaStream_t s) {
     if (c->precision != GG_PRECISION_FP16 || (tensor == T_W2 && p->few_tokens)) return GG_SUCCESS;
-    GG_CUDA_TRY(ctx, gg_k_f32_to_f16(c->t[tensor], (void *)copy, gg_tensor_elems(c, tensor), ctx->sm_count, s));
+    GG_CUDA_TRY(ctx, gg_k_f32_to_f16(c->t[tensor], (void *)copy, gg_tensor_elems(c, tensor), ctx->sm_count, narrow,
+                                     s));
     return GG_SUCCESS;
 }
 
 /* In fp16 mode, the fp16 copies of `n` inputs (act, X, W1, W2) on `side`, then a mark `main` waits for before it
  * reads them (gg_stream_wait with ctx->ev_conv). */
 static gg_status to_f16_beside(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const ffn_operands *o,
-                               const int *tensors, int n, cudaStream_t side, cudaStream_t main) {
+                               const int *tensors, int n, int narrow, cudaStream_t side, cudaStream_t main) {
     if (c->precision != GG_PRECISION_FP16) return GG_SUCCESS;
     for (int i = 0; i < n; ++i) {
         const int t = tensors[i];
-        GG_TRY(to_f16(ctx, p, c, t, t == T_ACT ? o->act : t == T_X ? o->x : t == T_W1 ? o->w1 : o->w2, side));
+        GG_TRY(to_f16(ctx, p, c, t, t == T_ACT ? o->act : t == T_X ? o->x : t == T_W1 ? o->w1 : o->w2, narrow,
+                      side));
     }
     return gg_stream_mark(ctx, side, ctx->ev_conv, main);
 }
@@ -162,7 +180,7 @@ static gg_status to_f16_beside(gg_ctx *ctx, const gg_block_plan *p, const gg_blo
  * of its own and is done before the GEMMs (measured: on the side stream beside G it delayed dW2, session 14). */
 static gg_status dy_first(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const ffn_operands *o,
                           cudaStream_t s) {
-    if (c->info->kind != GG_BLOCK_MLP) return to_f16(ctx, p, c, T_DY, o->dy, s);
+    if (c->info->kind != GG_BLOCK_MLP) return to_f16(ctx, p, c, T_DY, o->dy, 0, s);
     void *copy = c->precision == GG_PRECISION_FP16 ? (void *)o->dy : NULL;
     GG_CUDA_TRY(ctx, gg_k_col_sum(c->t[T_DY], GG_DT_F32, c->tokens, c->dim0, p->col_chunks[1],
                                   gg_plan_buffer(ctx, p, BUF_PARTIALS2), ctx->counter + GG_COUNTER_SUM_B, c->t[T_DB2],
@@ -201,14 +219,15 @@ static gg_status enqueue_overlapped(gg_ctx *ctx, const gg_block_plan *p, const g
     cudaStream_t side = gg_side_stream(ctx, main);
     const ffn_operands o = operands(ctx, p, c);
     /* fp16: dY first (both chains read it), then W2 on the caller's stream: G's operands (not on the few-token route,
-     * whose G reads the fp32 inputs and starts at once). The operands needed later
-     * (act, X, W1) are converted on the side stream, in whatever SMs the caller's stream leaves free. (They do not
-     * run underneath the G GEMM: a cuBLASLt GEMM holds every SM to its end — docs/perf-notes.md.) */
+     * whose G reads the fp32 inputs and starts at once). The operands needed later (act, X, W1) are converted on the
+     * side stream: on the narrow schedule on the SMs G leaves free, else in whatever SMs the caller's stream leaves
+     * (then they do not run underneath G: a cuBLASLt GEMM holds every SM to its end — docs/perf-notes.md). */
     GG_TRY(dy_first(ctx, p, c, &o, main));
     GG_TRY(gg_stream_handoff(ctx, main, ctx->ev_fork, side)); /* the side stream reads inputs */
     gg_status status = GG_SUCCESS; /* from here on, errors still join the side stream */
-    GG_GOTO(to_f16_beside(ctx, p, c, &o, (const int[]){T_ACT, T_X, T_W1}, 3, side, main), status, join);
-    GG_GOTO(to_f16(ctx, p, c, T_W2, o.w2, main), status, join);
+    GG_GOTO(to_f16_beside(ctx, p, c, &o, (const int[]){T_ACT, T_X, T_W1}, 3, p->narrow_ctas, side, main), status,
+            join);
+    GG_GOTO(to_f16(ctx, p, c, T_W2, o.w2, 0, main), status, join);
     /* G runs alone first; then the side chain (dW2, and dW1 once R exists) overlaps the caller's (gelu', bias sums,
      * dX). Forking before G, so that dW2 and G start together, made graph replay up to 11 % slower on fp32/tf32
      * cases (docs/perf-notes.md, "schedule experiment"). */
@@ -235,16 +254,16 @@ static gg_status enqueue_weights_first(gg_ctx *ctx, const gg_block_plan *p, cons
     const int acc = c->accumulate;
     const ffn_operands o = operands(ctx, p, c);
     GG_TRY(dy_first(ctx, p, c, &o, s));
-    GG_TRY(to_f16(ctx, p, c, T_ACT, o.act, s));
+    GG_TRY(to_f16(ctx, p, c, T_ACT, o.act, 0, s));
     GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_DW2], o.act, o.dy, t[T_DW2], acc, 1, s));
     GG_TRY(gg_dist_grad_ready(ctx, c, s, T_DW2));
-    GG_TRY(to_f16(ctx, p, c, T_W2, o.w2, s));
+    GG_TRY(to_f16(ctx, p, c, T_W2, o.w2, 0, s));
     GG_TRY(gemm_g(ctx, p, c, &o, s));
     GG_TRY(activation_grad(ctx, p, c, &o, s));
-    GG_TRY(to_f16(ctx, p, c, T_X, o.x, s));
+    GG_TRY(to_f16(ctx, p, c, T_X, o.x, 0, s));
     GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_DW1], o.x, o.G, t[T_DW1], acc, 1, s));
     GG_TRY(gg_dist_grad_ready(ctx, c, s, T_DW1));
-    GG_TRY(to_f16(ctx, p, c, T_W1, o.w1, s));
+    GG_TRY(to_f16(ctx, p, c, T_W1, o.w1, 0, s));
     return gg_matmul_run(ctx, &p->gemm[GEMM_DX], o.w1, o.G, t[T_DX], 0, 0, s);
 }
 
@@ -310,17 +329,17 @@ static gg_status enqueue_pair(gg_ctx *ctx, const gg_block_plan *p, const gg_bloc
     cudaStream_t side = gg_side_stream(ctx, s);
     if (conv_side) GG_TRY(gg_stream_handoff(ctx, s, ctx->ev_fork, side)); /* the side stream reads inputs */
     gg_status status = GG_SUCCESS; /* from here on, errors still join the side stream */
-    if (conv_side) GG_GOTO(to_f16_beside(ctx, p, c, &o, (const int[]){T_W2, T_X, T_W1}, 3, side, s), status, join);
-    GG_GOTO(to_f16(ctx, p, c, T_ACT, o.act, s), status, join);
+    if (conv_side) GG_GOTO(to_f16_beside(ctx, p, c, &o, (const int[]){T_W2, T_X, T_W1}, 3, 0, side, s), status, join);
+    GG_GOTO(to_f16(ctx, p, c, T_ACT, o.act, 0, s), status, join);
     GG_GOTO(pair_half(ctx, c, &p->gemm[GEMM_DW2], o.act, o.dy, in_elem, T_DW2, F, D, 0, s), status, join);
     if (conv_side) GG_GOTO(gg_stream_wait(ctx, side, ctx->ev_conv, s), status, join);
-    else GG_GOTO(to_f16(ctx, p, c, T_W2, o.w2, s), status, join);
+    else GG_GOTO(to_f16(ctx, p, c, T_W2, o.w2, 0, s), status, join);
     GG_GOTO(gemm_g(ctx, p, c, &o, s), status, join);
     GG_GOTO(activation_grad(ctx, p, c, &o, s), status, join);
     GG_GOTO(pair_half(ctx, c, &p->gemm[GEMM_DW2], o.act, o.dy, in_elem, T_DW2, F, D, 1, s), status, join);
-    if (!conv_side) GG_GOTO(to_f16(ctx, p, c, T_X, o.x, s), status, join);
+    if (!conv_side) GG_GOTO(to_f16(ctx, p, c, T_X, o.x, 0, s), status, join);
     GG_GOTO(pair_half(ctx, c, &p->gemm[GEMM_DW1], o.x, o.G, g_elem, T_DW1, D, F, 0, s), status, join);
-    if (!conv_side) GG_GOTO(to_f16(ctx, p, c, T_W1, o.w1, s), status, join);
+    if (!conv_side) GG_GOTO(to_f16(ctx, p, c, T_W1, o.w1, 0, s), status, join);
     GG_GOTO(dx_half(ctx, p, c, &o, 0, s), status, join);
     GG_GOTO(pair_half(ctx, c, &p->gemm[GEMM_DW1], o.x, o.G, g_elem, T_DW1, D, F, 1, s), status, join);
     GG_GOTO(dx_half(ctx, p, c, &o, 1, s), status, join);

@@ -75,6 +75,9 @@ static const gg_case small_cases[] = {
      * the last one with more than 256 tokens */
     {2, "", 0, 1, 37, 37, 128, 1024, 0, 0, 0, 0}, {3, "", 0, 1, 131, 131, 256, 512, 0, 0, 0, 0},
     {2, "", 0, 1, 300, 300, 640, 384, 0, 0, 0, 0},
+    /* blocks 2/3 above the few-token route, where fp16 mode converts act, X and W1 on a narrow grid beside G: act
+     * long enough for the unrolled loop and a tail, X and W1 tail only */
+    {2, "", 0, 1, 600, 600, 64, 1536, 0, 0, 0, 0}, {3, "", 0, 1, 520, 520, 96, 1600, 0, 0, 0, 0},
 };
 
 /* The float64 GPU reference is itself checked against the CPU one. */
