@@ -158,23 +158,20 @@ int main(int argc, char **argv) {
         auto conv = [&](cudaStream_t s) {
             narrow_convert<<<conv_grid, 1024, 0, s>>>((const float4 *)in, (uint2 *)out, conv_elems / 4);
         };
-        std::vector<float> tg, tc, both[2][3];
-        for (int r = 0; r < REPS + 1; ++r) {
+        auto alone = [&](int r, auto work) { /* cold L2, then work on s1 alone: microseconds */
             float ms;
             CK(cudaMemsetAsync(flush, r, flush_bytes, s1));
             CK(cudaEventRecord(e0, s1));
-            gemm(s1);
+            work(s1);
             CK(cudaEventRecord(g1, s1));
             CK(cudaEventSynchronize(g1));
             CK(cudaEventElapsedTime(&ms, e0, g1));
-            if (r) tg.push_back(ms * 1e3f);
-            CK(cudaMemsetAsync(flush, r, flush_bytes, s1));
-            CK(cudaEventRecord(e0, s1));
-            conv(s1);
-            CK(cudaEventRecord(c1, s1));
-            CK(cudaEventSynchronize(c1));
-            CK(cudaEventElapsedTime(&ms, e0, c1));
-            if (r) tc.push_back(ms * 1e3f);
+            return ms * 1e3f;
+        };
+        std::vector<float> tg, tc, both[2][3];
+        for (int r = 0; r < REPS + 1; ++r) {
+            const float t_gemm = alone(r, gemm), t_conv = alone(r, conv);
+            if (r) tg.push_back(t_gemm), tc.push_back(t_conv); /* run 0 warms up */
             if (N == 0) continue;
             for (int order = 0; order < 2; ++order) {
                 CK(cudaMemsetAsync(flush, r, flush_bytes, s1));
