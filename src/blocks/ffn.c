@@ -75,8 +75,8 @@ static int tf32_g(const gg_block_plan *p) {
 #define GG_FFN_NARROW_CTAS 24
 
 static int narrow_ctas(const gg_ctx *ctx, const gg_block_plan *p) {
-    const int on = p->key.precision == GG_PRECISION_FP16 && !p->few_tokens && p->key.sm_reserve == 0 &&
-                   !p->key.pair_split && ctx->sm_count >= 4 * GG_FFN_NARROW_CTAS;
+    const int on = p->key.precision == GG_PRECISION_FP16 && !p->few_tokens && !p->key.sync_grads &&
+                   ctx->sm_count >= 4 * GG_FFN_NARROW_CTAS;
     return on ? GG_FFN_NARROW_CTAS : 0;
 }
 

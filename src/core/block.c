@@ -126,6 +126,7 @@ gg_status gg_block_validate(gg_ctx *ctx, const char *fn, gg_block_call *c, gg_pr
 gg_plan_key gg_block_plan_key(const gg_ctx *ctx, const gg_block_call *c) {
     gg_plan_key key = gg_plan_key_make(c->info->kind, c->precision, c->tokens, c->dim0, c->dim1);
     key.sm_reserve = c->sync_grads ? gg_dist_comm_sms(ctx) : 0;
+    key.sync_grads = c->sync_grads != 0;
     /* Halves at 16-byte aligned offsets in every operand (fp16 rows of D/2 or F/2 elements; the plans promise
      * cuBLASLt 16-byte pointers), M even for dX's halves. */
     if (c->info->split_tensors && c->tokens % 2 == 0 && c->dim0 % 16 == 0 && c->dim1 % 16 == 0 &&

@@ -18,7 +18,7 @@ uint64_t gg_plan_key_hash(const gg_plan_key *key) {
     /* FNV-1a over the fields' values (not the struct's bytes: a copied key's padding is not guaranteed to stay zero),
      * the same fields gg_plan_key_equal compares. */
     const int64_t fields[] = {key->block, key->precision, key->tokens, key->dim0, key->dim1, key->sm_reserve,
-                              key->pair_split};
+                              key->pair_split, key->sync_grads};
     uint64_t h = 1469598103934665603ull;
     for (size_t f = 0; f < sizeof fields / sizeof fields[0]; ++f)
         for (int b = 0; b < 8; ++b) {
@@ -30,8 +30,8 @@ uint64_t gg_plan_key_hash(const gg_plan_key *key) {
 
 int gg_plan_key_equal(const gg_plan_key *a, const gg_plan_key *b) {
     return a->block == b->block && a->precision == b->precision && a->tokens == b->tokens && a->dim0 == b->dim0 &&
-           a->dim1 == b->dim1 && a->sm_reserve == b->sm_reserve &&
-           a->pair_split == b->pair_split;
+           a->dim1 == b->dim1 && a->sm_reserve == b->sm_reserve && a->pair_split == b->pair_split &&
+           a->sync_grads == b->sync_grads;
 }
 
 void gg_plan_cache_init(gg_plan_cache *cache, gg_plan_destroy_fn destroy, void *user_data) {

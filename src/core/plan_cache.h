@@ -25,6 +25,7 @@ typedef struct gg_plan_key {
     int64_t dim1;      /* the second (F or E), 0 when the block has one */
     int32_t sm_reserve; /* SMs the block's GEMMs leave free for communication (0: none) */
     int32_t pair_split; /* 1: the two-rank split reduction (gg_dist_pair_split): the FFNs' GEMMs in halves */
+    int32_t sync_grads; /* 1: the call syncs its gradients (the FFNs' narrow schedule is for local calls only) */
 } gg_plan_key;
 
 gg_plan_key gg_plan_key_make(gg_block_kind block, int precision, int64_t tokens, int64_t dim0, int64_t dim1);

@@ -23,6 +23,7 @@ static void key_equal_for_same_fields(void **state) {
     c.block = a.block, c.precision = a.precision, c.tokens = a.tokens, c.dim0 = a.dim0, c.dim1 = a.dim1;
     c.sm_reserve = a.sm_reserve;
     c.pair_split = a.pair_split;
+    c.sync_grads = a.sync_grads;
     assert_true(gg_plan_key_equal(&a, &c));
     assert_int_equal(gg_plan_key_hash(&a), gg_plan_key_hash(&c));
 }
@@ -34,11 +35,13 @@ static void key_differs_in_every_field(void **state) {
     reserving.sm_reserve = 16;
     gg_plan_key pair = base; /* the two-rank split reduction: GEMMs in halves */
     pair.pair_split = 1;
+    gg_plan_key syncing = base; /* a syncing call without SMs left to communication: no narrow schedule */
+    syncing.sync_grads = 1;
     const gg_plan_key other[] = {
         gg_plan_key_make(GG_BLOCK_GELU_FFN, 3, 4096, 2048, 8192), gg_plan_key_make(GG_BLOCK_MLP, 2, 4096, 2048, 8192),
         gg_plan_key_make(GG_BLOCK_MLP, 3, 4097, 2048, 8192),      gg_plan_key_make(GG_BLOCK_MLP, 3, 4096, 2056, 8192),
         gg_plan_key_make(GG_BLOCK_MLP, 3, 4096, 2048, 8200),      reserving,
-        pair,
+        pair,                                                     syncing,
     };
     for (size_t i = 0; i < sizeof other / sizeof other[0]; ++i) {
         assert_false(gg_plan_key_equal(&base, &other[i]));
