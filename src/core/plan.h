@@ -20,8 +20,8 @@ typedef struct gg_block_plan {
     int reduce_blocks;                  /* grid of the block's scalar reduction, if any */
     int col_chunks[2];                  /* row chunks of the block's column sums, if any */
     int few_tokens;                     /* 1: the block's few-token route (each block says which) */
-    int narrow_ctas;                    /* > 0: memory-bound kernels on this many SMs, beside GEMMs that leave
-                                           them free (the FFN blocks' narrow schedule) */
+    int narrow_ctas;                    /* > 0: the FFN blocks' narrow schedule: fp16 conversions on this many
+                                           SMs, beside a G GEMM that leaves them free */
 } gg_block_plan;
 
 /* Fills plan (whose key is set) for its block: GEMM plans, buffer offsets, scratch_bytes, launch parameters. */
