@@ -30,12 +30,17 @@ for block in blocks:
             bad += [k[1] for k, v in rows.items() if k[0] == block and v["correct"] != "1"]
             if spans: rounds.append(geo(spans))
             for k, v in rows.items():
-                if k[0] == block: per_case[k[1]].append((float(v["graph_span_us"]), float(v["sol_us"])))
-        med[t] = {i: (statistics.median(s for s, _ in v), v[0][1]) for i, v in per_case.items()}
+                if k[0] == block:
+                    per_case[k[1]].append((float(v["graph_span_us"]), float(v["sol_us"]), float(v["graph_us"])))
+        med[t] = {i: (statistics.median(x[0] for x in v), v[0][1]) for i, v in per_case.items()}
         g = geo([m for m, _ in med[t].values()])
         sol = geo([s for _, s in med[t].values()])
+        # CUDA events around the replay (a pass without CUPTI; includes the graph's launch): CUPTI's tracing can
+        # lengthen the spans of two-stream graphs (perf-notes.md, "Session 19"), events show whether a change did
+        events = geo([statistics.median(x[2] for x in v) for v in per_case.values()])
         print(f"{t:>12}: geomean per round " + " ".join(f"{x:.2f}" for x in rounds) +
-              f" | median-of-rounds geomean {g:.2f} us, {100 * sol / g:.1f} % of SOL" + (f"  NOT CORRECT: {sorted(set(bad))}" if bad else ""))
+              f" | median-of-rounds geomean {g:.2f} us, {100 * sol / g:.1f} % of SOL | events {events:.2f} us" +
+              (f"  NOT CORRECT: {sorted(set(bad))}" if bad else ""))
     have = list(med)  # the first tree with this block and mode is the reference of the ratios
     base = have[0]
     print("  case      M  " + "  ".join(f"{t:>12}" for t in have))
