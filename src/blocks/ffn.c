@@ -154,24 +154,30 @@ static ffn_operands operands(const gg_ctx *ctx, const gg_block_plan *p, const gg
 }
 
 /* In fp16 mode, the fp16 copy of input `tensor` into the operand `copy` points at (a no-op otherwise, and for W2 on
- * the few-token route, whose G reads it in fp32). */
-static gg_status to_f16(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, int tensor, const void *copy,
-                        int narrow, cudaStream_t s) {
+ * the few-token route, whose G reads it in fp32), on narrow_ctas SMs (gg_k_f32_to_f16; 0: every SM). */
+static gg_status to_f16_on(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, int tensor, const void *copy,
+                           int narrow_ctas, cudaStream_t s) {
     if (c->precision != GG_PRECISION_FP16 || (tensor == T_W2 && p->few_tokens)) return GG_SUCCESS;
-    GG_CUDA_TRY(ctx, gg_k_f32_to_f16(c->t[tensor], (void *)copy, gg_tensor_elems(c, tensor), ctx->sm_count, narrow,
-                                     s));
+    GG_CUDA_TRY(ctx, gg_k_f32_to_f16(c->t[tensor], (void *)copy, gg_tensor_elems(c, tensor), ctx->sm_count,
+                                     narrow_ctas, s));
     return GG_SUCCESS;
 }
 
-/* In fp16 mode, the fp16 copies of `n` inputs (act, X, W1, W2) on `side`, then a mark `main` waits for before it
- * reads them (gg_stream_wait with ctx->ev_conv). */
+/* to_f16_on on every SM. */
+static gg_status to_f16(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, int tensor, const void *copy,
+                        cudaStream_t s) {
+    return to_f16_on(ctx, p, c, tensor, copy, 0, s);
+}
+
+/* In fp16 mode, the fp16 copies of `n` inputs (act, X, W1, W2) on `side` (on the SMs G leaves free when the plan
+ * has the narrow schedule), then a mark `main` waits for before it reads them (gg_stream_wait with ctx->ev_conv). */
 static gg_status to_f16_beside(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const ffn_operands *o,
-                               const int *tensors, int n, int narrow, cudaStream_t side, cudaStream_t main) {
+                               const int *tensors, int n, cudaStream_t side, cudaStream_t main) {
     if (c->precision != GG_PRECISION_FP16) return GG_SUCCESS;
     for (int i = 0; i < n; ++i) {
         const int t = tensors[i];
-        GG_TRY(to_f16(ctx, p, c, t, t == T_ACT ? o->act : t == T_X ? o->x : t == T_W1 ? o->w1 : o->w2, narrow,
-                      side));
+        const void *copy = t == T_ACT ? o->act : t == T_X ? o->x : t == T_W1 ? o->w1 : o->w2;
+        GG_TRY(to_f16_on(ctx, p, c, t, copy, p->narrow_ctas, side));
     }
     return gg_stream_mark(ctx, side, ctx->ev_conv, main);
 }
@@ -180,7 +186,7 @@ static gg_status to_f16_beside(gg_ctx *ctx, const gg_block_plan *p, const gg_blo
  * of its own and is done before the GEMMs (measured: on the side stream beside G it delayed dW2, session 14). */
 static gg_status dy_first(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const ffn_operands *o,
                           cudaStream_t s) {
-    if (c->info->kind != GG_BLOCK_MLP) return to_f16(ctx, p, c, T_DY, o->dy, 0, s);
+    if (c->info->kind != GG_BLOCK_MLP) return to_f16(ctx, p, c, T_DY, o->dy, s);
     void *copy = c->precision == GG_PRECISION_FP16 ? (void *)o->dy : NULL;
     GG_CUDA_TRY(ctx, gg_k_col_sum(c->t[T_DY], GG_DT_F32, c->tokens, c->dim0, p->col_chunks[1],
                                   gg_plan_buffer(ctx, p, BUF_PARTIALS2), ctx->counter + GG_COUNTER_SUM_B, c->t[T_DB2],
@@ -225,9 +231,8 @@ static gg_status enqueue_overlapped(gg_ctx *ctx, const gg_block_plan *p, const g
     GG_TRY(dy_first(ctx, p, c, &o, main));
     GG_TRY(gg_stream_handoff(ctx, main, ctx->ev_fork, side)); /* the side stream reads inputs */
     gg_status status = GG_SUCCESS; /* from here on, errors still join the side stream */
-    GG_GOTO(to_f16_beside(ctx, p, c, &o, (const int[]){T_ACT, T_X, T_W1}, 3, p->narrow_ctas, side, main), status,
-            join);
-    GG_GOTO(to_f16(ctx, p, c, T_W2, o.w2, 0, main), status, join);
+    GG_GOTO(to_f16_beside(ctx, p, c, &o, (const int[]){T_ACT, T_X, T_W1}, 3, side, main), status, join);
+    GG_GOTO(to_f16(ctx, p, c, T_W2, o.w2, main), status, join);
     /* G runs alone first; then the side chain (dW2, and dW1 once R exists) overlaps the caller's (gelu', bias sums,
      * dX). Forking before G, so that dW2 and G start together, made graph replay up to 11 % slower on fp32/tf32
      * cases (docs/perf-notes.md, "schedule experiment"). */
@@ -254,16 +259,16 @@ static gg_status enqueue_weights_first(gg_ctx *ctx, const gg_block_plan *p, cons
     const int acc = c->accumulate;
     const ffn_operands o = operands(ctx, p, c);
     GG_TRY(dy_first(ctx, p, c, &o, s));
-    GG_TRY(to_f16(ctx, p, c, T_ACT, o.act, 0, s));
+    GG_TRY(to_f16(ctx, p, c, T_ACT, o.act, s));
     GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_DW2], o.act, o.dy, t[T_DW2], acc, 1, s));
     GG_TRY(gg_dist_grad_ready(ctx, c, s, T_DW2));
-    GG_TRY(to_f16(ctx, p, c, T_W2, o.w2, 0, s));
+    GG_TRY(to_f16(ctx, p, c, T_W2, o.w2, s));
     GG_TRY(gemm_g(ctx, p, c, &o, s));
     GG_TRY(activation_grad(ctx, p, c, &o, s));
-    GG_TRY(to_f16(ctx, p, c, T_X, o.x, 0, s));
+    GG_TRY(to_f16(ctx, p, c, T_X, o.x, s));
     GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_DW1], o.x, o.G, t[T_DW1], acc, 1, s));
     GG_TRY(gg_dist_grad_ready(ctx, c, s, T_DW1));
-    GG_TRY(to_f16(ctx, p, c, T_W1, o.w1, 0, s));
+    GG_TRY(to_f16(ctx, p, c, T_W1, o.w1, s));
     return gg_matmul_run(ctx, &p->gemm[GEMM_DX], o.w1, o.G, t[T_DX], 0, 0, s);
 }
 
@@ -329,17 +334,17 @@ static gg_status enqueue_pair(gg_ctx *ctx, const gg_block_plan *p, const gg_bloc
     cudaStream_t side = gg_side_stream(ctx, s);
     if (conv_side) GG_TRY(gg_stream_handoff(ctx, s, ctx->ev_fork, side)); /* the side stream reads inputs */
     gg_status status = GG_SUCCESS; /* from here on, errors still join the side stream */
-    if (conv_side) GG_GOTO(to_f16_beside(ctx, p, c, &o, (const int[]){T_W2, T_X, T_W1}, 3, 0, side, s), status, join);
-    GG_GOTO(to_f16(ctx, p, c, T_ACT, o.act, 0, s), status, join);
+    if (conv_side) GG_GOTO(to_f16_beside(ctx, p, c, &o, (const int[]){T_W2, T_X, T_W1}, 3, side, s), status, join);
+    GG_GOTO(to_f16(ctx, p, c, T_ACT, o.act, s), status, join);
     GG_GOTO(pair_half(ctx, c, &p->gemm[GEMM_DW2], o.act, o.dy, in_elem, T_DW2, F, D, 0, s), status, join);
     if (conv_side) GG_GOTO(gg_stream_wait(ctx, side, ctx->ev_conv, s), status, join);
-    else GG_GOTO(to_f16(ctx, p, c, T_W2, o.w2, 0, s), status, join);
+    else GG_GOTO(to_f16(ctx, p, c, T_W2, o.w2, s), status, join);
     GG_GOTO(gemm_g(ctx, p, c, &o, s), status, join);
     GG_GOTO(activation_grad(ctx, p, c, &o, s), status, join);
     GG_GOTO(pair_half(ctx, c, &p->gemm[GEMM_DW2], o.act, o.dy, in_elem, T_DW2, F, D, 1, s), status, join);
-    if (!conv_side) GG_GOTO(to_f16(ctx, p, c, T_X, o.x, 0, s), status, join);
+    if (!conv_side) GG_GOTO(to_f16(ctx, p, c, T_X, o.x, s), status, join);
     GG_GOTO(pair_half(ctx, c, &p->gemm[GEMM_DW1], o.x, o.G, g_elem, T_DW1, D, F, 0, s), status, join);
-    if (!conv_side) GG_GOTO(to_f16(ctx, p, c, T_W1, o.w1, 0, s), status, join);
+    if (!conv_side) GG_GOTO(to_f16(ctx, p, c, T_W1, o.w1, s), status, join);
     GG_GOTO(dx_half(ctx, p, c, &o, 0, s), status, join);
     GG_GOTO(pair_half(ctx, c, &p->gemm[GEMM_DW1], o.x, o.G, g_elem, T_DW1, D, F, 1, s), status, join);
     GG_GOTO(dx_half(ctx, p, c, &o, 1, s), status, join);
