@@ -9,9 +9,11 @@
  * sums grad_bias1 and grad_bias2 in the launch that writes R.
  * Graphs that all-reduce the gradients during the backward run another order (enqueue_weights_first): dW2 first and
  * dW1 as soon as R exists, so each reduction has later work to hide behind, and dX last.
- * fp16 mode converts the GEMMs' operands to fp16 first, but at few tokens (GG_FFN_TF32_G_MAX_TOKENS) G runs in TF32
- * straight from the fp32 dY and W2, into an fp32 G, from which gelu' writes R in fp16: W2 is not converted, and G
- * starts at once, beside the conversions the later GEMMs need, instead of after them.
+ * fp16 mode converts the GEMMs' operands to fp16 first, except at few tokens, where the weights (whose size does not
+ * shrink with the tokens) are not converted: on an sm_90a device (GG_FFN_F32W_MAX_TOKENS) G and dX read them in fp32
+ * in gradgraph's own GEMM (gg_k_gemm_f32w), which rounds them to fp16 as it loads them; elsewhere
+ * (GG_FFN_TF32_G_MAX_TOKENS) G runs in TF32 straight from the fp32 dY and W2, into an fp32 G, from which gelu' writes
+ * R in fp16, and only W1 is converted.
  *
  * Column-major view of the row-major tensors (a row-major [r,c] matrix is column-major c x r, ld = c):
  *   G   [M,F]: G'(F x M)   = W2'(F x D)     @ dY'(D x M)         m=F n=M k=D  A=W2 N lda=F  B=dY N ldb=D
@@ -32,7 +34,8 @@ enum { T_DB1 = T_EXTRA0, T_DB2 = T_EXTRA1 }; /* block 3 */
 
 enum { GEMM_G, GEMM_DW2, GEMM_DX, GEMM_DW1 };
 /* Scratch: G, and R over it in place, in the GEMMs' operand type (fp16 in fp16 mode, else fp32); fp16 copies of the
- * operands in fp16 mode (W2's not on the few-token route, which has its fp32 G in BUF_G32 instead); partial sums. */
+ * operands in fp16 mode (not of the weights the few-token routes read in fp32; the TF32 G route's fp32 G in BUF_G32);
+ * partial sums. */
 enum { BUF_G, BUF_DY16, BUF_W2_16, BUF_ACT16, BUF_X16, BUF_W1_16, BUF_PARTIALS1, BUF_PARTIALS2, BUF_G32 };
 
 #define COMMON_TENSORS(pre_name, act_name)                                                                         \
@@ -56,14 +59,24 @@ static const gg_tensor_spec mlp_tensors[] = {
     [T_DB2] = {"grad_bias2", GG_EXT_ONE, GG_EXT_DIM0, 4, 1, 0},
 };
 
-/* Up to this many tokens, fp16 mode's G = dY @ W2 runs in TF32 from the fp32 inputs (the few-token route). Measured
- * on an H200: docs/perf-notes.md, "Session 16". */
+/* fp16 mode's routes (the plan's few_tokens): every operand converted to fp16 first; at few tokens on an sm_90a
+ * device, G and dX in gg_k_gemm_f32w from the fp32 weights; at few tokens elsewhere, G in TF32 from the fp32 inputs. */
+enum { ROUTE_CONVERT = 0, ROUTE_F32W = 1, ROUTE_TF32_G = 2 };
+
+/* Up to these many tokens the few-token routes win. Measured on an H200: docs/perf-notes.md, "Session 16" (TF32 G)
+ * and "Session 17" (gg_k_gemm_f32w). */
+#define GG_FFN_F32W_MAX_TOKENS 512
 #define GG_FFN_TF32_G_MAX_TOKENS 512
 
-/* Whether a plan takes the few-token route: fp16 mode and few tokens, on every path (the data-parallel ones too, so
- * that a rank's synced gradients are the mean of what its local calls compute). */
-static int tf32_g(const gg_block_plan *p) {
-    return p->key.precision == GG_PRECISION_FP16 && p->key.tokens <= GG_FFN_TF32_G_MAX_TOKENS;
+/* The plan's route, the same on every path (the data-parallel ones too, so that a rank's synced gradients are the
+ * mean of what its local calls compute). */
+static int route(const gg_ctx *ctx, const gg_block_plan *p) {
+    const int64_t M = p->key.tokens, D = p->key.dim0, F = p->key.dim1;
+    if (p->key.precision != GG_PRECISION_FP16) return ROUTE_CONVERT;
+    if (ctx->has_wgmma && M <= GG_FFN_F32W_MAX_TOKENS && gg_k_gemm_f32w_supported(M, F, D) &&
+        gg_k_gemm_f32w_supported(M, D, F))
+        return ROUTE_F32W;
+    return M <= GG_FFN_TF32_G_MAX_TOKENS ? ROUTE_TF32_G : ROUTE_CONVERT;
 }
 
 /* The narrow schedule (fp16 mode above the few-token route, calls that do not sync): G runs on all SMs but
@@ -99,23 +112,26 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     /* The two-rank split reduction (enqueue_pair) runs dW2, dW1 and dX in halves (of their n: rows of the gradient,
      * tokens of dX); every GEMM keeps all SMs. */
     const int64_t halves = p->key.pair_split ? 2 : 1;
-    p->few_tokens = tf32_g(p);
+    p->few_tokens = route(ctx, p);
     p->narrow_ctas = narrow_ctas(ctx, p);
     const int beside_narrow = p->narrow_ctas ? ctx->sm_count - p->narrow_ctas : 0;
-    if (p->few_tokens) GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_G], GG_PRECISION_TF32, 0, 0, 0, F, M, D, F, D, F));
-    else GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_G], prec, 1, beside_narrow, 0, F, M, D, F, D, F));
+    if (p->few_tokens == ROUTE_TF32_G)
+        GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_G], GG_PRECISION_TF32, 0, 0, 0, F, M, D, F, D, F));
+    else if (p->few_tokens == ROUTE_CONVERT)
+        GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_G], prec, 1, beside_narrow, 0, F, M, D, F, D, F));
     GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW2], prec, 0, 0, 1, F, D / halves, M, F, D, F));
-    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DX], prec, 0, sm_target, 0, D, M / halves, F, D, F, D));
+    if (p->few_tokens != ROUTE_F32W)
+        GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DX], prec, 0, sm_target, 0, D, M / halves, F, D, F, D));
     GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW1], prec, 0, 0, 1, D, F / halves, M, D, F, D));
     const size_t h = 2; /* sizeof(half) */
     p->buffer[BUF_G] = gg_plan_take(p, (size_t)(M * F) * (prec == GG_PRECISION_FP16 ? h : sizeof(float)));
     if (prec == GG_PRECISION_FP16) {
         p->buffer[BUF_DY16] = gg_plan_take(p, (size_t)(M * D) * h);
-        if (p->few_tokens) p->buffer[BUF_G32] = gg_plan_take(p, (size_t)(M * F) * sizeof(float));
-        else p->buffer[BUF_W2_16] = gg_plan_take(p, (size_t)(D * F) * h);
+        if (p->few_tokens == ROUTE_TF32_G) p->buffer[BUF_G32] = gg_plan_take(p, (size_t)(M * F) * sizeof(float));
+        if (p->few_tokens == ROUTE_CONVERT) p->buffer[BUF_W2_16] = gg_plan_take(p, (size_t)(D * F) * h);
         p->buffer[BUF_ACT16] = gg_plan_take(p, (size_t)(M * F) * h);
         p->buffer[BUF_X16] = gg_plan_take(p, (size_t)(M * D) * h);
-        p->buffer[BUF_W1_16] = gg_plan_take(p, (size_t)(F * D) * h);
+        if (p->few_tokens != ROUTE_F32W) p->buffer[BUF_W1_16] = gg_plan_take(p, (size_t)(F * D) * h);
     }
     if (p->key.block == GG_BLOCK_MLP) {
         p->col_chunks[0] = gg_k_col_sum_chunks(M, F, GG_DT_F32, ctx->sm_count); /* grad_bias1 over R, with gelu' */
@@ -142,22 +158,25 @@ static ffn_operands operands(const gg_ctx *ctx, const gg_block_plan *p, const gg
                       gg_plan_buffer(ctx, p, BUF_G), GG_DT_F32};
     if (c->precision == GG_PRECISION_FP16) {
         o.dy = gg_plan_buffer(ctx, p, BUF_DY16);
-        if (!p->few_tokens) o.w2 = gg_plan_buffer(ctx, p, BUF_W2_16);
+        if (p->few_tokens == ROUTE_CONVERT) o.w2 = gg_plan_buffer(ctx, p, BUF_W2_16);
         o.act = gg_plan_buffer(ctx, p, BUF_ACT16);
         o.x = gg_plan_buffer(ctx, p, BUF_X16);
-        o.w1 = gg_plan_buffer(ctx, p, BUF_W1_16);
+        if (p->few_tokens != ROUTE_F32W) o.w1 = gg_plan_buffer(ctx, p, BUF_W1_16);
         o.g_type = GG_DT_F16;
-        if (p->few_tokens) o.g_out = gg_plan_buffer(ctx, p, BUF_G32);
+        if (p->few_tokens == ROUTE_TF32_G) o.g_out = gg_plan_buffer(ctx, p, BUF_G32);
         else o.g_out_type = GG_DT_F16;
     }
     return o;
 }
 
-/* In fp16 mode, the fp16 copy of input `tensor` into the operand `copy` points at (a no-op otherwise, and for W2 on
- * the few-token route, whose G reads it in fp32), on narrow_ctas SMs (gg_k_f32_to_f16; 0: every SM). */
+/* In fp16 mode, the fp16 copy of input `tensor` into the operand `copy` points at (a no-op otherwise, and for the
+ * weights a few-token route reads in fp32: W2 on both, W1 on ROUTE_F32W), on narrow_ctas SMs (gg_k_f32_to_f16; 0:
+ * every SM). */
 static gg_status to_f16_on(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, int tensor, const void *copy,
                            int narrow_ctas, cudaStream_t s) {
-    if (c->precision != GG_PRECISION_FP16 || (tensor == T_W2 && p->few_tokens)) return GG_SUCCESS;
+    if (c->precision != GG_PRECISION_FP16) return GG_SUCCESS;
+    if ((tensor == T_W2 && p->few_tokens != ROUTE_CONVERT) || (tensor == T_W1 && p->few_tokens == ROUTE_F32W))
+        return GG_SUCCESS;
     GG_CUDA_TRY(ctx, gg_k_f32_to_f16(c->t[tensor], (void *)copy, gg_tensor_elems(c, tensor), ctx->sm_count,
                                      narrow_ctas, s));
     return GG_SUCCESS;
@@ -194,11 +213,29 @@ static gg_status dy_first(gg_ctx *ctx, const gg_block_plan *p, const gg_block_ca
     return gg_dist_grad_ready(ctx, c, s, T_DB2);
 }
 
-/* G = dY @ W2 into o->g_out (on the few-token route in TF32 from the fp32 inputs). */
+/* G = dY @ W2 into o->g_out (on the few-token routes from the fp32 W2: in gg_k_gemm_f32w, or in TF32 from the fp32
+ * dY too). */
 static gg_status gemm_g(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const ffn_operands *o,
                         cudaStream_t s) {
-    const void *dy = p->few_tokens ? c->t[T_DY] : o->dy;
+    if (p->few_tokens == ROUTE_F32W) {
+        GG_CUDA_TRY(ctx, gg_k_gemm_f32w(o->dy, (const float *)o->w2, o->g_out, GG_DT_F16, c->tokens, c->dim1,
+                                        c->dim0, ctx->sm_count, s));
+        return GG_SUCCESS;
+    }
+    const void *dy = p->few_tokens == ROUTE_TF32_G ? c->t[T_DY] : o->dy;
     return gg_matmul_run(ctx, &p->gemm[GEMM_G], o->w2, dy, o->g_out, 0, 0, s);
+}
+
+/* dX = R @ W1 for `tokens` tokens from token `first` (the two-rank split reduction runs it in halves). */
+static gg_status gemm_dx(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const ffn_operands *o,
+                         int64_t first, int64_t tokens, cudaStream_t s) {
+    const size_t g_elem = o->g_type == GG_DT_F16 ? 2 : 4;
+    const void *r = (const char *)o->G + (size_t)first * (size_t)c->dim1 * g_elem;
+    float *dx = (float *)c->t[T_DX] + (size_t)first * (size_t)c->dim0;
+    if (p->few_tokens != ROUTE_F32W) return gg_matmul_run(ctx, &p->gemm[GEMM_DX], o->w1, r, dx, 0, 0, s);
+    GG_CUDA_TRY(ctx,
+                gg_k_gemm_f32w(r, (const float *)o->w1, dx, GG_DT_F32, tokens, c->dim0, c->dim1, ctx->sm_count, s));
+    return GG_SUCCESS;
 }
 
 /* R = G * gelu'(x), over G (from the fp32 G on the few-token route); block 3 also sums grad_bias1 in the same pass
@@ -242,8 +279,9 @@ static gg_status enqueue_overlapped(gg_ctx *ctx, const gg_block_plan *p, const g
     GG_GOTO(activation_grad(ctx, p, c, &o, main), status, join);
     GG_GOTO(gg_stream_handoff(ctx, main, ctx->ev_mid, side), status, join);
     GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW1], o.x, o.G, t[T_DW1], acc, 1, side), status, join);
-    if (fp16) GG_GOTO(gg_stream_wait(ctx, side, ctx->ev_conv, main), status, join); /* W1's fp16 copy */
-    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DX], o.w1, o.G, t[T_DX], 0, 0, main), status, join);
+    if (fp16 && p->few_tokens != ROUTE_F32W) /* W1's fp16 copy */
+        GG_GOTO(gg_stream_wait(ctx, side, ctx->ev_conv, main), status, join);
+    GG_GOTO(gemm_dx(ctx, p, c, &o, 0, c->tokens, main), status, join);
 join:;
     const gg_status joined = gg_stream_handoff(ctx, side, ctx->ev_join, main);
     return status == GG_SUCCESS ? joined : status;
@@ -269,7 +307,7 @@ static gg_status enqueue_weights_first(gg_ctx *ctx, const gg_block_plan *p, cons
     GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_DW1], o.x, o.G, t[T_DW1], acc, 1, s));
     GG_TRY(gg_dist_grad_ready(ctx, c, s, T_DW1));
     GG_TRY(to_f16(ctx, p, c, T_W1, o.w1, s));
-    return gg_matmul_run(ctx, &p->gemm[GEMM_DX], o.w1, o.G, t[T_DX], 0, 0, s);
+    return gemm_dx(ctx, p, c, &o, 0, c->tokens, s);
 }
 
 /* One half of a weight gradient in the two-rank split reduction (gg_dist_pair_split). The gradient is
@@ -308,9 +346,7 @@ static gg_status pair_half(gg_ctx *ctx, const gg_block_call *c, const gg_matmul 
 /* dX's half h (tokens [h M/2, (h+1) M/2)). */
 static gg_status dx_half(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const ffn_operands *o, int h,
                          cudaStream_t s) {
-    const size_t rows = (size_t)(c->tokens / 2) * (size_t)h, g_elem = o->g_type == GG_DT_F16 ? 2 : 4;
-    return gg_matmul_run(ctx, &p->gemm[GEMM_DX], o->w1, (const char *)o->G + rows * (size_t)c->dim1 * g_elem,
-                         (float *)c->t[T_DX] + rows * (size_t)c->dim0, 0, 0, s);
+    return gemm_dx(ctx, p, c, o, c->tokens / 2 * h, c->tokens / 2, s);
 }
 
 /* The weights-first order with the two-rank split reduction: each weight gradient's peer half first, work that does

@@ -114,6 +114,14 @@ gg_status gg_ctx_create(const gg_config *config, gg_ctx **out) {
     GG_GOTO(gg_device_enter(ctx, &saved), status, fail_no_device);
     GG_CUDA_GOTO(ctx, cudaDeviceGetAttribute(&ctx->sm_count, cudaDevAttrMultiProcessorCount, config->device),
                  status, fail);
+#ifdef GG_BUILT_SM90A
+    int cc_major = 0, cc_minor = 0;
+    GG_CUDA_GOTO(ctx, cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, config->device), status,
+                 fail);
+    GG_CUDA_GOTO(ctx, cudaDeviceGetAttribute(&cc_minor, cudaDevAttrComputeCapabilityMinor, config->device), status,
+                 fail);
+    ctx->has_wgmma = cc_major == 9 && cc_minor == 0;
+#endif
     /* The side stream (the dW chain) gets the highest priority: its GEMM takes the SMs first and the caller's
      * stream's GEMM fills in as the first one drains, instead of both sharing the GPU for their whole length. */
     int least_priority = 0, greatest_priority = 0;

@@ -23,6 +23,7 @@ enum { GG_COUNTER_TANH_GATE = 0, GG_COUNTER_SUM_A = 32, GG_COUNTER_SUM_B = 64, G
 struct gg_ctx {
     gg_config config;
     int sm_count;
+    int has_wgmma; /* the device runs the build's sm_90a kernels (a 9.0 device, a build with 90a code) */
     cublasLtHandle_t lt;
     cudaStream_t side;  /* the context's second stream: the dW chain runs here, forked from the caller's */
     cudaEvent_t ev_fork; /* caller's stream -> side: inputs (and converted operands) are ready */

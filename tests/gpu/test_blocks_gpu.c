@@ -71,8 +71,8 @@ static const gg_case small_cases[] = {
     /* block 4's one-launch kernel (H, E multiples of 64, M <= 256): M < H; M > H with a partial last k-tile and g
      * split over k */
     {4, "", 0, 1, 37, 37, 64, 128, 0, 0, 1, 0}, {4, "", 0, 1, 131, 131, 128, 64, 0, 0, 0, 0},
-    /* blocks 2/3 at sizes where fp16 mode's G is a TF32 GEMM (few tokens) and a cuBLASLt tile is partly filled;
-     * the last one with more than 256 tokens */
+    /* blocks 2/3 at few tokens (fp16 mode: G and dX in gg_k_gemm_f32w on sm_90a, else G in TF32), tiles partly
+     * filled, k split over clusters of 8 and 4; then two token tiles and splits of 5 and 6 */
     {2, "", 0, 1, 37, 37, 128, 1024, 0, 0, 0, 0}, {3, "", 0, 1, 131, 131, 256, 512, 0, 0, 0, 0},
     {2, "", 0, 1, 300, 300, 640, 384, 0, 0, 0, 0},
     /* blocks 2/3 above the few-token route, where fp16 mode converts act, X and W1 on a narrow grid beside G: act
