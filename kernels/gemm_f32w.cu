@@ -21,7 +21,8 @@
  *   also spreads a warp's fragment reads over the banks (two wavefronts per 256 bytes, the minimum).
  * - The fragment: row g of a warp's 16 is column 2g, row g + 8 is column 2g + 1, so a thread's two columns are one
  *   float2 per k row, packed to f16x2 (round to nearest even) in pairs of k rows.
- * - k split: the CTAs of a thread-block cluster share a tile, each a slice of k; each stages its partial tile in
+ * - k split: the CTAs of a thread-block cluster share a tile, each a slice of k (the k-tiles dealt out as evenly as
+ *   they go); each stages its partial tile in
  *   shared memory and then finishes a share of the tokens, adding the cluster's partials in rank order
  *   (deterministic, no workspace).
  * sm_90a only (wgmma); the host asks gg_k_gemm_f32w_supported and the context's has_wgmma first. */
@@ -45,7 +46,7 @@ constexpr int kTokens = GG_F32W_TOKENS; /* tokens per CTA: wgmma's n (256 or 128
 constexpr int kBK = 64;       /* k per tile: a 128-byte row of fp16 */
 constexpr int kStages = 3;    /* the ring of k-tiles (both operands) */
 constexpr int kPerSm = 1;     /* CTAs per SM the shared memory allows */
-constexpr int kMaxSplit = 8;  /* CTAs per cluster (the portable limit) */
+constexpr int kMaxSplit = GG_F32W_MAX_SPLIT; /* CTAs per cluster (the portable limit) */
 constexpr int kF32wThreads = 128 * kGroups;          /* thread 0 also issues the TMA boxes: a producer warp of its
                                                          own made ptxas allocate registers for three warpgroups, and
                                                          the accumulators no longer fit (wgmma serialized, spills) */
@@ -66,8 +67,8 @@ struct F32wArgs {
     void *c;         /* [M, N], fp32 or fp16 */
     int c_half;
     int64_t M, N, K;
-    int split;      /* CTAs per cluster, each k_tiles k-tiles */
-    int k_tiles;
+    int split;      /* CTAs per cluster; rank r takes k-tiles [r k_tiles / split, (r + 1) k_tiles / split) */
+    int k_tiles;    /* of the whole K */
     int tok_tiles;
 };
 
@@ -199,7 +200,8 @@ __global__ void __launch_bounds__(kF32wThreads, kPerSm)
     __shared__ __align__(8) uint64_t full[kStages], empty[kStages];
     const int rank = (int)(blockIdx.x % (unsigned)p.split), tile = (int)(blockIdx.x / (unsigned)p.split);
     const int64_t m0 = (int64_t)(tile % p.tok_tiles) * kTokens, c0 = (int64_t)(tile / p.tok_tiles) * kCols;
-    const int k_first = rank * p.k_tiles * kBK;
+    const int kt_lo = (int)((int64_t)rank * p.k_tiles / p.split);
+    const int k_tiles = (int)((int64_t)(rank + 1) * p.k_tiles / p.split) - kt_lo, k_first = kt_lo * kBK;
     const int t = threadIdx.x, warp = t >> 5, lane = t & 31, g = lane >> 2, q = lane & 3;
     const uint32_t ring = smem_addr(smem); /* stage s: activations at s kStageBytes, then the weight's boxes */
     const uint32_t full0 = smem_addr(&full[0]), empty0 = smem_addr(&empty[0]);
@@ -226,7 +228,7 @@ __global__ void __launch_bounds__(kF32wThreads, kPerSm)
             tma_load_2d(stage + kTokBytes + j * kWBoxBytes, &map_b, (int)c0 + j * kWBoxCols, k, bar);
     };
     if (t == 0)
-        for (int kt = 0; kt < kStages - 1 && kt < p.k_tiles; ++kt) issue(kt);
+        for (int kt = 0; kt < kStages - 1 && kt < k_tiles; ++kt) issue(kt);
 
     float acc[kTokens / 2];
 #pragma unroll
@@ -239,8 +241,8 @@ __global__ void __launch_bounds__(kF32wThreads, kPerSm)
     const uint32_t box = (uint32_t)(kTokBytes + col / kWBoxCols * kWBoxBytes + (x % 4) * 4);
     const uint32_t even = box + 2 * q * 128 + ((c ^ (2 * q)) << 4);
     const uint32_t odd = box + (2 * q + 1) * 128 + ((c ^ (2 * q + 1)) << 4);
-    for (int kt = 0; kt < p.k_tiles; ++kt) {
-        if (t == 0 && kt + kStages - 1 < p.k_tiles) issue(kt + kStages - 1); /* into the stage k-tile kt - 1 used */
+    for (int kt = 0; kt < k_tiles; ++kt) {
+        if (t == 0 && kt + kStages - 1 < k_tiles) issue(kt + kStages - 1); /* into the stage k-tile kt - 1 used */
         const int s = kt % kStages;
         mbar_wait(full0 + 8 * s, (kt / kStages) & 1);
         const uint32_t stage = ring + s * kStageBytes;
@@ -301,13 +303,14 @@ __global__ void __launch_bounds__(kF32wThreads, kPerSm)
 #endif
 }
 
-/* CTAs per cluster: the most (up to kMaxSplit, dividing the k-tiles) that keep the grid within one wave of kPerSm
- * CTAs per SM. */
-int choose_split(int64_t ctas_unsplit, int64_t k_tiles, int sm_count) {
-    const int64_t slots = (int64_t)kPerSm * (sm_count > 0 ? sm_count : 1);
+/* CTAs per cluster: of the splits whose `tiles` clusters all fit on the GPU at once (capacity[s], from
+ * gg_k_gemm_f32w_capacity: a cluster's CTAs must share a GPC, so fewer clusters of 8 fit than SMs / 8, 15 rather
+ * than 16 on an H200), the one whose CTAs each take the fewest k-tiles; the smaller on a tie (less to add up). A
+ * grid of two waves took twice as long (073's dX at 256 tokens, 16 clusters of 8: session 20). */
+int choose_split(int64_t tiles, int64_t k_tiles, const int *capacity) {
     int split = 1;
-    for (int s = 2; s <= kMaxSplit; ++s)
-        if (k_tiles % s == 0 && ctas_unsplit * s <= slots) split = s;
+    for (int s = 2; s <= kMaxSplit && s <= k_tiles; ++s)
+        if (tiles <= capacity[s] && (k_tiles + s - 1) / s < (k_tiles + split - 1) / split) split = s;
     return split;
 }
 
@@ -349,15 +352,32 @@ extern "C" int gg_k_gemm_f32w_supported(int64_t M, int64_t N, int64_t K) {
            M <= INT32_MAX && (M + kTokens - 1) / kTokens * (N / kCols) * kMaxSplit <= INT32_MAX && encode_fn();
 }
 
-extern "C" cudaError_t gg_k_gemm_f32w(const void *A, const float *B, void *C, gg_dtype c_type, int64_t M, int64_t N,
-                                      int64_t K, int sm_count, cudaStream_t stream) {
-    if (!gg_k_gemm_f32w_supported(M, N, K) || (c_type != GG_DT_F32 && c_type != GG_DT_F16))
-        return cudaErrorInvalidValue;
-    /* The ring is over the 48 KiB default. Set on every call: the attribute is the current device's, and one process
-     * may drive several. */
-    const cudaError_t e =
+extern "C" cudaError_t gg_k_gemm_f32w_capacity(int capacity[GG_F32W_MAX_SPLIT + 1]) {
+    /* The ring is over the 48 KiB default (the attribute is the current device's) */
+    cudaError_t e =
         cudaFuncSetAttribute(gemm_f32w_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSmemBytes);
-    if (e != cudaSuccess) return e;
+    capacity[0] = 0;
+    for (int s = 1; s <= kMaxSplit && e == cudaSuccess; ++s) {
+        cudaLaunchConfig_t config = {};
+        config.gridDim = dim3((unsigned)s);
+        config.blockDim = dim3(kF32wThreads);
+        config.dynamicSmemBytes = kSmemBytes;
+        cudaLaunchAttribute cluster;
+        cluster.id = cudaLaunchAttributeClusterDimension;
+        cluster.val.clusterDim.x = (unsigned)s;
+        cluster.val.clusterDim.y = 1;
+        cluster.val.clusterDim.z = 1;
+        config.attrs = &cluster;
+        config.numAttrs = 1;
+        e = cudaOccupancyMaxActiveClusters(&capacity[s], gemm_f32w_kernel, &config);
+    }
+    return e;
+}
+
+extern "C" cudaError_t gg_k_gemm_f32w(const void *A, const float *B, void *C, gg_dtype c_type, int64_t M, int64_t N,
+                                      int64_t K, const int *capacity, cudaStream_t stream) {
+    if (!gg_k_gemm_f32w_supported(M, N, K) || (c_type != GG_DT_F32 && c_type != GG_DT_F16) || !capacity)
+        return cudaErrorInvalidValue;
     F32wArgs a;
     a.a = static_cast<const __half *>(A);
     a.b = B;
@@ -368,8 +388,8 @@ extern "C" cudaError_t gg_k_gemm_f32w(const void *A, const float *B, void *C, gg
     a.K = K;
     a.tok_tiles = (int)((M + kTokens - 1) / kTokens);
     const int64_t tiles = (int64_t)a.tok_tiles * (N / kCols);
-    a.split = choose_split(tiles, K / kBK, sm_count);
-    a.k_tiles = (int)(K / kBK / a.split);
+    a.k_tiles = (int)(K / kBK);
+    a.split = choose_split(tiles, a.k_tiles, capacity);
 
     CUtensorMap map_a, map_b; /* kernel parameters: a captured launch keeps this call's pointers */
     if (!encode_swizzled(&map_a, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, A, M, K, kBK, kTokens) ||

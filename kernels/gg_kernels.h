@@ -83,11 +83,15 @@ cudaError_t gg_k_sum_ranks(const void *in, void *out, gg_dtype type, size_t chun
 
 /* Blocks 2/3's weight GEMMs at few tokens (gemm_f32w.cu, sm_90a): C[M,N] = A[M,K] @ B[K,N], A fp16, B fp32 rounded
  * to fp16 (nearest even) as it is loaded, fp32 accumulation, C of c_type (GG_DT_F16 or GG_DT_F32); all row-major and
- * dense. Deterministic. gg_k_gemm_f32w_supported: whether it handles the shape (N a multiple of 64, K of 64); the
- * caller also checks that the device runs sm_90a code (gg_ctx's has_wgmma). */
+ * dense. Deterministic. gg_k_gemm_f32w_supported: whether it handles the shape (N a multiple of 128, K of 64); the
+ * caller also checks that the device runs sm_90a code (gg_ctx's has_wgmma). gg_k_gemm_f32w_capacity, once per device
+ * before the first launch: how many clusters of s CTAs (capacity[s], s = 1..GG_F32W_MAX_SPLIT) fit on it at once,
+ * which bounds how far each launch splits k. */
+#define GG_F32W_MAX_SPLIT 8
 int gg_k_gemm_f32w_supported(int64_t M, int64_t N, int64_t K);
+cudaError_t gg_k_gemm_f32w_capacity(int capacity[GG_F32W_MAX_SPLIT + 1]);
 cudaError_t gg_k_gemm_f32w(const void *A, const float *B, void *C, gg_dtype c_type, int64_t M, int64_t N, int64_t K,
-                           int sm_count, cudaStream_t stream);
+                           const int *capacity, cudaStream_t stream);
 
 /* out = (half)in, n elements. narrow_ctas > 0: on that many CTAs of 1024 threads, one per SM that a GEMM beside it
  * leaves free; 0: a grid over the whole GPU. */

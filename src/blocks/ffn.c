@@ -219,7 +219,7 @@ static gg_status gemm_g(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call
                         cudaStream_t s) {
     if (p->few_tokens == ROUTE_F32W) {
         GG_CUDA_TRY(ctx, gg_k_gemm_f32w(o->dy, (const float *)o->w2, o->g_out, GG_DT_F16, c->tokens, c->dim1,
-                                        c->dim0, ctx->sm_count, s));
+                                        c->dim0, ctx->f32w_clusters, s));
         return GG_SUCCESS;
     }
     const void *dy = p->few_tokens == ROUTE_TF32_G ? c->t[T_DY] : o->dy;
@@ -234,7 +234,8 @@ static gg_status gemm_dx(gg_ctx *ctx, const gg_block_plan *p, const gg_block_cal
     float *dx = (float *)c->t[T_DX] + (size_t)first * (size_t)c->dim0;
     if (p->few_tokens != ROUTE_F32W) return gg_matmul_run(ctx, &p->gemm[GEMM_DX], o->w1, r, dx, 0, 0, s);
     GG_CUDA_TRY(ctx,
-                gg_k_gemm_f32w(r, (const float *)o->w1, dx, GG_DT_F32, tokens, c->dim0, c->dim1, ctx->sm_count, s));
+                gg_k_gemm_f32w(r, (const float *)o->w1, dx, GG_DT_F32, tokens, c->dim0, c->dim1, ctx->f32w_clusters,
+                               s));
     return GG_SUCCESS;
 }
 

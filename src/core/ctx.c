@@ -121,6 +121,13 @@ gg_status gg_ctx_create(const gg_config *config, gg_ctx **out) {
     GG_CUDA_GOTO(ctx, cudaDeviceGetAttribute(&cc_minor, cudaDevAttrComputeCapabilityMinor, config->device), status,
                  fail);
     ctx->has_wgmma = cc_major == 9 && cc_minor == 0;
+    _Static_assert(sizeof ctx->f32w_clusters / sizeof ctx->f32w_clusters[0] == GG_F32W_MAX_SPLIT + 1, "one per size");
+    if (ctx->has_wgmma && gg_k_gemm_f32w_capacity(ctx->f32w_clusters) != cudaSuccess) {
+        (void)cudaGetLastError(); /* not sticky: blocks 2/3 take their other few-token route */
+        gg_log(ctx, GG_LOG_WARN, "gg_k_gemm_f32w cannot launch on device %d; few-token FFNs use TF32",
+               config->device);
+        ctx->has_wgmma = 0;
+    }
 #endif
     /* The side stream (the dW chain) gets the highest priority: its GEMM takes the SMs first and the caller's
      * stream's GEMM fills in as the first one drains, instead of both sharing the GPU for their whole length. */

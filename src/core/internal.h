@@ -24,6 +24,7 @@ struct gg_ctx {
     gg_config config;
     int sm_count;
     int has_wgmma; /* the device runs the build's sm_90a kernels (a 9.0 device, a build with 90a code) */
+    int f32w_clusters[8 + 1]; /* gg_k_gemm_f32w_capacity's answer, when has_wgmma (GG_F32W_MAX_SPLIT = 8) */
     cublasLtHandle_t lt;
     cudaStream_t side;  /* the context's second stream: the dW chain runs here, forked from the caller's */
     cudaEvent_t ev_fork; /* caller's stream -> side: inputs (and converted operands) are ready */
