@@ -11,13 +11,11 @@
  * Tiles: a CTA is kGroups warpgroups, each making 64 columns of C (wgmma's m) for the same kTokens tokens (wgmma's
  * n), over a slice of k. The activations are read again by every CTA along N, so
  * wider CTAs move fewer bytes through L2: with 64 columns they were twice the weight's bytes (session 17).
- * - TMA brings the operands in k-tiles of 64 (session 18's lead: with per-thread cp.async, ~300 instructions per
- *   warp and k-tile went to copies and their addresses, and the kernel was issue-bound): thread 0 issues, per
- *   k-tile, one box of the activations (kTokens rows of 128 bytes) and four boxes of the fp32 weight (64 k rows x 32
- *   columns each), all with the 128-byte swizzle, into two rings, each stage's "full" mbarrier counting its bytes.
- *   The consumers release a weight stage (its "empty" mbarrier) as soon as it is in registers, an activations'
- *   stage after the wgmma that read it. The weight's ring is the deeper: at 256 tokens the kernel waits on the
- *   weight's bytes from DRAM (session 20: with the activations' loads left out it was no faster).
+ * - TMA brings both operands into a kStages-deep ring of k-tiles of 64 (session 18's lead: with per-thread
+ *   cp.async, ~300 instructions per warp and k-tile went to copies and their addresses, and the kernel was
+ *   issue-bound): thread 0 issues, per k-tile, one box of the activations (kTokens rows of
+ *   128 bytes) and four boxes of the fp32 weight (64 k rows x 32 columns each), all with the 128-byte swizzle, and
+ *   the stage's "full" mbarrier counts their bytes. The consumers release a stage through its "empty" mbarrier.
  * - The activations' box is what wgmma's B descriptor names (K-major, 128-byte swizzle; rows past M zero-filled by
  *   the TMA). The weight's: row r of a box at r x 128 bytes, its 16-byte chunk c at chunk c ^ (r % 8); the swizzle
  *   also spreads a warp's fragment reads over the banks (two wavefronts per 256 bytes, the minimum).
@@ -46,8 +44,7 @@ constexpr int kCols = 64 * kGroups; /* C columns per CTA (64 = wgmma's m per war
 #define GG_F32W_TOKENS 256
 constexpr int kTokens = GG_F32W_TOKENS; /* tokens per CTA: wgmma's n (256 or 128) */
 constexpr int kBK = 64;       /* k per tile: a 128-byte row of fp16 */
-constexpr int kAStages = 3;   /* the activations' ring of k-tiles */
-constexpr int kWStages = 4;   /* the weight's ring: deeper, its boxes come from DRAM and are free once in registers */
+constexpr int kStages = 3;    /* the ring of k-tiles (both operands) */
 constexpr int kPerSm = 1;     /* CTAs per SM the shared memory allows */
 constexpr int kMaxSplit = GG_F32W_MAX_SPLIT; /* CTAs per cluster (the portable limit) */
 constexpr int kF32wThreads = 128 * kGroups;          /* thread 0 also issues the TMA boxes: a producer warp of its
@@ -57,8 +54,9 @@ constexpr int kTokBytes = kTokens * kBK * 2;          /* a stage's activations: 
 constexpr int kWBoxCols = 32;                         /* a weight box: 32 fp32 columns = one 128-byte swizzle row */
 constexpr int kWBoxBytes = kBK * kWBoxCols * 4;       /* 8 KiB */
 constexpr int kWBytes = kCols / kWBoxCols * kWBoxBytes; /* a stage's weight: 32 KiB */
+constexpr int kStageBytes = kTokBytes + kWBytes;      /* what a stage's "full" mbarrier waits for */
 constexpr int kPitch = kCols + 4;                     /* staging row, floats */
-constexpr size_t kRingBytes = (size_t)kAStages * kTokBytes + (size_t)kWStages * kWBytes;
+constexpr size_t kRingBytes = (size_t)kStages * kStageBytes;
 constexpr size_t kSmemBytes = kRingBytes + 1024;      /* + alignment slack for the swizzle */
 static_assert((size_t)kTokens * kPitch * sizeof(float) <= kRingBytes, "staging fits the ring");
 static_assert(kTokens <= 256 && kBK * 2 == 128, "TMA boxes: at most 256 rows, 128-byte swizzled rows");
@@ -199,51 +197,38 @@ __global__ void __launch_bounds__(kF32wThreads, kPerSm)
     extern __shared__ unsigned char smem_raw[];
     unsigned char *smem =
         reinterpret_cast<unsigned char *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~(uintptr_t)1023);
-    /* The two rings' mbarriers: "full" counts a stage's bytes in, "empty" every thread's release of it. */
-    __shared__ __align__(8) uint64_t full_a[kAStages], empty_a[kAStages], full_w[kWStages], empty_w[kWStages];
+    __shared__ __align__(8) uint64_t full[kStages], empty[kStages];
     const int rank = (int)(blockIdx.x % (unsigned)p.split), tile = (int)(blockIdx.x / (unsigned)p.split);
     const int64_t m0 = (int64_t)(tile % p.tok_tiles) * kTokens, c0 = (int64_t)(tile / p.tok_tiles) * kCols;
     const int kt_lo = (int)((int64_t)rank * p.k_tiles / p.split);
     const int k_tiles = (int)((int64_t)(rank + 1) * p.k_tiles / p.split) - kt_lo, k_first = kt_lo * kBK;
     const int t = threadIdx.x, warp = t >> 5, lane = t & 31, g = lane >> 2, q = lane & 3;
-    /* The activations' stages first, then the weight's (every stage 1024-byte aligned, as the swizzle needs). */
-    const uint32_t ring_a = smem_addr(smem), ring_w = ring_a + kAStages * kTokBytes;
-    const uint32_t full_a0 = smem_addr(&full_a[0]), empty_a0 = smem_addr(&empty_a[0]);
-    const uint32_t full_w0 = smem_addr(&full_w[0]), empty_w0 = smem_addr(&empty_w[0]);
+    const uint32_t ring = smem_addr(smem); /* stage s: activations at s kStageBytes, then the weight's boxes */
+    const uint32_t full0 = smem_addr(&full[0]), empty0 = smem_addr(&empty[0]);
     if (t == 0) {
-        for (int s = 0; s < kAStages; ++s) {
-            mbar_init(full_a0 + 8 * s, 1);
-            mbar_init(empty_a0 + 8 * s, kF32wThreads);
-        }
-        for (int s = 0; s < kWStages; ++s) {
-            mbar_init(full_w0 + 8 * s, 1);
-            mbar_init(empty_w0 + 8 * s, kF32wThreads);
+        for (int s = 0; s < kStages; ++s) {
+            mbar_init(full0 + 8 * s, 1);
+            mbar_init(empty0 + 8 * s, kF32wThreads);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
 
-    /* Thread 0 issues k-tile kt's boxes into stage kt % stages of a ring, once every thread has released that
-     * stage's previous k-tile (its "empty" phase): the activations' one box, the weight's four. */
-    auto issue_a = [&](int kt) {
-        const int s = kt % kAStages;
-        if (kt >= kAStages) mbar_wait(empty_a0 + 8 * s, ((kt / kAStages) & 1) ^ 1);
-        mbar_expect_tx(full_a0 + 8 * s, kTokBytes);
-        tma_load_2d(ring_a + s * kTokBytes, &map_a, k_first + kt * kBK, (int)m0, full_a0 + 8 * s);
-    };
-    auto issue_w = [&](int kt) {
-        const int s = kt % kWStages;
-        if (kt >= kWStages) mbar_wait(empty_w0 + 8 * s, ((kt / kWStages) & 1) ^ 1);
-        mbar_expect_tx(full_w0 + 8 * s, kWBytes);
+    /* Thread 0 issues k-tile kt's boxes into stage kt % kStages, once every thread has released that stage's
+     * previous k-tile (its "empty" phase). */
+    auto issue = [&](int kt) {
+        const int s = kt % kStages;
+        if (kt >= kStages) mbar_wait(empty0 + 8 * s, ((kt / kStages) & 1) ^ 1);
+        const uint32_t stage = ring + s * kStageBytes, bar = full0 + 8 * s;
+        const int k = k_first + kt * kBK;
+        mbar_expect_tx(bar, kStageBytes);
+        tma_load_2d(stage, &map_a, k, (int)m0, bar);
 #pragma unroll
         for (int j = 0; j < kCols / kWBoxCols; ++j)
-            tma_load_2d(ring_w + s * kWBytes + j * kWBoxBytes, &map_b, (int)c0 + j * kWBoxCols, k_first + kt * kBK,
-                        full_w0 + 8 * s);
+            tma_load_2d(stage + kTokBytes + j * kWBoxBytes, &map_b, (int)c0 + j * kWBoxCols, k, bar);
     };
-    if (t == 0) {
-        for (int kt = 0; kt < kWStages - 1 && kt < k_tiles; ++kt) issue_w(kt);
-        for (int kt = 0; kt < kAStages - 1 && kt < k_tiles; ++kt) issue_a(kt);
-    }
+    if (t == 0)
+        for (int kt = 0; kt < kStages - 1 && kt < k_tiles; ++kt) issue(kt);
 
     float acc[kTokens / 2];
 #pragma unroll
@@ -253,21 +238,18 @@ __global__ void __launch_bounds__(kF32wThreads, kPerSm)
      * box of column col, row r's 16-byte chunk c sits at chunk c ^ (r % 8): rows 2q (+8) and 2q + 1 (+9) take two
      * chunk offsets, fixed per thread. */
     const int col = 16 * warp + 2 * g, x = col % kWBoxCols, c = x / 4;
-    const uint32_t box = (uint32_t)(col / kWBoxCols * kWBoxBytes + (x % 4) * 4);
+    const uint32_t box = (uint32_t)(kTokBytes + col / kWBoxCols * kWBoxBytes + (x % 4) * 4);
     const uint32_t even = box + 2 * q * 128 + ((c ^ (2 * q)) << 4);
     const uint32_t odd = box + (2 * q + 1) * 128 + ((c ^ (2 * q + 1)) << 4);
     for (int kt = 0; kt < k_tiles; ++kt) {
-        if (t == 0) { /* into the stages k-tile kt - 1 used */
-            if (kt + kWStages - 1 < k_tiles) issue_w(kt + kWStages - 1);
-            if (kt + kAStages - 1 < k_tiles) issue_a(kt + kAStages - 1);
-        }
-        const int sw = kt % kWStages, sa = kt % kAStages;
-        mbar_wait(full_w0 + 8 * sw, (kt / kWStages) & 1);
-        const uint32_t weight = ring_w + sw * kWBytes;
+        if (t == 0 && kt + kStages - 1 < k_tiles) issue(kt + kStages - 1); /* into the stage k-tile kt - 1 used */
+        const int s = kt % kStages;
+        mbar_wait(full0 + 8 * s, (kt / kStages) & 1);
+        const uint32_t stage = ring + s * kStageBytes;
         uint32_t frag[4][4];
 #pragma unroll
         for (int k16 = 0; k16 < 4; ++k16) {
-            const uint32_t rows = weight + k16 * 16 * 128;
+            const uint32_t rows = stage + k16 * 16 * 128;
             const float2 r0 = lds_float2(rows + even), r1 = lds_float2(rows + odd);
             const float2 r8 = lds_float2(rows + 8 * 128 + even), r9 = lds_float2(rows + 8 * 128 + odd);
             frag[k16][0] = pack_half2(r0.x, r1.x); /* column 2g: k, k+1 */
@@ -275,16 +257,14 @@ __global__ void __launch_bounds__(kF32wThreads, kPerSm)
             frag[k16][2] = pack_half2(r8.x, r9.x); /* k+8, k+9 */
             frag[k16][3] = pack_half2(r8.y, r9.y);
         }
-        mbar_arrive(empty_w0 + 8 * sw); /* the weight's stage is in registers: its next k-tile may come in */
-        mbar_wait(full_a0 + 8 * sa, (kt / kAStages) & 1);
-        const unsigned char *tokens = smem + sa * kTokBytes;
+        const unsigned char *tokens = smem + s * kStageBytes;
         __syncwarp(); /* thread 0's issue diverged from its warp: wgmma's .aligned needs the warp converged */
         asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
         for (int k16 = 0; k16 < 4; ++k16) wgmma_tile(acc, frag[k16], smem_desc(tokens + 32 * k16)); /* 16 k */
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
         asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-        mbar_arrive(empty_a0 + 8 * sa); /* the activations' stage is read */
+        mbar_arrive(empty0 + 8 * s); /* this thread's reads of the stage are done */
     }
     __syncthreads(); /* every box landed and was read: the ring becomes the staging tile */
 
