@@ -31,6 +31,7 @@
 #include <cuda_fp16.h>
 
 #include "gg_kernels.h"
+#include "launch.cuh"
 #include "mma.cuh"
 #include "vec.cuh"
 
@@ -41,8 +42,7 @@ namespace {
 
 constexpr int kGroups = 2;    /* consumer warpgroups: each 64 columns, all sharing the activations' tile */
 constexpr int kCols = 64 * kGroups; /* C columns per CTA (64 = wgmma's m per warpgroup) */
-#define GG_F32W_TOKENS 256
-constexpr int kTokens = GG_F32W_TOKENS; /* tokens per CTA: wgmma's n (256 or 128) */
+constexpr int kTokens = 256;  /* tokens per CTA: wgmma's n */
 constexpr int kBK = 64;       /* k per tile: a 128-byte row of fp16 */
 constexpr int kStages = 3;    /* the ring of k-tiles (both operands) */
 constexpr int kPerSm = 1;     /* CTAs per SM the shared memory allows */
@@ -84,7 +84,6 @@ __device__ __forceinline__ uint64_t smem_desc(const void *p) {
     return ((addr & 0x3FFFF) >> 4) | ((uint64_t)(16 >> 4) << 16) | ((uint64_t)(1024 >> 4) << 32) | (1ull << 62);
 }
 
-#if GG_F32W_TOKENS == 256
 /* d += a (64 x 16, this thread's fragment in registers) @ b (16 x 256 tokens, K-major in shared memory). */
 __device__ __forceinline__ void wgmma_tile(float (&d)[128], const uint32_t (&a)[4], uint64_t desc_b) {
     asm volatile("{\n"
@@ -123,32 +122,6 @@ __device__ __forceinline__ void wgmma_tile(float (&d)[128], const uint32_t (&a)[
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1)); /* scale-d = 1: accumulate */
 }
 
-#else
-/* The same for 128 tokens. */
-__device__ __forceinline__ void wgmma_tile(float (&d)[64], const uint32_t (&a)[4], uint64_t desc_b) {
-    asm volatile("{\n"
-                 ".reg .pred p;\n"
-                 "setp.ne.b32 p, %69, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-                 "{%64, %65, %66, %67}, %68, p, 1, 1, 0;\n"
-                 "}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-                   "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
-                   "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
-                   "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
-                   "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
-                   "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
-                   "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
-                   "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
-                   "+f"(d[63])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1)); /* scale-d = 1: accumulate */
-}
-#endif
 
 __device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
     const __half2 h = __floats2half2_rn(lo, hi);
@@ -358,17 +331,8 @@ extern "C" cudaError_t gg_k_gemm_f32w_capacity(int capacity[GG_F32W_MAX_SPLIT + 
         cudaFuncSetAttribute(gemm_f32w_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSmemBytes);
     capacity[0] = 0;
     for (int s = 1; s <= kMaxSplit && e == cudaSuccess; ++s) {
-        cudaLaunchConfig_t config = {};
-        config.gridDim = dim3((unsigned)s);
-        config.blockDim = dim3(kF32wThreads);
-        config.dynamicSmemBytes = kSmemBytes;
         cudaLaunchAttribute cluster;
-        cluster.id = cudaLaunchAttributeClusterDimension;
-        cluster.val.clusterDim.x = (unsigned)s;
-        cluster.val.clusterDim.y = 1;
-        cluster.val.clusterDim.z = 1;
-        config.attrs = &cluster;
-        config.numAttrs = 1;
+        const cudaLaunchConfig_t config = cluster_launch((unsigned)s, kF32wThreads, kSmemBytes, s, 0, &cluster);
         e = cudaOccupancyMaxActiveClusters(&capacity[s], gemm_f32w_kernel, &config);
     }
     return e;
@@ -396,17 +360,8 @@ extern "C" cudaError_t gg_k_gemm_f32w(const void *A, const float *B, void *C, gg
         !encode_swizzled(&map_b, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, B, K, N, kWBoxCols, kBK))
         return cudaErrorInvalidValue;
 
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3((unsigned)(tiles * a.split));
-    config.blockDim = dim3(kF32wThreads);
-    config.dynamicSmemBytes = kSmemBytes;
-    config.stream = stream;
     cudaLaunchAttribute cluster;
-    cluster.id = cudaLaunchAttributeClusterDimension;
-    cluster.val.clusterDim.x = (unsigned)a.split;
-    cluster.val.clusterDim.y = 1;
-    cluster.val.clusterDim.z = 1;
-    config.attrs = &cluster;
-    config.numAttrs = 1;
+    const cudaLaunchConfig_t config =
+        cluster_launch((unsigned)(tiles * a.split), kF32wThreads, kSmemBytes, a.split, stream, &cluster);
     return cudaLaunchKernelEx(&config, gemm_f32w_kernel, map_a, map_b, a);
 }

@@ -17,6 +17,7 @@
 #include <cooperative_groups.h>
 
 #include "gg_kernels.h"
+#include "launch.cuh"
 #include "mma.cuh"
 #include "ssm_chain.cuh"
 
@@ -291,17 +292,8 @@ extern "C" cudaError_t gg_k_ssm_small(const uint16_t *grad_output, const uint16_
     a.use_silu_gate = use_silu_gate;
     a.accumulate = accumulate;
 
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3((unsigned)(a.g_tiles * a.k_split + a.dw_tiles));
-    config.blockDim = dim3(kSmallThreads);
-    config.dynamicSmemBytes = kSmemBytes;
-    config.stream = stream;
     cudaLaunchAttribute cluster;
-    cluster.id = cudaLaunchAttributeClusterDimension;
-    cluster.val.clusterDim.x = (unsigned)a.k_split;
-    cluster.val.clusterDim.y = 1;
-    cluster.val.clusterDim.z = 1;
-    config.attrs = &cluster;
-    config.numAttrs = 1;
+    const cudaLaunchConfig_t config = cluster_launch((unsigned)(a.g_tiles * a.k_split + a.dw_tiles), kSmallThreads,
+                                                     kSmemBytes, a.k_split, stream, &cluster);
     return cudaLaunchKernelEx(&config, ssm_small_kernel, a);
 }
