@@ -338,11 +338,6 @@ extern "C" cudaError_t gg_k_gemm_f32w_capacity(int capacity[GG_F32W_MAX_SPLIT + 
     return e;
 }
 
-extern "C" int gg_k_gemm_f32w_ctas(int64_t M, int64_t N, int64_t K, const int *capacity) {
-    const int64_t tiles = (M + kTokens - 1) / kTokens * (N / kCols);
-    return (int)(tiles * choose_split(tiles, K / kBK, capacity));
-}
-
 extern "C" cudaError_t gg_k_gemm_f32w(const void *A, const float *B, void *C, gg_dtype c_type, int64_t M, int64_t N,
                                       int64_t K, const int *capacity, cudaStream_t stream) {
     if (!gg_k_gemm_f32w_supported(M, N, K) || (c_type != GG_DT_F32 && c_type != GG_DT_F16) || !capacity)

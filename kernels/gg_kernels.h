@@ -90,8 +90,6 @@ cudaError_t gg_k_sum_ranks(const void *in, void *out, gg_dtype type, size_t chun
 #define GG_F32W_MAX_SPLIT 8
 int gg_k_gemm_f32w_supported(int64_t M, int64_t N, int64_t K);
 cudaError_t gg_k_gemm_f32w_capacity(int capacity[GG_F32W_MAX_SPLIT + 1]);
-/* The CTAs (one per SM) a gg_k_gemm_f32w launch of this shape runs: the SMs it leaves free to other work. */
-int gg_k_gemm_f32w_ctas(int64_t M, int64_t N, int64_t K, const int *capacity);
 cudaError_t gg_k_gemm_f32w(const void *A, const float *B, void *C, gg_dtype c_type, int64_t M, int64_t N, int64_t K,
                            const int *capacity, cudaStream_t stream);
 

@@ -93,18 +93,6 @@ static int narrow_ctas(const gg_ctx *ctx, const gg_block_plan *p) {
     return on ? GG_FFN_NARROW_CTAS : 0;
 }
 
-/* On the gg_k_gemm_f32w route G's grid may leave SMs idle (068 at 256 and 512 tokens: 96 CTAs, one per SM);
- * when at least this many are, dW2 (which needs only dY and act) runs on them beside G, planned with that SM target,
- * instead of after G. Calls that sync keep their own orders. */
-#define GG_FFN_DW2_BESIDE_MIN_SMS 24
-
-static int dw2_beside_g(const gg_ctx *ctx, const gg_block_plan *p) {
-    if (p->few_tokens != ROUTE_F32W || p->key.sync_grads) return 0;
-    const int free_sms =
-        ctx->sm_count - gg_k_gemm_f32w_ctas(p->key.tokens, p->key.dim1, p->key.dim0, ctx->f32w_clusters);
-    return free_sms >= GG_FFN_DW2_BESIDE_MIN_SMS ? free_sms : 0;
-}
-
 /* A GEMM of the precision mode; its output is fp32 unless `out_is_operand` (G: written in the operand type, so R,
  * over it in place, is ready for the next GEMMs). */
 static gg_status plan_gemm(gg_ctx *ctx, gg_matmul *mm, gg_precision precision, int out_is_operand, int sm_target,
@@ -126,13 +114,12 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     const int64_t halves = p->key.pair_split ? 2 : 1;
     p->few_tokens = route(ctx, p);
     p->narrow_ctas = narrow_ctas(ctx, p);
-    p->dw2_beside_g = dw2_beside_g(ctx, p);
     const int beside_narrow = p->narrow_ctas ? ctx->sm_count - p->narrow_ctas : 0;
     if (p->few_tokens == ROUTE_TF32_G)
         GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_G], GG_PRECISION_TF32, 0, 0, 0, F, M, D, F, D, F));
     else if (p->few_tokens == ROUTE_CONVERT)
         GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_G], prec, 1, beside_narrow, 0, F, M, D, F, D, F));
-    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW2], prec, 0, p->dw2_beside_g, 1, F, D / halves, M, F, D, F));
+    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW2], prec, 0, 0, 1, F, D / halves, M, F, D, F));
     if (p->few_tokens != ROUTE_F32W)
         GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DX], prec, 0, sm_target, 0, D, M / halves, F, D, F, D));
     GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW1], prec, 0, 0, 1, D, F / halves, M, D, F, D));
@@ -286,15 +273,10 @@ static gg_status enqueue_overlapped(gg_ctx *ctx, const gg_block_plan *p, const g
     GG_GOTO(to_f16(ctx, p, c, T_W2, o.w2, main), status, join);
     /* G runs alone first; then the side chain (dW2, and dW1 once R exists) overlaps the caller's (gelu', bias sums,
      * dX). Forking before G, so that dW2 and G start together, made graph replay up to 11 % slower on fp32/tf32
-     * cases (docs/perf-notes.md, "schedule experiment"): a cuBLASLt G holds every SM. The exception: dW2 on the SMs
-     * that a gg_k_gemm_f32w G leaves idle (dw2_beside_g). */
-    if (p->dw2_beside_g)
-        GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW2], o.act, o.dy, t[T_DW2], acc, 1, side), status, join);
+     * cases (docs/perf-notes.md, "schedule experiment"). */
     GG_GOTO(gemm_g(ctx, p, c, &o, main), status, join);
-    if (!p->dw2_beside_g) {
-        GG_GOTO(gg_stream_handoff(ctx, main, ctx->ev_fork, side), status, join);
-        GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW2], o.act, o.dy, t[T_DW2], acc, 1, side), status, join);
-    }
+    GG_GOTO(gg_stream_handoff(ctx, main, ctx->ev_fork, side), status, join);
+    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW2], o.act, o.dy, t[T_DW2], acc, 1, side), status, join);
     GG_GOTO(activation_grad(ctx, p, c, &o, main), status, join);
     GG_GOTO(gg_stream_handoff(ctx, main, ctx->ev_mid, side), status, join);
     GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW1], o.x, o.G, t[T_DW1], acc, 1, side), status, join);

@@ -22,8 +22,6 @@ typedef struct gg_block_plan {
     int few_tokens;                     /* 1: the block's few-token route (each block says which) */
     int narrow_ctas;                    /* > 0: the FFN blocks' narrow schedule: fp16 conversions on this many
                                            SMs, beside a G GEMM that leaves them free */
-    int dw2_beside_g;                   /* > 0: the FFN blocks' few-token route on gg_k_gemm_f32w: dW2 on this
-                                           many SMs, beside a G whose grid leaves them free */
 } gg_block_plan;
 
 /* Fills plan (whose key is set) for its block: GEMM plans, buffer offsets, scratch_bytes, launch parameters. */
