@@ -148,7 +148,7 @@ typedef struct ffn_operands {
     const void *dy, *w2, *act, *x, *w1;
     void *G; /* G = dY @ W2, then R = G * gelu'(x) over it in place: an operand of dX and dW1 */
     gg_dtype g_type;
-    void *g_out; /* where the G GEMM writes: G, or on the few-token route an fp32 G that gelu' reads into R */
+    void *g_out; /* where the G GEMM writes: G, or on the TF32 G route an fp32 G that gelu' reads into R */
     gg_dtype g_out_type;
 } ffn_operands;
 
@@ -239,7 +239,7 @@ static gg_status gemm_dx(gg_ctx *ctx, const gg_block_plan *p, const gg_block_cal
     return GG_SUCCESS;
 }
 
-/* R = G * gelu'(x), over G (from the fp32 G on the few-token route); block 3 also sums grad_bias1 in the same pass
+/* R = G * gelu'(x), over G (from the fp32 G on the TF32 G route); block 3 also sums grad_bias1 in the same pass
  * (R is not read back). */
 static gg_status activation_grad(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const ffn_operands *o,
                                  cudaStream_t s) {
@@ -262,8 +262,8 @@ static gg_status enqueue_overlapped(gg_ctx *ctx, const gg_block_plan *p, const g
     void *const *t = c->t;
     cudaStream_t side = gg_side_stream(ctx, main);
     const ffn_operands o = operands(ctx, p, c);
-    /* fp16: dY first (both chains read it), then W2 on the caller's stream: G's operands (not on the few-token route,
-     * whose G reads the fp32 inputs and starts at once). The operands needed later (act, X, W1) are converted on the
+    /* fp16: dY first (both chains read it), then W2 on the caller's stream: G's operands (W2 not on the few-token
+     * routes, whose G reads it in fp32 and starts at once). The operands needed later (act, X, W1) are converted on the
      * side stream: on the narrow schedule on the SMs G leaves free, else in whatever SMs the caller's stream leaves
      * (then they do not run underneath G: a cuBLASLt GEMM holds every SM to its end — docs/perf-notes.md). */
     GG_TRY(dy_first(ctx, p, c, &o, main));

@@ -19,7 +19,7 @@ typedef struct gg_block_plan {
     size_t scratch_bytes;               /* the arena this plan needs */
     int reduce_blocks;                  /* grid of the block's scalar reduction, if any */
     int col_chunks[2];                  /* row chunks of the block's column sums, if any */
-    int few_tokens;                     /* 1: the block's few-token route (each block says which) */
+    int few_tokens;                     /* > 0: a route of the block's own at few tokens (each block says which) */
     int narrow_ctas;                    /* > 0: the FFN blocks' narrow schedule: fp16 conversions on this many
                                            SMs, beside a G GEMM that leaves them free */
 } gg_block_plan;
