@@ -1,0 +1,193 @@
+/* tma_probe.cu - lab probe (session 20): how fast can gemm_f32w's load pattern stream the fp32 weight, with no math?
+ *
+ * gemm_f32w (kernels/gemm_f32w.cu) reads a 67 MB fp32 weight at ~2.1 TB/s at 256 tokens, and a variant that loaded
+ * only the weight was no faster than the whole kernel (session 20, call 3). This probe keeps only the loads: one CTA
+ * per (column tile of 128, k slice) as in the kernel, thread 0 issuing TMA boxes into a ring of `stages` with
+ * full/empty mbarriers, every thread reading one word of each stage before releasing it. Variants: the kernel's four
+ * 128B-swizzled boxes of 32 columns x 64 rows per k-tile, or one plain box of 128 columns x 64 rows (512-byte
+ * rows); with or without the activations' box (256 rows x 128 bytes, the same box for every column tile); ring
+ * depth; k split (CTAs per tile). Cold L2 before every run (a 120 MB memset); medians of 20 runs by CUDA events.
+ *   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o /tmp/tma_probe scripts/lab/tma_probe.cu -lcuda
+ *   /tmp/tma_probe
+ */
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include <cuda.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <cudaTypedefs.h>
+
+#define CK(x)                                                                                                      \
+    do {                                                                                                           \
+        cudaError_t e_ = (x);                                                                                      \
+        if (e_ != cudaSuccess) {                                                                                   \
+            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));                     \
+            exit(1);                                                                                               \
+        }                                                                                                          \
+    } while (0)
+
+constexpr int kCols = 128, kBK = 64, kTokens = 256;
+constexpr int kActBytes = kTokens * kBK * 2; /* 32 KiB */
+constexpr int kWBytes = kCols * kBK * 4;     /* 32 KiB */
+
+struct Args {
+    int wide;    /* 1: one 128-column box per k-tile (no swizzle); 0: four 32-column boxes, 128B swizzle */
+    int act;     /* 1: the activations' box too */
+    int stages;  /* ring depth */
+    int split;   /* CTAs per column tile, each k_tiles k-tiles */
+    int k_tiles;
+    int stage_bytes;
+    unsigned *sink;
+};
+
+__device__ __forceinline__ uint32_t saddr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void mbar_init(uint32_t bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count));
+}
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, unsigned parity) {
+    asm volatile("{\n.reg .pred p;\nWAIT_%=:\nmbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n@!p bra WAIT_%=;\n}\n" ::"r"(bar),
+                 "r"(parity)
+                 : "memory");
+}
+__device__ __forceinline__ void tma_2d(uint32_t dst, const CUtensorMap *map, int c0, int c1, uint32_t bar) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, "
+                 "%3}], [%4];\n" ::"r"(dst),
+                 "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
+                 : "memory");
+}
+
+__global__ void __launch_bounds__(256) stream_kernel(const __grid_constant__ CUtensorMap map_a,
+                                                     const __grid_constant__ CUtensorMap map_w, const Args a) {
+    extern __shared__ unsigned char raw[];
+    unsigned char *smem = reinterpret_cast<unsigned char *>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~(uintptr_t)1023);
+    __shared__ __align__(8) uint64_t full[8], empty[8];
+    const int rank = blockIdx.x % a.split, tile = blockIdx.x / a.split, c0 = tile * kCols;
+    const int k_first = rank * a.k_tiles * kBK, t = threadIdx.x;
+    if (t == 0) {
+        for (int s = 0; s < a.stages; ++s) {
+            mbar_init(saddr(&full[s]), 1);
+            mbar_init(saddr(&empty[s]), blockDim.x);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    const uint32_t ring = saddr(smem);
+    auto issue = [&](int kt) {
+        const int s = kt % a.stages;
+        if (kt >= a.stages) mbar_wait(saddr(&empty[s]), ((kt / a.stages) & 1) ^ 1);
+        const uint32_t stage = ring + s * a.stage_bytes, bar = saddr(&full[s]);
+        const int k = k_first + kt * kBK;
+        mbar_expect_tx(bar, a.stage_bytes);
+        uint32_t w = stage;
+        if (a.act) {
+            tma_2d(stage, &map_a, k, 0, bar);
+            w += kActBytes;
+        }
+        if (a.wide) tma_2d(w, &map_w, c0, k, bar);
+        else
+            for (int j = 0; j < 4; ++j) tma_2d(w + j * (kWBytes / 4), &map_w, c0 + 32 * j, k, bar);
+    };
+    if (t == 0)
+        for (int kt = 0; kt < a.stages - 1 && kt < a.k_tiles; ++kt) issue(kt);
+    unsigned acc = 0;
+    for (int kt = 0; kt < a.k_tiles; ++kt) {
+        if (t == 0 && kt + a.stages - 1 < a.k_tiles) issue(kt + a.stages - 1);
+        const int s = kt % a.stages;
+        mbar_wait(saddr(&full[s]), (kt / a.stages) & 1);
+        acc += reinterpret_cast<const unsigned *>(smem + s * a.stage_bytes)[t * 8];
+        __syncwarp();
+        mbar_arrive(saddr(&empty[s]));
+    }
+    if (acc == 0x12345678u) a.sink[0] = acc; /* keeps the reads */
+}
+
+static PFN_cuTensorMapEncodeTiled_v12000 encode() {
+    void *f = nullptr;
+    cudaDriverEntryPointQueryResult q;
+    CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q));
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+}
+
+static void make_map(CUtensorMap *m, CUtensorMapDataType type, size_t elem, void *base, int64_t rows, int64_t cols,
+                     unsigned box_cols, unsigned box_rows, CUtensorMapSwizzle swizzle) {
+    const cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows};
+    const cuuint64_t strides[1] = {(cuuint64_t)cols * elem};
+    const cuuint32_t box[2] = {box_cols, box_rows}, es[2] = {1, 1};
+    if (encode()(m, type, 2, base, dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
+        fprintf(stderr, "tensor map\n");
+        exit(1);
+    }
+}
+
+int main() {
+    int sms = 0;
+    CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    CK(cudaFuncSetAttribute(stream_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
+    struct Shape { const char *name; int K, N; };
+    const Shape shapes[] = {{"073 G (K 2048, N 8192)", 2048, 8192}, {"068 G (K 1536, N 6144)", 1536, 6144}};
+    void *flush, *act, *w;
+    unsigned *sink;
+    const size_t flush_bytes = 120u << 20;
+    CK(cudaMalloc(&flush, flush_bytes));
+    CK(cudaMalloc(&act, (size_t)kTokens * 2048 * 2));
+    CK(cudaMalloc(&w, (size_t)2048 * 8192 * 4));
+    CK(cudaMalloc(&sink, 4));
+    CK(cudaMemset(act, 0, (size_t)kTokens * 2048 * 2));
+    CK(cudaMemset(w, 0, (size_t)2048 * 8192 * 4));
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    printf("%-24s %5s %4s %6s %5s %5s %9s %10s %10s\n", "shape", "wide", "act", "stages", "split", "ctas", "us",
+           "weight TB/s", "all TB/s");
+    for (const Shape &sh : shapes) {
+        CUtensorMap map_a, map_w32, map_w128;
+        make_map(&map_a, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, act, kTokens, sh.K, kBK, kTokens,
+                 CU_TENSOR_MAP_SWIZZLE_128B);
+        make_map(&map_w32, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, w, sh.K, sh.N, 32, kBK, CU_TENSOR_MAP_SWIZZLE_128B);
+        make_map(&map_w128, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, w, sh.K, sh.N, 128, kBK, CU_TENSOR_MAP_SWIZZLE_NONE);
+        const int tiles = sh.N / kCols, kt_all = sh.K / kBK;
+        for (int act_on = 0; act_on <= 1; ++act_on)
+            for (int wide = 0; wide <= 1; ++wide)
+                for (int stages : {2, 3, 4, 6})
+                    for (int split : {1, 2, 4}) {
+                        Args a;
+                        a.wide = wide;
+                        a.act = act_on;
+                        a.stages = stages;
+                        a.split = split;
+                        a.k_tiles = kt_all / split;
+                        a.stage_bytes = kWBytes + (act_on ? kActBytes : 0);
+                        a.sink = sink;
+                        const size_t smem = (size_t)stages * a.stage_bytes + 1024;
+                        if (smem > 200 * 1024 || stages > 8) continue;
+                        std::vector<float> ms;
+                        for (int r = 0; r < 21; ++r) {
+                            CK(cudaMemsetAsync(flush, r, flush_bytes));
+                            CK(cudaEventRecord(e0));
+                            stream_kernel<<<tiles * split, 256, smem>>>(map_a, wide ? map_w128 : map_w32, a);
+                            CK(cudaEventRecord(e1));
+                            CK(cudaEventSynchronize(e1));
+                            float t = 0;
+                            CK(cudaEventElapsedTime(&t, e0, e1));
+                            if (r) ms.push_back(t);
+                        }
+                        CK(cudaGetLastError());
+                        std::sort(ms.begin(), ms.end());
+                        const double us = ms[ms.size() / 2] * 1e3, wb = (double)sh.K * sh.N * 4;
+                        const double ab = act_on ? (double)tiles * kTokens * sh.K * 2 : 0;
+                        printf("%-24s %5d %4d %6d %5d %5d %9.2f %10.2f %10.2f\n", sh.name, wide, act_on, stages, split,
+                               tiles * split, us, wb / us * 1e-6, (wb + ab) / us * 1e-6);
+                    }
+    }
+    return 0;
+}
