@@ -7,8 +7,11 @@
  * 128B-swizzled boxes of 32 columns x 64 rows per k-tile, or one plain box of 128 columns x 64 rows (512-byte
  * rows); with or without the activations' box (256 rows x 128 bytes, the same box for every column tile); ring
  * depth; k split (CTAs per tile). Cold L2 before every run (a 120 MB memset); medians of 20 runs by CUDA events.
+ * `/tmp/tma_probe flush`: the kernel's own pattern only (four swizzled boxes, 3 stages, clusters of 2 CTAs per
+ * tile), the L2 made cold three ways: the memset (dirty lines left to write back), a kernel that reads 120 MB (clean
+ * lines), and not at all (the weight still in L2 as far as it fits).
  *   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o /tmp/tma_probe scripts/lab/tma_probe.cu -lcuda
- *   /tmp/tma_probe
+ *   /tmp/tma_probe [flush]
  */
 #include <algorithm>
 #include <cstdio>
@@ -110,6 +113,16 @@ __global__ void __launch_bounds__(256) stream_kernel(const __grid_constant__ CUt
     if (acc == 0x12345678u) a.sink[0] = acc; /* keeps the reads */
 }
 
+/* Reads n uint4 (the read flush: the L2 ends full of clean lines). */
+__global__ void read_kernel(const uint4 *__restrict__ in, size_t n, unsigned *sink) {
+    unsigned acc = 0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const uint4 v = __ldcg(in + i);
+        acc ^= v.x ^ v.y ^ v.z ^ v.w;
+    }
+    if (acc == 0x12345678u) sink[0] = acc;
+}
+
 static PFN_cuTensorMapEncodeTiled_v12000 encode() {
     void *f = nullptr;
     cudaDriverEntryPointQueryResult q;
@@ -129,7 +142,8 @@ static void make_map(CUtensorMap *m, CUtensorMapDataType type, size_t elem, void
     }
 }
 
-int main() {
+int main(int argc, char **argv) {
+    const bool flush_modes = argc > 1 && argv[1][0] == 'f';
     int sms = 0;
     CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
     CK(cudaFuncSetAttribute(stream_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
@@ -147,8 +161,9 @@ int main() {
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
-    printf("%-24s %5s %4s %6s %5s %5s %9s %10s %10s\n", "shape", "wide", "act", "stages", "split", "ctas", "us",
-           "weight TB/s", "all TB/s");
+    printf("%-24s %5s %4s %6s %5s %5s %6s %9s %10s %10s\n", "shape", "wide", "act", "stages", "split", "ctas", "flush",
+           "us", "weight TB/s", "all TB/s");
+    const char *flush_names[] = {"write", "read", "none"};
     for (const Shape &sh : shapes) {
         CUtensorMap map_a, map_w32, map_w128;
         make_map(&map_a, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, act, kTokens, sh.K, kBK, kTokens,
@@ -157,9 +172,11 @@ int main() {
         make_map(&map_w128, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, w, sh.K, sh.N, 128, kBK, CU_TENSOR_MAP_SWIZZLE_NONE);
         const int tiles = sh.N / kCols, kt_all = sh.K / kBK;
         for (int act_on = 0; act_on <= 1; ++act_on)
-            for (int wide = 0; wide <= 1; ++wide)
+            for (int wide = 0; wide <= (flush_modes ? 0 : 1); ++wide)
                 for (int stages : {2, 3, 4, 6})
-                    for (int split : {1, 2, 4}) {
+                    for (int split : {1, 2, 4})
+                        for (int fm = 0; fm < (flush_modes ? 3 : 1); ++fm) {
+                        if (flush_modes && (stages != 3 || split != 2)) continue;
                         Args a;
                         a.wide = wide;
                         a.act = act_on;
@@ -172,7 +189,9 @@ int main() {
                         if (smem > 200 * 1024 || stages > 8) continue;
                         std::vector<float> ms;
                         for (int r = 0; r < 21; ++r) {
-                            CK(cudaMemsetAsync(flush, r, flush_bytes));
+                            if (fm == 0) CK(cudaMemsetAsync(flush, r, flush_bytes));
+                            if (fm == 1)
+                                read_kernel<<<4 * sms, 512>>>(static_cast<const uint4 *>(flush), flush_bytes / 16, sink);
                             CK(cudaEventRecord(e0));
                             stream_kernel<<<tiles * split, 256, smem>>>(map_a, wide ? map_w128 : map_w32, a);
                             CK(cudaEventRecord(e1));
@@ -185,8 +204,8 @@ int main() {
                         std::sort(ms.begin(), ms.end());
                         const double us = ms[ms.size() / 2] * 1e3, wb = (double)sh.K * sh.N * 4;
                         const double ab = act_on ? (double)tiles * kTokens * sh.K * 2 : 0;
-                        printf("%-24s %5d %4d %6d %5d %5d %9.2f %10.2f %10.2f\n", sh.name, wide, act_on, stages, split,
-                               tiles * split, us, wb / us * 1e-6, (wb + ab) / us * 1e-6);
+                        printf("%-24s %5d %4d %6d %5d %5d %6s %9.2f %10.2f %10.2f\n", sh.name, wide, act_on, stages, split,
+                               tiles * split, flush_names[fm], us, wb / us * 1e-6, (wb + ab) / us * 1e-6);
                     }
     }
     return 0;
