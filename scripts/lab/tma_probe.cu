@@ -10,7 +10,8 @@
  * `/tmp/tma_probe flush`: the kernel's own pattern only (four swizzled boxes, 3 stages, clusters of 2 CTAs per
  * tile), the L2 made cold three ways: the memset (dirty lines left to write back), a kernel that reads 120 MB (clean
  * lines), and not at all (the weight still in L2 as far as it fits).
- *   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o /tmp/tma_probe scripts/lab/tma_probe.cu -lcuda
+ *   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Ikernels -o /tmp/tma_probe scripts/lab/tma_probe.cu \
+ *     -lcuda
  *   /tmp/tma_probe [flush]
  */
 #include <algorithm>
@@ -22,6 +23,9 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>
+
+#include "mma.cuh"
+#include "tma.cuh"
 
 #define CK(x)                                                                                                      \
     do {                                                                                                           \
@@ -46,27 +50,12 @@ struct Args {
     unsigned *sink;
 };
 
-__device__ __forceinline__ uint32_t saddr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void mbar_init(uint32_t bar, unsigned count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count));
-}
-__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, unsigned bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint32_t bar, unsigned parity) {
-    asm volatile("{\n.reg .pred p;\nWAIT_%=:\nmbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n@!p bra WAIT_%=;\n}\n" ::"r"(bar),
-                 "r"(parity)
-                 : "memory");
-}
-__device__ __forceinline__ void tma_2d(uint32_t dst, const CUtensorMap *map, int c0, int c1, uint32_t bar) {
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, "
-                 "%3}], [%4];\n" ::"r"(dst),
-                 "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
-                 : "memory");
-}
+using gg::mbar_arrive;
+using gg::mbar_expect_tx;
+using gg::mbar_init;
+using gg::mbar_wait;
+#define saddr gg::smem_addr
+#define tma_2d gg::tma_load_2d
 
 __global__ void __launch_bounds__(256) stream_kernel(const __grid_constant__ CUtensorMap map_a,
                                                      const __grid_constant__ CUtensorMap map_w, const Args a) {
