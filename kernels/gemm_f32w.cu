@@ -186,11 +186,12 @@ __global__ void __launch_bounds__(kF32wThreads, kPerSm)
     const uint32_t box = (uint32_t)(kTokBytes + col / kWBoxCols * kWBoxBytes + (x % 4) * 4);
     const uint32_t even = box + 2 * q * 128 + ((c ^ (2 * q)) << 4);
     const uint32_t odd = box + (2 * q + 1) * 128 + ((c ^ (2 * q + 1)) << 4);
-    /* k-tile kt's fragment out of its stage (once the stage is full). */
-    auto load_fragment = [&](int kt, uint32_t (&frag)[4][4]) {
+    for (int kt = 0; kt < k_tiles; ++kt) {
+        if (t == 0 && kt + kStages - 1 < k_tiles) issue(kt + kStages - 1); /* into the stage k-tile kt - 1 used */
         const int s = kt % kStages;
         mbar_wait(full0 + 8 * s, (kt / kStages) & 1);
         const uint32_t stage = ring + s * kStageBytes;
+        uint32_t frag[4][4];
 #pragma unroll
         for (int k16 = 0; k16 < 4; ++k16) {
             const uint32_t rows = stage + k16 * 16 * 128;
@@ -201,31 +202,15 @@ __global__ void __launch_bounds__(kF32wThreads, kPerSm)
             frag[k16][2] = pack_half2(r8.x, r9.x); /* k+8, k+9 */
             frag[k16][3] = pack_half2(r8.y, r9.y);
         }
-    };
-    /* k-tile kt: its wgmma from `frag`; while they run, the stage of k-tile kt - 1 is released (its wgmma are done:
-     * wait_group 1), thread 0 refills it with k-tile kt + kStages - 1, and k-tile kt + 1's fragment goes into `next`
-     * (two fragment sets, so the conversion overlaps the tensor cores). */
-    auto step = [&](int kt, uint32_t (&frag)[4][4], uint32_t (&next)[4][4]) {
-        const unsigned char *tokens = smem + (kt % kStages) * kStageBytes;
+        const unsigned char *tokens = smem + s * kStageBytes;
         __syncwarp(); /* thread 0's issue diverged from its warp: wgmma's .aligned needs the warp converged */
         asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
         for (int k16 = 0; k16 < 4; ++k16) wgmma_tile(acc, frag[k16], smem_desc(tokens + 32 * k16)); /* 16 k */
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-        asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-        if (kt >= 1) mbar_arrive(empty0 + 8 * ((kt - 1) % kStages)); /* this thread is done with that stage */
-        if (t == 0 && kt + kStages - 1 < k_tiles) issue(kt + kStages - 1); /* into the stage k-tile kt - 1 used */
-        if (kt + 1 < k_tiles) load_fragment(kt + 1, next);
-    };
-    uint32_t frag0[4][4], frag1[4][4];
-    load_fragment(0, frag0);
-    int kt = 0;
-    for (; kt + 1 < k_tiles; kt += 2) {
-        step(kt, frag0, frag1);
-        step(kt + 1, frag1, frag0);
+        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+        mbar_arrive(empty0 + 8 * s); /* this thread's reads of the stage are done */
     }
-    if (kt < k_tiles) step(kt, frag0, frag1);
-    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
     __syncthreads(); /* every box landed and was read: the ring becomes the staging tile */
 
     /* Partial tile -> staging [token][column] (fp32, kPitch per row). Accumulator layout of m64nNk16: value 4j + v
