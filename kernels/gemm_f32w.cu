@@ -310,6 +310,10 @@ extern "C" cudaError_t gg_k_gemm_f32w_capacity(int capacity[GG_F32W_MAX_SPLIT + 
     return e;
 }
 
+extern "C" int gg_k_gemm_f32w_split(int64_t M, int64_t N, int64_t K, const int *capacity) {
+    return choose_split((M + kTokens - 1) / kTokens * (N / kCols), K / kBK, capacity);
+}
+
 extern "C" cudaError_t gg_k_gemm_f32w(const void *A, const float *B, void *C, gg_dtype c_type, int64_t M, int64_t N,
                                       int64_t K, const int *capacity, cudaStream_t stream) {
     if (!gg_k_gemm_f32w_supported(M, N, K) || (c_type != GG_DT_F32 && c_type != GG_DT_F16) || !capacity)
@@ -325,7 +329,7 @@ extern "C" cudaError_t gg_k_gemm_f32w(const void *A, const float *B, void *C, gg
     a.tok_tiles = (int)((M + kTokens - 1) / kTokens);
     const int64_t tiles = (int64_t)a.tok_tiles * (N / kCols);
     a.k_tiles = (int)(K / kBK);
-    a.split = choose_split(tiles, a.k_tiles, capacity);
+    a.split = gg_k_gemm_f32w_split(M, N, K, capacity);
 
     CUtensorMap map_a, map_b; /* kernel parameters: a captured launch keeps this call's pointers */
     if (!encode_swizzled(&map_a, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, A, M, K, kBK, kTokens) ||

@@ -90,6 +90,9 @@ cudaError_t gg_k_sum_ranks(const void *in, void *out, gg_dtype type, size_t chun
 #define GG_F32W_MAX_SPLIT 8
 int gg_k_gemm_f32w_supported(int64_t M, int64_t N, int64_t K);
 cudaError_t gg_k_gemm_f32w_capacity(int capacity[GG_F32W_MAX_SPLIT + 1]);
+/* The CTAs per cluster a launch of this shape splits k over, given the capacity (needs no GPU): of the splits whose
+ * clusters all fit at once, the one that leaves each CTA the fewest k-tiles of 64, the smaller on a tie. */
+int gg_k_gemm_f32w_split(int64_t M, int64_t N, int64_t K, const int *capacity);
 cudaError_t gg_k_gemm_f32w(const void *A, const float *B, void *C, gg_dtype c_type, int64_t M, int64_t N, int64_t K,
                            const int *capacity, cudaStream_t stream);
 

@@ -113,6 +113,10 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
      * tokens of dX); every GEMM keeps all SMs. */
     const int64_t halves = p->key.pair_split ? 2 : 1;
     p->few_tokens = route(ctx, p);
+    if (p->few_tokens == ROUTE_F32W)
+        gg_log(ctx, GG_LOG_DEBUG, "M=%lld: G and dX in gg_k_gemm_f32w, k split over clusters of %d and %d",
+               (long long)M, gg_k_gemm_f32w_split(M, F, D, ctx->f32w_clusters),
+               gg_k_gemm_f32w_split(M, D, F, ctx->f32w_clusters));
     p->narrow_ctas = narrow_ctas(ctx, p);
     const int beside_narrow = p->narrow_ctas ? ctx->sm_count - p->narrow_ctas : 0;
     if (p->few_tokens == ROUTE_TF32_G)
