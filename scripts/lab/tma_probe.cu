@@ -60,7 +60,8 @@ using gg::mbar_wait;
 __global__ void __launch_bounds__(256) stream_kernel(const __grid_constant__ CUtensorMap map_a,
                                                      const __grid_constant__ CUtensorMap map_w, const Args a) {
     extern __shared__ unsigned char raw[];
-    unsigned char *smem = reinterpret_cast<unsigned char *>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~(uintptr_t)1023);
+    unsigned char *smem =
+        reinterpret_cast<unsigned char *>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~(uintptr_t)1023);
     __shared__ __align__(8) uint64_t full[8], empty[8];
     const int rank = blockIdx.x % a.split, tile = blockIdx.x / a.split, c0 = tile * kCols;
     const int k_first = rank * a.k_tiles * kBK, t = threadIdx.x;
@@ -180,7 +181,8 @@ int main(int argc, char **argv) {
                         for (int r = 0; r < 21; ++r) {
                             if (fm == 0) CK(cudaMemsetAsync(flush, r, flush_bytes));
                             if (fm == 1)
-                                read_kernel<<<4 * sms, 512>>>(static_cast<const uint4 *>(flush), flush_bytes / 16, sink);
+                                read_kernel<<<4 * sms, 512>>>(static_cast<const uint4 *>(flush), flush_bytes / 16,
+                                                              sink);
                             CK(cudaEventRecord(e0));
                             stream_kernel<<<tiles * split, 256, smem>>>(map_a, wide ? map_w128 : map_w32, a);
                             CK(cudaEventRecord(e1));
@@ -193,8 +195,8 @@ int main(int argc, char **argv) {
                         std::sort(ms.begin(), ms.end());
                         const double us = ms[ms.size() / 2] * 1e3, wb = (double)sh.K * sh.N * 4;
                         const double ab = act_on ? (double)tiles * kTokens * sh.K * 2 : 0;
-                        printf("%-24s %5d %4d %6d %5d %5d %6s %9.2f %10.2f %10.2f\n", sh.name, wide, act_on, stages, split,
-                               tiles * split, flush_names[fm], us, wb / us * 1e-6, (wb + ab) / us * 1e-6);
+                        printf("%-24s %5d %4d %6d %5d %5d %6s %9.2f %10.2f %10.2f\n", sh.name, wide, act_on, stages,
+                               split, tiles * split, flush_names[fm], us, wb / us * 1e-6, (wb + ab) / us * 1e-6);
                     }
     }
     return 0;
