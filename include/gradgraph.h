@@ -98,7 +98,8 @@ typedef enum gg_precision {
     GG_PRECISION_FP32 = 1,    /* true fp32 GEMMs: exact, slowest */
     GG_PRECISION_TF32 = 2,    /* fp32 data, TF32 tensor-core math, fp32 accumulation */
     GG_PRECISION_FP16 = 3,    /* operands converted to fp16, fp32 accumulation, fp32 outputs: fastest (up to 512
-                               * tokens the first GEMM runs in TF32 on the fp32 inputs instead: faster there) */
+                               * tokens the weights are not converted: on an H100/H200 gradgraph's own GEMMs round
+                               * them to fp16 as they load them; elsewhere the first GEMM runs in TF32) */
     GG_PRECISION_BF16 = 4     /* bf16 operands, fp32 accumulation: only for the bf16-I/O blocks */
 } gg_precision;
 

@@ -22,9 +22,9 @@
  * - The fragment: row g of a warp's 16 is column 2g, row g + 8 is column 2g + 1, so a thread's two columns are one
  *   float2 per k row, packed to f16x2 (round to nearest even) in pairs of k rows.
  * - k split: the CTAs of a thread-block cluster share a tile, each a slice of k (the k-tiles dealt out as evenly as
- *   they go); each stages its partial tile in
- *   shared memory and then finishes a share of the tokens, adding the cluster's partials in rank order
- *   (deterministic, no workspace).
+ *   they go); each stages its partial tile in shared memory and then finishes a share of the tokens, adding the
+ *   cluster's partials in rank order (deterministic, no workspace). The split is sized so that every cluster fits
+ *   on the GPU at once (gg_k_gemm_f32w_split).
  * sm_90a only (wgmma); the host asks gg_k_gemm_f32w_supported and the context's has_wgmma first. */
 #include <cooperative_groups.h>
 #include <cudaTypedefs.h>
@@ -62,12 +62,11 @@ constexpr size_t kSmemBytes = kRingBytes + 1024;      /* + alignment slack for t
 static_assert((size_t)kTokens * kPitch * sizeof(float) <= kRingBytes, "staging fits the ring");
 static_assert(kTokens <= 256 && kBK * 2 == 128, "TMA boxes: at most 256 rows, 128-byte swizzled rows");
 
+/* The launch's scalars; A and B reach the kernel as its two tensor maps. */
 struct F32wArgs {
-    const __half *a; /* [M, K] */
-    const float *b;  /* [K, N] */
-    void *c;         /* [M, N], fp32 or fp16 */
+    void *c; /* [M, N], fp32 or fp16 */
     int c_half;
-    int64_t M, N, K;
+    int64_t M, N;
     int split;      /* CTAs per cluster; rank r takes k-tiles [r k_tiles / split, (r + 1) k_tiles / split) */
     int k_tiles;    /* of the whole K */
     int tok_tiles;
@@ -244,19 +243,8 @@ __global__ void __launch_bounds__(kF32wThreads, kPerSm)
     }
     cluster.sync(); /* no CTA leaves while the others read its shared memory */
 #else
-    __trap(); /* the host launches this kernel on sm_90 only (gg_k_gemm_f32w_supported) */
+    __trap(); /* the host launches this kernel only on a 9.0 device of a build with sm_90a code (has_wgmma) */
 #endif
-}
-
-/* CTAs per cluster: of the splits whose `tiles` clusters all fit on the GPU at once (capacity[s], from
- * gg_k_gemm_f32w_capacity: a cluster's CTAs must share a GPC, so fewer clusters of 8 fit than SMs / 8, 15 rather
- * than 16 on an H200), the one whose CTAs each take the fewest k-tiles; the smaller on a tie (less to add up). A
- * grid of two waves took twice as long (073's dX at 256 tokens, 16 clusters of 8: session 20). */
-int choose_split(int64_t tiles, int64_t k_tiles, const int *capacity) {
-    int split = 1;
-    for (int s = 2; s <= kMaxSplit && s <= k_tiles; ++s)
-        if (tiles <= capacity[s] && (k_tiles + s - 1) / s < (k_tiles + split - 1) / split) split = s;
-    return split;
 }
 
 /* cuTensorMapEncodeTiled through the runtime's driver entry point (no link against libcuda). */
@@ -310,8 +298,16 @@ extern "C" cudaError_t gg_k_gemm_f32w_capacity(int capacity[GG_F32W_MAX_SPLIT + 
     return e;
 }
 
+/* Of the splits whose clusters (one per tile) all fit on the GPU at once (capacity[s], from
+ * gg_k_gemm_f32w_capacity: a cluster's CTAs must share a GPC, so fewer clusters of 8 fit than SMs / 8, 15 rather
+ * than 16 on an H200), the one whose CTAs each take the fewest k-tiles; the smaller on a tie (less to add up). A
+ * grid of two waves took twice as long (073's dX at 256 tokens, 16 clusters of 8: session 20). */
 extern "C" int gg_k_gemm_f32w_split(int64_t M, int64_t N, int64_t K, const int *capacity) {
-    return choose_split((M + kTokens - 1) / kTokens * (N / kCols), K / kBK, capacity);
+    const int64_t tiles = (M + kTokens - 1) / kTokens * (N / kCols), k_tiles = K / kBK;
+    int split = 1;
+    for (int s = 2; s <= kMaxSplit && s <= k_tiles; ++s)
+        if (tiles <= capacity[s] && (k_tiles + s - 1) / s < (k_tiles + split - 1) / split) split = s;
+    return split;
 }
 
 extern "C" cudaError_t gg_k_gemm_f32w(const void *A, const float *B, void *C, gg_dtype c_type, int64_t M, int64_t N,
@@ -319,13 +315,10 @@ extern "C" cudaError_t gg_k_gemm_f32w(const void *A, const float *B, void *C, gg
     if (!gg_k_gemm_f32w_supported(M, N, K) || (c_type != GG_DT_F32 && c_type != GG_DT_F16) || !capacity)
         return cudaErrorInvalidValue;
     F32wArgs a;
-    a.a = static_cast<const __half *>(A);
-    a.b = B;
     a.c = C;
     a.c_half = c_type == GG_DT_F16;
     a.M = M;
     a.N = N;
-    a.K = K;
     a.tok_tiles = (int)((M + kTokens - 1) / kTokens);
     const int64_t tiles = (int64_t)a.tok_tiles * (N / kCols);
     a.k_tiles = (int)(K / kBK);

@@ -610,7 +610,8 @@ static void valid_calls_pass_validation(void **state) {
 }
 
 /* Blocks 2/3 in fp16 mode plan G (their first GEMM, the one the fake planner refuses) in TF32 up to 512 tokens, the
- * few-token route that reads the fp32 inputs, and with fp16 operands above; fp32 mode stays fp32. */
+ * few-token route that reads the fp32 inputs on a device without gradgraph's sm_90a GEMM (the fake runtime is one:
+ * gg_k_gemm_f32w_capacity fails there), and with fp16 operands above; fp32 mode stays fp32. */
 static void ffn_fp16_plans_g_by_tokens(void **state) {
     (void)state;
     gg_ctx *ctx = make_ctx();
