@@ -97,9 +97,10 @@ typedef enum gg_precision {
     GG_PRECISION_DEFAULT = 0, /* in a descriptor: the context's precision (fp32 blocks) or BF16 (bf16 blocks) */
     GG_PRECISION_FP32 = 1,    /* true fp32 GEMMs: exact, slowest */
     GG_PRECISION_TF32 = 2,    /* fp32 data, TF32 tensor-core math, fp32 accumulation */
-    GG_PRECISION_FP16 = 3,    /* operands converted to fp16, fp32 accumulation, fp32 outputs: fastest (up to 512
-                               * tokens the weights are not converted: on an H100/H200 gradgraph's own GEMMs round
-                               * them to fp16 as they load them; elsewhere the first GEMM runs in TF32) */
+    GG_PRECISION_FP16 = 3,    /* operands converted to fp16, fp32 accumulation, fp32 outputs: fastest (at few
+                               * tokens some weights are not converted: on an H100/H200, up to 1024 tokens,
+                               * gradgraph's own GEMMs round them to fp16 as they load them; elsewhere, up to 512,
+                               * the first GEMM runs in TF32) */
     GG_PRECISION_BF16 = 4     /* bf16 operands, fp32 accumulation: only for the bf16-I/O blocks */
 } gg_precision;
 

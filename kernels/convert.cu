@@ -1,5 +1,6 @@
 /* convert.cu - dtype conversions of operands (fp32 -> fp16 for the FP16 precision mode). */
 #include "gg_kernels.h"
+#include "launch.cuh"
 #include "vec.cuh"
 
 using namespace gg;
@@ -32,13 +33,17 @@ __global__ void __launch_bounds__(Threads) f32_to_f16_kernel(const float4 *__res
 } // namespace
 
 extern "C" cudaError_t gg_k_f32_to_f16(const float *in, void *out, size_t n, int sm_count, int narrow_ctas,
-                                       cudaStream_t stream) {
+                                       int priority, cudaStream_t stream) {
     const int64_t n4 = (int64_t)(n / 4); /* n is a multiple of 8: every tensor's rows are */
     const float4 *src = reinterpret_cast<const float4 *>(in);
     uint2 *dst = static_cast<uint2 *>(out);
-    if (narrow_ctas > 0)
-        f32_to_f16_kernel<kNarrowThreads, kNarrowUnroll><<<narrow_ctas, kNarrowThreads, 0, stream>>>(src, dst, n4);
-    else
-        f32_to_f16_kernel<kThreads, 1><<<grid_for((size_t)n4, sm_count, 16), kThreads, 0, stream>>>(src, dst, n4);
-    return cudaGetLastError();
+    LaunchAttrs attrs;
+    if (narrow_ctas > 0) {
+        const cudaLaunchConfig_t config =
+            plain_launch(dim3((unsigned)narrow_ctas), kNarrowThreads, 0, priority, stream, &attrs);
+        return cudaLaunchKernelEx(&config, f32_to_f16_kernel<kNarrowThreads, kNarrowUnroll>, src, dst, n4);
+    }
+    const cudaLaunchConfig_t config =
+        plain_launch(dim3(grid_for((size_t)n4, sm_count, 16)), kThreads, 0, priority, stream, &attrs);
+    return cudaLaunchKernelEx(&config, f32_to_f16_kernel<kThreads, 1>, src, dst, n4);
 }

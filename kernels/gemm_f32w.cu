@@ -291,8 +291,9 @@ extern "C" cudaError_t gg_k_gemm_f32w_capacity(int capacity[GG_F32W_MAX_SPLIT + 
         cudaFuncSetAttribute(gemm_f32w_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSmemBytes);
     capacity[0] = 0;
     for (int s = 1; s <= kMaxSplit && e == cudaSuccess; ++s) {
-        cudaLaunchAttribute cluster;
-        const cudaLaunchConfig_t config = cluster_launch((unsigned)s, kF32wThreads, kSmemBytes, s, 0, &cluster);
+        LaunchAttrs attrs;
+        const cudaLaunchConfig_t config =
+            cluster_launch((unsigned)s, kF32wThreads, kSmemBytes, s, GG_PRIORITY_OF_STREAM, 0, &attrs);
         e = cudaOccupancyMaxActiveClusters(&capacity[s], gemm_f32w_kernel, &config);
     }
     return e;
@@ -310,8 +311,12 @@ extern "C" int gg_k_gemm_f32w_split(int64_t M, int64_t N, int64_t K, const int *
     return split;
 }
 
+extern "C" int64_t gg_k_gemm_f32w_ctas(int64_t M, int64_t N, int64_t K, const int *capacity) {
+    return (M + kTokens - 1) / kTokens * (N / kCols) * gg_k_gemm_f32w_split(M, N, K, capacity);
+}
+
 extern "C" cudaError_t gg_k_gemm_f32w(const void *A, const float *B, void *C, gg_dtype c_type, int64_t M, int64_t N,
-                                      int64_t K, const int *capacity, cudaStream_t stream) {
+                                      int64_t K, const int *capacity, int priority, cudaStream_t stream) {
     if (!gg_k_gemm_f32w_supported(M, N, K) || (c_type != GG_DT_F32 && c_type != GG_DT_F16) || !capacity)
         return cudaErrorInvalidValue;
     F32wArgs a;
@@ -320,7 +325,6 @@ extern "C" cudaError_t gg_k_gemm_f32w(const void *A, const float *B, void *C, gg
     a.M = M;
     a.N = N;
     a.tok_tiles = (int)((M + kTokens - 1) / kTokens);
-    const int64_t tiles = (int64_t)a.tok_tiles * (N / kCols);
     a.k_tiles = (int)(K / kBK);
     a.split = gg_k_gemm_f32w_split(M, N, K, capacity);
 
@@ -329,8 +333,8 @@ extern "C" cudaError_t gg_k_gemm_f32w(const void *A, const float *B, void *C, gg
         !encode_swizzled(&map_b, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, B, K, N, kWBoxCols, kBK))
         return cudaErrorInvalidValue;
 
-    cudaLaunchAttribute cluster;
+    LaunchAttrs attrs;
     const cudaLaunchConfig_t config =
-        cluster_launch((unsigned)(tiles * a.split), kF32wThreads, kSmemBytes, a.split, stream, &cluster);
+        cluster_launch((unsigned)gg_k_gemm_f32w_ctas(M, N, K, capacity), kF32wThreads, kSmemBytes, a.split, priority, stream, &attrs);
     return cudaLaunchKernelEx(&config, gemm_f32w_kernel, map_a, map_b, a);
 }

@@ -8,6 +8,7 @@
 #ifndef GG_KERNELS_H
 #define GG_KERNELS_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -16,6 +17,11 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* A launch's priority, for the launchers that take one: a value of cudaDeviceGetStreamPriorityRange's range (lower
+ * is dispatched first when SMs free up), or this for the stream's own. Graphs keep it (gradgraph instantiates them
+ * with node priorities). */
+#define GG_PRIORITY_OF_STREAM INT_MIN
 
 /* Element types a kernel can read or write. */
 typedef enum gg_dtype { GG_DT_F32 = 0, GG_DT_F16 = 1, GG_DT_BF16 = 2 } gg_dtype;
@@ -93,12 +99,15 @@ cudaError_t gg_k_gemm_f32w_capacity(int capacity[GG_F32W_MAX_SPLIT + 1]);
 /* The CTAs per cluster a launch of this shape splits k over, given the capacity (needs no GPU): of the splits whose
  * clusters all fit at once, the one that leaves each CTA the fewest k-tiles of 64, the smaller on a tie. */
 int gg_k_gemm_f32w_split(int64_t M, int64_t N, int64_t K, const int *capacity);
+/* The CTAs a launch of this shape runs (its tiles times its split; needs no GPU). */
+int64_t gg_k_gemm_f32w_ctas(int64_t M, int64_t N, int64_t K, const int *capacity);
 cudaError_t gg_k_gemm_f32w(const void *A, const float *B, void *C, gg_dtype c_type, int64_t M, int64_t N, int64_t K,
-                           const int *capacity, cudaStream_t stream);
+                           const int *capacity, int priority, cudaStream_t stream);
 
 /* out = (half)in, n elements. narrow_ctas > 0: on that many CTAs of 1024 threads, one per SM that a GEMM beside it
  * leaves free; 0: a grid over the whole GPU. */
-cudaError_t gg_k_f32_to_f16(const float *in, void *out, size_t n, int sm_count, int narrow_ctas, cudaStream_t stream);
+cudaError_t gg_k_f32_to_f16(const float *in, void *out, size_t n, int sm_count, int narrow_ctas, int priority,
+                            cudaStream_t stream);
 
 /* Graph padding. Copies the first M rows (M = *device_rows when device_rows is not NULL, read when the kernel
  * runs; else `rows`) of row_bytes each from src to dst and zeroes dst's rows [M, zero_rows). With zero_rows <= M it

@@ -292,8 +292,8 @@ extern "C" cudaError_t gg_k_ssm_small(const uint16_t *grad_output, const uint16_
     a.use_silu_gate = use_silu_gate;
     a.accumulate = accumulate;
 
-    cudaLaunchAttribute cluster;
+    LaunchAttrs attrs;
     const cudaLaunchConfig_t config = cluster_launch((unsigned)(a.g_tiles * a.k_split + a.dw_tiles), kSmallThreads,
-                                                     kSmemBytes, a.k_split, stream, &cluster);
+                                                     kSmemBytes, a.k_split, GG_PRIORITY_OF_STREAM, stream, &attrs);
     return cudaLaunchKernelEx(&config, ssm_small_kernel, a);
 }

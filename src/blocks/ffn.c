@@ -10,10 +10,11 @@
  * Graphs that all-reduce the gradients during the backward run another order (enqueue_weights_first): dW2 first and
  * dW1 as soon as R exists, so each reduction has later work to hide behind, and dX last.
  * fp16 mode converts the GEMMs' operands to fp16 first, except at few tokens, where the weights (whose size does not
- * shrink with the tokens) are not converted: on an sm_90a device (GG_FFN_F32W_MAX_TOKENS) G and dX read them in fp32
- * in gradgraph's own GEMM (gg_k_gemm_f32w), which rounds them to fp16 as it loads them; elsewhere
- * (GG_FFN_TF32_G_MAX_TOKENS) G runs in TF32 straight from the fp32 dY and W2, into an fp32 G, from which gelu' writes
- * R in fp16, and only W1 is converted.
+ * shrink with the tokens) are not all converted (route): on an sm_90a device G, and dX where it wins, read them in
+ * fp32 in gradgraph's own GEMM (gg_k_gemm_f32w), which rounds them to fp16 as it loads them; elsewhere G runs in TF32
+ * straight from the fp32 dY and W2, into an fp32 G, from which gelu' writes R in fp16, and only W1 is converted.
+ * The critical chain's own kernels (G's conversion, gg_k_gemm_f32w) launch at the greatest priority and the side
+ * stream's conversions at the least, so that those take the SMs first when both wait for them.
  *
  * Column-major view of the row-major tensors (a row-major [r,c] matrix is column-major c x r, ld = c):
  *   G   [M,F]: G'(F x M)   = W2'(F x D)     @ dY'(D x M)         m=F n=M k=D  A=W2 N lda=F  B=dY N ldb=D
@@ -59,24 +60,34 @@ static const gg_tensor_spec mlp_tensors[] = {
     [T_DB2] = {"grad_bias2", GG_EXT_ONE, GG_EXT_DIM0, 4, 1, 0},
 };
 
-/* fp16 mode's routes (the plan's few_tokens): every operand converted to fp16 first; at few tokens on an sm_90a
- * device, G and dX in gg_k_gemm_f32w from the fp32 weights; at few tokens elsewhere, G in TF32 from the fp32 inputs. */
-enum { ROUTE_CONVERT = 0, ROUTE_F32W = 1, ROUTE_TF32_G = 2 };
+/* fp16 mode's route (the plan's few_tokens): which GEMMs read an fp32 weight themselves instead of its fp16 copy.
+ * None (ROUTE_CONVERT): every operand converted to fp16 first. On an sm_90a device, G and, at fewer tokens, dX in
+ * gg_k_gemm_f32w, which rounds the weight to fp16 as it loads it; elsewhere, at few tokens, G in TF32 from the fp32
+ * dY and W2. */
+enum { ROUTE_CONVERT = 0, ROUTE_G_F32W = 1, ROUTE_DX_F32W = 2, ROUTE_G_TF32 = 4 };
 
-/* Up to these many tokens the few-token routes win. Measured on an H200: docs/perf-notes.md, "Session 16" (TF32 G)
- * and "Session 17" (gg_k_gemm_f32w). */
-#define GG_FFN_F32W_MAX_TOKENS 512
-#define GG_FFN_TF32_G_MAX_TOKENS 512
+/* Up to these many tokens each route wins. Measured on an H200 (docs/perf-notes.md, "Session 16" for TF32, "Session
+ * 17" and "Session 21" for gg_k_gemm_f32w): G in gg_k_gemm_f32w up to 1024 tokens (at 2048, with its tiles in four
+ * waves, it lost 1-3 %); dX up to 512, where it is bound by reading W1, and up to 1024 when its grid fills the GPU
+ * (at 1024 tokens 073's dX on 128 of 132 SMs won, 068's on 96 lost to converting W1 for cuBLASLt). */
+#define GG_FFN_G_F32W_MAX_TOKENS 1024
+#define GG_FFN_DX_F32W_MAX_TOKENS 512
+#define GG_FFN_G_TF32_MAX_TOKENS 512
 
 /* The plan's route, the same on every path (the data-parallel ones too, so that a rank's synced gradients are the
  * mean of what its local calls compute). */
 static int route(const gg_ctx *ctx, const gg_block_plan *p) {
     const int64_t M = p->key.tokens, D = p->key.dim0, F = p->key.dim1;
     if (p->key.precision != GG_PRECISION_FP16) return ROUTE_CONVERT;
-    if (ctx->has_wgmma && M <= GG_FFN_F32W_MAX_TOKENS && gg_k_gemm_f32w_supported(M, F, D) &&
-        gg_k_gemm_f32w_supported(M, D, F))
-        return ROUTE_F32W;
-    return M <= GG_FFN_TF32_G_MAX_TOKENS ? ROUTE_TF32_G : ROUTE_CONVERT;
+    int r = ROUTE_CONVERT;
+    if (ctx->has_wgmma && M <= GG_FFN_G_F32W_MAX_TOKENS) {
+        if (gg_k_gemm_f32w_supported(M, F, D)) r |= ROUTE_G_F32W;
+        /* "fills the GPU": at least 7/8 of the SMs */
+        const int dx_fills = 8 * gg_k_gemm_f32w_ctas(M, D, F, ctx->f32w_clusters) >= 7 * (int64_t)ctx->sm_count;
+        if (gg_k_gemm_f32w_supported(M, D, F) && (M <= GG_FFN_DX_F32W_MAX_TOKENS || dx_fills)) r |= ROUTE_DX_F32W;
+    }
+    if (!(r & ROUTE_G_F32W) && M <= GG_FFN_G_TF32_MAX_TOKENS) r |= ROUTE_G_TF32;
+    return r;
 }
 
 /* The narrow schedule (fp16 mode above the few-token route, calls that do not sync): G runs on all SMs but
@@ -113,29 +124,31 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
      * tokens of dX); every GEMM keeps all SMs. */
     const int64_t halves = p->key.pair_split ? 2 : 1;
     p->few_tokens = route(ctx, p);
-    if (p->few_tokens == ROUTE_F32W)
-        gg_log(ctx, GG_LOG_DEBUG, "M=%lld: G and dX in gg_k_gemm_f32w, k split over clusters of %d and %d",
-               (long long)M, gg_k_gemm_f32w_split(M, F, D, ctx->f32w_clusters),
+    if (p->few_tokens & ROUTE_G_F32W)
+        gg_log(ctx, GG_LOG_DEBUG, "M=%lld: G in gg_k_gemm_f32w, k split over clusters of %d", (long long)M,
+               gg_k_gemm_f32w_split(M, F, D, ctx->f32w_clusters));
+    if (p->few_tokens & ROUTE_DX_F32W)
+        gg_log(ctx, GG_LOG_DEBUG, "M=%lld: dX in gg_k_gemm_f32w, k split over clusters of %d", (long long)M,
                gg_k_gemm_f32w_split(M, D, F, ctx->f32w_clusters));
     p->narrow_ctas = narrow_ctas(ctx, p);
     const int beside_narrow = p->narrow_ctas ? ctx->sm_count - p->narrow_ctas : 0;
-    if (p->few_tokens == ROUTE_TF32_G)
+    if (p->few_tokens & ROUTE_G_TF32)
         GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_G], GG_PRECISION_TF32, 0, 0, 0, F, M, D, F, D, F));
     else if (p->few_tokens == ROUTE_CONVERT)
         GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_G], prec, 1, beside_narrow, 0, F, M, D, F, D, F));
     GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW2], prec, 0, 0, 1, F, D / halves, M, F, D, F));
-    if (p->few_tokens != ROUTE_F32W)
+    if (!(p->few_tokens & ROUTE_DX_F32W))
         GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DX], prec, 0, sm_target, 0, D, M / halves, F, D, F, D));
     GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW1], prec, 0, 0, 1, D, F / halves, M, D, F, D));
     const size_t h = 2; /* sizeof(half) */
     p->buffer[BUF_G] = gg_plan_take(p, (size_t)(M * F) * (prec == GG_PRECISION_FP16 ? h : sizeof(float)));
     if (prec == GG_PRECISION_FP16) {
         p->buffer[BUF_DY16] = gg_plan_take(p, (size_t)(M * D) * h);
-        if (p->few_tokens == ROUTE_TF32_G) p->buffer[BUF_G32] = gg_plan_take(p, (size_t)(M * F) * sizeof(float));
+        if (p->few_tokens & ROUTE_G_TF32) p->buffer[BUF_G32] = gg_plan_take(p, (size_t)(M * F) * sizeof(float));
         if (p->few_tokens == ROUTE_CONVERT) p->buffer[BUF_W2_16] = gg_plan_take(p, (size_t)(D * F) * h);
         p->buffer[BUF_ACT16] = gg_plan_take(p, (size_t)(M * F) * h);
         p->buffer[BUF_X16] = gg_plan_take(p, (size_t)(M * D) * h);
-        if (p->few_tokens != ROUTE_F32W) p->buffer[BUF_W1_16] = gg_plan_take(p, (size_t)(F * D) * h);
+        if (!(p->few_tokens & ROUTE_DX_F32W)) p->buffer[BUF_W1_16] = gg_plan_take(p, (size_t)(F * D) * h);
     }
     if (p->key.block == GG_BLOCK_MLP) {
         p->col_chunks[0] = gg_k_col_sum_chunks(M, F, GG_DT_F32, ctx->sm_count); /* grad_bias1 over R, with gelu' */
@@ -165,42 +178,43 @@ static ffn_operands operands(const gg_ctx *ctx, const gg_block_plan *p, const gg
         if (p->few_tokens == ROUTE_CONVERT) o.w2 = gg_plan_buffer(ctx, p, BUF_W2_16);
         o.act = gg_plan_buffer(ctx, p, BUF_ACT16);
         o.x = gg_plan_buffer(ctx, p, BUF_X16);
-        if (p->few_tokens != ROUTE_F32W) o.w1 = gg_plan_buffer(ctx, p, BUF_W1_16);
+        if (!(p->few_tokens & ROUTE_DX_F32W)) o.w1 = gg_plan_buffer(ctx, p, BUF_W1_16);
         o.g_type = GG_DT_F16;
-        if (p->few_tokens == ROUTE_TF32_G) o.g_out = gg_plan_buffer(ctx, p, BUF_G32);
+        if (p->few_tokens & ROUTE_G_TF32) o.g_out = gg_plan_buffer(ctx, p, BUF_G32);
         else o.g_out_type = GG_DT_F16;
     }
     return o;
 }
 
 /* In fp16 mode, the fp16 copy of input `tensor` into the operand `copy` points at (a no-op otherwise, and for the
- * weights a few-token route reads in fp32: W2 on both, W1 on ROUTE_F32W), on narrow_ctas SMs (gg_k_f32_to_f16; 0:
- * every SM). */
+ * weights the route reads in fp32: W2 unless ROUTE_CONVERT, W1 on ROUTE_DX_F32W), on narrow_ctas SMs (gg_k_f32_to_f16; 0:
+ * every SM), at `priority` (GG_PRIORITY_OF_STREAM: the stream's). */
 static gg_status to_f16_on(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, int tensor, const void *copy,
-                           int narrow_ctas, cudaStream_t s) {
+                           int narrow_ctas, int priority, cudaStream_t s) {
     if (c->precision != GG_PRECISION_FP16) return GG_SUCCESS;
-    if ((tensor == T_W2 && p->few_tokens != ROUTE_CONVERT) || (tensor == T_W1 && p->few_tokens == ROUTE_F32W))
+    if ((tensor == T_W2 && p->few_tokens != ROUTE_CONVERT) || (tensor == T_W1 && (p->few_tokens & ROUTE_DX_F32W)))
         return GG_SUCCESS;
     GG_CUDA_TRY(ctx, gg_k_f32_to_f16(c->t[tensor], (void *)copy, gg_tensor_elems(c, tensor), ctx->sm_count,
-                                     narrow_ctas, s));
+                                     narrow_ctas, priority, s));
     return GG_SUCCESS;
 }
 
-/* to_f16_on on every SM. */
+/* to_f16_on on every SM, at the stream's priority. */
 static gg_status to_f16(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, int tensor, const void *copy,
                         cudaStream_t s) {
-    return to_f16_on(ctx, p, c, tensor, copy, 0, s);
+    return to_f16_on(ctx, p, c, tensor, copy, 0, GG_PRIORITY_OF_STREAM, s);
 }
 
 /* In fp16 mode, the fp16 copies of `n` inputs (act, X, W1, W2) on `side` (on the SMs G leaves free when the plan
- * has the narrow schedule), then a mark `main` waits for before it reads them (gg_stream_wait with ctx->ev_conv). */
+ * has the narrow schedule) at `priority`, then a mark `main` waits for before it reads them (gg_stream_wait with
+ * ctx->ev_conv). */
 static gg_status to_f16_beside(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const ffn_operands *o,
-                               const int *tensors, int n, cudaStream_t side, cudaStream_t main) {
+                               const int *tensors, int n, int priority, cudaStream_t side, cudaStream_t main) {
     if (c->precision != GG_PRECISION_FP16) return GG_SUCCESS;
     for (int i = 0; i < n; ++i) {
         const int t = tensors[i];
         const void *copy = t == T_ACT ? o->act : t == T_X ? o->x : t == T_W1 ? o->w1 : o->w2;
-        GG_TRY(to_f16_on(ctx, p, c, t, copy, p->narrow_ctas, side));
+        GG_TRY(to_f16_on(ctx, p, c, t, copy, p->narrow_ctas, priority, side));
     }
     return gg_stream_mark(ctx, side, ctx->ev_conv, main);
 }
@@ -217,29 +231,30 @@ static gg_status dy_first(gg_ctx *ctx, const gg_block_plan *p, const gg_block_ca
     return gg_dist_grad_ready(ctx, c, s, T_DB2);
 }
 
-/* G = dY @ W2 into o->g_out (on the few-token routes from the fp32 W2: in gg_k_gemm_f32w, or in TF32 from the fp32
- * dY too). */
+/* G = dY @ W2 into o->g_out (on the few-token routes from the fp32 W2: in gg_k_gemm_f32w at `priority`, or in TF32
+ * from the fp32 dY too). */
 static gg_status gemm_g(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const ffn_operands *o,
-                        cudaStream_t s) {
-    if (p->few_tokens == ROUTE_F32W) {
+                        int priority, cudaStream_t s) {
+    if (p->few_tokens & ROUTE_G_F32W) {
         GG_CUDA_TRY(ctx, gg_k_gemm_f32w(o->dy, (const float *)o->w2, o->g_out, GG_DT_F16, c->tokens, c->dim1,
-                                        c->dim0, ctx->f32w_clusters, s));
+                                        c->dim0, ctx->f32w_clusters, priority, s));
         return GG_SUCCESS;
     }
-    const void *dy = p->few_tokens == ROUTE_TF32_G ? c->t[T_DY] : o->dy;
+    const void *dy = p->few_tokens & ROUTE_G_TF32 ? c->t[T_DY] : o->dy;
     return gg_matmul_run(ctx, &p->gemm[GEMM_G], o->w2, dy, o->g_out, 0, 0, s);
 }
 
-/* dX = R @ W1 for `tokens` tokens from token `first` (the two-rank split reduction runs it in halves). */
+/* dX = R @ W1 for `tokens` tokens from token `first` (the two-rank split reduction runs it in halves); `priority` as
+ * gemm_g's. */
 static gg_status gemm_dx(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const ffn_operands *o,
-                         int64_t first, int64_t tokens, cudaStream_t s) {
+                         int64_t first, int64_t tokens, int priority, cudaStream_t s) {
     const size_t g_elem = o->g_type == GG_DT_F16 ? 2 : 4;
     const void *r = (const char *)o->G + (size_t)first * (size_t)c->dim1 * g_elem;
     float *dx = (float *)c->t[T_DX] + (size_t)first * (size_t)c->dim0;
-    if (p->few_tokens != ROUTE_F32W) return gg_matmul_run(ctx, &p->gemm[GEMM_DX], o->w1, r, dx, 0, 0, s);
+    if (!(p->few_tokens & ROUTE_DX_F32W)) return gg_matmul_run(ctx, &p->gemm[GEMM_DX], o->w1, r, dx, 0, 0, s);
     GG_CUDA_TRY(ctx,
                 gg_k_gemm_f32w(r, (const float *)o->w1, dx, GG_DT_F32, tokens, c->dim0, c->dim1, ctx->f32w_clusters,
-                               s));
+                               priority, s));
     return GG_SUCCESS;
 }
 
@@ -269,24 +284,28 @@ static gg_status enqueue_overlapped(gg_ctx *ctx, const gg_block_plan *p, const g
     /* fp16: dY first (both chains read it), then W2 on the caller's stream: G's operands (W2 not on the few-token
      * routes, whose G reads it in fp32 and starts at once). The operands needed later (act, X, W1) are converted on the
      * side stream: on the narrow schedule on the SMs G leaves free, else in whatever SMs the caller's stream leaves
-     * (then they do not run underneath G: a cuBLASLt GEMM holds every SM to its end — docs/perf-notes.md). */
+     * (then they do not run underneath G: a cuBLASLt GEMM holds every SM to its end — docs/perf-notes.md). They launch
+     * at the least priority (the side stream's own is the greatest, for its GEMMs), W2's conversion and gg_k_gemm_f32w
+     * at the greatest, so that G is not queued behind them (measured: G started 3-4 us late at 256 tokens, and the
+     * few-token cases ran 2 % slower: docs/perf-notes.md, "Session 21"). */
     GG_TRY(dy_first(ctx, p, c, &o, main));
     GG_TRY(gg_stream_handoff(ctx, main, ctx->ev_fork, side)); /* the side stream reads inputs */
     gg_status status = GG_SUCCESS; /* from here on, errors still join the side stream */
-    GG_GOTO(to_f16_beside(ctx, p, c, &o, (const int[]){T_ACT, T_X, T_W1}, 3, side, main), status, join);
-    GG_GOTO(to_f16(ctx, p, c, T_W2, o.w2, main), status, join);
+    GG_GOTO(to_f16_beside(ctx, p, c, &o, (const int[]){T_ACT, T_X, T_W1}, 3, ctx->priority_least, side, main), status,
+            join);
+    GG_GOTO(to_f16_on(ctx, p, c, T_W2, o.w2, 0, ctx->priority_greatest, main), status, join);
     /* G runs alone first; then the side chain (dW2, and dW1 once R exists) overlaps the caller's (gelu', bias sums,
      * dX). Forking before G, so that dW2 and G start together, made graph replay up to 11 % slower on fp32/tf32
      * cases (docs/perf-notes.md, "schedule experiment"). */
-    GG_GOTO(gemm_g(ctx, p, c, &o, main), status, join);
+    GG_GOTO(gemm_g(ctx, p, c, &o, ctx->priority_greatest, main), status, join);
     GG_GOTO(gg_stream_handoff(ctx, main, ctx->ev_fork, side), status, join);
     GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW2], o.act, o.dy, t[T_DW2], acc, 1, side), status, join);
     GG_GOTO(activation_grad(ctx, p, c, &o, main), status, join);
     GG_GOTO(gg_stream_handoff(ctx, main, ctx->ev_mid, side), status, join);
     GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW1], o.x, o.G, t[T_DW1], acc, 1, side), status, join);
-    if (fp16 && p->few_tokens != ROUTE_F32W) /* W1's fp16 copy */
+    if (fp16 && !(p->few_tokens & ROUTE_DX_F32W)) /* W1's fp16 copy */
         GG_GOTO(gg_stream_wait(ctx, side, ctx->ev_conv, main), status, join);
-    GG_GOTO(gemm_dx(ctx, p, c, &o, 0, c->tokens, main), status, join);
+    GG_GOTO(gemm_dx(ctx, p, c, &o, 0, c->tokens, ctx->priority_greatest, main), status, join);
 join:;
     const gg_status joined = gg_stream_handoff(ctx, side, ctx->ev_join, main);
     return status == GG_SUCCESS ? joined : status;
@@ -306,13 +325,13 @@ static gg_status enqueue_weights_first(gg_ctx *ctx, const gg_block_plan *p, cons
     GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_DW2], o.act, o.dy, t[T_DW2], acc, 1, s));
     GG_TRY(gg_dist_grad_ready(ctx, c, s, T_DW2));
     GG_TRY(to_f16(ctx, p, c, T_W2, o.w2, s));
-    GG_TRY(gemm_g(ctx, p, c, &o, s));
+    GG_TRY(gemm_g(ctx, p, c, &o, GG_PRIORITY_OF_STREAM, s));
     GG_TRY(activation_grad(ctx, p, c, &o, s));
     GG_TRY(to_f16(ctx, p, c, T_X, o.x, s));
     GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_DW1], o.x, o.G, t[T_DW1], acc, 1, s));
     GG_TRY(gg_dist_grad_ready(ctx, c, s, T_DW1));
     GG_TRY(to_f16(ctx, p, c, T_W1, o.w1, s));
-    return gemm_dx(ctx, p, c, &o, 0, c->tokens, s);
+    return gemm_dx(ctx, p, c, &o, 0, c->tokens, GG_PRIORITY_OF_STREAM, s);
 }
 
 /* One half of a weight gradient in the two-rank split reduction (gg_dist_pair_split). The gradient is
@@ -351,7 +370,7 @@ static gg_status pair_half(gg_ctx *ctx, const gg_block_call *c, const gg_matmul 
 /* dX's half h (tokens [h M/2, (h+1) M/2)). */
 static gg_status dx_half(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const ffn_operands *o, int h,
                          cudaStream_t s) {
-    return gemm_dx(ctx, p, c, o, c->tokens / 2 * h, c->tokens / 2, s);
+    return gemm_dx(ctx, p, c, o, c->tokens / 2 * h, c->tokens / 2, GG_PRIORITY_OF_STREAM, s);
 }
 
 /* The weights-first order with the two-rank split reduction: each weight gradient's peer half first, work that does
@@ -375,12 +394,14 @@ static gg_status enqueue_pair(gg_ctx *ctx, const gg_block_plan *p, const gg_bloc
     cudaStream_t side = gg_side_stream(ctx, s);
     if (conv_side) GG_TRY(gg_stream_handoff(ctx, s, ctx->ev_fork, side)); /* the side stream reads inputs */
     gg_status status = GG_SUCCESS; /* from here on, errors still join the side stream */
-    if (conv_side) GG_GOTO(to_f16_beside(ctx, p, c, &o, (const int[]){T_W2, T_X, T_W1}, 3, side, s), status, join);
+    if (conv_side)
+        GG_GOTO(to_f16_beside(ctx, p, c, &o, (const int[]){T_W2, T_X, T_W1}, 3, GG_PRIORITY_OF_STREAM, side, s), status,
+                join);
     GG_GOTO(to_f16(ctx, p, c, T_ACT, o.act, s), status, join);
     GG_GOTO(pair_half(ctx, c, &p->gemm[GEMM_DW2], o.act, o.dy, in_elem, T_DW2, F, D, 0, s), status, join);
     if (conv_side) GG_GOTO(gg_stream_wait(ctx, side, ctx->ev_conv, s), status, join);
     else GG_GOTO(to_f16(ctx, p, c, T_W2, o.w2, s), status, join);
-    GG_GOTO(gemm_g(ctx, p, c, &o, s), status, join);
+    GG_GOTO(gemm_g(ctx, p, c, &o, GG_PRIORITY_OF_STREAM, s), status, join);
     GG_GOTO(activation_grad(ctx, p, c, &o, s), status, join);
     GG_GOTO(pair_half(ctx, c, &p->gemm[GEMM_DW2], o.act, o.dy, in_elem, T_DW2, F, D, 1, s), status, join);
     if (!conv_side) GG_GOTO(to_f16(ctx, p, c, T_X, o.x, s), status, join);

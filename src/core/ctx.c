@@ -131,9 +131,9 @@ gg_status gg_ctx_create(const gg_config *config, gg_ctx **out) {
 #endif
     /* The side stream (the dW chain) gets the highest priority: its GEMM takes the SMs first and the caller's
      * stream's GEMM fills in as the first one drains, instead of both sharing the GPU for their whole length. */
-    int least_priority = 0, greatest_priority = 0;
-    GG_CUDA_GOTO(ctx, cudaDeviceGetStreamPriorityRange(&least_priority, &greatest_priority), status, fail);
-    GG_CUDA_GOTO(ctx, cudaStreamCreateWithPriority(&ctx->side, cudaStreamNonBlocking, greatest_priority), status, fail);
+    GG_CUDA_GOTO(ctx, cudaDeviceGetStreamPriorityRange(&ctx->priority_least, &ctx->priority_greatest), status, fail);
+    GG_CUDA_GOTO(ctx, cudaStreamCreateWithPriority(&ctx->side, cudaStreamNonBlocking, ctx->priority_greatest), status,
+                 fail);
     GG_CUDA_GOTO(ctx, cudaStreamCreateWithFlags(&ctx->capture, cudaStreamNonBlocking), status, fail);
     GG_CUDA_GOTO(ctx, cudaEventCreateWithFlags(&ctx->ev_fork, cudaEventDisableTiming), status, fail);
     GG_CUDA_GOTO(ctx, cudaEventCreateWithFlags(&ctx->ev_mid, cudaEventDisableTiming), status, fail);

@@ -27,6 +27,7 @@ struct gg_ctx {
     int f32w_clusters[8 + 1]; /* gg_k_gemm_f32w_capacity's answer, when has_wgmma (GG_F32W_MAX_SPLIT = 8) */
     cublasLtHandle_t lt;
     cudaStream_t side;  /* the context's second stream: the dW chain runs here, forked from the caller's */
+    int priority_least, priority_greatest; /* the device's stream priorities (cudaDeviceGetStreamPriorityRange) */
     cudaEvent_t ev_fork; /* caller's stream -> side: inputs (and converted operands) are ready */
     cudaEvent_t ev_mid;  /* caller's stream -> side: the activation gradient R is ready */
     cudaEvent_t ev_join; /* side -> caller's stream: the side chain is done */

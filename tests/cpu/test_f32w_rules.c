@@ -1,6 +1,7 @@
-/* test_f32w_rules.c - the rule that sizes gg_k_gemm_f32w's k split and needs no GPU: every cluster of a launch must
- * fit on the GPU at once (a second wave doubled 073's dX at 256 tokens: perf-notes.md, "Session 20"), and of the
- * splits that fit, the one that leaves each CTA the fewest k-tiles wins, the smaller on a tie. */
+/* test_f32w_rules.c - the rules about gg_k_gemm_f32w's grid that need no GPU. Its k split: every cluster of a launch
+ * must fit on the GPU at once (a second wave doubled 073's dX at 256 tokens: perf-notes.md, "Session 20"), and of the
+ * splits that fit, the one that leaves each CTA the fewest k-tiles wins, the smaller on a tie. Its CTAs: tiles times
+ * split, which the FFN route compares with the SM count (dX at 1024 tokens only where it fills the GPU). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -50,11 +51,24 @@ static void ties_and_short_k(void **state) {
     assert_int_equal(gg_k_gemm_f32w_split(256, 2048, 8192, none), 1);
 }
 
+static void ctas_at_1024_tokens(void **state) {
+    (void)state;
+    /* dX: 073's 64 tiles in clusters of 2 fill 128 of 132 SMs; 068's 48 in clusters of 2 only 96 */
+    assert_int_equal(gg_k_gemm_f32w_ctas(1024, 2048, 8192, h200), 128);
+    assert_int_equal(gg_k_gemm_f32w_ctas(1024, 1536, 6144, h200), 96);
+    /* G: 073's 256 tiles and 068's 192 are over the capacity of any cluster: no split, two waves */
+    assert_int_equal(gg_k_gemm_f32w_ctas(1024, 8192, 2048, h200), 256);
+    assert_int_equal(gg_k_gemm_f32w_ctas(1024, 6144, 1536, h200), 192);
+    /* a partial token tile counts as a tile */
+    assert_int_equal(gg_k_gemm_f32w_ctas(257, 128, 64, h200), 2);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(splits_of_the_workload_shapes_on_an_h200),
         cmocka_unit_test(one_more_cluster_that_fits_changes_the_choice),
         cmocka_unit_test(ties_and_short_k),
+        cmocka_unit_test(ctas_at_1024_tokens),
     };
     return cmocka_run_group_tests_name("f32w_rules", tests, NULL, NULL);
 }
