@@ -334,7 +334,7 @@ extern "C" cudaError_t gg_k_gemm_f32w(const void *A, const float *B, void *C, gg
         return cudaErrorInvalidValue;
 
     LaunchAttrs attrs;
-    const cudaLaunchConfig_t config =
-        cluster_launch((unsigned)gg_k_gemm_f32w_ctas(M, N, K, capacity), kF32wThreads, kSmemBytes, a.split, priority, stream, &attrs);
+    const cudaLaunchConfig_t config = cluster_launch((unsigned)gg_k_gemm_f32w_ctas(M, N, K, capacity), kF32wThreads,
+                                                     kSmemBytes, a.split, priority, stream, &attrs);
     return cudaLaunchKernelEx(&config, gemm_f32w_kernel, map_a, map_b, a);
 }

@@ -16,14 +16,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#define CK(x)                                                                                                      \
-    do {                                                                                                           \
-        cudaError_t e_ = (x);                                                                                      \
-        if (e_ != cudaSuccess) {                                                                                   \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));                     \
-            exit(1);                                                                                               \
-        }                                                                                                          \
-    } while (0)
+#include "probe_check.h"
 #define LK(x)                                                                                                      \
     do {                                                                                                           \
         cublasStatus_t s_ = (x);                                                                                   \

@@ -27,14 +27,7 @@
 #include "mma.cuh"
 #include "tma.cuh"
 
-#define CK(x)                                                                                                      \
-    do {                                                                                                           \
-        cudaError_t e_ = (x);                                                                                      \
-        if (e_ != cudaSuccess) {                                                                                   \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));                     \
-            exit(1);                                                                                               \
-        }                                                                                                          \
-    } while (0)
+#include "probe_check.h"
 
 constexpr int kCols = 128, kBK = 64, kTokens = 256;
 constexpr int kActBytes = kTokens * kBK * 2; /* 32 KiB */

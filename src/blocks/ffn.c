@@ -187,8 +187,8 @@ static ffn_operands operands(const gg_ctx *ctx, const gg_block_plan *p, const gg
 }
 
 /* In fp16 mode, the fp16 copy of input `tensor` into the operand `copy` points at (a no-op otherwise, and for the
- * weights the route reads in fp32: W2 unless ROUTE_CONVERT, W1 on ROUTE_DX_F32W), on narrow_ctas SMs (gg_k_f32_to_f16; 0:
- * every SM), at `priority` (GG_PRIORITY_OF_STREAM: the stream's). */
+ * weights the route reads in fp32: W2 unless ROUTE_CONVERT, W1 on ROUTE_DX_F32W), on narrow_ctas SMs
+ * (gg_k_f32_to_f16; 0: every SM), at `priority` (GG_PRIORITY_OF_STREAM: the stream's). */
 static gg_status to_f16_on(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, int tensor, const void *copy,
                            int narrow_ctas, int priority, cudaStream_t s) {
     if (c->precision != GG_PRECISION_FP16) return GG_SUCCESS;
