@@ -13,8 +13,8 @@
  * shrink with the tokens) are not all converted (route): on an sm_90a device G, and dX where it wins, read them in
  * fp32 in gradgraph's own GEMM (gg_k_gemm_f32w), which rounds them to fp16 as it loads them; elsewhere G runs in TF32
  * straight from the fp32 dY and W2, into an fp32 G, from which gelu' writes R in fp16, and only W1 is converted.
- * The critical chain's own kernels (G's conversion, gg_k_gemm_f32w) launch at the greatest priority and the side
- * stream's conversions at the least, so that those take the SMs first when both wait for them.
+ * The critical chain's own kernels (W2's conversion, gg_k_gemm_f32w) launch at the greatest priority and the side
+ * stream's conversions at the least, so that the former take the SMs first when both wait for them.
  *
  * Column-major view of the row-major tensors (a row-major [r,c] matrix is column-major c x r, ld = c):
  *   G   [M,F]: G'(F x M)   = W2'(F x D)     @ dY'(D x M)         m=F n=M k=D  A=W2 N lda=F  B=dY N ldb=D
