@@ -20,15 +20,6 @@
 
 #include "probe_check.h"
 
-#define LK(x)                                                                                                      \
-    do {                                                                                                           \
-        cublasStatus_t s_ = (x);                                                                                   \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                                         \
-            fprintf(stderr, "%s:%d %s: status %d\n", __FILE__, __LINE__, #x, (int)s_);                             \
-            exit(1);                                                                                               \
-        }                                                                                                          \
-    } while (0)
-
 /* N(0, sd) from a hash of (seed, i): Box-Muller on two 32-bit uniforms. Both the fp16 value and its fp32 source. */
 __global__ void fill_normal(__half *h, float *f, size_t n, float sd, uint64_t seed) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {

@@ -17,14 +17,6 @@
 #include <cuda_runtime.h>
 
 #include "probe_check.h"
-#define LK(x)                                                                                                      \
-    do {                                                                                                           \
-        cublasStatus_t s_ = (x);                                                                                   \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                                         \
-            fprintf(stderr, "%s:%d %s: %d\n", __FILE__, __LINE__, #x, (int)s_);                                    \
-            exit(1);                                                                                               \
-        }                                                                                                          \
-    } while (0)
 
 constexpr int kUnroll = 8;
 
