@@ -14,9 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); exit(1); } } while (0)
+#include "probe_check.h"
+
 #define NK(x) do { ncclResult_t r_ = (x); if (r_ != ncclSuccess) { printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, ncclGetErrorString(r_)); exit(1); } } while (0)
-#define BK(x) do { cublasStatus_t s_ = (x); if (s_ != CUBLAS_STATUS_SUCCESS) { printf("%s:%d %s: %d\n", __FILE__, __LINE__, #x, (int)s_); exit(1); } } while (0)
 
 enum { W = 2, REPS = 20, NGEMM = 4 };
 static size_t n_floats = 6144ull * 1536; // 068's dW1 (37.7 MB)
@@ -46,11 +46,11 @@ struct rank_state {
 };
 
 static void gemms(rank_state *st, cudaStream_t s, int sms) {
-    BK(cublasSetStream(st->blas, s));
-    BK(cublasSetSmCountTarget(st->blas, sms));
+    LK(cublasSetStream(st->blas, s));
+    LK(cublasSetSmCountTarget(st->blas, sms));
     const float one = 1.f, zero = 0.f;
     for (int g = 0; g < NGEMM; g++) // [8192 x 1536] = [8192 x 6144] x [6144 x 1536]: one of 068's GEMMs
-        BK(cublasGemmEx(st->blas, CUBLAS_OP_N, CUBLAS_OP_N, 1536, 8192, 6144, &one, st->b, CUDA_R_16F, 1536, st->a,
+        LK(cublasGemmEx(st->blas, CUBLAS_OP_N, CUBLAS_OP_N, 1536, 8192, 6144, &one, st->b, CUDA_R_16F, 1536, st->a,
                         CUDA_R_16F, 6144, &zero, st->c, CUDA_R_16F, 1536, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
@@ -119,9 +119,9 @@ static void *rank_main(void *arg) {
     CK(cudaEventCreateWithFlags(&st.join, cudaEventDisableTiming));
     CK(cudaEventCreate(&st.t0));
     CK(cudaEventCreate(&st.t1));
-    BK(cublasCreate(&st.blas));
+    LK(cublasCreate(&st.blas));
     CK(cudaMalloc(&st.ws, 64 << 20));
-    BK(cublasSetWorkspace(st.blas, st.ws, 64 << 20));
+    LK(cublasSetWorkspace(st.blas, st.ws, 64 << 20));
     CK(cudaMalloc(&st.a, 8192ull * 6144 * 2));
     CK(cudaMalloc(&st.b, 6144ull * 1536 * 2));
     CK(cudaMalloc(&st.c, 8192ull * 1536 * 2));
