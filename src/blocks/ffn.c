@@ -186,23 +186,23 @@ static ffn_operands operands(const gg_ctx *ctx, const gg_block_plan *p, const gg
     return o;
 }
 
-/* In fp16 mode, the fp16 copy of input `tensor` into the operand `copy` points at (a no-op otherwise, and for the
- * weights the route reads in fp32: W2 unless ROUTE_CONVERT, W1 on ROUTE_DX_F32W), on narrow_ctas SMs
- * (gg_k_f32_to_f16; 0: every SM), at `priority` (GG_PRIORITY_OF_STREAM: the stream's). */
-static gg_status to_f16_on(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, int tensor, const void *copy,
-                           int narrow_ctas, int priority, cudaStream_t s) {
-    if (c->precision != GG_PRECISION_FP16) return GG_SUCCESS;
-    if ((tensor == T_W2 && p->few_tokens != ROUTE_CONVERT) || (tensor == T_W1 && (p->few_tokens & ROUTE_DX_F32W)))
-        return GG_SUCCESS;
+/* Whether an operand is an fp16 copy to make: operands() points it at a copy only in fp16 mode, and not for the
+ * weights the route reads in fp32 (there, and in the other modes, the operand is the input itself). */
+static int is_copy(const gg_block_call *c, int tensor, const void *operand) { return operand != c->t[tensor]; }
+
+/* The fp16 copy of input `tensor` into `copy`, its operand (a no-op when the operand is the input: is_copy), on
+ * narrow_ctas SMs (gg_k_f32_to_f16; 0: every SM), at `priority` (GG_PRIORITY_OF_STREAM: the stream's). */
+static gg_status to_f16_on(gg_ctx *ctx, const gg_block_call *c, int tensor, const void *copy, int narrow_ctas,
+                           int priority, cudaStream_t s) {
+    if (!is_copy(c, tensor, copy)) return GG_SUCCESS;
     GG_CUDA_TRY(ctx, gg_k_f32_to_f16(c->t[tensor], (void *)copy, gg_tensor_elems(c, tensor), ctx->sm_count,
                                      narrow_ctas, priority, s));
     return GG_SUCCESS;
 }
 
 /* to_f16_on on every SM, at the stream's priority. */
-static gg_status to_f16(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, int tensor, const void *copy,
-                        cudaStream_t s) {
-    return to_f16_on(ctx, p, c, tensor, copy, 0, GG_PRIORITY_OF_STREAM, s);
+static gg_status to_f16(gg_ctx *ctx, const gg_block_call *c, int tensor, const void *copy, cudaStream_t s) {
+    return to_f16_on(ctx, c, tensor, copy, 0, GG_PRIORITY_OF_STREAM, s);
 }
 
 /* In fp16 mode, the fp16 copies of `n` inputs (act, X, W1, W2) on `side` (on the SMs G leaves free when the plan
@@ -214,7 +214,7 @@ static gg_status to_f16_beside(gg_ctx *ctx, const gg_block_plan *p, const gg_blo
     for (int i = 0; i < n; ++i) {
         const int t = tensors[i];
         const void *copy = t == T_ACT ? o->act : t == T_X ? o->x : t == T_W1 ? o->w1 : o->w2;
-        GG_TRY(to_f16_on(ctx, p, c, t, copy, p->narrow_ctas, priority, side));
+        GG_TRY(to_f16_on(ctx, c, t, copy, p->narrow_ctas, priority, side));
     }
     return gg_stream_mark(ctx, side, ctx->ev_conv, main);
 }
@@ -223,7 +223,7 @@ static gg_status to_f16_beside(gg_ctx *ctx, const gg_block_plan *p, const gg_blo
  * of its own and is done before the GEMMs (measured: on the side stream beside G it delayed dW2, session 14). */
 static gg_status dy_first(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const ffn_operands *o,
                           cudaStream_t s) {
-    if (c->info->kind != GG_BLOCK_MLP) return to_f16(ctx, p, c, T_DY, o->dy, s);
+    if (c->info->kind != GG_BLOCK_MLP) return to_f16(ctx, c, T_DY, o->dy, s);
     void *copy = c->precision == GG_PRECISION_FP16 ? (void *)o->dy : NULL;
     GG_CUDA_TRY(ctx, gg_k_col_sum(c->t[T_DY], GG_DT_F32, c->tokens, c->dim0, p->col_chunks[1],
                                   gg_plan_buffer(ctx, p, BUF_PARTIALS2), ctx->counter + GG_COUNTER_SUM_B, c->t[T_DB2],
@@ -277,7 +277,7 @@ static gg_status activation_grad(gg_ctx *ctx, const gg_block_plan *p, const gg_b
 /* The two-stream schedule: every call that does not reduce its gradients during the backward (a syncing call with
  * overlap off reduces them all in gg_dist_finish). On an error after the fork, the side stream is still joined. */
 static gg_status enqueue_overlapped(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main) {
-    const int fp16 = c->precision == GG_PRECISION_FP16, acc = c->accumulate;
+    const int acc = c->accumulate;
     void *const *t = c->t;
     cudaStream_t side = gg_side_stream(ctx, main);
     const ffn_operands o = operands(ctx, p, c);
@@ -293,7 +293,7 @@ static gg_status enqueue_overlapped(gg_ctx *ctx, const gg_block_plan *p, const g
     gg_status status = GG_SUCCESS; /* from here on, errors still join the side stream */
     GG_GOTO(to_f16_beside(ctx, p, c, &o, (const int[]){T_ACT, T_X, T_W1}, 3, ctx->priority_least, side, main), status,
             join);
-    GG_GOTO(to_f16_on(ctx, p, c, T_W2, o.w2, 0, ctx->priority_greatest, main), status, join);
+    GG_GOTO(to_f16_on(ctx, c, T_W2, o.w2, 0, ctx->priority_greatest, main), status, join);
     /* G runs alone first; then the side chain (dW2, and dW1 once R exists) overlaps the caller's (gelu', bias sums,
      * dX). Forking before G, so that dW2 and G start together, made graph replay up to 11 % slower on fp32/tf32
      * cases (docs/perf-notes.md, "schedule experiment"). */
@@ -303,8 +303,7 @@ static gg_status enqueue_overlapped(gg_ctx *ctx, const gg_block_plan *p, const g
     GG_GOTO(activation_grad(ctx, p, c, &o, main), status, join);
     GG_GOTO(gg_stream_handoff(ctx, main, ctx->ev_mid, side), status, join);
     GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW1], o.x, o.G, t[T_DW1], acc, 1, side), status, join);
-    if (fp16 && !(p->few_tokens & ROUTE_DX_F32W)) /* W1's fp16 copy */
-        GG_GOTO(gg_stream_wait(ctx, side, ctx->ev_conv, main), status, join);
+    if (is_copy(c, T_W1, o.w1)) GG_GOTO(gg_stream_wait(ctx, side, ctx->ev_conv, main), status, join); /* W1's copy */
     GG_GOTO(gemm_dx(ctx, p, c, &o, 0, c->tokens, ctx->priority_greatest, main), status, join);
 join:;
     const gg_status joined = gg_stream_handoff(ctx, side, ctx->ev_join, main);
@@ -321,16 +320,16 @@ static gg_status enqueue_weights_first(gg_ctx *ctx, const gg_block_plan *p, cons
     const int acc = c->accumulate;
     const ffn_operands o = operands(ctx, p, c);
     GG_TRY(dy_first(ctx, p, c, &o, s));
-    GG_TRY(to_f16(ctx, p, c, T_ACT, o.act, s));
+    GG_TRY(to_f16(ctx, c, T_ACT, o.act, s));
     GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_DW2], o.act, o.dy, t[T_DW2], acc, 1, s));
     GG_TRY(gg_dist_grad_ready(ctx, c, s, T_DW2));
-    GG_TRY(to_f16(ctx, p, c, T_W2, o.w2, s));
+    GG_TRY(to_f16(ctx, c, T_W2, o.w2, s));
     GG_TRY(gemm_g(ctx, p, c, &o, GG_PRIORITY_OF_STREAM, s));
     GG_TRY(activation_grad(ctx, p, c, &o, s));
-    GG_TRY(to_f16(ctx, p, c, T_X, o.x, s));
+    GG_TRY(to_f16(ctx, c, T_X, o.x, s));
     GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_DW1], o.x, o.G, t[T_DW1], acc, 1, s));
     GG_TRY(gg_dist_grad_ready(ctx, c, s, T_DW1));
-    GG_TRY(to_f16(ctx, p, c, T_W1, o.w1, s));
+    GG_TRY(to_f16(ctx, c, T_W1, o.w1, s));
     return gemm_dx(ctx, p, c, &o, 0, c->tokens, GG_PRIORITY_OF_STREAM, s);
 }
 
@@ -397,16 +396,16 @@ static gg_status enqueue_pair(gg_ctx *ctx, const gg_block_plan *p, const gg_bloc
     if (conv_side)
         GG_GOTO(to_f16_beside(ctx, p, c, &o, (const int[]){T_W2, T_X, T_W1}, 3, GG_PRIORITY_OF_STREAM, side, s), status,
                 join);
-    GG_GOTO(to_f16(ctx, p, c, T_ACT, o.act, s), status, join);
+    GG_GOTO(to_f16(ctx, c, T_ACT, o.act, s), status, join);
     GG_GOTO(pair_half(ctx, c, &p->gemm[GEMM_DW2], o.act, o.dy, in_elem, T_DW2, F, D, 0, s), status, join);
     if (conv_side) GG_GOTO(gg_stream_wait(ctx, side, ctx->ev_conv, s), status, join);
-    else GG_GOTO(to_f16(ctx, p, c, T_W2, o.w2, s), status, join);
+    else GG_GOTO(to_f16(ctx, c, T_W2, o.w2, s), status, join);
     GG_GOTO(gemm_g(ctx, p, c, &o, GG_PRIORITY_OF_STREAM, s), status, join);
     GG_GOTO(activation_grad(ctx, p, c, &o, s), status, join);
     GG_GOTO(pair_half(ctx, c, &p->gemm[GEMM_DW2], o.act, o.dy, in_elem, T_DW2, F, D, 1, s), status, join);
-    if (!conv_side) GG_GOTO(to_f16(ctx, p, c, T_X, o.x, s), status, join);
+    if (!conv_side) GG_GOTO(to_f16(ctx, c, T_X, o.x, s), status, join);
     GG_GOTO(pair_half(ctx, c, &p->gemm[GEMM_DW1], o.x, o.G, g_elem, T_DW1, D, F, 0, s), status, join);
-    if (!conv_side) GG_GOTO(to_f16(ctx, p, c, T_W1, o.w1, s), status, join);
+    if (!conv_side) GG_GOTO(to_f16(ctx, c, T_W1, o.w1, s), status, join);
     GG_GOTO(dx_half(ctx, p, c, &o, 0, s), status, join);
     GG_GOTO(pair_half(ctx, c, &p->gemm[GEMM_DW1], o.x, o.G, g_elem, T_DW1, D, F, 1, s), status, join);
     GG_GOTO(dx_half(ctx, p, c, &o, 1, s), status, join);
