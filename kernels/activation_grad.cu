@@ -44,7 +44,7 @@ template <typename TG, typename TR>
 __global__ void __launch_bounds__(kThreads) gelu_grad_kernel(const TG *G, const float4 *__restrict__ x, TR *R,
                                                              int64_t n4) {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (int64_t)gridDim.x * blockDim.x) {
-        const float4 g = load4(G, i, false), xv = x[i];
+        const float4 g = load4(G, i, false), xv = __ldcs(x + i); /* read once (tma.cuh) */
         const float4 r = make_float4(g.x * gelu_grad(xv.x), g.y * gelu_grad(xv.y), g.z * gelu_grad(xv.z),
                                      g.w * gelu_grad(xv.w));
         store4(R, i, r);

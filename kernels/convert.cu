@@ -23,11 +23,11 @@ __global__ void __launch_bounds__(Threads) f32_to_f16_kernel(const float4 *__res
         for (; i + (U - 1) * stride < n4; i += U * stride) {
             float4 v[U];
 #pragma unroll
-            for (int u = 0; u < U; ++u) v[u] = in[i + u * stride];
+            for (int u = 0; u < U; ++u) v[u] = __ldcs(in + i + u * stride); /* read once: evict-first (tma.cuh) */
 #pragma unroll
             for (int u = 0; u < U; ++u) out[i + u * stride] = pack_half4(v[u]);
         }
-    for (; i < n4; i += stride) out[i] = pack_half4(in[i]);
+    for (; i < n4; i += stride) out[i] = pack_half4(__ldcs(in + i));
 }
 
 } // namespace

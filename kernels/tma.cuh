@@ -38,6 +38,23 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap *map
                  : "memory");
 }
 
+/* An L2 policy that makes the lines a load brings in the first to be evicted: for data read once. After the timing
+ * protocol's flush the L2 is full of dirty lines, and every line a load allocates at normal priority evicts one of
+ * them, a write-back that shares the DRAM with the load; evict-first lines instead evict each other. */
+__device__ __forceinline__ uint64_t l2_evict_first_policy() {
+    uint64_t policy;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+    return policy;
+}
+/* tma_load_2d with an L2 policy (l2_evict_first_policy) for the lines it brings in. */
+__device__ __forceinline__ void tma_load_2d_hint(uint32_t dst, const CUtensorMap *map, int c0, int c1, uint32_t bar,
+                                                 uint64_t policy) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint "
+                 "[%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(dst),
+                 "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar), "l"(policy)
+                 : "memory");
+}
+
 } // namespace gg
 #endif
 

@@ -3,12 +3,14 @@
 # Every tree once per round runs `gg_bench --block B --case I --modes fast` for each listed case (so drift hits all
 # trees alike), appending to $OUT/<tree>-r<k>-b<B>.csv; the trees share one autotune cache. Then the summary
 # (scripts/lab/ab_summary.py) goes to $OUT/out/ab-summary.txt and stdout. Blocks without cases are skipped.
-#   OUT=... ROUNDS=3 CASES1="" CASES2="5 9 13" CASES3="0 12" CASES4="" bash scripts/lab/ab_cases.sh TREE ...
+#   OUT=... ROUNDS=3 [DEADLINE=s] CASES1="" CASES2="5 9 13" CASES3="0 12" CASES4="" bash scripts/lab/ab_cases.sh TREE ...
 set -uo pipefail
 OUT=${OUT:?set OUT}
 mkdir -p "$OUT/out"
 t0=$(date +%s)
 for r in $(seq 1 "${ROUNDS:-3}"); do
+  # DEADLINE (seconds): no round starts after it, so that a device call ends with its summary written.
+  [ -n "${DEADLINE:-}" ] && [ $(( $(date +%s) - t0 )) -gt "$DEADLINE" ] && echo "deadline: round $r not run" && break
   for t in "$@"; do
     for b in 1 2 3 4; do
       var=CASES$b cases=${!var:-}

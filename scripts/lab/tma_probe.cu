@@ -7,12 +7,13 @@
  * 128B-swizzled boxes of 32 columns x 64 rows per k-tile, or one plain box of 128 columns x 64 rows (512-byte
  * rows); with or without the activations' box (256 rows x 128 bytes, the same box for every column tile); ring
  * depth; k split (CTAs per tile). Cold L2 before every run (a 120 MB memset); medians of 20 runs by CUDA events.
+ * `/tmp/tma_probe l2` (session 23): the L2 policy for read-once data, see l2_mode.
  * `/tmp/tma_probe flush`: the kernel's own pattern only (four swizzled boxes, 3 stages, clusters of 2 CTAs per
  * tile), the L2 made cold three ways: the memset (dirty lines left to write back), a kernel that reads 120 MB (clean
  * lines), and not at all (the weight still in L2 as far as it fits).
  *   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Ikernels -o /tmp/tma_probe scripts/lab/tma_probe.cu \
  *     -lcuda
- *   /tmp/tma_probe [flush]
+ *   /tmp/tma_probe [flush | l2]
  */
 #include <algorithm>
 #include <cstdio>
@@ -40,6 +41,7 @@ struct Args {
     int split;   /* CTAs per column tile, each k_tiles k-tiles */
     int k_tiles;
     int stage_bytes;
+    int hint;    /* 1: the weight's boxes with an evict-first L2 policy (session 23) */
     unsigned *sink;
 };
 
@@ -79,6 +81,9 @@ __global__ void __launch_bounds__(256) stream_kernel(const __grid_constant__ CUt
             w += kActBytes;
         }
         if (a.wide) tma_2d(w, &map_w, c0, k, bar);
+        else if (a.hint)
+            for (int j = 0; j < 4; ++j)
+                gg::tma_load_2d_hint(w + j * (kWBytes / 4), &map_w, c0 + 32 * j, k, bar, gg::l2_evict_first_policy());
         else
             for (int j = 0; j < 4; ++j) tma_2d(w + j * (kWBytes / 4), &map_w, c0 + 32 * j, k, bar);
     };
@@ -106,6 +111,31 @@ __global__ void read_kernel(const uint4 *__restrict__ in, size_t n, unsigned *si
     if (acc == 0x12345678u) sink[0] = acc;
 }
 
+/* The few-token route's other memory traffic, for `l2` mode: n uint4 read (plain or ld.global.cs, evict-first),
+ * written (plain or st.global.cs), or both at once by the two halves of the grid. */
+__global__ void rw_kernel(const uint4 *__restrict__ in, uint4 *__restrict__ out, size_t n, int read_cs, int write_cs,
+                          int what, unsigned *sink) { /* what: 1 read, 2 write, 3 both (half the CTAs each) */
+    int b = blockIdx.x, nb = gridDim.x;
+    bool reader = what == 1;
+    if (what == 3) {
+        nb /= 2;
+        reader = b < nb;
+        if (!reader) b -= nb;
+    }
+    unsigned acc = 0;
+    for (size_t i = b * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)nb * blockDim.x) {
+        if (reader) {
+            const uint4 v = read_cs ? __ldcs(in + i) : in[i];
+            acc ^= v.x ^ v.y ^ v.z ^ v.w;
+        } else {
+            const uint4 v = make_uint4((unsigned)i, 1u, 2u, 3u);
+            if (write_cs) __stcs(out + i, v);
+            else out[i] = v;
+        }
+    }
+    if (acc == 0x12345678u) sink[0] = acc;
+}
+
 static PFN_cuTensorMapEncodeTiled_v12000 encode() {
     void *f = nullptr;
     cudaDriverEntryPointQueryResult q;
@@ -125,6 +155,82 @@ static void make_map(CUtensorMap *m, CUtensorMapDataType type, size_t elem, void
     }
 }
 
+/* Median of 20 CUDA-event times (µs) of launch() after the L2 made cold: fm 0 by a memset (dirty lines), 1 by a
+ * read (clean lines). */
+template <typename F>
+static double median_us(int fm, void *flush, size_t flush_bytes, int sms, unsigned *sink, F launch) {
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    std::vector<float> ms;
+    for (int r = 0; r < 21; ++r) {
+        if (fm == 0) CK(cudaMemsetAsync(flush, r, flush_bytes));
+        else read_kernel<<<4 * sms, 512>>>(static_cast<const uint4 *>(flush), flush_bytes / 16, sink);
+        CK(cudaEventRecord(e0));
+        launch();
+        CK(cudaEventRecord(e1));
+        CK(cudaEventSynchronize(e1));
+        float t = 0;
+        CK(cudaEventElapsedTime(&t, e0, e1));
+        if (r) ms.push_back(t);
+    }
+    CK(cudaGetLastError());
+    CK(cudaEventDestroy(e0));
+    CK(cudaEventDestroy(e1));
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2] * 1e3;
+}
+
+/* `l2` mode (session 23): does an evict-first L2 policy on read-once data save the write-back of the flush's dirty
+ * lines? The kernel's TMA pattern (four swizzled boxes, 3 stages, split 2, activations too) with and without the
+ * policy on the weight, then plain reads, writes and both at once with and without ld/st.global.cs. */
+static void l2_mode(int sms, void *flush, size_t flush_bytes, void *act, void *w, unsigned *sink) {
+    const char *flush_names[] = {"write", "read"};
+    printf("%-28s %6s %9s %8s\n", "what", "flush", "us", "TB/s");
+    struct Shape { const char *name; int K, N; };
+    const Shape shapes[] = {{"073 G", 2048, 8192}, {"068 G", 1536, 6144}};
+    for (const Shape &sh : shapes) {
+        CUtensorMap map_a, map_w;
+        make_map(&map_a, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, act, kTokens, sh.K, kBK, kTokens,
+                 CU_TENSOR_MAP_SWIZZLE_128B);
+        make_map(&map_w, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, w, sh.K, sh.N, 32, kBK, CU_TENSOR_MAP_SWIZZLE_128B);
+        Args a = {};
+        a.act = 1;
+        a.stages = 3;
+        a.split = 2;
+        a.k_tiles = sh.K / kBK / 2;
+        a.stage_bytes = kWBytes + kActBytes;
+        a.sink = sink;
+        const int ctas = sh.N / kCols * a.split;
+        const size_t smem = (size_t)a.stages * a.stage_bytes + 1024;
+        for (int hint = 0; hint <= 1; ++hint)
+            for (int fm = 0; fm < 2; ++fm) {
+                a.hint = hint;
+                const double us = median_us(fm, flush, flush_bytes, sms, sink,
+                                            [&] { stream_kernel<<<ctas, 256, smem>>>(map_a, map_w, a); });
+                char what[64];
+                snprintf(what, sizeof what, "%s tma%s", sh.name, hint ? " evict-first" : "");
+                printf("%-28s %6s %9.2f %8.2f\n", what, flush_names[fm], us, (double)sh.K * sh.N * 4 / us * 1e-6);
+            }
+        const size_t bytes = (size_t)sh.K * sh.N * 4, n = bytes / 16;
+        const char *whats[] = {"", "read", "write", "read+write"};
+        for (int what = 1; what <= 3; ++what)
+            for (int rc = 0; rc <= (what != 2); ++rc)
+                for (int wc = 0; wc <= (what != 1); ++wc)
+                    for (int fm = 0; fm < 2; ++fm) {
+                        const double us = median_us(fm, flush, flush_bytes, sms, sink, [&] {
+                            rw_kernel<<<8 * sms, 256>>>(static_cast<const uint4 *>(w), static_cast<uint4 *>(flush),
+                                                        n, rc, wc, what, sink);
+                        });
+                        char name[64];
+                        snprintf(name, sizeof name, "%s %s%s%s", sh.name, whats[what], rc ? " ld.cs" : "",
+                                 wc ? " st.cs" : "");
+                        printf("%-28s %6s %9.2f %8.2f\n", name, flush_names[fm], us,
+                               (double)bytes * (what == 3 ? 2 : 1) / us * 1e-6);
+                    }
+    }
+}
+
 int main(int argc, char **argv) {
     const bool flush_modes = argc > 1 && argv[1][0] == 'f';
     int sms = 0;
@@ -141,6 +247,10 @@ int main(int argc, char **argv) {
     CK(cudaMalloc(&sink, 4));
     CK(cudaMemset(act, 0, (size_t)kTokens * 2048 * 2));
     CK(cudaMemset(w, 0, (size_t)2048 * 8192 * 4));
+    if (argc > 1 && argv[1][0] == 'l') {
+        l2_mode(sms, flush, flush_bytes, act, w, sink);
+        return 0;
+    }
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
@@ -160,7 +270,7 @@ int main(int argc, char **argv) {
                     for (int split : {1, 2, 4})
                         for (int fm = 0; fm < (flush_modes ? 3 : 1); ++fm) {
                         if (flush_modes && (stages != 3 || split != 2)) continue;
-                        Args a;
+                        Args a = {};
                         a.wide = wide;
                         a.act = act_on;
                         a.stages = stages;
