@@ -3,7 +3,8 @@
 # Every tree once per round runs `gg_bench --block B --case I --modes fast` for each listed case (so drift hits all
 # trees alike), appending to $OUT/<tree>-r<k>-b<B>.csv; the trees share one autotune cache. Then the summary
 # (scripts/lab/ab_summary.py) goes to $OUT/out/ab-summary.txt and stdout. Blocks without cases are skipped.
-#   OUT=... ROUNDS=3 [DEADLINE=s] CASES1="" CASES2="5 9 13" CASES3="0 12" CASES4="" bash scripts/lab/ab_cases.sh TREE ...
+#   OUT=... ROUNDS=3 [DEADLINE=s] CASES1="" CASES2="5 9 13" CASES3="0 12" CASES4="" \
+#     bash scripts/lab/ab_cases.sh TREE ...
 set -uo pipefail
 OUT=${OUT:?set OUT}
 mkdir -p "$OUT/out"
