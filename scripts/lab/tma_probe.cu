@@ -156,7 +156,7 @@ static void make_map(CUtensorMap *m, CUtensorMapDataType type, size_t elem, void
 }
 
 /* Median of 20 CUDA-event times (µs) of launch() after the L2 made cold: fm 0 by a memset (dirty lines), 1 by a
- * read (clean lines). */
+ * read (clean lines), 2 not at all. */
 template <typename F>
 static double median_us(int fm, void *flush, size_t flush_bytes, int sms, unsigned *sink, F launch) {
     cudaEvent_t e0, e1;
@@ -165,7 +165,7 @@ static double median_us(int fm, void *flush, size_t flush_bytes, int sms, unsign
     std::vector<float> ms;
     for (int r = 0; r < 21; ++r) {
         if (fm == 0) CK(cudaMemsetAsync(flush, r, flush_bytes));
-        else read_kernel<<<4 * sms, 512>>>(static_cast<const uint4 *>(flush), flush_bytes / 16, sink);
+        if (fm == 1) read_kernel<<<4 * sms, 512>>>(static_cast<const uint4 *>(flush), flush_bytes / 16, sink);
         CK(cudaEventRecord(e0));
         launch();
         CK(cudaEventRecord(e1));
@@ -251,9 +251,6 @@ int main(int argc, char **argv) {
         l2_mode(sms, flush, flush_bytes, act, w, sink);
         return 0;
     }
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
     printf("%-24s %5s %4s %6s %5s %5s %6s %9s %10s %10s\n", "shape", "wide", "act", "stages", "split", "ctas", "flush",
            "us", "weight TB/s", "all TB/s");
     const char *flush_names[] = {"write", "read", "none"};
@@ -280,23 +277,10 @@ int main(int argc, char **argv) {
                         a.sink = sink;
                         const size_t smem = (size_t)stages * a.stage_bytes + 1024;
                         if (smem > 200 * 1024 || stages > 8) continue;
-                        std::vector<float> ms;
-                        for (int r = 0; r < 21; ++r) {
-                            if (fm == 0) CK(cudaMemsetAsync(flush, r, flush_bytes));
-                            if (fm == 1)
-                                read_kernel<<<4 * sms, 512>>>(static_cast<const uint4 *>(flush), flush_bytes / 16,
-                                                              sink);
-                            CK(cudaEventRecord(e0));
+                        const double us = median_us(fm, flush, flush_bytes, sms, sink, [&] {
                             stream_kernel<<<tiles * split, 256, smem>>>(map_a, wide ? map_w128 : map_w32, a);
-                            CK(cudaEventRecord(e1));
-                            CK(cudaEventSynchronize(e1));
-                            float t = 0;
-                            CK(cudaEventElapsedTime(&t, e0, e1));
-                            if (r) ms.push_back(t);
-                        }
-                        CK(cudaGetLastError());
-                        std::sort(ms.begin(), ms.end());
-                        const double us = ms[ms.size() / 2] * 1e3, wb = (double)sh.K * sh.N * 4;
+                        });
+                        const double wb = (double)sh.K * sh.N * 4;
                         const double ab = act_on ? (double)tiles * kTokens * sh.K * 2 : 0;
                         printf("%-24s %5d %4d %6d %5d %5d %6s %9.2f %10.2f %10.2f\n", sh.name, wide, act_on, stages,
                                split, tiles * split, flush_names[fm], us, wb / us * 1e-6, (wb + ab) / us * 1e-6);
