@@ -122,11 +122,6 @@ __device__ __forceinline__ void wgmma_tile(float (&d)[128], const uint32_t (&a)[
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1)); /* scale-d = 1: accumulate */
 }
 
-__device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
-    const __half2 h = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t *>(&h);
-}
-
 __device__ __forceinline__ float2 lds_float2(uint32_t addr) {
     float2 v;
     asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(addr));
@@ -282,9 +277,12 @@ bool encode_swizzled(CUtensorMap *map, CUtensorMapDataType type, size_t elem, co
 
 } // namespace
 
+/* The tiles of a launch: token tiles times column tiles. */
+static int64_t tiles_of(int64_t M, int64_t N) { return (M + kTokens - 1) / kTokens * (N / kCols); }
+
 extern "C" int gg_k_gemm_f32w_supported(int64_t M, int64_t N, int64_t K) {
     return M > 0 && N > 0 && K > 0 && N % kCols == 0 && K % kBK == 0 && K <= INT32_MAX && N <= INT32_MAX &&
-           M <= INT32_MAX && (M + kTokens - 1) / kTokens * (N / kCols) * kMaxSplit <= INT32_MAX && encode_fn();
+           M <= INT32_MAX && tiles_of(M, N) * kMaxSplit <= INT32_MAX && encode_fn();
 }
 
 extern "C" cudaError_t gg_k_gemm_f32w_capacity(int capacity[GG_F32W_MAX_SPLIT + 1]) {
@@ -306,7 +304,7 @@ extern "C" cudaError_t gg_k_gemm_f32w_capacity(int capacity[GG_F32W_MAX_SPLIT + 
  * than 16 on an H200), the one whose CTAs each take the fewest k-tiles; the smaller on a tie (less to add up). A
  * grid of two waves took twice as long (073's dX at 256 tokens, 16 clusters of 8: session 20). */
 extern "C" int gg_k_gemm_f32w_split(int64_t M, int64_t N, int64_t K, const int *capacity) {
-    const int64_t tiles = (M + kTokens - 1) / kTokens * (N / kCols), k_tiles = K / kBK;
+    const int64_t tiles = tiles_of(M, N), k_tiles = K / kBK;
     int split = 1;
     for (int s = 2; s <= kMaxSplit && s <= k_tiles; ++s)
         if (tiles <= capacity[s] && (k_tiles + s - 1) / s < (k_tiles + split - 1) / split) split = s;
@@ -314,7 +312,7 @@ extern "C" int gg_k_gemm_f32w_split(int64_t M, int64_t N, int64_t K, const int *
 }
 
 extern "C" int64_t gg_k_gemm_f32w_ctas(int64_t M, int64_t N, int64_t K, const int *capacity) {
-    return (M + kTokens - 1) / kTokens * (N / kCols) * gg_k_gemm_f32w_split(M, N, K, capacity);
+    return tiles_of(M, N) * gg_k_gemm_f32w_split(M, N, K, capacity);
 }
 
 extern "C" cudaError_t gg_k_gemm_f32w(const void *A, const float *B, void *C, gg_dtype c_type, int64_t M, int64_t N,
@@ -336,7 +334,7 @@ extern "C" cudaError_t gg_k_gemm_f32w(const void *A, const float *B, void *C, gg
         return cudaErrorInvalidValue;
 
     LaunchAttrs attrs;
-    const cudaLaunchConfig_t config = cluster_launch((unsigned)gg_k_gemm_f32w_ctas(M, N, K, capacity), kF32wThreads,
-                                                     kSmemBytes, a.split, priority, stream, &attrs);
+    const cudaLaunchConfig_t config = cluster_launch((unsigned)(tiles_of(M, N) * a.split), kF32wThreads, kSmemBytes,
+                                                     a.split, priority, stream, &attrs);
     return cudaLaunchKernelEx(&config, gemm_f32w_kernel, map_a, map_b, a);
 }

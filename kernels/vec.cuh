@@ -19,14 +19,14 @@ __device__ __forceinline__ float bf(__nv_bfloat16 x) { return __bfloat162float(x
 /* Round to bf16 (nearest, ties to even) and back: what a bf16 framework does after every elementwise op. */
 __device__ __forceinline__ float rbf(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
 
-/* Four floats rounded to fp16 (nearest even), packed as one 8-byte store. */
-__device__ __forceinline__ uint2 pack_half4(float4 v) {
-    const __half2 lo = __floats2half2_rn(v.x, v.y), hi = __floats2half2_rn(v.z, v.w);
-    uint2 packed;
-    packed.x = *reinterpret_cast<const uint32_t *>(&lo);
-    packed.y = *reinterpret_cast<const uint32_t *>(&hi);
-    return packed;
+/* Two floats rounded to fp16 (nearest even), packed as one 32-bit word (lo in the low half). */
+__device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
+    const __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t *>(&h);
 }
+
+/* Four floats rounded to fp16 (nearest even), packed as one 8-byte store. */
+__device__ __forceinline__ uint2 pack_half4(float4 v) { return make_uint2(pack_half2(v.x, v.y), pack_half2(v.z, v.w)); }
 
 /* A grid that covers n_items with kThreads threads each, capped at `per_sm` blocks per SM (grid-stride loops). */
 inline int grid_for(size_t n_items, int sm_count, int per_sm) {

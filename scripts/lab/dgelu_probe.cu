@@ -19,6 +19,7 @@
 #include <cuda_fp16.h>
 
 #include "probe_check.h"
+#include "probe_lt.h"
 
 /* N(0, sd) from a hash of (seed, i): Box-Muller on two 32-bit uniforms. Both the fp16 value and its fp32 source. */
 __global__ void fill_normal(__half *h, float *f, size_t n, float sd, uint64_t seed) {
@@ -62,14 +63,7 @@ static Plan plan(cublasLtHandle_t lt, int64_t M, int64_t D, int64_t F, bool dgel
     LK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16F, F, D, F));
     LK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16F, D, M, D));
     LK(cublasLtMatrixLayoutCreate(&p.d, CUDA_R_16F, F, M, F));
-    cublasLtMatmulPreference_t pref;
-    LK(cublasLtMatmulPreferenceCreate(&pref));
-    LK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-    cublasLtMatmulHeuristicResult_t r[8];
-    int found = 0;
-    LK(cublasLtMatmulAlgoGetHeuristic(lt, p.op, p.a, p.b, p.d, p.d, pref, 8, r, &found));
-    p.algos.assign(r, r + found);
-    LK(cublasLtMatmulPreferenceDestroy(pref));
+    p.algos = lt_candidates(lt, p.op, p.a, p.b, p.d, ws, 8);
     return p;
 }
 

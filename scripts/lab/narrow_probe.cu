@@ -17,6 +17,7 @@
 #include <cuda_runtime.h>
 
 #include "probe_check.h"
+#include "probe_lt.h"
 
 constexpr int kUnroll = 8;
 
@@ -67,12 +68,8 @@ static Gemm plan(cublasLtHandle_t lt, int64_t m, int64_t n, int64_t k, int sm_ta
     LK(cublasLtMatrixLayoutCreate(&g.a, CUDA_R_16F, m, k, m));
     LK(cublasLtMatrixLayoutCreate(&g.b, CUDA_R_16F, k, n, k));
     LK(cublasLtMatrixLayoutCreate(&g.d, CUDA_R_32F, m, n, m));
-    cublasLtMatmulPreference_t pref;
-    LK(cublasLtMatmulPreferenceCreate(&pref));
-    LK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_max, sizeof ws_max));
-    cublasLtMatmulHeuristicResult_t r[16];
-    int found = 0;
-    LK(cublasLtMatmulAlgoGetHeuristic(lt, g.op, g.a, g.b, g.d, g.d, pref, 16, r, &found));
+    const std::vector<cublasLtMatmulHeuristicResult_t> r = lt_candidates(lt, g.op, g.a, g.b, g.d, ws_max, 16);
+    const int found = (int)r.size();
     int pick = 0;
     if (sm_target > 0) /* clusters of at most 2 CTAs, as gradgraph's plans beside communication */
         for (int i = 0; i < found; ++i) {
@@ -88,7 +85,6 @@ static Gemm plan(cublasLtHandle_t lt, int64_t m, int64_t n, int64_t k, int sm_ta
         }
     g.algo = r[pick].algo;
     g.ws = r[pick].workspaceSize;
-    cublasLtMatmulPreferenceDestroy(pref);
     return g;
 }
 
