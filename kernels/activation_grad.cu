@@ -83,21 +83,48 @@ struct GeluGradRow {
     }
 };
 
-__global__ void __launch_bounds__(kThreads) ssm_gate_grad_kernel(const bf16x8 *__restrict__ g,
-                                                                 const bf16x8 *__restrict__ gate_activated,
-                                                                 const bf16x8 *__restrict__ ssm_output,
-                                                                 const bf16x8 *__restrict__ gate,
-                                                                 bf16x8 *__restrict__ grad_ssm_output,
-                                                                 bf16x8 *__restrict__ grad_gate, int64_t n_vec,
-                                                                 int use_silu_gate) {
-    for (int64_t v = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; v < n_vec; v += (int64_t)gridDim.x * blockDim.x) {
-        const bf16x8 gv = g[v], ga = gate_activated[v], so = ssm_output[v]; /* 16-byte loads (see ssm_chain8) */
-        bf16x8 gt, gs, gg;
-        if (use_silu_gate) gt = gate[v];
-        ssm_chain8(gv, ga, so, gt, use_silu_gate != 0, gs, gg);
-        grad_ssm_output[v] = gs;
-        grad_gate[v] = gg;
+/* Block 4's chain over n_vec vectors of eight elements. On the narrow launch two vectors a thread are in flight:
+ * eight 16-byte loads with the silu gate, as the narrow conversion's (convert.cu). */
+constexpr int kNarrowChainUnroll = 2;
+
+
+struct ChainArgs {
+    const bf16x8 *g, *gate_activated, *ssm_output, *gate;
+    bf16x8 *grad_ssm_output, *grad_gate;
+    int64_t n_vec;
+    int use_silu_gate;
+};
+
+/* The chain on U vectors stride apart from v: every load of the U before the first store (16-byte loads into
+ * registers: see ssm_chain8). */
+template <int U>
+__device__ __forceinline__ void chain_vectors(const ChainArgs &a, int64_t v, int64_t stride) {
+    bf16x8 g[U], ga[U], so[U], gt[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+        const int64_t i = v + u * stride;
+        g[u] = a.g[i];
+        ga[u] = a.gate_activated[i];
+        so[u] = a.ssm_output[i];
+        if (a.use_silu_gate) gt[u] = a.gate[i];
     }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+        bf16x8 gs, gg;
+        ssm_chain8(g[u], ga[u], so[u], gt[u], a.use_silu_gate != 0, gs, gg);
+        a.grad_ssm_output[v + u * stride] = gs;
+        a.grad_gate[v + u * stride] = gg;
+    }
+}
+
+/* Grid-stride over the vectors, U per thread in flight (the narrow launch's unroll; 1 on the wide grid). */
+template <int Threads, int U>
+__global__ void __launch_bounds__(Threads) ssm_gate_grad_kernel(ChainArgs a) {
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t v = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (U > 1)
+        for (; v + (U - 1) * stride < a.n_vec; v += U * stride) chain_vectors<U>(a, v, stride);
+    for (; v < a.n_vec; v += stride) chain_vectors<1>(a, v, stride);
 }
 
 } // namespace
@@ -137,11 +164,14 @@ extern "C" cudaError_t gg_k_gelu_grad_col_sum(const void *G, gg_dtype g_type, vo
 extern "C" cudaError_t gg_k_ssm_gate_grad(const uint16_t *g, const uint16_t *gate_activated,
                                           const uint16_t *ssm_output, const uint16_t *gate, uint16_t *grad_ssm_output,
                                           uint16_t *grad_gate, size_t n, int use_silu_gate, int sm_count,
-                                          cudaStream_t stream) {
-    const int64_t n_vec = (int64_t)(n / 8);
-    ssm_gate_grad_kernel<<<grid_for((size_t)n_vec, sm_count, 16), kThreads, 0, stream>>>(
-        reinterpret_cast<const bf16x8 *>(g), reinterpret_cast<const bf16x8 *>(gate_activated),
-        reinterpret_cast<const bf16x8 *>(ssm_output), reinterpret_cast<const bf16x8 *>(gate),
-        reinterpret_cast<bf16x8 *>(grad_ssm_output), reinterpret_cast<bf16x8 *>(grad_gate), n_vec, use_silu_gate);
+                                          int narrow_ctas, cudaStream_t stream) {
+    const ChainArgs a = {reinterpret_cast<const bf16x8 *>(g), reinterpret_cast<const bf16x8 *>(gate_activated),
+                         reinterpret_cast<const bf16x8 *>(ssm_output), reinterpret_cast<const bf16x8 *>(gate),
+                         reinterpret_cast<bf16x8 *>(grad_ssm_output), reinterpret_cast<bf16x8 *>(grad_gate),
+                         (int64_t)(n / 8), use_silu_gate};
+    if (narrow_ctas > 0)
+        ssm_gate_grad_kernel<kNarrowThreads, kNarrowChainUnroll><<<narrow_ctas, kNarrowThreads, 0, stream>>>(a);
+    else
+        ssm_gate_grad_kernel<kThreads, 1><<<grid_for((size_t)a.n_vec, sm_count, 16), kThreads, 0, stream>>>(a);
     return cudaGetLastError();
 }

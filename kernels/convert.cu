@@ -7,10 +7,7 @@ using namespace gg;
 
 namespace {
 
-/* A narrow launch runs beside a GEMM on the few SMs its SM target leaves free: one CTA of kNarrowThreads per SM,
- * each thread with kNarrowUnroll 16-byte loads in flight. A session-19 probe measured ~115 GB/s per SM this way
- * (16 SMs: 1.8 TB/s alone), where the wide grid (one load in flight per thread) needs the whole GPU for its rate. */
-constexpr int kNarrowThreads = 1024;
+/* The narrow launch (vec.cuh): each thread with kNarrowUnroll 16-byte loads in flight. */
 constexpr int kNarrowUnroll = 8;
 
 /* Grid-stride over n4 groups of four, U groups per thread in flight: every load of a round before its stores. */

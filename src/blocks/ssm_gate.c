@@ -3,8 +3,11 @@
  *
  * Up to GG_SSM_SMALL_MAX_TOKENS tokens: everything in one launch of gradgraph's own kernel (gg_k_ssm_small).
  * Above: caller's stream: g = bf16(dY @ W), then the bf16 elementwise chain. Side stream, overlapping from the start:
- * dW = dYᵀ @ gated and the column sums of dY (grad_bias). Column-major view (row-major [r,c] = column-major c x r,
- * ld = c):
+ * dW = dYᵀ @ gated and the column sums of dY (grad_bias).
+ * From GG_SSM_NARROW_MIN_TOKENS tokens (the narrow schedule): g in row chunks on the caller's stream, then dW and the
+ * bias sums there, every GEMM on all SMs but GG_SSM_NARROW_CTAS; on the side stream each chunk's chain, once its g
+ * exists, on those few SMs, so that the memory-bound chain runs beside the GEMMs instead of after them.
+ * Column-major view (row-major [r,c] = column-major c x r, ld = c):
  *   g  [M,E]: (E x M) = W'(E x H)      @ dY'(H x M)       m=E n=M k=H  A=W N lda=E      B=dY N ldb=H
  *   dW [H,E]: (E x H) = gated'(E x M)  @ dY'(H x M)ᵀ      m=E n=H k=M  A=gated N lda=E  B=dY T ldb=H
  */
@@ -15,7 +18,7 @@
 #include "streams.h"
 
 enum { T_DY, T_SSM, T_GATE, T_W, T_GATE_ACT, T_GATED, T_GRAD_SSM, T_GRAD_GATE, T_DW, T_DB };
-enum { GEMM_G, GEMM_DW };
+enum { GEMM_G, GEMM_DW, GEMM_G_LAST }; /* GEMM_G: all of g, or a row chunk; GEMM_G_LAST: a shorter last chunk */
 enum { BUF_G, BUF_PARTIALS };
 
 static const gg_tensor_spec tensors[] = {
@@ -36,6 +39,17 @@ static const gg_tensor_spec tensors[] = {
  * 1.4-2.3x (its mma.sync main loop runs at about half cuBLAS's rate). */
 #define GG_SSM_SMALL_MAX_TOKENS 256
 
+/* The narrow schedule (see the top): from this many tokens, with the chain on this many SMs (one CTA of 1024 threads
+ * each) and g in this many row chunks. Measured on an H200: docs/perf-notes.md, "Session 24". */
+#define GG_SSM_NARROW_MIN_TOKENS 32768
+#define GG_SSM_NARROW_CTAS 24
+#define GG_SSM_NARROW_CHUNKS 4
+
+/* Rows in each of the plan's g chunks but the last (which has the rest). */
+static int64_t chunk_rows(const gg_block_plan *p) {
+    return (p->key.tokens + p->row_chunks - 1) / p->row_chunks;
+}
+
 static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     const int64_t M = p->key.tokens, H = p->key.dim0, E = p->key.dim1;
     /* Not for plans that leave SMs to communication: the kernel takes whatever SMs are free. */
@@ -43,10 +57,24 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
         p->few_tokens = 1;
         return GG_SUCCESS;
     }
-    const int sm_target = gg_plan_sm_target(ctx, p); /* syncing graphs: SMs left to the reductions */
-    const gg_gemm_shape g = {0, 0, E, M, H, E, H, E, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, sm_target};
+    int sm_target = gg_plan_sm_target(ctx, p); /* syncing graphs: SMs left to the reductions */
+    /* The narrow schedule only for calls that do not sync (those order the work for their reductions). */
+    if (M >= GG_SSM_NARROW_MIN_TOKENS && sm_target == 0 && !p->key.sync_grads &&
+        ctx->sm_count >= 4 * GG_SSM_NARROW_CTAS) {
+        p->narrow_ctas = GG_SSM_NARROW_CTAS;
+        p->row_chunks = GG_SSM_NARROW_CHUNKS;
+        p->row_chunks = (int)((M + chunk_rows(p) - 1) / chunk_rows(p)); /* none empty */
+        sm_target = ctx->sm_count - p->narrow_ctas;
+    }
+    const int64_t rows = p->row_chunks > 1 ? chunk_rows(p) : M;
+    const gg_gemm_shape g = {0, 0, E, rows, H, E, H, E, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, sm_target};
     const gg_gemm_shape dw = {0, 1, E, H, M, E, H, E, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, sm_target};
     GG_TRY(gg_matmul_plan(ctx, &g, &p->gemm[GEMM_G]));
+    if (M % rows) {
+        gg_gemm_shape last = g;
+        last.n = M % rows;
+        GG_TRY(gg_matmul_plan(ctx, &last, &p->gemm[GEMM_G_LAST]));
+    }
     p->buffer[BUF_G] = gg_plan_take(p, (size_t)(M * E) * 2);
     GG_TRY(gg_matmul_plan(ctx, &dw, &p->gemm[GEMM_DW]));
     p->col_chunks[0] = gg_k_col_sum_chunks(M, H, GG_DT_BF16, ctx->sm_count);
@@ -65,14 +93,50 @@ static gg_status enqueue_weight_grads(gg_ctx *ctx, const gg_block_plan *p, const
     return gg_dist_grad_ready(ctx, c, s, T_DB);
 }
 
-/* g = bf16(dY @ W) and the chain to grad_ssm_output and grad_gate. */
-static gg_status enqueue_input_grads(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t s) {
+/* The chain to grad_ssm_output and grad_gate for `rows` rows of g from row `first`, on narrow_ctas SMs (0: all). */
+static gg_status chain(gg_ctx *ctx, const gg_block_call *c, const uint16_t *g, int64_t first, int64_t rows,
+                       int narrow_ctas, cudaStream_t s) {
+    void *const *t = c->t;
+    const size_t at = (size_t)first * (size_t)c->dim1; /* elements */
+    GG_CUDA_TRY(ctx, gg_k_ssm_gate_grad(g + at, (const uint16_t *)t[T_GATE_ACT] + at,
+                                        (const uint16_t *)t[T_SSM] + at, (const uint16_t *)t[T_GATE] + at,
+                                        (uint16_t *)t[T_GRAD_SSM] + at, (uint16_t *)t[T_GRAD_GATE] + at,
+                                        (size_t)(rows * c->dim1), c->use_silu_gate, ctx->sm_count, narrow_ctas, s));
+    return GG_SUCCESS;
+}
+
+/* g = bf16(dY @ W) (all of it, or row chunk `first`..+rows with GEMM plan `mm`) into the plan's g buffer. */
+static gg_status gemm_g(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const gg_matmul *mm,
+                        int64_t first, cudaStream_t s) {
     void *const *t = c->t;
     uint16_t *g = gg_plan_buffer(ctx, p, BUF_G);
-    GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_G], t[T_W], t[T_DY], g, 0, 0, s));
-    GG_CUDA_TRY(ctx, gg_k_ssm_gate_grad(g, t[T_GATE_ACT], t[T_SSM], t[T_GATE], t[T_GRAD_SSM], t[T_GRAD_GATE],
-                                        (size_t)(c->tokens * c->dim1), c->use_silu_gate, ctx->sm_count, s));
-    return GG_SUCCESS;
+    return gg_matmul_run(ctx, mm, t[T_W], (const uint16_t *)t[T_DY] + (size_t)first * (size_t)c->dim0,
+                         g + (size_t)first * (size_t)c->dim1, 0, 0, s);
+}
+
+/* g = bf16(dY @ W) and the chain to grad_ssm_output and grad_gate. */
+static gg_status enqueue_input_grads(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t s) {
+    GG_TRY(gemm_g(ctx, p, c, &p->gemm[GEMM_G], 0, s));
+    return chain(ctx, c, gg_plan_buffer(ctx, p, BUF_G), 0, c->tokens, 0, s);
+}
+
+/* The narrow schedule: g's row chunks on the caller's stream, each followed on the side stream by its chain on
+ * the narrow SMs; then dW and the bias sums on the caller's stream. Each chain waits in the side stream's order for
+ * the one before it, so it starts on the SMs that one leaves (the GEMMs hold the rest). */
+static gg_status enqueue_narrow(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main) {
+    cudaStream_t side = gg_side_stream(ctx, main);
+    const uint16_t *g = gg_plan_buffer(ctx, p, BUF_G);
+    const int64_t rows = chunk_rows(p);
+    gg_status status = GG_SUCCESS;
+    for (int i = 0; i < p->row_chunks && status == GG_SUCCESS; ++i) {
+        const int64_t first = i * rows, n = c->tokens - first < rows ? c->tokens - first : rows;
+        status = gemm_g(ctx, p, c, &p->gemm[n == rows ? GEMM_G : GEMM_G_LAST], first, main);
+        if (status == GG_SUCCESS) status = gg_stream_handoff(ctx, main, ctx->ev_mid, side);
+        if (status == GG_SUCCESS) status = chain(ctx, c, g, first, n, p->narrow_ctas, side);
+    }
+    if (status == GG_SUCCESS) status = enqueue_weight_grads(ctx, p, c, main);
+    const gg_status joined = gg_stream_handoff(ctx, side, ctx->ev_join, main);
+    return status == GG_SUCCESS ? joined : status;
 }
 
 /* The one-launch kernel: both gradients are final when it ends. */
@@ -87,6 +151,7 @@ static gg_status enqueue_fused(gg_ctx *ctx, const gg_block_call *c, cudaStream_t
 
 static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main) {
     if (p->few_tokens) return enqueue_fused(ctx, c, main);
+    if (p->row_chunks > 1) return enqueue_narrow(ctx, p, c, main);
     cudaStream_t side = gg_side_stream(ctx, main);
     /* Fork first: dW and the bias sum start with g. Unlike the FFN blocks, forking after g was measured slower
      * here (079 graph geomean 80.5 -> 83.0 us). Measured and dropped (docs/perf-notes.md, "block 4 schedules"):

@@ -20,8 +20,10 @@ typedef struct gg_block_plan {
     int reduce_blocks;                  /* grid of the block's scalar reduction, if any */
     int col_chunks[2];                  /* row chunks of the block's column sums, if any */
     int few_tokens;                     /* > 0: a route of the block's own at few tokens (each block says which) */
-    int narrow_ctas;                    /* > 0: the FFN blocks' narrow schedule: fp16 conversions on this many
-                                           SMs, beside a G GEMM that leaves them free */
+    int narrow_ctas;                    /* > 0: a narrow schedule: memory-bound work on this many SMs beside
+                                           GEMMs that leave them free (the FFN blocks' fp16 conversions, block
+                                           4's chain) */
+    int row_chunks;                     /* > 1: block 4's g GEMM in this many row chunks (its narrow schedule) */
 } gg_block_plan;
 
 /* Fills plan (whose key is set) for its block: GEMM plans, buffer offsets, scratch_bytes, launch parameters. */

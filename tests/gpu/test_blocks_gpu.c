@@ -79,6 +79,10 @@ static const gg_case small_cases[] = {
     /* blocks 2/3 above the few-token route, where fp16 mode converts act, X and W1 on a narrow grid beside G: act
      * long enough for the unrolled loop and a tail, X and W1 tail only */
     {2, "", 0, 1, 600, 600, 64, 1536, 0, 0, 0, 0}, {3, "", 0, 1, 520, 520, 96, 1600, 0, 0, 0, 0},
+    /* block 4's narrow schedule (from 32768 tokens): g in four row chunks, the last one shorter (32771 = 3 x 8193 +
+     * 8192) or all alike (40000), each chunk's chain on the narrow grid of 24 x 1024 threads with its unrolled loop
+     * (8193 x 40 / 8 vectors a chunk) and a tail; without and with silu */
+    {4, "", 0, 1, 32771, 32771, 24, 40, 0, 0, 0, 0}, {4, "", 0, 1, 40000, 40000, 16, 64, 0, 0, 1, 0},
 };
 
 /* The float64 GPU reference is itself checked against the CPU one. */
@@ -131,9 +135,17 @@ static void library_matches_reference_small_shapes(void **state) {
             if (st != GG_SUCCESS) fail_msg("%s: %s", c.block, gg_last_error(ctx));
             gg_case_verdict v;
             CUDA_OK(gg_case_check(r, &v));
-            if (!v.passed)
-                fail_msg("%s mode %s: worst matched ratio %.4f, worst err/tol %.3g", c.block,
-                         gg_precision_string(mode_list[m]), v.worst_matched_ratio, v.worst_ratio);
+            if (!v.passed) {
+                for (int i = 0; i < r->n_out; ++i) /* which output, before the verdict */
+                    print_message("%s M=%lld %lldx%lld silu=%d mode %s: %s %llu of %llu matched, %llu non-finite, "
+                                  "worst err/tol %.3g\n",
+                                  c.block, (long long)c.tokens, (long long)c.dim0, (long long)c.dim1,
+                                  c.use_silu_gate, gg_precision_string(mode_list[m]), r->out[i].name,
+                                  (unsigned long long)v.result[i].matched, (unsigned long long)v.result[i].n,
+                                  (unsigned long long)v.result[i].nonfinite, v.result[i].worst_ratio);
+                fail_msg("%s M=%lld mode %s: worst matched ratio %.4f, worst err/tol %.3g", c.block,
+                         (long long)c.tokens, gg_precision_string(mode_list[m]), v.worst_matched_ratio, v.worst_ratio);
+            }
         }
         gg_case_run_destroy(r);
     }
