@@ -12,10 +12,22 @@ namespace {
 constexpr float kGeluC = 0.7978845608028654f; /* sqrt(2/pi) */
 constexpr float kGeluA = 0.044715f;
 
+/* tanh in one instruction (tanh.approx.f32: relative error about 2^-11, the size of an fp16 rounding). */
+__device__ __forceinline__ float tanh_approx(float u) {
+    float t;
+    asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(u));
+    return t;
+}
+
 /* d gelu_tanh(x) / dx, with T = tanh(c (x + a x^3)) computed here: block 2's saved tanh_inner is the same value
- * (the forward computed it so), and reading it costs more than the tanh (measured: 068 3 % faster, perf-notes). */
+ * (the forward computed it so), and reading it costs more than the tanh (measured: 068 3 % faster, perf-notes).
+ * R_fp16: R is written in fp16 (fp16 mode), whose rounding is as coarse as tanh_approx's error, so the tanh is
+ * tanh_approx there (073 -1.2 %, 068 -0.5 %; the tests' worst err/tol 1.037 -> 1.065 at one element of 068:
+ * docs/perf-notes.md, "Session 24"); else tanhf. */
+template <bool R_fp16>
 __device__ __forceinline__ float gelu_grad(float x) {
-    const float T = tanhf(kGeluC * (x + kGeluA * x * x * x));
+    const float u = kGeluC * (x + kGeluA * x * x * x);
+    const float T = R_fp16 ? tanh_approx(u) : tanhf(u);
     return 0.5f * (1.0f + T) + 0.5f * x * (1.0f - T * T) * kGeluC * (1.0f + 3.0f * kGeluA * x * x);
 }
 
@@ -45,8 +57,9 @@ __global__ void __launch_bounds__(kThreads) gelu_grad_kernel(const TG *G, const 
                                                              int64_t n4) {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (int64_t)gridDim.x * blockDim.x) {
         const float4 g = load4(G, i, false), xv = __ldcs(x + i); /* read once (tma.cuh) */
-        const float4 r = make_float4(g.x * gelu_grad(xv.x), g.y * gelu_grad(xv.y), g.z * gelu_grad(xv.z),
-                                     g.w * gelu_grad(xv.w));
+        constexpr bool h = std::is_same<TR, __half>::value;
+        const float4 r = make_float4(g.x * gelu_grad<h>(xv.x), g.y * gelu_grad<h>(xv.y), g.z * gelu_grad<h>(xv.z),
+                                     g.w * gelu_grad<h>(xv.w));
         store4(R, i, r);
     }
 }
@@ -78,7 +91,7 @@ struct GeluGradRow {
         const float4 xv = __ldcs(reinterpret_cast<const float4 *>(x + i));
         const float xs[4] = {xv.x, xv.y, xv.z, xv.w}, gs[4] = {g.x, g.y, g.z, g.w};
 #pragma unroll
-        for (int j = 0; j < 4; ++j) v[j] = gs[j] * gelu_grad(xs[j]);
+        for (int j = 0; j < 4; ++j) v[j] = gs[j] * gelu_grad<std::is_same<TR, __half>::value>(xs[j]);
         store4(R, i / 4, make_float4(v[0], v[1], v[2], v[3]));
     }
 };
