@@ -269,7 +269,8 @@ gg_status gg_mlp_backward(gg_ctx *ctx, const gg_mlp_desc *desc, const gg_mlp_arg
  *      g = bf16(grad_output @ W)  [M,E];  grad_ssm_output = bf16(g * gate_activated);  a = bf16(g * ssm_output)
  *      silu: s = bf16(sigmoid(gate)); d = bf16(s * bf16(1 + bf16(gate * bf16(1 - s)))); grad_gate = bf16(a * d)
  *      else: grad_gate = a
- *    (sigmoid in fast fp32 arithmetic: s may be one bf16 ulp off in about one element in 10^4; docs/blocks.md) */
+ *    (sigmoid in fast fp32 arithmetic: s is the exactly rounded bf16 for every gate above -87.5, 0 below; see
+ *    docs/blocks.md) */
 typedef struct gg_ssm_gate_desc {
     int64_t tokens;    /* M */
     int64_t hidden;    /* H (output features of the projection) */
