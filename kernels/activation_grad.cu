@@ -22,7 +22,7 @@ __device__ __forceinline__ float tanh_approx(float u) {
 /* d gelu_tanh(x) / dx, with T = tanh(c (x + a x^3)) computed here: block 2's saved tanh_inner is the same value
  * (the forward computed it so), and reading it costs more than the tanh (measured: 068 3 % faster, perf-notes).
  * R_fp16: R is written in fp16 (fp16 mode), whose rounding is as coarse as tanh_approx's error, so the tanh is
- * tanh_approx there (073 -1.2 %, 068 -0.5 %; the tests' worst err/tol 1.037 -> 1.065 at one element of 068:
+ * tanh_approx there (073 -1.2 %, 068 -0.5 %; the tests' worst err/tol in 068's fp16 mode 1.037 -> 1.065:
  * docs/perf-notes.md, "Session 24"); else tanhf. */
 template <bool R_fp16>
 __device__ __forceinline__ float gelu_grad(float x) {
@@ -96,11 +96,11 @@ struct GeluGradRow {
     }
 };
 
-/* Block 4's chain over n_vec vectors of eight elements. On the narrow launch two vectors a thread are in flight:
- * eight 16-byte loads with the silu gate, as the narrow conversion's (convert.cu). */
+/* On block 4's narrow launch two vectors a thread are in flight: eight 16-byte loads with the silu gate, as the
+ * narrow conversion's (convert.cu). */
 constexpr int kNarrowChainUnroll = 2;
 
-
+/* Block 4's chain over n_vec vectors of eight elements. */
 struct ChainArgs {
     const bf16x8 *g, *gate_activated, *ssm_output, *gate;
     bf16x8 *grad_ssm_output, *grad_gate;

@@ -61,9 +61,9 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     /* The narrow schedule only for calls that do not sync (those order the work for their reductions). */
     if (M >= GG_SSM_NARROW_MIN_TOKENS && sm_target == 0 && !p->key.sync_grads &&
         ctx->sm_count >= 4 * GG_SSM_NARROW_CTAS) {
+        const int64_t rows = (M + GG_SSM_NARROW_CHUNKS - 1) / GG_SSM_NARROW_CHUNKS;
         p->narrow_ctas = GG_SSM_NARROW_CTAS;
-        p->row_chunks = GG_SSM_NARROW_CHUNKS;
-        p->row_chunks = (int)((M + chunk_rows(p) - 1) / chunk_rows(p)); /* none empty */
+        p->row_chunks = (int)((M + rows - 1) / rows); /* <= GG_SSM_NARROW_CHUNKS, none empty; chunk_rows() = rows */
         sm_target = ctx->sm_count - p->narrow_ctas;
     }
     const int64_t rows = p->row_chunks > 1 ? chunk_rows(p) : M;
@@ -155,8 +155,8 @@ static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_cal
     cudaStream_t side = gg_side_stream(ctx, main);
     /* Fork first: dW and the bias sum start with g. Unlike the FFN blocks, forking after g was measured slower
      * here (079 graph geomean 80.5 -> 83.0 us). Measured and dropped (docs/perf-notes.md, "block 4 schedules"):
-     * g and its chain on the high-priority stream; the SMs split between the two GEMMs; g in row chunks with each
-     * chunk's chain on a narrow grid beside the next chunk's GEMM. */
+     * g and its chain on the high-priority stream; the SMs split between the two GEMMs. Below 32768 tokens the
+     * narrow schedule loses too (the chunked GEMMs slow down beside the chains: "Session 24"). */
     GG_TRY(gg_stream_handoff(ctx, main, ctx->ev_fork, side));
     gg_status status = enqueue_weight_grads(ctx, p, c, side);
     if (status == GG_SUCCESS) status = enqueue_input_grads(ctx, p, c, main);
