@@ -17,6 +17,7 @@ static int recording;
 static struct {
     uint64_t start, end;
     unsigned device, stream;
+    unsigned ctas, threads, cluster[3];
     char name[96];
 } kernels[GG_SPAN_MAX_KERNELS];
 static int n_kernels;
@@ -41,6 +42,11 @@ static void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream, uint8_
             kernels[n_kernels].end = k->end;
             kernels[n_kernels].stream = k->streamId;
             kernels[n_kernels].device = k->deviceId;
+            kernels[n_kernels].ctas = (unsigned)(k->gridX * k->gridY * k->gridZ);
+            kernels[n_kernels].threads = (unsigned)(k->blockX * k->blockY * k->blockZ);
+            kernels[n_kernels].cluster[0] = k->clusterX;
+            kernels[n_kernels].cluster[1] = k->clusterY;
+            kernels[n_kernels].cluster[2] = k->clusterZ;
             snprintf(kernels[n_kernels].name, sizeof kernels[n_kernels].name, "%s", k->name ? k->name : "?");
             ++n_kernels;
         }
@@ -106,6 +112,9 @@ int gg_span_kernels(gg_span_kernel *out, int max) {
         memcpy(out[i].name, kernels[i].name, sizeof out[i].name);
         out[i].stream = kernels[i].stream;
         out[i].device = kernels[i].device;
+        out[i].ctas = kernels[i].ctas;
+        out[i].threads = kernels[i].threads;
+        memcpy(out[i].cluster, kernels[i].cluster, sizeof out[i].cluster);
         out[i].start_us = (double)(kernels[i].start - first_start) / 1000.0;
         out[i].duration_us = (double)(kernels[i].end - kernels[i].start) / 1000.0;
     }

@@ -21,6 +21,9 @@ typedef struct gg_span_kernel {
     char name[96];     /* the (mangled) kernel name, truncated */
     unsigned device;   /* CUDA device ordinal */
     unsigned stream;   /* CUPTI's stream id */
+    unsigned ctas;     /* the launch's grid, in CTAs */
+    unsigned threads;  /* threads per CTA */
+    unsigned cluster[3]; /* the thread-block cluster's shape as launched (x, y, z; 0 0 0 or 1 1 1: no cluster) */
     double start_us;   /* from the span's first kernel start */
     double duration_us;
 } gg_span_kernel;

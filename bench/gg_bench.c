@@ -12,8 +12,9 @@
  * graph keeps one executable per pointer set, so no call pays a rebinding). Device time: CUDA events around the call on the caller's stream (what a training loop
  * sees, host launch gaps included); CUPTI span: first kernel start to last kernel end of the call, any stream (the
  * published protocol's measure). Host time: the wall time of the call itself (launch cost). Medians reported.
- * Progress on stderr, table on stdout. --trace appends, per case, the kernels of the last timed graph replay (name,
- * stream, start, duration) as CSV: where the time goes.
+ * Progress on stderr, table on stdout. --trace appends, per case, the kernels of the last timed graph replay (stream,
+ * start, duration, name, then grid in CTAs, threads per CTA and cluster shape as launched) as CSV: where the time
+ * goes, and how each kernel sat on the SMs.
  */
 #include <math.h>
 #include <stdio.h>
@@ -122,7 +123,9 @@ static void write_trace(timer *t) {
     gg_span_kernel k[GG_SPAN_MAX_KERNELS];
     const int n = gg_span_kernels(k, GG_SPAN_MAX_KERNELS);
     for (int i = 0; i < n; ++i)
-        fprintf(t->trace, "%s,%u,%.2f,%.2f,%s\n", t->label, k[i].stream, k[i].start_us, k[i].duration_us, k[i].name);
+        fprintf(t->trace, "%s,%u,%.2f,%.2f,%s,%u,%u,%ux%ux%u\n", t->label, k[i].stream, k[i].start_us,
+                k[i].duration_us, k[i].name, k[i].ctas, k[i].threads, k[i].cluster[0], k[i].cluster[1],
+                k[i].cluster[2]);
     fflush(t->trace);
 }
 
@@ -262,7 +265,7 @@ int main(int argc, char **argv) {
             fprintf(stderr, "--trace %s: cannot open\n", opt.trace);
             return 1;
         }
-        fprintf(tm.trace, "block,mode,index,M,stream,start_us,duration_us,kernel\n");
+        fprintf(tm.trace, "block,mode,index,M,stream,start_us,duration_us,kernel,ctas,threads,cluster\n");
     }
     result *results = calloc((size_t)n * 3, sizeof *results);
     int n_results = 0, failures = 0;
