@@ -82,10 +82,12 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     return GG_SUCCESS;
 }
 
-/* dW = dYᵀ @ gated and grad_bias = Σ_rows dY, each handed to the all-reduce as soon as it is final. */
-static gg_status enqueue_weight_grads(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t s) {
+/* dW = dYᵀ @ gated and grad_bias = Σ_rows dY, each handed to the all-reduce as soon as it is final. `workspace`:
+ * the cuBLASLt workspace of stream s (0: the caller's, 1: the side stream's). */
+static gg_status enqueue_weight_grads(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, int workspace,
+                                      cudaStream_t s) {
     void *const *t = c->t;
-    GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_DW], t[T_GATED], t[T_DY], t[T_DW], c->accumulate, 1, s));
+    GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_DW], t[T_GATED], t[T_DY], t[T_DW], c->accumulate, workspace, s));
     GG_TRY(gg_dist_grad_ready(ctx, c, s, T_DW));
     GG_CUDA_TRY(ctx, gg_k_col_sum(t[T_DY], GG_DT_BF16, c->tokens, c->dim0, p->col_chunks[0],
                                   gg_plan_buffer(ctx, p, BUF_PARTIALS), ctx->counter + GG_COUNTER_SUM_A, t[T_DB],
@@ -128,13 +130,14 @@ static gg_status enqueue_narrow(gg_ctx *ctx, const gg_block_plan *p, const gg_bl
     const uint16_t *g = gg_plan_buffer(ctx, p, BUF_G);
     const int64_t rows = chunk_rows(p);
     gg_status status = GG_SUCCESS;
-    for (int i = 0; i < p->row_chunks && status == GG_SUCCESS; ++i) {
+    for (int i = 0; i < p->row_chunks; ++i) {
         const int64_t first = i * rows, n = c->tokens - first < rows ? c->tokens - first : rows;
-        status = gemm_g(ctx, p, c, &p->gemm[n == rows ? GEMM_G : GEMM_G_LAST], first, main);
-        if (status == GG_SUCCESS) status = gg_stream_handoff(ctx, main, ctx->ev_mid, side);
-        if (status == GG_SUCCESS) status = chain(ctx, c, g, first, n, p->narrow_ctas, side);
+        GG_GOTO(gemm_g(ctx, p, c, &p->gemm[n == rows ? GEMM_G : GEMM_G_LAST], first, main), status, join);
+        GG_GOTO(gg_stream_handoff(ctx, main, ctx->ev_mid, side), status, join);
+        GG_GOTO(chain(ctx, c, g, first, n, p->narrow_ctas, side), status, join);
     }
-    if (status == GG_SUCCESS) status = enqueue_weight_grads(ctx, p, c, main);
+    GG_GOTO(enqueue_weight_grads(ctx, p, c, 0, main), status, join);
+join:;
     const gg_status joined = gg_stream_handoff(ctx, side, ctx->ev_join, main);
     return status == GG_SUCCESS ? joined : status;
 }
@@ -158,7 +161,7 @@ static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_cal
      * g and its chain on the high-priority stream; the SMs split between the two GEMMs. Below 32768 tokens the
      * narrow schedule loses too (the chunked GEMMs slow down beside the chains: "Session 24"). */
     GG_TRY(gg_stream_handoff(ctx, main, ctx->ev_fork, side));
-    gg_status status = enqueue_weight_grads(ctx, p, c, side);
+    gg_status status = enqueue_weight_grads(ctx, p, c, 1, side);
     if (status == GG_SUCCESS) status = enqueue_input_grads(ctx, p, c, main);
     const gg_status joined = gg_stream_handoff(ctx, side, ctx->ev_join, main);
     return status == GG_SUCCESS ? joined : status;
