@@ -3,7 +3,7 @@
  * it times.
  *
  *   gg_bench [--block N] [--case I] [--iters N] [--warmup N] [--modes all|fast] [--json FILE] [--csv FILE]
- *            [--autotune on|off] [--trace FILE]
+ *            [--autotune on|off] [--trace FILE] [--log error|warn|info|debug]
  *
  * Per case and precision mode (--modes fast: only FP16 for the fp32 blocks): a correctness check of the eager path
  * against the float64 reference (the spec's rule); a graph for exactly that M, whose first replay must equal the
@@ -14,7 +14,8 @@
  * published protocol's measure). Host time: the wall time of the call itself (launch cost). Medians reported.
  * Progress on stderr, table on stdout. --trace appends, per case, the kernels of the last timed graph replay (stream,
  * start, duration, name, then grid in CTAs, threads per CTA and cluster shape as launched) as CSV: where the time
- * goes, and how each kernel sat on the SMs.
+ * goes, and how each kernel sat on the SMs. The library's messages go to stderr from --log's level (default warn;
+ * debug names, among others, each GEMM's chosen cuBLASLt algorithm).
  */
 #include <math.h>
 #include <stdio.h>
@@ -31,19 +32,23 @@
 typedef struct options {
     int block, case_index, iters, warmup, fast, autotune;
     gg_overlap overlap;
+    gg_log_level log_level;
     const char *json, *csv, *trace;
 } options;
+
+static const char *const log_level_names[] = {"error", "warn", "info", "debug"}; /* gg_log_level's order */
 
 static int usage(const char *argv0) {
     fprintf(stderr,
             "usage: %s [--block 1-4] [--case 0-15] [--iters N] [--warmup N] [--modes all|fast] "
-            "[--overlap auto|always|never] [--autotune on|off] [--json FILE] [--csv FILE] [--trace FILE]\n",
+            "[--overlap auto|always|never] [--autotune on|off] [--json FILE] [--csv FILE] [--trace FILE] "
+            "[--log error|warn|info|debug]\n",
             argv0);
     return 2;
 }
 
 static int parse(int argc, char **argv, options *o) {
-    *o = (options){0, -1, 50, 10, 0, 1, GG_OVERLAP_AUTO, NULL, NULL, NULL};
+    *o = (options){0, -1, 50, 10, 0, 1, GG_OVERLAP_AUTO, GG_LOG_WARN, NULL, NULL, NULL};
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i];
         if (i + 1 >= argc) return usage(argv[0]);
@@ -62,6 +67,13 @@ static int parse(int argc, char **argv, options *o) {
         else if (!strcmp(a, "--trace")) o->trace = argv[++i];
         else if (!strcmp(a, "--json")) o->json = argv[++i];
         else if (!strcmp(a, "--csv")) o->csv = argv[++i];
+        else if (!strcmp(a, "--log")) {
+            ++i;
+            o->log_level = (gg_log_level)-1;
+            for (int l = GG_LOG_ERROR; l <= GG_LOG_DEBUG; ++l)
+                if (!strcmp(argv[i], log_level_names[l])) o->log_level = (gg_log_level)l;
+            if ((int)o->log_level < 0) return usage(argv[0]);
+        }
         else return usage(argv[0]);
     }
     if (o->iters < 1 || o->warmup < 0 || o->block < 0 || o->block > 4) return usage(argv[0]);
@@ -228,6 +240,11 @@ static gg_status graph_call(void *p) {
     return gg_case_graph_run(a->run, a->graph, a->mode);
 }
 
+static void print_log(void *user_data, gg_log_level level, const char *message) {
+    (void)user_data;
+    fprintf(stderr, "gradgraph %s: %s\n", log_level_names[level], message);
+}
+
 int main(int argc, char **argv) {
     options opt;
     if (parse(argc, argv, &opt)) return 2;
@@ -242,6 +259,8 @@ int main(int argc, char **argv) {
     gg_config config = GG_CONFIG_INIT;
     config.overlap = opt.overlap;
     config.autotune = opt.autotune;
+    config.log_level = opt.log_level;
+    config.log_fn = print_log;
     if (gg_ctx_create(&config, &ctx) != GG_SUCCESS) {
         fprintf(stderr, "gg_ctx_create: %s\n", gg_last_error(NULL));
         return 1;

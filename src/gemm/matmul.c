@@ -23,16 +23,38 @@ int gg_cluster_shape_ctas(int id) {
     return id >= 0 && id < (int)sizeof ctas ? ctas[id] : 0;
 }
 
+/* One attribute of algo's configuration (an unsigned integer of 1-4 bytes, read at its own size), or -1. */
+static long algo_attribute(const cublasLtMatmulAlgo_t *algo, cublasLtMatmulAlgoConfigAttributes_t attr) {
+    size_t size = 0;
+    union {
+        uint8_t u8;
+        uint16_t u16;
+        uint32_t u32;
+    } v = {0};
+    if (cublasLtMatmulAlgoConfigGetAttribute(algo, attr, NULL, 0, &size) != CUBLAS_STATUS_SUCCESS ||
+        (size != 1 && size != 2 && size != 4) ||
+        cublasLtMatmulAlgoConfigGetAttribute(algo, attr, &v, size, &size) != CUBLAS_STATUS_SUCCESS)
+        return -1;
+    return size == 1 ? (long)v.u8 : size == 2 ? (long)v.u16 : (long)v.u32;
+}
+
 /* Whether algo's clusters have at most mm->max_cluster_ctas CTAs (always, without that limit). */
 static int cluster_fits(const gg_matmul *mm, const cublasLtMatmulAlgo_t *algo) {
     if (mm->max_cluster_ctas <= 0) return 1;
-    uint16_t shape = 0;
-    size_t written = 0;
-    if (cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &shape, sizeof shape,
-                                             &written) != CUBLAS_STATUS_SUCCESS)
-        return 0;
-    const int n = gg_cluster_shape_ctas(shape);
+    const int n = gg_cluster_shape_ctas((int)algo_attribute(algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
     return n > 0 && n <= mm->max_cluster_ctas;
+}
+
+/* Logs (debug) the algorithm a plan runs: which kernel family, tile, stages, split-k and cluster cuBLASLt reports. */
+static void log_choice(gg_ctx *ctx, const gg_gemm_shape *s, const cublasLtMatmulAlgo_t *algo) {
+    const long cluster = algo_attribute(algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID);
+    gg_log(ctx, GG_LOG_DEBUG,
+           "GEMM %lldx%lldx%lld (SM target %d): algo %ld, tile %ld, stages %ld, split-k %ld, cluster shape %ld "
+           "(%d CTAs)",
+           (long long)s->m, (long long)s->n, (long long)s->k, s->sm_count_target,
+           algo_attribute(algo, CUBLASLT_ALGO_CONFIG_ID), algo_attribute(algo, CUBLASLT_ALGO_CONFIG_TILE_ID),
+           algo_attribute(algo, CUBLASLT_ALGO_CONFIG_STAGES_ID), algo_attribute(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
+           cluster, gg_cluster_shape_ctas((int)cluster));
 }
 
 /* Keeps, in the heuristic's order, the results whose clusters fit; the new count. When none does, keeps them all
@@ -129,6 +151,7 @@ gg_status gg_matmul_plan(gg_ctx *ctx, const gg_gemm_shape *s, gg_matmul *mm) {
     if (tunable) GG_GOTO(gg_matmul_tune(ctx, s, mm, results, found, &result), status, fail);
     mm->algo = result.algo;
     mm->workspace_bytes = result.workspaceSize;
+    log_choice(ctx, s, &mm->algo);
     (void)cublasLtMatmulPreferenceDestroy(pref);
     return GG_SUCCESS;
 
