@@ -57,19 +57,52 @@ static void log_choice(gg_ctx *ctx, const gg_gemm_shape *s, const cublasLtMatmul
            cluster, gg_cluster_shape_ctas((int)cluster));
 }
 
-/* Keeps, in the heuristic's order, the results whose clusters fit; the new count. When none does, keeps them all
- * and lifts mm's limit, so that the fit check (cache, another rank's algorithm) accepts what the plan runs. */
+/* Fills results with variants of the heuristic's algorithms (in its order) re-shaped to the fitting clusters,
+ * largest first, that cuBLASLt accepts for mm's descriptors and the workspace; the count. The heuristic can offer
+ * no fitting shape at all for a GEMM that leaves SMs free (session 25: block 4's g chunks on 108 SMs, only 4- and
+ * 8-CTA clusters among 16), though the same kernels run with smaller clusters. */
+static int reshape_to_fitting_clusters(gg_ctx *ctx, const gg_matmul *mm, const cublasLtMatmulHeuristicResult_t *from,
+                                       int found, cublasLtMatmulHeuristicResult_t results[HEURISTIC_MAX]) {
+    static const uint16_t shapes[] = {CUBLASLT_CLUSTER_SHAPE_1x2x1, CUBLASLT_CLUSTER_SHAPE_2x1x1,
+                                      CUBLASLT_CLUSTER_SHAPE_1x1x1};
+    const size_t workspace = ctx->workspace[0] ? ctx->config.gemm_workspace_bytes : 0;
+    int kept = 0;
+    for (int i = 0; i < found && kept < HEURISTIC_MAX; ++i)
+        for (size_t j = 0; j < sizeof shapes / sizeof shapes[0] && kept < HEURISTIC_MAX; ++j) {
+            if (gg_cluster_shape_ctas(shapes[j]) > mm->max_cluster_ctas) continue;
+            cublasLtMatmulHeuristicResult_t r = from[i];
+            cublasLtMatmulHeuristicResult_t check;
+            memset(&check, 0, sizeof check);
+            if (cublasLtMatmulAlgoConfigSetAttribute(&r.algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &shapes[j],
+                                                     sizeof shapes[j]) != CUBLAS_STATUS_SUCCESS ||
+                cublasLtMatmulAlgoCheck(ctx->lt, mm->op, mm->a, mm->b, mm->d, mm->d, &r.algo, &check) !=
+                    CUBLAS_STATUS_SUCCESS ||
+                check.workspaceSize > workspace)
+                continue;
+            r.workspaceSize = check.workspaceSize;
+            results[kept++] = r;
+        }
+    return kept;
+}
+
+/* Keeps, in the heuristic's order, the results whose clusters fit; the new count. When none does, re-shapes them
+ * (above); when that fails too, keeps them all and lifts mm's limit, so that the fit check (cache, another rank's
+ * algorithm) accepts what the plan runs. */
 static int keep_fitting_clusters(gg_ctx *ctx, gg_matmul *mm, cublasLtMatmulHeuristicResult_t *results, int found) {
     int kept = 0;
     for (int i = 0; i < found; ++i)
         if (cluster_fits(mm, &results[i].algo)) results[kept++] = results[i];
-    if (kept == 0) {
-        gg_log(ctx, GG_LOG_WARN, "no GEMM algorithm with clusters of at most %d CTAs: any cluster size allowed",
-               mm->max_cluster_ctas);
-        mm->max_cluster_ctas = 0;
-        return found;
+    if (kept > 0) return kept;
+    cublasLtMatmulHeuristicResult_t reshaped[HEURISTIC_MAX];
+    kept = reshape_to_fitting_clusters(ctx, mm, results, found, reshaped);
+    if (kept > 0) {
+        memcpy(results, reshaped, (size_t)kept * sizeof *results);
+        return kept;
     }
-    return kept;
+    gg_log(ctx, GG_LOG_WARN, "no GEMM algorithm with clusters of at most %d CTAs: any cluster size allowed",
+           mm->max_cluster_ctas);
+    mm->max_cluster_ctas = 0;
+    return found;
 }
 
 void gg_gemm_types_for(gg_precision precision, cudaDataType_t *ab_type, cublasComputeType_t *compute) {
