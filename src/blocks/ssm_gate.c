@@ -4,6 +4,9 @@
  * Up to GG_SSM_SMALL_MAX_TOKENS tokens: everything in one launch of gradgraph's own kernel (gg_k_ssm_small).
  * Above: caller's stream: g = bf16(dY @ W), then the bf16 elementwise chain. Side stream, overlapping from the start:
  * dW = dYᵀ @ gated and the column sums of dY (grad_bias).
+ * From GG_SSM_SPLIT_MIN_TOKENS tokens (the split schedule): g alone on every SM; then dW and the bias sum on all SMs
+ * but GG_SSM_SPLIT_CTAS, and beside them, on the side stream, the chain's first GG_SSM_SPLIT_PERMILLE thousandths of
+ * the rows on those few SMs; the other rows' chain after the bias sum, on every SM.
  * From GG_SSM_NARROW_MIN_TOKENS tokens (the narrow schedule): g in row chunks on the caller's stream, then dW and the
  * bias sums there, every GEMM on all SMs but GG_SSM_NARROW_CTAS; on the side stream each chunk's chain, once its g
  * exists, on those few SMs, so that the memory-bound chain runs beside the GEMMs instead of after them.
@@ -39,6 +42,14 @@ static const gg_tensor_spec tensors[] = {
  * 1.4-2.3x (its mma.sync main loop runs at about half cuBLAS's rate). */
 #define GG_SSM_SMALL_MAX_TOKENS 256
 
+/* The split schedule (see the top): from this many tokens, with the chain's first rows on this many SMs (one CTA
+ * of 1024 threads each) beside dW. The fraction balances the two: the narrow chain's bytes (12 per element of g, at
+ * ~88 GB/s per SM, "Session 24") against dW's FLOPs on the other SMs, both linear in M. Measured on an H200:
+ * docs/perf-notes.md, "Session 25". */
+#define GG_SSM_SPLIT_MIN_TOKENS 4096
+#define GG_SSM_SPLIT_CTAS 32
+#define GG_SSM_SPLIT_PERMILLE 700
+
 /* The narrow schedule (see the top): from this many tokens, with the chain on this many SMs (one CTA of 1024 threads
  * each) and g in this many row chunks. Measured on an H200: docs/perf-notes.md, "Session 24". */
 #define GG_SSM_NARROW_MIN_TOKENS 32768
@@ -58,17 +69,22 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
         return GG_SUCCESS;
     }
     int sm_target = gg_plan_sm_target(ctx, p); /* syncing graphs: SMs left to the reductions */
-    /* The narrow schedule only for calls that do not sync (those order the work for their reductions). */
-    if (M >= GG_SSM_NARROW_MIN_TOKENS && sm_target == 0 && !p->key.sync_grads &&
-        ctx->sm_count >= 4 * GG_SSM_NARROW_CTAS) {
+    int dw_sm_target = sm_target;
+    /* The split and narrow schedules only for calls that do not sync (those order the work for their reductions). */
+    const int free_to_split = sm_target == 0 && !p->key.sync_grads;
+    if (M >= GG_SSM_NARROW_MIN_TOKENS && free_to_split && ctx->sm_count >= 4 * GG_SSM_NARROW_CTAS) {
         const int64_t rows = (M + GG_SSM_NARROW_CHUNKS - 1) / GG_SSM_NARROW_CHUNKS;
         p->narrow_ctas = GG_SSM_NARROW_CTAS;
         p->row_chunks = (int)((M + rows - 1) / rows); /* <= GG_SSM_NARROW_CHUNKS, none empty; chunk_rows() = rows */
-        sm_target = ctx->sm_count - p->narrow_ctas;
+        sm_target = dw_sm_target = ctx->sm_count - p->narrow_ctas;
+    } else if (M >= GG_SSM_SPLIT_MIN_TOKENS && free_to_split && ctx->sm_count >= 2 * GG_SSM_SPLIT_CTAS) {
+        p->narrow_ctas = GG_SSM_SPLIT_CTAS;
+        p->narrow_rows = M * GG_SSM_SPLIT_PERMILLE / 1000;
+        dw_sm_target = ctx->sm_count - p->narrow_ctas;
     }
     const int64_t rows = p->row_chunks > 1 ? chunk_rows(p) : M;
     const gg_gemm_shape g = {0, 0, E, rows, H, E, H, E, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, sm_target};
-    const gg_gemm_shape dw = {0, 1, E, H, M, E, H, E, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, sm_target};
+    const gg_gemm_shape dw = {0, 1, E, H, M, E, H, E, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, dw_sm_target};
     GG_TRY(gg_matmul_plan(ctx, &g, &p->gemm[GEMM_G]));
     if (M % rows) {
         gg_gemm_shape last = g;
@@ -142,6 +158,20 @@ join:;
     return status == GG_SUCCESS ? joined : status;
 }
 
+/* The split schedule: g on every SM; then dW and the bias sum on the SMs the chain's first narrow_rows rows leave
+ * them (side stream), and the other rows' chain on every SM once the bias sum is done. */
+static gg_status enqueue_split(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main) {
+    cudaStream_t side = gg_side_stream(ctx, main);
+    const uint16_t *g = gg_plan_buffer(ctx, p, BUF_G);
+    GG_TRY(gemm_g(ctx, p, c, &p->gemm[GEMM_G], 0, main));
+    GG_TRY(gg_stream_handoff(ctx, main, ctx->ev_fork, side));
+    gg_status status = chain(ctx, c, g, 0, p->narrow_rows, p->narrow_ctas, side);
+    if (status == GG_SUCCESS) status = enqueue_weight_grads(ctx, p, c, 0, main);
+    if (status == GG_SUCCESS) status = chain(ctx, c, g, p->narrow_rows, c->tokens - p->narrow_rows, 0, main);
+    const gg_status joined = gg_stream_handoff(ctx, side, ctx->ev_join, main);
+    return status == GG_SUCCESS ? joined : status;
+}
+
 /* The one-launch kernel: both gradients are final when it ends. */
 static gg_status enqueue_fused(gg_ctx *ctx, const gg_block_call *c, cudaStream_t s) {
     void *const *t = c->t;
@@ -155,6 +185,7 @@ static gg_status enqueue_fused(gg_ctx *ctx, const gg_block_call *c, cudaStream_t
 static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main) {
     if (p->few_tokens) return enqueue_fused(ctx, c, main);
     if (p->row_chunks > 1) return enqueue_narrow(ctx, p, c, main);
+    if (p->narrow_rows > 0) return enqueue_split(ctx, p, c, main);
     cudaStream_t side = gg_side_stream(ctx, main);
     /* Fork first: dW and the bias sum start with g. Unlike the FFN blocks, forking after g was measured slower
      * here (079 graph geomean 80.5 -> 83.0 us). Measured and dropped (docs/perf-notes.md, "block 4 schedules"):
