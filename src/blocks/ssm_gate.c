@@ -4,9 +4,9 @@
  * Up to GG_SSM_SMALL_MAX_TOKENS tokens: everything in one launch of gradgraph's own kernel (gg_k_ssm_small).
  * Above: caller's stream: g = bf16(dY @ W), then the bf16 elementwise chain. Side stream, overlapping from the start:
  * dW = dYᵀ @ gated and the column sums of dY (grad_bias).
- * From GG_SSM_SPLIT_MIN_TOKENS tokens (the split schedule): g alone on every SM; then dW and the bias sum on all SMs
- * but GG_SSM_SPLIT_CTAS, and beside them, on the side stream, the chain's first GG_SSM_SPLIT_PERMILLE thousandths of
- * the rows on those few SMs; the other rows' chain after the bias sum, on every SM.
+ * From GG_SSM_SPLIT_MIN_TOKENS tokens (the split schedule): g alone on every SM; then dW on all SMs but
+ * GG_SSM_SPLIT_CTAS, and beside it, on the side stream, the chain's first GG_SSM_SPLIT_PERMILLE thousandths of the
+ * rows on those few SMs, then the bias sum; the other rows' chain after dW, on every SM.
  * From GG_SSM_NARROW_MIN_TOKENS tokens (the narrow schedule): g in row chunks on the caller's stream, then dW and the
  * bias sums there, every GEMM on all SMs but GG_SSM_NARROW_CTAS; on the side stream each chunk's chain, once its g
  * exists, on those few SMs, so that the memory-bound chain runs beside the GEMMs instead of after them.
@@ -43,12 +43,13 @@ static const gg_tensor_spec tensors[] = {
 #define GG_SSM_SMALL_MAX_TOKENS 256
 
 /* The split schedule (see the top): from this many tokens, with the chain's first rows on this many SMs (one CTA
- * of 1024 threads each) beside dW. The fraction balances the two: the narrow chain's bytes (12 per element of g, at
- * ~88 GB/s per SM, "Session 24") against dW's FLOPs on the other SMs, both linear in M. Measured on an H200:
+ * of 1024 threads each) beside dW. dW's output, 1536 x 768 at these sizes, is 96 tiles of cuBLASLt's 128 x 96 or
+ * 96 x 128, so without split-k it runs 96 CTAs and leaves 36 of 132 SMs idle anyway; the fraction of the rows
+ * balances the narrow chain (12 bytes per element of g at ~88 GB/s per SM) against dW. Measured on an H200:
  * docs/perf-notes.md, "Session 25". */
 #define GG_SSM_SPLIT_MIN_TOKENS 4096
-#define GG_SSM_SPLIT_CTAS 32
-#define GG_SSM_SPLIT_PERMILLE 700
+#define GG_SSM_SPLIT_CTAS 36
+#define GG_SSM_SPLIT_PERMILLE 900
 
 /* The narrow schedule (see the top): from this many tokens, with the chain on this many SMs (one CTA of 1024 threads
  * each) and g in this many row chunks. Measured on an H200: docs/perf-notes.md, "Session 24". */
@@ -98,17 +99,29 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     return GG_SUCCESS;
 }
 
-/* dW = dYᵀ @ gated and grad_bias = Σ_rows dY, each handed to the all-reduce as soon as it is final. `workspace`:
- * the cuBLASLt workspace of stream s (0: the caller's, 1: the side stream's). */
-static gg_status enqueue_weight_grads(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, int workspace,
-                                      cudaStream_t s) {
+/* dW = dYᵀ @ gated, handed to the all-reduce as soon as it is final. `workspace`: the cuBLASLt workspace of stream s
+ * (0: the caller's, 1: the side stream's). */
+static gg_status enqueue_weight_grad(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, int workspace,
+                                     cudaStream_t s) {
     void *const *t = c->t;
     GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_DW], t[T_GATED], t[T_DY], t[T_DW], c->accumulate, workspace, s));
-    GG_TRY(gg_dist_grad_ready(ctx, c, s, T_DW));
+    return gg_dist_grad_ready(ctx, c, s, T_DW);
+}
+
+/* grad_bias = Σ_rows dY, handed to the all-reduce as soon as it is final. */
+static gg_status enqueue_bias_grad(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t s) {
+    void *const *t = c->t;
     GG_CUDA_TRY(ctx, gg_k_col_sum(t[T_DY], GG_DT_BF16, c->tokens, c->dim0, p->col_chunks[0],
                                   gg_plan_buffer(ctx, p, BUF_PARTIALS), ctx->counter + GG_COUNTER_SUM_A, t[T_DB],
                                   GG_DT_BF16, c->accumulate, NULL, s));
     return gg_dist_grad_ready(ctx, c, s, T_DB);
+}
+
+/* Both weight gradients, in that order on stream s (`workspace` as above). */
+static gg_status enqueue_weight_grads(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, int workspace,
+                                      cudaStream_t s) {
+    GG_TRY(enqueue_weight_grad(ctx, p, c, workspace, s));
+    return enqueue_bias_grad(ctx, p, c, s);
 }
 
 /* The chain to grad_ssm_output and grad_gate for `rows` rows of g from row `first`, on narrow_ctas SMs (0: all). */
@@ -158,16 +171,18 @@ join:;
     return status == GG_SUCCESS ? joined : status;
 }
 
-/* The split schedule: g on every SM; then dW and the bias sum on the SMs the chain's first narrow_rows rows leave
- * them (side stream), and the other rows' chain on every SM once the bias sum is done. */
+/* The split schedule: g on every SM; then dW on the SMs that the chain's first narrow_rows rows and the bias sum
+ * after them (side stream) leave it, and the other rows' chain on every SM once dW is done. */
 static gg_status enqueue_split(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main) {
     cudaStream_t side = gg_side_stream(ctx, main);
     const uint16_t *g = gg_plan_buffer(ctx, p, BUF_G);
     GG_TRY(gemm_g(ctx, p, c, &p->gemm[GEMM_G], 0, main));
     GG_TRY(gg_stream_handoff(ctx, main, ctx->ev_fork, side));
     gg_status status = chain(ctx, c, g, 0, p->narrow_rows, p->narrow_ctas, side);
-    if (status == GG_SUCCESS) status = enqueue_weight_grads(ctx, p, c, 0, main);
-    if (status == GG_SUCCESS) status = chain(ctx, c, g, p->narrow_rows, c->tokens - p->narrow_rows, 0, main);
+    if (status == GG_SUCCESS) status = enqueue_bias_grad(ctx, p, c, side);
+    if (status == GG_SUCCESS) status = enqueue_weight_grad(ctx, p, c, 0, main);
+    if (status == GG_SUCCESS && p->narrow_rows < c->tokens)
+        status = chain(ctx, c, g, p->narrow_rows, c->tokens - p->narrow_rows, 0, main);
     const gg_status joined = gg_stream_handoff(ctx, side, ctx->ev_join, main);
     return status == GG_SUCCESS ? joined : status;
 }
