@@ -4,12 +4,8 @@
  * Up to GG_SSM_SMALL_MAX_TOKENS tokens: everything in one launch of gradgraph's own kernel (gg_k_ssm_small).
  * Above: caller's stream: g = bf16(dY @ W), then the bf16 elementwise chain. Side stream, overlapping from the start:
  * dW = dYᵀ @ gated and the column sums of dY (grad_bias).
- * From GG_SSM_SPLIT_MIN_TOKENS tokens (the split schedule): g alone on every SM; then dW on all SMs but
- * GG_SSM_SPLIT_CTAS, and beside it, on the side stream, the chain's first GG_SSM_SPLIT_PERMILLE thousandths of the
- * rows on those few SMs, then the bias sum; the other rows' chain after dW, on every SM.
- * From GG_SSM_NARROW_MIN_TOKENS tokens (the narrow schedule): g in row chunks on the caller's stream, then dW and the
- * bias sums there, every GEMM on all SMs but GG_SSM_NARROW_CTAS; on the side stream each chunk's chain, once its g
- * exists, on those few SMs, so that the memory-bound chain runs beside the GEMMs instead of after them.
+ * From GG_SSM_NARROW_MIN_TOKENS tokens (the narrow schedule): g alone on every SM; then dW on the caller's stream on
+ * all SMs but GG_SSM_NARROW_CTAS, and beside it, on the side stream, the chain on those few SMs and the bias sum.
  * Column-major view (row-major [r,c] = column-major c x r, ld = c):
  *   g  [M,E]: (E x M) = W'(E x H)      @ dY'(H x M)       m=E n=M k=H  A=W N lda=E      B=dY N ldb=H
  *   dW [H,E]: (E x H) = gated'(E x M)  @ dY'(H x M)ᵀ      m=E n=H k=M  A=gated N lda=E  B=dY T ldb=H
@@ -21,7 +17,7 @@
 #include "streams.h"
 
 enum { T_DY, T_SSM, T_GATE, T_W, T_GATE_ACT, T_GATED, T_GRAD_SSM, T_GRAD_GATE, T_DW, T_DB };
-enum { GEMM_G, GEMM_DW, GEMM_G_LAST }; /* GEMM_G: all of g, or a row chunk; GEMM_G_LAST: a shorter last chunk */
+enum { GEMM_G, GEMM_DW };
 enum { BUF_G, BUF_PARTIALS };
 
 static const gg_tensor_spec tensors[] = {
@@ -42,25 +38,14 @@ static const gg_tensor_spec tensors[] = {
  * 1.4-2.3x (its mma.sync main loop runs at about half cuBLAS's rate). */
 #define GG_SSM_SMALL_MAX_TOKENS 256
 
-/* The split schedule (see the top): from this many tokens, with the chain's first rows on this many SMs (one CTA
- * of 1024 threads each) beside dW. dW's output, 1536 x 768 at these sizes, is 96 tiles of cuBLASLt's 128 x 96 or
- * 96 x 128, so without split-k it runs 96 CTAs and leaves 36 of 132 SMs idle anyway; the fraction of the rows
- * balances the narrow chain (12 bytes per element of g at ~88 GB/s per SM) against dW. Measured on an H200:
- * docs/perf-notes.md, "Session 25". */
-#define GG_SSM_SPLIT_MIN_TOKENS 4096
-#define GG_SSM_SPLIT_CTAS 36
-#define GG_SSM_SPLIT_PERMILLE 900
-
-/* The narrow schedule (see the top): from this many tokens, with the chain on this many SMs (one CTA of 1024 threads
- * each) and g in this many row chunks. Measured on an H200: docs/perf-notes.md, "Session 24". */
-#define GG_SSM_NARROW_MIN_TOKENS 32768
-#define GG_SSM_NARROW_CTAS 24
-#define GG_SSM_NARROW_CHUNKS 4
-
-/* Rows in each of the plan's g chunks but the last (which has the rest). */
-static int64_t chunk_rows(const gg_block_plan *p) {
-    return (p->key.tokens + p->row_chunks - 1) / p->row_chunks;
-}
+/* The narrow schedule (see the top): from this many tokens, with the chain on this many SMs (one CTA of 1024
+ * threads each) beside dW. dW's output, 1536 x 768 at these sizes, is 96 tiles of cuBLASLt's 128 x 96 or 96 x 128:
+ * without split-k it runs 96 CTAs and leaves 36 of 132 SMs idle anyway, and the whole chain on 40 SMs (12 bytes per
+ * element of g at ~88 GB/s per SM) takes about as long as dW on the other 92. Measured on an H200
+ * (docs/perf-notes.md, "Session 25"): 0.85-0.87x the fork-first schedule's time at 11912-17312 tokens; 0.98-1.02x
+ * session 24's schedule with g in row chunks at 34784-74432 (which it replaces); 0.98-1.05x at 5692-8192 tokens. */
+#define GG_SSM_NARROW_MIN_TOKENS 10000
+#define GG_SSM_NARROW_CTAS 40
 
 static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     const int64_t M = p->key.tokens, H = p->key.dim0, E = p->key.dim1;
@@ -69,29 +54,15 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
         p->few_tokens = 1;
         return GG_SUCCESS;
     }
-    int sm_target = gg_plan_sm_target(ctx, p); /* syncing graphs: SMs left to the reductions */
-    int dw_sm_target = sm_target;
-    /* The split and narrow schedules only for calls that do not sync (those order the work for their reductions). */
-    const int free_to_split = sm_target == 0 && !p->key.sync_grads;
-    if (M >= GG_SSM_NARROW_MIN_TOKENS && free_to_split && ctx->sm_count >= 4 * GG_SSM_NARROW_CTAS) {
-        const int64_t rows = (M + GG_SSM_NARROW_CHUNKS - 1) / GG_SSM_NARROW_CHUNKS;
+    const int sm_target = gg_plan_sm_target(ctx, p); /* syncing graphs: SMs left to the reductions */
+    /* The narrow schedule only for calls that do not sync (those order the work for their reductions). */
+    if (M >= GG_SSM_NARROW_MIN_TOKENS && sm_target == 0 && !p->key.sync_grads &&
+        ctx->sm_count >= 2 * GG_SSM_NARROW_CTAS)
         p->narrow_ctas = GG_SSM_NARROW_CTAS;
-        p->row_chunks = (int)((M + rows - 1) / rows); /* <= GG_SSM_NARROW_CHUNKS, none empty; chunk_rows() = rows */
-        sm_target = dw_sm_target = ctx->sm_count - p->narrow_ctas;
-    } else if (M >= GG_SSM_SPLIT_MIN_TOKENS && free_to_split && ctx->sm_count >= 2 * GG_SSM_SPLIT_CTAS) {
-        p->narrow_ctas = GG_SSM_SPLIT_CTAS;
-        p->narrow_rows = M * GG_SSM_SPLIT_PERMILLE / 1000;
-        dw_sm_target = ctx->sm_count - p->narrow_ctas;
-    }
-    const int64_t rows = p->row_chunks > 1 ? chunk_rows(p) : M;
-    const gg_gemm_shape g = {0, 0, E, rows, H, E, H, E, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, sm_target};
+    const int dw_sm_target = p->narrow_ctas ? ctx->sm_count - p->narrow_ctas : sm_target;
+    const gg_gemm_shape g = {0, 0, E, M, H, E, H, E, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, sm_target};
     const gg_gemm_shape dw = {0, 1, E, H, M, E, H, E, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, dw_sm_target};
     GG_TRY(gg_matmul_plan(ctx, &g, &p->gemm[GEMM_G]));
-    if (M % rows) {
-        gg_gemm_shape last = g;
-        last.n = M % rows;
-        GG_TRY(gg_matmul_plan(ctx, &last, &p->gemm[GEMM_G_LAST]));
-    }
     p->buffer[BUF_G] = gg_plan_take(p, (size_t)(M * E) * 2);
     GG_TRY(gg_matmul_plan(ctx, &dw, &p->gemm[GEMM_DW]));
     p->col_chunks[0] = gg_k_col_sum_chunks(M, H, GG_DT_BF16, ctx->sm_count);
@@ -124,65 +95,30 @@ static gg_status enqueue_weight_grads(gg_ctx *ctx, const gg_block_plan *p, const
     return enqueue_bias_grad(ctx, p, c, s);
 }
 
-/* The chain to grad_ssm_output and grad_gate for `rows` rows of g from row `first`, on narrow_ctas SMs (0: all). */
-static gg_status chain(gg_ctx *ctx, const gg_block_call *c, const uint16_t *g, int64_t first, int64_t rows,
-                       int narrow_ctas, cudaStream_t s) {
+/* The chain from g to grad_ssm_output and grad_gate, on narrow_ctas SMs (0: all). */
+static gg_status chain(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, int narrow_ctas, cudaStream_t s) {
     void *const *t = c->t;
-    const size_t at = (size_t)first * (size_t)c->dim1; /* elements */
-    GG_CUDA_TRY(ctx, gg_k_ssm_gate_grad(g + at, (const uint16_t *)t[T_GATE_ACT] + at,
-                                        (const uint16_t *)t[T_SSM] + at, (const uint16_t *)t[T_GATE] + at,
-                                        (uint16_t *)t[T_GRAD_SSM] + at, (uint16_t *)t[T_GRAD_GATE] + at,
-                                        (size_t)(rows * c->dim1), c->use_silu_gate, ctx->sm_count, narrow_ctas, s));
+    GG_CUDA_TRY(ctx, gg_k_ssm_gate_grad(gg_plan_buffer(ctx, p, BUF_G), t[T_GATE_ACT], t[T_SSM], t[T_GATE],
+                                        t[T_GRAD_SSM], t[T_GRAD_GATE], (size_t)(c->tokens * c->dim1),
+                                        c->use_silu_gate, ctx->sm_count, narrow_ctas, s));
     return GG_SUCCESS;
 }
 
-/* g = bf16(dY @ W) (all of it, or row chunk `first`..+rows with GEMM plan `mm`) into the plan's g buffer. */
-static gg_status gemm_g(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const gg_matmul *mm,
-                        int64_t first, cudaStream_t s) {
+/* g = bf16(dY @ W) into the plan's g buffer. */
+static gg_status gemm_g(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t s) {
     void *const *t = c->t;
-    uint16_t *g = gg_plan_buffer(ctx, p, BUF_G);
-    return gg_matmul_run(ctx, mm, t[T_W], (const uint16_t *)t[T_DY] + (size_t)first * (size_t)c->dim0,
-                         g + (size_t)first * (size_t)c->dim1, 0, 0, s);
+    return gg_matmul_run(ctx, &p->gemm[GEMM_G], t[T_W], t[T_DY], gg_plan_buffer(ctx, p, BUF_G), 0, 0, s);
 }
 
-/* g = bf16(dY @ W) and the chain to grad_ssm_output and grad_gate. */
-static gg_status enqueue_input_grads(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t s) {
-    GG_TRY(gemm_g(ctx, p, c, &p->gemm[GEMM_G], 0, s));
-    return chain(ctx, c, gg_plan_buffer(ctx, p, BUF_G), 0, c->tokens, 0, s);
-}
-
-/* The narrow schedule: g's row chunks on the caller's stream, each followed on the side stream by its chain on
- * the narrow SMs; then dW and the bias sums on the caller's stream. Each chain waits in the side stream's order for
- * the one before it, so it starts on the SMs that one leaves (the GEMMs hold the rest). */
+/* The narrow schedule: g on every SM; then dW on the caller's stream, and beside it on the side stream the chain on
+ * the SMs dW leaves, then the bias sum. */
 static gg_status enqueue_narrow(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main) {
     cudaStream_t side = gg_side_stream(ctx, main);
-    const uint16_t *g = gg_plan_buffer(ctx, p, BUF_G);
-    const int64_t rows = chunk_rows(p);
-    gg_status status = GG_SUCCESS;
-    for (int i = 0; i < p->row_chunks; ++i) {
-        const int64_t first = i * rows, n = c->tokens - first < rows ? c->tokens - first : rows;
-        GG_GOTO(gemm_g(ctx, p, c, &p->gemm[n == rows ? GEMM_G : GEMM_G_LAST], first, main), status, join);
-        GG_GOTO(gg_stream_handoff(ctx, main, ctx->ev_mid, side), status, join);
-        GG_GOTO(chain(ctx, c, g, first, n, p->narrow_ctas, side), status, join);
-    }
-    GG_GOTO(enqueue_weight_grads(ctx, p, c, 0, main), status, join);
-join:;
-    const gg_status joined = gg_stream_handoff(ctx, side, ctx->ev_join, main);
-    return status == GG_SUCCESS ? joined : status;
-}
-
-/* The split schedule: g on every SM; then dW on the SMs that the chain's first narrow_rows rows and the bias sum
- * after them (side stream) leave it, and the other rows' chain on every SM once dW is done. */
-static gg_status enqueue_split(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main) {
-    cudaStream_t side = gg_side_stream(ctx, main);
-    const uint16_t *g = gg_plan_buffer(ctx, p, BUF_G);
-    GG_TRY(gemm_g(ctx, p, c, &p->gemm[GEMM_G], 0, main));
+    GG_TRY(gemm_g(ctx, p, c, main));
     GG_TRY(gg_stream_handoff(ctx, main, ctx->ev_fork, side));
-    gg_status status = chain(ctx, c, g, 0, p->narrow_rows, p->narrow_ctas, side);
+    gg_status status = chain(ctx, p, c, p->narrow_ctas, side);
     if (status == GG_SUCCESS) status = enqueue_bias_grad(ctx, p, c, side);
     if (status == GG_SUCCESS) status = enqueue_weight_grad(ctx, p, c, 0, main);
-    if (status == GG_SUCCESS && p->narrow_rows < c->tokens)
-        status = chain(ctx, c, g, p->narrow_rows, c->tokens - p->narrow_rows, 0, main);
     const gg_status joined = gg_stream_handoff(ctx, side, ctx->ev_join, main);
     return status == GG_SUCCESS ? joined : status;
 }
@@ -199,16 +135,16 @@ static gg_status enqueue_fused(gg_ctx *ctx, const gg_block_call *c, cudaStream_t
 
 static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main) {
     if (p->few_tokens) return enqueue_fused(ctx, c, main);
-    if (p->row_chunks > 1) return enqueue_narrow(ctx, p, c, main);
-    if (p->narrow_rows > 0) return enqueue_split(ctx, p, c, main);
+    if (p->narrow_ctas > 0) return enqueue_narrow(ctx, p, c, main);
     cudaStream_t side = gg_side_stream(ctx, main);
     /* Fork first: dW and the bias sum start with g. Unlike the FFN blocks, forking after g was measured slower
      * here (079 graph geomean 80.5 -> 83.0 us). Measured and dropped (docs/perf-notes.md, "block 4 schedules"):
-     * g and its chain on the high-priority stream; the SMs split between the two GEMMs. Below 32768 tokens the
-     * narrow schedule loses too (the chunked GEMMs slow down beside the chains: "Session 24"). */
+     * g and its chain on the high-priority stream; the SMs split between the two GEMMs. Below
+     * GG_SSM_NARROW_MIN_TOKENS the narrow schedule gains nothing (above). */
     GG_TRY(gg_stream_handoff(ctx, main, ctx->ev_fork, side));
     gg_status status = enqueue_weight_grads(ctx, p, c, 1, side);
-    if (status == GG_SUCCESS) status = enqueue_input_grads(ctx, p, c, main);
+    if (status == GG_SUCCESS) status = gemm_g(ctx, p, c, main);
+    if (status == GG_SUCCESS) status = chain(ctx, p, c, 0, main);
     const gg_status joined = gg_stream_handoff(ctx, side, ctx->ev_join, main);
     return status == GG_SUCCESS ? joined : status;
 }

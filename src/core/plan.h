@@ -23,9 +23,6 @@ typedef struct gg_block_plan {
     int narrow_ctas;                    /* > 0: a narrow schedule: memory-bound work on this many SMs beside
                                            GEMMs that leave them free (the FFN blocks' fp16 conversions, block
                                            4's chain) */
-    int row_chunks;                     /* > 1: block 4's g GEMM in this many row chunks (its narrow schedule) */
-    int64_t narrow_rows;                /* > 0: block 4's split schedule: the chain's first rows on the narrow
-                                           SMs beside dW, the others on every SM after it */
 } gg_block_plan;
 
 /* Fills plan (whose key is set) for its block: GEMM plans, buffer offsets, scratch_bytes, launch parameters. */

@@ -79,10 +79,9 @@ static const gg_case small_cases[] = {
     /* blocks 2/3 above the few-token route, where fp16 mode converts act, X and W1 on a narrow grid beside G: act
      * long enough for the unrolled loop and a tail, X and W1 tail only */
     {2, "", 0, 1, 600, 600, 64, 1536, 0, 0, 0, 0}, {3, "", 0, 1, 520, 520, 96, 1600, 0, 0, 0, 0},
-    /* block 4's narrow schedule (from 32768 tokens): g in four row chunks, the last one shorter (32771 = 3 x 8193 +
-     * 8192) or all alike (40000), each chunk's chain on the narrow grid of 24 x 1024 threads with its unrolled loop
-     * (8193 x 40 / 8 vectors a chunk) and a tail; without and with silu */
-    {4, "", 0, 1, 32771, 32771, 24, 40, 0, 0, 0, 0}, {4, "", 0, 1, 40000, 40000, 16, 64, 0, 0, 1, 0},
+    /* block 4's narrow schedule (from 10000 tokens): g on every SM, then the whole chain on the narrow grid of
+     * 40 x 1024 threads beside dW (planned for the other SMs), its unrolled loop and a tail; without and with silu */
+    {4, "", 0, 1, 10007, 10007, 24, 40, 0, 0, 0, 0}, {4, "", 0, 1, 40000, 40000, 16, 64, 0, 0, 1, 0},
 };
 
 /* The float64 GPU reference is itself checked against the CPU one. */
