@@ -86,15 +86,16 @@ static int reshape_to_fitting_clusters(gg_ctx *ctx, const gg_matmul *mm, const c
 }
 
 /* Keeps, in the heuristic's order, the results whose clusters fit; the new count. When none does, re-shapes them
- * (above); when that fails too, keeps them all and lifts mm's limit, so that the fit check (cache, another rank's
+ * (above) if `reshape`; when that fails too, keeps them all and lifts mm's limit, so that the fit check (cache, another rank's
  * algorithm) accepts what the plan runs. */
-static int keep_fitting_clusters(gg_ctx *ctx, gg_matmul *mm, cublasLtMatmulHeuristicResult_t *results, int found) {
+static int keep_fitting_clusters(gg_ctx *ctx, gg_matmul *mm, cublasLtMatmulHeuristicResult_t *results, int found,
+                                 int reshape) {
     int kept = 0;
     for (int i = 0; i < found; ++i)
         if (cluster_fits(mm, &results[i].algo)) results[kept++] = results[i];
     if (kept > 0) return kept;
     cublasLtMatmulHeuristicResult_t reshaped[HEURISTIC_MAX];
-    kept = reshape_to_fitting_clusters(ctx, mm, results, found, reshaped);
+    if (reshape) kept = reshape_to_fitting_clusters(ctx, mm, results, found, reshaped);
     if (kept > 0) {
         memcpy(results, reshaped, (size_t)kept * sizeof *results);
         return kept;
@@ -169,7 +170,10 @@ gg_status gg_matmul_plan(gg_ctx *ctx, const gg_gemm_shape *s, gg_matmul *mm) {
                                                   mm->max_cluster_ctas ? HEURISTIC_MAX : TUNE_CANDIDATES, results,
                                                   &found),
                    status, fail);
-    if (found > 0 && mm->max_cluster_ctas) found = keep_fitting_clusters(ctx, mm, results, found);
+    /* True fp32 GEMMs (the exact mode) are not re-shaped: they keep the algorithm, and so the rounding, of the same
+     * GEMM planned without a limit (a data-parallel plan sums what the eager path computes, test_dist_mpi). */
+    const int exact = s->ab_type == CUDA_R_32F && s->compute == CUBLAS_COMPUTE_32F;
+    if (found > 0 && mm->max_cluster_ctas) found = keep_fitting_clusters(ctx, mm, results, found, !exact);
     if (found > TUNE_CANDIDATES) found = TUNE_CANDIDATES;
     if (found < 1) {
         status = gg_fail(ctx, GG_ERROR_CUBLAS,
@@ -180,7 +184,7 @@ gg_status gg_matmul_plan(gg_ctx *ctx, const gg_gemm_shape *s, gg_matmul *mm) {
     }
     cublasLtMatmulHeuristicResult_t result = results[0];
     /* True fp32 GEMMs (the exact mode, no tensor cores) are not tuned: few candidates, and each run is long. */
-    const int tunable = ctx->tune && found > 1 && !(s->ab_type == CUDA_R_32F && s->compute == CUBLAS_COMPUTE_32F);
+    const int tunable = ctx->tune && found > 1 && !exact;
     if (tunable) GG_GOTO(gg_matmul_tune(ctx, s, mm, results, found, &result), status, fail);
     mm->algo = result.algo;
     mm->workspace_bytes = result.workspaceSize;
