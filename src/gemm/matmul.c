@@ -59,8 +59,8 @@ static void log_choice(gg_ctx *ctx, const gg_gemm_shape *s, const cublasLtMatmul
 
 /* Fills results with variants of the heuristic's algorithms (in its order) re-shaped to the fitting clusters,
  * largest first, that cuBLASLt accepts for mm's descriptors and the workspace; the count. The heuristic can offer
- * no fitting shape at all for a GEMM that leaves SMs free (session 25: block 4's g chunks on 108 SMs, only 4- and
- * 8-CTA clusters among 16), though the same kernels run with smaller clusters. */
+ * no fitting shape at all for a GEMM that leaves SMs free (session 25: block 4's GEMMs on 108 SMs, only 4- and 8-CTA
+ * clusters among 16), though the same kernels run with smaller clusters. */
 static int reshape_to_fitting_clusters(gg_ctx *ctx, const gg_matmul *mm, const cublasLtMatmulHeuristicResult_t *from,
                                        int found, cublasLtMatmulHeuristicResult_t results[HEURISTIC_MAX]) {
     static const uint16_t shapes[] = {CUBLASLT_CLUSTER_SHAPE_1x2x1, CUBLASLT_CLUSTER_SHAPE_2x1x1,
@@ -86,8 +86,8 @@ static int reshape_to_fitting_clusters(gg_ctx *ctx, const gg_matmul *mm, const c
 }
 
 /* Keeps, in the heuristic's order, the results whose clusters fit; the new count. When none does, re-shapes them
- * (above) if `reshape`; when that fails too, keeps them all and lifts mm's limit, so that the fit check (cache, another rank's
- * algorithm) accepts what the plan runs. */
+ * (above) if `reshape`; when that fails too, keeps them all and lifts mm's limit, so that the fit check (cache,
+ * another rank's algorithm) accepts what the plan runs. */
 static int keep_fitting_clusters(gg_ctx *ctx, gg_matmul *mm, cublasLtMatmulHeuristicResult_t *results, int found,
                                  int reshape) {
     int kept = 0;
