@@ -4,8 +4,9 @@
  * Up to GG_SSM_SMALL_MAX_TOKENS tokens: everything in one launch of gradgraph's own kernel (gg_k_ssm_small).
  * Above: caller's stream: g = bf16(dY @ W), then the bf16 elementwise chain. Side stream, overlapping from the start:
  * dW = dYᵀ @ gated and the column sums of dY (grad_bias).
- * From GG_SSM_NARROW_MIN_TOKENS tokens (the narrow schedule): g alone on every SM; then dW on the caller's stream on
- * all SMs but GG_SSM_NARROW_CTAS, and beside it, on the side stream, the chain on those few SMs and the bias sum.
+ * From GG_SSM_NARROW_MIN_TOKENS tokens (the narrow schedule): g on every SM; then dW on the caller's stream on all SMs
+ * but GG_SSM_NARROW_CTAS, and beside it, on the side stream, the chain on those few SMs; the bias sum on the side
+ * stream too, after the chain or, from GG_SSM_BIAS_FIRST_MIN_TOKENS, before g.
  * Column-major view (row-major [r,c] = column-major c x r, ld = c):
  *   g  [M,E]: (E x M) = W'(E x H)      @ dY'(H x M)       m=E n=M k=H  A=W N lda=E      B=dY N ldb=H
  *   dW [H,E]: (E x H) = gated'(E x M)  @ dY'(H x M)ᵀ      m=E n=H k=M  A=gated N lda=E  B=dY T ldb=H
@@ -46,6 +47,13 @@ static const gg_tensor_spec tensors[] = {
  * session 24's schedule with g in row chunks at 34784-74432 (which it replaces); 0.98-1.05x at 5692-8192 tokens. */
 #define GG_SSM_NARROW_MIN_TOKENS 10000
 #define GG_SSM_NARROW_CTAS 40
+
+/* In the narrow schedule, the bias sum (M x H bf16 read) before g from this many tokens, after the chain below. After
+ * the chain it runs on the narrow SMs and ends 10-70 us after dW (more with M); before g it takes every SM but
+ * delays g's start by its whole time (11-38 us, g's persistent CTAs wait for all SMs). Measured on an H200
+ * (docs/perf-notes.md, "Session 25", call 11): before g, 11912 and 17312 tokens 1.09x and 1.06x, 34784-74432
+ * 0.89-0.94x; the crossing lies between 17312 and 34784. */
+#define GG_SSM_BIAS_FIRST_MIN_TOKENS 32768
 
 static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     const int64_t M = p->key.tokens, H = p->key.dim0, E = p->key.dim1;
@@ -111,13 +119,20 @@ static gg_status gemm_g(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call
 }
 
 /* The narrow schedule: g on every SM; then dW on the caller's stream, and beside it on the side stream the chain on
- * the SMs dW leaves, then the bias sum. */
+ * the SMs dW leaves. The bias sum on the side stream: after the chain, or from GG_SSM_BIAS_FIRST_MIN_TOKENS first,
+ * while g starts (see there). */
 static gg_status enqueue_narrow(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main) {
     cudaStream_t side = gg_side_stream(ctx, main);
-    GG_TRY(gemm_g(ctx, p, c, main));
-    GG_TRY(gg_stream_handoff(ctx, main, ctx->ev_fork, side));
-    gg_status status = chain(ctx, p, c, p->narrow_ctas, side);
-    if (status == GG_SUCCESS) status = enqueue_bias_grad(ctx, p, c, side);
+    const int bias_first = c->tokens >= GG_SSM_BIAS_FIRST_MIN_TOKENS;
+    gg_status status = GG_SUCCESS;
+    if (bias_first) {
+        GG_TRY(gg_stream_handoff(ctx, main, ctx->ev_fork, side));
+        status = enqueue_bias_grad(ctx, p, c, side);
+    }
+    if (status == GG_SUCCESS) status = gemm_g(ctx, p, c, main);
+    if (status == GG_SUCCESS) status = gg_stream_handoff(ctx, main, ctx->ev_mid, side);
+    if (status == GG_SUCCESS) status = chain(ctx, p, c, p->narrow_ctas, side);
+    if (status == GG_SUCCESS && !bias_first) status = enqueue_bias_grad(ctx, p, c, side);
     if (status == GG_SUCCESS) status = enqueue_weight_grad(ctx, p, c, 0, main);
     const gg_status joined = gg_stream_handoff(ctx, side, ctx->ev_join, main);
     return status == GG_SUCCESS ? joined : status;

@@ -29,7 +29,7 @@ struct gg_ctx {
     cudaStream_t side;  /* the context's second stream: the dW chain runs here, forked from the caller's */
     int priority_least, priority_greatest; /* the device's stream priorities (cudaDeviceGetStreamPriorityRange) */
     cudaEvent_t ev_fork; /* caller's stream -> side: inputs (and converted operands) are ready */
-    cudaEvent_t ev_mid;  /* caller's stream -> side: the activation gradient R is ready */
+    cudaEvent_t ev_mid;  /* caller's stream -> side: a mid-schedule result is ready (the FFN's R, block 4's g) */
     cudaEvent_t ev_join; /* side -> caller's stream: the side chain is done */
     cudaEvent_t ev_conv; /* side -> caller's stream: operands converted on the side stream are ready */
     cudaStream_t capture; /* graphs are captured on this stream, never on the caller's */
