@@ -80,7 +80,8 @@ static const gg_case small_cases[] = {
      * long enough for the unrolled loop and a tail, X and W1 tail only */
     {2, "", 0, 1, 600, 600, 64, 1536, 0, 0, 0, 0}, {3, "", 0, 1, 520, 520, 96, 1600, 0, 0, 0, 0},
     /* block 4's narrow schedule (from 10000 tokens): g on every SM, then the whole chain on the narrow grid of
-     * 40 x 1024 threads beside dW (planned for the other SMs), its unrolled loop and a tail; without and with silu */
+     * 40 x 1024 threads beside dW (planned for the other SMs), its unrolled loop and a tail; without and with silu;
+     * the bias sum after the chain (10007) and, from 32768 tokens, before g (40000) */
     {4, "", 0, 1, 10007, 10007, 24, 40, 0, 0, 0, 0}, {4, "", 0, 1, 40000, 40000, 16, 64, 0, 0, 1, 0},
 };
 
