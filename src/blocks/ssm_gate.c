@@ -43,8 +43,8 @@ static const gg_tensor_spec tensors[] = {
  * threads each) beside dW. dW's output, 1536 x 768 at these sizes, is 96 tiles of cuBLASLt's 128 x 96 or 96 x 128:
  * without split-k it runs 96 CTAs and leaves 36 of 132 SMs idle anyway, and the whole chain on 40 SMs (12 bytes per
  * element of g at ~88 GB/s per SM) takes about as long as dW on the other 92. Measured on an H200
- * (docs/perf-notes.md, "Session 25"): 0.85-0.87x the fork-first schedule's time at 11912-17312 tokens; 0.98-1.02x
- * session 24's schedule with g in row chunks at 34784-74432 (which it replaces); 0.98-1.05x at 5692-8192 tokens. */
+ * (docs/perf-notes.md, "Session 25"): 0.85-0.87x the fork-first schedule's time at 11912-17312 tokens; 0.98-1.03x
+ * session 24's schedule with g in row chunks at 34784-74432 (which it replaces); 0.98-1.06x at 5692-8192 tokens. */
 #define GG_SSM_NARROW_MIN_TOKENS 10000
 #define GG_SSM_NARROW_CTAS 40
 
