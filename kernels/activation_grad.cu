@@ -21,13 +21,13 @@ __device__ __forceinline__ float tanh_approx(float u) {
 
 /* d gelu_tanh(x) / dx, with T = tanh(c (x + a x^3)) computed here: block 2's saved tanh_inner is the same value
  * (the forward computed it so), and reading it costs more than the tanh (measured: 068 3 % faster, perf-notes).
- * R_fp16: R is written in fp16 (fp16 mode), whose rounding is as coarse as tanh_approx's error, so the tanh is
- * tanh_approx there (073 -1.2 %, 068 -0.5 %; the tests' worst err/tol in 068's fp16 mode 1.037 -> 1.065:
+ * TR: the type R is written in. In fp16 (fp16 mode), whose rounding is as coarse as tanh_approx's error, the tanh
+ * is tanh_approx (073 -1.2 %, 068 -0.5 %; the tests' worst err/tol in 068's fp16 mode 1.037 -> 1.065:
  * docs/perf-notes.md, "Session 24"); else tanhf. */
-template <bool R_fp16>
+template <typename TR>
 __device__ __forceinline__ float gelu_grad(float x) {
     const float u = kGeluC * (x + kGeluA * x * x * x);
-    const float T = R_fp16 ? tanh_approx(u) : tanhf(u);
+    const float T = std::is_same<TR, __half>::value ? tanh_approx(u) : tanhf(u);
     return 0.5f * (1.0f + T) + 0.5f * x * (1.0f - T * T) * kGeluC * (1.0f + 3.0f * kGeluA * x * x);
 }
 
@@ -57,9 +57,8 @@ __global__ void __launch_bounds__(kThreads) gelu_grad_kernel(const TG *G, const 
                                                              int64_t n4) {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (int64_t)gridDim.x * blockDim.x) {
         const float4 g = load4(G, i, false), xv = __ldcs(x + i); /* read once (tma.cuh) */
-        constexpr bool h = std::is_same<TR, __half>::value;
-        const float4 r = make_float4(g.x * gelu_grad<h>(xv.x), g.y * gelu_grad<h>(xv.y), g.z * gelu_grad<h>(xv.z),
-                                     g.w * gelu_grad<h>(xv.w));
+        const float4 r = make_float4(g.x * gelu_grad<TR>(xv.x), g.y * gelu_grad<TR>(xv.y), g.z * gelu_grad<TR>(xv.z),
+                                     g.w * gelu_grad<TR>(xv.w));
         store4(R, i, r);
     }
 }
@@ -91,7 +90,7 @@ struct GeluGradRow {
         const float4 xv = __ldcs(reinterpret_cast<const float4 *>(x + i));
         const float xs[4] = {xv.x, xv.y, xv.z, xv.w}, gs[4] = {g.x, g.y, g.z, g.w};
 #pragma unroll
-        for (int j = 0; j < 4; ++j) v[j] = gs[j] * gelu_grad<std::is_same<TR, __half>::value>(xs[j]);
+        for (int j = 0; j < 4; ++j) v[j] = gs[j] * gelu_grad<TR>(xs[j]);
         store4(R, i / 4, make_float4(v[0], v[1], v[2], v[3]));
     }
 };

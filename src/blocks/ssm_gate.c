@@ -123,7 +123,7 @@ static gg_status gemm_g(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call
  * while g starts (see there). */
 static gg_status enqueue_narrow(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main) {
     cudaStream_t side = gg_side_stream(ctx, main);
-    const int bias_first = c->tokens >= GG_SSM_BIAS_FIRST_MIN_TOKENS;
+    const int bias_first = p->key.tokens >= GG_SSM_BIAS_FIRST_MIN_TOKENS; /* the plan's M, as build() decides */
     gg_status status = GG_SUCCESS;
     if (bias_first) {
         GG_TRY(gg_stream_handoff(ctx, main, ctx->ev_fork, side));
