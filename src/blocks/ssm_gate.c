@@ -5,7 +5,7 @@
  * Above: caller's stream: g = bf16(dY @ W), then the bf16 elementwise chain. Side stream, overlapping from the start:
  * dW = dYᵀ @ gated and the column sums of dY (grad_bias).
  * From GG_SSM_NARROW_MIN_TOKENS tokens (the narrow schedule): g on every SM; then dW on the caller's stream on all SMs
- * but GG_SSM_NARROW_CTAS, and beside it, on the side stream, the chain on those few SMs; the bias sum on the side
+ * but a few (56 or 40, by M), and beside it, on the side stream, the chain on those few SMs; the bias sum on the side
  * stream too, after the chain or, from GG_SSM_BIAS_FIRST_MIN_TOKENS, before g.
  * Column-major view (row-major [r,c] = column-major c x r, ld = c):
  *   g  [M,E]: (E x M) = W'(E x H)      @ dY'(H x M)       m=E n=M k=H  A=W N lda=E      B=dY N ldb=H
@@ -39,13 +39,19 @@ static const gg_tensor_spec tensors[] = {
  * 1.4-2.3x (its mma.sync main loop runs at about half cuBLAS's rate). */
 #define GG_SSM_SMALL_MAX_TOKENS 256
 
-/* The narrow schedule (see the top): from this many tokens, with the chain on this many SMs (one CTA of 1024
- * threads each) beside dW. dW's output, 1536 x 768 at these sizes, is 96 tiles of cuBLASLt's 128 x 96 or 96 x 128:
- * without split-k it runs 96 CTAs and leaves 36 of 132 SMs idle anyway, and the whole chain on 40 SMs (12 bytes per
- * element of g at ~88 GB/s per SM) takes about as long as dW on the other 92. Measured on an H200
- * (docs/perf-notes.md, "Session 25"): 0.85-0.87x the fork-first schedule's time at 11912-17312 tokens; 0.98-1.03x
- * session 24's schedule with g in row chunks at 34784-74432 (which it replaces); 0.98-1.06x at 5692-8192 tokens. */
-#define GG_SSM_NARROW_MIN_TOKENS 10000
+/* The narrow schedule (see the top): from GG_SSM_NARROW_MIN_TOKENS tokens, with the chain on GG_SSM_NARROW_CTAS_MID
+ * SMs (one CTA of 1024 threads each) beside dW, and from GG_SSM_NARROW_WIDE_DW_TOKENS on GG_SSM_NARROW_CTAS. dW's
+ * output, 1536 x 768 here, is 96 tiles of cuBLASLt's 128 x 96 or 96 x 128: without split-k it runs 96 CTAs and leaves
+ * 36 of 132 SMs idle anyway, and from 10000 tokens the whole chain on 40 SMs (12 bytes per element of g at ~88 GB/s
+ * per SM) takes about as long as dW on the other 92. Below that the chain on 40 SMs ran at 2.1-2.5 TB/s and outlasted
+ * dW (session 26, call 1); on 56 it does not, and dW on 76 SMs runs 72 tiles of 128 x 128 in one wave. Measured on an
+ * H200 (docs/perf-notes.md, "Session 25" and "Session 26"): with 40 SMs 0.85-0.87x the fork-first schedule's time at
+ * 11912-17312 tokens and 0.98-1.03x session 24's schedule with g in row chunks at 34784-74432 (which it replaces);
+ * with 56 SMs 0.95-0.97x at 1546 and 5692-8192 tokens and 0.96-0.99x at 2048-2984, but 1.01-1.03x at 1172 and
+ * 1.04-1.05x at 422 (calls 1 and 2). */
+#define GG_SSM_NARROW_MIN_TOKENS 1500
+#define GG_SSM_NARROW_CTAS_MID 56
+#define GG_SSM_NARROW_WIDE_DW_TOKENS 10000
 #define GG_SSM_NARROW_CTAS 40
 
 /* In the narrow schedule, the bias sum (M x H bf16 read) before g from this many tokens, after the chain below. After
@@ -64,9 +70,9 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     }
     const int sm_target = gg_plan_sm_target(ctx, p); /* syncing graphs: SMs left to the reductions */
     /* The narrow schedule only for calls that do not sync (those order the work for their reductions). */
-    if (M >= GG_SSM_NARROW_MIN_TOKENS && sm_target == 0 && !p->key.sync_grads &&
-        ctx->sm_count >= 2 * GG_SSM_NARROW_CTAS)
-        p->narrow_ctas = GG_SSM_NARROW_CTAS;
+    const int narrow_ctas = M >= GG_SSM_NARROW_WIDE_DW_TOKENS ? GG_SSM_NARROW_CTAS : GG_SSM_NARROW_CTAS_MID;
+    if (M >= GG_SSM_NARROW_MIN_TOKENS && sm_target == 0 && !p->key.sync_grads && ctx->sm_count >= 2 * narrow_ctas)
+        p->narrow_ctas = narrow_ctas;
     const int dw_sm_target = p->narrow_ctas ? ctx->sm_count - p->narrow_ctas : sm_target;
     const gg_gemm_shape g = {0, 0, E, M, H, E, H, E, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, sm_target};
     const gg_gemm_shape dw = {0, 1, E, H, M, E, H, E, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, dw_sm_target};
@@ -155,7 +161,7 @@ static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_cal
     /* Fork first: dW and the bias sum start with g. Unlike the FFN blocks, forking after g was measured slower
      * here (079 graph geomean 80.5 -> 83.0 us). Measured and dropped (docs/perf-notes.md, "block 4 schedules"):
      * g and its chain on the high-priority stream; the SMs split between the two GEMMs. Below
-     * GG_SSM_NARROW_MIN_TOKENS the narrow schedule gains nothing (above). */
+     * GG_SSM_NARROW_MIN_TOKENS the narrow schedule loses (above). */
     GG_TRY(gg_stream_handoff(ctx, main, ctx->ev_fork, side));
     gg_status status = enqueue_weight_grads(ctx, p, c, 1, side);
     if (status == GG_SUCCESS) status = gemm_g(ctx, p, c, main);
