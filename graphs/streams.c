@@ -5,6 +5,10 @@ cudaStream_t gg_side_stream(const gg_ctx *ctx, cudaStream_t main) {
     return ctx->config.overlap == GG_OVERLAP_NEVER ? main : ctx->side;
 }
 
+cudaStream_t gg_aux_stream(const gg_ctx *ctx, cudaStream_t main) {
+    return ctx->config.overlap == GG_OVERLAP_NEVER ? main : ctx->aux;
+}
+
 gg_status gg_stream_mark(gg_ctx *ctx, cudaStream_t from, cudaEvent_t event, cudaStream_t to) {
     if (from == to) return GG_SUCCESS;
     GG_CUDA_TRY(ctx, cudaEventRecord(event, from));

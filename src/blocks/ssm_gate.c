@@ -2,11 +2,11 @@
  * ssm_gate.c - block 4, SSM output projection with gate multiply (gg_ssm_gate_backward), bf16 I/O.
  *
  * Up to GG_SSM_SMALL_MAX_TOKENS tokens: everything in one launch of gradgraph's own kernel (gg_k_ssm_small).
- * Above: caller's stream: g = bf16(dY @ W), then the bf16 elementwise chain. Side stream, overlapping from the start:
- * dW = dYᵀ @ gated and the column sums of dY (grad_bias).
- * From GG_SSM_NARROW_MIN_TOKENS tokens (the narrow schedule): g on every SM; then dW on the caller's stream on all SMs
- * but a few (56 or 40, by M), and beside it, on the side stream, the chain on those few SMs; the bias sum on the side
- * stream too, after the chain or, from GG_SSM_BIAS_FIRST_MIN_TOKENS, before g.
+ * Above, unless the call syncs its gradients (the narrow schedule, narrow_rows): g on every SM; then dW on the caller's
+ * stream on all SMs but a few (40 or 56, by M), and beside it, on the side stream, the chain on those few SMs; the
+ * bias sum beside both (on the aux stream), after the chain, or before g, by M.
+ * Otherwise (calls that sync, GPUs of fewer than 112 SMs), fork-first: caller's stream: g = bf16(dY @ W), then the bf16 elementwise chain. Side stream,
+ * overlapping from the start: dW = dYᵀ @ gated and the column sums of dY (grad_bias).
  * Column-major view (row-major [r,c] = column-major c x r, ld = c):
  *   g  [M,E]: (E x M) = W'(E x H)      @ dY'(H x M)       m=E n=M k=H  A=W N lda=E      B=dY N ldb=H
  *   dW [H,E]: (E x H) = gated'(E x M)  @ dY'(H x M)ᵀ      m=E n=H k=M  A=gated N lda=E  B=dY T ldb=H
@@ -39,27 +39,47 @@ static const gg_tensor_spec tensors[] = {
  * 1.4-2.3x (its mma.sync main loop runs at about half cuBLAS's rate). */
 #define GG_SSM_SMALL_MAX_TOKENS 256
 
-/* The narrow schedule (see the top): from GG_SSM_NARROW_MIN_TOKENS tokens, with the chain on GG_SSM_NARROW_CTAS_MID
- * SMs (one CTA of 1024 threads each) beside dW, and from GG_SSM_NARROW_WIDE_DW_TOKENS on GG_SSM_NARROW_CTAS. dW's
- * output, 1536 x 768 here, is 96 tiles of cuBLASLt's 128 x 96 or 96 x 128: without split-k it runs 96 CTAs and leaves
- * 36 of 132 SMs idle anyway, and from 10000 tokens the whole chain on 40 SMs (12 bytes per element of g at ~88 GB/s
- * per SM) takes about as long as dW on the other 92. Below that the chain on 40 SMs ran at 2.1-2.5 TB/s and outlasted
- * dW (session 26, call 1); on 56 it does not, and dW on 76 SMs runs 72 tiles of 128 x 128 in one wave. Measured on an
- * H200 (docs/perf-notes.md, "Session 25" and "Session 26"): with 40 SMs 0.85-0.87x the fork-first schedule's time at
- * 11912-17312 tokens and 0.98-1.03x session 24's schedule with g in row chunks at 34784-74432 (which it replaces);
- * with 56 SMs 0.95-0.97x at 1546 and 5692-8192 tokens and 0.96-0.99x at 2048-2984, but 1.01-1.03x at 1172 and
- * 1.04-1.05x at 422 (calls 1 and 2). */
-#define GG_SSM_NARROW_MIN_TOKENS 1500
-#define GG_SSM_NARROW_CTAS_MID 56
-#define GG_SSM_NARROW_WIDE_DW_TOKENS 10000
-#define GG_SSM_NARROW_CTAS 40
+/* Where the narrow schedule puts the bias sum (an M x H bf16 read). */
+typedef enum {
+    BIAS_BESIDE, /* on the aux stream after g, beside dW and the chain */
+    BIAS_AFTER,  /* on the side stream after the chain, on the narrow SMs */
+    BIAS_FIRST,  /* on the side stream before g, on every SM */
+} bias_place;
 
-/* In the narrow schedule, the bias sum (M x H bf16 read) before g from this many tokens, after the chain below. After
- * the chain it runs on the narrow SMs and ends 10-70 us after dW (more with M); before g it takes every SM but
- * delays g's start by its whole time (11-38 us, g's persistent CTAs wait for all SMs). Measured on an H200
- * (docs/perf-notes.md, "Session 25", call 11): before g, 11912 and 17312 tokens 1.09x and 1.06x, 34784-74432
- * 0.89-0.94x; the crossing lies between 17312 and 34784. */
-#define GG_SSM_BIAS_FIRST_MIN_TOKENS 32768
+/* The narrow schedule (see the top), by tokens: the SMs the chain runs on (one CTA of 1024 threads each) beside dW
+ * on the others, and the bias sum's place. Every plan above the one-launch kernel that does not sync takes it; a row
+ * holds from its tokens to the next row's. Measured on an H200 against the fork-first schedule (docs/perf-notes.md,
+ * "Session 25" and "Session 26"):
+ * - dW's output, 1536 x 768 here, is 96 tiles of cuBLASLt's 128 x 96 or 96 x 128: without split-k it never uses more
+ *   than 96 SMs, and from 10000 tokens the whole chain on 40 SMs (12 bytes per element of g at ~88 GB/s per SM) takes
+ *   about as long as dW on the other 92: 0.85-0.87x at 11912-17312 tokens, and 0.98-1.03x session 24's schedule with
+ *   g in row chunks at 34784-74432 (which it replaces).
+ * - Below 10000 tokens the chain on 40 SMs ran at 2.1-2.5 TB/s and outlasted dW; on 56 it does not, and dW on 76
+ *   SMs runs 72 tiles of 128 x 128 in one wave: 0.95-0.97x at 1546 and 5692-8192 tokens, 0.96-0.99x at 2048-2984.
+ * - Below 1500 tokens 56 SMs lost (1172 tokens 1.01-1.03x); 40, with the bias sum beside dW and the chain instead
+ *   of after the chain, where it was the last kernel, gave 0.78-0.87x at 422 tokens in two autotune caches, 1.01x at
+ *   1172. There the fork-first schedule's g waits for dW's SMs, 4-8 us at 422 tokens.
+ * - The bias sum before g from 32768 tokens: after the chain it ended 10-70 us after dW (more with M); before g it
+ *   takes every SM and delays g's start by its whole time (11-38 us: g's persistent CTAs wait for all SMs): 0.89-
+ *   0.94x at 34784-74432 tokens, 1.06-1.09x at 11912-17312. Beside dW and the chain from 1500 tokens on, its 267-384
+ *   CTAs, launched before dW's, held dW back: 1.13-1.36x at 5692-17312. */
+static const struct {
+    int64_t min_tokens;
+    int narrow_ctas;
+    bias_place bias;
+} narrow_rows[] = {
+    {GG_SSM_SMALL_MAX_TOKENS + 1, 40, BIAS_BESIDE},
+    {1500, 56, BIAS_AFTER},
+    {10000, 40, BIAS_AFTER},
+    {32768, 40, BIAS_FIRST},
+};
+
+/* The row for M tokens (M above the one-launch kernel's range). */
+static int narrow_row(int64_t M) {
+    int r = 0;
+    while (r + 1 < (int)(sizeof narrow_rows / sizeof narrow_rows[0]) && M >= narrow_rows[r + 1].min_tokens) ++r;
+    return r;
+}
 
 static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     const int64_t M = p->key.tokens, H = p->key.dim0, E = p->key.dim1;
@@ -70,9 +90,8 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     }
     const int sm_target = gg_plan_sm_target(ctx, p); /* syncing graphs: SMs left to the reductions */
     /* The narrow schedule only for calls that do not sync (those order the work for their reductions). */
-    const int narrow_ctas = M >= GG_SSM_NARROW_WIDE_DW_TOKENS ? GG_SSM_NARROW_CTAS : GG_SSM_NARROW_CTAS_MID;
-    if (M >= GG_SSM_NARROW_MIN_TOKENS && sm_target == 0 && !p->key.sync_grads && ctx->sm_count >= 2 * narrow_ctas)
-        p->narrow_ctas = narrow_ctas;
+    const int narrow_ctas = narrow_rows[narrow_row(M)].narrow_ctas;
+    if (sm_target == 0 && !p->key.sync_grads && ctx->sm_count >= 2 * narrow_ctas) p->narrow_ctas = narrow_ctas;
     const int dw_sm_target = p->narrow_ctas ? ctx->sm_count - p->narrow_ctas : sm_target;
     const gg_gemm_shape g = {0, 0, E, M, H, E, H, E, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, sm_target};
     const gg_gemm_shape dw = {0, 1, E, H, M, E, H, E, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, dw_sm_target};
@@ -125,23 +144,28 @@ static gg_status gemm_g(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call
 }
 
 /* The narrow schedule: g on every SM; then dW on the caller's stream, and beside it on the side stream the chain on
- * the SMs dW leaves. The bias sum on the side stream: after the chain, or from GG_SSM_BIAS_FIRST_MIN_TOKENS first,
- * while g starts (see there). */
+ * the SMs dW leaves; the bias sum where narrow_rows puts it. */
 static gg_status enqueue_narrow(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main) {
-    cudaStream_t side = gg_side_stream(ctx, main);
-    const int bias_first = p->key.tokens >= GG_SSM_BIAS_FIRST_MIN_TOKENS; /* the plan's M, as build() decides */
+    cudaStream_t side = gg_side_stream(ctx, main), aux = gg_aux_stream(ctx, main);
+    const bias_place bias = narrow_rows[narrow_row(p->key.tokens)].bias; /* the plan's M, as build() decides */
     gg_status status = GG_SUCCESS;
-    if (bias_first) {
+    if (bias == BIAS_FIRST) {
         GG_TRY(gg_stream_handoff(ctx, main, ctx->ev_fork, side));
         status = enqueue_bias_grad(ctx, p, c, side);
     }
     if (status == GG_SUCCESS) status = gemm_g(ctx, p, c, main);
     if (status == GG_SUCCESS) status = gg_stream_handoff(ctx, main, ctx->ev_mid, side);
+    if (status == GG_SUCCESS && bias == BIAS_BESIDE) {
+        status = gg_stream_handoff(ctx, main, ctx->ev_aux, aux);
+        if (status == GG_SUCCESS) status = enqueue_bias_grad(ctx, p, c, aux);
+    }
     if (status == GG_SUCCESS) status = chain(ctx, p, c, p->narrow_ctas, side);
-    if (status == GG_SUCCESS && !bias_first) status = enqueue_bias_grad(ctx, p, c, side);
+    if (status == GG_SUCCESS && bias == BIAS_AFTER) status = enqueue_bias_grad(ctx, p, c, side);
     if (status == GG_SUCCESS) status = enqueue_weight_grad(ctx, p, c, 0, main);
+    /* the joins even after a failure, so that no stream is left forked from the caller's */
+    const gg_status aux_joined = bias == BIAS_BESIDE ? gg_stream_handoff(ctx, aux, ctx->ev_aux_join, main) : GG_SUCCESS;
     const gg_status joined = gg_stream_handoff(ctx, side, ctx->ev_join, main);
-    return status == GG_SUCCESS ? joined : status;
+    return status != GG_SUCCESS ? status : aux_joined != GG_SUCCESS ? aux_joined : joined;
 }
 
 /* The one-launch kernel: both gradients are final when it ends. */
@@ -160,8 +184,8 @@ static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_cal
     cudaStream_t side = gg_side_stream(ctx, main);
     /* Fork first: dW and the bias sum start with g. Unlike the FFN blocks, forking after g was measured slower
      * here (079 graph geomean 80.5 -> 83.0 us). Measured and dropped (docs/perf-notes.md, "block 4 schedules"):
-     * g and its chain on the high-priority stream; the SMs split between the two GEMMs. Below
-     * GG_SSM_NARROW_MIN_TOKENS the narrow schedule loses (above). */
+     * g and its chain on the high-priority stream; the SMs split between the two GEMMs. Calls that do not sync
+     * take the narrow schedule instead (above). */
     GG_TRY(gg_stream_handoff(ctx, main, ctx->ev_fork, side));
     gg_status status = enqueue_weight_grads(ctx, p, c, 1, side);
     if (status == GG_SUCCESS) status = gemm_g(ctx, p, c, main);

@@ -49,6 +49,7 @@ static void release(gg_ctx *ctx) {
     while (ctx->graphs) gg_graph_destroy(ctx->graphs); /* unlinks itself; first: graphs may hold NCCL work */
     gg_dist_release(ctx);                              /* then the communicator (never before its graphs) */
     if (ctx->side) (void)cudaStreamSynchronize(ctx->side);
+    if (ctx->aux) (void)cudaStreamSynchronize(ctx->aux);
     gg_plan_cache_clear(&ctx->plans);
     for (int i = 0; i < GG_GEMM_STREAMS; ++i)
         if (ctx->workspace[i]) (void)cudaFree(ctx->workspace[i]);
@@ -59,7 +60,10 @@ static void release(gg_ctx *ctx) {
     if (ctx->ev_mid) (void)cudaEventDestroy(ctx->ev_mid);
     if (ctx->ev_join) (void)cudaEventDestroy(ctx->ev_join);
     if (ctx->ev_conv) (void)cudaEventDestroy(ctx->ev_conv);
+    if (ctx->ev_aux) (void)cudaEventDestroy(ctx->ev_aux);
+    if (ctx->ev_aux_join) (void)cudaEventDestroy(ctx->ev_aux_join);
     if (ctx->side) (void)cudaStreamDestroy(ctx->side);
+    if (ctx->aux) (void)cudaStreamDestroy(ctx->aux);
     if (ctx->capture) (void)cudaStreamDestroy(ctx->capture);
     if (ctx->lt) (void)cublasLtDestroy(ctx->lt);
     if (ctx->tune) gg_tune_cache_close(ctx->tune);
@@ -134,12 +138,18 @@ gg_status gg_ctx_create(const gg_config *config, gg_ctx **out) {
     GG_CUDA_GOTO(ctx, cudaDeviceGetStreamPriorityRange(&ctx->priority_least, &ctx->priority_greatest), status, fail);
     GG_CUDA_GOTO(ctx, cudaStreamCreateWithPriority(&ctx->side, cudaStreamNonBlocking, ctx->priority_greatest), status,
                  fail);
+    /* The third stream at the least priority: what runs there fills the SMs the two chains leave. */
+    GG_CUDA_GOTO(ctx, cudaStreamCreateWithPriority(&ctx->aux, cudaStreamNonBlocking, ctx->priority_least), status,
+                 fail);
     GG_CUDA_GOTO(ctx, cudaStreamCreateWithFlags(&ctx->capture, cudaStreamNonBlocking), status, fail);
     GG_CUDA_GOTO(ctx, cudaEventCreateWithFlags(&ctx->ev_fork, cudaEventDisableTiming), status, fail);
     GG_CUDA_GOTO(ctx, cudaEventCreateWithFlags(&ctx->ev_mid, cudaEventDisableTiming), status, fail);
     GG_CUDA_GOTO(ctx, cudaEventCreateWithFlags(&ctx->ev_join, cudaEventDisableTiming), status, fail);
     GG_CUDA_GOTO(ctx, cudaEventCreateWithFlags(&ctx->ev_conv, cudaEventDisableTiming), status, fail);
+    GG_CUDA_GOTO(ctx, cudaEventCreateWithFlags(&ctx->ev_aux, cudaEventDisableTiming), status, fail);
+    GG_CUDA_GOTO(ctx, cudaEventCreateWithFlags(&ctx->ev_aux_join, cudaEventDisableTiming), status, fail);
     nvtxNameCudaStreamA(ctx->side, "gradgraph side (dW chain)");
+    nvtxNameCudaStreamA(ctx->aux, "gradgraph aux");
     nvtxNameCudaStreamA(ctx->capture, "gradgraph capture");
     GG_CUBLAS_GOTO(ctx, cublasLtCreate(&ctx->lt), status, fail);
     if (config->gemm_workspace_bytes) {

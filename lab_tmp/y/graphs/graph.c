@@ -1,0 +1,502 @@
+/*
+ * graph.c - plan -> capture -> replay of a block's backward per shape bucket.
+ *
+ *   create:  every bucket's plan (cuBLASLt algorithms, the shared scratch arena), staging for padding
+ *   run:     pick the bucket; find the executable graph for this pointer set, or capture the eager path on the
+ *            context's capture stream (ThreadLocal mode; the side stream joins through the fork/join events) and
+ *            update the least recently used exec in place, or instantiate; then one cudaGraphLaunch.
+ *   device:  one graph: a selection kernel sets a SWITCH node's condition from M in device memory; each branch is a
+ *            bucket's padded body, captured into the conditional node's body graph.
+ */
+#include "graph.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <nvtx3/nvToolsExt.h>
+
+#include "dist.h"
+#include "kernels/gg_kernels.h"
+
+enum { KEY_ACCUMULATE = 1, KEY_SILU = 2, KEY_PADDED = 4, KEY_DEVICE = 8, KEY_SYNC = 16 };
+
+/* "gg_mlp_graph_run" from "gg_mlp_backward" and "run". */
+static const char *graph_fn(char *buf, size_t bytes, const gg_block_info *info, const char *verb) {
+    const size_t len = strlen(info->fn) - strlen("_backward");
+    snprintf(buf, bytes, "%.*s_graph_%s", (int)len, info->fn, verb);
+    return buf;
+}
+
+static int is_staged(const gg_block_call *c, int i) { return c->info->tensors[i].rows == GG_EXT_TOKENS; }
+
+static size_t row_bytes(const gg_block_call *c, int i) {
+    const gg_tensor_spec *s = &c->info->tensors[i];
+    return (size_t)gg_extent_value(c, s->cols) * s->elem_bytes;
+}
+
+static gg_status check_config(const char *fn, const gg_graph_config *c) {
+    GG_TRY(gg_check_config_version(NULL, fn, c->struct_size, sizeof(gg_graph_config), c->version,
+                                   GG_GRAPH_CONFIG_VERSION, "GG_GRAPH_CONFIG_INIT"));
+    if (c->execs_per_bucket < 1 || c->execs_per_bucket > 64)
+        return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: config->execs_per_bucket = %d is not in [1, 64]", fn,
+                       c->execs_per_bucket);
+    return GG_SUCCESS;
+}
+
+/* ---- life cycle ---- */
+
+static void unlink_graph(gg_graph *g) {
+    for (gg_graph **p = &g->ctx->graphs; *p; p = &(*p)->next)
+        if (*p == g) {
+            *p = g->next;
+            return;
+        }
+}
+
+static void destroy_execs(gg_exec_cache *cache) {
+    for (int i = 0; i < cache->capacity; ++i)
+        if (cache->entries[i].exec) (void)cudaGraphExecDestroy((cudaGraphExec_t)cache->entries[i].exec);
+    gg_exec_cache_free(cache);
+}
+
+void gg_graph_destroy(gg_graph *g) {
+    if (!g) return;
+    int saved = 0;
+    const int entered = gg_device_enter(g->ctx, &saved) == GG_SUCCESS;
+    (void)cudaDeviceSynchronize(); /* replays of these graphs may still be running */
+    for (int b = 0; b < GG_MAX_BUCKETS; ++b) destroy_execs(&g->execs[b]);
+    destroy_execs(&g->device_execs);
+    if (g->staging) (void)cudaFree(g->staging);
+    if (g->device_buckets) (void)cudaFree(g->device_buckets);
+    if (g->device_errors) (void)cudaFree(g->device_errors);
+    (void)cudaGetLastError();
+    unlink_graph(g);
+    if (entered) gg_device_leave(saved);
+    free(g);
+}
+
+/* The local part of making a graph (device entered): its exec caches, every bucket's plan (into plans), staging and
+ * device-side selection buffers. */
+static gg_status prepare(gg_graph *g, const char *fn, gg_block_plan **plans) {
+    gg_ctx *ctx = g->ctx;
+    const gg_graph_config *config = &g->config;
+    for (int b = 0; b < g->n_buckets; ++b)
+        if (gg_exec_cache_init(&g->execs[b], config->execs_per_bucket) != 0)
+            return gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    if (gg_exec_cache_init(&g->device_execs, config->execs_per_bucket) != 0)
+        return gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    /* largest bucket first: the scratch arena grows (moves) once, not once per bucket */
+    for (int b = g->n_buckets - 1; b >= 0; --b) {
+        gg_block_call bucket = g->shape;
+        bucket.tokens = g->buckets[b];
+        GG_TRY(gg_block_plan_for(ctx, &bucket, &plans[b]));
+    }
+    if (config->allow_padding || config->device_select) {
+        for (int i = 0; i < g->shape.info->n_tensors; ++i) {
+            if (!is_staged(&g->shape, i)) continue;
+            g->staging_offset[i] = (g->staging_bytes + 255) & ~(size_t)255;
+            g->staging_bytes = g->staging_offset[i] + gg_tensor_bytes(&g->shape, i);
+        }
+        GG_CUDA_TRY(ctx, cudaMalloc(&g->staging, g->staging_bytes));
+    }
+    if (config->device_select) {
+        GG_CUDA_TRY(ctx, cudaMalloc((void **)&g->device_buckets, sizeof(int64_t) * (size_t)g->n_buckets));
+        GG_CUDA_TRY(ctx, cudaMemcpy(g->device_buckets, g->buckets, sizeof(int64_t) * (size_t)g->n_buckets,
+                                    cudaMemcpyHostToDevice));
+        GG_CUDA_TRY(ctx, cudaMalloc((void **)&g->device_errors, sizeof(unsigned)));
+        GG_CUDA_TRY(ctx, cudaMemset(g->device_errors, 0, sizeof(unsigned)));
+    }
+    return GG_SUCCESS;
+}
+
+gg_status gg_graph_create_call(gg_ctx *ctx, const gg_block_call *shape, gg_precision requested,
+                               const gg_graph_config *config, gg_graph **out) {
+    char fn[64];
+    graph_fn(fn, sizeof fn, shape->info, "create");
+    if (!out) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    const gg_graph_config defaults = GG_GRAPH_CONFIG_INIT;
+    if (!config) config = &defaults;
+    gg_status status = check_config(fn, config);
+    if (status != GG_SUCCESS) return gg_fail(ctx, status, "%s", gg_last_error(NULL));
+
+    gg_graph *g = calloc(1, sizeof *g);
+    if (!g) return gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    g->ctx = ctx;
+    g->config = *config;
+    g->shape = *shape;
+    char err[256];
+    g->n_buckets = gg_buckets_make(config, g->buckets, err, sizeof err);
+    if (g->n_buckets < 0) {
+        free(g);
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: %s", fn, err);
+    }
+    g->shape.tokens = g->buckets[g->n_buckets - 1];
+    g->syncs = config->sync_gradients && ctx->dist != NULL;
+    g->shape.sync_grads = g->syncs; /* the plans (their SM reserve for NCCL) are those of syncing calls */
+    status = gg_block_validate_shape(ctx, fn, &g->shape, requested);
+    if (status == GG_SUCCESS && g->syncs) status = gg_dist_check_shape(ctx, fn, &g->shape);
+    if (status != GG_SUCCESS) {
+        free(g);
+        return status;
+    }
+    g->next = ctx->graphs; /* linked first, so that gg_graph_destroy can undo a half-made graph */
+    ctx->graphs = g;
+    int saved = 0;
+    status = gg_device_enter(ctx, &saved);
+    if (status != GG_SUCCESS) {
+        gg_graph_destroy(g);
+        return status;
+    }
+    gg_block_plan *plans[GG_MAX_BUCKETS];
+    status = prepare(g, fn, plans);
+    /* A syncing graph ends with its one collective step, on every rank whether or not its own part worked, so that
+     * a rank's failure ends the call everywhere instead of leaving the others waiting. */
+    if (g->syncs) {
+        char local_error[GG_MSG_BYTES] = "";
+        if (status != GG_SUCCESS) snprintf(local_error, sizeof local_error, "%s", gg_last_error(ctx));
+        const gg_status agreed = gg_dist_agree_algorithms(ctx, fn, status == GG_SUCCESS ? plans : NULL, g->n_buckets);
+        if (status == GG_SUCCESS) status = agreed;
+        else (void)gg_fail(ctx, status, "%s", local_error); /* the collective may have overwritten it */
+    }
+    gg_device_leave(saved);
+    if (status != GG_SUCCESS) {
+        gg_graph_destroy(g);
+        return status;
+    }
+    gg_log(ctx, GG_LOG_INFO, "%s: %d buckets from %lld to %lld tokens, %zu MiB staging", fn, g->n_buckets,
+           (long long)g->buckets[0], (long long)g->buckets[g->n_buckets - 1], g->staging_bytes >> 20);
+    *out = g;
+    return GG_SUCCESS;
+}
+
+/* ---- capture ---- */
+
+/* Enqueues one bucket's body on `stream`, which is capturing: staging in, the block, staging out. With stage,
+ * the [M, ...] tensors are the graph's staging buffers; M comes from device_rows if given, else call->tokens. */
+static gg_status enqueue_body(gg_graph *g, const gg_block_call *call, const gg_block_plan *plan, int64_t bucket,
+                              int stage, const int64_t *device_rows, cudaStream_t stream) {
+    gg_ctx *ctx = g->ctx;
+    gg_block_call body = *call;
+    body.tokens = bucket;
+    const int64_t rows = device_rows ? bucket : call->tokens; /* host M, or the grid bound for device M */
+    if (stage) {
+        for (int i = 0; i < call->info->n_tensors; ++i) {
+            if (!is_staged(call, i) || !gg_tensor_used(call, i)) continue;
+            body.t[i] = (char *)g->staging + g->staging_offset[i];
+            if (!call->info->tensors[i].is_output)
+                GG_CUDA_TRY(ctx, gg_k_stage(body.t[i], call->t[i], (int64_t)row_bytes(call, i), device_rows, rows,
+                                            bucket, ctx->sm_count, stream));
+        }
+    }
+    const gg_status enqueued = call->info->enqueue(ctx, plan, &body, stream);
+    /* Once the block has run, the communication stream may be part of the capture: from here on it rejoins the
+     * caller's stream on every path, or the capture could not end cleanly. */
+    if (enqueued != GG_SUCCESS) return (void)gg_dist_join(ctx, &body, stream), enqueued;
+    cudaError_t staged = cudaSuccess;
+    if (stage)
+        for (int i = 0; i < call->info->n_tensors && staged == cudaSuccess; ++i)
+            if (is_staged(call, i) && gg_tensor_used(call, i) && call->info->tensors[i].is_output)
+                staged = gg_k_stage(call->t[i], body.t[i], (int64_t)row_bytes(call, i), device_rows, rows, 0,
+                                    ctx->sm_count, stream);
+    if (staged != cudaSuccess) return (void)gg_dist_join(ctx, &body, stream), gg_fail_cuda(ctx, staged, "staging out");
+    /* A syncing graph's reductions (issued by the block as its gradients finish, or here with overlap off) join the
+     * caller's stream last, so the staged-out activation gradients overlap their tail. Parameter gradients are
+     * never staged. (Eager calls sync only past a syncing graph's largest bucket: run_eager_beyond_max.) */
+    return gg_dist_finish(ctx, &body, stream);
+}
+
+static gg_status bucket_plan(gg_graph *g, int64_t bucket, gg_block_plan **plan) {
+    gg_block_call c = g->shape;
+    c.tokens = bucket;
+    return gg_block_plan_for(g->ctx, &c, plan); /* built at create: a lookup */
+}
+
+/* Captures into `graph` (a new graph when *graph is NULL) on the context's capture stream. Whatever happens, the
+ * stream leaves capture mode; on failure a graph made here is destroyed. */
+static gg_status capture(gg_graph *g, const gg_block_call *call, int b, int stage, const int64_t *device_rows,
+                         cudaGraph_t *graph) {
+    gg_ctx *ctx = g->ctx;
+    gg_block_plan *plan;
+    GG_TRY(bucket_plan(g, g->buckets[b], &plan)); /* before the capture: planning must never happen inside one */
+    const int into_existing = *graph != NULL;
+    if (into_existing)
+        GG_CUDA_TRY(ctx, cudaStreamBeginCaptureToGraph(ctx->capture, *graph, NULL, NULL, 0,
+                                                       cudaStreamCaptureModeThreadLocal));
+    else
+        GG_CUDA_TRY(ctx, cudaStreamBeginCapture(ctx->capture, cudaStreamCaptureModeThreadLocal));
+    gg_status status = enqueue_body(g, call, plan, g->buckets[b], stage, device_rows, ctx->capture);
+    cudaGraph_t captured = NULL;
+    const cudaError_t end = cudaStreamEndCapture(ctx->capture, &captured);
+    if (status == GG_SUCCESS && end != cudaSuccess) status = gg_fail_cuda(ctx, end, "cudaStreamEndCapture");
+    if (status != GG_SUCCESS) {
+        if (captured && !into_existing) (void)cudaGraphDestroy(captured);
+        (void)cudaGetLastError();
+        return status;
+    }
+    if (!into_existing) *graph = captured;
+    return GG_SUCCESS;
+}
+
+/* Puts a captured graph into the cache: updates the least recently used exec in place when the topology allows,
+ * else instantiates. Consumes graph. */
+static gg_status install(gg_graph *g, gg_exec_cache *cache, const gg_exec_key *key, cudaGraph_t graph,
+                         gg_exec_entry **out) {
+    gg_ctx *ctx = g->ctx;
+    gg_exec_entry *slot = gg_exec_cache_slot(cache, key, ctx->scratch_generation);
+    gg_status status = GG_SUCCESS;
+    if (slot->exec) {
+        cudaGraphExecUpdateResultInfo info;
+        if (cudaGraphExecUpdate((cudaGraphExec_t)slot->exec, graph, &info) == cudaSuccess) goto done;
+        (void)cudaGetLastError(); /* topology or node kinds changed: instantiate afresh */
+        (void)cudaGraphExecDestroy((cudaGraphExec_t)slot->exec);
+        slot->exec = NULL;
+        slot->bytes = 0;
+    }
+    size_t free_before = 0, free_after = 0, total = 0;
+    (void)cudaMemGetInfo(&free_before, &total);
+    cudaGraphExec_t exec = NULL;
+    /* Node priorities (the side stream's, recorded at capture) are ignored at launch unless asked for. */
+    const cudaError_t err = cudaGraphInstantiate(&exec, graph, cudaGraphInstantiateFlagUseNodePriority);
+    if (err != cudaSuccess) {
+        memset(&slot->key, 0, sizeof slot->key);
+        status = gg_fail_cuda(ctx, err, "cudaGraphInstantiate");
+        goto done;
+    }
+    (void)cudaMemGetInfo(&free_after, &total);
+    slot->exec = exec;
+    slot->bytes = free_before > free_after ? free_before - free_after : 0;
+done:
+    (void)cudaGraphDestroy(graph);
+    *out = status == GG_SUCCESS ? slot : NULL;
+    return status;
+}
+
+static gg_exec_key make_key(const gg_block_call *c, int flags) {
+    gg_exec_key key;
+    memset(&key, 0, sizeof key);
+    for (int i = 0; i < c->info->n_tensors; ++i) key.ptr[i] = gg_tensor_used(c, i) ? c->t[i] : NULL;
+    key.tokens = c->tokens;
+    key.flags = flags | (c->accumulate ? KEY_ACCUMULATE : 0) | (c->use_silu_gate ? KEY_SILU : 0) |
+                (c->sync_grads ? KEY_SYNC : 0);
+    return key;
+}
+
+/* The call must match the graph's dims and precision; then the usual argument checks. */
+static gg_status check_run(gg_graph *g, const char *fn, gg_block_call *call, gg_precision requested) {
+    gg_ctx *ctx = g->ctx;
+    GG_TRY(gg_block_validate(ctx, fn, call, requested));
+    if (g->syncs) {
+        if (!ctx->dist)
+            return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
+                           "%s: the graph syncs gradients but its context's communicator was detached", fn);
+        GG_TRY(gg_dist_check(ctx)); /* an asynchronous NCCL error: aborted, never waited on */
+        GG_TRY(gg_dist_check_shape(ctx, fn, &g->shape)); /* a communicator attached since may shard differently */
+    }
+    call->sync_grads = g->shape.sync_grads;
+    if (call->dim0 != g->shape.dim0)
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: %s = %lld, but the graph was created for %lld", fn,
+                       call->info->dim0_name, (long long)call->dim0, (long long)g->shape.dim0);
+    if (call->info->dim1_name && call->dim1 != g->shape.dim1)
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: %s = %lld, but the graph was created for %lld", fn,
+                       call->info->dim1_name, (long long)call->dim1, (long long)g->shape.dim1);
+    if (call->precision != g->shape.precision)
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: desc->precision = %s, but the graph was created for %s",
+                       fn, gg_precision_string(call->precision), gg_precision_string(g->shape.precision));
+    return GG_SUCCESS;
+}
+
+static gg_status launch(gg_ctx *ctx, const gg_exec_entry *e, cudaStream_t stream) {
+    GG_CUDA_TRY(ctx, cudaGraphLaunch((cudaGraphExec_t)e->exec, stream));
+    return GG_SUCCESS;
+}
+
+static gg_status build_device_graph(gg_graph *g, const gg_block_call *call, const int64_t *device_tokens,
+                                    cudaGraph_t *out);
+
+/* Replays the executable graph of `key` from `cache`, making it first when it is missing: bucket b's body
+ * (host-selected; stage: padded), or, with device_rows, every bucket behind a device-side selection. */
+static gg_status replay(gg_graph *g, const char *fn, gg_exec_cache *cache, const gg_exec_key *key,
+                        const gg_block_call *call, int b, int stage, const int64_t *device_rows, cudaStream_t stream) {
+    gg_ctx *ctx = g->ctx;
+    int saved = 0;
+    GG_TRY(gg_device_enter(ctx, &saved));
+    nvtxRangePushA(fn);
+    gg_status status = GG_SUCCESS;
+    gg_exec_entry *e = gg_exec_cache_find(cache, key, ctx->scratch_generation);
+    if (!e) {
+        cudaGraph_t graph = NULL;
+        status = device_rows ? build_device_graph(g, call, device_rows, &graph)
+                             : capture(g, call, b, stage, NULL, &graph);
+        if (status == GG_SUCCESS) status = install(g, cache, key, graph, &e);
+    }
+    if (status == GG_SUCCESS) {
+        g->has_nccl |= call->sync_grads;
+        status = launch(ctx, e, stream);
+    }
+    nvtxRangePop();
+    gg_device_leave(saved);
+    return status;
+}
+
+/* Past the largest bucket with eager_beyond_max: the eager path, and for a syncing graph the end a replay has too:
+ * what overlap off deferred is reduced, and the caller's stream waits for the communication stream. */
+static gg_status run_eager_beyond_max(gg_ctx *ctx, const gg_block_call *call, cudaStream_t stream) {
+    const gg_status ran = gg_block_run_eager(ctx, call, stream);
+    if (!call->sync_grads) return ran;
+    int saved = 0;
+    GG_TRY(gg_device_enter(ctx, &saved));
+    const gg_status ended = ran == GG_SUCCESS ? gg_dist_finish(ctx, call, stream) : gg_dist_join(ctx, call, stream);
+    gg_device_leave(saved);
+    return ran == GG_SUCCESS ? ended : ran;
+}
+
+gg_status gg_graph_run_call(gg_graph *g, gg_block_call *call, gg_precision requested, cudaStream_t stream) {
+    char fn[64];
+    graph_fn(fn, sizeof fn, call->info, "run");
+    gg_ctx *ctx = g->ctx;
+    GG_TRY(check_run(g, fn, call, requested));
+    const int b = gg_buckets_select(g->buckets, g->n_buckets, call->tokens);
+    if (b < 0) {
+        if (g->config.eager_beyond_max) return run_eager_beyond_max(ctx, call, stream);
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
+                       "%s: desc->tokens = %lld exceeds the largest bucket (%lld); raise config->max_tokens or set "
+                       "config->eager_beyond_max",
+                       fn, (long long)call->tokens, (long long)g->buckets[g->n_buckets - 1]);
+    }
+    const int padded = call->tokens != g->buckets[b];
+    if (padded && !g->config.allow_padding)
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
+                       "%s: desc->tokens = %lld is not a bucket (next: %lld) and config->allow_padding is 0", fn,
+                       (long long)call->tokens, (long long)g->buckets[b]);
+    const gg_exec_key key = make_key(call, padded ? KEY_PADDED : 0);
+    return replay(g, fn, &g->execs[b], &key, call, b, padded, NULL, stream);
+}
+
+/* ---- device-side bucket selection ---- */
+
+/* selection kernel -> SWITCH(condition) -> body[b] = bucket b's padded backward, M read from device_tokens. */
+static gg_status build_device_graph(gg_graph *g, const gg_block_call *call, const int64_t *device_tokens,
+                                    cudaGraph_t *out) {
+    gg_ctx *ctx = g->ctx;
+    gg_status status = GG_SUCCESS;
+    cudaGraph_t graph = NULL;
+    GG_CUDA_TRY(ctx, cudaGraphCreate(&graph, 0));
+    cudaGraphConditionalHandle handle;
+    /* Reset to "no bucket" at every launch, so a selection that failed to run leaves nothing to execute. */
+    GG_CUDA_GOTO(ctx, cudaGraphConditionalHandleCreate(&handle, graph, (unsigned)g->n_buckets, cudaGraphCondAssignDefault),
+                 status, fail);
+    GG_CUDA_GOTO(ctx, cudaStreamBeginCaptureToGraph(ctx->capture, graph, NULL, NULL, 0, cudaStreamCaptureModeThreadLocal),
+                 status, fail);
+    const cudaError_t launched = gg_k_select_bucket(device_tokens, g->device_buckets, g->n_buckets, call->tokens,
+                                                    handle, g->device_errors, ctx->capture);
+    cudaGraph_t same = NULL;
+    const cudaError_t ended = cudaStreamEndCapture(ctx->capture, &same);
+    GG_CUDA_GOTO(ctx, launched, status, fail);
+    GG_CUDA_GOTO(ctx, ended, status, fail);
+    cudaGraphNode_t select = NULL;
+    size_t count = 1;
+    GG_CUDA_GOTO(ctx, cudaGraphGetNodes(graph, &select, &count), status, fail);
+    struct cudaGraphNodeParams params;
+    memset(&params, 0, sizeof params);
+    params.type = cudaGraphNodeTypeConditional;
+    params.conditional.handle = handle;
+    params.conditional.type = cudaGraphCondTypeSwitch;
+    params.conditional.size = (unsigned)g->n_buckets;
+    cudaGraphNode_t cond = NULL;
+    GG_CUDA_GOTO(ctx, cudaGraphAddNode(&cond, graph, &select, NULL, 1, &params), status, fail);
+    for (int b = 0; b < g->n_buckets; ++b) {
+        cudaGraph_t body = params.conditional.phGraph_out[b];
+        GG_GOTO(capture(g, call, b, 1, device_tokens, &body), status, fail);
+    }
+    *out = graph;
+    return GG_SUCCESS;
+fail:
+    (void)cudaGraphDestroy(graph);
+    return status;
+}
+
+gg_status gg_graph_run_device_call(gg_graph *g, gg_block_call *call, gg_precision requested,
+                                   const int64_t *device_tokens, cudaStream_t stream) {
+    char fn[64];
+    graph_fn(fn, sizeof fn, call->info, "run_device");
+    gg_ctx *ctx = g->ctx;
+    if (!g->config.device_select)
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
+                       "%s: the graph was created with config->device_select = 0; set it to 1 to run on the device", fn);
+    if (!device_tokens) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: device_tokens is NULL", fn);
+    if ((uintptr_t)device_tokens % sizeof(int64_t) != 0)
+        return gg_fail(ctx, GG_ERROR_MISALIGNED, "%s: device_tokens (%p) is not 8-byte aligned", fn,
+                       (const void *)device_tokens);
+    GG_TRY(check_run(g, fn, call, requested)); /* desc->tokens is the capacity */
+    gg_exec_key key = make_key(call, KEY_DEVICE);
+    key.ptr[GG_EXEC_KEY_PTRS - 1] = device_tokens; /* no block has 12 tensors: the last slot is free */
+    return replay(g, fn, &g->device_execs, &key, call, -1, 1, device_tokens, stream);
+}
+
+/* ---- entry-point checks ---- */
+
+gg_status gg_check_graph_call(gg_graph *g, const gg_block_info *info, const char *fn, const void *desc,
+                              const void *args) {
+    if (!g) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: graph is NULL", fn);
+    GG_TRY(gg_check_call(g->ctx, fn, desc, args));
+    if (g->shape.info != info)
+        return gg_fail(g->ctx, GG_ERROR_INVALID_ARGUMENT, "%s: the graph was made by %.*s_graph_create", fn,
+                       (int)(strlen(g->shape.info->fn) - strlen("_backward")), g->shape.info->fn);
+    return GG_SUCCESS;
+}
+
+/* ---- queries ---- */
+
+int gg_graph_bucket_count(const gg_graph *g) { return g ? g->n_buckets : 0; }
+
+int64_t gg_graph_bucket_tokens(const gg_graph *g, int i) {
+    return g && i >= 0 && i < g->n_buckets ? g->buckets[i] : 0;
+}
+
+static void add_execs(const gg_exec_cache *cache, gg_graph_memory *m) {
+    for (int i = 0; i < cache->capacity; ++i)
+        if (cache->entries[i].exec) {
+            m->execs++;
+            m->exec_bytes += cache->entries[i].bytes;
+        }
+}
+
+gg_status gg_graph_memory_info(const gg_graph *g, int bucket, gg_graph_memory *out) {
+    if (!g) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_graph_memory_info: graph is NULL");
+    if (!out) return gg_fail(g->ctx, GG_ERROR_INVALID_ARGUMENT, "gg_graph_memory_info: out is NULL");
+    if (bucket < -1 || bucket >= g->n_buckets)
+        return gg_fail(g->ctx, GG_ERROR_INVALID_ARGUMENT, "gg_graph_memory_info: bucket = %d is not in [-1, %d)",
+                       bucket, g->n_buckets);
+    memset(out, 0, sizeof *out);
+    out->buckets = bucket < 0 ? g->n_buckets : 1;
+    for (int b = 0; b < g->n_buckets; ++b) {
+        if (bucket >= 0 && b != bucket) continue;
+        add_execs(&g->execs[b], out);
+        gg_block_call c = g->shape;
+        c.tokens = g->buckets[b];
+        const gg_plan_key key = gg_block_plan_key(g->ctx, &c);
+        const gg_block_plan *plan = gg_plan_cache_find(&g->ctx->plans, &key);
+        if (plan && plan->scratch_bytes > out->scratch_bytes) out->scratch_bytes = plan->scratch_bytes;
+    }
+    if (bucket < 0) {
+        add_execs(&g->device_execs, out);
+        out->staging_bytes = g->staging_bytes;
+    }
+    out->total_bytes = out->exec_bytes + out->staging_bytes;
+    return GG_SUCCESS;
+}
+
+gg_status gg_graph_device_errors(gg_graph *g, unsigned *count) {
+    if (!g) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_graph_device_errors: graph is NULL");
+    if (!count) return gg_fail(g->ctx, GG_ERROR_INVALID_ARGUMENT, "gg_graph_device_errors: count is NULL");
+    *count = 0;
+    if (!g->device_errors) return GG_SUCCESS;
+    int saved = 0;
+    GG_TRY(gg_device_enter(g->ctx, &saved));
+    const cudaError_t err = cudaMemcpy(count, g->device_errors, sizeof *count, cudaMemcpyDeviceToHost);
+    gg_device_leave(saved);
+    if (err != cudaSuccess) return gg_fail_cuda(g->ctx, err, "cudaMemcpy(device_errors)");
+    return GG_SUCCESS;
+}

@@ -1,0 +1,574 @@
+/*
+ * gradgraph.h - the public C API of gradgraph.
+ *
+ * gradgraph runs the backward pass of neural-network blocks on NVIDIA GPUs. Each block's backward is a short
+ * chain of cuBLASLt GEMMs and fused elementwise / activation-gradient / reduction kernels. This header is the
+ * whole public surface: it is C99, includes no CUDA header, and can be used from C or C++.
+ *
+ * Life cycle
+ *   1. Fill a gg_config (start from GG_CONFIG_INIT) and make a context with gg_ctx_create(). A context belongs to
+ *      one device and owns cuBLASLt handles, GEMM workspaces, scratch memory and a cache of per-shape plans.
+ *   2. Per block, fill a descriptor (shapes, precision) and an args struct (device pointers) and call the block's
+ *      entry point, e.g. gg_mlp_backward(). It validates everything, then enqueues all work on the caller's stream
+ *      (internally it may fork onto the context's own stream and always joins back before returning) and returns
+ *      without waiting for the GPU.
+ *   3. gg_ctx_destroy() releases everything.
+ *
+ * Plans. The first call with a new shape (block, tokens, dims, precision) builds a plan: cuBLASLt descriptors,
+ * the algorithm of each GEMM (with autotune, the fastest of cuBLASLt's best candidates, timed once and remembered
+ * in a cache file), and scratch memory. That first call allocates device memory and synchronizes the device; every
+ * later call with the same shape reuses the plan, allocates nothing and queries no heuristic. Call each shape once
+ * before timing it or capturing it into a CUDA graph (gg_*_graph_create builds its plans before capturing): a call
+ * on a stream you are capturing, with a shape no call has planned yet, is refused (GG_ERROR_INVALID_ARGUMENT,
+ * nothing allocated or enqueued) instead of invalidating your capture.
+ *
+ * Errors. Every function that can fail returns a gg_status. On failure nothing has been enqueued and no output
+ * has been written; gg_last_error(ctx) returns a message that names the argument and the problem, e.g.
+ * "args->grad_output (0x7f..04) is not 16-byte aligned". The library never prints (unless given a log callback),
+ * never calls exit() or abort(), and frees everything it allocated on every error path.
+ *
+ * Threads. A context is not thread-safe: use it from one host thread at a time (one context per thread is fine).
+ * Streams. The work a context enqueues (eager calls and graph replays) must not run concurrently with other work of
+ * the same context on the GPU: it shares the context's scratch memory and reduction counters. Calls on one stream,
+ * or streams ordered with events, are fine; work that must overlap needs one context each.
+ *
+ * Memory layout. Every tensor is row-major and contiguous. "tokens" is M = batch_size * seq_len; a tensor
+ * described as [M, H] is the activation of all tokens viewed as a matrix. Tensors named bf16 hold IEEE bfloat16
+ * bit patterns (uint16_t); tensors named fp32 hold float. Outputs must not alias inputs or each other.
+ * Every pointer must be a device pointer aligned to GG_ALIGNMENT bytes.
+ */
+#ifndef GRADGRAPH_H
+#define GRADGRAPH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GG_VERSION_MAJOR 0
+#define GG_VERSION_MINOR 1
+#define GG_VERSION_PATCH 0
+
+/* Required alignment, in bytes, of every tensor pointer passed to gradgraph (16-byte vector loads and stores). */
+#define GG_ALIGNMENT 16
+
+/* Every hidden dimension must be a multiple of this, so that every row of every tensor stays GG_ALIGNMENT-aligned. */
+#define GG_DIM_MULTIPLE 8
+
+/* A CUDA stream. Binary-compatible with cudaStream_t and CUstream; NULL means the legacy default stream. */
+struct CUstream_st;
+typedef struct CUstream_st *gg_stream;
+
+/* ---------------------------------------------------------------------------------------------------------------
+ * Status codes
+ * ------------------------------------------------------------------------------------------------------------- */
+typedef enum gg_status {
+    GG_SUCCESS = 0,
+    GG_ERROR_INVALID_ARGUMENT = 1, /* a NULL pointer, a bad size, aliasing outputs ... (message names which) */
+    GG_ERROR_MISALIGNED = 2,       /* a pointer is not GG_ALIGNMENT-byte aligned */
+    GG_ERROR_UNSUPPORTED = 3,      /* valid in general but not for this block (e.g. a precision mode) */
+    GG_ERROR_VERSION = 4,          /* gg_config has a struct_size or version this library does not know */
+    GG_ERROR_OUT_OF_MEMORY = 5,    /* a host or device allocation failed */
+    GG_ERROR_NO_DEVICE = 6,        /* no CUDA device, or the configured device does not exist */
+    GG_ERROR_CUDA = 7,             /* the CUDA runtime reported an error (message has its name) */
+    GG_ERROR_CUBLAS = 8,           /* cuBLASLt reported an error or found no algorithm */
+    GG_ERROR_INTERNAL = 9,         /* a bug in gradgraph; please report it with the message */
+    GG_ERROR_NCCL = 10,            /* NCCL reported an error (the communicator is aborted: make a new one) */
+    GG_ERROR_PEER = 11             /* another rank failed the same collective call (its own status says why);
+                                      nothing was made on any rank, the communicator is intact */
+} gg_status;
+
+/* A static, human-readable name for a status ("GG_ERROR_MISALIGNED: pointer not aligned"). Never NULL; unknown
+ * values give "unknown gg_status". */
+const char *gg_status_string(gg_status status);
+
+/* The library's version as "MAJOR.MINOR.PATCH". */
+const char *gg_version_string(void);
+
+/* ---------------------------------------------------------------------------------------------------------------
+ * Configuration
+ * ------------------------------------------------------------------------------------------------------------- */
+
+/* How the GEMMs of the fp32-I/O blocks (gelu_ffn, mlp) compute. The bf16-I/O blocks always use bf16 operands
+ * with fp32 accumulation (GG_PRECISION_BF16). Every offered mode passes the benchmark's tolerance on every case. */
+typedef enum gg_precision {
+    GG_PRECISION_DEFAULT = 0, /* in a descriptor: the context's precision (fp32 blocks) or BF16 (bf16 blocks) */
+    GG_PRECISION_FP32 = 1,    /* true fp32 GEMMs: exact, slowest */
+    GG_PRECISION_TF32 = 2,    /* fp32 data, TF32 tensor-core math, fp32 accumulation */
+    GG_PRECISION_FP16 = 3,    /* operands converted to fp16, fp32 accumulation, fp32 outputs: fastest (at few
+                               * tokens some weights are not converted: on an H100/H200, up to 1024 tokens,
+                               * gradgraph's own GEMMs round them to fp16 as they load them; elsewhere, up to 512,
+                               * the first GEMM runs in TF32) */
+    GG_PRECISION_BF16 = 4     /* bf16 operands, fp32 accumulation: only for the bf16-I/O blocks */
+} gg_precision;
+
+/* The name of a precision mode ("fp32", "tf32", "fp16", "bf16", "default"); "unknown" otherwise. */
+const char *gg_precision_string(gg_precision precision);
+
+typedef enum gg_log_level { GG_LOG_ERROR = 0, GG_LOG_WARN = 1, GG_LOG_INFO = 2, GG_LOG_DEBUG = 3 } gg_log_level;
+
+/* Receives every message at or above the configured level. Called on the thread that called gradgraph. */
+typedef void (*gg_log_fn)(void *user_data, gg_log_level level, const char *message);
+
+/* Whether a block's independent chains (dX and dW) run concurrently on two streams. AUTO (the default) overlaps:
+ * measured on the H200, overlap wins or ties in every block and precision mode (docs/perf-notes.md); NEVER runs
+ * everything on the caller's stream, for profiling or for sharing the GPU with other work. */
+typedef enum gg_overlap { GG_OVERLAP_AUTO = 0, GG_OVERLAP_ALWAYS = 1, GG_OVERLAP_NEVER = 2 } gg_overlap;
+
+#define GG_CONFIG_VERSION 1
+
+/* Context configuration. Always start from GG_CONFIG_INIT so that fields added by later versions get their
+ * defaults; struct_size and version let the library reject a struct from an incompatible header. */
+typedef struct gg_config {
+    size_t struct_size;          /* sizeof(gg_config) as the caller compiled it */
+    uint32_t version;            /* GG_CONFIG_VERSION */
+    int device;                  /* CUDA device ordinal; default 0 */
+    size_t gemm_workspace_bytes; /* cuBLASLt workspace per concurrently running GEMM; default 32 MiB, 0 allowed */
+    gg_precision precision;      /* GEMM mode of the fp32-I/O blocks; default GG_PRECISION_FP32 */
+    gg_log_fn log_fn;            /* NULL: the library never prints */
+    void *log_user_data;         /* passed to log_fn */
+    gg_log_level log_level;      /* default GG_LOG_WARN */
+    gg_overlap overlap;          /* default GG_OVERLAP_AUTO */
+    int autotune;                /* nonzero (default): the first plan of each GEMM shape times cuBLASLt's best few
+                                    candidates once and keeps the fastest (docs/performance.md); 0: the heuristic's
+                                    first choice, no timing at plan time */
+    const char *tune_cache_path; /* where autotune choices persist between runs, keyed by GPU, cuBLASLt and driver
+                                    versions. NULL (default): $GG_TUNE_CACHE if set, else
+                                    $XDG_CACHE_HOME/gradgraph/gemm-algos.txt or ~/.cache/gradgraph/gemm-algos.txt;
+                                    "": none (choices live as long as the context). Copied at gg_ctx_create. */
+} gg_config;
+
+#define GG_CONFIG_INIT                                                                                             \
+    { sizeof(gg_config), GG_CONFIG_VERSION, 0, (size_t)32 << 20, GG_PRECISION_FP32, NULL, NULL, GG_LOG_WARN,        \
+      GG_OVERLAP_AUTO, 1, NULL }
+
+/* ---------------------------------------------------------------------------------------------------------------
+ * Context
+ * ------------------------------------------------------------------------------------------------------------- */
+typedef struct gg_ctx gg_ctx;
+
+/* Creates a context on config->device.
+ *   config  NULL for all defaults, else a struct initialized with GG_CONFIG_INIT.
+ *   out     receives the context; set to NULL on failure.
+ * Returns GG_SUCCESS, GG_ERROR_INVALID_ARGUMENT (out is NULL, a field out of range), GG_ERROR_VERSION (wrong
+ * struct_size/version), GG_ERROR_NO_DEVICE, GG_ERROR_OUT_OF_MEMORY, GG_ERROR_CUDA or GG_ERROR_CUBLAS. The message of
+ * a failed create is read with gg_last_error(NULL). */
+gg_status gg_ctx_create(const gg_config *config, gg_ctx **out);
+
+/* Destroys a context: waits for the work it enqueued on its own streams, frees all device memory and handles.
+ * NULL is a no-op. Work the caller enqueued on other streams that still uses the context must be complete. */
+void gg_ctx_destroy(gg_ctx *ctx);
+
+/* The message of the most recent failure of a call on ctx ("" if none). With ctx NULL: the message of the most
+ * recent failure on this thread of a call that had no context (gg_ctx_create). Valid until the next call. */
+const char *gg_last_error(const gg_ctx *ctx);
+
+/* Device memory held by the context (workspaces, scratch, plans), in bytes. */
+size_t gg_ctx_device_bytes(const gg_ctx *ctx);
+
+/* ---------------------------------------------------------------------------------------------------------------
+ * Blocks. Shapes: M = tokens (batch_size * seq_len). Limits, each checked with a message naming the field:
+ *   - M >= 1. M = 0 (an empty batch) is rejected with GG_ERROR_INVALID_ARGUMENT: its weight gradients are zero,
+ *     and clearing them is the caller's choice (overwrite or keep accumulated values), not the library's.
+ *   - every hidden dimension >= GG_DIM_MULTIPLE and a multiple of it (keeps every row 16-byte aligned);
+ *   - every dimension, M included, <= INT32_MAX (cuBLASLt's leading dimensions and the kernels' grids);
+ *   - every tensor's size in bytes fits in int64_t.
+ *   Negative values are rejected, never wrapped.
+ * ------------------------------------------------------------------------------------------------------------- */
+
+/* 1. Tanh-gated residual add, backward. Forward: out = residual + tanh(gate) * hidden_states * mask.
+ *    bf16 tensors; t = tanh(gate) in fp32.
+ *      grad_residual      [M,H] = grad_output (a copy)
+ *      grad_hidden_states [M,H] = bf16(bf16(grad_output * t) * mask)
+ *      grad_gate          []    = bf16((1 - t^2) * sum(grad_output * bf16(hidden_states * mask)))
+ *    The sum is accumulated in fp32 in a fixed order: the same bits on every run. */
+typedef struct gg_tanh_gate_desc {
+    int64_t tokens; /* M */
+    int64_t hidden; /* H */
+    int accumulate; /* 0: overwrite grad_gate; nonzero: grad_gate += this call's (accumulation over micro-batches) */
+} gg_tanh_gate_desc;
+
+typedef struct gg_tanh_gate_args {
+    const void *grad_output;   /* bf16 [M,H] */
+    const void *gate;          /* bf16 scalar (one element) */
+    const void *hidden_states; /* bf16 [M,H] */
+    const void *mask;          /* bf16 [M] (one value per token, any real value) */
+    void *grad_residual;       /* bf16 [M,H] */
+    void *grad_hidden_states;  /* bf16 [M,H] */
+    void *grad_gate;           /* bf16 scalar */
+} gg_tanh_gate_args;
+
+/* Enqueues block 1's backward on stream. Returns GG_SUCCESS or an error as described under "Errors". */
+gg_status gg_tanh_gate_backward(gg_ctx *ctx, const gg_tanh_gate_desc *desc, const gg_tanh_gate_args *args,
+                                gg_stream stream);
+
+/* 2. GELU(tanh) feed-forward without biases, backward. fp32 tensors, D = hidden, F = ffn.
+ *      G = grad_output @ W2                 [M,F]      grad_weight2 = grad_outputᵀ @ gelu_out    [D,F]
+ *      R = G * gelu'(linear1_out), gelu' of the tanh approximation (tanh recomputed from linear1_out)
+ *      grad_hidden_states = R @ W1          [M,D]      grad_weight1 = Rᵀ @ hidden_states         [F,D] */
+typedef struct gg_gelu_ffn_desc {
+    int64_t tokens;         /* M */
+    int64_t hidden;         /* D */
+    int64_t ffn;            /* F */
+    gg_precision precision; /* DEFAULT (the context's), FP32, TF32 or FP16 */
+    int accumulate;         /* 0: overwrite grad_weight1/2; nonzero: add to them (accumulation over micro-batches) */
+} gg_gelu_ffn_desc;
+
+typedef struct gg_gelu_ffn_args {
+    const float *grad_output;   /* [M,D] */
+    const float *hidden_states; /* [M,D] */
+    const float *weight1;       /* [F,D] */
+    const float *weight2;       /* [D,F] */
+    const float *linear1_out;   /* [M,F] pre-activation x */
+    const float *tanh_inner;    /* [M,F] tanh(c * (x + 0.044715 x^3)) saved by the forward: validated, not read
+                                   (recomputing it from linear1_out is faster than reading it) */
+    const float *gelu_out;      /* [M,F] */
+    float *grad_hidden_states;  /* [M,D] */
+    float *grad_weight1;        /* [F,D] */
+    float *grad_weight2;        /* [D,F] */
+} gg_gelu_ffn_args;
+
+gg_status gg_gelu_ffn_backward(gg_ctx *ctx, const gg_gelu_ffn_desc *desc, const gg_gelu_ffn_args *args,
+                               gg_stream stream);
+
+/* 3. GELU(tanh) MLP with biases, backward. fp32 tensors, D = hidden, F = ffn. The biases do not enter any
+ *    gradient, so they are not arguments. gelu' is recomputed from the pre-activation (tanh approximation).
+ *      G = grad_output @ W2    grad_weight2 = grad_outputᵀ @ intermediate_activated    grad_bias2 = Σ_rows grad_output
+ *      R = G * gelu'(intermediate)
+ *      grad_hidden_states = R @ W1    grad_weight1 = Rᵀ @ hidden_states    grad_bias1 = Σ_rows R */
+typedef struct gg_mlp_desc {
+    int64_t tokens;         /* M */
+    int64_t hidden;         /* D */
+    int64_t ffn;            /* F */
+    gg_precision precision; /* DEFAULT (the context's), FP32, TF32 or FP16 */
+    int accumulate;         /* 0: overwrite grad_weight1/2 and grad_bias1/2; nonzero: add to them */
+} gg_mlp_desc;
+
+typedef struct gg_mlp_args {
+    const float *grad_output;            /* [M,D] */
+    const float *hidden_states;          /* [M,D] */
+    const float *weight1;                /* [F,D] */
+    const float *weight2;                /* [D,F] */
+    const float *intermediate;           /* [M,F] pre-activation x */
+    const float *intermediate_activated; /* [M,F] gelu(x) as saved by the forward (read, never recomputed) */
+    float *grad_hidden_states;           /* [M,D] */
+    float *grad_weight1;                 /* [F,D] */
+    float *grad_bias1;                   /* [F] */
+    float *grad_weight2;                 /* [D,F] */
+    float *grad_bias2;                   /* [D] */
+} gg_mlp_args;
+
+gg_status gg_mlp_backward(gg_ctx *ctx, const gg_mlp_desc *desc, const gg_mlp_args *args, gg_stream stream);
+
+/* 4. SSM output projection with gate multiply, backward. Forward: out = (ssm_output * gate_activated) @ Wᵀ + bias,
+ *    gate_activated = silu(gate) or gate. bf16 tensors, H = hidden, E = expanded. Every elementwise step rounds to
+ *    bf16, exactly as a bf16 framework would:
+ *      grad_weight = bf16(grad_outputᵀ @ gated_output)  [H,E]    grad_bias = bf16(Σ_rows grad_output)  [H]
+ *      g = bf16(grad_output @ W)  [M,E];  grad_ssm_output = bf16(g * gate_activated);  a = bf16(g * ssm_output)
+ *      silu: s = bf16(sigmoid(gate)); d = bf16(s * bf16(1 + bf16(gate * bf16(1 - s)))); grad_gate = bf16(a * d)
+ *      else: grad_gate = a
+ *    (sigmoid in fast fp32 arithmetic: s is the exactly rounded bf16 for every gate above -87.5, 0 below; see
+ *    docs/blocks.md) */
+typedef struct gg_ssm_gate_desc {
+    int64_t tokens;    /* M */
+    int64_t hidden;    /* H (output features of the projection) */
+    int64_t expanded;  /* E (input features) */
+    int use_silu_gate; /* nonzero: gate_activated = silu(gate) */
+    int accumulate;    /* 0: overwrite grad_weight and grad_bias; nonzero: add to them (bf16(old + new), one rounding) */
+} gg_ssm_gate_desc;
+
+typedef struct gg_ssm_gate_args {
+    const void *grad_output;    /* bf16 [M,H] */
+    const void *ssm_output;     /* bf16 [M,E] */
+    const void *gate;           /* bf16 [M,E] (read only when use_silu_gate) */
+    const void *weight;         /* bf16 [H,E] */
+    const void *gate_activated; /* bf16 [M,E] */
+    const void *gated_output;   /* bf16 [M,E] */
+    void *grad_ssm_output;      /* bf16 [M,E] */
+    void *grad_gate;            /* bf16 [M,E] */
+    void *grad_weight;          /* bf16 [H,E] */
+    void *grad_bias;            /* bf16 [H] */
+} gg_ssm_gate_args;
+
+gg_status gg_ssm_gate_backward(gg_ctx *ctx, const gg_ssm_gate_desc *desc, const gg_ssm_gate_args *args,
+                               gg_stream stream);
+
+/* ---------------------------------------------------------------------------------------------------------------
+ * Graphs: each block's backward captured once per shape bucket as a CUDA graph and replayed with one launch.
+ *
+ *   gg_graph *g;  gg_graph_config gc = GG_GRAPH_CONFIG_INIT;  gc.max_tokens = 8192;   (powers of two up to 8192)
+ *   gg_mlp_graph_create(ctx, &desc, &gc, &g);     plans every bucket (may allocate; never inside a capture)
+ *   every step:  desc.tokens = M;  gg_mlp_graph_run(g, &desc, &args, stream);   one cudaGraphLaunch
+ *   gg_graph_destroy(g);
+ *
+ * Buckets. A call runs in the smallest bucket >= M. When M is not a bucket, its [M, ...] tensors are copied into
+ * the graph's staging buffers with the padding rows zeroed (zero rows change no gradient) and its [M, ...] outputs
+ * copied back: exact buckets are faster. Past the largest bucket: GG_ERROR_INVALID_ARGUMENT, or the eager path
+ * with eager_beyond_max. All buckets share the context's scratch arena and one staging area sized for the
+ * largest bucket.
+ *
+ * Rebinding. A graph captures the pointers it was called with. A call with another pointer set (double-buffered
+ * activations, say) captures again and updates an executable graph in place (cudaGraphExecUpdate), or
+ * instantiates one when the update is refused; each bucket keeps execs_per_bucket pointer sets, so alternating
+ * between a few sets costs nothing after the first call of each. The same holds for accumulate, use_silu_gate and,
+ * for padded calls, M: each is part of what a graph captured.
+ *
+ * Rules. A graph belongs to its context: replay a context's graphs and eager calls in one stream order (they share
+ * the context's scratch and workspaces); destroy graphs before the context (gg_ctx_destroy destroys any left).
+ * First calls of a new pointer set capture, instantiate and may take ~100 us on the host; replays allocate
+ * nothing, query no heuristic and never synchronize the host.
+ * ------------------------------------------------------------------------------------------------------------- */
+typedef enum gg_bucket_policy {
+    GG_BUCKETS_LIST = 0, /* exactly the token counts in bucket_tokens */
+    GG_BUCKETS_POW2 = 1, /* powers of two from min_tokens (rounded up) below max_tokens, and max_tokens itself */
+    GG_BUCKETS_STEP = 2  /* multiples of step below max_tokens, and max_tokens itself */
+} gg_bucket_policy;
+
+#define GG_GRAPH_CONFIG_VERSION 1
+
+typedef struct gg_graph_config {
+    size_t struct_size;             /* sizeof(gg_graph_config) */
+    uint32_t version;               /* GG_GRAPH_CONFIG_VERSION */
+    gg_bucket_policy policy;        /* default GG_BUCKETS_POW2 */
+    const int64_t *bucket_tokens;   /* GG_BUCKETS_LIST: the bucket sizes (any order) */
+    int n_buckets;                  /* GG_BUCKETS_LIST: their count, 1..64 */
+    int64_t min_tokens;             /* GG_BUCKETS_POW2: the smallest bucket; default 128 */
+    int64_t step;                   /* GG_BUCKETS_STEP: the bucket spacing */
+    int64_t max_tokens;             /* POW2/STEP: the largest bucket (the cap); default 16384 */
+    int allow_padding;              /* default 1; 0: a call whose M is not a bucket fails (and no staging memory) */
+    int eager_beyond_max;           /* default 0: M past the largest bucket fails; 1: it runs on the eager path
+                                       (a gradient-syncing graph still reduces the gradients, joined before the call
+                                       returns; its plan for that M is not agreed across ranks) */
+    int device_select;              /* default 0; 1: also build the device-selected graph (gg_*_graph_run_device) */
+    int execs_per_bucket;           /* pointer sets kept per bucket; default 4 */
+    int sync_gradients;             /* default 1: with a communicator on the context (gg_dist_*), the graph also
+                                       reduces the parameter gradients across ranks, and making it is collective
+                                       (every rank at once: they agree on the GEMM algorithms); 0: local
+                                       gradients only */
+} gg_graph_config;
+
+#define GG_GRAPH_CONFIG_INIT                                                                                       \
+    { sizeof(gg_graph_config), GG_GRAPH_CONFIG_VERSION, GG_BUCKETS_POW2, NULL, 0, 128, 0, 16384, 1, 0, 0, 4, 1 }
+
+typedef struct gg_graph gg_graph;
+
+/* Creating: desc gives the dims, precision (and, for block 4, nothing else: use_silu_gate is per call); its tokens
+ * and accumulate are ignored. Plans every bucket (cuBLASLt heuristics, scratch, staging): allocates, may
+ * synchronize the device, never inside a stream capture. config NULL: GG_GRAPH_CONFIG_INIT.
+ * Running: desc->tokens selects the bucket, desc->accumulate and use_silu_gate apply per call; desc's dims and
+ * precision must equal the graph's. Arguments are checked exactly as by the eager entry point.
+ * Running on the device (needs config->device_select): the GPU reads M from device_tokens (an int64 in device
+ * memory) when the graph runs and picks the bucket itself, so the host never needs M; desc->tokens is then the
+ * capacity, the rows the [M, ...] tensors can hold. Every call stages (pads), since M is unknown on the host. An M
+ * < 1, > capacity or > the largest bucket runs nothing and is counted (gg_graph_device_errors). */
+gg_status gg_tanh_gate_graph_create(gg_ctx *ctx, const gg_tanh_gate_desc *desc, const gg_graph_config *config,
+                                    gg_graph **out);
+gg_status gg_tanh_gate_graph_run(gg_graph *graph, const gg_tanh_gate_desc *desc, const gg_tanh_gate_args *args,
+                                 gg_stream stream);
+gg_status gg_tanh_gate_graph_run_device(gg_graph *graph, const gg_tanh_gate_desc *desc, const int64_t *device_tokens,
+                                        const gg_tanh_gate_args *args, gg_stream stream);
+gg_status gg_gelu_ffn_graph_create(gg_ctx *ctx, const gg_gelu_ffn_desc *desc, const gg_graph_config *config,
+                                   gg_graph **out);
+gg_status gg_gelu_ffn_graph_run(gg_graph *graph, const gg_gelu_ffn_desc *desc, const gg_gelu_ffn_args *args,
+                                gg_stream stream);
+gg_status gg_gelu_ffn_graph_run_device(gg_graph *graph, const gg_gelu_ffn_desc *desc, const int64_t *device_tokens,
+                                       const gg_gelu_ffn_args *args, gg_stream stream);
+gg_status gg_mlp_graph_create(gg_ctx *ctx, const gg_mlp_desc *desc, const gg_graph_config *config, gg_graph **out);
+gg_status gg_mlp_graph_run(gg_graph *graph, const gg_mlp_desc *desc, const gg_mlp_args *args, gg_stream stream);
+gg_status gg_mlp_graph_run_device(gg_graph *graph, const gg_mlp_desc *desc, const int64_t *device_tokens,
+                                  const gg_mlp_args *args, gg_stream stream);
+gg_status gg_ssm_gate_graph_create(gg_ctx *ctx, const gg_ssm_gate_desc *desc, const gg_graph_config *config,
+                                   gg_graph **out);
+gg_status gg_ssm_gate_graph_run(gg_graph *graph, const gg_ssm_gate_desc *desc, const gg_ssm_gate_args *args,
+                                gg_stream stream);
+gg_status gg_ssm_gate_graph_run_device(gg_graph *graph, const gg_ssm_gate_desc *desc, const int64_t *device_tokens,
+                                       const gg_ssm_gate_args *args, gg_stream stream);
+
+/* Destroys the graph's executable graphs and staging memory (waits for its replays to finish). NULL is a no-op. */
+void gg_graph_destroy(gg_graph *graph);
+
+/* The graph's buckets: their count, and the token count of bucket i (0 for a bad graph or index). */
+int gg_graph_bucket_count(const gg_graph *graph);
+int64_t gg_graph_bucket_tokens(const gg_graph *graph, int i);
+
+/* Device memory of a graph set. exec_bytes is measured (cudaMemGetInfo around each instantiation, 2 MiB
+ * granularity). The scratch the plans use belongs to the context (gg_ctx_device_bytes) and is shared by all
+ * buckets and graphs: scratch_bytes says how much of it this graph needs. */
+typedef struct gg_graph_memory {
+    int buckets;          /* buckets (bucket = -1) or 1 */
+    int execs;            /* executable graphs alive */
+    size_t exec_bytes;    /* device memory taken by their instantiation */
+    size_t staging_bytes; /* padding buffers (whole graph; 0 for one bucket) */
+    size_t scratch_bytes; /* of the context's arena, for the largest bucket (or this bucket) */
+    size_t total_bytes;   /* exec_bytes + staging_bytes: what destroying the graph gives back */
+} gg_graph_memory;
+
+/* bucket: an index for one bucket, or -1 for the whole graph. */
+gg_status gg_graph_memory_info(const gg_graph *graph, int bucket, gg_graph_memory *out);
+
+/* How many device-selected runs found no bucket for their M (reads device memory: synchronizes the device). */
+gg_status gg_graph_device_errors(gg_graph *graph, unsigned *count);
+
+/* ---------------------------------------------------------------------------------------------------------------
+ * Data parallelism (NCCL). With a communicator on the context, every graph made with sync_gradients reduces its
+ * parameter gradients (dW, db, block 1's grad_gate) across the ranks inside the same CUDA graph: each gradient is
+ * handed to a communication stream as soon as the GEMM or reduction that makes it has finished, in pieces of at
+ * most bucket_bytes, overlapping the rest of the backward, and joined before the graph ends. Activation gradients
+ * (dX) stay local. The eager entry points never communicate.
+ *
+ * Built without NCCL (GG_WITH_NCCL=OFF) these functions return GG_ERROR_UNSUPPORTED; without hwloc,
+ * gg_dist_bind_thread does. docs/distributed.md has the launch recipes and the rules below.
+ *
+ * Rules, enforced where the API can:
+ *   - the communicator is ready (a warm-up all-reduce has run) before any graph is captured;
+ *   - every rank makes the same graphs and calls them in the same order with the same bucket for each step;
+ *     making a syncing graph is collective (from each rank's own thread or process, at the same time): every rank
+ *     adopts rank 0's GEMM algorithms, so that no rank's autotuning leaves it with slower kernels than the others,
+ *     and a rank that fails to make it makes it fail on every rank (GG_ERROR_PEER on the others). Any other error
+ *     from making a syncing graph (a CUDA or NCCL failure during that step, or ranks not joining within 300 s,
+ *     which aborts the communicator) can leave the ranks disagreeing: treat it as fatal for the communicator on
+ *     every rank (abort it, make a new one);
+ *   - graphs that captured NCCL work must be destroyed before the communicator: gg_dist_detach refuses while
+ *     such graphs exist, and gg_ctx_destroy destroys graphs first (ncclCommDestroy would block forever otherwise);
+ *   - NCCL_NVLS_ENABLE is set to 0 in the process when unset (NVLink multicast stays off);
+ *   - gg_dist_check (also called by every graph run) turns an asynchronous NCCL error into GG_ERROR_NCCL and aborts
+ *     the communicator, so that no rank waits forever on a peer that failed.
+ * ------------------------------------------------------------------------------------------------------------- */
+typedef enum gg_reduce_op { GG_REDUCE_AVERAGE = 0, GG_REDUCE_SUM = 1 } gg_reduce_op;
+
+typedef enum gg_grad_sync {
+    GG_SYNC_ALL_REDUCE = 0,    /* every rank gets the whole reduced gradient */
+    GG_SYNC_REDUCE_SCATTER = 1 /* rank r gets elements [r n/W, (r+1) n/W) of each gradient (n divisible by W);
+                                  the rest of its buffer is left undefined (sharded optimizers) */
+} gg_grad_sync;
+
+#define GG_DIST_CONFIG_VERSION 2
+
+typedef struct gg_dist_config {
+    size_t struct_size;  /* sizeof(gg_dist_config) */
+    uint32_t version;    /* GG_DIST_CONFIG_VERSION */
+    gg_reduce_op op;     /* default GG_REDUCE_AVERAGE (data-parallel mean of the ranks' gradients) */
+    gg_grad_sync sync;   /* default GG_SYNC_ALL_REDUCE */
+    size_t bucket_bytes; /* the largest piece of a gradient reduced in one NCCL call; default 25 MiB */
+    int overlap;         /* default 1: reduce each gradient as soon as it is final; 0: all after the backward */
+    int bind_cpus;       /* default 1: gg_dist_attach / _init_env / _init_mpi bind the calling thread near the GPU */
+    int comm_sms;        /* SMs that a gradient-syncing graph's GEMMs running beside a reduction (blocks 2/3:
+                            dX; block 4: both) leave free for NCCL's kernels, at most half the GPU's SMs; the
+                            communicators gradgraph makes run NCCL on that many CTAs (minCTAs = maxCTAs, which
+                            NCCL caps at its channel limit; make an attached one likewise, e.g. NCCL_MIN_CTAS =
+                            NCCL_MAX_CTAS). 0: no SMs left
+                            free, NCCL's own CTA count. Ignored with overlap off. Default GG_DIST_COMM_SMS_DEFAULT
+                            = 8: on 2 H200s, block 3's largest case 2.00x and 90 % of the all-reduce hidden against
+                            1.87x and 47 % with 0; short backward passes with large gradients (block 2: 1.64x
+                            against 1.73x) want more (docs/distributed.md, "SMs and channels") */
+    int copy_engines;    /* 0 (default) or 1: parameter gradients of 1 MiB or more that live in gg_dist_alloc buffers
+                            are all-reduced in place through NCCL's copy-engine collectives (no NCCL CTAs), bitwise
+                            equal on every rank. With two ranks the FFN blocks split each weight gradient's GEMM in
+                            halves: a rank computes the peer's half first and sends it (an all-gather), then its own
+                            half with the peer's partial added in the GEMM's epilogue, then all-gathers the result;
+                            no adding kernel, every GEMM on all SMs (needs half of each gradient within one piece,
+                            bucket_bytes; accumulating calls add the halves and use NCCL's all-reduce). Otherwise,
+                            per piece: an all-to-all, gradgraph's adding kernel (fp32 sums in rank order, then
+                            x 1/W for the mean) and an all-gather. Other buffers, and
+                            reduce-scatter, keep NCCL's collectives (a WARN says so when a split plan's gradient is
+                            not in a gg_dist_alloc buffer). Needs NCCL 2.28+ and a communicator gradgraph makes
+                            (GG_ERROR_UNSUPPORTED otherwise); where NCCL makes no symmetric window (GPUs without
+                            copy-engine paths between them) it logs a WARN and everything stays on SMs. Costs
+                            2 x bucket_bytes of device memory per context. On 2 H200s: block 2's largest case
+                            1.89-1.95x with 95-96 % hidden (the split) against 1.62-1.65x / 61 % on SMs; block 3 is
+                            faster on SMs (1.97-2.03x against 1.90-1.98x): docs/distributed.md, "Copy engines" */
+} gg_dist_config;
+
+#define GG_DIST_COMM_SMS_DEFAULT 8
+
+#define GG_DIST_CONFIG_INIT                                                                                        \
+    { sizeof(gg_dist_config), GG_DIST_CONFIG_VERSION, GG_REDUCE_AVERAGE, GG_SYNC_ALL_REDUCE, (size_t)25 << 20, 1, 1,  \
+      GG_DIST_COMM_SMS_DEFAULT, 0 }
+
+/* Uses a communicator the caller made (an ncclComm_t, passed as void*) on ctx's device. The caller keeps owning it
+ * and destroys it after gg_dist_detach / gg_ctx_destroy — unless gradgraph returned GG_ERROR_NCCL (an asynchronous
+ * NCCL error, a failed warm-up, or a warm-up the other ranks did not join within GG_DIST_PEER_TIMEOUT_S seconds,
+ * default 300; on a communicator never used before, NCCL itself may instead wait for them inside its first
+ * collective): then it has aborted the communicator (so that no rank hangs), which frees it. Runs the warm-up
+ * all-reduce, so every rank must call this at the same time. Make the communicator after gg_ctx_create, or set
+ * NCCL_NVLS_ENABLE yourself: gradgraph sets it to 0 when unset, and NCCL reads it when a communicator is made.
+ * config NULL: GG_DIST_CONFIG_INIT. */
+gg_status gg_dist_attach(gg_ctx *ctx, void *nccl_comm, const gg_dist_config *config);
+
+/* One process per GPU: rank and world size from the environment (RANK, WORLD_SIZE; or OMPI_COMM_WORLD_RANK/_SIZE,
+ * or SLURM_PROCID/SLURM_NTASKS; one launcher's pair, never mixed). Rank 0 writes NCCL's unique id to id_path (a
+ * file on a path every rank can read; rank 0 removes it once the communicator exists), the others wait for it (up
+ * to 120 s). id_path NULL: the id is broadcast over MPI's world communicator instead (GG_WITH_MPI builds; MPI
+ * initialized by the caller; its ranks must be the environment's). ctx must be on the GPU of the process's
+ * node-local rank (the caller picks it, e.g. config->device = LOCAL_RANK). gradgraph owns the communicator it
+ * makes. */
+gg_status gg_dist_init_env(gg_ctx *ctx, const char *id_path, const gg_dist_config *config);
+
+/* One process per GPU under MPI (builds with GG_WITH_MPI): rank and world size are those of *mpi_comm (mpi_comm
+ * points at an MPI_Comm; NULL: MPI_COMM_WORLD); rank 0 makes NCCL's unique id and broadcasts it over that
+ * communicator. The caller initializes and finalizes MPI (MPI_Init before, MPI_Finalize after gg_ctx_destroy) and
+ * puts ctx on the GPU of its node-local rank. Every rank of the communicator must call this at the same time.
+ * gradgraph owns the NCCL communicator it makes. Built without MPI (or NCCL): GG_ERROR_UNSUPPORTED. */
+gg_status gg_dist_init_mpi(gg_ctx *ctx, const void *mpi_comm, const gg_dist_config *config);
+
+/* One process, one context per GPU (ctxs[i] on its own device, rank i; count <= 64): makes the communicators together
+ * (ncclCommInitAll) and runs the warm-up. Afterwards use each context from its own thread, and call
+ * gg_dist_bind_thread from that thread. gradgraph owns these communicators. */
+gg_status gg_dist_init_threads(gg_ctx *const *ctxs, int count, const gg_dist_config *config);
+
+/* Removes the communicator from ctx (destroying it when gradgraph made it). Refused with GG_ERROR_INVALID_ARGUMENT
+ * while graphs that captured NCCL work exist: destroy them first. No-op without a communicator. */
+gg_status gg_dist_detach(gg_ctx *ctx);
+
+/* Polls NCCL's asynchronous error state (every run of a syncing graph does too). On an error: aborts the
+ * communicator (no rank hangs on it; an attached one is freed by the abort: do not destroy it) and returns
+ * GG_ERROR_NCCL, as do later runs of syncing graphs. To go on: destroy those graphs, gg_dist_detach, then attach or
+ * make a new communicator; eager calls and local graphs keep working meanwhile. */
+gg_status gg_dist_check(gg_ctx *ctx);
+
+/* Reduces count elements at data (fp32; bf16 when bf16 is nonzero) across the ranks exactly as syncing graphs
+ * reduce their parameter gradients (the context's op, sync, bucket pieces; with copy_engines = 1 and data of 1 MiB
+ * or more inside a gg_dist_alloc buffer, in place through the copy engines), enqueued on stream, which may be
+ * capturing a CUDA graph: for gradients gradgraph does not compute (an embedding's, your own layer's), or to time
+ * the reduction alone (examples/ddp_scaling). Collective: every rank calls it with the same count, on the same kind
+ * of buffer at the same offset (all from gg_dist_alloc, or none: else the ranks issue different collectives), in
+ * the same order relative to graph replays and other collectives. It shares the context's staging with its
+ * syncing graphs: keep them in one stream order. A graph that captured it holds NCCL work: destroy it before
+ * gg_dist_detach / gg_ctx_destroy. Reduce-scatter needs count divisible by the number of ranks. Argument errors
+ * enqueue nothing; an NCCL or CUDA error after the first piece leaves the ranks out of step: treat it as fatal for
+ * the communicator. */
+gg_status gg_dist_reduce(gg_ctx *ctx, void *data, size_t count, int bf16, gg_stream stream);
+
+/* Device memory for parameter gradients that syncing graphs (and gg_dist_reduce) all-reduce in place through the
+ * copy engines (gg_dist_config.copy_engines = 1): NCCL memory registered as a symmetric window on ctx's
+ * communicator. With copy engines off it is plain cudaMalloc memory, so the same code runs with them on or off (ctx
+ * needs a communicator either way; GG_ERROR_UNSUPPORTED in builds without NCCL). Collective, like making a syncing
+ * graph: every rank allocates the same sizes in the same order, each from its own thread or process; the ranks
+ * agree first, so one rank's failure fails the call on all of them (GG_ERROR_PEER on the others) instead of
+ * leaving them waiting. Free with gg_dist_free (collective too; NULL is a no-op) before gg_dist_detach /
+ * gg_ctx_destroy, which free what is left (the pointers are then invalid). */
+gg_status gg_dist_alloc(gg_ctx *ctx, size_t bytes, void **out);
+gg_status gg_dist_free(gg_ctx *ctx, void *ptr);
+
+/* This rank and the number of ranks; -1 and 0 without a communicator. */
+int gg_dist_rank(const gg_ctx *ctx);
+int gg_dist_size(const gg_ctx *ctx);
+
+/* ctx's NCCL communicator (an ncclComm_t), or NULL without one (or once gradgraph aborted it after an error): for
+ * the caller's own collectives on its own streams — a loss or metric all-reduce, a bare all-reduce to time. When
+ * gradgraph made it, it stays gradgraph's: never destroy or abort it. Valid until gg_dist_detach / gg_ctx_destroy.
+ * NCCL's rule holds for these calls too: every rank issues the same collectives in the same order, counting the ones
+ * inside graph replays, and none while another thread of the same rank issues some. */
+void *gg_dist_comm(const gg_ctx *ctx);
+
+/* Binds the calling thread to the CPUs near ctx's GPU (hwloc), within the CPUs the process may use. Leaves the
+ * binding alone, and logs why, when the GPU's locality is unknown or every allowed CPU is local to it. */
+gg_status gg_dist_bind_thread(gg_ctx *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GRADGRAPH_H */

@@ -1,0 +1,189 @@
+/* activation_grad.cu - the elementwise gradient steps between the GEMMs: GELU(tanh)' for blocks 2 and 3, and the
+ * gate-multiply chain of block 4 with its bf16 rounding after every op. */
+#include <type_traits>
+
+#include "col_sum.cuh"
+#include "ssm_chain.cuh"
+
+using namespace gg;
+
+namespace {
+
+constexpr float kGeluC = 0.7978845608028654f; /* sqrt(2/pi) */
+constexpr float kGeluA = 0.044715f;
+
+/* tanh in one instruction (tanh.approx.f32: relative error about 2^-11, the size of an fp16 rounding). */
+__device__ __forceinline__ float tanh_approx(float u) {
+    float t;
+    asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(u));
+    return t;
+}
+
+/* d gelu_tanh(x) / dx, with T = tanh(c (x + a x^3)) computed here: block 2's saved tanh_inner is the same value
+ * (the forward computed it so), and reading it costs more than the tanh (measured: 068 3 % faster, perf-notes).
+ * TR: the type R is written in. In fp16 (fp16 mode), whose rounding is as coarse as tanh_approx's error, the tanh
+ * is tanh_approx (073 -1.2 %, 068 -0.5 %; the tests' worst err/tol in 068's fp16 mode 1.037 -> 1.065:
+ * docs/perf-notes.md, "Session 24"); else tanhf. */
+template <typename TR>
+__device__ __forceinline__ float gelu_grad(float x) {
+    const float u = kGeluC * (x + kGeluA * x * x * x);
+    const float T = std::is_same<TR, __half>::value ? tanh_approx(u) : tanhf(u);
+    return 0.5f * (1.0f + T) + 0.5f * x * (1.0f - T * T) * kGeluC * (1.0f + 3.0f * kGeluA * x * x);
+}
+
+/* The i-th four values of G, stored as fp32 or fp16 (the GEMMs' operand type in fp16 mode); `stream`: read once,
+ * evict first (a ld.global.cs, not the read-only path: R is written over G). */
+__device__ __forceinline__ float4 load4(const float *G, int64_t i, bool stream) {
+    const float4 *p = reinterpret_cast<const float4 *>(G) + i;
+    return stream ? __ldcs(p) : *p;
+}
+__device__ __forceinline__ float4 load4(const __half *G, int64_t i, bool stream) {
+    const uint2 *p = reinterpret_cast<const uint2 *>(G) + i;
+    const uint2 packed = stream ? __ldcs(p) : *p;
+    const float2 lo = __half22float2(*reinterpret_cast<const __half2 *>(&packed.x));
+    const float2 hi = __half22float2(*reinterpret_cast<const __half2 *>(&packed.y));
+    return make_float4(lo.x, lo.y, hi.x, hi.y);
+}
+__device__ __forceinline__ void store4(float *R, int64_t i, float4 r) { reinterpret_cast<float4 *>(R)[i] = r; }
+__device__ __forceinline__ void store4(__half *R, int64_t i, float4 r) {
+    reinterpret_cast<uint2 *>(R)[i] = pack_half4(r);
+}
+
+/* R is the next GEMMs' operand (fp32, or fp16 in fp16 mode), usually written over G in place (G and R of one type);
+ * so they are not __restrict__, and G is not read through the read-only cache path while R is written (each element
+ * is read before the same thread writes it). G may also be fp32 with R an fp16 buffer of its own. */
+template <typename TG, typename TR>
+__global__ void __launch_bounds__(kThreads) gelu_grad_kernel(const TG *G, const float4 *__restrict__ x, TR *R,
+                                                             int64_t n4) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (int64_t)gridDim.x * blockDim.x) {
+        const float4 g = load4(G, i, false), xv = __ldcs(x + i); /* read once (tma.cuh) */
+        const float4 r = make_float4(g.x * gelu_grad<TR>(xv.x), g.y * gelu_grad<TR>(xv.y), g.z * gelu_grad<TR>(xv.z),
+                                     g.w * gelu_grad<TR>(xv.w));
+        store4(R, i, r);
+    }
+}
+
+template <typename TG, typename TR>
+cudaError_t launch_gelu_grad(const TG *G, TR *R, const float *x, size_t n, int sms, cudaStream_t stream) {
+    const int64_t n4 = (int64_t)(n / 4); /* n is a multiple of 8: rows are */
+    const int grid = grid_for((size_t)n4, sms, 16);
+    gelu_grad_kernel<TG, TR><<<grid, kThreads, 0, stream>>>(G, reinterpret_cast<const float4 *>(x), R, n4);
+    return cudaGetLastError();
+}
+
+/* Block 3's GELU' as a column-sum row producer: computes R = G * gelu'(x) for four columns, stores it (over G, or
+ * fp16 from an fp32 G) and hands the unrounded fp32 values to the column sum (grad_bias1), so R is never read back. */
+template <typename TG, typename TR>
+struct GeluGradRow {
+    static constexpr int V = 4;
+    const TG *G;
+    TR *R;
+    const float *x;
+    int64_t N;
+    __device__ __forceinline__ void row(int64_t r, int64_t col, float (&v)[V]) const {
+        const int64_t i = r * N + col;
+        /* In place: G read through R itself, so the compiler sees one buffer and keeps the rows' loads in flight
+         * together (read through a second pointer, which may alias R, 073's kernel was 8 % slower: session 16). */
+        float4 g;
+        if constexpr (std::is_same<TG, TR>::value) g = load4(R, i / 4, true);
+        else g = load4(G, i / 4, true);
+        const float4 xv = __ldcs(reinterpret_cast<const float4 *>(x + i));
+        const float xs[4] = {xv.x, xv.y, xv.z, xv.w}, gs[4] = {g.x, g.y, g.z, g.w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) v[j] = gs[j] * gelu_grad<TR>(xs[j]);
+        store4(R, i / 4, make_float4(v[0], v[1], v[2], v[3]));
+    }
+};
+
+/* On block 4's narrow launch two vectors a thread are in flight: eight 16-byte loads with the silu gate, as the
+ * narrow conversion's (convert.cu). */
+constexpr int kNarrowChainUnroll = 2;
+
+/* Block 4's chain over n_vec vectors of eight elements. */
+struct ChainArgs {
+    const bf16x8 *g, *gate_activated, *ssm_output, *gate;
+    bf16x8 *grad_ssm_output, *grad_gate;
+    int64_t n_vec;
+    int use_silu_gate;
+};
+
+/* The chain on U vectors stride apart from v: every load of the U before the first store (16-byte loads into
+ * registers: see ssm_chain8). */
+template <int U>
+__device__ __forceinline__ void chain_vectors(const ChainArgs &a, int64_t v, int64_t stride) {
+    bf16x8 g[U], ga[U], so[U], gt[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+        const int64_t i = v + u * stride;
+        g[u] = a.g[i];
+        ga[u] = a.gate_activated[i];
+        so[u] = a.ssm_output[i];
+        if (a.use_silu_gate) gt[u] = a.gate[i];
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+        bf16x8 gs, gg;
+        ssm_chain8(g[u], ga[u], so[u], gt[u], a.use_silu_gate != 0, gs, gg);
+        a.grad_ssm_output[v + u * stride] = gs;
+        a.grad_gate[v + u * stride] = gg;
+    }
+}
+
+/* Grid-stride over the vectors, U per thread in flight (the narrow launch's unroll; 1 on the wide grid). */
+template <int Threads, int U>
+__global__ void __launch_bounds__(Threads) ssm_gate_grad_kernel(ChainArgs a) {
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t v = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (U > 1)
+        for (; v + (U - 1) * stride < a.n_vec; v += U * stride) chain_vectors<U>(a, v, stride);
+    for (; v < a.n_vec; v += stride) chain_vectors<1>(a, v, stride);
+}
+
+} // namespace
+
+extern "C" cudaError_t gg_k_gelu_grad(const void *G, gg_dtype g_type, void *R, gg_dtype r_type, const float *x,
+                                      size_t n, int sm_count, cudaStream_t stream) {
+    const float *g32 = static_cast<const float *>(G);
+    if (g_type == GG_DT_F16 && r_type == GG_DT_F16)
+        return launch_gelu_grad(static_cast<const __half *>(G), static_cast<__half *>(R), x, n, sm_count, stream);
+    if (g_type == GG_DT_F32 && r_type == GG_DT_F32)
+        return launch_gelu_grad(g32, static_cast<float *>(R), x, n, sm_count, stream);
+    if (g_type == GG_DT_F32 && r_type == GG_DT_F16)
+        return launch_gelu_grad(g32, static_cast<__half *>(R), x, n, sm_count, stream);
+    return cudaErrorInvalidValue;
+}
+
+extern "C" cudaError_t gg_k_gelu_grad_col_sum(const void *G, gg_dtype g_type, void *R, gg_dtype r_type,
+                                              const float *x, int64_t M, int64_t N, int chunks, float *partials,
+                                              unsigned *counters, float *col_sums, int accumulate,
+                                              cudaStream_t stream) {
+    const float *g32 = static_cast<const float *>(G);
+    if (g_type == GG_DT_F16 && r_type == GG_DT_F16) {
+        const GeluGradRow<__half, __half> op{static_cast<const __half *>(G), static_cast<__half *>(R), x, N};
+        return launch_col_sum(op, M, N, chunks, partials, counters, col_sums, accumulate != 0, stream);
+    }
+    if (g_type == GG_DT_F32 && r_type == GG_DT_F32) {
+        const GeluGradRow<float, float> op{g32, static_cast<float *>(R), x, N};
+        return launch_col_sum(op, M, N, chunks, partials, counters, col_sums, accumulate != 0, stream);
+    }
+    if (g_type == GG_DT_F32 && r_type == GG_DT_F16) {
+        const GeluGradRow<float, __half> op{g32, static_cast<__half *>(R), x, N};
+        return launch_col_sum(op, M, N, chunks, partials, counters, col_sums, accumulate != 0, stream);
+    }
+    return cudaErrorInvalidValue;
+}
+
+extern "C" cudaError_t gg_k_ssm_gate_grad(const uint16_t *g, const uint16_t *gate_activated,
+                                          const uint16_t *ssm_output, const uint16_t *gate, uint16_t *grad_ssm_output,
+                                          uint16_t *grad_gate, size_t n, int use_silu_gate, int sm_count,
+                                          int narrow_ctas, cudaStream_t stream) {
+    const ChainArgs a = {reinterpret_cast<const bf16x8 *>(g), reinterpret_cast<const bf16x8 *>(gate_activated),
+                         reinterpret_cast<const bf16x8 *>(ssm_output), reinterpret_cast<const bf16x8 *>(gate),
+                         reinterpret_cast<bf16x8 *>(grad_ssm_output), reinterpret_cast<bf16x8 *>(grad_gate),
+                         (int64_t)(n / 8), use_silu_gate};
+    if (narrow_ctas > 0)
+        ssm_gate_grad_kernel<kNarrowThreads, kNarrowChainUnroll><<<narrow_ctas, kNarrowThreads, 0, stream>>>(a);
+    else
+        ssm_gate_grad_kernel<kThreads, 1><<<grid_for((size_t)a.n_vec, sm_count, 16), kThreads, 0, stream>>>(a);
+    return cudaGetLastError();
+}

@@ -1,0 +1,46 @@
+/* convert.cu - dtype conversions of operands (fp32 -> fp16 for the FP16 precision mode). */
+#include "gg_kernels.h"
+#include "launch.cuh"
+#include "vec.cuh"
+
+using namespace gg;
+
+namespace {
+
+/* The narrow launch (vec.cuh): each thread with kNarrowUnroll 16-byte loads in flight. */
+constexpr int kNarrowUnroll = 8;
+
+/* Grid-stride over n4 groups of four, U groups per thread in flight: every load of a round before its stores. */
+template <int Threads, int U>
+__global__ void __launch_bounds__(Threads) f32_to_f16_kernel(const float4 *__restrict__ in, uint2 *__restrict__ out,
+                                                             int64_t n4) {
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (U > 1)
+        for (; i + (U - 1) * stride < n4; i += U * stride) {
+            float4 v[U];
+#pragma unroll
+            for (int u = 0; u < U; ++u) v[u] = __ldcs(in + i + u * stride); /* read once: evict-first (tma.cuh) */
+#pragma unroll
+            for (int u = 0; u < U; ++u) out[i + u * stride] = pack_half4(v[u]);
+        }
+    for (; i < n4; i += stride) out[i] = pack_half4(__ldcs(in + i));
+}
+
+} // namespace
+
+extern "C" cudaError_t gg_k_f32_to_f16(const float *in, void *out, size_t n, int sm_count, int narrow_ctas,
+                                       int priority, cudaStream_t stream) {
+    const int64_t n4 = (int64_t)(n / 4); /* n is a multiple of 8: every tensor's rows are */
+    const float4 *src = reinterpret_cast<const float4 *>(in);
+    uint2 *dst = static_cast<uint2 *>(out);
+    LaunchAttrs attrs;
+    if (narrow_ctas > 0) {
+        const cudaLaunchConfig_t config =
+            plain_launch(dim3((unsigned)narrow_ctas), kNarrowThreads, 0, priority, stream, &attrs);
+        return cudaLaunchKernelEx(&config, f32_to_f16_kernel<kNarrowThreads, kNarrowUnroll>, src, dst, n4);
+    }
+    const cudaLaunchConfig_t config =
+        plain_launch(dim3(grid_for((size_t)n4, sm_count, 16)), kThreads, 0, priority, stream, &attrs);
+    return cudaLaunchKernelEx(&config, f32_to_f16_kernel<kThreads, 1>, src, dst, n4);
+}

@@ -1,0 +1,65 @@
+/* reduce.cu - column sums of a stored [M,N] matrix (bias gradients), through the one-launch kernel of col_sum.cuh;
+ * an fp32 input can be converted to fp16 in the same pass (block 3's dY: its sum costs no read of its own). */
+#include "col_sum.cuh"
+
+using namespace gg;
+
+namespace {
+
+/* Row segments of a stored matrix: one 16-byte load of V elements. */
+template <typename T>
+struct LoadRow;
+
+template <>
+struct LoadRow<float> {
+    static constexpr int V = 4;
+    const float *in;
+    int64_t N;
+    __half *copy; /* NULL, or where the fp16 copy of the input goes */
+    __device__ __forceinline__ void row(int64_t r, int64_t col, float (&v)[V]) const {
+        const float4 x = __ldcs(reinterpret_cast<const float4 *>(in + r * N + col)); /* read once: stream it */
+        v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
+        if (copy) *reinterpret_cast<uint2 *>(copy + r * N + col) = pack_half4(x);
+    }
+};
+
+template <>
+struct LoadRow<__nv_bfloat16> {
+    static constexpr int V = 8;
+    const __nv_bfloat16 *in;
+    int64_t N;
+    __device__ __forceinline__ void row(int64_t r, int64_t col, float (&v)[V]) const {
+        const uint4 x = __ldcs(reinterpret_cast<const uint4 *>(in + r * N + col));
+        const __nv_bfloat16 *h = reinterpret_cast<const __nv_bfloat16 *>(&x);
+#pragma unroll
+        for (int j = 0; j < V; ++j) v[j] = __bfloat162float(h[j]);
+    }
+};
+
+template <typename TOut, typename Op>
+cudaError_t sum(const Op &op, int64_t M, int64_t N, int chunks, float *partials, unsigned *counters, void *out,
+                bool accumulate, cudaStream_t stream) {
+    return launch_col_sum(op, M, N, chunks, partials, counters, static_cast<TOut *>(out), accumulate, stream);
+}
+
+} // namespace
+
+extern "C" int gg_k_col_sum_chunks(int64_t M, int64_t N, gg_dtype in_type, int sm_count) {
+    return col_sum_chunks(M, N, in_type == GG_DT_F32 ? 4 : 8, sm_count);
+}
+
+extern "C" cudaError_t gg_k_col_sum(const void *in, gg_dtype in_type, int64_t M, int64_t N, int chunks,
+                                    float *partials, unsigned *counters, void *out, gg_dtype out_type, int accumulate,
+                                    void *f16_copy, cudaStream_t stream) {
+    /* The pairs the blocks use (each a kernel instantiation): fp32 -> fp32 (block 3's grad_bias2), bf16 -> bf16
+     * (block 4's grad_bias). */
+    if (in_type == GG_DT_F32 && out_type == GG_DT_F32) {
+        const LoadRow<float> op{static_cast<const float *>(in), N, static_cast<__half *>(f16_copy)};
+        return sum<float>(op, M, N, chunks, partials, counters, out, accumulate != 0, stream);
+    }
+    if (in_type == GG_DT_BF16 && out_type == GG_DT_BF16 && !f16_copy) {
+        const LoadRow<__nv_bfloat16> op{static_cast<const __nv_bfloat16 *>(in), N};
+        return sum<__nv_bfloat16>(op, M, N, chunks, partials, counters, out, accumulate != 0, stream);
+    }
+    return cudaErrorInvalidValue;
+}

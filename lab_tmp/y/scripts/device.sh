@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# scripts/device.sh - everything the GPU machine does in one call: build for the chip, run the tests (CPU and
+# `gpu`), compute-sanitizer on the small-shape tests, and time all 64 cases; logs and JSON land in $OUT.
+# On a machine with several GPUs, `multigpu` (part of `all` there) runs the `multigpu` tests and the scaling
+# example for blocks 068 and 073 at their largest cases.
+#
+#   GG_COMMIT=<sha> bash scripts/device.sh [all|tests|bench|multigpu|build]
+#
+# multigpu: GG_DDP_RUNS (default 3) runs per block, GG_STEPS (default 30) steps per measurement, GG_BUCKET_MIB
+# (default: the library's 25 MiB) pieces, GG_COMM_SMS (default: the library's) SMs and NCCL CTAs for communication,
+# GG_COPY_ENGINES=0|1 the weight gradients on SMs or through NCCL's copy engines (gg_dist_config.copy_engines) for
+# both blocks (default: copy engines for block 2, SMs for block 3, each block's best).
+#
+# `build` only builds (for experiments that run build-device/bench/gg_bench directly). Autotune choices persist in
+# build-device/gemm-algos.txt (GG_TUNE_CACHE): later stages and calls on a warm machine reuse them.
+#
+# The GPU machine has no cmocka: carry/cmocka holds Debian's libcmocka packages unpacked (docs/building.md).
+set -uo pipefail
+stage=${1:-all}
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+OUT=${OUT:-$root/out}
+mkdir -p "$OUT"
+export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0} # NVLink multicast must stay off on the shared machines
+export GG_TUNE_CACHE=${GG_TUNE_CACHE:-$root/build-device/gemm-algos.txt}
+cmocka=$root/carry/cmocka/usr
+export LD_LIBRARY_PATH=$cmocka/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+arch=${GG_CUDA_ARCH:-90a}
+# How the results were made, as recorded in their JSON: the settings that change them, then the command.
+run_cmd="GG_COMMIT=<sha> ${GG_MODES:+GG_MODES=$GG_MODES }${GG_ITERS:+GG_ITERS=$GG_ITERS }${GG_PEERS_COMPILE:+GG_PEERS_COMPILE=1 }${GG_STEPS:+GG_STEPS=$GG_STEPS }${GG_BUCKET_MIB:+GG_BUCKET_MIB=$GG_BUCKET_MIB }${GG_COMM_SMS:+GG_COMM_SMS=$GG_COMM_SMS }${GG_COPY_ENGINES:+GG_COPY_ENGINES=$GG_COPY_ENGINES }${GG_DDP_RUNS:+GG_DDP_RUNS=$GG_DDP_RUNS }bash scripts/device.sh $stage"
+build=$root/build-device
+status=0
+
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
+
+echo "== build (sm_$arch)"
+t0=$(date +%s)
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" \
+  -DCMAKE_PREFIX_PATH="$cmocka" -DGG_WERROR=ON > "$OUT/build.log" 2>&1 &&
+  cmake --build "$build" >> "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+echo "built in $(( $(date +%s) - t0 )) s"
+
+if [ "$stage" = all ] || [ "$stage" = tests ]; then
+  echo "== tests"
+  # Every test but the long GPU ones (run directly, so their RESULT lines are kept) and the multi-GPU ones (the
+  # multigpu stage) through CTest.
+  ctest --test-dir "$build" --output-on-failure -E 'test_(blocks|graphs)_gpu' -LE multigpu 2>&1 | tee "$OUT/ctest.log" | tail -12
+  grep -q "100% tests passed" "$OUT/ctest.log" || status=1
+  for t in test_blocks_gpu test_graphs_gpu; do
+    t0=$(date +%s)
+    timeout 300 "$build/tests/$t" > "$OUT/$t.log" 2>&1 || status=1
+    echo "$t: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/$t.log" | tr '\n' ' ') ($(( $(date +%s) - t0 )) s)"
+    grep -E '^\[  FAILED|^\[  ERROR|FAIL |differs|wrong' "$OUT/$t.log" | head -20
+  done
+  python3 scripts/collect_correctness.py "$OUT/test_blocks_gpu.log" "$OUT/correctness-h200.json" \
+    "${GG_COMMIT:-unknown}" "$run_cmd" "$(head -2 "$OUT/gpu.txt" | tail -1 | cut -d, -f1)"
+  echo "== compute-sanitizer (memcheck, small shapes)"
+  GG_TEST_FILTER='*small*' compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/test_blocks_gpu" \
+    > "$OUT/sanitizer.log" 2>&1
+  rc=$?; echo "memcheck exit $rc" | tee -a "$OUT/sanitizer.log"; [ $rc = 0 ] || status=1
+  GG_TEST_FILTER='*rebinding*' timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/test_graphs_gpu" \
+    >> "$OUT/sanitizer.log" 2>&1
+  rc=$?; echo "memcheck (graphs) exit $rc" | tee -a "$OUT/sanitizer.log"; [ $rc = 0 ] || status=1
+fi
+
+if [ "$stage" = all ] || [ "$stage" = bench ]; then
+  echo "== timing: eager path and graph replay (CUDA events, cold L2)"
+  "$build/bench/gg_bench" --iters "${GG_ITERS:-50}" --warmup "${GG_WARMUP:-10}" --modes "${GG_MODES:-all}" --overlap "${GG_OVERLAP:-auto}" --trace "$OUT/trace.csv" --json "$OUT/bench.json" \
+    --csv "$OUT/bench.csv" 2> "$OUT/bench-progress.log" | tee "$OUT/bench.txt" || status=1
+  python3 scripts/collect_graphs.py "$OUT/bench.json" "$OUT/graphs-h200.json" "${GG_COMMIT:-unknown}" "$run_cmd"
+  echo "== PyTorch peers (eager${GG_PEERS_COMPILE:+ and torch.compile}, CUDA graphs, cold L2)"
+  PYTHONUNBUFFERED=1 timeout "${GG_PEERS_TIMEOUT:-400}" python3 bench/peers/torch_peers.py --iters "${GG_ITERS:-50}" --warmup "${GG_WARMUP:-10}" \
+    ${GG_PEERS_COMPILE:+--compile} --json "$OUT/peers.json" 2> "$OUT/peers-progress.log" | tee "$OUT/peers.txt" || status=1
+  python3 scripts/collect_bench.py "$OUT/bench.json" "$OUT/peers.json" "$OUT/bench-h200.json" "${GG_COMMIT:-unknown}" \
+    "$run_cmd" || status=1
+  mkdir -p "$OUT/plots"
+  python3 bench/plot.py "$OUT/bench.json" "$OUT/peers.json" "$OUT/plots" > /dev/null 2>> "$OUT/peers-progress.log" || true
+fi
+gpus=$(nvidia-smi -L | wc -l)
+if { [ "$stage" = all ] && [ "$gpus" -ge 2 ]; } || [ "$stage" = multigpu ]; then
+  echo "== multigpu ($gpus GPUs): tests and scaling"
+  # test_dist (threads) and, with MPI, test_dist_mpi (mpiexec, one rank per GPU); verbose, so the log keeps them
+  timeout 900 ctest --test-dir "$build" -L multigpu -V > "$OUT/test_dist.log" 2>&1 || status=1
+  grep -E '^[0-9]+/[0-9]+ Test|tests passed' "$OUT/test_dist.log"
+  grep -E '\[  ERROR|\[  FAILED|differ|hung' "$OUT/test_dist.log" | head -10
+  # GG_DDP_RUNS rounds over the two blocks (round-robin: each block's runs see the same drift of clocks); the JSON
+  # holds each block's median run by speedup, and every run.
+  # Each block with its best setting unless GG_COPY_ENGINES says otherwise: block 2 (068, a short backward with large
+  # gradients) through the copy engines and the two-rank split reduction, block 3 (073) on SMs (docs/distributed.md).
+  for r in $(seq 1 "${GG_DDP_RUNS:-3}"); do
+    for b in 2 3; do
+      ce=${GG_COPY_ENGINES:-$([ $b = 2 ] && echo 1 || echo 0)}
+      timeout 300 "$build/examples/ddp_scaling" --block $b --steps "${GG_STEPS:-30}" ${GG_BUCKET_MIB:+--bucket-mib "$GG_BUCKET_MIB"} \
+        ${GG_COMM_SMS:+--comm-sms "$GG_COMM_SMS"} --copy-engines "$ce" --json "$OUT/ddp-block$b-run$r.json" 2>&1 | tee -a "$OUT/ddp.log" | tail -1 || status=1
+    done
+  done
+  python3 scripts/collect_ddp.py "$OUT/ddp-h200x$gpus.json" "${GG_COMMIT:-unknown}" "$run_cmd" "$OUT"/ddp-block*-run*.json &&
+    rm -f "$OUT"/ddp-block*-run*.json
+fi
+
+cp "$GG_TUNE_CACHE" "$OUT/gemm-algos.txt" 2>/dev/null
+# At most 8 files come back from the GPU machine: logs, tables and plots go into one archive beside the JSON/CSV,
+# named after the stage, so that stages run one after the other into one $OUT keep each other's logs.
+tar -C "$OUT" -czf "$OUT/logs-$stage.tgz" --exclude='logs-*.tgz' --exclude='*.json' --exclude='*.csv' . 2>/dev/null
+find "$OUT" -maxdepth 1 -type f ! -name '*.json' ! -name '*.csv' ! -name 'logs-*.tgz' -delete
+rm -rf "$OUT/plots" # (in the archive)
+exit $status

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# scripts/lab/ab_cases.sh - lab: an A/B over trees that scripts/lab/ab_bench.sh has built (ROUNDS=0 there), per case
+# or per whole block. Every variant once per round (so drift hits all alike): for each block B with cases listed in
+# CASESB, `gg_bench --block B --case I --modes fast` per case; for each block in WHOLE, `gg_bench --block B --modes
+# fast`; into $OUT/<variant>-r<k>-b<B>.csv. The variants share one autotune cache. Then the summary
+# (scripts/lab/ab_summary.py) goes to $OUT/out/ab-summary.txt and stdout.
+#   OUT=... ROUNDS=3 [DEADLINE=s] CASES1="" CASES2="5 9 13" CASES3="0 12" CASES4="" WHOLE="4" \
+#     bash scripts/lab/ab_cases.sh VARIANT ...
+# A variant is a tree's name given to ab_bench.sh, or NAME=TREE@KEY=VALUE,KEY=VALUE: that tree run with those
+# environment settings (a lab tree's knobs), e.g. base x n32=x@GG_LAB_CTAS=32.
+set -uo pipefail
+OUT=${OUT:?set OUT}
+mkdir -p "$OUT/out"
+t0=$(date +%s)
+# One gg_bench run of variant $1 (tree $2, environment in the envs array), block $3, round $4; more arguments
+# (--case I) pass through; its CSV to $5.
+bench() {
+  local name=$1 tree=$2 b=$3 r=$4 csv=$5
+  shift 5
+  env "${envs[@]}" GG_TUNE_CACHE="$OUT/algos.txt" timeout "${CASE_TIMEOUT:-120}" "$OUT/build-$tree/bench/gg_bench" \
+    --block "$b" "$@" --modes fast --iters "${ITERS:-50}" --warmup 10 --csv "$csv" > /dev/null \
+    2>> "$OUT/$name-r$r.log" || echo "$name r$r b$b $* failed"
+}
+for r in $(seq 1 "${ROUNDS:-3}"); do
+  # DEADLINE (seconds): no round starts after it, so that a device call ends with its summary written.
+  [ -n "${DEADLINE:-}" ] && [ $(( $(date +%s) - t0 )) -gt "$DEADLINE" ] && echo "deadline: round $r not run" && break
+  for spec in "$@"; do
+    name=${spec%%=*} rest=${spec#*=} envs=()
+    tree=${rest%%@*}
+    [ "$rest" != "$tree" ] && IFS=, read -r -a envs <<< "${rest#*@}"
+    for b in 1 2 3 4; do
+      f=$OUT/$name-r$r-b$b.csv
+      if [[ " ${WHOLE:-} " == *" $b "* ]]; then
+        bench "$name" "$tree" "$b" "$r" "$f"
+        continue
+      fi
+      var=CASES$b cases=${!var:-}
+      [ -z "$cases" ] && continue
+      rm -f "$f"
+      for i in $cases; do
+        bench "$name" "$tree" "$b" "$r" "$OUT/one.csv" --case "$i"
+        if [ -f "$f" ]; then tail -n +2 "$OUT/one.csv" >> "$f"; else cp "$OUT/one.csv" "$f"; fi
+      done
+    done
+    echo "round $r $name at $(( $(date +%s) - t0 )) s"
+  done
+done
+python3 "$(dirname "$0")/ab_summary.py" "$OUT" > "$OUT/out/ab-summary.txt" 2>&1
+cat "$OUT/out/ab-summary.txt"

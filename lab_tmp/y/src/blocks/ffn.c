@@ -1,0 +1,464 @@
+/*
+ * ffn.c - blocks 2 (GELU FFN, gg_gelu_ffn_backward) and 3 (MLP with biases, gg_mlp_backward): the same backward,
+ * so one driver serves both; block 3 also reduces the two bias gradients. Both compute gelu' from the
+ * pre-activation alone: block 2's saved tanh_inner is validated but not read (the tanh costs less than reading it).
+ * The two tensor tables share the order of their common tensors.
+ *
+ * Order: on the caller's stream G = dY @ W2, then R = G * gelu'(x) and dX = R @ W1; on the side stream, once G
+ * is done, dW2 = dYᵀ @ act and, once R is ready, dW1 = Rᵀ @ X (the measured best schedule: see enqueue). Block 3
+ * sums grad_bias1 and grad_bias2 in the launch that writes R.
+ * Graphs that all-reduce the gradients during the backward run another order (enqueue_weights_first): dW2 first and
+ * dW1 as soon as R exists, so each reduction has later work to hide behind, and dX last.
+ * fp16 mode converts the GEMMs' operands to fp16 first, except at few tokens, where the weights (whose size does not
+ * shrink with the tokens) are not all converted (route): on an sm_90a device G, and dX where it wins, read them in
+ * fp32 in gradgraph's own GEMM (gg_k_gemm_f32w), which rounds them to fp16 as it loads them; elsewhere G runs in TF32
+ * straight from the fp32 dY and W2, into an fp32 G, from which gelu' writes R in fp16, and only W1 is converted.
+ * The critical chain's own kernels (W2's conversion, gg_k_gemm_f32w) launch at the greatest priority and the side
+ * stream's conversions at the least, so that the former take the SMs first when both wait for them.
+ *
+ * Column-major view of the row-major tensors (a row-major [r,c] matrix is column-major c x r, ld = c):
+ *   G   [M,F]: G'(F x M)   = W2'(F x D)     @ dY'(D x M)         m=F n=M k=D  A=W2 N lda=F  B=dY N ldb=D
+ *   dW2 [D,F]: (F x D)     = act'(F x M)    @ dY'(D x M)ᵀ        m=F n=D k=M  A=act N lda=F B=dY T ldb=D
+ *   dX  [M,D]: (D x M)     = W1'(D x F)     @ R'(F x M)          m=D n=M k=F  A=W1 N lda=D  B=R N ldb=F
+ *   dW1 [F,D]: (D x F)     = X'(D x M)      @ R'(F x M)ᵀ         m=D n=F k=M  A=X N lda=D   B=R T ldb=F
+ */
+#include "block.h"
+#include "dist.h"
+#include "graph.h"
+#include "kernels/gg_kernels.h"
+#include "streams.h"
+
+/* Tensor order: the common ones first, then block 2's tanh_inner or block 3's bias gradients. */
+enum { T_DY, T_X, T_W1, T_W2, T_PRE, T_ACT, T_DX, T_DW1, T_DW2, T_EXTRA0, T_EXTRA1 };
+enum { T_TANH = T_EXTRA0 };               /* block 2 (validated, not read) */
+enum { T_DB1 = T_EXTRA0, T_DB2 = T_EXTRA1 }; /* block 3 */
+
+enum { GEMM_G, GEMM_DW2, GEMM_DX, GEMM_DW1 };
+/* Scratch: G, and R over it in place, in the GEMMs' operand type (fp16 in fp16 mode, else fp32); fp16 copies of the
+ * operands in fp16 mode (not of the weights the few-token routes read in fp32; the TF32 G route's fp32 G in BUF_G32);
+ * partial sums. */
+enum { BUF_G, BUF_DY16, BUF_W2_16, BUF_ACT16, BUF_X16, BUF_W1_16, BUF_PARTIALS1, BUF_PARTIALS2, BUF_G32 };
+
+#define COMMON_TENSORS(pre_name, act_name)                                                                         \
+    [T_DY] = {"grad_output", GG_EXT_TOKENS, GG_EXT_DIM0, 4, 0, 0},                                                 \
+    [T_X] = {"hidden_states", GG_EXT_TOKENS, GG_EXT_DIM0, 4, 0, 0},                                                \
+    [T_W1] = {"weight1", GG_EXT_DIM1, GG_EXT_DIM0, 4, 0, 0},                                                       \
+    [T_W2] = {"weight2", GG_EXT_DIM0, GG_EXT_DIM1, 4, 0, 0},                                                       \
+    [T_PRE] = {pre_name, GG_EXT_TOKENS, GG_EXT_DIM1, 4, 0, 0},                                                     \
+    [T_ACT] = {act_name, GG_EXT_TOKENS, GG_EXT_DIM1, 4, 0, 0},                                                     \
+    [T_DX] = {"grad_hidden_states", GG_EXT_TOKENS, GG_EXT_DIM0, 4, 1, 0},                                          \
+    [T_DW1] = {"grad_weight1", GG_EXT_DIM1, GG_EXT_DIM0, 4, 1, 0},                                                 \
+    [T_DW2] = {"grad_weight2", GG_EXT_DIM0, GG_EXT_DIM1, 4, 1, 0}
+
+static const gg_tensor_spec gelu_ffn_tensors[] = {
+    COMMON_TENSORS("linear1_out", "gelu_out"),
+    [T_TANH] = {"tanh_inner", GG_EXT_TOKENS, GG_EXT_DIM1, 4, 0, 0},
+};
+static const gg_tensor_spec mlp_tensors[] = {
+    COMMON_TENSORS("intermediate", "intermediate_activated"),
+    [T_DB1] = {"grad_bias1", GG_EXT_ONE, GG_EXT_DIM1, 4, 1, 0},
+    [T_DB2] = {"grad_bias2", GG_EXT_ONE, GG_EXT_DIM0, 4, 1, 0},
+};
+
+/* fp16 mode's route (the plan's few_tokens): which GEMMs read an fp32 weight themselves instead of its fp16 copy.
+ * None (ROUTE_CONVERT): every operand converted to fp16 first. On an sm_90a device, G and, at fewer tokens, dX in
+ * gg_k_gemm_f32w, which rounds the weight to fp16 as it loads it; elsewhere, at few tokens, G in TF32 from the fp32
+ * dY and W2. */
+enum { ROUTE_CONVERT = 0, ROUTE_G_F32W = 1, ROUTE_DX_F32W = 2, ROUTE_G_TF32 = 4 };
+
+/* Up to these many tokens each route wins. Measured on an H200 (docs/perf-notes.md, "Session 16" for TF32, "Session
+ * 17" and "Session 21" for gg_k_gemm_f32w): G in gg_k_gemm_f32w up to 1024 tokens (at 2048, with its tiles in four
+ * waves, it lost 1-3 %); dX up to 512, where it is bound by reading W1, and up to 1024 when its grid fills the GPU
+ * (at 1024 tokens 073's dX on 128 of 132 SMs won, 068's on 96 lost to converting W1 for cuBLASLt). */
+#define GG_FFN_G_F32W_MAX_TOKENS 1024
+#define GG_FFN_DX_F32W_MAX_TOKENS 512
+#define GG_FFN_G_TF32_MAX_TOKENS 512
+
+/* The plan's route, the same on every path (the data-parallel ones too, so that a rank's synced gradients are the
+ * mean of what its local calls compute). */
+static int route(const gg_ctx *ctx, const gg_block_plan *p) {
+    const int64_t M = p->key.tokens, D = p->key.dim0, F = p->key.dim1;
+    if (p->key.precision != GG_PRECISION_FP16) return ROUTE_CONVERT;
+    int r = ROUTE_CONVERT;
+    if (ctx->has_wgmma && M <= GG_FFN_G_F32W_MAX_TOKENS) {
+        if (gg_k_gemm_f32w_supported(M, F, D)) r |= ROUTE_G_F32W;
+        /* "fills the GPU": at least 7/8 of the SMs */
+        const int dx_fills = 8 * gg_k_gemm_f32w_ctas(M, D, F, ctx->f32w_clusters) >= 7 * (int64_t)ctx->sm_count;
+        if (gg_k_gemm_f32w_supported(M, D, F) && (M <= GG_FFN_DX_F32W_MAX_TOKENS || dx_fills)) r |= ROUTE_DX_F32W;
+    }
+    if (!(r & ROUTE_G_F32W) && M <= GG_FFN_G_TF32_MAX_TOKENS) r |= ROUTE_G_TF32;
+    return r;
+}
+
+/* The narrow schedule (fp16 mode above the few-token route, calls that do not sync): G runs on all SMs but
+ * GG_FFN_NARROW_CTAS, and the fp16 copies of act, X and W1 (needed only by the later GEMMs) run on those, one CTA of
+ * 1024 threads per SM, instead of before G on every SM. A cuBLASLt GEMM holds every SM it may use to its end, so
+ * without the SM target nothing runs beside it. Measured on an H200 (docs/perf-notes.md, "Session 19"): 068 and
+ * 073 about 1 % faster with 24 SMs in two calls; 16, 20, 28 and 32 were slower or no better (G on fewer SMs slows
+ * more than the copies gain; its tiles fit some SM counts badly). */
+#define GG_FFN_NARROW_CTAS 24
+
+static int narrow_ctas(const gg_ctx *ctx, const gg_block_plan *p) {
+    const int on = p->key.precision == GG_PRECISION_FP16 && !p->few_tokens && !p->key.sync_grads &&
+                   ctx->sm_count >= 4 * GG_FFN_NARROW_CTAS;
+    return on ? GG_FFN_NARROW_CTAS : 0;
+}
+
+/* A GEMM of the precision mode; its output is fp32 unless `out_is_operand` (G: written in the operand type, so R,
+ * over it in place, is ready for the next GEMMs). */
+static gg_status plan_gemm(gg_ctx *ctx, gg_matmul *mm, gg_precision precision, int out_is_operand, int sm_target,
+                           int trans_b, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldd) {
+    gg_gemm_shape s = {0, trans_b, m, n, k, lda, ldb, ldd, CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F, sm_target};
+    gg_gemm_types_for(precision, &s.ab_type, &s.compute);
+    if (out_is_operand) s.d_type = s.ab_type;
+    return gg_matmul_plan(ctx, &s, mm);
+}
+
+static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
+    const int64_t M = p->key.tokens, D = p->key.dim0, F = p->key.dim1;
+    const gg_precision prec = (gg_precision)p->key.precision;
+    /* Syncing graphs (weights-first order, comm_sms > 0): dX, the last GEMM, leaves SMs to dW1's reduction; the
+     * others run on every SM (G and dW1 leaving SMs too measured slower: docs/distributed.md). */
+    const int sm_target = gg_plan_sm_target(ctx, p);
+    /* The two-rank split reduction (enqueue_pair) runs dW2, dW1 and dX in halves (of their n: rows of the gradient,
+     * tokens of dX); every GEMM keeps all SMs. */
+    const int64_t halves = p->key.pair_split ? 2 : 1;
+    p->few_tokens = route(ctx, p);
+    if (p->few_tokens & ROUTE_G_F32W)
+        gg_log(ctx, GG_LOG_DEBUG, "M=%lld: G in gg_k_gemm_f32w, k split over clusters of %d", (long long)M,
+               gg_k_gemm_f32w_split(M, F, D, ctx->f32w_clusters));
+    if (p->few_tokens & ROUTE_DX_F32W)
+        gg_log(ctx, GG_LOG_DEBUG, "M=%lld: dX in gg_k_gemm_f32w, k split over clusters of %d", (long long)M,
+               gg_k_gemm_f32w_split(M, D, F, ctx->f32w_clusters));
+    p->narrow_ctas = narrow_ctas(ctx, p);
+    const int beside_narrow = p->narrow_ctas ? ctx->sm_count - p->narrow_ctas : 0;
+    if (p->few_tokens & ROUTE_G_TF32)
+        GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_G], GG_PRECISION_TF32, 0, 0, 0, F, M, D, F, D, F));
+    else if (p->few_tokens == ROUTE_CONVERT)
+        GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_G], prec, 1, beside_narrow, 0, F, M, D, F, D, F));
+    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW2], prec, 0, 0, 1, F, D / halves, M, F, D, F));
+    if (!(p->few_tokens & ROUTE_DX_F32W))
+        GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DX], prec, 0, sm_target, 0, D, M / halves, F, D, F, D));
+    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW1], prec, 0, 0, 1, D, F / halves, M, D, F, D));
+    const size_t h = 2; /* sizeof(half) */
+    p->buffer[BUF_G] = gg_plan_take(p, (size_t)(M * F) * (prec == GG_PRECISION_FP16 ? h : sizeof(float)));
+    if (prec == GG_PRECISION_FP16) {
+        p->buffer[BUF_DY16] = gg_plan_take(p, (size_t)(M * D) * h);
+        if (p->few_tokens & ROUTE_G_TF32) p->buffer[BUF_G32] = gg_plan_take(p, (size_t)(M * F) * sizeof(float));
+        if (p->few_tokens == ROUTE_CONVERT) p->buffer[BUF_W2_16] = gg_plan_take(p, (size_t)(D * F) * h);
+        p->buffer[BUF_ACT16] = gg_plan_take(p, (size_t)(M * F) * h);
+        p->buffer[BUF_X16] = gg_plan_take(p, (size_t)(M * D) * h);
+        if (!(p->few_tokens & ROUTE_DX_F32W)) p->buffer[BUF_W1_16] = gg_plan_take(p, (size_t)(F * D) * h);
+    }
+    if (p->key.block == GG_BLOCK_MLP) {
+        p->col_chunks[0] = gg_k_col_sum_chunks(M, F, GG_DT_F32, ctx->sm_count); /* grad_bias1 over R, with gelu' */
+        p->col_chunks[1] = gg_k_col_sum_chunks(M, D, GG_DT_F32, ctx->sm_count); /* grad_bias2 over dY */
+        /* each sum its own partials (and counters: GG_COUNTER_SUM_A, _B) */
+        p->buffer[BUF_PARTIALS1] = gg_plan_take(p, (size_t)p->col_chunks[0] * (size_t)F * sizeof(float));
+        p->buffer[BUF_PARTIALS2] = gg_plan_take(p, (size_t)p->col_chunks[1] * (size_t)D * sizeof(float));
+    }
+    return GG_SUCCESS;
+}
+
+/* The operands of the four GEMMs (the caller's fp32 tensors, or their fp16 copies in fp16 mode), and G. */
+typedef struct ffn_operands {
+    const void *dy, *w2, *act, *x, *w1;
+    void *G; /* G = dY @ W2, then R = G * gelu'(x) over it in place: an operand of dX and dW1 */
+    gg_dtype g_type;
+    void *g_out; /* where the G GEMM writes: G, or on the TF32 G route an fp32 G that gelu' reads into R */
+    gg_dtype g_out_type;
+} ffn_operands;
+
+static ffn_operands operands(const gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c) {
+    void *const *t = c->t;
+    ffn_operands o = {t[T_DY], t[T_W2], t[T_ACT], t[T_X], t[T_W1], gg_plan_buffer(ctx, p, BUF_G), GG_DT_F32,
+                      gg_plan_buffer(ctx, p, BUF_G), GG_DT_F32};
+    if (c->precision == GG_PRECISION_FP16) {
+        o.dy = gg_plan_buffer(ctx, p, BUF_DY16);
+        if (p->few_tokens == ROUTE_CONVERT) o.w2 = gg_plan_buffer(ctx, p, BUF_W2_16);
+        o.act = gg_plan_buffer(ctx, p, BUF_ACT16);
+        o.x = gg_plan_buffer(ctx, p, BUF_X16);
+        if (!(p->few_tokens & ROUTE_DX_F32W)) o.w1 = gg_plan_buffer(ctx, p, BUF_W1_16);
+        o.g_type = GG_DT_F16;
+        if (p->few_tokens & ROUTE_G_TF32) o.g_out = gg_plan_buffer(ctx, p, BUF_G32);
+        else o.g_out_type = GG_DT_F16;
+    }
+    return o;
+}
+
+/* Whether an operand is an fp16 copy to make: operands() points it at a copy only in fp16 mode, and not for the
+ * weights the route reads in fp32 (there, and in the other modes, the operand is the input itself). */
+static int is_copy(const gg_block_call *c, int tensor, const void *operand) { return operand != c->t[tensor]; }
+
+/* The fp16 copy of input `tensor` into `copy`, its operand (a no-op when the operand is the input: is_copy), on
+ * narrow_ctas SMs (gg_k_f32_to_f16; 0: every SM), at `priority` (GG_PRIORITY_OF_STREAM: the stream's). */
+static gg_status to_f16_on(gg_ctx *ctx, const gg_block_call *c, int tensor, const void *copy, int narrow_ctas,
+                           int priority, cudaStream_t s) {
+    if (!is_copy(c, tensor, copy)) return GG_SUCCESS;
+    GG_CUDA_TRY(ctx, gg_k_f32_to_f16(c->t[tensor], (void *)copy, gg_tensor_elems(c, tensor), ctx->sm_count,
+                                     narrow_ctas, priority, s));
+    return GG_SUCCESS;
+}
+
+/* to_f16_on on every SM, at the stream's priority. */
+static gg_status to_f16(gg_ctx *ctx, const gg_block_call *c, int tensor, const void *copy, cudaStream_t s) {
+    return to_f16_on(ctx, c, tensor, copy, 0, GG_PRIORITY_OF_STREAM, s);
+}
+
+/* In fp16 mode, the fp16 copies of `n` inputs (act, X, W1, W2) on `side` (on the SMs G leaves free when the plan
+ * has the narrow schedule) at `priority`, then a mark `main` waits for before it reads them (gg_stream_wait with
+ * ctx->ev_conv). */
+static gg_status to_f16_beside(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const ffn_operands *o,
+                               const int *tensors, int n, int priority, cudaStream_t side, cudaStream_t main) {
+    if (c->precision != GG_PRECISION_FP16) return GG_SUCCESS;
+    for (int i = 0; i < n; ++i) {
+        const int t = tensors[i];
+        const void *copy = t == T_ACT ? o->act : t == T_X ? o->x : t == T_W1 ? o->w1 : o->w2;
+        GG_TRY(to_f16_on(ctx, c, t, copy, p->narrow_ctas, priority, side));
+    }
+    return gg_stream_mark(ctx, side, ctx->ev_conv, main);
+}
+
+/* dY's fp16 copy (fp16 mode); block 3 also sums grad_bias2 = Σ_rows dY in the same pass, so the sum costs no read
+ * of its own and is done before the GEMMs (measured: on the side stream beside G it delayed dW2, session 14). */
+static gg_status dy_first(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const ffn_operands *o,
+                          cudaStream_t s) {
+    if (c->info->kind != GG_BLOCK_MLP) return to_f16(ctx, c, T_DY, o->dy, s);
+    void *copy = c->precision == GG_PRECISION_FP16 ? (void *)o->dy : NULL;
+    GG_CUDA_TRY(ctx, gg_k_col_sum(c->t[T_DY], GG_DT_F32, c->tokens, c->dim0, p->col_chunks[1],
+                                  gg_plan_buffer(ctx, p, BUF_PARTIALS2), ctx->counter + GG_COUNTER_SUM_B, c->t[T_DB2],
+                                  GG_DT_F32, c->accumulate, copy, s));
+    return gg_dist_grad_ready(ctx, c, s, T_DB2);
+}
+
+/* G = dY @ W2 into o->g_out (on the few-token routes from the fp32 W2: in gg_k_gemm_f32w at `priority`, or in TF32
+ * from the fp32 dY too). */
+static gg_status gemm_g(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const ffn_operands *o,
+                        int priority, cudaStream_t s) {
+    if (p->few_tokens & ROUTE_G_F32W) {
+        GG_CUDA_TRY(ctx, gg_k_gemm_f32w(o->dy, (const float *)o->w2, o->g_out, GG_DT_F16, c->tokens, c->dim1,
+                                        c->dim0, ctx->f32w_clusters, priority, s));
+        return GG_SUCCESS;
+    }
+    const void *dy = p->few_tokens & ROUTE_G_TF32 ? c->t[T_DY] : o->dy;
+    return gg_matmul_run(ctx, &p->gemm[GEMM_G], o->w2, dy, o->g_out, 0, 0, s);
+}
+
+/* dX = R @ W1 for `tokens` tokens from token `first` (the two-rank split reduction runs it in halves); `priority` as
+ * gemm_g's. */
+static gg_status gemm_dx(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const ffn_operands *o,
+                         int64_t first, int64_t tokens, int priority, cudaStream_t s) {
+    const size_t g_elem = o->g_type == GG_DT_F16 ? 2 : 4;
+    const void *r = (const char *)o->G + (size_t)first * (size_t)c->dim1 * g_elem;
+    float *dx = (float *)c->t[T_DX] + (size_t)first * (size_t)c->dim0;
+    if (!(p->few_tokens & ROUTE_DX_F32W)) return gg_matmul_run(ctx, &p->gemm[GEMM_DX], o->w1, r, dx, 0, 0, s);
+    GG_CUDA_TRY(ctx,
+                gg_k_gemm_f32w(r, (const float *)o->w1, dx, GG_DT_F32, tokens, c->dim0, c->dim1, ctx->f32w_clusters,
+                               priority, s));
+    return GG_SUCCESS;
+}
+
+/* R = G * gelu'(x), over G (from the fp32 G on the TF32 G route); block 3 also sums grad_bias1 in the same pass
+ * (R is not read back). */
+static gg_status activation_grad(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const ffn_operands *o,
+                                 cudaStream_t s) {
+    void *const *t = c->t;
+    if (c->info->kind != GG_BLOCK_MLP) {
+        GG_CUDA_TRY(ctx, gg_k_gelu_grad(o->g_out, o->g_out_type, o->G, o->g_type, t[T_PRE],
+                                        (size_t)(c->tokens * c->dim1), ctx->sm_count, s));
+        return GG_SUCCESS;
+    }
+    GG_CUDA_TRY(ctx, gg_k_gelu_grad_col_sum(o->g_out, o->g_out_type, o->G, o->g_type, t[T_PRE], c->tokens, c->dim1,
+                                            p->col_chunks[0], gg_plan_buffer(ctx, p, BUF_PARTIALS1),
+                                            ctx->counter + GG_COUNTER_SUM_A, t[T_DB1], c->accumulate, s));
+    return gg_dist_grad_ready(ctx, c, s, T_DB1);
+}
+
+/* The two-stream schedule: every call that does not reduce its gradients during the backward (a syncing call with
+ * overlap off reduces them all in gg_dist_finish). On an error after the fork, the side stream is still joined. */
+static gg_status enqueue_overlapped(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main) {
+    const int acc = c->accumulate;
+    void *const *t = c->t;
+    cudaStream_t side = gg_side_stream(ctx, main);
+    const ffn_operands o = operands(ctx, p, c);
+    /* fp16: dY first (both chains read it), then W2 on the caller's stream: G's operands (W2 not on the few-token
+     * routes, whose G reads it in fp32 and starts at once). The operands needed later (act, X, W1) are converted on the
+     * side stream: on the narrow schedule on the SMs G leaves free, else in whatever SMs the caller's stream leaves
+     * (then they do not run underneath G: a cuBLASLt GEMM holds every SM to its end — docs/perf-notes.md). They launch
+     * at the least priority (the side stream's own is the greatest, for its GEMMs), W2's conversion and gg_k_gemm_f32w
+     * at the greatest, so that G is not queued behind them (measured: G started 3-4 us late at 256 tokens, and the
+     * few-token cases ran 2 % slower: docs/perf-notes.md, "Session 21"). */
+    GG_TRY(dy_first(ctx, p, c, &o, main));
+    GG_TRY(gg_stream_handoff(ctx, main, ctx->ev_fork, side)); /* the side stream reads inputs */
+    gg_status status = GG_SUCCESS; /* from here on, errors still join the side stream */
+    GG_GOTO(to_f16_beside(ctx, p, c, &o, (const int[]){T_ACT, T_X, T_W1}, 3, ctx->priority_least, side, main), status,
+            join);
+    GG_GOTO(to_f16_on(ctx, c, T_W2, o.w2, 0, ctx->priority_greatest, main), status, join);
+    /* G runs alone first; then the side chain (dW2, and dW1 once R exists) overlaps the caller's (gelu', bias sums,
+     * dX). Forking before G, so that dW2 and G start together, made graph replay up to 11 % slower on fp32/tf32
+     * cases (docs/perf-notes.md, "schedule experiment"). */
+    GG_GOTO(gemm_g(ctx, p, c, &o, ctx->priority_greatest, main), status, join);
+    GG_GOTO(gg_stream_handoff(ctx, main, ctx->ev_fork, side), status, join);
+    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW2], o.act, o.dy, t[T_DW2], acc, 1, side), status, join);
+    GG_GOTO(activation_grad(ctx, p, c, &o, main), status, join);
+    GG_GOTO(gg_stream_handoff(ctx, main, ctx->ev_mid, side), status, join);
+    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW1], o.x, o.G, t[T_DW1], acc, 1, side), status, join);
+    if (is_copy(c, T_W1, o.w1)) GG_GOTO(gg_stream_wait(ctx, side, ctx->ev_conv, main), status, join); /* W1's copy */
+    GG_GOTO(gemm_dx(ctx, p, c, &o, 0, c->tokens, ctx->priority_greatest, main), status, join);
+join:;
+    const gg_status joined = gg_stream_handoff(ctx, side, ctx->ev_join, main);
+    return status == GG_SUCCESS ? joined : status;
+}
+
+/* Calls that reduce the gradients during the backward: one stream, weight gradients first. dW2 (it needs only dY
+ * and act) runs before G, so its reduction overlaps G, gelu' and the rest; dW1 runs as soon as R exists, so its
+ * reduction overlaps dX, which nothing waits for (dX leaves comm_sms SMs to it). Measured on 2 H200s against the
+ * two-stream schedule with the reductions issued as the gradients finish, and against two-stream variants with dW1
+ * before dX: this order hides the most (docs/distributed.md). */
+static gg_status enqueue_weights_first(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t s) {
+    void *const *t = c->t;
+    const int acc = c->accumulate;
+    const ffn_operands o = operands(ctx, p, c);
+    GG_TRY(dy_first(ctx, p, c, &o, s));
+    GG_TRY(to_f16(ctx, c, T_ACT, o.act, s));
+    GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_DW2], o.act, o.dy, t[T_DW2], acc, 1, s));
+    GG_TRY(gg_dist_grad_ready(ctx, c, s, T_DW2));
+    GG_TRY(to_f16(ctx, c, T_W2, o.w2, s));
+    GG_TRY(gemm_g(ctx, p, c, &o, GG_PRIORITY_OF_STREAM, s));
+    GG_TRY(activation_grad(ctx, p, c, &o, s));
+    GG_TRY(to_f16(ctx, c, T_X, o.x, s));
+    GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_DW1], o.x, o.G, t[T_DW1], acc, 1, s));
+    GG_TRY(gg_dist_grad_ready(ctx, c, s, T_DW1));
+    GG_TRY(to_f16(ctx, c, T_W1, o.w1, s));
+    return gemm_dx(ctx, p, c, &o, 0, c->tokens, GG_PRIORITY_OF_STREAM, s);
+}
+
+/* One half of a weight gradient in the two-rank split reduction (gg_dist_pair_split). The gradient is
+ * (m x n) column-major = A (m x k) @ op(B), B stored transposed with ldb = n, so half h is the n/2 columns from
+ * h n/2: B's rows and the gradient's columns from there. Exchanged (gg_dist_pair_exchanges): the peer's half goes to
+ * this rank's slot of the staging and is all-gathered there; this rank's own half gets the peer's partial from the
+ * other slot added in the epilogue (after the wait), then the gradient's halves are all-gathered in place. Not
+ * exchanged (not a window, or an accumulating call): both halves go to (or are added to) the gradient, which is
+ * reduced as usual after the second. */
+static gg_status pair_half(gg_ctx *ctx, const gg_block_call *c, const gg_matmul *mm, const void *A, const void *B,
+                           size_t b_elem, int tensor, int64_t m, int64_t n, int own, cudaStream_t s) {
+    const int rank = gg_dist_rank(ctx), half = own ? rank : 1 - rank;
+    const size_t cols = (size_t)(n / 2), count = cols * (size_t)m;
+    const char *b = (const char *)B + (size_t)half * cols * b_elem;
+    float *grad = c->t[tensor], *staging = gg_dist_pair_staging(ctx);
+    if (!gg_dist_pair_exchanges(ctx, c, tensor)) {
+        if (!own && !c->accumulate)
+            gg_log(ctx, GG_LOG_WARN,
+                   "copy_engines = 1, but %s is not exchanged (not in a gg_dist_alloc buffer, or under 1 MiB): it is "
+                   "reduced as usual beside GEMMs that leave the reduction no SMs (slower); allocate parameter "
+                   "gradients with gg_dist_alloc", c->info->tensors[tensor].name);
+        GG_TRY(gg_matmul_run(ctx, mm, A, b, grad + (size_t)half * count, c->accumulate, 1, s));
+        return own ? gg_dist_grad_ready(ctx, c, s, tensor) : GG_SUCCESS;
+    }
+    if (!own) {
+        GG_TRY(gg_matmul_run(ctx, mm, A, b, staging + (size_t)rank * count, 0, 1, s));
+        return gg_dist_pair_gather(ctx, s, staging, count);
+    }
+    const float scale = gg_dist_term_scale(ctx->dist);
+    GG_TRY(gg_dist_join(ctx, c, s)); /* the peer's partial has arrived */
+    GG_TRY(gg_matmul_run_scaled(ctx, mm, A, b, staging + (size_t)(1 - rank) * count, grad + (size_t)rank * count,
+                                scale, scale, 1, s));
+    return gg_dist_pair_gather(ctx, s, grad, count);
+}
+
+/* dX's half h (tokens [h M/2, (h+1) M/2)). */
+static gg_status dx_half(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const ffn_operands *o, int h,
+                         cudaStream_t s) {
+    return gemm_dx(ctx, p, c, o, c->tokens / 2 * h, c->tokens / 2, GG_PRIORITY_OF_STREAM, s);
+}
+
+/* The weights-first order with the two-rank split reduction: each weight gradient's peer half first, work that does
+ * not need the exchange while the copy engines move it, then the own half with the peer's partial added, whose
+ * all-gather hides behind what follows (G and gelu' after dW2's exchange, dX's first half after dW1's, its second
+ * half after dW1's all-gather). The GEMMs on one stream, on purpose: the wait before dW2's own half also guarantees
+ * that dW2's partial has left this rank's staging slot before dW1's partial overwrites it. (dW2's own half on the
+ * side stream beside gelu' gained nothing and, without that wait on the caller's stream, raced:
+ * docs/distributed.md.) Only the conversions of the inputs run on the side stream. */
+static gg_status enqueue_pair(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t s) {
+    const ffn_operands o = operands(ctx, p, c);
+    const size_t in_elem = c->precision == GG_PRECISION_FP16 ? 2 : 4, g_elem = o.g_type == GG_DT_F16 ? 2 : 4;
+    const int64_t D = c->dim0, F = c->dim1;
+    gg_log(ctx, GG_LOG_DEBUG, "M=%lld: dW2 %s, dW1 %s the two-rank split reduction", (long long)c->tokens,
+           gg_dist_pair_exchanges(ctx, c, T_DW2) ? "through" : "not through",
+           gg_dist_pair_exchanges(ctx, c, T_DW1) ? "through" : "not through");
+    GG_TRY(dy_first(ctx, p, c, &o, s));
+    /* fp16: W2, X and W1 are converted on the side stream beside dY's and act's conversions and dW2's first half
+     * (measured: 21 us less a step at 068, docs/distributed.md) */
+    const int conv_side = c->precision == GG_PRECISION_FP16;
+    cudaStream_t side = gg_side_stream(ctx, s);
+    if (conv_side) GG_TRY(gg_stream_handoff(ctx, s, ctx->ev_fork, side)); /* the side stream reads inputs */
+    gg_status status = GG_SUCCESS; /* from here on, errors still join the side stream */
+    if (conv_side)
+        GG_GOTO(to_f16_beside(ctx, p, c, &o, (const int[]){T_W2, T_X, T_W1}, 3, GG_PRIORITY_OF_STREAM, side, s), status,
+                join);
+    GG_GOTO(to_f16(ctx, c, T_ACT, o.act, s), status, join);
+    GG_GOTO(pair_half(ctx, c, &p->gemm[GEMM_DW2], o.act, o.dy, in_elem, T_DW2, F, D, 0, s), status, join);
+    if (conv_side) GG_GOTO(gg_stream_wait(ctx, side, ctx->ev_conv, s), status, join);
+    else GG_GOTO(to_f16(ctx, c, T_W2, o.w2, s), status, join);
+    GG_GOTO(gemm_g(ctx, p, c, &o, GG_PRIORITY_OF_STREAM, s), status, join);
+    GG_GOTO(activation_grad(ctx, p, c, &o, s), status, join);
+    GG_GOTO(pair_half(ctx, c, &p->gemm[GEMM_DW2], o.act, o.dy, in_elem, T_DW2, F, D, 1, s), status, join);
+    if (!conv_side) GG_GOTO(to_f16(ctx, c, T_X, o.x, s), status, join);
+    GG_GOTO(pair_half(ctx, c, &p->gemm[GEMM_DW1], o.x, o.G, g_elem, T_DW1, D, F, 0, s), status, join);
+    if (!conv_side) GG_GOTO(to_f16(ctx, c, T_W1, o.w1, s), status, join);
+    GG_GOTO(dx_half(ctx, p, c, &o, 0, s), status, join);
+    GG_GOTO(pair_half(ctx, c, &p->gemm[GEMM_DW1], o.x, o.G, g_elem, T_DW1, D, F, 1, s), status, join);
+    GG_GOTO(dx_half(ctx, p, c, &o, 1, s), status, join);
+join:
+    if (!conv_side) return status;
+    const gg_status joined = gg_stream_handoff(ctx, side, ctx->ev_join, s);
+    return status == GG_SUCCESS ? joined : status;
+}
+
+/* Enqueues the backward; the plan exists. */
+static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main) {
+    if (p->key.pair_split) return enqueue_pair(ctx, p, c, main);
+    return gg_dist_overlaps(ctx, c) ? enqueue_weights_first(ctx, p, c, main) : enqueue_overlapped(ctx, p, c, main);
+}
+
+const gg_block_info gg_gelu_ffn_info = {GG_BLOCK_GELU_FFN, "gg_gelu_ffn_backward", "desc->hidden", "desc->ffn", 1,
+                                        (int)(sizeof gelu_ffn_tensors / sizeof gelu_ffn_tensors[0]), gelu_ffn_tensors,
+                                        build, enqueue, 1u << T_DW1 | 1u << T_DW2};
+const gg_block_info gg_mlp_info = {GG_BLOCK_MLP, "gg_mlp_backward", "desc->hidden", "desc->ffn", 1,
+                                   (int)(sizeof mlp_tensors / sizeof mlp_tensors[0]), mlp_tensors, build, enqueue,
+                                   1u << T_DW1 | 1u << T_DW2};
+
+void gg_gelu_ffn_pack(gg_block_call *c, const gg_gelu_ffn_desc *d, const gg_gelu_ffn_args *a) {
+    *c = (gg_block_call){.info = &gg_gelu_ffn_info, .tokens = d->tokens, .dim0 = d->hidden, .dim1 = d->ffn,
+                         .accumulate = d->accumulate};
+    c->t[T_DY] = (void *)a->grad_output;
+    c->t[T_X] = (void *)a->hidden_states;
+    c->t[T_W1] = (void *)a->weight1;
+    c->t[T_W2] = (void *)a->weight2;
+    c->t[T_PRE] = (void *)a->linear1_out;
+    c->t[T_ACT] = (void *)a->gelu_out;
+    c->t[T_TANH] = (void *)a->tanh_inner;
+    c->t[T_DX] = a->grad_hidden_states;
+    c->t[T_DW1] = a->grad_weight1;
+    c->t[T_DW2] = a->grad_weight2;
+}
+
+void gg_mlp_pack(gg_block_call *c, const gg_mlp_desc *d, const gg_mlp_args *a) {
+    *c = (gg_block_call){.info = &gg_mlp_info, .tokens = d->tokens, .dim0 = d->hidden, .dim1 = d->ffn,
+                         .accumulate = d->accumulate};
+    c->t[T_DY] = (void *)a->grad_output;
+    c->t[T_X] = (void *)a->hidden_states;
+    c->t[T_W1] = (void *)a->weight1;
+    c->t[T_W2] = (void *)a->weight2;
+    c->t[T_PRE] = (void *)a->intermediate;
+    c->t[T_ACT] = (void *)a->intermediate_activated;
+    c->t[T_DX] = a->grad_hidden_states;
+    c->t[T_DW1] = a->grad_weight1;
+    c->t[T_DB1] = a->grad_bias1;
+    c->t[T_DW2] = a->grad_weight2;
+    c->t[T_DB2] = a->grad_bias2;
+}
+
+GG_BLOCK_ENTRY_POINTS(gelu_ffn, desc->precision)
+
+GG_BLOCK_ENTRY_POINTS(mlp, desc->precision)

@@ -1,0 +1,207 @@
+/*
+ * ssm_gate.c - block 4, SSM output projection with gate multiply (gg_ssm_gate_backward), bf16 I/O.
+ *
+ * Up to GG_SSM_SMALL_MAX_TOKENS tokens: everything in one launch of gradgraph's own kernel (gg_k_ssm_small).
+ * Above: caller's stream: g = bf16(dY @ W), then the bf16 elementwise chain. Side stream, overlapping from the start:
+ * dW = dYᵀ @ gated and the column sums of dY (grad_bias).
+ * From GG_SSM_NARROW_MIN_TOKENS tokens (the narrow schedule): g on every SM; then dW on the caller's stream on all SMs
+ * but a few (56 or 40, by M), and beside it, on the side stream, the chain on those few SMs; the bias sum on the side
+ * stream too, after the chain or, from GG_SSM_BIAS_FIRST_MIN_TOKENS, before g.
+ * Column-major view (row-major [r,c] = column-major c x r, ld = c):
+ *   g  [M,E]: (E x M) = W'(E x H)      @ dY'(H x M)       m=E n=M k=H  A=W N lda=E      B=dY N ldb=H
+ *   dW [H,E]: (E x H) = gated'(E x M)  @ dY'(H x M)ᵀ      m=E n=H k=M  A=gated N lda=E  B=dY T ldb=H
+ */
+#include "block.h"
+#include "dist.h"
+#include "graph.h"
+#include "kernels/gg_kernels.h"
+#include "streams.h"
+#include <stdlib.h>
+static int lab(const char *n, int d) { const char *v = getenv(n); return v ? atoi(v) : d; }
+static cudaStream_t lab_s3;
+static cudaEvent_t lab_e1, lab_e2;
+
+enum { T_DY, T_SSM, T_GATE, T_W, T_GATE_ACT, T_GATED, T_GRAD_SSM, T_GRAD_GATE, T_DW, T_DB };
+enum { GEMM_G, GEMM_DW };
+enum { BUF_G, BUF_PARTIALS };
+
+static const gg_tensor_spec tensors[] = {
+    [T_DY] = {"grad_output", GG_EXT_TOKENS, GG_EXT_DIM0, 2, 0, 0},
+    [T_SSM] = {"ssm_output", GG_EXT_TOKENS, GG_EXT_DIM1, 2, 0, 0},
+    [T_GATE] = {"gate", GG_EXT_TOKENS, GG_EXT_DIM1, 2, 0, 1},
+    [T_W] = {"weight", GG_EXT_DIM0, GG_EXT_DIM1, 2, 0, 0},
+    [T_GATE_ACT] = {"gate_activated", GG_EXT_TOKENS, GG_EXT_DIM1, 2, 0, 0},
+    [T_GATED] = {"gated_output", GG_EXT_TOKENS, GG_EXT_DIM1, 2, 0, 0},
+    [T_GRAD_SSM] = {"grad_ssm_output", GG_EXT_TOKENS, GG_EXT_DIM1, 2, 1, 0},
+    [T_GRAD_GATE] = {"grad_gate", GG_EXT_TOKENS, GG_EXT_DIM1, 2, 1, 0},
+    [T_DW] = {"grad_weight", GG_EXT_DIM0, GG_EXT_DIM1, 2, 1, 0},
+    [T_DB] = {"grad_bias", GG_EXT_ONE, GG_EXT_DIM0, 2, 1, 0},
+};
+
+/* Up to this many tokens the one-launch kernel beats cuBLASLt's route of four dependent launches. Measured on an
+ * H200 (docs/perf-notes.md, "Session 15"): M = 128 0.58-0.74x the time; M = 422 1.03-1.15x; from M = 1172 on
+ * 1.4-2.3x (its mma.sync main loop runs at about half cuBLAS's rate). */
+#define GG_SSM_SMALL_MAX_TOKENS 256
+
+/* The narrow schedule (see the top): from GG_SSM_NARROW_MIN_TOKENS tokens, with the chain on GG_SSM_NARROW_CTAS_MID
+ * SMs (one CTA of 1024 threads each) beside dW, and from GG_SSM_NARROW_WIDE_DW_TOKENS on GG_SSM_NARROW_CTAS. dW's
+ * output, 1536 x 768 here, is 96 tiles of cuBLASLt's 128 x 96 or 96 x 128: without split-k it runs 96 CTAs and leaves
+ * 36 of 132 SMs idle anyway, and from 10000 tokens the whole chain on 40 SMs (12 bytes per element of g at ~88 GB/s
+ * per SM) takes about as long as dW on the other 92. Below that the chain on 40 SMs ran at 2.1-2.5 TB/s and outlasted
+ * dW (session 26, call 1); on 56 it does not, and dW on 76 SMs runs 72 tiles of 128 x 128 in one wave. Measured on an
+ * H200 (docs/perf-notes.md, "Session 25" and "Session 26"): with 40 SMs 0.85-0.87x the fork-first schedule's time at
+ * 11912-17312 tokens and 0.98-1.03x session 24's schedule with g in row chunks at 34784-74432 (which it replaces);
+ * with 56 SMs 0.95-0.97x at 1546 and 5692-8192 tokens and 0.96-0.99x at 2048-2984, but 1.01-1.03x at 1172 and
+ * 1.04-1.05x at 422 (calls 1 and 2). */
+#define GG_SSM_NARROW_MIN_TOKENS 1500
+#define GG_SSM_NARROW_CTAS_MID 56
+#define GG_SSM_NARROW_WIDE_DW_TOKENS 10000
+#define GG_SSM_NARROW_CTAS 40
+
+/* In the narrow schedule, the bias sum (M x H bf16 read) before g from this many tokens, after the chain below. After
+ * the chain it runs on the narrow SMs and ends 10-70 us after dW (more with M); before g it takes every SM but
+ * delays g's start by its whole time (11-38 us, g's persistent CTAs wait for all SMs). Measured on an H200
+ * (docs/perf-notes.md, "Session 25", call 11): before g, 11912 and 17312 tokens 1.09x and 1.06x, 34784-74432
+ * 0.89-0.94x; the crossing lies between 17312 and 34784. */
+#define GG_SSM_BIAS_FIRST_MIN_TOKENS 32768
+
+static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
+    const int64_t M = p->key.tokens, H = p->key.dim0, E = p->key.dim1;
+    /* Not for plans that leave SMs to communication: the kernel takes whatever SMs are free. */
+    if (M <= GG_SSM_SMALL_MAX_TOKENS && p->key.sm_reserve == 0 && gg_k_ssm_small_supported(M, H, E)) {
+        p->few_tokens = 1;
+        return GG_SUCCESS;
+    }
+    const int sm_target = gg_plan_sm_target(ctx, p); /* syncing graphs: SMs left to the reductions */
+    /* The narrow schedule only for calls that do not sync (those order the work for their reductions). */
+    int narrow_ctas = M >= GG_SSM_NARROW_WIDE_DW_TOKENS ? GG_SSM_NARROW_CTAS : GG_SSM_NARROW_CTAS_MID;
+    if (M < GG_SSM_NARROW_MIN_TOKENS) narrow_ctas = lab("GG_LAB_SMALL_CTAS", 40);
+    if (!lab_s3) {
+        cudaStreamCreateWithFlags(&lab_s3, cudaStreamNonBlocking);
+        cudaEventCreateWithFlags(&lab_e1, cudaEventDisableTiming);
+        cudaEventCreateWithFlags(&lab_e2, cudaEventDisableTiming);
+    }
+    if (M >= lab("GG_LAB_SMALL_MIN", GG_SSM_NARROW_MIN_TOKENS) && sm_target == 0 && !p->key.sync_grads && ctx->sm_count >= 2 * narrow_ctas)
+        p->narrow_ctas = narrow_ctas;
+    const int dw_sm_target = p->narrow_ctas ? ctx->sm_count - p->narrow_ctas : sm_target;
+    const gg_gemm_shape g = {0, 0, E, M, H, E, H, E, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, sm_target};
+    const gg_gemm_shape dw = {0, 1, E, H, M, E, H, E, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, dw_sm_target};
+    GG_TRY(gg_matmul_plan(ctx, &g, &p->gemm[GEMM_G]));
+    p->buffer[BUF_G] = gg_plan_take(p, (size_t)(M * E) * 2);
+    GG_TRY(gg_matmul_plan(ctx, &dw, &p->gemm[GEMM_DW]));
+    p->col_chunks[0] = gg_k_col_sum_chunks(M, H, GG_DT_BF16, ctx->sm_count);
+    p->buffer[BUF_PARTIALS] = gg_plan_take(p, (size_t)p->col_chunks[0] * (size_t)H * sizeof(float));
+    return GG_SUCCESS;
+}
+
+/* dW = dYᵀ @ gated, handed to the all-reduce as soon as it is final. `workspace`: the cuBLASLt workspace of stream s
+ * (0: the caller's, 1: the side stream's). */
+static gg_status enqueue_weight_grad(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, int workspace,
+                                     cudaStream_t s) {
+    void *const *t = c->t;
+    GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_DW], t[T_GATED], t[T_DY], t[T_DW], c->accumulate, workspace, s));
+    return gg_dist_grad_ready(ctx, c, s, T_DW);
+}
+
+/* grad_bias = Σ_rows dY, handed to the all-reduce as soon as it is final. */
+static gg_status enqueue_bias_grad(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t s) {
+    void *const *t = c->t;
+    GG_CUDA_TRY(ctx, gg_k_col_sum(t[T_DY], GG_DT_BF16, c->tokens, c->dim0, p->col_chunks[0],
+                                  gg_plan_buffer(ctx, p, BUF_PARTIALS), ctx->counter + GG_COUNTER_SUM_A, t[T_DB],
+                                  GG_DT_BF16, c->accumulate, NULL, s));
+    return gg_dist_grad_ready(ctx, c, s, T_DB);
+}
+
+/* Both weight gradients, in that order on stream s (`workspace` as above). */
+static gg_status enqueue_weight_grads(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, int workspace,
+                                      cudaStream_t s) {
+    GG_TRY(enqueue_weight_grad(ctx, p, c, workspace, s));
+    return enqueue_bias_grad(ctx, p, c, s);
+}
+
+/* The chain from g to grad_ssm_output and grad_gate, on narrow_ctas SMs (0: all). */
+static gg_status chain(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, int narrow_ctas, cudaStream_t s) {
+    void *const *t = c->t;
+    GG_CUDA_TRY(ctx, gg_k_ssm_gate_grad(gg_plan_buffer(ctx, p, BUF_G), t[T_GATE_ACT], t[T_SSM], t[T_GATE],
+                                        t[T_GRAD_SSM], t[T_GRAD_GATE], (size_t)(c->tokens * c->dim1),
+                                        c->use_silu_gate, ctx->sm_count, narrow_ctas, s));
+    return GG_SUCCESS;
+}
+
+/* g = bf16(dY @ W) into the plan's g buffer. */
+static gg_status gemm_g(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t s) {
+    void *const *t = c->t;
+    return gg_matmul_run(ctx, &p->gemm[GEMM_G], t[T_W], t[T_DY], gg_plan_buffer(ctx, p, BUF_G), 0, 0, s);
+}
+
+/* The narrow schedule: g on every SM; then dW on the caller's stream, and beside it on the side stream the chain on
+ * the SMs dW leaves. The bias sum on the side stream: after the chain, or from GG_SSM_BIAS_FIRST_MIN_TOKENS first,
+ * while g starts (see there). */
+static gg_status enqueue_narrow(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main) {
+    cudaStream_t side = gg_side_stream(ctx, main);
+    const int bias_first = p->key.tokens >= GG_SSM_BIAS_FIRST_MIN_TOKENS; /* the plan's M, as build() decides */
+    const int bias_beside = p->key.tokens < GG_SSM_NARROW_MIN_TOKENS && lab("GG_LAB_SMALL_BIAS", 0) == 2;
+    gg_status status = GG_SUCCESS;
+    if (bias_first) {
+        GG_TRY(gg_stream_handoff(ctx, main, ctx->ev_fork, side));
+        status = enqueue_bias_grad(ctx, p, c, side);
+    }
+    if (status == GG_SUCCESS) status = gemm_g(ctx, p, c, main);
+    if (status == GG_SUCCESS) status = gg_stream_handoff(ctx, main, ctx->ev_mid, side);
+    if (bias_beside) {
+        if (status == GG_SUCCESS) status = gg_stream_handoff(ctx, main, lab_e1, lab_s3);
+        if (status == GG_SUCCESS) status = enqueue_bias_grad(ctx, p, c, lab_s3);
+    }
+    if (status == GG_SUCCESS) status = chain(ctx, p, c, p->narrow_ctas, side);
+    if (status == GG_SUCCESS && !bias_first && !bias_beside) status = enqueue_bias_grad(ctx, p, c, side);
+    if (status == GG_SUCCESS) status = enqueue_weight_grad(ctx, p, c, 0, main);
+    if (bias_beside && status == GG_SUCCESS) status = gg_stream_handoff(ctx, lab_s3, lab_e2, main);
+    const gg_status joined = gg_stream_handoff(ctx, side, ctx->ev_join, main);
+    return status == GG_SUCCESS ? joined : status;
+}
+
+/* The one-launch kernel: both gradients are final when it ends. */
+static gg_status enqueue_fused(gg_ctx *ctx, const gg_block_call *c, cudaStream_t s) {
+    void *const *t = c->t;
+    GG_CUDA_TRY(ctx, gg_k_ssm_small(t[T_DY], t[T_W], t[T_GATED], t[T_GATE_ACT], t[T_SSM], t[T_GATE], t[T_GRAD_SSM],
+                                    t[T_GRAD_GATE], t[T_DW], t[T_DB], c->tokens, c->dim0, c->dim1, c->use_silu_gate,
+                                    c->accumulate, ctx->sm_count, s));
+    GG_TRY(gg_dist_grad_ready(ctx, c, s, T_DW));
+    return gg_dist_grad_ready(ctx, c, s, T_DB);
+}
+
+static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main) {
+    if (p->few_tokens) return enqueue_fused(ctx, c, main);
+    if (p->narrow_ctas > 0) return enqueue_narrow(ctx, p, c, main);
+    cudaStream_t side = gg_side_stream(ctx, main);
+    /* Fork first: dW and the bias sum start with g. Unlike the FFN blocks, forking after g was measured slower
+     * here (079 graph geomean 80.5 -> 83.0 us). Measured and dropped (docs/perf-notes.md, "block 4 schedules"):
+     * g and its chain on the high-priority stream; the SMs split between the two GEMMs. Below
+     * GG_SSM_NARROW_MIN_TOKENS the narrow schedule loses (above). */
+    GG_TRY(gg_stream_handoff(ctx, main, ctx->ev_fork, side));
+    gg_status status = enqueue_weight_grads(ctx, p, c, 1, side);
+    if (status == GG_SUCCESS) status = gemm_g(ctx, p, c, main);
+    if (status == GG_SUCCESS) status = chain(ctx, p, c, 0, main);
+    const gg_status joined = gg_stream_handoff(ctx, side, ctx->ev_join, main);
+    return status == GG_SUCCESS ? joined : status;
+}
+
+const gg_block_info gg_ssm_gate_info = {GG_BLOCK_SSM_GATE, "gg_ssm_gate_backward", "desc->hidden", "desc->expanded", 0,
+                                        (int)(sizeof tensors / sizeof tensors[0]), tensors, build, enqueue, 0u};
+
+void gg_ssm_gate_pack(gg_block_call *c, const gg_ssm_gate_desc *d, const gg_ssm_gate_args *a) {
+    *c = (gg_block_call){.info = &gg_ssm_gate_info, .tokens = d->tokens, .dim0 = d->hidden, .dim1 = d->expanded,
+                         .use_silu_gate = d->use_silu_gate != 0, .accumulate = d->accumulate};
+    c->t[T_DY] = (void *)a->grad_output;
+    c->t[T_SSM] = (void *)a->ssm_output;
+    c->t[T_GATE] = (void *)a->gate;
+    c->t[T_W] = (void *)a->weight;
+    c->t[T_GATE_ACT] = (void *)a->gate_activated;
+    c->t[T_GATED] = (void *)a->gated_output;
+    c->t[T_GRAD_SSM] = a->grad_ssm_output;
+    c->t[T_GRAD_GATE] = a->grad_gate;
+    c->t[T_DW] = a->grad_weight;
+    c->t[T_DB] = a->grad_bias;
+}
+
+GG_BLOCK_ENTRY_POINTS(ssm_gate, GG_PRECISION_DEFAULT)

@@ -1,0 +1,89 @@
+/*
+ * block.h - what the library knows about a block, in one table per block, and a call of it in one generic form.
+ *
+ * Every block describes its tensors once (gg_tensor_spec: name, shape in terms of the call's M and dims, element
+ * size, input or output). From that one table come the argument checks, the eager path, and the graph machinery's
+ * padding (which tensors have M rows) and rebinding (which pointers a graph captured). A public entry point only
+ * packs its desc/args into a gg_block_call and hands it on.
+ */
+#ifndef GG_BLOCK_H
+#define GG_BLOCK_H
+
+#include "internal.h"
+#include "plan.h"
+
+typedef enum gg_extent { GG_EXT_ONE = 0, GG_EXT_TOKENS, GG_EXT_DIM0, GG_EXT_DIM1 } gg_extent;
+
+typedef struct gg_tensor_spec {
+    const char *name; /* the args field, e.g. "grad_output" */
+    gg_extent rows, cols;
+    uint8_t elem_bytes;
+    uint8_t is_output;
+    uint8_t silu_only; /* read only when use_silu_gate (may be NULL otherwise) */
+} gg_tensor_spec;
+
+#define GG_BLOCK_MAX_TENSORS 12
+
+typedef struct gg_block_call gg_block_call;
+
+typedef gg_status (*gg_block_enqueue_fn)(gg_ctx *ctx, const gg_block_plan *plan, const gg_block_call *call,
+                                         cudaStream_t stream);
+
+typedef struct gg_block_info {
+    gg_block_kind kind;
+    const char *fn;        /* the eager entry point, for messages */
+    const char *dim0_name; /* "desc->hidden" */
+    const char *dim1_name; /* "desc->ffn"; NULL when the block has one hidden dim */
+    int fp32_io;           /* the block has a precision mode (fp32 I/O) */
+    int n_tensors;
+    const gg_tensor_spec *tensors;
+    gg_plan_build_fn build;
+    gg_block_enqueue_fn enqueue;
+    unsigned split_tensors; /* bit i: tensor i is a weight gradient the enqueue splits for the two-rank split
+                               reduction when the plan says so (pair_split); 0: the block never splits */
+} gg_block_info;
+
+struct gg_block_call {
+    const gg_block_info *info;
+    int64_t tokens, dim0, dim1;
+    gg_precision precision; /* resolved by gg_block_validate */
+    int use_silu_gate;
+    int accumulate; /* add the parameter gradients to the outputs instead of overwriting them */
+    int sync_grads; /* reduce the parameter gradients across the context's ranks (graphs with a communicator) */
+    void *t[GG_BLOCK_MAX_TENSORS]; /* device pointers in the order of info->tensors; inputs are only read */
+};
+
+/* ctx, desc and args of a public call must be non-NULL (with ctx NULL the message is in gg_last_error(NULL)). */
+gg_status gg_check_call(gg_ctx *ctx, const char *fn, const void *desc, const void *args);
+
+/* The size an extent stands for in a call. */
+int64_t gg_extent_value(const gg_block_call *call, gg_extent extent);
+/* A tensor's element count and byte size in a call. */
+size_t gg_tensor_elems(const gg_block_call *call, int index);
+size_t gg_tensor_bytes(const gg_block_call *call, int index);
+/* Whether the call reads/writes tensor `index` (block 4's gate only with the silu gate). */
+int gg_tensor_used(const gg_block_call *call, int index);
+
+/* Checks the call's sizes, precision (requested: the desc's field) and every tensor; resolves precision. Nothing
+ * touches the GPU. `fn` names the entry point in messages. */
+gg_status gg_block_validate(gg_ctx *ctx, const char *fn, gg_block_call *call, gg_precision requested);
+/* The same without the tensors: sizes and precision only (a graph's shape). */
+gg_status gg_block_validate_shape(gg_ctx *ctx, const char *fn, gg_block_call *call, gg_precision requested);
+
+/* The cached plan for the call's shape, built on first use (never call this inside a stream capture). */
+gg_status gg_block_plan_for(gg_ctx *ctx, const gg_block_call *call, gg_block_plan **out);
+/* The key of a call's plan: its block, shape and precision, and the SMs it leaves to communication. */
+gg_plan_key gg_block_plan_key(const gg_ctx *ctx, const gg_block_call *call);
+
+/* The eager path: select the device, find the plan, enqueue on stream. The call is already validated. */
+gg_status gg_block_run_eager(gg_ctx *ctx, const gg_block_call *call, cudaStream_t stream);
+
+extern const gg_block_info gg_tanh_gate_info, gg_gelu_ffn_info, gg_mlp_info, gg_ssm_gate_info;
+
+/* A public call in generic form (shared by each block's eager and graph entry points). No checks. */
+void gg_tanh_gate_pack(gg_block_call *call, const gg_tanh_gate_desc *desc, const gg_tanh_gate_args *args);
+void gg_gelu_ffn_pack(gg_block_call *call, const gg_gelu_ffn_desc *desc, const gg_gelu_ffn_args *args);
+void gg_mlp_pack(gg_block_call *call, const gg_mlp_desc *desc, const gg_mlp_args *args);
+void gg_ssm_gate_pack(gg_block_call *call, const gg_ssm_gate_desc *desc, const gg_ssm_gate_args *args);
+
+#endif

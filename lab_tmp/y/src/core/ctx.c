@@ -1,0 +1,202 @@
+/* ctx.c - the context: config validation, device resources (cuBLASLt handle, side stream, events, workspaces),
+ * the scratch arena and teardown. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <nvtx3/nvToolsExtCudaRt.h>
+
+#include "dist.h"
+#include "kernels/gg_kernels.h"
+#include "internal.h"
+#include "plan.h"
+#include "tune_cache.h"
+
+/* Checks a caller's config without touching CUDA, so that a bad config fails the same way on any machine. */
+static gg_status validate_config(const gg_config *c) {
+    GG_TRY(gg_check_config_version(NULL, "gg_ctx_create", c->struct_size, sizeof(gg_config), c->version,
+                                   GG_CONFIG_VERSION, "GG_CONFIG_INIT"));
+    if (c->device < 0)
+        return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_ctx_create: config->device = %d is negative",
+                       c->device);
+    if (c->precision == GG_PRECISION_BF16)
+        return gg_fail(NULL, GG_ERROR_UNSUPPORTED,
+                       "gg_ctx_create: config->precision = bf16: bf16 operands fail the tolerance of the fp32 "
+                       "blocks; use GG_PRECISION_FP32, GG_PRECISION_TF32 or GG_PRECISION_FP16");
+    if ((int)c->precision < (int)GG_PRECISION_DEFAULT || (int)c->precision > (int)GG_PRECISION_FP16)
+        return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT,
+                       "gg_ctx_create: config->precision = %d is not a gg_precision value", (int)c->precision);
+    if ((int)c->log_level < (int)GG_LOG_ERROR || (int)c->log_level > (int)GG_LOG_DEBUG)
+        return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT,
+                       "gg_ctx_create: config->log_level = %d is not a gg_log_level value", (int)c->log_level);
+    if ((int)c->overlap < (int)GG_OVERLAP_AUTO || (int)c->overlap > (int)GG_OVERLAP_NEVER)
+        return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_ctx_create: config->overlap = %d is not a gg_overlap value",
+                       (int)c->overlap);
+    return GG_SUCCESS;
+}
+
+gg_status gg_device_enter(gg_ctx *ctx, int *saved_device) {
+    GG_CUDA_TRY(ctx, cudaGetDevice(saved_device));
+    if (*saved_device != ctx->config.device) GG_CUDA_TRY(ctx, cudaSetDevice(ctx->config.device));
+    return GG_SUCCESS;
+}
+
+void gg_device_leave(int saved_device) { (void)cudaSetDevice(saved_device); }
+
+static void destroy_plan_entry(void *plan, void *user_data) { gg_block_plan_destroy((gg_block_plan *)plan, user_data); }
+
+/* Releases whatever a (possibly half-made) context holds. */
+static void release(gg_ctx *ctx) {
+    while (ctx->graphs) gg_graph_destroy(ctx->graphs); /* unlinks itself; first: graphs may hold NCCL work */
+    gg_dist_release(ctx);                              /* then the communicator (never before its graphs) */
+    if (ctx->side) (void)cudaStreamSynchronize(ctx->side);
+    gg_plan_cache_clear(&ctx->plans);
+    for (int i = 0; i < GG_GEMM_STREAMS; ++i)
+        if (ctx->workspace[i]) (void)cudaFree(ctx->workspace[i]);
+    if (ctx->scratch) (void)cudaFree(ctx->scratch);
+    if (ctx->counter) (void)cudaFree(ctx->counter);
+    if (ctx->tanh_partials) (void)cudaFree(ctx->tanh_partials);
+    if (ctx->ev_fork) (void)cudaEventDestroy(ctx->ev_fork);
+    if (ctx->ev_mid) (void)cudaEventDestroy(ctx->ev_mid);
+    if (ctx->ev_join) (void)cudaEventDestroy(ctx->ev_join);
+    if (ctx->ev_conv) (void)cudaEventDestroy(ctx->ev_conv);
+    if (ctx->side) (void)cudaStreamDestroy(ctx->side);
+    if (ctx->capture) (void)cudaStreamDestroy(ctx->capture);
+    if (ctx->lt) (void)cublasLtDestroy(ctx->lt);
+    if (ctx->tune) gg_tune_cache_close(ctx->tune);
+    free(ctx->tune);
+    ctx->tune = NULL;
+    (void)cudaGetLastError();
+}
+
+/* Loads the autotune cache (the caller's path string is copied: the config keeps no pointer to it). */
+static gg_status open_tune_cache(gg_ctx *ctx, const gg_config *config) {
+    ctx->config.tune_cache_path = NULL;
+    if (!config->autotune) return GG_SUCCESS;
+    char buf[4096];
+    const char *path = config->tune_cache_path ? config->tune_cache_path : gg_tune_cache_default_path(buf, sizeof buf);
+    ctx->tune = malloc(sizeof *ctx->tune);
+    if (!ctx->tune || gg_tune_cache_open(ctx->tune, path) != 0)
+        return gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "out of host memory loading the autotune cache");
+    if (ctx->tune->skipped)
+        gg_log(ctx, GG_LOG_WARN, "autotune cache %s: %zu malformed lines ignored", path, ctx->tune->skipped);
+    gg_log(ctx, GG_LOG_INFO, "autotune cache: %s (%zu entries)", ctx->tune->path ? ctx->tune->path : "none",
+           ctx->tune->count);
+    return GG_SUCCESS;
+}
+
+gg_status gg_ctx_create(const gg_config *config, gg_ctx **out) {
+    if (!out) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_ctx_create: out is NULL");
+    *out = NULL;
+    const gg_config defaults = GG_CONFIG_INIT;
+    if (!config) config = &defaults;
+    GG_TRY(validate_config(config));
+    gg_dist_default_environment(); /* before any communicator the caller may make after this */
+
+    int count = 0;
+    cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess || count == 0) {
+        (void)cudaGetLastError();
+        return gg_fail(NULL, GG_ERROR_NO_DEVICE, "gg_ctx_create: no CUDA device is visible (%s)",
+                       err == cudaSuccess ? "device count is 0" : cudaGetErrorName(err));
+    }
+    if (config->device >= count)
+        return gg_fail(NULL, GG_ERROR_NO_DEVICE, "gg_ctx_create: config->device = %d but only %d device(s) are visible",
+                       config->device, count);
+
+    gg_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) return gg_fail(NULL, GG_ERROR_OUT_OF_MEMORY, "gg_ctx_create: out of host memory");
+    ctx->config = *config;
+    if (ctx->config.precision == GG_PRECISION_DEFAULT) ctx->config.precision = GG_PRECISION_FP32;
+    gg_plan_cache_init(&ctx->plans, destroy_plan_entry, ctx);
+
+    gg_status status = GG_SUCCESS;
+    int saved = 0;
+    GG_GOTO(gg_device_enter(ctx, &saved), status, fail_no_device);
+    GG_CUDA_GOTO(ctx, cudaDeviceGetAttribute(&ctx->sm_count, cudaDevAttrMultiProcessorCount, config->device),
+                 status, fail);
+#ifdef GG_BUILT_SM90A
+    int cc_major = 0, cc_minor = 0;
+    GG_CUDA_GOTO(ctx, cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, config->device), status,
+                 fail);
+    GG_CUDA_GOTO(ctx, cudaDeviceGetAttribute(&cc_minor, cudaDevAttrComputeCapabilityMinor, config->device), status,
+                 fail);
+    ctx->has_wgmma = cc_major == 9 && cc_minor == 0;
+    _Static_assert(sizeof ctx->f32w_clusters / sizeof ctx->f32w_clusters[0] == GG_F32W_MAX_SPLIT + 1, "one per size");
+    if (ctx->has_wgmma && gg_k_gemm_f32w_capacity(ctx->f32w_clusters) != cudaSuccess) {
+        (void)cudaGetLastError(); /* not sticky: blocks 2/3 take their other few-token route */
+        gg_log(ctx, GG_LOG_WARN, "gg_k_gemm_f32w cannot launch on device %d; few-token FFNs use TF32",
+               config->device);
+        ctx->has_wgmma = 0;
+    }
+#endif
+    /* The side stream (the dW chain) gets the highest priority: its GEMM takes the SMs first and the caller's
+     * stream's GEMM fills in as the first one drains, instead of both sharing the GPU for their whole length. */
+    GG_CUDA_GOTO(ctx, cudaDeviceGetStreamPriorityRange(&ctx->priority_least, &ctx->priority_greatest), status, fail);
+    GG_CUDA_GOTO(ctx, cudaStreamCreateWithPriority(&ctx->side, cudaStreamNonBlocking, ctx->priority_greatest), status,
+                 fail);
+    GG_CUDA_GOTO(ctx, cudaStreamCreateWithFlags(&ctx->capture, cudaStreamNonBlocking), status, fail);
+    GG_CUDA_GOTO(ctx, cudaEventCreateWithFlags(&ctx->ev_fork, cudaEventDisableTiming), status, fail);
+    GG_CUDA_GOTO(ctx, cudaEventCreateWithFlags(&ctx->ev_mid, cudaEventDisableTiming), status, fail);
+    GG_CUDA_GOTO(ctx, cudaEventCreateWithFlags(&ctx->ev_join, cudaEventDisableTiming), status, fail);
+    GG_CUDA_GOTO(ctx, cudaEventCreateWithFlags(&ctx->ev_conv, cudaEventDisableTiming), status, fail);
+    nvtxNameCudaStreamA(ctx->side, "gradgraph side (dW chain)");
+    nvtxNameCudaStreamA(ctx->capture, "gradgraph capture");
+    GG_CUBLAS_GOTO(ctx, cublasLtCreate(&ctx->lt), status, fail);
+    if (config->gemm_workspace_bytes) {
+        for (int i = 0; i < GG_GEMM_STREAMS; ++i) {
+            GG_CUDA_GOTO(ctx, cudaMalloc(&ctx->workspace[i], config->gemm_workspace_bytes), status, fail);
+            ctx->device_bytes += config->gemm_workspace_bytes;
+        }
+    }
+    GG_CUDA_GOTO(ctx, cudaMalloc((void **)&ctx->counter, GG_COUNTER_WORDS * sizeof *ctx->counter), status, fail);
+    GG_CUDA_GOTO(ctx, cudaMemset(ctx->counter, 0, GG_COUNTER_WORDS * sizeof *ctx->counter), status, fail);
+    ctx->device_bytes += GG_COUNTER_WORDS * sizeof *ctx->counter;
+    const size_t slots = (size_t)gg_k_tanh_gate_slots(ctx->sm_count) * sizeof *ctx->tanh_partials;
+    GG_CUDA_GOTO(ctx, cudaMalloc((void **)&ctx->tanh_partials, slots), status, fail);
+    GG_CUDA_GOTO(ctx, cudaMemset(ctx->tanh_partials, 0xff, slots), status, fail); /* "unwritten" */
+    ctx->device_bytes += slots;
+    GG_GOTO(open_tune_cache(ctx, config), status, fail);
+    gg_device_leave(saved);
+    gg_log(ctx, GG_LOG_INFO, "gradgraph %s: context on device %d (%d SMs), %zu MiB of GEMM workspace",
+           gg_version_string(), config->device, ctx->sm_count, ctx->device_bytes >> 20);
+    *out = ctx;
+    return GG_SUCCESS;
+
+fail:
+    gg_device_leave(saved);
+fail_no_device:
+    /* The context's message is the one to keep: it moves to the thread's buffer before the context goes. */
+    gg_fail(NULL, status, "gg_ctx_create: %s", ctx->last_error);
+    release(ctx);
+    free(ctx);
+    return status;
+}
+
+void gg_ctx_destroy(gg_ctx *ctx) {
+    if (!ctx) return;
+    int saved = 0;
+    int entered = gg_device_enter(ctx, &saved) == GG_SUCCESS;
+    release(ctx);
+    if (entered) gg_device_leave(saved);
+    free(ctx);
+}
+
+size_t gg_ctx_device_bytes(const gg_ctx *ctx) { return ctx ? ctx->device_bytes : 0; }
+
+gg_status gg_ctx_reserve_scratch(gg_ctx *ctx, size_t bytes) {
+    if (bytes <= ctx->scratch_bytes) return GG_SUCCESS;
+    if (ctx->scratch) {
+        /* Work already enqueued may still read the old arena: cudaFree waits for the device to be idle. */
+        GG_CUDA_TRY(ctx, cudaFree(ctx->scratch));
+        ctx->device_bytes -= ctx->scratch_bytes;
+        ctx->scratch = NULL;
+        ctx->scratch_bytes = 0;
+        ctx->scratch_generation++; /* graphs captured on the old arena must not replay, even if the malloc fails */
+    }
+    GG_CUDA_TRY(ctx, cudaMalloc(&ctx->scratch, bytes));
+    ctx->scratch_bytes = bytes;
+    ctx->scratch_generation++;
+    ctx->device_bytes += bytes;
+    gg_log(ctx, GG_LOG_DEBUG, "scratch arena grown to %zu MiB", bytes >> 20);
+    return GG_SUCCESS;
+}

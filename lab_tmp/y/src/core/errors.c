@@ -1,0 +1,97 @@
+/* errors.c - status names, the last-error message of a context (or of the thread), and the log callback. */
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* The message of the last failed call that had no context (gg_ctx_create), per thread. */
+static _Thread_local char g_thread_error[GG_MSG_BYTES];
+
+const char *gg_status_string(gg_status status) {
+    switch (status) {
+    case GG_SUCCESS: return "GG_SUCCESS: no error";
+    case GG_ERROR_INVALID_ARGUMENT: return "GG_ERROR_INVALID_ARGUMENT: invalid argument";
+    case GG_ERROR_MISALIGNED: return "GG_ERROR_MISALIGNED: pointer not aligned";
+    case GG_ERROR_UNSUPPORTED: return "GG_ERROR_UNSUPPORTED: not supported for this block";
+    case GG_ERROR_VERSION: return "GG_ERROR_VERSION: config struct size or version mismatch";
+    case GG_ERROR_OUT_OF_MEMORY: return "GG_ERROR_OUT_OF_MEMORY: out of memory";
+    case GG_ERROR_NO_DEVICE: return "GG_ERROR_NO_DEVICE: no usable CUDA device";
+    case GG_ERROR_CUDA: return "GG_ERROR_CUDA: CUDA runtime error";
+    case GG_ERROR_CUBLAS: return "GG_ERROR_CUBLAS: cuBLASLt error";
+    case GG_ERROR_INTERNAL: return "GG_ERROR_INTERNAL: internal error";
+    case GG_ERROR_NCCL: return "GG_ERROR_NCCL: NCCL error";
+    case GG_ERROR_PEER: return "GG_ERROR_PEER: another rank failed";
+    }
+    return "unknown gg_status";
+}
+
+const char *gg_precision_string(gg_precision precision) {
+    switch (precision) {
+    case GG_PRECISION_DEFAULT: return "default";
+    case GG_PRECISION_FP32: return "fp32";
+    case GG_PRECISION_TF32: return "tf32";
+    case GG_PRECISION_FP16: return "fp16";
+    case GG_PRECISION_BF16: return "bf16";
+    }
+    return "unknown";
+}
+
+const char *gg_version_string(void) {
+#define GG_STR2(x) #x
+#define GG_STR(x) GG_STR2(x)
+    return GG_STR(GG_VERSION_MAJOR) "." GG_STR(GG_VERSION_MINOR) "." GG_STR(GG_VERSION_PATCH);
+}
+
+const char *gg_last_error(const gg_ctx *ctx) { return ctx ? ctx->last_error : g_thread_error; }
+
+static void log_message(const gg_ctx *ctx, gg_log_level level, const char *message) {
+    if (ctx && ctx->config.log_fn && level <= ctx->config.log_level)
+        ctx->config.log_fn(ctx->config.log_user_data, level, message);
+}
+
+void gg_log(const gg_ctx *ctx, gg_log_level level, const char *fmt, ...) {
+    if (!ctx || !ctx->config.log_fn || level > ctx->config.log_level) return;
+    char message[GG_MSG_BYTES];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof message, fmt, ap);
+    va_end(ap);
+    log_message(ctx, level, message);
+}
+
+gg_status gg_fail(gg_ctx *ctx, gg_status status, const char *fmt, ...) {
+    char *buffer = ctx ? ctx->last_error : g_thread_error;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buffer, GG_MSG_BYTES, fmt, ap);
+    va_end(ap);
+    log_message(ctx, GG_LOG_ERROR, buffer);
+    return status;
+}
+
+gg_status gg_fail_cuda(gg_ctx *ctx, cudaError_t err, const char *what) {
+    (void)cudaGetLastError(); /* clear the non-sticky error so the next call starts clean */
+    gg_status status = GG_ERROR_CUDA;
+    if (err == cudaErrorMemoryAllocation) status = GG_ERROR_OUT_OF_MEMORY;
+    if (err == cudaErrorNoDevice || err == cudaErrorInvalidDevice || err == cudaErrorInsufficientDriver)
+        status = GG_ERROR_NO_DEVICE;
+    return gg_fail(ctx, status, "%s failed: %s (%s)", what, cudaGetErrorName(err), cudaGetErrorString(err));
+}
+
+gg_status gg_fail_cublas(gg_ctx *ctx, cublasStatus_t st, const char *what) {
+    gg_status status = st == CUBLAS_STATUS_ALLOC_FAILED ? GG_ERROR_OUT_OF_MEMORY : GG_ERROR_CUBLAS;
+    return gg_fail(ctx, status, "%s failed: %s (%s)", what, cublasLtGetStatusName(st), cublasLtGetStatusString(st));
+}
+
+gg_status gg_check_config_version(gg_ctx *ctx, const char *fn, size_t struct_size, size_t expected_size,
+                                  uint32_t version, uint32_t expected_version, const char *initializer) {
+    if (struct_size != expected_size)
+        return gg_fail(ctx, GG_ERROR_VERSION,
+                       "%s: config->struct_size = %zu, this library expects %zu (initialize the config with %s and "
+                       "build against this library's gradgraph.h)",
+                       fn, struct_size, expected_size, initializer);
+    if (version != expected_version)
+        return gg_fail(ctx, GG_ERROR_VERSION, "%s: config->version = %u, this library expects %u (%s)", fn,
+                       (unsigned)version, (unsigned)expected_version, initializer);
+    return GG_SUCCESS;
+}

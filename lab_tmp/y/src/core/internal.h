@@ -1,0 +1,123 @@
+/*
+ * internal.h - what every host source of gradgraph shares: the context, error reporting and the check macros.
+ * Host C11 only; CUDA C lives in kernels/.
+ */
+#ifndef GG_INTERNAL_H
+#define GG_INTERNAL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include "gradgraph.h"
+#include "plan_cache.h"
+
+#define GG_MSG_BYTES 512
+#define GG_GEMM_STREAMS 2 /* GEMMs that may run at once: one per stream, each with its own workspace */
+/* Slices of ctx->counter: block 1's reduction, and two column sums that may run at once (one per stream). */
+enum { GG_COUNTER_TANH_GATE = 0, GG_COUNTER_SUM_A = 32, GG_COUNTER_SUM_B = 64, GG_COUNTER_WORDS = 96 };
+
+struct gg_ctx {
+    gg_config config;
+    int sm_count;
+    int has_wgmma; /* the device runs the build's sm_90a kernels (a 9.0 device, a build with 90a code) */
+    int f32w_clusters[8 + 1]; /* gg_k_gemm_f32w_capacity's answer, when has_wgmma (GG_F32W_MAX_SPLIT = 8) */
+    cublasLtHandle_t lt;
+    cudaStream_t side;  /* the context's second stream: the dW chain runs here, forked from the caller's */
+    int priority_least, priority_greatest; /* the device's stream priorities (cudaDeviceGetStreamPriorityRange) */
+    cudaEvent_t ev_fork; /* caller's stream -> side: inputs (and converted operands) are ready */
+    cudaEvent_t ev_mid;  /* caller's stream -> side: a mid-schedule result is ready (the FFN's R, block 4's g) */
+    cudaEvent_t ev_join; /* side -> caller's stream: the side chain is done */
+    cudaEvent_t ev_conv; /* side -> caller's stream: operands converted on the side stream are ready */
+    cudaStream_t capture; /* graphs are captured on this stream, never on the caller's */
+    void *workspace[GG_GEMM_STREAMS];
+    unsigned *counter; /* GG_COUNTER_WORDS device words, 0 between kernels: the "last CTA done" counters of the
+                          one-launch reductions, one range per reduction that may run concurrently (GG_COUNTER_*) */
+    unsigned *tanh_partials; /* block 1's per-CTA partial sums: gg_k_tanh_gate_slots words, 0xffffffff between
+                                kernels */
+    void *scratch; /* one arena shared by all plans; grown (never shrunk) to the largest plan's need */
+    size_t scratch_bytes;
+    uint64_t scratch_generation; /* bumped whenever the arena moves: graphs captured before must be captured again */
+    size_t device_bytes; /* everything above, for gg_ctx_device_bytes */
+    gg_plan_cache plans;
+    struct gg_graph *graphs; /* live graphs (a list through gg_graph.next), destroyed with the context */
+    struct gg_dist *dist;    /* the NCCL communicator and its stream, or NULL (src/dist) */
+    struct gg_tune_cache *tune; /* autotuned GEMM algorithms (src/gemm/tune_cache.h), NULL without autotune */
+    char tune_device[128];      /* the GPU, cuBLASLt and driver part of tune keys ("" until first needed) */
+    char last_error[GG_MSG_BYTES];
+};
+
+/* Records a failure: formats the message into ctx->last_error (or the thread's own buffer when ctx is NULL),
+ * sends it to the log callback, and returns status so callers can write `return gg_fail(...)`. */
+gg_status gg_fail(gg_ctx *ctx, gg_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* The same for CUDA and cuBLAS errors. Clears CUDA's last error so the next call starts clean. */
+gg_status gg_fail_cuda(gg_ctx *ctx, cudaError_t err, const char *what);
+gg_status gg_fail_cublas(gg_ctx *ctx, cublasStatus_t st, const char *what);
+
+/* The common check of a versioned config struct (gg_config, gg_graph_config, gg_dist_config): struct_size and version
+ * must be this library's, else GG_ERROR_VERSION with a message naming the field and the initializer to use. */
+gg_status gg_check_config_version(gg_ctx *ctx, const char *fn, size_t struct_size, size_t expected_size,
+                                  uint32_t version, uint32_t expected_version, const char *initializer);
+
+/* Log at a level (no-op without a callback or below the configured level). */
+void gg_log(const gg_ctx *ctx, gg_log_level level, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* Check macros: evaluate a call, and on failure record it and return (TRY) or jump to a cleanup label (GOTO)
+ * with `status` set. They never abort. */
+#define GG_CUDA_TRY(ctx, call)                                                                                     \
+    do {                                                                                                           \
+        cudaError_t gg_e_ = (call);                                                                                \
+        if (gg_e_ != cudaSuccess) return gg_fail_cuda((ctx), gg_e_, #call);                                        \
+    } while (0)
+
+#define GG_CUDA_GOTO(ctx, call, status, label)                                                                     \
+    do {                                                                                                           \
+        cudaError_t gg_e_ = (call);                                                                                \
+        if (gg_e_ != cudaSuccess) {                                                                                \
+            (status) = gg_fail_cuda((ctx), gg_e_, #call);                                                          \
+            goto label;                                                                                            \
+        }                                                                                                          \
+    } while (0)
+
+#define GG_CUBLAS_GOTO(ctx, call, status, label)                                                                   \
+    do {                                                                                                           \
+        cublasStatus_t gg_s_ = (call);                                                                             \
+        if (gg_s_ != CUBLAS_STATUS_SUCCESS) {                                                                      \
+            (status) = gg_fail_cublas((ctx), gg_s_, #call);                                                        \
+            goto label;                                                                                            \
+        }                                                                                                          \
+    } while (0)
+
+#define GG_TRY(call)                                                                                               \
+    do {                                                                                                           \
+        gg_status gg_t_ = (call);                                                                                  \
+        if (gg_t_ != GG_SUCCESS) return gg_t_;                                                                     \
+    } while (0)
+
+#define GG_GOTO(call, status, label)                                                                               \
+    do {                                                                                                           \
+        (status) = (call);                                                                                         \
+        if ((status) != GG_SUCCESS) goto label;                                                                    \
+    } while (0)
+
+/* Makes sure the context's scratch arena holds at least `bytes` (256-byte aligned sub-buffers are carved by the
+ * caller). Growing frees the old arena, which synchronizes the device: only ever called while building a plan. */
+gg_status gg_ctx_reserve_scratch(gg_ctx *ctx, size_t bytes);
+
+/* Makes ctx's device current for the duration of a call; gg_device_leave restores the caller's. */
+gg_status gg_device_enter(gg_ctx *ctx, int *saved_device);
+void gg_device_leave(int saved_device);
+
+#endif

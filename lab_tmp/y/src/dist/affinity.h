@@ -1,0 +1,21 @@
+/*
+ * affinity.h - where a GPU's host thread should run: the CPUs near the GPU's PCI device, from hwloc's topology.
+ * The decision is a pure function of a topology, so it is tested on XML fixtures (tests/data/topology/).
+ */
+#ifndef GG_AFFINITY_H
+#define GG_AFFINITY_H
+
+#include <stddef.h>
+
+#ifdef GG_HAVE_HWLOC
+#include <hwloc.h>
+
+/* Sets `out` to the CPUs of the closest non-I/O ancestor of PCI device pci_bus_id ("0000:17:00.0"), within the
+ * topology's allowed CPUs, and returns 1 when the thread should be bound there. Returns 0, with the reason in
+ * why, when the binding is better left alone: the device is not in the topology, it has no CPU locality, or
+ * every allowed CPU is local to it (binding would change nothing). */
+int gg_affinity_gpu_cpuset(hwloc_topology_t topology, const char *pci_bus_id, hwloc_bitmap_t out, char *why,
+                           size_t why_bytes);
+#endif
+
+#endif

@@ -1,0 +1,131 @@
+/*
+ * dist.h - the context's NCCL communicator and the in-graph reduction of parameter gradients.
+ * Compiled with or without NCCL (GG_HAVE_NCCL); without it every public gg_dist_* call is GG_ERROR_UNSUPPORTED and
+ * the hooks below are never reached (no context has a communicator).
+ */
+#ifndef GG_DIST_H
+#define GG_DIST_H
+
+#include "block.h"
+#include "plan.h"
+
+/* A gradient buffer from gg_dist_alloc: NCCL memory in a symmetric window (copy engines on), else cudaMalloc's. */
+typedef struct gg_dist_buffer {
+    void *ptr;
+    size_t bytes;
+    int nccl_memory; /* ncclMemAlloc's (copy engines on), else cudaMalloc's */
+    void *window;    /* ncclWindow_t; NULL when NCCL gave none (no symmetric support): then never reduced in place */
+} gg_dist_buffer;
+
+typedef struct gg_dist {
+    void *comm;          /* ncclComm_t; NULL once aborted after an asynchronous error (no more collectives) */
+    int owned;           /* gradgraph made it, so gradgraph destroys it */
+    int rank, size;
+    gg_dist_config config;
+    cudaStream_t stream; /* the communication stream */
+    cudaEvent_t ev_ready; /* a producer's stream -> the communication stream */
+    cudaEvent_t ev_done;  /* the communication stream -> the caller's stream */
+    void *agree_dev;      /* device and pinned host buffers of gg_dist_agree_algorithms (AGREE_BYTES in dist.c), */
+    void *agree_host;     /* made with the communicator so that making a graph cannot fail half way through it */
+    int ce_on;            /* large gradients go through copy_engine.c (every rank agreed at the warm-up) */
+    /* The staging: two pieces of NCCL memory (ncclMemAlloc) in one symmetric window on comm, where the all-to-all
+     * of a piece lands, or the two halves of the split reduction. */
+    void *ce_staging;
+    void *ce_window;       /* ncclWindow_t; released with the communicator */
+    size_t ce_piece_bytes; /* a piece: bucket_bytes rounded down to 4 KiB */
+    gg_dist_buffer *buffers; /* gg_dist_alloc's, until gg_dist_free (or the communicator goes) */
+    int n_buffers;
+} gg_dist;
+
+/* The factor every rank's term of a reduced gradient gets: 1/W for the mean (op average), 1 for the sum. */
+static inline float gg_dist_term_scale(const gg_dist *d) {
+    return d->config.op == GG_REDUCE_AVERAGE ? 1.0f / (float)d->size : 1.0f;
+}
+
+/* The most contexts gg_dist_init_threads takes (one process's GPUs). */
+#define GG_DIST_MAX_LOCAL_RANKS 64
+
+/* Sets NCCL_NVLS_ENABLE=0 in the process when it is unset (NVLink multicast can take a shared host's GPUs out of
+ * service). NCCL reads it when a communicator is made: gg_ctx_create calls this, and so does every gradgraph call
+ * that makes one. No-op without NCCL. */
+void gg_dist_default_environment(void);
+
+/* A parameter gradient of a syncing call is final on `producer`: reduce it now (overlap on), else later. */
+gg_status gg_dist_grad_ready(gg_ctx *ctx, const gg_block_call *call, cudaStream_t producer, int tensor);
+
+/* The split reduction of two ranks (copy engines on): each rank owns one half of a weight gradient (rank r: the
+ * rows [r n/2, (r+1) n/2)). It first computes the peer's half into its own slot of the staging and all-gathers the
+ * staging in place (copy engines), so it receives the peer's partial of its own half; then it computes its own half
+ * with that partial added in the GEMM's epilogue (scaled by gg_dist_term_scale: the mean or the sum of the two,
+ * rounded once, the owner's bits) and all-gathers the gradient in place. No NCCL CTAs and no adding kernel, so the
+ * GEMMs keep every SM. gg_dist_pair_split: whether a syncing call's plan splits the gradients in split_tensors (a
+ * bit per tensor index) for it: two ranks, copy engines, all-reduce, overlap on, half of each split gradient within
+ * one piece (bucket_bytes), every other parameter gradient under GG_CE_MIN_BYTES (NCCL's all-reduce, not the
+ * copy-engine all-to-all, which would land in the same staging). Then, at capture, gg_dist_pair_exchanges says
+ * whether a gradient is exchanged: its buffer is a gg_dist_alloc window (1 MiB or more) and the call does not
+ * accumulate (accumulate is per call, the plan per shape). Otherwise its halves are computed in place (added to the
+ * gradient when accumulating) and it is reduced as usual (gg_dist_grad_ready). Every rank must pass the same M,
+ * accumulate and kind of buffers, or they enqueue different collectives. */
+int gg_dist_pair_split(const gg_ctx *ctx, const gg_block_call *call, unsigned split_tensors);
+int gg_dist_pair_exchanges(const gg_ctx *ctx, const gg_block_call *call, int tensor);
+/* The staging: two slots of half a gradient each. */
+void *gg_dist_pair_staging(const gg_ctx *ctx);
+/* After `producer` has written this rank's slot (count elements at base + rank * count): the in-place all-gather of
+ * the two slots on the communication stream. */
+gg_status gg_dist_pair_gather(gg_ctx *ctx, cudaStream_t producer, void *base, size_t count);
+
+/* End of a syncing call's backward on `main` (the graph code calls it after the block's enqueue): reduce what was
+ * deferred (overlap off), then make `main` wait for the communication stream. No-op for calls that do not sync. */
+gg_status gg_dist_finish(gg_ctx *ctx, const gg_block_call *call, cudaStream_t main);
+
+/* Makes `main` wait for the communication stream (no reductions issued): the error path of a syncing call's
+ * enqueue. No-op for calls that do not sync. */
+gg_status gg_dist_join(gg_ctx *ctx, const gg_block_call *call, cudaStream_t main);
+
+/* SMs a gradient-syncing call's GEMMs leave to communication (0 without a communicator, or when the reductions do
+ * not overlap the backward). */
+int gg_dist_comm_sms(const gg_ctx *ctx);
+
+/* Whether call reduces its parameter gradients while its backward runs (a syncing call, overlap on). */
+int gg_dist_overlaps(const gg_ctx *ctx, const gg_block_call *call);
+
+/* Whether a call's tensor is a parameter gradient (an output not shaped by M). */
+int gg_tensor_is_param(const gg_block_call *call, int tensor);
+
+/* Checks that a graph's parameter gradients can be synced with the context's settings (reduce-scatter needs
+ * element counts divisible by the number of ranks). */
+gg_status gg_dist_check_shape(gg_ctx *ctx, const char *fn, const gg_block_call *shape);
+
+/* The collective end of making a syncing graph, so that every rank runs the same GEMM kernels: first every rank says
+ * whether it made its plans (plans NULL: this rank failed, and its caller keeps its own error), so that one rank's
+ * failure ends the call on all of them instead of leaving them waiting; then rank 0's algorithm for each GEMM of
+ * the plans is broadcast, and the other ranks adopt it. Autotuning on each rank alone can pick different algorithms
+ * for the same GEMM (timings within noise), and ranks whose kernels differ wait for the slowest at every
+ * reduction: on 2 H200s one such run of block 3 reached 1.81x against 1.92-1.99x (docs/distributed.md). Every
+ * rank calls it for the same graphs in the same order (gg_graph_create of a syncing graph does), outside any
+ * capture; count: the graph's buckets. GG_ERROR_PEER when another rank failed. */
+gg_status gg_dist_agree_algorithms(gg_ctx *ctx, const char *fn, gg_block_plan *const *plans, int count);
+
+/* GG_ERROR_NCCL naming what failed, with NCCL's strings (result: an ncclResult_t); and the same as a statement
+ * that returns from the caller. Built without NCCL, never called. */
+gg_status gg_dist_fail_nccl(gg_ctx *ctx, int result, const char *what);
+#define GG_NCCL_TRY(ctx, call)                                                                                     \
+    do {                                                                                                           \
+        const int r_ = (int)(call);                                                                                \
+        if (r_ != 0) return gg_dist_fail_nccl((ctx), r_, #call);                                                   \
+    } while (0)
+
+/* Aborts ctx's communicator, if it still has one, and forgets it: every rank blocked on it is released, and
+ * nobody destroys or uses it again (an attached one is freed too: its owner must not destroy it). */
+void gg_dist_abort(gg_ctx *ctx);
+
+/* Whether every rank says ok (an all-reduce of the flag with min, waited for with the peer timeout): the agreement
+ * before a collective step that a local failure could otherwise leave the other ranks waiting in. what: the
+ * step, for messages. Collective; outside any capture. */
+gg_status gg_dist_all_ok(gg_ctx *ctx, int ok, const char *what, int *all_ok);
+
+/* Destroys the context's communicator state (owned communicator included); called by gg_ctx_destroy after the
+ * graphs are gone. */
+void gg_dist_release(gg_ctx *ctx);
+
+#endif

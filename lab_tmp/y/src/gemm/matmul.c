@@ -1,0 +1,236 @@
+/* matmul.c - cuBLASLt plans: descriptors, layouts and the algorithm (the heuristic's first, or the fastest of
+ * its best few, timed once and remembered), made once per shape. */
+#include <string.h>
+
+#include "matmul.h"
+#include "tune.h"
+
+#define TUNE_CANDIDATES 8 /* how many of the heuristic's algorithms autotune times */
+#define HEURISTIC_MAX 16  /* how many the heuristic is asked for when some are filtered out */
+
+/* A GEMM that leaves SMs to communication (sm_count_target) runs beside NCCL's kernels, whose CTAs sit on SMs
+ * spread over the GPCs. A thread-block cluster must be placed whole on free SMs of one GPC, so every SM NCCL holds
+ * can cost a kernel with large clusters a whole cluster's slot. Measured on 2 H200s (073, M = 16384, dX with 8 SMs
+ * left, docs/perf-notes.md): the 8 cuBLASLt candidates of dX gave 1.92-1.98x and 85-90 % of the all-reduce hidden
+ * with 2-CTA clusters, 1.78-1.85x and 54-65 % with 4- and 8-CTA clusters (which autotune, timing alone, preferred). */
+#define SHARED_SM_MAX_CLUSTER_CTAS 2
+
+int gg_cluster_shape_ctas(int id) {
+    /* cublasLtClusterShape_t in the order cublasLt.h lists it: 0 AUTO, 1 unused, then 1x1x1 ... 1x15x1 */
+    static const unsigned char ctas[] = {0,  0,  1,  2,  4,  2,  4,  8,  4,  8,  16, 8,  8,  16, 16, 16, 16, 3,
+                                         5,  6,  7,  9,  10, 11, 12, 13, 14, 15, 6,  10, 12, 14, 3,  6,  9,  12,
+                                         15, 12, 5,  10, 15, 6,  12, 7,  14, 9,  10, 11, 12, 13, 14, 15};
+    return id >= 0 && id < (int)sizeof ctas ? ctas[id] : 0;
+}
+
+/* One attribute of algo's configuration (an unsigned integer of 1-4 bytes, read at its own size), or -1. */
+static long algo_attribute(const cublasLtMatmulAlgo_t *algo, cublasLtMatmulAlgoConfigAttributes_t attr) {
+    size_t size = 0;
+    union {
+        uint8_t u8;
+        uint16_t u16;
+        uint32_t u32;
+    } v = {0};
+    if (cublasLtMatmulAlgoConfigGetAttribute(algo, attr, NULL, 0, &size) != CUBLAS_STATUS_SUCCESS ||
+        (size != 1 && size != 2 && size != 4) ||
+        cublasLtMatmulAlgoConfigGetAttribute(algo, attr, &v, size, &size) != CUBLAS_STATUS_SUCCESS)
+        return -1;
+    return size == 1 ? (long)v.u8 : size == 2 ? (long)v.u16 : (long)v.u32;
+}
+
+/* Whether algo's clusters have at most mm->max_cluster_ctas CTAs (always, without that limit). */
+static int cluster_fits(const gg_matmul *mm, const cublasLtMatmulAlgo_t *algo) {
+    if (mm->max_cluster_ctas <= 0) return 1;
+    const int n = gg_cluster_shape_ctas((int)algo_attribute(algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
+    return n > 0 && n <= mm->max_cluster_ctas;
+}
+
+/* Logs (debug) the algorithm a plan runs: which kernel family, tile, stages, split-k and cluster cuBLASLt reports. */
+static void log_choice(gg_ctx *ctx, const gg_gemm_shape *s, const cublasLtMatmulAlgo_t *algo) {
+    const long cluster = algo_attribute(algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID);
+    gg_log(ctx, GG_LOG_DEBUG,
+           "GEMM %lldx%lldx%lld (SM target %d): algo %ld, tile %ld, stages %ld, split-k %ld, cluster shape %ld "
+           "(%d CTAs)",
+           (long long)s->m, (long long)s->n, (long long)s->k, s->sm_count_target,
+           algo_attribute(algo, CUBLASLT_ALGO_CONFIG_ID), algo_attribute(algo, CUBLASLT_ALGO_CONFIG_TILE_ID),
+           algo_attribute(algo, CUBLASLT_ALGO_CONFIG_STAGES_ID), algo_attribute(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
+           cluster, gg_cluster_shape_ctas((int)cluster));
+}
+
+/* Fills results with variants of the heuristic's algorithms (in its order) re-shaped to the fitting clusters,
+ * largest first, that cuBLASLt accepts for mm's descriptors and the workspace; the count. The heuristic can offer
+ * no fitting shape at all for a GEMM that leaves SMs free (session 25: block 4's GEMMs on 108 SMs, only 4- and 8-CTA
+ * clusters among 16), though the same kernels run with smaller clusters. */
+static int reshape_to_fitting_clusters(gg_ctx *ctx, const gg_matmul *mm, const cublasLtMatmulHeuristicResult_t *from,
+                                       int found, cublasLtMatmulHeuristicResult_t results[HEURISTIC_MAX]) {
+    static const uint16_t shapes[] = {CUBLASLT_CLUSTER_SHAPE_1x2x1, CUBLASLT_CLUSTER_SHAPE_2x1x1,
+                                      CUBLASLT_CLUSTER_SHAPE_1x1x1};
+    const size_t workspace = ctx->workspace[0] ? ctx->config.gemm_workspace_bytes : 0;
+    int kept = 0;
+    for (int i = 0; i < found && kept < HEURISTIC_MAX; ++i)
+        for (size_t j = 0; j < sizeof shapes / sizeof shapes[0] && kept < HEURISTIC_MAX; ++j) {
+            if (gg_cluster_shape_ctas(shapes[j]) > mm->max_cluster_ctas) continue;
+            cublasLtMatmulHeuristicResult_t r = from[i];
+            cublasLtMatmulHeuristicResult_t check;
+            memset(&check, 0, sizeof check);
+            if (cublasLtMatmulAlgoConfigSetAttribute(&r.algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &shapes[j],
+                                                     sizeof shapes[j]) != CUBLAS_STATUS_SUCCESS ||
+                cublasLtMatmulAlgoCheck(ctx->lt, mm->op, mm->a, mm->b, mm->d, mm->d, &r.algo, &check) !=
+                    CUBLAS_STATUS_SUCCESS ||
+                check.workspaceSize > workspace)
+                continue;
+            r.workspaceSize = check.workspaceSize;
+            results[kept++] = r;
+        }
+    return kept;
+}
+
+/* Keeps, in the heuristic's order, the results whose clusters fit; the new count. When none does, re-shapes them
+ * (above) if `reshape`; when that fails too, keeps them all and lifts mm's limit, so that the fit check (cache,
+ * another rank's algorithm) accepts what the plan runs. */
+static int keep_fitting_clusters(gg_ctx *ctx, gg_matmul *mm, cublasLtMatmulHeuristicResult_t *results, int found,
+                                 int reshape) {
+    int kept = 0;
+    for (int i = 0; i < found; ++i)
+        if (cluster_fits(mm, &results[i].algo)) results[kept++] = results[i];
+    if (kept > 0) return kept;
+    cublasLtMatmulHeuristicResult_t reshaped[HEURISTIC_MAX];
+    if (reshape) kept = reshape_to_fitting_clusters(ctx, mm, results, found, reshaped);
+    if (kept > 0) {
+        memcpy(results, reshaped, (size_t)kept * sizeof *results);
+        return kept;
+    }
+    gg_log(ctx, GG_LOG_WARN, "no GEMM algorithm with clusters of at most %d CTAs: any cluster size allowed",
+           mm->max_cluster_ctas);
+    mm->max_cluster_ctas = 0;
+    return found;
+}
+
+void gg_gemm_types_for(gg_precision precision, cudaDataType_t *ab_type, cublasComputeType_t *compute) {
+    *ab_type = precision == GG_PRECISION_FP16 ? CUDA_R_16F : CUDA_R_32F;
+    *compute = precision == GG_PRECISION_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+}
+
+void gg_matmul_destroy(gg_matmul *mm) {
+    if (mm->op) (void)cublasLtMatmulDescDestroy(mm->op);
+    if (mm->a) (void)cublasLtMatrixLayoutDestroy(mm->a);
+    if (mm->b) (void)cublasLtMatrixLayoutDestroy(mm->b);
+    if (mm->d) (void)cublasLtMatrixLayoutDestroy(mm->d);
+    memset(mm, 0, sizeof *mm);
+}
+
+gg_status gg_matmul_plan(gg_ctx *ctx, const gg_gemm_shape *s, gg_matmul *mm) {
+    memset(mm, 0, sizeof *mm);
+    gg_status status = GG_SUCCESS;
+    cublasLtMatmulPreference_t pref = NULL;
+    const cublasOperation_t op_a = s->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t op_b = s->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+
+    GG_CUBLAS_GOTO(ctx, cublasLtMatmulDescCreate(&mm->op, s->compute, CUDA_R_32F), status, fail);
+    GG_CUBLAS_GOTO(ctx, cublasLtMatmulDescSetAttribute(mm->op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a),
+                   status, fail);
+    GG_CUBLAS_GOTO(ctx, cublasLtMatmulDescSetAttribute(mm->op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b),
+                   status, fail);
+    if (s->sm_count_target > 0)
+        GG_CUBLAS_GOTO(ctx,
+                       cublasLtMatmulDescSetAttribute(mm->op, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &s->sm_count_target,
+                                                      sizeof s->sm_count_target),
+                       status, fail);
+    /* Stored shapes: A is [m,k] or, transposed, [k,m]; B is [k,n] or [n,k]. */
+    GG_CUBLAS_GOTO(ctx,
+                   cublasLtMatrixLayoutCreate(&mm->a, s->ab_type, (uint64_t)(s->trans_a ? s->k : s->m),
+                                              (uint64_t)(s->trans_a ? s->m : s->k), s->lda),
+                   status, fail);
+    GG_CUBLAS_GOTO(ctx,
+                   cublasLtMatrixLayoutCreate(&mm->b, s->ab_type, (uint64_t)(s->trans_b ? s->n : s->k),
+                                              (uint64_t)(s->trans_b ? s->k : s->n), s->ldb),
+                   status, fail);
+    GG_CUBLAS_GOTO(ctx, cublasLtMatrixLayoutCreate(&mm->d, s->d_type, (uint64_t)s->m, (uint64_t)s->n, s->ldd), status,
+                   fail);
+
+    GG_CUBLAS_GOTO(ctx, cublasLtMatmulPreferenceCreate(&pref), status, fail);
+    const uint64_t ws = ctx->workspace[0] ? (uint64_t)ctx->config.gemm_workspace_bytes : 0;
+    GG_CUBLAS_GOTO(ctx,
+                   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws),
+                   status, fail);
+    /* The API requires GG_ALIGNMENT for every pointer: tell the heuristic, so it may pick vectorized kernels. */
+    const uint32_t align = GG_ALIGNMENT;
+    const cublasLtMatmulPreferenceAttributes_t align_attrs[] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (size_t i = 0; i < sizeof align_attrs / sizeof align_attrs[0]; ++i)
+        GG_CUBLAS_GOTO(ctx, cublasLtMatmulPreferenceSetAttribute(pref, align_attrs[i], &align, sizeof align), status,
+                       fail);
+
+    mm->max_cluster_ctas = s->sm_count_target > 0 ? SHARED_SM_MAX_CLUSTER_CTAS : 0;
+    cublasLtMatmulHeuristicResult_t results[HEURISTIC_MAX];
+    int found = 0;
+    GG_CUBLAS_GOTO(ctx,
+                   cublasLtMatmulAlgoGetHeuristic(ctx->lt, mm->op, mm->a, mm->b, mm->d, mm->d, pref,
+                                                  mm->max_cluster_ctas ? HEURISTIC_MAX : TUNE_CANDIDATES, results,
+                                                  &found),
+                   status, fail);
+    /* True fp32 GEMMs (the exact mode) are not re-shaped: they keep the algorithm, and so the rounding, of the same
+     * GEMM planned without a limit (a data-parallel plan sums what the eager path computes, test_dist_mpi). */
+    const int exact = s->ab_type == CUDA_R_32F && s->compute == CUBLAS_COMPUTE_32F;
+    if (found > 0 && mm->max_cluster_ctas) found = keep_fitting_clusters(ctx, mm, results, found, !exact);
+    if (found > TUNE_CANDIDATES) found = TUNE_CANDIDATES;
+    if (found < 1) {
+        status = gg_fail(ctx, GG_ERROR_CUBLAS,
+                         "cuBLASLt found no algorithm for a %lldx%lldx%lld GEMM (types %d/%d, compute %d)",
+                         (long long)s->m, (long long)s->n, (long long)s->k, (int)s->ab_type, (int)s->d_type,
+                         (int)s->compute);
+        goto fail;
+    }
+    cublasLtMatmulHeuristicResult_t result = results[0];
+    /* True fp32 GEMMs (the exact mode, no tensor cores) are not tuned: few candidates, and each run is long. */
+    const int tunable = ctx->tune && found > 1 && !exact;
+    if (tunable) GG_GOTO(gg_matmul_tune(ctx, s, mm, results, found, &result), status, fail);
+    mm->algo = result.algo;
+    mm->workspace_bytes = result.workspaceSize;
+    log_choice(ctx, s, &mm->algo);
+    (void)cublasLtMatmulPreferenceDestroy(pref);
+    return GG_SUCCESS;
+
+fail:
+    if (pref) (void)cublasLtMatmulPreferenceDestroy(pref);
+    gg_matmul_destroy(mm);
+    return status;
+}
+
+int gg_matmul_algo_fits(gg_ctx *ctx, const gg_matmul *mm, const cublasLtMatmulAlgo_t *algo, size_t *workspace_bytes) {
+    cublasLtMatmulHeuristicResult_t check;
+    memset(&check, 0, sizeof check);
+    if (!cluster_fits(mm, algo) ||
+        cublasLtMatmulAlgoCheck(ctx->lt, mm->op, mm->a, mm->b, mm->d, mm->d, algo, &check) != CUBLAS_STATUS_SUCCESS ||
+        check.workspaceSize > (ctx->workspace[0] ? ctx->config.gemm_workspace_bytes : 0))
+        return 0;
+    *workspace_bytes = check.workspaceSize;
+    return 1;
+}
+
+int gg_matmul_adopt(gg_ctx *ctx, gg_matmul *mm, const cublasLtMatmulAlgo_t *algo) {
+    const cublasLtMatmulAlgo_t copy = *algo; /* algo may point into mm */
+    size_t workspace = 0;
+    if (!gg_matmul_algo_fits(ctx, mm, &copy, &workspace)) return 0;
+    mm->algo = copy;
+    mm->workspace_bytes = workspace;
+    return 1;
+}
+
+gg_status gg_matmul_run_scaled(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, const void *C, void *D,
+                               float alpha, float beta, int workspace, cudaStream_t stream) {
+    /* Host scalars: read when the call is enqueued (or captured), so a graph keeps the scalars it was captured with. */
+    gg_status status = GG_SUCCESS;
+    GG_CUBLAS_GOTO(ctx,
+                   cublasLtMatmul(ctx->lt, mm->op, &alpha, A, mm->a, B, mm->b, &beta, C ? C : D, mm->d, D, mm->d,
+                                  &mm->algo, ctx->workspace[workspace], mm->workspace_bytes, stream),
+                   status, done);
+done:
+    return status;
+}
+
+gg_status gg_matmul_run(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, void *D, int accumulate,
+                        int workspace, cudaStream_t stream) {
+    return gg_matmul_run_scaled(ctx, mm, A, B, NULL, D, 1.0f, accumulate ? 1.0f : 0.0f, workspace, stream);
+}

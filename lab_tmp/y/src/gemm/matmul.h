@@ -1,0 +1,62 @@
+/*
+ * matmul.h - one cuBLASLt GEMM, planned once and run many times.
+ *
+ * gradgraph's tensors are row-major; cuBLASLt is column-major. A row-major [r, c] matrix is a column-major
+ * [c, r] one with leading dimension c, so each block writes its GEMMs in column-major terms (see the blocks).
+ * Planning creates the descriptors and asks the heuristic once; running only calls cublasLtMatmul.
+ */
+#ifndef GG_MATMUL_H
+#define GG_MATMUL_H
+
+#include "internal.h"
+
+/* Column-major problem D[m,n] = op(A)[m,k] @ op(B)[k,n] (+ beta * D). */
+typedef struct gg_gemm_shape {
+    int trans_a, trans_b;           /* nonzero: A (B) is stored transposed, i.e. as [k,m] ([n,k]) */
+    int64_t m, n, k;
+    int64_t lda, ldb, ldd;
+    cudaDataType_t ab_type;         /* A and B element type */
+    cudaDataType_t d_type;          /* D element type */
+    cublasComputeType_t compute;    /* CUBLAS_COMPUTE_32F or CUBLAS_COMPUTE_32F_FAST_TF32 */
+    int sm_count_target;            /* > 0: run on at most this many SMs (the rest left to communication) */
+} gg_gemm_shape;
+
+typedef struct gg_matmul {
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t a, b, d;
+    cublasLtMatmulAlgo_t algo;
+    size_t workspace_bytes; /* what the chosen algorithm needs (<= the context's workspace) */
+    int max_cluster_ctas;   /* > 0: only algorithms whose thread-block clusters have at most this many CTAs */
+} gg_matmul;
+
+/* CTAs in one thread-block cluster of a cublasLtClusterShape_t value; 0 when not known (AUTO, or a value newer
+ * than this code). */
+int gg_cluster_shape_ctas(int cluster_shape_id);
+
+/* The GEMM types of a precision mode for the fp32-I/O blocks (operands fp32/fp16, output fp32). */
+void gg_gemm_types_for(gg_precision precision, cudaDataType_t *ab_type, cublasComputeType_t *compute);
+
+/* Creates descriptors and picks an algorithm. On failure *mm is left empty (safe to destroy). */
+gg_status gg_matmul_plan(gg_ctx *ctx, const gg_gemm_shape *shape, gg_matmul *mm);
+
+/* D = A @ B, or D += A @ B when accumulate (beta 1, D read in its own type, one rounding), on stream with the
+ * context's workspace number `workspace` (one per stream). */
+gg_status gg_matmul_run(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, void *D, int accumulate,
+                        int workspace, cudaStream_t stream);
+
+/* D = alpha * A @ B + beta * C (C NULL: D itself; C has D's layout, the sum is rounded once), otherwise as
+ * gg_matmul_run. */
+gg_status gg_matmul_run_scaled(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, const void *C, void *D,
+                               float alpha, float beta, int workspace, cudaStream_t stream);
+
+/* Whether cuBLASLt accepts algo for mm's descriptors within the context's GEMM workspace and its clusters fit
+ * mm->max_cluster_ctas; if so, *workspace_bytes is what it needs. */
+int gg_matmul_algo_fits(gg_ctx *ctx, const gg_matmul *mm, const cublasLtMatmulAlgo_t *algo, size_t *workspace_bytes);
+
+/* Runs mm with algo from now on (another rank's choice, say) if it fits (gg_matmul_algo_fits); 1 if adopted. */
+int gg_matmul_adopt(gg_ctx *ctx, gg_matmul *mm, const cublasLtMatmulAlgo_t *algo);
+
+/* Destroys the descriptors; a zeroed gg_matmul is fine. */
+void gg_matmul_destroy(gg_matmul *mm);
+
+#endif

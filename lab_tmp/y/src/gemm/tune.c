@@ -1,0 +1,215 @@
+/* tune.c - autotune of one GEMM's algorithm (see tune.h). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <stdlib.h>
+
+#include "kernels/gg_kernels.h"
+#include "tune.h"
+#include "tune_cache.h"
+
+/* A GEMM planned with an SM target runs beside memory-bound work on the SMs it leaves (block 4's chain, the FFN
+ * blocks' conversions, NCCL's kernels), and that changes which algorithm is fastest: session 25 measured two of
+ * dW's candidates at 33 us each alone, 45 and 69 us beside block 4's chain. Such GEMMs are timed beside a
+ * neighbour: fp32 -> fp16 conversions on exactly those SMs (one CTA of 1024 threads each), passes over a buffer
+ * larger than L2, queued to outlast the timed runs. */
+#define NEIGHBOUR_ELEMS ((size_t)32 << 20) /* 128 MiB read, 64 MiB written per pass */
+#define NEIGHBOUR_MAX_PASSES 256
+
+/* The GPU, cuBLASLt and driver part of every key, made once per context. */
+static const char *device_part(gg_ctx *ctx) {
+    if (ctx->tune_device[0]) return ctx->tune_device;
+    struct cudaDeviceProp prop;
+    int driver = 0;
+    if (cudaGetDeviceProperties(&prop, ctx->config.device) != cudaSuccess) {
+        (void)cudaGetLastError();
+        snprintf(prop.name, sizeof prop.name, "unknown");
+        prop.major = prop.minor = 0;
+    }
+    (void)cudaDriverGetVersion(&driver);
+    char name[64]; /* a GPU's name is short; the key must fit GG_TUNE_KEY_BYTES */
+    snprintf(name, sizeof name, "%.63s", prop.name);
+    snprintf(ctx->tune_device, sizeof ctx->tune_device, "%s|sm%d%d|lt%zu|drv%d", name, prop.major, prop.minor,
+             cublasLtGetVersion(), driver);
+    for (char *p = ctx->tune_device; *p; ++p)
+        if (*p == ' ' || *p == '\t') *p = '_';
+    return ctx->tune_device;
+}
+
+/* The SMs a neighbour runs on while s is timed (0: s is timed alone). */
+static int neighbour_ctas(const gg_ctx *ctx, const gg_gemm_shape *s) {
+    if (getenv("GG_LAB_NONB") && s->ab_type != CUDA_R_16BF) return 0; /* lab: the FFN blocks' GEMMs timed alone */
+    return s->sm_count_target > 0 && s->sm_count_target < ctx->sm_count ? ctx->sm_count - s->sm_count_target : 0;
+}
+
+/* "sms<target>nb": chosen beside a neighbour (keys without the suffix were timed alone: not reused). */
+static void problem_key(gg_ctx *ctx, const gg_gemm_shape *s, char *key, size_t size) {
+    snprintf(key, size, "%s|%c%c|%lldx%lldx%lld|ld%lld,%lld,%lld|ab%d|d%d|c%d|ws%zu|sms%d%s", device_part(ctx),
+             s->trans_a ? 'T' : 'N', s->trans_b ? 'T' : 'N', (long long)s->m, (long long)s->n, (long long)s->k,
+             (long long)s->lda, (long long)s->ldb, (long long)s->ldd, (int)s->ab_type, (int)s->d_type, (int)s->compute,
+             ctx->workspace[0] ? ctx->config.gemm_workspace_bytes : (size_t)0, s->sm_count_target,
+             neighbour_ctas(ctx, s) ? "nb" : "");
+}
+
+static size_t elem_bytes(cudaDataType_t t) { return t == CUDA_R_32F ? 4 : 2; }
+
+/* The cached choice, if cuBLASLt still accepts it for these descriptors. */
+static int from_cache(gg_ctx *ctx, const gg_matmul *mm, const char *key, cublasLtMatmulHeuristicResult_t *chosen) {
+    const gg_tune_entry *e = gg_tune_cache_find(ctx->tune, key);
+    if (!e) return 0;
+    cublasLtMatmulAlgo_t algo;
+    memcpy(&algo, e->algo, sizeof algo);
+    size_t workspace = 0;
+    if (!gg_matmul_algo_fits(ctx, mm, &algo, &workspace)) {
+        gg_log(ctx, GG_LOG_WARN, "autotune cache entry %s is not valid here: tuning again", key);
+        return 0;
+    }
+    memset(chosen, 0, sizeof *chosen);
+    chosen->algo = algo;
+    chosen->workspaceSize = workspace;
+    return 1;
+}
+
+typedef struct scratch {
+    void *a, *b, *d;
+    cudaEvent_t start, stop;
+    /* the neighbour (n_ctas > 0): its buffers, stream and the measured time of one pass */
+    int n_ctas;
+    float *n_in;
+    void *n_out;
+    cudaStream_t n_stream;
+    double pass_us;
+} scratch;
+
+static void scratch_free(scratch *x) {
+    if (x->a) (void)cudaFree(x->a);
+    if (x->b) (void)cudaFree(x->b);
+    if (x->d) (void)cudaFree(x->d);
+    if (x->n_in) (void)cudaFree(x->n_in);
+    if (x->n_out) (void)cudaFree(x->n_out);
+    if (x->n_stream) (void)cudaStreamDestroy(x->n_stream);
+    if (x->start) (void)cudaEventDestroy(x->start);
+    if (x->stop) (void)cudaEventDestroy(x->stop);
+    (void)cudaGetLastError();
+}
+
+/* Operands of the problem's sizes, filled with small finite values (0x3c bytes: ~1.06 in fp16, ~0.012 in fp32). */
+static int scratch_alloc(const gg_gemm_shape *s, scratch *x, cudaStream_t stream) {
+    const size_t ab = elem_bytes(s->ab_type);
+    const size_t a_bytes = (size_t)s->lda * (size_t)(s->trans_a ? s->m : s->k) * ab;
+    const size_t b_bytes = (size_t)s->ldb * (size_t)(s->trans_b ? s->k : s->n) * ab;
+    const size_t d_bytes = (size_t)s->ldd * (size_t)s->n * elem_bytes(s->d_type);
+    return cudaMalloc(&x->a, a_bytes) != cudaSuccess || cudaMalloc(&x->b, b_bytes) != cudaSuccess ||
+           cudaMalloc(&x->d, d_bytes) != cudaSuccess || cudaMemsetAsync(x->a, 0x3c, a_bytes, stream) != cudaSuccess ||
+           cudaMemsetAsync(x->b, 0x3c, b_bytes, stream) != cudaSuccess ||
+           cudaEventCreate(&x->start) != cudaSuccess || cudaEventCreate(&x->stop) != cudaSuccess;
+}
+
+/* Enqueues neighbour passes on x->n_stream for at least busy_us microseconds (nothing without a neighbour). */
+static int enqueue_neighbour(gg_ctx *ctx, const scratch *x, double busy_us) {
+    if (x->n_ctas <= 0) return 0;
+    int passes = (int)ceil(busy_us / x->pass_us);
+    passes = passes < 1 ? 1 : passes > NEIGHBOUR_MAX_PASSES ? NEIGHBOUR_MAX_PASSES : passes;
+    for (int i = 0; i < passes; ++i)
+        if (gg_k_f32_to_f16(x->n_in, x->n_out, NEIGHBOUR_ELEMS, ctx->sm_count, x->n_ctas, GG_PRIORITY_OF_STREAM,
+                            x->n_stream) != cudaSuccess)
+            return 1;
+    return 0;
+}
+
+/* The neighbour's buffers and stream, and the time of one pass alone. */
+static int neighbour_alloc(gg_ctx *ctx, int ctas, scratch *x) {
+    x->n_ctas = ctas;
+    x->pass_us = 1e9; /* one pass for the timing below */
+    float ms = 0;
+    if (cudaMalloc((void **)&x->n_in, NEIGHBOUR_ELEMS * sizeof(float)) != cudaSuccess ||
+        cudaMalloc(&x->n_out, NEIGHBOUR_ELEMS * 2) != cudaSuccess ||
+        cudaStreamCreateWithFlags(&x->n_stream, cudaStreamNonBlocking) != cudaSuccess ||
+        cudaMemsetAsync(x->n_in, 0, NEIGHBOUR_ELEMS * sizeof(float), x->n_stream) != cudaSuccess ||
+        enqueue_neighbour(ctx, x, 0) || cudaEventRecord(x->start, x->n_stream) != cudaSuccess ||
+        enqueue_neighbour(ctx, x, 0) || cudaEventRecord(x->stop, x->n_stream) != cudaSuccess ||
+        cudaEventSynchronize(x->stop) != cudaSuccess || cudaEventElapsedTime(&ms, x->start, x->stop) != cudaSuccess)
+        return 1;
+    x->pass_us = ms > 0 ? 1000.0 * (double)ms : 1.0;
+    return 0;
+}
+
+/* Mean time of one candidate in microseconds (beside the neighbour, if any), or a negative value when it does not
+ * run. */
+static double time_candidate(gg_ctx *ctx, const gg_matmul *mm, const cublasLtMatmulHeuristicResult_t *c, scratch *x,
+                             cudaStream_t stream) {
+    const float one = 1.0f, zero = 0.0f;
+#define RUN()                                                                                                      \
+    cublasLtMatmul(ctx->lt, mm->op, &one, x->a, mm->a, x->b, mm->b, &zero, x->d, mm->d, x->d, mm->d, &c->algo,        \
+                   ctx->workspace[0], c->workspaceSize, stream)
+    /* A first run alone says how long one takes; then `reps` runs (beside the neighbour's passes), timed. */
+    float ms = 0;
+    if (RUN() != CUBLAS_STATUS_SUCCESS || cudaEventRecord(x->start, stream) != cudaSuccess || RUN() != CUBLAS_STATUS_SUCCESS ||
+        cudaEventRecord(x->stop, stream) != cudaSuccess || cudaEventSynchronize(x->stop) != cudaSuccess ||
+        cudaEventElapsedTime(&ms, x->start, x->stop) != cudaSuccess)
+        return -1.0;
+    const int reps = ms > 1.0f ? 1 : 3;
+    if (reps > 1 || x->n_ctas > 0) {
+        /* the neighbour for three times the runs' time alone: they take longer beside it */
+        if (enqueue_neighbour(ctx, x, 3000.0 * (double)ms * reps) || cudaEventRecord(x->start, stream) != cudaSuccess)
+            return -1.0;
+        for (int r = 0; r < reps; ++r)
+            if (RUN() != CUBLAS_STATUS_SUCCESS) return -1.0;
+        if (cudaEventRecord(x->stop, stream) != cudaSuccess || cudaEventSynchronize(x->stop) != cudaSuccess ||
+            cudaEventElapsedTime(&ms, x->start, x->stop) != cudaSuccess || (x->n_stream &&
+            cudaStreamSynchronize(x->n_stream) != cudaSuccess))
+            return -1.0;
+    }
+#undef RUN
+    return 1000.0 * (double)ms / reps;
+}
+
+gg_status gg_matmul_tune(gg_ctx *ctx, const gg_gemm_shape *s, const gg_matmul *mm,
+                         const cublasLtMatmulHeuristicResult_t *candidates, int count,
+                         cublasLtMatmulHeuristicResult_t *chosen) {
+    *chosen = candidates[0];
+    char key[GG_TUNE_KEY_BYTES];
+    problem_key(ctx, s, key, sizeof key);
+    if (from_cache(ctx, mm, key, chosen)) return GG_SUCCESS;
+
+    /* The workspace of the caller's stream may be in use by work enqueued earlier: wait for the device first. */
+    scratch x = {0};
+    cudaStream_t stream = ctx->side;
+    const int ctas = neighbour_ctas(ctx, s);
+    if (cudaDeviceSynchronize() != cudaSuccess || scratch_alloc(s, &x, stream) ||
+        (ctas > 0 && neighbour_alloc(ctx, ctas, &x))) {
+        gg_log(ctx, GG_LOG_WARN, "autotune of %s skipped (%s): using the heuristic's first algorithm", key,
+               cudaGetErrorString(cudaGetLastError()));
+        scratch_free(&x);
+        return GG_SUCCESS;
+    }
+    double best = -1.0, first = -1.0;
+    int best_index = 0;
+    for (int i = 0; i < count; ++i) {
+        const double us = time_candidate(ctx, mm, &candidates[i], &x, stream);
+        if (i == 0) first = us;
+        if (us > 0 && (best < 0 || us < best)) {
+            best = us;
+            best_index = i;
+        }
+    }
+    (void)cudaStreamSynchronize(stream);
+    scratch_free(&x);
+    if (best < 0) {
+        gg_log(ctx, GG_LOG_WARN, "autotune of %s: no candidate ran; using the heuristic's first algorithm", key);
+        return GG_SUCCESS;
+    }
+    *chosen = candidates[best_index];
+    gg_log(ctx, GG_LOG_INFO, "autotune %s: candidate %d of %d, %.1f us (heuristic's first: %.1f us)", key, best_index,
+           count, best, first);
+    gg_tune_entry e;
+    memset(&e, 0, sizeof e);
+    snprintf(e.key, sizeof e.key, "%s", key);
+    memcpy(e.algo, &chosen->algo, sizeof e.algo);
+    e.workspace_bytes = chosen->workspaceSize;
+    e.us = best;
+    if (gg_tune_cache_put(ctx->tune, &e) != 0 || gg_tune_cache_save(ctx->tune) != 0)
+        gg_log(ctx, GG_LOG_WARN, "autotune cache %s not written: the choice lasts as long as the context",
+               ctx->tune->path ? ctx->tune->path : "(memory)");
+    return GG_SUCCESS;
+}

@@ -1,0 +1,905 @@
+/*
+ * test_api.c - the public API on a machine without a GPU: status strings, config versioning, context creation
+ * and its failure paths, and argument validation of every block.
+ *
+ * The CUDA runtime and cuBLASLt calls the library makes are replaced at link time (-Wl,--wrap, see
+ * tests/CMakeLists.txt) by the fakes below. They hand out fake handles, count what is alive, can fail the N-th
+ * resource creation, and count every call that would put work on a stream: a rejected call must make none.
+ */
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include "gradgraph.h"
+
+/* ---- the fake CUDA runtime ---- */
+static struct {
+    int device_count;      /* what cudaGetDeviceCount reports */
+    int fail_get_device;   /* cudaGetDevice fails (the call then stops before planning) */
+    int fail_create_at;    /* the N-th resource creation fails (0: none) */
+    int creates;           /* resource creations so far */
+    int live;              /* resources created and not destroyed */
+    int enqueued;          /* stream work: kernel launches, GEMMs, event records and waits */
+    int planned;           /* cuBLASLt plans attempted (the fake refuses them) */
+    cublasComputeType_t planned_compute; /* the compute type of the last one */
+    int cuda_calls;        /* every faked call */
+    int capturing;         /* cudaStreamIsCapturing reports an active capture */
+} fake;
+
+static void fake_reset(int device_count) {
+    memset(&fake, 0, sizeof fake);
+    fake.device_count = device_count;
+}
+
+/* A resource creation: fails when it is the N-th and N was asked for. */
+static int fake_create(void) {
+    ++fake.cuda_calls;
+    if (++fake.creates == fake.fail_create_at) return 0;
+    ++fake.live;
+    return 1;
+}
+
+static char fake_handles[64];
+
+cudaError_t __wrap_cudaGetDeviceCount(int *count) {
+    ++fake.cuda_calls;
+    *count = fake.device_count;
+    return fake.device_count ? cudaSuccess : cudaErrorNoDevice;
+}
+cudaError_t __wrap_cudaGetDevice(int *device) {
+    ++fake.cuda_calls;
+    *device = 0;
+    return fake.fail_get_device ? cudaErrorDevicesUnavailable : cudaSuccess;
+}
+cudaError_t __wrap_cudaSetDevice(int device) {
+    ++fake.cuda_calls;
+    return device < fake.device_count ? cudaSuccess : cudaErrorInvalidDevice;
+}
+cudaError_t __wrap_cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device) {
+    (void)attr, (void)device;
+    ++fake.cuda_calls;
+    *value = 132;
+    return cudaSuccess;
+}
+cudaError_t __wrap_cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags) {
+    (void)flags;
+    if (!fake_create()) return cudaErrorUnknown;
+    *stream = (cudaStream_t)&fake_handles[0];
+    return cudaSuccess;
+}
+cudaError_t __wrap_cudaStreamCreateWithPriority(cudaStream_t *stream, unsigned flags, int priority) {
+    (void)flags, (void)priority;
+    if (!fake_create()) return cudaErrorUnknown;
+    *stream = (cudaStream_t)&fake_handles[4];
+    return cudaSuccess;
+}
+cudaError_t __wrap_cudaDeviceGetStreamPriorityRange(int *least, int *greatest) {
+    *least = 0;
+    *greatest = -5;
+    return cudaSuccess;
+}
+cudaError_t __wrap_cudaStreamDestroy(cudaStream_t stream) {
+    (void)stream;
+    --fake.live;
+    return cudaSuccess;
+}
+cudaError_t __wrap_cudaStreamSynchronize(cudaStream_t stream) {
+    (void)stream;
+    return cudaSuccess;
+}
+cudaError_t __wrap_cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus *status) {
+    (void)stream;
+    ++fake.cuda_calls;
+    *status = fake.capturing ? cudaStreamCaptureStatusActive : cudaStreamCaptureStatusNone;
+    return cudaSuccess;
+}
+cudaError_t __wrap_cudaEventCreateWithFlags(cudaEvent_t *event, unsigned flags) {
+    (void)flags;
+    if (!fake_create()) return cudaErrorUnknown;
+    *event = (cudaEvent_t)&fake_handles[1];
+    return cudaSuccess;
+}
+cudaError_t __wrap_cudaEventDestroy(cudaEvent_t event) {
+    (void)event;
+    --fake.live;
+    return cudaSuccess;
+}
+cudaError_t __wrap_cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+    (void)event, (void)stream;
+    ++fake.enqueued;
+    return cudaSuccess;
+}
+cudaError_t __wrap_cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned flags) {
+    (void)stream, (void)event, (void)flags;
+    ++fake.enqueued;
+    return cudaSuccess;
+}
+cudaError_t __wrap_cudaMalloc(void **ptr, size_t bytes) {
+    (void)bytes;
+    if (!fake_create()) return cudaErrorMemoryAllocation;
+    *ptr = malloc(16); /* never dereferenced: a unique address whose leak valgrind would see */
+    return cudaSuccess;
+}
+cudaError_t __wrap_cudaFree(void *ptr) {
+    if (ptr) --fake.live;
+    free(ptr);
+    return cudaSuccess;
+}
+cudaError_t __wrap_cudaGetLastError(void) { return cudaSuccess; }
+cudaError_t __wrap_cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind) {
+    (void)dst, (void)src, (void)bytes, (void)kind;
+    ++fake.cuda_calls;
+    return cudaSuccess;
+}
+cudaError_t __wrap_cudaMemset(void *dst, int value, size_t bytes) {
+    (void)dst, (void)value, (void)bytes;
+    ++fake.cuda_calls;
+    return cudaSuccess;
+}
+cudaError_t __wrap_cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t __wrap___cudaGetKernel(cudaKernel_t *kernel, const void *func) {
+    (void)func;
+    *kernel = (cudaKernel_t)&fake_handles[2];
+    return cudaSuccess;
+}
+cudaError_t __wrap___cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void **args, size_t shared,
+                                      cudaStream_t stream) {
+    (void)kernel, (void)grid, (void)block, (void)args, (void)shared, (void)stream;
+    ++fake.enqueued;
+    return cudaSuccess;
+}
+cudaError_t __wrap_cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args) {
+    (void)config, (void)func, (void)args;
+    ++fake.enqueued;
+    return cudaSuccess;
+}
+cublasStatus_t __wrap_cublasLtCreate(cublasLtHandle_t *handle) {
+    if (!fake_create()) return CUBLAS_STATUS_NOT_INITIALIZED;
+    *handle = (cublasLtHandle_t)&fake_handles[3];
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t __wrap_cublasLtDestroy(cublasLtHandle_t handle) {
+    (void)handle;
+    --fake.live;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t __wrap_cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *desc, cublasComputeType_t c, cudaDataType_t s) {
+    (void)desc, (void)s;
+    ++fake.planned;
+    fake.planned_compute = c;
+    return CUBLAS_STATUS_NOT_SUPPORTED; /* planning stops here: far enough to show validation let the call through */
+}
+cublasStatus_t __wrap_cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d, const void *alpha, const void *A,
+                                     cublasLtMatrixLayout_t a, const void *B, cublasLtMatrixLayout_t b,
+                                     const void *beta, const void *C, cublasLtMatrixLayout_t c, void *D,
+                                     cublasLtMatrixLayout_t dl, const cublasLtMatmulAlgo_t *algo, void *ws,
+                                     size_t ws_bytes, cudaStream_t stream) {
+    (void)h, (void)d, (void)alpha, (void)A, (void)a, (void)B, (void)b, (void)beta, (void)C, (void)c, (void)D;
+    (void)dl, (void)algo, (void)ws, (void)ws_bytes, (void)stream;
+    ++fake.enqueued;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/* ---- helpers ---- */
+#define assert_message_has(ctx, text)                                                                              \
+    do {                                                                                                           \
+        const char *msg_ = gg_last_error(ctx);                                                                     \
+        if (!strstr(msg_, (text))) fail_msg("message \"%s\" does not contain \"%s\"", msg_, (text));             \
+    } while (0)
+
+static gg_ctx *make_ctx(void) {
+    fake_reset(1);
+    gg_ctx *ctx = NULL;
+    assert_int_equal(gg_ctx_create(NULL, &ctx), GG_SUCCESS);
+    assert_non_null(ctx);
+    fake.enqueued = 0;
+    fake.planned = 0;
+    return ctx;
+}
+
+static void destroy_ctx(gg_ctx *ctx) {
+    gg_ctx_destroy(ctx);
+    assert_int_equal(fake.live, 0);
+}
+
+/* Distinct, 16-byte aligned fake device addresses, far apart so that no two tensors overlap. */
+#define FAKE(i) ((void *)(uintptr_t)(0x100000000000ull * (uint64_t)((i) + 1)))
+
+static gg_mlp_desc mlp_desc(void) { return (gg_mlp_desc){.tokens = 64, .hidden = 2048, .ffn = 8192}; }
+static gg_mlp_args mlp_args(void) {
+    return (gg_mlp_args){FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5), FAKE(6), FAKE(7), FAKE(8), FAKE(9),
+                         FAKE(10)};
+}
+static gg_gelu_ffn_desc ffn_desc(void) { return (gg_gelu_ffn_desc){.tokens = 64, .hidden = 1536, .ffn = 6144}; }
+static gg_gelu_ffn_args ffn_args(void) {
+    return (gg_gelu_ffn_args){FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5), FAKE(6), FAKE(7), FAKE(8), FAKE(9)};
+}
+static gg_ssm_gate_desc ssm_desc(int silu) {
+    return (gg_ssm_gate_desc){.tokens = 64, .hidden = 768, .expanded = 1536, .use_silu_gate = silu};
+}
+static gg_ssm_gate_args ssm_args(void) {
+    return (gg_ssm_gate_args){FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5), FAKE(6), FAKE(7), FAKE(8), FAKE(9)};
+}
+static gg_tanh_gate_desc tanh_desc(void) { return (gg_tanh_gate_desc){.tokens = 64, .hidden = 4096}; }
+static gg_tanh_gate_args tanh_args(void) {
+    return (gg_tanh_gate_args){FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5), FAKE(6)};
+}
+
+/* Runs an MLP call that must be rejected with `status` and a message containing `text`, with nothing enqueued. */
+static void expect_mlp_rejected(gg_ctx *ctx, const gg_mlp_desc *d, const gg_mlp_args *a, gg_status status,
+                                const char *text) {
+    fake.enqueued = fake.planned = 0;
+    assert_int_equal(gg_mlp_backward(ctx, d, a, NULL), status);
+    assert_message_has(ctx, text);
+    assert_int_equal(fake.enqueued, 0);
+    assert_int_equal(fake.planned, 0);
+}
+
+/* ---- status, version, config ---- */
+static void status_strings_name_every_status(void **state) {
+    (void)state;
+    const struct {
+        gg_status s;
+        const char *name;
+    } all[] = {{GG_SUCCESS, "GG_SUCCESS"},
+               {GG_ERROR_INVALID_ARGUMENT, "GG_ERROR_INVALID_ARGUMENT"},
+               {GG_ERROR_MISALIGNED, "GG_ERROR_MISALIGNED"},
+               {GG_ERROR_UNSUPPORTED, "GG_ERROR_UNSUPPORTED"},
+               {GG_ERROR_VERSION, "GG_ERROR_VERSION"},
+               {GG_ERROR_OUT_OF_MEMORY, "GG_ERROR_OUT_OF_MEMORY"},
+               {GG_ERROR_NO_DEVICE, "GG_ERROR_NO_DEVICE"},
+               {GG_ERROR_CUDA, "GG_ERROR_CUDA"},
+               {GG_ERROR_CUBLAS, "GG_ERROR_CUBLAS"},
+               {GG_ERROR_INTERNAL, "GG_ERROR_INTERNAL"},
+               {GG_ERROR_NCCL, "GG_ERROR_NCCL"}, {GG_ERROR_PEER, "GG_ERROR_PEER"}};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) {
+        const char *s = gg_status_string(all[i].s);
+        assert_int_equal(strncmp(s, all[i].name, strlen(all[i].name)), 0);
+        assert_int_equal(s[strlen(all[i].name)], ':'); /* the whole name, not a prefix of another */
+    }
+    assert_string_equal(gg_status_string((gg_status)1234), "unknown gg_status");
+}
+
+static void precision_and_version_strings(void **state) {
+    (void)state;
+    assert_string_equal(gg_precision_string(GG_PRECISION_FP32), "fp32");
+    assert_string_equal(gg_precision_string(GG_PRECISION_TF32), "tf32");
+    assert_string_equal(gg_precision_string(GG_PRECISION_FP16), "fp16");
+    assert_string_equal(gg_precision_string(GG_PRECISION_BF16), "bf16");
+    assert_string_equal(gg_precision_string((gg_precision)99), "unknown");
+    char expected[32];
+    snprintf(expected, sizeof expected, "%d.%d.%d", GG_VERSION_MAJOR, GG_VERSION_MINOR, GG_VERSION_PATCH);
+    assert_string_equal(gg_version_string(), expected);
+}
+
+static void create_rejects_null_out(void **state) {
+    (void)state;
+    fake_reset(1);
+    assert_int_equal(gg_ctx_create(NULL, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(NULL, "out is NULL");
+}
+
+/* A bad config fails before any CUDA call, with *out cleared. */
+static void expect_config_rejected(gg_config config, gg_status status, const char *text) {
+    fake_reset(1);
+    gg_ctx *ctx = (gg_ctx *)FAKE(0);
+    assert_int_equal(gg_ctx_create(&config, &ctx), status);
+    assert_null(ctx);
+    assert_message_has(NULL, text);
+    assert_int_equal(fake.cuda_calls, 0);
+}
+
+static void create_rejects_wrong_struct_size(void **state) {
+    (void)state;
+    gg_config c = GG_CONFIG_INIT;
+    c.struct_size -= 8; /* a caller built against an older, smaller gg_config */
+    expect_config_rejected(c, GG_ERROR_VERSION, "config->struct_size");
+}
+
+static void create_rejects_wrong_version(void **state) {
+    (void)state;
+    gg_config c = GG_CONFIG_INIT;
+    c.version = GG_CONFIG_VERSION + 1;
+    expect_config_rejected(c, GG_ERROR_VERSION, "config->version = 2");
+}
+
+static void create_rejects_bad_fields(void **state) {
+    (void)state;
+    gg_config c = GG_CONFIG_INIT;
+    c.device = -1;
+    expect_config_rejected(c, GG_ERROR_INVALID_ARGUMENT, "config->device = -1 is negative");
+    c = (gg_config)GG_CONFIG_INIT;
+    c.precision = GG_PRECISION_BF16;
+    expect_config_rejected(c, GG_ERROR_UNSUPPORTED, "config->precision = bf16");
+    c = (gg_config)GG_CONFIG_INIT;
+    c.precision = (gg_precision)17;
+    expect_config_rejected(c, GG_ERROR_INVALID_ARGUMENT, "config->precision = 17");
+    c = (gg_config)GG_CONFIG_INIT;
+    c.log_level = (gg_log_level)9;
+    expect_config_rejected(c, GG_ERROR_INVALID_ARGUMENT, "config->log_level = 9");
+    c = (gg_config)GG_CONFIG_INIT;
+    c.overlap = (gg_overlap)3;
+    expect_config_rejected(c, GG_ERROR_INVALID_ARGUMENT, "config->overlap = 3");
+}
+
+static void create_without_device(void **state) {
+    (void)state;
+    fake_reset(0);
+    gg_ctx *ctx = NULL;
+    assert_int_equal(gg_ctx_create(NULL, &ctx), GG_ERROR_NO_DEVICE);
+    assert_null(ctx);
+    assert_message_has(NULL, "no CUDA device");
+    fake_reset(2);
+    gg_config c = GG_CONFIG_INIT;
+    c.device = 2;
+    assert_int_equal(gg_ctx_create(&c, &ctx), GG_ERROR_NO_DEVICE);
+    assert_message_has(NULL, "config->device = 2 but only 2 device(s)");
+    assert_int_equal(fake.live, 0);
+}
+
+static void create_and_destroy(void **state) {
+    (void)state;
+    gg_ctx *ctx = make_ctx();
+    /* two default workspaces, plus the reductions' counters and block 1's partial-sum slots (a few KiB) */
+    const size_t workspaces = 2 * ((size_t)32 << 20), bytes = gg_ctx_device_bytes(ctx);
+    assert_true(bytes > workspaces && bytes < workspaces + ((size_t)64 << 10));
+    assert_string_equal(gg_last_error(ctx), "");
+    destroy_ctx(ctx);
+    gg_ctx_destroy(NULL); /* a no-op */
+}
+
+/* Every resource creation of gg_ctx_create fails in turn: each failure is reported and leaks nothing. */
+static void create_failure_paths_leak_nothing(void **state) {
+    (void)state;
+    fake_reset(1);
+    gg_ctx *ctx = NULL;
+    assert_int_equal(gg_ctx_create(NULL, &ctx), GG_SUCCESS);
+    const int creations = fake.creates;
+    gg_ctx_destroy(ctx);
+    assert_true(creations >= 9); /* 2 streams, 3 events, cuBLASLt, 2 workspaces, the counter */
+    for (int n = 1; n <= creations; ++n) {
+        fake_reset(1);
+        fake.fail_create_at = n;
+        ctx = (gg_ctx *)FAKE(0);
+        gg_status st = gg_ctx_create(NULL, &ctx);
+        assert_int_not_equal(st, GG_SUCCESS);
+        assert_true(st == GG_ERROR_CUDA || st == GG_ERROR_CUBLAS || st == GG_ERROR_OUT_OF_MEMORY);
+        assert_null(ctx);
+        assert_int_equal(fake.live, 0);
+        assert_message_has(NULL, "gg_ctx_create: ");
+    }
+}
+
+static int log_calls;
+static char log_last[512];
+static void on_log(void *user, gg_log_level level, const char *message) {
+    assert_ptr_equal(user, &log_calls);
+    if (level == GG_LOG_ERROR) {
+        ++log_calls;
+        snprintf(log_last, sizeof log_last, "%s", message);
+    }
+}
+
+static void log_callback_gets_errors(void **state) {
+    (void)state;
+    fake_reset(1);
+    gg_config c = GG_CONFIG_INIT;
+    c.log_fn = on_log;
+    c.log_user_data = &log_calls;
+    gg_ctx *ctx = NULL;
+    assert_int_equal(gg_ctx_create(&c, &ctx), GG_SUCCESS);
+    log_calls = 0;
+    gg_mlp_desc d = mlp_desc();
+    d.tokens = -5;
+    gg_mlp_args a = mlp_args();
+    assert_int_equal(gg_mlp_backward(ctx, &d, &a, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(log_calls, 1);
+    assert_string_equal(log_last, gg_last_error(ctx));
+    destroy_ctx(ctx);
+}
+
+/* ---- block argument validation ---- */
+static void null_ctx_desc_args_every_block(void **state) {
+    (void)state;
+    gg_ctx *ctx = make_ctx();
+    gg_tanh_gate_desc td = tanh_desc();
+    gg_tanh_gate_args ta = tanh_args();
+    gg_gelu_ffn_desc fd = ffn_desc();
+    gg_gelu_ffn_args fa = ffn_args();
+    gg_mlp_desc md = mlp_desc();
+    gg_mlp_args ma = mlp_args();
+    gg_ssm_gate_desc sd = ssm_desc(1);
+    gg_ssm_gate_args sa = ssm_args();
+    assert_int_equal(gg_tanh_gate_backward(NULL, &td, &ta, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(NULL, "gg_tanh_gate_backward: ctx is NULL");
+    assert_int_equal(gg_tanh_gate_backward(ctx, NULL, &ta, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "desc is NULL");
+    assert_int_equal(gg_gelu_ffn_backward(ctx, &fd, NULL, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_gelu_ffn_backward: args is NULL");
+    assert_int_equal(gg_gelu_ffn_backward(NULL, &fd, &fa, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(NULL, "gg_gelu_ffn_backward: ctx is NULL");
+    assert_int_equal(gg_mlp_backward(NULL, &md, &ma, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(gg_ssm_gate_backward(ctx, NULL, &sa, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(gg_ssm_gate_backward(NULL, &sd, &sa, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(fake.enqueued, 0);
+    destroy_ctx(ctx);
+}
+
+static void tokens_zero_negative_and_too_large(void **state) {
+    (void)state;
+    gg_ctx *ctx = make_ctx();
+    gg_mlp_args a = mlp_args();
+    gg_mlp_desc d = mlp_desc();
+    d.tokens = 0;
+    expect_mlp_rejected(ctx, &d, &a, GG_ERROR_INVALID_ARGUMENT, "desc->tokens = 0: an empty batch");
+    d.tokens = -1;
+    expect_mlp_rejected(ctx, &d, &a, GG_ERROR_INVALID_ARGUMENT, "desc->tokens = -1 is negative");
+    d.tokens = (int64_t)INT32_MAX + 1;
+    expect_mlp_rejected(ctx, &d, &a, GG_ERROR_INVALID_ARGUMENT, "desc->tokens = 2147483648 exceeds");
+    destroy_ctx(ctx);
+}
+
+static void dims_must_be_positive_multiples_of_8(void **state) {
+    (void)state;
+    gg_ctx *ctx = make_ctx();
+    gg_mlp_args a = mlp_args();
+    gg_mlp_desc d = mlp_desc();
+    d.hidden = 2044;
+    expect_mlp_rejected(ctx, &d, &a, GG_ERROR_INVALID_ARGUMENT, "desc->hidden = 2044 is not a multiple of 8");
+    d = mlp_desc();
+    d.ffn = 0;
+    expect_mlp_rejected(ctx, &d, &a, GG_ERROR_INVALID_ARGUMENT, "desc->ffn = 0 must be positive");
+    d = mlp_desc();
+    d.ffn = -8;
+    expect_mlp_rejected(ctx, &d, &a, GG_ERROR_INVALID_ARGUMENT, "desc->ffn = -8 must be positive");
+    d = mlp_desc();
+    d.hidden = (int64_t)1 << 40;
+    expect_mlp_rejected(ctx, &d, &a, GG_ERROR_INVALID_ARGUMENT, "desc->hidden = 1099511627776 exceeds");
+    /* the other blocks use the same checks, with their own field names */
+    gg_ssm_gate_desc sd = ssm_desc(0);
+    gg_ssm_gate_args sa = ssm_args();
+    sd.expanded = 1537;
+    assert_int_equal(gg_ssm_gate_backward(ctx, &sd, &sa, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_ssm_gate_backward: desc->expanded = 1537 is not a multiple of 8");
+    gg_tanh_gate_desc td = tanh_desc();
+    gg_tanh_gate_args ta = tanh_args();
+    td.hidden = 4;
+    assert_int_equal(gg_tanh_gate_backward(ctx, &td, &ta, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "desc->hidden = 4 is not a multiple of 8");
+    assert_int_equal(fake.enqueued, 0);
+    destroy_ctx(ctx);
+}
+
+static void tensor_bytes_overflow(void **state) {
+    (void)state;
+    gg_ctx *ctx = make_ctx();
+    gg_mlp_args a = mlp_args();
+    gg_mlp_desc d = {.tokens = INT32_MAX, .hidden = 2147483640, .ffn = 2147483640}; /* 2^31 x 2^31 x 4 B */
+    expect_mlp_rejected(ctx, &d, &a, GG_ERROR_INVALID_ARGUMENT, "does not fit in 2^63 bytes");
+    destroy_ctx(ctx);
+}
+
+/* Every tensor of the MLP block, NULL in turn, is named in the message. */
+static void every_null_tensor_is_named(void **state) {
+    (void)state;
+    gg_ctx *ctx = make_ctx();
+    const char *names[] = {"grad_output",  "hidden_states", "weight1",      "weight2",      "intermediate",
+                           "intermediate_activated", "grad_hidden_states", "grad_weight1", "grad_bias1",
+                           "grad_weight2", "grad_bias2"};
+    const size_t offsets[] = {
+        offsetof(gg_mlp_args, grad_output),        offsetof(gg_mlp_args, hidden_states),
+        offsetof(gg_mlp_args, weight1),            offsetof(gg_mlp_args, weight2),
+        offsetof(gg_mlp_args, intermediate),       offsetof(gg_mlp_args, intermediate_activated),
+        offsetof(gg_mlp_args, grad_hidden_states), offsetof(gg_mlp_args, grad_weight1),
+        offsetof(gg_mlp_args, grad_bias1),         offsetof(gg_mlp_args, grad_weight2),
+        offsetof(gg_mlp_args, grad_bias2)};
+    gg_mlp_desc d = mlp_desc();
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; ++i) {
+        gg_mlp_args a = mlp_args();
+        *(void **)((char *)&a + offsets[i]) = NULL;
+        char expected[96];
+        snprintf(expected, sizeof expected, "args->%s is NULL", names[i]);
+        expect_mlp_rejected(ctx, &d, &a, GG_ERROR_INVALID_ARGUMENT, expected);
+    }
+    destroy_ctx(ctx);
+}
+
+static void misaligned_pointer_says_alignment(void **state) {
+    (void)state;
+    gg_ctx *ctx = make_ctx();
+    gg_mlp_desc d = mlp_desc();
+    gg_mlp_args a = mlp_args();
+    a.weight2 = (const float *)((const char *)a.weight2 + 4);
+    expect_mlp_rejected(ctx, &d, &a, GG_ERROR_MISALIGNED, "args->weight2 (0x");
+    assert_message_has(ctx, "is not 16-byte aligned");
+    gg_tanh_gate_desc td = tanh_desc();
+    gg_tanh_gate_args ta = tanh_args();
+    ta.grad_gate = (char *)ta.grad_gate + 2;
+    assert_int_equal(gg_tanh_gate_backward(ctx, &td, &ta, NULL), GG_ERROR_MISALIGNED);
+    assert_message_has(ctx, "args->grad_gate");
+    assert_int_equal(fake.enqueued, 0);
+    destroy_ctx(ctx);
+}
+
+static void outputs_must_not_alias(void **state) {
+    (void)state;
+    gg_ctx *ctx = make_ctx();
+    gg_mlp_desc d = mlp_desc();
+    gg_mlp_args a = mlp_args();
+    a.grad_hidden_states = (float *)a.grad_output; /* in-place over an input */
+    expect_mlp_rejected(ctx, &d, &a, GG_ERROR_INVALID_ARGUMENT,
+                        "output args->grad_hidden_states overlaps input args->grad_output");
+    a = mlp_args();
+    a.grad_bias2 = a.grad_weight2 + 16; /* inside another output */
+    expect_mlp_rejected(ctx, &d, &a, GG_ERROR_INVALID_ARGUMENT,
+                        "output args->grad_weight2 overlaps output args->grad_bias2");
+    destroy_ctx(ctx);
+}
+
+static void unsupported_precision(void **state) {
+    (void)state;
+    gg_ctx *ctx = make_ctx();
+    gg_gelu_ffn_desc d = ffn_desc();
+    gg_gelu_ffn_args a = ffn_args();
+    d.precision = GG_PRECISION_BF16;
+    assert_int_equal(gg_gelu_ffn_backward(ctx, &d, &a, NULL), GG_ERROR_UNSUPPORTED);
+    assert_message_has(ctx, "desc->precision = bf16 is not supported");
+    d.precision = (gg_precision)42;
+    assert_int_equal(gg_gelu_ffn_backward(ctx, &d, &a, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "desc->precision = 42");
+    gg_mlp_desc md = mlp_desc();
+    gg_mlp_args ma = mlp_args();
+    md.precision = GG_PRECISION_BF16;
+    expect_mlp_rejected(ctx, &md, &ma, GG_ERROR_UNSUPPORTED, "bf16 operands fail the tolerance");
+    assert_int_equal(fake.enqueued, 0);
+    destroy_ctx(ctx);
+}
+
+/* The ssm block reads `gate` only with the silu gate: NULL is fine without it and an error with it. */
+static void ssm_gate_pointer_needed_only_with_silu(void **state) {
+    (void)state;
+    gg_ctx *ctx = make_ctx();
+    gg_ssm_gate_args a = ssm_args();
+    a.gate = NULL;
+    gg_ssm_gate_desc d = ssm_desc(1);
+    assert_int_equal(gg_ssm_gate_backward(ctx, &d, &a, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "args->gate is NULL");
+    assert_int_equal(fake.planned, 0);
+    d = ssm_desc(0);
+    /* valid: at M = 64 the block is one launch of its own kernel (no cuBLASLt plan), which the fake runtime takes */
+    fake.enqueued = 0;
+    assert_int_equal(gg_ssm_gate_backward(ctx, &d, &a, NULL), GG_SUCCESS);
+    assert_int_equal(fake.planned, 0);
+    assert_int_equal(fake.enqueued, 1);
+    destroy_ctx(ctx);
+}
+
+/* Controls: valid calls do get through validation (so the rejections above are the checks' doing). */
+static void valid_calls_pass_validation(void **state) {
+    (void)state;
+    gg_ctx *ctx = make_ctx();
+    gg_mlp_desc md = mlp_desc();
+    gg_mlp_args ma = mlp_args();
+    assert_int_equal(gg_mlp_backward(ctx, &md, &ma, NULL), GG_ERROR_CUBLAS); /* stopped by the fake planner */
+    assert_int_equal(fake.planned, 1);
+    assert_message_has(ctx, "cublasLtMatmulDescCreate");
+    gg_gelu_ffn_desc fd = ffn_desc();
+    gg_gelu_ffn_args fa = ffn_args();
+    fd.precision = GG_PRECISION_FP16;
+    assert_int_equal(gg_gelu_ffn_backward(ctx, &fd, &fa, NULL), GG_ERROR_CUBLAS);
+    /* block 1 has no GEMM: with the fake runtime its kernels are "launched", which the counter sees */
+    gg_tanh_gate_desc td = tanh_desc();
+    gg_tanh_gate_args ta = tanh_args();
+    fake.enqueued = 0;
+    assert_int_equal(gg_tanh_gate_backward(ctx, &td, &ta, NULL), GG_SUCCESS);
+    assert_int_equal(fake.enqueued, 1); /* one kernel */
+    /* a failing device is reported as such */
+    fake.fail_get_device = 1;
+    assert_int_equal(gg_tanh_gate_backward(ctx, &td, &ta, NULL), GG_ERROR_CUDA);
+    assert_message_has(ctx, "cudaGetDevice");
+    fake.fail_get_device = 0;
+    destroy_ctx(ctx);
+}
+
+/* Blocks 2/3 in fp16 mode plan G (their first GEMM, the one the fake planner refuses) in TF32 up to 512 tokens, the
+ * few-token route that reads the fp32 inputs on a device without gradgraph's sm_90a GEMM (the fake runtime is one:
+ * gg_k_gemm_f32w_capacity fails there), and with fp16 operands above; fp32 mode stays fp32. */
+static void ffn_fp16_plans_g_by_tokens(void **state) {
+    (void)state;
+    gg_ctx *ctx = make_ctx();
+    gg_gelu_ffn_desc fd = ffn_desc();
+    gg_gelu_ffn_args fa = ffn_args();
+    gg_mlp_desc md = mlp_desc();
+    gg_mlp_args ma = mlp_args();
+    const struct {
+        int64_t tokens;
+        gg_precision precision;
+        cublasComputeType_t compute;
+    } want[] = {{1, GG_PRECISION_FP16, CUBLAS_COMPUTE_32F_FAST_TF32},
+                {512, GG_PRECISION_FP16, CUBLAS_COMPUTE_32F_FAST_TF32},
+                {513, GG_PRECISION_FP16, CUBLAS_COMPUTE_32F},
+                {256, GG_PRECISION_FP32, CUBLAS_COMPUTE_32F}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; ++i) {
+        fd.tokens = md.tokens = want[i].tokens;
+        fd.precision = md.precision = want[i].precision;
+        fake.planned = 0;
+        assert_int_equal(gg_gelu_ffn_backward(ctx, &fd, &fa, NULL), GG_ERROR_CUBLAS);
+        assert_int_equal(fake.planned, 1);
+        assert_int_equal(fake.planned_compute, want[i].compute);
+        fake.planned = 0;
+        assert_int_equal(gg_mlp_backward(ctx, &md, &ma, NULL), GG_ERROR_CUBLAS);
+        assert_int_equal(fake.planned, 1);
+        assert_int_equal(fake.planned_compute, want[i].compute);
+    }
+    destroy_ctx(ctx);
+}
+
+/* An eager call on a stream the caller is capturing: refused (nothing allocated, nothing enqueued) until a call of
+ * that shape has made its plan outside the capture; then it only enqueues. */
+static void eager_call_in_a_capture_needs_a_plan_made_outside(void **state) {
+    (void)state;
+    gg_ctx *ctx = make_ctx();
+    gg_tanh_gate_desc td = tanh_desc();
+    gg_tanh_gate_args ta = tanh_args();
+    fake.capturing = 1;
+    const int live = fake.live;
+    assert_int_equal(gg_tanh_gate_backward(ctx, &td, &ta, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_tanh_gate_backward: stream is being captured");
+    assert_message_has(ctx, "M = 64");
+    assert_int_equal(fake.enqueued, 0);
+    assert_int_equal(fake.live, live); /* no scratch allocated */
+    fake.capturing = 0;
+    assert_int_equal(gg_tanh_gate_backward(ctx, &td, &ta, NULL), GG_SUCCESS); /* plans, outside the capture */
+    fake.capturing = 1;
+    fake.enqueued = 0;
+    assert_int_equal(gg_tanh_gate_backward(ctx, &td, &ta, NULL), GG_SUCCESS); /* the plan exists: enqueue only */
+    assert_int_equal(fake.enqueued, 1);
+    td.tokens = 128; /* another shape: no plan yet */
+    assert_int_equal(gg_tanh_gate_backward(ctx, &td, &ta, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "M = 128");
+    fake.capturing = 0;
+    destroy_ctx(ctx);
+}
+
+/* ---- graph entry points ---- */
+static void graph_create_rejects_bad_config(void **state) {
+    (void)state;
+    gg_ctx *ctx = make_ctx();
+    gg_mlp_desc d = mlp_desc();
+    gg_graph *g = (gg_graph *)FAKE(0);
+    gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
+    gc.version = 9;
+    assert_int_equal(gg_mlp_graph_create(ctx, &d, &gc, &g), GG_ERROR_VERSION);
+    assert_null(g);
+    assert_message_has(ctx, "gg_mlp_graph_create: config->version = 9");
+    gc = (gg_graph_config)GG_GRAPH_CONFIG_INIT;
+    gc.struct_size = 8;
+    assert_int_equal(gg_mlp_graph_create(ctx, &d, &gc, &g), GG_ERROR_VERSION);
+    gc = (gg_graph_config)GG_GRAPH_CONFIG_INIT;
+    gc.execs_per_bucket = 0;
+    assert_int_equal(gg_mlp_graph_create(ctx, &d, &gc, &g), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "config->execs_per_bucket = 0");
+    gc = (gg_graph_config)GG_GRAPH_CONFIG_INIT;
+    gc.policy = GG_BUCKETS_LIST; /* without a list */
+    assert_int_equal(gg_mlp_graph_create(ctx, &d, &gc, &g), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "GG_BUCKETS_LIST needs");
+    gc = (gg_graph_config)GG_GRAPH_CONFIG_INIT;
+    d.hidden = 12; /* the graph's shape is checked like an eager call's */
+    assert_int_equal(gg_mlp_graph_create(ctx, &d, &gc, &g), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_mlp_graph_create: desc->hidden = 12 is not a multiple of 8");
+    assert_int_equal(gg_mlp_graph_create(ctx, NULL, &gc, &g), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "desc is NULL");
+    assert_int_equal(gg_mlp_graph_create(ctx, &d, &gc, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(fake.enqueued, 0);
+    assert_int_equal(fake.planned, 0);
+    destroy_ctx(ctx);
+}
+
+static void graph_create_plans_and_cleans_up_on_failure(void **state) {
+    (void)state;
+    gg_ctx *ctx = make_ctx();
+    gg_ssm_gate_desc d = ssm_desc(1);
+    gg_graph *g = (gg_graph *)FAKE(0);
+    /* a valid config reaches planning, which the fake cuBLASLt refuses: the half-made graph is undone */
+    assert_int_equal(gg_ssm_gate_graph_create(ctx, &d, NULL, &g), GG_ERROR_CUBLAS);
+    assert_null(g);
+    assert_int_equal(fake.planned, 1);
+    /* block 1 plans without cuBLASLt: its graph is made (nothing captured until the first run) */
+    gg_tanh_gate_desc td = tanh_desc();
+    gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
+    gc.max_tokens = 1024;
+    assert_int_equal(gg_tanh_gate_graph_create(ctx, &td, &gc, &g), GG_SUCCESS);
+    assert_int_equal(gg_graph_bucket_count(g), 4); /* 128 256 512 1024 */
+    assert_int_equal(gg_graph_bucket_tokens(g, 3), 1024);
+    assert_int_equal(gg_graph_bucket_tokens(g, 4), 0);
+    gg_graph_memory mem;
+    assert_int_equal(gg_graph_memory_info(g, -1, &mem), GG_SUCCESS);
+    assert_int_equal(mem.execs, 0);
+    assert_true(mem.staging_bytes >= (size_t)1024 * 4096 * 2 * 4); /* 4 [M, H] bf16 tensors at M = 1024 */
+    assert_int_equal(gg_graph_memory_info(g, 4, &mem), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "bucket = 4 is not in [-1, 4)");
+    assert_int_equal(fake.enqueued, 0);
+    destroy_ctx(ctx); /* destroys the live graph too: no fake resource left */
+}
+
+static void graph_run_checks_its_arguments(void **state) {
+    (void)state;
+    gg_ctx *ctx = make_ctx();
+    gg_tanh_gate_desc td = tanh_desc();
+    gg_tanh_gate_args ta = tanh_args();
+    assert_int_equal(gg_tanh_gate_graph_run(NULL, &td, &ta, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(NULL, "gg_tanh_gate_graph_run: graph is NULL");
+    gg_graph *g = NULL;
+    gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
+    gc.max_tokens = 1024;
+    assert_int_equal(gg_tanh_gate_graph_create(ctx, &td, &gc, &g), GG_SUCCESS);
+    fake.enqueued = 0;
+    gg_ssm_gate_desc sd = ssm_desc(0);
+    gg_ssm_gate_args sa = ssm_args();
+    assert_int_equal(gg_ssm_gate_graph_run(g, &sd, &sa, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "the graph was made by gg_tanh_gate_graph_create");
+    td.hidden = 2048;
+    assert_int_equal(gg_tanh_gate_graph_run(g, &td, &ta, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "desc->hidden = 2048, but the graph was created for 4096");
+    td = tanh_desc();
+    td.tokens = 2000;
+    assert_int_equal(gg_tanh_gate_graph_run(g, &td, &ta, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "desc->tokens = 2000 exceeds the largest bucket (1024)");
+    td = tanh_desc();
+    ta.mask = NULL;
+    assert_int_equal(gg_tanh_gate_graph_run(g, &td, &ta, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_tanh_gate_graph_run: args->mask is NULL");
+    ta = tanh_args();
+    int64_t *tokens = (int64_t *)FAKE(20);
+    assert_int_equal(gg_tanh_gate_graph_run_device(g, &td, tokens, &ta, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "config->device_select = 0");
+    assert_int_equal(fake.enqueued, 0);
+    gg_graph_destroy(g);
+    destroy_ctx(ctx);
+}
+
+/* ---- data-parallel entry points: argument checks (no NCCL call is made before they pass) ---- */
+static void dist_entry_points_check_arguments(void **state) {
+    (void)state;
+    gg_ctx *ctx = make_ctx();
+    assert_int_equal(gg_dist_rank(ctx), -1);
+    assert_int_equal(gg_dist_size(ctx), 0);
+    assert_null(gg_dist_comm(ctx));
+    assert_null(gg_dist_comm(NULL));
+    assert_int_equal(gg_dist_detach(ctx), GG_SUCCESS); /* no communicator: nothing to do */
+    assert_int_equal(gg_dist_check(ctx), GG_SUCCESS);
+    const gg_status st = gg_dist_attach(ctx, NULL, NULL);
+    if (st == GG_ERROR_UNSUPPORTED) { /* built without NCCL: every entry point says so */
+        assert_message_has(NULL, "built without NCCL");
+        destroy_ctx(ctx);
+        return;
+    }
+    assert_int_equal(st, GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_dist_attach: nccl_comm is NULL");
+    assert_int_equal(gg_dist_attach(NULL, FAKE(1), NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(NULL, "gg_dist_attach: ctx is NULL");
+    gg_dist_config dc = GG_DIST_CONFIG_INIT;
+    dc.version = 5;
+    assert_int_equal(gg_dist_attach(ctx, FAKE(1), &dc), GG_ERROR_VERSION);
+    assert_message_has(ctx, "gg_dist_attach: config->version = 5");
+    dc = (gg_dist_config)GG_DIST_CONFIG_INIT;
+    dc.op = (gg_reduce_op)4;
+    assert_int_equal(gg_dist_attach(ctx, FAKE(1), &dc), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "config->op = 4");
+    dc = (gg_dist_config)GG_DIST_CONFIG_INIT;
+    dc.sync = (gg_grad_sync)9;
+    assert_int_equal(gg_dist_attach(ctx, FAKE(1), &dc), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "config->sync = 9");
+    dc = (gg_dist_config)GG_DIST_CONFIG_INIT;
+    dc.bucket_bytes = 100;
+    assert_int_equal(gg_dist_attach(ctx, FAKE(1), &dc), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "config->bucket_bytes = 100 is below 4096");
+    dc = (gg_dist_config)GG_DIST_CONFIG_INIT;
+    dc.comm_sms = 67; /* more than half of the fake device's 132 SMs */
+    assert_int_equal(gg_dist_attach(ctx, FAKE(1), &dc), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "config->comm_sms = 67 is outside [0, 66]");
+    dc.comm_sms = -1;
+    assert_int_equal(gg_dist_attach(ctx, FAKE(1), &dc), GG_ERROR_INVALID_ARGUMENT);
+    dc = (gg_dist_config)GG_DIST_CONFIG_INIT;
+    dc.copy_engines = 2;
+    assert_int_equal(gg_dist_attach(ctx, FAKE(1), &dc), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "config->copy_engines = 2 is not 0 or 1");
+    dc.copy_engines = 1; /* an attached communicator was made without the zero-CTA policy and windows */
+    assert_int_equal(gg_dist_attach(ctx, FAKE(1), &dc), GG_ERROR_UNSUPPORTED);
+    assert_message_has(ctx, "config->copy_engines = 1");
+    /* reduce, alloc, free: no communicator on ctx, nothing done */
+    assert_int_equal(gg_dist_reduce(NULL, FAKE(2), 16, 0, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(NULL, "gg_dist_reduce: ctx is NULL");
+    assert_int_equal(gg_dist_reduce(ctx, FAKE(2), 16, 0, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_dist_reduce: the context has no communicator");
+    void *grad = FAKE(3);
+    assert_int_equal(gg_dist_alloc(ctx, 1024, &grad), GG_ERROR_INVALID_ARGUMENT);
+    assert_null(grad); /* cleared on failure */
+    assert_message_has(ctx, "gg_dist_alloc: the context has no communicator");
+    assert_int_equal(gg_dist_alloc(ctx, 0, &grad), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_dist_alloc: bytes is 0");
+    assert_int_equal(gg_dist_alloc(ctx, 1024, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_dist_alloc: out is NULL");
+    assert_int_equal(gg_dist_free(ctx, NULL), GG_SUCCESS);
+    assert_int_equal(gg_dist_free(ctx, FAKE(4)), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_dist_free: ptr was not allocated by gg_dist_alloc on this context");
+    setenv("RANK", "0", 1);
+    setenv("WORLD_SIZE", "2", 1);
+    const gg_status no_path = gg_dist_init_env(ctx, NULL, NULL); /* the id would travel through MPI */
+    assert_int_equal(no_path, GG_ERROR_INVALID_ARGUMENT);
+#ifdef GG_HAVE_MPI
+    assert_message_has(ctx, "gg_dist_init_env: MPI is not initialized");
+#else
+    assert_message_has(ctx, "gg_dist_init_env: id_path is NULL and gradgraph was built without MPI");
+#endif
+    unsetenv("RANK");
+    unsetenv("WORLD_SIZE");
+    unsetenv("OMPI_COMM_WORLD_RANK");
+    unsetenv("OMPI_COMM_WORLD_SIZE");
+    unsetenv("SLURM_PROCID");
+    unsetenv("SLURM_NTASKS");
+    assert_int_equal(gg_dist_init_env(ctx, "/tmp/gg-id", NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "no valid rank and world size in the environment");
+    assert_int_equal(gg_dist_init_mpi(NULL, NULL, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(NULL, "gg_dist_init_mpi: ctx is NULL");
+    dc = (gg_dist_config)GG_DIST_CONFIG_INIT;
+    dc.version = 5;
+    assert_int_equal(gg_dist_init_mpi(ctx, NULL, &dc), GG_ERROR_VERSION);
+    assert_message_has(ctx, "gg_dist_init_mpi: config->version = 5");
+    const gg_status mpi = gg_dist_init_mpi(ctx, NULL, NULL); /* this process never initialized MPI */
+#ifdef GG_HAVE_MPI
+    assert_int_equal(mpi, GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_dist_init_mpi: MPI is not initialized");
+#else
+    assert_int_equal(mpi, GG_ERROR_UNSUPPORTED);
+    assert_message_has(ctx, "gg_dist_init_mpi: gradgraph was built without MPI");
+#endif
+    gg_ctx *two[2] = {ctx, ctx};
+    assert_int_equal(gg_dist_init_threads(two, 2, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "ctxs[0] and ctxs[1] share device 0");
+    assert_int_equal(gg_dist_init_threads(NULL, 2, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(fake.enqueued, 0);
+    assert_int_equal(gg_dist_rank(ctx), -1); /* nothing was attached */
+    assert_null(gg_dist_comm(ctx));
+    destroy_ctx(ctx);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(status_strings_name_every_status),
+        cmocka_unit_test(precision_and_version_strings),
+        cmocka_unit_test(create_rejects_null_out),
+        cmocka_unit_test(create_rejects_wrong_struct_size),
+        cmocka_unit_test(create_rejects_wrong_version),
+        cmocka_unit_test(create_rejects_bad_fields),
+        cmocka_unit_test(create_without_device),
+        cmocka_unit_test(create_and_destroy),
+        cmocka_unit_test(create_failure_paths_leak_nothing),
+        cmocka_unit_test(log_callback_gets_errors),
+        cmocka_unit_test(null_ctx_desc_args_every_block),
+        cmocka_unit_test(tokens_zero_negative_and_too_large),
+        cmocka_unit_test(dims_must_be_positive_multiples_of_8),
+        cmocka_unit_test(tensor_bytes_overflow),
+        cmocka_unit_test(every_null_tensor_is_named),
+        cmocka_unit_test(misaligned_pointer_says_alignment),
+        cmocka_unit_test(outputs_must_not_alias),
+        cmocka_unit_test(unsupported_precision),
+        cmocka_unit_test(ssm_gate_pointer_needed_only_with_silu),
+        cmocka_unit_test(valid_calls_pass_validation),
+        cmocka_unit_test(ffn_fp16_plans_g_by_tokens),
+        cmocka_unit_test(eager_call_in_a_capture_needs_a_plan_made_outside),
+        cmocka_unit_test(graph_create_rejects_bad_config),
+        cmocka_unit_test(graph_create_plans_and_cleans_up_on_failure),
+        cmocka_unit_test(graph_run_checks_its_arguments),
+        cmocka_unit_test(dist_entry_points_check_arguments),
+    };
+    return cmocka_run_group_tests_name("api", tests, NULL, NULL);
+}

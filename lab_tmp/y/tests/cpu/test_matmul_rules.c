@@ -1,0 +1,92 @@
+/* test_matmul_rules.c - the rules that pick cuBLASLt algorithms and need no GPU: the CTA count of each cluster
+ * shape (GEMMs that leave SMs to communication keep only small clusters). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "matmul.h"
+
+/* Every AxBx1 shape cublasLt.h names, with A*B CTAs: the table in matmul.c must agree with the header's values. */
+static void cluster_ctas_match_the_shape_names(void **state) {
+    (void)state;
+    static const struct {
+        int id, ctas;
+    } shapes[] = {
+        {CUBLASLT_CLUSTER_SHAPE_10x1x1, 10},
+        {CUBLASLT_CLUSTER_SHAPE_11x1x1, 11},
+        {CUBLASLT_CLUSTER_SHAPE_12x1x1, 12},
+        {CUBLASLT_CLUSTER_SHAPE_13x1x1, 13},
+        {CUBLASLT_CLUSTER_SHAPE_14x1x1, 14},
+        {CUBLASLT_CLUSTER_SHAPE_15x1x1, 15},
+        {CUBLASLT_CLUSTER_SHAPE_16x1x1, 16},
+        {CUBLASLT_CLUSTER_SHAPE_1x10x1, 10},
+        {CUBLASLT_CLUSTER_SHAPE_1x11x1, 11},
+        {CUBLASLT_CLUSTER_SHAPE_1x12x1, 12},
+        {CUBLASLT_CLUSTER_SHAPE_1x13x1, 13},
+        {CUBLASLT_CLUSTER_SHAPE_1x14x1, 14},
+        {CUBLASLT_CLUSTER_SHAPE_1x15x1, 15},
+        {CUBLASLT_CLUSTER_SHAPE_1x16x1, 16},
+        {CUBLASLT_CLUSTER_SHAPE_1x1x1, 1},
+        {CUBLASLT_CLUSTER_SHAPE_1x2x1, 2},
+        {CUBLASLT_CLUSTER_SHAPE_1x3x1, 3},
+        {CUBLASLT_CLUSTER_SHAPE_1x4x1, 4},
+        {CUBLASLT_CLUSTER_SHAPE_1x5x1, 5},
+        {CUBLASLT_CLUSTER_SHAPE_1x6x1, 6},
+        {CUBLASLT_CLUSTER_SHAPE_1x7x1, 7},
+        {CUBLASLT_CLUSTER_SHAPE_1x8x1, 8},
+        {CUBLASLT_CLUSTER_SHAPE_1x9x1, 9},
+        {CUBLASLT_CLUSTER_SHAPE_2x1x1, 2},
+        {CUBLASLT_CLUSTER_SHAPE_2x2x1, 4},
+        {CUBLASLT_CLUSTER_SHAPE_2x3x1, 6},
+        {CUBLASLT_CLUSTER_SHAPE_2x4x1, 8},
+        {CUBLASLT_CLUSTER_SHAPE_2x5x1, 10},
+        {CUBLASLT_CLUSTER_SHAPE_2x6x1, 12},
+        {CUBLASLT_CLUSTER_SHAPE_2x7x1, 14},
+        {CUBLASLT_CLUSTER_SHAPE_2x8x1, 16},
+        {CUBLASLT_CLUSTER_SHAPE_3x1x1, 3},
+        {CUBLASLT_CLUSTER_SHAPE_3x2x1, 6},
+        {CUBLASLT_CLUSTER_SHAPE_3x3x1, 9},
+        {CUBLASLT_CLUSTER_SHAPE_3x4x1, 12},
+        {CUBLASLT_CLUSTER_SHAPE_3x5x1, 15},
+        {CUBLASLT_CLUSTER_SHAPE_4x1x1, 4},
+        {CUBLASLT_CLUSTER_SHAPE_4x2x1, 8},
+        {CUBLASLT_CLUSTER_SHAPE_4x3x1, 12},
+        {CUBLASLT_CLUSTER_SHAPE_4x4x1, 16},
+        {CUBLASLT_CLUSTER_SHAPE_5x1x1, 5},
+        {CUBLASLT_CLUSTER_SHAPE_5x2x1, 10},
+        {CUBLASLT_CLUSTER_SHAPE_5x3x1, 15},
+        {CUBLASLT_CLUSTER_SHAPE_6x1x1, 6},
+        {CUBLASLT_CLUSTER_SHAPE_6x2x1, 12},
+        {CUBLASLT_CLUSTER_SHAPE_7x1x1, 7},
+        {CUBLASLT_CLUSTER_SHAPE_7x2x1, 14},
+        {CUBLASLT_CLUSTER_SHAPE_8x1x1, 8},
+        {CUBLASLT_CLUSTER_SHAPE_8x2x1, 16},
+        {CUBLASLT_CLUSTER_SHAPE_9x1x1, 9},    };
+    const size_t n = sizeof shapes / sizeof shapes[0];
+    assert_true(n >= 50); /* every shape of CUDA 13.0's header */
+    for (size_t i = 0; i < n; ++i) {
+        if (gg_cluster_shape_ctas(shapes[i].id) != shapes[i].ctas)
+            fail_msg("cluster shape %d: %d CTAs, expected %d", shapes[i].id, gg_cluster_shape_ctas(shapes[i].id),
+                     shapes[i].ctas);
+    }
+}
+
+static void unknown_cluster_shapes_have_no_count(void **state) {
+    (void)state;
+    assert_int_equal(gg_cluster_shape_ctas(CUBLASLT_CLUSTER_SHAPE_AUTO), 0);
+    assert_int_equal(gg_cluster_shape_ctas(1), 0); /* no enumerator */
+    assert_int_equal(gg_cluster_shape_ctas(CUBLASLT_CLUSTER_SHAPE_END), 0);
+    assert_int_equal(gg_cluster_shape_ctas(-1), 0);
+    assert_int_equal(gg_cluster_shape_ctas(1000), 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(cluster_ctas_match_the_shape_names),
+        cmocka_unit_test(unknown_cluster_shapes_have_no_count),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,207 @@
+/* test_tune_cache.c - the autotune cache file: round trip, merging between writers, bad lines, bad paths,
+ * and the default location (CPU only). */
+#define _POSIX_C_SOURCE 200809L
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "tune_cache.h"
+
+static char dir[256];
+
+static int make_dir(void **state) {
+    (void)state;
+    snprintf(dir, sizeof dir, "/tmp/gg_tune_XXXXXX");
+    return mkdtemp(dir) ? 0 : -1;
+}
+
+static int remove_dir(void **state) {
+    (void)state;
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static gg_tune_entry entry(const char *key, uint64_t seed) {
+    gg_tune_entry e;
+    memset(&e, 0, sizeof e);
+    snprintf(e.key, sizeof e.key, "%s", key);
+    for (int i = 0; i < GG_TUNE_ALGO_WORDS; ++i) e.algo[i] = seed * 0x9e3779b97f4a7c15ull + (uint64_t)i;
+    e.workspace_bytes = seed * 1024;
+    e.us = 12.5 + (double)seed;
+    return e;
+}
+
+static void path_in_dir(char *buf, size_t n, const char *name) { snprintf(buf, n, "%s/%s", dir, name); }
+
+static void saves_and_loads_every_field(void **state) {
+    (void)state;
+    char path[300];
+    path_in_dir(path, sizeof path, "sub/dir/algos.txt"); /* missing directories are created */
+    gg_tune_cache c;
+    assert_int_equal(gg_tune_cache_open(&c, path), 0);
+    assert_int_equal(c.count, 0);
+    const gg_tune_entry a = entry("H200|sm90|NT|256x2048x8192", 1), b = entry("H200|sm90|NN|8x8x8", 2);
+    assert_int_equal(gg_tune_cache_put(&c, &a), 0);
+    assert_int_equal(gg_tune_cache_put(&c, &b), 0);
+    assert_int_equal(gg_tune_cache_save(&c), 0);
+    gg_tune_cache_close(&c);
+
+    gg_tune_cache d;
+    assert_int_equal(gg_tune_cache_open(&d, path), 0);
+    assert_int_equal(d.count, 2);
+    assert_int_equal(d.skipped, 0);
+    const gg_tune_entry *got = gg_tune_cache_find(&d, a.key);
+    assert_non_null(got);
+    assert_memory_equal(got->algo, a.algo, sizeof a.algo);
+    assert_int_equal(got->workspace_bytes, a.workspace_bytes);
+    assert_true(got->us > 13.4 && got->us < 13.6);
+    assert_null(gg_tune_cache_find(&d, "H200|sm90|NN|9x9x9"));
+    gg_tune_cache_close(&d);
+}
+
+static void put_replaces_and_rejects_bad_keys(void **state) {
+    (void)state;
+    gg_tune_cache c;
+    assert_int_equal(gg_tune_cache_open(&c, NULL), 0); /* memory only */
+    gg_tune_entry a = entry("k", 1);
+    assert_int_equal(gg_tune_cache_put(&c, &a), 0);
+    a.algo[0] = 77;
+    assert_int_equal(gg_tune_cache_put(&c, &a), 0);
+    assert_int_equal(c.count, 1);
+    assert_int_equal(gg_tune_cache_find(&c, "k")->algo[0], 77);
+    gg_tune_entry spaced = entry("a key", 1), empty = entry("", 1);
+    assert_int_equal(gg_tune_cache_put(&c, &spaced), -1);
+    assert_int_equal(gg_tune_cache_put(&c, &empty), -1);
+    assert_int_equal(gg_tune_cache_save(&c), 0); /* no path: nothing to write, not an error */
+    gg_tune_cache_close(&c);
+}
+
+static void two_writers_merge_instead_of_overwriting(void **state) {
+    (void)state;
+    char path[300];
+    path_in_dir(path, sizeof path, "shared.txt");
+    gg_tune_cache p1, p2;
+    assert_int_equal(gg_tune_cache_open(&p1, path), 0);
+    assert_int_equal(gg_tune_cache_open(&p2, path), 0);
+    const gg_tune_entry a = entry("from_p1", 1), b = entry("from_p2", 2), shared1 = entry("both", 3),
+                        shared2 = entry("both", 4);
+    assert_int_equal(gg_tune_cache_put(&p1, &a), 0);
+    assert_int_equal(gg_tune_cache_put(&p1, &shared1), 0);
+    assert_int_equal(gg_tune_cache_save(&p1), 0);
+    assert_int_equal(gg_tune_cache_put(&p2, &b), 0);
+    assert_int_equal(gg_tune_cache_put(&p2, &shared2), 0);
+    assert_int_equal(gg_tune_cache_save(&p2), 0);
+    gg_tune_cache_close(&p1);
+    gg_tune_cache_close(&p2);
+    gg_tune_cache r;
+    assert_int_equal(gg_tune_cache_open(&r, path), 0);
+    assert_int_equal(r.count, 3);
+    assert_non_null(gg_tune_cache_find(&r, "from_p1"));
+    assert_non_null(gg_tune_cache_find(&r, "from_p2"));
+    assert_memory_equal(gg_tune_cache_find(&r, "both")->algo, shared2.algo, sizeof shared2.algo); /* last writer */
+    gg_tune_cache_close(&r);
+}
+
+static void malformed_lines_are_skipped_and_counted(void **state) {
+    (void)state;
+    char path[300];
+    path_in_dir(path, sizeof path, "bad.txt");
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "# a comment\n\n");
+    fprintf(f, "good 64 1.5 1 2 3 4 5 6 7 8\n");
+    fprintf(f, "short 64 1.5 1 2 3\n");         /* too few words */
+    fprintf(f, "trailing 64 1.5 1 2 3 4 5 6 7 8 9\n"); /* too many */
+    fprintf(f, "nonnumeric x 1.5 1 2 3 4 5 6 7 8\n");
+    fprintf(f, "%0500d 64 1.5 1 2 3 4 5 6 7 8\n", 7); /* key too long */
+    fprintf(f, "last 64 2.5 a b c d e f 10 11"); /* no final newline */
+    fclose(f);
+    gg_tune_cache c;
+    assert_int_equal(gg_tune_cache_open(&c, path), 0);
+    assert_int_equal(c.count, 2);
+    assert_int_equal(c.skipped, 4);
+    assert_int_equal(gg_tune_cache_find(&c, "good")->algo[7], 8);
+    assert_int_equal(gg_tune_cache_find(&c, "last")->algo[0], 0xa);
+    gg_tune_cache_close(&c);
+}
+
+static void unwritable_path_fails_without_a_torn_file(void **state) {
+    (void)state;
+    char path[300];
+    path_in_dir(path, sizeof path, "file");
+    FILE *f = fopen(path, "w"); /* a file where the cache wants a directory */
+    assert_non_null(f);
+    fclose(f);
+    path_in_dir(path, sizeof path, "file/algos.txt");
+    gg_tune_cache c;
+    assert_int_equal(gg_tune_cache_open(&c, path), 0); /* missing file: empty, fine */
+    const gg_tune_entry a = entry("k", 1);
+    assert_int_equal(gg_tune_cache_put(&c, &a), 0);
+    assert_int_equal(gg_tune_cache_save(&c), -1);
+    gg_tune_cache_close(&c);
+}
+
+/* The temporary file is written, but renaming it over the cache path fails (the path is a directory): the save
+ * fails, and the temporary file is removed (nothing left behind beside the cache). */
+static void failed_rename_leaves_no_temporary_file(void **state) {
+    (void)state;
+    char path[300];
+    path_in_dir(path, sizeof path, "a-directory");
+    assert_int_equal(mkdir(path, 0755), 0);
+    gg_tune_cache c;
+    assert_int_equal(gg_tune_cache_open(&c, path), 0); /* unreadable as a file: an empty cache */
+    const gg_tune_entry a = entry("k", 1);
+    assert_int_equal(gg_tune_cache_put(&c, &a), 0);
+    assert_int_equal(gg_tune_cache_save(&c), -1);
+    /* nothing named after the cache is left beside it, whatever the temporary file's name */
+    DIR *listing = opendir(dir);
+    assert_non_null(listing);
+    for (const struct dirent *e; (e = readdir(listing));)
+        if (!strncmp(e->d_name, "a-directory", strlen("a-directory")) && strcmp(e->d_name, "a-directory"))
+            fail_msg("%s was left behind", e->d_name);
+    closedir(listing);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_true(S_ISDIR(st.st_mode)); /* untouched */
+    gg_tune_cache_close(&c);
+}
+
+static void default_path_follows_the_environment(void **state) {
+    (void)state;
+    char buf[512];
+    setenv("GG_TUNE_CACHE", "/x/y.txt", 1);
+    assert_string_equal(gg_tune_cache_default_path(buf, sizeof buf), "/x/y.txt");
+    setenv("GG_TUNE_CACHE", "", 1); /* set but empty: no file */
+    assert_string_equal(gg_tune_cache_default_path(buf, sizeof buf), "");
+    unsetenv("GG_TUNE_CACHE");
+    setenv("XDG_CACHE_HOME", "/xdg", 1);
+    assert_string_equal(gg_tune_cache_default_path(buf, sizeof buf), "/xdg/gradgraph/gemm-algos.txt");
+    unsetenv("XDG_CACHE_HOME");
+    setenv("HOME", "/home/u", 1);
+    assert_string_equal(gg_tune_cache_default_path(buf, sizeof buf), "/home/u/.cache/gradgraph/gemm-algos.txt");
+    unsetenv("HOME");
+    assert_null(gg_tune_cache_default_path(buf, sizeof buf));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(saves_and_loads_every_field),
+        cmocka_unit_test(put_replaces_and_rejects_bad_keys),
+        cmocka_unit_test(two_writers_merge_instead_of_overwriting),
+        cmocka_unit_test(malformed_lines_are_skipped_and_counted),
+        cmocka_unit_test(unwritable_path_fails_without_a_torn_file),
+        cmocka_unit_test(failed_rename_leaves_no_temporary_file),
+        cmocka_unit_test(default_path_follows_the_environment),
+    };
+    return cmocka_run_group_tests(tests, make_dir, remove_dir);
+}
