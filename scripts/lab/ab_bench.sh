@@ -6,6 +6,7 @@
 #   OUT=... ROUNDS=3 ITERS=50 BLOCKS="1 2 3 4" bash scripts/lab/ab_bench.sh NAME=TREE[:BLOCKS] ...
 # (BLOCKS after a tree, comma-separated: only those blocks for that tree.) OWN_CACHE="NAME ...": those trees tune
 # their GEMMs into their own cache file (a tree that changes how GEMMs are tuned).
+# Lab trees belong in lab_tmp/ (ignored by git: never committed; name it in the device tool's carry with `carry`).
 # Summary: python3 scripts/lab/ab_summary.py $OUT. Per case instead of whole blocks, or variants of a tree by
 # environment (a lab tree's knobs): ROUNDS=0 here, then scripts/lab/ab_cases.sh.
 set -uo pipefail
