@@ -4,7 +4,7 @@
  * Up to GG_SSM_SMALL_MAX_TOKENS tokens: everything in one launch of gradgraph's own kernel (gg_k_ssm_small).
  * Above, unless the call syncs its gradients (the narrow schedule, narrow_rows): g on every SM; then dW on the caller's
  * stream on all SMs but a few (40 or 56, by M), and beside it, on the side stream, the chain on those few SMs; the
- * bias sum beside both (on the aux stream), after the chain, or before g, by M.
+ * bias sum beside both (on the aux stream) or, from 32768 tokens, before g.
  * Otherwise (calls that sync, GPUs of fewer than 112 SMs), fork-first: caller's stream: g = bf16(dY @ W), then the bf16 elementwise chain. Side stream,
  * overlapping from the start: dW = dYᵀ @ gated and the column sums of dY (grad_bias).
  * Column-major view (row-major [r,c] = column-major c x r, ld = c):
@@ -41,8 +41,7 @@ static const gg_tensor_spec tensors[] = {
 
 /* Where the narrow schedule puts the bias sum (an M x H bf16 read). */
 typedef enum {
-    BIAS_BESIDE, /* on the aux stream after g, beside dW and the chain */
-    BIAS_AFTER,  /* on the side stream after the chain, on the narrow SMs */
+    BIAS_BESIDE, /* on the aux stream after g, enqueued after dW: beside dW and the chain, on the SMs they leave */
     BIAS_FIRST,  /* on the side stream before g, on every SM */
 } bias_place;
 
@@ -56,21 +55,22 @@ typedef enum {
  *   g in row chunks at 34784-74432 (which it replaces).
  * - Below 10000 tokens the chain on 40 SMs ran at 2.1-2.5 TB/s and outlasted dW; on 56 it does not, and dW on 76
  *   SMs runs 72 tiles of 128 x 128 in one wave: 0.95-0.97x at 1546 and 5692-8192 tokens, 0.96-0.99x at 2048-2984.
- * - Below 1500 tokens 56 SMs lost (1172 tokens 1.01-1.03x); 40, with the bias sum beside dW and the chain instead
- *   of after the chain, where it was the last kernel, gave 0.78-0.87x at 422 tokens in two autotune caches, 1.01x at
- *   1172. There the fork-first schedule's g waits for dW's SMs, 4-8 us at 422 tokens.
- * - The bias sum before g from 32768 tokens: after the chain it ended 10-70 us after dW (more with M); before g it
- *   takes every SM and delays g's start by its whole time (11-38 us: g's persistent CTAs wait for all SMs): 0.89-
- *   0.94x at 34784-74432 tokens, 1.06-1.09x at 11912-17312. Beside dW and the chain from 1500 tokens on, its 267-384
- *   CTAs, launched before dW's, held dW back: 1.13-1.36x at 5692-17312. */
+ *   Below 1500 tokens 56 SMs lost (1172 tokens 1.01-1.03x).
+ * - The bias sum beside dW and the chain, enqueued after dW (at the aux stream's least priority its CTAs then take
+ *   what dW and the chain leave), against after the chain on the side stream, where it ended after dW: 0.87-0.92x
+ *   below 1500 tokens, 0.94-1.00x from 1500 to 10000, 0.98-0.99x at 11912-17312 (session 26, calls 7-9). Enqueued
+ *   before the chain instead, its CTAs took the SMs first and held dW back (1.13-1.36x at 5692-17312, call 2).
+ * - Before g from 32768 tokens: it takes every SM and delays g's start by its whole time (11-38 us: g's persistent
+ *   CTAs wait for all SMs), yet beats both other places there (against after the chain 0.89-0.94x at 34784-74432,
+ *   call 11 of session 25; against beside, 0.87-0.91x, call 10), and loses below (1.06-1.09x at 11912-17312). */
 static const struct {
     int64_t min_tokens;
     int narrow_ctas;
     bias_place bias;
 } narrow_rows[] = {
     {GG_SSM_SMALL_MAX_TOKENS + 1, 40, BIAS_BESIDE},
-    {1500, 56, BIAS_AFTER},
-    {10000, 40, BIAS_AFTER},
+    {1500, 56, BIAS_BESIDE},
+    {10000, 40, BIAS_BESIDE},
     {32768, 40, BIAS_FIRST},
 };
 
@@ -155,13 +155,11 @@ static gg_status enqueue_narrow(gg_ctx *ctx, const gg_block_plan *p, const gg_bl
     }
     if (status == GG_SUCCESS) status = gemm_g(ctx, p, c, main);
     if (status == GG_SUCCESS) status = gg_stream_handoff(ctx, main, ctx->ev_mid, side);
-    if (status == GG_SUCCESS && bias == BIAS_BESIDE) {
-        status = gg_stream_handoff(ctx, main, ctx->ev_aux, aux);
-        if (status == GG_SUCCESS) status = enqueue_bias_grad(ctx, p, c, aux);
-    }
+    if (status == GG_SUCCESS && bias == BIAS_BESIDE) status = gg_stream_handoff(ctx, main, ctx->ev_aux, aux);
     if (status == GG_SUCCESS) status = chain(ctx, p, c, p->narrow_ctas, side);
-    if (status == GG_SUCCESS && bias == BIAS_AFTER) status = enqueue_bias_grad(ctx, p, c, side);
     if (status == GG_SUCCESS) status = enqueue_weight_grad(ctx, p, c, 0, main);
+    /* last: so enqueued, its CTAs were measured to reach the SMs after dW's and the chain's (see narrow_rows) */
+    if (status == GG_SUCCESS && bias == BIAS_BESIDE) status = enqueue_bias_grad(ctx, p, c, aux);
     /* the joins even after a failure, so that no stream is left forked from the caller's */
     const gg_status aux_joined = bias == BIAS_BESIDE ? gg_stream_handoff(ctx, aux, ctx->ev_aux_join, main) : GG_SUCCESS;
     const gg_status joined = gg_stream_handoff(ctx, side, ctx->ev_join, main);

@@ -81,9 +81,8 @@ static const gg_case small_cases[] = {
     {2, "", 0, 1, 600, 600, 64, 1536, 0, 0, 0, 0}, {3, "", 0, 1, 520, 520, 96, 1600, 0, 0, 0, 0},
     /* block 4's narrow schedule (above the one-launch kernel): g on every SM, then the whole chain on the narrow
      * grid of 56 x 1024 threads (1500-9999 tokens) or 40 x 1024 beside dW (planned for the other SMs), its unrolled
-     * loop and a tail; without and with silu; the bias sum beside both on a third stream (600, and the odd shapes
-     * above that the one-launch kernel does not take), after the chain (4001, 10007) and, from 32768 tokens, before
-     * g (40000) */
+     * loop and a tail; without and with silu; the bias sum beside both on a third stream (600, 4001, 10007, and
+     * the odd shapes above that the one-launch kernel does not take) and, from 32768 tokens, before g (40000) */
     {4, "", 0, 1, 600, 600, 24, 72, 0, 0, 1, 0}, {4, "", 0, 1, 4001, 4001, 24, 256, 0, 0, 1, 0},
     {4, "", 0, 1, 10007, 10007, 24, 40, 0, 0, 0, 0}, {4, "", 0, 1, 40000, 40000, 16, 64, 0, 0, 1, 0},
 };
