@@ -3,7 +3,8 @@
 # ["carry", "lab_tmp"]): single cases of block 4, the bias sum beside dW and the chain (enqueued last) against its
 # place at the time. The three commands, run as three device calls:
 A=/tmp/s26c7; export LD_LIBRARY_PATH=$PWD/carry/cmocka/usr/lib/x86_64-linux-gnu
-call8() { # 11912 tokens: beside (last32k) against after the chain (last10k); run as `--case 5,11`, which timed case 5 only
+# call 8 was run as `--case 5,11`, which timed case 5 only
+call8() { # 11912 tokens: beside (last32k) against after the chain (last10k)
   for r in 1 2; do for v in last10k last32k; do mx=10000; [ $v = last32k ] && mx=32768
     GG_LAB_BIAS_LAST=1 GG_LAB_BESIDE_MAX=$mx GG_TUNE_CACHE=$A/algos-A.txt timeout 60 $A/build-x/bench/gg_bench \
       --block 4 --case 5 --modes fast --iters 50 --warmup 10 --csv $A/c8-$v-r$r.csv > /dev/null 2>&1
