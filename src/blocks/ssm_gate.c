@@ -2,11 +2,12 @@
  * ssm_gate.c - block 4, SSM output projection with gate multiply (gg_ssm_gate_backward), bf16 I/O.
  *
  * Up to GG_SSM_SMALL_MAX_TOKENS tokens: everything in one launch of gradgraph's own kernel (gg_k_ssm_small).
- * Above, unless the call syncs its gradients (the narrow schedule, narrow_rows): g on every SM; then dW on the caller's
- * stream on all SMs but a few (40 or 56, by M), and beside it, on the side stream, the chain on those few SMs; the
- * bias sum beside both (on the aux stream) or, from 32768 tokens, before g.
- * Otherwise (calls that sync, GPUs of fewer than 112 SMs), fork-first: caller's stream: g = bf16(dY @ W), then the bf16 elementwise chain. Side stream,
- * overlapping from the start: dW = dYᵀ @ gated and the column sums of dY (grad_bias).
+ * Above (and for shapes that kernel does not take), unless the call syncs its gradients: the narrow schedule
+ * (narrow_rows): g on every SM; then dW on the caller's stream on all SMs but a few (40 or 56, by M), and beside it,
+ * on the side stream, the chain on those few SMs; the bias sum beside both (on the aux stream) or, from 32768
+ * tokens, before g.
+ * Otherwise (calls that sync, GPUs with too few SMs), fork-first: caller's stream: g = bf16(dY @ W), then the bf16
+ * elementwise chain. Side stream, overlapping from the start: dW = dYᵀ @ gated and the column sums of dY (grad_bias).
  * Column-major view (row-major [r,c] = column-major c x r, ld = c):
  *   g  [M,E]: (E x M) = W'(E x H)      @ dY'(H x M)       m=E n=M k=H  A=W N lda=E      B=dY N ldb=H
  *   dW [H,E]: (E x H) = gated'(E x M)  @ dY'(H x M)ᵀ      m=E n=H k=M  A=gated N lda=E  B=dY T ldb=H
@@ -74,7 +75,7 @@ static const struct {
     {32768, 40, BIAS_FIRST},
 };
 
-/* The row for M tokens (M above the one-launch kernel's range). */
+/* The row for M tokens (the first row also below its tokens: shapes the one-launch kernel does not take). */
 static int narrow_row(int64_t M) {
     int r = 0;
     while (r + 1 < (int)(sizeof narrow_rows / sizeof narrow_rows[0]) && M >= narrow_rows[r + 1].min_tokens) ++r;
@@ -161,7 +162,8 @@ static gg_status enqueue_narrow(gg_ctx *ctx, const gg_block_plan *p, const gg_bl
     /* last: so enqueued, its CTAs were measured to reach the SMs after dW's and the chain's (see narrow_rows) */
     if (status == GG_SUCCESS && bias == BIAS_BESIDE) status = enqueue_bias_grad(ctx, p, c, aux);
     /* the joins even after a failure, so that no stream is left forked from the caller's */
-    const gg_status aux_joined = bias == BIAS_BESIDE ? gg_stream_handoff(ctx, aux, ctx->ev_aux_join, main) : GG_SUCCESS;
+    const gg_status aux_joined =
+        bias == BIAS_BESIDE ? gg_stream_handoff(ctx, aux, ctx->ev_aux_join, main) : GG_SUCCESS;
     const gg_status joined = gg_stream_handoff(ctx, side, ctx->ev_join, main);
     return status != GG_SUCCESS ? status : aux_joined != GG_SUCCESS ? aux_joined : joined;
 }

@@ -32,8 +32,8 @@ struct gg_ctx {
     cudaEvent_t ev_mid;  /* caller's stream -> side: a mid-schedule result is ready (the FFN's R, block 4's g) */
     cudaEvent_t ev_join; /* side -> caller's stream: the side chain is done */
     cudaEvent_t ev_conv; /* side -> caller's stream: operands converted on the side stream are ready */
-    cudaStream_t aux;       /* a third stream, for work beside both chains (block 4's bias sum) */
-    cudaEvent_t ev_aux;     /* caller's stream -> aux */
+    cudaStream_t aux;        /* a third stream, for work beside both chains (block 4's bias sum) */
+    cudaEvent_t ev_aux;      /* caller's stream -> aux */
     cudaEvent_t ev_aux_join; /* aux -> caller's stream */
     cudaStream_t capture; /* graphs are captured on this stream, never on the caller's */
     void *workspace[GG_GEMM_STREAMS];
