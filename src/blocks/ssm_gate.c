@@ -122,10 +122,9 @@ static gg_status enqueue_bias_grad(gg_ctx *ctx, const gg_block_plan *p, const gg
     return gg_dist_grad_ready(ctx, c, s, T_DB);
 }
 
-/* Both weight gradients, in that order on stream s (`workspace` as above). */
-static gg_status enqueue_weight_grads(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, int workspace,
-                                      cudaStream_t s) {
-    GG_TRY(enqueue_weight_grad(ctx, p, c, workspace, s));
+/* Both weight gradients, in that order, on the side stream s (its cuBLASLt workspace). */
+static gg_status enqueue_weight_grads(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t s) {
+    GG_TRY(enqueue_weight_grad(ctx, p, c, 1, s));
     return enqueue_bias_grad(ctx, p, c, s);
 }
 
@@ -187,7 +186,7 @@ static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_cal
      * g and its chain on the high-priority stream; the SMs split between the two GEMMs. Calls that do not sync
      * take the narrow schedule instead (above). */
     GG_TRY(gg_stream_handoff(ctx, main, ctx->ev_fork, side));
-    gg_status status = enqueue_weight_grads(ctx, p, c, 1, side);
+    gg_status status = enqueue_weight_grads(ctx, p, c, side);
     if (status == GG_SUCCESS) status = gemm_g(ctx, p, c, main);
     if (status == GG_SUCCESS) status = chain(ctx, p, c, 0, main);
     const gg_status joined = gg_stream_handoff(ctx, side, ctx->ev_join, main);

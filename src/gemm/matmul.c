@@ -47,6 +47,7 @@ static int cluster_fits(const gg_matmul *mm, const cublasLtMatmulAlgo_t *algo) {
 
 /* Logs (debug) the algorithm a plan runs: which kernel family, tile, stages, split-k and cluster cuBLASLt reports. */
 static void log_choice(gg_ctx *ctx, const gg_gemm_shape *s, const cublasLtMatmulAlgo_t *algo) {
+    if (!ctx->config.log_fn || ctx->config.log_level < GG_LOG_DEBUG) return; /* spare the attribute queries */
     const long cluster = algo_attribute(algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID);
     gg_log(ctx, GG_LOG_DEBUG,
            "GEMM %lldx%lldx%lld (SM target %d): algo %ld, tile %ld, stages %ld, split-k %ld, cluster shape %ld "
