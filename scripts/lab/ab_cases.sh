@@ -3,7 +3,8 @@
 # or per whole block. Every variant once per round (so drift hits all alike): for each block B with cases listed in
 # CASESB, `gg_bench --block B --case I --modes fast` per case; for each block in WHOLE, `gg_bench --block B --modes
 # fast`; into $OUT/<variant>-r<k>-b<B>.csv. The variants share one autotune cache. Then the summary
-# (scripts/lab/ab_summary.py) goes to $OUT/out/ab-summary.txt and stdout.
+# (scripts/lab/ab_summary.py) goes to $OUT/out/ab-summary.txt and stdout. CACHE_PER_VARIANT=1: each variant tunes
+# into a cache file of its own instead ($OUT/algos-<variant>.txt: for knobs that change the GEMMs' shapes or SMs).
 #   OUT=... ROUNDS=3 [DEADLINE=s] CASES1="" CASES2="5 9 13" CASES3="0 12" CASES4="" WHOLE="4" \
 #     bash scripts/lab/ab_cases.sh VARIANT ...
 # A variant is a tree's name given to ab_bench.sh, or NAME=TREE@KEY=VALUE,KEY=VALUE: that tree run with those
@@ -17,7 +18,9 @@ t0=$(date +%s)
 bench() {
   local name=$1 tree=$2 b=$3 r=$4 csv=$5
   shift 5
-  env "${envs[@]}" GG_TUNE_CACHE="$OUT/algos.txt" timeout "${CASE_TIMEOUT:-120}" "$OUT/build-$tree/bench/gg_bench" \
+  local cache=$OUT/algos.txt
+  [ "${CACHE_PER_VARIANT:-0}" = 1 ] && cache=$OUT/algos-$name.txt
+  env "${envs[@]}" GG_TUNE_CACHE="$cache" timeout "${CASE_TIMEOUT:-120}" "$OUT/build-$tree/bench/gg_bench" \
     --block "$b" "$@" --modes fast --iters "${ITERS:-50}" --warmup 10 --csv "$csv" > /dev/null \
     2>> "$OUT/$name-r$r.log" || echo "$name r$r b$b $* failed"
 }
