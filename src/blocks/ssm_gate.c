@@ -12,8 +12,6 @@
  *   g  [M,E]: (E x M) = W'(E x H)      @ dY'(H x M)       m=E n=M k=H  A=W N lda=E      B=dY N ldb=H
  *   dW [H,E]: (E x H) = gated'(E x M)  @ dY'(H x M)ᵀ      m=E n=H k=M  A=gated N lda=E  B=dY T ldb=H
  */
-#include <stdlib.h>
-
 #include "block.h"
 #include "dist.h"
 #include "graph.h"
@@ -36,12 +34,6 @@ static const gg_tensor_spec tensors[] = {
     [T_DW] = {"grad_weight", GG_EXT_DIM0, GG_EXT_DIM1, 2, 1, 0},
     [T_DB] = {"grad_bias", GG_EXT_ONE, GG_EXT_DIM0, 2, 1, 0},
 };
-
-/* lab (session 27) knobs */
-static int lab(const char *name, int def) {
-    const char *v = getenv(name);
-    return v ? atoi(v) : def;
-}
 
 /* Up to this many tokens the one-launch kernel beats cuBLASLt's route of four dependent launches. Measured on an
  * H200 (docs/perf-notes.md, "Session 15"): M = 128 0.58-0.74x the time; M = 422 1.03-1.15x; from M = 1172 on
@@ -99,9 +91,7 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     }
     const int sm_target = gg_plan_sm_target(ctx, p); /* syncing graphs: SMs left to the reductions */
     /* The narrow schedule only for calls that do not sync (those order the work for their reductions). */
-    const int row = narrow_row(M);
-    const int narrow_ctas = lab(row == 1 ? "GG_LAB_N1500" : row >= 2 ? "GG_LAB_N10K" : "GG_LAB_N257",
-                                narrow_rows[row].narrow_ctas);
+    const int narrow_ctas = narrow_rows[narrow_row(M)].narrow_ctas;
     if (sm_target == 0 && !p->key.sync_grads && ctx->sm_count >= 2 * narrow_ctas) p->narrow_ctas = narrow_ctas;
     const int dw_sm_target = p->narrow_ctas ? ctx->sm_count - p->narrow_ctas : sm_target;
     const gg_gemm_shape g = {0, 0, E, M, H, E, H, E, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, sm_target};
@@ -141,12 +131,6 @@ static gg_status enqueue_weight_grads(gg_ctx *ctx, const gg_block_plan *p, const
 /* The chain from g to grad_ssm_output and grad_gate, on narrow_ctas SMs (0: all). */
 static gg_status chain(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, int narrow_ctas, cudaStream_t s) {
     void *const *t = c->t;
-    if (narrow_ctas > 0 && ctx->has_wgmma && lab("GG_LAB_STREAM", 0)) {
-        GG_CUDA_TRY(ctx, gg_k_ssm_gate_grad_stream(gg_plan_buffer(ctx, p, BUF_G), t[T_GATE_ACT], t[T_SSM], t[T_GATE],
-                                                   t[T_GRAD_SSM], t[T_GRAD_GATE], (size_t)(c->tokens * c->dim1),
-                                                   c->use_silu_gate, narrow_ctas, s));
-        return GG_SUCCESS;
-    }
     GG_CUDA_TRY(ctx, gg_k_ssm_gate_grad(gg_plan_buffer(ctx, p, BUF_G), t[T_GATE_ACT], t[T_SSM], t[T_GATE],
                                         t[T_GRAD_SSM], t[T_GRAD_GATE], (size_t)(c->tokens * c->dim1),
                                         c->use_silu_gate, ctx->sm_count, narrow_ctas, s));
