@@ -105,6 +105,7 @@ struct ChainArgs {
     bf16x8 *grad_ssm_output, *grad_gate;
     int64_t n_vec;
     int use_silu_gate;
+    int discard_g; /* lab (session 27): drop g's L2 lines once read (g is scratch: never written back) */
 };
 
 /* The chain on U vectors stride apart from v: every load of the U before the first store (16-byte loads into
@@ -126,6 +127,15 @@ __device__ __forceinline__ void chain_vectors(const ChainArgs &a, int64_t v, int
         ssm_chain8(g[u], ga[u], so[u], gt[u], a.use_silu_gate != 0, gs, gg);
         a.grad_ssm_output[v + u * stride] = gs;
         a.grad_gate[v + u * stride] = gg;
+    }
+    if (a.discard_g) { /* every lane's loads of g have been consumed above; lane 8k drops the 128-byte line of 8 */
+        __syncwarp(__activemask());
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const int64_t i = v + u * stride;
+            if ((i & 7) == 0 && i + 7 < a.n_vec)
+                asm volatile("discard.global.L2 [%0], 128;\n" ::"l"(a.g + i) : "memory");
+        }
     }
 }
 
@@ -176,11 +186,12 @@ extern "C" cudaError_t gg_k_gelu_grad_col_sum(const void *G, gg_dtype g_type, vo
 extern "C" cudaError_t gg_k_ssm_gate_grad(const uint16_t *g, const uint16_t *gate_activated,
                                           const uint16_t *ssm_output, const uint16_t *gate, uint16_t *grad_ssm_output,
                                           uint16_t *grad_gate, size_t n, int use_silu_gate, int sm_count,
-                                          int narrow_ctas, cudaStream_t stream) {
+                                          int narrow_ctas, int discard_g, cudaStream_t stream) {
     const ChainArgs a = {reinterpret_cast<const bf16x8 *>(g), reinterpret_cast<const bf16x8 *>(gate_activated),
                          reinterpret_cast<const bf16x8 *>(ssm_output), reinterpret_cast<const bf16x8 *>(gate),
                          reinterpret_cast<bf16x8 *>(grad_ssm_output), reinterpret_cast<bf16x8 *>(grad_gate),
-                         (int64_t)(n / 8), use_silu_gate};
+                         (int64_t)(n / 8), use_silu_gate,
+                         discard_g && reinterpret_cast<uintptr_t>(g) % 128 == 0};
     if (narrow_ctas > 0)
         ssm_gate_grad_kernel<kNarrowThreads, kNarrowChainUnroll><<<narrow_ctas, kNarrowThreads, 0, stream>>>(a);
     else

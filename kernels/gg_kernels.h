@@ -57,7 +57,7 @@ cudaError_t gg_k_gelu_grad_col_sum(const void *G, gg_dtype g_type, void *R, gg_d
  * over the whole GPU. */
 cudaError_t gg_k_ssm_gate_grad(const uint16_t *g, const uint16_t *gate_activated, const uint16_t *ssm_output,
                                const uint16_t *gate, uint16_t *grad_ssm_output, uint16_t *grad_gate, size_t n,
-                               int use_silu_gate, int sm_count, int narrow_ctas, cudaStream_t stream);
+                               int use_silu_gate, int sm_count, int narrow_ctas, int discard_g, cudaStream_t stream);
 
 /* Block 4's whole backward for few tokens in one launch (ssm_small.cu): grad_weight = bf16(dYᵀ @ gated_output),
  * grad_bias = bf16(Σ_rows dY) (each bf16(old + ...) with accumulate), and g = bf16(dY @ weight) with the chain above
