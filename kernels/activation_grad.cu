@@ -105,7 +105,7 @@ struct ChainArgs {
     bf16x8 *grad_ssm_output, *grad_gate;
     int64_t n_vec;
     int use_silu_gate;
-    int discard_g; /* lab (session 27): drop g's L2 lines once read (g is scratch: never written back) */
+    int discard_g; /* g is scratch that nothing reads after the chain: its L2 lines are dropped once read */
 };
 
 /* The chain on U vectors stride apart from v: every load of the U before the first store (16-byte loads into
@@ -128,7 +128,12 @@ __device__ __forceinline__ void chain_vectors(const ChainArgs &a, int64_t v, int
         a.grad_ssm_output[v + u * stride] = gs;
         a.grad_gate[v + u * stride] = gg;
     }
-    if (a.discard_g) { /* every lane's loads of g have been consumed above; lane 8k drops the 128-byte line of 8 */
+    /* g's dirty lines, once read, are invalidated without their write-back (discard.global.L2): from a few thousand
+     * tokens the phase after g allocates more than the L2 holds and is bound by the DRAM, so each write-back saved
+     * is DRAM time (block 4 -1.3 %, 0.97-0.99x from 1172 tokens: docs/perf-notes.md, "Session 27"). Every lane's
+     * loads of g have been consumed above; lane 8k of the warp drops the 128-byte line of vectors 8k..8k+7, only
+     * whole lines inside g (the launcher checks g's 128-byte alignment). */
+    if (a.discard_g) {
         __syncwarp(__activemask());
 #pragma unroll
         for (int u = 0; u < U; ++u) {

@@ -54,7 +54,8 @@ cudaError_t gg_k_gelu_grad_col_sum(const void *G, gg_dtype g_type, void *R, gg_d
 
 /* Block 4's elementwise chain, bf16 in and out, rounding after every step (see gradgraph.h). n elements (a multiple
  * of 8). narrow_ctas > 0: on that many CTAs of 1024 threads, one per SM that a GEMM beside it leaves free; 0: a grid
- * over the whole GPU. */
+ * over the whole GPU. discard_g: g is scratch that nothing reads afterwards, and its L2 lines are dropped without
+ * being written back once read (its contents are then undefined); with a g not 128-byte aligned, ignored. */
 cudaError_t gg_k_ssm_gate_grad(const uint16_t *g, const uint16_t *gate_activated, const uint16_t *ssm_output,
                                const uint16_t *gate, uint16_t *grad_ssm_output, uint16_t *grad_gate, size_t n,
                                int use_silu_gate, int sm_count, int narrow_ctas, int discard_g, cudaStream_t stream);

@@ -12,8 +12,6 @@
  *   g  [M,E]: (E x M) = W'(E x H)      @ dY'(H x M)       m=E n=M k=H  A=W N lda=E      B=dY N ldb=H
  *   dW [H,E]: (E x H) = gated'(E x M)  @ dY'(H x M)ᵀ      m=E n=H k=M  A=gated N lda=E  B=dY T ldb=H
  */
-#include <stdlib.h>
-
 #include "block.h"
 #include "dist.h"
 #include "graph.h"
@@ -130,13 +128,13 @@ static gg_status enqueue_weight_grads(gg_ctx *ctx, const gg_block_plan *p, const
     return enqueue_bias_grad(ctx, p, c, s);
 }
 
-/* The chain from g to grad_ssm_output and grad_gate, on narrow_ctas SMs (0: all). */
+/* The chain from g to grad_ssm_output and grad_gate, on narrow_ctas SMs (0: all). It is g's only reader, so it drops
+ * g's L2 lines as it reads them (no write-back of a dead buffer). */
 static gg_status chain(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, int narrow_ctas, cudaStream_t s) {
     void *const *t = c->t;
     GG_CUDA_TRY(ctx, gg_k_ssm_gate_grad(gg_plan_buffer(ctx, p, BUF_G), t[T_GATE_ACT], t[T_SSM], t[T_GATE],
                                         t[T_GRAD_SSM], t[T_GRAD_GATE], (size_t)(c->tokens * c->dim1),
-                                        c->use_silu_gate, ctx->sm_count, narrow_ctas,
-                                        getenv("GG_LAB_DISCARD") != NULL, s));
+                                        c->use_silu_gate, ctx->sm_count, narrow_ctas, 1, s));
     return GG_SUCCESS;
 }
 
