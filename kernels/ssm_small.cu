@@ -187,16 +187,19 @@ __device__ __forceinline__ bf16x8 staged_bf16(Part part, int n_parts, int r, int
     return out;
 }
 
-/* The cluster barrier's two halves. The last barrier only keeps each CTA's shared memory alive until the others have
- * read it: arriving (with release, which orders this thread's reads of the others' partials before it) as soon as
- * those reads are done, and waiting only at the end, it no longer waits for the chain's global stores as a
- * cluster.sync() after them did (ncu at 128 tokens: 12 % of the warps' stall samples on membar). */
+/* The cluster barrier's two halves, split so that work goes between them: arrive (release: this thread's shared
+ * memory writes, and its reads of the others' partials, come before it) and wait (acquire). Each of g's cluster
+ * barriers is split: the first has the chain's loads issued inside it, the second arrives as soon as the partial
+ * reads are done and waits only at the end, so it no longer waits for the chain's global stores as a cluster.sync()
+ * after them did (ncu at 128 tokens: 12 % of the warps' stall samples on membar). */
 __device__ __forceinline__ void cluster_arrive() {
     asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
 }
 __device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory"); }
 
-__global__ void __launch_bounds__(kSmallThreads) ssm_small_kernel(const SmallArgs a) {
+/* At most 128 registers (4 CTAs per SM, as many as the shared memory allows): the chain's operands are held across
+ * the cluster barrier. */
+__global__ void __launch_bounds__(kSmallThreads, 4) ssm_small_kernel(const SmallArgs a) {
     extern __shared__ __align__(128) unsigned char smem_raw[];
     bf16 *smem = reinterpret_cast<bf16 *>(smem_raw);
     float *tile = reinterpret_cast<float *>(smem_raw);                           /* after the k-loop */
@@ -249,30 +252,45 @@ __global__ void __launch_bounds__(kSmallThreads) ssm_small_kernel(const SmallArg
     float unused = 0.0f;
     tile_mainloop<false>(a, smem, row0, n0, rank * k_tiles, k_tiles, acc, false, unused);
     stage_tile(tile, acc);
-    cluster.sync(); /* every partial is staged */
-    /* This thread's vectors of g: 64 / k_split rows of 8 vectors, over the CTA's threads (at most kMaxVecs each),
-     * summed from the cluster's partials first, so that the cluster can be released before the chain's loads. */
+    /* This thread's vectors of g: 64 / k_split rows of 8 vectors (8 threads cover a 128-byte row), over the CTA's
+     * threads, at most kMaxVecs each; vec(u, gi) says whether the u-th exists (inside M) and where it is. */
     constexpr int kMaxVecs = kTile * (kTile / 8) / kSmallThreads;
     const int rows = kTile / a.k_split, n_vecs = rows * (kTile / 8);
-    bf16x8 g[kMaxVecs];
+    auto vec = [&](int u, int64_t &gi) {
+        const int v = (int)threadIdx.x + u * kSmallThreads;
+        const int64_t row = row0 + rank * rows + (v >> 3);
+        gi = row * e_vec + n0 / 8 + (v & 7);
+        return v < n_vecs && row < a.M;
+    };
+    cluster_arrive(); /* this CTA's partial is staged */
+    /* The chain's operands, loaded while the cluster's other partials are staged: their DRAM round trip no longer
+     * follows the barrier (128 tokens 0.95x, docs/perf-notes.md "Session 27"; loaded before the k-loop instead,
+     * they delayed its loads: +2.5 %, session 26). 16-byte loads into registers (see ssm_chain8). */
+    bf16x8 ga[kMaxVecs], so[kMaxVecs], gt[kMaxVecs];
 #pragma unroll
     for (int u = 0; u < kMaxVecs; ++u) {
+        int64_t gi;
+        if (!vec(u, gi)) continue;
+        ga[u] = a.gate_activated[gi], so[u] = a.ssm_output[gi];
+        if (a.use_silu_gate) gt[u] = a.gate[gi];
+    }
+    cluster_wait(); /* every partial is staged */
+    bf16x8 g[kMaxVecs]; /* summed from the cluster's partials first, so that the cluster can be released early */
+#pragma unroll
+    for (int u = 0; u < kMaxVecs; ++u) {
+        int64_t gi;
+        if (!vec(u, gi)) continue;
         const int v = (int)threadIdx.x + u * kSmallThreads;
-        if (v < n_vecs && row0 + rank * rows + (v >> 3) < a.M)
-            g[u] = staged_bf16([&](int q) { return (const float *)cluster.map_shared_rank(tile, q); }, a.k_split,
-                               rank * rows + (v >> 3), v & 7, nullptr);
+        g[u] = staged_bf16([&](int q) { return (const float *)cluster.map_shared_rank(tile, q); }, a.k_split,
+                           rank * rows + (v >> 3), v & 7, nullptr);
     }
     cluster_arrive(); /* this CTA has read the others' partials */
 #pragma unroll
-    for (int u = 0; u < kMaxVecs; ++u) { /* 8 threads cover a 128-byte row */
-        const int v = (int)threadIdx.x + u * kSmallThreads;
-        const int64_t row = row0 + rank * rows + (v >> 3);
-        if (v >= n_vecs || row >= a.M) continue;
-        const int64_t gi = row * e_vec + n0 / 8 + (v & 7);
-        const bf16x8 ga = a.gate_activated[gi], so = a.ssm_output[gi]; /* 16-byte loads (see ssm_chain8) */
-        bf16x8 gt, gs, gg;
-        if (a.use_silu_gate) gt = a.gate[gi];
-        ssm_chain8(g[u], ga, so, gt, a.use_silu_gate != 0, gs, gg);
+    for (int u = 0; u < kMaxVecs; ++u) {
+        int64_t gi;
+        if (!vec(u, gi)) continue;
+        bf16x8 gs, gg;
+        ssm_chain8(g[u], ga[u], so[u], gt[u], a.use_silu_gate != 0, gs, gg);
         a.grad_ssm_output[gi] = gs;
         a.grad_gate[gi] = gg;
     }
