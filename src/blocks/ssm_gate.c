@@ -128,13 +128,16 @@ static gg_status enqueue_weight_grads(gg_ctx *ctx, const gg_block_plan *p, const
     return enqueue_bias_grad(ctx, p, c, s);
 }
 
-/* The chain from g to grad_ssm_output and grad_gate, on narrow_ctas SMs (0: all). It is g's only reader, so it drops
- * g's L2 lines as it reads them (no write-back of a dead buffer). */
+/* The chain from g to grad_ssm_output and grad_gate, on narrow_ctas SMs (0: all). It is g's only reader, so while g
+ * fits in two thirds of the L2 it drops g's lines as it reads them (no write-back of a dead buffer: 0.98-0.99x up to
+ * 11912 tokens, 36.6 MB); larger, g's early lines are gone from the L2 when the chain reads them, and the discards
+ * cost time (34784-74432 tokens 1.03-1.06x, 17312 0.99-1.01x: docs/perf-notes.md, "Session 27", calls 4 and 9). */
 static gg_status chain(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, int narrow_ctas, cudaStream_t s) {
     void *const *t = c->t;
     GG_CUDA_TRY(ctx, gg_k_ssm_gate_grad(gg_plan_buffer(ctx, p, BUF_G), t[T_GATE_ACT], t[T_SSM], t[T_GATE],
                                         t[T_GRAD_SSM], t[T_GRAD_GATE], (size_t)(c->tokens * c->dim1),
-                                        c->use_silu_gate, ctx->sm_count, narrow_ctas, 1, s));
+                                        c->use_silu_gate, ctx->sm_count, narrow_ctas,
+                                        (double)c->tokens * (double)c->dim1 * 2 <= ctx->l2_bytes * (2.0 / 3), s));
     return GG_SUCCESS;
 }
 

@@ -118,6 +118,7 @@ gg_status gg_ctx_create(const gg_config *config, gg_ctx **out) {
     GG_GOTO(gg_device_enter(ctx, &saved), status, fail_no_device);
     GG_CUDA_GOTO(ctx, cudaDeviceGetAttribute(&ctx->sm_count, cudaDevAttrMultiProcessorCount, config->device),
                  status, fail);
+    GG_CUDA_GOTO(ctx, cudaDeviceGetAttribute(&ctx->l2_bytes, cudaDevAttrL2CacheSize, config->device), status, fail);
 #ifdef GG_BUILT_SM90A
     int cc_major = 0, cc_minor = 0;
     GG_CUDA_GOTO(ctx, cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, config->device), status,

@@ -23,6 +23,7 @@ enum { GG_COUNTER_TANH_GATE = 0, GG_COUNTER_SUM_A = 32, GG_COUNTER_SUM_B = 64, G
 struct gg_ctx {
     gg_config config;
     int sm_count;
+    int l2_bytes; /* the L2's size (cudaDevAttrL2CacheSize) */
     int has_wgmma; /* the device runs the build's sm_90a kernels (a 9.0 device, a build with 90a code) */
     int f32w_clusters[8 + 1]; /* gg_k_gemm_f32w_capacity's answer, when has_wgmma (GG_F32W_MAX_SPLIT = 8) */
     cublasLtHandle_t lt;
