@@ -9,9 +9,10 @@
  * against the float64 reference (the spec's rule); a graph for exactly that M, whose first replay must equal the
  * eager outputs bit for bit; then for each path `warmup` untimed and `iters` timed calls, each after writing 2x
  * the L2 size (cold L2), with the inputs at a different address each call (three copies of them, rotated: the
- * graph keeps one executable per pointer set, so no call pays a rebinding). Device time: CUDA events around the call on the caller's stream (what a training loop
- * sees, host launch gaps included); CUPTI span: first kernel start to last kernel end of the call, any stream (the
- * published protocol's measure). Host time: the wall time of the call itself (launch cost). Medians reported.
+ * graph keeps one executable per pointer set, so no call pays a rebinding). Device time: CUDA events around the
+ * call on the caller's stream (what a training loop sees, host launch gaps included); CUPTI span: first kernel
+ * start to last kernel end of the call, any stream (the published protocol's measure). Host time: the wall time of
+ * the call itself (launch cost). Medians reported.
  * Progress on stderr, table on stdout. --trace appends, per case, the kernels of the last timed graph replay (stream,
  * start, duration, name, then grid in CTAs, threads per CTA and cluster shape as launched) as CSV: where the time
  * goes, and how each kernel sat on the SMs. The library's messages go to stderr from --log's level (default warn;

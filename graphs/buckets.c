@@ -36,7 +36,8 @@ int gg_buckets_make(const gg_graph_config *c, int64_t *out, char *err, size_t er
         }
         if (c->policy == GG_BUCKETS_STEP) {
             if (c->step < 1) {
-                snprintf(err, err_bytes, "config->step = %lld must be positive for GG_BUCKETS_STEP", (long long)c->step);
+                snprintf(err, err_bytes, "config->step = %lld must be positive for GG_BUCKETS_STEP",
+                         (long long)c->step);
                 return -1;
             }
             if ((c->max_tokens + c->step - 1) / c->step > GG_MAX_BUCKETS) {

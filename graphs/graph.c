@@ -385,9 +385,11 @@ static gg_status build_device_graph(gg_graph *g, const gg_block_call *call, cons
     GG_CUDA_TRY(ctx, cudaGraphCreate(&graph, 0));
     cudaGraphConditionalHandle handle;
     /* Reset to "no bucket" at every launch, so a selection that failed to run leaves nothing to execute. */
-    GG_CUDA_GOTO(ctx, cudaGraphConditionalHandleCreate(&handle, graph, (unsigned)g->n_buckets, cudaGraphCondAssignDefault),
+    GG_CUDA_GOTO(ctx,
+                 cudaGraphConditionalHandleCreate(&handle, graph, (unsigned)g->n_buckets, cudaGraphCondAssignDefault),
                  status, fail);
-    GG_CUDA_GOTO(ctx, cudaStreamBeginCaptureToGraph(ctx->capture, graph, NULL, NULL, 0, cudaStreamCaptureModeThreadLocal),
+    GG_CUDA_GOTO(ctx,
+                 cudaStreamBeginCaptureToGraph(ctx->capture, graph, NULL, NULL, 0, cudaStreamCaptureModeThreadLocal),
                  status, fail);
     const cudaError_t launched = gg_k_select_bucket(device_tokens, g->device_buckets, g->n_buckets, call->tokens,
                                                     handle, g->device_errors, ctx->capture);
@@ -424,7 +426,8 @@ gg_status gg_graph_run_device_call(gg_graph *g, gg_block_call *call, gg_precisio
     gg_ctx *ctx = g->ctx;
     if (!g->config.device_select)
         return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
-                       "%s: the graph was created with config->device_select = 0; set it to 1 to run on the device", fn);
+                       "%s: the graph was created with config->device_select = 0; set it to 1 to run on the device",
+                       fn);
     if (!device_tokens) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: device_tokens is NULL", fn);
     if ((uintptr_t)device_tokens % sizeof(int64_t) != 0)
         return gg_fail(ctx, GG_ERROR_MISALIGNED, "%s: device_tokens (%p) is not 8-byte aligned", fn,

@@ -276,7 +276,8 @@ typedef struct gg_ssm_gate_desc {
     int64_t hidden;    /* H (output features of the projection) */
     int64_t expanded;  /* E (input features) */
     int use_silu_gate; /* nonzero: gate_activated = silu(gate) */
-    int accumulate;    /* 0: overwrite grad_weight and grad_bias; nonzero: add to them (bf16(old + new), one rounding) */
+    int accumulate;    /* 0: overwrite grad_weight and grad_bias; nonzero: add to them (bf16(old + new), one
+                          rounding) */
 } gg_ssm_gate_desc;
 
 typedef struct gg_ssm_gate_args {

@@ -31,7 +31,8 @@ __global__ void __launch_bounds__(kThreads) stage_kernel(uint8_t *__restrict__ d
                 uint4 v;
                 uint16_t h[8];
             } part;
-            for (int j = 0; j < 8; ++j) part.h[j] = b + 2 * j < copy ? reinterpret_cast<const uint16_t *>(src + b)[j] : 0;
+            for (int j = 0; j < 8; ++j)
+                part.h[j] = b + 2 * j < copy ? reinterpret_cast<const uint16_t *>(src + b)[j] : 0;
             out = part.v;
         }
         reinterpret_cast<uint4 *>(dst)[v] = out;

@@ -87,7 +87,8 @@ static gg_status check_tensors(gg_ctx *ctx, const char *fn, const gg_block_call 
             return gg_fail(ctx, GG_ERROR_MISALIGNED, "%s: args->%s (%p) is not %d-byte aligned", fn, s[i].name, c->t[i],
                            GG_ALIGNMENT);
         if (checked_bytes(c, i) < 0)
-            return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: args->%s of %lld x %lld elements does not fit in 2^63 bytes",
+            return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
+                           "%s: args->%s of %lld x %lld elements does not fit in 2^63 bytes",
                            fn, s[i].name, (long long)gg_extent_value(c, s[i].rows),
                            (long long)gg_extent_value(c, s[i].cols));
     }
@@ -99,8 +100,8 @@ static gg_status check_tensors(gg_ctx *ctx, const char *fn, const gg_block_call 
             if (j == i || !gg_tensor_used(c, j)) continue;
             const uintptr_t b0 = (uintptr_t)c->t[j], b1 = b0 + (uintptr_t)checked_bytes(c, j);
             if (a0 < b1 && b0 < a1)
-                return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: output args->%s overlaps %s args->%s", fn, s[i].name,
-                               s[j].is_output ? "output" : "input", s[j].name);
+                return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: output args->%s overlaps %s args->%s", fn,
+                               s[i].name, s[j].is_output ? "output" : "input", s[j].name);
         }
     }
     return GG_SUCCESS;

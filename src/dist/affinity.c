@@ -62,7 +62,8 @@ gg_status gg_dist_bind_thread(gg_ctx *ctx) {
 #else
 
 gg_status gg_dist_bind_thread(gg_ctx *ctx) {
-    return gg_fail(ctx, GG_ERROR_UNSUPPORTED, "gg_dist_bind_thread: gradgraph was built without hwloc (GG_WITH_HWLOC=OFF)");
+    return gg_fail(ctx, GG_ERROR_UNSUPPORTED,
+                   "gg_dist_bind_thread: gradgraph was built without hwloc (GG_WITH_HWLOC=OFF)");
 }
 
 #endif

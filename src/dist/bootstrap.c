@@ -27,7 +27,8 @@ gg_status gg_bootstrap_rank_size(gg_ctx *ctx, const char *fn, int *rank, int *si
         if (*rank == -2) continue;
         *size = env_int(pairs[p][1]);
         if (*rank < 0 || *size < 1 || *rank >= *size)
-            return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: no valid rank and world size in the environment (%s = %s, %s = %s)",
+            return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
+                           "%s: no valid rank and world size in the environment (%s = %s, %s = %s)",
                            fn, pairs[p][0], getenv(pairs[p][0]), pairs[p][1],
                            getenv(pairs[p][1]) ? getenv(pairs[p][1]) : "(unset)");
         return GG_SUCCESS;

@@ -40,7 +40,8 @@ static gg_status check_dist_config(gg_ctx *ctx, const char *fn, const gg_dist_co
     GG_TRY(gg_check_config_version(ctx, fn, c->struct_size, sizeof(gg_dist_config), c->version,
                                    GG_DIST_CONFIG_VERSION, "GG_DIST_CONFIG_INIT"));
     if ((int)c->op < 0 || (int)c->op > (int)GG_REDUCE_SUM)
-        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: config->op = %d is not a gg_reduce_op value", fn, (int)c->op);
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: config->op = %d is not a gg_reduce_op value", fn,
+                       (int)c->op);
     if ((int)c->sync < 0 || (int)c->sync > (int)GG_SYNC_REDUCE_SCATTER)
         return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: config->sync = %d is not a gg_grad_sync value", fn,
                        (int)c->sync);
@@ -223,8 +224,8 @@ static gg_status warm_up_wait(gg_ctx *const *ctxs, int count, const char *fn) {
     for (int i = 0; i < count; ++i) gg_dist_abort(ctxs[i]);
     if (outcome == POLL_CUDA_ERROR) /* GG_ERROR_NCCL: the status that says "aborted, do not destroy" */
         return gg_fail(ctx, GG_ERROR_NCCL,
-                       "%s: the warm-up all-reduce on rank %d failed (%s): the communicator is aborted (an attached one "
-                       "too: do not destroy it)",
+                       "%s: the warm-up all-reduce on rank %d failed (%s): the communicator is aborted (an attached "
+                       "one too: do not destroy it)",
                        fn, ctx->dist->rank, cudaGetErrorString(cuda));
     if (outcome == POLL_NCCL_ERROR)
         return gg_fail(ctx, GG_ERROR_NCCL,
@@ -694,7 +695,8 @@ static gg_status agree_step(gg_ctx *ctx, size_t offset, size_t bytes, int broadc
     GG_CUDA_TRY(ctx, cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, d->stream));
     const ncclResult_t r =
         broadcast ? ncclBroadcast(dev, dev, bytes, ncclUint8, 0, (ncclComm_t)d->comm, d->stream)
-                  : ncclAllReduce(dev, dev, bytes / sizeof(int32_t), ncclInt32, ncclMin, (ncclComm_t)d->comm, d->stream);
+                  : ncclAllReduce(dev, dev, bytes / sizeof(int32_t), ncclInt32, ncclMin, (ncclComm_t)d->comm,
+                                  d->stream);
     if (r != ncclSuccess) {
         char call[160];
         snprintf(call, sizeof call, "%s (%s)", broadcast ? "ncclBroadcast" : "ncclAllReduce", what);

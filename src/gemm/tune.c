@@ -142,7 +142,8 @@ static double time_candidate(gg_ctx *ctx, const gg_matmul *mm, const cublasLtMat
                    ctx->workspace[0], c->workspaceSize, stream)
     /* A first run alone says how long one takes; then `reps` runs (beside the neighbour's passes), timed. */
     float ms = 0;
-    if (RUN() != CUBLAS_STATUS_SUCCESS || cudaEventRecord(x->start, stream) != cudaSuccess || RUN() != CUBLAS_STATUS_SUCCESS ||
+    if (RUN() != CUBLAS_STATUS_SUCCESS || cudaEventRecord(x->start, stream) != cudaSuccess ||
+        RUN() != CUBLAS_STATUS_SUCCESS ||
         cudaEventRecord(x->stop, stream) != cudaSuccess || cudaEventSynchronize(x->stop) != cudaSuccess ||
         cudaEventElapsedTime(&ms, x->start, x->stop) != cudaSuccess)
         return -1.0;

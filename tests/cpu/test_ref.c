@@ -366,7 +366,8 @@ static const double ffn_want_gw2[] = {1, -1, 4.5, 2, 5, 5.5};
 
 static void test_gelu_ffn_hand(void **state) {
     (void)state;
-    /* Block 2 takes T = tanh_inner as given (it need not match x here): gelu' = 0.5(1+T) + 0.5 x (1-T²) c (1+0.134145 x²).
+    /* Block 2 takes T = tanh_inner as given (it need not match x here):
+     *   gelu' = 0.5(1+T) + 0.5 x (1-T²) c (1+0.134145 x²).
      *   x = [[0, 0, 0], [0, 0, 1]], T = [[0, 1, -1], [1, -1, 0]]
      *   gelu' = [[0.5, 1, 0], [1, 0, 0.5 + k]] with k = 0.5 * c * 1.134145 (x = 1, T = 0).
      *   R = G ⊙ gelu' = [[0.5, 2, 0], [3, 0, 3.5 + 7k]]

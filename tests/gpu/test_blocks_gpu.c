@@ -55,7 +55,9 @@ static void cpu_reference(const gg_case_run *r, double *ref[GG_RUN_MAX_TENSORS])
     switch (c->block_id) {
     case 1: gg_ref_tanh_gate(M, a, in[0], *(uint16_t *)in[1], in[2], in[3], ref[0], ref[1], ref[2]); break;
     case 2: gg_ref_gelu_ffn(M, a, b, in[0], in[1], in[2], in[3], in[4], in[5], in[6], ref[0], ref[1], ref[2]); break;
-    case 3: gg_ref_mlp(M, a, b, in[0], in[1], in[2], in[3], in[4], in[5], ref[0], ref[1], ref[2], ref[3], ref[4]); break;
+    case 3:
+        gg_ref_mlp(M, a, b, in[0], in[1], in[2], in[3], in[4], in[5], ref[0], ref[1], ref[2], ref[3], ref[4]);
+        break;
     case 4:
         gg_ref_ssm_gate(M, a, b, c->use_silu_gate, in[0], in[1], in[2], in[3], in[4], in[5], ref[0], ref[1], ref[2],
                         ref[3]);
