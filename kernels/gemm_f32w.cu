@@ -244,37 +244,6 @@ __global__ void __launch_bounds__(kF32wThreads, kPerSm)
 #endif
 }
 
-/* cuTensorMapEncodeTiled through the runtime's driver entry point (no link against libcuda). */
-PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
-    static PFN_cuTensorMapEncodeTiled_v12000 fn = nullptr;
-    if (!fn) {
-        void *f = nullptr;
-        cudaDriverEntryPointQueryResult found;
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &found) ==
-                cudaSuccess &&
-            found == cudaDriverEntryPointSuccess)
-            fn = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
-        else
-            (void)cudaGetLastError();
-    }
-    return fn;
-}
-
-/* A row-major [rows, cols] matrix read in boxes of box_cols x box_rows, each box row 128 bytes with the 128-byte
- * swizzle; reads past the matrix's edges fill zeros. */
-bool encode_swizzled(CUtensorMap *map, CUtensorMapDataType type, size_t elem, const void *base, int64_t rows,
-                     int64_t cols, unsigned box_cols, unsigned box_rows) {
-    PFN_cuTensorMapEncodeTiled_v12000 fn = encode_fn();
-    if (!fn) return false;
-    const cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows};
-    const cuuint64_t strides[1] = {(cuuint64_t)cols * elem};
-    const cuuint32_t box[2] = {box_cols, box_rows};
-    const cuuint32_t elem_strides[2] = {1, 1};
-    return fn(map, type, 2, const_cast<void *>(base), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-              CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
-
 } // namespace
 
 /* The tiles of a launch: token tiles times column tiles. */

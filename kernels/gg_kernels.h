@@ -60,6 +60,16 @@ cudaError_t gg_k_ssm_gate_grad(const uint16_t *g, const uint16_t *gate_activated
                                const uint16_t *gate, uint16_t *grad_ssm_output, uint16_t *grad_gate, size_t n,
                                int use_silu_gate, int sm_count, int narrow_ctas, int discard_g, cudaStream_t stream);
 
+/* Block 4's g = bf16(dY @ weight) with the chain above in the GEMM's epilogue (ssm_fused.cu): grad_ssm_output and
+ * grad_gate, g never stored. bias_rows: [ceil(M / 128), H] fp32, row r gets the column sums of dY's rows 128 r ..
+ * 128 r + 127 (grad_bias is their column sum). gate is read only with use_silu_gate. sm_90a on a 9.0 device only
+ * (the caller checks has_wgmma), shapes per gg_k_ssm_fused_supported. */
+int gg_k_ssm_fused_supported(int64_t M, int64_t H, int64_t E);
+cudaError_t gg_k_ssm_fused(const uint16_t *grad_output, const uint16_t *weight, const uint16_t *gate_activated,
+                           const uint16_t *ssm_output, const uint16_t *gate, uint16_t *grad_ssm_output,
+                           uint16_t *grad_gate, float *bias_rows, int64_t M, int64_t H, int64_t E, int use_silu_gate,
+                           int sm_count, cudaStream_t stream);
+
 /* Block 4's whole backward for few tokens in one launch (ssm_small.cu): grad_weight = bf16(dYᵀ @ gated_output),
  * grad_bias = bf16(Σ_rows dY) (each bf16(old + ...) with accumulate), and g = bf16(dY @ weight) with the chain above
  * applied in the GEMM's epilogue (g is never stored). dY [M,H], weight [H,E], the rest [M,E]; gate is read only
@@ -74,9 +84,9 @@ cudaError_t gg_k_ssm_small(const uint16_t *grad_output, const uint16_t *weight, 
 /* out[c] = sum over rows r of in[r, c] for an [M,N] matrix (out[c] += ... with accumulate), in fp32 in a fixed
  * order, in one launch: `chunks` row chunks each write a partial row into partials [chunks, N]; per column group the
  * last chunk to finish adds the partials in order. counters: GG_COL_SUM_COUNTERS device words, 0 between launches
- * (the kernel resets them); reductions that may run at the same time need their own. Types: fp32 -> fp32 and
- * bf16 -> bf16 (cudaErrorInvalidValue otherwise). f16_copy: NULL, or (fp32 input) where the same pass writes the
- * input converted to fp16, [M,N]. */
+ * (the kernel resets them); reductions that may run at the same time need their own. Types: fp32 -> fp32,
+ * bf16 -> bf16 and fp32 -> bf16 (cudaErrorInvalidValue otherwise). f16_copy: NULL, or (fp32 input) where the same
+ * pass writes the input converted to fp16, [M,N]. */
 #define GG_COL_SUM_COUNTERS 32
 cudaError_t gg_k_col_sum(const void *in, gg_dtype in_type, int64_t M, int64_t N, int chunks, float *partials,
                          unsigned *counters, void *out, gg_dtype out_type, int accumulate, void *f16_copy,

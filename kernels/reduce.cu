@@ -57,6 +57,10 @@ extern "C" cudaError_t gg_k_col_sum(const void *in, gg_dtype in_type, int64_t M,
         const LoadRow<float> op{static_cast<const float *>(in), N, static_cast<__half *>(f16_copy)};
         return sum<float>(op, M, N, chunks, partials, counters, out, accumulate != 0, stream);
     }
+    if (in_type == GG_DT_F32 && out_type == GG_DT_BF16 && !f16_copy) { /* block 4's grad_bias from row sums */
+        const LoadRow<float> op{static_cast<const float *>(in), N, nullptr};
+        return sum<__nv_bfloat16>(op, M, N, chunks, partials, counters, out, accumulate != 0, stream);
+    }
     if (in_type == GG_DT_BF16 && out_type == GG_DT_BF16 && !f16_copy) {
         const LoadRow<__nv_bfloat16> op{static_cast<const __nv_bfloat16 *>(in), N};
         return sum<__nv_bfloat16>(op, M, N, chunks, partials, counters, out, accumulate != 0, stream);

@@ -20,8 +20,9 @@ __device__ __forceinline__ void set_pair(bf16x8 &x, int j, __nv_bfloat162 p) {
  * all 65280 finite values; the accurate fp32 form is 0 from -89). */
 __device__ __forceinline__ float fast_sigmoid(float z) { return __fdividef(1.0f, 1.0f + __expf(-z)); }
 
-/* grad_ssm_output = bf16(g * gate_activated); a = bf16(g * ssm_output); grad_gate = a, or with the silu gate
- * bf16(a * bf16(s * bf16(1 + bf16(gate * bf16(1 - s))))), s = bf16(sigmoid(gate)). gate is read only with silu.
+/* On a pair of values: grad_ssm_output = bf16(g * gate_activated); a = bf16(g * ssm_output); grad_gate = a, or
+ * with the silu gate bf16(a * bf16(s * bf16(1 + bf16(gate * bf16(1 - s))))), s = bf16(sigmoid(gate)). gate is read
+ * only with silu.
  * Each step is one bf16x2 multiply, add or subtract, rounded once to bf16 (nearest even): the spec's rounding,
  * since a product of two bf16 values is exact in fp32 and the sums here are too (or round to 1 both ways), so
  * rounding through fp32 first gives the same bf16. The _rn forms, because they are never contracted: plain __hmul2
@@ -30,24 +31,32 @@ __device__ __forceinline__ float fast_sigmoid(float z) { return __fdividef(1.0f,
  * to run at copy speed on the few SMs a GEMM leaves free (docs/perf-notes.md, "Session 24").
  * Pass registers, not references into global memory: bound to g[v] directly, the compiler split each 16-byte load
  * into 2-byte ones (the chain kernel 1.3x slower at M = 74432, session 15). */
+__device__ __forceinline__ void ssm_chain2(__nv_bfloat162 g, __nv_bfloat162 gate_activated,
+                                           __nv_bfloat162 ssm_output, __nv_bfloat162 gate, bool use_silu_gate,
+                                           __nv_bfloat162 &grad_ssm_output, __nv_bfloat162 &grad_gate) {
+    const __nv_bfloat162 one = __float2bfloat162_rn(1.0f);
+    grad_ssm_output = __hmul2_rn(g, gate_activated);
+    const __nv_bfloat162 a = __hmul2_rn(g, ssm_output);
+    if (use_silu_gate) {
+        const float2 zf = __bfloat1622float2(gate);
+        const __nv_bfloat162 s = __floats2bfloat162_rn(fast_sigmoid(zf.x), fast_sigmoid(zf.y));
+        const __nv_bfloat162 d = __hmul2_rn(s, __hadd2_rn(one, __hmul2_rn(gate, __hsub2_rn(one, s))));
+        grad_gate = __hmul2_rn(a, d);
+    } else {
+        grad_gate = a;
+    }
+}
+
+/* ssm_chain2 on eight values (four pairs). */
 __device__ __forceinline__ void ssm_chain8(const bf16x8 &g, const bf16x8 &gate_activated, const bf16x8 &ssm_output,
                                            const bf16x8 &gate, bool use_silu_gate, bf16x8 &grad_ssm_output,
                                            bf16x8 &grad_gate) {
-    const __nv_bfloat162 one = __float2bfloat162_rn(1.0f);
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-        const __nv_bfloat162 gj = pair(g, j);
-        set_pair(grad_ssm_output, j, __hmul2_rn(gj, pair(gate_activated, j)));
-        const __nv_bfloat162 a = __hmul2_rn(gj, pair(ssm_output, j));
-        if (use_silu_gate) {
-            const __nv_bfloat162 z = pair(gate, j);
-            const float2 zf = __bfloat1622float2(z);
-            const __nv_bfloat162 s = __floats2bfloat162_rn(fast_sigmoid(zf.x), fast_sigmoid(zf.y));
-            const __nv_bfloat162 d = __hmul2_rn(s, __hadd2_rn(one, __hmul2_rn(z, __hsub2_rn(one, s))));
-            set_pair(grad_gate, j, __hmul2_rn(a, d));
-        } else {
-            set_pair(grad_gate, j, a);
-        }
+        __nv_bfloat162 gs, gg;
+        ssm_chain2(pair(g, j), pair(gate_activated, j), pair(ssm_output, j), pair(gate, j), use_silu_gate, gs, gg);
+        set_pair(grad_ssm_output, j, gs);
+        set_pair(grad_gate, j, gg);
     }
 }
 

@@ -4,6 +4,8 @@
 #define GG_TMA_CUH
 
 #include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_runtime.h>
 #include <stdint.h>
 
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
@@ -57,7 +59,62 @@ __device__ __forceinline__ void tma_load_2d_hint(uint32_t dst, const CUtensorMap
                  : "memory");
 }
 
+/* Stores a box from shared memory to (c0, c1) of a 2-D tensor map (rows past the map's edge are not written), in
+ * the thread's current bulk group. The shared memory's writers must have run fence_proxy_async() first. */
+__device__ __forceinline__ void tma_store_2d(const CUtensorMap *map, int c0, int c1, uint32_t src) {
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n" ::"l"(
+                     reinterpret_cast<uint64_t>(map)),
+                 "r"(c0), "r"(c1), "r"(src)
+                 : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+/* Waits until every committed bulk store has read its shared memory (the buffer may be reused). */
+__device__ __forceinline__ void bulk_wait_read_all() {
+    asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+}
+/* Waits until every committed bulk store has completed (its global writes done). */
+__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+/* Makes this thread's shared-memory writes visible to the async proxy (a TMA store that reads them). */
+__device__ __forceinline__ void fence_proxy_async() {
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
 } // namespace gg
 #endif
+
+namespace gg {
+
+/* cuTensorMapEncodeTiled through the runtime's driver entry point (no link against libcuda). */
+inline PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
+    static PFN_cuTensorMapEncodeTiled_v12000 fn = nullptr;
+    if (!fn) {
+        void *f = nullptr;
+        cudaDriverEntryPointQueryResult found;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &found) ==
+                cudaSuccess &&
+            found == cudaDriverEntryPointSuccess)
+            fn = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+        else
+            (void)cudaGetLastError();
+    }
+    return fn;
+}
+
+/* A row-major [rows, cols] matrix read in boxes of box_cols x box_rows, each box row 128 bytes with the 128-byte
+ * swizzle; reads past the matrix's edges fill zeros. */
+inline bool encode_swizzled(CUtensorMap *map, CUtensorMapDataType type, size_t elem, const void *base, int64_t rows,
+                            int64_t cols, unsigned box_cols, unsigned box_rows) {
+    PFN_cuTensorMapEncodeTiled_v12000 fn = encode_fn();
+    if (!fn) return false;
+    const cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows};
+    const cuuint64_t strides[1] = {(cuuint64_t)cols * elem};
+    const cuuint32_t box[2] = {box_cols, box_rows};
+    const cuuint32_t elem_strides[2] = {1, 1};
+    return fn(map, type, 2, const_cast<void *>(base), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+              CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+} // namespace gg
 
 #endif

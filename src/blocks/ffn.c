@@ -60,7 +60,7 @@ static const gg_tensor_spec mlp_tensors[] = {
     [T_DB2] = {"grad_bias2", GG_EXT_ONE, GG_EXT_DIM0, 4, 1, 0},
 };
 
-/* fp16 mode's route (the plan's few_tokens): which GEMMs read an fp32 weight themselves instead of its fp16 copy.
+/* fp16 mode's route (the plan's route): which GEMMs read an fp32 weight themselves instead of its fp16 copy.
  * None (ROUTE_CONVERT): every operand converted to fp16 first. On an sm_90a device, G and, at fewer tokens, dX in
  * gg_k_gemm_f32w, which rounds the weight to fp16 as it loads it; elsewhere, at few tokens, G in TF32 from the fp32
  * dY and W2. */
@@ -99,7 +99,7 @@ static int route(const gg_ctx *ctx, const gg_block_plan *p) {
 #define GG_FFN_NARROW_CTAS 24
 
 static int narrow_ctas(const gg_ctx *ctx, const gg_block_plan *p) {
-    const int on = p->key.precision == GG_PRECISION_FP16 && !p->few_tokens && !p->key.sync_grads &&
+    const int on = p->key.precision == GG_PRECISION_FP16 && !p->route && !p->key.sync_grads &&
                    ctx->sm_count >= 4 * GG_FFN_NARROW_CTAS;
     return on ? GG_FFN_NARROW_CTAS : 0;
 }
@@ -123,32 +123,32 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     /* The two-rank split reduction (enqueue_pair) runs dW2, dW1 and dX in halves (of their n: rows of the gradient,
      * tokens of dX); every GEMM keeps all SMs. */
     const int64_t halves = p->key.pair_split ? 2 : 1;
-    p->few_tokens = route(ctx, p);
-    if (p->few_tokens & ROUTE_G_F32W)
+    p->route = route(ctx, p);
+    if (p->route & ROUTE_G_F32W)
         gg_log(ctx, GG_LOG_DEBUG, "M=%lld: G in gg_k_gemm_f32w, k split over clusters of %d", (long long)M,
                gg_k_gemm_f32w_split(M, F, D, ctx->f32w_clusters));
-    if (p->few_tokens & ROUTE_DX_F32W)
+    if (p->route & ROUTE_DX_F32W)
         gg_log(ctx, GG_LOG_DEBUG, "M=%lld: dX in gg_k_gemm_f32w, k split over clusters of %d", (long long)M,
                gg_k_gemm_f32w_split(M, D, F, ctx->f32w_clusters));
     p->narrow_ctas = narrow_ctas(ctx, p);
     const int beside_narrow = p->narrow_ctas ? ctx->sm_count - p->narrow_ctas : 0;
-    if (p->few_tokens & ROUTE_G_TF32)
+    if (p->route & ROUTE_G_TF32)
         GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_G], GG_PRECISION_TF32, 0, 0, 0, F, M, D, F, D, F));
-    else if (p->few_tokens == ROUTE_CONVERT)
+    else if (p->route == ROUTE_CONVERT)
         GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_G], prec, 1, beside_narrow, 0, F, M, D, F, D, F));
     GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW2], prec, 0, 0, 1, F, D / halves, M, F, D, F));
-    if (!(p->few_tokens & ROUTE_DX_F32W))
+    if (!(p->route & ROUTE_DX_F32W))
         GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DX], prec, 0, sm_target, 0, D, M / halves, F, D, F, D));
     GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW1], prec, 0, 0, 1, D, F / halves, M, D, F, D));
     const size_t h = 2; /* sizeof(half) */
     p->buffer[BUF_G] = gg_plan_take(p, (size_t)(M * F) * (prec == GG_PRECISION_FP16 ? h : sizeof(float)));
     if (prec == GG_PRECISION_FP16) {
         p->buffer[BUF_DY16] = gg_plan_take(p, (size_t)(M * D) * h);
-        if (p->few_tokens & ROUTE_G_TF32) p->buffer[BUF_G32] = gg_plan_take(p, (size_t)(M * F) * sizeof(float));
-        if (p->few_tokens == ROUTE_CONVERT) p->buffer[BUF_W2_16] = gg_plan_take(p, (size_t)(D * F) * h);
+        if (p->route & ROUTE_G_TF32) p->buffer[BUF_G32] = gg_plan_take(p, (size_t)(M * F) * sizeof(float));
+        if (p->route == ROUTE_CONVERT) p->buffer[BUF_W2_16] = gg_plan_take(p, (size_t)(D * F) * h);
         p->buffer[BUF_ACT16] = gg_plan_take(p, (size_t)(M * F) * h);
         p->buffer[BUF_X16] = gg_plan_take(p, (size_t)(M * D) * h);
-        if (!(p->few_tokens & ROUTE_DX_F32W)) p->buffer[BUF_W1_16] = gg_plan_take(p, (size_t)(F * D) * h);
+        if (!(p->route & ROUTE_DX_F32W)) p->buffer[BUF_W1_16] = gg_plan_take(p, (size_t)(F * D) * h);
     }
     if (p->key.block == GG_BLOCK_MLP) {
         p->col_chunks[0] = gg_k_col_sum_chunks(M, F, GG_DT_F32, ctx->sm_count); /* grad_bias1 over R, with gelu' */
@@ -175,12 +175,12 @@ static ffn_operands operands(const gg_ctx *ctx, const gg_block_plan *p, const gg
                       gg_plan_buffer(ctx, p, BUF_G), GG_DT_F32};
     if (c->precision == GG_PRECISION_FP16) {
         o.dy = gg_plan_buffer(ctx, p, BUF_DY16);
-        if (p->few_tokens == ROUTE_CONVERT) o.w2 = gg_plan_buffer(ctx, p, BUF_W2_16);
+        if (p->route == ROUTE_CONVERT) o.w2 = gg_plan_buffer(ctx, p, BUF_W2_16);
         o.act = gg_plan_buffer(ctx, p, BUF_ACT16);
         o.x = gg_plan_buffer(ctx, p, BUF_X16);
-        if (!(p->few_tokens & ROUTE_DX_F32W)) o.w1 = gg_plan_buffer(ctx, p, BUF_W1_16);
+        if (!(p->route & ROUTE_DX_F32W)) o.w1 = gg_plan_buffer(ctx, p, BUF_W1_16);
         o.g_type = GG_DT_F16;
-        if (p->few_tokens & ROUTE_G_TF32) o.g_out = gg_plan_buffer(ctx, p, BUF_G32);
+        if (p->route & ROUTE_G_TF32) o.g_out = gg_plan_buffer(ctx, p, BUF_G32);
         else o.g_out_type = GG_DT_F16;
     }
     return o;
@@ -235,12 +235,12 @@ static gg_status dy_first(gg_ctx *ctx, const gg_block_plan *p, const gg_block_ca
  * from the fp32 dY too). */
 static gg_status gemm_g(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const ffn_operands *o,
                         int priority, cudaStream_t s) {
-    if (p->few_tokens & ROUTE_G_F32W) {
+    if (p->route & ROUTE_G_F32W) {
         GG_CUDA_TRY(ctx, gg_k_gemm_f32w(o->dy, (const float *)o->w2, o->g_out, GG_DT_F16, c->tokens, c->dim1,
                                         c->dim0, ctx->f32w_clusters, priority, s));
         return GG_SUCCESS;
     }
-    const void *dy = p->few_tokens & ROUTE_G_TF32 ? c->t[T_DY] : o->dy;
+    const void *dy = p->route & ROUTE_G_TF32 ? c->t[T_DY] : o->dy;
     return gg_matmul_run(ctx, &p->gemm[GEMM_G], o->w2, dy, o->g_out, 0, 0, s);
 }
 
@@ -251,7 +251,7 @@ static gg_status gemm_dx(gg_ctx *ctx, const gg_block_plan *p, const gg_block_cal
     const size_t g_elem = o->g_type == GG_DT_F16 ? 2 : 4;
     const void *r = (const char *)o->G + (size_t)first * (size_t)c->dim1 * g_elem;
     float *dx = (float *)c->t[T_DX] + (size_t)first * (size_t)c->dim0;
-    if (!(p->few_tokens & ROUTE_DX_F32W)) return gg_matmul_run(ctx, &p->gemm[GEMM_DX], o->w1, r, dx, 0, 0, s);
+    if (!(p->route & ROUTE_DX_F32W)) return gg_matmul_run(ctx, &p->gemm[GEMM_DX], o->w1, r, dx, 0, 0, s);
     GG_CUDA_TRY(ctx,
                 gg_k_gemm_f32w(r, (const float *)o->w1, dx, GG_DT_F32, tokens, c->dim0, c->dim1, ctx->f32w_clusters,
                                priority, s));

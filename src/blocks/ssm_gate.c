@@ -2,7 +2,10 @@
  * ssm_gate.c - block 4, SSM output projection with gate multiply (gg_ssm_gate_backward), bf16 I/O.
  *
  * Up to GG_SSM_SMALL_MAX_TOKENS tokens: everything in one launch of gradgraph's own kernel (gg_k_ssm_small).
- * Above (and for shapes that kernel does not take), unless the call syncs its gradients: the narrow schedule
+ * From GG_SSM_FUSED_MIN_TOKENS tokens on an sm_90a device, unless the call syncs its gradients: g with the chain in
+ * its epilogue, in a kernel of gradgraph's own (gg_k_ssm_fused, which also sums dY's rows per 128 for the bias), and
+ * dW beside it (it needs none of its outputs).
+ * Between the two (and for shapes those kernels do not take), unless the call syncs its gradients: the narrow schedule
  * (narrow_rows): g on every SM; then dW on the caller's stream on all SMs but a few (40 or 56, by M), and beside it,
  * on the side stream, the chain on those few SMs; the bias sum beside both (on the aux stream) or, from 32768
  * tokens, before g.
@@ -20,7 +23,8 @@
 
 enum { T_DY, T_SSM, T_GATE, T_W, T_GATE_ACT, T_GATED, T_GRAD_SSM, T_GRAD_GATE, T_DW, T_DB };
 enum { GEMM_G, GEMM_DW };
-enum { BUF_G, BUF_PARTIALS };
+enum { BUF_G, BUF_PARTIALS, BUF_BIAS_ROWS };
+enum { ROUTE_SMALL = 1, ROUTE_FUSED }; /* the plan's route, if not cuBLASLt's */
 
 static const gg_tensor_spec tensors[] = {
     [T_DY] = {"grad_output", GG_EXT_TOKENS, GG_EXT_DIM0, 2, 0, 0},
@@ -39,6 +43,12 @@ static const gg_tensor_spec tensors[] = {
  * H200 (docs/perf-notes.md, "Session 15"): M = 128 0.58-0.74x the time; M = 422 1.03-1.15x; from M = 1172 on
  * 1.4-2.3x (its mma.sync main loop runs at about half cuBLAS's rate). */
 #define GG_SSM_SMALL_MAX_TOKENS 256
+
+/* From this many tokens g and its chain run as one kernel of gradgraph's own, dW beside it. Measured on an H200
+ * (docs/perf-notes.md, "Session 29", calls 1 and 3), against the narrow schedule: 0.93-0.96x at 34784-74432 tokens
+ * (g is never written or read: 0.46 GB less at 74432), 1.02-1.08x at 5692-17312 (the kernel's 128 x 128 tiles take
+ * ~1.3x the bytes per output that cuBLASLt's g moves, and each SM's intake bounds both). */
+#define GG_SSM_FUSED_MIN_TOKENS 32768
 
 /* Where the narrow schedule puts the bias sum (an M x H bf16 read). */
 typedef enum {
@@ -86,10 +96,21 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     const int64_t M = p->key.tokens, H = p->key.dim0, E = p->key.dim1;
     /* Not for plans that leave SMs to communication: the kernel takes whatever SMs are free. */
     if (M <= GG_SSM_SMALL_MAX_TOKENS && p->key.sm_reserve == 0 && gg_k_ssm_small_supported(M, H, E)) {
-        p->few_tokens = 1;
+        p->route = ROUTE_SMALL;
         return GG_SUCCESS;
     }
     const int sm_target = gg_plan_sm_target(ctx, p); /* syncing graphs: SMs left to the reductions */
+    if (M >= GG_SSM_FUSED_MIN_TOKENS && sm_target == 0 && !p->key.sync_grads && ctx->has_wgmma &&
+        gg_k_ssm_fused_supported(M, H, E)) {
+        p->route = ROUTE_FUSED;
+        const gg_gemm_shape dw = {0, 1, E, H, M, E, H, E, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, 0};
+        GG_TRY(gg_matmul_plan(ctx, &dw, &p->gemm[GEMM_DW]));
+        const int64_t m_tiles = (M + 127) / 128; /* the kernel's row tiles, one bias row each */
+        p->col_chunks[0] = gg_k_col_sum_chunks(m_tiles, H, GG_DT_F32, ctx->sm_count);
+        p->buffer[BUF_PARTIALS] = gg_plan_take(p, (size_t)p->col_chunks[0] * (size_t)H * sizeof(float));
+        p->buffer[BUF_BIAS_ROWS] = gg_plan_take(p, (size_t)m_tiles * (size_t)H * sizeof(float));
+        return GG_SUCCESS;
+    }
     /* The narrow schedule only for calls that do not sync (those order the work for their reductions). */
     const int narrow_ctas = narrow_rows[narrow_row(M)].narrow_ctas;
     if (sm_target == 0 && !p->key.sync_grads && ctx->sm_count >= 2 * narrow_ctas) p->narrow_ctas = narrow_ctas;
@@ -171,8 +192,35 @@ static gg_status enqueue_narrow(gg_ctx *ctx, const gg_block_plan *p, const gg_bl
     return status != GG_SUCCESS ? status : aux_joined != GG_SUCCESS ? aux_joined : joined;
 }
 
+/* g and its chain in one kernel on the side stream (high priority), then the bias as the column sum of the rows it
+ * summed per 128 tokens; dW beside them on the caller's stream, so that its CTAs take the SMs of the kernel's last
+ * wave as they free instead of waiting for the whole kernel (0.93-0.95x against dW after the kernel at 34784-74432
+ * tokens: docs/perf-notes.md, "Session 29", call 1). */
+static gg_status enqueue_fused(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main) {
+    void *const *t = c->t;
+    cudaStream_t side = gg_side_stream(ctx, main);
+    GG_TRY(gg_stream_handoff(ctx, main, ctx->ev_fork, side));
+    float *bias_rows = gg_plan_buffer(ctx, p, BUF_BIAS_ROWS);
+    gg_status status = GG_SUCCESS;
+    GG_CUDA_GOTO(ctx,
+                 gg_k_ssm_fused(t[T_DY], t[T_W], t[T_GATE_ACT], t[T_SSM], t[T_GATE], t[T_GRAD_SSM], t[T_GRAD_GATE],
+                                bias_rows, c->tokens, c->dim0, c->dim1, c->use_silu_gate, ctx->sm_count, side),
+                 status, join);
+    GG_CUDA_GOTO(ctx,
+                 gg_k_col_sum(bias_rows, GG_DT_F32, (c->tokens + 127) / 128, c->dim0, p->col_chunks[0],
+                              gg_plan_buffer(ctx, p, BUF_PARTIALS), ctx->counter + GG_COUNTER_SUM_A, t[T_DB],
+                              GG_DT_BF16, c->accumulate, NULL, side),
+                 status, join);
+    status = gg_dist_grad_ready(ctx, c, side, T_DB);
+    if (status == GG_SUCCESS) status = enqueue_weight_grad(ctx, p, c, 0, main);
+join:;
+    /* the join even after a failure, so that no stream is left forked from the caller's */
+    const gg_status joined = gg_stream_handoff(ctx, side, ctx->ev_join, main);
+    return status != GG_SUCCESS ? status : joined;
+}
+
 /* The one-launch kernel: both gradients are final when it ends. */
-static gg_status enqueue_fused(gg_ctx *ctx, const gg_block_call *c, cudaStream_t s) {
+static gg_status enqueue_small(gg_ctx *ctx, const gg_block_call *c, cudaStream_t s) {
     void *const *t = c->t;
     GG_CUDA_TRY(ctx, gg_k_ssm_small(t[T_DY], t[T_W], t[T_GATED], t[T_GATE_ACT], t[T_SSM], t[T_GATE], t[T_GRAD_SSM],
                                     t[T_GRAD_GATE], t[T_DW], t[T_DB], c->tokens, c->dim0, c->dim1, c->use_silu_gate,
@@ -182,7 +230,8 @@ static gg_status enqueue_fused(gg_ctx *ctx, const gg_block_call *c, cudaStream_t
 }
 
 static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main) {
-    if (p->few_tokens) return enqueue_fused(ctx, c, main);
+    if (p->route == ROUTE_SMALL) return enqueue_small(ctx, c, main);
+    if (p->route == ROUTE_FUSED) return enqueue_fused(ctx, p, c, main);
     if (p->narrow_ctas > 0) return enqueue_narrow(ctx, p, c, main);
     cudaStream_t side = gg_side_stream(ctx, main);
     /* Fork first: dW and the bias sum start with g. Unlike the FFN blocks, forking after g was measured slower

@@ -19,7 +19,7 @@ typedef struct gg_block_plan {
     size_t scratch_bytes;               /* the arena this plan needs */
     int reduce_blocks;                  /* grid of the block's scalar reduction, if any */
     int col_chunks[2];                  /* row chunks of the block's column sums, if any */
-    int few_tokens;                     /* > 0: a route of the block's own at few tokens (each block says which) */
+    int route;                          /* > 0: a route through kernels of the block's own (each block says which) */
     int narrow_ctas;                    /* > 0: a narrow schedule: memory-bound work on this many SMs beside
                                            GEMMs that leave them free (the FFN blocks' fp16 conversions, block
                                            4's chain) */

@@ -87,6 +87,10 @@ static const gg_case small_cases[] = {
      * the odd shapes above that the one-launch kernel does not take) and, from 32768 tokens, before g (40000) */
     {4, "", 0, 1, 600, 600, 24, 72, 0, 0, 1, 0}, {4, "", 0, 1, 4001, 4001, 24, 256, 0, 0, 1, 0},
     {4, "", 0, 1, 10007, 10007, 24, 40, 0, 0, 0, 0}, {4, "", 0, 1, 40000, 40000, 16, 64, 0, 0, 1, 0},
+    /* block 4's fused kernel (from 32768 tokens, H % 64, E % 128; sm_90a): 516 tiles of 128 x 128, about four per
+     * CTA on an H200 (both consumer warpgroups, the ring and the epilogue buffer reused), two k-tiles, a 104-row
+     * tail, without silu; with silu, one k-tile (only the first of three n-tiles sums bias rows), a 32-row tail */
+    {4, "", 0, 1, 33000, 33000, 128, 256, 0, 0, 0, 0}, {4, "", 0, 1, 32800, 32800, 64, 384, 0, 0, 1, 0},
 };
 
 /* The float64 GPU reference is itself checked against the CPU one. */

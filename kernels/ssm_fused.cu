@@ -1,0 +1,389 @@
+/* ssm_fused.cu - block 4's g = bf16(dY @ W) with the bf16 elementwise chain in the GEMM's epilogue, so that g is
+ * never written or read, and dY's row sums per 128-row tile for the bias gradient on the way (docs/perf-notes.md,
+ * "Session 28" and "Session 29"; the host routes block 4 here from 32768 tokens, where it wins).
+ *
+ * Persistent, one CTA per SM, 384 threads:
+ * - warpgroup 2 produces. Its warp 0 (one thread) feeds a ring of 4 k-tile stages by TMA: per k-tile a box of dY
+ *   [128 rows x 64 k] (K-major) and W's [64 k x 128 n] as two boxes of 64 n (W as it is: wgmma's MN-major B),
+ *   128-byte swizzle. Its warp 1 (one thread) loads each tile's epilogue operands (gate_activated, ssm_output and,
+ *   with the silu gate, gate: 128 x 128 each, boxes of 64 columns) into one buffer once the previous tile's epilogue
+ *   has released it. Its warps 2-3 sum, for tile (m, n), dY's k-tiles kt with kt % n_tiles == n over the tile's 128
+ *   rows (bias_rows), releasing every stage too.
+ * - warpgroups 0 and 1 consume the CTA's tiles in turn (local tile j goes to warpgroup j % 2), kept in the ring's
+ *   order by the mainloop_done and epi_empty barriers, so one's main loop overlaps the other's epilogue. Per k-tile
+ *   2 x 4 wgmma.m64n128k16 (bf16 -> fp32) from shared memory, one group in flight. The epilogue rounds the
+ *   accumulators to bf16 pairs, runs ssm_chain2 with the operands from the buffer in the accumulators' layout,
+ *   writes both outputs over the buffer's first two operands and stores them by TMA.
+ * Shared memory: the ring 4 x 32 KiB + the buffer 96 KiB + alignment = 225 KiB.
+ * Its barrier protocol is model-checked on the CPU by scripts/lab/fused_protocol_sim.py.
+ * Requirements (gg_k_ssm_fused_supported): H % 64 == 0, E % 128 == 0, a 9.0 device running sm_90a code. */
+#include <cuda_bf16.h>
+
+#include "gg_kernels.h"
+#include "mma.cuh"
+#include "ssm_chain.cuh"
+#include "tma.cuh"
+
+using namespace gg;
+
+namespace {
+
+constexpr int kBM = 128, kBN = 128, kBK = 64, kStages = 4;
+constexpr int kFusedThreads = 384;           /* consumers: warpgroups 0, 1; producers: warpgroup 2 */
+constexpr int kABytes = kBM * kBK * 2;       /* a dY box: 16 KiB */
+constexpr int kBBytes = kBN * kBK * 2;       /* W's two boxes: 16 KiB */
+constexpr int kStageBytes = kABytes + kBBytes;
+constexpr int kBoxBytes = kBM * 64 * 2;      /* an operand box, 64 columns x 128 rows: 16 KiB */
+constexpr int kOperandBytes = 2 * kBoxBytes; /* one operand's 128 x 128 tile */
+/* The ring of stages, the buffer of (at most) 3 operands, alignment slack for the swizzle. */
+constexpr size_t kSmemBytes = (size_t)kStages * kStageBytes + 3 * (size_t)kOperandBytes + 1024;
+static_assert(kSmemBytes <= 227 * 1024, "one CTA per SM");
+
+/* Tensor maps (param space: TMA reads them there). */
+struct FusedMaps {
+    CUtensorMap dy, w, op[3], out[2]; /* w: W [H, E] (MN-major B); op: gate_activated, ssm_output, gate;
+                                       * out: grad_ssm_output, grad_gate */
+};
+
+struct FusedArgs {
+    float *bias_rows; /* [m-tiles, H]: row r = Σ of dY's rows 128 r .. 128 r + 127 */
+    int64_t H;
+    int k_tiles, n_tiles, tiles, use_silu_gate;
+};
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define GG_SSM_FUSED_WGMMA 1
+#endif
+
+#ifdef GG_SSM_FUSED_WGMMA
+/* Shared-memory matrix descriptor of a K-major tile with 128-byte rows and the 128-byte swizzle (as gemm_f32w.cu's):
+ * start address, leading offset 16 B (unused with this swizzle), 1024 B between groups of 8 rows, swizzle mode 1. */
+__device__ __forceinline__ uint64_t smem_desc(uint32_t addr) {
+    return ((uint64_t)(addr & 0x3FFFF) >> 4) | ((uint64_t)(16 >> 4) << 16) | ((uint64_t)(1024 >> 4) << 32) |
+           (1ull << 62);
+}
+
+/* The same for an MN-major B tile (W as it is: k rows of 128 bytes = 64 n), 128-byte swizzle, as TMA boxes of 64 k
+ * rows x 64 n leave it: box_bytes between the two 64-wide halves of n (leading offset), 1024 B between groups of 8 k
+ * rows (stride offset). With the two offsets the other way round the tests fail (session 28). */
+__device__ __forceinline__ uint64_t smem_desc_mn(uint32_t addr, uint32_t box_bytes) {
+    return ((uint64_t)(addr & 0x3FFFF) >> 4) | ((uint64_t)(box_bytes >> 4) << 16) | ((uint64_t)(1024 >> 4) << 32) |
+           (1ull << 62);
+}
+
+/* d += A[64 x 16] * B[16 x 128] (A K-major, B MN-major, both in shared memory). d: this thread's 64 fp32
+ * accumulators. */
+__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t da, uint64_t db) {
+    asm volatile("{\n"
+                 ".reg .pred p;\n"
+                 "setp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+                 "%64, %65, p, 1, 1, 0, 1;\n" /* scale-a, scale-b 1; A K-major, B transposed */
+                 "}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),
+                   "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),
+                   "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),
+                   "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
+                   "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]),
+                   "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]),
+                   "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),
+                   "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                 : "l"(da), "l"(db), "r"(1)); /* scale-d = 1: accumulate */
+}
+
+__device__ __forceinline__ uint32_t bf162_bits(__nv_bfloat162 v) { return *reinterpret_cast<uint32_t *>(&v); }
+
+__device__ __forceinline__ __nv_bfloat162 lds_bf162(uint32_t addr) {
+    uint32_t v;
+    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr));
+    return *reinterpret_cast<__nv_bfloat162 *>(&v);
+}
+
+/* Byte offset of element (r, c) of a 128 x 128 operand tile stored as two boxes of 64 columns, 128-byte rows with the
+ * 128-byte swizzle (16-byte chunk k of row r at chunk k ^ (r % 8)). */
+__device__ __forceinline__ uint32_t operand_offset(int r, int c) {
+    const int box = c >> 6, cc = c & 63;
+    return (uint32_t)(box * kBoxBytes + r * 128 + ((((cc >> 3) ^ (r & 7))) << 4) + (cc & 7) * 2);
+}
+#endif
+
+/* The chain on one tile: for each of this thread's bf16 pairs of g (gp, in the accumulators' layout: pair 2g + h of
+ * m-half m at row 64 m + 16 warp + lane / 4 + 8 h, columns 8 g + 2 (lane % 4) + {0, 1}), its operands from the
+ * buffer, and grad_ssm_output and grad_gate written over gate_activated and ssm_output there (each thread over the
+ * pairs it alone read). */
+template <bool kSilu>
+__device__ __forceinline__ void chain_epilogue(const uint32_t (&gp)[2][32], uint32_t epi, int warp, int lane) {
+#ifdef GG_SSM_FUSED_WGMMA
+#pragma unroll
+    for (int m = 0; m < 2; ++m)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            /* A row's 16 pairs: every load first, then the chain and the stores, so that 16 pairs' loads and
+             * arithmetic are in flight at once (the shared accesses are volatile asm: they keep their order). */
+            const int r = m * 64 + warp * 16 + (lane >> 2) + 8 * h;
+            __nv_bfloat162 ga[kBN / 8], so[kBN / 8], gt[kBN / 8];
+#pragma unroll
+            for (int g = 0; g < kBN / 8; ++g) {
+                const uint32_t off = epi + operand_offset(r, 8 * g + 2 * (lane & 3));
+                ga[g] = lds_bf162(off);
+                so[g] = lds_bf162(off + kOperandBytes);
+                if (kSilu) gt[g] = lds_bf162(off + 2 * kOperandBytes);
+            }
+#pragma unroll
+            for (int g = 0; g < kBN / 8; ++g) {
+                const uint32_t off = epi + operand_offset(r, 8 * g + 2 * (lane & 3));
+                uint32_t bits = gp[m][2 * g + h];
+                const __nv_bfloat162 gv = *reinterpret_cast<__nv_bfloat162 *>(&bits);
+                __nv_bfloat162 gs, gg;
+                ssm_chain2(gv, ga[g], so[g], kSilu ? gt[g] : gv, kSilu, gs, gg);
+                asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(off), "r"(bf162_bits(gs)) : "memory");
+                asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(off + kOperandBytes), "r"(bf162_bits(gg)) : "memory");
+            }
+        }
+#endif
+}
+
+/* bias_rows[m_tile, 64 kt .. 64 kt + 63] = Σ over the stage's 128 dY rows (its A box: 128 rows x 64 k, 128-byte
+ * rows with the 128-byte swizzle), by kThreads threads (t: 0 .. kThreads - 1; named barrier kBar), in a fixed
+ * order: per thread 1024 / kThreads rows of one 16-byte chunk, then the warp's lanes of that chunk (xor 8, 16), then
+ * the warps in order. Tile (m, n) sums the k-tiles kt with kt % n_tiles == n, so each (m-tile, k-tile) is summed
+ * once and every tile does little. */
+template <int kThreads, int kBar>
+__device__ __forceinline__ void bias_rows_of_k_tile(const FusedArgs &a, uint32_t sa, int m_tile, int kt, int t,
+                                                    float (&red)[4][kBK]) {
+#ifdef GG_SSM_FUSED_WGMMA
+    constexpr int kWarps = kThreads / 32, kRowsPerThread = kBM * 8 / kThreads;
+    const int chunk = t & 7, warp = t >> 5, lane = t & 31;
+    float sum[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) sum[e] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kRowsPerThread; ++i) {
+        const int r = (t >> 3) + (kThreads / 8) * i;
+        uint4 v;
+        asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                     : "r"(sa + (uint32_t)(r * 128 + ((chunk ^ (r & 7)) << 4))));
+        const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            sum[2 * e] += __uint_as_float(w[e] << 16);
+            sum[2 * e + 1] += __uint_as_float(w[e] & 0xFFFF0000u);
+        }
+    }
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+        sum[e] += __shfl_xor_sync(0xFFFFFFFFu, sum[e], 8);
+        sum[e] += __shfl_xor_sync(0xFFFFFFFFu, sum[e], 16);
+    }
+    if (lane < 8)
+#pragma unroll
+        for (int e = 0; e < 8; ++e) red[warp][8 * lane + e] = sum[e];
+    asm volatile("bar.sync %0, %1;\n" ::"n"(kBar), "n"(kThreads) : "memory");
+    if (t < kBK) {
+        float total = 0.0f;
+#pragma unroll
+        for (int w = 0; w < kWarps; ++w) total += red[w][t];
+        a.bias_rows[(int64_t)m_tile * a.H + (int64_t)kt * kBK + t] = total;
+    }
+    asm volatile("bar.sync %0, %1;\n" ::"n"(kBar), "n"(kThreads) : "memory"); /* red is free again */
+#endif
+}
+
+#ifdef GG_SSM_FUSED_WGMMA
+/* Local tile j of this CTA: its global index (m-tile x n_tiles + n-tile), or -1 past the end. */
+__device__ __forceinline__ int tile_of(const FusedArgs &a, int j) {
+    const int t = (int)blockIdx.x + j * (int)gridDim.x;
+    return t < a.tiles ? t : -1;
+}
+#endif
+
+__global__ void __launch_bounds__(kFusedThreads, 1)
+    ssm_fused_kernel(const __grid_constant__ FusedMaps maps, const FusedArgs a) {
+#ifdef GG_SSM_FUSED_WGMMA
+    extern __shared__ unsigned char smem_raw[];
+    unsigned char *smem =
+        reinterpret_cast<unsigned char *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~(uintptr_t)1023);
+    __shared__ __align__(8) uint64_t full[kStages], empty[kStages], epi_full, epi_empty, mainloop_done;
+    __shared__ float bias_red[4][kBK]; /* the bias warps' partial sums */
+    const uint32_t ring = smem_addr(smem), epi = ring + (uint32_t)(kStages * kStageBytes);
+    const uint32_t full0 = smem_addr(&full[0]), empty0 = smem_addr(&empty[0]);
+    const uint32_t epi_full_bar = smem_addr(&epi_full), epi_empty_bar = smem_addr(&epi_empty);
+    const uint32_t mainloop_bar = smem_addr(&mainloop_done);
+    const int wg = (int)threadIdx.x >> 7, warp = ((int)threadIdx.x >> 5) & 3, lane = (int)threadIdx.x & 31;
+    const int n_in = a.use_silu_gate ? 3 : 2;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < kStages; ++s) {
+            mbar_init(full0 + 8 * s, 1);
+            /* a stage is free once every thread of the consuming warpgroup and of the two bias warps released it */
+            mbar_init(empty0 + 8 * s, 128 + 64);
+        }
+        mbar_init(epi_full_bar, 1);
+        mbar_init(epi_empty_bar, 1); /* the consumer thread that stores the tile */
+        mbar_init(mainloop_bar, 128);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+
+    if (wg == 2) { /* producers */
+        if (warp >= 2) { /* the bias rows, from every stage's dY box (each stage released by these 64 threads too) */
+            int q = 0;
+            for (int j = 0, t; (t = tile_of(a, j)) >= 0; ++j)
+                for (int kt = 0; kt < a.k_tiles; ++kt, ++q) {
+                    const int s = q % kStages;
+                    mbar_wait(full0 + 8 * s, (unsigned)((q / kStages) & 1));
+                    if (kt % a.n_tiles == t % a.n_tiles)
+                        bias_rows_of_k_tile<64, 3>(a, ring + (uint32_t)(s * kStageBytes), t / a.n_tiles, kt,
+                                                   (int)threadIdx.x - 320, bias_red);
+                    mbar_arrive(empty0 + 8 * s);
+                }
+            return;
+        }
+        if (lane == 0) { /* one thread per producer warp; the warp waits for it */
+            if (warp == 0) { /* the ring: every k-tile of the CTA's tiles, in order */
+                int q = 0;
+                for (int j = 0, t; (t = tile_of(a, j)) >= 0; ++j) {
+                    const int m0 = (t / a.n_tiles) * kBM, n0 = (t % a.n_tiles) * kBN;
+                    for (int kt = 0; kt < a.k_tiles; ++kt, ++q) {
+                        const int s = q % kStages;
+                        if (q >= kStages) mbar_wait(empty0 + 8 * s, (unsigned)((q / kStages - 1) & 1));
+                        const uint32_t stage = ring + (uint32_t)(s * kStageBytes);
+                        mbar_expect_tx(full0 + 8 * s, kStageBytes);
+                        tma_load_2d(stage, &maps.dy, kt * kBK, m0, full0 + 8 * s);
+                        for (int b = 0; b < 2; ++b) /* W's two boxes: 64 k rows x 64 n */
+                            tma_load_2d(stage + kABytes + (uint32_t)(b * kBBytes / 2), &maps.w, n0 + 64 * b,
+                                        kt * kBK, full0 + 8 * s);
+                    }
+                }
+            } else if (warp == 1) { /* the epilogue buffer: each tile's operands once the previous tile released it */
+                const uint64_t policy = l2_evict_first_policy(); /* read once */
+                for (int j = 0, t; (t = tile_of(a, j)) >= 0; ++j) {
+                    const int m0 = (t / a.n_tiles) * kBM, n0 = (t % a.n_tiles) * kBN;
+                    if (j >= 1) mbar_wait(epi_empty_bar, (unsigned)((j - 1) & 1));
+                    mbar_expect_tx(epi_full_bar, (unsigned)(n_in * kOperandBytes));
+                    for (int o = 0; o < n_in; ++o)
+                        for (int b = 0; b < 2; ++b)
+                            tma_load_2d_hint(epi + (uint32_t)(o * kOperandBytes + b * kBoxBytes), &maps.op[o],
+                                             n0 + 64 * b, m0, epi_full_bar, policy);
+                }
+            }
+        }
+        __syncwarp();
+        return;
+    }
+
+    /* Consumers: warpgroup wg takes local tiles wg, wg + 2, ... Tile j's main loop starts once tile j - 1's has
+     * ended (mainloop_done, one phase per tile), and its epilogue once tile j - 1's has released the buffer
+     * (epi_empty). Both keep the two warpgroups in the ring's order, which the parity waits need: without the first,
+     * a warpgroup could wait on a stage whose previous use (the other warpgroup's) has not landed yet, see that
+     * earlier phase's parity as done and read stale data; without the second, the same on epi_full. A waiter's own
+     * previous tile completed the phase before the one it waits for, so no wait is two phases behind. */
+    float acc[2][64];
+    for (int j = wg, t; (t = tile_of(a, j)) >= 0; j += 2) {
+        const int m0 = (t / a.n_tiles) * kBM, n0 = (t % a.n_tiles) * kBN;
+        if (j >= 1) mbar_wait(mainloop_bar, (unsigned)((j - 1) & 1));
+#pragma unroll
+        for (int m = 0; m < 2; ++m)
+#pragma unroll
+            for (int i = 0; i < 64; ++i) acc[m][i] = 0.0f;
+        /* One k-tile's wgmma group stays in flight while the next is issued; a stage is released once the group that
+         * read it has completed (wait_group 1 after the next commit). */
+        int prev = -1;
+        for (int kt = 0; kt < a.k_tiles; ++kt) {
+            const int q = j * a.k_tiles + kt, s = q % kStages;
+            mbar_wait(full0 + 8 * s, (unsigned)((q / kStages) & 1));
+            const uint32_t sa = ring + (uint32_t)(s * kStageBytes), sb = sa + kABytes;
+            asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+            for (int m = 0; m < 2; ++m)
+#pragma unroll
+                for (int k = 0; k < kBK / 16; ++k) /* 16 k = 32 bytes further along A's swizzled rows, 16 of B's */
+                    wgmma_m64n128k16(acc[m], smem_desc(sa + m * 64 * 128 + k * 32),
+                                     smem_desc_mn(sb + k * 16 * 128, kBBytes / 2));
+            asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+            if (prev >= 0) {
+                asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+                mbar_arrive(empty0 + 8 * prev);
+            }
+            prev = s;
+        }
+        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+        if (prev >= 0) mbar_arrive(empty0 + 8 * prev);
+        mbar_arrive(mainloop_bar);
+        /* The epilogue. Accumulator layout of m64nNk16: pair 4g + 2h + {0, 1} of a warp's 16 rows is at (row
+         * 16 warp + lane / 4 + 8 h, columns 8 g + 2 (lane % 4) + {0, 1}). */
+        if (j >= 1) mbar_wait(epi_empty_bar, (unsigned)((j - 1) & 1));
+        mbar_wait(epi_full_bar, (unsigned)(j & 1));
+        {
+            /* The accumulators rounded to bf16 pairs first (what a bf16 GEMM output is): that frees half of their
+             * registers for the chain's loads and arithmetic in flight. */
+            uint32_t gp[2][32];
+#pragma unroll
+            for (int m = 0; m < 2; ++m)
+#pragma unroll
+                for (int i = 0; i < 32; ++i)
+                    gp[m][i] = bf162_bits(__floats2bfloat162_rn(acc[m][2 * i], acc[m][2 * i + 1]));
+            if (a.use_silu_gate)
+                chain_epilogue<true>(gp, epi, warp, lane);
+            else
+                chain_epilogue<false>(gp, epi, warp, lane);
+        }
+        /* The warpgroup's writes, then one thread stores the two outputs' four boxes (rows past M are not written)
+         * and releases the buffer once the TMA has read it. */
+        fence_proxy_async();
+        asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");
+        if ((threadIdx.x & 127) == 0) {
+            for (int o = 0; o < 2; ++o)
+                for (int b = 0; b < 2; ++b)
+                    tma_store_2d(&maps.out[o], n0 + 64 * b, m0, epi + (uint32_t)(o * kOperandBytes + b * kBoxBytes));
+            bulk_commit();
+            bulk_wait_read_all();
+            mbar_arrive(epi_empty_bar);
+        }
+    }
+    if ((threadIdx.x & 127) == 0) bulk_wait_all(); /* the last stores' global writes */
+#else
+    __trap(); /* the host launches this kernel only on a 9.0 device of a build with sm_90a code */
+#endif
+}
+
+} // namespace
+
+extern "C" int gg_k_ssm_fused_supported(int64_t M, int64_t H, int64_t E) {
+    return M > 0 && H > 0 && E > 0 && H % kBK == 0 && E % kBN == 0 && H <= INT32_MAX && E <= INT32_MAX &&
+           (M + kBM - 1) / kBM * (E / kBN) <= INT32_MAX && encode_fn() != nullptr;
+}
+
+extern "C" cudaError_t gg_k_ssm_fused(const uint16_t *grad_output, const uint16_t *weight,
+                                      const uint16_t *gate_activated, const uint16_t *ssm_output, const uint16_t *gate,
+                                      uint16_t *grad_ssm_output, uint16_t *grad_gate, float *bias_rows, int64_t M,
+                                      int64_t H, int64_t E, int use_silu_gate, int sm_count, cudaStream_t stream) {
+    cudaError_t e =
+        cudaFuncSetAttribute(ssm_fused_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSmemBytes);
+    if (e != cudaSuccess) return e;
+    FusedMaps maps;
+    const CUtensorMapDataType bf16 = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    const void *ops[3] = {gate_activated, ssm_output, gate};
+    bool ok = encode_swizzled(&maps.dy, bf16, 2, grad_output, M, H, kBK, kBM) &&
+              encode_swizzled(&maps.w, bf16, 2, weight, H, E, 64, kBK);
+    for (int o = 0; o < (use_silu_gate ? 3 : 2) && ok; ++o)
+        ok = encode_swizzled(&maps.op[o], bf16, 2, ops[o], M, E, 64, kBM);
+    ok = ok && encode_swizzled(&maps.out[0], bf16, 2, grad_ssm_output, M, E, 64, kBM) &&
+         encode_swizzled(&maps.out[1], bf16, 2, grad_gate, M, E, 64, kBM);
+    if (!ok) return cudaErrorInvalidValue;
+    FusedArgs a;
+    a.bias_rows = bias_rows;
+    a.H = H;
+    a.k_tiles = (int)(H / kBK);
+    a.n_tiles = (int)(E / kBN);
+    a.tiles = (int)((M + kBM - 1) / kBM) * a.n_tiles;
+    a.use_silu_gate = use_silu_gate;
+    const int grid = a.tiles < sm_count ? a.tiles : (sm_count > 0 ? sm_count : 1);
+    ssm_fused_kernel<<<grid, kFusedThreads, kSmemBytes, stream>>>(maps, a);
+    return cudaGetLastError();
+}
