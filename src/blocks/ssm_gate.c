@@ -45,9 +45,9 @@ static const gg_tensor_spec tensors[] = {
 #define GG_SSM_SMALL_MAX_TOKENS 256
 
 /* From this many tokens g and its chain run as one kernel of gradgraph's own, dW beside it. Measured on an H200
- * (docs/perf-notes.md, "Session 29", calls 1 and 3), against the narrow schedule: 0.93-0.96x at 34784-74432 tokens
- * (g is never written or read: 0.46 GB less at 74432), 1.02-1.08x at 5692-17312 (the kernel's 128 x 128 tiles take
- * ~1.3x the bytes per output that cuBLASLt's g moves, and each SM's intake bounds both). */
+ * (docs/perf-notes.md, "Session 29", calls 1, 3 and 4), against the narrow schedule: 0.93-0.97x at 34784-74432
+ * tokens (g is never written or read: 0.46 GB less at 74432), 1.02-1.08x at 5692-17312, where the kernel's 1.9x the
+ * time of cuBLASLt's g alone shows (its main loop and its epilogue slow each other on every SM: calls 8-9). */
 #define GG_SSM_FUSED_MIN_TOKENS 32768
 
 /* Where the narrow schedule puts the bias sum (an M x H bf16 read). */
@@ -194,7 +194,7 @@ static gg_status enqueue_narrow(gg_ctx *ctx, const gg_block_plan *p, const gg_bl
 
 /* g and its chain in one kernel on the side stream (high priority), then the bias as the column sum of the rows it
  * summed per 128 tokens; dW beside them on the caller's stream, so that its CTAs take the SMs of the kernel's last
- * wave as they free instead of waiting for the whole kernel (0.93-0.95x against dW after the kernel at 34784-74432
+ * wave as they free instead of waiting for the whole kernel (0.97-0.99x against dW after the kernel at 34784-74432
  * tokens: docs/perf-notes.md, "Session 29", call 1). */
 static gg_status enqueue_fused(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main) {
     void *const *t = c->t;
