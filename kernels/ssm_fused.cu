@@ -15,7 +15,7 @@
  *   accumulators to bf16 pairs, runs ssm_chain2 with the operands from the buffer in the accumulators' layout,
  *   writes both outputs over the buffer's first two operands and stores them by TMA.
  * Shared memory: the ring 4 x 32 KiB + the buffer 96 KiB + alignment = 225 KiB.
- * Its barrier protocol is model-checked on the CPU by scripts/lab/fused_protocol_sim.py.
+ * Its barrier protocol is model-checked on the CPU by tests/model/fused_protocol_sim.py (a ctest).
  * Requirements (gg_k_ssm_fused_supported): H % 64 == 0, E % 128 == 0, a 9.0 device running sm_90a code. */
 #include <cuda_bf16.h>
 
