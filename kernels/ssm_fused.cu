@@ -6,15 +6,16 @@
  * - warpgroup 2 produces. Its warp 0 (one thread) feeds a ring of 4 k-tile stages by TMA: per k-tile a box of dY
  *   [128 rows x 64 k] (K-major) and W's [64 k x 128 n] as two boxes of 64 n (W as it is: wgmma's MN-major B),
  *   128-byte swizzle. Its warp 1 (one thread) loads each tile's epilogue operands (gate_activated, ssm_output and,
- *   with the silu gate, gate: 128 x 128 each, boxes of 64 columns) into one buffer once the previous tile's epilogue
- *   has released it. Its warps 2-3 sum, for tile (m, n), dY's k-tiles kt with kt % n_tiles == n over the tile's 128
+ *   with the silu gate, gate: 128 x 128 each) into a buffer of two halves of 64 rows (boxes of 64 columns), each half
+ *   once the previous tile has released that half: the next tile's first half loads while this tile's second half
+ *   is in the chain. Its warps 2-3 sum, for tile (m, n), dY's k-tiles kt with kt % n_tiles == n over the tile's 128
  *   rows (bias_rows), releasing every stage too.
  * - warpgroups 0 and 1 consume the CTA's tiles in turn (local tile j goes to warpgroup j % 2), kept in the ring's
  *   order by the mainloop_done and epi_empty barriers, so one's main loop overlaps the other's epilogue. Per k-tile
  *   2 x 4 wgmma.m64n128k16 (bf16 -> fp32) from shared memory, one group in flight. The epilogue rounds the
- *   accumulators to bf16 pairs, runs ssm_chain2 with the operands from the buffer in the accumulators' layout,
- *   writes both outputs over the buffer's first two operands and stores them by TMA.
- * Shared memory: the ring 4 x 32 KiB + the buffer 96 KiB + alignment = 225 KiB.
+ *   accumulators to bf16 pairs, then per half reads the operands by ldmatrix (the accumulators' layout), runs
+ *   ssm_chain2, writes both outputs over the half's first two operands by stmatrix and stores them by TMA.
+ * Shared memory: the ring 4 x 32 KiB + the buffer 2 x 48 KiB + alignment = 225 KiB.
  * Its barrier protocol is model-checked on the CPU by tests/model/fused_protocol_sim.py (a ctest).
  * Requirements (gg_k_ssm_fused_supported): H % 64 == 0, E % 128 == 0, a 9.0 device running sm_90a code. */
 #include <cuda_bf16.h>
@@ -33,10 +34,12 @@ constexpr int kFusedThreads = 384;           /* consumers: warpgroups 0, 1; prod
 constexpr int kABytes = kBM * kBK * 2;       /* a dY box: 16 KiB */
 constexpr int kBBytes = kBN * kBK * 2;       /* W's two boxes: 16 KiB */
 constexpr int kStageBytes = kABytes + kBBytes;
-constexpr int kBoxBytes = kBM * 64 * 2;      /* an operand box, 64 columns x 128 rows: 16 KiB */
-constexpr int kOperandBytes = 2 * kBoxBytes; /* one operand's 128 x 128 tile */
-/* The ring of stages, the buffer of (at most) 3 operands, alignment slack for the swizzle. */
-constexpr size_t kSmemBytes = (size_t)kStages * kStageBytes + 3 * (size_t)kOperandBytes + 1024;
+constexpr int kHalfRows = kBM / 2;                /* the epilogue buffer's halves */
+constexpr int kBoxBytes = kHalfRows * 64 * 2;     /* an operand box, 64 columns x 64 rows: 8 KiB */
+constexpr int kOperandBytes = 2 * kBoxBytes;      /* one operand's half tile, 64 x 128 */
+constexpr int kHalfBytes = 3 * kOperandBytes;     /* a half of the buffer: (at most) 3 operands */
+/* The ring of stages, the buffer's two halves, alignment slack for the swizzle. */
+constexpr size_t kSmemBytes = (size_t)kStages * kStageBytes + 2 * (size_t)kHalfBytes + 1024;
 static_assert(kSmemBytes <= 227 * 1024, "one CTA per SM");
 
 /* Tensor maps (param space: TMA reads them there). */
@@ -97,54 +100,65 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t da, ui
 }
 
 __device__ __forceinline__ uint32_t bf162_bits(__nv_bfloat162 v) { return *reinterpret_cast<uint32_t *>(&v); }
+__device__ __forceinline__ __nv_bfloat162 as_bf162(uint32_t v) { return *reinterpret_cast<__nv_bfloat162 *>(&v); }
 
-__device__ __forceinline__ __nv_bfloat162 lds_bf162(uint32_t addr) {
-    uint32_t v;
-    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr));
-    return *reinterpret_cast<__nv_bfloat162 *>(&v);
-}
-
-/* Byte offset of element (r, c) of a 128 x 128 operand tile stored as two boxes of 64 columns, 128-byte rows with the
- * 128-byte swizzle (16-byte chunk k of row r at chunk k ^ (r % 8)). */
+/* Byte offset of element (r, c) of an operand's half tile (64 x 128) stored as two boxes of 64 columns, 128-byte rows
+ * with the 128-byte swizzle (16-byte chunk k of row r at chunk k ^ (r % 8)). */
 __device__ __forceinline__ uint32_t operand_offset(int r, int c) {
     const int box = c >> 6, cc = c & 63;
     return (uint32_t)(box * kBoxBytes + r * 128 + ((((cc >> 3) ^ (r & 7))) << 4) + (cc & 7) * 2);
 }
+
+/* Four 8 x 8 bf16 matrices from shared memory, and back: lane l gives the address of row l % 8 of matrix l / 8, and
+ * thread t holds (row t / 4, columns 2 (t % 4) + {0, 1}) of matrix i in v[i], the accumulators' layout. */
+__device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t *v) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3])
+                 : "r"(addr));
+}
+__device__ __forceinline__ void stsm_x4(uint32_t addr, const uint32_t *v) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(v[0]),
+                 "r"(v[1]), "r"(v[2]), "r"(v[3])
+                 : "memory");
+}
 #endif
 
-/* The chain on one tile: for each of this thread's bf16 pairs of g (gp, in the accumulators' layout: pair 2g + h of
- * m-half m at row 64 m + 16 warp + lane / 4 + 8 h, columns 8 g + 2 (lane % 4) + {0, 1}), its operands from the
- * buffer, and grad_ssm_output and grad_gate written over gate_activated and ssm_output there (each thread over the
- * pairs it alone read). */
+/* The chain on one half of a tile (m-half m of the accumulators: 64 rows): for each of this thread's bf16 pairs of g
+ * there (gp = the accumulators' pairs of that half: pair 2g + h at row 16 warp + lane / 4 + 8 h of the half, columns
+ * 8 g + 2 (lane % 4) + {0, 1}), its operands from the half buffer at `half`, and grad_ssm_output and grad_gate
+ * written over gate_activated and ssm_output there. Per group of 8 rows, ldmatrix.x4 reads four column groups of an
+ * operand, and stmatrix.x4 writes four of a result: a quarter of the shared-memory instructions of 4-byte accesses
+ * (call 12 of session 29: the kernel 0-2 % faster). */
 template <bool kSilu>
-__device__ __forceinline__ void chain_epilogue(const uint32_t (&gp)[2][32], uint32_t epi, int warp, int lane) {
+__device__ __forceinline__ void chain_half(const uint32_t (&gp)[32], uint32_t half, int warp, int lane) {
 #ifdef GG_SSM_FUSED_WGMMA
 #pragma unroll
-    for (int m = 0; m < 2; ++m)
+    for (int h = 0; h < 2; ++h) {
+        /* all of a row group's operands first, then the chain and the stores: 16 pairs in flight at once */
+        const int r = warp * 16 + 8 * h + (lane & 7); /* the row this lane addresses */
+        uint32_t ga[kBN / 8], so[kBN / 8], gt[kBN / 8], gs[kBN / 8], gg[kBN / 8];
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            /* A row's 16 pairs: every load first, then the chain and the stores, so that 16 pairs' loads and
-             * arithmetic are in flight at once (the shared accesses are volatile asm: they keep their order). */
-            const int r = m * 64 + warp * 16 + (lane >> 2) + 8 * h;
-            __nv_bfloat162 ga[kBN / 8], so[kBN / 8], gt[kBN / 8];
-#pragma unroll
-            for (int g = 0; g < kBN / 8; ++g) {
-                const uint32_t off = epi + operand_offset(r, 8 * g + 2 * (lane & 3));
-                ga[g] = lds_bf162(off);
-                so[g] = lds_bf162(off + kOperandBytes);
-                if (kSilu) gt[g] = lds_bf162(off + 2 * kOperandBytes);
-            }
-#pragma unroll
-            for (int g = 0; g < kBN / 8; ++g) {
-                const uint32_t off = epi + operand_offset(r, 8 * g + 2 * (lane & 3));
-                uint32_t bits = gp[m][2 * g + h];
-                const __nv_bfloat162 gv = *reinterpret_cast<__nv_bfloat162 *>(&bits);
-                __nv_bfloat162 gs, gg;
-                ssm_chain2(gv, ga[g], so[g], kSilu ? gt[g] : gv, kSilu, gs, gg);
-                asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(off), "r"(bf162_bits(gs)) : "memory");
-                asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(off + kOperandBytes), "r"(bf162_bits(gg)) : "memory");
-            }
+        for (int g4 = 0; g4 < kBN / 8; g4 += 4) { /* column groups g4 .. g4 + 3 */
+            const uint32_t off = half + operand_offset(r, 8 * (g4 + (lane >> 3)));
+            ldsm_x4(off, &ga[g4]);
+            ldsm_x4(off + kOperandBytes, &so[g4]);
+            if (kSilu) ldsm_x4(off + 2 * kOperandBytes, &gt[g4]);
         }
+#pragma unroll
+        for (int g = 0; g < kBN / 8; ++g) {
+            __nv_bfloat162 s2, g2;
+            ssm_chain2(as_bf162(gp[2 * g + h]), as_bf162(ga[g]), as_bf162(so[g]),
+                       as_bf162(kSilu ? gt[g] : gp[2 * g + h]), kSilu, s2, g2);
+            gs[g] = bf162_bits(s2);
+            gg[g] = bf162_bits(g2);
+        }
+#pragma unroll
+        for (int g4 = 0; g4 < kBN / 8; g4 += 4) {
+            const uint32_t off = half + operand_offset(r, 8 * (g4 + (lane >> 3)));
+            stsm_x4(off, &gs[g4]);
+            stsm_x4(off + kOperandBytes, &gg[g4]);
+        }
+    }
 #endif
 }
 
@@ -209,11 +223,11 @@ __global__ void __launch_bounds__(kFusedThreads, 1)
     extern __shared__ unsigned char smem_raw[];
     unsigned char *smem =
         reinterpret_cast<unsigned char *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~(uintptr_t)1023);
-    __shared__ __align__(8) uint64_t full[kStages], empty[kStages], epi_full, epi_empty, mainloop_done;
+    __shared__ __align__(8) uint64_t full[kStages], empty[kStages], epi_full[2], epi_empty[2], mainloop_done;
     __shared__ float bias_red[4][kBK]; /* the bias warps' partial sums */
     const uint32_t ring = smem_addr(smem), epi = ring + (uint32_t)(kStages * kStageBytes);
     const uint32_t full0 = smem_addr(&full[0]), empty0 = smem_addr(&empty[0]);
-    const uint32_t epi_full_bar = smem_addr(&epi_full), epi_empty_bar = smem_addr(&epi_empty);
+    const uint32_t epi_full0 = smem_addr(&epi_full[0]), epi_empty0 = smem_addr(&epi_empty[0]); /* per half, 8 B */
     const uint32_t mainloop_bar = smem_addr(&mainloop_done);
     const int wg = (int)threadIdx.x >> 7, warp = ((int)threadIdx.x >> 5) & 3, lane = (int)threadIdx.x & 31;
     const int n_in = a.use_silu_gate ? 3 : 2;
@@ -223,8 +237,10 @@ __global__ void __launch_bounds__(kFusedThreads, 1)
             /* a stage is free once every thread of the consuming warpgroup and of the two bias warps released it */
             mbar_init(empty0 + 8 * s, 128 + 64);
         }
-        mbar_init(epi_full_bar, 1);
-        mbar_init(epi_empty_bar, 1); /* the consumer thread that stores the tile */
+        for (int h = 0; h < 2; ++h) {
+            mbar_init(epi_full0 + 8 * h, 1);
+            mbar_init(epi_empty0 + 8 * h, 1); /* the consumer thread that stores the half */
+        }
         mbar_init(mainloop_bar, 128);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -264,12 +280,15 @@ __global__ void __launch_bounds__(kFusedThreads, 1)
                 const uint64_t policy = l2_evict_first_policy(); /* read once */
                 for (int j = 0, t; (t = tile_of(a, j)) >= 0; ++j) {
                     const int m0 = (t / a.n_tiles) * kBM, n0 = (t % a.n_tiles) * kBN;
-                    if (j >= 1) mbar_wait(epi_empty_bar, (unsigned)((j - 1) & 1));
-                    mbar_expect_tx(epi_full_bar, (unsigned)(n_in * kOperandBytes));
-                    for (int o = 0; o < n_in; ++o)
-                        for (int b = 0; b < 2; ++b)
-                            tma_load_2d_hint(epi + (uint32_t)(o * kOperandBytes + b * kBoxBytes), &maps.op[o],
-                                             n0 + 64 * b, m0, epi_full_bar, policy);
+                    for (int h = 0; h < 2; ++h) { /* rows m0 + 64 h .. m0 + 64 h + 63 */
+                        const uint32_t half = epi + (uint32_t)(h * kHalfBytes), full_bar = epi_full0 + 8 * h;
+                        if (j >= 1) mbar_wait(epi_empty0 + 8 * h, (unsigned)((j - 1) & 1));
+                        mbar_expect_tx(full_bar, (unsigned)(n_in * kOperandBytes));
+                        for (int o = 0; o < n_in; ++o)
+                            for (int b = 0; b < 2; ++b)
+                                tma_load_2d_hint(half + (uint32_t)(o * kOperandBytes + b * kBoxBytes), &maps.op[o],
+                                                 n0 + 64 * b, m0 + kHalfRows * h, full_bar, policy);
+                    }
                 }
             }
         }
@@ -278,11 +297,12 @@ __global__ void __launch_bounds__(kFusedThreads, 1)
     }
 
     /* Consumers: warpgroup wg takes local tiles wg, wg + 2, ... Tile j's main loop starts once tile j - 1's has
-     * ended (mainloop_done, one phase per tile), and its epilogue once tile j - 1's has released the buffer
-     * (epi_empty). Both keep the two warpgroups in the ring's order, which the parity waits need: without the first,
-     * a warpgroup could wait on a stage whose previous use (the other warpgroup's) has not landed yet, see that
-     * earlier phase's parity as done and read stale data; without the second, the same on epi_full. A waiter's own
-     * previous tile completed the phase before the one it waits for, so no wait is two phases behind. */
+     * ended (mainloop_done, one phase per tile), and each half of its epilogue once tile j - 1's has released that
+     * half of the buffer (epi_empty, per half). Both keep the two warpgroups in the ring's order, which the parity
+     * waits need: without the first, a warpgroup could wait on a stage whose previous use (the other warpgroup's)
+     * has not landed yet, see that earlier phase's parity as done and read stale data; without the second, the same
+     * on a half's epi_full. A waiter's own previous tile completed the phase before the one it waits for, so no wait
+     * is two phases behind. */
     float acc[2][64];
     for (int j = wg, t; (t = tile_of(a, j)) >= 0; j += 2) {
         const int m0 = (t / a.n_tiles) * kBM, n0 = (t % a.n_tiles) * kBN;
@@ -317,33 +337,38 @@ __global__ void __launch_bounds__(kFusedThreads, 1)
         mbar_arrive(mainloop_bar);
         /* The epilogue. Accumulator layout of m64nNk16: pair 4g + 2h + {0, 1} of a warp's 16 rows is at (row
          * 16 warp + lane / 4 + 8 h, columns 8 g + 2 (lane % 4) + {0, 1}). */
-        if (j >= 1) mbar_wait(epi_empty_bar, (unsigned)((j - 1) & 1));
-        mbar_wait(epi_full_bar, (unsigned)(j & 1));
-        {
-            /* The accumulators rounded to bf16 pairs first (what a bf16 GEMM output is): that frees half of their
-             * registers for the chain's loads and arithmetic in flight. */
-            uint32_t gp[2][32];
+        /* The accumulators rounded to bf16 pairs first (what a bf16 GEMM output is): that frees half of their
+         * registers for the chain's loads and arithmetic in flight. */
+        uint32_t gp[2][32];
 #pragma unroll
-            for (int m = 0; m < 2; ++m)
+        for (int m = 0; m < 2; ++m)
 #pragma unroll
-                for (int i = 0; i < 32; ++i)
-                    gp[m][i] = bf162_bits(__floats2bfloat162_rn(acc[m][2 * i], acc[m][2 * i + 1]));
+            for (int i = 0; i < 32; ++i)
+                gp[m][i] = bf162_bits(__floats2bfloat162_rn(acc[m][2 * i], acc[m][2 * i + 1]));
+        /* Per half (m-half m of the accumulators): its operands, the chain, then one thread stores the half's four
+         * output boxes (rows past M are not written) and releases the half once the TMA has read it, so that the
+         * next tile's first half loads while this tile's second is in the chain (session 29, call 11: without the
+         * halves the next tile's operands waited for the whole epilogue). */
+#pragma unroll
+        for (int m = 0; m < 2; ++m) {
+            const uint32_t half = epi + (uint32_t)(m * kHalfBytes);
+            if (j >= 1) mbar_wait(epi_empty0 + 8 * m, (unsigned)((j - 1) & 1));
+            mbar_wait(epi_full0 + 8 * m, (unsigned)(j & 1));
             if (a.use_silu_gate)
-                chain_epilogue<true>(gp, epi, warp, lane);
+                chain_half<true>(gp[m], half, warp, lane);
             else
-                chain_epilogue<false>(gp, epi, warp, lane);
-        }
-        /* The warpgroup's writes, then one thread stores the two outputs' four boxes (rows past M are not written)
-         * and releases the buffer once the TMA has read it. */
-        fence_proxy_async();
-        asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");
-        if ((threadIdx.x & 127) == 0) {
-            for (int o = 0; o < 2; ++o)
-                for (int b = 0; b < 2; ++b)
-                    tma_store_2d(&maps.out[o], n0 + 64 * b, m0, epi + (uint32_t)(o * kOperandBytes + b * kBoxBytes));
-            bulk_commit();
-            bulk_wait_read_all();
-            mbar_arrive(epi_empty_bar);
+                chain_half<false>(gp[m], half, warp, lane);
+            fence_proxy_async(); /* the warpgroup's shared writes, before the TMA reads them */
+            asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");
+            if ((threadIdx.x & 127) == 0) {
+                for (int o = 0; o < 2; ++o)
+                    for (int b = 0; b < 2; ++b)
+                        tma_store_2d(&maps.out[o], n0 + 64 * b, m0 + kHalfRows * m,
+                                     half + (uint32_t)(o * kOperandBytes + b * kBoxBytes));
+                bulk_commit();
+                bulk_wait_read_all();
+                mbar_arrive(epi_empty0 + 8 * m);
+            }
         }
     }
     if ((threadIdx.x & 127) == 0) bulk_wait_all(); /* the last stores' global writes */
@@ -372,9 +397,9 @@ extern "C" cudaError_t gg_k_ssm_fused(const uint16_t *grad_output, const uint16_
     bool ok = encode_swizzled(&maps.dy, bf16, 2, grad_output, M, H, kBK, kBM) &&
               encode_swizzled(&maps.w, bf16, 2, weight, H, E, 64, kBK);
     for (int o = 0; o < (use_silu_gate ? 3 : 2) && ok; ++o)
-        ok = encode_swizzled(&maps.op[o], bf16, 2, ops[o], M, E, 64, kBM);
-    ok = ok && encode_swizzled(&maps.out[0], bf16, 2, grad_ssm_output, M, E, 64, kBM) &&
-         encode_swizzled(&maps.out[1], bf16, 2, grad_gate, M, E, 64, kBM);
+        ok = encode_swizzled(&maps.op[o], bf16, 2, ops[o], M, E, 64, kHalfRows);
+    ok = ok && encode_swizzled(&maps.out[0], bf16, 2, grad_ssm_output, M, E, 64, kHalfRows) &&
+         encode_swizzled(&maps.out[1], bf16, 2, grad_gate, M, E, 64, kHalfRows);
     if (!ok) return cudaErrorInvalidValue;
     FusedArgs a;
     a.bias_rows = bias_rows;

@@ -6,12 +6,12 @@ that lands copies later) are generators over mbarriers with PTX's semantics: arr
 a phase; try_wait.parity(P) succeeds once the phase with parity P has completed, i.e. when P differs from the parity
 of the barrier's current (incomplete) phase. A random scheduler interleaves them; copies land at random later steps.
 Every read checks that the ring stage or the buffer holds the tile and k-tile it expects, and every landing that
-nobody still needs what it overwrites. With --bias it models the warps that sum the bias rows (the kernel has them);
-with --cluster 2 the 2-CTA variant (W's boxes multicast, stages released on both CTAs' barriers) kept on the lab
-branch wip/ssm-fused-v2. Exit status 0 when the outcome is the expected one: no stale read with the mainloop_done
-and epi_empty order waits, and, with --no-order (the control: the waits removed), stale reads found, which shows the
-check can fail.
-    python3 tests/model/fused_protocol_sim.py [--seeds N] [--no-order] [--cluster 2] [--bias]"""
+nobody still needs what it overwrites. With --bias it models the warps that sum the bias rows, with --halves the
+epilogue buffer in two halves with barriers of their own (the kernel has both); with --cluster 2 the 2-CTA variant
+(W's boxes multicast, stages released on both CTAs' barriers) kept on the lab branch wip/ssm-fused-v2. Exit status 0
+when the outcome is the expected one: no stale read with the mainloop_done and epi_empty order waits, and, with
+--no-order (the control: the waits removed), stale reads found, which shows the check can fail.
+    python3 tests/model/fused_protocol_sim.py [--seeds N] [--no-order] [--cluster 2] [--bias] [--halves]"""
 import random
 import sys
 
@@ -49,21 +49,21 @@ class Sim:
     dY box and one W box from each CTA of the cluster; a consumer releases a stage on the empty barriers of every
     CTA (each CTA's W box is in it), the bias warps on their own CTA's only (they read only its dY box)."""
 
-    def __init__(self, seed, tiles, k_tiles, stages, order, cluster=1, bias=False):
+    def __init__(self, seed, tiles, k_tiles, stages, order, cluster=1, bias=False, parts=1):
         self.rng = random.Random(seed)
         self.tiles, self.k_tiles, self.stages, self.order = tiles, k_tiles, stages, order
-        self.cluster, self.bias = cluster, bias
+        self.cluster, self.bias, self.parts = cluster, bias, parts  # parts: the epilogue buffer's (halves: 2)
         C = range(cluster)
         self.full = [[Barrier(1) for _ in range(stages)] for _ in C]
         # one arrival per consuming warpgroup of each CTA (the kernel: per thread, or per warp in clusters), and
         # one for the bias warps of this CTA
         self.empty = [[Barrier(cluster + (1 if bias else 0)) for _ in range(stages)] for _ in C]
-        self.epi_full = [Barrier(1) for _ in C]
-        self.epi_empty = [Barrier(1) for _ in C]
+        self.epi_full = [[Barrier(1) for _ in range(parts)] for _ in C]
+        self.epi_empty = [[Barrier(1) for _ in range(parts)] for _ in C]
         self.mainloop_done = [Barrier(1) for _ in C]
         self.dy = [[None] * stages for _ in C]  # label of a stage's dY box: (tile, k-tile)
         self.w = [[[None] * cluster for _ in range(stages)] for _ in C]  # its W boxes, one per CTA that loads
-        self.epi = [None for _ in C]  # label of the buffer: tile
+        self.epi = [[None] * parts for _ in C]  # label of each part of the buffer: tile
         self.in_flight = []  # copies issued, not landed: (kind, cta, slot, part, label, barrier)
         self.errors = []
 
@@ -77,7 +77,7 @@ class Sim:
         elif kind == "w":
             self.w[c][slot][part] = label
         else:
-            self.epi[c] = label
+            self.epi[c][slot] = label
         bar.complete_tx(1)
 
     def holds(self, c, s, label, with_w=True):
@@ -101,12 +101,13 @@ class Sim:
 
     def epi_producer(self, c):
         for j in range(self.tiles):
-            if j >= 1:
-                p = (j - 1) & 1
-                yield lambda p=p: self.epi_empty[c].test(p)
-            self.epi_full[c].expect_tx(1)
-            self.tma("epi", c, 0, 0, j, self.epi_full[c])
-            yield None
+            for h in range(self.parts):
+                if j >= 1:
+                    p = (j - 1) & 1
+                    yield lambda p=p, h=h: self.epi_empty[c][h].test(p)
+                self.epi_full[c][h].expect_tx(1)
+                self.tma("epi", c, h, 0, j, self.epi_full[c][h])
+                yield None
 
     def bias_warps(self, c):
         q = 0
@@ -147,17 +148,19 @@ class Sim:
                 yield None
             self.release(c, prev[0], prev[1], wg)  # wait_group 0
             self.mainloop_done[c].arrive()
-            if self.order and j >= 1:
-                p = (j - 1) & 1
-                yield lambda p=p: self.epi_empty[c].test(p)
-            p = j & 1
-            yield lambda p=p: self.epi_full[c].test(p)
-            if self.epi[c] != j:
-                self.errors.append(f"CTA {c} warpgroup {wg} read the buffer holding tile {self.epi[c]}, wanted {j}")
-            yield None
-            if self.epi[c] != j:
-                self.errors.append(f"CTA {c} warpgroup {wg}: the buffer changed under tile {j}'s epilogue")
-            self.epi_empty[c].arrive()
+            for h in range(self.parts):
+                if self.order and j >= 1:
+                    p = (j - 1) & 1
+                    yield lambda p=p, h=h: self.epi_empty[c][h].test(p)
+                p = j & 1
+                yield lambda p=p, h=h: self.epi_full[c][h].test(p)
+                if self.epi[c][h] != j:
+                    self.errors.append(f"CTA {c} warpgroup {wg} read part {h} of the buffer holding tile "
+                                       f"{self.epi[c][h]}, wanted {j}")
+                yield None
+                if self.epi[c][h] != j:
+                    self.errors.append(f"CTA {c} warpgroup {wg}: part {h} changed under tile {j}'s epilogue")
+                self.epi_empty[c][h].arrive()
 
     def run(self):
         actors = []
@@ -197,16 +200,18 @@ def main():
     order = "--no-order" not in sys.argv
     cluster = int(sys.argv[sys.argv.index("--cluster") + 1]) if "--cluster" in sys.argv else 1
     bias = "--bias" in sys.argv
+    parts = 2 if "--halves" in sys.argv else 1
     failures = 0
     for seed in range(seeds):
         rng = random.Random(seed)
         tiles, k_tiles, stages = rng.randint(1, 9), rng.randint(1, 13), rng.randint(2, 5)
-        errors = Sim(seed, tiles, k_tiles, stages, order, cluster, bias).run()
+        errors = Sim(seed, tiles, k_tiles, stages, order, cluster, bias, parts).run()
         if errors:
             failures += 1
             if failures <= 3:
                 print(f"seed {seed} (tiles {tiles}, k-tiles {k_tiles}, stages {stages}): {errors[0]}")
-    print(f"{seeds} schedules, cluster {cluster}, bias warps {'on' if bias else 'off'}: {failures} failed "
+    print(f"{seeds} schedules, cluster {cluster}, bias warps {'on' if bias else 'off'}, buffer in {parts} part(s): "
+          f"{failures} failed "
           f"({'with' if order else 'without'} the order waits)")
     return (1 if failures else 0) if order else (0 if failures else 1)
 
