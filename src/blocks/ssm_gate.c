@@ -46,8 +46,8 @@ static const gg_tensor_spec tensors[] = {
 
 /* From this many tokens g and its chain run as one kernel of gradgraph's own, dW beside it. Measured on an H200
  * (docs/perf-notes.md, "Session 29", calls 1, 3 and 4), against the narrow schedule: 0.93-0.97x at 34784-74432
- * tokens (g is never written or read: 0.46 GB less at 74432), 1.02-1.08x at 5692-17312, where the kernel's 1.9x the
- * time of cuBLASLt's g alone shows (its main loop and its epilogue slow each other on every SM: calls 8-9). */
+ * tokens (g is never written or read: 0.46 GB less at 74432), 1.02-1.08x at 5692-17312, where the kernel's 1.8x the
+ * time of cuBLASLt's g alone shows (its main loop and its epilogue slow each other on every SM: calls 8-12). */
 #define GG_SSM_FUSED_MIN_TOKENS 32768
 
 /* Where the narrow schedule puts the bias sum (an M x H bf16 read). */
