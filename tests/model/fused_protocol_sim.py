@@ -1,16 +1,17 @@
 #!/usr/bin/env python3
 """A model check of kernels/ssm_fused.cu's synchronization, run on the CPU (a ctest: tests/CMakeLists.txt).
 
-The kernel's five actors (the ring producer, the epilogue-buffer producer, two consumer warpgroups, and the TMA unit
-that lands copies later) are generators over mbarriers with PTX's semantics: arrivals and transaction bytes complete
-a phase; try_wait.parity(P) succeeds once the phase with parity P has completed, i.e. when P differs from the parity
-of the barrier's current (incomplete) phase. A random scheduler interleaves them; copies land at random later steps.
-Every read checks that the ring stage or the buffer holds the tile and k-tile it expects, and every landing that
-nobody still needs what it overwrites. With --bias it models the warps that sum the bias rows, with --halves the
-epilogue buffer in two halves with barriers of their own (the kernel has both); with --cluster 2 the 2-CTA variant
-(W's boxes multicast, stages released on both CTAs' barriers) kept on the lab branch wip/ssm-fused-v2. Exit status 0
-when the outcome is the expected one: no stale read with the mainloop_done and epi_empty order waits, and, with
---no-order (the control: the waits removed), stale reads found, which shows the check can fail.
+The kernel's actors (the ring producer, the epilogue-buffer producer, two consumer warpgroups, with --bias the bias
+warps, and the TMA unit that lands copies later) are generators over mbarriers with PTX's semantics: arrivals and
+transaction bytes complete a phase; try_wait.parity(P) succeeds once the phase with parity P has completed, i.e.
+when P differs from the parity of the barrier's current (incomplete) phase. A random scheduler interleaves them;
+copies land at random later steps. Every read checks that the ring stage or the buffer holds the tile and k-tile it
+expects, and every landing that nobody still needs what it overwrites. With --bias it models the warps that sum the
+bias rows, with --halves the epilogue buffer in two halves with barriers of their own (the kernel has both); with
+--cluster 2 the 2-CTA variant (W's boxes multicast, stages released on both CTAs' barriers) kept on the lab branch
+wip/ssm-fused-v2. Exit status 0 when the outcome is the expected one: no stale read with the mainloop_done and
+epi_empty order waits, and, with --no-order (the control: the waits removed), stale reads found, which shows the
+check can fail.
     python3 tests/model/fused_protocol_sim.py [--seeds N] [--no-order] [--cluster 2] [--bias] [--halves]"""
 import random
 import sys
