@@ -61,9 +61,10 @@ cudaError_t gg_k_ssm_gate_grad(const uint16_t *g, const uint16_t *gate_activated
                                int use_silu_gate, int sm_count, int narrow_ctas, int discard_g, cudaStream_t stream);
 
 /* Block 4's g = bf16(dY @ weight) with the chain above in the GEMM's epilogue (ssm_fused.cu): grad_ssm_output and
- * grad_gate, g never stored. bias_rows: [ceil(M / 128), H] fp32, row r gets the column sums of dY's rows 128 r ..
- * 128 r + 127 (grad_bias is their column sum). gate is read only with use_silu_gate. sm_90a on a 9.0 device only
- * (the caller checks has_wgmma), shapes per gg_k_ssm_fused_supported. */
+ * grad_gate, g never stored. bias_rows: [ceil(M / GG_SSM_FUSED_ROWS), H] fp32, row r gets the column sums of dY's
+ * rows of the kernel's row tile r (grad_bias is their column sum). gate is read only with use_silu_gate. sm_90a on
+ * a 9.0 device only (the caller checks has_wgmma), shapes per gg_k_ssm_fused_supported. */
+#define GG_SSM_FUSED_ROWS 128 /* the kernel's row tile */
 int gg_k_ssm_fused_supported(int64_t M, int64_t H, int64_t E);
 cudaError_t gg_k_ssm_fused(const uint16_t *grad_output, const uint16_t *weight, const uint16_t *gate_activated,
                            const uint16_t *ssm_output, const uint16_t *gate, uint16_t *grad_ssm_output,

@@ -29,7 +29,7 @@ using namespace gg;
 
 namespace {
 
-constexpr int kBM = 128, kBN = 128, kBK = 64, kStages = 4;
+constexpr int kBM = GG_SSM_FUSED_ROWS, kBN = 128, kBK = 64, kStages = 4;
 constexpr int kFusedThreads = 384;           /* consumers: warpgroups 0, 1; producers: warpgroup 2 */
 constexpr int kABytes = kBM * kBK * 2;       /* a dY box: 16 KiB */
 constexpr int kBBytes = kBN * kBK * 2;       /* W's two boxes: 16 KiB */

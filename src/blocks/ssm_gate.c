@@ -92,6 +92,9 @@ static int narrow_row(int64_t M) {
     return r;
 }
 
+/* The fused kernel's bias rows: one per row tile of M tokens. */
+static int64_t fused_bias_rows(int64_t M) { return (M + GG_SSM_FUSED_ROWS - 1) / GG_SSM_FUSED_ROWS; }
+
 static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     const int64_t M = p->key.tokens, H = p->key.dim0, E = p->key.dim1;
     /* Not for plans that leave SMs to communication: the kernel takes whatever SMs are free. */
@@ -105,10 +108,10 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
         p->route = ROUTE_FUSED;
         const gg_gemm_shape dw = {0, 1, E, H, M, E, H, E, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, 0};
         GG_TRY(gg_matmul_plan(ctx, &dw, &p->gemm[GEMM_DW]));
-        const int64_t m_tiles = (M + 127) / 128; /* the kernel's row tiles, one bias row each */
-        p->col_chunks[0] = gg_k_col_sum_chunks(m_tiles, H, GG_DT_F32, ctx->sm_count);
+        const int64_t bias_rows = fused_bias_rows(M);
+        p->col_chunks[0] = gg_k_col_sum_chunks(bias_rows, H, GG_DT_F32, ctx->sm_count);
         p->buffer[BUF_PARTIALS] = gg_plan_take(p, (size_t)p->col_chunks[0] * (size_t)H * sizeof(float));
-        p->buffer[BUF_BIAS_ROWS] = gg_plan_take(p, (size_t)m_tiles * (size_t)H * sizeof(float));
+        p->buffer[BUF_BIAS_ROWS] = gg_plan_take(p, (size_t)bias_rows * (size_t)H * sizeof(float));
         return GG_SUCCESS;
     }
     /* The narrow schedule only for calls that do not sync (those order the work for their reductions). */
@@ -134,13 +137,18 @@ static gg_status enqueue_weight_grad(gg_ctx *ctx, const gg_block_plan *p, const 
     return gg_dist_grad_ready(ctx, c, s, T_DW);
 }
 
-/* grad_bias = Σ_rows dY, handed to the all-reduce as soon as it is final. */
-static gg_status enqueue_bias_grad(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t s) {
-    void *const *t = c->t;
-    GG_CUDA_TRY(ctx, gg_k_col_sum(t[T_DY], GG_DT_BF16, c->tokens, c->dim0, p->col_chunks[0],
-                                  gg_plan_buffer(ctx, p, BUF_PARTIALS), ctx->counter + GG_COUNTER_SUM_A, t[T_DB],
-                                  GG_DT_BF16, c->accumulate, NULL, s));
+/* grad_bias = Σ of the rows of `in` ([rows, H]: dY itself, bf16, or the fused kernel's fp32 bias rows), handed to
+ * the all-reduce as soon as it is final. */
+static gg_status sum_bias(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const void *in,
+                          gg_dtype in_type, int64_t rows, cudaStream_t s) {
+    GG_CUDA_TRY(ctx, gg_k_col_sum(in, in_type, rows, c->dim0, p->col_chunks[0], gg_plan_buffer(ctx, p, BUF_PARTIALS),
+                                  ctx->counter + GG_COUNTER_SUM_A, c->t[T_DB], GG_DT_BF16, c->accumulate, NULL, s));
     return gg_dist_grad_ready(ctx, c, s, T_DB);
+}
+
+/* grad_bias = Σ_rows dY. */
+static gg_status enqueue_bias_grad(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t s) {
+    return sum_bias(ctx, p, c, c->t[T_DY], GG_DT_BF16, c->tokens, s);
 }
 
 /* Both weight gradients, in that order, on the side stream s (its cuBLASLt workspace). */
@@ -206,12 +214,7 @@ static gg_status enqueue_fused(gg_ctx *ctx, const gg_block_plan *p, const gg_blo
                  gg_k_ssm_fused(t[T_DY], t[T_W], t[T_GATE_ACT], t[T_SSM], t[T_GATE], t[T_GRAD_SSM], t[T_GRAD_GATE],
                                 bias_rows, c->tokens, c->dim0, c->dim1, c->use_silu_gate, ctx->sm_count, side),
                  status, join);
-    GG_CUDA_GOTO(ctx,
-                 gg_k_col_sum(bias_rows, GG_DT_F32, (c->tokens + 127) / 128, c->dim0, p->col_chunks[0],
-                              gg_plan_buffer(ctx, p, BUF_PARTIALS), ctx->counter + GG_COUNTER_SUM_A, t[T_DB],
-                              GG_DT_BF16, c->accumulate, NULL, side),
-                 status, join);
-    status = gg_dist_grad_ready(ctx, c, side, T_DB);
+    status = sum_bias(ctx, p, c, bias_rows, GG_DT_F32, fused_bias_rows(c->tokens), side);
     if (status == GG_SUCCESS) status = enqueue_weight_grad(ctx, p, c, 0, main);
 join:;
     /* the join even after a failure, so that no stream is left forked from the caller's */
