@@ -76,18 +76,26 @@ cudaError_t launch_gelu_grad(const TG *G, TR *R, const float *x, size_t n, int s
 template <typename TG, typename TR>
 struct GeluGradRow {
     static constexpr int V = 4;
+    struct Raw {
+        float4 g, x;
+    };
     const TG *G;
     TR *R;
     const float *x;
     int64_t N;
-    __device__ __forceinline__ void row(int64_t r, int64_t col, float (&v)[V]) const {
+    __device__ __forceinline__ Raw load(int64_t r, int64_t col) const {
         const int64_t i = r * N + col;
-        /* In place: G read through R itself, so the compiler sees one buffer and keeps the rows' loads in flight
-         * together (read through a second pointer, which may alias R, 073's kernel was 8 % slower: session 16). */
-        float4 g;
-        if constexpr (std::is_same<TG, TR>::value) g = load4(R, i / 4, true);
-        else g = load4(G, i / 4, true);
-        const float4 xv = __ldcs(reinterpret_cast<const float4 *>(x + i));
+        /* In place: G read through R itself (one buffer for the compiler: read through a second pointer, which may
+         * alias R, 073's kernel was 8 % slower, session 16, when the rows' loads and stores were interleaved). */
+        Raw a;
+        if constexpr (std::is_same<TG, TR>::value) a.g = load4(R, i / 4, true);
+        else a.g = load4(G, i / 4, true);
+        a.x = __ldcs(reinterpret_cast<const float4 *>(x + i));
+        return a;
+    }
+    __device__ __forceinline__ void use(int64_t r, int64_t col, const Raw &a, float (&v)[V]) const {
+        const int64_t i = r * N + col;
+        const float4 g = a.g, xv = a.x;
         const float xs[4] = {xv.x, xv.y, xv.z, xv.w}, gs[4] = {g.x, g.y, g.z, g.w};
 #pragma unroll
         for (int j = 0; j < 4; ++j) v[j] = gs[j] * gelu_grad<TR>(xs[j]);

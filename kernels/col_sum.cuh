@@ -9,8 +9,12 @@
  * flight, and writes the result: the same bits on every run. Groups of kThreads columns keep that finish short
  * (measured: groups of up to 2048 columns made the finish a serial tail of up to 200 us).
  *
- * Op: struct with `static constexpr int V` and `__device__ void row(int64_t r, int64_t col, float (&v)[V]) const`
- * producing the V values of row r, columns col..col+V-1 (and storing whatever else it computes). */
+ * Op: struct with `static constexpr int V`, a type `Raw` (what a row segment loads), `__device__ Raw load(int64_t r,
+ * int64_t col) const` (only loads) and `__device__ void use(int64_t r, int64_t col, const Raw &raw, float (&v)[V])
+ * const`, producing the V values of row r, columns col..col+V-1 (and storing whatever else it computes). Two steps,
+ * so that the four rows' loads are issued before the first row's stores: a store waits for its row's data, and a
+ * load behind it in program order (which the compiler cannot move above a store through another pointer) would
+ * wait with it. */
 #ifndef GG_COL_SUM_CUH
 #define GG_COL_SUM_CUH
 
@@ -62,17 +66,19 @@ __global__ void __launch_bounds__(kThreads) col_sum_kernel(Op op, int64_t M, int
             const int64_t col = vec * V;
             int64_t r = r0 + lane;
             for (; r + 3 * step < r1; r += 4 * step) { /* four rows of loads in flight, added in row order */
+                const typename Op::Raw a0 = op.load(r, col), a1 = op.load(r + step, col),
+                                       a2 = op.load(r + 2 * step, col), a3 = op.load(r + 3 * step, col);
                 float v0[V], v1[V], v2[V], v3[V];
-                op.row(r, col, v0);
-                op.row(r + step, col, v1);
-                op.row(r + 2 * step, col, v2);
-                op.row(r + 3 * step, col, v3);
+                op.use(r, col, a0, v0);
+                op.use(r + step, col, a1, v1);
+                op.use(r + 2 * step, col, a2, v2);
+                op.use(r + 3 * step, col, a3, v3);
 #pragma unroll
                 for (int j = 0; j < V; ++j) acc[j] += ((v0[j] + v1[j]) + (v2[j] + v3[j]));
             }
             for (; r < r1; r += step) {
                 float v[V];
-                op.row(r, col, v);
+                op.use(r, col, op.load(r, col), v);
 #pragma unroll
                 for (int j = 0; j < V; ++j) acc[j] += v[j];
             }

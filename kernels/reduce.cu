@@ -13,11 +13,14 @@ struct LoadRow;
 template <>
 struct LoadRow<float> {
     static constexpr int V = 4;
+    using Raw = float4;
     const float *in;
     int64_t N;
     __half *copy; /* NULL, or where the fp16 copy of the input goes */
-    __device__ __forceinline__ void row(int64_t r, int64_t col, float (&v)[V]) const {
-        const float4 x = __ldcs(reinterpret_cast<const float4 *>(in + r * N + col)); /* read once: stream it */
+    __device__ __forceinline__ Raw load(int64_t r, int64_t col) const {
+        return __ldcs(reinterpret_cast<const float4 *>(in + r * N + col)); /* read once: stream it */
+    }
+    __device__ __forceinline__ void use(int64_t r, int64_t col, const Raw &x, float (&v)[V]) const {
         v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
         if (copy) *reinterpret_cast<uint2 *>(copy + r * N + col) = pack_half4(x);
     }
@@ -26,10 +29,13 @@ struct LoadRow<float> {
 template <>
 struct LoadRow<__nv_bfloat16> {
     static constexpr int V = 8;
+    using Raw = uint4;
     const __nv_bfloat16 *in;
     int64_t N;
-    __device__ __forceinline__ void row(int64_t r, int64_t col, float (&v)[V]) const {
-        const uint4 x = __ldcs(reinterpret_cast<const uint4 *>(in + r * N + col));
+    __device__ __forceinline__ Raw load(int64_t r, int64_t col) const {
+        return __ldcs(reinterpret_cast<const uint4 *>(in + r * N + col));
+    }
+    __device__ __forceinline__ void use(int64_t, int64_t, const Raw &x, float (&v)[V]) const {
         const __nv_bfloat16 *h = reinterpret_cast<const __nv_bfloat16 *>(&x);
 #pragma unroll
         for (int j = 0; j < V; ++j) v[j] = __bfloat162float(h[j]);
