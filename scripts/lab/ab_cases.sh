@@ -23,9 +23,9 @@ cache_of() { [ "${CACHE_PER_VARIANT:-0}" = 1 ] && echo "$OUT/algos-$1.txt" || ec
 bench() {
   local name=$1 tree=$2 b=$3 r=$4 csv=$5
   shift 5
-  env "${envs[@]}" GG_TUNE_CACHE="$(cache_of "$name")" timeout "${CASE_TIMEOUT:-120}" "$OUT/build-$tree/bench/gg_bench" \
-    --block "$b" "$@" --modes fast --iters "${ITERS:-50}" --warmup 10 --csv "$csv" > /dev/null \
-    2>> "$OUT/$name-r$r.log" || echo "$name r$r b$b $* failed"
+  env "${envs[@]}" GG_TUNE_CACHE="$(cache_of "$name")" timeout "${CASE_TIMEOUT:-120}" \
+    "$OUT/build-$tree/bench/gg_bench" --block "$b" "$@" --modes fast --iters "${ITERS:-50}" --warmup 10 --csv "$csv" \
+    > /dev/null 2>> "$OUT/$name-r$r.log" || echo "$name r$r b$b $* failed"
 }
 # A variant's name, tree and environment (the envs array) from its spec.
 parse() {
@@ -59,12 +59,15 @@ done
 python3 "$(dirname "$0")/ab_summary.py" "$OUT" > "$OUT/out/ab-summary.txt" 2>&1
 cat "$OUT/out/ab-summary.txt"
 for t in ${TRACES:-}; do
-  [ -n "${TRACE_DEADLINE:-}" ] && [ $(( $(date +%s) - t0 )) -gt "$TRACE_DEADLINE" ] && echo "deadline: $t not traced" && break
+  [ -n "${TRACE_DEADLINE:-}" ] && [ $(( $(date +%s) - t0 )) -gt "$TRACE_DEADLINE" ] && echo "deadline: $t not traced" &&
+    break
   IFS=: read -r v b c <<< "$t"
+  tree=""
   for spec in "$@"; do [ "${spec%%=*}" = "$v" ] && parse "$spec"; done
+  [ -z "$tree" ] && echo "$t: no variant $v" && continue # not another variant's tree and settings
   csv=$OUT/out/trace-$v-$b-$c.csv
-  env "${envs[@]}" GG_TUNE_CACHE="$(cache_of "$v")" timeout 60 "$OUT/build-$tree/bench/gg_bench" --block "$b" --case "$c" \
-    --modes fast --iters 10 --warmup 3 --trace "$csv" > /dev/null 2>&1 || echo "$t: trace failed"
+  env "${envs[@]}" GG_TUNE_CACHE="$(cache_of "$v")" timeout 60 "$OUT/build-$tree/bench/gg_bench" --block "$b" \
+    --case "$c" --modes fast --iters 10 --warmup 3 --trace "$csv" > /dev/null 2>&1 || echo "$t: trace failed"
   echo "== $v block $b case $c"
   tail -n +2 "$csv" | awk -F, '{printf "%s %s %s %.40s | %s %s\n", $5, $6, $7, $8, $(NF-2), $(NF-1)}'
 done

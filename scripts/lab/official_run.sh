@@ -7,7 +7,8 @@ set -uo pipefail
 sha=${1:?commit}
 rm -rf /tmp/run; mkdir -p /tmp/run
 t0=$(date +%s)
-GG_COMMIT=$sha OUT=/tmp/run bash scripts/device.sh tests > /tmp/t.log 2>&1; echo "tests rc $? at $(( $(date +%s) - t0 )) s"
+GG_COMMIT=$sha OUT=/tmp/run bash scripts/device.sh tests > /tmp/t.log 2>&1
+echo "tests rc $? at $(( $(date +%s) - t0 )) s"
 grep -E "tests passed|PASSED|FAILED|memcheck" /tmp/t.log
 cp /tmp/t.log /tmp/run/; tar czf $OUT/run.tgz -C /tmp/run .
 GG_COMMIT=$sha GG_PEERS_COMPILE=1 GG_PEERS_TIMEOUT=300 OUT=/tmp/run bash scripts/device.sh bench > /tmp/b.log 2>&1
