@@ -154,7 +154,10 @@ typedef struct gg_ctx gg_ctx;
  *   out     receives the context; set to NULL on failure.
  * Returns GG_SUCCESS, GG_ERROR_INVALID_ARGUMENT (out is NULL, a field out of range), GG_ERROR_VERSION (wrong
  * struct_size/version), GG_ERROR_NO_DEVICE, GG_ERROR_OUT_OF_MEMORY, GG_ERROR_CUDA or GG_ERROR_CUBLAS. The message of
- * a failed create is read with gg_last_error(NULL). */
+ * a failed create is read with gg_last_error(NULL).
+ * Environment, read here: GG_HOPPER_KERNELS=0 turns off gradgraph's sm_90a-only kernels (wgmma and TMA GEMMs) on
+ * an H100/H200, so that the context takes the path of every other GPU, a B200's included (cuBLASLt and the portable
+ * kernels): for testing that path, or as a workaround. */
 gg_status gg_ctx_create(const gg_config *config, gg_ctx **out);
 
 /* Destroys a context: waits for the work it enqueued on its own streams, frees all device memory and handles.

@@ -117,49 +117,60 @@ struct ChainArgs {
 };
 
 /* The chain on U vectors stride apart from v: every load of the U before the first store (16-byte loads into
- * registers: see ssm_chain8). */
+ * registers: see ssm_chain8). `valid`: v is inside g (on the tail, a warp's last lanes may lie past its end).
+ * Every lane of the warp calls this together (the callers' loops are warp-uniform), so that the discard below can
+ * wait for all 32 lanes. */
 template <int U>
-__device__ __forceinline__ void chain_vectors(const ChainArgs &a, int64_t v, int64_t stride) {
+__device__ __forceinline__ void chain_vectors(const ChainArgs &a, int64_t v, int64_t stride, bool valid) {
     bf16x8 g[U], ga[U], so[U], gt[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-        const int64_t i = v + u * stride;
-        g[u] = a.g[i];
-        ga[u] = a.gate_activated[i];
-        so[u] = a.ssm_output[i];
-        if (a.use_silu_gate) gt[u] = a.gate[i];
-    }
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-        bf16x8 gs, gg;
-        ssm_chain8(g[u], ga[u], so[u], gt[u], a.use_silu_gate != 0, gs, gg);
-        a.grad_ssm_output[v + u * stride] = gs;
-        a.grad_gate[v + u * stride] = gg;
-    }
-    /* g's dirty lines, once read, are invalidated without their write-back (discard.global.L2): from a few thousand
-     * tokens the phase after g allocates more than the L2 holds and is bound by the DRAM, so each write-back saved
-     * is DRAM time (block 4 -1.3 %, 0.97-0.99x from 1172 tokens: docs/perf-notes.md, "Session 27"). Every lane's
-     * loads of g have been consumed above; lane 8k of the warp drops the 128-byte line of vectors 8k..8k+7, only
-     * whole lines inside g (the launcher checks g's 128-byte alignment). */
-    if (a.discard_g) {
-        __syncwarp(__activemask());
+    if (valid) {
 #pragma unroll
         for (int u = 0; u < U; ++u) {
             const int64_t i = v + u * stride;
-            if ((i & 7) == 0 && i + 7 < a.n_vec)
-                asm volatile("discard.global.L2 [%0], 128;\n" ::"l"(a.g + i) : "memory");
+            g[u] = a.g[i];
+            ga[u] = a.gate_activated[i];
+            so[u] = a.ssm_output[i];
+            if (a.use_silu_gate) gt[u] = a.gate[i];
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            bf16x8 gs, gg;
+            ssm_chain8(g[u], ga[u], so[u], gt[u], a.use_silu_gate != 0, gs, gg);
+            a.grad_ssm_output[v + u * stride] = gs;
+            a.grad_gate[v + u * stride] = gg;
+        }
+    }
+    /* g's dirty lines, once read, are invalidated without their write-back (discard.global.L2): from a few thousand
+     * tokens the phase after g allocates more than the L2 holds and is bound by the DRAM, so each write-back saved
+     * is DRAM time. A discarded line's data is gone, so it may be dropped only once all eight lanes that read it
+     * have their values: the whole warp waits here (every lane arrives: the loops are warp-uniform), then lane 8k
+     * drops the 128-byte line of vectors 8k..8k+7, only whole lines inside g (the launcher checks g's 128-byte
+     * alignment). A wait for the active lanes only is not enough: lanes of a diverged warp that have not loaded
+     * their vectors yet would read a dropped line's stale DRAM bytes. */
+    if (a.discard_g) {
+        __syncwarp(0xffffffffu);
+        if (valid) {
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                const int64_t i = v + u * stride;
+                if ((i & 7) == 0 && i + 7 < a.n_vec)
+                    asm volatile("discard.global.L2 [%0], 128;\n" ::"l"(a.g + i) : "memory");
+            }
         }
     }
 }
 
-/* Grid-stride over the vectors, U per thread in flight (the narrow launch's unroll; 1 on the wide grid). */
+/* Grid-stride over the vectors, U per thread in flight (the narrow launch's unroll; 1 on the wide grid). The loops
+ * step a whole warp at a time (their conditions are the same on every lane), so no warp splits between the two. */
 template <int Threads, int U>
 __global__ void __launch_bounds__(Threads) ssm_gate_grad_kernel(ChainArgs a) {
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t v = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int lane = (int)(threadIdx.x & 31);
+    int64_t warp_v = (int64_t)blockIdx.x * blockDim.x + (threadIdx.x - lane); /* the warp's lane 0 */
     if (U > 1)
-        for (; v + (U - 1) * stride < a.n_vec; v += U * stride) chain_vectors<U>(a, v, stride);
-    for (; v < a.n_vec; v += stride) chain_vectors<1>(a, v, stride);
+        for (; warp_v + 31 + (U - 1) * stride < a.n_vec; warp_v += U * stride)
+            chain_vectors<U>(a, warp_v + lane, stride, true);
+    for (; warp_v < a.n_vec; warp_v += stride) chain_vectors<1>(a, warp_v + lane, stride, warp_v + lane < a.n_vec);
 }
 
 } // namespace

@@ -25,10 +25,11 @@ export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0} # NVLink multicast must stay off 
 export GG_TUNE_CACHE=${GG_TUNE_CACHE:-$root/build-device/gemm-algos.txt}
 cmocka=$root/carry/cmocka/usr
 export LD_LIBRARY_PATH=$cmocka/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-arch=${GG_CUDA_ARCH:-90a}
+arch=${GG_CUDA_ARCH:-90a;100a} # the H200's and the B200's code
 # How the results were made, as recorded in their JSON: the settings that change them, then the command.
 run_cmd="GG_COMMIT=<sha> ${GG_MODES:+GG_MODES=$GG_MODES }${GG_ITERS:+GG_ITERS=$GG_ITERS }${GG_PEERS_COMPILE:+GG_PEERS_COMPILE=1 }${GG_STEPS:+GG_STEPS=$GG_STEPS }${GG_BUCKET_MIB:+GG_BUCKET_MIB=$GG_BUCKET_MIB }${GG_COMM_SMS:+GG_COMM_SMS=$GG_COMM_SMS }${GG_COPY_ENGINES:+GG_COPY_ENGINES=$GG_COPY_ENGINES }${GG_DDP_RUNS:+GG_DDP_RUNS=$GG_DDP_RUNS }bash scripts/device.sh $stage"
 build=$root/build-device
+shapes_seed=${GG_SHAPES_SEED:-$(date +%s)}
 status=0
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
@@ -44,7 +45,7 @@ if [ "$stage" = all ] || [ "$stage" = tests ]; then
   echo "== tests"
   # Every test but the long GPU ones (run directly, so their RESULT lines are kept) and the multi-GPU ones (the
   # multigpu stage) through CTest.
-  ctest --test-dir "$build" --output-on-failure -E 'test_(blocks|graphs)_gpu' -LE multigpu 2>&1 | tee "$OUT/ctest.log" | tail -12
+  ctest --test-dir "$build" --output-on-failure -E 'test_(blocks|graphs|shapes)_gpu' -LE multigpu 2>&1 | tee "$OUT/ctest.log" | tail -12
   grep -q "100% tests passed" "$OUT/ctest.log" || status=1
   for t in test_blocks_gpu test_graphs_gpu; do
     t0=$(date +%s)
@@ -52,6 +53,18 @@ if [ "$stage" = all ] || [ "$stage" = tests ]; then
     echo "$t: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/$t.log" | tr '\n' ' ') ($(( $(date +%s) - t0 )) s)"
     grep -E '^\[  FAILED|^\[  ERROR|FAIL |differs|wrong' "$OUT/$t.log" | head -20
   done
+  echo "== shape sweep: ${GG_SHAPES:-300} random shapes per block (seed $shapes_seed), then the path a B200 takes"
+  # test_shapes_gpu (tests/gpu): random and threshold shapes against the float64 reference, guard regions around
+  # every output; then the same sweep and all 64 cases with the sm_90a-only kernels off (GG_HOPPER_KERNELS=0).
+  for hopper in 1 0; do
+    GG_HOPPER_KERNELS=$hopper GG_SHAPES_SEED=$shapes_seed GG_SHAPES_PER_BLOCK=${GG_SHAPES:-300} timeout 900 \
+      "$build/tests/test_shapes_gpu" > "$OUT/test_shapes_gpu-hopper$hopper.log" 2>&1 || status=1
+    grep -E '^SHAPES|^\[  (PASSED|FAILED) ' "$OUT/test_shapes_gpu-hopper$hopper.log"
+    grep -E '^SHAPE FAIL' "$OUT/test_shapes_gpu-hopper$hopper.log" | head -20
+  done
+  GG_HOPPER_KERNELS=0 GG_TEST_FILTER='*all_cases*' timeout 600 "$build/tests/test_blocks_gpu" \
+    > "$OUT/test_blocks_gpu-hopper0.log" 2>&1 || status=1
+  echo "test_blocks_gpu, sm_90a-only kernels off: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/test_blocks_gpu-hopper0.log" | tr '\n' ' ')"
   python3 scripts/collect_correctness.py "$OUT/test_blocks_gpu.log" "$OUT/correctness-h200.json" \
     "${GG_COMMIT:-unknown}" "$run_cmd" "$(head -2 "$OUT/gpu.txt" | tail -1 | cut -d, -f1)"
   echo "== compute-sanitizer (memcheck, small shapes)"

@@ -126,6 +126,14 @@ gg_status gg_ctx_create(const gg_config *config, gg_ctx **out) {
     GG_CUDA_GOTO(ctx, cudaDeviceGetAttribute(&cc_minor, cudaDevAttrComputeCapabilityMinor, config->device), status,
                  fail);
     ctx->has_wgmma = cc_major == 9 && cc_minor == 0;
+    /* GG_HOPPER_KERNELS=0 turns the sm_90a-only kernels off, so that an H100/H200 runs the path every other GPU
+     * (a B200) takes: cuBLASLt and the portable kernels. */
+    const char *hopper = getenv("GG_HOPPER_KERNELS");
+    if (ctx->has_wgmma && hopper && strcmp(hopper, "0") == 0) {
+        ctx->has_wgmma = 0;
+        gg_log(ctx, GG_LOG_INFO, "GG_HOPPER_KERNELS=0: device %d runs without the sm_90a-only kernels",
+               config->device);
+    }
     _Static_assert(sizeof ctx->f32w_clusters / sizeof ctx->f32w_clusters[0] == GG_F32W_MAX_SPLIT + 1, "one per size");
     if (ctx->has_wgmma && gg_k_gemm_f32w_capacity(ctx->f32w_clusters) != cudaSuccess) {
         (void)cudaGetLastError(); /* not sticky: blocks 2/3 take their other few-token route */

@@ -101,8 +101,27 @@ static int dev_alloc(gg_case_run *r, void **p, size_t bytes) {
     return rc;
 }
 
+/* An output of `bytes` with `guard` bytes on each side: t->dev inside t->alloc. */
+static int out_alloc(gg_case_run *r, gg_tensor *t, size_t bytes, size_t guard) {
+    const int rc = dev_alloc(r, &t->alloc, bytes + 2 * guard);
+    if (rc == 0) {
+        t->guard = guard;
+        t->dev = (char *)t->alloc + guard;
+    }
+    return rc;
+}
+
 int gg_case_run_create(const gg_case *c, gg_stream stream, gg_case_run **out, char *err, size_t err_bytes) {
+    return gg_case_run_create_guarded(c, stream, 0, out, err, err_bytes);
+}
+
+int gg_case_run_create_guarded(const gg_case *c, gg_stream stream, size_t guard_bytes, gg_case_run **out, char *err,
+                               size_t err_bytes) {
     *out = NULL;
+    if (guard_bytes % 256 != 0) {
+        snprintf(err, err_bytes, "guard_bytes = %zu is not a multiple of 256", guard_bytes);
+        return (int)cudaErrorInvalidValue;
+    }
     gg_case_run *r = calloc(1, sizeof *r);
     if (!r) {
         snprintf(err, err_bytes, "out of host memory");
@@ -114,7 +133,7 @@ int gg_case_run_create(const gg_case *c, gg_stream stream, gg_case_run **out, ch
     int rc = 0;
     for (int i = 0; i < r->n_in && rc == 0; ++i) rc = dev_alloc(r, &r->in[i].dev, gg_case_tensor_bytes(&r->in[i]));
     for (int i = 0; i < r->n_out && rc == 0; ++i) {
-        rc = dev_alloc(r, &r->out[i].dev, gg_case_tensor_bytes(&r->out[i]));
+        rc = out_alloc(r, &r->out[i], gg_case_tensor_bytes(&r->out[i]), guard_bytes);
         if (rc == 0) rc = dev_alloc(r, (void **)&r->out[i].ref, gg_case_tensor_elems(&r->out[i]) * sizeof(double));
     }
     if (rc == 0) rc = dev_alloc(r, (void **)&r->work, work_doubles(c) * sizeof(double));
@@ -140,7 +159,9 @@ int gg_case_run_dist_grads(gg_case_run *r, gg_ctx *ctx) {
         void *p = NULL;
         const gg_status st = gg_dist_alloc(ctx, gg_case_tensor_bytes(&r->out[i]), &p);
         if (st != GG_SUCCESS) return (int)st; /* the ones moved so far are freed with the run */
-        cudaFree(r->out[i].dev);
+        cudaFree(r->out[i].alloc);
+        r->out[i].alloc = NULL;
+        r->out[i].guard = 0;
         r->out[i].dev = p;
         r->out[i].dist = 1;
         r->grads_ctx = ctx;
@@ -153,7 +174,7 @@ void gg_case_run_destroy(gg_case_run *r) {
     for (int i = 0; i < r->n_in; ++i) cudaFree(r->in[i].dev);
     for (int i = 0; i < r->n_out; ++i) {
         if (r->out[i].dist) (void)gg_dist_free(r->grads_ctx, r->out[i].dev);
-        else cudaFree(r->out[i].dev);
+        else cudaFree(r->out[i].alloc);
         cudaFree(r->out[i].ref);
     }
     cudaFree(r->work);
@@ -169,6 +190,39 @@ int gg_case_poison(gg_case_run *r) {
             RUN_TRY(gg_h_poison_f32(t->dev, gg_case_tensor_elems(t), r->stream));
         else
             RUN_TRY(gg_h_poison_bf16(t->dev, gg_case_tensor_elems(t), r->stream));
+    }
+    return 0;
+}
+
+int gg_case_guards_fill(gg_case_run *r) {
+    for (int i = 0; i < r->n_out; ++i) {
+        const gg_tensor *t = &r->out[i];
+        if (!t->guard) continue;
+        RUN_TRY(cudaMemset(t->alloc, GG_CASE_GUARD_BYTE, t->guard));
+        RUN_TRY(cudaMemset((char *)t->dev + gg_case_tensor_bytes(t), GG_CASE_GUARD_BYTE, t->guard));
+    }
+    return (int)cudaDeviceSynchronize();
+}
+
+int gg_case_guards_check(gg_case_run *r, size_t *changed, const char **tensor) {
+    *changed = 0;
+    *tensor = NULL;
+    RUN_TRY(cudaStreamSynchronize((cudaStream_t)r->stream));
+    for (int i = 0; i < r->n_out; ++i) {
+        const gg_tensor *t = &r->out[i];
+        if (!t->guard) continue;
+        unsigned char *h = malloc(2 * t->guard);
+        if (!h) return (int)cudaErrorMemoryAllocation;
+        int rc = (int)cudaMemcpy(h, t->alloc, t->guard, cudaMemcpyDeviceToHost);
+        if (rc == 0)
+            rc = (int)cudaMemcpy(h + t->guard, (char *)t->dev + gg_case_tensor_bytes(t), t->guard,
+                                 cudaMemcpyDeviceToHost);
+        size_t bad = 0;
+        for (size_t j = 0; rc == 0 && j < 2 * t->guard; ++j) bad += h[j] != GG_CASE_GUARD_BYTE;
+        free(h);
+        RUN_TRY(rc);
+        if (bad && !*tensor) *tensor = t->name;
+        *changed += bad;
     }
     return 0;
 }

@@ -23,6 +23,8 @@ typedef struct gg_tensor {
     double *ref; /* outputs: float64 reference on the device */
     int param;   /* outputs: a parameter gradient (accumulated with desc.accumulate), not an activation gradient */
     int dist;    /* dev is gg_dist_alloc's (gg_case_run_dist_grads) */
+    void *alloc; /* the allocation dev lies in: guard bytes before dev and after its end (outputs, when asked) */
+    size_t guard;
 } gg_tensor;
 
 /* A tensor's element count and size in bytes. */
@@ -57,7 +59,18 @@ void gg_case_describe(gg_case_run *run);
 
 /* Allocates everything for case c on the current device. Returns 0 or a cudaError_t (message in err). */
 int gg_case_run_create(const gg_case *c, gg_stream stream, gg_case_run **out, char *err, size_t err_bytes);
+/* The same with guard_bytes (a multiple of 256) of guard region before and after every output: the library must
+ * never write them (gg_case_guards_fill, gg_case_guards_check). */
+int gg_case_run_create_guarded(const gg_case *c, gg_stream stream, size_t guard_bytes, gg_case_run **out, char *err,
+                               size_t err_bytes);
 void gg_case_run_destroy(gg_case_run *run);
+
+/* Fills every output's guard regions with GG_CASE_GUARD_BYTE (synchronously). Returns 0 or a cudaError_t. */
+#define GG_CASE_GUARD_BYTE 0xA5
+int gg_case_guards_fill(gg_case_run *run);
+/* Counts the guard bytes that no longer hold GG_CASE_GUARD_BYTE, in *changed (0: untouched); the first output
+ * with a changed guard is named in *tensor (NULL if none). Synchronizes. Returns 0 or a cudaError_t. */
+int gg_case_guards_check(gg_case_run *run, size_t *changed, const char **tensor);
 
 /* Moves the parameter gradients into gg_dist_alloc buffers of ctx (which copy engines all-reduce in place);
  * collective, like gg_dist_alloc. gg_case_run_destroy frees them with gg_dist_free: destroy the run before ctx, on

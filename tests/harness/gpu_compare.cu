@@ -141,3 +141,29 @@ extern "C" int gg_h_compare_bf16(const uint16_t *out, const double *ref, size_t 
                                  void *scratch, gg_stream stream, gg_h_compare_result *result) {
     return gg_h_compare(out, ref, n, atol, rtol, scratch, stream, result);
 }
+
+/* Σ x² of a float64 tensor, for a tolerance that scales with the tensor's root mean square (the shape sweep's rule).
+ * Summed with atomicAdd: the order, and so the last bits, may differ between runs. */
+__global__ void __launch_bounds__(GG_H_THREADS) gg_h_sum_squares_kernel(const double *x, size_t n, double *acc) {
+    double s = 0.0;
+    for (size_t i = gg_h_tid(); i < n; i += gg_h_stride()) s += x[i] * x[i];
+    for (int off = 16; off > 0; off >>= 1) s += __shfl_down_sync(0xFFFFFFFFu, s, off);
+    if ((threadIdx.x & 31u) == 0) atomicAdd(acc, s);
+}
+
+extern "C" int gg_h_sum_squares_f64(const double *x, size_t n, void *scratch, gg_stream stream, double *result) {
+    GG_H_REQUIRE(result != NULL);
+    *result = 0.0;
+    if (n == 0) return 0;
+    GG_H_REQUIRE(x != NULL && scratch != NULL);
+    cudaStream_t s = gg_h_stream(stream);
+    double *acc = (double *)scratch;
+    GG_H_CHECK(cudaMemsetAsync(acc, 0, sizeof *acc, s));
+    int grid = 0;
+    GG_H_CHECK(gg_h_grid(n, 8, &grid));
+    gg_h_sum_squares_kernel<<<grid, GG_H_THREADS, 0, s>>>(x, n, acc);
+    GG_H_CHECK_LAUNCH();
+    GG_H_CHECK(cudaMemcpyAsync(result, acc, sizeof *result, cudaMemcpyDeviceToHost, s));
+    GG_H_CHECK(cudaStreamSynchronize(s));
+    return 0;
+}

@@ -70,6 +70,8 @@ int gg_h_compare_f32(const float *out, const double *ref, size_t n, double atol,
                      gg_stream stream, gg_h_compare_result *result);
 int gg_h_compare_bf16(const uint16_t *out, const double *ref, size_t n, double atol, double rtol, void *scratch,
                       gg_stream stream, gg_h_compare_result *result);
+/* *result = the sum of the squares of x (blocks until it is on the host); scratch as for the comparisons. */
+int gg_h_sum_squares_f64(const double *x, size_t n, void *scratch, gg_stream stream, double *result);
 
 #ifdef __cplusplus
 }
