@@ -1,8 +1,11 @@
 /* tune_cache.c - the persisted cuBLASLt algorithm choices (see tune_cache.h). */
-#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* flock */
 #include "tune_cache.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <time.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,41 +121,80 @@ static void make_parent_dirs(const char *path) {
     }
 }
 
-int gg_tune_cache_save(const gg_tune_cache *cache) {
-    if (!cache->path) return 0;
-    gg_tune_cache merged = {0};
-    size_t skipped = 0;
-    for (size_t i = 0; i < cache->count; ++i)
-        if (gg_tune_cache_put(&merged, &cache->entries[i]) != 0) goto nomem;
-    if (load_file(&merged, cache->path, 1, &skipped) != 0) goto nomem;
-    make_parent_dirs(cache->path);
+/* An exclusive flock on "<path>.lock", held while a save reads the file, merges and replaces it: concurrent savers
+ * (threads or processes) then never overwrite each other's entries. Waits up to GG_TUNE_LOCK_WAIT_MS for a holder
+ * (the cache is an optimization: a save that cannot lock fails rather than waits without limit). Returns the lock's
+ * file descriptor (close it to unlock), or -1. */
+#define GG_TUNE_LOCK_WAIT_MS 10000
+static int lock_cache(const char *path) {
+    char lock[4200];
+    if (snprintf(lock, sizeof lock, "%s.lock", path) >= (int)sizeof lock) return -1;
+    const int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return -1;
+    for (int waited_ms = 0; flock(fd, LOCK_EX | LOCK_NB) != 0; waited_ms += 5) {
+        if ((errno != EWOULDBLOCK && errno != EINTR) || waited_ms >= GG_TUNE_LOCK_WAIT_MS) {
+            const int saved = errno;
+            close(fd);
+            errno = saved;
+            return -1;
+        }
+        nanosleep(&(struct timespec){0, 5000000}, NULL);
+    }
+    return fd;
+}
+
+/* Writes the merged entries to a new temporary file beside path (a unique name per call: mkstemp) and renames it
+ * over path. Returns 0, or -1 with errno and no temporary file left behind. */
+static int replace_file(const gg_tune_cache *merged, const char *path) {
     char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", cache->path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        gg_tune_cache_close(&merged);
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path) >= (int)sizeof tmp) {
+        errno = ENAMETOOLONG;
         return -1;
     }
-    int bad = fprintf(f, "%s\n", HEADER) < 0;
-    for (size_t i = 0; i < merged.count && !bad; ++i) {
-        const gg_tune_entry *e = &merged.entries[i];
+    const int fd = mkstemp(tmp);
+    if (fd < 0) return -1;
+    FILE *f = fdopen(fd, "w");
+    if (!f) {
+        const int saved = errno;
+        close(fd);
+        (void)unlink(tmp);
+        errno = saved;
+        return -1;
+    }
+    int bad = fchmod(fd, 0644) != 0 || fprintf(f, "%s\n", HEADER) < 0;
+    for (size_t i = 0; i < merged->count && !bad; ++i) {
+        const gg_tune_entry *e = &merged->entries[i];
         bad |= fprintf(f, "%s %" PRIu64 " %.2f", e->key, e->workspace_bytes, e->us) < 0;
         for (int w = 0; w < GG_TUNE_ALGO_WORDS; ++w) bad |= fprintf(f, " %" PRIx64, e->algo[w]) < 0;
         bad |= fputc('\n', f) == EOF;
     }
     bad |= fclose(f) != 0;
-    gg_tune_cache_close(&merged);
-    if (bad || rename(tmp, cache->path) != 0) {
+    if (bad || rename(tmp, path) != 0) {
         const int saved = errno;
         (void)unlink(tmp);
         errno = saved;
         return -1;
     }
     return 0;
-nomem:
+}
+
+int gg_tune_cache_save(const gg_tune_cache *cache) {
+    if (!cache->path) return 0;
+    make_parent_dirs(cache->path);
+    const int lock = lock_cache(cache->path);
+    if (lock < 0) return -1;
+    gg_tune_cache merged = {0};
+    size_t skipped = 0;
+    int rc = 0;
+    for (size_t i = 0; i < cache->count && rc == 0; ++i) rc = gg_tune_cache_put(&merged, &cache->entries[i]);
+    if (rc == 0) rc = load_file(&merged, cache->path, 1, &skipped);
+    if (rc != 0) errno = ENOMEM;
+    else rc = replace_file(&merged, cache->path);
+    const int saved = errno;
     gg_tune_cache_close(&merged);
-    errno = ENOMEM;
-    return -1;
+    close(lock);
+    errno = saved;
+    return rc;
 }
 
 const char *gg_tune_cache_default_path(char *buf, size_t size) {

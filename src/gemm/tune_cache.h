@@ -40,8 +40,10 @@ void gg_tune_cache_close(gg_tune_cache *cache);
 const gg_tune_entry *gg_tune_cache_find(const gg_tune_cache *cache, const char *key);
 /* Adds or replaces the entry with e's key. Returns 0, or -1 (out of memory, or a key too long or with spaces). */
 int gg_tune_cache_put(gg_tune_cache *cache, const gg_tune_entry *e);
-/* Merges the cache into its file as described above (creating the file's directory if needed). Returns 0, or -1
- * with errno set when the file cannot be written; 0 without a path. */
+/* Merges the cache into its file as described above (creating the file's directory if needed), under an exclusive
+ * lock on "<path>.lock" (left beside the file), so that concurrent savers in threads or processes all keep their
+ * entries; the new file is written under a unique temporary name and renamed over the old. Returns 0, or -1 with
+ * errno set when the file cannot be written or the lock is held past 10 s; 0 without a path. */
 int gg_tune_cache_save(const gg_tune_cache *cache);
 
 /* The default file: $GG_TUNE_CACHE, else $XDG_CACHE_HOME/gradgraph/gemm-algos.txt, else
