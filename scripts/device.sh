@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # scripts/device.sh - everything the GPU machine does in one call: build for the chip, run the tests (CPU and
-# `gpu`), compute-sanitizer on the small-shape tests, and time all 64 cases; logs and JSON land in $OUT.
+# `gpu`, the shape sweep on both GPU paths), compute-sanitizer's four tools on the small-shape tests, and time all
+# 64 cases; logs and JSON land in $OUT.
 # On a machine with several GPUs, `multigpu` (part of `all` there) runs the `multigpu` tests and the scaling
 # example for blocks 068 and 073 at their largest cases.
 #
@@ -67,13 +68,18 @@ if [ "$stage" = all ] || [ "$stage" = tests ]; then
   echo "test_blocks_gpu, sm_90a-only kernels off: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/test_blocks_gpu-hopper0.log" | tr '\n' ' ')"
   python3 scripts/collect_correctness.py "$OUT/test_blocks_gpu.log" "$OUT/correctness-h200.json" \
     "${GG_COMMIT:-unknown}" "$run_cmd" "$(head -2 "$OUT/gpu.txt" | tail -1 | cut -d, -f1)"
-  echo "== compute-sanitizer (memcheck, small shapes)"
-  GG_TEST_FILTER='*small*' compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/test_blocks_gpu" \
-    > "$OUT/sanitizer.log" 2>&1
-  rc=$?; echo "memcheck exit $rc" | tee -a "$OUT/sanitizer.log"; [ $rc = 0 ] || status=1
-  GG_TEST_FILTER='*rebinding*' timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/test_graphs_gpu" \
-    >> "$OUT/sanitizer.log" 2>&1
-  rc=$?; echo "memcheck (graphs) exit $rc" | tee -a "$OUT/sanitizer.log"; [ $rc = 0 ] || status=1
+  echo "== compute-sanitizer: memcheck, racecheck, synccheck, initcheck on the small shapes, eager and graph"
+  # Each tool on every block's small shapes (test_blocks_gpu) and on a graph's capture, replay and rebinding
+  # (test_graphs_gpu); a tool's log ends with its error summary. --error-exitcode makes any report fail the stage.
+  : > "$OUT/sanitizer.log"
+  for tool in memcheck racecheck synccheck initcheck; do
+    for t in "test_blocks_gpu *small*" "test_graphs_gpu *rebinding*"; do
+      exe=${t%% *}
+      GG_TEST_FILTER=${t#* } timeout 300 compute-sanitizer --tool $tool --error-exitcode 9 "$build/tests/$exe" \
+        >> "$OUT/sanitizer.log" 2>&1
+      rc=$?; echo "$tool $exe exit $rc" | tee -a "$OUT/sanitizer.log"; [ $rc = 0 ] || status=1
+    done
+  done
 fi
 
 if [ "$stage" = all ] || [ "$stage" = bench ]; then
