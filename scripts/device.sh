@@ -80,6 +80,8 @@ if [ "$stage" = all ] || [ "$stage" = tests ]; then
       rc=$?; echo "$tool $exe exit $rc" | tee -a "$OUT/sanitizer.log"; [ $rc = 0 ] || status=1
     done
   done
+  python3 scripts/collect_reliability.py "$OUT" "$OUT/reliability-h200.json" "${GG_COMMIT:-unknown}" "$run_cmd" \
+    "$(head -2 "$OUT/gpu.txt" | tail -1 | cut -d, -f1)"
 fi
 
 if [ "$stage" = all ] || [ "$stage" = bench ]; then

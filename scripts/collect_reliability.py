@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""Collects the reliability checks of scripts/device.sh into docs/results/reliability-*.json.
+
+Usage: collect_reliability.py OUT_DIR OUT_JSON COMMIT COMMAND GPU
+
+Reads, from OUT_DIR: test_shapes_gpu-hopper1.log and -hopper0.log (the shape sweep's "SHAPES {json}" lines and
+"SHAPE FAIL" lines), test_blocks_gpu-hopper0.log (the 64 cases with the sm_90a-only kernels off: its RESULT lines)
+and sanitizer.log (compute-sanitizer's "<tool> <test> exit <rc>" lines and error summaries). A check that the run
+did not make is recorded as null, never as zero.
+"""
+import json
+import os
+import re
+import sys
+
+out_dir, out, commit, command, gpu = sys.argv[1:6]
+
+
+def lines(name):
+    path = os.path.join(out_dir, name)
+    return open(path, errors="replace").read().splitlines() if os.path.exists(path) else None
+
+
+shapes, shape_failures, guard_bytes, seeds = {}, 0, 0, set()
+for hopper in (1, 0):
+    log = lines(f"test_shapes_gpu-hopper{hopper}.log")
+    if log is None:
+        continue
+    for line in log:
+        if line.startswith("SHAPES "):
+            r = json.loads(line[len("SHAPES "):])
+            key = f"{r['block']}" + ("" if hopper else "_no_hopper")
+            shapes[key] = r["checked"]
+            shape_failures += r["failures"]
+            guard_bytes += r["guard_bytes_changed"]
+            seeds.add(r["seed"])
+
+non_hopper = None
+log = lines("test_blocks_gpu-hopper0.log")
+if log is not None:
+    passed = set()
+    for line in log:
+        if line.startswith("RESULT "):
+            r = json.loads(line[len("RESULT "):])
+            if r.get("cases_passed") is not None:
+                passed.add((r["block"], r["mode"], r["cases_passed"]))
+    # a case counts once, when it passed in every mode of its block
+    per_block = {}
+    for block, mode, n in passed:
+        per_block[block] = min(per_block.get(block, n), n)
+    non_hopper = sum(per_block.values()) if per_block else 0
+
+# Each run's summary ("ERROR SUMMARY: N errors", racecheck's "RACECHECK SUMMARY: N hazards ...") comes before the
+# "<tool> <test> exit <rc>" line device.sh writes after it; a run that failed without a summary counts as one.
+tools = {"memcheck": None, "racecheck": None, "synccheck": None, "initcheck": None}
+log = lines("sanitizer.log")
+if log is not None:
+    found = 0
+    for line in log:
+        m = re.search(r"(?:ERROR|RACECHECK) SUMMARY: (\d+)", line)
+        if m:
+            found += int(m.group(1))
+        m = re.match(r"^(memcheck|racecheck|synccheck|initcheck) \S+ exit (\d+)$", line)
+        if m:
+            count = found if found or m.group(2) == "0" else 1
+            tools[m.group(1)] = (tools[m.group(1)] or 0) + count
+            found = 0
+
+result = {
+    "commit": commit, "command": command, "gpu": gpu,
+    "shapes_checked": shapes, "shapes_seeds": sorted(seeds),
+    "shape_failures": shape_failures if shapes else None,
+    "guard_violations": guard_bytes if shapes else None,
+    "faults_injected": None, "fault_failures": None,
+    "memcheck_errors": tools["memcheck"], "racecheck_hazards": tools["racecheck"],
+    "synccheck_errors": tools["synccheck"], "initcheck_errors": tools["initcheck"],
+    "soak_replays": None, "soak_failures": None, "fuzz_execs": None,
+    "non_hopper_cases_correct": non_hopper, "dead_rank_detected_s": None,
+}
+json.dump(result, open(out, "w"), indent=2)
+print(f"{out}: {sum(shapes.values())} shape runs, {shape_failures} failures, {guard_bytes} guard bytes changed")
