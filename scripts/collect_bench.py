@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""docs/results/bench-*.json in the speed issue's shape, from one run's gg_bench JSON and peers JSON.
-The case latency is gradgraph's graph replay as a CUPTI kernel span (the published protocol), in the block's fast
-mode (fp16 for the fp32-I/O blocks); when the bench ran without CUPTI, the CUDA-event time, and "timing" says so.
+"""docs/results/bench-*.json, per block and case against SOL and the PyTorch peers, from one run's gg_bench JSON
+and peers JSON. The case latency is gradgraph's graph replay as a CUPTI kernel span (the published protocol), in the
+block's fast mode (fp16 for the fp32-I/O blocks); when the bench ran without CUPTI, the CUDA-event time, and "timing"
+says so.
 A peer counts as correct on a case when every peer that ran there passed the tolerance.
 
 Usage: collect_bench.py BENCH_JSON PEERS_JSON OUT_JSON COMMIT COMMAND
@@ -44,8 +45,10 @@ for b, s in blocks.items():
     s["torch_eager_geomean_us"] = round(te, 2) if te else None
     s["torch_compile_geomean_us"] = round(tc, 2) if tc else None
     s["faster_than_torch_eager"] = sum(1 for c in cs if c["torch_eager_us"] and c["median_us"] < c["torch_eager_us"])
-    s["faster_than_torch_compile"] = sum(1 for c in cs if c["torch_compile_us"] and c["median_us"] < c["torch_compile_us"])
-    best = [min(x for x in (c["torch_eager_us"], c["torch_compile_us"]) if x) if (c["torch_eager_us"] or c["torch_compile_us"]) else None for c in cs]
+    s["faster_than_torch_compile"] = sum(1 for c in cs
+                                         if c["torch_compile_us"] and c["median_us"] < c["torch_compile_us"])
+    best = [min(x for x in (c["torch_eager_us"], c["torch_compile_us"]) if x)
+            if (c["torch_eager_us"] or c["torch_compile_us"]) else None for c in cs]
     s["faster_than_best_peer"] = sum(1 for c, b in zip(cs, best) if b and c["median_us"] < b)
     s["peers_correct"] = all(c["peers_correct"] for c in cs)
     for name, g in (("torch_eager_over_gradgraph", te), ("torch_compile_over_gradgraph", tc)):
@@ -54,5 +57,5 @@ json.dump({"commit": commit, "command": command, "gpu": bench["gpu"], "timing": 
            "blocks": blocks}, open(out, "w"), indent=1)
 for b, s in blocks.items():
     print(f"{b[:12]} {s['mode']}: {s['geomean_us']} us, SOL {100 * s['sol_fraction']:.1f} %, torch eager "
-          f"{s['torch_eager_geomean_us']} us, torch.compile {s['torch_compile_geomean_us']} us, faster than the best peer "
-          f"on {s['faster_than_best_peer']}/{len(s['cases'])}")
+          f"{s['torch_eager_geomean_us']} us, torch.compile {s['torch_compile_geomean_us']} us, "
+          f"faster than the best peer on {s['faster_than_best_peer']}/{len(s['cases'])}")

@@ -39,5 +39,5 @@ for block, modes in by.items():
 json.dump({"commit": commit, "command": command, "gpu": data["gpu"], "iters": data["iters"], "blocks": blocks},
           open(out, "w"), indent=2)
 for b, s in blocks.items():
-    print(f"{b[:12]:12s} {s['headline_mode']}: graph {s['graph_geomean_us']:9.1f} us  eager {s['eager_geomean_us']:9.1f} us"
-          f"  bitwise {s['bitwise_equal']}/{s['cases']}")
+    print(f"{b[:12]:12s} {s['headline_mode']}: graph {s['graph_geomean_us']:9.1f} us  "
+          f"eager {s['eager_geomean_us']:9.1f} us  bitwise {s['bitwise_equal']}/{s['cases']}")

@@ -17,7 +17,8 @@ BLOCKS = {
 }
 
 def main():
-    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..", "shared", "workloads")
+    default = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "workloads")
+    root = sys.argv[1] if len(sys.argv) > 1 else default
     out = os.path.join(os.path.dirname(__file__), "..", "tests", "data", "cases.csv")
     rows = ["block_id,block,index,batch_size,seq_len,tokens,dim0,dim1,atol,rtol,use_silu_gate,sol_us_b200"]
     for name, (block_id, dim0, dim1) in BLOCKS.items():
@@ -28,7 +29,8 @@ def main():
             b, s = w["axes"]["batch_size"], w["axes"]["seq_len"]
             tol = w["tolerance"]
             silu = int(bool(w["inputs"].get("use_silu_gate", {}).get("value", False)))
-            rows.append(f"{block_id},{name},{i},{b},{s},{b * s},{dim0},{dim1},{tol['max_atol']!r},{tol['max_rtol']!r},{silu},{sol[i]:.4f}")
+            rows.append(f"{block_id},{name},{i},{b},{s},{b * s},{dim0},{dim1},"
+                        f"{tol['max_atol']!r},{tol['max_rtol']!r},{silu},{sol[i]:.4f}")
     with open(out, "w") as f:
         f.write("\n".join(rows) + "\n")
     print(f"wrote {len(rows) - 1} cases to {out}")
