@@ -110,10 +110,8 @@ static gg_status prepare(gg_graph *g, const char *fn, gg_block_plan **plans) {
     return GG_SUCCESS;
 }
 
-gg_status gg_graph_create_call(gg_ctx *ctx, const gg_block_call *shape, gg_precision requested,
-                               const gg_graph_config *config, gg_graph **out) {
-    char fn[64];
-    graph_fn(fn, sizeof fn, shape->info, "create");
+static gg_status create(gg_ctx *ctx, const char *fn, const gg_block_call *shape, gg_precision requested,
+                        const gg_graph_config *config, gg_graph **out) {
     if (!out) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: out is NULL", fn);
     *out = NULL;
     const gg_graph_config defaults = GG_GRAPH_CONFIG_INIT;
@@ -352,9 +350,8 @@ static gg_status run_eager_beyond_max(gg_ctx *ctx, const gg_block_call *call, cu
     return ran == GG_SUCCESS ? ended : ran;
 }
 
-gg_status gg_graph_run_call(gg_graph *g, gg_block_call *call, gg_precision requested, cudaStream_t stream) {
-    char fn[64];
-    graph_fn(fn, sizeof fn, call->info, "run");
+static gg_status run(gg_graph *g, const char *fn, gg_block_call *call, gg_precision requested,
+                     cudaStream_t stream) {
     gg_ctx *ctx = g->ctx;
     GG_TRY(check_run(g, fn, call, requested));
     const int b = gg_buckets_select(g->buckets, g->n_buckets, call->tokens);
@@ -419,10 +416,8 @@ fail:
     return status;
 }
 
-gg_status gg_graph_run_device_call(gg_graph *g, gg_block_call *call, gg_precision requested,
-                                   const int64_t *device_tokens, cudaStream_t stream) {
-    char fn[64];
-    graph_fn(fn, sizeof fn, call->info, "run_device");
+static gg_status run_device(gg_graph *g, const char *fn, gg_block_call *call, gg_precision requested,
+                            const int64_t *device_tokens, cudaStream_t stream) {
     gg_ctx *ctx = g->ctx;
     if (!g->config.device_select)
         return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
@@ -438,16 +433,48 @@ gg_status gg_graph_run_device_call(gg_graph *g, gg_block_call *call, gg_precisio
     return replay(g, fn, &g->device_execs, &key, call, -1, 1, device_tokens, stream);
 }
 
-/* ---- entry-point checks ---- */
+/* ---- entry points ---- */
 
-gg_status gg_check_graph_call(gg_graph *g, const gg_block_info *info, const char *fn, const void *desc,
-                              const void *args) {
+/* graph, desc and args non-NULL, and the graph made for this block. */
+static gg_status check_graph_call(gg_graph *g, const gg_block_info *info, const char *fn, const void *desc,
+                                  const void *args) {
     if (!g) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: graph is NULL", fn);
     GG_TRY(gg_check_call(g->ctx, fn, desc, args));
     if (g->shape.info != info)
         return gg_fail(g->ctx, GG_ERROR_INVALID_ARGUMENT, "%s: the graph was made by %.*s_graph_create", fn,
                        (int)(strlen(g->shape.info->fn) - strlen("_backward")), g->shape.info->fn);
     return GG_SUCCESS;
+}
+
+gg_status gg_block_graph_create(gg_ctx *ctx, const gg_block_info *info, const void *desc,
+                                const gg_graph_config *config, gg_graph **out) {
+    char fn[64];
+    graph_fn(fn, sizeof fn, info, "create");
+    if (out) *out = NULL;
+    GG_TRY(gg_check_desc(ctx, fn, desc));
+    gg_block_call shape;
+    gg_block_pack(&shape, info, desc, NULL);
+    return create(ctx, fn, &shape, gg_block_requested_precision(info, desc), config, out);
+}
+
+gg_status gg_block_graph_run(gg_graph *g, const gg_block_info *info, const void *desc, const void *args,
+                             cudaStream_t stream) {
+    char fn[64];
+    graph_fn(fn, sizeof fn, info, "run");
+    GG_TRY(check_graph_call(g, info, fn, desc, args));
+    gg_block_call call;
+    gg_block_pack(&call, info, desc, args);
+    return run(g, fn, &call, gg_block_requested_precision(info, desc), stream);
+}
+
+gg_status gg_block_graph_run_device(gg_graph *g, const gg_block_info *info, const void *desc,
+                                    const int64_t *device_tokens, const void *args, cudaStream_t stream) {
+    char fn[64];
+    graph_fn(fn, sizeof fn, info, "run_device");
+    GG_TRY(check_graph_call(g, info, fn, desc, args));
+    gg_block_call call;
+    gg_block_pack(&call, info, desc, args);
+    return run_device(g, fn, &call, gg_block_requested_precision(info, desc), device_tokens, stream);
 }
 
 /* ---- queries ---- */

@@ -24,7 +24,7 @@
  */
 #include "block.h"
 #include "dist.h"
-#include "graph.h"
+#include "blocks.h"
 #include "kernels/gg_kernels.h"
 #include "streams.h"
 
@@ -39,26 +39,29 @@ enum { GEMM_G, GEMM_DW2, GEMM_DX, GEMM_DW1 };
  * partial sums. */
 enum { BUF_G, BUF_DY16, BUF_W2_16, BUF_ACT16, BUF_X16, BUF_W1_16, BUF_PARTIALS1, BUF_PARTIALS2, BUF_G32 };
 
-#define COMMON_TENSORS(pre_name, act_name)                                                                         \
-    [T_DY] = {"grad_output", GG_EXT_TOKENS, GG_EXT_DIM0, 4, 0, 0},                                                 \
-    [T_X] = {"hidden_states", GG_EXT_TOKENS, GG_EXT_DIM0, 4, 0, 0},                                                \
-    [T_W1] = {"weight1", GG_EXT_DIM1, GG_EXT_DIM0, 4, 0, 0},                                                       \
-    [T_W2] = {"weight2", GG_EXT_DIM0, GG_EXT_DIM1, 4, 0, 0},                                                       \
-    [T_PRE] = {pre_name, GG_EXT_TOKENS, GG_EXT_DIM1, 4, 0, 0},                                                     \
-    [T_ACT] = {act_name, GG_EXT_TOKENS, GG_EXT_DIM1, 4, 0, 0},                                                     \
-    [T_DX] = {"grad_hidden_states", GG_EXT_TOKENS, GG_EXT_DIM0, 4, 1, 0},                                          \
-    [T_DW1] = {"grad_weight1", GG_EXT_DIM1, GG_EXT_DIM0, 4, 1, 0},                                                 \
-    [T_DW2] = {"grad_weight2", GG_EXT_DIM0, GG_EXT_DIM1, 4, 1, 0}
+#define COMMON_TENSORS(args, pre, act)                                                                              \
+    [T_DY] = GG_TENSOR(args, grad_output, GG_EXT_TOKENS, GG_EXT_DIM0, 4, 0, 0),                                    \
+    [T_X] = GG_TENSOR(args, hidden_states, GG_EXT_TOKENS, GG_EXT_DIM0, 4, 0, 0),                                   \
+    [T_W1] = GG_TENSOR(args, weight1, GG_EXT_DIM1, GG_EXT_DIM0, 4, 0, 0),                                          \
+    [T_W2] = GG_TENSOR(args, weight2, GG_EXT_DIM0, GG_EXT_DIM1, 4, 0, 0),                                          \
+    [T_PRE] = GG_TENSOR(args, pre, GG_EXT_TOKENS, GG_EXT_DIM1, 4, 0, 0),                                           \
+    [T_ACT] = GG_TENSOR(args, act, GG_EXT_TOKENS, GG_EXT_DIM1, 4, 0, 0),                                           \
+    [T_DX] = GG_TENSOR(args, grad_hidden_states, GG_EXT_TOKENS, GG_EXT_DIM0, 4, 1, 0),                             \
+    [T_DW1] = GG_TENSOR(args, grad_weight1, GG_EXT_DIM1, GG_EXT_DIM0, 4, 1, 0),                                    \
+    [T_DW2] = GG_TENSOR(args, grad_weight2, GG_EXT_DIM0, GG_EXT_DIM1, 4, 1, 0)
 
 static const gg_tensor_spec gelu_ffn_tensors[] = {
-    COMMON_TENSORS("linear1_out", "gelu_out"),
-    [T_TANH] = {"tanh_inner", GG_EXT_TOKENS, GG_EXT_DIM1, 4, 0, 0},
+    COMMON_TENSORS(gg_gelu_ffn_args, linear1_out, gelu_out),
+    [T_TANH] = GG_TENSOR(gg_gelu_ffn_args, tanh_inner, GG_EXT_TOKENS, GG_EXT_DIM1, 4, 0, 0),
 };
 static const gg_tensor_spec mlp_tensors[] = {
-    COMMON_TENSORS("intermediate", "intermediate_activated"),
-    [T_DB1] = {"grad_bias1", GG_EXT_ONE, GG_EXT_DIM1, 4, 1, 0},
-    [T_DB2] = {"grad_bias2", GG_EXT_ONE, GG_EXT_DIM0, 4, 1, 0},
+    COMMON_TENSORS(gg_mlp_args, intermediate, intermediate_activated),
+    [T_DB1] = GG_TENSOR(gg_mlp_args, grad_bias1, GG_EXT_ONE, GG_EXT_DIM1, 4, 1, 0),
+    [T_DB2] = GG_TENSOR(gg_mlp_args, grad_bias2, GG_EXT_ONE, GG_EXT_DIM0, 4, 1, 0),
 };
+#define N_TENSORS(table) (int)(sizeof table / sizeof table[0])
+_Static_assert(sizeof(gg_gelu_ffn_args) == N_TENSORS(gelu_ffn_tensors) * sizeof(void *), "one row a field");
+_Static_assert(sizeof(gg_mlp_args) == N_TENSORS(mlp_tensors) * sizeof(void *), "one row a field");
 
 /* fp16 mode's route (the plan's route): which GEMMs read an fp32 weight themselves instead of its fp16 copy.
  * None (ROUTE_CONVERT): every operand converted to fp16 first. On an sm_90a device, G and, at fewer tokens, dX in
@@ -421,44 +424,34 @@ static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_cal
     return gg_dist_overlaps(ctx, c) ? enqueue_weights_first(ctx, p, c, main) : enqueue_overlapped(ctx, p, c, main);
 }
 
-const gg_block_info gg_gelu_ffn_info = {GG_BLOCK_GELU_FFN, "gg_gelu_ffn_backward", "desc->hidden", "desc->ffn", 1,
-                                        (int)(sizeof gelu_ffn_tensors / sizeof gelu_ffn_tensors[0]), gelu_ffn_tensors,
-                                        build, enqueue, 1u << T_DW1 | 1u << T_DW2};
-const gg_block_info gg_mlp_info = {GG_BLOCK_MLP, "gg_mlp_backward", "desc->hidden", "desc->ffn", 1,
-                                   (int)(sizeof mlp_tensors / sizeof mlp_tensors[0]), mlp_tensors, build, enqueue,
-                                   1u << T_DW1 | 1u << T_DW2};
+/* Both blocks' desc structs: tokens, hidden, ffn, precision, accumulate. */
+#define FFN_DESC(type)                                                                                             \
+    {.tokens = offsetof(type, tokens), .dim0 = offsetof(type, hidden), .dim1 = offsetof(type, ffn),               \
+     .precision = offsetof(type, precision), .use_silu_gate = GG_NO_FIELD, .accumulate = offsetof(type, accumulate)}
 
-void gg_gelu_ffn_pack(gg_block_call *c, const gg_gelu_ffn_desc *d, const gg_gelu_ffn_args *a) {
-    *c = (gg_block_call){.info = &gg_gelu_ffn_info, .tokens = d->tokens, .dim0 = d->hidden, .dim1 = d->ffn,
-                         .accumulate = d->accumulate};
-    c->t[T_DY] = (void *)a->grad_output;
-    c->t[T_X] = (void *)a->hidden_states;
-    c->t[T_W1] = (void *)a->weight1;
-    c->t[T_W2] = (void *)a->weight2;
-    c->t[T_PRE] = (void *)a->linear1_out;
-    c->t[T_ACT] = (void *)a->gelu_out;
-    c->t[T_TANH] = (void *)a->tanh_inner;
-    c->t[T_DX] = a->grad_hidden_states;
-    c->t[T_DW1] = a->grad_weight1;
-    c->t[T_DW2] = a->grad_weight2;
-}
-
-void gg_mlp_pack(gg_block_call *c, const gg_mlp_desc *d, const gg_mlp_args *a) {
-    *c = (gg_block_call){.info = &gg_mlp_info, .tokens = d->tokens, .dim0 = d->hidden, .dim1 = d->ffn,
-                         .accumulate = d->accumulate};
-    c->t[T_DY] = (void *)a->grad_output;
-    c->t[T_X] = (void *)a->hidden_states;
-    c->t[T_W1] = (void *)a->weight1;
-    c->t[T_W2] = (void *)a->weight2;
-    c->t[T_PRE] = (void *)a->intermediate;
-    c->t[T_ACT] = (void *)a->intermediate_activated;
-    c->t[T_DX] = a->grad_hidden_states;
-    c->t[T_DW1] = a->grad_weight1;
-    c->t[T_DB1] = a->grad_bias1;
-    c->t[T_DW2] = a->grad_weight2;
-    c->t[T_DB2] = a->grad_bias2;
-}
-
-GG_BLOCK_ENTRY_POINTS(gelu_ffn, desc->precision)
-
-GG_BLOCK_ENTRY_POINTS(mlp, desc->precision)
+const gg_block_info gg_gelu_ffn_info = {
+    .kind = GG_BLOCK_GELU_FFN,
+    .fn = "gg_gelu_ffn_backward",
+    .dim0_name = "desc->hidden",
+    .dim1_name = "desc->ffn",
+    .fp32_io = 1,
+    .n_tensors = N_TENSORS(gelu_ffn_tensors),
+    .tensors = gelu_ffn_tensors,
+    .desc = FFN_DESC(gg_gelu_ffn_desc),
+    .build = build,
+    .enqueue = enqueue,
+    .split_tensors = 1u << T_DW1 | 1u << T_DW2,
+};
+const gg_block_info gg_mlp_info = {
+    .kind = GG_BLOCK_MLP,
+    .fn = "gg_mlp_backward",
+    .dim0_name = "desc->hidden",
+    .dim1_name = "desc->ffn",
+    .fp32_io = 1,
+    .n_tensors = N_TENSORS(mlp_tensors),
+    .tensors = mlp_tensors,
+    .desc = FFN_DESC(gg_mlp_desc),
+    .build = build,
+    .enqueue = enqueue,
+    .split_tensors = 1u << T_DW1 | 1u << T_DW2,
+};

@@ -17,7 +17,7 @@
  */
 #include "block.h"
 #include "dist.h"
-#include "graph.h"
+#include "blocks.h"
 #include "kernels/gg_kernels.h"
 #include "streams.h"
 
@@ -26,18 +26,21 @@ enum { GEMM_G, GEMM_DW };
 enum { BUF_G, BUF_PARTIALS, BUF_BIAS_ROWS };
 enum { ROUTE_SMALL = 1, ROUTE_FUSED }; /* the plan's route, if not cuBLASLt's */
 
+#define TENSOR(field, ...) GG_TENSOR(gg_ssm_gate_args, field, __VA_ARGS__)
 static const gg_tensor_spec tensors[] = {
-    [T_DY] = {"grad_output", GG_EXT_TOKENS, GG_EXT_DIM0, 2, 0, 0},
-    [T_SSM] = {"ssm_output", GG_EXT_TOKENS, GG_EXT_DIM1, 2, 0, 0},
-    [T_GATE] = {"gate", GG_EXT_TOKENS, GG_EXT_DIM1, 2, 0, 1},
-    [T_W] = {"weight", GG_EXT_DIM0, GG_EXT_DIM1, 2, 0, 0},
-    [T_GATE_ACT] = {"gate_activated", GG_EXT_TOKENS, GG_EXT_DIM1, 2, 0, 0},
-    [T_GATED] = {"gated_output", GG_EXT_TOKENS, GG_EXT_DIM1, 2, 0, 0},
-    [T_GRAD_SSM] = {"grad_ssm_output", GG_EXT_TOKENS, GG_EXT_DIM1, 2, 1, 0},
-    [T_GRAD_GATE] = {"grad_gate", GG_EXT_TOKENS, GG_EXT_DIM1, 2, 1, 0},
-    [T_DW] = {"grad_weight", GG_EXT_DIM0, GG_EXT_DIM1, 2, 1, 0},
-    [T_DB] = {"grad_bias", GG_EXT_ONE, GG_EXT_DIM0, 2, 1, 0},
+    [T_DY] = TENSOR(grad_output, GG_EXT_TOKENS, GG_EXT_DIM0, 2, 0, 0),
+    [T_SSM] = TENSOR(ssm_output, GG_EXT_TOKENS, GG_EXT_DIM1, 2, 0, 0),
+    [T_GATE] = TENSOR(gate, GG_EXT_TOKENS, GG_EXT_DIM1, 2, 0, 1),
+    [T_W] = TENSOR(weight, GG_EXT_DIM0, GG_EXT_DIM1, 2, 0, 0),
+    [T_GATE_ACT] = TENSOR(gate_activated, GG_EXT_TOKENS, GG_EXT_DIM1, 2, 0, 0),
+    [T_GATED] = TENSOR(gated_output, GG_EXT_TOKENS, GG_EXT_DIM1, 2, 0, 0),
+    [T_GRAD_SSM] = TENSOR(grad_ssm_output, GG_EXT_TOKENS, GG_EXT_DIM1, 2, 1, 0),
+    [T_GRAD_GATE] = TENSOR(grad_gate, GG_EXT_TOKENS, GG_EXT_DIM1, 2, 1, 0),
+    [T_DW] = TENSOR(grad_weight, GG_EXT_DIM0, GG_EXT_DIM1, 2, 1, 0),
+    [T_DB] = TENSOR(grad_bias, GG_EXT_ONE, GG_EXT_DIM0, 2, 1, 0),
 };
+#undef TENSOR
+_Static_assert(sizeof(gg_ssm_gate_args) == sizeof tensors / sizeof tensors[0] * sizeof(void *), "one row a field");
 
 /* Up to this many tokens the one-launch kernel beats cuBLASLt's route of four dependent launches. Measured on an
  * H200 (docs/perf-notes.md, "Session 15"): M = 128 0.58-0.74x the time; M = 422 1.03-1.15x; from M = 1172 on
@@ -249,22 +252,17 @@ static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_cal
     return status == GG_SUCCESS ? joined : status;
 }
 
-const gg_block_info gg_ssm_gate_info = {GG_BLOCK_SSM_GATE, "gg_ssm_gate_backward", "desc->hidden", "desc->expanded", 0,
-                                        (int)(sizeof tensors / sizeof tensors[0]), tensors, build, enqueue, 0u};
-
-void gg_ssm_gate_pack(gg_block_call *c, const gg_ssm_gate_desc *d, const gg_ssm_gate_args *a) {
-    *c = (gg_block_call){.info = &gg_ssm_gate_info, .tokens = d->tokens, .dim0 = d->hidden, .dim1 = d->expanded,
-                         .use_silu_gate = d->use_silu_gate != 0, .accumulate = d->accumulate};
-    c->t[T_DY] = (void *)a->grad_output;
-    c->t[T_SSM] = (void *)a->ssm_output;
-    c->t[T_GATE] = (void *)a->gate;
-    c->t[T_W] = (void *)a->weight;
-    c->t[T_GATE_ACT] = (void *)a->gate_activated;
-    c->t[T_GATED] = (void *)a->gated_output;
-    c->t[T_GRAD_SSM] = a->grad_ssm_output;
-    c->t[T_GRAD_GATE] = a->grad_gate;
-    c->t[T_DW] = a->grad_weight;
-    c->t[T_DB] = a->grad_bias;
-}
-
-GG_BLOCK_ENTRY_POINTS(ssm_gate, GG_PRECISION_DEFAULT)
+const gg_block_info gg_ssm_gate_info = {
+    .kind = GG_BLOCK_SSM_GATE,
+    .fn = "gg_ssm_gate_backward",
+    .dim0_name = "desc->hidden",
+    .dim1_name = "desc->expanded",
+    .n_tensors = (int)(sizeof tensors / sizeof tensors[0]),
+    .tensors = tensors,
+    .desc = {.tokens = offsetof(gg_ssm_gate_desc, tokens), .dim0 = offsetof(gg_ssm_gate_desc, hidden),
+             .dim1 = offsetof(gg_ssm_gate_desc, expanded), .precision = GG_NO_FIELD,
+             .use_silu_gate = offsetof(gg_ssm_gate_desc, use_silu_gate),
+             .accumulate = offsetof(gg_ssm_gate_desc, accumulate)},
+    .build = build,
+    .enqueue = enqueue,
+};

@@ -178,9 +178,55 @@ gg_status gg_block_run_eager(gg_ctx *ctx, const gg_block_call *c, cudaStream_t s
     return status;
 }
 
-gg_status gg_check_call(gg_ctx *ctx, const char *fn, const void *desc, const void *args) {
+gg_status gg_check_desc(gg_ctx *ctx, const char *fn, const void *desc) {
     if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
     if (!desc) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: desc is NULL", fn);
+    return GG_SUCCESS;
+}
+
+gg_status gg_check_call(gg_ctx *ctx, const char *fn, const void *desc, const void *args) {
+    GG_TRY(gg_check_desc(ctx, fn, desc));
     if (!args) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: args is NULL", fn);
     return GG_SUCCESS;
+}
+
+static int64_t desc_i64(const void *desc, size_t at) {
+    int64_t v;
+    memcpy(&v, (const char *)desc + at, sizeof v);
+    return v;
+}
+
+static int desc_int(const void *desc, size_t at) {
+    int v;
+    memcpy(&v, (const char *)desc + at, sizeof v);
+    return v;
+}
+
+void gg_block_pack(gg_block_call *c, const gg_block_info *info, const void *desc, const void *args) {
+    const gg_desc_layout *d = &info->desc;
+    *c = (gg_block_call){.info = info,
+                         .tokens = desc_i64(desc, d->tokens),
+                         .dim0 = desc_i64(desc, d->dim0),
+                         .dim1 = d->dim1 == GG_NO_FIELD ? 0 : desc_i64(desc, d->dim1),
+                         .use_silu_gate = d->use_silu_gate != GG_NO_FIELD && desc_int(desc, d->use_silu_gate) != 0,
+                         .accumulate = desc_int(desc, d->accumulate)};
+    if (!args) return;
+    for (int i = 0; i < info->n_tensors; ++i)
+        memcpy(&c->t[i], (const char *)args + info->tensors[i].arg, sizeof c->t[i]);
+}
+
+gg_precision gg_block_requested_precision(const gg_block_info *info, const void *desc) {
+    if (info->desc.precision == GG_NO_FIELD) return GG_PRECISION_DEFAULT;
+    gg_precision p;
+    memcpy(&p, (const char *)desc + info->desc.precision, sizeof p);
+    return p;
+}
+
+gg_status gg_block_backward(gg_ctx *ctx, const gg_block_info *info, const void *desc, const void *args,
+                            cudaStream_t stream) {
+    GG_TRY(gg_check_call(ctx, info->fn, desc, args));
+    gg_block_call call;
+    gg_block_pack(&call, info, desc, args);
+    GG_TRY(gg_block_validate(ctx, info->fn, &call, gg_block_requested_precision(info, desc)));
+    return gg_block_run_eager(ctx, &call, stream);
 }
