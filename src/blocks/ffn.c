@@ -308,9 +308,8 @@ static gg_status enqueue_overlapped(gg_ctx *ctx, const gg_block_plan *p, const g
     GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW1], o.x, o.G, t[T_DW1], acc, 1, side), status, join);
     if (is_copy(c, T_W1, o.w1)) GG_GOTO(gg_stream_wait(ctx, side, ctx->ev_conv, main), status, join); /* W1's copy */
     GG_GOTO(gemm_dx(ctx, p, c, &o, 0, c->tokens, ctx->priority_greatest, main), status, join);
-join:;
-    const gg_status joined = gg_stream_handoff(ctx, side, ctx->ev_join, main);
-    return status == GG_SUCCESS ? joined : status;
+join:
+    return gg_stream_join(ctx, status, main, side, ctx->ev_join);
 }
 
 /* Calls that reduce the gradients during the backward: one stream, weight gradients first. dW2 (it needs only dY
@@ -413,9 +412,7 @@ static gg_status enqueue_pair(gg_ctx *ctx, const gg_block_plan *p, const gg_bloc
     GG_GOTO(pair_half(ctx, c, &p->gemm[GEMM_DW1], o.x, o.G, g_elem, T_DW1, D, F, 1, s), status, join);
     GG_GOTO(dx_half(ctx, p, c, &o, 1, s), status, join);
 join:
-    if (!conv_side) return status;
-    const gg_status joined = gg_stream_handoff(ctx, side, ctx->ev_join, s);
-    return status == GG_SUCCESS ? joined : status;
+    return conv_side ? gg_stream_join(ctx, status, s, side, ctx->ev_join) : status; /* forked only when conv_side */
 }
 
 /* Enqueues the backward; the plan exists. */

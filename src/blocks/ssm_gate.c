@@ -196,11 +196,11 @@ static gg_status enqueue_narrow(gg_ctx *ctx, const gg_block_plan *p, const gg_bl
     if (status == GG_SUCCESS) status = enqueue_weight_grad(ctx, p, c, 0, main);
     /* last: so enqueued, its CTAs were measured to reach the SMs after dW's and the chain's (see narrow_rows) */
     if (status == GG_SUCCESS && bias == BIAS_BESIDE) status = enqueue_bias_grad(ctx, p, c, aux);
-    /* the joins even after a failure, so that no stream is left forked from the caller's */
-    const gg_status aux_joined =
-        bias == BIAS_BESIDE ? gg_stream_handoff(ctx, aux, ctx->ev_aux_join, main) : GG_SUCCESS;
-    const gg_status joined = gg_stream_handoff(ctx, side, ctx->ev_join, main);
-    return status != GG_SUCCESS ? status : aux_joined != GG_SUCCESS ? aux_joined : joined;
+    gg_branch joins[2];
+    int n = 0;
+    if (bias == BIAS_BESIDE) joins[n++] = (gg_branch){aux, ctx->ev_aux_join};
+    joins[n++] = (gg_branch){side, ctx->ev_join};
+    return gg_stream_join_all(ctx, status, main, joins, n);
 }
 
 /* g and its chain in one kernel on the side stream (high priority), then the bias as the column sum of the rows it
@@ -219,10 +219,8 @@ static gg_status enqueue_fused(gg_ctx *ctx, const gg_block_plan *p, const gg_blo
                  status, join);
     status = sum_bias(ctx, p, c, bias_rows, GG_DT_F32, fused_bias_rows(c->tokens), side);
     if (status == GG_SUCCESS) status = enqueue_weight_grad(ctx, p, c, 0, main);
-join:;
-    /* the join even after a failure, so that no stream is left forked from the caller's */
-    const gg_status joined = gg_stream_handoff(ctx, side, ctx->ev_join, main);
-    return status != GG_SUCCESS ? status : joined;
+join:
+    return gg_stream_join(ctx, status, main, side, ctx->ev_join);
 }
 
 /* The one-launch kernel: both gradients are final when it ends. */
@@ -248,8 +246,7 @@ static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_cal
     gg_status status = enqueue_weight_grads(ctx, p, c, side);
     if (status == GG_SUCCESS) status = gemm_g(ctx, p, c, main);
     if (status == GG_SUCCESS) status = chain(ctx, p, c, 0, main);
-    const gg_status joined = gg_stream_handoff(ctx, side, ctx->ev_join, main);
-    return status == GG_SUCCESS ? joined : status;
+    return gg_stream_join(ctx, status, main, side, ctx->ev_join);
 }
 
 const gg_block_info gg_ssm_gate_info = {

@@ -627,11 +627,9 @@ gg_status gg_dist_reduce(gg_ctx *ctx, void *data, size_t count, int bf16, gg_str
     int saved = 0;
     GG_TRY(gg_device_enter(ctx, &saved));
     gg_status status = gg_stream_handoff(ctx, (cudaStream_t)stream, d->ev_ready, d->stream);
-    if (status == GG_SUCCESS) {
-        status = reduce_buffer(ctx, data, count, elem);
-        const gg_status joined = gg_stream_handoff(ctx, d->stream, d->ev_done, (cudaStream_t)stream);
-        if (status == GG_SUCCESS) status = joined;
-    }
+    if (status == GG_SUCCESS)
+        status = gg_stream_join(ctx, reduce_buffer(ctx, data, count, elem), (cudaStream_t)stream, d->stream,
+                                d->ev_done);
     gg_device_leave(saved);
     return status;
 }
@@ -683,8 +681,7 @@ gg_status gg_dist_finish(gg_ctx *ctx, const gg_block_call *c, cudaStream_t main)
         for (int i = 0; i < c->info->n_tensors && status == GG_SUCCESS; ++i)
             if (gg_tensor_is_param(c, i)) status = reduce_tensor(ctx, c, i);
     }
-    const gg_status joined = gg_dist_join(ctx, c, main); /* also after a failed reduction */
-    return status == GG_SUCCESS ? joined : status;
+    return gg_stream_join(ctx, status, main, d->stream, d->ev_done); /* also after a failed reduction */
 }
 
 /* Runs one collective on `bytes` of the context's agreement buffers: pinned host -> device, the collective, device
