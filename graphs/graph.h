@@ -24,7 +24,7 @@ struct gg_graph {
     unsigned *device_errors;          /* device-selected runs that found no bucket */
     int syncs;                        /* reduces parameter gradients across the context's ranks */
     int has_nccl;                     /* an executable graph holds NCCL work: destroy before the communicator */
-    struct gg_graph *next;            /* the context's list */
+    gg_ctx_hook hook;                 /* destroyed with the context, before its communicator */
 };
 
 /* The graph entry points of every block (the public gg_<block>_graph_* call them with the block's gg_block_info):

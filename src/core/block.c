@@ -3,7 +3,6 @@
 #include <string.h>
 
 #include "block.h"
-#include "dist.h"
 
 #include <nvtx3/nvToolsExt.h>
 
@@ -124,14 +123,13 @@ gg_status gg_block_validate(gg_ctx *ctx, const char *fn, gg_block_call *c, gg_pr
     return check_tensors(ctx, fn, c);
 }
 
-gg_plan_key gg_block_plan_key(const gg_ctx *ctx, const gg_block_call *c) {
+gg_plan_key gg_block_plan_key(const gg_block_call *c) {
     gg_plan_key key = gg_plan_key_make(c->info->kind, c->precision, c->tokens, c->dim0, c->dim1);
-    key.sm_reserve = c->sync_grads ? gg_dist_comm_sms(ctx) : 0;
+    key.sm_reserve = c->sync_grads ? c->comm_sms : 0;
     key.sync_grads = c->sync_grads != 0;
     /* Halves at 16-byte aligned offsets in every operand (fp16 rows of D/2 or F/2 elements; the plans promise
      * cuBLASLt 16-byte pointers), M even for dX's halves. */
-    if (c->info->split_tensors && c->tokens % 2 == 0 && c->dim0 % 16 == 0 && c->dim1 % 16 == 0 &&
-        gg_dist_pair_split(ctx, c, c->info->split_tensors)) {
+    if (c->info->split_tensors && c->tokens % 2 == 0 && c->dim0 % 16 == 0 && c->dim1 % 16 == 0 && c->pair_split) {
         key.pair_split = 1;
         key.sm_reserve = 0; /* nothing of the reduction runs on SMs */
     }
@@ -139,7 +137,7 @@ gg_plan_key gg_block_plan_key(const gg_ctx *ctx, const gg_block_call *c) {
 }
 
 gg_status gg_block_plan_for(gg_ctx *ctx, const gg_block_call *c, gg_block_plan **out) {
-    const gg_plan_key key = gg_block_plan_key(ctx, c);
+    const gg_plan_key key = gg_block_plan_key(c);
     return gg_plan_get(ctx, &key, c->info->build, out);
 }
 
@@ -150,7 +148,7 @@ static gg_status check_capture(gg_ctx *ctx, const gg_block_call *c, cudaStream_t
     enum cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
     GG_CUDA_TRY(ctx, cudaStreamIsCapturing(stream, &capturing));
     if (capturing == cudaStreamCaptureStatusNone) return GG_SUCCESS;
-    const gg_plan_key key = gg_block_plan_key(ctx, c);
+    const gg_plan_key key = gg_block_plan_key(c);
     const gg_block_plan *plan = gg_plan_cache_find(&ctx->plans, &key);
     if (plan && plan->scratch_bytes <= ctx->scratch_bytes) return GG_SUCCESS;
     return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,

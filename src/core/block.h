@@ -66,6 +66,10 @@ struct gg_block_call {
     int use_silu_gate;
     int accumulate; /* add the parameter gradients to the outputs instead of overwriting them */
     int sync_grads; /* reduce the parameter gradients across the context's ranks (graphs with a communicator) */
+    /* The data-parallel part of a syncing call's plan key, handed down by its caller (the graph code asks the
+     * communicator: gg_dist_hand_down); 0 for calls that do not sync. */
+    int comm_sms;   /* SMs the GEMMs leave to communication */
+    int pair_split; /* the communicator takes the two-rank split reduction of info->split_tensors */
     void *t[GG_BLOCK_MAX_TENSORS]; /* device pointers in the order of info->tensors; inputs are only read */
 };
 
@@ -100,8 +104,8 @@ gg_status gg_block_validate_shape(gg_ctx *ctx, const char *fn, gg_block_call *ca
 
 /* The cached plan for the call's shape, built on first use (never call this inside a stream capture). */
 gg_status gg_block_plan_for(gg_ctx *ctx, const gg_block_call *call, gg_block_plan **out);
-/* The key of a call's plan: its block, shape and precision, and the SMs it leaves to communication. */
-gg_plan_key gg_block_plan_key(const gg_ctx *ctx, const gg_block_call *call);
+/* The key of a call's plan: its block, shape and precision, and its data-parallel part (comm_sms, pair_split). */
+gg_plan_key gg_block_plan_key(const gg_block_call *call);
 
 /* The eager path: select the device, find the plan, enqueue on stream. The call is already validated. */
 gg_status gg_block_run_eager(gg_ctx *ctx, const gg_block_call *call, cudaStream_t stream);

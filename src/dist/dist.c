@@ -11,7 +11,6 @@
 
 #include "bootstrap.h"
 #include "copy_engine.h"
-#include "graph.h"
 #include "streams.h"
 
 int gg_tensor_is_param(const gg_block_call *c, int i) {
@@ -29,12 +28,25 @@ int gg_dist_overlaps(const gg_ctx *ctx, const gg_block_call *c) {
     return c->sync_grads && ctx->dist && ctx->dist->config.overlap;
 }
 
+void gg_dist_hand_down(const gg_ctx *ctx, gg_block_call *c) {
+    c->comm_sms = gg_dist_comm_sms(ctx);
+    c->pair_split = gg_dist_pair_split(ctx, c, c->info->split_tensors);
+}
+
+void gg_dist_graph_holds(gg_ctx *ctx) {
+    if (ctx->dist) ctx->dist->graphs_holding++;
+}
+
+void gg_dist_graph_released(gg_ctx *ctx) {
+    if (ctx->dist) ctx->dist->graphs_holding--;
+}
+
 #ifdef GG_HAVE_NCCL
 #include <nccl.h>
 
 /* gg_dist_agree_algorithms' buffers: a status word, then one algorithm per GEMM of every bucket of a graph. */
 #define AGREE_HEADER 256
-#define AGREE_BYTES (AGREE_HEADER + GG_MAX_BUCKETS * GG_PLAN_MAX_GEMMS * sizeof(cublasLtMatmulAlgo_t))
+#define AGREE_BYTES (AGREE_HEADER + GG_DIST_MAX_AGREE_PLANS * GG_PLAN_MAX_GEMMS * sizeof(cublasLtMatmulAlgo_t))
 
 static gg_status check_dist_config(gg_ctx *ctx, const char *fn, const gg_dist_config *c) {
     GG_TRY(gg_check_config_version(ctx, fn, c->struct_size, sizeof(gg_dist_config), c->version,
@@ -76,7 +88,7 @@ void gg_dist_abort(gg_ctx *ctx) {
 /* NVLink multicast stays off unless the user chose otherwise: it can take a shared host's GPUs out of service. NCCL
  * reads the variable when it makes a communicator, so this runs before gradgraph makes one (and at context
  * creation, before a user's own communicator, if the context comes first). */
-void gg_dist_default_environment(void) { setenv("NCCL_NVLS_ENABLE", "0", 0); }
+void gg_process_defaults(void) { setenv("NCCL_NVLS_ENABLE", "0", 0); }
 
 /* The communication stream runs at the device's highest priority: NCCL's kernels then get SMs as soon as any
  * free up, instead of queueing behind every CTA of a large GEMM launched before them. */
@@ -93,6 +105,7 @@ void gg_dist_release(gg_ctx *ctx) {
     if (d->stream) (void)cudaStreamSynchronize(d->stream);
     if (d->owned && d->comm) (void)ncclCommDestroy((ncclComm_t)d->comm); /* NULL once aborted: nothing to free */
     gg_ce_free(d); /* after the communicator, which took the window with it */
+    gg_ctx_hook_remove(ctx, &d->hook);
     if (d->ev_ready) (void)cudaEventDestroy(d->ev_ready);
     if (d->ev_done) (void)cudaEventDestroy(d->ev_done);
     if (d->agree_dev) (void)cudaFree(d->agree_dev);
@@ -113,6 +126,8 @@ static gg_status begin(gg_ctx *ctx, const char *fn, const gg_dist_config *config
     return check_dist_config(ctx, fn, out);
 }
 
+static void release_hook(void *ctx) { gg_dist_release(ctx); }
+
 /* Puts comm on ctx with its stream and events (no collective). On failure ctx has no communicator state, and an
  * owned comm is left to the caller to destroy. */
 static gg_status make_dist(gg_ctx *ctx, const char *fn, ncclComm_t comm, int owned, int rank, int size,
@@ -121,6 +136,8 @@ static gg_status make_dist(gg_ctx *ctx, const char *fn, ncclComm_t comm, int own
     if (!d) return gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
     *d = (gg_dist){.comm = comm, .rank = rank, .size = size, .config = *config};
     ctx->dist = d;
+    d->hook = (gg_ctx_hook){.destroy = release_hook, .obj = ctx};
+    gg_ctx_hook_add(ctx, &d->hook, GG_HOOK_LATE);
     int saved = 0;
     gg_status status = gg_device_enter(ctx, &saved);
     if (status != GG_SUCCESS) {
@@ -431,7 +448,7 @@ gg_status gg_dist_init_env(gg_ctx *ctx, const char *id_path, const gg_dist_confi
     GG_TRY(begin(ctx, fn, config, &c));
     int rank = -1, size = 0;
     GG_TRY(gg_bootstrap_rank_size(ctx, fn, &rank, &size));
-    gg_dist_default_environment();
+    gg_process_defaults();
     ncclUniqueId id;
     if (id_path) {
         if (rank == 0) GG_NCCL_TRY(ctx, ncclGetUniqueId(&id));
@@ -465,7 +482,7 @@ gg_status gg_dist_init_mpi(gg_ctx *ctx, const void *mpi_comm, const gg_dist_conf
     GG_TRY(begin(ctx, fn, config, &c));
     int rank = -1, size = 0;
     GG_TRY(gg_bootstrap_mpi_rank_size(ctx, fn, mpi_comm, &rank, &size));
-    gg_dist_default_environment();
+    gg_process_defaults();
     ncclUniqueId id;
     GG_TRY(share_id_mpi(ctx, fn, mpi_comm, rank, &id));
     return init_from_id(ctx, fn, rank, size, &id, &c);
@@ -517,7 +534,7 @@ gg_status gg_dist_init_threads(gg_ctx *const *ctxs, int count, const gg_dist_con
                                i, devices[i]);
     }
     c.bind_cpus = 0; /* each worker thread binds itself (gg_dist_bind_thread) */
-    gg_dist_default_environment();
+    gg_process_defaults();
     ncclComm_t comms[GG_DIST_MAX_LOCAL_RANKS];
     GG_TRY(init_local_comms(ctxs[0], count, devices, &c, comms));
     gg_status status = GG_SUCCESS;
@@ -542,11 +559,10 @@ gg_status gg_dist_init_threads(gg_ctx *const *ctxs, int count, const gg_dist_con
 gg_status gg_dist_detach(gg_ctx *ctx) {
     if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_dist_detach: ctx is NULL");
     if (!ctx->dist) return GG_SUCCESS;
-    for (const gg_graph *g = ctx->graphs; g; g = g->next)
-        if (g->has_nccl)
-            return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
-                           "gg_dist_detach: graphs that captured NCCL work still exist; gg_graph_destroy them first "
-                           "(ncclCommDestroy would wait for them forever)");
+    if (ctx->dist->graphs_holding > 0)
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
+                       "gg_dist_detach: graphs that captured NCCL work still exist; gg_graph_destroy them first "
+                       "(ncclCommDestroy would wait for them forever)");
     int saved = 0;
     const int entered = gg_device_enter(ctx, &saved) == GG_SUCCESS;
     gg_dist_release(ctx);
@@ -715,12 +731,14 @@ gg_status gg_dist_agree_algorithms(gg_ctx *ctx, const char *fn, gg_block_plan *c
     gg_dist *d = ctx->dist;
     if (!d || d->size < 2) return GG_SUCCESS;
     if (!d->comm) return gg_fail(ctx, GG_ERROR_NCCL, "%s: the communicator was aborted after an error", fn);
-    const int valid = count >= 1 && count <= GG_MAX_BUCKETS;
+    const int valid = count >= 1 && count <= GG_DIST_MAX_AGREE_PLANS;
     int all_made = 0;
     const gg_status step = gg_dist_all_ok(ctx, plans != NULL && valid, "whether every rank made its plans", &all_made);
     if (!plans) return GG_SUCCESS; /* this rank failed: its caller keeps its own error */
     GG_TRY(step);
-    if (!valid) return gg_fail(ctx, GG_ERROR_INTERNAL, "%s: %d plans to agree on (1 to %d)", fn, count, GG_MAX_BUCKETS);
+    if (!valid)
+        return gg_fail(ctx, GG_ERROR_INTERNAL, "%s: %d plans to agree on (1 to %d)", fn, count,
+                       GG_DIST_MAX_AGREE_PLANS);
     if (!all_made)
         return gg_fail(ctx, GG_ERROR_PEER,
                        "%s: another rank failed to make this graph (its own status says why); no rank made it", fn);
@@ -759,7 +777,7 @@ gg_status gg_dist_check_shape(gg_ctx *ctx, const char *fn, const gg_block_call *
 
 #else /* built without NCCL */
 
-void gg_dist_default_environment(void) {}
+void gg_process_defaults(void) {}
 
 #define UNSUPPORTED(fn)                                                                                            \
     gg_fail(NULL, GG_ERROR_UNSUPPORTED, "%s: gradgraph was built without NCCL (GG_WITH_NCCL=OFF)", fn)

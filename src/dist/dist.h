@@ -35,6 +35,8 @@ typedef struct gg_dist {
     size_t ce_piece_bytes; /* a piece: bucket_bytes rounded down to 4 KiB */
     gg_dist_buffer *buffers; /* gg_dist_alloc's, until gg_dist_free (or the communicator goes) */
     int n_buffers;
+    int graphs_holding; /* graphs whose executables hold NCCL work: gg_dist_detach refuses while there are any */
+    gg_ctx_hook hook;   /* released with the context, after its graphs */
 } gg_dist;
 
 /* The factor every rank's term of a reduced gradient gets: 1/W for the mean (op average), 1 for the sum. */
@@ -45,10 +47,17 @@ static inline float gg_dist_term_scale(const gg_dist *d) {
 /* The most contexts gg_dist_init_threads takes (one process's GPUs). */
 #define GG_DIST_MAX_LOCAL_RANKS 64
 
-/* Sets NCCL_NVLS_ENABLE=0 in the process when it is unset (NVLink multicast can take a shared host's GPUs out of
- * service). NCCL reads it when a communicator is made: gg_ctx_create calls this, and so does every gradgraph call
- * that makes one. No-op without NCCL. */
-void gg_dist_default_environment(void);
+/* gg_process_defaults (internal.h) sets NCCL_NVLS_ENABLE=0 in the process when it is unset (NVLink multicast can
+ * take a shared host's GPUs out of service). NCCL reads it when a communicator is made: gg_ctx_create calls it, and
+ * so does every gradgraph call that makes one. No-op without NCCL. */
+
+/* Hands the data-parallel part of a call's plan key down to it (comm_sms, pair_split: block.h), as the context's
+ * communicator says now: the graph code calls it on every syncing call before its plan is looked up. */
+void gg_dist_hand_down(const gg_ctx *ctx, gg_block_call *call);
+
+/* A graph's executable now holds NCCL work (its first syncing replay), or such a graph is destroyed. */
+void gg_dist_graph_holds(gg_ctx *ctx);
+void gg_dist_graph_released(gg_ctx *ctx);
 
 /* A parameter gradient of a syncing call is final on `producer`: reduce it now (overlap on), else later. */
 gg_status gg_dist_grad_ready(gg_ctx *ctx, const gg_block_call *call, cudaStream_t producer, int tensor);
@@ -105,6 +114,7 @@ gg_status gg_dist_check_shape(gg_ctx *ctx, const char *fn, const gg_block_call *
  * rank calls it for the same graphs in the same order (gg_graph_create of a syncing graph does), outside any
  * capture; count: the graph's buckets. GG_ERROR_PEER when another rank failed. */
 gg_status gg_dist_agree_algorithms(gg_ctx *ctx, const char *fn, gg_block_plan *const *plans, int count);
+#define GG_DIST_MAX_AGREE_PLANS 64 /* the most plans one agreement takes (a graph's buckets: GG_MAX_BUCKETS) */
 
 /* GG_ERROR_NCCL naming what failed, with NCCL's strings (result: an ncclResult_t); and the same as a statement
  * that returns from the caller. Built without NCCL, never called. */
