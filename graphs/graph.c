@@ -16,7 +16,7 @@
 
 #include <nvtx3/nvToolsExt.h>
 
-#include "dist.h"
+#include "ddp.h"
 #include "kernels/gg_kernels.h"
 
 enum { KEY_ACCUMULATE = 1, KEY_SILU = 2, KEY_PADDED = 4, KEY_DEVICE = 8, KEY_SYNC = 16 };

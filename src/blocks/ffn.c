@@ -23,7 +23,7 @@
  *   dW1 [F,D]: (D x F)     = X'(D x M)      @ R'(F x M)ᵀ         m=D n=F k=M  A=X N lda=D   B=R T ldb=F
  */
 #include "block.h"
-#include "dist.h"
+#include "ddp.h"
 #include "blocks.h"
 #include "kernels/gg_kernels.h"
 #include "streams.h"
@@ -335,37 +335,12 @@ static gg_status enqueue_weights_first(gg_ctx *ctx, const gg_block_plan *p, cons
     return gemm_dx(ctx, p, c, &o, 0, c->tokens, GG_PRIORITY_OF_STREAM, s);
 }
 
-/* One half of a weight gradient in the two-rank split reduction (gg_dist_pair_split). The gradient is
- * (m x n) column-major = A (m x k) @ op(B), B stored transposed with ldb = n, so half h is the n/2 columns from
- * h n/2: B's rows and the gradient's columns from there. Exchanged (gg_dist_pair_exchanges): the peer's half goes to
- * this rank's slot of the staging and is all-gathered there; this rank's own half gets the peer's partial from the
- * other slot added in the epilogue (after the wait), then the gradient's halves are all-gathered in place. Not
- * exchanged (not a window, or an accumulating call): both halves go to (or are added to) the gradient, which is
- * reduced as usual after the second. */
+/* One half of a weight gradient in the two-rank split reduction: the gradient (m x n, column-major) = A @ op(B)
+ * with mm, B stored transposed (ldb = n, b_elem bytes an element); the data-parallel code computes and exchanges it. */
 static gg_status pair_half(gg_ctx *ctx, const gg_block_call *c, const gg_matmul *mm, const void *A, const void *B,
                            size_t b_elem, int tensor, int64_t m, int64_t n, int own, cudaStream_t s) {
-    const int rank = gg_dist_rank(ctx), half = own ? rank : 1 - rank;
-    const size_t cols = (size_t)(n / 2), count = cols * (size_t)m;
-    const char *b = (const char *)B + (size_t)half * cols * b_elem;
-    float *grad = c->t[tensor], *staging = gg_dist_pair_staging(ctx);
-    if (!gg_dist_pair_exchanges(ctx, c, tensor)) {
-        if (!own && !c->accumulate)
-            gg_log(ctx, GG_LOG_WARN,
-                   "copy_engines = 1, but %s is not exchanged (not in a gg_dist_alloc buffer, or under 1 MiB): it is "
-                   "reduced as usual beside GEMMs that leave the reduction no SMs (slower); allocate parameter "
-                   "gradients with gg_dist_alloc", c->info->tensors[tensor].name);
-        GG_TRY(gg_matmul_run(ctx, mm, A, b, grad + (size_t)half * count, c->accumulate, 1, s));
-        return own ? gg_dist_grad_ready(ctx, c, s, tensor) : GG_SUCCESS;
-    }
-    if (!own) {
-        GG_TRY(gg_matmul_run(ctx, mm, A, b, staging + (size_t)rank * count, 0, 1, s));
-        return gg_dist_pair_gather(ctx, s, staging, count);
-    }
-    const float scale = gg_dist_term_scale(ctx->dist);
-    GG_TRY(gg_dist_join(ctx, c, s)); /* the peer's partial has arrived */
-    GG_TRY(gg_matmul_run_scaled(ctx, mm, A, b, staging + (size_t)(1 - rank) * count, grad + (size_t)rank * count,
-                                scale, scale, 1, s));
-    return gg_dist_pair_gather(ctx, s, grad, count);
+    const gg_dist_half_gemm gemm = {mm, A, B, b_elem, m, n};
+    return gg_dist_pair_half(ctx, c, tensor, &gemm, own, s);
 }
 
 /* dX's half h (tokens [h M/2, (h+1) M/2)). */

@@ -16,7 +16,7 @@
  *   dW [H,E]: (E x H) = gated'(E x M)  @ dY'(H x M)ᵀ      m=E n=H k=M  A=gated N lda=E  B=dY T ldb=H
  */
 #include "block.h"
-#include "dist.h"
+#include "ddp.h"
 #include "blocks.h"
 #include "kernels/gg_kernels.h"
 #include "streams.h"

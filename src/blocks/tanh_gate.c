@@ -4,7 +4,7 @@
  * (partial sums added in a fixed order: the same bits every run).
  */
 #include "block.h"
-#include "dist.h"
+#include "ddp.h"
 #include "blocks.h"
 #include "kernels/gg_kernels.h"
 

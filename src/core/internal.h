@@ -69,7 +69,7 @@ struct gg_ctx {
     size_t device_bytes; /* everything above, for gg_ctx_device_bytes */
     gg_plan_cache plans;
     gg_ctx_hook *hooks;   /* what is destroyed with the context: live graphs, the communicator */
-    struct gg_dist *dist; /* the data-parallel state (its communicator and stream; src/dist), or NULL */
+    struct gg_dist *dist; /* the data-parallel state (its communicator and stream; src/ddp), or NULL */
     struct gg_tune_cache *tune; /* autotuned GEMM algorithms (src/gemm/tune_cache.h), NULL without autotune */
     char tune_device[128];      /* the GPU, cuBLASLt and driver part of tune keys ("" until first needed) */
     char last_error[GG_MSG_BYTES];

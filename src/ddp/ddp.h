@@ -1,10 +1,13 @@
 /*
- * dist.h - the context's NCCL communicator and the in-graph reduction of parameter gradients.
- * Compiled with or without NCCL (GG_HAVE_NCCL); without it every public gg_dist_* call is GG_ERROR_UNSUPPORTED and
- * the hooks below are never reached (no context has a communicator).
+ * ddp.h - data-parallel training: the context's NCCL communicator and the reduction of parameter gradients during a
+ * block's backward (the hooks the blocks and the graph code call). One file per job: state.c (every build), comm.c
+ * (communicator setup), warmup.c (warm-up and peer timeouts), grad_hooks.c (gradient hooks), pair_split.c (the
+ * two-rank split reduction), agree.c (agreements between ranks), copy_engine.c; a build without NCCL compiles
+ * nccl_stub.c instead of the NCCL ones (src/ddp/sources.cmake), where every public gg_dist_* call is
+ * GG_ERROR_UNSUPPORTED and the hooks are no-ops (no context has a communicator).
  */
-#ifndef GG_DIST_H
-#define GG_DIST_H
+#ifndef GG_DDP_H
+#define GG_DDP_H
 
 #include "block.h"
 #include "plan.h"
@@ -77,11 +80,22 @@ gg_status gg_dist_grad_ready(gg_ctx *ctx, const gg_block_call *call, cudaStream_
  * accumulate and kind of buffers, or they enqueue different collectives. */
 int gg_dist_pair_split(const gg_ctx *ctx, const gg_block_call *call, unsigned split_tensors);
 int gg_dist_pair_exchanges(const gg_ctx *ctx, const gg_block_call *call, int tensor);
-/* The staging: two slots of half a gradient each. */
-void *gg_dist_pair_staging(const gg_ctx *ctx);
-/* After `producer` has written this rank's slot (count elements at base + rank * count): the in-place all-gather of
- * the two slots on the communication stream. */
-gg_status gg_dist_pair_gather(gg_ctx *ctx, cudaStream_t producer, void *base, size_t count);
+
+/* One weight gradient's GEMM for the two-rank split: the gradient (m x n, column-major) = A (m x k) @ op(B), B stored
+ * transposed with ldb = n and b_elem bytes an element; mm is planned for n/2 columns (one half). */
+typedef struct gg_dist_half_gemm {
+    const gg_matmul *mm;
+    const void *A, *B;
+    size_t b_elem;
+    int64_t m, n;
+} gg_dist_half_gemm;
+
+/* One half of the split reduction of gradient `tensor`, on stream s: the peer's half (own = 0), computed into this
+ * rank's staging slot and all-gathered, or this rank's own (own = 1), computed with the peer's partial added and
+ * all-gathered into the gradient (see pair_split.c). A block calls it for the peer's half first, then, with other
+ * work between them, for its own. */
+gg_status gg_dist_pair_half(gg_ctx *ctx, const gg_block_call *call, int tensor, const gg_dist_half_gemm *gemm,
+                            int own, cudaStream_t s);
 
 /* End of a syncing call's backward on `main` (the graph code calls it after the block's enqueue): reduce what was
  * deferred (overlap off), then make `main` wait for the communication stream. No-op for calls that do not sync. */
@@ -133,9 +147,5 @@ void gg_dist_abort(gg_ctx *ctx);
  * before a collective step that a local failure could otherwise leave the other ranks waiting in. what: the
  * step, for messages. Collective; outside any capture. */
 gg_status gg_dist_all_ok(gg_ctx *ctx, int ok, const char *what, int *all_ok);
-
-/* Destroys the context's communicator state (owned communicator included); called by gg_ctx_destroy after the
- * graphs are gone. */
-void gg_dist_release(gg_ctx *ctx);
 
 #endif
