@@ -69,6 +69,16 @@ _Static_assert(sizeof(gg_mlp_args) == N_TENSORS(mlp_tensors) * sizeof(void *), "
  * dY and W2. */
 enum { ROUTE_CONVERT = 0, ROUTE_G_F32W = 1, ROUTE_DX_F32W = 2, ROUTE_G_TF32 = 4 };
 
+/* The plan with the blocks' own launch parameters. */
+typedef struct ffn_plan {
+    gg_block_plan base;
+    int route;         /* fp16 mode's route: ROUTE_* bits */
+    int narrow_ctas;   /* > 0: the narrow schedule, the fp16 copies of act, X and W1 on this many SMs beside G */
+    int col_chunks[2]; /* block 3: row chunks of the column sums of grad_bias1 (over R) and grad_bias2 (over dY) */
+} ffn_plan;
+
+static const ffn_plan *own(const gg_block_plan *p) { return (const ffn_plan *)p; }
+
 /* Up to these many tokens each route wins. Measured on an H200 (docs/perf-notes.md, "Session 16" for TF32, "Session
  * 17" and "Session 21" for gg_k_gemm_f32w): G in gg_k_gemm_f32w up to 1024 tokens (at 2048, with its tiles in four
  * waves, it lost 1-3 %); dX up to 512, where it is bound by reading W1, and up to 1024 when its grid fills the GPU
@@ -102,7 +112,7 @@ static int route(const gg_ctx *ctx, const gg_block_plan *p) {
 #define GG_FFN_NARROW_CTAS 24
 
 static int narrow_ctas(const gg_ctx *ctx, const gg_block_plan *p) {
-    const int on = p->key.precision == GG_PRECISION_FP16 && !p->route && !p->key.sync_grads &&
+    const int on = p->key.precision == GG_PRECISION_FP16 && !own(p)->route && !p->key.sync_grads &&
                    ctx->sm_count >= 4 * GG_FFN_NARROW_CTAS;
     return on ? GG_FFN_NARROW_CTAS : 0;
 }
@@ -118,6 +128,7 @@ static gg_status plan_gemm(gg_ctx *ctx, gg_matmul *mm, gg_precision precision, i
 }
 
 static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
+    ffn_plan *fp = (ffn_plan *)p;
     const int64_t M = p->key.tokens, D = p->key.dim0, F = p->key.dim1;
     const gg_precision prec = (gg_precision)p->key.precision;
     /* Syncing graphs (weights-first order, comm_sms > 0): dX, the last GEMM, leaves SMs to dW1's reduction; the
@@ -126,39 +137,39 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     /* The two-rank split reduction (enqueue_pair) runs dW2, dW1 and dX in halves (of their n: rows of the gradient,
      * tokens of dX); every GEMM keeps all SMs. */
     const int64_t halves = p->key.pair_split ? 2 : 1;
-    p->route = route(ctx, p);
-    if (p->route & ROUTE_G_F32W)
+    fp->route = route(ctx, p);
+    if (fp->route & ROUTE_G_F32W)
         gg_log(ctx, GG_LOG_DEBUG, "M=%lld: G in gg_k_gemm_f32w, k split over clusters of %d", (long long)M,
                gg_k_gemm_f32w_split(M, F, D, ctx->f32w_clusters));
-    if (p->route & ROUTE_DX_F32W)
+    if (fp->route & ROUTE_DX_F32W)
         gg_log(ctx, GG_LOG_DEBUG, "M=%lld: dX in gg_k_gemm_f32w, k split over clusters of %d", (long long)M,
                gg_k_gemm_f32w_split(M, D, F, ctx->f32w_clusters));
-    p->narrow_ctas = narrow_ctas(ctx, p);
-    const int beside_narrow = p->narrow_ctas ? ctx->sm_count - p->narrow_ctas : 0;
-    if (p->route & ROUTE_G_TF32)
+    fp->narrow_ctas = narrow_ctas(ctx, p);
+    const int beside_narrow = fp->narrow_ctas ? ctx->sm_count - fp->narrow_ctas : 0;
+    if (fp->route & ROUTE_G_TF32)
         GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_G], GG_PRECISION_TF32, 0, 0, 0, F, M, D, F, D, F));
-    else if (p->route == ROUTE_CONVERT)
+    else if (fp->route == ROUTE_CONVERT)
         GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_G], prec, 1, beside_narrow, 0, F, M, D, F, D, F));
     GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW2], prec, 0, 0, 1, F, D / halves, M, F, D, F));
-    if (!(p->route & ROUTE_DX_F32W))
+    if (!(fp->route & ROUTE_DX_F32W))
         GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DX], prec, 0, sm_target, 0, D, M / halves, F, D, F, D));
     GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW1], prec, 0, 0, 1, D, F / halves, M, D, F, D));
     const size_t h = 2; /* sizeof(half) */
     p->buffer[BUF_G] = gg_plan_take(p, (size_t)(M * F) * (prec == GG_PRECISION_FP16 ? h : sizeof(float)));
     if (prec == GG_PRECISION_FP16) {
         p->buffer[BUF_DY16] = gg_plan_take(p, (size_t)(M * D) * h);
-        if (p->route & ROUTE_G_TF32) p->buffer[BUF_G32] = gg_plan_take(p, (size_t)(M * F) * sizeof(float));
-        if (p->route == ROUTE_CONVERT) p->buffer[BUF_W2_16] = gg_plan_take(p, (size_t)(D * F) * h);
+        if (fp->route & ROUTE_G_TF32) p->buffer[BUF_G32] = gg_plan_take(p, (size_t)(M * F) * sizeof(float));
+        if (fp->route == ROUTE_CONVERT) p->buffer[BUF_W2_16] = gg_plan_take(p, (size_t)(D * F) * h);
         p->buffer[BUF_ACT16] = gg_plan_take(p, (size_t)(M * F) * h);
         p->buffer[BUF_X16] = gg_plan_take(p, (size_t)(M * D) * h);
-        if (!(p->route & ROUTE_DX_F32W)) p->buffer[BUF_W1_16] = gg_plan_take(p, (size_t)(F * D) * h);
+        if (!(fp->route & ROUTE_DX_F32W)) p->buffer[BUF_W1_16] = gg_plan_take(p, (size_t)(F * D) * h);
     }
     if (p->key.block == GG_BLOCK_MLP) {
-        p->col_chunks[0] = gg_k_col_sum_chunks(M, F, GG_DT_F32, ctx->sm_count); /* grad_bias1 over R, with gelu' */
-        p->col_chunks[1] = gg_k_col_sum_chunks(M, D, GG_DT_F32, ctx->sm_count); /* grad_bias2 over dY */
+        fp->col_chunks[0] = gg_k_col_sum_chunks(M, F, GG_DT_F32, ctx->sm_count); /* grad_bias1 over R, with gelu' */
+        fp->col_chunks[1] = gg_k_col_sum_chunks(M, D, GG_DT_F32, ctx->sm_count); /* grad_bias2 over dY */
         /* each sum its own partials (and counters: GG_COUNTER_SUM_A, _B) */
-        p->buffer[BUF_PARTIALS1] = gg_plan_take(p, (size_t)p->col_chunks[0] * (size_t)F * sizeof(float));
-        p->buffer[BUF_PARTIALS2] = gg_plan_take(p, (size_t)p->col_chunks[1] * (size_t)D * sizeof(float));
+        p->buffer[BUF_PARTIALS1] = gg_plan_take(p, (size_t)fp->col_chunks[0] * (size_t)F * sizeof(float));
+        p->buffer[BUF_PARTIALS2] = gg_plan_take(p, (size_t)fp->col_chunks[1] * (size_t)D * sizeof(float));
     }
     return GG_SUCCESS;
 }
@@ -178,12 +189,12 @@ static ffn_operands operands(const gg_ctx *ctx, const gg_block_plan *p, const gg
                       gg_plan_buffer(ctx, p, BUF_G), GG_DT_F32};
     if (c->precision == GG_PRECISION_FP16) {
         o.dy = gg_plan_buffer(ctx, p, BUF_DY16);
-        if (p->route == ROUTE_CONVERT) o.w2 = gg_plan_buffer(ctx, p, BUF_W2_16);
+        if (own(p)->route == ROUTE_CONVERT) o.w2 = gg_plan_buffer(ctx, p, BUF_W2_16);
         o.act = gg_plan_buffer(ctx, p, BUF_ACT16);
         o.x = gg_plan_buffer(ctx, p, BUF_X16);
-        if (!(p->route & ROUTE_DX_F32W)) o.w1 = gg_plan_buffer(ctx, p, BUF_W1_16);
+        if (!(own(p)->route & ROUTE_DX_F32W)) o.w1 = gg_plan_buffer(ctx, p, BUF_W1_16);
         o.g_type = GG_DT_F16;
-        if (p->route & ROUTE_G_TF32) o.g_out = gg_plan_buffer(ctx, p, BUF_G32);
+        if (own(p)->route & ROUTE_G_TF32) o.g_out = gg_plan_buffer(ctx, p, BUF_G32);
         else o.g_out_type = GG_DT_F16;
     }
     return o;
@@ -217,7 +228,7 @@ static gg_status to_f16_beside(gg_ctx *ctx, const gg_block_plan *p, const gg_blo
     for (int i = 0; i < n; ++i) {
         const int t = tensors[i];
         const void *copy = t == T_ACT ? o->act : t == T_X ? o->x : t == T_W1 ? o->w1 : o->w2;
-        GG_TRY(to_f16_on(ctx, c, t, copy, p->narrow_ctas, priority, side));
+        GG_TRY(to_f16_on(ctx, c, t, copy, own(p)->narrow_ctas, priority, side));
     }
     return gg_stream_mark(ctx, side, ctx->ev_conv, main);
 }
@@ -228,7 +239,7 @@ static gg_status dy_first(gg_ctx *ctx, const gg_block_plan *p, const gg_block_ca
                           cudaStream_t s) {
     if (c->info->kind != GG_BLOCK_MLP) return to_f16(ctx, c, T_DY, o->dy, s);
     void *copy = c->precision == GG_PRECISION_FP16 ? (void *)o->dy : NULL;
-    GG_CUDA_TRY(ctx, gg_k_col_sum(c->t[T_DY], GG_DT_F32, c->tokens, c->dim0, p->col_chunks[1],
+    GG_CUDA_TRY(ctx, gg_k_col_sum(c->t[T_DY], GG_DT_F32, c->tokens, c->dim0, own(p)->col_chunks[1],
                                   gg_plan_buffer(ctx, p, BUF_PARTIALS2), ctx->counter + GG_COUNTER_SUM_B, c->t[T_DB2],
                                   GG_DT_F32, c->accumulate, copy, s));
     return gg_dist_grad_ready(ctx, c, s, T_DB2);
@@ -238,12 +249,12 @@ static gg_status dy_first(gg_ctx *ctx, const gg_block_plan *p, const gg_block_ca
  * from the fp32 dY too). */
 static gg_status gemm_g(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const ffn_operands *o,
                         int priority, cudaStream_t s) {
-    if (p->route & ROUTE_G_F32W) {
+    if (own(p)->route & ROUTE_G_F32W) {
         GG_CUDA_TRY(ctx, gg_k_gemm_f32w(o->dy, (const float *)o->w2, o->g_out, GG_DT_F16, c->tokens, c->dim1,
                                         c->dim0, ctx->f32w_clusters, priority, s));
         return GG_SUCCESS;
     }
-    const void *dy = p->route & ROUTE_G_TF32 ? c->t[T_DY] : o->dy;
+    const void *dy = own(p)->route & ROUTE_G_TF32 ? c->t[T_DY] : o->dy;
     return gg_matmul_run(ctx, &p->gemm[GEMM_G], o->w2, dy, o->g_out, 0, 0, s);
 }
 
@@ -254,7 +265,7 @@ static gg_status gemm_dx(gg_ctx *ctx, const gg_block_plan *p, const gg_block_cal
     const size_t g_elem = o->g_type == GG_DT_F16 ? 2 : 4;
     const void *r = (const char *)o->G + (size_t)first * (size_t)c->dim1 * g_elem;
     float *dx = (float *)c->t[T_DX] + (size_t)first * (size_t)c->dim0;
-    if (!(p->route & ROUTE_DX_F32W)) return gg_matmul_run(ctx, &p->gemm[GEMM_DX], o->w1, r, dx, 0, 0, s);
+    if (!(own(p)->route & ROUTE_DX_F32W)) return gg_matmul_run(ctx, &p->gemm[GEMM_DX], o->w1, r, dx, 0, 0, s);
     GG_CUDA_TRY(ctx,
                 gg_k_gemm_f32w(r, (const float *)o->w1, dx, GG_DT_F32, tokens, c->dim0, c->dim1, ctx->f32w_clusters,
                                priority, s));
@@ -272,7 +283,7 @@ static gg_status activation_grad(gg_ctx *ctx, const gg_block_plan *p, const gg_b
         return GG_SUCCESS;
     }
     GG_CUDA_TRY(ctx, gg_k_gelu_grad_col_sum(o->g_out, o->g_out_type, o->G, o->g_type, t[T_PRE], c->tokens, c->dim1,
-                                            p->col_chunks[0], gg_plan_buffer(ctx, p, BUF_PARTIALS1),
+                                            own(p)->col_chunks[0], gg_plan_buffer(ctx, p, BUF_PARTIALS1),
                                             ctx->counter + GG_COUNTER_SUM_A, t[T_DB1], c->accumulate, s));
     return gg_dist_grad_ready(ctx, c, s, T_DB1);
 }
@@ -411,6 +422,7 @@ const gg_block_info gg_gelu_ffn_info = {
     .tensors = gelu_ffn_tensors,
     .desc = FFN_DESC(gg_gelu_ffn_desc),
     .build = build,
+    .plan_bytes = sizeof(ffn_plan),
     .enqueue = enqueue,
     .split_tensors = 1u << T_DW1 | 1u << T_DW2,
 };
@@ -424,6 +436,7 @@ const gg_block_info gg_mlp_info = {
     .tensors = mlp_tensors,
     .desc = FFN_DESC(gg_mlp_desc),
     .build = build,
+    .plan_bytes = sizeof(ffn_plan),
     .enqueue = enqueue,
     .split_tensors = 1u << T_DW1 | 1u << T_DW2,
 };

@@ -26,6 +26,16 @@ enum { GEMM_G, GEMM_DW };
 enum { BUF_G, BUF_PARTIALS, BUF_BIAS_ROWS };
 enum { ROUTE_SMALL = 1, ROUTE_FUSED }; /* the plan's route, if not cuBLASLt's */
 
+/* The plan with the block's own launch parameters. */
+typedef struct ssm_plan {
+    gg_block_plan base;
+    int route;       /* ROUTE_*, or 0: cuBLASLt's GEMMs */
+    int narrow_ctas; /* > 0: the narrow schedule, the chain on this many SMs beside dW */
+    int col_chunks;  /* row chunks of the bias's column sum */
+} ssm_plan;
+
+static const ssm_plan *own(const gg_block_plan *p) { return (const ssm_plan *)p; }
+
 #define TENSOR(field, ...) GG_TENSOR(gg_ssm_gate_args, field, __VA_ARGS__)
 static const gg_tensor_spec tensors[] = {
     [T_DY] = TENSOR(grad_output, GG_EXT_TOKENS, GG_EXT_DIM0, 2, 0, 0),
@@ -99,35 +109,36 @@ static int narrow_row(int64_t M) {
 static int64_t fused_bias_rows(int64_t M) { return (M + GG_SSM_FUSED_ROWS - 1) / GG_SSM_FUSED_ROWS; }
 
 static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
+    ssm_plan *sp = (ssm_plan *)p;
     const int64_t M = p->key.tokens, H = p->key.dim0, E = p->key.dim1;
     /* Not for plans that leave SMs to communication: the kernel takes whatever SMs are free. */
     if (M <= GG_SSM_SMALL_MAX_TOKENS && p->key.sm_reserve == 0 && gg_k_ssm_small_supported(M, H, E)) {
-        p->route = ROUTE_SMALL;
+        sp->route = ROUTE_SMALL;
         return GG_SUCCESS;
     }
     const int sm_target = gg_plan_sm_target(ctx, p); /* syncing graphs: SMs left to the reductions */
     if (M >= GG_SSM_FUSED_MIN_TOKENS && sm_target == 0 && !p->key.sync_grads && ctx->has_wgmma &&
         gg_k_ssm_fused_supported(M, H, E)) {
-        p->route = ROUTE_FUSED;
+        sp->route = ROUTE_FUSED;
         const gg_gemm_shape dw = {0, 1, E, H, M, E, H, E, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, 0};
         GG_TRY(gg_matmul_plan(ctx, &dw, &p->gemm[GEMM_DW]));
         const int64_t bias_rows = fused_bias_rows(M);
-        p->col_chunks[0] = gg_k_col_sum_chunks(bias_rows, H, GG_DT_F32, ctx->sm_count);
-        p->buffer[BUF_PARTIALS] = gg_plan_take(p, (size_t)p->col_chunks[0] * (size_t)H * sizeof(float));
+        sp->col_chunks = gg_k_col_sum_chunks(bias_rows, H, GG_DT_F32, ctx->sm_count);
+        p->buffer[BUF_PARTIALS] = gg_plan_take(p, (size_t)sp->col_chunks * (size_t)H * sizeof(float));
         p->buffer[BUF_BIAS_ROWS] = gg_plan_take(p, (size_t)bias_rows * (size_t)H * sizeof(float));
         return GG_SUCCESS;
     }
     /* The narrow schedule only for calls that do not sync (those order the work for their reductions). */
     const int narrow_ctas = narrow_rows[narrow_row(M)].narrow_ctas;
-    if (sm_target == 0 && !p->key.sync_grads && ctx->sm_count >= 2 * narrow_ctas) p->narrow_ctas = narrow_ctas;
-    const int dw_sm_target = p->narrow_ctas ? ctx->sm_count - p->narrow_ctas : sm_target;
+    if (sm_target == 0 && !p->key.sync_grads && ctx->sm_count >= 2 * narrow_ctas) sp->narrow_ctas = narrow_ctas;
+    const int dw_sm_target = sp->narrow_ctas ? ctx->sm_count - sp->narrow_ctas : sm_target;
     const gg_gemm_shape g = {0, 0, E, M, H, E, H, E, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, sm_target};
     const gg_gemm_shape dw = {0, 1, E, H, M, E, H, E, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, dw_sm_target};
     GG_TRY(gg_matmul_plan(ctx, &g, &p->gemm[GEMM_G]));
     p->buffer[BUF_G] = gg_plan_take(p, (size_t)(M * E) * 2);
     GG_TRY(gg_matmul_plan(ctx, &dw, &p->gemm[GEMM_DW]));
-    p->col_chunks[0] = gg_k_col_sum_chunks(M, H, GG_DT_BF16, ctx->sm_count);
-    p->buffer[BUF_PARTIALS] = gg_plan_take(p, (size_t)p->col_chunks[0] * (size_t)H * sizeof(float));
+    sp->col_chunks = gg_k_col_sum_chunks(M, H, GG_DT_BF16, ctx->sm_count);
+    p->buffer[BUF_PARTIALS] = gg_plan_take(p, (size_t)sp->col_chunks * (size_t)H * sizeof(float));
     return GG_SUCCESS;
 }
 
@@ -144,7 +155,7 @@ static gg_status enqueue_weight_grad(gg_ctx *ctx, const gg_block_plan *p, const 
  * the all-reduce as soon as it is final. */
 static gg_status sum_bias(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const void *in,
                           gg_dtype in_type, int64_t rows, cudaStream_t s) {
-    GG_CUDA_TRY(ctx, gg_k_col_sum(in, in_type, rows, c->dim0, p->col_chunks[0], gg_plan_buffer(ctx, p, BUF_PARTIALS),
+    GG_CUDA_TRY(ctx, gg_k_col_sum(in, in_type, rows, c->dim0, own(p)->col_chunks, gg_plan_buffer(ctx, p, BUF_PARTIALS),
                                   ctx->counter + GG_COUNTER_SUM_A, c->t[T_DB], GG_DT_BF16, c->accumulate, NULL, s));
     return gg_dist_grad_ready(ctx, c, s, T_DB);
 }
@@ -192,7 +203,7 @@ static gg_status enqueue_narrow(gg_ctx *ctx, const gg_block_plan *p, const gg_bl
     if (status == GG_SUCCESS) status = gemm_g(ctx, p, c, main);
     if (status == GG_SUCCESS) status = gg_stream_handoff(ctx, main, ctx->ev_mid, side);
     if (status == GG_SUCCESS && bias == BIAS_BESIDE) status = gg_stream_handoff(ctx, main, ctx->ev_aux, aux);
-    if (status == GG_SUCCESS) status = chain(ctx, p, c, p->narrow_ctas, side);
+    if (status == GG_SUCCESS) status = chain(ctx, p, c, own(p)->narrow_ctas, side);
     if (status == GG_SUCCESS) status = enqueue_weight_grad(ctx, p, c, 0, main);
     /* last: so enqueued, its CTAs were measured to reach the SMs after dW's and the chain's (see narrow_rows) */
     if (status == GG_SUCCESS && bias == BIAS_BESIDE) status = enqueue_bias_grad(ctx, p, c, aux);
@@ -234,9 +245,9 @@ static gg_status enqueue_small(gg_ctx *ctx, const gg_block_call *c, cudaStream_t
 }
 
 static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main) {
-    if (p->route == ROUTE_SMALL) return enqueue_small(ctx, c, main);
-    if (p->route == ROUTE_FUSED) return enqueue_fused(ctx, p, c, main);
-    if (p->narrow_ctas > 0) return enqueue_narrow(ctx, p, c, main);
+    if (own(p)->route == ROUTE_SMALL) return enqueue_small(ctx, c, main);
+    if (own(p)->route == ROUTE_FUSED) return enqueue_fused(ctx, p, c, main);
+    if (own(p)->narrow_ctas > 0) return enqueue_narrow(ctx, p, c, main);
     cudaStream_t side = gg_side_stream(ctx, main);
     /* Fork first: dW and the bias sum start with g. Unlike the FFN blocks, forking after g was measured slower
      * here (079 graph geomean 80.5 -> 83.0 us). Measured and dropped (docs/perf-notes.md, "block 4 schedules"):
@@ -261,5 +272,6 @@ const gg_block_info gg_ssm_gate_info = {
              .use_silu_gate = offsetof(gg_ssm_gate_desc, use_silu_gate),
              .accumulate = offsetof(gg_ssm_gate_desc, accumulate)},
     .build = build,
+    .plan_bytes = sizeof(ssm_plan),
     .enqueue = enqueue,
 };

@@ -23,16 +23,22 @@ static const gg_tensor_spec tensors[] = {
 #undef TENSOR
 _Static_assert(sizeof(gg_tanh_gate_args) == sizeof tensors / sizeof tensors[0] * sizeof(void *), "one row a field");
 
+typedef struct tanh_gate_plan {
+    gg_block_plan base;
+    int reduce_blocks; /* the kernel's grid: one partial sum per CTA (ctx->tanh_partials) */
+} tanh_gate_plan;
+
 static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
-    p->reduce_blocks = gg_k_tanh_gate_grid(p->key.tokens, ctx->sm_count); /* partial sums: ctx->tanh_partials */
+    ((tanh_gate_plan *)p)->reduce_blocks = gg_k_tanh_gate_grid(p->key.tokens, ctx->sm_count);
     return GG_SUCCESS;
 }
 
 static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t s) {
     void *const *t = c->t;
+    const int grid = ((const tanh_gate_plan *)p)->reduce_blocks;
     GG_CUDA_TRY(ctx, gg_k_tanh_gate(t[T_GRAD_OUTPUT], t[T_GATE], t[T_HIDDEN], t[T_MASK], t[T_GRAD_RESIDUAL],
                                     t[T_GRAD_HIDDEN], ctx->tanh_partials, ctx->counter + GG_COUNTER_TANH_GATE,
-                                    t[T_GRAD_GATE], c->accumulate, p->reduce_blocks, c->tokens, c->dim0, s));
+                                    t[T_GRAD_GATE], c->accumulate, grid, c->tokens, c->dim0, s));
     return gg_dist_grad_ready(ctx, c, s, T_GRAD_GATE);
 }
 
@@ -46,5 +52,6 @@ const gg_block_info gg_tanh_gate_info = {
              .dim1 = GG_NO_FIELD, .precision = GG_NO_FIELD, .use_silu_gate = GG_NO_FIELD,
              .accumulate = offsetof(gg_tanh_gate_desc, accumulate)},
     .build = build,
+    .plan_bytes = sizeof(tanh_gate_plan),
     .enqueue = enqueue,
 };

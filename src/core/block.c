@@ -138,7 +138,7 @@ gg_plan_key gg_block_plan_key(const gg_block_call *c) {
 
 gg_status gg_block_plan_for(gg_ctx *ctx, const gg_block_call *c, gg_block_plan **out) {
     const gg_plan_key key = gg_block_plan_key(c);
-    return gg_plan_get(ctx, &key, c->info->build, out);
+    return gg_plan_get(ctx, &key, c->info->build, c->info->plan_bytes, out);
 }
 
 /* Inside the caller's own stream capture an eager call may only enqueue: making a plan allocates scratch memory and

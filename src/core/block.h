@@ -54,6 +54,7 @@ typedef struct gg_block_info {
     const gg_tensor_spec *tensors;
     gg_desc_layout desc;
     gg_plan_build_fn build;
+    size_t plan_bytes; /* the block's plan struct (a gg_block_plan first: plan.h); 0: a plain gg_block_plan */
     gg_block_enqueue_fn enqueue;
     unsigned split_tensors; /* bit i: tensor i is a weight gradient the enqueue splits for the two-rank split
                                reduction when the plan says so (pair_split); 0: the block never splits */
