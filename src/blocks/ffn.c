@@ -79,13 +79,23 @@ typedef struct ffn_plan {
 
 static const ffn_plan *own(const gg_block_plan *p) { return (const ffn_plan *)p; }
 
-/* Up to these many tokens each route wins. Measured on an H200 (docs/perf-notes.md, "Session 16" for TF32, "Session
- * 17" and "Session 21" for gg_k_gemm_f32w): G in gg_k_gemm_f32w up to 1024 tokens (at 2048, with its tiles in four
- * waves, it lost 1-3 %); dX up to 512, where it is bound by reading W1, and up to 1024 when its grid fills the GPU
- * (at 1024 tokens 073's dX on 128 of 132 SMs won, 068's on 96 lost to converting W1 for cuBLASLt). */
-#define GG_FFN_G_F32W_MAX_TOKENS 1024
-#define GG_FFN_DX_F32W_MAX_TOKENS 512
-#define GG_FFN_G_TF32_MAX_TOKENS 512
+/* ---- Tuning: the thresholds of this block that came from measurement on an H200 (docs/decisions.md) ---- */
+enum {
+    /* G reads W2 in fp32 in gg_k_gemm_f32w up to here; beyond, its tiles run in four waves and converting wins. */
+    GG_FFN_G_F32W_MAX_TOKENS = 1024,
+    /* dX reads W1 in fp32 in gg_k_gemm_f32w up to here, where it is bound by reading W1 ... */
+    GG_FFN_DX_F32W_MAX_TOKENS = 512,
+    /* ... and up to GG_FFN_G_F32W_MAX_TOKENS where its grid fills at least FILL_NUM/FILL_DEN of the SMs (on fewer,
+     * converting W1 for cuBLASLt wins). */
+    GG_FFN_DX_FILL_NUM = 7,
+    GG_FFN_DX_FILL_DEN = 8,
+    /* Without gg_k_gemm_f32w, G runs in TF32 from the fp32 inputs up to here: converting W2 costs more. */
+    GG_FFN_G_TF32_MAX_TOKENS = 512,
+    /* The narrow schedule's SMs for the fp16 copies beside G: fewer or more slows G more than the copies gain. */
+    GG_FFN_NARROW_CTAS = 24,
+    /* The narrow schedule only on GPUs with at least this many times GG_FFN_NARROW_CTAS SMs. */
+    GG_FFN_NARROW_MIN_SM_RATIO = 4,
+};
 
 /* The plan's route, the same on every path (the data-parallel ones too, so that a rank's synced gradients are the
  * mean of what its local calls compute). */
@@ -95,8 +105,8 @@ static int route(const gg_ctx *ctx, const gg_block_plan *p) {
     int r = ROUTE_CONVERT;
     if (ctx->has_wgmma && M <= GG_FFN_G_F32W_MAX_TOKENS) {
         if (gg_k_gemm_f32w_supported(M, F, D)) r |= ROUTE_G_F32W;
-        /* "fills the GPU": at least 7/8 of the SMs */
-        const int dx_fills = 8 * gg_k_gemm_f32w_ctas(M, D, F, ctx->f32w_clusters) >= 7 * (int64_t)ctx->sm_count;
+        const int dx_fills = GG_FFN_DX_FILL_DEN * gg_k_gemm_f32w_ctas(M, D, F, ctx->f32w_clusters) >=
+                             GG_FFN_DX_FILL_NUM * (int64_t)ctx->sm_count;
         if (gg_k_gemm_f32w_supported(M, D, F) && (M <= GG_FFN_DX_F32W_MAX_TOKENS || dx_fills)) r |= ROUTE_DX_F32W;
     }
     if (!(r & ROUTE_G_F32W) && M <= GG_FFN_G_TF32_MAX_TOKENS) r |= ROUTE_G_TF32;
@@ -106,14 +116,10 @@ static int route(const gg_ctx *ctx, const gg_block_plan *p) {
 /* The narrow schedule (fp16 mode above the few-token route, calls that do not sync): G runs on all SMs but
  * GG_FFN_NARROW_CTAS, and the fp16 copies of act, X and W1 (needed only by the later GEMMs) run on those, one CTA of
  * 1024 threads per SM, instead of before G on every SM. A cuBLASLt GEMM holds every SM it may use to its end, so
- * without the SM target nothing runs beside it. Measured on an H200 (docs/perf-notes.md, "Session 19"): 068 and
- * 073 about 1 % faster with 24 SMs in two calls; 16, 20, 28 and 32 were slower or no better (G on fewer SMs slows
- * more than the copies gain; its tiles fit some SM counts badly). */
-#define GG_FFN_NARROW_CTAS 24
-
+ * without the SM target nothing runs beside it. */
 static int narrow_ctas(const gg_ctx *ctx, const gg_block_plan *p) {
     const int on = p->key.precision == GG_PRECISION_FP16 && !own(p)->route && !p->key.sync_grads &&
-                   ctx->sm_count >= 4 * GG_FFN_NARROW_CTAS;
+                   ctx->sm_count >= GG_FFN_NARROW_MIN_SM_RATIO * GG_FFN_NARROW_CTAS;
     return on ? GG_FFN_NARROW_CTAS : 0;
 }
 
@@ -234,7 +240,7 @@ static gg_status to_f16_beside(gg_ctx *ctx, const gg_block_plan *p, const gg_blo
 }
 
 /* dY's fp16 copy (fp16 mode); block 3 also sums grad_bias2 = Σ_rows dY in the same pass, so the sum costs no read
- * of its own and is done before the GEMMs (measured: on the side stream beside G it delayed dW2, session 14). */
+ * of its own and is done before the GEMMs (on the side stream beside G it delays dW2). */
 static gg_status dy_first(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const ffn_operands *o,
                           cudaStream_t s) {
     if (c->info->kind != GG_BLOCK_MLP) return to_f16(ctx, c, T_DY, o->dy, s);
@@ -298,10 +304,10 @@ static gg_status enqueue_overlapped(gg_ctx *ctx, const gg_block_plan *p, const g
     /* fp16: dY first (both chains read it), then W2 on the caller's stream: G's operands (W2 not on the few-token
      * routes, whose G reads it in fp32 and starts at once). The operands needed later (act, X, W1) are converted on the
      * side stream: on the narrow schedule on the SMs G leaves free, else in whatever SMs the caller's stream leaves
-     * (then they do not run underneath G: a cuBLASLt GEMM holds every SM to its end — docs/perf-notes.md). They launch
-     * at the least priority (the side stream's own is the greatest, for its GEMMs), W2's conversion and gg_k_gemm_f32w
-     * at the greatest, so that G is not queued behind them (measured: G started 3-4 us late at 256 tokens, and the
-     * few-token cases ran 2 % slower: docs/perf-notes.md, "Session 21"). */
+     * (then they do not run underneath G: a cuBLASLt GEMM holds every SM to its end). They launch at the least
+     * priority (the side stream's own is the greatest, for its GEMMs), W2's conversion and gg_k_gemm_f32w at the
+     * greatest, so that G is not queued behind them (otherwise G starts microseconds late, which the few-token cases
+     * feel). */
     GG_TRY(dy_first(ctx, p, c, &o, main));
     GG_TRY(gg_stream_handoff(ctx, main, ctx->ev_fork, side)); /* the side stream reads inputs */
     gg_status status = GG_SUCCESS; /* from here on, errors still join the side stream */
@@ -309,8 +315,8 @@ static gg_status enqueue_overlapped(gg_ctx *ctx, const gg_block_plan *p, const g
             join);
     GG_GOTO(to_f16_on(ctx, c, T_W2, o.w2, 0, ctx->priority_greatest, main), status, join);
     /* G runs alone first; then the side chain (dW2, and dW1 once R exists) overlaps the caller's (gelu', bias sums,
-     * dX). Forking before G, so that dW2 and G start together, made graph replay up to 11 % slower on fp32/tf32
-     * cases (docs/perf-notes.md, "schedule experiment"). */
+     * dX). Forking before G, so that dW2 and G start together, is slower: the two GEMMs share the SMs for their
+     * whole length (docs/decisions.md). */
     GG_GOTO(gemm_g(ctx, p, c, &o, ctx->priority_greatest, main), status, join);
     GG_GOTO(gg_stream_handoff(ctx, main, ctx->ev_fork, side), status, join);
     GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW2], o.act, o.dy, t[T_DW2], acc, 1, side), status, join);

@@ -52,16 +52,19 @@ static const gg_tensor_spec tensors[] = {
 #undef TENSOR
 _Static_assert(sizeof(gg_ssm_gate_args) == sizeof tensors / sizeof tensors[0] * sizeof(void *), "one row a field");
 
-/* Up to this many tokens the one-launch kernel beats cuBLASLt's route of four dependent launches. Measured on an
- * H200 (docs/perf-notes.md, "Session 15"): M = 128 0.58-0.74x the time; M = 422 1.03-1.15x; from M = 1172 on
- * 1.4-2.3x (its mma.sync main loop runs at about half cuBLAS's rate). */
+/* ---- Tuning: the thresholds of this block that came from measurement on an H200 (docs/decisions.md) ---- */
+
+/* Up to this many tokens the one-launch kernel beats cuBLASLt's four dependent launches; above, its mma.sync main
+ * loop, at about half cuBLAS's rate, loses. */
 #define GG_SSM_SMALL_MAX_TOKENS 256
 
-/* From this many tokens g and its chain run as one kernel of gradgraph's own, dW beside it. Measured on an H200
- * (docs/perf-notes.md, "Session 29", calls 1, 3 and 4), against the narrow schedule: 0.93-0.97x at 34784-74432
- * tokens (g is never written or read: 0.46 GB less at 74432), 1.02-1.08x at 5692-17312, where the kernel's 1.8x the
- * time of cuBLASLt's g alone shows (its main loop and its epilogue slow each other on every SM: calls 8-12). */
+/* From this many tokens g and its chain run as one kernel of gradgraph's own (g is never written or read), dW beside
+ * it; below, its main loop and epilogue slowing each other costs more than the traffic saved. */
 #define GG_SSM_FUSED_MIN_TOKENS 32768
+
+/* The chain discards g's lines from the L2 as it reads them while g fits in this fraction of the L2; larger, g's
+ * early lines are gone from the L2 before the chain reads them and the discards only cost time. */
+#define GG_SSM_DISCARD_L2_FRACTION (2.0 / 3)
 
 /* Where the narrow schedule puts the bias sum (an M x H bf16 read). */
 typedef enum {
@@ -71,22 +74,17 @@ typedef enum {
 
 /* The narrow schedule (see the top), by tokens: the SMs the chain runs on (one CTA of 1024 threads each) beside dW
  * on the others, and the bias sum's place. Every plan above the one-launch kernel that does not sync takes it; a row
- * holds from its tokens to the next row's. Measured on an H200 against the fork-first schedule (docs/perf-notes.md,
- * "Session 25" and "Session 26"):
- * - dW's output, 1536 x 768 here, is 96 tiles of cuBLASLt's 128 x 96 or 96 x 128: without split-k it never uses more
- *   than 96 SMs, and from 10000 tokens the whole chain on 40 SMs (12 bytes per element of g at ~88 GB/s per SM) takes
- *   about as long as dW on the other 92: 0.85-0.87x at 11912-17312 tokens, and 0.98-1.03x session 24's schedule with
- *   g in row chunks at 34784-74432 (which it replaces).
- * - Below 10000 tokens the chain on 40 SMs ran at 2.1-2.5 TB/s and outlasted dW; on 56 it does not, and dW on 76
- *   SMs runs 72 tiles of 128 x 128 in one wave: 0.95-0.97x at 1546 and 5692-8192 tokens, 0.96-0.99x at 2048-2984.
- *   Below 1500 tokens 56 SMs lost (1172 tokens 1.01-1.03x).
- * - The bias sum beside dW and the chain, enqueued after dW (at the aux stream's least priority its CTAs then take
- *   what dW and the chain leave), against after the chain on the side stream, where it ended after dW: 0.87-0.92x
- *   below 1500 tokens, 0.94-1.00x from 1500 to 10000, 0.98-0.99x at 11912-17312 (session 26, calls 7-9). Enqueued
- *   before the chain instead, its CTAs took the SMs first and held dW back (1.13-1.36x at 5692-17312, call 2).
- * - Before g from 32768 tokens: it takes every SM and delays g's start by its whole time (11-38 us: g's persistent
- *   CTAs wait for all SMs), yet beats both other places there (against after the chain 0.89-0.94x at 34784-74432,
- *   call 11 of session 25; against beside, 0.87-0.91x, call 10), and loses below (1.06-1.09x at 11912-17312). */
+ * holds from its tokens to the next row's. The rows' reasons (against the fork-first schedule; numbers in
+ * docs/decisions.md):
+ * - dW's output (1536 x 768 in the measured shapes) is 96 tiles of cuBLASLt's: without split-k it never uses more
+ *   than 96 SMs, and from 10000 tokens the whole chain on 40 SMs (12 bytes per element of g) takes about as long as
+ *   dW on the rest.
+ * - Below 10000 tokens the chain on 40 SMs outlasts dW; on 56 it does not, and dW on the rest still runs its tiles in
+ *   one wave. Below 1500 tokens 56 SMs lose.
+ * - The bias sum goes beside dW and the chain, enqueued after dW: at the aux stream's least priority its CTAs take
+ *   what dW and the chain leave. Enqueued before the chain, its CTAs take the SMs first and hold dW back.
+ * - From 32768 tokens the bias sum goes before g: it delays g's start by its whole time (g's persistent CTAs wait for
+ *   every SM), yet beats both other places there, and loses below. */
 static const struct {
     int64_t min_tokens;
     int narrow_ctas;
@@ -172,15 +170,14 @@ static gg_status enqueue_weight_grads(gg_ctx *ctx, const gg_block_plan *p, const
 }
 
 /* The chain from g to grad_ssm_output and grad_gate, on narrow_ctas SMs (0: all). It is g's only reader, so while g
- * fits in two thirds of the L2 it drops g's lines as it reads them (no write-back of a dead buffer: 0.98-0.99x up to
- * 11912 tokens, 36.6 MB); larger, g's early lines are gone from the L2 when the chain reads them, and the discards
- * cost time (34784-74432 tokens 1.03-1.06x, 17312 0.99-1.01x: docs/perf-notes.md, "Session 27", calls 4 and 9). */
+ * fits in GG_SSM_DISCARD_L2_FRACTION of the L2 it drops g's lines as it reads them (no write-back of a dead
+ * buffer). */
 static gg_status chain(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, int narrow_ctas, cudaStream_t s) {
     void *const *t = c->t;
+    const int discard = (double)c->tokens * (double)c->dim1 * 2 <= ctx->l2_bytes * GG_SSM_DISCARD_L2_FRACTION;
     GG_CUDA_TRY(ctx, gg_k_ssm_gate_grad(gg_plan_buffer(ctx, p, BUF_G), t[T_GATE_ACT], t[T_SSM], t[T_GATE],
                                         t[T_GRAD_SSM], t[T_GRAD_GATE], (size_t)(c->tokens * c->dim1),
-                                        c->use_silu_gate, ctx->sm_count, narrow_ctas,
-                                        (double)c->tokens * (double)c->dim1 * 2 <= ctx->l2_bytes * (2.0 / 3), s));
+                                        c->use_silu_gate, ctx->sm_count, narrow_ctas, discard, s));
     return GG_SUCCESS;
 }
 
@@ -216,8 +213,7 @@ static gg_status enqueue_narrow(gg_ctx *ctx, const gg_block_plan *p, const gg_bl
 
 /* g and its chain in one kernel on the side stream (high priority), then the bias as the column sum of the rows it
  * summed per 128 tokens; dW beside them on the caller's stream, so that its CTAs take the SMs of the kernel's last
- * wave as they free instead of waiting for the whole kernel (0.97-0.99x against dW after the kernel at 34784-74432
- * tokens: docs/perf-notes.md, "Session 29", call 1). */
+ * wave as they free instead of waiting for the whole kernel. */
 static gg_status enqueue_fused(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main) {
     void *const *t = c->t;
     cudaStream_t side = gg_side_stream(ctx, main);
@@ -249,10 +245,8 @@ static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_cal
     if (own(p)->route == ROUTE_FUSED) return enqueue_fused(ctx, p, c, main);
     if (own(p)->narrow_ctas > 0) return enqueue_narrow(ctx, p, c, main);
     cudaStream_t side = gg_side_stream(ctx, main);
-    /* Fork first: dW and the bias sum start with g. Unlike the FFN blocks, forking after g was measured slower
-     * here (079 graph geomean 80.5 -> 83.0 us). Measured and dropped (docs/perf-notes.md, "block 4 schedules"):
-     * g and its chain on the high-priority stream; the SMs split between the two GEMMs. Calls that do not sync
-     * take the narrow schedule instead (above). */
+    /* Fork first: dW and the bias sum start with g (unlike the FFN blocks, forking after g is slower here; the
+     * alternatives are in docs/decisions.md). Calls that do not sync take the narrow schedule instead (above). */
     GG_TRY(gg_stream_handoff(ctx, main, ctx->ev_fork, side));
     gg_status status = enqueue_weight_grads(ctx, p, c, side);
     if (status == GG_SUCCESS) status = gemm_g(ctx, p, c, main);
