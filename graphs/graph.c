@@ -16,7 +16,7 @@
 
 #include <nvtx3/nvToolsExt.h>
 
-#include "dist.h"
+#include "ddp.h"
 #include "kernels/gg_kernels.h"
 
 enum { KEY_ACCUMULATE = 1, KEY_SILU = 2, KEY_PADDED = 4, KEY_DEVICE = 8, KEY_SYNC = 16 };
@@ -46,14 +46,6 @@ static gg_status check_config(const char *fn, const gg_graph_config *c) {
 
 /* ---- life cycle ---- */
 
-static void unlink_graph(gg_graph *g) {
-    for (gg_graph **p = &g->ctx->graphs; *p; p = &(*p)->next)
-        if (*p == g) {
-            *p = g->next;
-            return;
-        }
-}
-
 static void destroy_execs(gg_exec_cache *cache) {
     for (int i = 0; i < cache->capacity; ++i)
         if (cache->entries[i].exec) (void)cudaGraphExecDestroy((cudaGraphExec_t)cache->entries[i].exec);
@@ -71,9 +63,20 @@ void gg_graph_destroy(gg_graph *g) {
     if (g->device_buckets) (void)cudaFree(g->device_buckets);
     if (g->device_errors) (void)cudaFree(g->device_errors);
     (void)cudaGetLastError();
-    unlink_graph(g);
+    if (g->has_nccl) gg_dist_graph_released(g->ctx);
+    gg_ctx_hook_remove(g->ctx, &g->hook);
     if (entered) gg_device_leave(saved);
     free(g);
+}
+
+static void destroy_hook(void *g) { gg_graph_destroy(g); }
+
+/* The call of bucket `tokens` with the data-parallel part of its plan key as the context's communicator says now. */
+static gg_block_call bucket_call(const gg_graph *g, int64_t tokens) {
+    gg_block_call c = g->shape;
+    c.tokens = tokens;
+    gg_dist_hand_down(g->ctx, &c);
+    return c;
 }
 
 /* The local part of making a graph (device entered): its exec caches, every bucket's plan (into plans), staging and
@@ -88,8 +91,7 @@ static gg_status prepare(gg_graph *g, const char *fn, gg_block_plan **plans) {
         return gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
     /* largest bucket first: the scratch arena grows (moves) once, not once per bucket */
     for (int b = g->n_buckets - 1; b >= 0; --b) {
-        gg_block_call bucket = g->shape;
-        bucket.tokens = g->buckets[b];
+        const gg_block_call bucket = bucket_call(g, g->buckets[b]);
         GG_TRY(gg_block_plan_for(ctx, &bucket, &plans[b]));
     }
     if (config->allow_padding || config->device_select) {
@@ -110,10 +112,8 @@ static gg_status prepare(gg_graph *g, const char *fn, gg_block_plan **plans) {
     return GG_SUCCESS;
 }
 
-gg_status gg_graph_create_call(gg_ctx *ctx, const gg_block_call *shape, gg_precision requested,
-                               const gg_graph_config *config, gg_graph **out) {
-    char fn[64];
-    graph_fn(fn, sizeof fn, shape->info, "create");
+static gg_status create(gg_ctx *ctx, const char *fn, const gg_block_call *shape, gg_precision requested,
+                        const gg_graph_config *config, gg_graph **out) {
     if (!out) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: out is NULL", fn);
     *out = NULL;
     const gg_graph_config defaults = GG_GRAPH_CONFIG_INIT;
@@ -141,8 +141,9 @@ gg_status gg_graph_create_call(gg_ctx *ctx, const gg_block_call *shape, gg_preci
         free(g);
         return status;
     }
-    g->next = ctx->graphs; /* linked first, so that gg_graph_destroy can undo a half-made graph */
-    ctx->graphs = g;
+    /* linked first, so that gg_graph_destroy can undo a half-made graph */
+    g->hook = (gg_ctx_hook){.destroy = destroy_hook, .obj = g};
+    gg_ctx_hook_add(ctx, &g->hook, GG_HOOK_EARLY);
     int saved = 0;
     status = gg_device_enter(ctx, &saved);
     if (status != GG_SUCCESS) {
@@ -150,6 +151,7 @@ gg_status gg_graph_create_call(gg_ctx *ctx, const gg_block_call *shape, gg_preci
         return status;
     }
     gg_block_plan *plans[GG_MAX_BUCKETS];
+    _Static_assert(GG_MAX_BUCKETS <= GG_DIST_MAX_AGREE_PLANS, "gg_dist_agree_algorithms takes every bucket's plan");
     status = prepare(g, fn, plans);
     /* A syncing graph ends with its one collective step, on every rank whether or not its own part worked, so that
      * a rank's failure ends the call everywhere instead of leaving the others waiting. */
@@ -208,8 +210,7 @@ static gg_status enqueue_body(gg_graph *g, const gg_block_call *call, const gg_b
 }
 
 static gg_status bucket_plan(gg_graph *g, int64_t bucket, gg_block_plan **plan) {
-    gg_block_call c = g->shape;
-    c.tokens = bucket;
+    const gg_block_call c = bucket_call(g, bucket);
     return gg_block_plan_for(g->ctx, &c, plan); /* built at create: a lookup */
 }
 
@@ -295,6 +296,7 @@ static gg_status check_run(gg_graph *g, const char *fn, gg_block_call *call, gg_
         GG_TRY(gg_dist_check_shape(ctx, fn, &g->shape)); /* a communicator attached since may shard differently */
     }
     call->sync_grads = g->shape.sync_grads;
+    gg_dist_hand_down(ctx, call);
     if (call->dim0 != g->shape.dim0)
         return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: %s = %lld, but the graph was created for %lld", fn,
                        call->info->dim0_name, (long long)call->dim0, (long long)g->shape.dim0);
@@ -332,7 +334,10 @@ static gg_status replay(gg_graph *g, const char *fn, gg_exec_cache *cache, const
         if (status == GG_SUCCESS) status = install(g, cache, key, graph, &e);
     }
     if (status == GG_SUCCESS) {
-        g->has_nccl |= call->sync_grads;
+        if (call->sync_grads && !g->has_nccl) {
+            g->has_nccl = 1;
+            gg_dist_graph_holds(ctx);
+        }
         status = launch(ctx, e, stream);
     }
     nvtxRangePop();
@@ -352,9 +357,8 @@ static gg_status run_eager_beyond_max(gg_ctx *ctx, const gg_block_call *call, cu
     return ran == GG_SUCCESS ? ended : ran;
 }
 
-gg_status gg_graph_run_call(gg_graph *g, gg_block_call *call, gg_precision requested, cudaStream_t stream) {
-    char fn[64];
-    graph_fn(fn, sizeof fn, call->info, "run");
+static gg_status run(gg_graph *g, const char *fn, gg_block_call *call, gg_precision requested,
+                     cudaStream_t stream) {
     gg_ctx *ctx = g->ctx;
     GG_TRY(check_run(g, fn, call, requested));
     const int b = gg_buckets_select(g->buckets, g->n_buckets, call->tokens);
@@ -419,10 +423,8 @@ fail:
     return status;
 }
 
-gg_status gg_graph_run_device_call(gg_graph *g, gg_block_call *call, gg_precision requested,
-                                   const int64_t *device_tokens, cudaStream_t stream) {
-    char fn[64];
-    graph_fn(fn, sizeof fn, call->info, "run_device");
+static gg_status run_device(gg_graph *g, const char *fn, gg_block_call *call, gg_precision requested,
+                            const int64_t *device_tokens, cudaStream_t stream) {
     gg_ctx *ctx = g->ctx;
     if (!g->config.device_select)
         return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
@@ -438,16 +440,48 @@ gg_status gg_graph_run_device_call(gg_graph *g, gg_block_call *call, gg_precisio
     return replay(g, fn, &g->device_execs, &key, call, -1, 1, device_tokens, stream);
 }
 
-/* ---- entry-point checks ---- */
+/* ---- entry points ---- */
 
-gg_status gg_check_graph_call(gg_graph *g, const gg_block_info *info, const char *fn, const void *desc,
-                              const void *args) {
+/* graph, desc and args non-NULL, and the graph made for this block. */
+static gg_status check_graph_call(gg_graph *g, const gg_block_info *info, const char *fn, const void *desc,
+                                  const void *args) {
     if (!g) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: graph is NULL", fn);
     GG_TRY(gg_check_call(g->ctx, fn, desc, args));
     if (g->shape.info != info)
         return gg_fail(g->ctx, GG_ERROR_INVALID_ARGUMENT, "%s: the graph was made by %.*s_graph_create", fn,
                        (int)(strlen(g->shape.info->fn) - strlen("_backward")), g->shape.info->fn);
     return GG_SUCCESS;
+}
+
+gg_status gg_block_graph_create(gg_ctx *ctx, const gg_block_info *info, const void *desc,
+                                const gg_graph_config *config, gg_graph **out) {
+    char fn[64];
+    graph_fn(fn, sizeof fn, info, "create");
+    if (out) *out = NULL;
+    GG_TRY(gg_check_desc(ctx, fn, desc));
+    gg_block_call shape;
+    gg_block_pack(&shape, info, desc, NULL);
+    return create(ctx, fn, &shape, gg_block_requested_precision(info, desc), config, out);
+}
+
+gg_status gg_block_graph_run(gg_graph *g, const gg_block_info *info, const void *desc, const void *args,
+                             cudaStream_t stream) {
+    char fn[64];
+    graph_fn(fn, sizeof fn, info, "run");
+    GG_TRY(check_graph_call(g, info, fn, desc, args));
+    gg_block_call call;
+    gg_block_pack(&call, info, desc, args);
+    return run(g, fn, &call, gg_block_requested_precision(info, desc), stream);
+}
+
+gg_status gg_block_graph_run_device(gg_graph *g, const gg_block_info *info, const void *desc,
+                                    const int64_t *device_tokens, const void *args, cudaStream_t stream) {
+    char fn[64];
+    graph_fn(fn, sizeof fn, info, "run_device");
+    GG_TRY(check_graph_call(g, info, fn, desc, args));
+    gg_block_call call;
+    gg_block_pack(&call, info, desc, args);
+    return run_device(g, fn, &call, gg_block_requested_precision(info, desc), device_tokens, stream);
 }
 
 /* ---- queries ---- */
@@ -477,9 +511,8 @@ gg_status gg_graph_memory_info(const gg_graph *g, int bucket, gg_graph_memory *o
     for (int b = 0; b < g->n_buckets; ++b) {
         if (bucket >= 0 && b != bucket) continue;
         add_execs(&g->execs[b], out);
-        gg_block_call c = g->shape;
-        c.tokens = g->buckets[b];
-        const gg_plan_key key = gg_block_plan_key(g->ctx, &c);
+        const gg_block_call c = bucket_call(g, g->buckets[b]);
+        const gg_plan_key key = gg_block_plan_key(&c);
         const gg_block_plan *plan = gg_plan_cache_find(&g->ctx->plans, &key);
         if (plan && plan->scratch_bytes > out->scratch_bytes) out->scratch_bytes = plan->scratch_bytes;
     }

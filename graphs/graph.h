@@ -1,6 +1,6 @@
 /*
- * graph.h - per-bucket CUDA graphs of a block (the public gg_graph), generic over blocks: a block's public graph
- * entry points pack their desc/args into a gg_block_call and call these.
+ * graph.h - per-bucket CUDA graphs of a block (the public gg_graph), generic over blocks: the public graph entry
+ * points (src/api) hand the block's table, desc and args to gg_block_graph_*.
  */
 #ifndef GG_GRAPH_H
 #define GG_GRAPH_H
@@ -24,54 +24,16 @@ struct gg_graph {
     unsigned *device_errors;          /* device-selected runs that found no bucket */
     int syncs;                        /* reduces parameter gradients across the context's ranks */
     int has_nccl;                     /* an executable graph holds NCCL work: destroy before the communicator */
-    struct gg_graph *next;            /* the context's list */
+    gg_ctx_hook hook;                 /* destroyed with the context, before its communicator */
 };
 
-gg_status gg_graph_create_call(gg_ctx *ctx, const gg_block_call *shape, gg_precision requested,
-                               const gg_graph_config *config, gg_graph **out);
-gg_status gg_graph_run_call(gg_graph *graph, gg_block_call *call, gg_precision requested, cudaStream_t stream);
-gg_status gg_graph_run_device_call(gg_graph *graph, gg_block_call *call, gg_precision requested,
-                                   const int64_t *device_tokens, cudaStream_t stream);
-
-/* graph, desc and args non-NULL, and the graph made for this block. */
-gg_status gg_check_graph_call(gg_graph *graph, const gg_block_info *info, const char *fn, const void *desc,
-                              const void *args);
-
-/* The four public entry points of a block, from its pack function and its gg_<block>_info: the eager
- * gg_<block>_backward and gg_<block>_graph_create/_run/_run_device. PRECISION is the desc's precision request (an
- * expression of `desc`). */
-#define GG_BLOCK_ENTRY_POINTS(block, PRECISION)                                                                    \
-    gg_status gg_##block##_backward(gg_ctx *ctx, const gg_##block##_desc *desc, const gg_##block##_args *args,     \
-                                    gg_stream stream) {                                                            \
-        GG_TRY(gg_check_call(ctx, gg_##block##_info.fn, desc, args));                                              \
-        gg_block_call call;                                                                                        \
-        gg_##block##_pack(&call, desc, args);                                                                      \
-        GG_TRY(gg_block_validate(ctx, gg_##block##_info.fn, &call, PRECISION));                                    \
-        return gg_block_run_eager(ctx, &call, (cudaStream_t)stream);                                               \
-    }                                                                                                              \
-    gg_status gg_##block##_graph_create(gg_ctx *ctx, const gg_##block##_desc *desc, const gg_graph_config *config, \
-                                        gg_graph **out) {                                                          \
-        if (out) *out = NULL;                                                                                      \
-        const gg_##block##_args none = {0};                                                                        \
-        GG_TRY(gg_check_call(ctx, "gg_" #block "_graph_create", desc, &none));                                     \
-        gg_block_call call;                                                                                        \
-        gg_##block##_pack(&call, desc, &none);                                                                     \
-        return gg_graph_create_call(ctx, &call, PRECISION, config, out);                                           \
-    }                                                                                                              \
-    gg_status gg_##block##_graph_run(gg_graph *graph, const gg_##block##_desc *desc, const gg_##block##_args *args, \
-                                     gg_stream stream) {                                                           \
-        GG_TRY(gg_check_graph_call(graph, &gg_##block##_info, "gg_" #block "_graph_run", desc, args));            \
-        gg_block_call call;                                                                                        \
-        gg_##block##_pack(&call, desc, args);                                                                      \
-        return gg_graph_run_call(graph, &call, PRECISION, (cudaStream_t)stream);                                   \
-    }                                                                                                              \
-    gg_status gg_##block##_graph_run_device(gg_graph *graph, const gg_##block##_desc *desc,                        \
-                                            const int64_t *device_tokens, const gg_##block##_args *args,           \
-                                            gg_stream stream) {                                                    \
-        GG_TRY(gg_check_graph_call(graph, &gg_##block##_info, "gg_" #block "_graph_run_device", desc, args));     \
-        gg_block_call call;                                                                                        \
-        gg_##block##_pack(&call, desc, args);                                                                      \
-        return gg_graph_run_device_call(graph, &call, PRECISION, device_tokens, (cudaStream_t)stream);             \
-    }
+/* The graph entry points of every block (the public gg_<block>_graph_* call them with the block's gg_block_info):
+ * they check and pack the desc and args (gg_block_pack), then make, run or run on the device the block's graph. */
+gg_status gg_block_graph_create(gg_ctx *ctx, const gg_block_info *info, const void *desc,
+                                const gg_graph_config *config, gg_graph **out);
+gg_status gg_block_graph_run(gg_graph *graph, const gg_block_info *info, const void *desc, const void *args,
+                             cudaStream_t stream);
+gg_status gg_block_graph_run_device(gg_graph *graph, const gg_block_info *info, const void *desc,
+                                    const int64_t *device_tokens, const void *args, cudaStream_t stream);
 
 #endif

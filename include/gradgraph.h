@@ -113,7 +113,7 @@ typedef enum gg_log_level { GG_LOG_ERROR = 0, GG_LOG_WARN = 1, GG_LOG_INFO = 2, 
 typedef void (*gg_log_fn)(void *user_data, gg_log_level level, const char *message);
 
 /* Whether a block's independent chains (dX and dW) run concurrently on two streams. AUTO (the default) overlaps:
- * measured on the H200, overlap wins or ties in every block and precision mode (docs/perf-notes.md); NEVER runs
+ * measured on the H200, overlap wins or ties in every block and precision mode (docs/decisions.md); NEVER runs
  * everything on the caller's stream, for profiling or for sharing the GPU with other work. */
 typedef enum gg_overlap { GG_OVERLAP_AUTO = 0, GG_OVERLAP_ALWAYS = 1, GG_OVERLAP_NEVER = 2 } gg_overlap;
 
@@ -464,9 +464,8 @@ typedef struct gg_dist_config {
                             NCCL caps at its channel limit; make an attached one likewise, e.g. NCCL_MIN_CTAS =
                             NCCL_MAX_CTAS). 0: no SMs left
                             free, NCCL's own CTA count. Ignored with overlap off. Default GG_DIST_COMM_SMS_DEFAULT
-                            = 8: on 2 H200s, block 3's largest case 2.00x and 90 % of the all-reduce hidden against
-                            1.87x and 47 % with 0; short backward passes with large gradients (block 2: 1.64x
-                            against 1.73x) want more (docs/distributed.md, "SMs and channels") */
+                            = 8, which hides most of the reduction of long backward passes; short backward passes
+                            with large gradients want more (measurements: docs/distributed.md) */
     int copy_engines;    /* 0 (default) or 1: parameter gradients of 1 MiB or more that live in gg_dist_alloc buffers
                             are all-reduced in place through NCCL's copy-engine collectives (no NCCL CTAs), bitwise
                             equal on every rank. With two ranks the FFN blocks split each weight gradient's GEMM in
@@ -480,9 +479,9 @@ typedef struct gg_dist_config {
                             not in a gg_dist_alloc buffer). Needs NCCL 2.28+ and a communicator gradgraph makes
                             (GG_ERROR_UNSUPPORTED otherwise); where NCCL makes no symmetric window (GPUs without
                             copy-engine paths between them) it logs a WARN and everything stays on SMs. Costs
-                            2 x bucket_bytes of device memory per context. On 2 H200s: block 2's largest case
-                            1.89-1.95x with 95-96 % hidden (the split) against 1.62-1.65x / 61 % on SMs; block 3 is
-                            faster on SMs (1.97-2.03x against 1.90-1.98x): docs/distributed.md, "Copy engines" */
+                            2 x bucket_bytes of device memory per context. It pays where the reduction is large
+                            against the backward (block 2); where the backward hides the reduction anyway (block 3),
+                            SMs are as fast or faster (measurements: docs/distributed.md) */
 } gg_dist_config;
 
 #define GG_DIST_COMM_SMS_DEFAULT 8

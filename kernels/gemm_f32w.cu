@@ -3,15 +3,15 @@
  *
  * Why: at few tokens the cuBLASLt route converts both fp32 weights to fp16 (each read and written whatever M is)
  * before the GEMMs that read them, and that conversion is the largest item of 068 / 073 at M = 256
- * (docs/perf-notes.md, "Session 16"). An mma.sync kernel doing this lost: each mma needed its A fragment from shared
+ * (docs/decisions.md). An mma.sync kernel doing this lost: each mma needed its A fragment from shared
  * memory (ldmatrix) and the weight shuffled into place, and the shared-memory pipe capped it. Here Hopper's wgmma
  * takes the weight as its register operand (A of wgmma) and the activations from shared memory (B of wgmma) through
  * a descriptor: per k16 step a thread reads four float2 of the weight from shared memory and nothing else.
  *
  * Tiles: a CTA is kGroups warpgroups, each making 64 columns of C (wgmma's m) for the same kTokens tokens (wgmma's
  * n), over a slice of k. The activations are read again by every CTA along N, so
- * wider CTAs move fewer bytes through L2: with 64 columns they were twice the weight's bytes (session 17).
- * - TMA brings both operands into a kStages-deep ring of k-tiles of 64 (session 18's lead: with per-thread
+ * wider CTAs move fewer bytes through L2: with 64 columns they were twice the weight's bytes.
+ * - TMA brings both operands into a kStages-deep ring of k-tiles of 64 (with per-thread
  *   cp.async, ~300 instructions per warp and k-tile went to copies and their addresses, and the kernel was
  *   issue-bound): thread 0 issues, per k-tile, one box of the activations (kTokens rows of
  *   128 bytes) and four boxes of the fp32 weight (64 k rows x 32 columns each), all with the 128-byte swizzle, and
@@ -155,7 +155,7 @@ __global__ void __launch_bounds__(kF32wThreads, kPerSm)
 
     /* Thread 0 issues k-tile kt's boxes into stage kt % kStages, once every thread has released that stage's
      * previous k-tile (its "empty" phase). The weight is read once (by the token tiles together): evict-first, see
-     * tma.cuh (068 at 256 tokens 6 % faster; at 1024 tokens, four tiles sharing each box, ±1 %; session 23). */
+     * tma.cuh (it pays where one tile reads each box; where four tiles share a box it is neutral). */
     const uint64_t read_once = l2_evict_first_policy();
     auto issue = [&](int kt) {
         const int s = kt % kStages;
@@ -271,7 +271,7 @@ extern "C" cudaError_t gg_k_gemm_f32w_capacity(int capacity[GG_F32W_MAX_SPLIT + 
 /* Of the splits whose clusters (one per tile) all fit on the GPU at once (capacity[s], from
  * gg_k_gemm_f32w_capacity: a cluster's CTAs must share a GPC, so fewer clusters of 8 fit than SMs / 8, 15 rather
  * than 16 on an H200), the one whose CTAs each take the fewest k-tiles; the smaller on a tie (less to add up). A
- * grid of two waves took twice as long (073's dX at 256 tokens, 16 clusters of 8: session 20). */
+ * grid of two waves takes twice as long. */
 extern "C" int gg_k_gemm_f32w_split(int64_t M, int64_t N, int64_t K, const int *capacity) {
     const int64_t tiles = tiles_of(M, N), k_tiles = K / kBK;
     int split = 1;

@@ -16,8 +16,8 @@ __device__ __forceinline__ void set_pair(bf16x8 &x, int j, __nv_bfloat162 p) {
 }
 
 /* sigmoid(z) in fp32 from the fast exponential and division. Rounded to bf16 it equals the exactly rounded sigmoid
- * for every bf16 z above -87.5 and is 0 below, where the sigmoid is subnormal (scripts/lab/sigmoid_probe.cu checks
- * all 65280 finite values; the accurate fp32 form is 0 from -89). */
+ * for every bf16 z above -87.5 and is 0 below, where the sigmoid is subnormal (checked over all 65280 finite bf16
+ * values; the accurate fp32 form is 0 from -89). */
 __device__ __forceinline__ float fast_sigmoid(float z) { return __fdividef(1.0f, 1.0f + __expf(-z)); }
 
 /* On a pair of values: grad_ssm_output = bf16(g * gate_activated); a = bf16(g * ssm_output); grad_gate = a, or
@@ -28,9 +28,9 @@ __device__ __forceinline__ float fast_sigmoid(float z) { return __fdividef(1.0f,
  * rounding through fp32 first gives the same bf16. The _rn forms, because they are never contracted: plain __hmul2
  * and __hadd2 may fuse into one FMA that skips a rounding (then 1 % of grad_gate failed at atol 1e-5). About 10
  * instructions per element, where the fp32 form with accurate expf and division took ~45: few enough for the chain
- * to run at copy speed on the few SMs a GEMM leaves free (docs/perf-notes.md, "Session 24").
- * Pass registers, not references into global memory: bound to g[v] directly, the compiler split each 16-byte load
- * into 2-byte ones (the chain kernel 1.3x slower at M = 74432, session 15). */
+ * to run at copy speed on the few SMs a GEMM leaves free.
+ * Pass registers, not references into global memory: bound to g[v] directly, the compiler splits each 16-byte load
+ * into 2-byte ones. */
 __device__ __forceinline__ void ssm_chain2(__nv_bfloat162 g, __nv_bfloat162 gate_activated,
                                            __nv_bfloat162 ssm_output, __nv_bfloat162 gate, bool use_silu_gate,
                                            __nv_bfloat162 &grad_ssm_output, __nv_bfloat162 &grad_gate) {

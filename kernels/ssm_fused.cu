@@ -1,6 +1,6 @@
 /* ssm_fused.cu - block 4's g = bf16(dY @ W) with the bf16 elementwise chain in the GEMM's epilogue, so that g is
- * never written or read, and dY's row sums per 128-row tile for the bias gradient on the way (docs/perf-notes.md,
- * "Session 28" and "Session 29"; the host routes block 4 here from 32768 tokens, where it wins).
+ * never written or read, and dY's row sums per 128-row tile for the bias gradient on the way (the host routes
+ * block 4 here from GG_SSM_FUSED_MIN_TOKENS tokens, where it wins: src/blocks/ssm_gate.c).
  *
  * Persistent, one CTA per SM, 384 threads:
  * - warpgroup 2 produces. Its warp 0 (one thread) feeds a ring of 4 k-tile stages by TMA: per k-tile a box of dY
@@ -68,7 +68,7 @@ __device__ __forceinline__ uint64_t smem_desc(uint32_t addr) {
 
 /* The same for an MN-major B tile (W as it is: k rows of 128 bytes = 64 n), 128-byte swizzle, as TMA boxes of 64 k
  * rows x 64 n leave it: box_bytes between the two 64-wide halves of n (leading offset), 1024 B between groups of 8 k
- * rows (stride offset). With the two offsets the other way round the tests fail (session 28). */
+ * rows (stride offset). With the two offsets the other way round the tests fail. */
 __device__ __forceinline__ uint64_t smem_desc_mn(uint32_t addr, uint32_t box_bytes) {
     return ((uint64_t)(addr & 0x3FFFF) >> 4) | ((uint64_t)(box_bytes >> 4) << 16) | ((uint64_t)(1024 >> 4) << 32) |
            (1ull << 62);
@@ -127,8 +127,8 @@ __device__ __forceinline__ void stsm_x4(uint32_t addr, const uint32_t *v) {
  * there (gp = the accumulators' pairs of that half: pair 2g + h at row 16 warp + lane / 4 + 8 h of the half, columns
  * 8 g + 2 (lane % 4) + {0, 1}), its operands from the half buffer at `half`, and grad_ssm_output and grad_gate
  * written over gate_activated and ssm_output there. Per group of 8 rows, ldmatrix.x4 reads four column groups of an
- * operand, and stmatrix.x4 writes four of a result: a quarter of the shared-memory instructions of 4-byte accesses
- * (call 12 of session 29: the kernel 0-2 % faster). */
+ * operand, and stmatrix.x4 writes four of a result: a quarter of the shared-memory instructions of 4-byte
+ * accesses. */
 template <bool kSilu>
 __device__ __forceinline__ void chain_half(const uint32_t (&gp)[32], uint32_t half, int warp, int lane) {
 #ifdef GG_SSM_FUSED_WGMMA
@@ -347,8 +347,8 @@ __global__ void __launch_bounds__(kFusedThreads, 1)
                 gp[m][i] = bf162_bits(__floats2bfloat162_rn(acc[m][2 * i], acc[m][2 * i + 1]));
         /* Per half (m-half m of the accumulators): its operands, the chain, then one thread stores the half's four
          * output boxes (rows past M are not written) and releases the half once the TMA has read it, so that the
-         * next tile's first half loads while this tile's second is in the chain (session 29, call 11: without the
-         * halves the next tile's operands waited for the whole epilogue). */
+         * next tile's first half loads while this tile's second is in the chain (without the halves the next tile's
+         * operands would wait for the whole epilogue). */
 #pragma unroll
         for (int m = 0; m < 2; ++m) {
             const uint32_t half = epi + (uint32_t)(m * kHalfBytes);

@@ -2,7 +2,7 @@
  * in the epilogue (g never goes to memory), dW = bf16(dYᵀ @ gated), and grad_bias = bf16(Σ_rows dY).
  *
  * Why: at small M the cuBLASLt route is four dependent launches (dW, the bias sum, g, the chain) that each wait on
- * DRAM once and never overlap (079 M = 128: 15 µs for 1.5 µs of SOL, docs/perf-notes.md). Here every tile of both
+ * DRAM once and never overlap (at M = 128 ten times the speed-of-light time). Here every tile of both
  * GEMMs is a CTA of one grid, so the two GEMMs and the chain run side by side on all SMs.
  *
  * Tiles: 64 x 64 outputs per CTA, k-tiles of 64, 3 cp.async stages, 4 warps as 2 x 2 with 32 x 32 each (mma.sync
@@ -264,8 +264,8 @@ __global__ void __launch_bounds__(kSmallThreads, 4) ssm_small_kernel(const Small
     };
     cluster_arrive(); /* this CTA's partial is staged */
     /* The chain's operands, loaded while the cluster's other partials are staged: their DRAM round trip no longer
-     * follows the barrier (128 tokens 0.95x, docs/perf-notes.md "Session 27"; loaded before the k-loop instead,
-     * they delayed its loads: +2.5 %, session 26). 16-byte loads into registers (see ssm_chain8). */
+     * follows the barrier (loaded before the k-loop instead, they would delay its loads). 16-byte loads into
+     * registers (see ssm_chain8). */
     bf16x8 ga[kMaxVecs], so[kMaxVecs], gt[kMaxVecs];
 #pragma unroll
     for (int u = 0; u < kMaxVecs; ++u) {

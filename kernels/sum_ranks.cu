@@ -1,4 +1,4 @@
-/* sum_ranks.cu - the arithmetic of the copy-engine gradient reduction (src/dist/copy_engine.c): NCCL's copy
+/* sum_ranks.cu - the arithmetic of the copy-engine gradient reduction (src/ddp/copy_engine.c): NCCL's copy
  * engines move the ranks' pieces (all-to-all), this kernel adds them. */
 #include "gg_kernels.h"
 #include "vec.cuh"

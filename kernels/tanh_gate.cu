@@ -61,7 +61,7 @@ __device__ __forceinline__ void next_slice(int64_t vec_per_row, int64_t &row, in
 
 /* One pass. Each thread keeps two slices in flight: the next slice's loads are issued before the current one is
  * computed and stored, and the first slice's loads before the gate's tanh, so no load waits for the scalar gate
- * (measured: the block's geomean -1.6 %, M = 1024 -6 %; docs/perf-notes.md, "Session 18"). The gate gradient's
+ * (measured faster at every M: docs/decisions.md). The gate gradient's
  * partial sums go to partials[CTA]; the last CTA to count itself done (a counter it resets) adds them in a fixed
  * order and writes the scalar: one launch, the same bits on every run (each thread adds its slices in its fixed
  * order, rows ascending).

@@ -42,9 +42,8 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap *map
 
 /* An L2 policy that makes the lines a load brings in the first to be evicted: for data read once. After the timing
  * protocol's flush the L2 is full of dirty lines, and every line a load allocates at normal priority evicts one of
- * them, a write-back that shares the DRAM with the load; evict-first lines instead evict each other. Measured on an
- * H200 (scripts/lab/tma_probe.cu `l2`): 67 MB of weight streamed in 22.5 us instead of 25.9 after a memset flush
- * (20.3 after a flush that leaves clean lines); docs/perf-notes.md, "Session 23". */
+ * them, a write-back that shares the DRAM with the load; evict-first lines instead evict each other (measured on an
+ * H200: docs/decisions.md). */
 __device__ __forceinline__ uint64_t l2_evict_first_policy() {
     uint64_t policy;
     asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));

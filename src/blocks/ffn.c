@@ -23,8 +23,8 @@
  *   dW1 [F,D]: (D x F)     = X'(D x M)      @ R'(F x M)ᵀ         m=D n=F k=M  A=X N lda=D   B=R T ldb=F
  */
 #include "block.h"
-#include "dist.h"
-#include "graph.h"
+#include "ddp.h"
+#include "blocks.h"
 #include "kernels/gg_kernels.h"
 #include "streams.h"
 
@@ -39,26 +39,29 @@ enum { GEMM_G, GEMM_DW2, GEMM_DX, GEMM_DW1 };
  * partial sums. */
 enum { BUF_G, BUF_DY16, BUF_W2_16, BUF_ACT16, BUF_X16, BUF_W1_16, BUF_PARTIALS1, BUF_PARTIALS2, BUF_G32 };
 
-#define COMMON_TENSORS(pre_name, act_name)                                                                         \
-    [T_DY] = {"grad_output", GG_EXT_TOKENS, GG_EXT_DIM0, 4, 0, 0},                                                 \
-    [T_X] = {"hidden_states", GG_EXT_TOKENS, GG_EXT_DIM0, 4, 0, 0},                                                \
-    [T_W1] = {"weight1", GG_EXT_DIM1, GG_EXT_DIM0, 4, 0, 0},                                                       \
-    [T_W2] = {"weight2", GG_EXT_DIM0, GG_EXT_DIM1, 4, 0, 0},                                                       \
-    [T_PRE] = {pre_name, GG_EXT_TOKENS, GG_EXT_DIM1, 4, 0, 0},                                                     \
-    [T_ACT] = {act_name, GG_EXT_TOKENS, GG_EXT_DIM1, 4, 0, 0},                                                     \
-    [T_DX] = {"grad_hidden_states", GG_EXT_TOKENS, GG_EXT_DIM0, 4, 1, 0},                                          \
-    [T_DW1] = {"grad_weight1", GG_EXT_DIM1, GG_EXT_DIM0, 4, 1, 0},                                                 \
-    [T_DW2] = {"grad_weight2", GG_EXT_DIM0, GG_EXT_DIM1, 4, 1, 0}
+#define COMMON_TENSORS(args, pre, act)                                                                              \
+    [T_DY] = GG_TENSOR(args, grad_output, GG_EXT_TOKENS, GG_EXT_DIM0, 4, 0, 0),                                    \
+    [T_X] = GG_TENSOR(args, hidden_states, GG_EXT_TOKENS, GG_EXT_DIM0, 4, 0, 0),                                   \
+    [T_W1] = GG_TENSOR(args, weight1, GG_EXT_DIM1, GG_EXT_DIM0, 4, 0, 0),                                          \
+    [T_W2] = GG_TENSOR(args, weight2, GG_EXT_DIM0, GG_EXT_DIM1, 4, 0, 0),                                          \
+    [T_PRE] = GG_TENSOR(args, pre, GG_EXT_TOKENS, GG_EXT_DIM1, 4, 0, 0),                                           \
+    [T_ACT] = GG_TENSOR(args, act, GG_EXT_TOKENS, GG_EXT_DIM1, 4, 0, 0),                                           \
+    [T_DX] = GG_TENSOR(args, grad_hidden_states, GG_EXT_TOKENS, GG_EXT_DIM0, 4, 1, 0),                             \
+    [T_DW1] = GG_TENSOR(args, grad_weight1, GG_EXT_DIM1, GG_EXT_DIM0, 4, 1, 0),                                    \
+    [T_DW2] = GG_TENSOR(args, grad_weight2, GG_EXT_DIM0, GG_EXT_DIM1, 4, 1, 0)
 
 static const gg_tensor_spec gelu_ffn_tensors[] = {
-    COMMON_TENSORS("linear1_out", "gelu_out"),
-    [T_TANH] = {"tanh_inner", GG_EXT_TOKENS, GG_EXT_DIM1, 4, 0, 0},
+    COMMON_TENSORS(gg_gelu_ffn_args, linear1_out, gelu_out),
+    [T_TANH] = GG_TENSOR(gg_gelu_ffn_args, tanh_inner, GG_EXT_TOKENS, GG_EXT_DIM1, 4, 0, 0),
 };
 static const gg_tensor_spec mlp_tensors[] = {
-    COMMON_TENSORS("intermediate", "intermediate_activated"),
-    [T_DB1] = {"grad_bias1", GG_EXT_ONE, GG_EXT_DIM1, 4, 1, 0},
-    [T_DB2] = {"grad_bias2", GG_EXT_ONE, GG_EXT_DIM0, 4, 1, 0},
+    COMMON_TENSORS(gg_mlp_args, intermediate, intermediate_activated),
+    [T_DB1] = GG_TENSOR(gg_mlp_args, grad_bias1, GG_EXT_ONE, GG_EXT_DIM1, 4, 1, 0),
+    [T_DB2] = GG_TENSOR(gg_mlp_args, grad_bias2, GG_EXT_ONE, GG_EXT_DIM0, 4, 1, 0),
 };
+#define N_TENSORS(table) (int)(sizeof table / sizeof table[0])
+_Static_assert(sizeof(gg_gelu_ffn_args) == N_TENSORS(gelu_ffn_tensors) * sizeof(void *), "one row a field");
+_Static_assert(sizeof(gg_mlp_args) == N_TENSORS(mlp_tensors) * sizeof(void *), "one row a field");
 
 /* fp16 mode's route (the plan's route): which GEMMs read an fp32 weight themselves instead of its fp16 copy.
  * None (ROUTE_CONVERT): every operand converted to fp16 first. On an sm_90a device, G and, at fewer tokens, dX in
@@ -66,13 +69,33 @@ static const gg_tensor_spec mlp_tensors[] = {
  * dY and W2. */
 enum { ROUTE_CONVERT = 0, ROUTE_G_F32W = 1, ROUTE_DX_F32W = 2, ROUTE_G_TF32 = 4 };
 
-/* Up to these many tokens each route wins. Measured on an H200 (docs/perf-notes.md, "Session 16" for TF32, "Session
- * 17" and "Session 21" for gg_k_gemm_f32w): G in gg_k_gemm_f32w up to 1024 tokens (at 2048, with its tiles in four
- * waves, it lost 1-3 %); dX up to 512, where it is bound by reading W1, and up to 1024 when its grid fills the GPU
- * (at 1024 tokens 073's dX on 128 of 132 SMs won, 068's on 96 lost to converting W1 for cuBLASLt). */
-#define GG_FFN_G_F32W_MAX_TOKENS 1024
-#define GG_FFN_DX_F32W_MAX_TOKENS 512
-#define GG_FFN_G_TF32_MAX_TOKENS 512
+/* The plan with the blocks' own launch parameters. */
+typedef struct ffn_plan {
+    gg_block_plan base;
+    int route;         /* fp16 mode's route: ROUTE_* bits */
+    int narrow_ctas;   /* > 0: the narrow schedule, the fp16 copies of act, X and W1 on this many SMs beside G */
+    int col_chunks[2]; /* block 3: row chunks of the column sums of grad_bias1 (over R) and grad_bias2 (over dY) */
+} ffn_plan;
+
+static const ffn_plan *own(const gg_block_plan *p) { return (const ffn_plan *)p; }
+
+/* ---- Tuning: the thresholds of this block that came from measurement on an H200 (docs/decisions.md) ---- */
+enum {
+    /* G reads W2 in fp32 in gg_k_gemm_f32w up to here; beyond, its tiles run in four waves and converting wins. */
+    GG_FFN_G_F32W_MAX_TOKENS = 1024,
+    /* dX reads W1 in fp32 in gg_k_gemm_f32w up to here, where it is bound by reading W1 ... */
+    GG_FFN_DX_F32W_MAX_TOKENS = 512,
+    /* ... and up to GG_FFN_G_F32W_MAX_TOKENS where its grid fills at least FILL_NUM/FILL_DEN of the SMs (on fewer,
+     * converting W1 for cuBLASLt wins). */
+    GG_FFN_DX_FILL_NUM = 7,
+    GG_FFN_DX_FILL_DEN = 8,
+    /* Without gg_k_gemm_f32w, G runs in TF32 from the fp32 inputs up to here: converting W2 costs more. */
+    GG_FFN_G_TF32_MAX_TOKENS = 512,
+    /* The narrow schedule's SMs for the fp16 copies beside G: fewer or more slows G more than the copies gain. */
+    GG_FFN_NARROW_CTAS = 24,
+    /* The narrow schedule only on GPUs with at least this many times GG_FFN_NARROW_CTAS SMs. */
+    GG_FFN_NARROW_MIN_SM_RATIO = 4,
+};
 
 /* The plan's route, the same on every path (the data-parallel ones too, so that a rank's synced gradients are the
  * mean of what its local calls compute). */
@@ -82,8 +105,8 @@ static int route(const gg_ctx *ctx, const gg_block_plan *p) {
     int r = ROUTE_CONVERT;
     if (ctx->has_wgmma && M <= GG_FFN_G_F32W_MAX_TOKENS) {
         if (gg_k_gemm_f32w_supported(M, F, D)) r |= ROUTE_G_F32W;
-        /* "fills the GPU": at least 7/8 of the SMs */
-        const int dx_fills = 8 * gg_k_gemm_f32w_ctas(M, D, F, ctx->f32w_clusters) >= 7 * (int64_t)ctx->sm_count;
+        const int dx_fills = GG_FFN_DX_FILL_DEN * gg_k_gemm_f32w_ctas(M, D, F, ctx->f32w_clusters) >=
+                             GG_FFN_DX_FILL_NUM * (int64_t)ctx->sm_count;
         if (gg_k_gemm_f32w_supported(M, D, F) && (M <= GG_FFN_DX_F32W_MAX_TOKENS || dx_fills)) r |= ROUTE_DX_F32W;
     }
     if (!(r & ROUTE_G_F32W) && M <= GG_FFN_G_TF32_MAX_TOKENS) r |= ROUTE_G_TF32;
@@ -93,14 +116,10 @@ static int route(const gg_ctx *ctx, const gg_block_plan *p) {
 /* The narrow schedule (fp16 mode above the few-token route, calls that do not sync): G runs on all SMs but
  * GG_FFN_NARROW_CTAS, and the fp16 copies of act, X and W1 (needed only by the later GEMMs) run on those, one CTA of
  * 1024 threads per SM, instead of before G on every SM. A cuBLASLt GEMM holds every SM it may use to its end, so
- * without the SM target nothing runs beside it. Measured on an H200 (docs/perf-notes.md, "Session 19"): 068 and
- * 073 about 1 % faster with 24 SMs in two calls; 16, 20, 28 and 32 were slower or no better (G on fewer SMs slows
- * more than the copies gain; its tiles fit some SM counts badly). */
-#define GG_FFN_NARROW_CTAS 24
-
+ * without the SM target nothing runs beside it. */
 static int narrow_ctas(const gg_ctx *ctx, const gg_block_plan *p) {
-    const int on = p->key.precision == GG_PRECISION_FP16 && !p->route && !p->key.sync_grads &&
-                   ctx->sm_count >= 4 * GG_FFN_NARROW_CTAS;
+    const int on = p->key.precision == GG_PRECISION_FP16 && !own(p)->route && !p->key.sync_grads &&
+                   ctx->sm_count >= GG_FFN_NARROW_MIN_SM_RATIO * GG_FFN_NARROW_CTAS;
     return on ? GG_FFN_NARROW_CTAS : 0;
 }
 
@@ -115,6 +134,7 @@ static gg_status plan_gemm(gg_ctx *ctx, gg_matmul *mm, gg_precision precision, i
 }
 
 static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
+    ffn_plan *fp = (ffn_plan *)p;
     const int64_t M = p->key.tokens, D = p->key.dim0, F = p->key.dim1;
     const gg_precision prec = (gg_precision)p->key.precision;
     /* Syncing graphs (weights-first order, comm_sms > 0): dX, the last GEMM, leaves SMs to dW1's reduction; the
@@ -123,39 +143,39 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     /* The two-rank split reduction (enqueue_pair) runs dW2, dW1 and dX in halves (of their n: rows of the gradient,
      * tokens of dX); every GEMM keeps all SMs. */
     const int64_t halves = p->key.pair_split ? 2 : 1;
-    p->route = route(ctx, p);
-    if (p->route & ROUTE_G_F32W)
+    fp->route = route(ctx, p);
+    if (fp->route & ROUTE_G_F32W)
         gg_log(ctx, GG_LOG_DEBUG, "M=%lld: G in gg_k_gemm_f32w, k split over clusters of %d", (long long)M,
                gg_k_gemm_f32w_split(M, F, D, ctx->f32w_clusters));
-    if (p->route & ROUTE_DX_F32W)
+    if (fp->route & ROUTE_DX_F32W)
         gg_log(ctx, GG_LOG_DEBUG, "M=%lld: dX in gg_k_gemm_f32w, k split over clusters of %d", (long long)M,
                gg_k_gemm_f32w_split(M, D, F, ctx->f32w_clusters));
-    p->narrow_ctas = narrow_ctas(ctx, p);
-    const int beside_narrow = p->narrow_ctas ? ctx->sm_count - p->narrow_ctas : 0;
-    if (p->route & ROUTE_G_TF32)
+    fp->narrow_ctas = narrow_ctas(ctx, p);
+    const int beside_narrow = fp->narrow_ctas ? ctx->sm_count - fp->narrow_ctas : 0;
+    if (fp->route & ROUTE_G_TF32)
         GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_G], GG_PRECISION_TF32, 0, 0, 0, F, M, D, F, D, F));
-    else if (p->route == ROUTE_CONVERT)
+    else if (fp->route == ROUTE_CONVERT)
         GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_G], prec, 1, beside_narrow, 0, F, M, D, F, D, F));
     GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW2], prec, 0, 0, 1, F, D / halves, M, F, D, F));
-    if (!(p->route & ROUTE_DX_F32W))
+    if (!(fp->route & ROUTE_DX_F32W))
         GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DX], prec, 0, sm_target, 0, D, M / halves, F, D, F, D));
     GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW1], prec, 0, 0, 1, D, F / halves, M, D, F, D));
     const size_t h = 2; /* sizeof(half) */
     p->buffer[BUF_G] = gg_plan_take(p, (size_t)(M * F) * (prec == GG_PRECISION_FP16 ? h : sizeof(float)));
     if (prec == GG_PRECISION_FP16) {
         p->buffer[BUF_DY16] = gg_plan_take(p, (size_t)(M * D) * h);
-        if (p->route & ROUTE_G_TF32) p->buffer[BUF_G32] = gg_plan_take(p, (size_t)(M * F) * sizeof(float));
-        if (p->route == ROUTE_CONVERT) p->buffer[BUF_W2_16] = gg_plan_take(p, (size_t)(D * F) * h);
+        if (fp->route & ROUTE_G_TF32) p->buffer[BUF_G32] = gg_plan_take(p, (size_t)(M * F) * sizeof(float));
+        if (fp->route == ROUTE_CONVERT) p->buffer[BUF_W2_16] = gg_plan_take(p, (size_t)(D * F) * h);
         p->buffer[BUF_ACT16] = gg_plan_take(p, (size_t)(M * F) * h);
         p->buffer[BUF_X16] = gg_plan_take(p, (size_t)(M * D) * h);
-        if (!(p->route & ROUTE_DX_F32W)) p->buffer[BUF_W1_16] = gg_plan_take(p, (size_t)(F * D) * h);
+        if (!(fp->route & ROUTE_DX_F32W)) p->buffer[BUF_W1_16] = gg_plan_take(p, (size_t)(F * D) * h);
     }
     if (p->key.block == GG_BLOCK_MLP) {
-        p->col_chunks[0] = gg_k_col_sum_chunks(M, F, GG_DT_F32, ctx->sm_count); /* grad_bias1 over R, with gelu' */
-        p->col_chunks[1] = gg_k_col_sum_chunks(M, D, GG_DT_F32, ctx->sm_count); /* grad_bias2 over dY */
+        fp->col_chunks[0] = gg_k_col_sum_chunks(M, F, GG_DT_F32, ctx->sm_count); /* grad_bias1 over R, with gelu' */
+        fp->col_chunks[1] = gg_k_col_sum_chunks(M, D, GG_DT_F32, ctx->sm_count); /* grad_bias2 over dY */
         /* each sum its own partials (and counters: GG_COUNTER_SUM_A, _B) */
-        p->buffer[BUF_PARTIALS1] = gg_plan_take(p, (size_t)p->col_chunks[0] * (size_t)F * sizeof(float));
-        p->buffer[BUF_PARTIALS2] = gg_plan_take(p, (size_t)p->col_chunks[1] * (size_t)D * sizeof(float));
+        p->buffer[BUF_PARTIALS1] = gg_plan_take(p, (size_t)fp->col_chunks[0] * (size_t)F * sizeof(float));
+        p->buffer[BUF_PARTIALS2] = gg_plan_take(p, (size_t)fp->col_chunks[1] * (size_t)D * sizeof(float));
     }
     return GG_SUCCESS;
 }
@@ -175,12 +195,12 @@ static ffn_operands operands(const gg_ctx *ctx, const gg_block_plan *p, const gg
                       gg_plan_buffer(ctx, p, BUF_G), GG_DT_F32};
     if (c->precision == GG_PRECISION_FP16) {
         o.dy = gg_plan_buffer(ctx, p, BUF_DY16);
-        if (p->route == ROUTE_CONVERT) o.w2 = gg_plan_buffer(ctx, p, BUF_W2_16);
+        if (own(p)->route == ROUTE_CONVERT) o.w2 = gg_plan_buffer(ctx, p, BUF_W2_16);
         o.act = gg_plan_buffer(ctx, p, BUF_ACT16);
         o.x = gg_plan_buffer(ctx, p, BUF_X16);
-        if (!(p->route & ROUTE_DX_F32W)) o.w1 = gg_plan_buffer(ctx, p, BUF_W1_16);
+        if (!(own(p)->route & ROUTE_DX_F32W)) o.w1 = gg_plan_buffer(ctx, p, BUF_W1_16);
         o.g_type = GG_DT_F16;
-        if (p->route & ROUTE_G_TF32) o.g_out = gg_plan_buffer(ctx, p, BUF_G32);
+        if (own(p)->route & ROUTE_G_TF32) o.g_out = gg_plan_buffer(ctx, p, BUF_G32);
         else o.g_out_type = GG_DT_F16;
     }
     return o;
@@ -214,18 +234,18 @@ static gg_status to_f16_beside(gg_ctx *ctx, const gg_block_plan *p, const gg_blo
     for (int i = 0; i < n; ++i) {
         const int t = tensors[i];
         const void *copy = t == T_ACT ? o->act : t == T_X ? o->x : t == T_W1 ? o->w1 : o->w2;
-        GG_TRY(to_f16_on(ctx, c, t, copy, p->narrow_ctas, priority, side));
+        GG_TRY(to_f16_on(ctx, c, t, copy, own(p)->narrow_ctas, priority, side));
     }
     return gg_stream_mark(ctx, side, ctx->ev_conv, main);
 }
 
 /* dY's fp16 copy (fp16 mode); block 3 also sums grad_bias2 = Σ_rows dY in the same pass, so the sum costs no read
- * of its own and is done before the GEMMs (measured: on the side stream beside G it delayed dW2, session 14). */
+ * of its own and is done before the GEMMs (on the side stream beside G it delays dW2). */
 static gg_status dy_first(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const ffn_operands *o,
                           cudaStream_t s) {
     if (c->info->kind != GG_BLOCK_MLP) return to_f16(ctx, c, T_DY, o->dy, s);
     void *copy = c->precision == GG_PRECISION_FP16 ? (void *)o->dy : NULL;
-    GG_CUDA_TRY(ctx, gg_k_col_sum(c->t[T_DY], GG_DT_F32, c->tokens, c->dim0, p->col_chunks[1],
+    GG_CUDA_TRY(ctx, gg_k_col_sum(c->t[T_DY], GG_DT_F32, c->tokens, c->dim0, own(p)->col_chunks[1],
                                   gg_plan_buffer(ctx, p, BUF_PARTIALS2), ctx->counter + GG_COUNTER_SUM_B, c->t[T_DB2],
                                   GG_DT_F32, c->accumulate, copy, s));
     return gg_dist_grad_ready(ctx, c, s, T_DB2);
@@ -235,12 +255,12 @@ static gg_status dy_first(gg_ctx *ctx, const gg_block_plan *p, const gg_block_ca
  * from the fp32 dY too). */
 static gg_status gemm_g(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const ffn_operands *o,
                         int priority, cudaStream_t s) {
-    if (p->route & ROUTE_G_F32W) {
+    if (own(p)->route & ROUTE_G_F32W) {
         GG_CUDA_TRY(ctx, gg_k_gemm_f32w(o->dy, (const float *)o->w2, o->g_out, GG_DT_F16, c->tokens, c->dim1,
                                         c->dim0, ctx->f32w_clusters, priority, s));
         return GG_SUCCESS;
     }
-    const void *dy = p->route & ROUTE_G_TF32 ? c->t[T_DY] : o->dy;
+    const void *dy = own(p)->route & ROUTE_G_TF32 ? c->t[T_DY] : o->dy;
     return gg_matmul_run(ctx, &p->gemm[GEMM_G], o->w2, dy, o->g_out, 0, 0, s);
 }
 
@@ -251,7 +271,7 @@ static gg_status gemm_dx(gg_ctx *ctx, const gg_block_plan *p, const gg_block_cal
     const size_t g_elem = o->g_type == GG_DT_F16 ? 2 : 4;
     const void *r = (const char *)o->G + (size_t)first * (size_t)c->dim1 * g_elem;
     float *dx = (float *)c->t[T_DX] + (size_t)first * (size_t)c->dim0;
-    if (!(p->route & ROUTE_DX_F32W)) return gg_matmul_run(ctx, &p->gemm[GEMM_DX], o->w1, r, dx, 0, 0, s);
+    if (!(own(p)->route & ROUTE_DX_F32W)) return gg_matmul_run(ctx, &p->gemm[GEMM_DX], o->w1, r, dx, 0, 0, s);
     GG_CUDA_TRY(ctx,
                 gg_k_gemm_f32w(r, (const float *)o->w1, dx, GG_DT_F32, tokens, c->dim0, c->dim1, ctx->f32w_clusters,
                                priority, s));
@@ -269,7 +289,7 @@ static gg_status activation_grad(gg_ctx *ctx, const gg_block_plan *p, const gg_b
         return GG_SUCCESS;
     }
     GG_CUDA_TRY(ctx, gg_k_gelu_grad_col_sum(o->g_out, o->g_out_type, o->G, o->g_type, t[T_PRE], c->tokens, c->dim1,
-                                            p->col_chunks[0], gg_plan_buffer(ctx, p, BUF_PARTIALS1),
+                                            own(p)->col_chunks[0], gg_plan_buffer(ctx, p, BUF_PARTIALS1),
                                             ctx->counter + GG_COUNTER_SUM_A, t[T_DB1], c->accumulate, s));
     return gg_dist_grad_ready(ctx, c, s, T_DB1);
 }
@@ -284,10 +304,10 @@ static gg_status enqueue_overlapped(gg_ctx *ctx, const gg_block_plan *p, const g
     /* fp16: dY first (both chains read it), then W2 on the caller's stream: G's operands (W2 not on the few-token
      * routes, whose G reads it in fp32 and starts at once). The operands needed later (act, X, W1) are converted on the
      * side stream: on the narrow schedule on the SMs G leaves free, else in whatever SMs the caller's stream leaves
-     * (then they do not run underneath G: a cuBLASLt GEMM holds every SM to its end — docs/perf-notes.md). They launch
-     * at the least priority (the side stream's own is the greatest, for its GEMMs), W2's conversion and gg_k_gemm_f32w
-     * at the greatest, so that G is not queued behind them (measured: G started 3-4 us late at 256 tokens, and the
-     * few-token cases ran 2 % slower: docs/perf-notes.md, "Session 21"). */
+     * (then they do not run underneath G: a cuBLASLt GEMM holds every SM to its end). They launch at the least
+     * priority (the side stream's own is the greatest, for its GEMMs), W2's conversion and gg_k_gemm_f32w at the
+     * greatest, so that G is not queued behind them (otherwise G starts microseconds late, which the few-token cases
+     * feel). */
     GG_TRY(dy_first(ctx, p, c, &o, main));
     GG_TRY(gg_stream_handoff(ctx, main, ctx->ev_fork, side)); /* the side stream reads inputs */
     gg_status status = GG_SUCCESS; /* from here on, errors still join the side stream */
@@ -295,8 +315,8 @@ static gg_status enqueue_overlapped(gg_ctx *ctx, const gg_block_plan *p, const g
             join);
     GG_GOTO(to_f16_on(ctx, c, T_W2, o.w2, 0, ctx->priority_greatest, main), status, join);
     /* G runs alone first; then the side chain (dW2, and dW1 once R exists) overlaps the caller's (gelu', bias sums,
-     * dX). Forking before G, so that dW2 and G start together, made graph replay up to 11 % slower on fp32/tf32
-     * cases (docs/perf-notes.md, "schedule experiment"). */
+     * dX). Forking before G, so that dW2 and G start together, is slower: the two GEMMs share the SMs for their
+     * whole length (docs/decisions.md). */
     GG_GOTO(gemm_g(ctx, p, c, &o, ctx->priority_greatest, main), status, join);
     GG_GOTO(gg_stream_handoff(ctx, main, ctx->ev_fork, side), status, join);
     GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW2], o.act, o.dy, t[T_DW2], acc, 1, side), status, join);
@@ -305,9 +325,8 @@ static gg_status enqueue_overlapped(gg_ctx *ctx, const gg_block_plan *p, const g
     GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW1], o.x, o.G, t[T_DW1], acc, 1, side), status, join);
     if (is_copy(c, T_W1, o.w1)) GG_GOTO(gg_stream_wait(ctx, side, ctx->ev_conv, main), status, join); /* W1's copy */
     GG_GOTO(gemm_dx(ctx, p, c, &o, 0, c->tokens, ctx->priority_greatest, main), status, join);
-join:;
-    const gg_status joined = gg_stream_handoff(ctx, side, ctx->ev_join, main);
-    return status == GG_SUCCESS ? joined : status;
+join:
+    return gg_stream_join(ctx, status, main, side, ctx->ev_join);
 }
 
 /* Calls that reduce the gradients during the backward: one stream, weight gradients first. dW2 (it needs only dY
@@ -333,37 +352,12 @@ static gg_status enqueue_weights_first(gg_ctx *ctx, const gg_block_plan *p, cons
     return gemm_dx(ctx, p, c, &o, 0, c->tokens, GG_PRIORITY_OF_STREAM, s);
 }
 
-/* One half of a weight gradient in the two-rank split reduction (gg_dist_pair_split). The gradient is
- * (m x n) column-major = A (m x k) @ op(B), B stored transposed with ldb = n, so half h is the n/2 columns from
- * h n/2: B's rows and the gradient's columns from there. Exchanged (gg_dist_pair_exchanges): the peer's half goes to
- * this rank's slot of the staging and is all-gathered there; this rank's own half gets the peer's partial from the
- * other slot added in the epilogue (after the wait), then the gradient's halves are all-gathered in place. Not
- * exchanged (not a window, or an accumulating call): both halves go to (or are added to) the gradient, which is
- * reduced as usual after the second. */
+/* One half of a weight gradient in the two-rank split reduction: the gradient (m x n, column-major) = A @ op(B)
+ * with mm, B stored transposed (ldb = n, b_elem bytes an element); the data-parallel code computes and exchanges it. */
 static gg_status pair_half(gg_ctx *ctx, const gg_block_call *c, const gg_matmul *mm, const void *A, const void *B,
                            size_t b_elem, int tensor, int64_t m, int64_t n, int own, cudaStream_t s) {
-    const int rank = gg_dist_rank(ctx), half = own ? rank : 1 - rank;
-    const size_t cols = (size_t)(n / 2), count = cols * (size_t)m;
-    const char *b = (const char *)B + (size_t)half * cols * b_elem;
-    float *grad = c->t[tensor], *staging = gg_dist_pair_staging(ctx);
-    if (!gg_dist_pair_exchanges(ctx, c, tensor)) {
-        if (!own && !c->accumulate)
-            gg_log(ctx, GG_LOG_WARN,
-                   "copy_engines = 1, but %s is not exchanged (not in a gg_dist_alloc buffer, or under 1 MiB): it is "
-                   "reduced as usual beside GEMMs that leave the reduction no SMs (slower); allocate parameter "
-                   "gradients with gg_dist_alloc", c->info->tensors[tensor].name);
-        GG_TRY(gg_matmul_run(ctx, mm, A, b, grad + (size_t)half * count, c->accumulate, 1, s));
-        return own ? gg_dist_grad_ready(ctx, c, s, tensor) : GG_SUCCESS;
-    }
-    if (!own) {
-        GG_TRY(gg_matmul_run(ctx, mm, A, b, staging + (size_t)rank * count, 0, 1, s));
-        return gg_dist_pair_gather(ctx, s, staging, count);
-    }
-    const float scale = gg_dist_term_scale(ctx->dist);
-    GG_TRY(gg_dist_join(ctx, c, s)); /* the peer's partial has arrived */
-    GG_TRY(gg_matmul_run_scaled(ctx, mm, A, b, staging + (size_t)(1 - rank) * count, grad + (size_t)rank * count,
-                                scale, scale, 1, s));
-    return gg_dist_pair_gather(ctx, s, grad, count);
+    const gg_dist_half_gemm gemm = {mm, A, B, b_elem, m, n};
+    return gg_dist_pair_half(ctx, c, tensor, &gemm, own, s);
 }
 
 /* dX's half h (tokens [h M/2, (h+1) M/2)). */
@@ -410,9 +404,7 @@ static gg_status enqueue_pair(gg_ctx *ctx, const gg_block_plan *p, const gg_bloc
     GG_GOTO(pair_half(ctx, c, &p->gemm[GEMM_DW1], o.x, o.G, g_elem, T_DW1, D, F, 1, s), status, join);
     GG_GOTO(dx_half(ctx, p, c, &o, 1, s), status, join);
 join:
-    if (!conv_side) return status;
-    const gg_status joined = gg_stream_handoff(ctx, side, ctx->ev_join, s);
-    return status == GG_SUCCESS ? joined : status;
+    return conv_side ? gg_stream_join(ctx, status, s, side, ctx->ev_join) : status; /* forked only when conv_side */
 }
 
 /* Enqueues the backward; the plan exists. */
@@ -421,44 +413,36 @@ static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_cal
     return gg_dist_overlaps(ctx, c) ? enqueue_weights_first(ctx, p, c, main) : enqueue_overlapped(ctx, p, c, main);
 }
 
-const gg_block_info gg_gelu_ffn_info = {GG_BLOCK_GELU_FFN, "gg_gelu_ffn_backward", "desc->hidden", "desc->ffn", 1,
-                                        (int)(sizeof gelu_ffn_tensors / sizeof gelu_ffn_tensors[0]), gelu_ffn_tensors,
-                                        build, enqueue, 1u << T_DW1 | 1u << T_DW2};
-const gg_block_info gg_mlp_info = {GG_BLOCK_MLP, "gg_mlp_backward", "desc->hidden", "desc->ffn", 1,
-                                   (int)(sizeof mlp_tensors / sizeof mlp_tensors[0]), mlp_tensors, build, enqueue,
-                                   1u << T_DW1 | 1u << T_DW2};
+/* Both blocks' desc structs: tokens, hidden, ffn, precision, accumulate. */
+#define FFN_DESC(type)                                                                                             \
+    {.tokens = offsetof(type, tokens), .dim0 = offsetof(type, hidden), .dim1 = offsetof(type, ffn),               \
+     .precision = offsetof(type, precision), .use_silu_gate = GG_NO_FIELD, .accumulate = offsetof(type, accumulate)}
 
-void gg_gelu_ffn_pack(gg_block_call *c, const gg_gelu_ffn_desc *d, const gg_gelu_ffn_args *a) {
-    *c = (gg_block_call){.info = &gg_gelu_ffn_info, .tokens = d->tokens, .dim0 = d->hidden, .dim1 = d->ffn,
-                         .accumulate = d->accumulate};
-    c->t[T_DY] = (void *)a->grad_output;
-    c->t[T_X] = (void *)a->hidden_states;
-    c->t[T_W1] = (void *)a->weight1;
-    c->t[T_W2] = (void *)a->weight2;
-    c->t[T_PRE] = (void *)a->linear1_out;
-    c->t[T_ACT] = (void *)a->gelu_out;
-    c->t[T_TANH] = (void *)a->tanh_inner;
-    c->t[T_DX] = a->grad_hidden_states;
-    c->t[T_DW1] = a->grad_weight1;
-    c->t[T_DW2] = a->grad_weight2;
-}
-
-void gg_mlp_pack(gg_block_call *c, const gg_mlp_desc *d, const gg_mlp_args *a) {
-    *c = (gg_block_call){.info = &gg_mlp_info, .tokens = d->tokens, .dim0 = d->hidden, .dim1 = d->ffn,
-                         .accumulate = d->accumulate};
-    c->t[T_DY] = (void *)a->grad_output;
-    c->t[T_X] = (void *)a->hidden_states;
-    c->t[T_W1] = (void *)a->weight1;
-    c->t[T_W2] = (void *)a->weight2;
-    c->t[T_PRE] = (void *)a->intermediate;
-    c->t[T_ACT] = (void *)a->intermediate_activated;
-    c->t[T_DX] = a->grad_hidden_states;
-    c->t[T_DW1] = a->grad_weight1;
-    c->t[T_DB1] = a->grad_bias1;
-    c->t[T_DW2] = a->grad_weight2;
-    c->t[T_DB2] = a->grad_bias2;
-}
-
-GG_BLOCK_ENTRY_POINTS(gelu_ffn, desc->precision)
-
-GG_BLOCK_ENTRY_POINTS(mlp, desc->precision)
+const gg_block_info gg_gelu_ffn_info = {
+    .kind = GG_BLOCK_GELU_FFN,
+    .fn = "gg_gelu_ffn_backward",
+    .dim0_name = "desc->hidden",
+    .dim1_name = "desc->ffn",
+    .fp32_io = 1,
+    .n_tensors = N_TENSORS(gelu_ffn_tensors),
+    .tensors = gelu_ffn_tensors,
+    .desc = FFN_DESC(gg_gelu_ffn_desc),
+    .build = build,
+    .plan_bytes = sizeof(ffn_plan),
+    .enqueue = enqueue,
+    .split_tensors = 1u << T_DW1 | 1u << T_DW2,
+};
+const gg_block_info gg_mlp_info = {
+    .kind = GG_BLOCK_MLP,
+    .fn = "gg_mlp_backward",
+    .dim0_name = "desc->hidden",
+    .dim1_name = "desc->ffn",
+    .fp32_io = 1,
+    .n_tensors = N_TENSORS(mlp_tensors),
+    .tensors = mlp_tensors,
+    .desc = FFN_DESC(gg_mlp_desc),
+    .build = build,
+    .plan_bytes = sizeof(ffn_plan),
+    .enqueue = enqueue,
+    .split_tensors = 1u << T_DW1 | 1u << T_DW2,
+};

@@ -3,7 +3,6 @@
 #include <string.h>
 
 #include "block.h"
-#include "dist.h"
 
 #include <nvtx3/nvToolsExt.h>
 
@@ -124,14 +123,13 @@ gg_status gg_block_validate(gg_ctx *ctx, const char *fn, gg_block_call *c, gg_pr
     return check_tensors(ctx, fn, c);
 }
 
-gg_plan_key gg_block_plan_key(const gg_ctx *ctx, const gg_block_call *c) {
+gg_plan_key gg_block_plan_key(const gg_block_call *c) {
     gg_plan_key key = gg_plan_key_make(c->info->kind, c->precision, c->tokens, c->dim0, c->dim1);
-    key.sm_reserve = c->sync_grads ? gg_dist_comm_sms(ctx) : 0;
+    key.sm_reserve = c->sync_grads ? c->comm_sms : 0;
     key.sync_grads = c->sync_grads != 0;
     /* Halves at 16-byte aligned offsets in every operand (fp16 rows of D/2 or F/2 elements; the plans promise
      * cuBLASLt 16-byte pointers), M even for dX's halves. */
-    if (c->info->split_tensors && c->tokens % 2 == 0 && c->dim0 % 16 == 0 && c->dim1 % 16 == 0 &&
-        gg_dist_pair_split(ctx, c, c->info->split_tensors)) {
+    if (c->info->split_tensors && c->tokens % 2 == 0 && c->dim0 % 16 == 0 && c->dim1 % 16 == 0 && c->pair_split) {
         key.pair_split = 1;
         key.sm_reserve = 0; /* nothing of the reduction runs on SMs */
     }
@@ -139,8 +137,8 @@ gg_plan_key gg_block_plan_key(const gg_ctx *ctx, const gg_block_call *c) {
 }
 
 gg_status gg_block_plan_for(gg_ctx *ctx, const gg_block_call *c, gg_block_plan **out) {
-    const gg_plan_key key = gg_block_plan_key(ctx, c);
-    return gg_plan_get(ctx, &key, c->info->build, out);
+    const gg_plan_key key = gg_block_plan_key(c);
+    return gg_plan_get(ctx, &key, c->info->build, c->info->plan_bytes, out);
 }
 
 /* Inside the caller's own stream capture an eager call may only enqueue: making a plan allocates scratch memory and
@@ -150,7 +148,7 @@ static gg_status check_capture(gg_ctx *ctx, const gg_block_call *c, cudaStream_t
     enum cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
     GG_CUDA_TRY(ctx, cudaStreamIsCapturing(stream, &capturing));
     if (capturing == cudaStreamCaptureStatusNone) return GG_SUCCESS;
-    const gg_plan_key key = gg_block_plan_key(ctx, c);
+    const gg_plan_key key = gg_block_plan_key(c);
     const gg_block_plan *plan = gg_plan_cache_find(&ctx->plans, &key);
     if (plan && plan->scratch_bytes <= ctx->scratch_bytes) return GG_SUCCESS;
     return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
@@ -178,9 +176,55 @@ gg_status gg_block_run_eager(gg_ctx *ctx, const gg_block_call *c, cudaStream_t s
     return status;
 }
 
-gg_status gg_check_call(gg_ctx *ctx, const char *fn, const void *desc, const void *args) {
+gg_status gg_check_desc(gg_ctx *ctx, const char *fn, const void *desc) {
     if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
     if (!desc) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: desc is NULL", fn);
+    return GG_SUCCESS;
+}
+
+gg_status gg_check_call(gg_ctx *ctx, const char *fn, const void *desc, const void *args) {
+    GG_TRY(gg_check_desc(ctx, fn, desc));
     if (!args) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: args is NULL", fn);
     return GG_SUCCESS;
+}
+
+static int64_t desc_i64(const void *desc, size_t at) {
+    int64_t v;
+    memcpy(&v, (const char *)desc + at, sizeof v);
+    return v;
+}
+
+static int desc_int(const void *desc, size_t at) {
+    int v;
+    memcpy(&v, (const char *)desc + at, sizeof v);
+    return v;
+}
+
+void gg_block_pack(gg_block_call *c, const gg_block_info *info, const void *desc, const void *args) {
+    const gg_desc_layout *d = &info->desc;
+    *c = (gg_block_call){.info = info,
+                         .tokens = desc_i64(desc, d->tokens),
+                         .dim0 = desc_i64(desc, d->dim0),
+                         .dim1 = d->dim1 == GG_NO_FIELD ? 0 : desc_i64(desc, d->dim1),
+                         .use_silu_gate = d->use_silu_gate != GG_NO_FIELD && desc_int(desc, d->use_silu_gate) != 0,
+                         .accumulate = desc_int(desc, d->accumulate)};
+    if (!args) return;
+    for (int i = 0; i < info->n_tensors; ++i)
+        memcpy(&c->t[i], (const char *)args + info->tensors[i].arg, sizeof c->t[i]);
+}
+
+gg_precision gg_block_requested_precision(const gg_block_info *info, const void *desc) {
+    if (info->desc.precision == GG_NO_FIELD) return GG_PRECISION_DEFAULT;
+    gg_precision p;
+    memcpy(&p, (const char *)desc + info->desc.precision, sizeof p);
+    return p;
+}
+
+gg_status gg_block_backward(gg_ctx *ctx, const gg_block_info *info, const void *desc, const void *args,
+                            cudaStream_t stream) {
+    GG_TRY(gg_check_call(ctx, info->fn, desc, args));
+    gg_block_call call;
+    gg_block_pack(&call, info, desc, args);
+    GG_TRY(gg_block_validate(ctx, info->fn, &call, gg_block_requested_precision(info, desc)));
+    return gg_block_run_eager(ctx, &call, stream);
 }

@@ -3,8 +3,9 @@
  *
  * Every block describes its tensors once (gg_tensor_spec: name, shape in terms of the call's M and dims, element
  * size, input or output). From that one table come the argument checks, the eager path, and the graph machinery's
- * padding (which tensors have M rows) and rebinding (which pointers a graph captured). A public entry point only
- * packs its desc/args into a gg_block_call and hands it on.
+ * padding (which tensors have M rows) and rebinding (which pointers a graph captured). The table also says where
+ * each pointer sits in the block's args struct (offsetof), and gg_desc_layout where the sizes sit in its desc, so
+ * one generic gg_block_pack turns any block's public call into a gg_block_call.
  */
 #ifndef GG_BLOCK_H
 #define GG_BLOCK_H
@@ -20,7 +21,21 @@ typedef struct gg_tensor_spec {
     uint8_t elem_bytes;
     uint8_t is_output;
     uint8_t silu_only; /* read only when use_silu_gate (may be NULL otherwise) */
+    size_t arg;        /* offsetof the pointer in the block's args struct */
 } gg_tensor_spec;
+
+/* A table row for the args field `field` of `args_type`: the field names the tensor in messages. */
+#define GG_TENSOR(args_type, field, rows, cols, elem_bytes, is_output, silu_only)                                  \
+    {#field, rows, cols, elem_bytes, is_output, silu_only, offsetof(args_type, field)}
+
+/* Where a block's desc struct keeps what a call needs (offsetof each field; GG_NO_FIELD where the block has none). */
+#define GG_NO_FIELD ((size_t)-1)
+typedef struct gg_desc_layout {
+    size_t tokens, dim0, dim1; /* int64_t fields; dim1 GG_NO_FIELD for a block with one hidden dim */
+    size_t precision;          /* gg_precision; GG_NO_FIELD: GG_PRECISION_DEFAULT */
+    size_t use_silu_gate;      /* int; GG_NO_FIELD: 0 */
+    size_t accumulate;         /* int */
+} gg_desc_layout;
 
 #define GG_BLOCK_MAX_TENSORS 12
 
@@ -37,7 +52,9 @@ typedef struct gg_block_info {
     int fp32_io;           /* the block has a precision mode (fp32 I/O) */
     int n_tensors;
     const gg_tensor_spec *tensors;
+    gg_desc_layout desc;
     gg_plan_build_fn build;
+    size_t plan_bytes; /* the block's plan struct (a gg_block_plan first: plan.h); 0: a plain gg_block_plan */
     gg_block_enqueue_fn enqueue;
     unsigned split_tensors; /* bit i: tensor i is a weight gradient the enqueue splits for the two-rank split
                                reduction when the plan says so (pair_split); 0: the block never splits */
@@ -50,11 +67,27 @@ struct gg_block_call {
     int use_silu_gate;
     int accumulate; /* add the parameter gradients to the outputs instead of overwriting them */
     int sync_grads; /* reduce the parameter gradients across the context's ranks (graphs with a communicator) */
+    /* The data-parallel part of a syncing call's plan key, handed down by its caller (the graph code asks the
+     * communicator: gg_dist_hand_down); 0 for calls that do not sync. */
+    int comm_sms;   /* SMs the GEMMs leave to communication */
+    int pair_split; /* the communicator takes the two-rank split reduction of info->split_tensors */
     void *t[GG_BLOCK_MAX_TENSORS]; /* device pointers in the order of info->tensors; inputs are only read */
 };
 
-/* ctx, desc and args of a public call must be non-NULL (with ctx NULL the message is in gg_last_error(NULL)). */
+/* ctx, desc and args of a public call must be non-NULL (with ctx NULL the message is in gg_last_error(NULL));
+ * gg_check_desc checks ctx and desc only. */
 gg_status gg_check_call(gg_ctx *ctx, const char *fn, const void *desc, const void *args);
+gg_status gg_check_desc(gg_ctx *ctx, const char *fn, const void *desc);
+
+/* A public call in generic form, from the block's desc and args structs (args NULL: every pointer NULL, a graph's
+ * shape). No checks. */
+void gg_block_pack(gg_block_call *call, const gg_block_info *info, const void *desc, const void *args);
+/* The precision the desc asks for (GG_PRECISION_DEFAULT for blocks without the field). */
+gg_precision gg_block_requested_precision(const gg_block_info *info, const void *desc);
+
+/* The eager entry point of every block: checks, packs, validates and runs the call on stream. */
+gg_status gg_block_backward(gg_ctx *ctx, const gg_block_info *info, const void *desc, const void *args,
+                            cudaStream_t stream);
 
 /* The size an extent stands for in a call. */
 int64_t gg_extent_value(const gg_block_call *call, gg_extent extent);
@@ -72,18 +105,10 @@ gg_status gg_block_validate_shape(gg_ctx *ctx, const char *fn, gg_block_call *ca
 
 /* The cached plan for the call's shape, built on first use (never call this inside a stream capture). */
 gg_status gg_block_plan_for(gg_ctx *ctx, const gg_block_call *call, gg_block_plan **out);
-/* The key of a call's plan: its block, shape and precision, and the SMs it leaves to communication. */
-gg_plan_key gg_block_plan_key(const gg_ctx *ctx, const gg_block_call *call);
+/* The key of a call's plan: its block, shape and precision, and its data-parallel part (comm_sms, pair_split). */
+gg_plan_key gg_block_plan_key(const gg_block_call *call);
 
 /* The eager path: select the device, find the plan, enqueue on stream. The call is already validated. */
 gg_status gg_block_run_eager(gg_ctx *ctx, const gg_block_call *call, cudaStream_t stream);
-
-extern const gg_block_info gg_tanh_gate_info, gg_gelu_ffn_info, gg_mlp_info, gg_ssm_gate_info;
-
-/* A public call in generic form (shared by each block's eager and graph entry points). No checks. */
-void gg_tanh_gate_pack(gg_block_call *call, const gg_tanh_gate_desc *desc, const gg_tanh_gate_args *args);
-void gg_gelu_ffn_pack(gg_block_call *call, const gg_gelu_ffn_desc *desc, const gg_gelu_ffn_args *args);
-void gg_mlp_pack(gg_block_call *call, const gg_mlp_desc *desc, const gg_mlp_args *args);
-void gg_ssm_gate_pack(gg_block_call *call, const gg_ssm_gate_desc *desc, const gg_ssm_gate_args *args);
 
 #endif

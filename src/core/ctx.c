@@ -5,7 +5,6 @@
 
 #include <nvtx3/nvToolsExtCudaRt.h>
 
-#include "dist.h"
 #include "kernels/gg_kernels.h"
 #include "internal.h"
 #include "plan.h"
@@ -44,10 +43,31 @@ void gg_device_leave(int saved_device) { (void)cudaSetDevice(saved_device); }
 
 static void destroy_plan_entry(void *plan, void *user_data) { gg_block_plan_destroy((gg_block_plan *)plan, user_data); }
 
+void gg_ctx_hook_add(gg_ctx *ctx, gg_ctx_hook *hook, gg_hook_order order) {
+    gg_ctx_hook **at = &ctx->hooks; /* EARLY: at the front (newest first), LATE: at the end (oldest first) */
+    if (order == GG_HOOK_LATE)
+        while (*at) at = &(*at)->next;
+    hook->next = *at;
+    *at = hook;
+}
+
+void gg_ctx_hook_remove(gg_ctx *ctx, gg_ctx_hook *hook) {
+    for (gg_ctx_hook **at = &ctx->hooks; *at; at = &(*at)->next)
+        if (*at == hook) {
+            *at = hook->next;
+            hook->next = NULL;
+            return;
+        }
+}
+
 /* Releases whatever a (possibly half-made) context holds. */
 static void release(gg_ctx *ctx) {
-    while (ctx->graphs) gg_graph_destroy(ctx->graphs); /* unlinks itself; first: graphs may hold NCCL work */
-    gg_dist_release(ctx);                              /* then the communicator (never before its graphs) */
+    while (ctx->hooks) { /* first what hangs off the context, in hook order (graphs before the communicator) */
+        gg_ctx_hook *hook = ctx->hooks;
+        ctx->hooks = hook->next;
+        hook->next = NULL;
+        hook->destroy(hook->obj);
+    }
     if (ctx->side) (void)cudaStreamSynchronize(ctx->side);
     if (ctx->aux) (void)cudaStreamSynchronize(ctx->aux);
     gg_plan_cache_clear(&ctx->plans);
@@ -94,7 +114,7 @@ gg_status gg_ctx_create(const gg_config *config, gg_ctx **out) {
     const gg_config defaults = GG_CONFIG_INIT;
     if (!config) config = &defaults;
     GG_TRY(validate_config(config));
-    gg_dist_default_environment(); /* before any communicator the caller may make after this */
+    gg_process_defaults(); /* before any communicator the caller may make after this */
 
     int count = 0;
     cudaError_t err = cudaGetDeviceCount(&count);

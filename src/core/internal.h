@@ -20,6 +20,27 @@
 /* Slices of ctx->counter: block 1's reduction, and two column sums that may run at once (one per stream). */
 enum { GG_COUNTER_TANH_GATE = 0, GG_COUNTER_SUM_A = 32, GG_COUNTER_SUM_B = 64, GG_COUNTER_WORDS = 96 };
 
+/* Something hanging off a context that must be destroyed with it (a graph, a communicator), linked into the context
+ * through a hook the object embeds. The context runs the hooks without knowing what they destroy: GG_HOOK_EARLY ones
+ * first, newest first (graphs, which may hold work on the communicator), then GG_HOOK_LATE ones, oldest first (the
+ * communicator). A hook's destroy unlinks it (gg_ctx_hook_remove) or leaves it to the context, which unlinks each
+ * hook before it runs it. */
+typedef struct gg_ctx_hook {
+    void (*destroy)(void *obj);
+    void *obj;
+    struct gg_ctx_hook *next;
+} gg_ctx_hook;
+
+typedef enum gg_hook_order { GG_HOOK_EARLY, GG_HOOK_LATE } gg_hook_order;
+
+void gg_ctx_hook_add(gg_ctx *ctx, gg_ctx_hook *hook, gg_hook_order order);
+/* Unlinks hook from ctx (no-op when it is not linked). */
+void gg_ctx_hook_remove(gg_ctx *ctx, gg_ctx_hook *hook);
+
+/* Process-wide defaults of the optional dependencies, which gg_ctx_create sets first: declared here, defined where
+ * the dependency lives (the data-parallel folder: NCCL's environment; a no-op without NCCL). */
+void gg_process_defaults(void);
+
 struct gg_ctx {
     gg_config config;
     int sm_count;
@@ -47,8 +68,8 @@ struct gg_ctx {
     uint64_t scratch_generation; /* bumped whenever the arena moves: graphs captured before must be captured again */
     size_t device_bytes; /* everything above, for gg_ctx_device_bytes */
     gg_plan_cache plans;
-    struct gg_graph *graphs; /* live graphs (a list through gg_graph.next), destroyed with the context */
-    struct gg_dist *dist;    /* the NCCL communicator and its stream, or NULL (src/dist) */
+    gg_ctx_hook *hooks;   /* what is destroyed with the context: live graphs, the communicator */
+    struct gg_dist *dist; /* the data-parallel state (its communicator and stream; src/ddp), or NULL */
     struct gg_tune_cache *tune; /* autotuned GEMM algorithms (src/gemm/tune_cache.h), NULL without autotune */
     char tune_device[128];      /* the GPU, cuBLASLt and driver part of tune keys ("" until first needed) */
     char last_error[GG_MSG_BYTES];

@@ -16,14 +16,15 @@ void gg_block_plan_destroy(gg_block_plan *plan, void *ctx) {
     free(plan);
 }
 
-gg_status gg_plan_get(gg_ctx *ctx, const gg_plan_key *key, gg_plan_build_fn build, gg_block_plan **out) {
+gg_status gg_plan_get(gg_ctx *ctx, const gg_plan_key *key, gg_plan_build_fn build, size_t plan_bytes,
+                      gg_block_plan **out) {
     gg_block_plan *plan = gg_plan_cache_find(&ctx->plans, key);
     if (plan) { /* the arena may have been lost to a failed growth since: a compare when it was not */
         GG_TRY(gg_ctx_reserve_scratch(ctx, plan->scratch_bytes));
         *out = plan;
         return GG_SUCCESS;
     }
-    plan = calloc(1, sizeof *plan);
+    plan = calloc(1, plan_bytes > sizeof *plan ? plan_bytes : sizeof *plan);
     if (!plan) return gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "out of host memory for a plan");
     plan->key = *key;
     gg_status status;

@@ -17,19 +17,17 @@ typedef struct gg_block_plan {
     gg_matmul gemm[GG_PLAN_MAX_GEMMS];  /* the block's GEMMs, indexed by the block's own enum */
     size_t buffer[GG_PLAN_MAX_BUFFERS]; /* byte offsets into ctx->scratch, indexed by the block's own enum */
     size_t scratch_bytes;               /* the arena this plan needs */
-    int reduce_blocks;                  /* grid of the block's scalar reduction, if any */
-    int col_chunks[2];                  /* row chunks of the block's column sums, if any */
-    int route;                          /* > 0: a route through kernels of the block's own (each block says which) */
-    int narrow_ctas;                    /* > 0: a narrow schedule: memory-bound work on this many SMs beside
-                                           GEMMs that leave them free (the FFN blocks' fp16 conversions, block
-                                           4's chain) */
 } gg_block_plan;
+/* A block with launch parameters of its own keeps them in a struct of its own whose first member is the
+ * gg_block_plan (its size: gg_block_info.plan_bytes); the block casts the plan it is handed back to it. */
 
 /* Fills plan (whose key is set) for its block: GEMM plans, buffer offsets, scratch_bytes, launch parameters. */
 typedef gg_status (*gg_plan_build_fn)(gg_ctx *ctx, gg_block_plan *plan);
 
-/* The cached plan for key, building it with build (and growing the scratch arena) when it is new. */
-gg_status gg_plan_get(gg_ctx *ctx, const gg_plan_key *key, gg_plan_build_fn build, gg_block_plan **out);
+/* The cached plan for key, building it with build (and growing the scratch arena) when it is new; a new plan is
+ * plan_bytes of zeros (the block's own plan struct) before build. */
+gg_status gg_plan_get(gg_ctx *ctx, const gg_plan_key *key, gg_plan_build_fn build, size_t plan_bytes,
+                      gg_block_plan **out);
 
 void gg_block_plan_destroy(gg_block_plan *plan, void *ctx);
 

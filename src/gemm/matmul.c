@@ -60,8 +60,8 @@ static void log_choice(gg_ctx *ctx, const gg_gemm_shape *s, const cublasLtMatmul
 
 /* Fills results with variants of the heuristic's algorithms (in its order) re-shaped to the fitting clusters,
  * largest first, that cuBLASLt accepts for mm's descriptors and the workspace; the count. The heuristic can offer
- * no fitting shape at all for a GEMM that leaves SMs free (session 25: block 4's GEMMs on 108 SMs, only 4- and 8-CTA
- * clusters among 16), though the same kernels run with smaller clusters. */
+ * no fitting shape at all for a GEMM that leaves SMs free (block 4's GEMMs on 108 SMs: only 4- and 8-CTA clusters
+ * among its 16), though the same kernels run with smaller clusters. */
 static int reshape_to_fitting_clusters(gg_ctx *ctx, const gg_matmul *mm, const cublasLtMatmulHeuristicResult_t *from,
                                        int found, cublasLtMatmulHeuristicResult_t results[HEURISTIC_MAX]) {
     static const uint16_t shapes[] = {CUBLASLT_CLUSTER_SHAPE_1x2x1, CUBLASLT_CLUSTER_SHAPE_2x1x1,

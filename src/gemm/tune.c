@@ -8,8 +8,8 @@
 #include "tune_cache.h"
 
 /* A GEMM planned with an SM target runs beside memory-bound work on the SMs it leaves (block 4's chain, the FFN
- * blocks' conversions, NCCL's kernels), and that changes which algorithm is fastest: session 25 measured two of
- * dW's candidates at 33 us each alone, 45 and 69 us beside block 4's chain. Such GEMMs are timed beside a
+ * blocks' conversions, NCCL's kernels), and that changes which algorithm is fastest (two of block 4's dW candidates
+ * equally fast alone differ by half beside its chain). Such GEMMs are timed beside a
  * neighbour: fp32 -> fp16 conversions on exactly those SMs (one CTA of 1024 threads each), passes over a buffer
  * larger than L2, queued to outlast the timed runs. */
 #define NEIGHBOUR_ELEMS ((size_t)32 << 20) /* 128 MiB read, 64 MiB written per pass */

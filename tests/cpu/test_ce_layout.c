@@ -1,4 +1,4 @@
-/* test_ce_layout.c - the pieces of the copy-engine all-reduce (src/dist/copy_engine.c), run on the CPU: W simulated
+/* test_ce_layout.c - the pieces of the copy-engine all-reduce (src/ddp/ce_layout.c), run on the CPU: W simulated
  * ranks follow gg_ce_share step by step (all-to-all of a piece into a staging buffer of the piece size, adding in
  * rank order into this rank's share, in-place all-gather, then NCCL's all-reduce for the tail), and every element
  * must come out as the rank-order sum, the same bits on every rank. */

@@ -1,10 +1,13 @@
 /*
- * dist.h - the context's NCCL communicator and the in-graph reduction of parameter gradients.
- * Compiled with or without NCCL (GG_HAVE_NCCL); without it every public gg_dist_* call is GG_ERROR_UNSUPPORTED and
- * the hooks below are never reached (no context has a communicator).
+ * ddp.h - data-parallel training: the context's NCCL communicator and the reduction of parameter gradients during a
+ * block's backward (the hooks the blocks and the graph code call). One file per job: state.c (every build), comm.c
+ * (communicator setup), warmup.c (warm-up and peer timeouts), grad_hooks.c (gradient hooks), pair_split.c (the
+ * two-rank split reduction), agree.c (agreements between ranks), copy_engine.c; a build without NCCL compiles
+ * nccl_stub.c instead of the NCCL ones (src/ddp/sources.cmake), where every public gg_dist_* call is
+ * GG_ERROR_UNSUPPORTED and the hooks are no-ops (no context has a communicator).
  */
-#ifndef GG_DIST_H
-#define GG_DIST_H
+#ifndef GG_DDP_H
+#define GG_DDP_H
 
 #include "block.h"
 #include "plan.h"
@@ -35,6 +38,8 @@ typedef struct gg_dist {
     size_t ce_piece_bytes; /* a piece: bucket_bytes rounded down to 4 KiB */
     gg_dist_buffer *buffers; /* gg_dist_alloc's, until gg_dist_free (or the communicator goes) */
     int n_buffers;
+    int graphs_holding; /* graphs whose executables hold NCCL work: gg_dist_detach refuses while there are any */
+    gg_ctx_hook hook;   /* released with the context, after its graphs */
 } gg_dist;
 
 /* The factor every rank's term of a reduced gradient gets: 1/W for the mean (op average), 1 for the sum. */
@@ -45,10 +50,17 @@ static inline float gg_dist_term_scale(const gg_dist *d) {
 /* The most contexts gg_dist_init_threads takes (one process's GPUs). */
 #define GG_DIST_MAX_LOCAL_RANKS 64
 
-/* Sets NCCL_NVLS_ENABLE=0 in the process when it is unset (NVLink multicast can take a shared host's GPUs out of
- * service). NCCL reads it when a communicator is made: gg_ctx_create calls this, and so does every gradgraph call
- * that makes one. No-op without NCCL. */
-void gg_dist_default_environment(void);
+/* gg_process_defaults (internal.h) sets NCCL_NVLS_ENABLE=0 in the process when it is unset (NVLink multicast can
+ * take a shared host's GPUs out of service). NCCL reads it when a communicator is made: gg_ctx_create calls it, and
+ * so does every gradgraph call that makes one. No-op without NCCL. */
+
+/* Hands the data-parallel part of a call's plan key down to it (comm_sms, pair_split: block.h), as the context's
+ * communicator says now: the graph code calls it on every syncing call before its plan is looked up. */
+void gg_dist_hand_down(const gg_ctx *ctx, gg_block_call *call);
+
+/* A graph's executable now holds NCCL work (its first syncing replay), or such a graph is destroyed. */
+void gg_dist_graph_holds(gg_ctx *ctx);
+void gg_dist_graph_released(gg_ctx *ctx);
 
 /* A parameter gradient of a syncing call is final on `producer`: reduce it now (overlap on), else later. */
 gg_status gg_dist_grad_ready(gg_ctx *ctx, const gg_block_call *call, cudaStream_t producer, int tensor);
@@ -68,11 +80,22 @@ gg_status gg_dist_grad_ready(gg_ctx *ctx, const gg_block_call *call, cudaStream_
  * accumulate and kind of buffers, or they enqueue different collectives. */
 int gg_dist_pair_split(const gg_ctx *ctx, const gg_block_call *call, unsigned split_tensors);
 int gg_dist_pair_exchanges(const gg_ctx *ctx, const gg_block_call *call, int tensor);
-/* The staging: two slots of half a gradient each. */
-void *gg_dist_pair_staging(const gg_ctx *ctx);
-/* After `producer` has written this rank's slot (count elements at base + rank * count): the in-place all-gather of
- * the two slots on the communication stream. */
-gg_status gg_dist_pair_gather(gg_ctx *ctx, cudaStream_t producer, void *base, size_t count);
+
+/* One weight gradient's GEMM for the two-rank split: the gradient (m x n, column-major) = A (m x k) @ op(B), B stored
+ * transposed with ldb = n and b_elem bytes an element; mm is planned for n/2 columns (one half). */
+typedef struct gg_dist_half_gemm {
+    const gg_matmul *mm;
+    const void *A, *B;
+    size_t b_elem;
+    int64_t m, n;
+} gg_dist_half_gemm;
+
+/* One half of the split reduction of gradient `tensor`, on stream s: the peer's half (own = 0), computed into this
+ * rank's staging slot and all-gathered, or this rank's own (own = 1), computed with the peer's partial added and
+ * all-gathered into the gradient (see pair_split.c). A block calls it for the peer's half first, then, with other
+ * work between them, for its own. */
+gg_status gg_dist_pair_half(gg_ctx *ctx, const gg_block_call *call, int tensor, const gg_dist_half_gemm *gemm,
+                            int own, cudaStream_t s);
 
 /* End of a syncing call's backward on `main` (the graph code calls it after the block's enqueue): reduce what was
  * deferred (overlap off), then make `main` wait for the communication stream. No-op for calls that do not sync. */
@@ -105,6 +128,7 @@ gg_status gg_dist_check_shape(gg_ctx *ctx, const char *fn, const gg_block_call *
  * rank calls it for the same graphs in the same order (gg_graph_create of a syncing graph does), outside any
  * capture; count: the graph's buckets. GG_ERROR_PEER when another rank failed. */
 gg_status gg_dist_agree_algorithms(gg_ctx *ctx, const char *fn, gg_block_plan *const *plans, int count);
+#define GG_DIST_MAX_AGREE_PLANS 64 /* the most plans one agreement takes (a graph's buckets: GG_MAX_BUCKETS) */
 
 /* GG_ERROR_NCCL naming what failed, with NCCL's strings (result: an ncclResult_t); and the same as a statement
  * that returns from the caller. Built without NCCL, never called. */
@@ -123,9 +147,5 @@ void gg_dist_abort(gg_ctx *ctx);
  * before a collective step that a local failure could otherwise leave the other ranks waiting in. what: the
  * step, for messages. Collective; outside any capture. */
 gg_status gg_dist_all_ok(gg_ctx *ctx, int ok, const char *what, int *all_ok);
-
-/* Destroys the context's communicator state (owned communicator included); called by gg_ctx_destroy after the
- * graphs are gone. */
-void gg_dist_release(gg_ctx *ctx);
 
 #endif

@@ -11,7 +11,7 @@
 
 #include <stddef.h>
 
-#include "dist.h"
+#include "ddp.h"
 
 /* The pieces of an n-element gradient on `ranks` ranks: the piece starting at element `at` has `ranks` shares of
  * the returned count each (rank j's share: [at + j * q, at + (j + 1) * q)), at most piece_elems / ranks; 0 once
@@ -23,7 +23,6 @@ size_t gg_ce_share(size_t n, size_t at, int ranks, size_t piece_elems);
  * three steps outweighs the SMs saved. */
 #define GG_CE_MIN_BYTES ((size_t)1 << 20)
 
-#ifdef GG_HAVE_NCCL
 /* Whether this build and the NCCL it runs with have copy-engine collectives and symmetric windows (2.28+). */
 int gg_ce_supported(void);
 
@@ -51,6 +50,4 @@ gg_status gg_ce_all_gather(gg_ctx *ctx, void *base, size_t count, size_t elem_by
 /* Enqueues the in-place all-reduce of the n elements (elem_bytes 4: fp32, 2: bf16) at p, which lie in a buffer
  * from gg_dist_alloc, on the communication stream, with d->config.op. */
 gg_status gg_ce_all_reduce(gg_ctx *ctx, void *p, size_t n, size_t elem_bytes);
-#endif
-
 #endif

@@ -1,8 +1,7 @@
-/* bootstrap_mpi.c - rank, size and NCCL's unique id through MPI (see bootstrap.h). Compiled in every build; the MPI
- * calls only with GG_WITH_MPI. */
+/* bootstrap_mpi.c - rank, size and NCCL's unique id through MPI (see bootstrap.h). With GG_WITH_MPI=OFF CMake
+ * compiles bootstrap_mpi_stub.c instead. */
 #include "bootstrap.h"
 
-#ifdef GG_HAVE_MPI
 #include <limits.h>
 
 #include <mpi.h>
@@ -43,17 +42,3 @@ gg_status gg_bootstrap_mpi_broadcast(gg_ctx *ctx, const char *fn, const void *co
     const int err = MPI_Bcast(data, (int)bytes, MPI_BYTE, 0, comm_of(comm));
     return err == MPI_SUCCESS ? GG_SUCCESS : fail_mpi(ctx, fn, "MPI_Bcast", err);
 }
-
-#else
-
-gg_status gg_bootstrap_mpi_rank_size(gg_ctx *ctx, const char *fn, const void *comm, int *rank, int *size) {
-    (void)comm, (void)rank, (void)size;
-    return gg_fail(ctx, GG_ERROR_UNSUPPORTED, "%s: gradgraph was built without MPI (GG_WITH_MPI=OFF)", fn);
-}
-
-gg_status gg_bootstrap_mpi_broadcast(gg_ctx *ctx, const char *fn, const void *comm, void *data, size_t bytes) {
-    (void)comm, (void)data, (void)bytes;
-    return gg_fail(ctx, GG_ERROR_UNSUPPORTED, "%s: gradgraph was built without MPI (GG_WITH_MPI=OFF)", fn);
-}
-
-#endif

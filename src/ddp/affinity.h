@@ -7,6 +7,12 @@
 
 #include <stddef.h>
 
+#include "internal.h"
+
+/* Binds the calling thread near ctx's GPU (gg_dist_bind_thread) when a communicator is put on ctx with bind_cpus;
+ * in a build without hwloc, says so at INFO level (the default config asks for it, so this is no error). */
+void gg_affinity_bind_if_asked(gg_ctx *ctx);
+
 #ifdef GG_HAVE_HWLOC
 #include <hwloc.h>
 

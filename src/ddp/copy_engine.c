@@ -1,22 +1,16 @@
 /*
- * copy_engine.c - the copy-engine all-reduce (copy_engine.h): its pieces, the staging and its window, the user's
- * symmetric gradient buffers (gg_dist_alloc / gg_dist_free), and the enqueue of one gradient's pieces.
+ * copy_engine.c - the copy-engine all-reduce (copy_engine.h; its pieces' arithmetic is in ce_layout.c): the staging
+ * and its window, the user's symmetric gradient buffers (gg_dist_alloc / gg_dist_free), and the enqueue of one
+ * gradient's pieces.
  */
 #include "copy_engine.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "kernels/gg_kernels.h"
-
-size_t gg_ce_share(size_t n, size_t at, int ranks, size_t piece_elems) {
-    if (ranks < 1 || at >= n || n - at < (size_t)ranks) return 0;
-    const size_t q = (n - at) / (size_t)ranks, most = piece_elems / (size_t)ranks; /* 0: the staging is too small */
-    return q < most ? q : most;
-}
-
-#ifdef GG_HAVE_NCCL
 #include <nccl.h>
+
+#include "kernels/gg_kernels.h"
 
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
 #define GG_CE_BUILT 1
@@ -300,15 +294,3 @@ gg_status gg_dist_free(gg_ctx *ctx, void *ptr) {
     gg_device_leave(saved);
     return status;
 }
-#else /* built without NCCL */
-
-gg_status gg_dist_alloc(gg_ctx *ctx, size_t bytes, void **out) {
-    (void)ctx, (void)bytes;
-    if (out) *out = NULL;
-    return gg_fail(NULL, GG_ERROR_UNSUPPORTED, "gg_dist_alloc: gradgraph was built without NCCL (GG_WITH_NCCL=OFF)");
-}
-gg_status gg_dist_free(gg_ctx *ctx, void *ptr) {
-    (void)ctx, (void)ptr;
-    return gg_fail(NULL, GG_ERROR_UNSUPPORTED, "gg_dist_free: gradgraph was built without NCCL (GG_WITH_NCCL=OFF)");
-}
-#endif

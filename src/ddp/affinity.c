@@ -1,11 +1,9 @@
-/* affinity.c - binding a GPU's host thread to the CPUs near the GPU (hwloc). */
+/* affinity.c - binding a GPU's host thread to the CPUs near the GPU (hwloc; without it, affinity_stub.c). */
 #include "affinity.h"
 
 #include <stdio.h>
 
 #include "internal.h"
-
-#ifdef GG_HAVE_HWLOC
 
 int gg_affinity_gpu_cpuset(hwloc_topology_t topology, const char *pci_bus_id, hwloc_bitmap_t out, char *why,
                            size_t why_bytes) {
@@ -59,11 +57,6 @@ gg_status gg_dist_bind_thread(gg_ctx *ctx) {
     return status;
 }
 
-#else
-
-gg_status gg_dist_bind_thread(gg_ctx *ctx) {
-    return gg_fail(ctx, GG_ERROR_UNSUPPORTED,
-                   "gg_dist_bind_thread: gradgraph was built without hwloc (GG_WITH_HWLOC=OFF)");
+void gg_affinity_bind_if_asked(gg_ctx *ctx) {
+    (void)gg_dist_bind_thread(ctx); /* logs why when it leaves the binding alone */
 }
-
-#endif

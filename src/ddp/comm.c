@@ -1,0 +1,378 @@
+/*
+ * comm.c - a context's NCCL communicator: configuration checks, attaching the caller's or making one (from the
+ * environment, MPI or for this process's threads), its stream and events, detaching, releasing, aborting, and
+ * polling for asynchronous errors. The warm-up that follows is in warmup.c.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <nccl.h>
+
+#include "affinity.h"
+#include "bootstrap.h"
+#include "comm_internal.h"
+#include "copy_engine.h"
+
+static gg_status check_dist_config(gg_ctx *ctx, const char *fn, const gg_dist_config *c) {
+    GG_TRY(gg_check_config_version(ctx, fn, c->struct_size, sizeof(gg_dist_config), c->version,
+                                   GG_DIST_CONFIG_VERSION, "GG_DIST_CONFIG_INIT"));
+    if ((int)c->op < 0 || (int)c->op > (int)GG_REDUCE_SUM)
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: config->op = %d is not a gg_reduce_op value", fn,
+                       (int)c->op);
+    if ((int)c->sync < 0 || (int)c->sync > (int)GG_SYNC_REDUCE_SCATTER)
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: config->sync = %d is not a gg_grad_sync value", fn,
+                       (int)c->sync);
+    if (c->bucket_bytes < 4096)
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: config->bucket_bytes = %zu is below 4096", fn,
+                       c->bucket_bytes);
+    if (c->comm_sms < 0 || c->comm_sms > ctx->sm_count / 2)
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: config->comm_sms = %d is outside [0, %d] (half the SMs)",
+                       fn, c->comm_sms, ctx->sm_count / 2);
+    if (c->copy_engines < 0 || c->copy_engines > 1)
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: config->copy_engines = %d is not 0 or 1", fn,
+                       c->copy_engines);
+    if (c->copy_engines == 1 && !gg_ce_supported())
+        return gg_fail(ctx, GG_ERROR_UNSUPPORTED,
+                       "%s: config->copy_engines = 1, but the NCCL gradgraph runs with has no copy-engine collectives "
+                       "(2.28 or later needed)",
+                       fn);
+    return GG_SUCCESS;
+}
+
+
+gg_status gg_dist_fail_nccl(gg_ctx *ctx, int result, const char *what) {
+    return gg_fail(ctx, GG_ERROR_NCCL, "%s failed: %s (%s)", what, ncclGetErrorString((ncclResult_t)result),
+                   ncclGetLastError(NULL));
+}
+
+void gg_dist_abort(gg_ctx *ctx) {
+    if (ctx->dist->comm) (void)ncclCommAbort((ncclComm_t)ctx->dist->comm);
+    ctx->dist->comm = NULL;
+}
+
+/* NVLink multicast stays off unless the user chose otherwise: it can take a shared host's GPUs out of service. NCCL
+ * reads the variable when it makes a communicator, so this runs before gradgraph makes one (and at context
+ * creation, before a user's own communicator, if the context comes first). */
+void gg_process_defaults(void) { setenv("NCCL_NVLS_ENABLE", "0", 0); }
+
+/* The communication stream runs at the device's highest priority: NCCL's kernels then get SMs as soon as any
+ * free up, instead of queueing behind every CTA of a large GEMM launched before them. */
+static cudaError_t create_comm_stream(cudaStream_t *stream) {
+    int least = 0, greatest = 0;
+    cudaError_t e = cudaDeviceGetStreamPriorityRange(&least, &greatest);
+    if (e == cudaSuccess) e = cudaStreamCreateWithPriority(stream, cudaStreamNonBlocking, greatest);
+    return e;
+}
+
+/* Destroys the context's communicator state (owned communicator included), also as the context's destroy hook,
+ * which runs after the graphs are gone. */
+static void release(gg_ctx *ctx) {
+    gg_dist *d = ctx->dist;
+    if (!d) return;
+    if (d->stream) (void)cudaStreamSynchronize(d->stream);
+    if (d->owned && d->comm) (void)ncclCommDestroy((ncclComm_t)d->comm); /* NULL once aborted: nothing to free */
+    gg_ce_free(d); /* after the communicator, which took the window with it */
+    gg_ctx_hook_remove(ctx, &d->hook);
+    if (d->ev_ready) (void)cudaEventDestroy(d->ev_ready);
+    if (d->ev_done) (void)cudaEventDestroy(d->ev_done);
+    if (d->agree_dev) (void)cudaFree(d->agree_dev);
+    if (d->agree_host) (void)cudaFreeHost(d->agree_host);
+    if (d->stream) (void)cudaStreamDestroy(d->stream);
+    (void)cudaGetLastError();
+    free(d);
+    ctx->dist = NULL;
+}
+
+/* The checks every entry point that puts a communicator on a context starts with: ctx, no communicator there yet
+ * (checked before any collective, so one wrong rank cannot leave the others waiting), the config. */
+static gg_status begin(gg_ctx *ctx, const char *fn, const gg_dist_config *config, gg_dist_config *out) {
+    if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
+    if (ctx->dist) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: the context already has a communicator", fn);
+    const gg_dist_config defaults = GG_DIST_CONFIG_INIT;
+    *out = config ? *config : defaults;
+    return check_dist_config(ctx, fn, out);
+}
+
+static void release_hook(void *ctx) { release(ctx); }
+
+/* Puts comm on ctx with its stream and events (no collective). On failure ctx has no communicator state, and an
+ * owned comm is left to the caller to destroy. */
+static gg_status make_dist(gg_ctx *ctx, const char *fn, ncclComm_t comm, int owned, int rank, int size,
+                           const gg_dist_config *config) {
+    gg_dist *d = calloc(1, sizeof *d);
+    if (!d) return gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    *d = (gg_dist){.comm = comm, .rank = rank, .size = size, .config = *config};
+    ctx->dist = d;
+    d->hook = (gg_ctx_hook){.destroy = release_hook, .obj = ctx};
+    gg_ctx_hook_add(ctx, &d->hook, GG_HOOK_LATE);
+    int saved = 0;
+    gg_status status = gg_device_enter(ctx, &saved);
+    if (status != GG_SUCCESS) {
+        release(ctx);
+        return status;
+    }
+    cudaError_t e = create_comm_stream(&d->stream);
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&d->ev_ready, cudaEventDisableTiming);
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&d->ev_done, cudaEventDisableTiming);
+    if (e == cudaSuccess) e = cudaMalloc(&d->agree_dev, GG_DIST_AGREE_BYTES);
+    if (e == cudaSuccess) e = cudaMallocHost(&d->agree_host, GG_DIST_AGREE_BYTES);
+    gg_device_leave(saved);
+    if (e != cudaSuccess) {
+        status = gg_fail_cuda(ctx, e, "the communication stream, events and buffers");
+        release(ctx); /* d->owned is still 0: comm survives */
+        return status;
+    }
+    /* Not fatal: the warm-up tells every rank, and all of them then reduce on SMs (the ranks must agree). */
+    if (config->copy_engines == 1) {
+        d->ce_on = gg_ce_alloc(ctx, fn) == GG_SUCCESS;
+        if (!d->ce_on) gg_log(ctx, GG_LOG_WARN, "%s; gradients will be all-reduced on SMs", gg_last_error(ctx));
+    }
+    d->owned = owned;
+    return GG_SUCCESS;
+}
+
+/* What a context's communicator ended up as, once it is ready (INFO). */
+static void log_ready(gg_ctx *ctx, const char *fn) {
+    const gg_dist *d = ctx->dist;
+    gg_log(ctx, GG_LOG_INFO, "%s: rank %d of %d on device %d, %s, buckets of %zu MiB, copy engines %s", fn, d->rank,
+           d->size, ctx->config.device, d->config.sync == GG_SYNC_ALL_REDUCE ? "all-reduce" : "reduce-scatter",
+           d->config.bucket_bytes >> 20, d->ce_on ? "on" : "off");
+}
+
+/* Puts comm on ctx (streams, events), checks it is on ctx's device, runs the warm-up, binds the thread. On failure
+ * ctx has no communicator state and an owned comm has been aborted (a failed warm-up aborts an attached one too). */
+static gg_status install(gg_ctx *ctx, const char *fn, ncclComm_t comm, int owned, const gg_dist_config *config) {
+    int device = -1, rank = -1, size = 0;
+    gg_status status = GG_SUCCESS;
+    ncclResult_t r = ncclCommCuDevice(comm, &device);
+    if (r == ncclSuccess) r = ncclCommUserRank(comm, &rank);
+    if (r == ncclSuccess) r = ncclCommCount(comm, &size);
+    if (r != ncclSuccess) {
+        status = gg_dist_fail_nccl(ctx, r, "ncclCommCuDevice/UserRank/Count");
+        goto fail;
+    }
+    if (device != ctx->config.device) {
+        status = gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: the communicator is on device %d, the context on %d", fn,
+                         device, ctx->config.device);
+        goto fail;
+    }
+    GG_GOTO(make_dist(ctx, fn, comm, 0, rank, size, config), status, fail); /* owned only once the warm-up worked */
+    status = gg_dist_warm_up(&ctx, 1, fn);
+    if (status != GG_SUCCESS) {
+        if (!ctx->dist->comm) owned = 0; /* the warm-up aborted it */
+        release(ctx);            /* not owned yet: the comm survives this */
+        goto fail;
+    }
+    ctx->dist->owned = owned;
+    log_ready(ctx, fn);
+    if (config->bind_cpus) gg_affinity_bind_if_asked(ctx);
+    return GG_SUCCESS;
+fail:
+    if (owned) (void)ncclCommAbort(comm);
+    return status;
+}
+
+gg_status gg_dist_attach(gg_ctx *ctx, void *nccl_comm, const gg_dist_config *config) {
+    static const char fn[] = "gg_dist_attach";
+    gg_dist_config c;
+    GG_TRY(begin(ctx, fn, config, &c));
+    if (!nccl_comm) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: nccl_comm is NULL", fn);
+    if (c.copy_engines == 1)
+        return gg_fail(ctx, GG_ERROR_UNSUPPORTED,
+                       "%s: config->copy_engines = 1 needs a communicator gradgraph makes (its CTA policy and windows "
+                       "are set up with it); use gg_dist_init_env / _init_mpi / _init_threads, or copy_engines = 0",
+                       fn);
+    return install(ctx, fn, (ncclComm_t)nccl_comm, 0, &c);
+}
+
+/* The configuration of the communicators gradgraph makes. With comm_sms > 0 (overlap on), NCCL runs on exactly
+ * comm_sms CTAs: the SMs the syncing graphs' GEMMs leave free, so that its kernels fit beside them instead of
+ * waiting for SMs or slowing the GEMMs (measured in docs/distributed.md, "SMs and channels"). */
+static ncclConfig_t comm_config(const gg_dist_config *c) {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    if (c->overlap && c->comm_sms > 0) config.minCTAs = config.maxCTAs = c->comm_sms;
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
+    /* Zero CTAs wherever NCCL can: its all-to-all and all-gather on the copy engines (copy_engine.h). */
+    if (c->copy_engines == 1) config.CTAPolicy = NCCL_CTA_POLICY_ZERO;
+#endif
+    return config;
+}
+
+/* The end of a one-process-per-GPU bootstrap, once every rank holds NCCL's unique id: the communicator (gradgraph
+ * owns it), the warm-up, the thread binding. */
+static gg_status init_from_id(gg_ctx *ctx, const char *fn, int rank, int size, const ncclUniqueId *id,
+                              const gg_dist_config *c) {
+    int saved = 0;
+    GG_TRY(gg_device_enter(ctx, &saved));
+    ncclComm_t comm = NULL;
+    ncclConfig_t config = comm_config(c);
+    const ncclResult_t r = ncclCommInitRankConfig(&comm, size, *id, rank, &config);
+    gg_device_leave(saved);
+    if (r != ncclSuccess) return gg_dist_fail_nccl(ctx, r, "ncclCommInitRankConfig");
+    return install(ctx, fn, comm, 1, c); /* aborts comm on failure */
+}
+
+/* NCCL's unique id from rank 0 of the MPI communicator (NULL: the world) to every rank, with rank 0's outcome: when
+ * ncclGetUniqueId fails there, every rank returns instead of waiting for a communicator that will not come. */
+static gg_status share_id_mpi(gg_ctx *ctx, const char *fn, const void *mpi_comm, int rank, ncclUniqueId *id) {
+    struct {
+        int32_t ok;
+        ncclUniqueId id;
+    } shared = {0};
+    ncclResult_t made = ncclSuccess;
+    if (rank == 0) {
+        made = ncclGetUniqueId(&shared.id);
+        shared.ok = made == ncclSuccess;
+    }
+    GG_TRY(gg_bootstrap_mpi_broadcast(ctx, fn, mpi_comm, &shared, sizeof shared));
+    if (made != ncclSuccess) return gg_dist_fail_nccl(ctx, made, "ncclGetUniqueId");
+    if (!shared.ok)
+        return gg_fail(ctx, GG_ERROR_NCCL, "%s: rank 0 could not make NCCL's unique id (its status says why)", fn);
+    *id = shared.id;
+    return GG_SUCCESS;
+}
+
+gg_status gg_dist_init_env(gg_ctx *ctx, const char *id_path, const gg_dist_config *config) {
+    static const char fn[] = "gg_dist_init_env";
+    gg_dist_config c;
+    GG_TRY(begin(ctx, fn, config, &c));
+    int rank = -1, size = 0;
+    GG_TRY(gg_bootstrap_rank_size(ctx, fn, &rank, &size));
+    gg_process_defaults();
+    ncclUniqueId id;
+    if (id_path) {
+        if (rank == 0) GG_NCCL_TRY(ctx, ncclGetUniqueId(&id));
+        GG_TRY(gg_bootstrap_share_id(ctx, fn, rank, id_path, &id, sizeof id, 120000));
+        GG_TRY(init_from_id(ctx, fn, rank, size, &id, &c));
+        /* Every rank has read the id (the communicator exists): remove it, so that the next launch's ranks cannot
+         * read this stale id before its rank 0 has written a new one. */
+        if (rank == 0) (void)remove(id_path);
+        return GG_SUCCESS;
+    }
+    /* No file: the id travels through MPI's world communicator, whose ranks must be the environment's. */
+    int mpi_rank = -1, mpi_size = 0;
+    const gg_status mpi = gg_bootstrap_mpi_rank_size(ctx, fn, NULL, &mpi_rank, &mpi_size);
+    if (mpi == GG_ERROR_UNSUPPORTED)
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
+                       "%s: id_path is NULL and gradgraph was built without MPI (GG_WITH_MPI=OFF): pass a file path "
+                       "every rank can read",
+                       fn);
+    if (mpi != GG_SUCCESS) return mpi;
+    if (mpi_rank != rank || mpi_size != size)
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
+                       "%s: id_path is NULL, but MPI's world (rank %d of %d) is not the environment's (rank %d of %d)",
+                       fn, mpi_rank, mpi_size, rank, size);
+    GG_TRY(share_id_mpi(ctx, fn, NULL, rank, &id));
+    return init_from_id(ctx, fn, rank, size, &id, &c);
+}
+
+gg_status gg_dist_init_mpi(gg_ctx *ctx, const void *mpi_comm, const gg_dist_config *config) {
+    static const char fn[] = "gg_dist_init_mpi";
+    gg_dist_config c;
+    GG_TRY(begin(ctx, fn, config, &c));
+    int rank = -1, size = 0;
+    GG_TRY(gg_bootstrap_mpi_rank_size(ctx, fn, mpi_comm, &rank, &size));
+    gg_process_defaults();
+    ncclUniqueId id;
+    GG_TRY(share_id_mpi(ctx, fn, mpi_comm, rank, &id));
+    return init_from_id(ctx, fn, rank, size, &id, &c);
+}
+
+/* One communicator per device, all in this process (what ncclCommInitAll does, with gradgraph's configuration): every
+ * rank is issued inside one NCCL group, even after a failure (a missing rank would leave the others waiting), and on
+ * failure every communicator made is aborted. The caller's device is restored. */
+static gg_status init_local_comms(gg_ctx *ctx, int count, const int *devices, const gg_dist_config *c,
+                                  ncclComm_t *comms) {
+    ncclUniqueId id;
+    GG_NCCL_TRY(ctx, ncclGetUniqueId(&id));
+    int saved = 0;
+    GG_CUDA_TRY(ctx, cudaGetDevice(&saved));
+    ncclConfig_t config = comm_config(c);
+    ncclResult_t r = ncclGroupStart();
+    if (r != ncclSuccess) return gg_dist_fail_nccl(ctx, r, "ncclGroupStart");
+    for (int i = 0; i < count; ++i) {
+        comms[i] = NULL;
+        const cudaError_t e = cudaSetDevice(devices[i]); /* the contexts' devices: they exist */
+        const ncclResult_t ri = ncclCommInitRankConfig(&comms[i], count, id, i, &config);
+        if (r == ncclSuccess) r = e == cudaSuccess ? ri : ncclUnhandledCudaError;
+    }
+    const ncclResult_t ended = ncclGroupEnd();
+    if (r == ncclSuccess) r = ended;
+    if (r != ncclSuccess)
+        for (int i = 0; i < count; ++i)
+            if (comms[i]) (void)ncclCommAbort(comms[i]);
+    (void)cudaSetDevice(saved);
+    if (r != ncclSuccess) return gg_dist_fail_nccl(ctx, r, "ncclCommInitRankConfig (one per device, grouped)");
+    return GG_SUCCESS;
+}
+
+gg_status gg_dist_init_threads(gg_ctx *const *ctxs, int count, const gg_dist_config *config) {
+    static const char fn[] = "gg_dist_init_threads";
+    if (!ctxs) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctxs is NULL", fn);
+    if (count < 1 || count > GG_DIST_MAX_LOCAL_RANKS)
+        return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: count = %d is outside [1, %d]", fn, count,
+                       GG_DIST_MAX_LOCAL_RANKS);
+    int devices[GG_DIST_MAX_LOCAL_RANKS];
+    gg_dist_config c;
+    for (int i = 0; i < count; ++i) {
+        if (!ctxs[i]) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctxs[%d] is NULL", fn, i);
+        GG_TRY(begin(ctxs[i], fn, config, &c));
+        devices[i] = ctxs[i]->config.device;
+        for (int j = 0; j < i; ++j)
+            if (devices[j] == devices[i])
+                return gg_fail(ctxs[i], GG_ERROR_INVALID_ARGUMENT, "%s: ctxs[%d] and ctxs[%d] share device %d", fn, j,
+                               i, devices[i]);
+    }
+    c.bind_cpus = 0; /* each worker thread binds itself (gg_dist_bind_thread) */
+    gg_process_defaults();
+    ncclComm_t comms[GG_DIST_MAX_LOCAL_RANKS];
+    GG_TRY(init_local_comms(ctxs[0], count, devices, &c, comms));
+    gg_status status = GG_SUCCESS;
+    for (int i = 0; i < count && status == GG_SUCCESS; ++i)
+        status = make_dist(ctxs[i], fn, comms[i], 0, i, count, &c);
+    if (status == GG_SUCCESS) status = gg_dist_warm_up(ctxs, count, fn); /* all ranks together, from this thread */
+    if (status != GG_SUCCESS) {
+        for (int i = 0; i < count; ++i) {
+            const int aborted = ctxs[i]->dist && !ctxs[i]->dist->comm; /* by the warm-up */
+            release(ctxs[i]);                 /* not owned yet: the communicators are destroyed here */
+            if (!aborted) (void)ncclCommAbort(comms[i]); /* never blocks, unlike destroy after a failed warm-up */
+        }
+        return status;
+    }
+    for (int i = 0; i < count; ++i) {
+        ctxs[i]->dist->owned = 1;
+        log_ready(ctxs[i], fn);
+    }
+    return GG_SUCCESS;
+}
+
+gg_status gg_dist_detach(gg_ctx *ctx) {
+    if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_dist_detach: ctx is NULL");
+    if (!ctx->dist) return GG_SUCCESS;
+    if (ctx->dist->graphs_holding > 0)
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
+                       "gg_dist_detach: graphs that captured NCCL work still exist; gg_graph_destroy them first "
+                       "(ncclCommDestroy would wait for them forever)");
+    int saved = 0;
+    const int entered = gg_device_enter(ctx, &saved) == GG_SUCCESS;
+    release(ctx);
+    if (entered) gg_device_leave(saved);
+    return GG_SUCCESS;
+}
+
+gg_status gg_dist_check(gg_ctx *ctx) {
+    if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_dist_check: ctx is NULL");
+    gg_dist *d = ctx->dist;
+    if (!d) return GG_SUCCESS;
+    if (!d->comm) return gg_fail(ctx, GG_ERROR_NCCL, "gg_dist_check: the communicator was aborted after an error");
+    ncclResult_t async = ncclSuccess;
+    const ncclResult_t r = ncclCommGetAsyncError((ncclComm_t)d->comm, &async);
+    if (r == ncclSuccess && (async == ncclSuccess || async == ncclInProgress)) return GG_SUCCESS;
+    const ncclResult_t err = r != ncclSuccess ? r : async;
+    gg_dist_abort(ctx);
+    return gg_fail(ctx, GG_ERROR_NCCL,
+                   "gg_dist_check: NCCL reported an asynchronous error on rank %d: %s; the communicator is aborted (an "
+                   "attached one too: do not destroy it)",
+                   d->rank, ncclGetErrorString(err));
+}

@@ -1,0 +1,83 @@
+/*
+ * nccl_stub.c - the data-parallel entry points in a build without NCCL (GG_WITH_NCCL=OFF: CMake compiles this file
+ * instead of comm.c, warmup.c, grad_hooks.c, pair_split.c, agree.c and copy_engine.c). The public calls return
+ * GG_ERROR_UNSUPPORTED; the hooks the blocks and graphs call are no-ops (no context has a communicator).
+ */
+#include "ddp.h"
+
+void gg_process_defaults(void) {}
+
+#define UNSUPPORTED(fn)                                                                                            \
+    gg_fail(NULL, GG_ERROR_UNSUPPORTED, "%s: gradgraph was built without NCCL (GG_WITH_NCCL=OFF)", fn)
+
+gg_status gg_dist_attach(gg_ctx *ctx, void *comm, const gg_dist_config *config) {
+    (void)ctx, (void)comm, (void)config;
+    return UNSUPPORTED("gg_dist_attach");
+}
+gg_status gg_dist_init_env(gg_ctx *ctx, const char *id_path, const gg_dist_config *config) {
+    (void)ctx, (void)id_path, (void)config;
+    return UNSUPPORTED("gg_dist_init_env");
+}
+gg_status gg_dist_init_threads(gg_ctx *const *ctxs, int count, const gg_dist_config *config) {
+    (void)ctxs, (void)count, (void)config;
+    return UNSUPPORTED("gg_dist_init_threads");
+}
+gg_status gg_dist_init_mpi(gg_ctx *ctx, const void *mpi_comm, const gg_dist_config *config) {
+    (void)ctx, (void)mpi_comm, (void)config;
+    return UNSUPPORTED("gg_dist_init_mpi");
+}
+gg_status gg_dist_detach(gg_ctx *ctx) {
+    (void)ctx;
+    return GG_SUCCESS;
+}
+gg_status gg_dist_check(gg_ctx *ctx) {
+    (void)ctx;
+    return GG_SUCCESS;
+}
+gg_status gg_dist_reduce(gg_ctx *ctx, void *data, size_t count, int bf16, gg_stream stream) {
+    (void)ctx, (void)data, (void)count, (void)bf16, (void)stream;
+    return UNSUPPORTED("gg_dist_reduce");
+}
+gg_status gg_dist_grad_ready(gg_ctx *ctx, const gg_block_call *c, cudaStream_t producer, int tensor) {
+    (void)ctx, (void)c, (void)producer, (void)tensor;
+    return GG_SUCCESS;
+}
+gg_status gg_dist_finish(gg_ctx *ctx, const gg_block_call *c, cudaStream_t main) {
+    (void)ctx, (void)c, (void)main;
+    return GG_SUCCESS;
+}
+int gg_dist_pair_split(const gg_ctx *ctx, const gg_block_call *c, unsigned split_tensors) {
+    (void)ctx, (void)c, (void)split_tensors;
+    return 0;
+}
+int gg_dist_pair_exchanges(const gg_ctx *ctx, const gg_block_call *c, int tensor) {
+    (void)ctx, (void)c, (void)tensor;
+    return 0;
+}
+gg_status gg_dist_pair_half(gg_ctx *ctx, const gg_block_call *c, int tensor, const gg_dist_half_gemm *g, int own,
+                            cudaStream_t s) {
+    (void)ctx, (void)c, (void)tensor, (void)g, (void)own, (void)s;
+    return UNSUPPORTED("gg_dist_pair_half");
+}
+gg_status gg_dist_join(gg_ctx *ctx, const gg_block_call *c, cudaStream_t main) {
+    (void)ctx, (void)c, (void)main;
+    return GG_SUCCESS;
+}
+gg_status gg_dist_check_shape(gg_ctx *ctx, const char *fn, const gg_block_call *c) {
+    (void)ctx, (void)fn, (void)c;
+    return GG_SUCCESS;
+}
+gg_status gg_dist_agree_algorithms(gg_ctx *ctx, const char *fn, gg_block_plan *const *plans, int count) {
+    (void)ctx, (void)fn, (void)plans, (void)count;
+    return GG_SUCCESS;
+}
+
+gg_status gg_dist_alloc(gg_ctx *ctx, size_t bytes, void **out) {
+    (void)ctx, (void)bytes;
+    if (out) *out = NULL;
+    return gg_fail(NULL, GG_ERROR_UNSUPPORTED, "gg_dist_alloc: gradgraph was built without NCCL (GG_WITH_NCCL=OFF)");
+}
+gg_status gg_dist_free(gg_ctx *ctx, void *ptr) {
+    (void)ctx, (void)ptr;
+    return gg_fail(NULL, GG_ERROR_UNSUPPORTED, "gg_dist_free: gradgraph was built without NCCL (GG_WITH_NCCL=OFF)");
+}

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# tests/layers_check.sh ROOT - the include rules of docs/design.md ("Layers"): a folder includes no header of a layer
+# above it or beside it. Prints every breach as `file: includes header (folder), which FOLDER may not include` and
+# exits 1 if there is any. Headers are found by their name (unique across the tree) or by their path from ROOT.
+set -euo pipefail
+root=${1:?usage: layers_check.sh ROOT}
+cd "$root"
+
+# folder -> folders whose headers it may not include
+declare -A forbidden=(
+  [src/core]="src/api src/blocks graphs src/ddp"
+  [src/gemm]="src/api src/blocks graphs src/ddp"
+  [kernels]="src/api src/blocks graphs src/ddp src/core src/gemm"
+  [src/blocks]="src/api graphs"
+  [src/ddp]="src/api src/blocks graphs"
+  [graphs]="src/api"
+)
+
+# every header of the tree: name -> folder
+declare -A home=()
+while IFS= read -r h; do home[$(basename "$h")]=$(dirname "$h"); done \
+  < <(find src graphs kernels include -type f \( -name '*.h' -o -name '*.cuh' \))
+
+breaches=0
+for folder in "${!forbidden[@]}"; do
+  for f in $(find "$folder" -maxdepth 1 -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \)); do
+    while IFS= read -r inc; do
+      if [[ $inc == */* ]]; then dir=$(dirname "$inc"); else dir=${home[$inc]:-}; fi
+      [[ -z $dir ]] && continue # a system or third-party header
+      for bad in ${forbidden[$folder]}; do
+        if [[ $dir == "$bad" ]]; then
+          echo "$f: includes \"$inc\" ($dir), which $folder may not include"
+          breaches=$((breaches + 1))
+        fi
+      done
+    done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f")
+  done
+done
+if ((breaches)); then
+  echo "layers_check: $breaches include(s) against the layers of docs/design.md" >&2
+  exit 1
+fi
+echo "layers_check: every include follows the layers of docs/design.md"
