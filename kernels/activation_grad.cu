@@ -20,10 +20,10 @@ __device__ __forceinline__ float tanh_approx(float u) {
 }
 
 /* d gelu_tanh(x) / dx, with T = tanh(c (x + a x^3)) computed here: block 2's saved tanh_inner is the same value
- * (the forward computed it so), and reading it costs more than the tanh (measured: 068 3 % faster, perf-notes).
+ * (the forward computed it so), and reading it costs more than the tanh (068 3 % faster recomputed).
  * TR: the type R is written in. In fp16 (fp16 mode), whose rounding is as coarse as tanh_approx's error, the tanh
  * is tanh_approx (073 -1.2 %, 068 -0.5 %; the tests' worst err/tol in 068's fp16 mode 1.037 -> 1.065:
- * docs/perf-notes.md, "Session 24"); else tanhf. */
+ * docs/decisions.md); else tanhf. */
 template <typename TR>
 __device__ __forceinline__ float gelu_grad(float x) {
     const float u = kGeluC * (x + kGeluA * x * x * x);
@@ -86,7 +86,7 @@ struct GeluGradRow {
     __device__ __forceinline__ Raw load(int64_t r, int64_t col) const {
         const int64_t i = r * N + col;
         /* In place: G read through R itself (one buffer for the compiler: read through a second pointer, which may
-         * alias R, 073's kernel was 8 % slower, session 16, when the rows' loads and stores were interleaved). */
+         * alias R, 073's kernel was 8 % slower when the rows' loads and stores were interleaved). */
         Raw a;
         if constexpr (std::is_same<TG, TR>::value) a.g = load4(R, i / 4, true);
         else a.g = load4(G, i / 4, true);

@@ -11,7 +11,7 @@
 /* A GEMM that leaves SMs to communication (sm_count_target) runs beside NCCL's kernels, whose CTAs sit on SMs
  * spread over the GPCs. A thread-block cluster must be placed whole on free SMs of one GPC, so every SM NCCL holds
  * can cost a kernel with large clusters a whole cluster's slot. Measured on 2 H200s (073, M = 16384, dX with 8 SMs
- * left, docs/perf-notes.md): the 8 cuBLASLt candidates of dX gave 1.92-1.98x and 85-90 % of the all-reduce hidden
+ * left, docs/decisions.md): the 8 cuBLASLt candidates of dX gave 1.92-1.98x and 85-90 % of the all-reduce hidden
  * with 2-CTA clusters, 1.78-1.85x and 54-65 % with 4- and 8-CTA clusters (which autotune, timing alone, preferred). */
 #define SHARED_SM_MAX_CLUSTER_CTAS 2
 
