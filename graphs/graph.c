@@ -65,7 +65,7 @@ void gg_graph_destroy(gg_graph *g) {
     (void)cudaGetLastError();
     if (g->has_nccl) gg_dist_graph_released(g->ctx);
     gg_ctx_hook_remove(g->ctx, &g->hook);
-    if (entered) gg_device_leave(saved);
+    if (entered) gg_device_leave(g->ctx, saved);
     free(g);
 }
 
@@ -162,7 +162,7 @@ static gg_status create(gg_ctx *ctx, const char *fn, const gg_block_call *shape,
         if (status == GG_SUCCESS) status = agreed;
         else (void)gg_fail(ctx, status, "%s", local_error); /* the collective may have overwritten it */
     }
-    gg_device_leave(saved);
+    gg_device_leave(g->ctx, saved);
     if (status != GG_SUCCESS) {
         gg_graph_destroy(g);
         return status;
@@ -341,7 +341,7 @@ static gg_status replay(gg_graph *g, const char *fn, gg_exec_cache *cache, const
         status = launch(ctx, e, stream);
     }
     nvtxRangePop();
-    gg_device_leave(saved);
+    gg_device_leave(g->ctx, saved);
     return status;
 }
 
@@ -353,7 +353,7 @@ static gg_status run_eager_beyond_max(gg_ctx *ctx, const gg_block_call *call, cu
     int saved = 0;
     GG_TRY(gg_device_enter(ctx, &saved));
     const gg_status ended = ran == GG_SUCCESS ? gg_dist_finish(ctx, call, stream) : gg_dist_join(ctx, call, stream);
-    gg_device_leave(saved);
+    gg_device_leave(ctx, saved);
     return ran == GG_SUCCESS ? ended : ran;
 }
 
@@ -442,10 +442,9 @@ static gg_status run_device(gg_graph *g, const char *fn, gg_block_call *call, gg
 
 /* ---- entry points ---- */
 
-/* graph, desc and args non-NULL, and the graph made for this block. */
+/* desc and args non-NULL, and the graph made for this block. */
 static gg_status check_graph_call(gg_graph *g, const gg_block_info *info, const char *fn, const void *desc,
                                   const void *args) {
-    if (!g) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: graph is NULL", fn);
     GG_TRY(gg_check_call(g->ctx, fn, desc, args));
     if (g->shape.info != info)
         return gg_fail(g->ctx, GG_ERROR_INVALID_ARGUMENT, "%s: the graph was made by %.*s_graph_create", fn,
@@ -453,35 +452,56 @@ static gg_status check_graph_call(gg_graph *g, const gg_block_info *info, const 
     return GG_SUCCESS;
 }
 
-gg_status gg_block_graph_create(gg_ctx *ctx, const gg_block_info *info, const void *desc,
-                                const gg_graph_config *config, gg_graph **out) {
-    char fn[64];
-    graph_fn(fn, sizeof fn, info, "create");
-    if (out) *out = NULL;
+static gg_status graph_create(gg_ctx *ctx, const gg_block_info *info, const char *fn, const void *desc,
+                              const gg_graph_config *config, gg_graph **out) {
     GG_TRY(gg_check_desc(ctx, fn, desc));
     gg_block_call shape;
     gg_block_pack(&shape, info, desc, NULL);
     return create(ctx, fn, &shape, gg_block_requested_precision(info, desc), config, out);
 }
 
-gg_status gg_block_graph_run(gg_graph *g, const gg_block_info *info, const void *desc, const void *args,
-                             cudaStream_t stream) {
+gg_status gg_block_graph_create(gg_ctx *ctx, const gg_block_info *info, const void *desc,
+                                const gg_graph_config *config, gg_graph **out) {
     char fn[64];
-    graph_fn(fn, sizeof fn, info, "run");
+    graph_fn(fn, sizeof fn, info, "create");
+    if (out) *out = NULL;
+    if (!ctx) return gg_check_desc(ctx, fn, desc);
+    GG_TRY(gg_ctx_claim(ctx, fn)); /* the whole call is this thread's */
+    const gg_status status = graph_create(ctx, info, fn, desc, config, out);
+    gg_ctx_release(ctx);
+    return status;
+}
+
+/* A graph call (run, or run on the device: device_tokens non-NULL or required) with the context claimed. */
+static gg_status graph_call(gg_graph *g, const gg_block_info *info, const char *fn, const void *desc,
+                            const int64_t *device_tokens, int on_device, const void *args, cudaStream_t stream) {
     GG_TRY(check_graph_call(g, info, fn, desc, args));
     gg_block_call call;
     gg_block_pack(&call, info, desc, args);
-    return run(g, fn, &call, gg_block_requested_precision(info, desc), stream);
+    const gg_precision requested = gg_block_requested_precision(info, desc);
+    return on_device ? run_device(g, fn, &call, requested, device_tokens, stream) : run(g, fn, &call, requested, stream);
+}
+
+static gg_status claimed_graph_call(gg_graph *g, const gg_block_info *info, const char *verb, const void *desc,
+                                    const int64_t *device_tokens, int on_device, const void *args,
+                                    cudaStream_t stream) {
+    char fn[64];
+    graph_fn(fn, sizeof fn, info, verb);
+    if (!g) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: graph is NULL", fn);
+    GG_TRY(gg_ctx_claim(g->ctx, fn));
+    const gg_status status = graph_call(g, info, fn, desc, device_tokens, on_device, args, stream);
+    gg_ctx_release(g->ctx);
+    return status;
+}
+
+gg_status gg_block_graph_run(gg_graph *g, const gg_block_info *info, const void *desc, const void *args,
+                             cudaStream_t stream) {
+    return claimed_graph_call(g, info, "run", desc, NULL, 0, args, stream);
 }
 
 gg_status gg_block_graph_run_device(gg_graph *g, const gg_block_info *info, const void *desc,
                                     const int64_t *device_tokens, const void *args, cudaStream_t stream) {
-    char fn[64];
-    graph_fn(fn, sizeof fn, info, "run_device");
-    GG_TRY(check_graph_call(g, info, fn, desc, args));
-    gg_block_call call;
-    gg_block_pack(&call, info, desc, args);
-    return run_device(g, fn, &call, gg_block_requested_precision(info, desc), device_tokens, stream);
+    return claimed_graph_call(g, info, "run_device", desc, device_tokens, 1, args, stream);
 }
 
 /* ---- queries ---- */
@@ -532,7 +552,7 @@ gg_status gg_graph_device_errors(gg_graph *g, unsigned *count) {
     int saved = 0;
     GG_TRY(gg_device_enter(g->ctx, &saved));
     const cudaError_t err = cudaMemcpy(count, g->device_errors, sizeof *count, cudaMemcpyDeviceToHost);
-    gg_device_leave(saved);
+    gg_device_leave(g->ctx, saved);
     if (err != cudaSuccess) return gg_fail_cuda(g->ctx, err, "cudaMemcpy(device_errors)");
     return GG_SUCCESS;
 }

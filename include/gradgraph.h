@@ -27,7 +27,11 @@
  * "args->grad_output (0x7f..04) is not 16-byte aligned". The library never prints (unless given a log callback),
  * never calls exit() or abort(), and frees everything it allocated on every error path.
  *
- * Threads. A context is not thread-safe: use it from one host thread at a time (one context per thread is fine).
+ * Threads. A context serves one host thread at a time (one context per thread is fine). Every call that uses a
+ * context claims it for its length; a call from a second thread meanwhile is refused with
+ * GG_ERROR_INVALID_ARGUMENT and does nothing: its message is in gg_last_error(NULL) of the refused thread (the
+ * context's message belongs to the thread inside it). Concurrent use is detected, never waited for: serialize calls
+ * yourself if several threads share a context.
  * Streams. The work a context enqueues (eager calls and graph replays) must not run concurrently with other work of
  * the same context on the GPU: it shares the context's scratch memory and reduction counters. Calls on one stream,
  * or streams ordered with events, are fine; work that must overlap needs one context each.
@@ -35,7 +39,11 @@
  * Memory layout. Every tensor is row-major and contiguous. "tokens" is M = batch_size * seq_len; a tensor
  * described as [M, H] is the activation of all tokens viewed as a matrix. Tensors named bf16 hold IEEE bfloat16
  * bit patterns (uint16_t); tensors named fp32 hold float. Outputs must not alias inputs or each other.
- * Every pointer must be a device pointer aligned to GG_ALIGNMENT bytes.
+ * Every pointer must be a device pointer aligned to GG_ALIGNMENT bytes. Device (cudaMalloc, stream-ordered pools)
+ * and managed memory are accepted; host memory, pageable or pinned, is refused with GG_ERROR_INVALID_ARGUMENT
+ * ("args->weight (0x...) is host memory; gradgraph needs device memory"). A context asks the driver about each
+ * pointer once (cudaPointerGetAttributes) and remembers the last 128 device pointers it saw, so repeated calls and
+ * replays cost a lookup; a pointer freed and then reused for host memory is not seen again.
  */
 #ifndef GRADGRAPH_H
 #define GRADGRAPH_H
@@ -165,7 +173,8 @@ gg_status gg_ctx_create(const gg_config *config, gg_ctx **out);
 void gg_ctx_destroy(gg_ctx *ctx);
 
 /* The message of the most recent failure of a call on ctx ("" if none). With ctx NULL: the message of the most
- * recent failure on this thread of a call that had no context (gg_ctx_create). Valid until the next call. */
+ * recent failure on this thread of a call that had no context (gg_ctx_create, a NULL ctx or graph) or that was
+ * refused because another thread was using the context. Valid until the next call. */
 const char *gg_last_error(const gg_ctx *ctx);
 
 /* Device memory held by the context (workspaces, scratch, plans), in bytes. */

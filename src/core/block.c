@@ -120,7 +120,8 @@ gg_status gg_block_validate_shape(gg_ctx *ctx, const char *fn, gg_block_call *c,
 
 gg_status gg_block_validate(gg_ctx *ctx, const char *fn, gg_block_call *c, gg_precision requested) {
     GG_TRY(gg_block_validate_shape(ctx, fn, c, requested));
-    return check_tensors(ctx, fn, c);
+    GG_TRY(check_tensors(ctx, fn, c));
+    return gg_check_device_pointers(ctx, fn, c);
 }
 
 gg_plan_key gg_block_plan_key(const gg_block_call *c) {
@@ -164,7 +165,7 @@ gg_status gg_block_run_eager(gg_ctx *ctx, const gg_block_call *c, cudaStream_t s
     GG_TRY(gg_device_enter(ctx, &saved));
     gg_status status = check_capture(ctx, c, stream);
     if (status != GG_SUCCESS) {
-        gg_device_leave(saved);
+        gg_device_leave(ctx, saved);
         return status;
     }
     nvtxRangePushA(c->info->fn); /* a named range per call in Nsight Systems */
@@ -172,7 +173,7 @@ gg_status gg_block_run_eager(gg_ctx *ctx, const gg_block_call *c, cudaStream_t s
     status = gg_block_plan_for(ctx, c, &plan);
     if (status == GG_SUCCESS) status = c->info->enqueue(ctx, plan, c, stream);
     nvtxRangePop();
-    gg_device_leave(saved);
+    gg_device_leave(ctx, saved);
     return status;
 }
 
@@ -220,11 +221,20 @@ gg_precision gg_block_requested_precision(const gg_block_info *info, const void 
     return p;
 }
 
-gg_status gg_block_backward(gg_ctx *ctx, const gg_block_info *info, const void *desc, const void *args,
-                            cudaStream_t stream) {
+static gg_status backward(gg_ctx *ctx, const gg_block_info *info, const void *desc, const void *args,
+                          cudaStream_t stream) {
     GG_TRY(gg_check_call(ctx, info->fn, desc, args));
     gg_block_call call;
     gg_block_pack(&call, info, desc, args);
     GG_TRY(gg_block_validate(ctx, info->fn, &call, gg_block_requested_precision(info, desc)));
     return gg_block_run_eager(ctx, &call, stream);
+}
+
+gg_status gg_block_backward(gg_ctx *ctx, const gg_block_info *info, const void *desc, const void *args,
+                            cudaStream_t stream) {
+    if (!ctx) return gg_check_call(ctx, info->fn, desc, args);
+    GG_TRY(gg_ctx_claim(ctx, info->fn)); /* the whole call, validation included, is this thread's */
+    const gg_status status = backward(ctx, info, desc, args, stream);
+    gg_ctx_release(ctx);
+    return status;
 }

@@ -97,8 +97,9 @@ size_t gg_tensor_bytes(const gg_block_call *call, int index);
 /* Whether the call reads/writes tensor `index` (block 4's gate only with the silu gate). */
 int gg_tensor_used(const gg_block_call *call, int index);
 
-/* Checks the call's sizes, precision (requested: the desc's field) and every tensor; resolves precision. Nothing
- * touches the GPU. `fn` names the entry point in messages. */
+/* Checks the call's sizes, precision (requested: the desc's field) and every tensor (NULL, alignment, overlaps, and
+ * device memory: gg_check_device_pointers); resolves precision. Nothing is enqueued. `fn` names the entry point in
+ * messages. */
 gg_status gg_block_validate(gg_ctx *ctx, const char *fn, gg_block_call *call, gg_precision requested);
 /* The same without the tensors: sizes and precision only (a graph's shape). */
 gg_status gg_block_validate_shape(gg_ctx *ctx, const char *fn, gg_block_call *call, gg_precision requested);
@@ -107,6 +108,10 @@ gg_status gg_block_validate_shape(gg_ctx *ctx, const char *fn, gg_block_call *ca
 gg_status gg_block_plan_for(gg_ctx *ctx, const gg_block_call *call, gg_block_plan **out);
 /* The key of a call's plan: its block, shape and precision, and its data-parallel part (comm_sms, pair_split). */
 gg_plan_key gg_block_plan_key(const gg_block_call *call);
+
+/* Every used tensor of the call is device (or managed) memory: one cudaPointerGetAttributes per pointer the context
+ * has not seen before, a lookup in its cache otherwise (src/core/guard.c). */
+gg_status gg_check_device_pointers(gg_ctx *ctx, const char *fn, const gg_block_call *call);
 
 /* The eager path: select the device, find the plan, enqueue on stream. The call is already validated. */
 gg_status gg_block_run_eager(gg_ctx *ctx, const gg_block_call *call, cudaStream_t stream);

@@ -34,12 +34,22 @@ static gg_status validate_config(const gg_config *c) {
 }
 
 gg_status gg_device_enter(gg_ctx *ctx, int *saved_device) {
-    GG_CUDA_TRY(ctx, cudaGetDevice(saved_device));
-    if (*saved_device != ctx->config.device) GG_CUDA_TRY(ctx, cudaSetDevice(ctx->config.device));
-    return GG_SUCCESS;
+    GG_TRY(gg_ctx_claim(ctx, "gradgraph"));
+    const char *what = "cudaGetDevice";
+    cudaError_t err = cudaGetDevice(saved_device);
+    if (err == cudaSuccess && *saved_device != ctx->config.device) {
+        what = "cudaSetDevice";
+        err = cudaSetDevice(ctx->config.device);
+    }
+    if (err == cudaSuccess) return GG_SUCCESS;
+    gg_ctx_release(ctx);
+    return gg_fail_cuda(ctx, err, what);
 }
 
-void gg_device_leave(int saved_device) { (void)cudaSetDevice(saved_device); }
+void gg_device_leave(gg_ctx *ctx, int saved_device) {
+    (void)cudaSetDevice(saved_device);
+    gg_ctx_release(ctx);
+}
 
 static void destroy_plan_entry(void *plan, void *user_data) { gg_block_plan_destroy((gg_block_plan *)plan, user_data); }
 
@@ -195,14 +205,14 @@ gg_status gg_ctx_create(const gg_config *config, gg_ctx **out) {
     GG_CUDA_GOTO(ctx, cudaMemset(ctx->tanh_partials, 0xff, slots), status, fail); /* "unwritten" */
     ctx->device_bytes += slots;
     GG_GOTO(open_tune_cache(ctx, config), status, fail);
-    gg_device_leave(saved);
+    gg_device_leave(ctx, saved);
     gg_log(ctx, GG_LOG_INFO, "gradgraph %s: context on device %d (%d SMs), %zu MiB of GEMM workspace",
            gg_version_string(), config->device, ctx->sm_count, ctx->device_bytes >> 20);
     *out = ctx;
     return GG_SUCCESS;
 
 fail:
-    gg_device_leave(saved);
+    gg_device_leave(ctx, saved);
 fail_no_device:
     /* The context's message is the one to keep: it moves to the thread's buffer before the context goes. */
     gg_fail(NULL, status, "gg_ctx_create: %s", ctx->last_error);
@@ -216,7 +226,7 @@ void gg_ctx_destroy(gg_ctx *ctx) {
     int saved = 0;
     int entered = gg_device_enter(ctx, &saved) == GG_SUCCESS;
     release(ctx);
-    if (entered) gg_device_leave(saved);
+    if (entered) gg_device_leave(ctx, saved);
     free(ctx);
 }
 

@@ -13,6 +13,7 @@
 #include <cuda_runtime_api.h>
 
 #include "gradgraph.h"
+#include "guard.h"
 #include "plan_cache.h"
 
 #define GG_MSG_BYTES 512
@@ -72,6 +73,7 @@ struct gg_ctx {
     struct gg_dist *dist; /* the data-parallel state (its communicator and stream; src/ddp), or NULL */
     struct gg_tune_cache *tune; /* autotuned GEMM algorithms (src/gemm/tune_cache.h), NULL without autotune */
     char tune_device[128];      /* the GPU, cuBLASLt and driver part of tune keys ("" until first needed) */
+    gg_guard guard;             /* the thread inside a call, device pointers already checked (src/core/guard.c) */
     char last_error[GG_MSG_BYTES];
 };
 
@@ -141,8 +143,15 @@ void gg_log(const gg_ctx *ctx, gg_log_level level, const char *fmt, ...)
  * caller). Growing frees the old arena, which synchronizes the device: only ever called while building a plan. */
 gg_status gg_ctx_reserve_scratch(gg_ctx *ctx, size_t bytes);
 
-/* Makes ctx's device current for the duration of a call; gg_device_leave restores the caller's. */
+/* Makes ctx's device current for the duration of a call, claiming ctx for the calling thread (gg_ctx_claim);
+ * gg_device_leave restores the caller's device and releases the claim. */
 gg_status gg_device_enter(gg_ctx *ctx, int *saved_device);
-void gg_device_leave(int saved_device);
+void gg_device_leave(gg_ctx *ctx, int saved_device);
+
+/* Claims ctx for the calling thread for the length of a public call (nested claims by the same thread count):
+ * GG_ERROR_INVALID_ARGUMENT while another thread holds it, with the message in that thread's own buffer
+ * (gg_last_error(NULL)), since the context's belongs to the other thread. gg_ctx_release ends one claim. */
+gg_status gg_ctx_claim(gg_ctx *ctx, const char *fn);
+void gg_ctx_release(gg_ctx *ctx);
 
 #endif

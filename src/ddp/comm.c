@@ -117,7 +117,7 @@ static gg_status make_dist(gg_ctx *ctx, const char *fn, ncclComm_t comm, int own
     if (e == cudaSuccess) e = cudaEventCreateWithFlags(&d->ev_done, cudaEventDisableTiming);
     if (e == cudaSuccess) e = cudaMalloc(&d->agree_dev, GG_DIST_AGREE_BYTES);
     if (e == cudaSuccess) e = cudaMallocHost(&d->agree_host, GG_DIST_AGREE_BYTES);
-    gg_device_leave(saved);
+    gg_device_leave(ctx, saved);
     if (e != cudaSuccess) {
         status = gg_fail_cuda(ctx, e, "the communication stream, events and buffers");
         release(ctx); /* d->owned is still 0: comm survives */
@@ -208,7 +208,7 @@ static gg_status init_from_id(gg_ctx *ctx, const char *fn, int rank, int size, c
     ncclComm_t comm = NULL;
     ncclConfig_t config = comm_config(c);
     const ncclResult_t r = ncclCommInitRankConfig(&comm, size, *id, rank, &config);
-    gg_device_leave(saved);
+    gg_device_leave(ctx, saved);
     if (r != ncclSuccess) return gg_dist_fail_nccl(ctx, r, "ncclCommInitRankConfig");
     return install(ctx, fn, comm, 1, c); /* aborts comm on failure */
 }
@@ -357,7 +357,7 @@ gg_status gg_dist_detach(gg_ctx *ctx) {
     int saved = 0;
     const int entered = gg_device_enter(ctx, &saved) == GG_SUCCESS;
     release(ctx);
-    if (entered) gg_device_leave(saved);
+    if (entered) gg_device_leave(ctx, saved);
     return GG_SUCCESS;
 }
 

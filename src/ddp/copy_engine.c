@@ -34,7 +34,7 @@ gg_status gg_ce_alloc(gg_ctx *ctx, const char *fn) {
     int saved = 0;
     GG_TRY(gg_device_enter(ctx, &saved));
     const ncclResult_t r = ncclMemAlloc(&d->ce_staging, 2 * d->ce_piece_bytes);
-    gg_device_leave(saved);
+    gg_device_leave(ctx, saved);
     if (r != ncclSuccess) {
         d->ce_staging = NULL;
         return gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "%s: ncclMemAlloc of the %zu MiB copy-engine staging: %s", fn,
@@ -250,7 +250,7 @@ gg_status gg_dist_alloc(gg_ctx *ctx, size_t bytes, void **out) {
             status = gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "%s: cudaMalloc of %zu bytes: %s", fn, bytes,
                              cudaGetErrorString(e));
     }
-    gg_device_leave(saved);
+    gg_device_leave(ctx, saved);
     if (status != GG_SUCCESS) return status;
     d->buffers[d->n_buffers++] = b;
     *out = b.ptr;
@@ -291,6 +291,6 @@ gg_status gg_dist_free(gg_ctx *ctx, void *ptr) {
         free_memory(b.ptr, b.nccl_memory);
         d->buffers[i] = d->buffers[--d->n_buffers];
     }
-    gg_device_leave(saved);
+    gg_device_leave(ctx, saved);
     return status;
 }

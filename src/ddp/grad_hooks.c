@@ -69,7 +69,7 @@ gg_status gg_dist_reduce(gg_ctx *ctx, void *data, size_t count, int bf16, gg_str
     if (status == GG_SUCCESS)
         status = gg_stream_join(ctx, reduce_buffer(ctx, data, count, elem), (cudaStream_t)stream, d->stream,
                                 d->ev_done);
-    gg_device_leave(saved);
+    gg_device_leave(ctx, saved);
     return status;
 }
 

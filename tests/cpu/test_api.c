@@ -3,10 +3,12 @@
  * and its failure paths, and argument validation of every block.
  *
  * The CUDA runtime and cuBLASLt calls the library makes are replaced at link time (-Wl,--wrap, see
- * tests/CMakeLists.txt) by the fakes below. They hand out fake handles, count what is alive, can fail the N-th
- * resource creation, and count every call that would put work on a stream: a rejected call must make none.
+ * tests/CMakeLists.txt) by the fakes of tests/fake/fake_cuda.c. They hand out fake handles, count what is alive, can
+ * fail the N-th resource creation, and count every call that would put work on a stream: a rejected call must make
+ * none.
  */
 #include <limits.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,175 +20,8 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
+#include "fake_cuda.h"
 #include "gradgraph.h"
-
-/* ---- the fake CUDA runtime ---- */
-static struct {
-    int device_count;      /* what cudaGetDeviceCount reports */
-    int fail_get_device;   /* cudaGetDevice fails (the call then stops before planning) */
-    int fail_create_at;    /* the N-th resource creation fails (0: none) */
-    int creates;           /* resource creations so far */
-    int live;              /* resources created and not destroyed */
-    int enqueued;          /* stream work: kernel launches, GEMMs, event records and waits */
-    int planned;           /* cuBLASLt plans attempted (the fake refuses them) */
-    cublasComputeType_t planned_compute; /* the compute type of the last one */
-    int cuda_calls;        /* every faked call */
-    int capturing;         /* cudaStreamIsCapturing reports an active capture */
-} fake;
-
-static void fake_reset(int device_count) {
-    memset(&fake, 0, sizeof fake);
-    fake.device_count = device_count;
-}
-
-/* A resource creation: fails when it is the N-th and N was asked for. */
-static int fake_create(void) {
-    ++fake.cuda_calls;
-    if (++fake.creates == fake.fail_create_at) return 0;
-    ++fake.live;
-    return 1;
-}
-
-static char fake_handles[64];
-
-cudaError_t __wrap_cudaGetDeviceCount(int *count) {
-    ++fake.cuda_calls;
-    *count = fake.device_count;
-    return fake.device_count ? cudaSuccess : cudaErrorNoDevice;
-}
-cudaError_t __wrap_cudaGetDevice(int *device) {
-    ++fake.cuda_calls;
-    *device = 0;
-    return fake.fail_get_device ? cudaErrorDevicesUnavailable : cudaSuccess;
-}
-cudaError_t __wrap_cudaSetDevice(int device) {
-    ++fake.cuda_calls;
-    return device < fake.device_count ? cudaSuccess : cudaErrorInvalidDevice;
-}
-cudaError_t __wrap_cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device) {
-    (void)attr, (void)device;
-    ++fake.cuda_calls;
-    *value = 132;
-    return cudaSuccess;
-}
-cudaError_t __wrap_cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags) {
-    (void)flags;
-    if (!fake_create()) return cudaErrorUnknown;
-    *stream = (cudaStream_t)&fake_handles[0];
-    return cudaSuccess;
-}
-cudaError_t __wrap_cudaStreamCreateWithPriority(cudaStream_t *stream, unsigned flags, int priority) {
-    (void)flags, (void)priority;
-    if (!fake_create()) return cudaErrorUnknown;
-    *stream = (cudaStream_t)&fake_handles[4];
-    return cudaSuccess;
-}
-cudaError_t __wrap_cudaDeviceGetStreamPriorityRange(int *least, int *greatest) {
-    *least = 0;
-    *greatest = -5;
-    return cudaSuccess;
-}
-cudaError_t __wrap_cudaStreamDestroy(cudaStream_t stream) {
-    (void)stream;
-    --fake.live;
-    return cudaSuccess;
-}
-cudaError_t __wrap_cudaStreamSynchronize(cudaStream_t stream) {
-    (void)stream;
-    return cudaSuccess;
-}
-cudaError_t __wrap_cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus *status) {
-    (void)stream;
-    ++fake.cuda_calls;
-    *status = fake.capturing ? cudaStreamCaptureStatusActive : cudaStreamCaptureStatusNone;
-    return cudaSuccess;
-}
-cudaError_t __wrap_cudaEventCreateWithFlags(cudaEvent_t *event, unsigned flags) {
-    (void)flags;
-    if (!fake_create()) return cudaErrorUnknown;
-    *event = (cudaEvent_t)&fake_handles[1];
-    return cudaSuccess;
-}
-cudaError_t __wrap_cudaEventDestroy(cudaEvent_t event) {
-    (void)event;
-    --fake.live;
-    return cudaSuccess;
-}
-cudaError_t __wrap_cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
-    (void)event, (void)stream;
-    ++fake.enqueued;
-    return cudaSuccess;
-}
-cudaError_t __wrap_cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned flags) {
-    (void)stream, (void)event, (void)flags;
-    ++fake.enqueued;
-    return cudaSuccess;
-}
-cudaError_t __wrap_cudaMalloc(void **ptr, size_t bytes) {
-    (void)bytes;
-    if (!fake_create()) return cudaErrorMemoryAllocation;
-    *ptr = malloc(16); /* never dereferenced: a unique address whose leak valgrind would see */
-    return cudaSuccess;
-}
-cudaError_t __wrap_cudaFree(void *ptr) {
-    if (ptr) --fake.live;
-    free(ptr);
-    return cudaSuccess;
-}
-cudaError_t __wrap_cudaGetLastError(void) { return cudaSuccess; }
-cudaError_t __wrap_cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind) {
-    (void)dst, (void)src, (void)bytes, (void)kind;
-    ++fake.cuda_calls;
-    return cudaSuccess;
-}
-cudaError_t __wrap_cudaMemset(void *dst, int value, size_t bytes) {
-    (void)dst, (void)value, (void)bytes;
-    ++fake.cuda_calls;
-    return cudaSuccess;
-}
-cudaError_t __wrap_cudaDeviceSynchronize(void) { return cudaSuccess; }
-cudaError_t __wrap___cudaGetKernel(cudaKernel_t *kernel, const void *func) {
-    (void)func;
-    *kernel = (cudaKernel_t)&fake_handles[2];
-    return cudaSuccess;
-}
-cudaError_t __wrap___cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void **args, size_t shared,
-                                      cudaStream_t stream) {
-    (void)kernel, (void)grid, (void)block, (void)args, (void)shared, (void)stream;
-    ++fake.enqueued;
-    return cudaSuccess;
-}
-cudaError_t __wrap_cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args) {
-    (void)config, (void)func, (void)args;
-    ++fake.enqueued;
-    return cudaSuccess;
-}
-cublasStatus_t __wrap_cublasLtCreate(cublasLtHandle_t *handle) {
-    if (!fake_create()) return CUBLAS_STATUS_NOT_INITIALIZED;
-    *handle = (cublasLtHandle_t)&fake_handles[3];
-    return CUBLAS_STATUS_SUCCESS;
-}
-cublasStatus_t __wrap_cublasLtDestroy(cublasLtHandle_t handle) {
-    (void)handle;
-    --fake.live;
-    return CUBLAS_STATUS_SUCCESS;
-}
-cublasStatus_t __wrap_cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *desc, cublasComputeType_t c, cudaDataType_t s) {
-    (void)desc, (void)s;
-    ++fake.planned;
-    fake.planned_compute = c;
-    return CUBLAS_STATUS_NOT_SUPPORTED; /* planning stops here: far enough to show validation let the call through */
-}
-cublasStatus_t __wrap_cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d, const void *alpha, const void *A,
-                                     cublasLtMatrixLayout_t a, const void *B, cublasLtMatrixLayout_t b,
-                                     const void *beta, const void *C, cublasLtMatrixLayout_t c, void *D,
-                                     cublasLtMatrixLayout_t dl, const cublasLtMatmulAlgo_t *algo, void *ws,
-                                     size_t ws_bytes, cudaStream_t stream) {
-    (void)h, (void)d, (void)alpha, (void)A, (void)a, (void)B, (void)b, (void)beta, (void)C, (void)c, (void)D;
-    (void)dl, (void)algo, (void)ws, (void)ws_bytes, (void)stream;
-    ++fake.enqueued;
-    return CUBLAS_STATUS_SUCCESS;
-}
 
 /* ---- helpers ---- */
 #define assert_message_has(ctx, text)                                                                              \
@@ -872,6 +707,138 @@ static void dist_entry_points_check_arguments(void **state) {
     destroy_ctx(ctx);
 }
 
+/* ---- misuse: host memory, two threads ---- */
+
+/* Host memory (unregistered or pinned) is refused at validation, naming the argument, with nothing enqueued, on the
+ * eager and the graph path; managed memory is accepted. */
+static void host_pointers_are_refused(void **state) {
+    (void)state;
+    gg_ctx *ctx = make_ctx();
+    gg_mlp_desc d = mlp_desc();
+    gg_mlp_args a = mlp_args();
+    fake.host_lo = (uintptr_t)FAKE(3); /* weight2 */
+    fake.host_hi = fake.host_lo + 16;
+    expect_mlp_rejected(ctx, &d, &a, GG_ERROR_INVALID_ARGUMENT,
+                        "gg_mlp_backward: args->weight2 (0x400000000000) is host memory; gradgraph needs device memory");
+    fake.host_pinned = 1;
+    expect_mlp_rejected(ctx, &d, &a, GG_ERROR_INVALID_ARGUMENT, "args->weight2 (0x400000000000) is pinned host memory");
+    fake.host_lo = fake.host_hi = 0;
+    fake.managed_lo = (uintptr_t)FAKE(3);
+    fake.managed_hi = fake.managed_lo + 16;
+    assert_int_equal(gg_mlp_backward(ctx, &d, &a, NULL), GG_ERROR_CUBLAS); /* through validation: planning refused */
+    /* the graph path checks the same way */
+    gg_tanh_gate_desc td = tanh_desc();
+    gg_tanh_gate_args ta = tanh_args();
+    gg_graph *g = NULL;
+    gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
+    gc.max_tokens = 1024;
+    assert_int_equal(gg_tanh_gate_graph_create(ctx, &td, &gc, &g), GG_SUCCESS);
+    ta.mask = FAKE(30); /* FAKE(3) is known to be device memory now: the call above cached it */
+    fake.host_lo = (uintptr_t)FAKE(30);
+    fake.host_hi = fake.host_lo + 16;
+    fake.host_pinned = 0;
+    fake.enqueued = 0;
+    assert_int_equal(gg_tanh_gate_graph_run(g, &td, &ta, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_tanh_gate_graph_run: args->mask (0x1f00000000000) is host memory");
+    assert_int_equal(fake.enqueued, 0);
+    assert_int_equal(fake.captures_open, 0);
+    gg_graph_destroy(g);
+    destroy_ctx(ctx);
+}
+
+/* One driver query per new pointer: repeated eager calls and replays with the same pointers look them up. */
+static void device_pointers_are_queried_once(void **state) {
+    (void)state;
+    gg_ctx *ctx = make_ctx();
+    gg_tanh_gate_desc td = tanh_desc();
+    gg_tanh_gate_args ta = tanh_args();
+    fake.pointer_queries = 0;
+    assert_int_equal(gg_tanh_gate_backward(ctx, &td, &ta, NULL), GG_SUCCESS);
+    assert_int_equal(fake.pointer_queries, 7); /* block 1's seven tensors */
+    assert_int_equal(gg_tanh_gate_backward(ctx, &td, &ta, NULL), GG_SUCCESS);
+    assert_int_equal(fake.pointer_queries, 7);
+    gg_graph *g = NULL;
+    gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
+    gc.max_tokens = 1024;
+    assert_int_equal(gg_tanh_gate_graph_create(ctx, &td, &gc, &g), GG_SUCCESS);
+    for (int i = 0; i < 3; ++i) assert_int_equal(gg_tanh_gate_graph_run(g, &td, &ta, NULL), GG_SUCCESS);
+    assert_int_equal(fake.pointer_queries, 7);
+    ta.grad_gate = FAKE(9); /* one new pointer: one query */
+    assert_int_equal(gg_tanh_gate_backward(ctx, &td, &ta, NULL), GG_SUCCESS);
+    assert_int_equal(fake.pointer_queries, 8);
+    gg_graph_destroy(g);
+    destroy_ctx(ctx);
+}
+
+/* Thread A is held inside a call (in the fake cudaStreamIsCapturing) while this thread calls the same context. */
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int inside, release;
+    gg_ctx *ctx;
+    gg_status status;
+} held = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, NULL, GG_SUCCESS};
+
+static void hold_inside(void) {
+    pthread_mutex_lock(&held.lock);
+    held.inside = 1;
+    pthread_cond_broadcast(&held.cond);
+    while (!held.release) pthread_cond_wait(&held.cond, &held.lock);
+    pthread_mutex_unlock(&held.lock);
+}
+
+static void *thread_a(void *arg) {
+    (void)arg;
+    gg_tanh_gate_desc td = tanh_desc();
+    gg_tanh_gate_args ta = tanh_args();
+    held.status = gg_tanh_gate_backward(held.ctx, &td, &ta, NULL);
+    return NULL;
+}
+
+static void second_thread_is_refused(void **state) {
+    (void)state;
+    gg_ctx *ctx = make_ctx();
+    gg_tanh_gate_desc td = tanh_desc();
+    gg_tanh_gate_args ta = tanh_args();
+    gg_graph *g = NULL;
+    gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
+    gc.max_tokens = 1024;
+    assert_int_equal(gg_tanh_gate_graph_create(ctx, &td, &gc, &g), GG_SUCCESS);
+    held.ctx = ctx;
+    held.inside = held.release = 0;
+    fake.on_is_capturing = hold_inside;
+    pthread_t a;
+    assert_int_equal(pthread_create(&a, NULL, thread_a, NULL), 0);
+    pthread_mutex_lock(&held.lock);
+    while (!held.inside) pthread_cond_wait(&held.cond, &held.lock);
+    pthread_mutex_unlock(&held.lock);
+    fake.on_is_capturing = NULL;
+    const int enqueued = fake.enqueued;
+    /* thread A is inside gg_tanh_gate_backward: this thread's calls are refused, their message in its own buffer */
+    assert_int_equal(gg_tanh_gate_backward(ctx, &td, &ta, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(NULL, "gg_tanh_gate_backward: the context is in use by another thread");
+    assert_int_equal(gg_tanh_gate_graph_run(g, &td, &ta, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(NULL, "gg_tanh_gate_graph_run: the context is in use by another thread");
+    gg_mlp_desc md = mlp_desc();
+    gg_graph *g2 = (gg_graph *)FAKE(0);
+    assert_int_equal(gg_mlp_graph_create(ctx, &md, NULL, &g2), GG_ERROR_INVALID_ARGUMENT);
+    assert_null(g2);
+    assert_message_has(NULL, "gg_mlp_graph_create: the context is in use by another thread");
+    assert_string_equal(gg_last_error(ctx), ""); /* thread A's message is untouched */
+    assert_int_equal(fake.enqueued, enqueued);
+    pthread_mutex_lock(&held.lock);
+    held.release = 1;
+    pthread_cond_broadcast(&held.cond);
+    pthread_mutex_unlock(&held.lock);
+    assert_int_equal(pthread_join(a, NULL), 0);
+    assert_int_equal(held.status, GG_SUCCESS);
+    /* released: this thread may use the context now */
+    assert_int_equal(gg_tanh_gate_backward(ctx, &td, &ta, NULL), GG_SUCCESS);
+    assert_int_equal(gg_tanh_gate_graph_run(g, &td, &ta, NULL), GG_SUCCESS);
+    gg_graph_destroy(g);
+    destroy_ctx(ctx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(status_strings_name_every_status),
@@ -900,6 +867,9 @@ int main(void) {
         cmocka_unit_test(graph_create_plans_and_cleans_up_on_failure),
         cmocka_unit_test(graph_run_checks_its_arguments),
         cmocka_unit_test(dist_entry_points_check_arguments),
+        cmocka_unit_test(host_pointers_are_refused),
+        cmocka_unit_test(device_pointers_are_queried_once),
+        cmocka_unit_test(second_thread_is_refused),
     };
     return cmocka_run_group_tests_name("api", tests, NULL, NULL);
 }

@@ -1,0 +1,61 @@
+/* guard.c - misuse a context detects before it touches the GPU: host pointers where device memory is needed, and a
+ * second thread inside a context another thread is using. */
+#include <string.h>
+
+#include "block.h"
+
+/* A token per thread: the address of a thread-local object is unique among the live threads. */
+static _Thread_local char g_thread_token;
+
+gg_status gg_ctx_claim(gg_ctx *ctx, const char *fn) {
+    const uintptr_t self = (uintptr_t)&g_thread_token;
+    uintptr_t owner = 0;
+    if (atomic_compare_exchange_strong(&ctx->guard.owner, &owner, self)) {
+        ctx->guard.depth = 1;
+        return GG_SUCCESS;
+    }
+    if (owner == self) {
+        ctx->guard.depth++;
+        return GG_SUCCESS;
+    }
+    /* The context's message belongs to the thread inside it: this one goes to the calling thread's own buffer. */
+    return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT,
+                   "%s: the context is in use by another thread (a context serves one thread at a time: make one "
+                   "context per thread); nothing was done",
+                   fn);
+}
+
+void gg_ctx_release(gg_ctx *ctx) {
+    if (--ctx->guard.depth == 0) atomic_store(&ctx->guard.owner, 0);
+}
+
+static int known_device(const gg_guard *g, const void *p) {
+    for (int i = 0; i < GG_KNOWN_DEVICE_PTRS; ++i)
+        if (g->known[i] == p) return 1;
+    return 0;
+}
+
+/* Whether p is memory the GPU can address as a kernel operand: device or managed memory (one driver query). */
+static gg_status check_pointer(gg_ctx *ctx, const char *fn, const char *name, const void *p) {
+    struct cudaPointerAttributes attr;
+    memset(&attr, 0, sizeof attr);
+    const cudaError_t err = cudaPointerGetAttributes(&attr, p);
+    if (err != cudaSuccess) { /* before CUDA 11 an unregistered host pointer was an error */
+        (void)cudaGetLastError();
+        attr.type = cudaMemoryTypeUnregistered;
+    }
+    if (attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged) return GG_SUCCESS;
+    return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: args->%s (%p) is %s memory; gradgraph needs device memory", fn,
+                   name, p, attr.type == cudaMemoryTypeHost ? "pinned host" : "host");
+}
+
+gg_status gg_check_device_pointers(gg_ctx *ctx, const char *fn, const gg_block_call *c) {
+    gg_guard *g = &ctx->guard;
+    for (int i = 0; i < c->info->n_tensors; ++i) {
+        if (!gg_tensor_used(c, i) || known_device(g, c->t[i])) continue;
+        GG_TRY(check_pointer(ctx, fn, c->info->tensors[i].name, c->t[i]));
+        g->known[g->next] = c->t[i];
+        g->next = (g->next + 1) % GG_KNOWN_DEVICE_PTRS;
+    }
+    return GG_SUCCESS;
+}
