@@ -479,7 +479,8 @@ static gg_status graph_call(gg_graph *g, const gg_block_info *info, const char *
     gg_block_call call;
     gg_block_pack(&call, info, desc, args);
     const gg_precision requested = gg_block_requested_precision(info, desc);
-    return on_device ? run_device(g, fn, &call, requested, device_tokens, stream) : run(g, fn, &call, requested, stream);
+    if (on_device) return run_device(g, fn, &call, requested, device_tokens, stream);
+    return run(g, fn, &call, requested, stream);
 }
 
 static gg_status claimed_graph_call(gg_graph *g, const gg_block_info *info, const char *verb, const void *desc,

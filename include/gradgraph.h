@@ -22,10 +22,18 @@
  * on a stream you are capturing, with a shape no call has planned yet, is refused (GG_ERROR_INVALID_ARGUMENT,
  * nothing allocated or enqueued) instead of invalidating your capture.
  *
- * Errors. Every function that can fail returns a gg_status. On failure nothing has been enqueued and no output
- * has been written; gg_last_error(ctx) returns a message that names the argument and the problem, e.g.
- * "args->grad_output (0x7f..04) is not 16-byte aligned". The library never prints (unless given a log callback),
- * never calls exit() or abort(), and frees everything it allocated on every error path.
+ * Errors. Every function that can fail returns a gg_status; gg_last_error(ctx) returns a message that names the
+ * argument and the problem, e.g. "args->grad_output (0x7f..04) is not 16-byte aligned". A call checks its
+ * arguments, finds or builds its plan (cuBLASLt heuristics, scratch memory) and only then enqueues: on every
+ * failure of those steps nothing has been enqueued and no output has been written. What can fail after that is
+ * the CUDA runtime or cuBLASLt refusing to enqueue one piece of work (a launch, a GEMM, an event): an eager call
+ * then returns GG_ERROR_PARTIAL: work enqueued before the failure may run, so every output of the call is
+ * undefined, and gradients accumulated into (accumulate = 1) must be recomputed from the last point they were known
+ * (zeroed, or a copy); the call has waited for the context's own streams, and the context is usable. A graph run
+ * captures and instantiates before it launches, so its failures (capture, instantiate, update, launch) enqueue
+ * nothing and write nothing: it never returns GG_ERROR_PARTIAL (except past its largest bucket with
+ * eager_beyond_max, which is an eager call). The library never prints (unless given a log callback), never calls
+ * exit() or abort(), and frees everything it allocated on every error path.
  *
  * Threads. A context serves one host thread at a time (one context per thread is fine). Every call that uses a
  * context claims it for its length; a call from a second thread meanwhile is refused with
@@ -84,8 +92,13 @@ typedef enum gg_status {
     GG_ERROR_CUBLAS = 8,           /* cuBLASLt reported an error or found no algorithm */
     GG_ERROR_INTERNAL = 9,         /* a bug in gradgraph; please report it with the message */
     GG_ERROR_NCCL = 10,            /* NCCL reported an error (the communicator is aborted: make a new one) */
-    GG_ERROR_PEER = 11             /* another rank failed the same collective call (its own status says why);
+    GG_ERROR_PEER = 11,            /* another rank failed the same collective call (its own status says why);
                                       nothing was made on any rank, the communicator is intact */
+    GG_ERROR_PARTIAL = 12          /* an eager call failed after it began to enqueue (a kernel launch, a GEMM or an
+                                      event the CUDA runtime or cuBLASLt refused; the message names it): part of
+                                      its work may run. Every output of the call is undefined, and with accumulate
+                                      the parameter gradients hold an unknown part of this call's sum: recompute
+                                      them (see "Errors"). The context stays usable */
 } gg_status;
 
 /* A static, human-readable name for a status ("GG_ERROR_MISALIGNED: pointer not aligned"). Never NULL; unknown

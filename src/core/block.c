@@ -171,7 +171,10 @@ gg_status gg_block_run_eager(gg_ctx *ctx, const gg_block_call *c, cudaStream_t s
     nvtxRangePushA(c->info->fn); /* a named range per call in Nsight Systems */
     gg_block_plan *plan = NULL;
     status = gg_block_plan_for(ctx, c, &plan);
-    if (status == GG_SUCCESS) status = c->info->enqueue(ctx, plan, c, stream);
+    if (status == GG_SUCCESS) {
+        status = c->info->enqueue(ctx, plan, c, stream);
+        if (status != GG_SUCCESS) status = gg_block_enqueue_failed(ctx, c, status);
+    }
     nvtxRangePop();
     gg_device_leave(ctx, saved);
     return status;

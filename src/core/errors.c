@@ -21,6 +21,7 @@ const char *gg_status_string(gg_status status) {
     case GG_ERROR_INTERNAL: return "GG_ERROR_INTERNAL: internal error";
     case GG_ERROR_NCCL: return "GG_ERROR_NCCL: NCCL error";
     case GG_ERROR_PEER: return "GG_ERROR_PEER: another rank failed";
+    case GG_ERROR_PARTIAL: return "GG_ERROR_PARTIAL: failed after enqueueing part of the work; outputs undefined";
     }
     return "unknown gg_status";
 }
@@ -75,12 +76,14 @@ gg_status gg_fail_cuda(gg_ctx *ctx, cudaError_t err, const char *what) {
     if (err == cudaErrorMemoryAllocation) status = GG_ERROR_OUT_OF_MEMORY;
     if (err == cudaErrorNoDevice || err == cudaErrorInvalidDevice || err == cudaErrorInsufficientDriver)
         status = GG_ERROR_NO_DEVICE;
-    return gg_fail(ctx, status, "%s failed: %s (%s)", what, cudaGetErrorName(err), cudaGetErrorString(err));
+    /* the call's text is cut at 160 characters, so that the error's name survives in a longer message */
+    return gg_fail(ctx, status, "%.160s failed: %s (%s)", what, cudaGetErrorName(err), cudaGetErrorString(err));
 }
 
 gg_status gg_fail_cublas(gg_ctx *ctx, cublasStatus_t st, const char *what) {
     gg_status status = st == CUBLAS_STATUS_ALLOC_FAILED ? GG_ERROR_OUT_OF_MEMORY : GG_ERROR_CUBLAS;
-    return gg_fail(ctx, status, "%s failed: %s (%s)", what, cublasLtGetStatusName(st), cublasLtGetStatusString(st));
+    return gg_fail(ctx, status, "%.160s failed: %s (%s)", what, cublasLtGetStatusName(st),
+                   cublasLtGetStatusString(st));
 }
 
 gg_status gg_check_config_version(gg_ctx *ctx, const char *fn, size_t struct_size, size_t expected_size,

@@ -1,5 +1,6 @@
 /* guard.c - misuse a context detects before it touches the GPU: host pointers where device memory is needed, and a
  * second thread inside a context another thread is using. */
+#include <stdio.h>
 #include <string.h>
 
 #include "block.h"
@@ -58,4 +59,24 @@ gg_status gg_check_device_pointers(gg_ctx *ctx, const char *fn, const gg_block_c
         g->next = (g->next + 1) % GG_KNOWN_DEVICE_PTRS;
     }
     return GG_SUCCESS;
+}
+
+gg_status gg_block_enqueue_failed(gg_ctx *ctx, const gg_block_call *c, gg_status status) {
+    /* Whatever was forked before the failure ends before the call returns, so the next call cannot overlap it. */
+    if (ctx->side) (void)cudaStreamSynchronize(ctx->side);
+    if (ctx->aux) (void)cudaStreamSynchronize(ctx->aux);
+    (void)cudaGetLastError();
+    char grads[256] = "";
+    size_t used = 0;
+    for (int i = 0; i < c->info->n_tensors && c->accumulate; ++i) {
+        const gg_tensor_spec *s = &c->info->tensors[i];
+        if (!s->is_output || s->rows == GG_EXT_TOKENS || used >= sizeof grads) continue;
+        used += (size_t)snprintf(grads + used, sizeof grads - used, "%sargs->%s", used ? ", " : "", s->name);
+    }
+    char cause[GG_MSG_BYTES];
+    snprintf(cause, sizeof cause, "%s", ctx->last_error);
+    return gg_fail(ctx, GG_ERROR_PARTIAL,
+                   "%s: failed after enqueueing part of its work, every output is undefined%s%s%s: %s: %s", c->info->fn,
+                   used ? "; the accumulated " : "", grads, used ? " hold an unknown part of this call: recompute them"
+                   : "", gg_status_string(status), cause);
 }

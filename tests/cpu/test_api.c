@@ -94,7 +94,8 @@ static void status_strings_name_every_status(void **state) {
                {GG_ERROR_CUDA, "GG_ERROR_CUDA"},
                {GG_ERROR_CUBLAS, "GG_ERROR_CUBLAS"},
                {GG_ERROR_INTERNAL, "GG_ERROR_INTERNAL"},
-               {GG_ERROR_NCCL, "GG_ERROR_NCCL"}, {GG_ERROR_PEER, "GG_ERROR_PEER"}};
+               {GG_ERROR_NCCL, "GG_ERROR_NCCL"}, {GG_ERROR_PEER, "GG_ERROR_PEER"},
+               {GG_ERROR_PARTIAL, "GG_ERROR_PARTIAL"}};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) {
         const char *s = gg_status_string(all[i].s);
         assert_int_equal(strncmp(s, all[i].name, strlen(all[i].name)), 0);
@@ -719,7 +720,8 @@ static void host_pointers_are_refused(void **state) {
     fake.host_lo = (uintptr_t)FAKE(3); /* weight2 */
     fake.host_hi = fake.host_lo + 16;
     expect_mlp_rejected(ctx, &d, &a, GG_ERROR_INVALID_ARGUMENT,
-                        "gg_mlp_backward: args->weight2 (0x400000000000) is host memory; gradgraph needs device memory");
+                        "gg_mlp_backward: args->weight2 (0x400000000000) is host memory; gradgraph needs device "
+                        "memory");
     fake.host_pinned = 1;
     expect_mlp_rejected(ctx, &d, &a, GG_ERROR_INVALID_ARGUMENT, "args->weight2 (0x400000000000) is pinned host memory");
     fake.host_lo = fake.host_hi = 0;

@@ -247,6 +247,7 @@ cudaError_t __wrap_cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
     (void)exec, (void)stream;
     if (fake_fault(FAKE_GRAPH_LAUNCH)) return cudaErrorLaunchFailure;
     ++fake.enqueued;
+    ++fake.graph_launches;
     return cudaSuccess;
 }
 

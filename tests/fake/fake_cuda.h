@@ -37,6 +37,7 @@ typedef struct fake_state {
     int creates;           /* resource creations so far */
     int live;              /* resources created and not destroyed (streams, events, memory, handles, graphs) */
     int enqueued;          /* stream work: kernel launches, GEMMs, event records and waits, graph launches */
+    int graph_launches;    /* cudaGraphLaunch calls that succeeded */
     int planned;           /* cuBLASLt plans attempted */
     int plan_ok;           /* 0: the fake refuses every plan (cublasLtMatmulDescCreate); 1: plans succeed */
     cublasComputeType_t planned_compute; /* the compute type of the last one */

@@ -1,0 +1,278 @@
+/*
+ * test_faults.c - fault injection on the CPU: every call of the kinds in fake_cuda.h (GEMMs, kernel launches, event
+ * records and waits, allocations and heuristics while planning, graph capture, instantiation, update and launch) is
+ * failed in turn, the k-th for every k until the call runs through, for every block on the eager path and the graph
+ * path. Each injected fault must give its status and a message, leave no stream capturing, leak nothing (the fakes
+ * count what is alive), leave the context usable (the same call succeeds next), and on the graph path enqueue
+ * nothing. Prints `FAULTS {"injected": n, "failures": m}` for scripts/collect_reliability.py.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "fake_cuda.h"
+#include "gradgraph.h"
+
+#define FAKE(i) ((void *)(uintptr_t)(0x100000000000ull * (uint64_t)((i) + 1)))
+
+/* One block call, eager or through a graph, with its block's desc and args. */
+typedef struct scenario {
+    const char *name;
+    int block; /* 1..4 */
+    int64_t tokens, dim0, dim1;
+    gg_precision precision;
+    int silu, accumulate;
+} scenario;
+
+static const scenario scenarios[] = {
+    {"tanh_gate", 1, 64, 4096, 0, GG_PRECISION_DEFAULT, 0, 1},
+    {"gelu_ffn fp32", 2, 64, 1536, 6144, GG_PRECISION_FP32, 0, 0},
+    {"gelu_ffn fp16 few tokens", 2, 64, 1536, 6144, GG_PRECISION_FP16, 0, 1},
+    {"gelu_ffn fp16 narrow", 2, 1200, 1536, 6144, GG_PRECISION_FP16, 0, 0},
+    {"mlp tf32", 3, 600, 2048, 8192, GG_PRECISION_TF32, 0, 1},
+    {"mlp fp16 few tokens", 3, 256, 2048, 8192, GG_PRECISION_FP16, 0, 0},
+    {"mlp fp16 narrow", 3, 2048, 2048, 8192, GG_PRECISION_FP16, 0, 1},
+    {"ssm_gate one launch", 4, 64, 768, 1536, GG_PRECISION_DEFAULT, 1, 0},
+    {"ssm_gate narrow", 4, 4001, 768, 1536, GG_PRECISION_DEFAULT, 0, 1},
+    {"ssm_gate narrow silu", 4, 40000, 768, 1536, GG_PRECISION_DEFAULT, 1, 0},
+};
+
+static int injected, failures;
+
+static void check(int ok, const scenario *s, const char *path, fake_kind kind, int k, const char *fmt, ...) {
+    if (ok) return;
+    ++failures;
+    char what[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    printf("FAULT FAIL %s %s: %s #%d: %s\n", s->name, path, fake_kind_names[kind], k, what);
+}
+
+/* args: output pointers shift by `out` (a second pointer set rebinds a graph). */
+static gg_status run_eager(gg_ctx *ctx, const scenario *s, int out) {
+    const int o = 20 * out;
+    switch (s->block) {
+    case 1: {
+        gg_tanh_gate_desc d = {s->tokens, s->dim0, s->accumulate};
+        gg_tanh_gate_args a = {FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4 + o), FAKE(5 + o), FAKE(6 + o)};
+        return gg_tanh_gate_backward(ctx, &d, &a, NULL);
+    }
+    case 2: {
+        gg_gelu_ffn_desc d = {s->tokens, s->dim0, s->dim1, s->precision, s->accumulate};
+        gg_gelu_ffn_args a = {FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5), FAKE(6), FAKE(7 + o), FAKE(8 + o),
+                              FAKE(9 + o)};
+        return gg_gelu_ffn_backward(ctx, &d, &a, NULL);
+    }
+    case 3: {
+        gg_mlp_desc d = {s->tokens, s->dim0, s->dim1, s->precision, s->accumulate};
+        gg_mlp_args a = {FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5), FAKE(6 + o), FAKE(7 + o), FAKE(8 + o),
+                         FAKE(9 + o), FAKE(10 + o)};
+        return gg_mlp_backward(ctx, &d, &a, NULL);
+    }
+    default: {
+        gg_ssm_gate_desc d = {s->tokens, s->dim0, s->dim1, s->silu, s->accumulate};
+        gg_ssm_gate_args a = {FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5), FAKE(6 + o), FAKE(7 + o),
+                              FAKE(8 + o), FAKE(9 + o)};
+        return gg_ssm_gate_backward(ctx, &d, &a, NULL);
+    }
+    }
+}
+
+static gg_status graph_create(gg_ctx *ctx, const scenario *s, gg_graph **g) {
+    gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
+    const int64_t buckets[] = {s->tokens};
+    gc.policy = GG_BUCKETS_LIST;
+    gc.bucket_tokens = buckets;
+    gc.n_buckets = 1;
+    gc.allow_padding = 0;
+    gc.execs_per_bucket = 1; /* a second pointer set updates the one exec in place */
+    switch (s->block) {
+    case 1: {
+        gg_tanh_gate_desc d = {s->tokens, s->dim0, 0};
+        return gg_tanh_gate_graph_create(ctx, &d, &gc, g);
+    }
+    case 2: {
+        gg_gelu_ffn_desc d = {s->tokens, s->dim0, s->dim1, s->precision, 0};
+        return gg_gelu_ffn_graph_create(ctx, &d, &gc, g);
+    }
+    case 3: {
+        gg_mlp_desc d = {s->tokens, s->dim0, s->dim1, s->precision, 0};
+        return gg_mlp_graph_create(ctx, &d, &gc, g);
+    }
+    default: {
+        gg_ssm_gate_desc d = {s->tokens, s->dim0, s->dim1, 0, 0};
+        return gg_ssm_gate_graph_create(ctx, &d, &gc, g);
+    }
+    }
+}
+
+static gg_status graph_run(gg_graph *g, const scenario *s, int out) {
+    const int o = 20 * out;
+    switch (s->block) {
+    case 1: {
+        gg_tanh_gate_desc d = {s->tokens, s->dim0, s->accumulate};
+        gg_tanh_gate_args a = {FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4 + o), FAKE(5 + o), FAKE(6 + o)};
+        return gg_tanh_gate_graph_run(g, &d, &a, NULL);
+    }
+    case 2: {
+        gg_gelu_ffn_desc d = {s->tokens, s->dim0, s->dim1, s->precision, s->accumulate};
+        gg_gelu_ffn_args a = {FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5), FAKE(6), FAKE(7 + o), FAKE(8 + o),
+                              FAKE(9 + o)};
+        return gg_gelu_ffn_graph_run(g, &d, &a, NULL);
+    }
+    case 3: {
+        gg_mlp_desc d = {s->tokens, s->dim0, s->dim1, s->precision, s->accumulate};
+        gg_mlp_args a = {FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5), FAKE(6 + o), FAKE(7 + o), FAKE(8 + o),
+                         FAKE(9 + o), FAKE(10 + o)};
+        return gg_mlp_graph_run(g, &d, &a, NULL);
+    }
+    default: {
+        gg_ssm_gate_desc d = {s->tokens, s->dim0, s->dim1, s->silu, s->accumulate};
+        gg_ssm_gate_args a = {FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5), FAKE(6 + o), FAKE(7 + o),
+                              FAKE(8 + o), FAKE(9 + o)};
+        return gg_ssm_gate_graph_run(g, &d, &a, NULL);
+    }
+    }
+}
+
+static gg_ctx *make_ctx(void) {
+    fake_reset(1);
+    fake.plan_ok = 1;
+    gg_config c = GG_CONFIG_INIT;
+    c.autotune = 0;
+    gg_ctx *ctx = NULL;
+    assert_int_equal(gg_ctx_create(&c, &ctx), GG_SUCCESS);
+    memset(fake.calls, 0, sizeof fake.calls);
+    return ctx;
+}
+
+/* What the fake's failure of `kind` says, as the message must name it. */
+static const char *fault_error(fake_kind kind) {
+    switch (kind) {
+    case FAKE_MATMUL: return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case FAKE_LAUNCH: return "cudaErrorLaunchOutOfResources";
+    case FAKE_EVENT_RECORD: return "cudaErrorLaunchFailure";
+    case FAKE_WAIT_EVENT: return "cudaErrorInvalidResourceHandle";
+    case FAKE_MALLOC: return "cudaErrorMemoryAllocation";
+    case FAKE_HEURISTIC: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case FAKE_BEGIN_CAPTURE: return "cudaErrorStreamCaptureUnsupported";
+    case FAKE_END_CAPTURE: return "cudaErrorStreamCaptureInvalidated";
+    case FAKE_INSTANTIATE: return "cudaErrorInvalidValue";
+    case FAKE_GRAPH_LAUNCH: return "cudaErrorLaunchFailure";
+    default: return "";
+    }
+}
+
+/* The eager path: the planning faults enqueue nothing and say what failed; the enqueue faults say GG_ERROR_PARTIAL. */
+static void eager_faults(const scenario *s) {
+    for (int kind = 0; kind < FAKE_KINDS; ++kind)
+        for (int k = 1;; ++k) {
+            gg_ctx *ctx = make_ctx();
+            fake.fail_kind = (fake_kind)kind;
+            fake.fail_at = k;
+            fake.enqueued = 0;
+            const int before = fake.injected;
+            const gg_status st = run_eager(ctx, s, 0);
+            const int hit = fake.injected > before;
+            injected += hit;
+            fake.fail_at = 0;
+            if (hit) {
+                const char *msg = gg_last_error(ctx);
+                const int planning = kind == FAKE_MALLOC || kind == FAKE_HEURISTIC;
+                const gg_status want = kind == FAKE_MALLOC      ? GG_ERROR_OUT_OF_MEMORY
+                                       : kind == FAKE_HEURISTIC ? GG_ERROR_CUBLAS
+                                                                : GG_ERROR_PARTIAL;
+                check(st == want, s, "eager", kind, k, "status %s, expected %s", gg_status_string(st),
+                      gg_status_string(want));
+                check(strstr(msg, fault_error((fake_kind)kind)) != NULL, s, "eager", kind, k,
+                      "message \"%s\" does not name %s", msg, fault_error((fake_kind)kind));
+                if (planning) check(fake.enqueued == 0, s, "eager", kind, k, "%d enqueued", fake.enqueued);
+                if (want == GG_ERROR_PARTIAL && s->accumulate)
+                    check(strstr(msg, "recompute them") != NULL, s, "eager", kind, k, "\"%s\" names no gradients", msg);
+            } else {
+                check(st == GG_SUCCESS, s, "eager", kind, k, "no fault, status %s: %s", gg_status_string(st),
+                      gg_last_error(ctx));
+            }
+            check(fake.captures_open == 0, s, "eager", kind, k, "a stream is left capturing");
+            const gg_status again = run_eager(ctx, s, 0);
+            check(again == GG_SUCCESS, s, "eager", kind, k, "the next call: %s", gg_last_error(ctx));
+            gg_ctx_destroy(ctx);
+            check(fake.live == 0, s, "eager", kind, k, "%d resources leaked", fake.live);
+            if (!hit) break;
+        }
+}
+
+/* The graph path: create (plans), run (capture, instantiate, launch), run with other outputs (capture, update in
+ * place, launch). Nothing a failure leaves is enqueued; a failed update falls back to instantiating. */
+static void graph_faults(const scenario *s) {
+    for (int kind = 0; kind < FAKE_KINDS; ++kind)
+        for (int k = 1;; ++k) {
+            gg_ctx *ctx = make_ctx();
+            fake.fail_kind = (fake_kind)kind;
+            fake.fail_at = k;
+            const int before = fake.injected;
+            gg_graph *g = NULL;
+            int launches = fake.graph_launches, step = 0;
+            gg_status st = graph_create(ctx, s, &g);
+            if (st == GG_SUCCESS) {
+                ++step;
+                launches = fake.graph_launches;
+                st = graph_run(g, s, 0);
+            }
+            if (st == GG_SUCCESS) {
+                ++step;
+                launches = fake.graph_launches;
+                st = graph_run(g, s, 1);
+            }
+            const int hit = fake.injected > before;
+            injected += hit;
+            fake.fail_at = 0;
+            if (hit && kind != FAKE_EXEC_UPDATE) {
+                const char *msg = gg_last_error(ctx);
+                check(st != GG_SUCCESS && st != GG_ERROR_PARTIAL, s, "graph", kind, k, "status %s",
+                      gg_status_string(st));
+                check(kind != FAKE_MALLOC || st == GG_ERROR_OUT_OF_MEMORY, s, "graph", kind, k, "status %s",
+                      gg_status_string(st));
+                check(strstr(msg, fault_error((fake_kind)kind)) != NULL, s, "graph", kind, k,
+                      "message \"%s\" does not name %s", msg, fault_error((fake_kind)kind));
+                check(fake.graph_launches == launches, s, "graph", kind, k, "a graph was launched");
+                check(step > 0 || g == NULL, s, "graph", kind, k, "a failed create left a graph");
+            } else {
+                check(st == GG_SUCCESS, s, "graph", kind, k, "status %s: %s", gg_status_string(st),
+                      gg_last_error(ctx));
+            }
+            check(fake.captures_open == 0, s, "graph", kind, k, "a stream is left capturing");
+            /* usable after: the step that failed, and the rest, succeed now */
+            gg_status again = step == 0 ? graph_create(ctx, s, &g) : GG_SUCCESS;
+            if (again == GG_SUCCESS) again = graph_run(g, s, step < 2 ? 0 : 1);
+            if (again == GG_SUCCESS) again = graph_run(g, s, 1);
+            check(again == GG_SUCCESS, s, "graph", kind, k, "after the fault: %s", gg_last_error(ctx));
+            gg_graph_destroy(g);
+            gg_ctx_destroy(ctx);
+            check(fake.live == 0, s, "graph", kind, k, "%d resources leaked", fake.live);
+            if (!hit) break;
+        }
+}
+
+static void every_fault_of_every_block(void **state) {
+    (void)state;
+    for (size_t i = 0; i < sizeof scenarios / sizeof scenarios[0]; ++i) {
+        eager_faults(&scenarios[i]);
+        graph_faults(&scenarios[i]);
+    }
+    printf("FAULTS {\"injected\": %d, \"failures\": %d}\n", injected, failures);
+    assert_true(injected > 100);
+    assert_int_equal(failures, 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(every_fault_of_every_block)};
+    return cmocka_run_group_tests_name("faults", tests, NULL, NULL);
+}
