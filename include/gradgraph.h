@@ -193,6 +193,25 @@ const char *gg_last_error(const gg_ctx *ctx);
 /* Device memory held by the context (workspaces, scratch, plans), in bytes. */
 size_t gg_ctx_device_bytes(const gg_ctx *ctx);
 
+/* fp16 overflow. In GG_PRECISION_FP16 mode the fp32 operands of the GEMMs are converted to fp16, whose range is
+ * much narrower than fp32's: the largest finite value is 65504, the smallest normal 6.1e-5 (2^-14), the smallest
+ * subnormal 6e-8 (2^-24); below that a value becomes 0. Values past ±65504 become Inf (and then NaN in what they
+ * touch). gradgraph sets a word of the context in device memory whenever an fp16 operand it makes holds a value
+ * past ±65504, an Inf or a NaN: the conversions of grad_output, hidden_states, the weights and the activations, and
+ * R = G * gelu'(x) written in fp16 (so an fp16 G that overflowed in its GEMM is caught there, as are Inf or NaN
+ * already in the inputs). Loss of small values to subnormals or 0 is not flagged. The word stays set until cleared:
+ * like AMP's found_inf, check it after a step and skip the update (and lower the loss scale) when it is set. The
+ * weights that fp16 mode's few-token route rounds inside gradgraph's own GEMM (H100/H200, up to 1024 tokens) are not
+ * checked; the other precision modes never set it. */
+
+/* The device address of ctx's overflow word (an unsigned, nonzero once set), for kernels of your own, e.g. an
+ * optimizer inside a CUDA graph that skips its update when it is set (and clears it). Valid until gg_ctx_destroy. */
+gg_status gg_fp16_overflow_flag(gg_ctx *ctx, unsigned **device_flag);
+
+/* Waits for the device (cudaDeviceSynchronize: every stream's work enqueued before), then *found = whether the
+ * overflow word is set; clear nonzero also clears it. */
+gg_status gg_fp16_overflow(gg_ctx *ctx, int *found, int clear);
+
 /* ---------------------------------------------------------------------------------------------------------------
  * Blocks. Shapes: M = tokens (batch_size * seq_len). Limits, each checked with a message naming the field:
  *   - M >= 1. M = 0 (an empty batch) is rejected with GG_ERROR_INVALID_ARGUMENT: its weight gradients are zero,

@@ -54,20 +54,24 @@ __device__ __forceinline__ void store4(__half *R, int64_t i, float4 r) {
  * is read before the same thread writes it). G may also be fp32 with R an fp16 buffer of its own. */
 template <typename TG, typename TR>
 __global__ void __launch_bounds__(kThreads) gelu_grad_kernel(const TG *G, const float4 *__restrict__ x, TR *R,
-                                                             int64_t n4) {
+                                                             int64_t n4, unsigned *overflow) {
+    bool past = false;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (int64_t)gridDim.x * blockDim.x) {
         const float4 g = load4(G, i, false), xv = __ldcs(x + i); /* read once (tma.cuh) */
         const float4 r = make_float4(g.x * gelu_grad<TR>(xv.x), g.y * gelu_grad<TR>(xv.y), g.z * gelu_grad<TR>(xv.z),
                                      g.w * gelu_grad<TR>(xv.w));
+        if constexpr (std::is_same<TR, __half>::value) past |= past_half(r);
         store4(R, i, r);
     }
+    if constexpr (std::is_same<TR, __half>::value) flag_overflow(overflow, past);
 }
 
 template <typename TG, typename TR>
-cudaError_t launch_gelu_grad(const TG *G, TR *R, const float *x, size_t n, int sms, cudaStream_t stream) {
+cudaError_t launch_gelu_grad(const TG *G, TR *R, const float *x, size_t n, int sms, unsigned *overflow,
+                             cudaStream_t stream) {
     const int64_t n4 = (int64_t)(n / 4); /* n is a multiple of 8: rows are */
     const int grid = grid_for((size_t)n4, sms, 16);
-    gelu_grad_kernel<TG, TR><<<grid, kThreads, 0, stream>>>(G, reinterpret_cast<const float4 *>(x), R, n4);
+    gelu_grad_kernel<TG, TR><<<grid, kThreads, 0, stream>>>(G, reinterpret_cast<const float4 *>(x), R, n4, overflow);
     return cudaGetLastError();
 }
 
@@ -83,6 +87,7 @@ struct GeluGradRow {
     TR *R;
     const float *x;
     int64_t N;
+    unsigned *overflow; /* set when an fp16 R is past fp16's range (col_sum's rows are not warp-uniform: no vote) */
     __device__ __forceinline__ Raw load(int64_t r, int64_t col) const {
         const int64_t i = r * N + col;
         /* In place: G read through R itself (one buffer for the compiler: read through a second pointer, which may
@@ -99,7 +104,10 @@ struct GeluGradRow {
         const float xs[4] = {xv.x, xv.y, xv.z, xv.w}, gs[4] = {g.x, g.y, g.z, g.w};
 #pragma unroll
         for (int j = 0; j < 4; ++j) v[j] = gs[j] * gelu_grad<TR>(xs[j]);
-        store4(R, i / 4, make_float4(v[0], v[1], v[2], v[3]));
+        const float4 out = make_float4(v[0], v[1], v[2], v[3]);
+        if constexpr (std::is_same<TR, __half>::value)
+            if (overflow && past_half(out)) atomicOr(overflow, 1u); /* a branch never taken while in range */
+        store4(R, i / 4, out);
     }
 };
 
@@ -176,32 +184,32 @@ __global__ void __launch_bounds__(Threads) ssm_gate_grad_kernel(ChainArgs a) {
 } // namespace
 
 extern "C" cudaError_t gg_k_gelu_grad(const void *G, gg_dtype g_type, void *R, gg_dtype r_type, const float *x,
-                                      size_t n, int sm_count, cudaStream_t stream) {
+                                      size_t n, int sm_count, unsigned *overflow, cudaStream_t stream) {
     const float *g32 = static_cast<const float *>(G);
     if (g_type == GG_DT_F16 && r_type == GG_DT_F16)
-        return launch_gelu_grad(static_cast<const __half *>(G), static_cast<__half *>(R), x, n, sm_count, stream);
+        return launch_gelu_grad(static_cast<const __half *>(G), static_cast<__half *>(R), x, n, sm_count, overflow, stream);
     if (g_type == GG_DT_F32 && r_type == GG_DT_F32)
-        return launch_gelu_grad(g32, static_cast<float *>(R), x, n, sm_count, stream);
+        return launch_gelu_grad(g32, static_cast<float *>(R), x, n, sm_count, overflow, stream);
     if (g_type == GG_DT_F32 && r_type == GG_DT_F16)
-        return launch_gelu_grad(g32, static_cast<__half *>(R), x, n, sm_count, stream);
+        return launch_gelu_grad(g32, static_cast<__half *>(R), x, n, sm_count, overflow, stream);
     return cudaErrorInvalidValue;
 }
 
 extern "C" cudaError_t gg_k_gelu_grad_col_sum(const void *G, gg_dtype g_type, void *R, gg_dtype r_type,
                                               const float *x, int64_t M, int64_t N, int chunks, float *partials,
                                               unsigned *counters, float *col_sums, int accumulate,
-                                              cudaStream_t stream) {
+                                              unsigned *overflow, cudaStream_t stream) {
     const float *g32 = static_cast<const float *>(G);
     if (g_type == GG_DT_F16 && r_type == GG_DT_F16) {
-        const GeluGradRow<__half, __half> op{static_cast<const __half *>(G), static_cast<__half *>(R), x, N};
+        const GeluGradRow<__half, __half> op{static_cast<const __half *>(G), static_cast<__half *>(R), x, N, overflow};
         return launch_col_sum(op, M, N, chunks, partials, counters, col_sums, accumulate != 0, stream);
     }
     if (g_type == GG_DT_F32 && r_type == GG_DT_F32) {
-        const GeluGradRow<float, float> op{g32, static_cast<float *>(R), x, N};
+        const GeluGradRow<float, float> op{g32, static_cast<float *>(R), x, N, overflow};
         return launch_col_sum(op, M, N, chunks, partials, counters, col_sums, accumulate != 0, stream);
     }
     if (g_type == GG_DT_F32 && r_type == GG_DT_F16) {
-        const GeluGradRow<float, __half> op{g32, static_cast<__half *>(R), x, N};
+        const GeluGradRow<float, __half> op{g32, static_cast<__half *>(R), x, N, overflow};
         return launch_col_sum(op, M, N, chunks, partials, counters, col_sums, accumulate != 0, stream);
     }
     return cudaErrorInvalidValue;

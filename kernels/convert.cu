@@ -11,26 +11,36 @@ namespace {
 constexpr int kNarrowUnroll = 8;
 
 /* Grid-stride over n4 groups of four, U groups per thread in flight: every load of a round before its stores. */
+/* Values past fp16's range set *overflow (when given; a warp vote at the end). */
 template <int Threads, int U>
 __global__ void __launch_bounds__(Threads) f32_to_f16_kernel(const float4 *__restrict__ in, uint2 *__restrict__ out,
-                                                             int64_t n4) {
+                                                             int64_t n4, unsigned *overflow) {
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    bool past = false;
     if (U > 1)
         for (; i + (U - 1) * stride < n4; i += U * stride) {
             float4 v[U];
 #pragma unroll
             for (int u = 0; u < U; ++u) v[u] = __ldcs(in + i + u * stride); /* read once: evict-first (tma.cuh) */
 #pragma unroll
-            for (int u = 0; u < U; ++u) out[i + u * stride] = pack_half4(v[u]);
+            for (int u = 0; u < U; ++u) {
+                past |= past_half(v[u]);
+                out[i + u * stride] = pack_half4(v[u]);
+            }
         }
-    for (; i < n4; i += stride) out[i] = pack_half4(__ldcs(in + i));
+    for (; i < n4; i += stride) {
+        const float4 v = __ldcs(in + i);
+        past |= past_half(v);
+        out[i] = pack_half4(v);
+    }
+    flag_overflow(overflow, past);
 }
 
 } // namespace
 
 extern "C" cudaError_t gg_k_f32_to_f16(const float *in, void *out, size_t n, int sm_count, int narrow_ctas,
-                                       int priority, cudaStream_t stream) {
+                                       int priority, unsigned *overflow, cudaStream_t stream) {
     const int64_t n4 = (int64_t)(n / 4); /* n is a multiple of 8: every tensor's rows are */
     const float4 *src = reinterpret_cast<const float4 *>(in);
     uint2 *dst = static_cast<uint2 *>(out);
@@ -38,9 +48,9 @@ extern "C" cudaError_t gg_k_f32_to_f16(const float *in, void *out, size_t n, int
     if (narrow_ctas > 0) {
         const cudaLaunchConfig_t config =
             plain_launch(dim3((unsigned)narrow_ctas), kNarrowThreads, 0, priority, stream, &attrs);
-        return cudaLaunchKernelEx(&config, f32_to_f16_kernel<kNarrowThreads, kNarrowUnroll>, src, dst, n4);
+        return cudaLaunchKernelEx(&config, f32_to_f16_kernel<kNarrowThreads, kNarrowUnroll>, src, dst, n4, overflow);
     }
     const cudaLaunchConfig_t config =
         plain_launch(dim3(grid_for((size_t)n4, sm_count, 16)), kThreads, 0, priority, stream, &attrs);
-    return cudaLaunchKernelEx(&config, f32_to_f16_kernel<kThreads, 1>, src, dst, n4);
+    return cudaLaunchKernelEx(&config, f32_to_f16_kernel<kThreads, 1>, src, dst, n4, overflow);
 }

@@ -43,14 +43,16 @@ int gg_k_tanh_gate_slots(int sm_count);
 /* Block 2's R = G * gelu'(x), gelu' of the tanh approximation (tanh computed from x); x fp32, n elements. G and R
  * of one type (GG_DT_F32 or GG_DT_F16; R may be G: in place), or G fp32 and R fp16 (R a buffer of its own). */
 cudaError_t gg_k_gelu_grad(const void *G, gg_dtype g_type, void *R, gg_dtype r_type, const float *x, size_t n,
-                           int sm_count, cudaStream_t stream);
+                           int sm_count, unsigned *overflow, cudaStream_t stream);
 
+/* Both: overflow NULL, or a device word set to 1 when R is fp16 and a value of R is past fp16's range (|R| > 65504,
+ * Inf or NaN: an fp16 G that overflowed in its GEMM shows here too). */
 /* Block 3's R = G * gelu'(x) (G, R and their types as for gg_k_gelu_grad) and, in the same pass, col_sums[c] = sum
  * over rows of the fp32 R (grad_bias1; += with accumulate), deterministic as gg_k_col_sum, whose counters and
  * partials rules apply; chunks from gg_k_col_sum_chunks(M, N, GG_DT_F32, ...). */
 cudaError_t gg_k_gelu_grad_col_sum(const void *G, gg_dtype g_type, void *R, gg_dtype r_type, const float *x,
                                    int64_t M, int64_t N, int chunks, float *partials, unsigned *counters,
-                                   float *col_sums, int accumulate, cudaStream_t stream);
+                                   float *col_sums, int accumulate, unsigned *overflow, cudaStream_t stream);
 
 /* Block 4's elementwise chain, bf16 in and out, rounding after every step (see gradgraph.h). n elements (a multiple
  * of 8). narrow_ctas > 0: on that many CTAs of 1024 threads, one per SM that a GEMM beside it leaves free; 0: a grid
@@ -119,9 +121,10 @@ cudaError_t gg_k_gemm_f32w(const void *A, const float *B, void *C, gg_dtype c_ty
                            const int *capacity, int priority, cudaStream_t stream);
 
 /* out = (half)in, n elements. narrow_ctas > 0: on that many CTAs of 1024 threads, one per SM that a GEMM beside it
- * leaves free; 0: a grid over the whole GPU. */
+ * leaves free; 0: a grid over the whole GPU. overflow: NULL, or a device word set to 1 when a value is past fp16's
+ * range (|v| > 65504, Inf or NaN). */
 cudaError_t gg_k_f32_to_f16(const float *in, void *out, size_t n, int sm_count, int narrow_ctas, int priority,
-                            cudaStream_t stream);
+                            unsigned *overflow, cudaStream_t stream);
 
 /* Graph padding. Copies the first M rows (M = *device_rows when device_rows is not NULL, read when the kernel
  * runs; else `rows`) of row_bytes each from src to dst and zeroes dst's rows [M, zero_rows). With zero_rows <= M it

@@ -33,6 +33,18 @@ __device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
 /* Four floats rounded to fp16 (nearest even), packed as one 8-byte store. */
 __device__ __forceinline__ uint2 pack_half4(float4 v) { return make_uint2(pack_half2(v.x, v.y), pack_half2(v.z, v.w)); }
 
+/* fp16's largest finite value: an fp32 value past it (or not finite) has no fp16 counterpart. */
+constexpr float kHalfMax = 65504.0f;
+__device__ __forceinline__ bool past_half(float4 v) {
+    return !(fabsf(v.x) <= kHalfMax && fabsf(v.y) <= kHalfMax && fabsf(v.z) <= kHalfMax && fabsf(v.w) <= kHalfMax);
+}
+
+/* Sets *flag (when given) if any lane of the warp saw a value past fp16's range: one vote per warp, one atomic per
+ * warp that found one. Every lane of the warp must call it (at the end of a kernel whose threads all get there). */
+__device__ __forceinline__ void flag_overflow(unsigned *flag, bool seen) {
+    if (flag && __any_sync(0xffffffffu, seen) && (threadIdx.x & 31) == 0) atomicOr(flag, 1u);
+}
+
 /* A grid that covers n_items with kThreads threads each, capped at `per_sm` blocks per SM (grid-stride loops). */
 inline int grid_for(size_t n_items, int sm_count, int per_sm) {
     size_t blocks = (n_items + kThreads - 1) / kThreads;

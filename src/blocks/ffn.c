@@ -216,7 +216,7 @@ static gg_status to_f16_on(gg_ctx *ctx, const gg_block_call *c, int tensor, cons
                            int priority, cudaStream_t s) {
     if (!is_copy(c, tensor, copy)) return GG_SUCCESS;
     GG_CUDA_TRY(ctx, gg_k_f32_to_f16(c->t[tensor], (void *)copy, gg_tensor_elems(c, tensor), ctx->sm_count,
-                                     narrow_ctas, priority, s));
+                                     narrow_ctas, priority, ctx->counter + GG_COUNTER_OVERFLOW, s));
     return GG_SUCCESS;
 }
 
@@ -285,12 +285,14 @@ static gg_status activation_grad(gg_ctx *ctx, const gg_block_plan *p, const gg_b
     void *const *t = c->t;
     if (c->info->kind != GG_BLOCK_MLP) {
         GG_CUDA_TRY(ctx, gg_k_gelu_grad(o->g_out, o->g_out_type, o->G, o->g_type, t[T_PRE],
-                                        (size_t)(c->tokens * c->dim1), ctx->sm_count, s));
+                                        (size_t)(c->tokens * c->dim1), ctx->sm_count,
+                                        ctx->counter + GG_COUNTER_OVERFLOW, s));
         return GG_SUCCESS;
     }
     GG_CUDA_TRY(ctx, gg_k_gelu_grad_col_sum(o->g_out, o->g_out_type, o->G, o->g_type, t[T_PRE], c->tokens, c->dim1,
                                             own(p)->col_chunks[0], gg_plan_buffer(ctx, p, BUF_PARTIALS1),
-                                            ctx->counter + GG_COUNTER_SUM_A, t[T_DB1], c->accumulate, s));
+                                            ctx->counter + GG_COUNTER_SUM_A, t[T_DB1], c->accumulate,
+                                            ctx->counter + GG_COUNTER_OVERFLOW, s));
     return gg_dist_grad_ready(ctx, c, s, T_DB1);
 }
 

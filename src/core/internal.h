@@ -18,8 +18,10 @@
 
 #define GG_MSG_BYTES 512
 #define GG_GEMM_STREAMS 2 /* GEMMs that may run at once: one per stream, each with its own workspace */
-/* Slices of ctx->counter: block 1's reduction, and two column sums that may run at once (one per stream). */
-enum { GG_COUNTER_TANH_GATE = 0, GG_COUNTER_SUM_A = 32, GG_COUNTER_SUM_B = 64, GG_COUNTER_WORDS = 96 };
+/* Slices of ctx->counter: block 1's reduction, and two column sums that may run at once (one per stream); then the
+ * fp16 overflow word (gg_fp16_overflow_flag: nonzero once an fp16 operand was past fp16's range). */
+enum { GG_COUNTER_TANH_GATE = 0, GG_COUNTER_SUM_A = 32, GG_COUNTER_SUM_B = 64, GG_COUNTER_OVERFLOW = 96,
+       GG_COUNTER_WORDS = 97 };
 
 /* Something hanging off a context that must be destroyed with it (a graph, a communicator), linked into the context
  * through a hook the object embeds. The context runs the hooks without knowing what they destroy: GG_HOOK_EARLY ones

@@ -110,7 +110,7 @@ static int enqueue_neighbour(gg_ctx *ctx, const scratch *x, double busy_us) {
     passes = passes < 1 ? 1 : passes > NEIGHBOUR_MAX_PASSES ? NEIGHBOUR_MAX_PASSES : passes;
     for (int i = 0; i < passes; ++i)
         if (gg_k_f32_to_f16(x->n_in, x->n_out, NEIGHBOUR_ELEMS, ctx->sm_count, x->n_ctas, GG_PRIORITY_OF_STREAM,
-                            x->n_stream) != cudaSuccess)
+                            NULL, x->n_stream) != cudaSuccess)
             return 1;
     return 0;
 }
