@@ -187,7 +187,8 @@ extern "C" cudaError_t gg_k_gelu_grad(const void *G, gg_dtype g_type, void *R, g
                                       size_t n, int sm_count, unsigned *overflow, cudaStream_t stream) {
     const float *g32 = static_cast<const float *>(G);
     if (g_type == GG_DT_F16 && r_type == GG_DT_F16)
-        return launch_gelu_grad(static_cast<const __half *>(G), static_cast<__half *>(R), x, n, sm_count, overflow, stream);
+        return launch_gelu_grad(static_cast<const __half *>(G), static_cast<__half *>(R), x, n, sm_count, overflow,
+                                stream);
     if (g_type == GG_DT_F32 && r_type == GG_DT_F32)
         return launch_gelu_grad(g32, static_cast<float *>(R), x, n, sm_count, overflow, stream);
     if (g_type == GG_DT_F32 && r_type == GG_DT_F16)
