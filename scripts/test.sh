@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/test.sh - configure, build (kernels for sm_90a and sm_100a) and run every test; then build the host code
-# again with AddressSanitizer + UBSan and run the CPU tests under them. On a machine without a GPU the `gpu` and
-# `multigpu` tests report SKIPPED. When something is missing it stops and prints the command that installs it.
+# again with AddressSanitizer + UBSan and run the CPU tests under them; then fuzz the API's validation with libFuzzer
+# (clang) for GG_FUZZ_SECONDS (default 60). On a machine without a GPU the `gpu` and `multigpu` tests report SKIPPED.
+# When something is missing it stops and prints the command that installs it.
 #
 #   scripts/test.sh [build-dir]        (default: build)
 set -euo pipefail
@@ -21,6 +22,8 @@ if ! command -v nvcc >/dev/null; then
 fi
 [ -f /usr/include/cmocka.h ] || [ -n "${CMAKE_PREFIX_PATH:-}" ] || missing cmocka "sudo apt-get install -y libcmocka-dev"
 command -v pkg-config >/dev/null || missing pkg-config "sudo apt-get install -y pkg-config"
+command -v clang >/dev/null && [ -f "$(clang -print-resource-dir)/lib/linux/libclang_rt.fuzzer-x86_64.a" ] ||
+  missing "clang with libFuzzer" "sudo apt-get install -y clang libclang-rt-14-dev   (Debian 12)"
 
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
@@ -35,3 +38,18 @@ cmake -S "$root" -B "$sanitize" "${generator[@]}" -DCMAKE_BUILD_TYPE=Debug -DGG_
   -DCMAKE_CUDA_ARCHITECTURES=90a -DGG_BUILD_BENCH=OFF > "$sanitize/build.log" || { cat "$sanitize/build.log"; exit 1; }
 cmake --build "$sanitize" --parallel "$(nproc)" >> "$sanitize/build.log" || { tail -40 "$sanitize/build.log"; exit 1; }
 ctest --test-dir "$sanitize" --output-on-failure -L cpu
+
+echo "== libFuzzer over the API's validation, on the CUDA fakes (${GG_FUZZ_SECONDS:-60} s)"
+# tests/fuzz/fuzz_api.c: the host code built by clang with coverage, ASan and UBSan; a crash fails the run and leaves
+# its input in $fuzz/. The last line, FUZZ {...}, is what scripts/collect_reliability.py reads.
+fuzz=$build-fuzz
+mkdir -p "$fuzz/corpus"
+cmake -S "$root" -B "$fuzz" "${generator[@]}" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang -DGG_FUZZ=ON \
+  -DCMAKE_CUDA_ARCHITECTURES=90a -DGG_BUILD_BENCH=OFF -DGG_BUILD_EXAMPLES=OFF > "$fuzz/build.log" ||
+  { cat "$fuzz/build.log"; exit 1; }
+cmake --build "$fuzz" --parallel "$(nproc)" --target fuzz_api >> "$fuzz/build.log" || { tail -40 "$fuzz/build.log"; exit 1; }
+t0=$(date +%s)
+"$fuzz/tests/fuzz_api" -max_total_time="${GG_FUZZ_SECONDS:-60}" -print_final_stats=1 -artifact_prefix="$fuzz/" \
+  "$fuzz/corpus" > "$fuzz/fuzz.log" 2>&1 || { tail -60 "$fuzz/fuzz.log"; exit 1; }
+execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$fuzz/fuzz.log")
+echo "FUZZ {\"execs\": ${execs:-0}, \"seconds\": $(( $(date +%s) - t0 ))}"
