@@ -47,7 +47,8 @@ mkdir -p "$fuzz/corpus"
 cmake -S "$root" -B "$fuzz" "${generator[@]}" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang -DGG_FUZZ=ON \
   -DCMAKE_CUDA_ARCHITECTURES=90a -DGG_BUILD_BENCH=OFF -DGG_BUILD_EXAMPLES=OFF > "$fuzz/build.log" ||
   { cat "$fuzz/build.log"; exit 1; }
-cmake --build "$fuzz" --parallel "$(nproc)" --target fuzz_api >> "$fuzz/build.log" || { tail -40 "$fuzz/build.log"; exit 1; }
+cmake --build "$fuzz" --parallel "$(nproc)" --target fuzz_api >> "$fuzz/build.log" ||
+  { tail -40 "$fuzz/build.log"; exit 1; }
 t0=$(date +%s)
 "$fuzz/tests/fuzz_api" -max_total_time="${GG_FUZZ_SECONDS:-60}" -print_final_stats=1 -artifact_prefix="$fuzz/" \
   "$fuzz/corpus" > "$fuzz/fuzz.log" 2>&1 || { tail -60 "$fuzz/fuzz.log"; exit 1; }
