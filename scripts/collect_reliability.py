@@ -5,8 +5,10 @@ Usage: collect_reliability.py OUT_DIR OUT_JSON COMMIT COMMAND GPU
 
 Reads, from OUT_DIR: test_shapes_gpu-hopper1.log and -hopper0.log (the shape sweep's "SHAPES {json}" lines and
 "SHAPE FAIL" lines), test_blocks_gpu-hopper0.log (the 64 cases with the sm_90a-only kernels off: its RESULT lines)
-and sanitizer.log (compute-sanitizer's "<tool> <test> exit <rc>" lines and error summaries). A check that the run
-did not make is recorded as null, never as zero.
+sanitizer.log (compute-sanitizer's "<tool> <test> exit <rc>" lines and error summaries), test_faults.log (its
+'FAULTS {json}' line), test_soak_gpu.log ('SOAK {json}') and, when present, fuzz.log (scripts/test.sh's
+'FUZZ {json}' line, or libFuzzer's stat::number_of_executed_units). A check that the run did not make is recorded
+as null, never as zero.
 """
 import json
 import os
@@ -66,15 +68,35 @@ if log is not None:
             tools[m.group(1)] = (tools[m.group(1)] or 0) + count
             found = 0
 
+def tagged(name, tag):
+    """The JSON of the last line of `name` that starts with `tag `, or None."""
+    found = None
+    for line in lines(name) or []:
+        if line.startswith(tag + " "):
+            found = json.loads(line[len(tag) + 1:])
+    return found
+
+
+faults = tagged("test_faults.log", "FAULTS")
+soak = tagged("test_soak_gpu.log", "SOAK")
+fuzz = tagged("fuzz.log", "FUZZ")
+if fuzz is None:
+    for line in lines("fuzz.log") or []:
+        if line.startswith("stat::number_of_executed_units:"):
+            fuzz = {"execs": int(line.split(":")[1])}
+
 result = {
     "commit": commit, "command": command, "gpu": gpu,
     "shapes_checked": shapes, "shapes_seeds": sorted(seeds),
     "shape_failures": shape_failures if shapes else None,
     "guard_violations": guard_bytes if shapes else None,
-    "faults_injected": None, "fault_failures": None,
+    "faults_injected": faults["injected"] if faults else None,
+    "fault_failures": faults["failures"] if faults else None,
     "memcheck_errors": tools["memcheck"], "racecheck_hazards": tools["racecheck"],
     "synccheck_errors": tools["synccheck"], "initcheck_errors": tools["initcheck"],
-    "soak_replays": None, "soak_failures": None, "fuzz_execs": None,
+    "soak_replays": soak["replays"] if soak else None, "soak_failures": soak["failures"] if soak else None,
+    "soak_memory_drift_bytes": soak["memory_drift_bytes"] if soak else None,
+    "fuzz_execs": fuzz["execs"] if fuzz else None,
     "non_hopper_cases_correct": non_hopper, "dead_rank_detected_s": None,
 }
 json.dump(result, open(out, "w"), indent=2)

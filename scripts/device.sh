@@ -46,8 +46,14 @@ if [ "$stage" = all ] || [ "$stage" = tests ]; then
   echo "== tests"
   # Every test but the long GPU ones (run directly, so their RESULT lines are kept) and the multi-GPU ones (the
   # multigpu stage) through CTest.
-  ctest --test-dir "$build" --output-on-failure -E 'test_(blocks|graphs|shapes)_gpu' -LE multigpu 2>&1 | tee "$OUT/ctest.log" | tail -12
+  ctest --test-dir "$build" --output-on-failure -E 'test_(blocks|graphs|shapes|soak)_gpu' -LE multigpu 2>&1 | tee "$OUT/ctest.log" | tail -12
   grep -q "100% tests passed" "$OUT/ctest.log" || status=1
+  # fault injection (CPU, fakes) and the soak (100 000 replays across buckets), for their FAULTS and SOAK lines
+  "$build/tests/test_faults" > "$OUT/test_faults.log" 2>&1 || status=1
+  grep -E '^FAULTS|^FAULT FAIL' "$OUT/test_faults.log" | head -20
+  t0=$(date +%s)
+  timeout 900 "$build/tests/test_soak_gpu" > "$OUT/test_soak_gpu.log" 2>&1 || status=1
+  echo "$(grep -E '^SOAK' "$OUT/test_soak_gpu.log" | head -20) ($(( $(date +%s) - t0 )) s)"
   for t in test_blocks_gpu test_graphs_gpu; do
     t0=$(date +%s)
     timeout 300 "$build/tests/$t" > "$OUT/$t.log" 2>&1 || status=1
