@@ -55,32 +55,33 @@ static void check(int ok, const scenario *s, const char *path, fake_kind kind, i
     printf("FAULT FAIL %s %s: %s #%d: %s\n", s->name, path, fake_kind_names[kind], k, what);
 }
 
-/* args: output pointers shift by `out` (a second pointer set rebinds a graph). */
-static gg_status run_eager(gg_ctx *ctx, const scenario *s, int out) {
+/* The scenario's call: eager on ctx (g NULL) or a run of graph g; output pointers shift by `out` (a second pointer
+ * set rebinds a graph). */
+static gg_status run_call(gg_ctx *ctx, gg_graph *g, const scenario *s, int out) {
     const int o = 20 * out;
     switch (s->block) {
     case 1: {
         gg_tanh_gate_desc d = {s->tokens, s->dim0, s->accumulate};
         gg_tanh_gate_args a = {FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4 + o), FAKE(5 + o), FAKE(6 + o)};
-        return gg_tanh_gate_backward(ctx, &d, &a, NULL);
+        return g ? gg_tanh_gate_graph_run(g, &d, &a, NULL) : gg_tanh_gate_backward(ctx, &d, &a, NULL);
     }
     case 2: {
         gg_gelu_ffn_desc d = {s->tokens, s->dim0, s->dim1, s->precision, s->accumulate};
         gg_gelu_ffn_args a = {FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5), FAKE(6), FAKE(7 + o), FAKE(8 + o),
                               FAKE(9 + o)};
-        return gg_gelu_ffn_backward(ctx, &d, &a, NULL);
+        return g ? gg_gelu_ffn_graph_run(g, &d, &a, NULL) : gg_gelu_ffn_backward(ctx, &d, &a, NULL);
     }
     case 3: {
         gg_mlp_desc d = {s->tokens, s->dim0, s->dim1, s->precision, s->accumulate};
         gg_mlp_args a = {FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5), FAKE(6 + o), FAKE(7 + o), FAKE(8 + o),
                          FAKE(9 + o), FAKE(10 + o)};
-        return gg_mlp_backward(ctx, &d, &a, NULL);
+        return g ? gg_mlp_graph_run(g, &d, &a, NULL) : gg_mlp_backward(ctx, &d, &a, NULL);
     }
     default: {
         gg_ssm_gate_desc d = {s->tokens, s->dim0, s->dim1, s->silu, s->accumulate};
         gg_ssm_gate_args a = {FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5), FAKE(6 + o), FAKE(7 + o),
                               FAKE(8 + o), FAKE(9 + o)};
-        return gg_ssm_gate_backward(ctx, &d, &a, NULL);
+        return g ? gg_ssm_gate_graph_run(g, &d, &a, NULL) : gg_ssm_gate_backward(ctx, &d, &a, NULL);
     }
     }
 }
@@ -109,35 +110,6 @@ static gg_status graph_create(gg_ctx *ctx, const scenario *s, gg_graph **g) {
     default: {
         gg_ssm_gate_desc d = {s->tokens, s->dim0, s->dim1, 0, 0};
         return gg_ssm_gate_graph_create(ctx, &d, &gc, g);
-    }
-    }
-}
-
-static gg_status graph_run(gg_graph *g, const scenario *s, int out) {
-    const int o = 20 * out;
-    switch (s->block) {
-    case 1: {
-        gg_tanh_gate_desc d = {s->tokens, s->dim0, s->accumulate};
-        gg_tanh_gate_args a = {FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4 + o), FAKE(5 + o), FAKE(6 + o)};
-        return gg_tanh_gate_graph_run(g, &d, &a, NULL);
-    }
-    case 2: {
-        gg_gelu_ffn_desc d = {s->tokens, s->dim0, s->dim1, s->precision, s->accumulate};
-        gg_gelu_ffn_args a = {FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5), FAKE(6), FAKE(7 + o), FAKE(8 + o),
-                              FAKE(9 + o)};
-        return gg_gelu_ffn_graph_run(g, &d, &a, NULL);
-    }
-    case 3: {
-        gg_mlp_desc d = {s->tokens, s->dim0, s->dim1, s->precision, s->accumulate};
-        gg_mlp_args a = {FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5), FAKE(6 + o), FAKE(7 + o), FAKE(8 + o),
-                         FAKE(9 + o), FAKE(10 + o)};
-        return gg_mlp_graph_run(g, &d, &a, NULL);
-    }
-    default: {
-        gg_ssm_gate_desc d = {s->tokens, s->dim0, s->dim1, s->silu, s->accumulate};
-        gg_ssm_gate_args a = {FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5), FAKE(6 + o), FAKE(7 + o),
-                              FAKE(8 + o), FAKE(9 + o)};
-        return gg_ssm_gate_graph_run(g, &d, &a, NULL);
     }
     }
 }
@@ -179,7 +151,7 @@ static void eager_faults(const scenario *s) {
             fake.fail_at = k;
             fake.enqueued = 0;
             const int before = fake.injected;
-            const gg_status st = run_eager(ctx, s, 0);
+            const gg_status st = run_call(ctx, NULL, s, 0);
             const int hit = fake.injected > before;
             injected += hit;
             fake.fail_at = 0;
@@ -201,7 +173,7 @@ static void eager_faults(const scenario *s) {
                       gg_last_error(ctx));
             }
             check(fake.captures_open == 0, s, "eager", kind, k, "a stream is left capturing");
-            const gg_status again = run_eager(ctx, s, 0);
+            const gg_status again = run_call(ctx, NULL, s, 0);
             check(again == GG_SUCCESS, s, "eager", kind, k, "the next call: %s", gg_last_error(ctx));
             gg_ctx_destroy(ctx);
             check(fake.live == 0, s, "eager", kind, k, "%d resources leaked", fake.live);
@@ -224,12 +196,12 @@ static void graph_faults(const scenario *s) {
             if (st == GG_SUCCESS) {
                 ++step;
                 launches = fake.graph_launches;
-                st = graph_run(g, s, 0);
+                st = run_call(ctx, g, s, 0);
             }
             if (st == GG_SUCCESS) {
                 ++step;
                 launches = fake.graph_launches;
-                st = graph_run(g, s, 1);
+                st = run_call(ctx, g, s, 1);
             }
             const int hit = fake.injected > before;
             injected += hit;
@@ -251,8 +223,8 @@ static void graph_faults(const scenario *s) {
             check(fake.captures_open == 0, s, "graph", kind, k, "a stream is left capturing");
             /* usable after: the step that failed, and the rest, succeed now */
             gg_status again = step == 0 ? graph_create(ctx, s, &g) : GG_SUCCESS;
-            if (again == GG_SUCCESS) again = graph_run(g, s, step < 2 ? 0 : 1);
-            if (again == GG_SUCCESS) again = graph_run(g, s, 1);
+            if (again == GG_SUCCESS) again = run_call(ctx, g, s, step < 2 ? 0 : 1);
+            if (again == GG_SUCCESS) again = run_call(ctx, g, s, 1);
             check(again == GG_SUCCESS, s, "graph", kind, k, "after the fault: %s", gg_last_error(ctx));
             gg_graph_destroy(g);
             gg_ctx_destroy(ctx);
