@@ -24,8 +24,9 @@
  *
  * Errors. Every function that can fail returns a gg_status. On failure nothing has been enqueued and no output
  * has been written; gg_last_error(ctx) returns a message that names the argument and the problem, e.g.
- * "args->grad_output (0x7f..04) is not 16-byte aligned". The library never prints (unless given a log callback),
- * never calls exit() or abort(), and frees everything it allocated on every error path.
+ * "args->grad_output (0x7f..04) is not 16-byte aligned". The library never prints (unless given a log callback or
+ * GG_LOG_LEVEL, see gg_log_level), never calls exit() or abort(), and frees everything it allocated on every error
+ * path.
  *
  * Threads. A context is not thread-safe: use it from one host thread at a time (one context per thread is fine).
  * Streams. The work a context enqueues (eager calls and graph replays) must not run concurrently with other work of
@@ -117,6 +118,10 @@ typedef enum gg_precision {
 /* The name of a precision mode ("fp32", "tf32", "fp16", "bf16", "default"); "unknown" otherwise. */
 GG_API const char *gg_precision_string(gg_precision precision);
 
+/* Log levels. The environment variable GG_LOG_LEVEL (ERROR, WARN, INFO, DEBUG, or TRACE meaning DEBUG as in
+ * NCCL_DEBUG; any case), read by gg_ctx_create, replaces config->log_level for the context it makes, and with
+ * config->log_fn NULL sends the context's messages to stderr, one line each ("gradgraph[<pid>] INFO: ..."). Any
+ * other non-empty value fails gg_ctx_create with GG_ERROR_INVALID_ARGUMENT. */
 typedef enum gg_log_level { GG_LOG_ERROR = 0, GG_LOG_WARN = 1, GG_LOG_INFO = 2, GG_LOG_DEBUG = 3 } gg_log_level;
 
 /* Receives every message at or above the configured level. Called on the thread that called gradgraph. */
@@ -137,7 +142,7 @@ typedef struct gg_config {
     int device;                  /* CUDA device ordinal; default 0 */
     size_t gemm_workspace_bytes; /* cuBLASLt workspace per concurrently running GEMM; default 32 MiB, 0 allowed */
     gg_precision precision;      /* GEMM mode of the fp32-I/O blocks; default GG_PRECISION_FP32 */
-    gg_log_fn log_fn;            /* NULL: the library never prints */
+    gg_log_fn log_fn;            /* NULL: the library never prints (unless GG_LOG_LEVEL is set: stderr) */
     void *log_user_data;         /* passed to log_fn */
     gg_log_level log_level;      /* default GG_LOG_WARN */
     gg_overlap overlap;          /* default GG_OVERLAP_AUTO */
@@ -428,6 +433,17 @@ GG_API gg_status gg_graph_memory_info(const gg_graph *graph, int bucket, gg_grap
 
 /* How many device-selected runs found no bucket for their M (reads device memory: synchronizes the device). */
 GG_API gg_status gg_graph_device_errors(gg_graph *graph, unsigned *count);
+
+/* Writes what a replay of one bucket runs as a Graphviz DOT file (cudaGraphDebugDotPrint), to look at: kernels,
+ * GEMMs, copies and the edges between the streams (render with `dot -Tsvg file.dot -o file.svg`). The bucket's
+ * graph is captured again for this, with the pointers, M and flags of its most recent run; nothing is launched.
+ *   bucket   a bucket index, or -1 for the device-selected graph (gg_*_graph_run_device; needs device_select);
+ *   path     the file to write (replaced if it exists);
+ *   verbose  nonzero: every node's parameters too (launch shapes, addresses).
+ * Returns GG_ERROR_INVALID_ARGUMENT for a NULL graph or path, a bucket out of range, a bucket that has not run yet
+ * or a path that cannot be written; GG_ERROR_CUDA if the capture fails. A syncing graph's capture includes its
+ * NCCL calls: call this on every rank for the same bucket at the same point, as its runs are. */
+GG_API gg_status gg_graph_debug_dot(gg_graph *graph, int bucket, const char *path, int verbose);
 
 /* ---------------------------------------------------------------------------------------------------------------
  * Data parallelism (NCCL). With a communicator on the context, every graph made with sync_gradients reduces its
