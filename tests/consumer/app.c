@@ -1,6 +1,6 @@
 /* app.c - a program built against gradgraph the ways a user builds one (tests/consumer/check.sh): it includes the
- * header, calls the CUDA runtime that gradgraph's package brings, and runs one block on the GPU. Without a GPU it
- * prints "skipped" and returns 77. */
+ * header, calls the CUDA runtime that gradgraph's package brings, runs one block on the GPU eagerly and as a graph,
+ * and writes that graph as DOT. Without a GPU it prints "skipped" and returns 77. */
 #include <stdio.h>
 #include <string.h>
 
@@ -38,9 +38,25 @@ int main(void) {
     unsigned short grad_gate = 0xffff;
     st = gg_tanh_gate_backward(ctx, &desc, &args, NULL);
     if (st == GG_SUCCESS && cudaMemcpy(&grad_gate, t[6], 2, cudaMemcpyDeviceToHost) != cudaSuccess) st = GG_ERROR_CUDA;
-    for (int i = 0; i < 7; ++i) cudaFree(t[i]);
-    if (st != GG_SUCCESS) fprintf(stderr, "gg_tanh_gate_backward: %s\n", gg_last_error(ctx));
+    /* The same as a one-bucket graph, replayed once and written out as DOT. */
+    gg_graph *graph = NULL;
+    gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
+    gc.max_tokens = M;
+    char dot[64] = "";
+    if (st == GG_SUCCESS) st = gg_tanh_gate_graph_create(ctx, &desc, &gc, &graph);
+    if (st == GG_SUCCESS) st = gg_tanh_gate_graph_run(graph, &desc, &args, NULL);
+    if (st == GG_SUCCESS) st = gg_graph_debug_dot(graph, 0, "app_graph.dot", 0);
+    FILE *f = st == GG_SUCCESS ? fopen("app_graph.dot", "r") : NULL;
+    if (f) {
+        if (!fgets(dot, sizeof dot, f)) dot[0] = 0;
+        dot[strcspn(dot, "\n")] = 0; /* the first line: "digraph ..." */
+        fclose(f);
+        remove("app_graph.dot");
+    }
+    if (st != GG_SUCCESS) fprintf(stderr, "gradgraph: %s\n", gg_last_error(ctx));
+    gg_graph_destroy(graph);
     gg_ctx_destroy(ctx);
-    printf("gradgraph %s: grad_gate = 0x%04x\n", gg_version_string(), grad_gate);
-    return st == GG_SUCCESS && grad_gate == 0 ? 0 : 1;
+    for (int i = 0; i < 7; ++i) cudaFree(t[i]);
+    printf("gradgraph %s: grad_gate = 0x%04x, graph DOT: %s\n", gg_version_string(), grad_gate, dot);
+    return st == GG_SUCCESS && grad_gate == 0 && strstr(dot, "digraph") ? 0 : 1;
 }
