@@ -440,6 +440,31 @@ static gg_status run_device(gg_graph *g, const char *fn, gg_block_call *call, gg
     return replay(g, fn, &g->device_execs, &key, call, -1, 1, device_tokens, stream);
 }
 
+/* ---- what a replay runs, for gg_graph_debug_dot ---- */
+
+gg_status gg_graph_capture_again(gg_graph *g, const char *fn, int b, cudaGraph_t *out) {
+    *out = NULL;
+    const gg_exec_cache *cache = b < 0 ? &g->device_execs : &g->execs[b];
+    const gg_exec_entry *last = NULL;
+    for (int i = 0; i < cache->capacity; ++i) {
+        const gg_exec_entry *e = &cache->entries[i];
+        if (e->exec && (!last || e->last_used > last->last_used)) last = e;
+    }
+    if (!last)
+        return gg_fail(g->ctx, GG_ERROR_INVALID_ARGUMENT,
+                       "%s: bucket = %d has not run yet (its graph is captured by its first run)", fn, b);
+    /* The call that made that graph, from its key (make_key): the graph's shape, the pointers, M and the flags. */
+    gg_block_call call = g->shape;
+    call.tokens = last->key.tokens;
+    for (int i = 0; i < call.info->n_tensors; ++i) call.t[i] = (void *)last->key.ptr[i];
+    call.accumulate = (last->key.flags & KEY_ACCUMULATE) != 0;
+    call.use_silu_gate = (last->key.flags & KEY_SILU) != 0;
+    call.sync_grads = (last->key.flags & KEY_SYNC) != 0;
+    gg_dist_hand_down(g->ctx, &call); /* as check_run does */
+    if (b < 0) return build_device_graph(g, &call, (const int64_t *)last->key.ptr[GG_EXEC_KEY_PTRS - 1], out);
+    return capture(g, &call, b, (last->key.flags & KEY_PADDED) != 0, NULL, out);
+}
+
 /* ---- entry points ---- */
 
 /* graph, desc and args non-NULL, and the graph made for this block. */

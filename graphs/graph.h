@@ -36,4 +36,9 @@ gg_status gg_block_graph_run(gg_graph *graph, const gg_block_info *info, const v
 gg_status gg_block_graph_run_device(gg_graph *graph, const gg_block_info *info, const void *desc,
                                     const int64_t *device_tokens, const void *args, cudaStream_t stream);
 
+/* The graph a replay of bucket b runs (b = -1: the device-selected graph), captured again from the call of the
+ * bucket's most recently used executable graph into *out, which the caller destroys. Nothing is launched. The
+ * device is entered by the caller; `fn` names the entry point in messages. */
+gg_status gg_graph_capture_again(gg_graph *graph, const char *fn, int b, cudaGraph_t *out);
+
 #endif

@@ -24,8 +24,9 @@
  *
  * Errors. Every function that can fail returns a gg_status. On failure nothing has been enqueued and no output
  * has been written; gg_last_error(ctx) returns a message that names the argument and the problem, e.g.
- * "args->grad_output (0x7f..04) is not 16-byte aligned". The library never prints (unless given a log callback),
- * never calls exit() or abort(), and frees everything it allocated on every error path.
+ * "args->grad_output (0x7f..04) is not 16-byte aligned". The library never prints (unless given a log callback or
+ * GG_LOG_LEVEL, see gg_log_level), never calls exit() or abort(), and frees everything it allocated on every error
+ * path.
  *
  * Threads. A context is not thread-safe: use it from one host thread at a time (one context per thread is fine).
  * Streams. The work a context enqueues (eager calls and graph replays) must not run concurrently with other work of
@@ -43,13 +44,23 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gradgraph_version.h" /* GG_VERSION_MAJOR, _MINOR, _PATCH, GG_VERSION_STRING, GG_VERSION */
+
+/* Marks the library's exported functions: the shared library is built with every other symbol hidden, so its
+ * dynamic symbols are exactly the functions below. The same in a static build (the attribute is harmless there).
+ * Define GG_API before including this header to override it, e.g. as empty to keep a static gradgraph's functions
+ * out of your own shared library's exports. */
+#ifndef GG_API
+#if defined(__GNUC__) || defined(__clang__)
+#define GG_API __attribute__((visibility("default")))
+#else
+#define GG_API
+#endif
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#define GG_VERSION_MAJOR 0
-#define GG_VERSION_MINOR 1
-#define GG_VERSION_PATCH 0
 
 /* Required alignment, in bytes, of every tensor pointer passed to gradgraph (16-byte vector loads and stores). */
 #define GG_ALIGNMENT 16
@@ -82,10 +93,10 @@ typedef enum gg_status {
 
 /* A static, human-readable name for a status ("GG_ERROR_MISALIGNED: pointer not aligned"). Never NULL; unknown
  * values give "unknown gg_status". */
-const char *gg_status_string(gg_status status);
+GG_API const char *gg_status_string(gg_status status);
 
 /* The library's version as "MAJOR.MINOR.PATCH". */
-const char *gg_version_string(void);
+GG_API const char *gg_version_string(void);
 
 /* ---------------------------------------------------------------------------------------------------------------
  * Configuration
@@ -105,8 +116,12 @@ typedef enum gg_precision {
 } gg_precision;
 
 /* The name of a precision mode ("fp32", "tf32", "fp16", "bf16", "default"); "unknown" otherwise. */
-const char *gg_precision_string(gg_precision precision);
+GG_API const char *gg_precision_string(gg_precision precision);
 
+/* Log levels. The environment variable GG_LOG_LEVEL (ERROR, WARN, INFO, DEBUG, or TRACE meaning DEBUG as in
+ * NCCL_DEBUG; any case), read by gg_ctx_create, replaces config->log_level for the context it makes, and with
+ * config->log_fn NULL sends the context's messages to stderr, one line each ("gradgraph[<pid>] INFO: ..."). Any
+ * other non-empty value fails gg_ctx_create with GG_ERROR_INVALID_ARGUMENT. */
 typedef enum gg_log_level { GG_LOG_ERROR = 0, GG_LOG_WARN = 1, GG_LOG_INFO = 2, GG_LOG_DEBUG = 3 } gg_log_level;
 
 /* Receives every message at or above the configured level. Called on the thread that called gradgraph. */
@@ -127,7 +142,7 @@ typedef struct gg_config {
     int device;                  /* CUDA device ordinal; default 0 */
     size_t gemm_workspace_bytes; /* cuBLASLt workspace per concurrently running GEMM; default 32 MiB, 0 allowed */
     gg_precision precision;      /* GEMM mode of the fp32-I/O blocks; default GG_PRECISION_FP32 */
-    gg_log_fn log_fn;            /* NULL: the library never prints */
+    gg_log_fn log_fn;            /* NULL: the library never prints (unless GG_LOG_LEVEL is set: stderr) */
     void *log_user_data;         /* passed to log_fn */
     gg_log_level log_level;      /* default GG_LOG_WARN */
     gg_overlap overlap;          /* default GG_OVERLAP_AUTO */
@@ -158,18 +173,18 @@ typedef struct gg_ctx gg_ctx;
  * Environment, read here: GG_HOPPER_KERNELS=0 turns off gradgraph's sm_90a-only kernels (wgmma and TMA GEMMs) on
  * an H100/H200, so that the context takes the path of every other GPU, a B200's included (cuBLASLt and the portable
  * kernels): for testing that path, or as a workaround. */
-gg_status gg_ctx_create(const gg_config *config, gg_ctx **out);
+GG_API gg_status gg_ctx_create(const gg_config *config, gg_ctx **out);
 
 /* Destroys a context: waits for the work it enqueued on its own streams, frees all device memory and handles.
  * NULL is a no-op. Work the caller enqueued on other streams that still uses the context must be complete. */
-void gg_ctx_destroy(gg_ctx *ctx);
+GG_API void gg_ctx_destroy(gg_ctx *ctx);
 
 /* The message of the most recent failure of a call on ctx ("" if none). With ctx NULL: the message of the most
  * recent failure on this thread of a call that had no context (gg_ctx_create). Valid until the next call. */
-const char *gg_last_error(const gg_ctx *ctx);
+GG_API const char *gg_last_error(const gg_ctx *ctx);
 
 /* Device memory held by the context (workspaces, scratch, plans), in bytes. */
-size_t gg_ctx_device_bytes(const gg_ctx *ctx);
+GG_API size_t gg_ctx_device_bytes(const gg_ctx *ctx);
 
 /* ---------------------------------------------------------------------------------------------------------------
  * Blocks. Shapes: M = tokens (batch_size * seq_len). Limits, each checked with a message naming the field:
@@ -204,8 +219,8 @@ typedef struct gg_tanh_gate_args {
 } gg_tanh_gate_args;
 
 /* Enqueues block 1's backward on stream. Returns GG_SUCCESS or an error as described under "Errors". */
-gg_status gg_tanh_gate_backward(gg_ctx *ctx, const gg_tanh_gate_desc *desc, const gg_tanh_gate_args *args,
-                                gg_stream stream);
+GG_API gg_status gg_tanh_gate_backward(gg_ctx *ctx, const gg_tanh_gate_desc *desc, const gg_tanh_gate_args *args,
+                                       gg_stream stream);
 
 /* 2. GELU(tanh) feed-forward without biases, backward. fp32 tensors, D = hidden, F = ffn.
  *      G = grad_output @ W2                 [M,F]      grad_weight2 = grad_outputᵀ @ gelu_out    [D,F]
@@ -233,8 +248,8 @@ typedef struct gg_gelu_ffn_args {
     float *grad_weight2;        /* [D,F] */
 } gg_gelu_ffn_args;
 
-gg_status gg_gelu_ffn_backward(gg_ctx *ctx, const gg_gelu_ffn_desc *desc, const gg_gelu_ffn_args *args,
-                               gg_stream stream);
+GG_API gg_status gg_gelu_ffn_backward(gg_ctx *ctx, const gg_gelu_ffn_desc *desc, const gg_gelu_ffn_args *args,
+                                      gg_stream stream);
 
 /* 3. GELU(tanh) MLP with biases, backward. fp32 tensors, D = hidden, F = ffn. The biases do not enter any
  *    gradient, so they are not arguments. gelu' is recomputed from the pre-activation (tanh approximation).
@@ -263,7 +278,7 @@ typedef struct gg_mlp_args {
     float *grad_bias2;                   /* [D] */
 } gg_mlp_args;
 
-gg_status gg_mlp_backward(gg_ctx *ctx, const gg_mlp_desc *desc, const gg_mlp_args *args, gg_stream stream);
+GG_API gg_status gg_mlp_backward(gg_ctx *ctx, const gg_mlp_desc *desc, const gg_mlp_args *args, gg_stream stream);
 
 /* 4. SSM output projection with gate multiply, backward. Forward: out = (ssm_output * gate_activated) @ Wᵀ + bias,
  *    gate_activated = silu(gate) or gate. bf16 tensors, H = hidden, E = expanded. Every elementwise step rounds to
@@ -296,8 +311,8 @@ typedef struct gg_ssm_gate_args {
     void *grad_bias;            /* bf16 [H] */
 } gg_ssm_gate_args;
 
-gg_status gg_ssm_gate_backward(gg_ctx *ctx, const gg_ssm_gate_desc *desc, const gg_ssm_gate_args *args,
-                               gg_stream stream);
+GG_API gg_status gg_ssm_gate_backward(gg_ctx *ctx, const gg_ssm_gate_desc *desc, const gg_ssm_gate_args *args,
+                                      gg_stream stream);
 
 /* ---------------------------------------------------------------------------------------------------------------
  * Graphs: each block's backward captured once per shape bucket as a CUDA graph and replayed with one launch.
@@ -367,35 +382,39 @@ typedef struct gg_graph gg_graph;
  * memory) when the graph runs and picks the bucket itself, so the host never needs M; desc->tokens is then the
  * capacity, the rows the [M, ...] tensors can hold. Every call stages (pads), since M is unknown on the host. An M
  * < 1, > capacity or > the largest bucket runs nothing and is counted (gg_graph_device_errors). */
-gg_status gg_tanh_gate_graph_create(gg_ctx *ctx, const gg_tanh_gate_desc *desc, const gg_graph_config *config,
-                                    gg_graph **out);
-gg_status gg_tanh_gate_graph_run(gg_graph *graph, const gg_tanh_gate_desc *desc, const gg_tanh_gate_args *args,
-                                 gg_stream stream);
-gg_status gg_tanh_gate_graph_run_device(gg_graph *graph, const gg_tanh_gate_desc *desc, const int64_t *device_tokens,
-                                        const gg_tanh_gate_args *args, gg_stream stream);
-gg_status gg_gelu_ffn_graph_create(gg_ctx *ctx, const gg_gelu_ffn_desc *desc, const gg_graph_config *config,
-                                   gg_graph **out);
-gg_status gg_gelu_ffn_graph_run(gg_graph *graph, const gg_gelu_ffn_desc *desc, const gg_gelu_ffn_args *args,
-                                gg_stream stream);
-gg_status gg_gelu_ffn_graph_run_device(gg_graph *graph, const gg_gelu_ffn_desc *desc, const int64_t *device_tokens,
-                                       const gg_gelu_ffn_args *args, gg_stream stream);
-gg_status gg_mlp_graph_create(gg_ctx *ctx, const gg_mlp_desc *desc, const gg_graph_config *config, gg_graph **out);
-gg_status gg_mlp_graph_run(gg_graph *graph, const gg_mlp_desc *desc, const gg_mlp_args *args, gg_stream stream);
-gg_status gg_mlp_graph_run_device(gg_graph *graph, const gg_mlp_desc *desc, const int64_t *device_tokens,
-                                  const gg_mlp_args *args, gg_stream stream);
-gg_status gg_ssm_gate_graph_create(gg_ctx *ctx, const gg_ssm_gate_desc *desc, const gg_graph_config *config,
-                                   gg_graph **out);
-gg_status gg_ssm_gate_graph_run(gg_graph *graph, const gg_ssm_gate_desc *desc, const gg_ssm_gate_args *args,
-                                gg_stream stream);
-gg_status gg_ssm_gate_graph_run_device(gg_graph *graph, const gg_ssm_gate_desc *desc, const int64_t *device_tokens,
-                                       const gg_ssm_gate_args *args, gg_stream stream);
+GG_API gg_status gg_tanh_gate_graph_create(gg_ctx *ctx, const gg_tanh_gate_desc *desc, const gg_graph_config *config,
+                                           gg_graph **out);
+GG_API gg_status gg_tanh_gate_graph_run(gg_graph *graph, const gg_tanh_gate_desc *desc, const gg_tanh_gate_args *args,
+                                        gg_stream stream);
+GG_API gg_status gg_tanh_gate_graph_run_device(gg_graph *graph, const gg_tanh_gate_desc *desc,
+                                               const int64_t *device_tokens, const gg_tanh_gate_args *args,
+                                               gg_stream stream);
+GG_API gg_status gg_gelu_ffn_graph_create(gg_ctx *ctx, const gg_gelu_ffn_desc *desc, const gg_graph_config *config,
+                                          gg_graph **out);
+GG_API gg_status gg_gelu_ffn_graph_run(gg_graph *graph, const gg_gelu_ffn_desc *desc, const gg_gelu_ffn_args *args,
+                                       gg_stream stream);
+GG_API gg_status gg_gelu_ffn_graph_run_device(gg_graph *graph, const gg_gelu_ffn_desc *desc,
+                                              const int64_t *device_tokens, const gg_gelu_ffn_args *args,
+                                              gg_stream stream);
+GG_API gg_status gg_mlp_graph_create(gg_ctx *ctx, const gg_mlp_desc *desc, const gg_graph_config *config,
+                                     gg_graph **out);
+GG_API gg_status gg_mlp_graph_run(gg_graph *graph, const gg_mlp_desc *desc, const gg_mlp_args *args, gg_stream stream);
+GG_API gg_status gg_mlp_graph_run_device(gg_graph *graph, const gg_mlp_desc *desc, const int64_t *device_tokens,
+                                         const gg_mlp_args *args, gg_stream stream);
+GG_API gg_status gg_ssm_gate_graph_create(gg_ctx *ctx, const gg_ssm_gate_desc *desc, const gg_graph_config *config,
+                                          gg_graph **out);
+GG_API gg_status gg_ssm_gate_graph_run(gg_graph *graph, const gg_ssm_gate_desc *desc, const gg_ssm_gate_args *args,
+                                       gg_stream stream);
+GG_API gg_status gg_ssm_gate_graph_run_device(gg_graph *graph, const gg_ssm_gate_desc *desc,
+                                              const int64_t *device_tokens, const gg_ssm_gate_args *args,
+                                              gg_stream stream);
 
 /* Destroys the graph's executable graphs and staging memory (waits for its replays to finish). NULL is a no-op. */
-void gg_graph_destroy(gg_graph *graph);
+GG_API void gg_graph_destroy(gg_graph *graph);
 
 /* The graph's buckets: their count, and the token count of bucket i (0 for a bad graph or index). */
-int gg_graph_bucket_count(const gg_graph *graph);
-int64_t gg_graph_bucket_tokens(const gg_graph *graph, int i);
+GG_API int gg_graph_bucket_count(const gg_graph *graph);
+GG_API int64_t gg_graph_bucket_tokens(const gg_graph *graph, int i);
 
 /* Device memory of a graph set. exec_bytes is measured (cudaMemGetInfo around each instantiation, 2 MiB
  * granularity). The scratch the plans use belongs to the context (gg_ctx_device_bytes) and is shared by all
@@ -410,10 +429,21 @@ typedef struct gg_graph_memory {
 } gg_graph_memory;
 
 /* bucket: an index for one bucket, or -1 for the whole graph. */
-gg_status gg_graph_memory_info(const gg_graph *graph, int bucket, gg_graph_memory *out);
+GG_API gg_status gg_graph_memory_info(const gg_graph *graph, int bucket, gg_graph_memory *out);
 
 /* How many device-selected runs found no bucket for their M (reads device memory: synchronizes the device). */
-gg_status gg_graph_device_errors(gg_graph *graph, unsigned *count);
+GG_API gg_status gg_graph_device_errors(gg_graph *graph, unsigned *count);
+
+/* Writes what a replay of one bucket runs as a Graphviz DOT file (cudaGraphDebugDotPrint), to look at: kernels,
+ * GEMMs, copies and the edges between the streams (render with `dot -Tsvg file.dot -o file.svg`). The bucket's
+ * graph is captured again for this, with the pointers, M and flags of its most recent run; nothing is launched.
+ *   bucket   a bucket index, or -1 for the device-selected graph (gg_*_graph_run_device; needs device_select);
+ *   path     the file to write (replaced if it exists);
+ *   verbose  nonzero: every node's parameters too (launch shapes, addresses).
+ * Returns GG_ERROR_INVALID_ARGUMENT for a NULL graph or path, a bucket out of range, a bucket that has not run yet
+ * or a path that cannot be written; GG_ERROR_CUDA if the capture fails. A syncing graph's capture includes its
+ * NCCL calls: call this on every rank for the same bucket at the same point, as its runs are. */
+GG_API gg_status gg_graph_debug_dot(gg_graph *graph, int bucket, const char *path, int verbose);
 
 /* ---------------------------------------------------------------------------------------------------------------
  * Data parallelism (NCCL). With a communicator on the context, every graph made with sync_gradients reduces its
@@ -498,7 +528,7 @@ typedef struct gg_dist_config {
  * all-reduce, so every rank must call this at the same time. Make the communicator after gg_ctx_create, or set
  * NCCL_NVLS_ENABLE yourself: gradgraph sets it to 0 when unset, and NCCL reads it when a communicator is made.
  * config NULL: GG_DIST_CONFIG_INIT. */
-gg_status gg_dist_attach(gg_ctx *ctx, void *nccl_comm, const gg_dist_config *config);
+GG_API gg_status gg_dist_attach(gg_ctx *ctx, void *nccl_comm, const gg_dist_config *config);
 
 /* One process per GPU: rank and world size from the environment (RANK, WORLD_SIZE; or OMPI_COMM_WORLD_RANK/_SIZE,
  * or SLURM_PROCID/SLURM_NTASKS; one launcher's pair, never mixed). Rank 0 writes NCCL's unique id to id_path (a
@@ -507,29 +537,29 @@ gg_status gg_dist_attach(gg_ctx *ctx, void *nccl_comm, const gg_dist_config *con
  * initialized by the caller; its ranks must be the environment's). ctx must be on the GPU of the process's
  * node-local rank (the caller picks it, e.g. config->device = LOCAL_RANK). gradgraph owns the communicator it
  * makes. */
-gg_status gg_dist_init_env(gg_ctx *ctx, const char *id_path, const gg_dist_config *config);
+GG_API gg_status gg_dist_init_env(gg_ctx *ctx, const char *id_path, const gg_dist_config *config);
 
 /* One process per GPU under MPI (builds with GG_WITH_MPI): rank and world size are those of *mpi_comm (mpi_comm
  * points at an MPI_Comm; NULL: MPI_COMM_WORLD); rank 0 makes NCCL's unique id and broadcasts it over that
  * communicator. The caller initializes and finalizes MPI (MPI_Init before, MPI_Finalize after gg_ctx_destroy) and
  * puts ctx on the GPU of its node-local rank. Every rank of the communicator must call this at the same time.
  * gradgraph owns the NCCL communicator it makes. Built without MPI (or NCCL): GG_ERROR_UNSUPPORTED. */
-gg_status gg_dist_init_mpi(gg_ctx *ctx, const void *mpi_comm, const gg_dist_config *config);
+GG_API gg_status gg_dist_init_mpi(gg_ctx *ctx, const void *mpi_comm, const gg_dist_config *config);
 
 /* One process, one context per GPU (ctxs[i] on its own device, rank i; count <= 64): makes the communicators together
  * (ncclCommInitAll) and runs the warm-up. Afterwards use each context from its own thread, and call
  * gg_dist_bind_thread from that thread. gradgraph owns these communicators. */
-gg_status gg_dist_init_threads(gg_ctx *const *ctxs, int count, const gg_dist_config *config);
+GG_API gg_status gg_dist_init_threads(gg_ctx *const *ctxs, int count, const gg_dist_config *config);
 
 /* Removes the communicator from ctx (destroying it when gradgraph made it). Refused with GG_ERROR_INVALID_ARGUMENT
  * while graphs that captured NCCL work exist: destroy them first. No-op without a communicator. */
-gg_status gg_dist_detach(gg_ctx *ctx);
+GG_API gg_status gg_dist_detach(gg_ctx *ctx);
 
 /* Polls NCCL's asynchronous error state (every run of a syncing graph does too). On an error: aborts the
  * communicator (no rank hangs on it; an attached one is freed by the abort: do not destroy it) and returns
  * GG_ERROR_NCCL, as do later runs of syncing graphs. To go on: destroy those graphs, gg_dist_detach, then attach or
  * make a new communicator; eager calls and local graphs keep working meanwhile. */
-gg_status gg_dist_check(gg_ctx *ctx);
+GG_API gg_status gg_dist_check(gg_ctx *ctx);
 
 /* Reduces count elements at data (fp32; bf16 when bf16 is nonzero) across the ranks exactly as syncing graphs
  * reduce their parameter gradients (the context's op, sync, bucket pieces; with copy_engines = 1 and data of 1 MiB
@@ -542,7 +572,7 @@ gg_status gg_dist_check(gg_ctx *ctx);
  * gg_dist_detach / gg_ctx_destroy. Reduce-scatter needs count divisible by the number of ranks. Argument errors
  * enqueue nothing; an NCCL or CUDA error after the first piece leaves the ranks out of step: treat it as fatal for
  * the communicator. */
-gg_status gg_dist_reduce(gg_ctx *ctx, void *data, size_t count, int bf16, gg_stream stream);
+GG_API gg_status gg_dist_reduce(gg_ctx *ctx, void *data, size_t count, int bf16, gg_stream stream);
 
 /* Device memory for parameter gradients that syncing graphs (and gg_dist_reduce) all-reduce in place through the
  * copy engines (gg_dist_config.copy_engines = 1): NCCL memory registered as a symmetric window on ctx's
@@ -552,23 +582,23 @@ gg_status gg_dist_reduce(gg_ctx *ctx, void *data, size_t count, int bf16, gg_str
  * agree first, so one rank's failure fails the call on all of them (GG_ERROR_PEER on the others) instead of
  * leaving them waiting. Free with gg_dist_free (collective too; NULL is a no-op) before gg_dist_detach /
  * gg_ctx_destroy, which free what is left (the pointers are then invalid). */
-gg_status gg_dist_alloc(gg_ctx *ctx, size_t bytes, void **out);
-gg_status gg_dist_free(gg_ctx *ctx, void *ptr);
+GG_API gg_status gg_dist_alloc(gg_ctx *ctx, size_t bytes, void **out);
+GG_API gg_status gg_dist_free(gg_ctx *ctx, void *ptr);
 
 /* This rank and the number of ranks; -1 and 0 without a communicator. */
-int gg_dist_rank(const gg_ctx *ctx);
-int gg_dist_size(const gg_ctx *ctx);
+GG_API int gg_dist_rank(const gg_ctx *ctx);
+GG_API int gg_dist_size(const gg_ctx *ctx);
 
 /* ctx's NCCL communicator (an ncclComm_t), or NULL without one (or once gradgraph aborted it after an error): for
  * the caller's own collectives on its own streams — a loss or metric all-reduce, a bare all-reduce to time. When
  * gradgraph made it, it stays gradgraph's: never destroy or abort it. Valid until gg_dist_detach / gg_ctx_destroy.
  * NCCL's rule holds for these calls too: every rank issues the same collectives in the same order, counting the ones
  * inside graph replays, and none while another thread of the same rank issues some. */
-void *gg_dist_comm(const gg_ctx *ctx);
+GG_API void *gg_dist_comm(const gg_ctx *ctx);
 
 /* Binds the calling thread to the CPUs near ctx's GPU (hwloc), within the CPUs the process may use. Leaves the
  * binding alone, and logs why, when the GPU's locality is unknown or every allowed CPU is local to it. */
-gg_status gg_dist_bind_thread(gg_ctx *ctx);
+GG_API gg_status gg_dist_bind_thread(gg_ctx *ctx);
 
 #ifdef __cplusplus
 }

@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,6 +33,9 @@ static struct {
     cublasComputeType_t planned_compute; /* the compute type of the last one */
     int cuda_calls;        /* every faked call */
     int capturing;         /* cudaStreamIsCapturing reports an active capture */
+    int captures;          /* stream captures begun */
+    int launches;          /* graph launches */
+    unsigned dot_flags;    /* the flags of the last cudaGraphDebugDotPrint */
 } fake;
 
 static void fake_reset(int device_count) {
@@ -186,6 +190,56 @@ cublasStatus_t __wrap_cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d,
     (void)dl, (void)algo, (void)ws, (void)ws_bytes, (void)stream;
     ++fake.enqueued;
     return CUBLAS_STATUS_SUCCESS;
+}
+
+/* Graphs: a capture gives a fake graph (a resource), instantiating a fake executable graph; DOT files are written
+ * for real, one line, so that a test sees the file the library asked for. */
+cudaError_t __wrap_cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode) {
+    (void)stream, (void)mode;
+    ++fake.captures;
+    fake.capturing = 1;
+    return cudaSuccess;
+}
+cudaError_t __wrap_cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph) {
+    (void)stream;
+    fake.capturing = 0;
+    if (!fake_create()) return cudaErrorStreamCaptureInvalidated;
+    *graph = (cudaGraph_t)&fake_handles[5];
+    return cudaSuccess;
+}
+cudaError_t __wrap_cudaGraphDestroy(cudaGraph_t graph) {
+    (void)graph;
+    --fake.live;
+    return cudaSuccess;
+}
+cudaError_t __wrap_cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags) {
+    (void)graph, (void)flags;
+    if (!fake_create()) return cudaErrorUnknown;
+    *exec = (cudaGraphExec_t)&fake_handles[6];
+    return cudaSuccess;
+}
+cudaError_t __wrap_cudaGraphExecDestroy(cudaGraphExec_t exec) {
+    (void)exec;
+    --fake.live;
+    return cudaSuccess;
+}
+cudaError_t __wrap_cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
+    (void)exec, (void)stream;
+    ++fake.launches;
+    return cudaSuccess;
+}
+cudaError_t __wrap_cudaMemGetInfo(size_t *free_bytes, size_t *total) {
+    *free_bytes = *total = (size_t)1 << 30;
+    return cudaSuccess;
+}
+cudaError_t __wrap_cudaGraphDebugDotPrint(cudaGraph_t graph, const char *path, unsigned flags) {
+    (void)graph;
+    fake.dot_flags = flags;
+    FILE *f = fopen(path, "w");
+    if (!f) return cudaErrorOperatingSystem;
+    fputs("digraph fake {}\n", f);
+    fclose(f);
+    return cudaSuccess;
 }
 
 /* ---- helpers ---- */
@@ -766,6 +820,93 @@ static void graph_run_checks_its_arguments(void **state) {
     destroy_ctx(ctx);
 }
 
+/* gg_graph_debug_dot: checks first, then a capture of the bucket's last run written out, nothing launched. */
+static void graph_debug_dot_captures_again(void **state) {
+    (void)state;
+    gg_ctx *ctx = make_ctx();
+    const char *path = "test_api_graph.dot";
+    assert_int_equal(gg_graph_debug_dot(NULL, 0, path, 0), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(NULL, "gg_graph_debug_dot: graph is NULL");
+    gg_tanh_gate_desc td = tanh_desc();
+    gg_tanh_gate_args ta = tanh_args();
+    gg_graph *g = NULL;
+    gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
+    gc.max_tokens = 1024;
+    assert_int_equal(gg_tanh_gate_graph_create(ctx, &td, &gc, &g), GG_SUCCESS);
+    assert_int_equal(gg_graph_debug_dot(g, 0, NULL, 0), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_graph_debug_dot: path is NULL");
+    assert_int_equal(gg_graph_debug_dot(g, 0, "", 0), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_graph_debug_dot: path is empty");
+    assert_int_equal(gg_graph_debug_dot(g, 4, path, 0), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_graph_debug_dot: bucket = 4 is not in [-1, 4)");
+    assert_int_equal(gg_graph_debug_dot(g, -2, path, 0), GG_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(gg_graph_debug_dot(g, -1, path, 0), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "config->device_select = 0");
+    assert_int_equal(gg_graph_debug_dot(g, 0, path, 0), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_graph_debug_dot: bucket = 0 has not run yet");
+    assert_int_equal(fake.captures, 0);
+
+    /* M = 64 runs in bucket 0 (128 tokens): captured, instantiated, launched once */
+    assert_int_equal(gg_tanh_gate_graph_run(g, &td, &ta, NULL), GG_SUCCESS);
+    assert_int_equal(fake.captures, 1);
+    assert_int_equal(fake.launches, 1);
+    const int live = fake.live;
+    remove(path);
+    assert_int_equal(gg_graph_debug_dot(g, 0, path, 1), GG_SUCCESS);
+    assert_int_equal(fake.captures, 2);  /* captured again ... */
+    assert_int_equal(fake.launches, 1);  /* ... and never launched */
+    assert_int_equal(fake.live, live);   /* the captured graph is destroyed */
+    assert_int_equal(fake.dot_flags, cudaGraphDebugDotFlagsVerbose);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    fclose(f);
+    remove(path);
+    assert_int_equal(gg_graph_debug_dot(g, 0, path, 0), GG_SUCCESS);
+    assert_int_equal(fake.dot_flags, 0);
+    remove(path);
+    assert_int_equal(gg_graph_debug_dot(g, 0, "no-such-directory/graph.dot", 0), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_graph_debug_dot: path \"no-such-directory/graph.dot\" cannot be written");
+    assert_int_equal(fake.live, live);
+    assert_int_equal(gg_graph_debug_dot(g, 1, path, 0), GG_ERROR_INVALID_ARGUMENT); /* bucket 1 never ran */
+    gg_graph_destroy(g);
+    destroy_ctx(ctx);
+}
+
+/* GG_LOG_LEVEL replaces the config's level at gg_ctx_create; a value it does not know fails the create. */
+static int info_calls;
+static void on_info(void *user, gg_log_level level, const char *message) {
+    (void)user, (void)message;
+    info_calls += level == GG_LOG_INFO;
+}
+
+static void log_level_from_environment(void **state) {
+    (void)state;
+    gg_config c = GG_CONFIG_INIT;
+    c.log_fn = on_info;
+    c.log_level = GG_LOG_ERROR;
+    setenv("GG_LOG_LEVEL", "info", 1);
+    fake_reset(1);
+    info_calls = 0;
+    gg_ctx *ctx = NULL;
+    assert_int_equal(gg_ctx_create(&c, &ctx), GG_SUCCESS);
+    assert_true(info_calls > 0); /* "gradgraph x.y.z: context on device 0 ..." */
+    destroy_ctx(ctx);
+    setenv("GG_LOG_LEVEL", "verbose", 1);
+    fake_reset(1);
+    ctx = (gg_ctx *)FAKE(0);
+    assert_int_equal(gg_ctx_create(&c, &ctx), GG_ERROR_INVALID_ARGUMENT);
+    assert_null(ctx);
+    assert_message_has(NULL, "gg_ctx_create: GG_LOG_LEVEL=\"verbose\" is not ERROR, WARN, INFO, DEBUG or TRACE");
+    assert_int_equal(fake.cuda_calls, 0);
+    setenv("GG_LOG_LEVEL", "", 1); /* empty: as if unset */
+    fake_reset(1);
+    info_calls = 0;
+    assert_int_equal(gg_ctx_create(&c, &ctx), GG_SUCCESS);
+    assert_int_equal(info_calls, 0);
+    destroy_ctx(ctx);
+    unsetenv("GG_LOG_LEVEL");
+}
+
 /* ---- data-parallel entry points: argument checks (no NCCL call is made before they pass) ---- */
 static void dist_entry_points_check_arguments(void **state) {
     (void)state;
@@ -899,6 +1040,8 @@ int main(void) {
         cmocka_unit_test(graph_create_rejects_bad_config),
         cmocka_unit_test(graph_create_plans_and_cleans_up_on_failure),
         cmocka_unit_test(graph_run_checks_its_arguments),
+        cmocka_unit_test(graph_debug_dot_captures_again),
+        cmocka_unit_test(log_level_from_environment),
         cmocka_unit_test(dist_entry_points_check_arguments),
     };
     return cmocka_run_group_tests_name("api", tests, NULL, NULL);
