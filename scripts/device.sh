@@ -15,7 +15,7 @@
 # `build` only builds (for experiments that run build-device/bench/gg_bench directly). Autotune choices persist in
 # build-device/gemm-algos.txt (GG_TUNE_CACHE): later stages and calls on a warm machine reuse them.
 #
-# The GPU machine has no cmocka: carry/cmocka holds Debian's libcmocka packages unpacked (docs/building.md).
+# The GPU machine has no cmocka: carry/cmocka holds Debian's libcmocka packages unpacked (docs/maintainers.md).
 set -uo pipefail
 stage=${1:-all}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -75,7 +75,7 @@ if [ "$stage" = all ] || [ "$stage" = tests ]; then
   for tool in memcheck racecheck synccheck initcheck; do
     for t in "test_blocks_gpu *small*" "test_graphs_gpu *rebinding*"; do
       exe=${t%% *}
-      GG_TEST_FILTER=${t#* } timeout 300 compute-sanitizer --tool $tool --error-exitcode 9 "$build/tests/$exe" \
+      GG_TEST_FILTER=${t#* } timeout "${GG_SANITIZER_TIMEOUT:-150}" compute-sanitizer --tool $tool --error-exitcode 9 "$build/tests/$exe" \
         >> "$OUT/sanitizer.log" 2>&1
       rc=$?; echo "$tool $exe exit $rc" | tee -a "$OUT/sanitizer.log"; [ $rc = 0 ] || status=1
     done
