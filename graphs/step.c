@@ -390,7 +390,8 @@ static gg_status enqueue_step(gg_step *s, int64_t tokens, int64_t bucket, int ac
         c.accumulate = accumulate;
         gg_block_plan *plan = NULL;
         status = gg_block_plan_for(ctx, &c, &plan); /* made at finalize: a lookup */
-        if (status == GG_SUCCESS && first_block && tokens < bucket) status = zero_padding(ctx, &c, tokens, bucket, main);
+        if (status == GG_SUCCESS && first_block && tokens < bucket)
+            status = zero_padding(ctx, &c, tokens, bucket, main);
         first_block = 0;
         /* the slot's previous user, and every earlier call whose deferred work this one would disturb */
         for (int e = 0; e < i && status == GG_SUCCESS; ++e) {
