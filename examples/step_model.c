@@ -235,14 +235,16 @@ void *sm_gradients(sm_model *m, int64_t tokens, size_t *bytes, int *elem_bytes) 
         total += (size_t)((m->grads[i].rows ? tokens : 1) * m->grads[i].cols) * (size_t)m->elem;
     char *h = malloc(total ? total : 1);
     size_t at = 0;
-    for (int i = 0; h && i < m->n_grads; ++i) {
-        const size_t n = (size_t)((m->grads[i].rows ? tokens : 1) * m->grads[i].cols) * (size_t)m->elem;
-        if (cudaMemcpy(h + at, m->grads[i].ptr, n, cudaMemcpyDeviceToHost) != cudaSuccess) {
-            free(h);
-            return NULL;
+    for (int pass = 0; pass < 2; ++pass) /* the parameter gradients first */
+        for (int i = 0; h && i < m->n_grads; ++i) {
+            if ((m->grads[i].rows != 0) != pass) continue;
+            const size_t n = (size_t)((m->grads[i].rows ? tokens : 1) * m->grads[i].cols) * (size_t)m->elem;
+            if (cudaMemcpy(h + at, m->grads[i].ptr, n, cudaMemcpyDeviceToHost) != cudaSuccess) {
+                free(h);
+                return NULL;
+            }
+            at += n;
         }
-        at += n;
-    }
     *bytes = total;
     *elem_bytes = m->elem;
     return h;
