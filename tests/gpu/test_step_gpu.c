@@ -162,6 +162,7 @@ static void ring_slots_and_side_streams_agree(void **state) {
 }
 
 int main(void) {
+    apply_test_filter(); /* GG_TEST_FILTER=pattern runs a subset (e.g. under compute-sanitizer) */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(residual_mlp_equals_eager),
         cmocka_unit_test(gated_bf16_equals_eager),
