@@ -526,19 +526,19 @@ typedef void (*gg_step_callback_fn)(void *user, gg_stream stream, int64_t tokens
 /* Makes an empty step on ctx. config NULL: GG_STEP_CONFIG_INIT. Allocates nothing on the device yet.
  * Returns GG_SUCCESS, GG_ERROR_INVALID_ARGUMENT (ctx or out NULL, a config field out of range: named),
  * GG_ERROR_VERSION or GG_ERROR_OUT_OF_MEMORY; *out is NULL on failure. */
-gg_status gg_step_create(gg_ctx *ctx, const gg_step_config *config, gg_step **out);
+GG_API gg_status gg_step_create(gg_ctx *ctx, const gg_step_config *config, gg_step **out);
 
 /* Appends one block call: desc (dims, precision, use_silu_gate; tokens and accumulate are ignored: gg_step_run
  * sets them) and args (every pointer, each buffer with rows for max_tokens) are copied; the block's argument
  * checks run here, at max_tokens rows. Refused after gg_step_finalize. Returns GG_SUCCESS or an error as the eager
  * entry point's, its message prefixed with the function and call index. */
-gg_status gg_step_add_tanh_gate(gg_step *step, const gg_tanh_gate_desc *desc, const gg_tanh_gate_args *args);
-gg_status gg_step_add_gelu_ffn(gg_step *step, const gg_gelu_ffn_desc *desc, const gg_gelu_ffn_args *args);
-gg_status gg_step_add_mlp(gg_step *step, const gg_mlp_desc *desc, const gg_mlp_args *args);
-gg_status gg_step_add_ssm_gate(gg_step *step, const gg_ssm_gate_desc *desc, const gg_ssm_gate_args *args);
+GG_API gg_status gg_step_add_tanh_gate(gg_step *step, const gg_tanh_gate_desc *desc, const gg_tanh_gate_args *args);
+GG_API gg_status gg_step_add_gelu_ffn(gg_step *step, const gg_gelu_ffn_desc *desc, const gg_gelu_ffn_args *args);
+GG_API gg_status gg_step_add_mlp(gg_step *step, const gg_mlp_desc *desc, const gg_mlp_args *args);
+GG_API gg_status gg_step_add_ssm_gate(gg_step *step, const gg_ssm_gate_desc *desc, const gg_ssm_gate_args *args);
 
 /* Appends a callback (fn non-NULL; user is passed through). Refused after gg_step_finalize. */
-gg_status gg_step_add_callback(gg_step *step, gg_step_callback_fn fn, void *user);
+GG_API gg_status gg_step_add_callback(gg_step *step, gg_step_callback_fn fn, void *user);
 
 /* Ends the description: checks what only the whole chain shows (at least one block call; no two calls write
  * overlapping parameter gradients; an input that overlaps an earlier call's activation gradient is exactly that
@@ -547,7 +547,7 @@ gg_status gg_step_add_callback(gg_step *step, gg_step_callback_fn fn, void *user
  * is captured yet. Returns GG_SUCCESS or an error naming the call. A failed check leaves the step open (fix the call
  * with gg_step_set_args and finalize again); a failure after the checks (planning, allocation) leaves a step that
  * can only be destroyed. */
-gg_status gg_step_finalize(gg_step *step);
+GG_API gg_status gg_step_finalize(gg_step *step);
 
 /* Runs the backward for `tokens` rows on stream: the smallest bucket >= tokens (padding: see "Buffers" above).
  * accumulate 0: every call overwrites its parameter gradients; nonzero: adds to them (micro-batches). The first
@@ -556,12 +556,12 @@ gg_status gg_step_finalize(gg_step *step);
  * Returns GG_SUCCESS, GG_ERROR_INVALID_ARGUMENT (not finalized, tokens < 1 or past the largest bucket, padding
  * off and tokens not a bucket), or a CUDA/cuBLAS error from the capture (a callback that broke the capture is
  * named). */
-gg_status gg_step_run(gg_step *step, int64_t tokens, int accumulate, gg_stream stream);
+GG_API gg_status gg_step_run(gg_step *step, int64_t tokens, int accumulate, gg_stream stream);
 
 /* Replaces the pointers of block call `index` (0-based among all adds, callbacks included) with args (the block's
  * args struct: a gg_mlp_args for an mlp call, ...), checked as by the add and against the chain's rules; the next run
  * of each bucket captures again (and updates its exec in place). */
-gg_status gg_step_set_args(gg_step *step, int index, const void *args);
+GG_API gg_status gg_step_set_args(gg_step *step, int index, const void *args);
 
 /* The step's device memory. exec_bytes is measured as for graphs. scratch_bytes: the ring, scratch_slots slots of
  * slot_bytes, of which the first is the context's own arena (shared with its eager calls and graphs) and the others
@@ -577,13 +577,13 @@ typedef struct gg_step_memory {
     size_t own_bytes;     /* device memory the step holds itself */
 } gg_step_memory;
 
-gg_status gg_step_memory_info(const gg_step *step, gg_step_memory *out);
+GG_API gg_status gg_step_memory_info(const gg_step *step, gg_step_memory *out);
 
 /* The number of calls added (block calls and callbacks); 0 for NULL. */
-int gg_step_call_count(const gg_step *step);
+GG_API int gg_step_call_count(const gg_step *step);
 
 /* Destroys the step's executable graphs, streams and memory (waits for its runs to finish). NULL is a no-op. */
-void gg_step_destroy(gg_step *step);
+GG_API void gg_step_destroy(gg_step *step);
 
 /* ---------------------------------------------------------------------------------------------------------------
  * Data parallelism (NCCL). With a communicator on the context, every graph made with sync_gradients reduces its
