@@ -446,6 +446,146 @@ GG_API gg_status gg_graph_device_errors(gg_graph *graph, unsigned *count);
 GG_API gg_status gg_graph_debug_dot(gg_graph *graph, int bucket, const char *path, int verbose);
 
 /* ---------------------------------------------------------------------------------------------------------------
+ * Step graphs: a whole model's backward captured as one CUDA graph per shape bucket, replayed with one launch.
+ *
+ *   gg_step *step;  gg_step_config sc = GG_STEP_CONFIG_INIT;  sc.max_tokens = 4096;
+ *   gg_step_create(ctx, &sc, &step);
+ *   gg_step_add_callback(step, loss_grad, &model);          the caller's kernels, enqueued on the stream handed over
+ *   for (l = layers - 1; l >= 0; --l) {
+ *       gg_step_add_mlp(step, &desc[l], &args[l]);           args[l].grad_output: the previous call's output, say
+ *       gg_step_add_callback(step, residual_add, &layer[l]);
+ *   }
+ *   gg_step_finalize(step);                                  checks the chain, plans every call at every bucket
+ *   every step:  gg_step_run(step, tokens, accumulate, stream);   one cudaGraphLaunch after a bucket's first run
+ *   gg_step_destroy(step);
+ *
+ * Calls run in the order added. Inside the graph each block call's dX chain runs on the step's main stream, and its
+ * weight-gradient work (dW, bias sums) on one of config->side_streams side streams (call i: side stream i mod
+ * side_streams), where it is joined only at the end of the step: it overlaps the following calls' dX chains. The
+ * calls' intermediates live in a ring of scratch_slots slots (call i: slot i mod scratch_slots), each as large as
+ * the largest call's plan; a call waits for the weight-gradient work of the call that used its slot before it, so
+ * the memory does not grow with the number of calls. Calls that write a buffer an earlier call's weight-gradient
+ * work still reads (ping-pong activation-gradient buffers) wait for that work first.
+ *
+ * Buffers. The step captures the pointers given to the adds. Every [M, ...] tensor must hold rows for the largest
+ * bucket (desc->tokens of the adds is ignored; the step checks every tensor at max_tokens rows). A run of
+ * `tokens` rows runs the smallest bucket >= tokens in place on those buffers, no copies: rows tokens .. bucket-1
+ * are padding. The step zeroes the padding rows of the first block call's grad_output right before that call (so a
+ * loss callback may leave them as they are); the saved activations' padding rows (hidden_states, intermediates,
+ * gates ...) must hold finite values (zeros, or what a forward pass over zero rows gives), and every callback must
+ * keep the padding rows of what it writes zero when those of its inputs are (a row-wise kernel over all `tokens`
+ * rows it is handed does). Zero rows of grad_output then give zero rows of every activation gradient and add
+ * nothing to any parameter gradient, so padded runs equal exact ones on the real rows.
+ *
+ * Callbacks. fn(user, stream, tokens) is called while the step is captured (at the first run of a bucket and pointer
+ * set, not at every run): it must only enqueue capturable work on `stream` (kernels, cudaMemsetAsync, cudaMemcpyAsync
+ * between device buffers; no allocation, no synchronization, no other stream unless forked from and joined back to
+ * `stream` with events), and `tokens` is the bucket's row count. It runs after the activation gradients of every
+ * earlier call are complete; the weight-gradient work of earlier calls may still be running beside it, so a
+ * callback must not write a tensor an earlier call reads (its grad_output, saved activations, weights) nor read an
+ * earlier call's parameter gradients. All work is complete when the step's work on the run's stream is.
+ *
+ * Errors. Every function checks its arguments and, on failure, returns a status with a message (gg_last_error(ctx))
+ * that names the function, the call index ("gg_step_add_mlp (call 3): args->grad_output is NULL") and the field; a
+ * failed add or finalize enqueues nothing and leaves the step as it was (a failed add adds nothing). Steps never
+ * reduce gradients across ranks (reduce them in a callback with gg_dist_reduce). Rules as for per-block graphs: run
+ * a context's steps, graphs and eager calls in one stream order; destroy steps before the context (gg_ctx_destroy
+ * destroys any left).
+ * ------------------------------------------------------------------------------------------------------------- */
+#define GG_STEP_CONFIG_VERSION 1
+#define GG_STEP_MAX_SIDE_STREAMS 4
+#define GG_STEP_MAX_SCRATCH_SLOTS 8
+
+typedef struct gg_step_config {
+    size_t struct_size;           /* sizeof(gg_step_config) */
+    uint32_t version;             /* GG_STEP_CONFIG_VERSION */
+    gg_bucket_policy policy;      /* buckets as in gg_graph_config: default GG_BUCKETS_POW2 */
+    const int64_t *bucket_tokens; /* GG_BUCKETS_LIST: the bucket sizes (any order) */
+    int n_buckets;                /* GG_BUCKETS_LIST: their count, 1..64 */
+    int64_t min_tokens;           /* GG_BUCKETS_POW2: the smallest bucket; default 128 */
+    int64_t step;                 /* GG_BUCKETS_STEP: the bucket spacing */
+    int64_t max_tokens;           /* POW2/STEP: the largest bucket, the rows every [M, ...] buffer holds; default
+                                     4096 */
+    int allow_padding;            /* default 1; 0: a run whose tokens is not a bucket fails */
+    int execs_per_bucket;         /* executable graphs kept per bucket (accumulate on/off, padded token counts);
+                                     default 2, 1..64 */
+    int side_streams;             /* streams for the calls' weight-gradient work, 1..GG_STEP_MAX_SIDE_STREAMS;
+                                     default 2. The context's overlap = GG_OVERLAP_NEVER runs everything on one */
+    int scratch_slots;            /* the scratch ring's slots, 1..GG_STEP_MAX_SCRATCH_SLOTS; 0 (default):
+                                     side_streams + 1. Fewer slots: less memory, less overlap */
+} gg_step_config;
+
+#define GG_STEP_CONFIG_INIT                                                                                        \
+    { sizeof(gg_step_config), GG_STEP_CONFIG_VERSION, GG_BUCKETS_POW2, NULL, 0, 128, 0, 4096, 1, 2, 2, 0 }
+
+typedef struct gg_step gg_step;
+
+/* The caller's own work in a step: enqueue it on stream (see "Callbacks" above). */
+typedef void (*gg_step_callback_fn)(void *user, gg_stream stream, int64_t tokens);
+
+/* Makes an empty step on ctx. config NULL: GG_STEP_CONFIG_INIT. Allocates nothing on the device yet.
+ * Returns GG_SUCCESS, GG_ERROR_INVALID_ARGUMENT (ctx or out NULL, a config field out of range: named),
+ * GG_ERROR_VERSION or GG_ERROR_OUT_OF_MEMORY; *out is NULL on failure. */
+GG_API gg_status gg_step_create(gg_ctx *ctx, const gg_step_config *config, gg_step **out);
+
+/* Appends one block call: desc (dims, precision, use_silu_gate; tokens and accumulate are ignored: gg_step_run
+ * sets them) and args (every pointer, each buffer with rows for max_tokens) are copied; the block's argument
+ * checks run here, at max_tokens rows. Refused after gg_step_finalize. Returns GG_SUCCESS or an error as the eager
+ * entry point's, its message prefixed with the function and call index. */
+GG_API gg_status gg_step_add_tanh_gate(gg_step *step, const gg_tanh_gate_desc *desc, const gg_tanh_gate_args *args);
+GG_API gg_status gg_step_add_gelu_ffn(gg_step *step, const gg_gelu_ffn_desc *desc, const gg_gelu_ffn_args *args);
+GG_API gg_status gg_step_add_mlp(gg_step *step, const gg_mlp_desc *desc, const gg_mlp_args *args);
+GG_API gg_status gg_step_add_ssm_gate(gg_step *step, const gg_ssm_gate_desc *desc, const gg_ssm_gate_args *args);
+
+/* Appends a callback (fn non-NULL; user is passed through). Refused after gg_step_finalize. */
+GG_API gg_status gg_step_add_callback(gg_step *step, gg_step_callback_fn fn, void *user);
+
+/* Ends the description: checks what only the whole chain shows (at least one block call; no two calls write
+ * overlapping parameter gradients; an input that overlaps an earlier call's activation gradient is exactly that
+ * tensor), plans every block call at every bucket (cuBLASLt, autotune: allocates and synchronizes the device, never
+ * inside a capture), and allocates the scratch ring's other slots, the side streams and their workspaces. Nothing
+ * is captured yet. Returns GG_SUCCESS or an error naming the call. A failed check leaves the step open (fix the call
+ * with gg_step_set_args and finalize again); a failure after the checks (planning, allocation) leaves a step that
+ * can only be destroyed. */
+GG_API gg_status gg_step_finalize(gg_step *step);
+
+/* Runs the backward for `tokens` rows on stream: the smallest bucket >= tokens (padding: see "Buffers" above).
+ * accumulate 0: every call overwrites its parameter gradients; nonzero: adds to them (micro-batches). The first
+ * run of a bucket with a new accumulate flag (or, padded, a new token count) captures the whole step and
+ * instantiates it (or updates an exec in place); every later one is one cudaGraphLaunch.
+ * Returns GG_SUCCESS, GG_ERROR_INVALID_ARGUMENT (not finalized, tokens < 1 or past the largest bucket, padding
+ * off and tokens not a bucket), or a CUDA/cuBLAS error from the capture (a callback that broke the capture is
+ * named). */
+GG_API gg_status gg_step_run(gg_step *step, int64_t tokens, int accumulate, gg_stream stream);
+
+/* Replaces the pointers of block call `index` (0-based among all adds, callbacks included) with args (the block's
+ * args struct: a gg_mlp_args for an mlp call, ...), checked as by the add and against the chain's rules; the next run
+ * of each bucket captures again (and updates its exec in place). */
+GG_API gg_status gg_step_set_args(gg_step *step, int index, const void *args);
+
+/* The step's device memory. exec_bytes is measured as for graphs. scratch_bytes: the ring, scratch_slots slots of
+ * slot_bytes, of which the first is the context's own arena (shared with its eager calls and graphs) and the others
+ * the step's; own_bytes: what destroying the step gives back (the other slots, their counters, the side streams'
+ * workspaces, exec_bytes). A step has no staging: staging_bytes is 0. */
+typedef struct gg_step_memory {
+    int buckets;          /* the step's buckets */
+    int execs;            /* executable graphs alive */
+    size_t exec_bytes;    /* device memory taken by their instantiation */
+    size_t staging_bytes; /* always 0: padding runs in place */
+    size_t slot_bytes;    /* one scratch slot: the largest call's plan at the largest bucket */
+    size_t scratch_bytes; /* scratch_slots * slot_bytes */
+    size_t own_bytes;     /* device memory the step holds itself */
+} gg_step_memory;
+
+GG_API gg_status gg_step_memory_info(const gg_step *step, gg_step_memory *out);
+
+/* The number of calls added (block calls and callbacks); 0 for NULL. */
+GG_API int gg_step_call_count(const gg_step *step);
+
+/* Destroys the step's executable graphs, streams and memory (waits for its runs to finish). NULL is a no-op. */
+GG_API void gg_step_destroy(gg_step *step);
+
+/* ---------------------------------------------------------------------------------------------------------------
  * Data parallelism (NCCL). With a communicator on the context, every graph made with sync_gradients reduces its
  * parameter gradients (dW, db, block 1's grad_gate) across the ranks inside the same CUDA graph: each gradient is
  * handed to a communication stream as soon as the GEMM or reduction that makes it has finished, in pieces of at

@@ -44,6 +44,11 @@ gg_status gg_matmul_plan(gg_ctx *ctx, const gg_gemm_shape *shape, gg_matmul *mm)
 gg_status gg_matmul_run(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, void *D, int accumulate,
                         int workspace, cudaStream_t stream);
 
+/* gg_matmul_run with the workspace itself (the context's gemm_workspace_bytes large, used by no GEMM that may run at
+ * the same time): a step graph hands each of its streams its own. */
+gg_status gg_matmul_run_in(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, void *D, int accumulate,
+                           void *workspace, cudaStream_t stream);
+
 /* D = alpha * A @ B + beta * C (C NULL: D itself; C has D's layout, the sum is rounded once), otherwise as
  * gg_matmul_run. */
 gg_status gg_matmul_run_scaled(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, const void *C, void *D,
