@@ -27,6 +27,7 @@ typedef struct gg_matmul {
     cublasLtMatmulAlgo_t algo;
     size_t workspace_bytes; /* what the chosen algorithm needs (<= the context's workspace) */
     int max_cluster_ctas;   /* > 0: only algorithms whose thread-block clusters have at most this many CTAs */
+    int unsplit;            /* only algorithms without split-k (a GEMM with an SM count target: matmul.c) */
 } gg_matmul;
 
 /* CTAs in one thread-block cluster of a cublasLtClusterShape_t value; 0 when not known (AUTO, or a value newer
@@ -55,7 +56,7 @@ gg_status gg_matmul_run_scaled(gg_ctx *ctx, const gg_matmul *mm, const void *A, 
                                float alpha, float beta, int workspace, cudaStream_t stream);
 
 /* Whether cuBLASLt accepts algo for mm's descriptors within the context's GEMM workspace and its clusters fit
- * mm->max_cluster_ctas; if so, *workspace_bytes is what it needs. */
+ * mm->max_cluster_ctas (and it has no split-k when mm->unsplit); if so, *workspace_bytes is what it needs. */
 int gg_matmul_algo_fits(gg_ctx *ctx, const gg_matmul *mm, const cublasLtMatmulAlgo_t *algo, size_t *workspace_bytes);
 
 /* Runs mm with algo from now on (another rank's choice, say) if it fits (gg_matmul_algo_fits); 1 if adopted. */
