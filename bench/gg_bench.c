@@ -13,10 +13,11 @@
  * call on the caller's stream (what a training loop sees, host launch gaps included); CUPTI span: first kernel
  * start to last kernel end of the call, any stream (the published protocol's measure). Host time: the wall time of
  * the call itself (launch cost). Medians reported.
- * Progress on stderr, table on stdout. --trace appends, per case, the kernels of the last timed graph replay (stream,
- * start, duration, name, then grid in CTAs, threads per CTA and cluster shape as launched) as CSV: where the time
- * goes, and how each kernel sat on the SMs. The library's messages go to stderr from --log's level (default warn;
- * debug names, among others, each GEMM's chosen cuBLASLt algorithm).
+ * Progress on stderr ("[k/N]" per case and mode), table on stdout; the JSON records the versions of gradgraph,
+ * the CUDA runtime, the driver and cuBLASLt that made the numbers. --trace appends, per case, the kernels of the
+ * last timed graph replay (stream, start, duration, name, then grid in CTAs, threads per CTA and cluster shape as
+ * launched) as CSV: where the time goes, and how each kernel sat on the SMs. The library's messages go to stderr
+ * from --log's level (default warn; debug names, among others, each GEMM's chosen cuBLASLt algorithm).
  */
 #include <math.h>
 #include <stdio.h>
@@ -24,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
 #include "case_runner.h"
@@ -241,6 +243,35 @@ static gg_status graph_call(void *p) {
     return gg_case_graph_run(a->run, a->graph, a->mode);
 }
 
+/* What made the numbers: gradgraph, the CUDA runtime, the driver and cuBLASLt, as "x.y[.z]" strings. */
+typedef struct versions {
+    char runtime[16], driver[16], cublaslt[16];
+} versions;
+
+static versions get_versions(void) {
+    versions v;
+    int runtime = 0, driver = 0;
+    CHECK(cudaRuntimeGetVersion(&runtime));
+    CHECK(cudaDriverGetVersion(&driver));
+    const int lt = (int)cublasLtGetVersion(); /* major * 10000 + minor * 100 + patch */
+    snprintf(v.runtime, sizeof v.runtime, "%d.%d", runtime / 1000, runtime % 1000 / 10);
+    snprintf(v.driver, sizeof v.driver, "%d.%d", driver / 1000, driver % 1000 / 10);
+    snprintf(v.cublaslt, sizeof v.cublaslt, "%d.%d.%d", lt / 10000, lt % 10000 / 100, lt % 100);
+    return v;
+}
+
+/* The runs (case x precision mode) the options select, for the k/N progress. */
+static int count_runs(const gg_case *cases, int n, const options *o) {
+    int runs = 0;
+    for (int i = 0; i < n; ++i) {
+        const gg_case *c = &cases[i];
+        if ((o->block && c->block_id != o->block) || (o->case_index >= 0 && c->index != o->case_index)) continue;
+        const int fp32_block = c->block_id == 2 || c->block_id == 3;
+        runs += fp32_block ? (o->fast ? 1 : 3) : 1;
+    }
+    return runs;
+}
+
 static void print_log(void *user_data, gg_log_level level, const char *message) {
     (void)user_data;
     fprintf(stderr, "gradgraph %s: %s\n", log_level_names[level], message);
@@ -268,6 +299,10 @@ int main(int argc, char **argv) {
     }
     struct cudaDeviceProp prop;
     CHECK(cudaGetDeviceProperties(&prop, 0));
+    const versions ver = get_versions();
+    const int total_runs = count_runs(cases, n, &opt);
+    fprintf(stderr, "gradgraph %s, CUDA runtime %s, driver %s, cuBLASLt %s on %s: %d runs\n", gg_version_string(),
+            ver.runtime, ver.driver, ver.cublaslt, prop.name, total_runs);
     cudaStream_t stream;
     CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     const size_t flush_bytes = 2 * (size_t)prop.l2CacheSize;
@@ -356,9 +391,10 @@ int main(int argc, char **argv) {
             free_copies(&arg, originals);
             gg_graph_destroy(arg.graph);
             fprintf(stderr,
-                    "[%s %s] case %2d M=%6lld: eager %9.1f us (host %6.1f) graph %9.1f us (host %5.1f, kernels %9.1f) "
-                    "SOL %7.1f us %s%s\n",
-                    gg_case_block_short(c->block_id), gg_precision_string(mode), c->index, (long long)c->tokens,
+                    "[%d/%d] [%s %s] case %2d M=%6lld: eager %9.1f us (host %6.1f) graph %9.1f us (host %5.1f, "
+                    "kernels %9.1f) SOL %7.1f us %s%s\n",
+                    n_results, total_runs, gg_case_block_short(c->block_id), gg_precision_string(mode), c->index,
+                    (long long)c->tokens,
                     r->eager_us, r->host_us, r->graph_us, r->graph_host_us, r->graph_span_us, r->sol_us,
                     r->correct ? "correct" : "WRONG", r->bitwise ? "" : " GRAPH!=EAGER");
         }
@@ -371,8 +407,12 @@ int main(int argc, char **argv) {
     FILE *json = opt.json ? fopen(opt.json, "w") : NULL;
     FILE *csv = opt.csv ? fopen(opt.csv, "w") : NULL;
     if (json)
-        fprintf(json, "{\"gpu\": \"%s\", \"iters\": %d, \"warmup\": %d, \"overlap\": %d, \"results\": [", prop.name,
-                opt.iters, opt.warmup, (int)opt.overlap);
+        fprintf(json,
+                "{\"gpu\": \"%s\", \"versions\": {\"gradgraph\": \"%s\", \"cuda_runtime\": \"%s\", "
+                "\"cuda_driver\": \"%s\", \"cublaslt\": \"%s\"}, \"iters\": %d, \"warmup\": %d, \"overlap\": %d, "
+                "\"results\": [",
+                prop.name, gg_version_string(), ver.runtime, ver.driver, ver.cublaslt, opt.iters, opt.warmup,
+                (int)opt.overlap);
     if (csv)
         fprintf(csv, "block,mode,index,M,eager_us,graph_us,eager_host_us,graph_host_us,sol_us,correct,bitwise,"
                      "eager_span_us,graph_span_us\n");

@@ -23,9 +23,11 @@ if(GG_WITH_NCCL AND NOT _gg_nccl_found)
   message(FATAL_ERROR "GG_WITH_NCCL=ON but NCCL was not found (set NCCL_INCLUDE_DIR and NCCL_LIBRARY)")
 endif()
 if(GG_WITH_NCCL)
-  add_library(gg_nccl INTERFACE)
-  target_include_directories(gg_nccl INTERFACE ${NCCL_INCLUDE_DIR})
-  target_link_libraries(gg_nccl INTERFACE ${NCCL_LIBRARY})
+  # An imported target, so that a static libgradgraph's export can name it; gradgraphConfig.cmake makes it again.
+  add_library(gradgraph::nccl UNKNOWN IMPORTED)
+  set_target_properties(gradgraph::nccl PROPERTIES IMPORTED_LOCATION ${NCCL_LIBRARY}
+                                                   INTERFACE_INCLUDE_DIRECTORIES ${NCCL_INCLUDE_DIR})
+  add_library(gg_nccl ALIAS gradgraph::nccl) # the tests and examples that call NCCL themselves
   message(STATUS "gradgraph: NCCL found: ${NCCL_LIBRARY}")
 else()
   message(STATUS "gradgraph: NCCL not used")

@@ -46,7 +46,7 @@ static gg_status check_config(const char *fn, const gg_graph_config *c) {
 
 /* ---- life cycle ---- */
 
-static void destroy_execs(gg_exec_cache *cache) {
+void gg_exec_destroy_all(gg_exec_cache *cache) {
     for (int i = 0; i < cache->capacity; ++i)
         if (cache->entries[i].exec) (void)cudaGraphExecDestroy((cudaGraphExec_t)cache->entries[i].exec);
     gg_exec_cache_free(cache);
@@ -57,8 +57,8 @@ void gg_graph_destroy(gg_graph *g) {
     int saved = 0;
     const int entered = gg_device_enter(g->ctx, &saved) == GG_SUCCESS;
     (void)cudaDeviceSynchronize(); /* replays of these graphs may still be running */
-    for (int b = 0; b < GG_MAX_BUCKETS; ++b) destroy_execs(&g->execs[b]);
-    destroy_execs(&g->device_execs);
+    for (int b = 0; b < GG_MAX_BUCKETS; ++b) gg_exec_destroy_all(&g->execs[b]);
+    gg_exec_destroy_all(&g->device_execs);
     if (g->staging) (void)cudaFree(g->staging);
     if (g->device_buckets) (void)cudaFree(g->device_buckets);
     if (g->device_errors) (void)cudaFree(g->device_errors);
@@ -242,9 +242,8 @@ static gg_status capture(gg_graph *g, const gg_block_call *call, int b, int stag
 
 /* Puts a captured graph into the cache: updates the least recently used exec in place when the topology allows,
  * else instantiates. Consumes graph. */
-static gg_status install(gg_graph *g, gg_exec_cache *cache, const gg_exec_key *key, cudaGraph_t graph,
-                         gg_exec_entry **out) {
-    gg_ctx *ctx = g->ctx;
+gg_status gg_exec_install(gg_ctx *ctx, gg_exec_cache *cache, const gg_exec_key *key, cudaGraph_t graph,
+                          gg_exec_entry **out) {
     gg_exec_entry *slot = gg_exec_cache_slot(cache, key, ctx->scratch_generation);
     gg_status status = GG_SUCCESS;
     if (slot->exec) {
@@ -331,7 +330,7 @@ static gg_status replay(gg_graph *g, const char *fn, gg_exec_cache *cache, const
         cudaGraph_t graph = NULL;
         status = device_rows ? build_device_graph(g, call, device_rows, &graph)
                              : capture(g, call, b, stage, NULL, &graph);
-        if (status == GG_SUCCESS) status = install(g, cache, key, graph, &e);
+        if (status == GG_SUCCESS) status = gg_exec_install(ctx, cache, key, graph, &e);
     }
     if (status == GG_SUCCESS) {
         if (call->sync_grads && !g->has_nccl) {
@@ -438,6 +437,31 @@ static gg_status run_device(gg_graph *g, const char *fn, gg_block_call *call, gg
     gg_exec_key key = make_key(call, KEY_DEVICE);
     key.ptr[GG_EXEC_KEY_PTRS - 1] = device_tokens; /* no block has 12 tensors: the last slot is free */
     return replay(g, fn, &g->device_execs, &key, call, -1, 1, device_tokens, stream);
+}
+
+/* ---- what a replay runs, for gg_graph_debug_dot ---- */
+
+gg_status gg_graph_capture_again(gg_graph *g, const char *fn, int b, cudaGraph_t *out) {
+    *out = NULL;
+    const gg_exec_cache *cache = b < 0 ? &g->device_execs : &g->execs[b];
+    const gg_exec_entry *last = NULL;
+    for (int i = 0; i < cache->capacity; ++i) {
+        const gg_exec_entry *e = &cache->entries[i];
+        if (e->exec && (!last || e->last_used > last->last_used)) last = e;
+    }
+    if (!last)
+        return gg_fail(g->ctx, GG_ERROR_INVALID_ARGUMENT,
+                       "%s: bucket = %d has not run yet (its graph is captured by its first run)", fn, b);
+    /* The call that made that graph, from its key (make_key): the graph's shape, the pointers, M and the flags. */
+    gg_block_call call = g->shape;
+    call.tokens = last->key.tokens;
+    for (int i = 0; i < call.info->n_tensors; ++i) call.t[i] = (void *)last->key.ptr[i];
+    call.accumulate = (last->key.flags & KEY_ACCUMULATE) != 0;
+    call.use_silu_gate = (last->key.flags & KEY_SILU) != 0;
+    call.sync_grads = (last->key.flags & KEY_SYNC) != 0;
+    gg_dist_hand_down(g->ctx, &call); /* as check_run does */
+    if (b < 0) return build_device_graph(g, &call, (const int64_t *)last->key.ptr[GG_EXEC_KEY_PTRS - 1], out);
+    return capture(g, &call, b, (last->key.flags & KEY_PADDED) != 0, NULL, out);
 }
 
 /* ---- entry points ---- */

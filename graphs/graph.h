@@ -36,4 +36,17 @@ gg_status gg_block_graph_run(gg_graph *graph, const gg_block_info *info, const v
 gg_status gg_block_graph_run_device(gg_graph *graph, const gg_block_info *info, const void *desc,
                                     const int64_t *device_tokens, const void *args, cudaStream_t stream);
 
+/* The graph a replay of bucket b runs (b = -1: the device-selected graph), captured again from the call of the
+ * bucket's most recently used executable graph into *out, which the caller destroys. Nothing is launched. The
+ * device is entered by the caller; `fn` names the entry point in messages. */
+gg_status gg_graph_capture_again(gg_graph *graph, const char *fn, int b, cudaGraph_t *out);
+
+/* Puts a captured graph into cache under key (captured against the context's scratch generation): updates the least
+ * recently used exec in place when the topology allows, else instantiates (with node priorities). Consumes graph.
+ * Shared by per-block graphs and step graphs. */
+gg_status gg_exec_install(gg_ctx *ctx, gg_exec_cache *cache, const gg_exec_key *key, cudaGraph_t graph,
+                          gg_exec_entry **out);
+/* Destroys every exec of cache and frees it. */
+void gg_exec_destroy_all(gg_exec_cache *cache);
+
 #endif

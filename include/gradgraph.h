@@ -32,8 +32,8 @@
  * (zeroed, or a copy); the call has waited for the context's own streams, and the context is usable. A graph run
  * captures and instantiates before it launches, so its failures (capture, instantiate, update, launch) enqueue
  * nothing and write nothing: it never returns GG_ERROR_PARTIAL (except past its largest bucket with
- * eager_beyond_max, which is an eager call). The library never prints (unless given a log callback), never calls
- * exit() or abort(), and frees everything it allocated on every error path.
+ * eager_beyond_max, which is an eager call). The library never prints (unless given a log callback or GG_LOG_LEVEL,
+ * see gg_log_level), never calls exit() or abort(), and frees everything it allocated on every error path.
  *
  * Threads. A context serves one host thread at a time (one context per thread is fine). Every call that uses a
  * context claims it for its length; a call from a second thread meanwhile is refused with
@@ -59,13 +59,23 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gradgraph_version.h" /* GG_VERSION_MAJOR, _MINOR, _PATCH, GG_VERSION_STRING, GG_VERSION */
+
+/* Marks the library's exported functions: the shared library is built with every other symbol hidden, so its
+ * dynamic symbols are exactly the functions below. The same in a static build (the attribute is harmless there).
+ * Define GG_API before including this header to override it, e.g. as empty to keep a static gradgraph's functions
+ * out of your own shared library's exports. */
+#ifndef GG_API
+#if defined(__GNUC__) || defined(__clang__)
+#define GG_API __attribute__((visibility("default")))
+#else
+#define GG_API
+#endif
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#define GG_VERSION_MAJOR 0
-#define GG_VERSION_MINOR 1
-#define GG_VERSION_PATCH 0
 
 /* Required alignment, in bytes, of every tensor pointer passed to gradgraph (16-byte vector loads and stores). */
 #define GG_ALIGNMENT 16
@@ -103,10 +113,10 @@ typedef enum gg_status {
 
 /* A static, human-readable name for a status ("GG_ERROR_MISALIGNED: pointer not aligned"). Never NULL; unknown
  * values give "unknown gg_status". */
-const char *gg_status_string(gg_status status);
+GG_API const char *gg_status_string(gg_status status);
 
 /* The library's version as "MAJOR.MINOR.PATCH". */
-const char *gg_version_string(void);
+GG_API const char *gg_version_string(void);
 
 /* ---------------------------------------------------------------------------------------------------------------
  * Configuration
@@ -126,8 +136,12 @@ typedef enum gg_precision {
 } gg_precision;
 
 /* The name of a precision mode ("fp32", "tf32", "fp16", "bf16", "default"); "unknown" otherwise. */
-const char *gg_precision_string(gg_precision precision);
+GG_API const char *gg_precision_string(gg_precision precision);
 
+/* Log levels. The environment variable GG_LOG_LEVEL (ERROR, WARN, INFO, DEBUG, or TRACE meaning DEBUG as in
+ * NCCL_DEBUG; any case), read by gg_ctx_create, replaces config->log_level for the context it makes, and with
+ * config->log_fn NULL sends the context's messages to stderr, one line each ("gradgraph[<pid>] INFO: ..."). Any
+ * other non-empty value fails gg_ctx_create with GG_ERROR_INVALID_ARGUMENT. */
 typedef enum gg_log_level { GG_LOG_ERROR = 0, GG_LOG_WARN = 1, GG_LOG_INFO = 2, GG_LOG_DEBUG = 3 } gg_log_level;
 
 /* Receives every message at or above the configured level. Called on the thread that called gradgraph. */
@@ -148,7 +162,7 @@ typedef struct gg_config {
     int device;                  /* CUDA device ordinal; default 0 */
     size_t gemm_workspace_bytes; /* cuBLASLt workspace per concurrently running GEMM; default 32 MiB, 0 allowed */
     gg_precision precision;      /* GEMM mode of the fp32-I/O blocks; default GG_PRECISION_FP32 */
-    gg_log_fn log_fn;            /* NULL: the library never prints */
+    gg_log_fn log_fn;            /* NULL: the library never prints (unless GG_LOG_LEVEL is set: stderr) */
     void *log_user_data;         /* passed to log_fn */
     gg_log_level log_level;      /* default GG_LOG_WARN */
     gg_overlap overlap;          /* default GG_OVERLAP_AUTO */
@@ -179,19 +193,19 @@ typedef struct gg_ctx gg_ctx;
  * Environment, read here: GG_HOPPER_KERNELS=0 turns off gradgraph's sm_90a-only kernels (wgmma and TMA GEMMs) on
  * an H100/H200, so that the context takes the path of every other GPU, a B200's included (cuBLASLt and the portable
  * kernels): for testing that path, or as a workaround. */
-gg_status gg_ctx_create(const gg_config *config, gg_ctx **out);
+GG_API gg_status gg_ctx_create(const gg_config *config, gg_ctx **out);
 
 /* Destroys a context: waits for the work it enqueued on its own streams, frees all device memory and handles.
  * NULL is a no-op. Work the caller enqueued on other streams that still uses the context must be complete. */
-void gg_ctx_destroy(gg_ctx *ctx);
+GG_API void gg_ctx_destroy(gg_ctx *ctx);
 
 /* The message of the most recent failure of a call on ctx ("" if none). With ctx NULL: the message of the most
  * recent failure on this thread of a call that had no context (gg_ctx_create, a NULL ctx or graph) or that was
  * refused because another thread was using the context. Valid until the next call. */
-const char *gg_last_error(const gg_ctx *ctx);
+GG_API const char *gg_last_error(const gg_ctx *ctx);
 
 /* Device memory held by the context (workspaces, scratch, plans), in bytes. */
-size_t gg_ctx_device_bytes(const gg_ctx *ctx);
+GG_API size_t gg_ctx_device_bytes(const gg_ctx *ctx);
 
 /* fp16 overflow. In GG_PRECISION_FP16 mode the fp32 operands of the GEMMs are converted to fp16, whose range is
  * much narrower than fp32's: the largest finite value is 65504, the smallest normal 6.1e-5 (2^-14), the smallest
@@ -206,11 +220,11 @@ size_t gg_ctx_device_bytes(const gg_ctx *ctx);
 
 /* The device address of ctx's overflow word (an unsigned, nonzero once set), for kernels of your own, e.g. an
  * optimizer inside a CUDA graph that skips its update when it is set (and clears it). Valid until gg_ctx_destroy. */
-gg_status gg_fp16_overflow_flag(gg_ctx *ctx, unsigned **device_flag);
+GG_API gg_status gg_fp16_overflow_flag(gg_ctx *ctx, unsigned **device_flag);
 
 /* Waits for the device (cudaDeviceSynchronize: every stream's work enqueued before), then *found = whether the
  * overflow word is set; clear nonzero also clears it. */
-gg_status gg_fp16_overflow(gg_ctx *ctx, int *found, int clear);
+GG_API gg_status gg_fp16_overflow(gg_ctx *ctx, int *found, int clear);
 
 /* ---------------------------------------------------------------------------------------------------------------
  * Blocks. Shapes: M = tokens (batch_size * seq_len). Limits, each checked with a message naming the field:
@@ -245,8 +259,8 @@ typedef struct gg_tanh_gate_args {
 } gg_tanh_gate_args;
 
 /* Enqueues block 1's backward on stream. Returns GG_SUCCESS or an error as described under "Errors". */
-gg_status gg_tanh_gate_backward(gg_ctx *ctx, const gg_tanh_gate_desc *desc, const gg_tanh_gate_args *args,
-                                gg_stream stream);
+GG_API gg_status gg_tanh_gate_backward(gg_ctx *ctx, const gg_tanh_gate_desc *desc, const gg_tanh_gate_args *args,
+                                       gg_stream stream);
 
 /* 2. GELU(tanh) feed-forward without biases, backward. fp32 tensors, D = hidden, F = ffn.
  *      G = grad_output @ W2                 [M,F]      grad_weight2 = grad_outputᵀ @ gelu_out    [D,F]
@@ -274,8 +288,8 @@ typedef struct gg_gelu_ffn_args {
     float *grad_weight2;        /* [D,F] */
 } gg_gelu_ffn_args;
 
-gg_status gg_gelu_ffn_backward(gg_ctx *ctx, const gg_gelu_ffn_desc *desc, const gg_gelu_ffn_args *args,
-                               gg_stream stream);
+GG_API gg_status gg_gelu_ffn_backward(gg_ctx *ctx, const gg_gelu_ffn_desc *desc, const gg_gelu_ffn_args *args,
+                                      gg_stream stream);
 
 /* 3. GELU(tanh) MLP with biases, backward. fp32 tensors, D = hidden, F = ffn. The biases do not enter any
  *    gradient, so they are not arguments. gelu' is recomputed from the pre-activation (tanh approximation).
@@ -304,7 +318,7 @@ typedef struct gg_mlp_args {
     float *grad_bias2;                   /* [D] */
 } gg_mlp_args;
 
-gg_status gg_mlp_backward(gg_ctx *ctx, const gg_mlp_desc *desc, const gg_mlp_args *args, gg_stream stream);
+GG_API gg_status gg_mlp_backward(gg_ctx *ctx, const gg_mlp_desc *desc, const gg_mlp_args *args, gg_stream stream);
 
 /* 4. SSM output projection with gate multiply, backward. Forward: out = (ssm_output * gate_activated) @ Wᵀ + bias,
  *    gate_activated = silu(gate) or gate. bf16 tensors, H = hidden, E = expanded. Every elementwise step rounds to
@@ -337,8 +351,8 @@ typedef struct gg_ssm_gate_args {
     void *grad_bias;            /* bf16 [H] */
 } gg_ssm_gate_args;
 
-gg_status gg_ssm_gate_backward(gg_ctx *ctx, const gg_ssm_gate_desc *desc, const gg_ssm_gate_args *args,
-                               gg_stream stream);
+GG_API gg_status gg_ssm_gate_backward(gg_ctx *ctx, const gg_ssm_gate_desc *desc, const gg_ssm_gate_args *args,
+                                      gg_stream stream);
 
 /* ---------------------------------------------------------------------------------------------------------------
  * Graphs: each block's backward captured once per shape bucket as a CUDA graph and replayed with one launch.
@@ -408,35 +422,39 @@ typedef struct gg_graph gg_graph;
  * memory) when the graph runs and picks the bucket itself, so the host never needs M; desc->tokens is then the
  * capacity, the rows the [M, ...] tensors can hold. Every call stages (pads), since M is unknown on the host. An M
  * < 1, > capacity or > the largest bucket runs nothing and is counted (gg_graph_device_errors). */
-gg_status gg_tanh_gate_graph_create(gg_ctx *ctx, const gg_tanh_gate_desc *desc, const gg_graph_config *config,
-                                    gg_graph **out);
-gg_status gg_tanh_gate_graph_run(gg_graph *graph, const gg_tanh_gate_desc *desc, const gg_tanh_gate_args *args,
-                                 gg_stream stream);
-gg_status gg_tanh_gate_graph_run_device(gg_graph *graph, const gg_tanh_gate_desc *desc, const int64_t *device_tokens,
-                                        const gg_tanh_gate_args *args, gg_stream stream);
-gg_status gg_gelu_ffn_graph_create(gg_ctx *ctx, const gg_gelu_ffn_desc *desc, const gg_graph_config *config,
-                                   gg_graph **out);
-gg_status gg_gelu_ffn_graph_run(gg_graph *graph, const gg_gelu_ffn_desc *desc, const gg_gelu_ffn_args *args,
-                                gg_stream stream);
-gg_status gg_gelu_ffn_graph_run_device(gg_graph *graph, const gg_gelu_ffn_desc *desc, const int64_t *device_tokens,
-                                       const gg_gelu_ffn_args *args, gg_stream stream);
-gg_status gg_mlp_graph_create(gg_ctx *ctx, const gg_mlp_desc *desc, const gg_graph_config *config, gg_graph **out);
-gg_status gg_mlp_graph_run(gg_graph *graph, const gg_mlp_desc *desc, const gg_mlp_args *args, gg_stream stream);
-gg_status gg_mlp_graph_run_device(gg_graph *graph, const gg_mlp_desc *desc, const int64_t *device_tokens,
-                                  const gg_mlp_args *args, gg_stream stream);
-gg_status gg_ssm_gate_graph_create(gg_ctx *ctx, const gg_ssm_gate_desc *desc, const gg_graph_config *config,
-                                   gg_graph **out);
-gg_status gg_ssm_gate_graph_run(gg_graph *graph, const gg_ssm_gate_desc *desc, const gg_ssm_gate_args *args,
-                                gg_stream stream);
-gg_status gg_ssm_gate_graph_run_device(gg_graph *graph, const gg_ssm_gate_desc *desc, const int64_t *device_tokens,
-                                       const gg_ssm_gate_args *args, gg_stream stream);
+GG_API gg_status gg_tanh_gate_graph_create(gg_ctx *ctx, const gg_tanh_gate_desc *desc, const gg_graph_config *config,
+                                           gg_graph **out);
+GG_API gg_status gg_tanh_gate_graph_run(gg_graph *graph, const gg_tanh_gate_desc *desc, const gg_tanh_gate_args *args,
+                                        gg_stream stream);
+GG_API gg_status gg_tanh_gate_graph_run_device(gg_graph *graph, const gg_tanh_gate_desc *desc,
+                                               const int64_t *device_tokens, const gg_tanh_gate_args *args,
+                                               gg_stream stream);
+GG_API gg_status gg_gelu_ffn_graph_create(gg_ctx *ctx, const gg_gelu_ffn_desc *desc, const gg_graph_config *config,
+                                          gg_graph **out);
+GG_API gg_status gg_gelu_ffn_graph_run(gg_graph *graph, const gg_gelu_ffn_desc *desc, const gg_gelu_ffn_args *args,
+                                       gg_stream stream);
+GG_API gg_status gg_gelu_ffn_graph_run_device(gg_graph *graph, const gg_gelu_ffn_desc *desc,
+                                              const int64_t *device_tokens, const gg_gelu_ffn_args *args,
+                                              gg_stream stream);
+GG_API gg_status gg_mlp_graph_create(gg_ctx *ctx, const gg_mlp_desc *desc, const gg_graph_config *config,
+                                     gg_graph **out);
+GG_API gg_status gg_mlp_graph_run(gg_graph *graph, const gg_mlp_desc *desc, const gg_mlp_args *args, gg_stream stream);
+GG_API gg_status gg_mlp_graph_run_device(gg_graph *graph, const gg_mlp_desc *desc, const int64_t *device_tokens,
+                                         const gg_mlp_args *args, gg_stream stream);
+GG_API gg_status gg_ssm_gate_graph_create(gg_ctx *ctx, const gg_ssm_gate_desc *desc, const gg_graph_config *config,
+                                          gg_graph **out);
+GG_API gg_status gg_ssm_gate_graph_run(gg_graph *graph, const gg_ssm_gate_desc *desc, const gg_ssm_gate_args *args,
+                                       gg_stream stream);
+GG_API gg_status gg_ssm_gate_graph_run_device(gg_graph *graph, const gg_ssm_gate_desc *desc,
+                                              const int64_t *device_tokens, const gg_ssm_gate_args *args,
+                                              gg_stream stream);
 
 /* Destroys the graph's executable graphs and staging memory (waits for its replays to finish). NULL is a no-op. */
-void gg_graph_destroy(gg_graph *graph);
+GG_API void gg_graph_destroy(gg_graph *graph);
 
 /* The graph's buckets: their count, and the token count of bucket i (0 for a bad graph or index). */
-int gg_graph_bucket_count(const gg_graph *graph);
-int64_t gg_graph_bucket_tokens(const gg_graph *graph, int i);
+GG_API int gg_graph_bucket_count(const gg_graph *graph);
+GG_API int64_t gg_graph_bucket_tokens(const gg_graph *graph, int i);
 
 /* Device memory of a graph set. exec_bytes is measured (cudaMemGetInfo around each instantiation, 2 MiB
  * granularity). The scratch the plans use belongs to the context (gg_ctx_device_bytes) and is shared by all
@@ -451,10 +469,161 @@ typedef struct gg_graph_memory {
 } gg_graph_memory;
 
 /* bucket: an index for one bucket, or -1 for the whole graph. */
-gg_status gg_graph_memory_info(const gg_graph *graph, int bucket, gg_graph_memory *out);
+GG_API gg_status gg_graph_memory_info(const gg_graph *graph, int bucket, gg_graph_memory *out);
 
 /* How many device-selected runs found no bucket for their M (reads device memory: synchronizes the device). */
-gg_status gg_graph_device_errors(gg_graph *graph, unsigned *count);
+GG_API gg_status gg_graph_device_errors(gg_graph *graph, unsigned *count);
+
+/* Writes what a replay of one bucket runs as a Graphviz DOT file (cudaGraphDebugDotPrint), to look at: kernels,
+ * GEMMs, copies and the edges between the streams (render with `dot -Tsvg file.dot -o file.svg`). The bucket's
+ * graph is captured again for this, with the pointers, M and flags of its most recent run; nothing is launched.
+ *   bucket   a bucket index, or -1 for the device-selected graph (gg_*_graph_run_device; needs device_select);
+ *   path     the file to write (replaced if it exists);
+ *   verbose  nonzero: every node's parameters too (launch shapes, addresses).
+ * Returns GG_ERROR_INVALID_ARGUMENT for a NULL graph or path, a bucket out of range, a bucket that has not run yet
+ * or a path that cannot be written; GG_ERROR_CUDA if the capture fails. A syncing graph's capture includes its
+ * NCCL calls: call this on every rank for the same bucket at the same point, as its runs are. */
+GG_API gg_status gg_graph_debug_dot(gg_graph *graph, int bucket, const char *path, int verbose);
+
+/* ---------------------------------------------------------------------------------------------------------------
+ * Step graphs: a whole model's backward captured as one CUDA graph per shape bucket, replayed with one launch.
+ *
+ *   gg_step *step;  gg_step_config sc = GG_STEP_CONFIG_INIT;  sc.max_tokens = 4096;
+ *   gg_step_create(ctx, &sc, &step);
+ *   gg_step_add_callback(step, loss_grad, &model);          the caller's kernels, enqueued on the stream handed over
+ *   for (l = layers - 1; l >= 0; --l) {
+ *       gg_step_add_mlp(step, &desc[l], &args[l]);           args[l].grad_output: the previous call's output, say
+ *       gg_step_add_callback(step, residual_add, &layer[l]);
+ *   }
+ *   gg_step_finalize(step);                                  checks the chain, plans every call at every bucket
+ *   every step:  gg_step_run(step, tokens, accumulate, stream);   one cudaGraphLaunch after a bucket's first run
+ *   gg_step_destroy(step);
+ *
+ * Calls run in the order added. Inside the graph each block call's dX chain runs on the step's main stream, and its
+ * weight-gradient work (dW, bias sums) on one of config->side_streams side streams (call i: side stream i mod
+ * side_streams), where it is joined only at the end of the step: it overlaps the following calls' dX chains. The
+ * calls' intermediates live in a ring of scratch_slots slots (call i: slot i mod scratch_slots), each as large as
+ * the largest call's plan; a call waits for the weight-gradient work of the call that used its slot before it, so
+ * the memory does not grow with the number of calls. Calls that write a buffer an earlier call's weight-gradient
+ * work still reads (ping-pong activation-gradient buffers) wait for that work first.
+ *
+ * Buffers. The step captures the pointers given to the adds. Every [M, ...] tensor must hold rows for the largest
+ * bucket (desc->tokens of the adds is ignored; the step checks every tensor at max_tokens rows). A run of
+ * `tokens` rows runs the smallest bucket >= tokens in place on those buffers, no copies: rows tokens .. bucket-1
+ * are padding. The step zeroes the padding rows of the first block call's grad_output right before that call (so a
+ * loss callback may leave them as they are); the saved activations' padding rows (hidden_states, intermediates,
+ * gates ...) must hold finite values (zeros, or what a forward pass over zero rows gives), and every callback must
+ * keep the padding rows of what it writes zero when those of its inputs are (a row-wise kernel over all `tokens`
+ * rows it is handed does). Zero rows of grad_output then give zero rows of every activation gradient and add
+ * nothing to any parameter gradient, so padded runs equal exact ones on the real rows.
+ *
+ * Callbacks. fn(user, stream, tokens) is called while the step is captured (at the first run of a bucket and pointer
+ * set, not at every run): it must only enqueue capturable work on `stream` (kernels, cudaMemsetAsync, cudaMemcpyAsync
+ * between device buffers; no allocation, no synchronization, no other stream unless forked from and joined back to
+ * `stream` with events), and `tokens` is the bucket's row count. It runs after the activation gradients of every
+ * earlier call are complete; the weight-gradient work of earlier calls may still be running beside it, so a
+ * callback must not write a tensor an earlier call reads (its grad_output, saved activations, weights) nor read an
+ * earlier call's parameter gradients. All work is complete when the step's work on the run's stream is.
+ *
+ * Errors. Every function checks its arguments and, on failure, returns a status with a message (gg_last_error(ctx))
+ * that names the function, the call index ("gg_step_add_mlp (call 3): args->grad_output is NULL") and the field; a
+ * failed add or finalize enqueues nothing and leaves the step as it was (a failed add adds nothing). Steps never
+ * reduce gradients across ranks (reduce them in a callback with gg_dist_reduce). Rules as for per-block graphs: run
+ * a context's steps, graphs and eager calls in one stream order; destroy steps before the context (gg_ctx_destroy
+ * destroys any left).
+ * ------------------------------------------------------------------------------------------------------------- */
+#define GG_STEP_CONFIG_VERSION 1
+#define GG_STEP_MAX_SIDE_STREAMS 4
+#define GG_STEP_MAX_SCRATCH_SLOTS 8
+
+typedef struct gg_step_config {
+    size_t struct_size;           /* sizeof(gg_step_config) */
+    uint32_t version;             /* GG_STEP_CONFIG_VERSION */
+    gg_bucket_policy policy;      /* buckets as in gg_graph_config: default GG_BUCKETS_POW2 */
+    const int64_t *bucket_tokens; /* GG_BUCKETS_LIST: the bucket sizes (any order) */
+    int n_buckets;                /* GG_BUCKETS_LIST: their count, 1..64 */
+    int64_t min_tokens;           /* GG_BUCKETS_POW2: the smallest bucket; default 128 */
+    int64_t step;                 /* GG_BUCKETS_STEP: the bucket spacing */
+    int64_t max_tokens;           /* POW2/STEP: the largest bucket, the rows every [M, ...] buffer holds; default
+                                     4096 */
+    int allow_padding;            /* default 1; 0: a run whose tokens is not a bucket fails */
+    int execs_per_bucket;         /* executable graphs kept per bucket (accumulate on/off, padded token counts);
+                                     default 2, 1..64 */
+    int side_streams;             /* streams for the calls' weight-gradient work, 1..GG_STEP_MAX_SIDE_STREAMS;
+                                     default 2. The context's overlap = GG_OVERLAP_NEVER runs everything on one */
+    int scratch_slots;            /* the scratch ring's slots, 1..GG_STEP_MAX_SCRATCH_SLOTS; 0 (default):
+                                     side_streams + 1. Fewer slots: less memory, less overlap */
+} gg_step_config;
+
+#define GG_STEP_CONFIG_INIT                                                                                        \
+    { sizeof(gg_step_config), GG_STEP_CONFIG_VERSION, GG_BUCKETS_POW2, NULL, 0, 128, 0, 4096, 1, 2, 2, 0 }
+
+typedef struct gg_step gg_step;
+
+/* The caller's own work in a step: enqueue it on stream (see "Callbacks" above). */
+typedef void (*gg_step_callback_fn)(void *user, gg_stream stream, int64_t tokens);
+
+/* Makes an empty step on ctx. config NULL: GG_STEP_CONFIG_INIT. Allocates nothing on the device yet.
+ * Returns GG_SUCCESS, GG_ERROR_INVALID_ARGUMENT (ctx or out NULL, a config field out of range: named),
+ * GG_ERROR_VERSION or GG_ERROR_OUT_OF_MEMORY; *out is NULL on failure. */
+GG_API gg_status gg_step_create(gg_ctx *ctx, const gg_step_config *config, gg_step **out);
+
+/* Appends one block call: desc (dims, precision, use_silu_gate; tokens and accumulate are ignored: gg_step_run
+ * sets them) and args (every pointer, each buffer with rows for max_tokens) are copied; the block's argument
+ * checks run here, at max_tokens rows. Refused after gg_step_finalize. Returns GG_SUCCESS or an error as the eager
+ * entry point's, its message prefixed with the function and call index. */
+GG_API gg_status gg_step_add_tanh_gate(gg_step *step, const gg_tanh_gate_desc *desc, const gg_tanh_gate_args *args);
+GG_API gg_status gg_step_add_gelu_ffn(gg_step *step, const gg_gelu_ffn_desc *desc, const gg_gelu_ffn_args *args);
+GG_API gg_status gg_step_add_mlp(gg_step *step, const gg_mlp_desc *desc, const gg_mlp_args *args);
+GG_API gg_status gg_step_add_ssm_gate(gg_step *step, const gg_ssm_gate_desc *desc, const gg_ssm_gate_args *args);
+
+/* Appends a callback (fn non-NULL; user is passed through). Refused after gg_step_finalize. */
+GG_API gg_status gg_step_add_callback(gg_step *step, gg_step_callback_fn fn, void *user);
+
+/* Ends the description: checks what only the whole chain shows (at least one block call; no two calls write
+ * overlapping parameter gradients; an input that overlaps an earlier call's activation gradient is exactly that
+ * tensor), plans every block call at every bucket (cuBLASLt, autotune: allocates and synchronizes the device, never
+ * inside a capture), and allocates the scratch ring's other slots, the side streams and their workspaces. Nothing
+ * is captured yet. Returns GG_SUCCESS or an error naming the call. A failed check leaves the step open (fix the call
+ * with gg_step_set_args and finalize again); a failure after the checks (planning, allocation) leaves a step that
+ * can only be destroyed. */
+GG_API gg_status gg_step_finalize(gg_step *step);
+
+/* Runs the backward for `tokens` rows on stream: the smallest bucket >= tokens (padding: see "Buffers" above).
+ * accumulate 0: every call overwrites its parameter gradients; nonzero: adds to them (micro-batches). The first
+ * run of a bucket with a new accumulate flag (or, padded, a new token count) captures the whole step and
+ * instantiates it (or updates an exec in place); every later one is one cudaGraphLaunch.
+ * Returns GG_SUCCESS, GG_ERROR_INVALID_ARGUMENT (not finalized, tokens < 1 or past the largest bucket, padding
+ * off and tokens not a bucket), or a CUDA/cuBLAS error from the capture (a callback that broke the capture is
+ * named). */
+GG_API gg_status gg_step_run(gg_step *step, int64_t tokens, int accumulate, gg_stream stream);
+
+/* Replaces the pointers of block call `index` (0-based among all adds, callbacks included) with args (the block's
+ * args struct: a gg_mlp_args for an mlp call, ...), checked as by the add and against the chain's rules; the next run
+ * of each bucket captures again (and updates its exec in place). */
+GG_API gg_status gg_step_set_args(gg_step *step, int index, const void *args);
+
+/* The step's device memory. exec_bytes is measured as for graphs. scratch_bytes: the ring, scratch_slots slots of
+ * slot_bytes, of which the first is the context's own arena (shared with its eager calls and graphs) and the others
+ * the step's; own_bytes: what destroying the step gives back (the other slots, their counters, the side streams'
+ * workspaces, exec_bytes). A step has no staging: staging_bytes is 0. */
+typedef struct gg_step_memory {
+    int buckets;          /* the step's buckets */
+    int execs;            /* executable graphs alive */
+    size_t exec_bytes;    /* device memory taken by their instantiation */
+    size_t staging_bytes; /* always 0: padding runs in place */
+    size_t slot_bytes;    /* one scratch slot: the largest call's plan at the largest bucket */
+    size_t scratch_bytes; /* scratch_slots * slot_bytes */
+    size_t own_bytes;     /* device memory the step holds itself */
+} gg_step_memory;
+
+GG_API gg_status gg_step_memory_info(const gg_step *step, gg_step_memory *out);
+
+/* The number of calls added (block calls and callbacks); 0 for NULL. */
+GG_API int gg_step_call_count(const gg_step *step);
+
+/* Destroys the step's executable graphs, streams and memory (waits for its runs to finish). NULL is a no-op. */
+GG_API void gg_step_destroy(gg_step *step);
 
 /* ---------------------------------------------------------------------------------------------------------------
  * Data parallelism (NCCL). With a communicator on the context, every graph made with sync_gradients reduces its
@@ -539,7 +708,7 @@ typedef struct gg_dist_config {
  * all-reduce, so every rank must call this at the same time. Make the communicator after gg_ctx_create, or set
  * NCCL_NVLS_ENABLE yourself: gradgraph sets it to 0 when unset, and NCCL reads it when a communicator is made.
  * config NULL: GG_DIST_CONFIG_INIT. */
-gg_status gg_dist_attach(gg_ctx *ctx, void *nccl_comm, const gg_dist_config *config);
+GG_API gg_status gg_dist_attach(gg_ctx *ctx, void *nccl_comm, const gg_dist_config *config);
 
 /* One process per GPU: rank and world size from the environment (RANK, WORLD_SIZE; or OMPI_COMM_WORLD_RANK/_SIZE,
  * or SLURM_PROCID/SLURM_NTASKS; one launcher's pair, never mixed). Rank 0 writes NCCL's unique id to id_path (a
@@ -548,29 +717,29 @@ gg_status gg_dist_attach(gg_ctx *ctx, void *nccl_comm, const gg_dist_config *con
  * initialized by the caller; its ranks must be the environment's). ctx must be on the GPU of the process's
  * node-local rank (the caller picks it, e.g. config->device = LOCAL_RANK). gradgraph owns the communicator it
  * makes. */
-gg_status gg_dist_init_env(gg_ctx *ctx, const char *id_path, const gg_dist_config *config);
+GG_API gg_status gg_dist_init_env(gg_ctx *ctx, const char *id_path, const gg_dist_config *config);
 
 /* One process per GPU under MPI (builds with GG_WITH_MPI): rank and world size are those of *mpi_comm (mpi_comm
  * points at an MPI_Comm; NULL: MPI_COMM_WORLD); rank 0 makes NCCL's unique id and broadcasts it over that
  * communicator. The caller initializes and finalizes MPI (MPI_Init before, MPI_Finalize after gg_ctx_destroy) and
  * puts ctx on the GPU of its node-local rank. Every rank of the communicator must call this at the same time.
  * gradgraph owns the NCCL communicator it makes. Built without MPI (or NCCL): GG_ERROR_UNSUPPORTED. */
-gg_status gg_dist_init_mpi(gg_ctx *ctx, const void *mpi_comm, const gg_dist_config *config);
+GG_API gg_status gg_dist_init_mpi(gg_ctx *ctx, const void *mpi_comm, const gg_dist_config *config);
 
 /* One process, one context per GPU (ctxs[i] on its own device, rank i; count <= 64): makes the communicators together
  * (ncclCommInitAll) and runs the warm-up. Afterwards use each context from its own thread, and call
  * gg_dist_bind_thread from that thread. gradgraph owns these communicators. */
-gg_status gg_dist_init_threads(gg_ctx *const *ctxs, int count, const gg_dist_config *config);
+GG_API gg_status gg_dist_init_threads(gg_ctx *const *ctxs, int count, const gg_dist_config *config);
 
 /* Removes the communicator from ctx (destroying it when gradgraph made it). Refused with GG_ERROR_INVALID_ARGUMENT
  * while graphs that captured NCCL work exist: destroy them first. No-op without a communicator. */
-gg_status gg_dist_detach(gg_ctx *ctx);
+GG_API gg_status gg_dist_detach(gg_ctx *ctx);
 
 /* Polls NCCL's asynchronous error state (every run of a syncing graph does too). On an error: aborts the
  * communicator (no rank hangs on it; an attached one is freed by the abort: do not destroy it) and returns
  * GG_ERROR_NCCL, as do later runs of syncing graphs. To go on: destroy those graphs, gg_dist_detach, then attach or
  * make a new communicator; eager calls and local graphs keep working meanwhile. */
-gg_status gg_dist_check(gg_ctx *ctx);
+GG_API gg_status gg_dist_check(gg_ctx *ctx);
 
 /* Reduces count elements at data (fp32; bf16 when bf16 is nonzero) across the ranks exactly as syncing graphs
  * reduce their parameter gradients (the context's op, sync, bucket pieces; with copy_engines = 1 and data of 1 MiB
@@ -583,7 +752,7 @@ gg_status gg_dist_check(gg_ctx *ctx);
  * gg_dist_detach / gg_ctx_destroy. Reduce-scatter needs count divisible by the number of ranks. Argument errors
  * enqueue nothing; an NCCL or CUDA error after the first piece leaves the ranks out of step: treat it as fatal for
  * the communicator. */
-gg_status gg_dist_reduce(gg_ctx *ctx, void *data, size_t count, int bf16, gg_stream stream);
+GG_API gg_status gg_dist_reduce(gg_ctx *ctx, void *data, size_t count, int bf16, gg_stream stream);
 
 /* Device memory for parameter gradients that syncing graphs (and gg_dist_reduce) all-reduce in place through the
  * copy engines (gg_dist_config.copy_engines = 1): NCCL memory registered as a symmetric window on ctx's
@@ -593,23 +762,23 @@ gg_status gg_dist_reduce(gg_ctx *ctx, void *data, size_t count, int bf16, gg_str
  * agree first, so one rank's failure fails the call on all of them (GG_ERROR_PEER on the others) instead of
  * leaving them waiting. Free with gg_dist_free (collective too; NULL is a no-op) before gg_dist_detach /
  * gg_ctx_destroy, which free what is left (the pointers are then invalid). */
-gg_status gg_dist_alloc(gg_ctx *ctx, size_t bytes, void **out);
-gg_status gg_dist_free(gg_ctx *ctx, void *ptr);
+GG_API gg_status gg_dist_alloc(gg_ctx *ctx, size_t bytes, void **out);
+GG_API gg_status gg_dist_free(gg_ctx *ctx, void *ptr);
 
 /* This rank and the number of ranks; -1 and 0 without a communicator. */
-int gg_dist_rank(const gg_ctx *ctx);
-int gg_dist_size(const gg_ctx *ctx);
+GG_API int gg_dist_rank(const gg_ctx *ctx);
+GG_API int gg_dist_size(const gg_ctx *ctx);
 
 /* ctx's NCCL communicator (an ncclComm_t), or NULL without one (or once gradgraph aborted it after an error): for
  * the caller's own collectives on its own streams — a loss or metric all-reduce, a bare all-reduce to time. When
  * gradgraph made it, it stays gradgraph's: never destroy or abort it. Valid until gg_dist_detach / gg_ctx_destroy.
  * NCCL's rule holds for these calls too: every rank issues the same collectives in the same order, counting the ones
  * inside graph replays, and none while another thread of the same rank issues some. */
-void *gg_dist_comm(const gg_ctx *ctx);
+GG_API void *gg_dist_comm(const gg_ctx *ctx);
 
 /* Binds the calling thread to the CPUs near ctx's GPU (hwloc), within the CPUs the process may use. Leaves the
  * binding alone, and logs why, when the GPU's locality is unknown or every allowed CPU is local to it. */
-gg_status gg_dist_bind_thread(gg_ctx *ctx);
+GG_API gg_status gg_dist_bind_thread(gg_ctx *ctx);
 
 #ifdef __cplusplus
 }

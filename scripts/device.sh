@@ -5,7 +5,13 @@
 # On a machine with several GPUs, `multigpu` (part of `all` there) runs the `multigpu` tests and the scaling
 # example for blocks 068 and 073 at their largest cases.
 #
-#   GG_COMMIT=<sha> bash scripts/device.sh [all|tests|bench|multigpu|build]
+#   GG_COMMIT=<sha> bash scripts/device.sh [all|tests|bench|step|multigpu|build]
+#
+# step: the step graph test (and racecheck on its scratch-ring test), then examples/model_backward on the issue's
+# models (8 residual MLP layers D = 2048, F = 8192, 8192 tokens; the small one D = 1024, F = 4096, 2048 tokens; a
+# gated bf16 stack), each checked against eager calls and timed as step graph, per-block graphs and eager calls, with
+# 1, 2 and 3 side streams; then bench/peers/step_torch.py (PyTorch eager, CUDA graph, torch.compile; TF32 and fp16
+# operands). All of it lands in $OUT/step-h200.json (scripts/collect_step.py).
 #
 # multigpu: GG_DDP_RUNS (default 3) runs per block, GG_STEPS (default 30) steps per measurement, GG_BUCKET_MIB
 # (default: the library's 25 MiB) pieces, GG_COMM_SMS (default: the library's) SMs and NCCL CTAs for communication,
@@ -15,7 +21,7 @@
 # `build` only builds (for experiments that run build-device/bench/gg_bench directly). Autotune choices persist in
 # build-device/gemm-algos.txt (GG_TUNE_CACHE): later stages and calls on a warm machine reuse them.
 #
-# The GPU machine has no cmocka: carry/cmocka holds Debian's libcmocka packages unpacked (docs/building.md).
+# The GPU machine has no cmocka: carry/cmocka holds Debian's libcmocka packages unpacked (docs/maintainers.md).
 set -uo pipefail
 stage=${1:-all}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -74,17 +80,19 @@ if [ "$stage" = all ] || [ "$stage" = tests ]; then
   echo "test_blocks_gpu, sm_90a-only kernels off: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/test_blocks_gpu-hopper0.log" | tr '\n' ' ')"
   python3 scripts/collect_correctness.py "$OUT/test_blocks_gpu.log" "$OUT/correctness-h200.json" \
     "${GG_COMMIT:-unknown}" "$run_cmd" "$(head -2 "$OUT/gpu.txt" | tail -1 | cut -d, -f1)"
-  echo "== compute-sanitizer: memcheck, racecheck, synccheck, initcheck on the small shapes, eager and graph"
-  # Each tool on every block's small shapes (test_blocks_gpu) and on a graph's capture, replay and rebinding
-  # (test_graphs_gpu); a tool's log ends with its error summary. --error-exitcode makes any report fail the stage.
+  echo "== compute-sanitizer: memcheck (eager and graph), racecheck, synccheck, initcheck (eager) on the small shapes"
+  # memcheck on every block's small shapes (test_blocks_gpu) and on a graph's capture, replay and rebinding
+  # (test_graphs_gpu); the other three tools on the small shapes, gradgraph's kernels only: cuBLASLt's own (nvjet)
+  # synchronize shared memory through TMA barriers, which racecheck reports as races, and read their workspaces
+  # before writing them, which initcheck reports. A tool's log ends with its summary; any report fails the stage.
   : > "$OUT/sanitizer.log"
-  for tool in memcheck racecheck synccheck initcheck; do
-    for t in "test_blocks_gpu *small*" "test_graphs_gpu *rebinding*"; do
-      exe=${t%% *}
-      GG_TEST_FILTER=${t#* } timeout 300 compute-sanitizer --tool $tool --error-exitcode 9 "$build/tests/$exe" \
-        >> "$OUT/sanitizer.log" 2>&1
-      rc=$?; echo "$tool $exe exit $rc" | tee -a "$OUT/sanitizer.log"; [ $rc = 0 ] || status=1
-    done
+  for run in "memcheck test_blocks_gpu *small*" "memcheck test_graphs_gpu *rebinding*" \
+             "racecheck test_blocks_gpu *small*" "synccheck test_blocks_gpu *small*" "initcheck test_blocks_gpu *small*"; do
+    read -r tool exe filter <<< "$run"
+    exclude=(); [ "$tool" = memcheck ] || exclude=(--kernel-name-exclude kns=nvjet)
+    GG_TEST_FILTER=$filter timeout "${GG_SANITIZER_TIMEOUT:-150}" compute-sanitizer --tool "$tool" "${exclude[@]}" \
+      --error-exitcode 9 "$build/tests/$exe" >> "$OUT/sanitizer.log" 2>&1
+    rc=$?; echo "$tool $exe exit $rc" | tee -a "$OUT/sanitizer.log"; [ $rc = 0 ] || status=1
   done
   python3 scripts/collect_reliability.py "$OUT" "$OUT/reliability-h200.json" "${GG_COMMIT:-unknown}" "$run_cmd" \
     "$(head -2 "$OUT/gpu.txt" | tail -1 | cut -d, -f1)"
@@ -102,6 +110,27 @@ if [ "$stage" = all ] || [ "$stage" = bench ]; then
     "$run_cmd" || status=1
   mkdir -p "$OUT/plots"
   python3 bench/plot.py "$OUT/bench.json" "$OUT/peers.json" "$OUT/plots" > /dev/null 2>> "$OUT/peers-progress.log" || true
+fi
+if [ "$stage" = all ] || [ "$stage" = step ]; then
+  echo "== step graphs: test_step_gpu, racecheck of the scratch ring, model_backward, PyTorch peers"
+  timeout 600 "$build/tests/test_step_gpu" > "$OUT/test_step_gpu.log" 2>&1 || status=1
+  grep -E '^RESULT|^\[  (PASSED|FAILED|ERROR) ' "$OUT/test_step_gpu.log"
+  GG_TEST_FILTER="*ring*" timeout 600 compute-sanitizer --tool racecheck --kernel-name-exclude kns=nvjet --error-exitcode 9 \
+    "$build/tests/test_step_gpu" > "$OUT/step-racecheck.log" 2>&1
+  rc=$?; echo "racecheck test_step_gpu *ring* exit $rc"; [ $rc = 0 ] || status=1
+  for model in "large:" "small:--small" "gated:--gated --tokens 8192"; do
+    name=${model%%:*}
+    for s in 1 2 3; do
+      # shellcheck disable=SC2086 # the model's options split on purpose
+      timeout 600 "$build/examples/gg_example_model_backward" ${model#*:} --side-streams $s --steps "${GG_STEPS:-20}" \
+        --json "$OUT/step-$name-s$s.json" 2>&1 | tee -a "$OUT/step.log" | tail -1 || status=1
+    done
+  done
+  PYTHONUNBUFFERED=1 timeout "${GG_PEERS_TIMEOUT:-900}" python3 bench/peers/step_torch.py --steps "${GG_STEPS:-20}" \
+    --json "$OUT/step-torch.json" 2> "$OUT/step-torch-progress.log" | tee "$OUT/step-torch.txt" || status=1
+  python3 scripts/collect_step.py "$OUT" "$OUT/step-h200.json" "${GG_COMMIT:-unknown}" "$run_cmd" \
+    "$(head -2 "$OUT/gpu.txt" | tail -1 | cut -d, -f1)" || status=1
+  rm -f "$OUT"/step-*-s*.json "$OUT/step-torch.json"
 fi
 gpus=$(nvidia-smi -L | wc -l)
 if { [ "$stage" = all ] && [ "$gpus" -ge 2 ]; } || [ "$stage" = multigpu ]; then

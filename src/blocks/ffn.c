@@ -187,20 +187,22 @@ typedef struct ffn_operands {
     gg_dtype g_type;
     void *g_out; /* where the G GEMM writes: G, or on the TF32 G route an fp32 G that gelu' reads into R */
     gg_dtype g_out_type;
+    gg_exec_res r; /* the streams, events, scratch, counters and workspaces the call runs with */
 } ffn_operands;
 
-static ffn_operands operands(const gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c) {
+static ffn_operands operands(const gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main) {
     void *const *t = c->t;
-    ffn_operands o = {t[T_DY], t[T_W2], t[T_ACT], t[T_X], t[T_W1], gg_plan_buffer(ctx, p, BUF_G), GG_DT_F32,
-                      gg_plan_buffer(ctx, p, BUF_G), GG_DT_F32};
+    const gg_exec_res r = gg_block_res(ctx, c, main);
+    ffn_operands o = {t[T_DY], t[T_W2], t[T_ACT], t[T_X], t[T_W1], gg_res_buffer(&r, p, BUF_G), GG_DT_F32,
+                      gg_res_buffer(&r, p, BUF_G), GG_DT_F32, r};
     if (c->precision == GG_PRECISION_FP16) {
-        o.dy = gg_plan_buffer(ctx, p, BUF_DY16);
-        if (own(p)->route == ROUTE_CONVERT) o.w2 = gg_plan_buffer(ctx, p, BUF_W2_16);
-        o.act = gg_plan_buffer(ctx, p, BUF_ACT16);
-        o.x = gg_plan_buffer(ctx, p, BUF_X16);
-        if (!(own(p)->route & ROUTE_DX_F32W)) o.w1 = gg_plan_buffer(ctx, p, BUF_W1_16);
+        o.dy = gg_res_buffer(&r, p, BUF_DY16);
+        if (own(p)->route == ROUTE_CONVERT) o.w2 = gg_res_buffer(&r, p, BUF_W2_16);
+        o.act = gg_res_buffer(&r, p, BUF_ACT16);
+        o.x = gg_res_buffer(&r, p, BUF_X16);
+        if (!(own(p)->route & ROUTE_DX_F32W)) o.w1 = gg_res_buffer(&r, p, BUF_W1_16);
         o.g_type = GG_DT_F16;
-        if (own(p)->route & ROUTE_G_TF32) o.g_out = gg_plan_buffer(ctx, p, BUF_G32);
+        if (own(p)->route & ROUTE_G_TF32) o.g_out = gg_res_buffer(&r, p, BUF_G32);
         else o.g_out_type = GG_DT_F16;
     }
     return o;
@@ -227,7 +229,7 @@ static gg_status to_f16(gg_ctx *ctx, const gg_block_call *c, int tensor, const v
 
 /* In fp16 mode, the fp16 copies of `n` inputs (act, X, W1, W2) on `side` (on the SMs G leaves free when the plan
  * has the narrow schedule) at `priority`, then a mark `main` waits for before it reads them (gg_stream_wait with
- * ctx->ev_conv). */
+ * ev_conv). */
 static gg_status to_f16_beside(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const ffn_operands *o,
                                const int *tensors, int n, int priority, cudaStream_t side, cudaStream_t main) {
     if (c->precision != GG_PRECISION_FP16) return GG_SUCCESS;
@@ -236,7 +238,7 @@ static gg_status to_f16_beside(gg_ctx *ctx, const gg_block_plan *p, const gg_blo
         const void *copy = t == T_ACT ? o->act : t == T_X ? o->x : t == T_W1 ? o->w1 : o->w2;
         GG_TRY(to_f16_on(ctx, c, t, copy, own(p)->narrow_ctas, priority, side));
     }
-    return gg_stream_mark(ctx, side, ctx->ev_conv, main);
+    return gg_stream_mark(ctx, side, o->r.ev_conv, main);
 }
 
 /* dY's fp16 copy (fp16 mode); block 3 also sums grad_bias2 = Σ_rows dY in the same pass, so the sum costs no read
@@ -246,7 +248,7 @@ static gg_status dy_first(gg_ctx *ctx, const gg_block_plan *p, const gg_block_ca
     if (c->info->kind != GG_BLOCK_MLP) return to_f16(ctx, c, T_DY, o->dy, s);
     void *copy = c->precision == GG_PRECISION_FP16 ? (void *)o->dy : NULL;
     GG_CUDA_TRY(ctx, gg_k_col_sum(c->t[T_DY], GG_DT_F32, c->tokens, c->dim0, own(p)->col_chunks[1],
-                                  gg_plan_buffer(ctx, p, BUF_PARTIALS2), ctx->counter + GG_COUNTER_SUM_B, c->t[T_DB2],
+                                  gg_res_buffer(&o->r, p, BUF_PARTIALS2), o->r.counter + GG_COUNTER_SUM_B, c->t[T_DB2],
                                   GG_DT_F32, c->accumulate, copy, s));
     return gg_dist_grad_ready(ctx, c, s, T_DB2);
 }
@@ -261,7 +263,7 @@ static gg_status gemm_g(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call
         return GG_SUCCESS;
     }
     const void *dy = own(p)->route & ROUTE_G_TF32 ? c->t[T_DY] : o->dy;
-    return gg_matmul_run(ctx, &p->gemm[GEMM_G], o->w2, dy, o->g_out, 0, 0, s);
+    return gg_matmul_run_in(ctx, &p->gemm[GEMM_G], o->w2, dy, o->g_out, 0, o->r.workspace[0], s);
 }
 
 /* dX = R @ W1 for `tokens` tokens from token `first` (the two-rank split reduction runs it in halves); `priority` as
@@ -271,7 +273,8 @@ static gg_status gemm_dx(gg_ctx *ctx, const gg_block_plan *p, const gg_block_cal
     const size_t g_elem = o->g_type == GG_DT_F16 ? 2 : 4;
     const void *r = (const char *)o->G + (size_t)first * (size_t)c->dim1 * g_elem;
     float *dx = (float *)c->t[T_DX] + (size_t)first * (size_t)c->dim0;
-    if (!(own(p)->route & ROUTE_DX_F32W)) return gg_matmul_run(ctx, &p->gemm[GEMM_DX], o->w1, r, dx, 0, 0, s);
+    if (!(own(p)->route & ROUTE_DX_F32W))
+        return gg_matmul_run_in(ctx, &p->gemm[GEMM_DX], o->w1, r, dx, 0, o->r.workspace[0], s);
     GG_CUDA_TRY(ctx,
                 gg_k_gemm_f32w(r, (const float *)o->w1, dx, GG_DT_F32, tokens, c->dim0, c->dim1, ctx->f32w_clusters,
                                priority, s));
@@ -290,8 +293,8 @@ static gg_status activation_grad(gg_ctx *ctx, const gg_block_plan *p, const gg_b
         return GG_SUCCESS;
     }
     GG_CUDA_TRY(ctx, gg_k_gelu_grad_col_sum(o->g_out, o->g_out_type, o->G, o->g_type, t[T_PRE], c->tokens, c->dim1,
-                                            own(p)->col_chunks[0], gg_plan_buffer(ctx, p, BUF_PARTIALS1),
-                                            ctx->counter + GG_COUNTER_SUM_A, t[T_DB1], c->accumulate,
+                                            own(p)->col_chunks[0], gg_res_buffer(&o->r, p, BUF_PARTIALS1),
+                                            o->r.counter + GG_COUNTER_SUM_A, t[T_DB1], c->accumulate,
                                             ctx->counter + GG_COUNTER_OVERFLOW, s));
     return gg_dist_grad_ready(ctx, c, s, T_DB1);
 }
@@ -301,8 +304,8 @@ static gg_status activation_grad(gg_ctx *ctx, const gg_block_plan *p, const gg_b
 static gg_status enqueue_overlapped(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main) {
     const int acc = c->accumulate;
     void *const *t = c->t;
-    cudaStream_t side = gg_side_stream(ctx, main);
-    const ffn_operands o = operands(ctx, p, c);
+    const ffn_operands o = operands(ctx, p, c, main);
+    cudaStream_t side = o.r.side;
     /* fp16: dY first (both chains read it), then W2 on the caller's stream: G's operands (W2 not on the few-token
      * routes, whose G reads it in fp32 and starts at once). The operands needed later (act, X, W1) are converted on the
      * side stream: on the narrow schedule on the SMs G leaves free, else in whatever SMs the caller's stream leaves
@@ -311,7 +314,7 @@ static gg_status enqueue_overlapped(gg_ctx *ctx, const gg_block_plan *p, const g
      * greatest, so that G is not queued behind them (otherwise G starts microseconds late, which the few-token cases
      * feel). */
     GG_TRY(dy_first(ctx, p, c, &o, main));
-    GG_TRY(gg_stream_handoff(ctx, main, ctx->ev_fork, side)); /* the side stream reads inputs */
+    GG_TRY(gg_stream_handoff(ctx, main, o.r.ev_fork, side)); /* the side stream reads inputs */
     gg_status status = GG_SUCCESS; /* from here on, errors still join the side stream */
     GG_GOTO(to_f16_beside(ctx, p, c, &o, (const int[]){T_ACT, T_X, T_W1}, 3, ctx->priority_least, side, main), status,
             join);
@@ -320,15 +323,17 @@ static gg_status enqueue_overlapped(gg_ctx *ctx, const gg_block_plan *p, const g
      * dX). Forking before G, so that dW2 and G start together, is slower: the two GEMMs share the SMs for their
      * whole length (docs/decisions.md). */
     GG_GOTO(gemm_g(ctx, p, c, &o, ctx->priority_greatest, main), status, join);
-    GG_GOTO(gg_stream_handoff(ctx, main, ctx->ev_fork, side), status, join);
-    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW2], o.act, o.dy, t[T_DW2], acc, 1, side), status, join);
+    GG_GOTO(gg_stream_handoff(ctx, main, o.r.ev_fork, side), status, join);
+    GG_GOTO(gg_matmul_run_in(ctx, &p->gemm[GEMM_DW2], o.act, o.dy, t[T_DW2], acc, o.r.workspace[1], side), status,
+            join);
     GG_GOTO(activation_grad(ctx, p, c, &o, main), status, join);
-    GG_GOTO(gg_stream_handoff(ctx, main, ctx->ev_mid, side), status, join);
-    GG_GOTO(gg_matmul_run(ctx, &p->gemm[GEMM_DW1], o.x, o.G, t[T_DW1], acc, 1, side), status, join);
-    if (is_copy(c, T_W1, o.w1)) GG_GOTO(gg_stream_wait(ctx, side, ctx->ev_conv, main), status, join); /* W1's copy */
+    GG_GOTO(gg_stream_handoff(ctx, main, o.r.ev_mid, side), status, join);
+    GG_GOTO(gg_matmul_run_in(ctx, &p->gemm[GEMM_DW1], o.x, o.G, t[T_DW1], acc, o.r.workspace[1], side), status, join);
+    if (is_copy(c, T_W1, o.w1)) GG_GOTO(gg_stream_wait(ctx, side, o.r.ev_conv, main), status, join); /* W1's copy */
     GG_GOTO(gemm_dx(ctx, p, c, &o, 0, c->tokens, ctx->priority_greatest, main), status, join);
 join:
-    return gg_stream_join(ctx, status, main, side, ctx->ev_join);
+    /* The side stream carries only dW2 and dW1: a step graph joins it at its end (deferrable). */
+    return gg_stream_join_res(ctx, &o.r, status, main, &(gg_branch){side, o.r.ev_join}, 1, 1u);
 }
 
 /* Calls that reduce the gradients during the backward: one stream, weight gradients first. dW2 (it needs only dY
@@ -339,16 +344,16 @@ join:
 static gg_status enqueue_weights_first(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t s) {
     void *const *t = c->t;
     const int acc = c->accumulate;
-    const ffn_operands o = operands(ctx, p, c);
+    const ffn_operands o = operands(ctx, p, c, s);
     GG_TRY(dy_first(ctx, p, c, &o, s));
     GG_TRY(to_f16(ctx, c, T_ACT, o.act, s));
-    GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_DW2], o.act, o.dy, t[T_DW2], acc, 1, s));
+    GG_TRY(gg_matmul_run_in(ctx, &p->gemm[GEMM_DW2], o.act, o.dy, t[T_DW2], acc, o.r.workspace[1], s));
     GG_TRY(gg_dist_grad_ready(ctx, c, s, T_DW2));
     GG_TRY(to_f16(ctx, c, T_W2, o.w2, s));
     GG_TRY(gemm_g(ctx, p, c, &o, GG_PRIORITY_OF_STREAM, s));
     GG_TRY(activation_grad(ctx, p, c, &o, s));
     GG_TRY(to_f16(ctx, c, T_X, o.x, s));
-    GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_DW1], o.x, o.G, t[T_DW1], acc, 1, s));
+    GG_TRY(gg_matmul_run_in(ctx, &p->gemm[GEMM_DW1], o.x, o.G, t[T_DW1], acc, o.r.workspace[1], s));
     GG_TRY(gg_dist_grad_ready(ctx, c, s, T_DW1));
     GG_TRY(to_f16(ctx, c, T_W1, o.w1, s));
     return gemm_dx(ctx, p, c, &o, 0, c->tokens, GG_PRIORITY_OF_STREAM, s);
@@ -376,7 +381,7 @@ static gg_status dx_half(gg_ctx *ctx, const gg_block_plan *p, const gg_block_cal
  * side stream beside gelu' gained nothing and, without that wait on the caller's stream, raced:
  * docs/distributed.md.) Only the conversions of the inputs run on the side stream. */
 static gg_status enqueue_pair(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t s) {
-    const ffn_operands o = operands(ctx, p, c);
+    const ffn_operands o = operands(ctx, p, c, s);
     const size_t in_elem = c->precision == GG_PRECISION_FP16 ? 2 : 4, g_elem = o.g_type == GG_DT_F16 ? 2 : 4;
     const int64_t D = c->dim0, F = c->dim1;
     gg_log(ctx, GG_LOG_DEBUG, "M=%lld: dW2 %s, dW1 %s the two-rank split reduction", (long long)c->tokens,
@@ -386,15 +391,15 @@ static gg_status enqueue_pair(gg_ctx *ctx, const gg_block_plan *p, const gg_bloc
     /* fp16: W2, X and W1 are converted on the side stream beside dY's and act's conversions and dW2's first half
      * (measured: 21 us less a step at 068, docs/distributed.md) */
     const int conv_side = c->precision == GG_PRECISION_FP16;
-    cudaStream_t side = gg_side_stream(ctx, s);
-    if (conv_side) GG_TRY(gg_stream_handoff(ctx, s, ctx->ev_fork, side)); /* the side stream reads inputs */
+    cudaStream_t side = o.r.side;
+    if (conv_side) GG_TRY(gg_stream_handoff(ctx, s, o.r.ev_fork, side)); /* the side stream reads inputs */
     gg_status status = GG_SUCCESS; /* from here on, errors still join the side stream */
     if (conv_side)
         GG_GOTO(to_f16_beside(ctx, p, c, &o, (const int[]){T_W2, T_X, T_W1}, 3, GG_PRIORITY_OF_STREAM, side, s), status,
                 join);
     GG_GOTO(to_f16(ctx, c, T_ACT, o.act, s), status, join);
     GG_GOTO(pair_half(ctx, c, &p->gemm[GEMM_DW2], o.act, o.dy, in_elem, T_DW2, F, D, 0, s), status, join);
-    if (conv_side) GG_GOTO(gg_stream_wait(ctx, side, ctx->ev_conv, s), status, join);
+    if (conv_side) GG_GOTO(gg_stream_wait(ctx, side, o.r.ev_conv, s), status, join);
     else GG_GOTO(to_f16(ctx, c, T_W2, o.w2, s), status, join);
     GG_GOTO(gemm_g(ctx, p, c, &o, GG_PRIORITY_OF_STREAM, s), status, join);
     GG_GOTO(activation_grad(ctx, p, c, &o, s), status, join);
@@ -406,7 +411,7 @@ static gg_status enqueue_pair(gg_ctx *ctx, const gg_block_plan *p, const gg_bloc
     GG_GOTO(pair_half(ctx, c, &p->gemm[GEMM_DW1], o.x, o.G, g_elem, T_DW1, D, F, 1, s), status, join);
     GG_GOTO(dx_half(ctx, p, c, &o, 1, s), status, join);
 join:
-    return conv_side ? gg_stream_join(ctx, status, s, side, ctx->ev_join) : status; /* forked only when conv_side */
+    return conv_side ? gg_stream_join(ctx, status, s, side, o.r.ev_join) : status; /* forked only when conv_side */
 }
 
 /* Enqueues the backward; the plan exists. */

@@ -141,93 +141,101 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
 }
 
 /* dW = dYᵀ @ gated, handed to the all-reduce as soon as it is final. `workspace`: the cuBLASLt workspace of stream s
- * (0: the caller's, 1: the side stream's). */
-static gg_status enqueue_weight_grad(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, int workspace,
-                                     cudaStream_t s) {
+ * in r (0: the caller's, 1: the side stream's). */
+static gg_status enqueue_weight_grad(gg_ctx *ctx, const gg_exec_res *r, const gg_block_plan *p, const gg_block_call *c,
+                                     int workspace, cudaStream_t s) {
     void *const *t = c->t;
-    GG_TRY(gg_matmul_run(ctx, &p->gemm[GEMM_DW], t[T_GATED], t[T_DY], t[T_DW], c->accumulate, workspace, s));
+    GG_TRY(gg_matmul_run_in(ctx, &p->gemm[GEMM_DW], t[T_GATED], t[T_DY], t[T_DW], c->accumulate,
+                            r->workspace[workspace], s));
     return gg_dist_grad_ready(ctx, c, s, T_DW);
 }
 
 /* grad_bias = Σ of the rows of `in` ([rows, H]: dY itself, bf16, or the fused kernel's fp32 bias rows), handed to
  * the all-reduce as soon as it is final. */
-static gg_status sum_bias(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const void *in,
-                          gg_dtype in_type, int64_t rows, cudaStream_t s) {
-    GG_CUDA_TRY(ctx, gg_k_col_sum(in, in_type, rows, c->dim0, own(p)->col_chunks, gg_plan_buffer(ctx, p, BUF_PARTIALS),
-                                  ctx->counter + GG_COUNTER_SUM_A, c->t[T_DB], GG_DT_BF16, c->accumulate, NULL, s));
+static gg_status sum_bias(gg_ctx *ctx, const gg_exec_res *r, const gg_block_plan *p, const gg_block_call *c,
+                          const void *in, gg_dtype in_type, int64_t rows, cudaStream_t s) {
+    GG_CUDA_TRY(ctx, gg_k_col_sum(in, in_type, rows, c->dim0, own(p)->col_chunks, gg_res_buffer(r, p, BUF_PARTIALS),
+                                  r->counter + GG_COUNTER_SUM_A, c->t[T_DB], GG_DT_BF16, c->accumulate, NULL, s));
     return gg_dist_grad_ready(ctx, c, s, T_DB);
 }
 
 /* grad_bias = Σ_rows dY. */
-static gg_status enqueue_bias_grad(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t s) {
-    return sum_bias(ctx, p, c, c->t[T_DY], GG_DT_BF16, c->tokens, s);
+static gg_status enqueue_bias_grad(gg_ctx *ctx, const gg_exec_res *r, const gg_block_plan *p, const gg_block_call *c,
+                                   cudaStream_t s) {
+    return sum_bias(ctx, r, p, c, c->t[T_DY], GG_DT_BF16, c->tokens, s);
 }
 
 /* Both weight gradients, in that order, on the side stream s (its cuBLASLt workspace). */
-static gg_status enqueue_weight_grads(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t s) {
-    GG_TRY(enqueue_weight_grad(ctx, p, c, 1, s));
-    return enqueue_bias_grad(ctx, p, c, s);
+static gg_status enqueue_weight_grads(gg_ctx *ctx, const gg_exec_res *r, const gg_block_plan *p,
+                                      const gg_block_call *c, cudaStream_t s) {
+    GG_TRY(enqueue_weight_grad(ctx, r, p, c, 1, s));
+    return enqueue_bias_grad(ctx, r, p, c, s);
 }
 
 /* The chain from g to grad_ssm_output and grad_gate, on narrow_ctas SMs (0: all). It is g's only reader, so while g
  * fits in GG_SSM_DISCARD_L2_FRACTION of the L2 it drops g's lines as it reads them (no write-back of a dead
  * buffer). */
-static gg_status chain(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, int narrow_ctas, cudaStream_t s) {
+static gg_status chain(gg_ctx *ctx, const gg_exec_res *r, const gg_block_plan *p, const gg_block_call *c,
+                       int narrow_ctas, cudaStream_t s) {
     void *const *t = c->t;
     const int discard = (double)c->tokens * (double)c->dim1 * 2 <= ctx->l2_bytes * GG_SSM_DISCARD_L2_FRACTION;
-    GG_CUDA_TRY(ctx, gg_k_ssm_gate_grad(gg_plan_buffer(ctx, p, BUF_G), t[T_GATE_ACT], t[T_SSM], t[T_GATE],
+    GG_CUDA_TRY(ctx, gg_k_ssm_gate_grad(gg_res_buffer(r, p, BUF_G), t[T_GATE_ACT], t[T_SSM], t[T_GATE],
                                         t[T_GRAD_SSM], t[T_GRAD_GATE], (size_t)(c->tokens * c->dim1),
                                         c->use_silu_gate, ctx->sm_count, narrow_ctas, discard, s));
     return GG_SUCCESS;
 }
 
 /* g = bf16(dY @ W) into the plan's g buffer. */
-static gg_status gemm_g(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t s) {
+static gg_status gemm_g(gg_ctx *ctx, const gg_exec_res *r, const gg_block_plan *p, const gg_block_call *c,
+                        cudaStream_t s) {
     void *const *t = c->t;
-    return gg_matmul_run(ctx, &p->gemm[GEMM_G], t[T_W], t[T_DY], gg_plan_buffer(ctx, p, BUF_G), 0, 0, s);
+    return gg_matmul_run_in(ctx, &p->gemm[GEMM_G], t[T_W], t[T_DY], gg_res_buffer(r, p, BUF_G), 0, r->workspace[0], s);
 }
 
 /* The narrow schedule: g on every SM; then dW on the caller's stream, and beside it on the side stream the chain on
  * the SMs dW leaves; the bias sum where narrow_rows puts it. */
-static gg_status enqueue_narrow(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main) {
-    cudaStream_t side = gg_side_stream(ctx, main), aux = gg_aux_stream(ctx, main);
+static gg_status enqueue_narrow(gg_ctx *ctx, const gg_exec_res *r, const gg_block_plan *p, const gg_block_call *c,
+                                cudaStream_t main) {
+    cudaStream_t side = r->side, aux = r->aux;
     const bias_place bias = narrow_rows[narrow_row(p->key.tokens)].bias; /* the plan's M, as build() decides */
     gg_status status = GG_SUCCESS;
     if (bias == BIAS_FIRST) {
-        GG_TRY(gg_stream_handoff(ctx, main, ctx->ev_fork, side));
-        status = enqueue_bias_grad(ctx, p, c, side);
+        GG_TRY(gg_stream_handoff(ctx, main, r->ev_fork, side));
+        status = enqueue_bias_grad(ctx, r, p, c, side);
     }
-    if (status == GG_SUCCESS) status = gemm_g(ctx, p, c, main);
-    if (status == GG_SUCCESS) status = gg_stream_handoff(ctx, main, ctx->ev_mid, side);
-    if (status == GG_SUCCESS && bias == BIAS_BESIDE) status = gg_stream_handoff(ctx, main, ctx->ev_aux, aux);
-    if (status == GG_SUCCESS) status = chain(ctx, p, c, own(p)->narrow_ctas, side);
-    if (status == GG_SUCCESS) status = enqueue_weight_grad(ctx, p, c, 0, main);
+    if (status == GG_SUCCESS) status = gemm_g(ctx, r, p, c, main);
+    if (status == GG_SUCCESS) status = gg_stream_handoff(ctx, main, r->ev_mid, side);
+    if (status == GG_SUCCESS && bias == BIAS_BESIDE) status = gg_stream_handoff(ctx, main, r->ev_aux, aux);
+    if (status == GG_SUCCESS) status = chain(ctx, r, p, c, own(p)->narrow_ctas, side);
+    if (status == GG_SUCCESS) status = enqueue_weight_grad(ctx, r, p, c, 0, main);
     /* last: so enqueued, its CTAs were measured to reach the SMs after dW's and the chain's (see narrow_rows) */
-    if (status == GG_SUCCESS && bias == BIAS_BESIDE) status = enqueue_bias_grad(ctx, p, c, aux);
+    if (status == GG_SUCCESS && bias == BIAS_BESIDE) status = enqueue_bias_grad(ctx, r, p, c, aux);
     gg_branch joins[2];
     int n = 0;
-    if (bias == BIAS_BESIDE) joins[n++] = (gg_branch){aux, ctx->ev_aux_join};
-    joins[n++] = (gg_branch){side, ctx->ev_join};
-    return gg_stream_join_all(ctx, status, main, joins, n);
+    if (bias == BIAS_BESIDE) joins[n++] = (gg_branch){aux, r->ev_aux_join};
+    joins[n++] = (gg_branch){side, r->ev_join};
+    /* The aux stream carries only the bias sum (deferrable in a step graph); the side stream has the chain. */
+    return gg_stream_join_res(ctx, r, status, main, joins, n, bias == BIAS_BESIDE ? 1u : 0u);
 }
 
 /* g and its chain in one kernel on the side stream (high priority), then the bias as the column sum of the rows it
  * summed per 128 tokens; dW beside them on the caller's stream, so that its CTAs take the SMs of the kernel's last
  * wave as they free instead of waiting for the whole kernel. */
-static gg_status enqueue_fused(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main) {
+static gg_status enqueue_fused(gg_ctx *ctx, const gg_exec_res *r, const gg_block_plan *p, const gg_block_call *c,
+                               cudaStream_t main) {
     void *const *t = c->t;
-    cudaStream_t side = gg_side_stream(ctx, main);
-    GG_TRY(gg_stream_handoff(ctx, main, ctx->ev_fork, side));
-    float *bias_rows = gg_plan_buffer(ctx, p, BUF_BIAS_ROWS);
+    cudaStream_t side = r->side;
+    GG_TRY(gg_stream_handoff(ctx, main, r->ev_fork, side));
+    float *bias_rows = gg_res_buffer(r, p, BUF_BIAS_ROWS);
     gg_status status = GG_SUCCESS;
     GG_CUDA_GOTO(ctx,
                  gg_k_ssm_fused(t[T_DY], t[T_W], t[T_GATE_ACT], t[T_SSM], t[T_GATE], t[T_GRAD_SSM], t[T_GRAD_GATE],
                                 bias_rows, c->tokens, c->dim0, c->dim1, c->use_silu_gate, ctx->sm_count, side),
                  status, join);
-    status = sum_bias(ctx, p, c, bias_rows, GG_DT_F32, fused_bias_rows(c->tokens), side);
-    if (status == GG_SUCCESS) status = enqueue_weight_grad(ctx, p, c, 0, main);
+    status = sum_bias(ctx, r, p, c, bias_rows, GG_DT_F32, fused_bias_rows(c->tokens), side);
+    if (status == GG_SUCCESS) status = enqueue_weight_grad(ctx, r, p, c, 0, main);
 join:
-    return gg_stream_join(ctx, status, main, side, ctx->ev_join);
+    return gg_stream_join(ctx, status, main, side, r->ev_join);
 }
 
 /* The one-launch kernel: both gradients are final when it ends. */
@@ -242,16 +250,18 @@ static gg_status enqueue_small(gg_ctx *ctx, const gg_block_call *c, cudaStream_t
 
 static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main) {
     if (own(p)->route == ROUTE_SMALL) return enqueue_small(ctx, c, main);
-    if (own(p)->route == ROUTE_FUSED) return enqueue_fused(ctx, p, c, main);
-    if (own(p)->narrow_ctas > 0) return enqueue_narrow(ctx, p, c, main);
-    cudaStream_t side = gg_side_stream(ctx, main);
+    const gg_exec_res r = gg_block_res(ctx, c, main);
+    if (own(p)->route == ROUTE_FUSED) return enqueue_fused(ctx, &r, p, c, main);
+    if (own(p)->narrow_ctas > 0) return enqueue_narrow(ctx, &r, p, c, main);
+    cudaStream_t side = r.side;
     /* Fork first: dW and the bias sum start with g (unlike the FFN blocks, forking after g is slower here; the
      * alternatives are in docs/decisions.md). Calls that do not sync take the narrow schedule instead (above). */
-    GG_TRY(gg_stream_handoff(ctx, main, ctx->ev_fork, side));
-    gg_status status = enqueue_weight_grads(ctx, p, c, side);
-    if (status == GG_SUCCESS) status = gemm_g(ctx, p, c, main);
-    if (status == GG_SUCCESS) status = chain(ctx, p, c, 0, main);
-    return gg_stream_join(ctx, status, main, side, ctx->ev_join);
+    GG_TRY(gg_stream_handoff(ctx, main, r.ev_fork, side));
+    gg_status status = enqueue_weight_grads(ctx, &r, p, c, side);
+    if (status == GG_SUCCESS) status = gemm_g(ctx, &r, p, c, main);
+    if (status == GG_SUCCESS) status = chain(ctx, &r, p, c, 0, main);
+    /* The side stream carries only dW and the bias sum: deferrable in a step graph. */
+    return gg_stream_join_res(ctx, &r, status, main, &(gg_branch){side, r.ev_join}, 1, 1u);
 }
 
 const gg_block_info gg_ssm_gate_info = {

@@ -36,8 +36,10 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
 static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t s) {
     void *const *t = c->t;
     const int grid = ((const tanh_gate_plan *)p)->reduce_blocks;
+    /* The partial-sum slots are the context's: the kernel runs on the caller's stream only, so no two at once. */
+    const gg_exec_res r = gg_block_res(ctx, c, s);
     GG_CUDA_TRY(ctx, gg_k_tanh_gate(t[T_GRAD_OUTPUT], t[T_GATE], t[T_HIDDEN], t[T_MASK], t[T_GRAD_RESIDUAL],
-                                    t[T_GRAD_HIDDEN], ctx->tanh_partials, ctx->counter + GG_COUNTER_TANH_GATE,
+                                    t[T_GRAD_HIDDEN], ctx->tanh_partials, r.counter + GG_COUNTER_TANH_GATE,
                                     t[T_GRAD_GATE], c->accumulate, grid, c->tokens, c->dim0, s));
     return gg_dist_grad_ready(ctx, c, s, T_GRAD_GATE);
 }

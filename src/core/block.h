@@ -12,6 +12,7 @@
 
 #include "internal.h"
 #include "plan.h"
+#include "streams.h"
 
 typedef enum gg_extent { GG_EXT_ONE = 0, GG_EXT_TOKENS, GG_EXT_DIM0, GG_EXT_DIM1 } gg_extent;
 
@@ -72,7 +73,18 @@ struct gg_block_call {
     int comm_sms;   /* SMs the GEMMs leave to communication */
     int pair_split; /* the communicator takes the two-rank split reduction of info->split_tensors */
     void *t[GG_BLOCK_MAX_TENSORS]; /* device pointers in the order of info->tensors; inputs are only read */
+    const gg_exec_res *res; /* what the enqueue runs with (a step graph's call); NULL: the context's own */
 };
+
+/* The resources a call's enqueue runs with on `main`: *call->res, or the context's (gg_exec_res_ctx). */
+static inline gg_exec_res gg_block_res(const gg_ctx *ctx, const gg_block_call *call, cudaStream_t main) {
+    return call->res ? *call->res : gg_exec_res_ctx(ctx, main);
+}
+
+/* The device address of one of the plan's buffers in the scratch r runs with (gg_plan_buffer for the context's). */
+static inline void *gg_res_buffer(const gg_exec_res *r, const gg_block_plan *plan, int index) {
+    return (char *)r->scratch + plan->buffer[index];
+}
 
 /* ctx, desc and args of a public call must be non-NULL (with ctx NULL the message is in gg_last_error(NULL));
  * gg_check_desc checks ctx and desc only. */

@@ -7,6 +7,7 @@
 
 #include "kernels/gg_kernels.h"
 #include "internal.h"
+#include "log_env.h"
 #include "plan.h"
 #include "tune_cache.h"
 
@@ -124,6 +125,9 @@ gg_status gg_ctx_create(const gg_config *config, gg_ctx **out) {
     const gg_config defaults = GG_CONFIG_INIT;
     if (!config) config = &defaults;
     GG_TRY(validate_config(config));
+    gg_config with_env = *config;
+    GG_TRY(gg_log_env_apply(&with_env)); /* GG_LOG_LEVEL */
+    config = &with_env;
     gg_process_defaults(); /* before any communicator the caller may make after this */
 
     int count = 0;

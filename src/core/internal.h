@@ -18,10 +18,13 @@
 
 #define GG_MSG_BYTES 512
 #define GG_GEMM_STREAMS 2 /* GEMMs that may run at once: one per stream, each with its own workspace */
-/* Slices of ctx->counter: block 1's reduction, and two column sums that may run at once (one per stream); then the
- * fp16 overflow word (gg_fp16_overflow_flag: nonzero once an fp16 operand was past fp16's range). */
-enum { GG_COUNTER_TANH_GATE = 0, GG_COUNTER_SUM_A = 32, GG_COUNTER_SUM_B = 64, GG_COUNTER_OVERFLOW = 96,
-       GG_COUNTER_WORDS = 97 };
+/* Slices of ctx->counter: block 1's reduction, and two column sums that may run at once (one per stream), together
+ * GG_COUNTER_REDUCTION_WORDS words (what a step graph's slot gets of its own, gg_exec_res.counter); then the fp16
+ * overflow word (gg_fp16_overflow_flag: nonzero once an fp16 operand was past fp16's range). There is one overflow
+ * word per context, past every reduction slice: kernels are handed ctx->counter + GG_COUNTER_OVERFLOW, never
+ * gg_exec_res.counter + GG_COUNTER_OVERFLOW (a step slot's counters end before it). */
+enum { GG_COUNTER_TANH_GATE = 0, GG_COUNTER_SUM_A = 32, GG_COUNTER_SUM_B = 64, GG_COUNTER_REDUCTION_WORDS = 96,
+       GG_COUNTER_OVERFLOW = GG_COUNTER_REDUCTION_WORDS, GG_COUNTER_WORDS = GG_COUNTER_OVERFLOW + 1 };
 
 /* Something hanging off a context that must be destroyed with it (a graph, a communicator), linked into the context
  * through a hook the object embeds. The context runs the hooks without knowing what they destroy: GG_HOOK_EARLY ones

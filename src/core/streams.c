@@ -38,3 +38,33 @@ gg_status gg_stream_join(gg_ctx *ctx, gg_status status, cudaStream_t main, cudaS
     const gg_branch one = {branch, join};
     return gg_stream_join_all(ctx, status, main, &one, 1);
 }
+
+gg_exec_res gg_exec_res_ctx(const gg_ctx *ctx, cudaStream_t main) {
+    return (gg_exec_res){.side = gg_side_stream(ctx, main),
+                         .aux = gg_aux_stream(ctx, main),
+                         .ev_fork = ctx->ev_fork,
+                         .ev_mid = ctx->ev_mid,
+                         .ev_join = ctx->ev_join,
+                         .ev_conv = ctx->ev_conv,
+                         .ev_aux = ctx->ev_aux,
+                         .ev_aux_join = ctx->ev_aux_join,
+                         .scratch = ctx->scratch,
+                         .counter = ctx->counter,
+                         .workspace = {ctx->workspace[0], ctx->workspace[1]}};
+}
+
+gg_status gg_stream_join_res(gg_ctx *ctx, const gg_exec_res *r, gg_status status, cudaStream_t main,
+                             const gg_branch *branches, int n, unsigned deferrable) {
+    if (!r->defer_join || status != GG_SUCCESS) return gg_stream_join_all(ctx, status, main, branches, n);
+    for (int i = 0; i < n && status == GG_SUCCESS; ++i) {
+        const gg_branch *b = &branches[i];
+        if (!(deferrable >> i & 1u) || b->stream == main) {
+            status = gg_stream_handoff(ctx, b->stream, b->join, main);
+            continue;
+        }
+        status = gg_stream_mark(ctx, b->stream, b->join, main);
+        if (status == GG_SUCCESS && r->deferred) *r->deferred |= b->join == r->ev_aux_join ? GG_DEFERRED_AUX
+                                                                                            : GG_DEFERRED_SIDE;
+    }
+    return status;
+}

@@ -32,6 +32,33 @@ gg_status gg_stream_join_all(gg_ctx *ctx, gg_status status, cudaStream_t main, c
 /* gg_stream_join_all of one branch. */
 gg_status gg_stream_join(gg_ctx *ctx, gg_status status, cudaStream_t main, cudaStream_t branch, cudaEvent_t join);
 
+/* What one block call runs with: the streams it forks onto, the events of its fork and join edges, the scratch its
+ * plan's buffer offsets address, its reduction counters (GG_COUNTER_REDUCTION_WORDS words; the fp16
+ * overflow word is the context's alone, ctx->counter + GG_COUNTER_OVERFLOW) and a cuBLASLt workspace per stream
+ * (0: the caller's, 1: the side stream's). Eager calls and per-block graphs run with the context's own
+ * (gg_exec_res_ctx); a step graph hands each call its own side streams, scratch slot, counters and join events. */
+typedef struct gg_exec_res {
+    cudaStream_t side, aux; /* the second and third stream (the caller's own when config.overlap is NEVER) */
+    cudaEvent_t ev_fork, ev_mid, ev_join, ev_conv, ev_aux, ev_aux_join; /* as the context's (internal.h) */
+    void *scratch;
+    unsigned *counter;
+    void *workspace[GG_GEMM_STREAMS];
+    /* Nonzero: a branch that carries only parameter-gradient work ends in a mark (its join event recorded on it)
+     * instead of a join, and *deferred says which (GG_DEFERRED_*): the step joins it later, once. */
+    int defer_join;
+    unsigned *deferred;
+} gg_exec_res;
+
+enum { GG_DEFERRED_SIDE = 1, GG_DEFERRED_AUX = 2 }; /* ev_join, ev_aux_join recorded and not waited for */
+
+/* The context's resources for a schedule on `main`. */
+gg_exec_res gg_exec_res_ctx(const gg_ctx *ctx, cudaStream_t main);
+
+/* The end of a forked schedule run with r: gg_stream_join_all, except that with r->defer_join and no error the
+ * branches whose bit is set in `deferrable` (branch i: bit i) end in a mark and are noted in *r->deferred. */
+gg_status gg_stream_join_res(gg_ctx *ctx, const gg_exec_res *r, gg_status status, cudaStream_t main,
+                             const gg_branch *branches, int n, unsigned deferrable);
+
 /* The same in two steps, when `to` must wait later than the point `from` has reached now: mark `from` now
  * (gg_stream_mark), and make `to` wait for that mark when it needs it (gg_stream_wait). Both are no-ops when the
  * streams are one. */

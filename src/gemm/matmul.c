@@ -107,6 +107,22 @@ static int keep_fitting_clusters(gg_ctx *ctx, gg_matmul *mm, cublasLtMatmulHeuri
     return found;
 }
 
+/* A GEMM with an SM count target runs without split-k whenever the heuristic offers such an algorithm: with CUDA
+ * 13.0's cuBLASLt on an H200, its split-k (2) algorithms under an SM target of 92 wrote wrong results for block 4's
+ * dW at k = 32769 and 65537 tokens (1-2 % of the elements off by up to 13x the tolerance, test_shapes_gpu), where
+ * k = 32768, 32767, 65536 and 65538 were right. Keeps the unsplit results in the heuristic's order; the new count
+ * (all of them when none is unsplit). */
+static int split_k(const cublasLtMatmulAlgo_t *algo) {
+    return (int)algo_attribute(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM);
+}
+static int keep_unsplit(gg_matmul *mm, cublasLtMatmulHeuristicResult_t *results, int found) {
+    int kept = 0;
+    for (int i = 0; i < found; ++i)
+        if (split_k(&results[i].algo) <= 1) results[kept++] = results[i];
+    mm->unsplit = kept > 0; /* also for algorithms from the tune cache or another rank (gg_matmul_algo_fits) */
+    return kept > 0 ? kept : found;
+}
+
 void gg_gemm_types_for(gg_precision precision, cudaDataType_t *ab_type, cublasComputeType_t *compute) {
     *ab_type = precision == GG_PRECISION_FP16 ? CUDA_R_16F : CUDA_R_32F;
     *compute = precision == GG_PRECISION_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
@@ -175,6 +191,7 @@ gg_status gg_matmul_plan(gg_ctx *ctx, const gg_gemm_shape *s, gg_matmul *mm) {
      * GEMM planned without a limit (a data-parallel plan sums what the eager path computes, test_dist_mpi). */
     const int exact = s->ab_type == CUDA_R_32F && s->compute == CUBLAS_COMPUTE_32F;
     if (found > 0 && mm->max_cluster_ctas) found = keep_fitting_clusters(ctx, mm, results, found, !exact);
+    if (found > 0 && s->sm_count_target > 0) found = keep_unsplit(mm, results, found);
     if (found > TUNE_CANDIDATES) found = TUNE_CANDIDATES;
     if (found < 1) {
         status = gg_fail(ctx, GG_ERROR_CUBLAS,
@@ -202,7 +219,7 @@ fail:
 int gg_matmul_algo_fits(gg_ctx *ctx, const gg_matmul *mm, const cublasLtMatmulAlgo_t *algo, size_t *workspace_bytes) {
     cublasLtMatmulHeuristicResult_t check;
     memset(&check, 0, sizeof check);
-    if (!cluster_fits(mm, algo) ||
+    if (!cluster_fits(mm, algo) || (mm->unsplit && split_k(algo) > 1) ||
         cublasLtMatmulAlgoCheck(ctx->lt, mm->op, mm->a, mm->b, mm->d, mm->d, algo, &check) != CUBLAS_STATUS_SUCCESS ||
         check.workspaceSize > (ctx->workspace[0] ? ctx->config.gemm_workspace_bytes : 0))
         return 0;
@@ -219,16 +236,27 @@ int gg_matmul_adopt(gg_ctx *ctx, gg_matmul *mm, const cublasLtMatmulAlgo_t *algo
     return 1;
 }
 
-gg_status gg_matmul_run_scaled(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, const void *C, void *D,
-                               float alpha, float beta, int workspace, cudaStream_t stream) {
+/* The GEMM with an explicit workspace: the body of gg_matmul_run_scaled and gg_matmul_run_in. */
+static gg_status run_with(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, const void *C, void *D,
+                          float alpha, float beta, void *workspace, cudaStream_t stream) {
     /* Host scalars: read when the call is enqueued (or captured), so a graph keeps the scalars it was captured with. */
     gg_status status = GG_SUCCESS;
     GG_CUBLAS_GOTO(ctx,
                    cublasLtMatmul(ctx->lt, mm->op, &alpha, A, mm->a, B, mm->b, &beta, C ? C : D, mm->d, D, mm->d,
-                                  &mm->algo, ctx->workspace[workspace], mm->workspace_bytes, stream),
+                                  &mm->algo, workspace, mm->workspace_bytes, stream),
                    status, done);
 done:
     return status;
+}
+
+gg_status gg_matmul_run_scaled(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, const void *C, void *D,
+                               float alpha, float beta, int workspace, cudaStream_t stream) {
+    return run_with(ctx, mm, A, B, C, D, alpha, beta, ctx->workspace[workspace], stream);
+}
+
+gg_status gg_matmul_run_in(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, void *D, int accumulate,
+                           void *workspace, cudaStream_t stream) {
+    return run_with(ctx, mm, A, B, NULL, D, 1.0f, accumulate ? 1.0f : 0.0f, workspace, stream);
 }
 
 gg_status gg_matmul_run(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, void *D, int accumulate,

@@ -27,6 +27,7 @@ typedef struct gg_matmul {
     cublasLtMatmulAlgo_t algo;
     size_t workspace_bytes; /* what the chosen algorithm needs (<= the context's workspace) */
     int max_cluster_ctas;   /* > 0: only algorithms whose thread-block clusters have at most this many CTAs */
+    int unsplit;            /* only algorithms without split-k (a GEMM with an SM count target: matmul.c) */
 } gg_matmul;
 
 /* CTAs in one thread-block cluster of a cublasLtClusterShape_t value; 0 when not known (AUTO, or a value newer
@@ -44,13 +45,18 @@ gg_status gg_matmul_plan(gg_ctx *ctx, const gg_gemm_shape *shape, gg_matmul *mm)
 gg_status gg_matmul_run(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, void *D, int accumulate,
                         int workspace, cudaStream_t stream);
 
+/* gg_matmul_run with the workspace itself (the context's gemm_workspace_bytes large, used by no GEMM that may run at
+ * the same time): a step graph hands each of its streams its own. */
+gg_status gg_matmul_run_in(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, void *D, int accumulate,
+                           void *workspace, cudaStream_t stream);
+
 /* D = alpha * A @ B + beta * C (C NULL: D itself; C has D's layout, the sum is rounded once), otherwise as
  * gg_matmul_run. */
 gg_status gg_matmul_run_scaled(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, const void *C, void *D,
                                float alpha, float beta, int workspace, cudaStream_t stream);
 
 /* Whether cuBLASLt accepts algo for mm's descriptors within the context's GEMM workspace and its clusters fit
- * mm->max_cluster_ctas; if so, *workspace_bytes is what it needs. */
+ * mm->max_cluster_ctas (and it has no split-k when mm->unsplit); if so, *workspace_bytes is what it needs. */
 int gg_matmul_algo_fits(gg_ctx *ctx, const gg_matmul *mm, const cublasLtMatmulAlgo_t *algo, size_t *workspace_bytes);
 
 /* Runs mm with algo from now on (another rank's choice, say) if it fits (gg_matmul_algo_fits); 1 if adopted. */

@@ -13,6 +13,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -602,6 +603,93 @@ static void graph_run_checks_its_arguments(void **state) {
     destroy_ctx(ctx);
 }
 
+/* gg_graph_debug_dot: checks first, then a capture of the bucket's last run written out, nothing launched. */
+static void graph_debug_dot_captures_again(void **state) {
+    (void)state;
+    gg_ctx *ctx = make_ctx();
+    const char *path = "test_api_graph.dot";
+    assert_int_equal(gg_graph_debug_dot(NULL, 0, path, 0), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(NULL, "gg_graph_debug_dot: graph is NULL");
+    gg_tanh_gate_desc td = tanh_desc();
+    gg_tanh_gate_args ta = tanh_args();
+    gg_graph *g = NULL;
+    gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
+    gc.max_tokens = 1024;
+    assert_int_equal(gg_tanh_gate_graph_create(ctx, &td, &gc, &g), GG_SUCCESS);
+    assert_int_equal(gg_graph_debug_dot(g, 0, NULL, 0), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_graph_debug_dot: path is NULL");
+    assert_int_equal(gg_graph_debug_dot(g, 0, "", 0), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_graph_debug_dot: path is empty");
+    assert_int_equal(gg_graph_debug_dot(g, 4, path, 0), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_graph_debug_dot: bucket = 4 is not in [-1, 4)");
+    assert_int_equal(gg_graph_debug_dot(g, -2, path, 0), GG_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(gg_graph_debug_dot(g, -1, path, 0), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "config->device_select = 0");
+    assert_int_equal(gg_graph_debug_dot(g, 0, path, 0), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_graph_debug_dot: bucket = 0 has not run yet");
+    assert_int_equal(fake.captures, 0);
+
+    /* M = 64 runs in bucket 0 (128 tokens): captured, instantiated, launched once */
+    assert_int_equal(gg_tanh_gate_graph_run(g, &td, &ta, NULL), GG_SUCCESS);
+    assert_int_equal(fake.captures, 1);
+    assert_int_equal(fake.graph_launches, 1);
+    const int live = fake.live;
+    remove(path);
+    assert_int_equal(gg_graph_debug_dot(g, 0, path, 1), GG_SUCCESS);
+    assert_int_equal(fake.captures, 2);  /* captured again ... */
+    assert_int_equal(fake.graph_launches, 1);  /* ... and never launched */
+    assert_int_equal(fake.live, live);   /* the captured graph is destroyed */
+    assert_int_equal(fake.dot_flags, cudaGraphDebugDotFlagsVerbose);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    fclose(f);
+    remove(path);
+    assert_int_equal(gg_graph_debug_dot(g, 0, path, 0), GG_SUCCESS);
+    assert_int_equal(fake.dot_flags, 0);
+    remove(path);
+    assert_int_equal(gg_graph_debug_dot(g, 0, "no-such-directory/graph.dot", 0), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_graph_debug_dot: path \"no-such-directory/graph.dot\" cannot be written");
+    assert_int_equal(fake.live, live);
+    assert_int_equal(gg_graph_debug_dot(g, 1, path, 0), GG_ERROR_INVALID_ARGUMENT); /* bucket 1 never ran */
+    gg_graph_destroy(g);
+    destroy_ctx(ctx);
+}
+
+/* GG_LOG_LEVEL replaces the config's level at gg_ctx_create; a value it does not know fails the create. */
+static int info_calls;
+static void on_info(void *user, gg_log_level level, const char *message) {
+    (void)user, (void)message;
+    info_calls += level == GG_LOG_INFO;
+}
+
+static void log_level_from_environment(void **state) {
+    (void)state;
+    gg_config c = GG_CONFIG_INIT;
+    c.log_fn = on_info;
+    c.log_level = GG_LOG_ERROR;
+    setenv("GG_LOG_LEVEL", "info", 1);
+    fake_reset(1);
+    info_calls = 0;
+    gg_ctx *ctx = NULL;
+    assert_int_equal(gg_ctx_create(&c, &ctx), GG_SUCCESS);
+    assert_true(info_calls > 0); /* "gradgraph x.y.z: context on device 0 ..." */
+    destroy_ctx(ctx);
+    setenv("GG_LOG_LEVEL", "verbose", 1);
+    fake_reset(1);
+    ctx = (gg_ctx *)FAKE(0);
+    assert_int_equal(gg_ctx_create(&c, &ctx), GG_ERROR_INVALID_ARGUMENT);
+    assert_null(ctx);
+    assert_message_has(NULL, "gg_ctx_create: GG_LOG_LEVEL=\"verbose\" is not ERROR, WARN, INFO, DEBUG or TRACE");
+    assert_int_equal(fake.cuda_calls, 0);
+    setenv("GG_LOG_LEVEL", "", 1); /* empty: as if unset */
+    fake_reset(1);
+    info_calls = 0;
+    assert_int_equal(gg_ctx_create(&c, &ctx), GG_SUCCESS);
+    assert_int_equal(info_calls, 0);
+    destroy_ctx(ctx);
+    unsetenv("GG_LOG_LEVEL");
+}
+
 /* ---- data-parallel entry points: argument checks (no NCCL call is made before they pass) ---- */
 static void dist_entry_points_check_arguments(void **state) {
     (void)state;
@@ -868,6 +956,8 @@ int main(void) {
         cmocka_unit_test(graph_create_rejects_bad_config),
         cmocka_unit_test(graph_create_plans_and_cleans_up_on_failure),
         cmocka_unit_test(graph_run_checks_its_arguments),
+        cmocka_unit_test(graph_debug_dot_captures_again),
+        cmocka_unit_test(log_level_from_environment),
         cmocka_unit_test(dist_entry_points_check_arguments),
         cmocka_unit_test(host_pointers_are_refused),
         cmocka_unit_test(device_pointers_are_queried_once),

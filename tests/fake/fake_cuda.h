@@ -1,7 +1,7 @@
 /*
  * fake_cuda.h - the CUDA runtime and cuBLASLt as the CPU tests see them: every call the library makes is replaced at
  * link time (-Wl,--wrap; the list is GG_FAKED_CUDA in tests/CMakeLists.txt) by a fake that hands out fake handles,
- * counts what is alive, counts every call that would put work on a stream, and fails on request: the N-th resource
+ * counts what is alive, counts every call that would put work on a stream, writes the DOT files asked for (one line), and fails on request: the N-th resource
  * creation, or the k-th call of one kind (fault injection). Used by test_api, test_faults and the fuzz target.
  */
 #ifndef GG_FAKE_CUDA_H
@@ -44,6 +44,8 @@ typedef struct fake_state {
     int cuda_calls;        /* every faked call */
     int capturing;         /* cudaStreamIsCapturing reports an active capture on any stream but the capture's own */
     int captures_open;     /* captures begun and not ended (must be 0 after every call) */
+    int captures;          /* captures begun (successfully) since the last fake_reset */
+    unsigned dot_flags;    /* the flags of the last cudaGraphDebugDotPrint */
     uintptr_t host_lo, host_hi; /* [lo, hi): what cudaPointerGetAttributes calls host memory */
     int host_pinned;            /* ... pinned (cudaMemoryTypeHost) rather than unregistered */
     uintptr_t managed_lo, managed_hi; /* [lo, hi): managed memory */

@@ -13,7 +13,8 @@
  *   - no element is off by more than 10 tol, none is NaN or Inf (outputs are poisoned with NaN before each call),
  *   - the 4 KiB guard regions before and after every output still hold their pattern (no out-of-bounds write).
  * GG_SHAPES_PER_BLOCK (default 12) shapes per block, from GG_SHAPES_SEED (default 1; scripts/device.sh runs a few
- * hundred from a fresh seed). Every failure prints the seed and the shape; GG_SHAPE=block,M,dim0,dim1,silu runs one.
+ * hundred from a fresh seed). Every failure prints the seed and the shape; GG_SHAPE=block,M,dim0,dim1,silu,autotune
+ * runs one.
  * Each block prints "SHAPES {json}" with its counts, which scripts/device.sh collects.
  */
 #include "gpu_test.h"
@@ -132,8 +133,8 @@ static gg_ctx *shape_ctx(int autotune) {
 }
 
 static void describe(const shape *sh, gg_precision p, char *out, size_t n) {
-    snprintf(out, n, "GG_SHAPE=%d,%lld,%lld,%lld,%d (%s, autotune %d)", sh->block, (long long)sh->M,
-             (long long)sh->a, (long long)sh->b, sh->silu, gg_precision_string(p), sh->autotune);
+    snprintf(out, n, "GG_SHAPE=%d,%lld,%lld,%lld,%d,%d (%s)", sh->block, (long long)sh->M, (long long)sh->a,
+             (long long)sh->b, sh->silu, sh->autotune, gg_precision_string(p));
 }
 
 /* Runs one shape in every precision mode of its block; returns the number of (shape, mode) pairs that failed. */
@@ -217,14 +218,14 @@ static uint64_t env_u64(const char *name, uint64_t fallback) {
     return v && *v ? strtoull(v, NULL, 0) : fallback;
 }
 
-/* GG_SHAPE=block,M,dim0,dim1,silu: that one shape instead of the sweep (for reproducing a failure). */
+/* GG_SHAPE=block,M,dim0,dim1,silu[,autotune]: that one shape instead of the sweep (for reproducing a failure). */
 static int env_shape(int block, shape *sh) {
     const char *v = getenv("GG_SHAPE");
     long long b, M, a, d1;
-    int silu = 0;
-    if (!v || sscanf(v, "%lld,%lld,%lld,%lld,%d", &b, &M, &a, &d1, &silu) < 4) return 0;
+    int silu = 0, autotune = 0;
+    if (!v || sscanf(v, "%lld,%lld,%lld,%lld,%d,%d", &b, &M, &a, &d1, &silu, &autotune) < 4) return 0;
     if (b != block) return -1;
-    *sh = (shape){block, M, a, d1, silu != 0, 0};
+    *sh = (shape){block, M, a, d1, silu != 0, autotune != 0};
     return 1;
 }
 

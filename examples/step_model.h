@@ -1,0 +1,50 @@
+/*
+ * step_model.h - a stack of layers for the step graph example, bench and test: residual GELU-MLP layers (block 3,
+ * the residual add in a callback) or gated bf16 layers (blocks 1 and 4), every buffer sized for max_tokens rows and
+ * filled with random values. The same backward runs as one step graph, as eager calls or as per-block graphs.
+ */
+#ifndef GG_STEP_MODEL_H
+#define GG_STEP_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#include "gradgraph.h"
+
+typedef struct sm_config {
+    int layers;
+    int gated;              /* 0: residual MLPs (hidden, ffn); 1: tanh gate + SSM gate per layer (hidden, ffn = E) */
+    int64_t hidden, ffn, max_tokens;
+    gg_precision precision; /* the MLPs' */
+    unsigned seed;
+} sm_config;
+
+typedef struct sm_model sm_model;
+
+/* 0, or -1 with a message on stderr. */
+int sm_create(gg_ctx *ctx, const sm_config *config, sm_model **out);
+void sm_destroy(sm_model *m);
+
+/* The backward into a step (every layer, last first, with its callbacks). */
+gg_status sm_add_to_step(sm_model *m, gg_step *step);
+/* The same backward as separate eager calls (and the callbacks' work) on stream, for `tokens` rows. */
+gg_status sm_run_eager(sm_model *m, int64_t tokens, int accumulate, cudaStream_t stream);
+/* The same as per-block graphs (made on first use with config), one launch per block call. */
+gg_status sm_run_block_graphs(sm_model *m, const gg_graph_config *config, int64_t tokens, int accumulate,
+                              cudaStream_t stream);
+
+/* Every gradient the backward writes (parameter gradients, then the activation gradients of `tokens` rows), copied
+ * to the host in one buffer of *bytes (malloc'd; the caller frees it). elem_bytes: 4 (fp32) or 2 (bf16). */
+void *sm_gradients(sm_model *m, int64_t tokens, size_t *bytes, int *elem_bytes);
+/* Sets every gradient buffer to `byte` (bytes), so that a run must write all of them. */
+void sm_clear(sm_model *m, int byte);
+
+/* Largest |a - b| / (max |b| over the buffer) of two sm_gradients buffers, and whether they are bitwise equal. */
+double sm_max_rel_diff(const void *a, const void *b, size_t bytes, int elem_bytes, int *bitwise);
+
+/* GEMM FLOP of one backward at `tokens` rows (the speed of light's numerator). */
+double sm_flop(const sm_model *m, int64_t tokens);
+
+#endif

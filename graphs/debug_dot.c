@@ -1,0 +1,42 @@
+/* debug_dot.c - gg_graph_debug_dot: a bucket's CUDA graph as Graphviz DOT, for users to see what a replay runs. */
+#include <stdint.h>
+
+#include "graph.h"
+
+static gg_status debug_dot(gg_graph *g, const char *fn, int bucket, const char *path, int verbose) {
+    gg_ctx *ctx = g->ctx;
+    if (!path) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: path is NULL", fn);
+    if (!*path) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: path is empty", fn);
+    if (bucket < -1 || bucket >= g->n_buckets)
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: bucket = %d is not in [-1, %d)", fn, bucket, g->n_buckets);
+    if (bucket == -1 && !g->config.device_select)
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
+                       "%s: bucket = -1 is the device-selected graph, but the graph was created with "
+                       "config->device_select = 0",
+                       fn);
+    int saved = 0;
+    GG_TRY(gg_device_enter(ctx, &saved));
+    cudaGraph_t graph = NULL;
+    gg_status status = gg_graph_capture_again(g, fn, bucket, &graph);
+    if (status == GG_SUCCESS) {
+        const cudaError_t err = cudaGraphDebugDotPrint(graph, path, verbose ? cudaGraphDebugDotFlagsVerbose : 0);
+        if (err == cudaErrorOperatingSystem) { /* the file could not be opened or written */
+            (void)cudaGetLastError();
+            status = gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: path \"%s\" cannot be written", fn, path);
+        } else if (err != cudaSuccess) {
+            status = gg_fail_cuda(ctx, err, "cudaGraphDebugDotPrint");
+        }
+    }
+    if (graph) (void)cudaGraphDestroy(graph);
+    gg_device_leave(ctx, saved);
+    return status;
+}
+
+gg_status gg_graph_debug_dot(gg_graph *g, int bucket, const char *path, int verbose) {
+    static const char fn[] = "gg_graph_debug_dot";
+    if (!g) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: graph is NULL", fn);
+    GG_TRY(gg_ctx_claim(g->ctx, fn)); /* the whole call, its checks included, is this thread's */
+    const gg_status status = debug_dot(g, fn, bucket, path, verbose);
+    gg_ctx_release(g->ctx);
+    return status;
+}

@@ -1,0 +1,574 @@
+/*
+ * step.c - step graphs: a model's backward (block calls and the caller's callbacks, in order) captured as one CUDA
+ * graph per bucket and replayed with one launch.
+ *
+ *   add:       the block's own checks, at the largest bucket's rows; callbacks kept as given
+ *   finalize:  the chain's checks (parameter gradients written once, activation gradients read whole), every call's
+ *              plan at every bucket, the scratch ring's other slots, the side streams and their workspaces
+ *   run:       pick the bucket; find the exec (bucket, accumulate, padded M, pointer generation) or capture on the
+ *              context's capture stream: per block call i, main waits for the deferred work of call i - K (its
+ *              slot's previous user) and of any earlier call whose inputs it overwrites, then the block's enqueue
+ *              runs with slot i mod K, side stream i mod S and joins deferred; one join of everything at the end
+ */
+#include "step.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <nvtx3/nvToolsExt.h>
+
+#include "buckets.h"
+#include "graph.h"
+
+enum { KEY_ACCUMULATE = 1, KEY_PADDED = 2 };
+
+typedef enum { OP_BLOCK, OP_CALLBACK } op_kind;
+
+typedef struct step_op {
+    op_kind kind;
+    gg_block_call call; /* OP_BLOCK: dims, precision, pointers; tokens the largest bucket */
+    int block;          /* OP_BLOCK: its index among the block calls (slot block % K, side stream block % S) */
+    gg_step_callback_fn fn;
+    void *user;
+    cudaEvent_t ev_join, ev_aux_join; /* the ends of its deferred branches */
+    unsigned deferred;                /* while capturing: GG_DEFERRED_* of its enqueue */
+    int joined;                       /* while capturing: the main stream waits for its deferred work already */
+} step_op;
+
+struct gg_step {
+    gg_ctx *ctx;
+    gg_step_config config;
+    int n_buckets;
+    int64_t buckets[GG_MAX_BUCKETS]; /* ascending */
+    step_op *ops;
+    int n_ops, cap_ops, n_blocks;
+    int finalized; /* 1: runnable; -1: finalize failed (destroy only) */
+    int sides, slots;
+    cudaStream_t side[GG_STEP_MAX_SIDE_STREAMS], aux[GG_STEP_MAX_SIDE_STREAMS];
+    void *workspace[GG_STEP_MAX_SIDE_STREAMS]; /* side stream k's: the context's second for k = 0, else the step's */
+    void *ring;         /* slots 1 .. K-1 (slot 0 is the context's arena) */
+    unsigned *counters; /* their reduction counters, GG_COUNTER_REDUCTION_WORDS each, zero between kernels */
+    size_t slot_bytes, own_bytes;
+    uint64_t args_generation; /* bumped by gg_step_set_args: execs captured before are stale */
+    gg_exec_cache execs[GG_MAX_BUCKETS];
+    gg_ctx_hook hook;
+};
+
+/* ---- life cycle ---- */
+
+/* Whether the step made anything on the device (only finalize does). */
+static int has_device_state(const gg_step *s) { return s->finalized != 0; }
+
+void gg_step_destroy(gg_step *s) {
+    if (!s) return;
+    int saved = 0;
+    const int entered = has_device_state(s) && gg_device_enter(s->ctx, &saved) == GG_SUCCESS;
+    if (entered) {
+        (void)cudaDeviceSynchronize(); /* runs of the step may still be going */
+        for (int b = 0; b < GG_MAX_BUCKETS; ++b) gg_exec_destroy_all(&s->execs[b]);
+        for (int i = 0; i < s->n_ops; ++i) {
+            if (s->ops[i].ev_join) (void)cudaEventDestroy(s->ops[i].ev_join);
+            if (s->ops[i].ev_aux_join) (void)cudaEventDestroy(s->ops[i].ev_aux_join);
+        }
+        for (int k = 0; k < GG_STEP_MAX_SIDE_STREAMS; ++k) {
+            if (s->side[k]) (void)cudaStreamDestroy(s->side[k]);
+            if (s->aux[k]) (void)cudaStreamDestroy(s->aux[k]);
+            if (k > 0 && s->workspace[k]) (void)cudaFree(s->workspace[k]);
+        }
+        if (s->ring) (void)cudaFree(s->ring);
+        if (s->counters) (void)cudaFree(s->counters);
+        (void)cudaGetLastError();
+        gg_device_leave(s->ctx, saved);
+    } else {
+        for (int b = 0; b < GG_MAX_BUCKETS; ++b) gg_exec_cache_free(&s->execs[b]);
+    }
+    gg_ctx_hook_remove(s->ctx, &s->hook);
+    free(s->ops);
+    free(s);
+}
+
+static void destroy_hook(void *s) { gg_step_destroy(s); }
+
+static gg_status check_config(gg_ctx *ctx, const gg_step_config *c) {
+    const char *fn = "gg_step_create";
+    GG_TRY(gg_check_config_version(ctx, fn, c->struct_size, sizeof(gg_step_config), c->version,
+                                   GG_STEP_CONFIG_VERSION, "GG_STEP_CONFIG_INIT"));
+    if (c->execs_per_bucket < 1 || c->execs_per_bucket > 64)
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: config->execs_per_bucket = %d is not in [1, 64]", fn,
+                       c->execs_per_bucket);
+    if (c->side_streams < 1 || c->side_streams > GG_STEP_MAX_SIDE_STREAMS)
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
+                       "%s: config->side_streams = %d is not in [1, %d] (GG_STEP_MAX_SIDE_STREAMS)", fn,
+                       c->side_streams, GG_STEP_MAX_SIDE_STREAMS);
+    if (c->scratch_slots < 0 || c->scratch_slots > GG_STEP_MAX_SCRATCH_SLOTS)
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
+                       "%s: config->scratch_slots = %d is not in [0, %d] (GG_STEP_MAX_SCRATCH_SLOTS; 0: the default)",
+                       fn, c->scratch_slots, GG_STEP_MAX_SCRATCH_SLOTS);
+    return GG_SUCCESS;
+}
+
+static gg_status step_create(gg_ctx *ctx, const gg_step_config *config, gg_step **out) {
+    if (!out) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "gg_step_create: out is NULL");
+    const gg_step_config defaults = GG_STEP_CONFIG_INIT;
+    if (!config) config = &defaults;
+    GG_TRY(check_config(ctx, config));
+    /* the bucket policy is gg_graph_config's: one expansion, one set of messages */
+    gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
+    gc.policy = config->policy;
+    gc.bucket_tokens = config->bucket_tokens;
+    gc.n_buckets = config->n_buckets;
+    gc.min_tokens = config->min_tokens;
+    gc.step = config->step;
+    gc.max_tokens = config->max_tokens;
+    int64_t buckets[GG_MAX_BUCKETS];
+    char err[256];
+    const int n = gg_buckets_make(&gc, buckets, err, sizeof err);
+    if (n < 0) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "gg_step_create: %s", err);
+    gg_step *s = calloc(1, sizeof *s);
+    if (!s) return gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "gg_step_create: out of host memory");
+    s->ctx = ctx;
+    s->config = *config;
+    s->n_buckets = n;
+    memcpy(s->buckets, buckets, sizeof(int64_t) * (size_t)n);
+    s->sides = ctx->config.overlap == GG_OVERLAP_NEVER ? 0 : config->side_streams;
+    s->slots = config->scratch_slots ? config->scratch_slots : config->side_streams + 1;
+    for (int b = 0; b < n; ++b)
+        if (gg_exec_cache_init(&s->execs[b], config->execs_per_bucket) != 0) {
+            gg_step_destroy(s);
+            return gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "gg_step_create: out of host memory");
+        }
+    s->hook = (gg_ctx_hook){.destroy = destroy_hook, .obj = s};
+    gg_ctx_hook_add(ctx, &s->hook, GG_HOOK_EARLY);
+    *out = s;
+    return GG_SUCCESS;
+}
+
+gg_status gg_step_create(gg_ctx *ctx, const gg_step_config *config, gg_step **out) {
+    if (out) *out = NULL;
+    if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_step_create: ctx is NULL");
+    GG_TRY(gg_ctx_claim(ctx, "gg_step_create")); /* the whole call is this thread's, as every entry point's */
+    const gg_status status = step_create(ctx, config, out);
+    gg_ctx_release(ctx);
+    return status;
+}
+
+/* ---- describing the backward ---- */
+
+static int64_t max_tokens(const gg_step *s) { return s->buckets[s->n_buckets - 1]; }
+
+/* step non-NULL and still open for adds. */
+static gg_status check_open(gg_step *s, const char *fn) {
+    if (!s) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: step is NULL", fn);
+    if (s->finalized)
+        return gg_fail(s->ctx, GG_ERROR_INVALID_ARGUMENT, "%s (call %d): the step is finalized; make a new one", fn,
+                       s->n_ops);
+    return GG_SUCCESS;
+}
+
+static gg_status append(gg_step *s, const char *fn, const step_op *op) {
+    if (s->n_ops == s->cap_ops) {
+        const int cap = s->cap_ops ? 2 * s->cap_ops : 16;
+        step_op *ops = realloc(s->ops, sizeof *ops * (size_t)cap);
+        if (!ops) return gg_fail(s->ctx, GG_ERROR_OUT_OF_MEMORY, "%s (call %d): out of host memory", fn, s->n_ops);
+        s->ops = ops;
+        s->cap_ops = cap;
+    }
+    s->ops[s->n_ops++] = *op;
+    return GG_SUCCESS;
+}
+
+/* The block's own checks of a call at the largest bucket's rows, messages prefixed with "fn (call i)". */
+static gg_status validate_call(gg_step *s, const char *fn, int index, gg_block_call *call, gg_precision requested) {
+    char where[96];
+    snprintf(where, sizeof where, "%s (call %d)", fn, index);
+    call->tokens = max_tokens(s);
+    call->accumulate = 0;
+    return gg_block_validate(s->ctx, where, call, requested);
+}
+
+static gg_status add_block(gg_step *s, const gg_block_info *info, const char *fn, const void *desc,
+                           const void *args) {
+    GG_TRY(check_open(s, fn));
+    if (!desc) return gg_fail(s->ctx, GG_ERROR_INVALID_ARGUMENT, "%s (call %d): desc is NULL", fn, s->n_ops);
+    if (!args) return gg_fail(s->ctx, GG_ERROR_INVALID_ARGUMENT, "%s (call %d): args is NULL", fn, s->n_ops);
+    step_op op = {.kind = OP_BLOCK, .block = s->n_blocks};
+    gg_block_pack(&op.call, info, desc, args);
+    GG_TRY(validate_call(s, fn, s->n_ops, &op.call, gg_block_requested_precision(info, desc)));
+    GG_TRY(append(s, fn, &op));
+    s->n_blocks++;
+    return GG_SUCCESS;
+}
+
+gg_status gg_step_add_block(gg_step *s, const gg_block_info *info, const char *fn, const void *desc,
+                            const void *args) {
+    if (!s) return check_open(s, fn);
+    GG_TRY(gg_ctx_claim(s->ctx, fn));
+    const gg_status status = add_block(s, info, fn, desc, args);
+    gg_ctx_release(s->ctx);
+    return status;
+}
+
+static gg_status add_callback(gg_step *s, gg_step_callback_fn fn, void *user) {
+    GG_TRY(check_open(s, "gg_step_add_callback"));
+    if (!fn)
+        return gg_fail(s->ctx, GG_ERROR_INVALID_ARGUMENT, "gg_step_add_callback (call %d): fn is NULL", s->n_ops);
+    const step_op op = {.kind = OP_CALLBACK, .fn = fn, .user = user};
+    return append(s, "gg_step_add_callback", &op);
+}
+
+gg_status gg_step_add_callback(gg_step *s, gg_step_callback_fn fn, void *user) {
+    if (!s) return check_open(s, "gg_step_add_callback");
+    GG_TRY(gg_ctx_claim(s->ctx, "gg_step_add_callback"));
+    const gg_status status = add_callback(s, fn, user);
+    gg_ctx_release(s->ctx);
+    return status;
+}
+
+int gg_step_call_count(const gg_step *s) { return s ? s->n_ops : 0; }
+
+/* ---- the chain's rules ---- */
+
+static int is_param(const gg_block_call *c, int i) {
+    return c->info->tensors[i].is_output && c->info->tensors[i].rows != GG_EXT_TOKENS;
+}
+
+static int is_act_grad(const gg_block_call *c, int i) {
+    return c->info->tensors[i].is_output && c->info->tensors[i].rows == GG_EXT_TOKENS;
+}
+
+/* Whether tensors i of a and j of b share a byte (both used; sizes at the calls' tokens). */
+static int overlap(const gg_block_call *a, int i, const gg_block_call *b, int j) {
+    if (!gg_tensor_used(a, i) || !gg_tensor_used(b, j)) return 0;
+    const uintptr_t a0 = (uintptr_t)a->t[i], a1 = a0 + gg_tensor_bytes(a, i);
+    const uintptr_t b0 = (uintptr_t)b->t[j], b1 = b0 + gg_tensor_bytes(b, j);
+    return a0 < b1 && b0 < a1;
+}
+
+/* Checks call `later` against every earlier block call: parameter gradients are written by one call only, and an
+ * input that overlaps an earlier call's activation gradient is exactly that tensor. */
+static gg_status check_against_earlier(gg_step *s, const char *fn, int later) {
+    const gg_block_call *b = &s->ops[later].call;
+    for (int e = 0; e < later; ++e) {
+        if (s->ops[e].kind != OP_BLOCK) continue;
+        const gg_block_call *a = &s->ops[e].call;
+        for (int j = 0; j < b->info->n_tensors; ++j)
+            for (int i = 0; i < a->info->n_tensors; ++i) {
+                if (!overlap(a, i, b, j)) continue;
+                const char *an = a->info->tensors[i].name, *bn = b->info->tensors[j].name;
+                if (is_param(a, i) && b->info->tensors[j].is_output)
+                    return gg_fail(s->ctx, GG_ERROR_INVALID_ARGUMENT,
+                                   "%s: call %d's args->%s overlaps call %d's parameter gradient args->%s: the two "
+                                   "writes would race (give each call its own gradient and add them in a callback)",
+                                   fn, later, bn, e, an);
+                if (is_act_grad(a, i) && !b->info->tensors[j].is_output &&
+                    (a->t[i] != b->t[j] || gg_tensor_bytes(a, i) != gg_tensor_bytes(b, j)))
+                    return gg_fail(s->ctx, GG_ERROR_INVALID_ARGUMENT,
+                                   "%s: call %d's args->%s overlaps call %d's args->%s without being that tensor "
+                                   "(same pointer and shape)",
+                                   fn, later, bn, e, an);
+            }
+    }
+    return GG_SUCCESS;
+}
+
+/* Whether block call b must wait for the deferred work of the earlier block call a: b writes what a's deferred work
+ * reads (a's inputs), or touches a parameter gradient a's deferred work writes. a's activation gradients are complete
+ * on the main stream when a's enqueue returns. */
+static int hazard(const gg_block_call *a, const gg_block_call *b) {
+    for (int i = 0; i < a->info->n_tensors; ++i)
+        for (int j = 0; j < b->info->n_tensors; ++j) {
+            if (!overlap(a, i, b, j)) continue;
+            if (is_param(a, i)) return 1;
+            if (!a->info->tensors[i].is_output && b->info->tensors[j].is_output) return 1;
+        }
+    return 0;
+}
+
+/* ---- finalize ---- */
+
+static gg_status make_device_state(gg_step *s) {
+    gg_ctx *ctx = s->ctx;
+    for (int b = s->n_buckets - 1; b >= 0; --b) /* largest first: the context's arena grows once */
+        for (int i = 0; i < s->n_ops; ++i) {
+            if (s->ops[i].kind != OP_BLOCK) continue;
+            gg_block_call c = s->ops[i].call;
+            c.tokens = s->buckets[b];
+            gg_block_plan *plan = NULL;
+            GG_TRY(gg_block_plan_for(ctx, &c, &plan));
+            if (plan->scratch_bytes > s->slot_bytes) s->slot_bytes = plan->scratch_bytes;
+        }
+    s->slot_bytes = (s->slot_bytes + 255) & ~(size_t)255;
+    GG_TRY(gg_ctx_reserve_scratch(ctx, s->slot_bytes)); /* slot 0 */
+    if (s->slots > 1) {
+        const size_t ring = s->slot_bytes * (size_t)(s->slots - 1);
+        if (ring) GG_CUDA_TRY(ctx, cudaMalloc(&s->ring, ring));
+        s->own_bytes += ring;
+        const size_t words = sizeof(unsigned) * GG_COUNTER_REDUCTION_WORDS * (size_t)(s->slots - 1);
+        GG_CUDA_TRY(ctx, cudaMalloc((void **)&s->counters, words));
+        GG_CUDA_TRY(ctx, cudaMemset(s->counters, 0, words));
+        s->own_bytes += words;
+    }
+    for (int k = 0; k < s->sides; ++k) {
+        /* as the context's side and aux streams: dW at the greatest priority, the bias sums at the least */
+        GG_CUDA_TRY(ctx, cudaStreamCreateWithPriority(&s->side[k], cudaStreamNonBlocking, ctx->priority_greatest));
+        GG_CUDA_TRY(ctx, cudaStreamCreateWithPriority(&s->aux[k], cudaStreamNonBlocking, ctx->priority_least));
+        s->workspace[k] = ctx->workspace[1];
+        if (k > 0 && ctx->workspace[1]) {
+            GG_CUDA_TRY(ctx, cudaMalloc(&s->workspace[k], ctx->config.gemm_workspace_bytes));
+            s->own_bytes += ctx->config.gemm_workspace_bytes;
+        }
+    }
+    for (int i = 0; i < s->n_ops; ++i) {
+        if (s->ops[i].kind != OP_BLOCK) continue;
+        GG_CUDA_TRY(ctx, cudaEventCreateWithFlags(&s->ops[i].ev_join, cudaEventDisableTiming));
+        GG_CUDA_TRY(ctx, cudaEventCreateWithFlags(&s->ops[i].ev_aux_join, cudaEventDisableTiming));
+    }
+    return GG_SUCCESS;
+}
+
+static gg_status finalize(gg_step *s, const char *fn) {
+    if (s->finalized)
+        return gg_fail(s->ctx, GG_ERROR_INVALID_ARGUMENT, "%s: the step is finalized already%s", fn,
+                       s->finalized < 0 ? " (and failed: destroy it)" : "");
+    if (s->n_blocks == 0)
+        return gg_fail(s->ctx, GG_ERROR_INVALID_ARGUMENT, "%s: the step has no block call (add one with "
+                                                          "gg_step_add_<block>)", fn);
+    for (int i = 0; i < s->n_ops; ++i)
+        if (s->ops[i].kind == OP_BLOCK) GG_TRY(check_against_earlier(s, fn, i));
+    /* from here on the device is touched: a failure leaves a step that can only be destroyed */
+    s->finalized = -1;
+    int saved = 0;
+    GG_TRY(gg_device_enter(s->ctx, &saved));
+    const gg_status status = make_device_state(s);
+    gg_device_leave(s->ctx, saved);
+    if (status != GG_SUCCESS) return status;
+    s->finalized = 1;
+    gg_log(s->ctx, GG_LOG_INFO, "%s: %d calls (%d blocks), %d buckets up to %lld tokens, %d side streams, %d scratch "
+                                "slots of %zu MiB", fn, s->n_ops, s->n_blocks, s->n_buckets,
+           (long long)max_tokens(s), s->sides, s->slots, s->slot_bytes >> 20);
+    return GG_SUCCESS;
+}
+
+gg_status gg_step_finalize(gg_step *s) {
+    const char *fn = "gg_step_finalize";
+    if (!s) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: step is NULL", fn);
+    GG_TRY(gg_ctx_claim(s->ctx, fn));
+    const gg_status status = finalize(s, fn);
+    gg_ctx_release(s->ctx);
+    return status;
+}
+
+/* ---- capture ---- */
+
+/* The main stream waits for op's deferred branches (once per capture). */
+static gg_status join_op(gg_ctx *ctx, step_op *op, cudaStream_t main) {
+    if (op->joined) return GG_SUCCESS;
+    op->joined = 1;
+    if (op->deferred & GG_DEFERRED_SIDE) GG_CUDA_TRY(ctx, cudaStreamWaitEvent(main, op->ev_join, 0));
+    if (op->deferred & GG_DEFERRED_AUX) GG_CUDA_TRY(ctx, cudaStreamWaitEvent(main, op->ev_aux_join, 0));
+    return GG_SUCCESS;
+}
+
+/* What block call `op` runs with: slot block % K, side stream block % S (none: the main stream). */
+static gg_exec_res op_res(const gg_step *s, step_op *op, cudaStream_t main) {
+    const gg_ctx *ctx = s->ctx;
+    gg_exec_res r = gg_exec_res_ctx(ctx, main);
+    const int slot = op->block % s->slots;
+    if (slot > 0) {
+        r.scratch = (char *)s->ring + s->slot_bytes * (size_t)(slot - 1);
+        r.counter = s->counters + (size_t)GG_COUNTER_REDUCTION_WORDS * (size_t)(slot - 1);
+    }
+    const int k = s->sides ? op->block % s->sides : 0;
+    r.side = s->sides ? s->side[k] : main;
+    r.aux = s->sides ? s->aux[k] : main;
+    r.workspace[1] = s->sides ? s->workspace[k] : ctx->workspace[1];
+    r.ev_join = op->ev_join;
+    r.ev_aux_join = op->ev_aux_join;
+    r.defer_join = 1;
+    r.deferred = &op->deferred;
+    return r;
+}
+
+/* Rows tokens .. bucket-1 of the first block call's grad_output (tensor 0 of every block) are zeroed. */
+static gg_status zero_padding(gg_ctx *ctx, const gg_block_call *c, int64_t tokens, int64_t bucket, cudaStream_t st) {
+    const size_t row = (size_t)gg_extent_value(c, c->info->tensors[0].cols) * c->info->tensors[0].elem_bytes;
+    GG_CUDA_TRY(ctx, cudaMemsetAsync((char *)c->t[0] + row * (size_t)tokens, 0, row * (size_t)(bucket - tokens), st));
+    return GG_SUCCESS;
+}
+
+/* Enqueues the whole backward at `bucket` rows on main (capturing). */
+static gg_status enqueue_step(gg_step *s, int64_t tokens, int64_t bucket, int accumulate, cudaStream_t main) {
+    gg_ctx *ctx = s->ctx;
+    gg_status status = GG_SUCCESS;
+    int first_block = 1;
+    for (int i = 0; i < s->n_ops; ++i) s->ops[i].deferred = 0, s->ops[i].joined = 0;
+    for (int i = 0; i < s->n_ops && status == GG_SUCCESS; ++i) {
+        step_op *op = &s->ops[i];
+        if (op->kind == OP_CALLBACK) {
+            op->fn(op->user, (gg_stream)main, bucket);
+            enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+            const cudaError_t err = cudaStreamIsCapturing(main, &cs);
+            if (err != cudaSuccess || cs != cudaStreamCaptureStatusActive)
+                status = gg_fail(ctx, GG_ERROR_CUDA,
+                                 "gg_step_run: the callback of call %d broke the capture (%s): a callback may only "
+                                 "enqueue capturable work on the stream it is handed",
+                                 i, err != cudaSuccess ? cudaGetErrorName(err) : "capture invalidated");
+            continue;
+        }
+        gg_block_call c = op->call;
+        c.tokens = bucket;
+        c.accumulate = accumulate;
+        gg_block_plan *plan = NULL;
+        status = gg_block_plan_for(ctx, &c, &plan); /* made at finalize: a lookup */
+        if (status == GG_SUCCESS && first_block && tokens < bucket)
+            status = zero_padding(ctx, &c, tokens, bucket, main);
+        first_block = 0;
+        /* the slot's previous user, and every earlier call whose deferred work this one would disturb */
+        for (int e = 0; e < i && status == GG_SUCCESS; ++e) {
+            step_op *a = &s->ops[e];
+            if (a->kind != OP_BLOCK || a->joined || !a->deferred) continue;
+            if (a->block == op->block - s->slots || hazard(&a->call, &op->call)) status = join_op(ctx, a, main);
+        }
+        if (status != GG_SUCCESS) break;
+        const gg_exec_res r = op_res(s, op, main);
+        c.res = &r;
+        nvtxRangePushA(c.info->fn);
+        status = c.info->enqueue(ctx, plan, &c, main);
+        nvtxRangePop();
+    }
+    /* every forked stream rejoins main, or the capture could not end */
+    for (int i = 0; i < s->n_ops; ++i) {
+        if (s->ops[i].kind != OP_BLOCK) continue;
+        const gg_status joined = join_op(ctx, &s->ops[i], main);
+        if (status == GG_SUCCESS) status = joined;
+    }
+    return status;
+}
+
+static gg_status capture(gg_step *s, int64_t tokens, int b, int accumulate, cudaGraph_t *out) {
+    gg_ctx *ctx = s->ctx;
+    *out = NULL;
+    /* slot 0 is the context's arena: it holds a slot unless a failed allocation lost it since finalize */
+    GG_TRY(gg_ctx_reserve_scratch(ctx, s->slot_bytes));
+    GG_CUDA_TRY(ctx, cudaStreamBeginCapture(ctx->capture, cudaStreamCaptureModeThreadLocal));
+    gg_status status = enqueue_step(s, tokens, s->buckets[b], accumulate, ctx->capture);
+    cudaGraph_t graph = NULL;
+    const cudaError_t end = cudaStreamEndCapture(ctx->capture, &graph);
+    if (status == GG_SUCCESS && end != cudaSuccess) status = gg_fail_cuda(ctx, end, "cudaStreamEndCapture");
+    if (status != GG_SUCCESS) {
+        if (graph) (void)cudaGraphDestroy(graph);
+        (void)cudaGetLastError();
+        return status;
+    }
+    *out = graph;
+    return GG_SUCCESS;
+}
+
+/* ---- run ---- */
+
+static gg_status step_run(gg_step *s, const char *fn, int64_t tokens, int accumulate, gg_stream stream) {
+    gg_ctx *ctx = s->ctx;
+    if (s->finalized != 1)
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: the step is not finalized%s", fn,
+                       s->finalized < 0 ? " (gg_step_finalize failed: destroy it)" : " (call gg_step_finalize)");
+    if (tokens < 1)
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: tokens = %lld must be at least 1", fn, (long long)tokens);
+    const int b = gg_buckets_select(s->buckets, s->n_buckets, tokens);
+    if (b < 0)
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
+                       "%s: tokens = %lld exceeds the largest bucket (%lld, config->max_tokens): the buffers hold no "
+                       "more rows",
+                       fn, (long long)tokens, (long long)max_tokens(s));
+    const int padded = tokens != s->buckets[b];
+    if (padded && !s->config.allow_padding)
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
+                       "%s: tokens = %lld is not a bucket (next: %lld) and config->allow_padding is 0", fn,
+                       (long long)tokens, (long long)s->buckets[b]);
+    gg_exec_key key;
+    memset(&key, 0, sizeof key);
+    key.ptr[0] = (const void *)(uintptr_t)s->args_generation;
+    key.tokens = tokens;
+    key.flags = (accumulate ? KEY_ACCUMULATE : 0) | (padded ? KEY_PADDED : 0);
+    int saved = 0;
+    GG_TRY(gg_device_enter(ctx, &saved));
+    nvtxRangePushA(fn);
+    gg_status status = GG_SUCCESS;
+    gg_exec_entry *e = gg_exec_cache_find(&s->execs[b], &key, ctx->scratch_generation);
+    if (!e) {
+        cudaGraph_t graph = NULL;
+        status = capture(s, tokens, b, accumulate != 0, &graph);
+        if (status == GG_SUCCESS) status = gg_exec_install(ctx, &s->execs[b], &key, graph, &e);
+    }
+    if (status == GG_SUCCESS) {
+        const cudaError_t err = cudaGraphLaunch((cudaGraphExec_t)e->exec, (cudaStream_t)stream);
+        if (err != cudaSuccess) status = gg_fail_cuda(ctx, err, "cudaGraphLaunch");
+    }
+    nvtxRangePop();
+    gg_device_leave(ctx, saved);
+    return status;
+}
+
+gg_status gg_step_run(gg_step *s, int64_t tokens, int accumulate, gg_stream stream) {
+    const char *fn = "gg_step_run";
+    if (!s) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: step is NULL", fn);
+    GG_TRY(gg_ctx_claim(s->ctx, fn));
+    const gg_status status = step_run(s, fn, tokens, accumulate, stream);
+    gg_ctx_release(s->ctx);
+    return status;
+}
+
+static gg_status set_args(gg_step *s, const char *fn, int index, const void *args) {
+    if (index < 0 || index >= s->n_ops)
+        return gg_fail(s->ctx, GG_ERROR_INVALID_ARGUMENT, "%s: index = %d is not in [0, %d)", fn, index, s->n_ops);
+    step_op *op = &s->ops[index];
+    if (op->kind != OP_BLOCK)
+        return gg_fail(s->ctx, GG_ERROR_INVALID_ARGUMENT, "%s (call %d): the call is a callback, not a block call", fn,
+                       index);
+    if (!args) return gg_fail(s->ctx, GG_ERROR_INVALID_ARGUMENT, "%s (call %d): args is NULL", fn, index);
+    gg_block_call c = op->call;
+    for (int i = 0; i < c.info->n_tensors; ++i)
+        memcpy(&c.t[i], (const char *)args + c.info->tensors[i].arg, sizeof c.t[i]);
+    GG_TRY(validate_call(s, fn, index, &c, c.precision));
+    const gg_block_call old = op->call;
+    op->call = c;
+    /* the chain's rules against every other call */
+    for (int i = 0; i < s->n_ops; ++i) {
+        if (s->ops[i].kind != OP_BLOCK) continue;
+        const gg_status st = check_against_earlier(s, fn, i);
+        if (st != GG_SUCCESS) {
+            op->call = old;
+            return st;
+        }
+    }
+    s->args_generation++;
+    return GG_SUCCESS;
+}
+
+gg_status gg_step_set_args(gg_step *s, int index, const void *args) {
+    const char *fn = "gg_step_set_args";
+    if (!s) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: step is NULL", fn);
+    GG_TRY(gg_ctx_claim(s->ctx, fn));
+    const gg_status status = set_args(s, fn, index, args);
+    gg_ctx_release(s->ctx);
+    return status;
+}
+
+/* ---- queries ---- */
+
+gg_status gg_step_memory_info(const gg_step *s, gg_step_memory *out) {
+    if (!s) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_step_memory_info: step is NULL");
+    if (!out) return gg_fail(s->ctx, GG_ERROR_INVALID_ARGUMENT, "gg_step_memory_info: out is NULL");
+    memset(out, 0, sizeof *out);
+    out->buckets = s->n_buckets;
+    for (int b = 0; b < s->n_buckets; ++b)
+        for (int i = 0; i < s->execs[b].capacity; ++i)
+            if (s->execs[b].entries[i].exec) {
+                out->execs++;
+                out->exec_bytes += s->execs[b].entries[i].bytes;
+            }
+    out->slot_bytes = s->slot_bytes;
+    out->scratch_bytes = s->slot_bytes * (size_t)s->slots;
+    out->own_bytes = s->own_bytes + out->exec_bytes;
+    return GG_SUCCESS;
+}
