@@ -56,8 +56,10 @@ struct gg_ctx {
     cublasLtHandle_t lt;
     cudaStream_t side;  /* the context's second stream: the dW chain runs here, forked from the caller's */
     int priority_least, priority_greatest; /* the device's stream priorities (cudaDeviceGetStreamPriorityRange) */
-    cudaEvent_t ev_fork; /* caller's stream -> side: inputs (and converted operands) are ready */
-    cudaEvent_t ev_mid;  /* caller's stream -> side: a mid-schedule result is ready (the FFN's R, block 4's g) */
+    /* caller's stream -> side: what the caller's stream has made so far is ready (the inputs, G, R). Every
+     * hand-off through it records and waits at once (gg_stream_handoff), and a wait keeps the record it was made
+     * against, so one event serves all of a schedule's forks. */
+    cudaEvent_t ev_fork;
     cudaEvent_t ev_join; /* side -> caller's stream: the side chain is done */
     cudaEvent_t ev_conv; /* side -> caller's stream: operands converted on the side stream are ready */
     cudaStream_t aux;        /* a third stream, for work beside both chains (block 4's bias sum) */
