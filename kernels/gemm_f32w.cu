@@ -49,8 +49,8 @@ constexpr int kStages = 3;    /* the ring of k-tiles (both operands) */
 constexpr int kPerSm = 1;     /* CTAs per SM the shared memory allows */
 constexpr int kMaxSplit = GG_F32W_MAX_SPLIT; /* CTAs per cluster (the portable limit) */
 constexpr int kF32wThreads = 128 * kGroups;          /* thread 0 also issues the TMA boxes: a producer warp of its
-                                                         own made ptxas allocate registers for three warpgroups, and
-                                                         the accumulators no longer fit (wgmma serialized, spills) */
+                                                         own makes ptxas allocate registers for three warpgroups, and
+                                                         then the accumulators do not fit (wgmma serialized, spills) */
 constexpr int kTokBytes = kTokens * kBK * 2;          /* a stage's activations: 32 KiB, 1024-byte aligned */
 constexpr int kWBoxCols = 32;                         /* a weight box: 32 fp32 columns = one 128-byte swizzle row */
 constexpr int kWBoxBytes = kBK * kWBoxCols * 4;       /* 8 KiB */

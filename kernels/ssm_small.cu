@@ -190,8 +190,8 @@ __device__ __forceinline__ bf16x8 staged_bf16(Part part, int n_parts, int r, int
 /* The cluster barrier's two halves, split so that work goes between them: arrive (release: this thread's shared
  * memory writes, and its reads of the others' partials, come before it) and wait (acquire). Each of g's cluster
  * barriers is split: the first has the chain's loads issued inside it, the second arrives as soon as the partial
- * reads are done and waits only at the end, so it no longer waits for the chain's global stores as a cluster.sync()
- * after them did (ncu at 128 tokens: 12 % of the warps' stall samples on membar). */
+ * reads are done and waits only at the end, so it does not wait for the chain's global stores, as a cluster.sync()
+ * after them would (ncu at 128 tokens: 12 % of the warps' stall samples on membar). */
 __device__ __forceinline__ void cluster_arrive() {
     asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
 }
@@ -263,8 +263,8 @@ __global__ void __launch_bounds__(kSmallThreads, 4) ssm_small_kernel(const Small
         return v < n_vecs && row < a.M;
     };
     cluster_arrive(); /* this CTA's partial is staged */
-    /* The chain's operands, loaded while the cluster's other partials are staged: their DRAM round trip no longer
-     * follows the barrier (loaded before the k-loop instead, they would delay its loads). 16-byte loads into
+    /* The chain's operands, loaded while the cluster's other partials are staged: their DRAM round trip does not
+     * follow the barrier (loaded before the k-loop instead, they would delay its loads). 16-byte loads into
      * registers (see ssm_chain8). */
     bf16x8 ga[kMaxVecs], so[kMaxVecs], gt[kMaxVecs];
 #pragma unroll

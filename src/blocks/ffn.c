@@ -327,7 +327,7 @@ static gg_status enqueue_overlapped(gg_ctx *ctx, const gg_block_plan *p, const g
     GG_GOTO(gg_matmul_run_in(ctx, &p->gemm[GEMM_DW2], o.act, o.dy, t[T_DW2], acc, o.r.workspace[1], side), status,
             join);
     GG_GOTO(activation_grad(ctx, p, c, &o, main), status, join);
-    GG_GOTO(gg_stream_handoff(ctx, main, o.r.ev_mid, side), status, join);
+    GG_GOTO(gg_stream_handoff(ctx, main, o.r.ev_fork, side), status, join); /* R is ready */
     GG_GOTO(gg_matmul_run_in(ctx, &p->gemm[GEMM_DW1], o.x, o.G, t[T_DW1], acc, o.r.workspace[1], side), status, join);
     if (is_copy(c, T_W1, o.w1)) GG_GOTO(gg_stream_wait(ctx, side, o.r.ev_conv, main), status, join); /* W1's copy */
     GG_GOTO(gemm_dx(ctx, p, c, &o, 0, c->tokens, ctx->priority_greatest, main), status, join);

@@ -204,7 +204,7 @@ static gg_status enqueue_narrow(gg_ctx *ctx, const gg_exec_res *r, const gg_bloc
         status = enqueue_bias_grad(ctx, r, p, c, side);
     }
     if (status == GG_SUCCESS) status = gemm_g(ctx, r, p, c, main);
-    if (status == GG_SUCCESS) status = gg_stream_handoff(ctx, main, r->ev_mid, side);
+    if (status == GG_SUCCESS) status = gg_stream_handoff(ctx, main, r->ev_fork, side); /* g is ready */
     if (status == GG_SUCCESS && bias == BIAS_BESIDE) status = gg_stream_handoff(ctx, main, r->ev_aux, aux);
     if (status == GG_SUCCESS) status = chain(ctx, r, p, c, own(p)->narrow_ctas, side);
     if (status == GG_SUCCESS) status = enqueue_weight_grad(ctx, r, p, c, 0, main);

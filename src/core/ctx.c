@@ -88,7 +88,6 @@ static void release(gg_ctx *ctx) {
     if (ctx->counter) (void)cudaFree(ctx->counter);
     if (ctx->tanh_partials) (void)cudaFree(ctx->tanh_partials);
     if (ctx->ev_fork) (void)cudaEventDestroy(ctx->ev_fork);
-    if (ctx->ev_mid) (void)cudaEventDestroy(ctx->ev_mid);
     if (ctx->ev_join) (void)cudaEventDestroy(ctx->ev_join);
     if (ctx->ev_conv) (void)cudaEventDestroy(ctx->ev_conv);
     if (ctx->ev_aux) (void)cudaEventDestroy(ctx->ev_aux);
@@ -186,7 +185,6 @@ gg_status gg_ctx_create(const gg_config *config, gg_ctx **out) {
                  fail);
     GG_CUDA_GOTO(ctx, cudaStreamCreateWithFlags(&ctx->capture, cudaStreamNonBlocking), status, fail);
     GG_CUDA_GOTO(ctx, cudaEventCreateWithFlags(&ctx->ev_fork, cudaEventDisableTiming), status, fail);
-    GG_CUDA_GOTO(ctx, cudaEventCreateWithFlags(&ctx->ev_mid, cudaEventDisableTiming), status, fail);
     GG_CUDA_GOTO(ctx, cudaEventCreateWithFlags(&ctx->ev_join, cudaEventDisableTiming), status, fail);
     GG_CUDA_GOTO(ctx, cudaEventCreateWithFlags(&ctx->ev_conv, cudaEventDisableTiming), status, fail);
     GG_CUDA_GOTO(ctx, cudaEventCreateWithFlags(&ctx->ev_aux, cudaEventDisableTiming), status, fail);

@@ -52,12 +52,16 @@ struct gg_ctx {
     int sm_count;
     int l2_bytes; /* the L2's size (cudaDevAttrL2CacheSize) */
     int has_wgmma; /* the device runs the build's sm_90a kernels (a 9.0 device, a build with 90a code) */
-    int f32w_clusters[8 + 1]; /* gg_k_gemm_f32w_capacity's answer, when has_wgmma (GG_F32W_MAX_SPLIT = 8) */
+    /* gg_k_gemm_f32w_capacity's answer, when has_wgmma (GG_F32W_MAX_SPLIT = 8): blocks 2/3's, kept here because the
+     * same probe decides has_wgmma for every sm_90a kernel (docs/design.md, "What the context keeps for one block") */
+    int f32w_clusters[8 + 1];
     cublasLtHandle_t lt;
     cudaStream_t side;  /* the context's second stream: the dW chain runs here, forked from the caller's */
     int priority_least, priority_greatest; /* the device's stream priorities (cudaDeviceGetStreamPriorityRange) */
-    cudaEvent_t ev_fork; /* caller's stream -> side: inputs (and converted operands) are ready */
-    cudaEvent_t ev_mid;  /* caller's stream -> side: a mid-schedule result is ready (the FFN's R, block 4's g) */
+    /* caller's stream -> side: what the caller's stream has made so far is ready (the inputs, G, R). Every
+     * hand-off through it records and waits at once (gg_stream_handoff), and a wait keeps the record it was made
+     * against, so one event serves all of a schedule's forks. */
+    cudaEvent_t ev_fork;
     cudaEvent_t ev_join; /* side -> caller's stream: the side chain is done */
     cudaEvent_t ev_conv; /* side -> caller's stream: operands converted on the side stream are ready */
     cudaStream_t aux;        /* a third stream, for work beside both chains (block 4's bias sum) */
@@ -67,8 +71,9 @@ struct gg_ctx {
     void *workspace[GG_GEMM_STREAMS];
     unsigned *counter; /* GG_COUNTER_WORDS device words, 0 between kernels: the "last CTA done" counters of the
                           one-launch reductions, one range per reduction that may run concurrently (GG_COUNTER_*) */
-    unsigned *tanh_partials; /* block 1's per-CTA partial sums: gg_k_tanh_gate_slots words, 0xffffffff between
-                                kernels */
+    /* block 1's per-CTA partial sums: gg_k_tanh_gate_slots words, 0xffffffff between kernels; set with the context,
+     * so that the marker is in place before a kernel on any stream reads it (docs/design.md) */
+    unsigned *tanh_partials;
     void *scratch; /* one arena shared by all plans; grown (never shrunk) to the largest plan's need */
     size_t scratch_bytes;
     uint64_t scratch_generation; /* bumped whenever the arena moves: graphs captured before must be captured again */

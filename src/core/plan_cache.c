@@ -1,3 +1,4 @@
+/* plan_cache.c - the per-context cache of block plans (see plan_cache.h): plain C, tested without a GPU. */
 #include "plan_cache.h"
 
 #include <stdlib.h>

@@ -43,7 +43,6 @@ gg_exec_res gg_exec_res_ctx(const gg_ctx *ctx, cudaStream_t main) {
     return (gg_exec_res){.side = gg_side_stream(ctx, main),
                          .aux = gg_aux_stream(ctx, main),
                          .ev_fork = ctx->ev_fork,
-                         .ev_mid = ctx->ev_mid,
                          .ev_join = ctx->ev_join,
                          .ev_conv = ctx->ev_conv,
                          .ev_aux = ctx->ev_aux,

@@ -16,7 +16,9 @@ cudaStream_t gg_side_stream(const gg_ctx *ctx, cudaStream_t main);
  * is NEVER. */
 cudaStream_t gg_aux_stream(const gg_ctx *ctx, cudaStream_t main);
 
-/* Makes `to` wait for everything enqueued on `from` so far, through `event`; nothing when they are one stream. */
+/* Makes `to` wait for everything enqueued on `from` so far, through `event`; nothing when they are one stream. The
+ * wait is made against the record just made (a later record of the event does not move it), so an event used only
+ * for hand-offs serves any number of them. */
 gg_status gg_stream_handoff(gg_ctx *ctx, cudaStream_t from, cudaEvent_t event, cudaStream_t to);
 
 /* A stream forked from a schedule's main stream, and the event it rejoins main through. */
@@ -39,7 +41,7 @@ gg_status gg_stream_join(gg_ctx *ctx, gg_status status, cudaStream_t main, cudaS
  * (gg_exec_res_ctx); a step graph hands each call its own side streams, scratch slot, counters and join events. */
 typedef struct gg_exec_res {
     cudaStream_t side, aux; /* the second and third stream (the caller's own when config.overlap is NEVER) */
-    cudaEvent_t ev_fork, ev_mid, ev_join, ev_conv, ev_aux, ev_aux_join; /* as the context's (internal.h) */
+    cudaEvent_t ev_fork, ev_join, ev_conv, ev_aux, ev_aux_join; /* as the context's (internal.h) */
     void *scratch;
     unsigned *counter;
     void *workspace[GG_GEMM_STREAMS];

@@ -28,7 +28,7 @@ typedef struct gg_dist {
     cudaStream_t stream; /* the communication stream */
     cudaEvent_t ev_ready; /* a producer's stream -> the communication stream */
     cudaEvent_t ev_done;  /* the communication stream -> the caller's stream */
-    void *agree_dev;      /* device and pinned host buffers of gg_dist_agree_algorithms (AGREE_BYTES in dist.c), */
+    void *agree_dev;      /* device and pinned host buffers of gg_dist_agree_algorithms (GG_DIST_AGREE_BYTES), */
     void *agree_host;     /* made with the communicator so that making a graph cannot fail half way through it */
     int ce_on;            /* large gradients go through copy_engine.c (every rank agreed at the warm-up) */
     /* The staging: two pieces of NCCL memory (ncclMemAlloc) in one symmetric window on comm, where the all-to-all
@@ -125,7 +125,7 @@ gg_status gg_dist_check_shape(gg_ctx *ctx, const char *fn, const gg_block_call *
  * the plans is broadcast, and the other ranks adopt it. Autotuning on each rank alone can pick different algorithms
  * for the same GEMM (timings within noise), and ranks whose kernels differ wait for the slowest at every
  * reduction: on 2 H200s one such run of block 3 reached 1.81x against 1.92-1.99x (docs/distributed.md). Every
- * rank calls it for the same graphs in the same order (gg_graph_create of a syncing graph does), outside any
+ * rank calls it for the same graphs in the same order (gg_block_graph_create of a syncing graph does), outside any
  * capture; count: the graph's buckets. GG_ERROR_PEER when another rank failed. */
 gg_status gg_dist_agree_algorithms(gg_ctx *ctx, const char *fn, gg_block_plan *const *plans, int count);
 #define GG_DIST_MAX_AGREE_PLANS 64 /* the most plans one agreement takes (a graph's buckets: GG_MAX_BUCKETS) */
