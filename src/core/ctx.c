@@ -206,6 +206,9 @@ gg_status gg_ctx_create(const gg_config *config, gg_ctx **out) {
     GG_CUDA_GOTO(ctx, cudaMalloc((void **)&ctx->tanh_partials, slots), status, fail);
     GG_CUDA_GOTO(ctx, cudaMemset(ctx->tanh_partials, 0xff, slots), status, fail); /* "unwritten" */
     ctx->device_bytes += slots;
+    /* cudaMemset runs on the legacy stream, asynchronously to the host: the counters' zeros and the slots' markers
+     * must have landed before a kernel on the caller's (possibly non-blocking) stream reads them. */
+    GG_CUDA_GOTO(ctx, cudaDeviceSynchronize(), status, fail);
     GG_GOTO(open_tune_cache(ctx, config), status, fail);
     gg_device_leave(ctx, saved);
     gg_log(ctx, GG_LOG_INFO, "gradgraph %s: context on device %d (%d SMs), %zu MiB of GEMM workspace",
