@@ -27,7 +27,7 @@ typedef struct gg_span_kernel {
     double start_us;   /* from the span's first kernel start */
     double duration_us;
 } gg_span_kernel;
-#define GG_SPAN_MAX_KERNELS 256
+#define GG_SPAN_MAX_KERNELS 1024 /* a step graph of a few dozen layers */
 /* Copies up to max kernels into out and returns how many were recorded (at most GG_SPAN_MAX_KERNELS). */
 int gg_span_kernels(gg_span_kernel *out, int max);
 

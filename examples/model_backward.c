@@ -4,17 +4,26 @@
  * layers run as separate eager calls, then timed per step against per-block graphs and eager calls.
  *
  *   model_backward [--small] [--gated] [--layers L] [--hidden D] [--ffn F] [--tokens M] [--precision fp32|tf32|fp16]
- *                  [--side-streams S] [--steps N] [--json FILE]
+ *                  [--side-streams S] [--scratch-slots K] [--sweep S:K,S:K,...] [--rounds R] [--steps N]
+ *                  [--json FILE] [--trace FILE]
  *
- * Defaults: 8 layers, D = 2048, F = 8192, 8192 tokens, fp16 (--small: D = 1024, F = 4096, 2048 tokens). Exit 0 when
- * the step graph matches the eager path (bitwise in fp32 mode and for the bf16 blocks, else within 1e-3 of the
- * largest gradient), 1 otherwise, 77 without a GPU.
+ * Defaults: 8 layers, D = 2048, F = 8192, 8192 tokens, fp16 (--small: D = 1024, F = 4096, 2048 tokens), the step's
+ * default side streams and scratch slots. --sweep times several step configurations of the same model (K = 0: the
+ * default, S + 1 slots), R rounds (default 3) of N steps each, interleaved, the median per configuration; the
+ * fastest is reported as the step graph's time and every one in the JSON's "configs". Every configuration is
+ * checked against eager calls at the largest bucket, the first also padded. --trace appends the CUPTI kernel
+ * records of one replay of the fastest configuration's step and of one per-block-graph step (built with the bench:
+ * CUPTI) to FILE, for scripts/plot_step_timeline.py. Exit 0 when every check passes (bitwise in fp32 mode and for the
+ * bf16 blocks at the largest bucket, else within 1e-3 of the largest gradient), 1 otherwise, 77 without a GPU.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "step_model.h"
+#ifdef GG_HAVE_TRACE
+#include "cupti_span.h"
+#endif
 
 #define CHECK(call)                                                                                                \
     do {                                                                                                           \
@@ -24,6 +33,8 @@
             return 1;                                                                                              \
         }                                                                                                          \
     } while (0)
+
+enum { MAX_CONFIGS = 16 };
 
 typedef enum { MODE_STEP, MODE_BLOCK_GRAPHS, MODE_EAGER } mode;
 
@@ -50,10 +61,85 @@ static double time_steps(gg_ctx *ctx, gg_step *step, sm_model *m, mode md, int64
     return st == GG_SUCCESS ? ms / steps : -1;
 }
 
+typedef struct step_config {
+    int sides, slots; /* slots 0: the step's default (sides + 1) */
+    gg_step *step;
+    double runs_ms[16];
+    double median_ms;
+    int correct;
+    gg_step_memory mem;
+} step_config;
+
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* "2:0,1:0,3:0" into configs; the count, or -1. */
+static int parse_sweep(const char *text, step_config *configs) {
+    int n = 0;
+    for (const char *p = text; *p && n < MAX_CONFIGS;) {
+        int s = 0, k = 0, used = 0;
+        if (sscanf(p, "%d:%d%n", &s, &k, &used) != 2) return -1;
+        configs[n].sides = s;
+        configs[n++].slots = k;
+        p += used;
+        if (*p == ',') ++p;
+        else if (*p) return -1;
+    }
+    return n;
+}
+
+/* The step graph's gradients at M rows against ref (the eager path's): prints the check, returns whether it passed. */
+static int check_against(gg_ctx *ctx, sm_model *m, const sm_config *c, gg_step *step, const step_config *sc,
+                         const void *ref, size_t ref_bytes, int64_t M, cudaStream_t s) {
+    size_t bytes = 0;
+    int elem = 0, bitwise = 0;
+    sm_clear(m, 0x7f);
+    if (gg_step_run(step, M, 0, (gg_stream)s) != GG_SUCCESS) {
+        fprintf(stderr, "gg_step_run: %s\n", gg_last_error(ctx));
+        return 0;
+    }
+    cudaStreamSynchronize(s);
+    void *got = sm_gradients(m, M, &bytes, &elem);
+    const double rel = ref && got && bytes == ref_bytes ? sm_max_rel_diff(got, ref, bytes, elem, &bitwise) : 1e30;
+    const int exact_kernels = M == c->max_tokens && (c->gated || c->precision == GG_PRECISION_FP32);
+    const int pass = exact_kernels ? bitwise : rel <= 1e-3;
+    printf("check %lld tokens%s, %d side streams, %d slots: step graph vs eager: %s, max rel diff %.3g: %s\n",
+           (long long)M, M == c->max_tokens ? "" : " (padded)", sc->sides, sc->slots,
+           bitwise ? "bitwise equal" : "not bitwise", rel, pass ? "ok" : "FAILED");
+    free(got);
+    return pass;
+}
+
+#ifdef GG_HAVE_TRACE
+/* The kernels of one more step in `mode` (after a warm-up one), appended to the trace file. */
+static int trace_one(FILE *f, const char *model, const char *mode, const step_config *sc, gg_step *step,
+                     sm_model *m, int64_t tokens, cudaStream_t s) {
+    for (int pass = 0; pass < 2; ++pass) {
+        if (pass == 1) gg_span_begin();
+        const gg_status st =
+            step ? gg_step_run(step, tokens, 0, (gg_stream)s) : sm_run_block_graphs(m, NULL, tokens, 0, s);
+        if (st != GG_SUCCESS) return -1;
+        cudaStreamSynchronize(s);
+    }
+    const double span = gg_span_end();
+    static gg_span_kernel k[GG_SPAN_MAX_KERNELS];
+    const int n = gg_span_kernels(k, GG_SPAN_MAX_KERNELS);
+    for (int i = 0; i < n; ++i)
+        fprintf(f, "%s,%s,%d,%d,%u,%.2f,%.2f,%s,%u,%u\n", model, mode, sc->sides, sc->slots, k[i].stream, k[i].start_us,
+                k[i].duration_us, k[i].name, k[i].ctas, k[i].threads);
+    printf("trace %s %s: %d kernels over %.1f us%s\n", model, mode, n, span,
+           n == GG_SPAN_MAX_KERNELS ? " (the trace is full: later kernels are missing)" : "");
+    return 0;
+}
+#endif
+
 int main(int argc, char **argv) {
     sm_config c = {.layers = 8, .hidden = 2048, .ffn = 8192, .max_tokens = 8192, .precision = GG_PRECISION_FP16};
-    int steps = 20, sides = 2;
-    const char *json = NULL;
+    const gg_step_config defaults = GG_STEP_CONFIG_INIT;
+    int steps = 20, rounds = 3, sides = defaults.side_streams, slots = defaults.scratch_slots;
+    const char *json = NULL, *sweep = NULL, *trace = NULL;
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
         if (!strcmp(a, "--small")) c.hidden = 1024, c.ffn = 4096, c.max_tokens = 2048;
@@ -63,8 +149,12 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--ffn")) c.ffn = atoll(v), ++i;
         else if (!strcmp(a, "--tokens")) c.max_tokens = atoll(v), ++i;
         else if (!strcmp(a, "--side-streams")) sides = atoi(v), ++i;
+        else if (!strcmp(a, "--scratch-slots")) slots = atoi(v), ++i;
+        else if (!strcmp(a, "--sweep")) sweep = v, ++i;
+        else if (!strcmp(a, "--rounds")) rounds = atoi(v), ++i;
         else if (!strcmp(a, "--steps")) steps = atoi(v), ++i;
         else if (!strcmp(a, "--json")) json = v, ++i;
+        else if (!strcmp(a, "--trace")) trace = v, ++i;
         else if (!strcmp(a, "--precision")) {
             c.precision = !strcmp(v, "fp32") ? GG_PRECISION_FP32 : !strcmp(v, "tf32") ? GG_PRECISION_TF32
                                                                                       : GG_PRECISION_FP16;
@@ -73,6 +163,19 @@ int main(int argc, char **argv) {
             fprintf(stderr, "usage: see the top of examples/model_backward.c\n");
             return 2;
         }
+    }
+    step_config configs[MAX_CONFIGS];
+    memset(configs, 0, sizeof configs);
+    int n_configs = 1;
+    configs[0].sides = sides;
+    configs[0].slots = slots;
+    if (sweep && (n_configs = parse_sweep(sweep, configs)) < 1) {
+        fprintf(stderr, "--sweep %s: expected S:K[,S:K...]\n", sweep);
+        return 2;
+    }
+    if (rounds < 1 || rounds > 16 || steps < 1) {
+        fprintf(stderr, "--rounds must be in [1, 16] and --steps at least 1\n");
+        return 2;
     }
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
@@ -83,73 +186,123 @@ int main(int argc, char **argv) {
     CHECK(gg_ctx_create(NULL, &ctx));
     sm_model *m = NULL;
     if (sm_create(ctx, &c, &m) != 0) return 1;
-    gg_step *step = NULL;
-    gg_step_config sc = GG_STEP_CONFIG_INIT;
-    sc.policy = GG_BUCKETS_LIST;
-    const int64_t buckets[2] = {c.max_tokens / 2, c.max_tokens};
-    sc.bucket_tokens = buckets;
-    sc.n_buckets = 2;
-    sc.side_streams = sides;
-    CHECK(gg_step_create(ctx, &sc, &step));
-    CHECK(sm_add_to_step(m, step));
-    CHECK(gg_step_finalize(step));
     cudaStream_t s;
     cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
 
-    /* the check: eager per-layer calls against the step graph, at the largest bucket and padded */
-    int ok = 1;
+    /* the references: eager per-layer calls at the largest bucket and padded */
     const int64_t checks[2] = {c.max_tokens, c.max_tokens / 2 + c.max_tokens / 8};
+    void *ref[2] = {NULL, NULL};
+    size_t ref_bytes[2] = {0, 0};
     for (int k = 0; k < 2; ++k) {
-        const int64_t M = checks[k];
-        size_t bytes = 0, bytes2 = 0;
-        int elem = 0, bitwise = 0;
+        int elem = 0;
         sm_clear(m, 0x7f);
-        CHECK(sm_run_eager(m, M, 0, s));
+        CHECK(sm_run_eager(m, checks[k], 0, s));
         cudaStreamSynchronize(s);
-        void *ref = sm_gradients(m, M, &bytes, &elem);
-        sm_clear(m, 0x7f);
-        CHECK(gg_step_run(step, M, 0, (gg_stream)s));
-        cudaStreamSynchronize(s);
-        void *got = sm_gradients(m, M, &bytes2, &elem);
-        const double rel = ref && got ? sm_max_rel_diff(got, ref, bytes, elem, &bitwise) : 1e30;
-        const int exact_kernels = M == c.max_tokens && (c.gated || c.precision == GG_PRECISION_FP32);
-        const int pass = exact_kernels ? bitwise : rel <= 1e-3;
-        printf("check %lld tokens%s: step graph vs eager: %s, max rel diff %.3g: %s\n", (long long)M,
-               M == c.max_tokens ? "" : " (padded)", bitwise ? "bitwise equal" : "not bitwise", rel,
-               pass ? "ok" : "FAILED");
-        ok &= pass;
-        free(ref);
-        free(got);
+        ref[k] = sm_gradients(m, checks[k], &ref_bytes[k], &elem);
     }
+    /* every configuration's step (all alive at once, so the timing rounds can interleave), checked */
+    int ok = 1;
+    const int64_t buckets[2] = {c.max_tokens / 2, c.max_tokens};
+    for (int i = 0; i < n_configs; ++i) {
+        step_config *sc = &configs[i];
+        gg_step_config cfg = GG_STEP_CONFIG_INIT;
+        cfg.policy = GG_BUCKETS_LIST;
+        cfg.bucket_tokens = buckets;
+        cfg.n_buckets = 2;
+        cfg.side_streams = sc->sides;
+        cfg.scratch_slots = sc->slots;
+        CHECK(gg_step_create(ctx, &cfg, &sc->step));
+        CHECK(sm_add_to_step(m, sc->step));
+        CHECK(gg_step_finalize(sc->step));
+        sc->correct = check_against(ctx, m, &c, sc->step, sc, ref[0], ref_bytes[0], checks[0], s);
+        if (i == 0) sc->correct &= check_against(ctx, m, &c, sc->step, sc, ref[1], ref_bytes[1], checks[1], s);
+        ok &= sc->correct;
+    }
+    free(ref[0]);
+    free(ref[1]);
 
-    const double step_ms = time_steps(ctx, step, m, MODE_STEP, c.max_tokens, steps, s);
-    const double graphs_ms = time_steps(ctx, step, m, MODE_BLOCK_GRAPHS, c.max_tokens, steps, s);
-    const double eager_ms = time_steps(ctx, step, m, MODE_EAGER, c.max_tokens, steps, s);
+    /* rounds of every configuration in turn (the same clocks and temperature for all), then the medians */
+    for (int r = 0; r < rounds; ++r)
+        for (int i = 0; i < n_configs; ++i)
+            configs[i].runs_ms[r] = time_steps(ctx, configs[i].step, m, MODE_STEP, c.max_tokens, steps, s);
+    int best = 0;
+    for (int i = 0; i < n_configs; ++i) {
+        double sorted[16];
+        memcpy(sorted, configs[i].runs_ms, sizeof(double) * (size_t)rounds);
+        qsort(sorted, (size_t)rounds, sizeof(double), cmp_double);
+        configs[i].median_ms = sorted[rounds / 2];
+        CHECK(gg_step_memory_info(configs[i].step, &configs[i].mem));
+        const double t = configs[i].median_ms, fastest = configs[best].median_ms;
+        if (t > 0 && (fastest <= 0 || t < fastest)) best = i;
+    }
+    const double step_ms = configs[best].median_ms;
+    const double graphs_ms = time_steps(ctx, NULL, m, MODE_BLOCK_GRAPHS, c.max_tokens, steps, s);
+    const double eager_ms = time_steps(ctx, NULL, m, MODE_EAGER, c.max_tokens, steps, s);
     const double sol_us = sm_flop(m, c.max_tokens) / 989.4e12 * 1e6;
-    gg_step_memory mem;
-    CHECK(gg_step_memory_info(step, &mem));
-    printf("%d layers, D = %lld, F = %lld, %lld tokens, %s: step graph %.1f us (%.0f %% of SOL %.1f us), per-block "
-           "graphs %.1f us, eager %.1f us; scratch %zu MiB (%zu per slot), exec %zu MiB\n",
+    const char *name = c.gated ? "gated_bf16" : "residual_mlp";
+    for (int i = 0; i < n_configs; ++i)
+        printf("step graph, %d side streams, %d scratch slots: %.1f us (median of %d rounds of %d steps)%s\n",
+               configs[i].sides, configs[i].slots, configs[i].median_ms * 1e3, rounds, steps,
+               i == best ? ": fastest" : "");
+    const gg_step_memory *mem = &configs[best].mem;
+    printf("%d layers, D = %lld, F = %lld, %lld tokens, %s: step graph %.1f us (%.0f %% of SOL %.1f us; %d side "
+           "streams, %d slots), per-block graphs %.1f us, eager %.1f us; scratch %zu MiB (%zu per slot), exec %zu "
+           "MiB\n",
            c.layers, (long long)c.hidden, (long long)c.ffn, (long long)c.max_tokens,
-           gg_precision_string(c.precision), step_ms * 1e3, sol_us / (step_ms * 1e3) * 100, sol_us, graphs_ms * 1e3,
-           eager_ms * 1e3, mem.scratch_bytes >> 20, mem.slot_bytes >> 20, mem.exec_bytes >> 20);
+           gg_precision_string(c.precision), step_ms * 1e3, sol_us / (step_ms * 1e3) * 100, sol_us,
+           configs[best].sides, configs[best].slots, graphs_ms * 1e3, eager_ms * 1e3, mem->scratch_bytes >> 20,
+           mem->slot_bytes >> 20, mem->exec_bytes >> 20);
+
+    if (trace) {
+#ifdef GG_HAVE_TRACE
+        FILE *f = fopen(trace, "a");
+        if (!f || gg_span_init() != 0) {
+            fprintf(stderr, "--trace %s: cannot open it or start CUPTI; no trace\n", trace);
+        } else {
+            fseek(f, 0, SEEK_END);
+            if (ftell(f) == 0)
+                fprintf(f, "model,mode,side_streams,scratch_slots,stream,start_us,duration_us,kernel,ctas,threads\n");
+            char model[64];
+            snprintf(model, sizeof model, "%s_%lldx%lld_%lld", name, (long long)c.hidden, (long long)c.ffn,
+                     (long long)c.max_tokens);
+            gg_span_enable(1); /* after the timing: tracing delays every launch */
+            if (trace_one(f, model, "step_graph", &configs[best], configs[best].step, m, c.max_tokens, s) != 0 ||
+                trace_one(f, model, "block_graphs", &configs[best], NULL, m, c.max_tokens, s) != 0)
+                fprintf(stderr, "--trace: a traced step failed: %s\n", gg_last_error(ctx));
+            gg_span_shutdown();
+        }
+        if (f) fclose(f);
+#else
+        fprintf(stderr, "--trace %s: built without CUPTI (GG_BUILD_BENCH=OFF); no trace\n", trace);
+#endif
+    }
     if (json) {
         FILE *f = fopen(json, "w");
         if (f) {
             fprintf(f,
                     "{\"name\": \"%s\", \"layers\": %d, \"hidden\": %lld, \"ffn\": %lld, \"tokens\": %lld, "
-                    "\"precision\": \"%s\", \"side_streams\": %d, \"graph_launches_per_step\": 1, \"sol_us\": %.2f, "
+                    "\"precision\": \"%s\", \"side_streams\": %d, \"scratch_slots\": %d, "
+                    "\"graph_launches_per_step\": 1, \"sol_us\": %.2f, "
                     "\"step_us\": {\"gg_step_graph\": %.2f, \"gg_block_graphs\": %.2f, \"gg_eager\": %.2f}, "
                     "\"memory\": {\"scratch_bytes\": %zu, \"slot_bytes\": %zu, \"exec_bytes\": %zu, "
-                    "\"staging_bytes\": 0}, \"correct\": %s}\n",
-                    c.gated ? "gated_bf16" : "residual_mlp", c.layers, (long long)c.hidden, (long long)c.ffn,
-                    (long long)c.max_tokens, gg_precision_string(c.precision), sides, sol_us, step_ms * 1e3,
-                    graphs_ms * 1e3, eager_ms * 1e3, mem.scratch_bytes, mem.slot_bytes, mem.exec_bytes,
-                    ok ? "true" : "false");
+                    "\"own_bytes\": %zu, \"staging_bytes\": 0}, \"rounds\": %d, \"steps_per_round\": %d, "
+                    "\"configs\": [",
+                    name, c.layers, (long long)c.hidden, (long long)c.ffn, (long long)c.max_tokens,
+                    gg_precision_string(c.precision), configs[best].sides, configs[best].slots, sol_us, step_ms * 1e3,
+                    graphs_ms * 1e3, eager_ms * 1e3, mem->scratch_bytes, mem->slot_bytes, mem->exec_bytes,
+                    mem->own_bytes, rounds, steps);
+            for (int i = 0; i < n_configs; ++i) {
+                fprintf(f, "%s{\"side_streams\": %d, \"scratch_slots\": %d, \"step_us\": %.2f, \"runs_us\": [",
+                        i ? ", " : "", configs[i].sides, configs[i].slots, configs[i].median_ms * 1e3);
+                for (int r = 0; r < rounds; ++r) fprintf(f, "%s%.2f", r ? ", " : "", configs[i].runs_ms[r] * 1e3);
+                fprintf(f, "], \"scratch_bytes\": %zu, \"own_bytes\": %zu, \"correct\": %s}",
+                        configs[i].mem.scratch_bytes, configs[i].mem.own_bytes, configs[i].correct ? "true" : "false");
+            }
+            fprintf(f, "], \"correct\": %s}\n", ok ? "true" : "false");
             fclose(f);
         }
     }
-    gg_step_destroy(step);
+    for (int i = 0; i < n_configs; ++i) gg_step_destroy(configs[i].step);
     sm_destroy(m);
     cudaStreamDestroy(s);
     gg_ctx_destroy(ctx);

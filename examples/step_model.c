@@ -17,6 +17,7 @@ typedef struct sm_layer {
     gg_tanh_gate_args tanh;
     gg_ssm_gate_args ssm;
     gg_graph *graph[2];
+    const float *act[2][3]; /* MLP: hidden_states, intermediate, intermediate_activated of each activation set */
 } sm_layer;
 
 struct sm_model {
@@ -163,6 +164,30 @@ static gg_tanh_gate_desc tanh_desc(const sm_model *m, int64_t tokens, int accumu
 }
 static gg_ssm_gate_desc ssm_desc(const sm_model *m, int64_t tokens, int accumulate) {
     return (gg_ssm_gate_desc){tokens, m->config.hidden, m->config.ffn, 1, accumulate};
+}
+
+gg_status sm_use_activations(sm_model *m, int set, gg_step *step) {
+    if (m->config.gated || set < 0 || set > 1) return GG_ERROR_UNSUPPORTED;
+    const int64_t M = m->config.max_tokens, D = m->config.hidden, F = m->config.ffn;
+    for (int l = m->config.layers - 1; l >= 0; --l) {
+        sm_layer *y = &m->layers[l];
+        if (!y->act[0][0]) { /* the first switch: set 0 is what the layer has, set 1 new random values */
+            y->act[0][0] = y->mlp.hidden_states;
+            y->act[0][1] = y->mlp.intermediate;
+            y->act[0][2] = y->mlp.intermediate_activated;
+            y->act[1][0] = buffer(m, M, D, 1.0f, 0);
+            y->act[1][1] = buffer(m, M, F, 1.0f, 0);
+            y->act[1][2] = buffer(m, M, F, 1.0f, 0);
+            if (!y->act[1][0] || !y->act[1][1] || !y->act[1][2]) return GG_ERROR_OUT_OF_MEMORY;
+        }
+        y->mlp.hidden_states = y->act[set][0];
+        y->mlp.intermediate = y->act[set][1];
+        y->mlp.intermediate_activated = y->act[set][2];
+        /* the step's calls, last layer first: the MLP, then its callback */
+        const gg_status st = step ? gg_step_set_args(step, 2 * (m->config.layers - 1 - l), &y->mlp) : GG_SUCCESS;
+        if (st != GG_SUCCESS) return st;
+    }
+    return GG_SUCCESS;
 }
 
 gg_status sm_add_to_step(sm_model *m, gg_step *step) {

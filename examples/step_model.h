@@ -29,6 +29,12 @@ void sm_destroy(sm_model *m);
 
 /* The backward into a step (every layer, last first, with its callbacks). */
 gg_status sm_add_to_step(sm_model *m, gg_step *step);
+/* Double-buffered activations (residual MLP stacks only; GG_ERROR_UNSUPPORTED otherwise): points every layer at
+ * activation set 0 (the one made by sm_create) or 1 (hidden states and intermediates with other random values,
+ * made on first use) and, with a step that sm_add_to_step filled, rebinds its calls (gg_step_set_args). The
+ * callbacks' buffers (the residual stream's gradients) are the same for both sets. */
+gg_status sm_use_activations(sm_model *m, int set, gg_step *step);
+
 /* The same backward as separate eager calls (and the callbacks' work) on stream, for `tokens` rows. */
 gg_status sm_run_eager(sm_model *m, int64_t tokens, int accumulate, cudaStream_t stream);
 /* The same as per-block graphs (made on first use with config), one launch per block call. */

@@ -45,4 +45,24 @@ gg_exec_entry *gg_exec_cache_slot(gg_exec_cache *cache, const gg_exec_key *key, 
 
 int gg_exec_key_equal(const gg_exec_key *a, const gg_exec_key *b);
 
+/* Pointer sets wider than a key (a step graph's: every pointer of every block call), each named by an id that is
+ * never given to another set, so that a key can hold the id instead of the pointers. The table remembers `capacity`
+ * sets of `width` pointers, the least recently asked for forgotten first; a forgotten set asked for again gets a new
+ * id (its old execs are then never found again, and their slots are reused as the least recently used). */
+typedef struct gg_ptrset_table {
+    const void **ptrs;   /* capacity rows of width pointers */
+    uint64_t *id;        /* per row: the set's id, 0 while the row is free */
+    uint64_t *last_used; /* per row */
+    int capacity, width;
+    uint64_t next_id, clock;
+} gg_ptrset_table;
+
+/* Returns 0, or -1 when out of host memory. capacity >= 1, width >= 1. */
+int gg_ptrset_init(gg_ptrset_table *table, int capacity, int width);
+void gg_ptrset_free(gg_ptrset_table *table); /* a zeroed table too */
+
+/* The id of the set ptrs[0 .. width-1] (ids start at 1): the one it has if the table remembers it, else a new one
+ * (the set takes a free row or the least recently used one). */
+uint64_t gg_ptrset_id(gg_ptrset_table *table, const void *const *ptrs);
+
 #endif

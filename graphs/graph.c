@@ -379,23 +379,22 @@ static gg_status run(gg_graph *g, const char *fn, gg_block_call *call, gg_precis
 
 /* ---- device-side bucket selection ---- */
 
-/* selection kernel -> SWITCH(condition) -> body[b] = bucket b's padded backward, M read from device_tokens. */
-static gg_status build_device_graph(gg_graph *g, const gg_block_call *call, const int64_t *device_tokens,
-                                    cudaGraph_t *out) {
-    gg_ctx *ctx = g->ctx;
+/* selection kernel -> SWITCH(condition) -> body[b], each body captured by branch() into the graph the node made. */
+gg_status gg_switch_graph_build(gg_ctx *ctx, const int64_t *device_tokens, const int64_t *device_buckets,
+                                int n_buckets, int64_t capacity, unsigned *device_errors, gg_branch_fn branch,
+                                void *user, cudaGraph_t *out) {
     gg_status status = GG_SUCCESS;
     cudaGraph_t graph = NULL;
     GG_CUDA_TRY(ctx, cudaGraphCreate(&graph, 0));
     cudaGraphConditionalHandle handle;
     /* Reset to "no bucket" at every launch, so a selection that failed to run leaves nothing to execute. */
-    GG_CUDA_GOTO(ctx,
-                 cudaGraphConditionalHandleCreate(&handle, graph, (unsigned)g->n_buckets, cudaGraphCondAssignDefault),
+    GG_CUDA_GOTO(ctx, cudaGraphConditionalHandleCreate(&handle, graph, (unsigned)n_buckets, cudaGraphCondAssignDefault),
                  status, fail);
     GG_CUDA_GOTO(ctx,
                  cudaStreamBeginCaptureToGraph(ctx->capture, graph, NULL, NULL, 0, cudaStreamCaptureModeThreadLocal),
                  status, fail);
-    const cudaError_t launched = gg_k_select_bucket(device_tokens, g->device_buckets, g->n_buckets, call->tokens,
-                                                    handle, g->device_errors, ctx->capture);
+    const cudaError_t launched = gg_k_select_bucket(device_tokens, device_buckets, n_buckets, capacity, handle,
+                                                    device_errors, ctx->capture);
     cudaGraph_t same = NULL;
     const cudaError_t ended = cudaStreamEndCapture(ctx->capture, &same);
     GG_CUDA_GOTO(ctx, launched, status, fail);
@@ -408,18 +407,34 @@ static gg_status build_device_graph(gg_graph *g, const gg_block_call *call, cons
     params.type = cudaGraphNodeTypeConditional;
     params.conditional.handle = handle;
     params.conditional.type = cudaGraphCondTypeSwitch;
-    params.conditional.size = (unsigned)g->n_buckets;
+    params.conditional.size = (unsigned)n_buckets;
     cudaGraphNode_t cond = NULL;
     GG_CUDA_GOTO(ctx, cudaGraphAddNode(&cond, graph, &select, NULL, 1, &params), status, fail);
-    for (int b = 0; b < g->n_buckets; ++b) {
-        cudaGraph_t body = params.conditional.phGraph_out[b];
-        GG_GOTO(capture(g, call, b, 1, device_tokens, &body), status, fail);
-    }
+    for (int b = 0; b < n_buckets; ++b) GG_GOTO(branch(user, b, params.conditional.phGraph_out[b]), status, fail);
     *out = graph;
     return GG_SUCCESS;
 fail:
     (void)cudaGraphDestroy(graph);
     return status;
+}
+
+typedef struct device_branch {
+    gg_graph *g;
+    const gg_block_call *call;
+    const int64_t *device_tokens;
+} device_branch;
+
+/* Branch b: bucket b's padded backward, M read from device_tokens. */
+static gg_status capture_branch(void *user, int b, cudaGraph_t body) {
+    const device_branch *d = user;
+    return capture(d->g, d->call, b, 1, d->device_tokens, &body);
+}
+
+static gg_status build_device_graph(gg_graph *g, const gg_block_call *call, const int64_t *device_tokens,
+                                    cudaGraph_t *out) {
+    device_branch d = {g, call, device_tokens};
+    return gg_switch_graph_build(g->ctx, device_tokens, g->device_buckets, g->n_buckets, call->tokens,
+                                 g->device_errors, capture_branch, &d, out);
 }
 
 static gg_status run_device(gg_graph *g, const char *fn, gg_block_call *call, gg_precision requested,

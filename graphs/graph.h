@@ -46,6 +46,16 @@ gg_status gg_graph_capture_again(gg_graph *graph, const char *fn, int b, cudaGra
  * Shared by per-block graphs and step graphs. */
 gg_status gg_exec_install(gg_ctx *ctx, gg_exec_cache *cache, const gg_exec_key *key, cudaGraph_t graph,
                           gg_exec_entry **out);
+/* Device-side bucket selection, shared by per-block and step graphs: a new graph (into *out) whose first node, a
+ * kernel, reads M from device_tokens and sets a SWITCH node's condition to the first of n_buckets ascending
+ * device_buckets >= M (none: M < 1, M > capacity or past the last bucket, counted in *device_errors); branch(user,
+ * b, body) then captures bucket b's work into the SWITCH node's body graph b (with cudaStreamBeginCaptureToGraph on
+ * the context's capture stream). The device is entered by the caller. On failure nothing is left. */
+typedef gg_status (*gg_branch_fn)(void *user, int b, cudaGraph_t body);
+gg_status gg_switch_graph_build(gg_ctx *ctx, const int64_t *device_tokens, const int64_t *device_buckets,
+                                int n_buckets, int64_t capacity, unsigned *device_errors, gg_branch_fn branch,
+                                void *user, cudaGraph_t *out);
+
 /* Destroys every exec of cache and frees it. */
 void gg_exec_destroy_all(gg_exec_cache *cache);
 

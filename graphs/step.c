@@ -5,10 +5,13 @@
  *   add:       the block's own checks, at the largest bucket's rows; callbacks kept as given
  *   finalize:  the chain's checks (parameter gradients written once, activation gradients read whole), every call's
  *              plan at every bucket, the scratch ring's other slots, the side streams and their workspaces
- *   run:       pick the bucket; find the exec (bucket, accumulate, padded M, pointer generation) or capture on the
- *              context's capture stream: per block call i, main waits for the deferred work of call i - K (its
- *              slot's previous user) and of any earlier call whose inputs it overwrites, then the block's enqueue
- *              runs with slot i mod K, side stream i mod S and joins deferred; one join of everything at the end
+ *   run:       pick the bucket; find the exec (bucket, accumulate, padded M, the id of the calls' whole pointer
+ *              set) or capture on the context's capture stream: per block call i, main waits for the deferred work
+ *              of call i - K (its slot's previous user) and of any earlier call whose inputs it overwrites, then the
+ *              block's enqueue runs with slot i mod K, side stream i mod S and joins deferred; one join of
+ *              everything at the end. The exec is updated in place or instantiated (gg_exec_install).
+ *   device:    one graph: graph.c's selection kernel and SWITCH node (gg_switch_graph_build), each branch a bucket's
+ *              whole step with its padding rows zeroed from M in device memory
  */
 #include "step.h"
 
@@ -20,8 +23,9 @@
 
 #include "buckets.h"
 #include "graph.h"
+#include "kernels/gg_kernels.h"
 
-enum { KEY_ACCUMULATE = 1, KEY_PADDED = 2 };
+enum { KEY_ACCUMULATE = 1, KEY_PADDED = 2, KEY_DEVICE = 4 };
 
 typedef enum { OP_BLOCK, OP_CALLBACK } op_kind;
 
@@ -50,8 +54,13 @@ struct gg_step {
     void *ring;         /* slots 1 .. K-1 (slot 0 is the context's arena) */
     unsigned *counters; /* their reduction counters, GG_COUNTER_REDUCTION_WORDS each, zero between kernels */
     size_t slot_bytes, own_bytes;
-    uint64_t args_generation; /* bumped by gg_step_set_args: execs captured before are stale */
+    gg_ptrset_table ptrsets;  /* ids of the pointer sets the block calls have had (made at finalize) */
+    const void **ptrset_row;  /* the current set, laid out for gg_ptrset_id */
+    uint64_t ptrset;          /* its id; 0: to look up (gg_step_set_args changed a pointer) */
     gg_exec_cache execs[GG_MAX_BUCKETS];
+    gg_exec_cache device_execs; /* the device-selected graphs (every bucket behind one SWITCH node) */
+    int64_t *device_buckets;    /* the bucket sizes, for the device-side selection */
+    unsigned *device_errors;    /* device-selected runs that found no bucket */
     gg_ctx_hook hook;
 };
 
@@ -67,6 +76,9 @@ void gg_step_destroy(gg_step *s) {
     if (entered) {
         (void)cudaDeviceSynchronize(); /* runs of the step may still be going */
         for (int b = 0; b < GG_MAX_BUCKETS; ++b) gg_exec_destroy_all(&s->execs[b]);
+        gg_exec_destroy_all(&s->device_execs);
+        if (s->device_buckets) (void)cudaFree(s->device_buckets);
+        if (s->device_errors) (void)cudaFree(s->device_errors);
         for (int i = 0; i < s->n_ops; ++i) {
             if (s->ops[i].ev_join) (void)cudaEventDestroy(s->ops[i].ev_join);
             if (s->ops[i].ev_aux_join) (void)cudaEventDestroy(s->ops[i].ev_aux_join);
@@ -82,7 +94,10 @@ void gg_step_destroy(gg_step *s) {
         gg_device_leave(s->ctx, saved);
     } else {
         for (int b = 0; b < GG_MAX_BUCKETS; ++b) gg_exec_cache_free(&s->execs[b]);
+        gg_exec_cache_free(&s->device_execs);
     }
+    gg_ptrset_free(&s->ptrsets);
+    free(s->ptrset_row);
     gg_ctx_hook_remove(s->ctx, &s->hook);
     free(s->ops);
     free(s);
@@ -133,8 +148,8 @@ static gg_status step_create(gg_ctx *ctx, const gg_step_config *config, gg_step 
     memcpy(s->buckets, buckets, sizeof(int64_t) * (size_t)n);
     s->sides = ctx->config.overlap == GG_OVERLAP_NEVER ? 0 : config->side_streams;
     s->slots = config->scratch_slots ? config->scratch_slots : config->side_streams + 1;
-    for (int b = 0; b < n; ++b)
-        if (gg_exec_cache_init(&s->execs[b], config->execs_per_bucket) != 0) {
+    for (int b = 0; b <= n; ++b)
+        if (gg_exec_cache_init(b < n ? &s->execs[b] : &s->device_execs, config->execs_per_bucket) != 0) {
             gg_step_destroy(s);
             return gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "gg_step_create: out of host memory");
         }
@@ -324,7 +339,41 @@ static gg_status make_device_state(gg_step *s) {
         GG_CUDA_TRY(ctx, cudaEventCreateWithFlags(&s->ops[i].ev_join, cudaEventDisableTiming));
         GG_CUDA_TRY(ctx, cudaEventCreateWithFlags(&s->ops[i].ev_aux_join, cudaEventDisableTiming));
     }
+    /* for gg_step_run_device: a few bytes, so that its first run allocates nothing but its graph */
+    const size_t bucket_bytes = sizeof(int64_t) * (size_t)s->n_buckets;
+    GG_CUDA_TRY(ctx, cudaMalloc((void **)&s->device_buckets, bucket_bytes));
+    GG_CUDA_TRY(ctx, cudaMemcpy(s->device_buckets, s->buckets, bucket_bytes, cudaMemcpyHostToDevice));
+    GG_CUDA_TRY(ctx, cudaMalloc((void **)&s->device_errors, sizeof(unsigned)));
+    GG_CUDA_TRY(ctx, cudaMemset(s->device_errors, 0, sizeof(unsigned)));
+    s->own_bytes += bucket_bytes + sizeof(unsigned);
     return GG_SUCCESS;
+}
+
+/* The pointer-set table: as many sets as the buckets' execs can hold between them (at most 64), each every pointer
+ * of every block call. */
+static gg_status make_ptrsets(gg_step *s, const char *fn) {
+    int capacity = s->config.execs_per_bucket * s->n_buckets;
+    if (capacity > 64) capacity = 64;
+    const int width = s->n_blocks * GG_BLOCK_MAX_TENSORS;
+    s->ptrset_row = calloc((size_t)width, sizeof *s->ptrset_row);
+    if (!s->ptrset_row || gg_ptrset_init(&s->ptrsets, capacity, width) != 0)
+        return gg_fail(s->ctx, GG_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    s->ptrset = 0;
+    return GG_SUCCESS;
+}
+
+/* The id of the block calls' pointers as they are now (looked up once after each change). */
+static uint64_t pointer_set(gg_step *s) {
+    if (s->ptrset) return s->ptrset;
+    const void **row = s->ptrset_row;
+    for (int i = 0; i < s->n_ops; ++i) {
+        if (s->ops[i].kind != OP_BLOCK) continue;
+        const gg_block_call *c = &s->ops[i].call;
+        for (int t = 0; t < GG_BLOCK_MAX_TENSORS; ++t)
+            *row++ = t < c->info->n_tensors && gg_tensor_used(c, t) ? c->t[t] : NULL;
+    }
+    s->ptrset = gg_ptrset_id(&s->ptrsets, s->ptrset_row);
+    return s->ptrset;
 }
 
 static gg_status finalize(gg_step *s, const char *fn) {
@@ -338,6 +387,7 @@ static gg_status finalize(gg_step *s, const char *fn) {
         if (s->ops[i].kind == OP_BLOCK) GG_TRY(check_against_earlier(s, fn, i));
     /* from here on the device is touched: a failure leaves a step that can only be destroyed */
     s->finalized = -1;
+    GG_TRY(make_ptrsets(s, fn));
     int saved = 0;
     GG_TRY(gg_device_enter(s->ctx, &saved));
     const gg_status status = make_device_state(s);
@@ -390,15 +440,23 @@ static gg_exec_res op_res(const gg_step *s, step_op *op, cudaStream_t main) {
     return r;
 }
 
-/* Rows tokens .. bucket-1 of the first block call's grad_output (tensor 0 of every block) are zeroed. */
-static gg_status zero_padding(gg_ctx *ctx, const gg_block_call *c, int64_t tokens, int64_t bucket, cudaStream_t st) {
+/* Rows tokens .. bucket-1 of the first block call's grad_output (tensor 0 of every block) are zeroed; with
+ * device_rows, rows M .. bucket-1 for the M the GPU reads there when the graph runs. */
+static gg_status zero_padding(gg_ctx *ctx, const gg_block_call *c, int64_t tokens, const int64_t *device_rows,
+                              int64_t bucket, cudaStream_t st) {
     const size_t row = (size_t)gg_extent_value(c, c->info->tensors[0].cols) * c->info->tensors[0].elem_bytes;
-    GG_CUDA_TRY(ctx, cudaMemsetAsync((char *)c->t[0] + row * (size_t)tokens, 0, row * (size_t)(bucket - tokens), st));
+    if (device_rows)
+        GG_CUDA_TRY(ctx, gg_k_zero_rows(c->t[0], (int64_t)row, device_rows, bucket, ctx->sm_count, st));
+    else if (tokens < bucket)
+        GG_CUDA_TRY(ctx, cudaMemsetAsync((char *)c->t[0] + row * (size_t)tokens, 0, row * (size_t)(bucket - tokens),
+                                         st));
     return GG_SUCCESS;
 }
 
-/* Enqueues the whole backward at `bucket` rows on main (capturing). */
-static gg_status enqueue_step(gg_step *s, int64_t tokens, int64_t bucket, int accumulate, cudaStream_t main) {
+/* Enqueues the whole backward at `bucket` rows on main (capturing); the real rows are tokens, or with device_rows
+ * the M the GPU reads there. */
+static gg_status enqueue_step(gg_step *s, int64_t tokens, const int64_t *device_rows, int64_t bucket, int accumulate,
+                              cudaStream_t main) {
     gg_ctx *ctx = s->ctx;
     gg_status status = GG_SUCCESS;
     int first_block = 1;
@@ -421,8 +479,7 @@ static gg_status enqueue_step(gg_step *s, int64_t tokens, int64_t bucket, int ac
         c.accumulate = accumulate;
         gg_block_plan *plan = NULL;
         status = gg_block_plan_for(ctx, &c, &plan); /* made at finalize: a lookup */
-        if (status == GG_SUCCESS && first_block && tokens < bucket)
-            status = zero_padding(ctx, &c, tokens, bucket, main);
+        if (status == GG_SUCCESS && first_block) status = zero_padding(ctx, &c, tokens, device_rows, bucket, main);
         first_block = 0;
         /* the slot's previous user, and every earlier call whose deferred work this one would disturb */
         for (int e = 0; e < i && status == GG_SUCCESS; ++e) {
@@ -446,26 +503,79 @@ static gg_status enqueue_step(gg_step *s, int64_t tokens, int64_t bucket, int ac
     return status;
 }
 
-static gg_status capture(gg_step *s, int64_t tokens, int b, int accumulate, cudaGraph_t *out) {
+/* Captures bucket b's step into *graph: a new graph when *graph is NULL, else into that one (a SWITCH node's body,
+ * which its parent owns). Whatever happens, the stream leaves capture mode; on failure a graph made here is
+ * destroyed. */
+static gg_status capture(gg_step *s, int64_t tokens, const int64_t *device_rows, int b, int accumulate,
+                         cudaGraph_t *graph) {
     gg_ctx *ctx = s->ctx;
-    *out = NULL;
-    /* slot 0 is the context's arena: it holds a slot unless a failed allocation lost it since finalize */
-    GG_TRY(gg_ctx_reserve_scratch(ctx, s->slot_bytes));
-    GG_CUDA_TRY(ctx, cudaStreamBeginCapture(ctx->capture, cudaStreamCaptureModeThreadLocal));
-    gg_status status = enqueue_step(s, tokens, s->buckets[b], accumulate, ctx->capture);
-    cudaGraph_t graph = NULL;
-    const cudaError_t end = cudaStreamEndCapture(ctx->capture, &graph);
+    const int into_existing = *graph != NULL;
+    if (into_existing)
+        GG_CUDA_TRY(ctx, cudaStreamBeginCaptureToGraph(ctx->capture, *graph, NULL, NULL, 0,
+                                                       cudaStreamCaptureModeThreadLocal));
+    else
+        GG_CUDA_TRY(ctx, cudaStreamBeginCapture(ctx->capture, cudaStreamCaptureModeThreadLocal));
+    gg_status status = enqueue_step(s, tokens, device_rows, s->buckets[b], accumulate, ctx->capture);
+    cudaGraph_t captured = NULL;
+    const cudaError_t end = cudaStreamEndCapture(ctx->capture, &captured);
     if (status == GG_SUCCESS && end != cudaSuccess) status = gg_fail_cuda(ctx, end, "cudaStreamEndCapture");
     if (status != GG_SUCCESS) {
-        if (graph) (void)cudaGraphDestroy(graph);
+        if (captured && !into_existing) (void)cudaGraphDestroy(captured);
         (void)cudaGetLastError();
         return status;
     }
-    *out = graph;
+    if (!into_existing) *graph = captured;
     return GG_SUCCESS;
 }
 
+typedef struct device_branch {
+    gg_step *s;
+    const int64_t *device_tokens;
+    int accumulate;
+} device_branch;
+
+static gg_status capture_branch(void *user, int b, cudaGraph_t body) {
+    const device_branch *d = user;
+    return capture(d->s, 0, d->device_tokens, b, d->accumulate, &body);
+}
+
 /* ---- run ---- */
+
+/* Launches the exec of key from cache, capturing it first when it is missing: bucket b's step for tokens rows, or
+ * with device_tokens (b unused) every bucket behind the device-side selection. */
+static gg_status replay(gg_step *s, const char *fn, gg_exec_cache *cache, const gg_exec_key *key, int b,
+                        int64_t tokens, const int64_t *device_tokens, int accumulate, gg_stream stream) {
+    gg_ctx *ctx = s->ctx;
+    int saved = 0;
+    GG_TRY(gg_device_enter(ctx, &saved));
+    nvtxRangePushA(fn);
+    gg_status status = GG_SUCCESS;
+    gg_exec_entry *e = gg_exec_cache_find(cache, key, ctx->scratch_generation);
+    if (!e) {
+        cudaGraph_t graph = NULL;
+        /* slot 0 is the context's arena: it holds a slot unless a failed allocation lost it since finalize */
+        status = gg_ctx_reserve_scratch(ctx, s->slot_bytes);
+        if (status == GG_SUCCESS && device_tokens) {
+            device_branch d = {s, device_tokens, accumulate};
+            status = gg_switch_graph_build(ctx, device_tokens, s->device_buckets, s->n_buckets, max_tokens(s),
+                                           s->device_errors, capture_branch, &d, &graph);
+        } else if (status == GG_SUCCESS) {
+            status = capture(s, tokens, NULL, b, accumulate, &graph);
+        }
+        if (status == GG_SUCCESS) status = gg_exec_install(ctx, cache, key, graph, &e);
+        if (status == GG_SUCCESS)
+            gg_log(ctx, GG_LOG_DEBUG, "%s: captured %s (pointer set %llu, accumulate %d%s)", fn,
+                   device_tokens ? "every bucket, device-selected" : "a bucket", (unsigned long long)
+                   (uintptr_t)key->ptr[0], accumulate, key->flags & KEY_PADDED ? ", padded" : "");
+    }
+    if (status == GG_SUCCESS) {
+        const cudaError_t err = cudaGraphLaunch((cudaGraphExec_t)e->exec, (cudaStream_t)stream);
+        if (err != cudaSuccess) status = gg_fail_cuda(ctx, err, "cudaGraphLaunch");
+    }
+    nvtxRangePop();
+    gg_device_leave(ctx, saved);
+    return status;
+}
 
 static gg_status step_run(gg_step *s, const char *fn, int64_t tokens, int accumulate, gg_stream stream) {
     gg_ctx *ctx = s->ctx;
@@ -487,26 +597,10 @@ static gg_status step_run(gg_step *s, const char *fn, int64_t tokens, int accumu
                        (long long)tokens, (long long)s->buckets[b]);
     gg_exec_key key;
     memset(&key, 0, sizeof key);
-    key.ptr[0] = (const void *)(uintptr_t)s->args_generation;
+    key.ptr[0] = (const void *)(uintptr_t)pointer_set(s);
     key.tokens = tokens;
     key.flags = (accumulate ? KEY_ACCUMULATE : 0) | (padded ? KEY_PADDED : 0);
-    int saved = 0;
-    GG_TRY(gg_device_enter(ctx, &saved));
-    nvtxRangePushA(fn);
-    gg_status status = GG_SUCCESS;
-    gg_exec_entry *e = gg_exec_cache_find(&s->execs[b], &key, ctx->scratch_generation);
-    if (!e) {
-        cudaGraph_t graph = NULL;
-        status = capture(s, tokens, b, accumulate != 0, &graph);
-        if (status == GG_SUCCESS) status = gg_exec_install(ctx, &s->execs[b], &key, graph, &e);
-    }
-    if (status == GG_SUCCESS) {
-        const cudaError_t err = cudaGraphLaunch((cudaGraphExec_t)e->exec, (cudaStream_t)stream);
-        if (err != cudaSuccess) status = gg_fail_cuda(ctx, err, "cudaGraphLaunch");
-    }
-    nvtxRangePop();
-    gg_device_leave(ctx, saved);
-    return status;
+    return replay(s, fn, &s->execs[b], &key, b, tokens, NULL, accumulate != 0, stream);
 }
 
 gg_status gg_step_run(gg_step *s, int64_t tokens, int accumulate, gg_stream stream) {
@@ -516,6 +610,47 @@ gg_status gg_step_run(gg_step *s, int64_t tokens, int accumulate, gg_stream stre
     const gg_status status = step_run(s, fn, tokens, accumulate, stream);
     gg_ctx_release(s->ctx);
     return status;
+}
+
+static gg_status step_run_device(gg_step *s, const char *fn, const int64_t *device_tokens, int accumulate,
+                                 gg_stream stream) {
+    gg_ctx *ctx = s->ctx;
+    if (s->finalized != 1)
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: the step is not finalized%s", fn,
+                       s->finalized < 0 ? " (gg_step_finalize failed: destroy it)" : " (call gg_step_finalize)");
+    if (!device_tokens) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: device_tokens is NULL", fn);
+    if ((uintptr_t)device_tokens % sizeof(int64_t) != 0)
+        return gg_fail(ctx, GG_ERROR_MISALIGNED, "%s: device_tokens (%p) is not 8-byte aligned", fn,
+                       (const void *)device_tokens);
+    gg_exec_key key;
+    memset(&key, 0, sizeof key);
+    key.ptr[0] = (const void *)(uintptr_t)pointer_set(s);
+    key.ptr[1] = device_tokens;
+    key.flags = KEY_DEVICE | (accumulate ? KEY_ACCUMULATE : 0);
+    return replay(s, fn, &s->device_execs, &key, -1, 0, device_tokens, accumulate != 0, stream);
+}
+
+gg_status gg_step_run_device(gg_step *s, const int64_t *device_tokens, int accumulate, gg_stream stream) {
+    const char *fn = "gg_step_run_device";
+    if (!s) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: step is NULL", fn);
+    GG_TRY(gg_ctx_claim(s->ctx, fn));
+    const gg_status status = step_run_device(s, fn, device_tokens, accumulate, stream);
+    gg_ctx_release(s->ctx);
+    return status;
+}
+
+gg_status gg_step_device_errors(gg_step *s, unsigned *count) {
+    const char *fn = "gg_step_device_errors";
+    if (!s) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: step is NULL", fn);
+    if (!count) return gg_fail(s->ctx, GG_ERROR_INVALID_ARGUMENT, "%s: count is NULL", fn);
+    *count = 0;
+    if (!s->device_errors) return GG_SUCCESS; /* not finalized: nothing ran */
+    int saved = 0;
+    GG_TRY(gg_device_enter(s->ctx, &saved));
+    const cudaError_t err = cudaMemcpy(count, s->device_errors, sizeof *count, cudaMemcpyDeviceToHost);
+    gg_device_leave(s->ctx, saved);
+    if (err != cudaSuccess) return gg_fail_cuda(s->ctx, err, "cudaMemcpy(device_errors)");
+    return GG_SUCCESS;
 }
 
 static gg_status set_args(gg_step *s, const char *fn, int index, const void *args) {
@@ -541,7 +676,7 @@ static gg_status set_args(gg_step *s, const char *fn, int index, const void *arg
             return st;
         }
     }
-    s->args_generation++;
+    s->ptrset = 0; /* looked up at the next run: a set seen before finds its execs again */
     return GG_SUCCESS;
 }
 
@@ -561,12 +696,14 @@ gg_status gg_step_memory_info(const gg_step *s, gg_step_memory *out) {
     if (!out) return gg_fail(s->ctx, GG_ERROR_INVALID_ARGUMENT, "gg_step_memory_info: out is NULL");
     memset(out, 0, sizeof *out);
     out->buckets = s->n_buckets;
-    for (int b = 0; b < s->n_buckets; ++b)
-        for (int i = 0; i < s->execs[b].capacity; ++i)
-            if (s->execs[b].entries[i].exec) {
+    for (int b = 0; b <= s->n_buckets; ++b) {
+        const gg_exec_cache *cache = b < s->n_buckets ? &s->execs[b] : &s->device_execs;
+        for (int i = 0; i < cache->capacity; ++i)
+            if (cache->entries[i].exec) {
                 out->execs++;
-                out->exec_bytes += s->execs[b].entries[i].bytes;
+                out->exec_bytes += cache->entries[i].bytes;
             }
+    }
     out->slot_bytes = s->slot_bytes;
     out->scratch_bytes = s->slot_bytes * (size_t)s->slots;
     out->own_bytes = s->own_bytes + out->exec_bytes;

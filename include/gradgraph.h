@@ -517,6 +517,21 @@ GG_API gg_status gg_graph_debug_dot(gg_graph *graph, int bucket, const char *pat
  * rows it is handed does). Zero rows of grad_output then give zero rows of every activation gradient and add
  * nothing to any parameter gradient, so padded runs equal exact ones on the real rows.
  *
+ * Rebinding. A step's executable graphs are keyed by every pointer of every block call (gg_step_set_args changes
+ * them), the accumulate flag and, padded, the token count; each bucket keeps execs_per_bucket of them, the least
+ * recently used updated in place (cudaGraphExecUpdate) or replaced when another is needed. Alternating between two
+ * pointer sets (double-buffered activations: set_args on the calls, run, set_args back, run ...) captures twice
+ * per bucket, then only launches. What a callback enqueues is captured with the pointer set that was current: a
+ * callback's own buffers must be the same whenever the block calls' pointers are (derive both from the same
+ * choice of buffer).
+ *
+ * Device-side selection. gg_step_run_device reads the token count from device memory when the graph runs: one
+ * graph holds every bucket behind a SWITCH node (a selection kernel picks the smallest bucket >= M), so the host
+ * never needs M. Padding is as above (in place; the first block call's grad_output rows M .. bucket-1 are zeroed
+ * on the GPU), whatever config->allow_padding says. Callbacks are captured once per bucket, inside the SWITCH
+ * node's branch: they may only enqueue work a conditional node's body accepts (kernels, memset and memcpy between
+ * device buffers; no event or host nodes, no NCCL).
+ *
  * Callbacks. fn(user, stream, tokens) is called while the step is captured (at the first run of a bucket and pointer
  * set, not at every run): it must only enqueue capturable work on `stream` (kernels, cudaMemsetAsync, cudaMemcpyAsync
  * between device buffers; no allocation, no synchronization, no other stream unless forked from and joined back to
@@ -547,8 +562,8 @@ typedef struct gg_step_config {
     int64_t max_tokens;           /* POW2/STEP: the largest bucket, the rows every [M, ...] buffer holds; default
                                      4096 */
     int allow_padding;            /* default 1; 0: a run whose tokens is not a bucket fails */
-    int execs_per_bucket;         /* executable graphs kept per bucket (accumulate on/off, padded token counts);
-                                     default 2, 1..64 */
+    int execs_per_bucket;         /* executable graphs kept per bucket (pointer sets, accumulate on/off, padded
+                                     token counts); default 4, 1..64 */
     int side_streams;             /* streams for the calls' weight-gradient work, 1..GG_STEP_MAX_SIDE_STREAMS;
                                      default 2. The context's overlap = GG_OVERLAP_NEVER runs everything on one */
     int scratch_slots;            /* the scratch ring's slots, 1..GG_STEP_MAX_SCRATCH_SLOTS; 0 (default):
@@ -556,7 +571,7 @@ typedef struct gg_step_config {
 } gg_step_config;
 
 #define GG_STEP_CONFIG_INIT                                                                                        \
-    { sizeof(gg_step_config), GG_STEP_CONFIG_VERSION, GG_BUCKETS_POW2, NULL, 0, 128, 0, 4096, 1, 2, 2, 0 }
+    { sizeof(gg_step_config), GG_STEP_CONFIG_VERSION, GG_BUCKETS_POW2, NULL, 0, 128, 0, 4096, 1, 4, 2, 0 }
 
 typedef struct gg_step gg_step;
 
@@ -598,9 +613,24 @@ GG_API gg_status gg_step_finalize(gg_step *step);
  * named). */
 GG_API gg_status gg_step_run(gg_step *step, int64_t tokens, int accumulate, gg_stream stream);
 
+/* Runs the backward with the token count M read from device memory when the graph runs (an int64 the GPU writes,
+ * say, so the host never waits for it): the smallest bucket >= M, chosen on the GPU (see "Device-side selection").
+ * device_tokens must stay valid while the step's graphs may run; accumulate as for gg_step_run. The first run of a
+ * pointer set and accumulate flag captures every bucket into one graph (every callback once per bucket) and
+ * instantiates it; later runs are one cudaGraphLaunch. An M < 1 or past the largest bucket runs nothing and is
+ * counted (gg_step_device_errors). Returns GG_SUCCESS, GG_ERROR_INVALID_ARGUMENT (step NULL or not finalized,
+ * device_tokens NULL), GG_ERROR_MISALIGNED (device_tokens not 8-byte aligned), or a CUDA/cuBLAS error from the
+ * capture. */
+GG_API gg_status gg_step_run_device(gg_step *step, const int64_t *device_tokens, int accumulate, gg_stream stream);
+
+/* How many device-selected runs of the step found no bucket for their M (reads device memory: synchronizes the
+ * device). 0 for a step that never ran. Returns GG_SUCCESS or GG_ERROR_INVALID_ARGUMENT (step or count NULL). */
+GG_API gg_status gg_step_device_errors(gg_step *step, unsigned *count);
+
 /* Replaces the pointers of block call `index` (0-based among all adds, callbacks included) with args (the block's
- * args struct: a gg_mlp_args for an mlp call, ...), checked as by the add and against the chain's rules; the next run
- * of each bucket captures again (and updates its exec in place). */
+ * args struct: a gg_mlp_args for an mlp call, ...), checked as by the add and against the chain's rules. The next
+ * run looks the calls' whole pointer set up among those the step has executable graphs for (see "Rebinding"): a set
+ * seen before replays its graph, a new one captures (and updates the least recently used exec in place). */
 GG_API gg_status gg_step_set_args(gg_step *step, int index, const void *args);
 
 /* The step's device memory. exec_bytes is measured as for graphs. scratch_bytes: the ring, scratch_slots slots of

@@ -132,6 +132,11 @@ cudaError_t gg_k_f32_to_f16(const float *in, void *out, size_t n, int sm_count, 
 cudaError_t gg_k_stage(void *dst, const void *src, int64_t row_bytes, const int64_t *device_rows, int64_t rows,
                        int64_t zero_rows, int sm_count, cudaStream_t stream);
 
+/* Padding in place (step graphs run on the device): zeroes dst's rows [M, zero_rows), M = *device_rows read when
+ * the kernel runs (clamped to [0, zero_rows]). row_bytes even, dst 2-byte aligned; the grid covers zero_rows rows. */
+cudaError_t gg_k_zero_rows(void *dst, int64_t row_bytes, const int64_t *device_rows, int64_t zero_rows, int sm_count,
+                           cudaStream_t stream);
+
 /* Device-side bucket selection: sets the SWITCH node's condition to the first of n_buckets ascending bucket sizes
  * (device memory) that holds M = *device_rows, or to n_buckets (nothing runs, *errors += 1) when M < 1,
  * M > capacity or M > every bucket. One thread. */

@@ -41,6 +41,24 @@ __global__ void __launch_bounds__(kThreads) stage_kernel(uint8_t *__restrict__ d
         *reinterpret_cast<uint16_t *>(dst + b) = b < copy ? *reinterpret_cast<const uint16_t *>(src + b) : 0;
 }
 
+/* dst[M*rb, zero_rows*rb) = 0: 2-byte stores up to the first 16-byte boundary and after the last, 16-byte ones
+ * between. */
+__global__ void __launch_bounds__(kThreads) zero_rows_kernel(uint8_t *__restrict__ dst, int64_t row_bytes,
+                                                             const int64_t *device_rows, int64_t zero_rows) {
+    int64_t m = *device_rows;
+    m = m < 0 ? 0 : m > zero_rows ? zero_rows : m;
+    const int64_t begin = m * row_bytes, end = zero_rows * row_bytes;
+    int64_t head = (int64_t)((16 - (reinterpret_cast<uintptr_t>(dst + begin) & 15)) & 15);
+    if (head > end - begin) head = end - begin;
+    const int64_t vbegin = begin + head, n_vec = (end - vbegin) / 16, vend = vbegin + 16 * n_vec;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    for (int64_t v = tid; v < n_vec; v += stride)
+        reinterpret_cast<uint4 *>(dst + vbegin)[v] = make_uint4(0, 0, 0, 0);
+    for (int64_t b = begin + 2 * tid; b < vbegin; b += 2 * stride) *reinterpret_cast<uint16_t *>(dst + b) = 0;
+    for (int64_t b = vend + 2 * tid; b < end; b += 2 * stride) *reinterpret_cast<uint16_t *>(dst + b) = 0;
+}
+
 /* index = the first bucket >= M, or n_buckets (no body runs) when M < 1, M > capacity or M > the last bucket. */
 __global__ void select_kernel(const int64_t *device_rows, const int64_t *buckets, int n_buckets, int64_t capacity,
                               cudaGraphConditionalHandle handle, unsigned int *errors) {
@@ -63,6 +81,13 @@ extern "C" cudaError_t gg_k_stage(void *dst, const void *src, int64_t row_bytes,
     const int64_t max_rows = zero_rows > rows ? zero_rows : rows;
     stage_kernel<<<grid_for((size_t)(max_rows * row_bytes / 16 + 1), sm_count, 8), kThreads, 0, stream>>>(
         static_cast<uint8_t *>(dst), static_cast<const uint8_t *>(src), row_bytes, device_rows, rows, zero_rows);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t gg_k_zero_rows(void *dst, int64_t row_bytes, const int64_t *device_rows, int64_t zero_rows,
+                                      int sm_count, cudaStream_t stream) {
+    zero_rows_kernel<<<grid_for((size_t)(zero_rows * row_bytes / 16 + 1), sm_count, 8), kThreads, 0, stream>>>(
+        static_cast<uint8_t *>(dst), row_bytes, device_rows, zero_rows);
     return cudaGetLastError();
 }
 

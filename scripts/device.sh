@@ -7,11 +7,18 @@
 #
 #   GG_COMMIT=<sha> bash scripts/device.sh [all|tests|bench|step|multigpu|build]
 #
-# step: the step graph test (and racecheck on its scratch-ring test), then examples/model_backward on the issue's
-# models (8 residual MLP layers D = 2048, F = 8192, 8192 tokens; the small one D = 1024, F = 4096, 2048 tokens; a
-# gated bf16 stack), each checked against eager calls and timed as step graph, per-block graphs and eager calls, with
-# 1, 2 and 3 side streams; then bench/peers/step_torch.py (PyTorch eager, CUDA graph, torch.compile; TF32 and fp16
-# operands). All of it lands in $OUT/step-h200.json (scripts/collect_step.py).
+# step: fits one 10-minute call on one H200 (GG_CUDA_ARCH=90a halves the build; only the two targets it runs are
+# built). Every piece has a time limit and the stage a budget, GG_STEP_BUDGET seconds from this script's start
+# (default 570): a piece that no longer fits is skipped and says so. In order: the step graph test; then
+# examples/model_backward on the issue's models (8 residual MLP layers D = 2048, F = 8192, 8192 tokens; the small one
+# D = 1024, F = 4096, 2048 tokens; a gated bf16 stack), each checked against eager calls and timed as step graph (a
+# sweep of side streams x scratch slots, GG_STEP_SWEEP, default 1:0,2:0,3:0,2:1,2:2,2:4 with K = 0 the default
+# S + 1 slots; interleaved rounds), per-block graphs and eager calls, with a CUPTI trace of one step of each model
+# (the fastest configuration, and as per-block graphs) drawn by scripts/plot_step_timeline.py into the log archive
+# (plots/step-timeline-<model>.png; the trace itself is $OUT/step-trace.csv); then bench/peers/step_torch.py
+# (PyTorch eager, CUDA graph, torch.compile, each compile bounded; TF32 and fp16 operands); last, racecheck on the
+# scratch-ring test. All of it lands in $OUT/step-h200.json (scripts/collect_step.py), with the sweep's verdict in
+# its "config_sweep".
 #
 # multigpu: GG_DDP_RUNS (default 3) runs per block, GG_STEPS (default 30) steps per measurement, GG_BUCKET_MIB
 # (default: the library's 25 MiB) pieces, GG_COMM_SMS (default: the library's) SMs and NCCL CTAs for communication,
@@ -23,6 +30,7 @@
 #
 # The GPU machine has no cmocka: carry/cmocka holds Debian's libcmocka packages unpacked (docs/maintainers.md).
 set -uo pipefail
+script_start=$(date +%s)
 stage=${1:-all}
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -34,18 +42,20 @@ cmocka=$root/carry/cmocka/usr
 export LD_LIBRARY_PATH=$cmocka/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 arch=${GG_CUDA_ARCH:-90a;100a} # the H200's and the B200's code
 # How the results were made, as recorded in their JSON: the settings that change them, then the command.
-run_cmd="GG_COMMIT=<sha> ${GG_SHAPES:+GG_SHAPES=$GG_SHAPES }${GG_SHAPES_SEED:+GG_SHAPES_SEED=$GG_SHAPES_SEED }${GG_SANITIZER_TIMEOUT:+GG_SANITIZER_TIMEOUT=$GG_SANITIZER_TIMEOUT }${GG_MODES:+GG_MODES=$GG_MODES }${GG_ITERS:+GG_ITERS=$GG_ITERS }${GG_PEERS_COMPILE:+GG_PEERS_COMPILE=1 }${GG_STEPS:+GG_STEPS=$GG_STEPS }${GG_BUCKET_MIB:+GG_BUCKET_MIB=$GG_BUCKET_MIB }${GG_COMM_SMS:+GG_COMM_SMS=$GG_COMM_SMS }${GG_COPY_ENGINES:+GG_COPY_ENGINES=$GG_COPY_ENGINES }${GG_DDP_RUNS:+GG_DDP_RUNS=$GG_DDP_RUNS }bash scripts/device.sh $stage"
+run_cmd="GG_COMMIT=<sha> ${GG_CUDA_ARCH:+GG_CUDA_ARCH=$GG_CUDA_ARCH }${GG_STEP_SWEEP:+GG_STEP_SWEEP=$GG_STEP_SWEEP }${GG_STEP_BUDGET:+GG_STEP_BUDGET=$GG_STEP_BUDGET }${GG_SHAPES:+GG_SHAPES=$GG_SHAPES }${GG_SHAPES_SEED:+GG_SHAPES_SEED=$GG_SHAPES_SEED }${GG_SANITIZER_TIMEOUT:+GG_SANITIZER_TIMEOUT=$GG_SANITIZER_TIMEOUT }${GG_MODES:+GG_MODES=$GG_MODES }${GG_ITERS:+GG_ITERS=$GG_ITERS }${GG_PEERS_COMPILE:+GG_PEERS_COMPILE=1 }${GG_STEPS:+GG_STEPS=$GG_STEPS }${GG_BUCKET_MIB:+GG_BUCKET_MIB=$GG_BUCKET_MIB }${GG_COMM_SMS:+GG_COMM_SMS=$GG_COMM_SMS }${GG_COPY_ENGINES:+GG_COPY_ENGINES=$GG_COPY_ENGINES }${GG_DDP_RUNS:+GG_DDP_RUNS=$GG_DDP_RUNS }bash scripts/device.sh $stage"
 build=$root/build-device
 shapes_seed=${GG_SHAPES_SEED:-$(date +%s)}
 status=0
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
 
+targets=() # the step stage alone builds what it runs
+[ "$stage" = step ] && targets=(--target test_step_gpu gg_example_model_backward)
 echo "== build (sm_$arch)"
 t0=$(date +%s)
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" \
   -DCMAKE_PREFIX_PATH="$cmocka" -DGG_WERROR=ON > "$OUT/build.log" 2>&1 &&
-  cmake --build "$build" >> "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+  cmake --build "$build" ${targets[@]+"${targets[@]}"} >> "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
 echo "built in $(( $(date +%s) - t0 )) s"
 
 if [ "$stage" = all ] || [ "$stage" = tests ]; then
@@ -112,25 +122,53 @@ if [ "$stage" = all ] || [ "$stage" = bench ]; then
   python3 bench/plot.py "$OUT/bench.json" "$OUT/peers.json" "$OUT/plots" > /dev/null 2>> "$OUT/peers-progress.log" || true
 fi
 if [ "$stage" = all ] || [ "$stage" = step ]; then
-  echo "== step graphs: test_step_gpu, racecheck of the scratch ring, model_backward, PyTorch peers"
-  timeout 600 "$build/tests/test_step_gpu" > "$OUT/test_step_gpu.log" 2>&1 || status=1
-  grep -E '^RESULT|^\[  (PASSED|FAILED|ERROR) ' "$OUT/test_step_gpu.log"
-  GG_TEST_FILTER="*ring*" timeout 600 compute-sanitizer --tool racecheck --kernel-name-exclude kns=nvjet --error-exitcode 9 \
-    "$build/tests/test_step_gpu" > "$OUT/step-racecheck.log" 2>&1
-  rc=$?; echo "racecheck test_step_gpu *ring* exit $rc"; [ $rc = 0 ] || status=1
-  for model in "large:" "small:--small" "gated:--gated --tokens 8192"; do
-    name=${model%%:*}
-    for s in 1 2 3; do
+  echo "== step graphs: test_step_gpu, model_backward (sweep, trace), PyTorch peers, racecheck of the scratch ring"
+  # alone, the budget counts from the script's start (the build is part of the call); after other stages, from here
+  step_deadline=$(( $([ "$stage" = step ] && echo "$script_start" || date +%s) + ${GG_STEP_BUDGET:-570} ))
+  # limit WANT: WANT seconds, or what is left of the stage's budget less 25 s (collecting, packing) when that is less;
+  # 0 when under 15 s are left: the piece is skipped
+  limit() { local l=$(( step_deadline - $(date +%s) - 25 )); [ "$l" -gt "$1" ] && l=$1; [ "$l" -ge 15 ] && echo "$l" || echo 0; }
+  skipped() { echo "$1: skipped, the stage's time budget is spent (GG_STEP_BUDGET)" | tee -a "$OUT/step.log"; }
+  t=$(limit 150)
+  if [ "$t" -gt 0 ]; then
+    timeout "$t" "$build/tests/test_step_gpu" > "$OUT/test_step_gpu.log" 2>&1 || status=1
+    grep -E '^RESULT|^\[  (PASSED|FAILED|ERROR) ' "$OUT/test_step_gpu.log"
+  else skipped test_step_gpu; status=1; fi
+  rm -f "$OUT/step-trace.csv"
+  for model in "large:180:" "small:60:--small" "gated:60:--gated --tokens 8192"; do
+    name=${model%%:*}; rest=${model#*:}; want=${rest%%:*}; opts=${rest#*:}
+    t=$(limit "$want")
+    if [ "$t" -gt 0 ]; then
+      t0=$(date +%s)
       # shellcheck disable=SC2086 # the model's options split on purpose
-      timeout 600 "$build/examples/gg_example_model_backward" ${model#*:} --side-streams $s --steps "${GG_STEPS:-20}" \
-        --json "$OUT/step-$name-s$s.json" 2>&1 | tee -a "$OUT/step.log" | tail -1 || status=1
-    done
+      timeout "$t" "$build/examples/gg_example_model_backward" $opts --sweep "${GG_STEP_SWEEP:-1:0,2:0,3:0,2:1,2:2,2:4}" \
+        --rounds 3 --steps "${GG_STEPS:-20}" --json "$OUT/step-$name.json" --trace "$OUT/step-trace.csv" \
+        > "$OUT/step-$name.log" 2>&1 || status=1
+      echo "model_backward $name ($(( $(date +%s) - t0 )) s, limit $t s; 124: stopped by it):"
+      grep -E 'FAILED|^step graph,|of SOL|^trace |--trace|rror' "$OUT/step-$name.log"
+    else skipped "model_backward $name"; status=1; fi
   done
-  PYTHONUNBUFFERED=1 timeout "${GG_PEERS_TIMEOUT:-900}" python3 bench/peers/step_torch.py --steps "${GG_STEPS:-20}" \
-    --json "$OUT/step-torch.json" 2> "$OUT/step-torch-progress.log" | tee "$OUT/step-torch.txt" || status=1
+  if [ -s "$OUT/step-trace.csv" ]; then
+    mkdir -p "$OUT/plots"
+    timeout 60 python3 scripts/plot_step_timeline.py "$OUT/step-trace.csv" "$OUT/plots" --json "$OUT/step-timeline.json" \
+      2>&1 | tee -a "$OUT/step.log"
+  fi
+  t=$(limit 240)
+  if [ "$t" -gt 0 ]; then
+    PYTHONUNBUFFERED=1 timeout "$t" python3 bench/peers/step_torch.py --steps "${GG_STEPS:-20}" --budget $(( t - 10 )) \
+      --compile-timeout "${GG_COMPILE_TIMEOUT:-75}" --json "$OUT/step-torch.json" 2> "$OUT/step-torch-progress.log" |
+      tee "$OUT/step-torch.txt" | { grep -v '^{' || true; } || status=1
+  else skipped step_torch.py; fi
+  t=$(limit 120)
+  if [ "$t" -gt 0 ]; then
+    GG_TEST_FILTER="*ring*" timeout "$t" compute-sanitizer --tool racecheck --kernel-name-exclude kns=nvjet \
+      --error-exitcode 9 "$build/tests/test_step_gpu" > "$OUT/step-racecheck.log" 2>&1
+    rc=$?; echo "racecheck test_step_gpu *ring* exit $rc (limit $t s; 124: stopped by it)"; [ $rc = 0 ] || status=1
+  else skipped "racecheck test_step_gpu *ring*"; fi
   python3 scripts/collect_step.py "$OUT" "$OUT/step-h200.json" "${GG_COMMIT:-unknown}" "$run_cmd" \
     "$(head -2 "$OUT/gpu.txt" | tail -1 | cut -d, -f1)" || status=1
-  rm -f "$OUT"/step-*-s*.json "$OUT/step-torch.json"
+  echo "step stage: $(( $(date +%s) - script_start )) s since the script started"
+  rm -f "$OUT"/step-{large,small,gated,torch,timeline}.json
 fi
 gpus=$(nvidia-smi -L | wc -l)
 if { [ "$stage" = all ] && [ "$gpus" -ge 2 ]; } || [ "$stage" = multigpu ]; then

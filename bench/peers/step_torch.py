@@ -5,12 +5,20 @@ timed as eager PyTorch, captured in one torch.cuda.CUDAGraph, and under torch.co
 data and with fp16 operands (fp32 accumulation and outputs), the precision of gradgraph's FP16 mode. Prints one JSON
 object: per model, microseconds per backward for each variant.
 
-  python3 bench/peers/step_torch.py [--steps N] [--json FILE] [--models large,small]
+  python3 bench/peers/step_torch.py [--steps N] [--json FILE] [--models large,small] [--budget S]
+                                    [--compile-timeout S]
+
+Time bounds, so that it fits a fixed slot on the GPU machine: each torch.compile variant (compiling it and timing
+it) is stopped after --compile-timeout seconds (default 90; its time is then null with a note), and once less than
+that is left of --budget seconds (default: none) for the whole run, the remaining torch.compile variants are
+skipped (null, with a note); eager and CUDA-graph variants always run.
 """
 import argparse
 import json
 import math
+import signal
 import sys
+import time
 
 import torch
 
@@ -51,7 +59,33 @@ def time_ms(fn, steps):
     return a.elapsed_time(b) / steps
 
 
-def run_model(name, steps):
+class CompileTimeout(Exception):
+    pass
+
+
+def within(seconds, fn):
+    """fn(), stopped by SIGALRM after `seconds` (CompileTimeout)."""
+    def expired(signum, frame):
+        raise CompileTimeout()
+    old = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(max(1, int(seconds)))
+    try:
+        return fn()
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def compile_seconds(a, started):
+    """The time a torch.compile variant may take now: --compile-timeout, less when the budget is nearly spent; 0:
+    skip it."""
+    if a.budget is None:
+        return a.compile_timeout
+    left = a.budget - (time.time() - started) - 10
+    return min(a.compile_timeout, left) if left >= 20 else 0
+
+
+def run_model(name, steps, a, started):
     L, D, F, M = MODELS[name]
     g = torch.Generator(device="cuda").manual_seed(1)
     r = lambda *s, scale=1.0: (torch.rand(*s, device="cuda", generator=g) * 2 - 1) * scale
@@ -73,16 +107,25 @@ def run_model(name, steps):
         with torch.cuda.graph(graph):
             static = fn()
         res["torch_cuda_graph"] = time_ms(graph.replay, steps)
-        try:
-            compiled = torch.compile(fn)
-            res["torch_compile"] = time_ms(compiled, steps)
-        except Exception as e:  # an environment without a working compiler: say so, keep the rest
-            print(f"{name} {prec}: torch.compile failed: {e}", file=sys.stderr)
-            res["torch_compile"] = None
+        seconds = compile_seconds(a, started)
+        res["torch_compile"] = None
+        if not seconds:
+            res["torch_compile_note"] = "skipped: the run's time budget was spent"
+        else:
+            try:
+                compiled = torch.compile(fn)
+                res["torch_compile"] = within(seconds, lambda: time_ms(compiled, steps))
+            except CompileTimeout:
+                res["torch_compile_note"] = f"stopped after {seconds:.0f} s (--compile-timeout)"
+                torch._dynamo.reset()
+            except Exception as e:  # an environment without a working compiler: say so, keep the rest
+                res["torch_compile_note"] = f"failed: {str(e)[:200]}"
+            if res["torch_compile"] is None:
+                print(f"{name} {prec}: torch.compile {res['torch_compile_note']}", file=sys.stderr)
         res["check_max_rel_diff"] = float((static[0] - ref).abs().max() / ref.abs().max())
         out[prec] = {k: (v * 1e3 if isinstance(v, float) and k.startswith("torch") else v) for k, v in res.items()}
         print(f"{name} {prec}: " + ", ".join(f"{k} {v:.1f} us" for k, v in out[prec].items()
-                                             if k.startswith("torch") and v), flush=True)
+                                             if k.startswith("torch") and isinstance(v, float)), flush=True)
         del graph, static
         torch.cuda.empty_cache()
     return out
@@ -93,8 +136,12 @@ def main():
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--json")
     p.add_argument("--models", default="large,small")
+    p.add_argument("--budget", type=float, help="seconds for the whole run (torch.compile variants are skipped "
+                   "once it is nearly spent)")
+    p.add_argument("--compile-timeout", type=float, default=90, help="seconds for one torch.compile variant")
     a = p.parse_args()
-    result = {"torch": torch.__version__, "models": [run_model(m, a.steps) for m in a.models.split(",")]}
+    started = time.time()
+    result = {"torch": torch.__version__, "models": [run_model(m, a.steps, a, started) for m in a.models.split(",")]}
     if a.json:
         with open(a.json, "w") as f:
             json.dump(result, f, indent=1)

@@ -1,4 +1,5 @@
-/* test_graph_parts.c - the graph machinery's plain-C parts: bucket policies and selection, the exec cache (CPU). */
+/* test_graph_parts.c - the graph machinery's plain-C parts: bucket policies and selection, the exec cache and the
+ * pointer-set ids of step graphs (CPU). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -139,6 +140,31 @@ static void exec_cache_reuses_least_recently_used(void **state) {
     gg_exec_cache_free(&c);
 }
 
+/* Two sets asked for in turn keep their ids; a third evicts the least recently asked for, which comes back with a
+ * new id (its old execs are never found again); ids are never reused. */
+static void ptrset_ids_are_stable_and_never_reused(void **state) {
+    (void)state;
+    gg_ptrset_table t;
+    assert_int_equal(gg_ptrset_init(&t, 2, 3), 0);
+    int x[6];
+    const void *a[3] = {&x[0], &x[1], &x[2]}, *b[3] = {&x[3], &x[1], &x[2]}, *c[3] = {&x[0], &x[1], &x[5]};
+    const uint64_t ia = gg_ptrset_id(&t, a), ib = gg_ptrset_id(&t, b);
+    assert_true(ia != 0 && ib != 0 && ia != ib);
+    for (int i = 0; i < 4; ++i) { /* double buffering: A, B, A, B ... */
+        assert_int_equal(gg_ptrset_id(&t, a), ia);
+        assert_int_equal(gg_ptrset_id(&t, b), ib);
+    }
+    const uint64_t ic = gg_ptrset_id(&t, c); /* b was asked for last: a goes */
+    assert_true(ic != ia && ic != ib);
+    assert_int_equal(gg_ptrset_id(&t, b), ib);
+    const uint64_t ia2 = gg_ptrset_id(&t, a); /* c is now the least recently used */
+    assert_true(ia2 != ia && ia2 != ib && ia2 != ic);
+    assert_int_equal(gg_ptrset_id(&t, b), ib);
+    assert_int_equal(gg_ptrset_id(&t, a), ia2);
+    gg_ptrset_free(&t);
+    gg_ptrset_free(&t); /* a freed (zeroed) table again */
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(pow2_policy),
@@ -148,6 +174,7 @@ int main(void) {
         cmocka_unit_test(selection_picks_smallest_bucket_that_fits),
         cmocka_unit_test(exec_cache_finds_by_pointer_set_and_generation),
         cmocka_unit_test(exec_cache_reuses_least_recently_used),
+        cmocka_unit_test(ptrset_ids_are_stable_and_never_reused),
     };
     return cmocka_run_group_tests_name("graph_parts", tests, NULL, NULL);
 }

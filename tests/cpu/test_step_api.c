@@ -3,7 +3,10 @@
  * gg_step_add_*, gg_step_finalize, gg_step_run and gg_step_set_args names the function, the call and the field,
  * and comes before any CUDA call but the host-pointer check's cudaPointerGetAttributes (the context here is made by
  * hand, with no device behind it; the CUDA runtime is the fakes of tests/fake/fake_cuda.c, and every test ends by
- * checking that pointer queries were the only CUDA calls made), and a refused add adds nothing.
+ * checking that pointer queries were the only CUDA calls made), and a refused add adds nothing. Then, on a context
+ * the fakes make (a device that only counts), what runs capture and what replays: alternating pointer sets capture
+ * once each, the exec cache updates in place or instantiates, and the device-selected step captures every bucket
+ * behind one selection and refuses bad arguments.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -225,12 +228,205 @@ static void queries_on_an_open_step(void **state) {
     free(ctx);
 }
 
+/* ---- runs on the fakes' device ---- */
+
+static gg_ctx *fake_device_ctx(void) {
+    fake_reset(1);
+    fake.plan_ok = 1;
+    gg_config c = GG_CONFIG_INIT;
+    c.autotune = 0;
+    gg_ctx *ctx = NULL;
+    assert_int_equal(gg_ctx_create(&c, &ctx), GG_SUCCESS);
+    return ctx;
+}
+
+static int64_t seen_tokens[16];
+static int n_seen;
+static void record_tokens(void *user, gg_stream stream, int64_t tokens) {
+    (void)user, (void)stream;
+    if (n_seen < 16) seen_tokens[n_seen++] = tokens;
+}
+
+/* Two MLP layers (the second's grad_output the first's grad_hidden_states) with a callback between, finalized:
+ * buckets 128, 256, 512. */
+static gg_step *two_layer_step(gg_ctx *ctx, int execs_per_bucket) {
+    gg_step_config sc = GG_STEP_CONFIG_INIT;
+    sc.max_tokens = 512;
+    sc.execs_per_bucket = execs_per_bucket;
+    gg_step *step = NULL;
+    assert_int_equal(gg_step_create(ctx, &sc, &step), GG_SUCCESS);
+    const gg_mlp_args a0 = mlp_args(0), a1 = mlp_args(1);
+    assert_int_equal(gg_step_add_mlp(step, &mlp, &a0), GG_SUCCESS);
+    assert_int_equal(gg_step_add_callback(step, record_tokens, NULL), GG_SUCCESS);
+    assert_int_equal(gg_step_add_mlp(step, &mlp, &a1), GG_SUCCESS);
+    assert_int_equal(gg_step_finalize(step), GG_SUCCESS);
+    memset(fake.calls, 0, sizeof fake.calls);
+    n_seen = 0;
+    return step;
+}
+
+/* Layer l's args with the other activation buffers (double buffering): hidden states and intermediates. */
+static gg_mlp_args other_buffers(int l) {
+    gg_mlp_args a = mlp_args(l);
+    a.hidden_states = FAKE(200 + 4 * l);
+    a.intermediate = FAKE(201 + 4 * l);
+    a.intermediate_activated = FAKE(202 + 4 * l);
+    return a;
+}
+
+/* Switches both layers to buffer set `set` (0 or 1). */
+static void use_buffers(gg_step *step, int set) {
+    for (int l = 0; l < 2; ++l) {
+        const gg_mlp_args a = set ? other_buffers(l) : mlp_args(l);
+        assert_int_equal(gg_step_set_args(step, 2 * l, &a), GG_SUCCESS); /* calls 0 and 2 (1 is the callback) */
+    }
+}
+
+/* Alternating two pointer sets: two captures and two instantiations, then launches only; the accumulate flag and a
+ * padded token count are part of the key too. */
+static void alternating_pointer_sets_capture_twice(void **state) {
+    (void)state;
+    gg_ctx *ctx = fake_device_ctx();
+    gg_step *step = two_layer_step(ctx, 4);
+    for (int r = 0; r < 10; ++r) {
+        use_buffers(step, r % 2);
+        assert_int_equal(gg_step_run(step, 512, 0, NULL), GG_SUCCESS);
+    }
+    assert_int_equal(fake.calls[FAKE_BEGIN_CAPTURE], 2);
+    assert_int_equal(fake.calls[FAKE_INSTANTIATE], 2);
+    assert_int_equal(fake.calls[FAKE_EXEC_UPDATE], 0);
+    assert_int_equal(fake.calls[FAKE_GRAPH_LAUNCH], 10);
+    assert_int_equal(n_seen, 2); /* the callback ran at the two captures only, with the bucket's rows */
+    assert_int_equal(seen_tokens[0], 512);
+    /* set_args with the pointers the step has already: nothing new */
+    use_buffers(step, 1);
+    use_buffers(step, 1);
+    assert_int_equal(gg_step_run(step, 512, 0, NULL), GG_SUCCESS);
+    assert_int_equal(fake.calls[FAKE_BEGIN_CAPTURE], 2);
+    /* accumulate, then a padded count of the same bucket: each a capture of its own, then found */
+    assert_int_equal(gg_step_run(step, 512, 1, NULL), GG_SUCCESS);
+    assert_int_equal(gg_step_run(step, 300, 0, NULL), GG_SUCCESS);
+    assert_int_equal(gg_step_run(step, 512, 1, NULL), GG_SUCCESS);
+    assert_int_equal(gg_step_run(step, 300, 0, NULL), GG_SUCCESS);
+    assert_int_equal(fake.calls[FAKE_BEGIN_CAPTURE], 4);
+    assert_int_equal(seen_tokens[3], 512); /* a padded run's callback gets the bucket's rows */
+    gg_step_memory mem;
+    assert_int_equal(gg_step_memory_info(step, &mem), GG_SUCCESS);
+    assert_int_equal(mem.execs, 4);
+    /* a fifth key in the full bucket: the least recently used exec is updated in place */
+    assert_int_equal(gg_step_run(step, 400, 0, NULL), GG_SUCCESS);
+    assert_int_equal(fake.calls[FAKE_INSTANTIATE], 4);
+    assert_int_equal(fake.calls[FAKE_EXEC_UPDATE], 1);
+    assert_int_equal(gg_step_memory_info(step, &mem), GG_SUCCESS);
+    assert_int_equal(mem.execs, 4);
+    gg_step_destroy(step);
+    assert_int_equal(fake.captures_open, 0);
+    gg_ctx_destroy(ctx);
+    assert_int_equal(fake.live, 0);
+}
+
+/* One exec per bucket: alternating sets update it in place at every switch; an update the runtime refuses falls
+ * back to a new instantiation. */
+static void one_exec_per_bucket_updates_in_place(void **state) {
+    (void)state;
+    gg_ctx *ctx = fake_device_ctx();
+    gg_step *step = two_layer_step(ctx, 1);
+    for (int r = 0; r < 4; ++r) {
+        use_buffers(step, r % 2);
+        assert_int_equal(gg_step_run(step, 256, 0, NULL), GG_SUCCESS);
+    }
+    assert_int_equal(fake.calls[FAKE_BEGIN_CAPTURE], 4);
+    assert_int_equal(fake.calls[FAKE_INSTANTIATE], 1);
+    assert_int_equal(fake.calls[FAKE_EXEC_UPDATE], 3);
+    fake.fail_kind = FAKE_EXEC_UPDATE;
+    fake.fail_at = 4;
+    use_buffers(step, 0);
+    assert_int_equal(gg_step_run(step, 256, 0, NULL), GG_SUCCESS);
+    assert_int_equal(fake.injected, 1);
+    assert_int_equal(fake.calls[FAKE_INSTANTIATE], 2);
+    assert_int_equal(fake.calls[FAKE_GRAPH_LAUNCH], 5);
+    gg_step_memory mem;
+    assert_int_equal(gg_step_memory_info(step, &mem), GG_SUCCESS);
+    assert_int_equal(mem.execs, 1);
+    gg_step_destroy(step);
+    gg_ctx_destroy(ctx);
+    assert_int_equal(fake.live, 0);
+}
+
+/* gg_step_run_device: its refusals come before any capture; then one capture of the selection and one per bucket
+ * (the callback once per bucket), one instantiation, and replays; the pointer set and accumulate are keys. */
+static void run_device_selects_on_the_gpu(void **state) {
+    (void)state;
+    gg_ctx *ctx = hand_made_ctx();
+    gg_step *open = new_step(ctx);
+    const int64_t *tokens = (const int64_t *)FAKE(300);
+    assert_int_equal(gg_step_run_device(NULL, tokens, 0, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(NULL, "gg_step_run_device: step is NULL");
+    assert_int_equal(gg_step_run_device(open, tokens, 0, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_step_run_device: the step is not finalized (call gg_step_finalize)");
+    unsigned count = 7;
+    assert_int_equal(gg_step_device_errors(NULL, &count), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(NULL, "gg_step_device_errors: step is NULL");
+    assert_int_equal(gg_step_device_errors(open, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_step_device_errors: count is NULL");
+    assert_int_equal(gg_step_device_errors(open, &count), GG_SUCCESS);
+    assert_int_equal(count, 0);
+    gg_step_destroy(open);
+    assert_int_equal(fake.cuda_calls, fake.pointer_queries);
+    free(ctx);
+
+    ctx = fake_device_ctx();
+    gg_step *step = two_layer_step(ctx, 4);
+    assert_int_equal(gg_step_run_device(step, NULL, 0, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_step_run_device: device_tokens is NULL");
+    assert_int_equal(gg_step_run_device(step, (const int64_t *)((const char *)tokens + 4), 0, NULL),
+                     GG_ERROR_MISALIGNED);
+    assert_message_has(ctx, "is not 8-byte aligned");
+    assert_int_equal(fake.calls[FAKE_BEGIN_CAPTURE], 0);
+    assert_int_equal(fake.calls[FAKE_GRAPH_LAUNCH], 0);
+
+    const int live = fake.live;
+    assert_int_equal(gg_step_run_device(step, tokens, 0, NULL), GG_SUCCESS);
+    assert_int_equal(fake.calls[FAKE_BEGIN_CAPTURE], 1 + 3); /* the selection, then buckets 128, 256, 512 */
+    assert_int_equal(fake.calls[FAKE_INSTANTIATE], 1);
+    assert_int_equal(fake.live, live + 1); /* the exec; the graph and its bodies are gone */
+    assert_int_equal(n_seen, 3);
+    assert_int_equal(seen_tokens[0], 128);
+    assert_int_equal(seen_tokens[1], 256);
+    assert_int_equal(seen_tokens[2], 512);
+    for (int r = 0; r < 3; ++r) assert_int_equal(gg_step_run_device(step, tokens, 0, NULL), GG_SUCCESS);
+    assert_int_equal(fake.calls[FAKE_BEGIN_CAPTURE], 4);
+    assert_int_equal(fake.calls[FAKE_GRAPH_LAUNCH], 4);
+    assert_int_equal(gg_step_run_device(step, tokens, 1, NULL), GG_SUCCESS); /* accumulate: another graph */
+    assert_int_equal(fake.calls[FAKE_BEGIN_CAPTURE], 8);
+    use_buffers(step, 1);
+    assert_int_equal(gg_step_run_device(step, tokens, 0, NULL), GG_SUCCESS); /* another pointer set */
+    use_buffers(step, 0);
+    assert_int_equal(gg_step_run_device(step, tokens, 0, NULL), GG_SUCCESS); /* the first again: found */
+    assert_int_equal(fake.calls[FAKE_BEGIN_CAPTURE], 12);
+    /* host-selected runs keep their own execs */
+    assert_int_equal(gg_step_run(step, 512, 0, NULL), GG_SUCCESS);
+    assert_int_equal(fake.calls[FAKE_BEGIN_CAPTURE], 13);
+    gg_step_memory mem;
+    assert_int_equal(gg_step_memory_info(step, &mem), GG_SUCCESS);
+    assert_int_equal(mem.execs, 4);
+    assert_int_equal(gg_step_device_errors(step, &count), GG_SUCCESS);
+    assert_int_equal(count, 0);
+    assert_int_equal(fake.captures_open, 0);
+    gg_step_destroy(step);
+    gg_ctx_destroy(ctx);
+    assert_int_equal(fake.live, 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(create_checks_its_arguments),
         cmocka_unit_test(add_checks_every_call),
         cmocka_unit_test(finalize_checks_the_chain),
         cmocka_unit_test(queries_on_an_open_step),
+        cmocka_unit_test(alternating_pointer_sets_capture_twice),
+        cmocka_unit_test(one_exec_per_bucket_updates_in_place),
+        cmocka_unit_test(run_device_selects_on_the_gpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -43,6 +43,8 @@ static void fake_release(void *handle) {
 
 static char fake_handles[64];
 static cudaStream_t capture_stream;
+static cudaGraph_t capture_into; /* the graph a cudaStreamBeginCaptureToGraph captures into, NULL: a new one */
+static char fake_bodies[64];     /* a conditional node's body graphs: owned by its graph, never destroyed alone */
 
 cudaError_t __wrap_cudaGetDeviceCount(int *count) {
     ++fake.cuda_calls;
@@ -198,6 +200,7 @@ cudaError_t __wrap_cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCa
     (void)mode;
     if (fake_fault(FAKE_BEGIN_CAPTURE)) return cudaErrorStreamCaptureUnsupported;
     capture_stream = stream;
+    capture_into = NULL;
     ++fake.captures_open;
     ++fake.captures;
     return cudaSuccess;
@@ -205,14 +208,21 @@ cudaError_t __wrap_cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCa
 cudaError_t __wrap_cudaStreamBeginCaptureToGraph(cudaStream_t stream, cudaGraph_t graph, const cudaGraphNode_t *deps,
                                                  const cudaGraphEdgeData *data, size_t n,
                                                  enum cudaStreamCaptureMode mode) {
-    (void)graph, (void)deps, (void)data, (void)n;
-    return __wrap_cudaStreamBeginCapture(stream, mode);
+    (void)deps, (void)data, (void)n;
+    const cudaError_t err = __wrap_cudaStreamBeginCapture(stream, mode);
+    if (err == cudaSuccess) capture_into = graph;
+    return err;
 }
 cudaError_t __wrap_cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph) {
     (void)stream;
     --fake.captures_open; /* ends the capture even when it fails, as the runtime does */
     *graph = NULL;
     if (fake_fault(FAKE_END_CAPTURE)) return cudaErrorStreamCaptureInvalidated;
+    if (capture_into) { /* the runtime hands back the graph captured into: nothing new is alive */
+        *graph = capture_into;
+        capture_into = NULL;
+        return cudaSuccess;
+    }
     if (!fake_create()) return cudaErrorMemoryAllocation;
     *graph = (cudaGraph_t)fake_handle();
     return cudaSuccess;
@@ -225,6 +235,34 @@ cudaError_t __wrap_cudaGraphCreate(cudaGraph_t *graph, unsigned flags) {
 }
 cudaError_t __wrap_cudaGraphDestroy(cudaGraph_t graph) {
     fake_release(graph);
+    return cudaSuccess;
+}
+/* Device-side selection's parts: a handle, the selection node, and a SWITCH node whose bodies the fake hands out. */
+cudaError_t __wrap_cudaGraphConditionalHandleCreate(cudaGraphConditionalHandle *handle, cudaGraph_t graph,
+                                                    unsigned default_value, unsigned flags) {
+    (void)graph, (void)default_value, (void)flags;
+    ++fake.cuda_calls;
+    *handle = 1;
+    return cudaSuccess;
+}
+cudaError_t __wrap_cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t *nodes, size_t *count) {
+    (void)graph;
+    ++fake.cuda_calls;
+    if (nodes && *count >= 1) nodes[0] = (cudaGraphNode_t)&fake_handles[8];
+    *count = 1;
+    return cudaSuccess;
+}
+cudaError_t __wrap_cudaGraphAddNode(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps,
+                                    const cudaGraphEdgeData *data, size_t n, struct cudaGraphNodeParams *params) {
+    (void)graph, (void)deps, (void)data, (void)n;
+    ++fake.cuda_calls;
+    static cudaGraph_t bodies[sizeof fake_bodies];
+    if (params->type == cudaGraphNodeTypeConditional) {
+        if (params->conditional.size > sizeof fake_bodies) return cudaErrorInvalidValue;
+        for (unsigned i = 0; i < params->conditional.size; ++i) bodies[i] = (cudaGraph_t)&fake_bodies[i];
+        params->conditional.phGraph_out = bodies;
+    }
+    *node = (cudaGraphNode_t)&fake_handles[9];
     return cudaSuccess;
 }
 cudaError_t __wrap_cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags) {

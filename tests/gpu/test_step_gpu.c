@@ -2,7 +2,9 @@
  * test_step_gpu.c - step graphs on the GPU (SKIPPED without one): a residual MLP stack (block 3, fp32, the residual
  * add in a callback) and a gated bf16 stack (blocks 1 and 4) against the same layers as eager calls: bitwise at an
  * exact bucket (the same kernels), within 1e-4 of the largest gradient when padded; two accumulating runs equal
- * twice one; the scratch ring with 1 and 3 slots and 1 and 2 side streams gives the same bits.
+ * twice one; the scratch ring with 1 and 3 slots and 1 and 2 side streams gives the same bits; alternating two
+ * activation sets (gg_step_set_args) equals eager for each and captures only twice; the device-selected step
+ * (gg_step_run_device) equals eager at exact and padded counts, captures once, and counts bad counts.
  */
 #include "gpu_test.h"
 
@@ -16,8 +18,20 @@ typedef struct fixture {
     cudaStream_t stream;
 } fixture;
 
+/* Captures the step made, counted from the context's debug messages ("gg_step_run: captured ..."). */
+static int captures;
+static void count_captures(void *user, gg_log_level level, const char *message) {
+    (void)user, (void)level;
+    if (strstr(message, ": captured ")) ++captures;
+}
+
 static void setup(fixture *f, int gated) {
-    f->ctx = new_ctx();
+    gg_config config = GG_CONFIG_INIT;
+    config.log_fn = count_captures;
+    config.log_level = GG_LOG_DEBUG;
+    f->ctx = NULL;
+    if (gg_ctx_create(&config, &f->ctx) != GG_SUCCESS) fail_msg("gg_ctx_create: %s", gg_last_error(NULL));
+    captures = 0;
     const sm_config c = {.layers = gated ? 4 : 6, .gated = gated, .hidden = gated ? 768 : 256,
                          .ffn = gated ? 1536 : 1024, .max_tokens = MAX_TOKENS, .precision = GG_PRECISION_FP32,
                          .seed = 7};
@@ -161,6 +175,93 @@ static void ring_slots_and_side_streams_agree(void **state) {
     teardown(&f);
 }
 
+/* Double-buffered activations: set 0, set 1, set 0 ... each equal to eager with that set, bitwise; two captures. */
+static void alternating_pointer_sets(void **state) {
+    (void)state;
+    REQUIRE_GPU();
+    fixture f;
+    setup(&f, 0);
+    gg_step *step = make_step(&f, 2, 0);
+    captures = 0;
+    for (int r = 0; r < 6; ++r) {
+        GG_OK(f.ctx, sm_use_activations(f.model, r % 2, step));
+        char what[64];
+        snprintf(what, sizeof what, "mlp step vs eager, activation set %d", r % 2);
+        expect_equal(&f, step, 512, 0, what);
+    }
+    gg_step_memory mem;
+    GG_OK(f.ctx, gg_step_memory_info(step, &mem));
+    printf("RESULT alternating activation sets: %d captures over 6 runs, %d execs\n", captures, mem.execs);
+    assert_int_equal(captures, 2);
+    assert_int_equal(mem.execs, 2);
+    gg_step_destroy(step);
+    teardown(&f);
+}
+
+/* The gradients after one device-selected run with M in device memory. */
+static void *device_gradients(fixture *f, gg_step *step, int64_t *device_m, int64_t tokens, size_t *bytes,
+                              int *elem) {
+    sm_clear(f->model, 0x7f);
+    CUDA_OK(cudaMemcpyAsync(device_m, &tokens, sizeof tokens, cudaMemcpyHostToDevice, f->stream));
+    GG_OK(f->ctx, gg_step_run_device(step, device_m, 0, (gg_stream)f->stream));
+    CUDA_OK(cudaStreamSynchronize(f->stream));
+    void *h = sm_gradients(f->model, tokens, bytes, elem);
+    if (!h) fail_msg("sm_gradients");
+    return h;
+}
+
+/* gg_step_run_device against eager: bitwise at buckets, within 1e-4 padded (as host-selected padded runs); one
+ * capture for every M; M = 0 and M past the largest bucket run nothing and are counted. */
+static void device_selected_step(void **state) {
+    (void)state;
+    REQUIRE_GPU();
+    fixture f;
+    setup(&f, 0);
+    gg_step *step = make_step(&f, 2, 0);
+    int64_t *device_m = NULL;
+    CUDA_OK(cudaMalloc((void **)&device_m, sizeof *device_m));
+    captures = 0;
+    enum { N_COUNTS = 6 };
+    const int64_t counts[N_COUNTS] = {512, 256, 300, 97, 128, 512};
+    /* the eager references first: their plans (and any growth of the context's arena) before the step's capture */
+    void *refs[N_COUNTS];
+    size_t ref_bytes[N_COUNTS];
+    int elem = 0;
+    for (int k = 0; k < N_COUNTS; ++k) refs[k] = gradients(&f, NULL, counts[k], 1, &ref_bytes[k], &elem);
+    for (int k = 0; k < N_COUNTS; ++k) {
+        const int64_t M = counts[k];
+        size_t bytes = 0;
+        int bitwise = 0;
+        void *got = device_gradients(&f, step, device_m, M, &bytes, &elem);
+        assert_int_equal(bytes, ref_bytes[k]);
+        const double rel = sm_max_rel_diff(got, refs[k], bytes, elem, &bitwise);
+        const int exact = M == 128 || M == 256 || M == 512;
+        printf("RESULT device-selected step vs eager, %lld tokens: %s, max rel diff %.3g\n", (long long)M,
+               bitwise ? "bitwise equal" : "not bitwise", rel);
+        if (exact ? !bitwise : rel > 1e-4) fail_msg("device-selected step at %lld tokens differs (%.3g)", (long long)M,
+                                                    rel);
+        free(refs[k]);
+        free(got);
+    }
+    printf("RESULT device-selected step: %d captures over %d counts\n", captures, N_COUNTS);
+    assert_int_equal(captures, 1);
+    unsigned errors = 99;
+    GG_OK(f.ctx, gg_step_device_errors(step, &errors));
+    assert_int_equal(errors, 0);
+    const int64_t bad[] = {0, MAX_TOKENS + 1};
+    for (int k = 0; k < 2; ++k) {
+        CUDA_OK(cudaMemcpy(device_m, &bad[k], sizeof bad[k], cudaMemcpyHostToDevice));
+        GG_OK(f.ctx, gg_step_run_device(step, device_m, 0, (gg_stream)f.stream));
+    }
+    CUDA_OK(cudaStreamSynchronize(f.stream));
+    GG_OK(f.ctx, gg_step_device_errors(step, &errors));
+    printf("RESULT device-selected step: %u device errors after M = 0 and M = %d\n", errors, MAX_TOKENS + 1);
+    assert_int_equal(errors, 2);
+    CUDA_OK(cudaFree(device_m));
+    gg_step_destroy(step);
+    teardown(&f);
+}
+
 int main(void) {
     apply_test_filter(); /* GG_TEST_FILTER=pattern runs a subset (e.g. under compute-sanitizer) */
     const struct CMUnitTest tests[] = {
@@ -168,6 +269,8 @@ int main(void) {
         cmocka_unit_test(gated_bf16_equals_eager),
         cmocka_unit_test(accumulation_doubles),
         cmocka_unit_test(ring_slots_and_side_streams_agree),
+        cmocka_unit_test(alternating_pointer_sets),
+        cmocka_unit_test(device_selected_step),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
