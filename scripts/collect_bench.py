@@ -3,7 +3,15 @@
 and peers JSON. The case latency is gradgraph's graph replay as a CUPTI kernel span (the published protocol), in the
 block's fast mode (fp16 for the fp32-I/O blocks); when the bench ran without CUPTI, the CUDA-event time, and "timing"
 says so.
-A peer counts as correct on a case when every peer that ran there passed the tolerance.
+
+Peers: every variant bench/peers/torch_peers.py ran (torch_eager and torch_compile; for blocks 2 and 3 also the
+fp16-operand variants torch_fp16_eager/_compile and torch_autocast_eager/_compile), per case its time
+("<variant>_us") and whether it passed the tolerance. The case's best peer ("best_peer", "best_peer_us") is the
+fastest variant that ran there and passed; a variant that failed is listed in "peers_failing" and never counts as
+the best; a case where none passed has best_peer null and does not count as faster than it. "peers_correct" (kept
+from before): every variant that ran on the case passed. Per block: each variant's geomean (over the cases it timed,
+with how many), the best peer's geomean, how often each variant was the best, and the smallest best-peer/gradgraph
+ratio. A peers JSON from before the fp16 variants (torch_eager and torch_compile only) still collects.
 
 Usage: collect_bench.py BENCH_JSON PEERS_JSON OUT_JSON COMMIT COMMAND
 """
@@ -19,43 +27,86 @@ fast = [r for r in bench["results"] if r["mode"] in ("fp16", "bf16")]
 spans = all(r["graph_span_us"] > 0 for r in fast)  # -1 without CUPTI
 latency = "graph_span_us" if spans else "graph_us"
 timing = "CUPTI kernel span" if spans else "CUDA events (no CUPTI)"
+# the variants, in the peers' order (their JSON lists them since the fp16 variants; before, the two in every row)
+variants = list(peers.get("variants") or ["torch_eager", "torch_compile"])
+for r in peers["results"]:
+    for k in r:
+        if k.endswith("_us") and k[:-3] not in variants:
+            variants.append(k[:-3])
 
 
-def peers_correct(p):
-    ran = [k for k in ("torch_eager", "torch_compile") if p.get(k + "_us")]
-    return bool(ran) and all(bool(p.get(k + "_correct")) for k in ran)
+def peer_fields(p):
+    """Per case: each variant's time, the variants that failed, and the fastest that passed."""
+    ran = [v for v in variants if p.get(v + "_us")]
+    failing = [v for v in ran if not p.get(v + "_correct")]
+    passing = [v for v in ran if p.get(v + "_correct")]
+    best = min(passing, key=lambda v: p[v + "_us"]) if passing else None
+    f = {v + "_us": p.get(v + "_us") for v in variants}
+    f.update({"best_peer": best, "best_peer_us": p[best + "_us"] if best else None, "peers_failing": failing,
+              "peers_correct": bool(ran) and not failing})
+    errors = {v: p[v + "_error"] for v in variants if p.get(v + "_error")}
+    if errors:
+        f["peers_errors"] = errors
+    return f
 
 
 blocks = {}
 for r in fast:
     p = peer.get((r["block"], r["index"]), {})
-    blocks.setdefault(r["block"], {"mode": r["mode"], "cases": []})["cases"].append({
-        "index": r["index"], "M": r["M"], "median_us": r[latency], "sol_us": r["sol_us"],
-        "correct": r["correct"] and r["bitwise_equal"], "torch_eager_us": p.get("torch_eager_us"),
-        "torch_compile_us": p.get("torch_compile_us"),
-        "peers_correct": peers_correct(p), "events_us": r["graph_us"]})
+    case = {"index": r["index"], "M": r["M"], "median_us": r[latency], "sol_us": r["sol_us"],
+            "correct": r["correct"] and r["bitwise_equal"], "events_us": r["graph_us"]}
+    case.update(peer_fields(p))
+    blocks.setdefault(r["block"], {"mode": r["mode"], "cases": []})["cases"].append(case)
 for b, s in blocks.items():
     cs = sorted(s["cases"], key=lambda c: c["index"])
     s["cases"] = cs
     s["geomean_us"] = round(geo([c["median_us"] for c in cs]), 2)
     s["sol_geomean_us"] = round(geo([c["sol_us"] for c in cs]), 2)
     s["sol_fraction"] = round(s["sol_geomean_us"] / s["geomean_us"], 4)
-    te = geo([c["torch_eager_us"] for c in cs])
-    tc = geo([c["torch_compile_us"] for c in cs])
-    s["torch_eager_geomean_us"] = round(te, 2) if te else None
-    s["torch_compile_geomean_us"] = round(tc, 2) if tc else None
-    s["faster_than_torch_eager"] = sum(1 for c in cs if c["torch_eager_us"] and c["median_us"] < c["torch_eager_us"])
-    s["faster_than_torch_compile"] = sum(1 for c in cs
-                                         if c["torch_compile_us"] and c["median_us"] < c["torch_compile_us"])
-    best = [min(x for x in (c["torch_eager_us"], c["torch_compile_us"]) if x)
-            if (c["torch_eager_us"] or c["torch_compile_us"]) else None for c in cs]
-    s["faster_than_best_peer"] = sum(1 for c, b in zip(cs, best) if b and c["median_us"] < b)
+    s["peer_variants"] = {}
+    for v in variants:
+        timed = [c for c in cs if c[v + "_us"]]
+        if not timed:
+            continue
+        g = geo([c[v + "_us"] for c in timed])
+        s["peer_variants"][v] = {
+            "geomean_us": round(g, 2), "cases_timed": len(timed),
+            "cases_correct": sum(1 for c in timed if v not in c["peers_failing"]),
+            "faster_than": sum(1 for c in timed if c["median_us"] < c[v + "_us"]),
+            # over gradgraph's geomean over the same cases
+            "over_gradgraph": round(g / round(geo([c["median_us"] for c in timed]), 2), 3)}
+    for v in ("torch_eager", "torch_compile"):  # the fields from before the fp16 variants
+        pv = s["peer_variants"].get(v)
+        full = pv and pv["cases_timed"] == len(cs)
+        s[v + "_geomean_us"] = pv["geomean_us"] if full else None
+        s["faster_than_" + v] = pv["faster_than"] if pv else 0
+        s[v + "_over_gradgraph"] = pv["over_gradgraph"] if full else None
+    best = [c for c in cs if c["best_peer_us"]]
+    bg = geo([c["best_peer_us"] for c in best]) if len(best) == len(cs) else None
+    s["best_peer_geomean_us"] = round(bg, 2) if bg else None
+    s["best_peer_over_gradgraph"] = round(bg / s["geomean_us"], 3) if bg else None
+    s["best_peer_over_gradgraph_min"] = (round(min(c["best_peer_us"] / c["median_us"] for c in best), 3)
+                                         if best else None)
+    s["best_peer_variants"] = {v: sum(1 for c in best if c["best_peer"] == v)
+                               for v in variants if any(c["best_peer"] == v for c in best)}
+    s["cases_without_passing_peer"] = [c["index"] for c in cs if not c["best_peer_us"]]
+    s["faster_than_best_peer"] = sum(1 for c in best if c["median_us"] < c["best_peer_us"])
     s["peers_correct"] = all(c["peers_correct"] for c in cs)
-    for name, g in (("torch_eager_over_gradgraph", te), ("torch_compile_over_gradgraph", tc)):
-        s[name] = round(g / s["geomean_us"], 3) if g else None
 json.dump({"commit": commit, "command": command, "gpu": bench["gpu"], "timing": timing + ", graph replay, cold L2",
+           "peers": {"torch": peers.get("torch"), "fp16_mm": peers.get("fp16_mm"),
+                     "variants": peers.get("variants") or {v: None for v in variants},
+                     "best_peer": "per case, the fastest variant that passed the tolerance"},
            "blocks": blocks}, open(out, "w"), indent=1)
 for b, s in blocks.items():
-    print(f"{b[:12]} {s['mode']}: {s['geomean_us']} us, SOL {100 * s['sol_fraction']:.1f} %, torch eager "
-          f"{s['torch_eager_geomean_us']} us, torch.compile {s['torch_compile_geomean_us']} us, "
-          f"faster than the best peer on {s['faster_than_best_peer']}/{len(s['cases'])}")
+    def variant_text(v, x):
+        text = f"{v[6:]} {x['geomean_us']} us"
+        if x["cases_timed"] < len(s["cases"]):
+            text += f" ({x['cases_timed']} cases)"
+        if x["cases_correct"] < x["cases_timed"]:
+            text += f" [fails {x['cases_timed'] - x['cases_correct']}]"
+        return text
+    pv = ", ".join(variant_text(v, x) for v, x in s["peer_variants"].items())
+    print(f"{b[:12]} {s['mode']}: {s['geomean_us']} us, SOL {100 * s['sol_fraction']:.1f} %; peers: {pv}; best peer "
+          f"{s['best_peer_geomean_us']} us ({', '.join(f'{v[6:]} {n}' for v, n in s['best_peer_variants'].items())}), "
+          f"faster than the best peer on {s['faster_than_best_peer']}/{len(s['cases'])}"
+          + (f", at least {s['best_peer_over_gradgraph_min']}x" if s["best_peer_over_gradgraph_min"] else ""))

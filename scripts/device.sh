@@ -42,7 +42,7 @@ cmocka=$root/carry/cmocka/usr
 export LD_LIBRARY_PATH=$cmocka/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 arch=${GG_CUDA_ARCH:-90a;100a} # the H200's and the B200's code
 # How the results were made, as recorded in their JSON: the settings that change them, then the command.
-run_cmd="GG_COMMIT=<sha> ${GG_CUDA_ARCH:+GG_CUDA_ARCH=$GG_CUDA_ARCH }${GG_STEP_SWEEP:+GG_STEP_SWEEP=$GG_STEP_SWEEP }${GG_STEP_BUDGET:+GG_STEP_BUDGET=$GG_STEP_BUDGET }${GG_SHAPES:+GG_SHAPES=$GG_SHAPES }${GG_SHAPES_SEED:+GG_SHAPES_SEED=$GG_SHAPES_SEED }${GG_SANITIZER_TIMEOUT:+GG_SANITIZER_TIMEOUT=$GG_SANITIZER_TIMEOUT }${GG_MODES:+GG_MODES=$GG_MODES }${GG_ITERS:+GG_ITERS=$GG_ITERS }${GG_PEERS_COMPILE:+GG_PEERS_COMPILE=1 }${GG_STEPS:+GG_STEPS=$GG_STEPS }${GG_BUCKET_MIB:+GG_BUCKET_MIB=$GG_BUCKET_MIB }${GG_COMM_SMS:+GG_COMM_SMS=$GG_COMM_SMS }${GG_COPY_ENGINES:+GG_COPY_ENGINES=$GG_COPY_ENGINES }${GG_DDP_RUNS:+GG_DDP_RUNS=$GG_DDP_RUNS }bash scripts/device.sh $stage"
+run_cmd="GG_COMMIT=<sha> ${GG_CUDA_ARCH:+GG_CUDA_ARCH=$GG_CUDA_ARCH }${GG_STEP_SWEEP:+GG_STEP_SWEEP=$GG_STEP_SWEEP }${GG_STEP_BUDGET:+GG_STEP_BUDGET=$GG_STEP_BUDGET }${GG_SHAPES:+GG_SHAPES=$GG_SHAPES }${GG_SHAPES_SEED:+GG_SHAPES_SEED=$GG_SHAPES_SEED }${GG_SANITIZER_TIMEOUT:+GG_SANITIZER_TIMEOUT=$GG_SANITIZER_TIMEOUT }${GG_MODES:+GG_MODES=$GG_MODES }${GG_ITERS:+GG_ITERS=$GG_ITERS }${GG_PEERS_COMPILE:+GG_PEERS_COMPILE=1 }${GG_PEERS_VARIANTS:+GG_PEERS_VARIANTS=$GG_PEERS_VARIANTS }${GG_PEERS_TIMEOUT:+GG_PEERS_TIMEOUT=$GG_PEERS_TIMEOUT }${GG_PEERS_COMPILE_TIMEOUT:+GG_PEERS_COMPILE_TIMEOUT=$GG_PEERS_COMPILE_TIMEOUT }${GG_STEPS:+GG_STEPS=$GG_STEPS }${GG_BUCKET_MIB:+GG_BUCKET_MIB=$GG_BUCKET_MIB }${GG_COMM_SMS:+GG_COMM_SMS=$GG_COMM_SMS }${GG_COPY_ENGINES:+GG_COPY_ENGINES=$GG_COPY_ENGINES }${GG_DDP_RUNS:+GG_DDP_RUNS=$GG_DDP_RUNS }bash scripts/device.sh $stage"
 build=$root/build-device
 shapes_seed=${GG_SHAPES_SEED:-$(date +%s)}
 status=0
@@ -114,8 +114,13 @@ if [ "$stage" = all ] || [ "$stage" = bench ]; then
     --csv "$OUT/bench.csv" 2> "$OUT/bench-progress.log" | tee "$OUT/bench.txt" || status=1
   python3 scripts/collect_graphs.py "$OUT/bench.json" "$OUT/graphs-h200.json" "${GG_COMMIT:-unknown}" "$run_cmd"
   echo "== PyTorch peers (eager${GG_PEERS_COMPILE:+ and torch.compile}, CUDA graphs, cold L2)"
-  PYTHONUNBUFFERED=1 timeout "${GG_PEERS_TIMEOUT:-400}" python3 bench/peers/torch_peers.py --iters "${GG_ITERS:-50}" --warmup "${GG_WARMUP:-10}" \
-    ${GG_PEERS_COMPILE:+--compile} --json "$OUT/peers.json" 2> "$OUT/peers-progress.log" | tee "$OUT/peers.txt" || status=1
+  # every variant (TF32/native, fp16 operands, autocast fp16; GG_PEERS_VARIANTS selects), each torch.compile bounded
+  # (GG_PEERS_COMPILE_TIMEOUT s) and the whole run budgeted 30 s inside GG_PEERS_TIMEOUT, so that it ends by itself
+  peers_timeout=${GG_PEERS_TIMEOUT:-400}
+  PYTHONUNBUFFERED=1 timeout "$peers_timeout" python3 bench/peers/torch_peers.py --iters "${GG_ITERS:-50}" --warmup "${GG_WARMUP:-10}" \
+    ${GG_PEERS_COMPILE:+--compile} --variants "${GG_PEERS_VARIANTS:-all}" --compile-timeout "${GG_PEERS_COMPILE_TIMEOUT:-90}" \
+    --budget $(( peers_timeout > 60 ? peers_timeout - 30 : peers_timeout / 2 )) \
+    --json "$OUT/peers.json" 2> "$OUT/peers-progress.log" | tee "$OUT/peers.txt" || status=1
   python3 scripts/collect_bench.py "$OUT/bench.json" "$OUT/peers.json" "$OUT/bench-h200.json" "${GG_COMMIT:-unknown}" \
     "$run_cmd" || status=1
   mkdir -p "$OUT/plots"

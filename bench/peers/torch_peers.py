@@ -2,21 +2,46 @@
 """PyTorch peers of gradgraph's four blocks, timed the same way as bench/gg_bench.c.
 
 For every case of tests/data/cases.csv (or --block N): inputs drawn as the spec says, a float64 reference, then the
-spec's math in PyTorch eager and (with --compile) torch.compile, each captured in a torch.cuda.CUDAGraph so that no
-Python launch cost is timed, replayed after writing 2x the L2 size (cold L2), timed with CUDA events; median of
---iters after --warmup. Every peer's outputs are checked with the benchmark's rule (>= 99 % of elements within
-atol + rtol |ref|, no NaN/Inf). The fp32 blocks run with TF32 matmuls allowed: the strongest setting a PyTorch user
-would pick that still passes the tolerance.
+spec's math in PyTorch, each variant captured in torch.cuda.CUDAGraphs so that no Python launch cost is timed,
+replayed after writing 2x the L2 size (cold L2), timed with CUDA events; median of --iters after --warmup. Every
+variant's outputs are checked with the benchmark's rule (>= 99 % of elements within atol + rtol |ref|, no NaN/Inf);
+a variant that fails is reported with its time and "_correct": false (scripts/collect_bench.py never takes it as
+the best peer).
 
-Usage: torch_peers.py [--block N] [--iters 50] [--warmup 10] [--compile] [--json FILE]
+Variants (each eager and, with --compile, torch.compile with dynamic shapes):
+  torch_eager, torch_compile                   every block: blocks 1 and 4 in bf16 as the spec rounds them; blocks
+                                               2 and 3 in fp32 with TF32 matmuls allowed
+  torch_fp16_eager, torch_fp16_compile         blocks 2 and 3: every GEMM operand rounded to fp16, fp32 accumulation
+                                               and fp32 GEMM outputs (torch.mm(..., out_dtype=torch.float32) where
+                                               this PyTorch has it, else the fp16 product converted to fp32), every
+                                               elementwise step and sum in fp32: what gradgraph's FP16 mode computes
+  torch_autocast_eager, torch_autocast_compile blocks 2 and 3: the fp32 math under torch.autocast(dtype=float16)
+                                               (fp16 GEMMs with fp16 results, elementwise in fp32 by type promotion),
+                                               outputs converted to fp32 as autocast's autograd returns fp32 grads
+--variants selects among them (names, or the families base, fp16, autocast; default: all). Compile variants run
+only with --compile (as before).
+
+Time bounds: each torch.compile variant's warm-up calls (where it compiles, or recompiles) are stopped after
+--compile-timeout seconds (default 90): that variant then has an "_error" on that case and is not tried again on the
+block's later cases. With --budget S for the whole run, a compile variant not yet compiled is skipped once less than
+its timeout is left, and every variant once the budget is spent (each with an "_error" saying so); the JSON is
+rewritten after every case, so a run stopped from outside keeps the cases it finished.
+
+--device cpu (a check on a machine without a GPU, --max-tokens to keep it small): the same inputs, variants and
+tolerance check, no CUDA graphs and no timing; autocast runs on the CPU's autocast.
+
+Usage: torch_peers.py [--block N[,N...]] [--iters 50] [--warmup 10] [--compile] [--json FILE] [--variants LIST]
+                      [--compile-timeout S] [--budget S] [--device cuda|cpu] [--max-tokens M]
 """
 import argparse
 import csv
 import json
 import math
 import os
+import signal
 import statistics
 import sys
+import time
 
 import torch
 
@@ -59,6 +84,55 @@ def block3(go, hs, w1, w2, x, act):
     t = torch.tanh(C * (x2 + 0.044715 * x2 ** 3))
     R = G * (0.5 * (1 + t) + 0.5 * x2 * (1 - t * t) * C * (1 + 3 * 0.044715 * x2 * x2))
     return R @ w1, R.t() @ hs2, R.sum(0), dw2, db2
+
+
+# ---- blocks 2 and 3 at gradgraph's FP16-mode precision ----
+def mm_out_dtype(a, b):  # fp16 operands, fp32 accumulation and output, in one GEMM
+    return torch.mm(a, b, out_dtype=torch.float32)
+
+
+def mm_cast(a, b):  # the fp16 GEMM's result (fp32 accumulation, rounded to fp16), converted to fp32
+    return (a @ b).float()
+
+
+def fp16_blocks(mm):
+    """Blocks 2 and 3 with every GEMM operand rounded to fp16 once (as gradgraph does), GEMMs through mm(fp16, fp16)
+    -> fp32, everything else in fp32."""
+    def block2_fp16(go, hs, w1, w2, x, tanh_inner, gelu_out):
+        D, F = w2.shape
+        go2 = go.reshape(-1, D).half()
+        G = mm(go2, w2.half())
+        dw2 = mm(go2.t(), gelu_out.reshape(-1, F).half())
+        x2, T = x.reshape(-1, F), tanh_inner.reshape(-1, F)
+        R = G * (0.5 * (1 + T) + 0.5 * x2 * (1 - T * T) * C * (1 + 0.134145 * x2 * x2))
+        Rh = R.half()
+        return mm(Rh, w1.half()), mm(Rh.t(), hs.reshape(-1, D).half()), dw2
+
+    def block3_fp16(go, hs, w1, w2, x, act):
+        D, F = w2.shape
+        go2, x2 = go.reshape(-1, D), x.reshape(-1, F)
+        go2h = go2.half()
+        G = mm(go2h, w2.half())
+        dw2 = mm(go2h.t(), act.reshape(-1, F).half())
+        db2 = go2.sum(0)
+        t = torch.tanh(C * (x2 + 0.044715 * x2 ** 3))
+        R = G * (0.5 * (1 + t) + 0.5 * x2 * (1 - t * t) * C * (1 + 3 * 0.044715 * x2 * x2))
+        Rh = R.half()
+        return mm(Rh, w1.half()), mm(Rh.t(), hs.reshape(-1, D).half()), R.sum(0), dw2, db2
+
+    return block2_fp16, block3_fp16
+
+
+def block2_autocast(*args):
+    with torch.autocast(args[0].device.type, dtype=torch.float16):
+        outs = block2(*args)
+    return tuple(o.float() for o in outs)
+
+
+def block3_autocast(*args):
+    with torch.autocast(args[0].device.type, dtype=torch.float16):
+        outs = block3(*args)
+    return tuple(o.float() for o in outs)
 
 
 def make_block4(silu):
@@ -113,9 +187,9 @@ def make_ref4(silu):
     return ref4
 
 
-def inputs(case, gen):
+def inputs(case, gen, device="cuda"):
     B, S, M, a, b = case["batch_size"], case["seq_len"], case["tokens"], case["dim0"], case["dim1"]
-    n = lambda *shape, dt=torch.float32, scale=1.0: (torch.randn(*shape, generator=gen, device="cuda") * scale).to(dt)
+    n = lambda *shape, dt=torch.float32, scale=1.0: (torch.randn(*shape, generator=gen, device=device) * scale).to(dt)
     bf = torch.bfloat16
     if case["block_id"] == 1:
         return n(B, S, a, dt=bf), n((), dt=bf), n(B, S, a, dt=bf), n(B, S, 1, dt=bf)
@@ -141,17 +215,51 @@ def check(outs, refs, atol, rtol):
     return worst >= 0.99, worst
 
 
+class CompileTimeout(Exception):
+    pass
+
+
+def within(seconds, fn):
+    """fn(), stopped by SIGALRM after `seconds` (CompileTimeout); no limit when seconds is None. Returns fn()'s value
+    and whether the alarm fired (torch.compile may wrap the exception it raised in one of its own)."""
+    if seconds is None:
+        return fn(), False
+    fired = []
+
+    def expired(signum, frame):
+        fired.append(True)
+        raise CompileTimeout()
+    old = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(max(1, int(seconds)))
+    try:
+        return fn(), False
+    except Exception:
+        if fired:
+            return None, True
+        raise
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
 INPUT_COPIES = 3  # input sets rotated between timed replays: inputs at a fresh address each time (as gg_bench)
 
 
-def time_graph(fn, args, flush, iters, warmup):
-    """Captures fn(*args) in CUDA graphs (after warming it up, which also compiles), one per copy of the inputs at
-    its own addresses, and times their replays in rotation. Returns the median and the first graph's outputs."""
+def time_graph(fn, args, flush, iters, warmup, compile_limit=None):
+    """Captures fn(*args) in CUDA graphs (after warming it up, which also compiles: within compile_limit seconds, else
+    CompileTimeout), one per copy of the inputs at its own addresses, and times their replays in rotation. Returns
+    the median and the first graph's outputs."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            fn(*args)
+
+    def warm():
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                fn(*args)
+        torch.cuda.synchronize()
+    _, expired = within(compile_limit, warm)
+    if expired:
+        raise CompileTimeout()
     torch.cuda.current_stream().wait_stream(side)
     graphs, outs = [], None
     for k in range(INPUT_COPIES):
@@ -174,62 +282,187 @@ def time_graph(fn, args, flush, iters, warmup):
     return statistics.median(samples), outs
 
 
+def run_once(fn, args, compile_limit=None):
+    """--device cpu: fn(*args) once (compiling it within compile_limit seconds); its outputs, no time."""
+    outs, expired = within(compile_limit, lambda: fn(*args))
+    if expired:
+        raise CompileTimeout()
+    return None, outs
+
+
+# name: (family, compiled, blocks it applies to, what it computes)
+VARIANTS = {
+    "torch_eager": ("base", False, (1, 2, 3, 4), "eager; blocks 2, 3: fp32 with TF32 matmuls; blocks 1, 4: bf16"),
+    "torch_compile": ("base", True, (1, 2, 3, 4), "torch.compile of torch_eager"),
+    "torch_fp16_eager": ("fp16", False, (2, 3), "eager; GEMM operands rounded to fp16, fp32 accumulation and GEMM "
+                         "outputs, elementwise and sums in fp32"),
+    "torch_fp16_compile": ("fp16", True, (2, 3), "torch.compile of torch_fp16_eager"),
+    "torch_autocast_eager": ("autocast", False, (2, 3), "eager; the fp32 math under torch.autocast(dtype=float16), "
+                             "outputs converted to fp32"),
+    "torch_autocast_compile": ("autocast", True, (2, 3), "torch.compile of torch_autocast_eager"),
+}
+
+
+def select_variants(spec, with_compile):
+    names = []
+    for tok in (t.strip() for t in spec.split(",") if t.strip()):
+        if tok == "all":
+            hits = list(VARIANTS)
+        else:
+            hits = [n for n, v in VARIANTS.items() if n == tok or v[0] == tok]
+        if not hits:
+            sys.exit(f"torch_peers.py: unknown variant {tok!r} (names: {', '.join(VARIANTS)}; families: base, fp16, "
+                     "autocast, all)")
+        names += [n for n in hits if n not in names]
+    return [n for n in VARIANTS if n in names and (with_compile or not VARIANTS[n][1])]
+
+
+def fp16_mm(device):
+    """The fp16 GEMM the fp16 variants use: torch.mm(..., out_dtype=torch.float32) where this PyTorch runs it on this
+    device, else the fp16 product converted to fp32."""
+    try:
+        a = torch.ones(16, 16, dtype=torch.float16, device=device)
+        if mm_out_dtype(a, a).dtype == torch.float32:
+            return mm_out_dtype, "torch.mm(out_dtype=torch.float32)"
+    except (TypeError, RuntimeError, NotImplementedError):
+        pass
+    return mm_cast, "fp16 product, then .float()"
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--block", type=int, default=0)
+    ap.add_argument("--block", default="0", help="a block id, or several comma-separated (default: all)")
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=10)
-    ap.add_argument("--compile", action="store_true", help="also time torch.compile (dynamic shapes)")
+    ap.add_argument("--compile", action="store_true", help="also time the torch.compile variants (dynamic shapes)")
     ap.add_argument("--json")
+    ap.add_argument("--variants", default="all", help="comma-separated variant names or families (base, fp16, "
+                    "autocast, all); default all")
+    ap.add_argument("--compile-timeout", type=float, default=90, help="seconds for one torch.compile variant's "
+                    "compilation (default 90)")
+    ap.add_argument("--budget", type=float, help="seconds for the whole run (default: none)")
+    ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"), help="cpu: check the numerics only")
+    ap.add_argument("--max-tokens", type=int, default=0, help="only the cases with at most this many tokens")
     opt = ap.parse_args()
+    started = time.time()
+    names = select_variants(opt.variants, opt.compile)
+    want = {int(b) for b in opt.block.split(",") if int(b)}
     cases = []
     for r in csv.DictReader(open(CASES)):
         c = {k: (float(v) if k in ("atol", "rtol", "sol_us_b200") else v if k == "block" else int(v)) for k, v in r.items()}
-        if not opt.block or c["block_id"] == opt.block:
+        if (not want or c["block_id"] in want) and (not opt.max_tokens or c["tokens"] <= opt.max_tokens):
             cases.append(c)
-    l2 = torch.cuda.get_device_properties(0).L2_cache_size
-    flush = torch.empty(2 * l2, dtype=torch.uint8, device="cuda")
-    compiled = {}
+    cuda = opt.device == "cuda"
+    flush = None
+    if cuda:
+        l2 = torch.cuda.get_device_properties(0).L2_cache_size
+        flush = torch.empty(2 * l2, dtype=torch.uint8, device="cuda")
+    mm16, mm16_name = fp16_mm(opt.device)
+    eager = {"torch_eager": {1: block1, 2: block2, 3: block3},
+             "torch_fp16_eager": dict(zip((2, 3), fp16_blocks(mm16))),
+             "torch_autocast_eager": {2: block2_autocast, 3: block3_autocast}}  # block 4: make_block4(silu)
+    cast_fp16 = dict(zip((2, 3), fp16_blocks(mm_cast)))
+    fp16_cast_for = {}  # fp16 variant -> why it fell back from out_dtype to the fp16 product converted to fp32
+    compiled = {}  # (variant, block, silu, fp16 GEMM form) -> its torch.compile
+    dead = {}  # (variant, block) -> why it no longer runs (its compilation was stopped)
     results = []
+    out = {"gpu": torch.cuda.get_device_name(0) if cuda else "cpu (numerics only)", "torch": torch.__version__,
+           "iters": opt.iters, "warmup": opt.warmup, "tf32": True, "fp16_mm": mm16_name,
+           # PyTorch's default (True): cuBLAS may reduce split-k partial sums of fp16-output GEMMs in fp16; the
+           # tolerance check says whether that still passes
+           "fp16_reduced_precision_reduction": torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction,
+           "fp16_mm_fallbacks": fp16_cast_for, "compile_timeout_s": opt.compile_timeout, "budget_s": opt.budget,
+           "variants": {n: VARIANTS[n][3] for n in names}, "results": results}
+
+    def left():
+        return math.inf if opt.budget is None else opt.budget - (time.time() - started)
+
+    def function(name, bid, silu):
+        """The function variant `name` runs on block bid (compiled if it is a compile variant), or a str: why not."""
+        is_compiled = VARIANTS[name][1]
+        base = name.replace("_compile", "_eager")
+        cast = name in fp16_cast_for
+        fn = (cast_fp16 if cast else eager[base]).get(bid) or make_block4(silu)
+        if not is_compiled:
+            return fn if left() >= 5 else "skipped: the run's time budget (--budget) was spent"
+        if (name, bid) in dead:
+            return dead[(name, bid)]
+        key = (name, bid, silu, cast)
+        if key not in compiled:
+            if left() < opt.compile_timeout + 10:
+                return "skipped: the run's time budget (--budget) was nearly spent"
+            compiled[key] = torch.compile(fn, dynamic=True)
+        return compiled[key]
+
     for c in cases:
-        gen = torch.Generator(device="cuda").manual_seed(1000 + c["block_id"] * 100 + c["index"])
-        args = inputs(c, gen)
+        bid = c["block_id"]
+        gen = torch.Generator(device=opt.device).manual_seed(1000 + bid * 100 + c["index"])
+        args = inputs(c, gen, opt.device)
         silu = bool(c["use_silu_gate"])
-        fn, ref = {1: (block1, ref1), 2: (block2, ref2), 3: (block3, ref3)}.get(
-            c["block_id"], (make_block4(silu), make_ref4(silu)))
+        ref = {1: ref1, 2: ref2, 3: ref3}.get(bid) or make_ref4(silu)
         refs = ref(*args)
         row = {"block": c["block"], "index": c["index"], "M": c["tokens"]}
-        variants = [("torch_eager", fn)]
-        if opt.compile:
-            key = (c["block_id"], silu)
-            if key not in compiled:
-                compiled[key] = torch.compile(fn, dynamic=True)
-            variants.append(("torch_compile", compiled[key]))
-        for name, f in variants:
-            try:
-                us, outs = time_graph(f, args, flush, opt.iters, opt.warmup)
-                ok, worst = check(outs, refs, c["atol"], c["rtol"])
-                row[name + "_us"], row[name + "_correct"], row[name + "_worst_matched"] = round(us, 2), ok, round(worst, 6)
-            except Exception as e:  # a peer that fails is reported, not fatal
-                row[name + "_error"] = str(e)[:200]
+        for name in names:
+            if bid not in VARIANTS[name][2]:
+                continue
+            while True:
+                fn = function(name, bid, silu)
+                if isinstance(fn, str):
+                    row[name + "_error"] = fn
+                    break
+                # a compiled function compiles in its first calls, and may recompile on a new shape: bounded
+                limit = opt.compile_timeout if VARIANTS[name][1] else None
+                try:
+                    if cuda:
+                        us, outs = time_graph(fn, args, flush, opt.iters, opt.warmup, limit)
+                    else:
+                        us, outs = run_once(fn, args, limit)
+                    ok, worst = check(outs, refs, c["atol"], c["rtol"])
+                    if us is not None:
+                        row[name + "_us"] = round(us, 2)
+                    row[name + "_correct"], row[name + "_worst_matched"] = ok, round(worst, 6)
+                    row.pop(name + "_error", None)
+                    if name in fp16_cast_for:
+                        row[name + "_note"] = "GEMMs as the fp16 product converted to fp32 (out_dtype failed)"
+                except CompileTimeout:
+                    dead[(name, bid)] = f"torch.compile stopped after {opt.compile_timeout:.0f} s (--compile-timeout)"
+                    row[name + "_error"] = dead[(name, bid)]
+                except Exception as e:  # a peer that fails is reported, not fatal
+                    row[name + "_error"] = str(e)[:200]
+                    if cuda:
+                        torch.cuda.synchronize()
+                    if VARIANTS[name][0] == "fp16" and mm16 is mm_out_dtype and name not in fp16_cast_for:
+                        fp16_cast_for[name] = str(e)[:200]  # once more, with the fp16 product converted to fp32
+                        continue
+                break
         results.append(row)
         print(f"[{c['block'][:3]}] case {c['index']:2d} M={c['tokens']:6d}: " +
-              "  ".join(f"{k} {v}" for k, v in row.items() if k.endswith("_us") or k.endswith("_correct")),
+              "  ".join(f"{k} {v}" for k, v in row.items() if k.endswith(("_us", "_correct", "_error"))),
               file=sys.stderr, flush=True)
-    out = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "iters": opt.iters,
-           "warmup": opt.warmup, "tf32": True, "results": results}
+        if opt.json:  # after every case: a run stopped from outside keeps what it finished
+            with open(opt.json + ".tmp", "w") as f:
+                json.dump(out, f, indent=1)
+            os.replace(opt.json + ".tmp", opt.json)
+    out["seconds"] = round(time.time() - started, 1)
     if opt.json:
-        json.dump(out, open(opt.json, "w"), indent=1)
+        with open(opt.json, "w") as f:
+            json.dump(out, f, indent=1)
     by = {}
     for r in results:
         by.setdefault(r["block"], []).append(r)
     for b, rs in by.items():
-        for name in ("torch_eager", "torch_compile"):
+        for name in names:
             xs = [r[name + "_us"] for r in rs if name + "_us" in r]
+            ran = [r for r in rs if name + "_correct" in r]
             if xs:
                 g = math.exp(sum(math.log(x) for x in xs) / len(xs))
                 ok = sum(bool(r.get(name + "_correct")) for r in rs)
-                print(f"{b[:40]:40s} {name:14s} geomean {g:9.1f} us  correct {ok}/{len(rs)}")
+                print(f"{b[:40]:40s} {name:22s} geomean {g:9.1f} us  correct {ok}/{len(rs)}")
+            elif ran:
+                ok = sum(bool(r.get(name + "_correct")) for r in rs)
+                print(f"{b[:40]:40s} {name:22s} (not timed)         correct {ok}/{len(rs)}  worst matched "
+                      f"{min(r[name + '_worst_matched'] for r in ran):.6f}")
+    print(f"peers: {out['seconds']} s, fp16 GEMMs: {mm16_name}", file=sys.stderr)
 
 
 if __name__ == "__main__":
