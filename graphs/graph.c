@@ -214,20 +214,14 @@ static gg_status bucket_plan(gg_graph *g, int64_t bucket, gg_block_plan **plan) 
     return gg_block_plan_for(g->ctx, &c, plan); /* built at create: a lookup */
 }
 
-/* Captures into `graph` (a new graph when *graph is NULL) on the context's capture stream. Whatever happens, the
- * stream leaves capture mode; on failure a graph made here is destroyed. */
-static gg_status capture(gg_graph *g, const gg_block_call *call, int b, int stage, const int64_t *device_rows,
-                         cudaGraph_t *graph) {
-    gg_ctx *ctx = g->ctx;
-    gg_block_plan *plan;
-    GG_TRY(bucket_plan(g, g->buckets[b], &plan)); /* before the capture: planning must never happen inside one */
+gg_status gg_capture(gg_ctx *ctx, gg_enqueue_fn enqueue, void *user, cudaGraph_t *graph) {
     const int into_existing = *graph != NULL;
     if (into_existing)
         GG_CUDA_TRY(ctx, cudaStreamBeginCaptureToGraph(ctx->capture, *graph, NULL, NULL, 0,
                                                        cudaStreamCaptureModeThreadLocal));
     else
         GG_CUDA_TRY(ctx, cudaStreamBeginCapture(ctx->capture, cudaStreamCaptureModeThreadLocal));
-    gg_status status = enqueue_body(g, call, plan, g->buckets[b], stage, device_rows, ctx->capture);
+    gg_status status = enqueue(user, ctx->capture);
     cudaGraph_t captured = NULL;
     const cudaError_t end = cudaStreamEndCapture(ctx->capture, &captured);
     if (status == GG_SUCCESS && end != cudaSuccess) status = gg_fail_cuda(ctx, end, "cudaStreamEndCapture");
@@ -238,6 +232,30 @@ static gg_status capture(gg_graph *g, const gg_block_call *call, int b, int stag
     }
     if (!into_existing) *graph = captured;
     return GG_SUCCESS;
+}
+
+typedef struct bucket_body {
+    gg_graph *g;
+    const gg_block_call *call;
+    const gg_block_plan *plan;
+    int64_t bucket;
+    int stage;
+    const int64_t *device_rows;
+} bucket_body;
+
+static gg_status enqueue_bucket_body(void *user, cudaStream_t stream) {
+    const bucket_body *d = user;
+    return enqueue_body(d->g, d->call, d->plan, d->bucket, d->stage, d->device_rows, stream);
+}
+
+/* Captures bucket b's backward into *graph (gg_capture), its plan made first: planning never happens inside a
+ * capture. */
+static gg_status capture(gg_graph *g, const gg_block_call *call, int b, int stage, const int64_t *device_rows,
+                         cudaGraph_t *graph) {
+    gg_block_plan *plan;
+    GG_TRY(bucket_plan(g, g->buckets[b], &plan));
+    bucket_body d = {g, call, plan, g->buckets[b], stage, device_rows};
+    return gg_capture(g->ctx, enqueue_bucket_body, &d, graph);
 }
 
 /* Puts a captured graph into the cache: updates the least recently used exec in place when the topology allows,

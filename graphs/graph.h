@@ -56,6 +56,12 @@ gg_status gg_switch_graph_build(gg_ctx *ctx, const int64_t *device_tokens, const
                                 int n_buckets, int64_t capacity, unsigned *device_errors, gg_branch_fn branch,
                                 void *user, cudaGraph_t *out);
 
+/* Captures what enqueue(user, stream) puts on the context's capture stream into *graph: a new graph when *graph is
+ * NULL, else into that one (a SWITCH node's body, which its parent owns). Whatever happens, the stream leaves capture
+ * mode; on failure a graph made here is destroyed. Shared by per-block graphs and step graphs. */
+typedef gg_status (*gg_enqueue_fn)(void *user, cudaStream_t stream);
+gg_status gg_capture(gg_ctx *ctx, gg_enqueue_fn enqueue, void *user, cudaGraph_t *graph);
+
 /* Destroys every exec of cache and frees it. */
 void gg_exec_destroy_all(gg_exec_cache *cache);
 

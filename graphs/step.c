@@ -503,29 +503,24 @@ static gg_status enqueue_step(gg_step *s, int64_t tokens, const int64_t *device_
     return status;
 }
 
-/* Captures bucket b's step into *graph: a new graph when *graph is NULL, else into that one (a SWITCH node's body,
- * which its parent owns). Whatever happens, the stream leaves capture mode; on failure a graph made here is
- * destroyed. */
+typedef struct step_body {
+    gg_step *s;
+    int64_t tokens;
+    const int64_t *device_rows;
+    int64_t bucket;
+    int accumulate;
+} step_body;
+
+static gg_status enqueue_step_body(void *user, cudaStream_t stream) {
+    const step_body *d = user;
+    return enqueue_step(d->s, d->tokens, d->device_rows, d->bucket, d->accumulate, stream);
+}
+
+/* Captures bucket b's step into *graph (gg_capture: a new graph, or a SWITCH node's body). */
 static gg_status capture(gg_step *s, int64_t tokens, const int64_t *device_rows, int b, int accumulate,
                          cudaGraph_t *graph) {
-    gg_ctx *ctx = s->ctx;
-    const int into_existing = *graph != NULL;
-    if (into_existing)
-        GG_CUDA_TRY(ctx, cudaStreamBeginCaptureToGraph(ctx->capture, *graph, NULL, NULL, 0,
-                                                       cudaStreamCaptureModeThreadLocal));
-    else
-        GG_CUDA_TRY(ctx, cudaStreamBeginCapture(ctx->capture, cudaStreamCaptureModeThreadLocal));
-    gg_status status = enqueue_step(s, tokens, device_rows, s->buckets[b], accumulate, ctx->capture);
-    cudaGraph_t captured = NULL;
-    const cudaError_t end = cudaStreamEndCapture(ctx->capture, &captured);
-    if (status == GG_SUCCESS && end != cudaSuccess) status = gg_fail_cuda(ctx, end, "cudaStreamEndCapture");
-    if (status != GG_SUCCESS) {
-        if (captured && !into_existing) (void)cudaGraphDestroy(captured);
-        (void)cudaGetLastError();
-        return status;
-    }
-    if (!into_existing) *graph = captured;
-    return GG_SUCCESS;
+    step_body d = {s, tokens, device_rows, s->buckets[b], accumulate};
+    return gg_capture(s->ctx, enqueue_step_body, &d, graph);
 }
 
 typedef struct device_branch {
