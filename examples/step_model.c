@@ -34,6 +34,9 @@ struct sm_model {
     } grads[MAX_BUFFERS];
     int n_grads;
     int elem; /* bytes of an element: 4 or 2 */
+    /* the loss's gradient (the first call's grad_output) and a copy that sm_clear restores it from: a padded step
+     * run zeroes its padding rows in place */
+    void *loss_grad, *loss_grad_saved;
 };
 
 static uint32_t next_random(uint32_t *s) {
@@ -97,8 +100,13 @@ int sm_create(gg_ctx *ctx, const sm_config *c, sm_model **out) {
     m->layers = calloc((size_t)c->layers, sizeof *m->layers);
     if (!m->layers || cublasCreate(&m->blas) != CUBLAS_STATUS_SUCCESS) goto fail;
     const int64_t M = c->max_tokens, D = c->hidden, F = c->ffn;
-    const void *above = buffer(m, M, D, 1.0f, 0); /* the loss's gradient */
+    const void *above = m->loss_grad = buffer(m, M, D, 1.0f, 0); /* the loss's gradient */
     if (!above) goto fail;
+    const size_t loss_bytes = (size_t)(M * D) * (size_t)m->elem;
+    if (m->n_buffers == MAX_BUFFERS || cudaMalloc(&m->loss_grad_saved, loss_bytes) != cudaSuccess) goto fail;
+    m->buffers[m->n_buffers++] = m->loss_grad_saved;
+    if (cudaMemcpy(m->loss_grad_saved, m->loss_grad, loss_bytes, cudaMemcpyDeviceToDevice) != cudaSuccess)
+        goto fail;
     for (int l = c->layers - 1; l >= 0; --l) {
         sm_layer *y = &m->layers[l];
         y->model = m;
@@ -279,6 +287,8 @@ void sm_clear(sm_model *m, int byte) {
     for (int i = 0; i < m->n_grads; ++i)
         cudaMemset(m->grads[i].ptr, byte,
                    (size_t)((m->grads[i].rows ? m->grads[i].rows : 1) * m->grads[i].cols) * (size_t)m->elem);
+    cudaMemcpy(m->loss_grad, m->loss_grad_saved,
+               (size_t)(m->config.max_tokens * m->config.hidden) * (size_t)m->elem, cudaMemcpyDeviceToDevice);
     cudaDeviceSynchronize();
 }
 

@@ -44,7 +44,8 @@ gg_status sm_run_block_graphs(sm_model *m, const gg_graph_config *config, int64_
 /* Every gradient the backward writes (parameter gradients, then the activation gradients of `tokens` rows), copied
  * to the host in one buffer of *bytes (malloc'd; the caller frees it). elem_bytes: 4 (fp32) or 2 (bf16). */
 void *sm_gradients(sm_model *m, int64_t tokens, size_t *bytes, int *elem_bytes);
-/* Sets every gradient buffer to `byte` (bytes), so that a run must write all of them. */
+/* Sets every gradient buffer to `byte` (bytes), so that a run must write all of them, and restores the loss's
+ * gradient as sm_create made it (a padded step run zeroes its padding rows in place). */
 void sm_clear(sm_model *m, int byte);
 
 /* Largest |a - b| / (max |b| over the buffer) of two sm_gradients buffers, and whether they are bitwise equal. */
