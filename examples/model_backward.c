@@ -3,10 +3,12 @@
  * (block 3, the residual add in a callback) or of gated bf16 layers (blocks 1 and 4), checked against the same
  * layers run as separate eager calls, then timed per step against per-block graphs and eager calls.
  *
- *   model_backward [--small] [--gated] [--layers L] [--hidden D] [--ffn F] [--tokens M] [--precision fp32|tf32|fp16]
+ *   model_backward [--small] [--gated] [--fused-residual] [--layers L] [--hidden D] [--ffn F] [--tokens M] [--precision fp32|tf32|fp16]
  *                  [--side-streams S] [--scratch-slots K] [--sweep S:K,S:K,...] [--rounds R] [--steps N]
  *                  [--json FILE] [--trace FILE]
  *
+ * --fused-residual: the residual MLPs add the residual's gradient in their dX GEMM (gg_mlp_args.grad_residual)
+ * instead of in a callback (a cuBLAS axpy) after each layer.
  * Defaults: 8 layers, D = 2048, F = 8192, 8192 tokens, fp16 (--small: D = 1024, F = 4096, 2048 tokens), the step's
  * default side streams and scratch slots. --sweep times several step configurations of the same model (K = 0: the
  * default, S + 1 slots), R rounds (default 3) of N steps each, interleaved, the median per configuration; the
@@ -143,6 +145,7 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
         if (!strcmp(a, "--small")) c.hidden = 1024, c.ffn = 4096, c.max_tokens = 2048;
+        else if (!strcmp(a, "--fused-residual")) c.fused_residual = 1;
         else if (!strcmp(a, "--gated")) c.gated = 1, c.hidden = 768, c.ffn = 1536, c.precision = GG_PRECISION_BF16;
         else if (!strcmp(a, "--layers")) c.layers = atoi(v), ++i;
         else if (!strcmp(a, "--hidden")) c.hidden = atoll(v), ++i;
@@ -239,7 +242,7 @@ int main(int argc, char **argv) {
     const double graphs_ms = time_steps(ctx, NULL, m, MODE_BLOCK_GRAPHS, c.max_tokens, steps, s);
     const double eager_ms = time_steps(ctx, NULL, m, MODE_EAGER, c.max_tokens, steps, s);
     const double sol_us = sm_flop(m, c.max_tokens) / 989.4e12 * 1e6;
-    const char *name = c.gated ? "gated_bf16" : "residual_mlp";
+    const char *name = c.gated ? "gated_bf16" : c.fused_residual ? "residual_mlp_fused" : "residual_mlp";
     for (int i = 0; i < n_configs; ++i)
         printf("step graph, %d side streams, %d scratch slots: %.1f us (median of %d rounds of %d steps)%s\n",
                configs[i].sides, configs[i].slots, configs[i].median_ms * 1e3, rounds, steps,
@@ -281,14 +284,14 @@ int main(int argc, char **argv) {
         if (f) {
             fprintf(f,
                     "{\"name\": \"%s\", \"layers\": %d, \"hidden\": %lld, \"ffn\": %lld, \"tokens\": %lld, "
-                    "\"precision\": \"%s\", \"side_streams\": %d, \"scratch_slots\": %d, "
+                    "\"precision\": \"%s\", \"fused_residual\": %s, \"side_streams\": %d, \"scratch_slots\": %d, "
                     "\"graph_launches_per_step\": 1, \"sol_us\": %.2f, "
                     "\"step_us\": {\"gg_step_graph\": %.2f, \"gg_block_graphs\": %.2f, \"gg_eager\": %.2f}, "
                     "\"memory\": {\"scratch_bytes\": %zu, \"slot_bytes\": %zu, \"exec_bytes\": %zu, "
                     "\"own_bytes\": %zu, \"staging_bytes\": 0}, \"rounds\": %d, \"steps_per_round\": %d, "
                     "\"configs\": [",
                     name, c.layers, (long long)c.hidden, (long long)c.ffn, (long long)c.max_tokens,
-                    gg_precision_string(c.precision), configs[best].sides, configs[best].slots, sol_us, step_ms * 1e3,
+                    gg_precision_string(c.precision), c.fused_residual ? "true" : "false", configs[best].sides, configs[best].slots, sol_us, step_ms * 1e3,
                     graphs_ms * 1e3, eager_ms * 1e3, mem->scratch_bytes, mem->slot_bytes, mem->exec_bytes,
                     mem->own_bytes, rounds, steps);
             for (int i = 0; i < n_configs; ++i) {

@@ -122,7 +122,8 @@ int sm_create(gg_ctx *ctx, const sm_config *c, sm_model **out) {
                              buffer(m, F, D, 0, 1),
                              buffer(m, 1, F, 0, 1),
                              buffer(m, D, F, 0, 1),
-                             buffer(m, 1, D, 0, 1)};
+                             buffer(m, 1, D, 0, 1),
+                             c->fused_residual ? above : NULL};
             y->mlp = a;
             above = a.grad_hidden_states;
         } else {
@@ -192,7 +193,7 @@ gg_status sm_use_activations(sm_model *m, int set, gg_step *step) {
         y->mlp.intermediate = y->act[set][1];
         y->mlp.intermediate_activated = y->act[set][2];
         /* the step's calls, last layer first: the MLP, then its callback */
-        const gg_status st = step ? gg_step_set_args(step, 2 * (m->config.layers - 1 - l), &y->mlp) : GG_SUCCESS;
+        const gg_status st = step ? gg_step_set_args(step, (m->config.fused_residual ? 1 : 2) * (m->config.layers - 1 - l), &y->mlp) : GG_SUCCESS;
         if (st != GG_SUCCESS) return st;
     }
     return GG_SUCCESS;
@@ -210,7 +211,7 @@ gg_status sm_add_to_step(sm_model *m, gg_step *step) {
         } else {
             const gg_mlp_desc d = mlp_desc(m, 1, 0);
             st = gg_step_add_mlp(step, &d, &y->mlp);
-            if (st == GG_SUCCESS) st = gg_step_add_callback(step, residual_add, y);
+            if (st == GG_SUCCESS && !m->config.fused_residual) st = gg_step_add_callback(step, residual_add, y);
         }
         if (st != GG_SUCCESS) return st;
     }
@@ -239,7 +240,7 @@ static gg_status run_layer(sm_model *m, sm_layer *y, const gg_graph_config *gc, 
         if (!y->graph[0]) st = gg_mlp_graph_create(m->ctx, &d, gc, &y->graph[0]);
         if (st == GG_SUCCESS) st = gg_mlp_graph_run(y->graph[0], &d, &y->mlp, stream);
     }
-    if (st == GG_SUCCESS) residual_add(y, (gg_stream)stream, tokens);
+    if (st == GG_SUCCESS && !m->config.fused_residual) residual_add(y, (gg_stream)stream, tokens);
     return st;
 }
 

@@ -18,6 +18,8 @@ typedef struct sm_config {
     int gated;              /* 0: residual MLPs (hidden, ffn); 1: tanh gate + SSM gate per layer (hidden, ffn = E) */
     int64_t hidden, ffn, max_tokens;
     gg_precision precision; /* the MLPs' */
+    int fused_residual;     /* residual MLPs: the residual's gradient added in each MLP's dX GEMM (args.grad_residual)
+                               instead of by a callback after it */
     unsigned seed;
 } sm_config;
 

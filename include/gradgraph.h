@@ -265,7 +265,12 @@ GG_API gg_status gg_tanh_gate_backward(gg_ctx *ctx, const gg_tanh_gate_desc *des
 /* 2. GELU(tanh) feed-forward without biases, backward. fp32 tensors, D = hidden, F = ffn.
  *      G = grad_output @ W2                 [M,F]      grad_weight2 = grad_outputᵀ @ gelu_out    [D,F]
  *      R = G * gelu'(linear1_out), gelu' of the tanh approximation (tanh recomputed from linear1_out)
- *      grad_hidden_states = R @ W1          [M,D]      grad_weight1 = Rᵀ @ hidden_states         [F,D] */
+ *      grad_hidden_states = R @ W1          [M,D]      grad_weight1 = Rᵀ @ hidden_states         [F,D]
+ *    Residual connections (blocks 2 and 3): with args->grad_residual non-NULL, grad_hidden_states = R @ W1 +
+ *    grad_residual, the sum rounded once in the GEMM's epilogue: the gradient of x + block(x) with respect to x when
+ *    grad_residual is the block's grad_output (it may be the same pointer), without a separate add kernel. It must
+ *    not overlap grad_hidden_states (use another buffer: ping-pong the residual stream's gradient). Rows past M of a
+ *    padded graph run are staged as for every [M, ...] input. */
 typedef struct gg_gelu_ffn_desc {
     int64_t tokens;         /* M */
     int64_t hidden;         /* D */
@@ -286,6 +291,7 @@ typedef struct gg_gelu_ffn_args {
     float *grad_hidden_states;  /* [M,D] */
     float *grad_weight1;        /* [F,D] */
     float *grad_weight2;        /* [D,F] */
+    const float *grad_residual; /* [M,D] or NULL: added to grad_hidden_states in the dX GEMM's epilogue (see below) */
 } gg_gelu_ffn_args;
 
 GG_API gg_status gg_gelu_ffn_backward(gg_ctx *ctx, const gg_gelu_ffn_desc *desc, const gg_gelu_ffn_args *args,
@@ -316,6 +322,7 @@ typedef struct gg_mlp_args {
     float *grad_bias1;                   /* [F] */
     float *grad_weight2;                 /* [D,F] */
     float *grad_bias2;                   /* [D] */
+    const float *grad_residual;          /* [M,D] or NULL: added to grad_hidden_states in the dX GEMM's epilogue */
 } gg_mlp_args;
 
 GG_API gg_status gg_mlp_backward(gg_ctx *ctx, const gg_mlp_desc *desc, const gg_mlp_args *args, gg_stream stream);
@@ -514,8 +521,9 @@ GG_API gg_status gg_graph_debug_dot(gg_graph *graph, int bucket, const char *pat
  * loss callback may leave them as they are); the saved activations' padding rows (hidden_states, intermediates,
  * gates ...) must hold finite values (zeros, or what a forward pass over zero rows gives), and every callback must
  * keep the padding rows of what it writes zero when those of its inputs are (a row-wise kernel over all `tokens`
- * rows it is handed does). Zero rows of grad_output then give zero rows of every activation gradient and add
- * nothing to any parameter gradient, so padded runs equal exact ones on the real rows.
+ * rows it is handed does); a block call's grad_residual must have zero padding rows too (an earlier call's
+ * activation gradient, or the first call's grad_output, has). Zero rows of grad_output then give zero rows of every
+ * activation gradient and add nothing to any parameter gradient, so padded runs equal exact ones on the real rows.
  *
  * Rebinding. A step's executable graphs are keyed by every pointer of every block call (gg_step_set_args changes
  * them), the accumulate flag and, padded, the token count; each bucket keeps execs_per_bucket of them, the least

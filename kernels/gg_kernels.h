@@ -105,7 +105,8 @@ cudaError_t gg_k_sum_ranks(const void *in, void *out, gg_dtype type, size_t chun
 
 /* Blocks 2/3's weight GEMMs at few tokens (gemm_f32w.cu, sm_90a): C[M,N] = A[M,K] @ B[K,N], A fp16, B fp32 rounded
  * to fp16 (nearest even) as it is loaded, fp32 accumulation, C of c_type (GG_DT_F16 or GG_DT_F32); all row-major and
- * dense. Deterministic. gg_k_gemm_f32w_supported: whether it handles the shape (N a multiple of 128, K of 64); the
+ * dense. addend: NULL, or (c_type GG_DT_F32 only) an fp32 [M,N] added to the product before C is written (one
+ * rounding: a residual connection's gradient). Deterministic. gg_k_gemm_f32w_supported: whether it handles the shape (N a multiple of 128, K of 64); the
  * caller also checks that the device runs sm_90a code (gg_ctx's has_wgmma). gg_k_gemm_f32w_capacity, once per device
  * before the first launch: how many clusters of s CTAs (capacity[s], s = 1..GG_F32W_MAX_SPLIT) fit on it at once,
  * which bounds how far each launch splits k. */
@@ -117,8 +118,8 @@ cudaError_t gg_k_gemm_f32w_capacity(int capacity[GG_F32W_MAX_SPLIT + 1]);
 int gg_k_gemm_f32w_split(int64_t M, int64_t N, int64_t K, const int *capacity);
 /* The CTAs a launch of this shape runs (its tiles times its split; needs no GPU). */
 int64_t gg_k_gemm_f32w_ctas(int64_t M, int64_t N, int64_t K, const int *capacity);
-cudaError_t gg_k_gemm_f32w(const void *A, const float *B, void *C, gg_dtype c_type, int64_t M, int64_t N, int64_t K,
-                           const int *capacity, int priority, cudaStream_t stream);
+cudaError_t gg_k_gemm_f32w(const void *A, const float *B, void *C, gg_dtype c_type, const float *addend, int64_t M,
+                           int64_t N, int64_t K, const int *capacity, int priority, cudaStream_t stream);
 
 /* out = (half)in, n elements. narrow_ctas > 0: on that many CTAs of 1024 threads, one per SM that a GEMM beside it
  * leaves free; 0: a grid over the whole GPU. overflow: NULL, or a device word set to 1 when a value is past fp16's

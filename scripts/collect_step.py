@@ -41,11 +41,12 @@ torch = {m["name"]: m for m in load(torch_path)["models"]} if os.path.exists(tor
 models = []
 for name, run in sorted(runs.items()):
     m = dict(run)
-    m["name"] = f"{run['name']}_{name}"
+    size = name.removesuffix("_fused")  # large_fused: the large model with the residual added in the dX GEMM
+    m["name"] = f"{run['name']}_{size}"
     configs = m.get("configs", [])
     m["side_streams_us"] = {str(c["side_streams"]): c["step_us"] for c in configs if c["scratch_slots"] == 0}
     m["correct"] = run["correct"] and all(c["correct"] for c in configs)
-    peer = torch.get(f"residual_mlp_{name}")
+    peer = torch.get(f"residual_mlp_{size}")  # the same model's math either way
     prec = "fp16" if m["precision"] == "fp16" else "tf32"
     for k in ("torch_eager", "torch_cuda_graph", "torch_compile"):
         m["step_us"][k] = peer[prec].get(k) if peer and prec in peer else None

@@ -12,10 +12,11 @@
 # (default 570): a piece that no longer fits is skipped and says so. In order: the step graph test; then
 # examples/model_backward on the models (8 residual MLP layers D = 2048, F = 8192, 8192 tokens; the small one
 # D = 1024, F = 4096, 2048 tokens; a gated bf16 stack), each checked against eager calls and timed as step graph (a
-# sweep of side streams x scratch slots, GG_STEP_SWEEP, default 1:0,2:0,3:0,2:1,2:2,2:4 with K = 0 the default
+# sweep of side streams x scratch slots, GG_STEP_SWEEP, default 2:0,3:0,2:2 with K = 0 the default
 # S + 1 slots; interleaved rounds), per-block graphs and eager calls, with a CUPTI trace of one step of each model
 # (the fastest configuration, and as per-block graphs) drawn by scripts/plot_step_timeline.py into the log archive
-# (plots/step-timeline-<model>.png; the trace itself is $OUT/step-trace.csv); then bench/peers/step_torch.py
+# (plots/step-timeline-<model>.png; the trace itself is $OUT/step-trace.csv); the *_fused models add each layer's
+# residual gradient in its dX GEMM (gg_mlp_args.grad_residual) instead of in a callback; then bench/peers/step_torch.py
 # (PyTorch eager, CUDA graph, torch.compile, each compile bounded; TF32 and fp16 operands); last, racecheck on the
 # scratch-ring test. All of it lands in $OUT/step-h200.json (scripts/collect_step.py), with the sweep's verdict in
 # its "config_sweep".
@@ -50,7 +51,7 @@ status=0
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
 
 targets=() # the step stage alone builds what it runs
-[ "$stage" = step ] && targets=(--target test_step_gpu gg_example_model_backward)
+[ "$stage" = step ] && targets=(--target test_step_gpu test_residual_gpu gg_example_model_backward)
 echo "== build (sm_$arch)"
 t0=$(date +%s)
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" \
@@ -138,15 +139,19 @@ if [ "$stage" = all ] || [ "$stage" = step ]; then
   if [ "$t" -gt 0 ]; then
     timeout "$t" "$build/tests/test_step_gpu" > "$OUT/test_step_gpu.log" 2>&1 || status=1
     grep -E '^RESULT|^\[  (PASSED|FAILED|ERROR) ' "$OUT/test_step_gpu.log"
+    # the residual's gradient added in the dX GEMM (what the *_fused models below use), on every route
+    timeout 60 "$build/tests/test_residual_gpu" > "$OUT/test_residual_gpu.log" 2>&1 || status=1
+    grep -E '^RESULT|^\[  (PASSED|FAILED|ERROR) ' "$OUT/test_residual_gpu.log"
   else skipped test_step_gpu; status=1; fi
   rm -f "$OUT/step-trace.csv"
-  for model in "large:180:" "small:60:--small" "gated:60:--gated --tokens 8192"; do
+  for model in "large:150:" "large_fused:120:--fused-residual" "small:45:--small" "small_fused:45:--small --fused-residual" \
+               "gated:50:--gated --tokens 8192"; do
     name=${model%%:*}; rest=${model#*:}; want=${rest%%:*}; opts=${rest#*:}
     t=$(limit "$want")
     if [ "$t" -gt 0 ]; then
       t0=$(date +%s)
       # shellcheck disable=SC2086 # the model's options split on purpose
-      timeout "$t" "$build/examples/gg_example_model_backward" $opts --sweep "${GG_STEP_SWEEP:-1:0,2:0,3:0,2:1,2:2,2:4}" \
+      timeout "$t" "$build/examples/gg_example_model_backward" $opts --sweep "${GG_STEP_SWEEP:-2:0,3:0,2:2}" \
         --rounds 3 --steps "${GG_STEPS:-20}" --json "$OUT/step-$name.json" --trace "$OUT/step-trace.csv" \
         > "$OUT/step-$name.log" 2>&1 || status=1
       echo "model_backward $name ($(( $(date +%s) - t0 )) s, limit $t s; 124: stopped by it):"

@@ -40,7 +40,7 @@ static const ssm_plan *own(const gg_block_plan *p) { return (const ssm_plan *)p;
 static const gg_tensor_spec tensors[] = {
     [T_DY] = TENSOR(grad_output, GG_EXT_TOKENS, GG_EXT_DIM0, 2, 0, 0),
     [T_SSM] = TENSOR(ssm_output, GG_EXT_TOKENS, GG_EXT_DIM1, 2, 0, 0),
-    [T_GATE] = TENSOR(gate, GG_EXT_TOKENS, GG_EXT_DIM1, 2, 0, 1),
+    [T_GATE] = TENSOR(gate, GG_EXT_TOKENS, GG_EXT_DIM1, 2, 0, GG_TENSOR_SILU_ONLY),
     [T_W] = TENSOR(weight, GG_EXT_DIM0, GG_EXT_DIM1, 2, 0, 0),
     [T_GATE_ACT] = TENSOR(gate_activated, GG_EXT_TOKENS, GG_EXT_DIM1, 2, 0, 0),
     [T_GATED] = TENSOR(gated_output, GG_EXT_TOKENS, GG_EXT_DIM1, 2, 0, 0),

@@ -23,7 +23,13 @@ size_t gg_tensor_elems(const gg_block_call *c, int i) {
 
 size_t gg_tensor_bytes(const gg_block_call *c, int i) { return gg_tensor_elems(c, i) * c->info->tensors[i].elem_bytes; }
 
-int gg_tensor_used(const gg_block_call *c, int i) { return !c->info->tensors[i].silu_only || c->use_silu_gate; }
+int gg_tensor_used(const gg_block_call *c, int i) {
+    switch ((gg_tensor_presence)c->info->tensors[i].presence) {
+    case GG_TENSOR_SILU_ONLY: return c->use_silu_gate;
+    case GG_TENSOR_OPTIONAL: return c->t[i] != NULL;
+    default: return 1;
+    }
+}
 
 static gg_status check_tokens(gg_ctx *ctx, const char *fn, int64_t value) {
     if (value == 0)

@@ -236,9 +236,9 @@ int gg_matmul_adopt(gg_ctx *ctx, gg_matmul *mm, const cublasLtMatmulAlgo_t *algo
     return 1;
 }
 
-/* The GEMM with an explicit workspace: the body of gg_matmul_run_scaled and gg_matmul_run_in. */
-static gg_status run_with(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, const void *C, void *D,
-                          float alpha, float beta, void *workspace, cudaStream_t stream) {
+/* The GEMM with an explicit workspace: the body of every run function. */
+gg_status gg_matmul_run_scaled_in(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, const void *C,
+                                  void *D, float alpha, float beta, void *workspace, cudaStream_t stream) {
     /* Host scalars: read when the call is enqueued (or captured), so a graph keeps the scalars it was captured with. */
     gg_status status = GG_SUCCESS;
     GG_CUBLAS_GOTO(ctx,
@@ -251,12 +251,12 @@ done:
 
 gg_status gg_matmul_run_scaled(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, const void *C, void *D,
                                float alpha, float beta, int workspace, cudaStream_t stream) {
-    return run_with(ctx, mm, A, B, C, D, alpha, beta, ctx->workspace[workspace], stream);
+    return gg_matmul_run_scaled_in(ctx, mm, A, B, C, D, alpha, beta, ctx->workspace[workspace], stream);
 }
 
 gg_status gg_matmul_run_in(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, void *D, int accumulate,
                            void *workspace, cudaStream_t stream) {
-    return run_with(ctx, mm, A, B, NULL, D, 1.0f, accumulate ? 1.0f : 0.0f, workspace, stream);
+    return gg_matmul_run_scaled_in(ctx, mm, A, B, NULL, D, 1.0f, accumulate ? 1.0f : 0.0f, workspace, stream);
 }
 
 gg_status gg_matmul_run(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, void *D, int accumulate,

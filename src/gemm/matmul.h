@@ -51,9 +51,11 @@ gg_status gg_matmul_run_in(gg_ctx *ctx, const gg_matmul *mm, const void *A, cons
                            void *workspace, cudaStream_t stream);
 
 /* D = alpha * A @ B + beta * C (C NULL: D itself; C has D's layout, the sum is rounded once), otherwise as
- * gg_matmul_run. */
+ * gg_matmul_run; _in: with the workspace itself, as gg_matmul_run_in. */
 gg_status gg_matmul_run_scaled(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, const void *C, void *D,
                                float alpha, float beta, int workspace, cudaStream_t stream);
+gg_status gg_matmul_run_scaled_in(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, const void *C,
+                                  void *D, float alpha, float beta, void *workspace, cudaStream_t stream);
 
 /* Whether cuBLASLt accepts algo for mm's descriptors within the context's GEMM workspace and its clusters fit
  * mm->max_cluster_ctas (and it has no split-k when mm->unsplit); if so, *workspace_bytes is what it needs. */

@@ -98,7 +98,7 @@ static gg_status block_call(reader *r, int graph) {
     }
     case 2: {
         gg_gelu_ffn_desc d = {tokens, d0, d1, precision, accumulate};
-        gg_gelu_ffn_args a = {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9]};
+        gg_gelu_ffn_args a = {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10]};
         if (!graph) return gg_gelu_ffn_backward(ctx, &d, &a, NULL);
         st = gg_gelu_ffn_graph_create(ctx, &d, &gc, &g);
         check_result(st, ctx);
@@ -107,7 +107,7 @@ static gg_status block_call(reader *r, int graph) {
     }
     case 3: {
         gg_mlp_desc d = {tokens, d0, d1, precision, accumulate};
-        gg_mlp_args a = {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10]};
+        gg_mlp_args a = {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11]};
         if (!graph) return gg_mlp_backward(ctx, &d, &a, NULL);
         st = gg_mlp_graph_create(ctx, &d, &gc, &g);
         check_result(st, ctx);
