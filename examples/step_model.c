@@ -275,6 +275,13 @@ void *sm_gradients(sm_model *m, int64_t tokens, size_t *bytes, int *elem_bytes) 
     return h;
 }
 
+size_t sm_param_bytes(const sm_model *m) {
+    size_t total = 0;
+    for (int i = 0; i < m->n_grads; ++i)
+        if (!m->grads[i].rows) total += (size_t)m->grads[i].cols * (size_t)m->elem;
+    return total;
+}
+
 void sm_clear(sm_model *m, int byte) {
     for (int i = 0; i < m->n_grads; ++i)
         cudaMemset(m->grads[i].ptr, byte,
