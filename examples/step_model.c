@@ -282,6 +282,13 @@ size_t sm_param_bytes(const sm_model *m) {
     return total;
 }
 
+int sm_param_grads(const sm_model *m, void **ptrs, size_t *counts, int max) {
+    int n = 0;
+    for (int i = 0; i < m->n_grads && n < max; ++i)
+        if (!m->grads[i].rows) ptrs[n] = m->grads[i].ptr, counts[n++] = (size_t)m->grads[i].cols;
+    return n;
+}
+
 void sm_clear(sm_model *m, int byte) {
     for (int i = 0; i < m->n_grads; ++i)
         cudaMemset(m->grads[i].ptr, byte,
