@@ -395,7 +395,8 @@ static gg_status check_reduce_entries(gg_step *s, const char *fn) {
         const size_t bytes = e->count * (size_t)e->elem_bytes;
         for (int i = 0; i < s->n_ops; ++i) {
             const step_op *o = &s->ops[i];
-            if (o->kind == OP_REDUCE && i < r && bytes_overlap(e->grad, bytes, o->grad, o->count * (size_t)o->elem_bytes))
+            if (o->kind == OP_REDUCE && i < r &&
+                bytes_overlap(e->grad, bytes, o->grad, o->count * (size_t)o->elem_bytes))
                 return gg_fail(s->ctx, GG_ERROR_INVALID_ARGUMENT,
                                "%s: call %d's gg_step_add_reduce buffer overlaps call %d's: it would be reduced twice",
                                fn, r, i);

@@ -1,7 +1,8 @@
 /*
  * nccl_stub.c - the data-parallel entry points in a build without NCCL (GG_WITH_NCCL=OFF: CMake compiles this file
- * instead of comm.c, warmup.c, grad_hooks.c, pair_split.c, agree.c, copy_engine.c and step_reduce.c). The public calls return
- * GG_ERROR_UNSUPPORTED; the hooks the blocks and graphs call are no-ops (no context has a communicator).
+ * instead of comm.c, warmup.c, grad_hooks.c, pair_split.c, agree.c, copy_engine.c and step_reduce.c). The public
+ * calls return GG_ERROR_UNSUPPORTED; the hooks the blocks and graphs call are no-ops (no context has a
+ * communicator).
  */
 #include "step_reduce.h"
 
