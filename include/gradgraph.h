@@ -707,7 +707,8 @@ GG_API void gg_step_destroy(gg_step *step);
  * parameter gradients (dW, db, block 1's grad_gate) across the ranks inside the same CUDA graph: each gradient is
  * handed to a communication stream as soon as the GEMM or reduction that makes it has finished, in pieces of at
  * most bucket_bytes, overlapping the rest of the backward, and joined before the graph ends. Activation gradients
- * (dX) stay local. The eager entry points never communicate.
+ * (dX) stay local. Step graphs reduce in buckets across layers instead (see "Step graphs", "Data parallelism").
+ * The eager entry points never communicate.
  *
  * Built without NCCL (GG_WITH_NCCL=OFF) these functions return GG_ERROR_UNSUPPORTED; without hwloc,
  * gg_dist_bind_thread does. docs/distributed.md has the launch recipes and the rules below.
