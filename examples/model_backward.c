@@ -5,7 +5,7 @@
  *
  *   model_backward [--small] [--gated] [--fused-residual] [--layers L] [--hidden D] [--ffn F] [--tokens M] [--precision fp32|tf32|fp16]
  *                  [--side-streams S] [--scratch-slots K] [--sweep S:K,S:K,...] [--rounds R] [--steps N]
- *                  [--json FILE] [--trace FILE]
+ *                  [--json FILE] [--trace FILE] [--gpus N]
  *
  * --fused-residual: the residual MLPs add the residual's gradient in their dX GEMM (gg_mlp_args.grad_residual)
  * instead of in a callback (a cuBLAS axpy) after each layer.
@@ -17,11 +17,17 @@
  * records of one replay of the fastest configuration's step and of one per-block-graph step (built with the bench:
  * CUPTI) to FILE, for scripts/plot_step_timeline.py. Exit 0 when every check passes (bitwise in fp32 mode and for the
  * bf16 blocks at the largest bucket, else within 1e-3 of the largest gradient), 1 otherwise, 77 without a GPU.
+ *
+ * --gpus N (N >= 2): the same model data-parallel instead, one thread and one context per GPU (gg_dist_init_threads),
+ * each rank its own inputs: checked (every rank's parameter gradients the mean of the ranks' eager ones, bitwise
+ * equal across ranks) and timed with and without the reduction and the reduction alone, reporting the speedup over
+ * one GPU and the share of the reduction hidden (defined in model_ddp.c; the JSON's "ddp"). 77 with fewer GPUs.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "model_ddp.h"
 #include "step_model.h"
 #ifdef GG_HAVE_TRACE
 #include "cupti_span.h"
@@ -142,6 +148,7 @@ int main(int argc, char **argv) {
     const gg_step_config defaults = GG_STEP_CONFIG_INIT;
     int steps = 20, rounds = 3, sides = defaults.side_streams, slots = defaults.scratch_slots;
     const char *json = NULL, *sweep = NULL, *trace = NULL;
+    int gpus = 0;
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
         if (!strcmp(a, "--small")) c.hidden = 1024, c.ffn = 4096, c.max_tokens = 2048;
@@ -158,6 +165,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--steps")) steps = atoi(v), ++i;
         else if (!strcmp(a, "--json")) json = v, ++i;
         else if (!strcmp(a, "--trace")) trace = v, ++i;
+        else if (!strcmp(a, "--gpus")) gpus = atoi(v), ++i;
         else if (!strcmp(a, "--precision")) {
             c.precision = !strcmp(v, "fp32") ? GG_PRECISION_FP32 : !strcmp(v, "tf32") ? GG_PRECISION_TF32
                                                                                       : GG_PRECISION_FP16;
@@ -179,6 +187,10 @@ int main(int argc, char **argv) {
     if (rounds < 1 || rounds > 16 || steps < 1) {
         fprintf(stderr, "--rounds must be in [1, 16] and --steps at least 1\n");
         return 2;
+    }
+    if (gpus) {
+        if (sweep || trace) fprintf(stderr, "--gpus: --sweep and --trace are ignored (one step configuration)\n");
+        return md_run(&c, gpus, steps, rounds, json);
     }
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {

@@ -284,6 +284,20 @@ void *sm_gradients(sm_model *m, int64_t tokens, size_t *bytes, int *elem_bytes) 
     return h;
 }
 
+size_t sm_param_bytes(const sm_model *m) {
+    size_t total = 0;
+    for (int i = 0; i < m->n_grads; ++i)
+        if (!m->grads[i].rows) total += (size_t)m->grads[i].cols * (size_t)m->elem;
+    return total;
+}
+
+int sm_param_grads(const sm_model *m, void **ptrs, size_t *counts, int max) {
+    int n = 0;
+    for (int i = 0; i < m->n_grads && n < max; ++i)
+        if (!m->grads[i].rows) ptrs[n] = m->grads[i].ptr, counts[n++] = (size_t)m->grads[i].cols;
+    return n;
+}
+
 void sm_clear(sm_model *m, int byte) {
     for (int i = 0; i < m->n_grads; ++i)
         cudaMemset(m->grads[i].ptr, byte,

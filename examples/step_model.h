@@ -46,6 +46,12 @@ gg_status sm_run_block_graphs(sm_model *m, const gg_graph_config *config, int64_
 /* Every gradient the backward writes (parameter gradients, then the activation gradients of `tokens` rows), copied
  * to the host in one buffer of *bytes (malloc'd; the caller frees it). elem_bytes: 4 (fp32) or 2 (bf16). */
 void *sm_gradients(sm_model *m, int64_t tokens, size_t *bytes, int *elem_bytes);
+/* The bytes of the parameter gradients at the start of an sm_gradients buffer (the part data-parallel steps
+ * reduce). */
+size_t sm_param_bytes(const sm_model *m);
+/* The parameter gradients' buffers and element counts (at most max; returns how many): what a data-parallel step
+ * reduces, for timing their reduction alone. */
+int sm_param_grads(const sm_model *m, void **ptrs, size_t *counts, int max);
 /* Sets every gradient buffer to `byte` (bytes), so that a run must write all of them, and restores the loss's
  * gradient as sm_create made it (a padded step run zeroes its padding rows in place). */
 void sm_clear(sm_model *m, int byte);

@@ -550,12 +550,32 @@ GG_API gg_status gg_graph_debug_dot(gg_graph *graph, int bucket, const char *pat
  *
  * Errors. Every function checks its arguments and, on failure, returns a status with a message (gg_last_error(ctx))
  * that names the function, the call index ("gg_step_add_mlp (call 3): args->grad_output is NULL") and the field; a
- * failed add or finalize enqueues nothing and leaves the step as it was (a failed add adds nothing). Steps never
- * reduce gradients across ranks (reduce them in a callback with gg_dist_reduce). Rules as for per-block graphs: run
- * a context's steps, graphs and eager calls in one stream order; destroy steps before the context (gg_ctx_destroy
- * destroys any left).
+ * failed add or finalize enqueues nothing and leaves the step as it was (a failed add adds nothing). Rules as for
+ * per-block graphs: run a context's steps, graphs and eager calls in one stream order; destroy steps before the
+ * context (gg_ctx_destroy destroys any left).
+ *
+ * Data parallelism. A step finalized with config->sync_gradients (the default) on a context with a communicator
+ * (gg_dist_*) reduces its parameter gradients across the ranks inside its graph: every block call's dW, db and
+ * grad_gate, and the buffers registered with gg_step_add_reduce. At finalize they are packed, in the order they are
+ * produced (the step's call order, which is backward order), into buckets of at most gg_dist_config.bucket_bytes
+ * across layer boundaries (a gradient larger than a bucket is split into bucket-sized pieces; with reduce-scatter it
+ * is reduced whole). Each bucket is one NCCL group of in-place collectives per gradient (no copies), launched on
+ * the context's communication stream as soon as the call that produces its last gradient has finished (its weight-
+ * gradient streams' events), so it overlaps the rest of the backward; the step's stream waits for the communication
+ * stream once, at the step's end. op (mean or sum) and sync (all-reduce or reduce-scatter) are gg_dist_config's;
+ * copy_engines and comm_sms do not apply to steps (NCCL's own collectives, on SMs). Activation gradients stay local.
+ * Finalizing a syncing step is collective: every rank finalizes at the same time, a rank that fails makes it fail on
+ * every rank (GG_ERROR_PEER on the others), the ranks compare a fingerprint of their steps (calls, blocks, dims,
+ * precisions, reduce entries, buckets, bucket layout, op, sync, bucket_bytes: GG_ERROR_INVALID_ARGUMENT on every rank
+ * when they differ) and adopt rank 0's GEMM algorithms. Every rank must then run the step with the same bucket and
+ * sync setting at the same point; a syncing step holds NCCL work once it has run (destroy it before gg_dist_detach).
+ * Micro-batches: gg_step_set_sync(step, 0) makes the following runs accumulate locally without reducing (PyTorch
+ * DDP's no_sync), gg_step_set_sync(step, 1) makes the next run (the last micro-batch) reduce the accumulated sums.
+ * gg_step_run_device refuses a step that would reduce (a conditional node cannot hold NCCL work). Without a
+ * communicator (or with sync_gradients 0) nothing is reduced and gg_step_add_reduce's buffers are left alone, so one
+ * description serves one GPU and many.
  * ------------------------------------------------------------------------------------------------------------- */
-#define GG_STEP_CONFIG_VERSION 1
+#define GG_STEP_CONFIG_VERSION 2
 #define GG_STEP_MAX_SIDE_STREAMS 4
 #define GG_STEP_MAX_SCRATCH_SLOTS 8
 
@@ -576,10 +596,15 @@ typedef struct gg_step_config {
                                      default 2. The context's overlap = GG_OVERLAP_NEVER runs everything on one */
     int scratch_slots;            /* the scratch ring's slots, 1..GG_STEP_MAX_SCRATCH_SLOTS; 0 (default):
                                      side_streams + 1. Fewer slots: less memory, less overlap */
+    /* version 2 */
+    int sync_gradients;           /* default 1: with a communicator on the context at gg_step_finalize, the step
+                                     reduces its parameter gradients across the ranks (see "Data parallelism"
+                                     above) and finalizing it is collective; 0: local gradients only. A version-1
+                                     struct (an older header) means 0, as such steps never reduced */
 } gg_step_config;
 
 #define GG_STEP_CONFIG_INIT                                                                                        \
-    { sizeof(gg_step_config), GG_STEP_CONFIG_VERSION, GG_BUCKETS_POW2, NULL, 0, 128, 0, 4096, 1, 4, 2, 0 }
+    { sizeof(gg_step_config), GG_STEP_CONFIG_VERSION, GG_BUCKETS_POW2, NULL, 0, 128, 0, 4096, 1, 4, 2, 0, 1 }
 
 typedef struct gg_step gg_step;
 
@@ -603,13 +628,25 @@ GG_API gg_status gg_step_add_ssm_gate(gg_step *step, const gg_ssm_gate_desc *des
 /* Appends a callback (fn non-NULL; user is passed through). Refused after gg_step_finalize. */
 GG_API gg_status gg_step_add_callback(gg_step *step, gg_step_callback_fn fn, void *user);
 
+/* Appends a gradient the caller computes itself (an embedding's, a layer of its own) to the step's reduction: count
+ * elements at grad (fp32; bf16 when bf16 is nonzero), device memory aligned to its elements, final on the step's
+ * stream at this point of the call order (add it right after the callback that writes it). A syncing step reduces
+ * it in place with the block calls' gradients (see "Data parallelism"); other steps leave it alone. After this
+ * point no callback may read or write it (the reduction may still run). It must not overlap a block call's
+ * parameter gradient or another entry (checked at gg_step_finalize); with reduce-scatter count must be divisible
+ * by the number of ranks (checked there too). Refused after gg_step_finalize. Returns GG_SUCCESS or
+ * GG_ERROR_INVALID_ARGUMENT / GG_ERROR_MISALIGNED naming the argument (nothing added). */
+GG_API gg_status gg_step_add_reduce(gg_step *step, void *grad, size_t count, int bf16);
+
 /* Ends the description: checks what only the whole chain shows (at least one block call; no two calls write
  * overlapping parameter gradients; an input that overlaps an earlier call's activation gradient is exactly that
  * tensor), plans every block call at every bucket (cuBLASLt, autotune: allocates and synchronizes the device, never
  * inside a capture), and allocates the scratch ring's other slots, the side streams and their workspaces. Nothing
  * is captured yet. Returns GG_SUCCESS or an error naming the call. A failed check leaves the step open (fix the call
  * with gg_step_set_args and finalize again); a failure after the checks (planning, allocation) leaves a step that
- * can only be destroyed. */
+ * can only be destroyed. A syncing step (see "Data parallelism") also packs its gradients into buckets and agrees
+ * with the other ranks: GG_ERROR_PEER when another rank failed (the step stays open when this rank had not touched
+ * the device yet), GG_ERROR_INVALID_ARGUMENT when the ranks' steps differ, GG_ERROR_NCCL from the agreement. */
 GG_API gg_status gg_step_finalize(gg_step *step);
 
 /* Runs the backward for `tokens` rows on stream: the smallest bucket >= tokens (padding: see "Buffers" above).
@@ -618,8 +655,17 @@ GG_API gg_status gg_step_finalize(gg_step *step);
  * instantiates it (or updates an exec in place); every later one is one cudaGraphLaunch.
  * Returns GG_SUCCESS, GG_ERROR_INVALID_ARGUMENT (not finalized, tokens < 1 or past the largest bucket, padding
  * off and tokens not a bucket), or a CUDA/cuBLAS error from the capture (a callback that broke the capture is
- * named). */
+ * named); a syncing run also GG_ERROR_NCCL (an asynchronous NCCL error: gg_dist_check) or GG_ERROR_INVALID_ARGUMENT
+ * when the communicator the step was finalized with is gone. */
 GG_API gg_status gg_step_run(gg_step *step, int64_t tokens, int accumulate, gg_stream stream);
+
+/* Whether the following runs of a syncing step reduce their gradients across the ranks (sync 1, the default)
+ * or only accumulate them locally (0: PyTorch DDP's no_sync; run every micro-batch but the last so, then the last
+ * with sync on and accumulate 1). Each setting has its own executable graphs (captured at its first run). Every
+ * rank must use the same setting for the same run. On a step that does not reduce it changes nothing. Allowed
+ * before and after gg_step_finalize. Returns GG_SUCCESS or GG_ERROR_INVALID_ARGUMENT (step NULL, sync not 0 or
+ * 1). */
+GG_API gg_status gg_step_set_sync(gg_step *step, int sync);
 
 /* Runs the backward with the token count M read from device memory when the graph runs (an int64 the GPU writes,
  * say, so the host never waits for it): the smallest bucket >= M, chosen on the GPU (see "Device-side selection").
@@ -627,8 +673,9 @@ GG_API gg_status gg_step_run(gg_step *step, int64_t tokens, int accumulate, gg_s
  * pointer set and accumulate flag captures every bucket into one graph (every callback once per bucket) and
  * instantiates it; later runs are one cudaGraphLaunch. An M < 1 or past the largest bucket runs nothing and is
  * counted (gg_step_device_errors). Returns GG_SUCCESS, GG_ERROR_INVALID_ARGUMENT (step NULL or not finalized,
- * device_tokens NULL), GG_ERROR_MISALIGNED (device_tokens not 8-byte aligned), or a CUDA/cuBLAS error from the
- * capture. */
+ * device_tokens NULL), GG_ERROR_MISALIGNED (device_tokens not 8-byte aligned), GG_ERROR_UNSUPPORTED (a syncing
+ * step with sync on: NCCL cannot run inside the conditional node; turn sync off with gg_step_set_sync and reduce
+ * after the run with gg_dist_reduce, or use gg_step_run), or a CUDA/cuBLAS error from the capture. */
 GG_API gg_status gg_step_run_device(gg_step *step, const int64_t *device_tokens, int accumulate, gg_stream stream);
 
 /* How many device-selected runs of the step found no bucket for their M (reads device memory: synchronizes the
@@ -668,7 +715,8 @@ GG_API void gg_step_destroy(gg_step *step);
  * parameter gradients (dW, db, block 1's grad_gate) across the ranks inside the same CUDA graph: each gradient is
  * handed to a communication stream as soon as the GEMM or reduction that makes it has finished, in pieces of at
  * most bucket_bytes, overlapping the rest of the backward, and joined before the graph ends. Activation gradients
- * (dX) stay local. The eager entry points never communicate.
+ * (dX) stay local. Step graphs reduce in buckets across layers instead (see "Step graphs", "Data parallelism").
+ * The eager entry points never communicate.
  *
  * Built without NCCL (GG_WITH_NCCL=OFF) these functions return GG_ERROR_UNSUPPORTED; without hwloc,
  * gg_dist_bind_thread does. docs/distributed.md has the launch recipes and the rules below.

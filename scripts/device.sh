@@ -3,7 +3,8 @@
 # `gpu`, the shape sweep on both GPU paths), compute-sanitizer's four tools on the small-shape tests, and time all
 # 64 cases; logs and JSON land in $OUT.
 # On a machine with several GPUs, `multigpu` (part of `all` there) runs the `multigpu` tests and the scaling
-# example for blocks 068 and 073 at their largest cases.
+# example for blocks 068 and 073 at their largest cases, then the step graph data-parallel on 2 GPUs
+# (model_backward --gpus 2, the large and small residual MLP models) into step-h200.json's "ddp".
 #
 #   GG_COMMIT=<sha> bash scripts/device.sh [all|tests|bench|step|multigpu|build]
 #
@@ -200,6 +201,16 @@ if { [ "$stage" = all ] && [ "$gpus" -ge 2 ]; } || [ "$stage" = multigpu ]; then
   done
   python3 scripts/collect_ddp.py "$OUT/ddp-h200x$gpus.json" "${GG_COMMIT:-unknown}" "$run_cmd" "$OUT"/ddp-block*-run*.json &&
     rm -f "$OUT"/ddp-block*-run*.json
+  # the step graph data-parallel on 2 GPUs (model_backward --gpus 2): its "ddp" goes into step-h200.json (made by the
+  # step stage, here or in an earlier call into the same $OUT; else a file with the ddp entries alone)
+  for model in "large:" "small:--small"; do
+    name=${model%%:*}; opts=${model#*:}
+    # shellcheck disable=SC2086 # the model's options split on purpose
+    timeout 300 "$build/examples/gg_example_model_backward" $opts --gpus 2 --rounds 3 --steps "${GG_STEPS:-20}" \
+      --json "$OUT/step-ddp-$name.json" > "$OUT/step-ddp-$name.log" 2>&1 || status=1
+    grep -E '^check|speedup|rror' "$OUT/step-ddp-$name.log"
+  done
+  python3 scripts/collect_step.py --ddp "$OUT/step-h200.json" "$OUT"/step-ddp-*.json && rm -f "$OUT"/step-ddp-*.json
 fi
 
 cp "$GG_TUNE_CACHE" "$OUT/gemm-algos.txt" 2>/dev/null

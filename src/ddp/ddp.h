@@ -2,7 +2,8 @@
  * ddp.h - data-parallel training: the context's NCCL communicator and the reduction of parameter gradients during a
  * block's backward (the hooks the blocks and the graph code call). One file per job: state.c (every build), comm.c
  * (communicator setup), warmup.c (warm-up and peer timeouts), grad_hooks.c (gradient hooks), pair_split.c (the
- * two-rank split reduction), agree.c (agreements between ranks), copy_engine.c; a build without NCCL compiles
+ * two-rank split reduction), agree.c (agreements between ranks), copy_engine.c, step_layout.c and step_reduce.c
+ * (a step graph's reduction across layers: step_reduce.h); a build without NCCL compiles
  * nccl_stub.c instead of the NCCL ones (src/ddp/sources.cmake), where every public gg_dist_* call is
  * GG_ERROR_UNSUPPORTED and the hooks are no-ops (no context has a communicator).
  */

@@ -1,9 +1,10 @@
 /*
  * nccl_stub.c - the data-parallel entry points in a build without NCCL (GG_WITH_NCCL=OFF: CMake compiles this file
- * instead of comm.c, warmup.c, grad_hooks.c, pair_split.c, agree.c and copy_engine.c). The public calls return
- * GG_ERROR_UNSUPPORTED; the hooks the blocks and graphs call are no-ops (no context has a communicator).
+ * instead of comm.c, warmup.c, grad_hooks.c, pair_split.c, agree.c, copy_engine.c and step_reduce.c). The public
+ * calls return GG_ERROR_UNSUPPORTED; the hooks the blocks and graphs call are no-ops (no context has a
+ * communicator).
  */
-#include "ddp.h"
+#include "step_reduce.h"
 
 void gg_process_defaults(void) {}
 
@@ -69,6 +70,20 @@ gg_status gg_dist_check_shape(gg_ctx *ctx, const char *fn, const gg_block_call *
 }
 gg_status gg_dist_agree_algorithms(gg_ctx *ctx, const char *fn, gg_block_plan *const *plans, int count) {
     (void)ctx, (void)fn, (void)plans, (void)count;
+    return GG_SUCCESS;
+}
+
+gg_status gg_dist_step_agree(gg_ctx *ctx, const char *fn, int ok, uint64_t fingerprint) {
+    (void)ctx, (void)ok, (void)fingerprint;
+    return UNSUPPORTED(fn);
+}
+gg_status gg_dist_step_bucket(gg_ctx *ctx, const gg_reduce_layout *l, const gg_reduce_grad *g, int b,
+                              cudaStream_t main, const cudaEvent_t *events, int n) {
+    (void)ctx, (void)l, (void)g, (void)b, (void)main, (void)events, (void)n;
+    return UNSUPPORTED("gg_step_run");
+}
+gg_status gg_dist_step_join(gg_ctx *ctx, cudaStream_t main) {
+    (void)ctx, (void)main;
     return GG_SUCCESS;
 }
 
