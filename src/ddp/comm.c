@@ -255,8 +255,11 @@ gg_status gg_dist_attach(gg_ctx *ctx, void *nccl_comm, const gg_dist_config *con
 static ncclConfig_t comm_config(const gg_dist_config *c) {
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     /* Non-blocking: no NCCL call waits inside NCCL for a peer (a blocking communicator's first collective connects
-     * the ranks on the host, with no limit); gradgraph polls instead, with its deadlines (deadline.c). */
-    config.blocking = 0;
+     * the ranks on the host, with no limit); gradgraph polls instead, with its deadlines (deadline.c).
+     * GG_DIST_NCCL_BLOCKING=1 makes them blocking again: a way back should a platform's NCCL not take non-blocking
+     * calls inside graph captures, at the cost of the init and finalize deadlines. */
+    const char *blocking = getenv("GG_DIST_NCCL_BLOCKING");
+    config.blocking = blocking && strcmp(blocking, "1") == 0;
     if (c->overlap && c->comm_sms > 0) config.minCTAs = config.maxCTAs = c->comm_sms;
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
     /* Zero CTAs wherever NCCL can: its all-to-all and all-gather on the copy engines (copy_engine.h). */

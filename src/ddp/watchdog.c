@@ -120,6 +120,10 @@ static void *watch(void *arg) {
     gg_watchdog *w = arg;
     gg_ctx *ctx = w->ctx;
     (void)cudaSetDevice(ctx->config.device); /* this thread's queries are on the context's device */
+    /* Relaxed: this thread's event queries must never invalidate a capture another thread has begun in the global
+     * mode (the application's own, say). */
+    enum cudaStreamCaptureMode relaxed = cudaStreamCaptureModeRelaxed;
+    (void)cudaThreadExchangeStreamCaptureMode(&relaxed);
     pthread_mutex_lock(&w->mu);
     while (!w->stop) {
         struct timespec until;
@@ -207,6 +211,13 @@ void gg_watchdog_stop(gg_dist *d) {
 void gg_dist_replay_launched(gg_ctx *ctx, cudaStream_t stream) {
     gg_watchdog *w = ctx->dist->watchdog;
     if (!w) return;
+    /* Launched into a stream being captured (the application's own graph): nothing runs yet, and an event recorded
+     * there cannot be queried. Watched when that graph runs is beyond gradgraph's view. */
+    enum cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream, &capturing) != cudaSuccess || capturing != cudaStreamCaptureStatusNone) {
+        (void)cudaGetLastError();
+        return;
+    }
     pthread_mutex_lock(&w->mu);
     const int full = w->pending == WATCH_SLOTS;
     const int slot = (w->oldest + w->pending - full) % WATCH_SLOTS; /* full: the newest again, keeping its start */

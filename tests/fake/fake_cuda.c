@@ -168,6 +168,10 @@ cudaError_t __wrap_cudaStreamQuery(cudaStream_t stream) {
     (void)stream;
     return fake.streams_busy ? cudaErrorNotReady : cudaSuccess;
 }
+cudaError_t __wrap_cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode) {
+    *mode = cudaStreamCaptureModeGlobal; /* the previous mode; the watchdog's thread only */
+    return cudaSuccess;
+}
 cudaError_t __wrap_cudaEventQuery(cudaEvent_t event) {
     (void)event;
     return fake.events_busy ? cudaErrorNotReady : cudaSuccess;
