@@ -833,7 +833,9 @@ GG_API int gg_dist_size(const gg_ctx *ctx);
  * the caller's own collectives on its own streams — a loss or metric all-reduce, a bare all-reduce to time. When
  * gradgraph made it, it stays gradgraph's: never destroy or abort it. Valid until gg_dist_detach / gg_ctx_destroy.
  * NCCL's rule holds for these calls too: every rank issues the same collectives in the same order, counting the ones
- * inside graph replays, and none while another thread of the same rank issues some. */
+ * inside graph replays, and none while another thread of the same rank issues some. The watchdog (or gg_dist_abort)
+ * may abort the communicator at any time, which frees it: call gg_dist_check right before using it, and keep your
+ * own collectives on it short (their ncclInProgress, on a communicator gradgraph made, is yours to wait out). */
 GG_API void *gg_dist_comm(const gg_ctx *ctx);
 
 /* Binds the calling thread to the CPUs near ctx's GPU (hwloc), within the CPUs the process may use. Leaves the
