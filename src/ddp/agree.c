@@ -55,7 +55,7 @@ gg_status gg_dist_agree_fingerprint(gg_ctx *ctx, const char *fn, const gg_dist_f
     if (!d || d->size < 2) return GG_SUCCESS;
     gg_dist_fingerprint mine = *fp, lo, hi;
     config_fields(d, &mine);
-    _Static_assert(2 * sizeof mine.field <= GG_DIST_AGREE_BYTES, "the agreement buffers hold two fingerprints");
+    _Static_assert(2 * sizeof mine.field <= GG_DIST_AGREE_HEADER, "the agreement header holds two fingerprints");
     GG_TRY(gg_dist_enter(ctx, fn));
     int64_t *v = d->agree_host; /* every field, then every field negated: one minimum gives both ends */
     for (int i = 0; i < GG_FP_FIELDS; ++i) v[i] = mine.field[i], v[GG_FP_FIELDS + i] = -mine.field[i];
