@@ -7,8 +7,8 @@
 
 #include "ddp.h"
 
-/* gg_dist_agree_algorithms' buffers, made with the communicator (comm.c): a status word, then one algorithm per GEMM
- * of every plan of a graph. */
+/* The agreements' buffers (agree.c), made with the communicator (comm.c): a header (a status word, or two
+ * fingerprints), then one algorithm per GEMM of every plan of a graph. */
 #define GG_DIST_AGREE_HEADER 256
 #define GG_DIST_AGREE_BYTES                                                                                        \
     (GG_DIST_AGREE_HEADER + GG_DIST_MAX_AGREE_PLANS * GG_PLAN_MAX_GEMMS * sizeof(cublasLtMatmulAlgo_t))

@@ -144,7 +144,10 @@ gg_status gg_dist_check_shape(gg_ctx *ctx, const char *fn, const gg_block_call *
  * for the same GEMM (timings within noise), and ranks whose kernels differ wait for the slowest at every
  * reduction: on 2 H200s one such run of block 3 reached 1.81x against 1.92-1.99x (docs/distributed.md). Every
  * rank calls it for the same graphs in the same order (gg_block_graph_create of a syncing graph does), outside any
- * capture; count: the graph's buckets. GG_ERROR_PEER when another rank failed. */
+ * capture; count: the graph's buckets. GG_ERROR_PEER when another rank failed. fp: the graph's fingerprint, compared
+ * (gg_dist_agree_fingerprint) once every rank made its plans, before the algorithms travel (their size depends on
+ * the buckets), and again with GG_FP_ALGORITHMS set once they are adopted: GG_ERROR_INVALID_ARGUMENT on every rank
+ * when the ranks differ. */
 gg_status gg_dist_agree_algorithms(gg_ctx *ctx, const char *fn, gg_block_plan *const *plans, int count,
                                    struct gg_dist_fingerprint *fp);
 #define GG_DIST_MAX_AGREE_PLANS 64 /* the most plans one agreement takes (a graph's buckets: GG_MAX_BUCKETS) */
