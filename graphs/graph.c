@@ -523,8 +523,17 @@ gg_status gg_graph_capture_again(gg_graph *g, const char *fn, int b, cudaGraph_t
     call.use_silu_gate = (last->key.flags & KEY_SILU) != 0;
     call.sync_grads = (last->key.flags & KEY_SYNC) != 0;
     gg_dist_hand_down(g->ctx, &call); /* as check_run does */
-    if (b < 0) return build_device_graph(g, &call, (const int64_t *)last->key.ptr[GG_EXEC_KEY_PTRS - 1], out);
-    return capture(g, &call, b, (last->key.flags & KEY_PADDED) != 0, NULL, out);
+    if (call.sync_grads) { /* the capture issues NCCL calls: as a replay, inside the communicator's section */
+        if (!g->ctx->dist)
+            return gg_fail(g->ctx, GG_ERROR_INVALID_ARGUMENT,
+                           "%s: the graph syncs gradients but its context's communicator was detached", fn);
+        GG_TRY(gg_dist_enter(g->ctx, fn));
+    }
+    const gg_status status =
+        b < 0 ? build_device_graph(g, &call, (const int64_t *)last->key.ptr[GG_EXEC_KEY_PTRS - 1], out)
+              : capture(g, &call, b, (last->key.flags & KEY_PADDED) != 0, NULL, out);
+    if (call.sync_grads) gg_dist_leave(g->ctx);
+    return status;
 }
 
 /* ---- entry points ---- */
