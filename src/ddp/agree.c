@@ -59,7 +59,9 @@ gg_status gg_dist_agree_fingerprint(gg_ctx *ctx, const char *fn, const gg_dist_f
     GG_TRY(gg_dist_enter(ctx, fn));
     int64_t *v = d->agree_host; /* every field, then every field negated: one minimum gives both ends */
     for (int i = 0; i < GG_FP_FIELDS; ++i) v[i] = mine.field[i], v[GG_FP_FIELDS + i] = -mine.field[i];
-    const gg_status status = agree_step(ctx, 0, 2 * sizeof mine.field, MIN_INT64, "comparing the ranks' fingerprints");
+    char what[160];
+    snprintf(what, sizeof what, "%s: comparing the ranks' fingerprints", fn);
+    const gg_status status = agree_step(ctx, 0, 2 * sizeof mine.field, MIN_INT64, what);
     for (int i = 0; i < GG_FP_FIELDS; ++i) lo.field[i] = v[i], hi.field[i] = -v[GG_FP_FIELDS + i];
     gg_dist_leave(ctx);
     GG_TRY(status);
@@ -87,7 +89,9 @@ gg_status gg_dist_agree_algorithms(gg_ctx *ctx, const char *fn, gg_block_plan *c
     gg_dist_leave(ctx); /* each step below takes the section again: another thread's abort may come between */
     const int valid = count >= 1 && count <= GG_DIST_MAX_AGREE_PLANS;
     int all_made = 0;
-    const gg_status step = gg_dist_all_ok(ctx, plans != NULL && valid, "whether every rank made its plans", &all_made);
+    char what[160];
+    snprintf(what, sizeof what, "%s: whether every rank made its plans", fn);
+    const gg_status step = gg_dist_all_ok(ctx, plans != NULL && valid, what, &all_made);
     if (!plans) return GG_SUCCESS; /* this rank failed: its caller keeps its own error */
     GG_TRY(step);
     if (!valid)
@@ -107,7 +111,8 @@ gg_status gg_dist_agree_algorithms(gg_ctx *ctx, const char *fn, gg_block_plan *c
     for (int p = 0; p < count; ++p)
         for (int i = 0; i < GG_PLAN_MAX_GEMMS; ++i)
             if (plans[p]->gemm[i].op) algos[p * GG_PLAN_MAX_GEMMS + i] = plans[p]->gemm[i].algo;
-    const gg_status sent = agree_step(ctx, GG_DIST_AGREE_HEADER, n * sizeof *algos, BROADCAST, "rank 0's GEMM algorithms");
+    snprintf(what, sizeof what, "%s: rank 0's GEMM algorithms", fn);
+    const gg_status sent = agree_step(ctx, GG_DIST_AGREE_HEADER, n * sizeof *algos, BROADCAST, what);
     gg_dist_leave(ctx);
     GG_TRY(sent);
     int differed = 0, adopted = 0;

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -218,8 +219,18 @@ static void async_error_is_aborted_by_the_watchdog(void **state) {
     const gg_dist_config dc = dist_config();
     ncclComm_t comm = fake_nccl_comm();
     assert_int_equal(gg_dist_attach(ctx, comm, &dc), GG_SUCCESS);
+    gg_graph *g = NULL;
+    assert_int_equal(tanh_graph(ctx, &g), GG_SUCCESS);
+    assert_int_equal(tanh_run(g), GG_SUCCESS);
+    char dot[64];
+    snprintf(dot, sizeof dot, "/tmp/gg_dist_faults_%d.dot", (int)getpid());
+    assert_int_equal(gg_graph_debug_dot(g, 0, dot, 0), GG_SUCCESS); /* captured again, NCCL calls included */
     atomic_store(&fake_nccl.async_error, ncclRemoteError);
     assert_true(wait_for(&fake_nccl.aborts, 1, 2.0) >= 0);
+    assert_int_equal(gg_graph_debug_dot(g, 0, dot, 0), GG_ERROR_NCCL); /* no capture on an aborted communicator */
+    contains(gg_last_error(ctx), "gg_graph_debug_dot");
+    remove(dot);
+    gg_graph_destroy(g);
     assert_int_equal(gg_dist_check(ctx), GG_ERROR_NCCL);
     contains(gg_last_error(ctx), "asynchronous error");
     contains(gg_last_error(ctx), "rank 0");
