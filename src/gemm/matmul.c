@@ -148,6 +148,20 @@ gg_status gg_matmul_plan(gg_ctx *ctx, const gg_gemm_shape *s, gg_matmul *mm) {
                    status, fail);
     GG_CUBLAS_GOTO(ctx, cublasLtMatmulDescSetAttribute(mm->op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b),
                    status, fail);
+    if (s->epilogue) {
+        const cublasLtEpilogue_t epilogue = (cublasLtEpilogue_t)s->epilogue;
+        GG_CUBLAS_GOTO(ctx,
+                       cublasLtMatmulDescSetAttribute(mm->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue),
+                       status, fail);
+        if (epilogue == CUBLASLT_EPILOGUE_GELU_AUX || epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) {
+            const int64_t aux_ld = s->ldd; /* the pre-activation is laid out as D */
+            GG_CUBLAS_GOTO(ctx,
+                           cublasLtMatmulDescSetAttribute(mm->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld,
+                                                          sizeof aux_ld),
+                           status, fail);
+        }
+        mm->epilogue = s->epilogue;
+    }
     if (s->sm_count_target > 0)
         GG_CUBLAS_GOTO(ctx,
                        cublasLtMatmulDescSetAttribute(mm->op, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &s->sm_count_target,
@@ -247,6 +261,25 @@ gg_status gg_matmul_run_scaled_in(gg_ctx *ctx, const gg_matmul *mm, const void *
                    status, done);
 done:
     return status;
+}
+
+gg_status gg_matmul_set_epilogue_pointers(gg_ctx *ctx, const gg_matmul *mm, const void *bias, const void *aux) {
+    gg_status status = GG_SUCCESS;
+    if (bias)
+        GG_CUBLAS_GOTO(ctx, cublasLtMatmulDescSetAttribute(mm->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
+                       status, done);
+    if (aux)
+        GG_CUBLAS_GOTO(ctx,
+                       cublasLtMatmulDescSetAttribute(mm->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux),
+                       status, done);
+done:
+    return status;
+}
+
+gg_status gg_matmul_run_epilogue(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, void *D,
+                                 const void *bias, void *aux, void *workspace, cudaStream_t stream) {
+    GG_TRY(gg_matmul_set_epilogue_pointers(ctx, mm, bias, aux));
+    return run_with(ctx, mm, A, B, NULL, D, 1.0f, 0.0f, workspace, stream);
 }
 
 gg_status gg_matmul_run_scaled(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, const void *C, void *D,
