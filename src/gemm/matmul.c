@@ -150,10 +150,12 @@ gg_status gg_matmul_plan(gg_ctx *ctx, const gg_gemm_shape *s, gg_matmul *mm) {
                    status, fail);
     if (s->epilogue) {
         const cublasLtEpilogue_t epilogue = (cublasLtEpilogue_t)s->epilogue;
+        const int has_aux = epilogue == CUBLASLT_EPILOGUE_GELU_AUX || epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+        const int has_bias = epilogue == CUBLASLT_EPILOGUE_BIAS || epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
         GG_CUBLAS_GOTO(ctx,
                        cublasLtMatmulDescSetAttribute(mm->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue),
                        status, fail);
-        if (epilogue == CUBLASLT_EPILOGUE_GELU_AUX || epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) {
+        if (has_aux) {
             const int64_t aux_ld = s->ldd; /* the pre-activation is laid out as D */
             GG_CUBLAS_GOTO(ctx,
                            cublasLtMatmulDescSetAttribute(mm->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld,
@@ -161,6 +163,11 @@ gg_status gg_matmul_plan(gg_ctx *ctx, const gg_gemm_shape *s, gg_matmul *mm) {
                            status, fail);
         }
         mm->epilogue = s->epilogue;
+        /* The heuristic reads the epilogue's pointers for their alignment only: give it the API's guarantee (the
+         * runs set the real ones), as the A/B/C/D alignments below. */
+        void *aligned = (void *)(uintptr_t)GG_ALIGNMENT;
+        GG_GOTO(gg_matmul_set_epilogue_pointers(ctx, mm, has_bias ? aligned : NULL, has_aux ? aligned : NULL), status,
+                fail);
     }
     if (s->sm_count_target > 0)
         GG_CUBLAS_GOTO(ctx,

@@ -62,7 +62,7 @@ gg_status gg_matmul_run_scaled(gg_ctx *ctx, const gg_matmul *mm, const void *A, 
 gg_status gg_matmul_run_scaled_in(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, const void *C,
                                   void *D, float alpha, float beta, void *workspace, cudaStream_t stream);
 
-/* D = epilogue(A @ B) for a GEMM planned with an epilogue: bias (m elements; NULL for GELU_AUX) and aux (the
+/* D = epilogue(A @ B) for a GEMM planned with an epilogue (or none: a plain GEMM): bias (m elements; NULL for GELU_AUX) and aux (the
  * pre-activation, D's layout; NULL for BIAS) are set on the plan's descriptor, then the GEMM is enqueued on stream
  * with `workspace` (as gg_matmul_run_in). Host-only descriptor writes: valid inside a stream capture, which keeps the
  * pointers it was captured with. */
