@@ -78,9 +78,17 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     const gg_precision prec = (gg_precision)p->key.precision;
     const int bias = has_bias(p);
     fp->gelu_epilogue = gelu_in_epilogue(ctx);
-    const int first = fp->gelu_epilogue ? (bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX)
-                                        : (bias ? CUBLASLT_EPILOGUE_BIAS : 0);
-    GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_1], prec, first, F, M, D));
+    if (fp->gelu_epilogue) {
+        const int fused = bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+        const gg_status st = plan_gemm(ctx, &p->gemm[GEMM_1], prec, fused, F, M, D);
+        if (st != GG_SUCCESS && st != GG_ERROR_CUBLAS) return st;
+        if (st == GG_ERROR_CUBLAS) { /* no algorithm with the epilogue for this shape and mode: the kernel's GELU */
+            gg_log(ctx, GG_LOG_INFO, "M=%lld: %s; the GELU runs in gradgraph's kernel", (long long)M, ctx->last_error);
+            fp->gelu_epilogue = 0;
+        }
+    }
+    if (!fp->gelu_epilogue)
+        GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_1], prec, bias ? CUBLASLT_EPILOGUE_BIAS : 0, F, M, D));
     GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_2], prec, bias ? CUBLASLT_EPILOGUE_BIAS : 0, D, M, F));
     if (prec == GG_PRECISION_FP16) {
         const size_t h = 2; /* sizeof(half) */

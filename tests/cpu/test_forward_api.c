@@ -338,6 +338,26 @@ static void gelu_kernel_switch(void **state) {
     destroy_ctx(ctx);
 }
 
+/* When cuBLASLt has no algorithm with the GELU epilogue for a shape, the plan runs the GELU in the kernel instead. */
+static void no_epilogue_algorithm_falls_back_to_the_kernel(void **state) {
+    (void)state;
+    gg_ctx *ctx = make_ctx(1);
+    const fwd *f = &fwds[MLP];
+    const any_args a = valid_args(f);
+    fake.fail_kind = FAKE_HEURISTIC;
+    fake.fail_at = 1; /* the first GEMM's query, with GELU_AUX_BIAS */
+    memset(fake.calls, 0, sizeof fake.calls);
+    fake.n_epilogues = 0;
+    assert_int_equal(f->call(ctx, f->desc, &a), GG_SUCCESS);
+    fake.fail_at = 0;
+    assert_int_equal(fake.n_epilogues, 3);
+    assert_int_equal(fake.epilogues[0], CUBLASLT_EPILOGUE_GELU_AUX_BIAS);
+    assert_int_equal(fake.epilogues[1], CUBLASLT_EPILOGUE_BIAS); /* planned again without the GELU */
+    assert_int_equal(fake.calls[FAKE_LAUNCH], 1);                /* gg_k_gelu_forward */
+    assert_int_equal(fake.calls[FAKE_MATMUL], 2);
+    destroy_ctx(ctx);
+}
+
 /* ---- captures ---- */
 static void a_capture_needs_a_plan_made_outside(void **state) {
     (void)state;
@@ -391,6 +411,7 @@ int main(void) {
         cmocka_unit_test(host_pointers_are_refused),
         cmocka_unit_test(valid_calls_run_their_gemms_and_kernels),
         cmocka_unit_test(gelu_kernel_switch),
+        cmocka_unit_test(no_epilogue_algorithm_falls_back_to_the_kernel),
         cmocka_unit_test(a_capture_needs_a_plan_made_outside),
         cmocka_unit_test(enqueue_failure_is_partial),
     };

@@ -433,6 +433,7 @@ static void expect_capture_equals_eager(gg_ctx *ctx, const char *what, run_fn ru
     if (st != GG_SUCCESS) fail_msg("%s in a capture: %s", what, gg_last_error(ctx));
     CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
     for (int i = 0; i < n_out; ++i) poison(outs[i], bytes[i]);
+    CUDA_OK(cudaDeviceSynchronize()); /* the memsets ran on the legacy stream, which s is not ordered after */
     CUDA_OK(cudaGraphLaunch(exec, s));
     CUDA_OK(cudaStreamSynchronize(s));
     for (int i = 0; i < n_out; ++i) {
@@ -543,6 +544,7 @@ static void capture_refuses_an_unplanned_shape(void **state) {
                    {dev_copy(res, (size_t)(M * H) * 2), dev_copy(gate, 2), dev_copy(hs, (size_t)(M * H) * 2),
                     dev_copy(mask, (size_t)M * 2), dev_copy(NULL, (size_t)(M * H) * 2)}};
     poison(tr.a.output, (size_t)(M * H) * 2);
+    CUDA_OK(cudaDeviceSynchronize()); /* the memset ran on the legacy stream, which s is not ordered after */
     cudaStream_t s;
     CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     cudaGraph_t graph;
