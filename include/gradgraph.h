@@ -213,10 +213,11 @@ GG_API size_t gg_ctx_device_bytes(const gg_ctx *ctx);
  * touch). gradgraph sets a word of the context in device memory whenever an fp16 operand it makes holds a value
  * past ±65504, an Inf or a NaN: the conversions of grad_output, hidden_states, the weights and the activations, and
  * R = G * gelu'(x) written in fp16 (so an fp16 G that overflowed in its GEMM is caught there, as are Inf or NaN
- * already in the inputs). Loss of small values to subnormals or 0 is not flagged. The word stays set until cleared:
- * like AMP's found_inf, check it after a step and skip the update (and lower the loss scale) when it is set. The
- * weights that fp16 mode's few-token route rounds inside gradgraph's own GEMM (H100/H200, up to 1024 tokens) are not
- * checked; the other precision modes never set it. */
+ * already in the inputs), and the fp16 operands of the forwards (hidden_states, the weights, the activation). Loss
+ * of small values to subnormals or 0 is not flagged. The word stays set until cleared: like AMP's found_inf, check
+ * it after a step and skip the update (and lower the loss scale) when it is set. The weights that fp16 mode's
+ * few-token route rounds inside gradgraph's own GEMM (H100/H200, up to 1024 tokens) are not checked; the other
+ * precision modes never set it. */
 
 /* The device address of ctx's overflow word (an unsigned, nonzero once set), for kernels of your own, e.g. an
  * optimizer inside a CUDA graph that skips its update when it is set (and clears it). Valid until gg_ctx_destroy. */

@@ -60,7 +60,8 @@ static int gelu_in_epilogue(const gg_ctx *ctx) {
     const char *v = getenv("GG_FORWARD_GELU");
     if (!v || !*v || strcmp(v, "epilogue") == 0) return 1;
     if (strcmp(v, "kernel") == 0) return 0;
-    gg_log(ctx, GG_LOG_WARN, "GG_FORWARD_GELU=%s is neither \"epilogue\" nor \"kernel\": the epilogue runs the GELU", v);
+    gg_log(ctx, GG_LOG_WARN, "GG_FORWARD_GELU=%s is neither \"epilogue\" nor \"kernel\": the epilogue runs the GELU",
+           v);
     return 1;
 }
 

@@ -152,9 +152,9 @@ gg_status gg_matmul_plan(gg_ctx *ctx, const gg_gemm_shape *s, gg_matmul *mm) {
         const cublasLtEpilogue_t epilogue = (cublasLtEpilogue_t)s->epilogue;
         const int has_aux = epilogue == CUBLASLT_EPILOGUE_GELU_AUX || epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
         const int has_bias = epilogue == CUBLASLT_EPILOGUE_BIAS || epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
-        GG_CUBLAS_GOTO(ctx,
-                       cublasLtMatmulDescSetAttribute(mm->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue),
-                       status, fail);
+        GG_CUBLAS_GOTO(
+            ctx, cublasLtMatmulDescSetAttribute(mm->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue),
+            status, fail);
         if (has_aux) {
             const int64_t aux_ld = s->ldd; /* the pre-activation is laid out as D */
             GG_CUBLAS_GOTO(ctx,
@@ -273,12 +273,13 @@ done:
 gg_status gg_matmul_set_epilogue_pointers(gg_ctx *ctx, const gg_matmul *mm, const void *bias, const void *aux) {
     gg_status status = GG_SUCCESS;
     if (bias)
-        GG_CUBLAS_GOTO(ctx, cublasLtMatmulDescSetAttribute(mm->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
-                       status, done);
+        GG_CUBLAS_GOTO(
+            ctx, cublasLtMatmulDescSetAttribute(mm->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias), status,
+            done);
     if (aux)
-        GG_CUBLAS_GOTO(ctx,
-                       cublasLtMatmulDescSetAttribute(mm->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux),
-                       status, done);
+        GG_CUBLAS_GOTO(
+            ctx, cublasLtMatmulDescSetAttribute(mm->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux),
+            status, done);
 done:
     return status;
 }

@@ -103,8 +103,9 @@ static int scratch_alloc(const gg_gemm_shape *s, scratch *x, cudaStream_t stream
     const size_t b_bytes = (size_t)s->ldb * (size_t)(s->trans_b ? s->k : s->n) * ab;
     const size_t d_bytes = (size_t)s->ldd * (size_t)s->n * elem_bytes(s->d_type);
     const size_t bias_bytes = (size_t)s->m * elem_bytes(s->d_type);
-    if (s->epilogue && (cudaMalloc(&x->bias, bias_bytes) != cudaSuccess || cudaMalloc(&x->aux, d_bytes) != cudaSuccess ||
-                        cudaMemsetAsync(x->bias, 0, bias_bytes, stream) != cudaSuccess))
+    if (s->epilogue &&
+        (cudaMalloc(&x->bias, bias_bytes) != cudaSuccess || cudaMalloc(&x->aux, d_bytes) != cudaSuccess ||
+         cudaMemsetAsync(x->bias, 0, bias_bytes, stream) != cudaSuccess))
         return 1;
     return cudaMalloc(&x->a, a_bytes) != cudaSuccess || cudaMalloc(&x->b, b_bytes) != cudaSuccess ||
            cudaMalloc(&x->d, d_bytes) != cudaSuccess || cudaMemsetAsync(x->a, 0x3c, a_bytes, stream) != cudaSuccess ||

@@ -242,7 +242,8 @@ static void outputs_must_not_alias(void **state) {
     f = &fwds[TANH];
     a = valid_args(f);
     a.p[field(f, "output")] = a.p[field(f, "residual")]; /* in place is refused too */
-    expect_rejected(ctx, f, f->desc, &a, GG_ERROR_INVALID_ARGUMENT, "output args->output overlaps input args->residual");
+    expect_rejected(ctx, f, f->desc, &a, GG_ERROR_INVALID_ARGUMENT,
+                    "output args->output overlaps input args->residual");
     destroy_ctx(ctx);
 }
 
