@@ -123,6 +123,10 @@ static int keep_unsplit(gg_matmul *mm, cublasLtMatmulHeuristicResult_t *results,
     return kept > 0 ? kept : found;
 }
 
+/* Which of the epilogue's pointers it reads or writes (gg_gemm_shape.epilogue). */
+static int epilogue_has_bias(int e) { return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS; }
+static int epilogue_has_aux(int e) { return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS; }
+
 void gg_gemm_types_for(gg_precision precision, cudaDataType_t *ab_type, cublasComputeType_t *compute) {
     *ab_type = precision == GG_PRECISION_FP16 ? CUDA_R_16F : CUDA_R_32F;
     *compute = precision == GG_PRECISION_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
@@ -150,12 +154,10 @@ gg_status gg_matmul_plan(gg_ctx *ctx, const gg_gemm_shape *s, gg_matmul *mm) {
                    status, fail);
     if (s->epilogue) {
         const cublasLtEpilogue_t epilogue = (cublasLtEpilogue_t)s->epilogue;
-        const int has_aux = epilogue == CUBLASLT_EPILOGUE_GELU_AUX || epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
-        const int has_bias = epilogue == CUBLASLT_EPILOGUE_BIAS || epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
         GG_CUBLAS_GOTO(
             ctx, cublasLtMatmulDescSetAttribute(mm->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue),
             status, fail);
-        if (has_aux) {
+        if (epilogue_has_aux(s->epilogue)) {
             const int64_t aux_ld = s->ldd; /* the pre-activation is laid out as D */
             GG_CUBLAS_GOTO(ctx,
                            cublasLtMatmulDescSetAttribute(mm->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld,
@@ -166,8 +168,7 @@ gg_status gg_matmul_plan(gg_ctx *ctx, const gg_gemm_shape *s, gg_matmul *mm) {
         /* The heuristic reads the epilogue's pointers for their alignment only: give it the API's guarantee (the
          * runs set the real ones), as the A/B/C/D alignments below. */
         void *aligned = (void *)(uintptr_t)GG_ALIGNMENT;
-        GG_GOTO(gg_matmul_set_epilogue_pointers(ctx, mm, has_bias ? aligned : NULL, has_aux ? aligned : NULL), status,
-                fail);
+        GG_GOTO(gg_matmul_set_epilogue_pointers(ctx, mm, aligned, aligned), status, fail);
     }
     if (s->sm_count_target > 0)
         GG_CUBLAS_GOTO(ctx,
@@ -272,11 +273,11 @@ done:
 
 gg_status gg_matmul_set_epilogue_pointers(gg_ctx *ctx, const gg_matmul *mm, const void *bias, const void *aux) {
     gg_status status = GG_SUCCESS;
-    if (bias)
+    if (bias && epilogue_has_bias(mm->epilogue))
         GG_CUBLAS_GOTO(
             ctx, cublasLtMatmulDescSetAttribute(mm->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias), status,
             done);
-    if (aux)
+    if (aux && epilogue_has_aux(mm->epilogue))
         GG_CUBLAS_GOTO(
             ctx, cublasLtMatmulDescSetAttribute(mm->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux),
             status, done);

@@ -69,8 +69,8 @@ gg_status gg_matmul_run_scaled_in(gg_ctx *ctx, const gg_matmul *mm, const void *
 gg_status gg_matmul_run_epilogue(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, void *D,
                                  const void *bias, void *aux, void *workspace, cudaStream_t stream);
 
-/* Sets the epilogue's bias and aux pointers (NULL: left as they are) on mm's descriptor (autotune's scratch ones, or
- * a run's). */
+/* Sets the epilogue's bias and aux pointers on mm's descriptor (autotune's scratch ones, or a run's): each only when
+ * the epilogue uses it and it is not NULL. */
 gg_status gg_matmul_set_epilogue_pointers(gg_ctx *ctx, const gg_matmul *mm, const void *bias, const void *aux);
 
 /* Whether cuBLASLt accepts algo for mm's descriptors within the context's GEMM workspace and its clusters fit
