@@ -445,7 +445,10 @@ GG_API gg_status gg_ssm_gate_forward(gg_ctx *ctx, const gg_ssm_gate_desc *desc, 
  * shape. Inside a capture (cudaStreamBeginCapture, or a gg_step_add_callback callback) a forward only enqueues, so
  * its shape must have been planned by an earlier forward call outside any capture: otherwise it is refused with
  * GG_ERROR_INVALID_ARGUMENT and nothing is enqueued (a step callback runs at the bucket's token count: run the
- * forward once eagerly at each bucket first). Captured, a forward replays bitwise what the eager call computes. */
+ * forward once eagerly at each bucket first). Captured, a forward replays bitwise what the eager call computes.
+ * Blocks 2 and 3 in FP16 mode convert their operands into the context's scratch memory, which the weight-gradient
+ * work of a step graph's earlier calls may still read while a callback runs: inside step callbacks, run them in FP32
+ * or TF32. */
 
 /* ---------------------------------------------------------------------------------------------------------------
  * Graphs: each block's backward captured once per shape bucket as a CUDA graph and replayed with one launch.
