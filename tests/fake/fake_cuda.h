@@ -32,6 +32,8 @@ typedef enum fake_kind {
 
 extern const char *const fake_kind_names[FAKE_KINDS];
 
+#define FAKE_MAX_EPILOGUES 8
+
 typedef struct fake_state {
     int device_count;      /* what cudaGetDeviceCount reports */
     int fail_get_device;   /* cudaGetDevice fails (the call then stops before planning) */
@@ -63,6 +65,11 @@ typedef struct fake_state {
     _Atomic int streams_busy; /* cudaStreamQuery reports cudaErrorNotReady */
     /* called by cudaMemcpyAsync device -> host with the host buffer (a test plays the other ranks), NULL: none */
     void (*on_copy_to_host)(void *dst, size_t bytes);
+    /* cuBLASLt epilogues: the ones planned (CUBLASLT_MATMUL_DESC_EPILOGUE, in order) and the last bias and aux
+     * pointers set */
+    cublasLtEpilogue_t epilogues[FAKE_MAX_EPILOGUES];
+    int n_epilogues;
+    const void *bias_pointer, *aux_pointer;
 } fake_state;
 
 extern fake_state fake;
