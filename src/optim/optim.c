@@ -110,7 +110,9 @@ static void spans_of(const gg_optim_param *p, span s[3]) {
     s[2] = (span){"param->copy", (uintptr_t)p->copy, p->copy ? (uintptr_t)p->copy + n * 2 : (uintptr_t)p->copy, 1};
 }
 
-static int overlap(const span *a, const span *b) { return a->lo < a->hi && b->lo < b->hi && a->lo < b->hi && b->lo < a->hi; }
+static int overlap(const span *a, const span *b) {
+    return a->lo < a->hi && b->lo < b->hi && a->lo < b->hi && b->lo < a->hi;
+}
 
 static gg_status check_pointer(gg_optim *o, const char *where, const char *name, const void *p, size_t align) {
     if ((uintptr_t)p % align != 0)

@@ -397,7 +397,8 @@ static void found_inf_skips_the_step(void **state) {
             if (memcmp(before[i], m.t[i].hp, 4 * (size_t)m.t[i].s.count) != 0)
                 fail_msg("%s: param %d's weights changed in a skipped step", bad[b].what, i);
             for (int64_t j = 0; m.t[i].c && j < m.t[i].s.count; ++j)
-                if (m.t[i].hc[j] != 0xffff) fail_msg("%s: param %d's copy was written in a skipped step", bad[b].what, i);
+                if (m.t[i].hc[j] != 0xffff)
+                    fail_msg("%s: param %d's copy was written in a skipped step", bad[b].what, i);
             assert_int_equal(steps[i], 1);
             free(before[i]);
         }
