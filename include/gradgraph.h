@@ -773,8 +773,9 @@ GG_API gg_status gg_optim_finalize(gg_optim *opt);
 /* Enqueues one step of every parameter on stream (see above): up to three kernel launches, no allocation, no
  * synchronization, no host state a replay would miss, so it may be captured into a CUDA graph. Returns
  * GG_SUCCESS, GG_ERROR_INVALID_ARGUMENT (NULL or not finalized), GG_ERROR_CUDA (a launch refused before the update
- * was enqueued: nothing changed) or GG_ERROR_PARTIAL (the update's launch refused after the step counts were
- * advanced: they are one ahead of the weights, which are unchanged). */
+ * was enqueued: nothing changed) or GG_ERROR_PARTIAL (the update's launch refused after the launch that advances the
+ * step counts: they advance, unless a gradient is not finite, and the weights, copies and moments stay as they
+ * were). */
 GG_API gg_status gg_optim_step(gg_optim *opt, gg_stream stream);
 
 /* The step of parameters first .. first + count - 1 only: for updates that start as soon as a bucket of gradients
