@@ -3,10 +3,12 @@
  * (block 3, the residual add in a callback) or of gated bf16 layers (blocks 1 and 4), checked against the same
  * layers run as separate eager calls, then timed per step against per-block graphs and eager calls.
  *
- *   model_backward [--small] [--gated] [--layers L] [--hidden D] [--ffn F] [--tokens M] [--precision fp32|tf32|fp16]
+ *   model_backward [--small] [--gated] [--fused-residual] [--layers L] [--hidden D] [--ffn F] [--tokens M] [--precision fp32|tf32|fp16]
  *                  [--side-streams S] [--scratch-slots K] [--sweep S:K,S:K,...] [--rounds R] [--steps N]
- *                  [--json FILE] [--trace FILE]
+ *                  [--json FILE] [--trace FILE] [--gpus N]
  *
+ * --fused-residual: the residual MLPs add the residual's gradient in their dX GEMM (gg_mlp_args.grad_residual)
+ * instead of in a callback (a cuBLAS axpy) after each layer.
  * Defaults: 8 layers, D = 2048, F = 8192, 8192 tokens, fp16 (--small: D = 1024, F = 4096, 2048 tokens), the step's
  * default side streams and scratch slots. --sweep times several step configurations of the same model (K = 0: the
  * default, S + 1 slots), R rounds (default 3) of N steps each, interleaved, the median per configuration; the
@@ -15,11 +17,17 @@
  * records of one replay of the fastest configuration's step and of one per-block-graph step (built with the bench:
  * CUPTI) to FILE, for scripts/plot_step_timeline.py. Exit 0 when every check passes (bitwise in fp32 mode and for the
  * bf16 blocks at the largest bucket, else within 1e-3 of the largest gradient), 1 otherwise, 77 without a GPU.
+ *
+ * --gpus N (N >= 2): the same model data-parallel instead, one thread and one context per GPU (gg_dist_init_threads),
+ * each rank its own inputs: checked (every rank's parameter gradients the mean of the ranks' eager ones, bitwise
+ * equal across ranks) and timed with and without the reduction and the reduction alone, reporting the speedup over
+ * one GPU and the share of the reduction hidden (defined in model_ddp.c; the JSON's "ddp"). 77 with fewer GPUs.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "model_ddp.h"
 #include "step_model.h"
 #ifdef GG_HAVE_TRACE
 #include "cupti_span.h"
@@ -140,9 +148,11 @@ int main(int argc, char **argv) {
     const gg_step_config defaults = GG_STEP_CONFIG_INIT;
     int steps = 20, rounds = 3, sides = defaults.side_streams, slots = defaults.scratch_slots;
     const char *json = NULL, *sweep = NULL, *trace = NULL;
+    int gpus = 0;
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
         if (!strcmp(a, "--small")) c.hidden = 1024, c.ffn = 4096, c.max_tokens = 2048;
+        else if (!strcmp(a, "--fused-residual")) c.fused_residual = 1;
         else if (!strcmp(a, "--gated")) c.gated = 1, c.hidden = 768, c.ffn = 1536, c.precision = GG_PRECISION_BF16;
         else if (!strcmp(a, "--layers")) c.layers = atoi(v), ++i;
         else if (!strcmp(a, "--hidden")) c.hidden = atoll(v), ++i;
@@ -155,6 +165,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--steps")) steps = atoi(v), ++i;
         else if (!strcmp(a, "--json")) json = v, ++i;
         else if (!strcmp(a, "--trace")) trace = v, ++i;
+        else if (!strcmp(a, "--gpus")) gpus = atoi(v), ++i;
         else if (!strcmp(a, "--precision")) {
             c.precision = !strcmp(v, "fp32") ? GG_PRECISION_FP32 : !strcmp(v, "tf32") ? GG_PRECISION_TF32
                                                                                       : GG_PRECISION_FP16;
@@ -176,6 +187,10 @@ int main(int argc, char **argv) {
     if (rounds < 1 || rounds > 16 || steps < 1) {
         fprintf(stderr, "--rounds must be in [1, 16] and --steps at least 1\n");
         return 2;
+    }
+    if (gpus) {
+        if (sweep || trace) fprintf(stderr, "--gpus: --sweep and --trace are ignored (one step configuration)\n");
+        return md_run(&c, gpus, steps, rounds, json);
     }
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
@@ -239,7 +254,7 @@ int main(int argc, char **argv) {
     const double graphs_ms = time_steps(ctx, NULL, m, MODE_BLOCK_GRAPHS, c.max_tokens, steps, s);
     const double eager_ms = time_steps(ctx, NULL, m, MODE_EAGER, c.max_tokens, steps, s);
     const double sol_us = sm_flop(m, c.max_tokens) / 989.4e12 * 1e6;
-    const char *name = c.gated ? "gated_bf16" : "residual_mlp";
+    const char *name = c.gated ? "gated_bf16" : c.fused_residual ? "residual_mlp_fused" : "residual_mlp";
     for (int i = 0; i < n_configs; ++i)
         printf("step graph, %d side streams, %d scratch slots: %.1f us (median of %d rounds of %d steps)%s\n",
                configs[i].sides, configs[i].slots, configs[i].median_ms * 1e3, rounds, steps,
@@ -281,14 +296,14 @@ int main(int argc, char **argv) {
         if (f) {
             fprintf(f,
                     "{\"name\": \"%s\", \"layers\": %d, \"hidden\": %lld, \"ffn\": %lld, \"tokens\": %lld, "
-                    "\"precision\": \"%s\", \"side_streams\": %d, \"scratch_slots\": %d, "
+                    "\"precision\": \"%s\", \"fused_residual\": %s, \"side_streams\": %d, \"scratch_slots\": %d, "
                     "\"graph_launches_per_step\": 1, \"sol_us\": %.2f, "
                     "\"step_us\": {\"gg_step_graph\": %.2f, \"gg_block_graphs\": %.2f, \"gg_eager\": %.2f}, "
                     "\"memory\": {\"scratch_bytes\": %zu, \"slot_bytes\": %zu, \"exec_bytes\": %zu, "
                     "\"own_bytes\": %zu, \"staging_bytes\": 0}, \"rounds\": %d, \"steps_per_round\": %d, "
                     "\"configs\": [",
                     name, c.layers, (long long)c.hidden, (long long)c.ffn, (long long)c.max_tokens,
-                    gg_precision_string(c.precision), configs[best].sides, configs[best].slots, sol_us, step_ms * 1e3,
+                    gg_precision_string(c.precision), c.fused_residual ? "true" : "false", configs[best].sides, configs[best].slots, sol_us, step_ms * 1e3,
                     graphs_ms * 1e3, eager_ms * 1e3, mem->scratch_bytes, mem->slot_bytes, mem->exec_bytes,
                     mem->own_bytes, rounds, steps);
             for (int i = 0; i < n_configs; ++i) {

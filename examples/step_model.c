@@ -34,6 +34,9 @@ struct sm_model {
     } grads[MAX_BUFFERS];
     int n_grads;
     int elem; /* bytes of an element: 4 or 2 */
+    /* the loss's gradient (the first call's grad_output) and a copy that sm_clear restores it from: a padded step
+     * run zeroes its padding rows in place */
+    void *loss_grad, *loss_grad_saved;
 };
 
 static uint32_t next_random(uint32_t *s) {
@@ -97,8 +100,13 @@ int sm_create(gg_ctx *ctx, const sm_config *c, sm_model **out) {
     m->layers = calloc((size_t)c->layers, sizeof *m->layers);
     if (!m->layers || cublasCreate(&m->blas) != CUBLAS_STATUS_SUCCESS) goto fail;
     const int64_t M = c->max_tokens, D = c->hidden, F = c->ffn;
-    const void *above = buffer(m, M, D, 1.0f, 0); /* the loss's gradient */
+    const void *above = m->loss_grad = buffer(m, M, D, 1.0f, 0); /* the loss's gradient */
     if (!above) goto fail;
+    const size_t loss_bytes = (size_t)(M * D) * (size_t)m->elem;
+    if (m->n_buffers == MAX_BUFFERS || cudaMalloc(&m->loss_grad_saved, loss_bytes) != cudaSuccess) goto fail;
+    m->buffers[m->n_buffers++] = m->loss_grad_saved;
+    if (cudaMemcpy(m->loss_grad_saved, m->loss_grad, loss_bytes, cudaMemcpyDeviceToDevice) != cudaSuccess)
+        goto fail;
     for (int l = c->layers - 1; l >= 0; --l) {
         sm_layer *y = &m->layers[l];
         y->model = m;
@@ -114,7 +122,8 @@ int sm_create(gg_ctx *ctx, const sm_config *c, sm_model **out) {
                              buffer(m, F, D, 0, 1),
                              buffer(m, 1, F, 0, 1),
                              buffer(m, D, F, 0, 1),
-                             buffer(m, 1, D, 0, 1)};
+                             buffer(m, 1, D, 0, 1),
+                             c->fused_residual ? above : NULL};
             y->mlp = a;
             above = a.grad_hidden_states;
         } else {
@@ -184,7 +193,7 @@ gg_status sm_use_activations(sm_model *m, int set, gg_step *step) {
         y->mlp.intermediate = y->act[set][1];
         y->mlp.intermediate_activated = y->act[set][2];
         /* the step's calls, last layer first: the MLP, then its callback */
-        const gg_status st = step ? gg_step_set_args(step, 2 * (m->config.layers - 1 - l), &y->mlp) : GG_SUCCESS;
+        const gg_status st = step ? gg_step_set_args(step, (m->config.fused_residual ? 1 : 2) * (m->config.layers - 1 - l), &y->mlp) : GG_SUCCESS;
         if (st != GG_SUCCESS) return st;
     }
     return GG_SUCCESS;
@@ -202,7 +211,7 @@ gg_status sm_add_to_step(sm_model *m, gg_step *step) {
         } else {
             const gg_mlp_desc d = mlp_desc(m, 1, 0);
             st = gg_step_add_mlp(step, &d, &y->mlp);
-            if (st == GG_SUCCESS) st = gg_step_add_callback(step, residual_add, y);
+            if (st == GG_SUCCESS && !m->config.fused_residual) st = gg_step_add_callback(step, residual_add, y);
         }
         if (st != GG_SUCCESS) return st;
     }
@@ -231,7 +240,7 @@ static gg_status run_layer(sm_model *m, sm_layer *y, const gg_graph_config *gc, 
         if (!y->graph[0]) st = gg_mlp_graph_create(m->ctx, &d, gc, &y->graph[0]);
         if (st == GG_SUCCESS) st = gg_mlp_graph_run(y->graph[0], &d, &y->mlp, stream);
     }
-    if (st == GG_SUCCESS) residual_add(y, (gg_stream)stream, tokens);
+    if (st == GG_SUCCESS && !m->config.fused_residual) residual_add(y, (gg_stream)stream, tokens);
     return st;
 }
 
@@ -275,10 +284,26 @@ void *sm_gradients(sm_model *m, int64_t tokens, size_t *bytes, int *elem_bytes) 
     return h;
 }
 
+size_t sm_param_bytes(const sm_model *m) {
+    size_t total = 0;
+    for (int i = 0; i < m->n_grads; ++i)
+        if (!m->grads[i].rows) total += (size_t)m->grads[i].cols * (size_t)m->elem;
+    return total;
+}
+
+int sm_param_grads(const sm_model *m, void **ptrs, size_t *counts, int max) {
+    int n = 0;
+    for (int i = 0; i < m->n_grads && n < max; ++i)
+        if (!m->grads[i].rows) ptrs[n] = m->grads[i].ptr, counts[n++] = (size_t)m->grads[i].cols;
+    return n;
+}
+
 void sm_clear(sm_model *m, int byte) {
     for (int i = 0; i < m->n_grads; ++i)
         cudaMemset(m->grads[i].ptr, byte,
                    (size_t)((m->grads[i].rows ? m->grads[i].rows : 1) * m->grads[i].cols) * (size_t)m->elem);
+    cudaMemcpy(m->loss_grad, m->loss_grad_saved,
+               (size_t)(m->config.max_tokens * m->config.hidden) * (size_t)m->elem, cudaMemcpyDeviceToDevice);
     cudaDeviceSynchronize();
 }
 

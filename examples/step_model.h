@@ -18,6 +18,8 @@ typedef struct sm_config {
     int gated;              /* 0: residual MLPs (hidden, ffn); 1: tanh gate + SSM gate per layer (hidden, ffn = E) */
     int64_t hidden, ffn, max_tokens;
     gg_precision precision; /* the MLPs' */
+    int fused_residual;     /* residual MLPs: the residual's gradient added in each MLP's dX GEMM (args.grad_residual)
+                               instead of by a callback after it */
     unsigned seed;
 } sm_config;
 
@@ -44,7 +46,14 @@ gg_status sm_run_block_graphs(sm_model *m, const gg_graph_config *config, int64_
 /* Every gradient the backward writes (parameter gradients, then the activation gradients of `tokens` rows), copied
  * to the host in one buffer of *bytes (malloc'd; the caller frees it). elem_bytes: 4 (fp32) or 2 (bf16). */
 void *sm_gradients(sm_model *m, int64_t tokens, size_t *bytes, int *elem_bytes);
-/* Sets every gradient buffer to `byte` (bytes), so that a run must write all of them. */
+/* The bytes of the parameter gradients at the start of an sm_gradients buffer (the part data-parallel steps
+ * reduce). */
+size_t sm_param_bytes(const sm_model *m);
+/* The parameter gradients' buffers and element counts (at most max; returns how many): what a data-parallel step
+ * reduces, for timing their reduction alone. */
+int sm_param_grads(const sm_model *m, void **ptrs, size_t *counts, int max);
+/* Sets every gradient buffer to `byte` (bytes), so that a run must write all of them, and restores the loss's
+ * gradient as sm_create made it (a padded step run zeroes its padding rows in place). */
 void sm_clear(sm_model *m, int byte);
 
 /* Largest |a - b| / (max |b| over the buffer) of two sm_gradients buffers, and whether they are bitwise equal. */

@@ -90,7 +90,7 @@ int main(void) {
             desc.tokens = tokens[step];
             desc.accumulate = micro > 0; /* the first micro-batch overwrites, the others add */
             const gg_mlp_args args = {a->grad_output, a->hidden_states, w1, w2, a->intermediate,
-                                      a->intermediate_activated, a->grad_hidden_states, dw1, db1, dw2, db2};
+                                      a->intermediate_activated, a->grad_hidden_states, dw1, db1, dw2, db2, NULL};
             CHECK(ctx, gg_mlp_graph_run(graph, &desc, &args, stream));
         }
         cudaEventRecord(stop, stream);
@@ -113,7 +113,7 @@ int main(void) {
         desc.tokens = tokens[STEPS - 1];
         desc.accumulate = micro > 0;
         const gg_mlp_args args = {a->grad_output, a->hidden_states, w1, w2, a->intermediate,
-                                  a->intermediate_activated, a->grad_hidden_states, dw1, db1, dw2, db2};
+                                  a->intermediate_activated, a->grad_hidden_states, dw1, db1, dw2, db2, NULL};
         CHECK(ctx, gg_mlp_backward(ctx, &desc, &args, stream));
     }
     cudaStreamSynchronize(stream);

@@ -12,6 +12,10 @@
  *              everything at the end. The exec is updated in place or instantiated (gg_exec_install).
  *   device:    one graph: graph.c's selection kernel and SWITCH node (gg_switch_graph_build), each branch a bucket's
  *              whole step with its padding rows zeroed from M in device memory
+ *   reduce:    a syncing step (a communicator at finalize) packs the parameter gradients into buckets at finalize
+ *              (src/ddp/step_layout.c) and agrees with the other ranks; in the capture, right after the call that
+ *              produces a bucket's last gradient, the bucket goes to the communication stream (src/ddp/step_reduce.c),
+ *              joined once at the end
  */
 #include "step.h"
 
@@ -24,10 +28,11 @@
 #include "buckets.h"
 #include "graph.h"
 #include "kernels/gg_kernels.h"
+#include "step_reduce.h"
 
-enum { KEY_ACCUMULATE = 1, KEY_PADDED = 2, KEY_DEVICE = 4 };
+enum { KEY_ACCUMULATE = 1, KEY_PADDED = 2, KEY_DEVICE = 4, KEY_SYNC = 8 };
 
-typedef enum { OP_BLOCK, OP_CALLBACK } op_kind;
+typedef enum { OP_BLOCK, OP_CALLBACK, OP_REDUCE } op_kind;
 
 typedef struct step_op {
     op_kind kind;
@@ -35,6 +40,9 @@ typedef struct step_op {
     int block;          /* OP_BLOCK: its index among the block calls (slot block % K, side stream block % S) */
     gg_step_callback_fn fn;
     void *user;
+    void *grad;        /* OP_REDUCE: count elements of elem_bytes */
+    size_t count;
+    int elem_bytes;
     cudaEvent_t ev_join, ev_aux_join; /* the ends of its deferred branches */
     unsigned deferred;                /* while capturing: GG_DEFERRED_* of its enqueue */
     int joined;                       /* while capturing: the main stream waits for its deferred work already */
@@ -62,6 +70,14 @@ struct gg_step {
     int64_t *device_buckets;    /* the bucket sizes, for the device-side selection */
     unsigned *device_errors;    /* device-selected runs that found no bucket */
     gg_ctx_hook hook;
+    /* reduction across ranks (finalized with a communicator and config.sync_gradients) */
+    int reduces;             /* the step has a layout and reduces on runs with sync_on */
+    int sync_on;             /* gg_step_set_sync: 1 (default) or 0 */
+    int holds_nccl;          /* an exec captured NCCL work (counted in gg_dist_graph_holds) */
+    const void *comm;        /* the communicator finalize agreed on */
+    gg_reduce_grad *grads;   /* every gradient to reduce, in production order (pointers refreshed at capture) */
+    int n_grads;
+    gg_reduce_layout layout;
 };
 
 /* ---- life cycle ---- */
@@ -96,6 +112,9 @@ void gg_step_destroy(gg_step *s) {
         for (int b = 0; b < GG_MAX_BUCKETS; ++b) gg_exec_cache_free(&s->execs[b]);
         gg_exec_cache_free(&s->device_execs);
     }
+    if (s->holds_nccl) gg_dist_graph_released(s->ctx);
+    gg_reduce_layout_free(&s->layout);
+    free(s->grads);
     gg_ptrset_free(&s->ptrsets);
     free(s->ptrset_row);
     gg_ctx_hook_remove(s->ctx, &s->hook);
@@ -105,10 +124,27 @@ void gg_step_destroy(gg_step *s) {
 
 static void destroy_hook(void *s) { gg_step_destroy(s); }
 
+/* The caller's config as this library's: a version-1 struct (built against an older header, without
+ * sync_gradients) gets the later fields' values that keep its meaning (sync_gradients 0: such steps never reduced). */
+static gg_status read_config(gg_ctx *ctx, const gg_step_config *in, gg_step_config *out) {
+    const size_t v1_size = offsetof(gg_step_config, sync_gradients);
+    const gg_step_config defaults = GG_STEP_CONFIG_INIT;
+    *out = defaults;
+    if (in->version == 1 && in->struct_size == v1_size) {
+        memcpy(out, in, v1_size);
+        out->struct_size = sizeof *out;
+        out->version = GG_STEP_CONFIG_VERSION;
+        out->sync_gradients = 0;
+        return GG_SUCCESS;
+    }
+    GG_TRY(gg_check_config_version(ctx, "gg_step_create", in->struct_size, sizeof(gg_step_config), in->version,
+                                   GG_STEP_CONFIG_VERSION, "GG_STEP_CONFIG_INIT"));
+    *out = *in;
+    return GG_SUCCESS;
+}
+
 static gg_status check_config(gg_ctx *ctx, const gg_step_config *c) {
     const char *fn = "gg_step_create";
-    GG_TRY(gg_check_config_version(ctx, fn, c->struct_size, sizeof(gg_step_config), c->version,
-                                   GG_STEP_CONFIG_VERSION, "GG_STEP_CONFIG_INIT"));
     if (c->execs_per_bucket < 1 || c->execs_per_bucket > 64)
         return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: config->execs_per_bucket = %d is not in [1, 64]", fn,
                        c->execs_per_bucket);
@@ -120,13 +156,18 @@ static gg_status check_config(gg_ctx *ctx, const gg_step_config *c) {
         return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
                        "%s: config->scratch_slots = %d is not in [0, %d] (GG_STEP_MAX_SCRATCH_SLOTS; 0: the default)",
                        fn, c->scratch_slots, GG_STEP_MAX_SCRATCH_SLOTS);
+    if (c->sync_gradients != 0 && c->sync_gradients != 1)
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: config->sync_gradients = %d is not 0 or 1", fn,
+                       c->sync_gradients);
     return GG_SUCCESS;
 }
 
 static gg_status step_create(gg_ctx *ctx, const gg_step_config *config, gg_step **out) {
     if (!out) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "gg_step_create: out is NULL");
     const gg_step_config defaults = GG_STEP_CONFIG_INIT;
-    if (!config) config = &defaults;
+    gg_step_config read;
+    GG_TRY(read_config(ctx, config ? config : &defaults, &read));
+    config = &read;
     GG_TRY(check_config(ctx, config));
     /* the bucket policy is gg_graph_config's: one expansion, one set of messages */
     gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
@@ -144,6 +185,7 @@ static gg_status step_create(gg_ctx *ctx, const gg_step_config *config, gg_step 
     if (!s) return gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "gg_step_create: out of host memory");
     s->ctx = ctx;
     s->config = *config;
+    s->sync_on = 1;
     s->n_buckets = n;
     memcpy(s->buckets, buckets, sizeof(int64_t) * (size_t)n);
     s->sides = ctx->config.overlap == GG_OVERLAP_NEVER ? 0 : config->side_streams;
@@ -240,6 +282,42 @@ gg_status gg_step_add_callback(gg_step *s, gg_step_callback_fn fn, void *user) {
     return status;
 }
 
+static gg_status add_reduce(gg_step *s, void *grad, size_t count, int bf16) {
+    const char *fn = "gg_step_add_reduce";
+    GG_TRY(check_open(s, fn));
+    const size_t elem = bf16 ? 2 : 4;
+    if (!grad) return gg_fail(s->ctx, GG_ERROR_INVALID_ARGUMENT, "%s (call %d): grad is NULL", fn, s->n_ops);
+    if (count == 0) return gg_fail(s->ctx, GG_ERROR_INVALID_ARGUMENT, "%s (call %d): count is 0", fn, s->n_ops);
+    if (count > (SIZE_MAX - (uintptr_t)grad) / elem)
+        return gg_fail(s->ctx, GG_ERROR_INVALID_ARGUMENT,
+                       "%s (call %d): count = %zu elements of %zu bytes run past the address space", fn, s->n_ops,
+                       count, elem);
+    if ((uintptr_t)grad % elem)
+        return gg_fail(s->ctx, GG_ERROR_MISALIGNED, "%s (call %d): grad (%p) is not aligned to its %zu-byte elements",
+                       fn, s->n_ops, grad, elem);
+    const step_op op = {.kind = OP_REDUCE, .grad = grad, .count = count, .elem_bytes = (int)elem};
+    return append(s, fn, &op);
+}
+
+gg_status gg_step_add_reduce(gg_step *s, void *grad, size_t count, int bf16) {
+    if (!s) return check_open(s, "gg_step_add_reduce");
+    GG_TRY(gg_ctx_claim(s->ctx, "gg_step_add_reduce"));
+    const gg_status status = add_reduce(s, grad, count, bf16);
+    gg_ctx_release(s->ctx);
+    return status;
+}
+
+gg_status gg_step_set_sync(gg_step *s, int sync) {
+    const char *fn = "gg_step_set_sync";
+    if (!s) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: step is NULL", fn);
+    if (sync != 0 && sync != 1)
+        return gg_fail(s->ctx, GG_ERROR_INVALID_ARGUMENT, "%s: sync = %d is not 0 or 1", fn, sync);
+    GG_TRY(gg_ctx_claim(s->ctx, fn));
+    s->sync_on = sync;
+    gg_ctx_release(s->ctx);
+    return GG_SUCCESS;
+}
+
 int gg_step_call_count(const gg_step *s) { return s ? s->n_ops : 0; }
 
 /* ---- the chain's rules ---- */
@@ -298,6 +376,150 @@ static int hazard(const gg_block_call *a, const gg_block_call *b) {
             if (!a->info->tensors[i].is_output && b->info->tensors[j].is_output) return 1;
         }
     return 0;
+}
+
+/* ---- the reduction across ranks ---- */
+
+/* Whether [p, p + n) and [q, q + m) share a byte. */
+static int bytes_overlap(const void *p, size_t n, const void *q, size_t m) {
+    const uintptr_t a = (uintptr_t)p, b = (uintptr_t)q;
+    return a < b + m && b < a + n;
+}
+
+/* gg_step_add_reduce's entries must not overlap a block call's parameter gradient or each other (each would be
+ * reduced twice, by collectives that race). */
+static gg_status check_reduce_entries(gg_step *s, const char *fn) {
+    for (int r = 0; r < s->n_ops; ++r) {
+        const step_op *e = &s->ops[r];
+        if (e->kind != OP_REDUCE) continue;
+        const size_t bytes = e->count * (size_t)e->elem_bytes;
+        for (int i = 0; i < s->n_ops; ++i) {
+            const step_op *o = &s->ops[i];
+            if (o->kind == OP_REDUCE && i < r &&
+                bytes_overlap(e->grad, bytes, o->grad, o->count * (size_t)o->elem_bytes))
+                return gg_fail(s->ctx, GG_ERROR_INVALID_ARGUMENT,
+                               "%s: call %d's gg_step_add_reduce buffer overlaps call %d's: it would be reduced twice",
+                               fn, r, i);
+            if (o->kind != OP_BLOCK) continue;
+            for (int t = 0; t < o->call.info->n_tensors; ++t)
+                if (is_param(&o->call, t) && gg_tensor_used(&o->call, t) &&
+                    bytes_overlap(e->grad, bytes, o->call.t[t], gg_tensor_bytes(&o->call, t)))
+                    return gg_fail(s->ctx, GG_ERROR_INVALID_ARGUMENT,
+                                   "%s: call %d's gg_step_add_reduce buffer overlaps call %d's parameter gradient "
+                                   "args->%s, which the step reduces already",
+                                   fn, r, i, o->call.info->tensors[t].name);
+        }
+    }
+    return GG_SUCCESS;
+}
+
+/* Every gradient the step reduces, in production order (block calls' parameter gradients in table order, then
+ * where they were added, the caller's entries); grads NULL: only counts them. */
+static int list_grads(const gg_step *s, gg_reduce_grad *grads) {
+    int n = 0;
+    for (int i = 0; i < s->n_ops; ++i) {
+        const step_op *o = &s->ops[i];
+        if (o->kind == OP_REDUCE) {
+            if (grads) grads[n] = (gg_reduce_grad){o->grad, o->count, o->elem_bytes, i};
+            ++n;
+        }
+        if (o->kind != OP_BLOCK) continue;
+        for (int t = 0; t < o->call.info->n_tensors; ++t) {
+            if (!is_param(&o->call, t) || !gg_tensor_used(&o->call, t)) continue;
+            if (grads)
+                grads[n] = (gg_reduce_grad){o->call.t[t], gg_tensor_elems(&o->call, t),
+                                            o->call.info->tensors[t].elem_bytes, i};
+            ++n;
+        }
+    }
+    return n;
+}
+
+/* What must be equal on every rank: the calls (kinds, blocks, dims, precisions, reduce entries), the buckets, the
+ * reduction's layout and the communicator's settings. Pointers differ between ranks and are left out. */
+static uint64_t fingerprint(const gg_step *s) {
+    uint64_t h = GG_FINGERPRINT_INIT;
+    const gg_dist_config *dc = &s->ctx->dist->config;
+    const uint64_t head[6] = {(uint64_t)s->n_ops, (uint64_t)s->n_buckets, (uint64_t)dc->op, (uint64_t)dc->sync,
+                              dc->bucket_bytes, (uint64_t)s->ctx->dist->size};
+    gg_fingerprint_add(&h, head, sizeof head);
+    gg_fingerprint_add(&h, s->buckets, sizeof(int64_t) * (size_t)s->n_buckets);
+    for (int i = 0; i < s->n_ops; ++i) {
+        const step_op *o = &s->ops[i];
+        uint64_t v[6] = {(uint64_t)o->kind, 0, 0, 0, 0, 0};
+        if (o->kind == OP_BLOCK) {
+            v[1] = (uint64_t)o->call.info->kind, v[2] = (uint64_t)o->call.dim0, v[3] = (uint64_t)o->call.dim1;
+            v[4] = (uint64_t)o->call.precision, v[5] = (uint64_t)o->call.use_silu_gate;
+        } else if (o->kind == OP_REDUCE) {
+            v[1] = o->count, v[2] = (uint64_t)o->elem_bytes;
+        }
+        gg_fingerprint_add(&h, v, sizeof v);
+    }
+    gg_fingerprint_layout(&h, &s->layout);
+    return h;
+}
+
+/* The host half of a syncing step's finalize: the shape rules of the context's sync, the gradients and their
+ * layout. */
+static gg_status make_layout(gg_step *s, const char *fn) {
+    gg_ctx *ctx = s->ctx;
+    const int whole = ctx->dist->config.sync == GG_SYNC_REDUCE_SCATTER;
+    for (int i = 0; i < s->n_ops; ++i) {
+        const step_op *o = &s->ops[i];
+        char where[96];
+        snprintf(where, sizeof where, "%s (call %d)", fn, i);
+        if (o->kind == OP_BLOCK) GG_TRY(gg_dist_check_shape(ctx, where, &o->call));
+        if (o->kind == OP_REDUCE && whole && o->count % (size_t)ctx->dist->size)
+            return gg_fail(ctx, GG_ERROR_UNSUPPORTED,
+                           "%s: count = %zu is not divisible by the %d ranks: reduce-scatter cannot shard it", where,
+                           o->count, ctx->dist->size);
+    }
+    s->n_grads = list_grads(s, NULL);
+    s->grads = calloc((size_t)(s->n_grads ? s->n_grads : 1), sizeof *s->grads);
+    if (!s->grads) return gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    list_grads(s, s->grads);
+    if (gg_reduce_layout_make(s->grads, s->n_grads, ctx->dist->config.bucket_bytes, whole, &s->layout) != 0)
+        return gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "%s: out of host memory (the reduction's buckets)", fn);
+    return GG_SUCCESS;
+}
+
+static void drop_layout(gg_step *s) {
+    gg_reduce_layout_free(&s->layout);
+    free(s->grads);
+    s->grads = NULL;
+    s->n_grads = 0;
+}
+
+/* Every rank adopts rank 0's GEMM algorithms for the step's plans (each plan once), in agreements of at most
+ * GG_DIST_MAX_AGREE_PLANS. made 0: this rank failed to make them (one agreement, so the others fail too). */
+static gg_status agree_plans(gg_step *s, const char *fn, int made) {
+    gg_ctx *ctx = s->ctx;
+    if (!made) return gg_dist_agree_algorithms(ctx, fn, NULL, 0, NULL);
+    const size_t cap = (size_t)s->n_blocks * (size_t)s->n_buckets;
+    gg_block_plan **plans = malloc(cap * sizeof *plans);
+    int n = 0;
+    gg_status status = plans ? GG_SUCCESS : gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    for (int b = 0; b < s->n_buckets && status == GG_SUCCESS; ++b)
+        for (int i = 0; i < s->n_ops && status == GG_SUCCESS; ++i) {
+            if (s->ops[i].kind != OP_BLOCK) continue;
+            gg_block_call c = s->ops[i].call;
+            c.tokens = s->buckets[b];
+            gg_block_plan *plan = NULL;
+            status = gg_block_plan_for(ctx, &c, &plan); /* made by make_device_state: a lookup */
+            int seen = 0;
+            for (int k = 0; k < n && !seen; ++k) seen = plans[k] == plan;
+            if (status == GG_SUCCESS && !seen) plans[n++] = plan;
+        }
+    if (status != GG_SUCCESS) {
+        (void)gg_dist_agree_algorithms(ctx, fn, NULL, 0, NULL);
+        free(plans);
+        return status;
+    }
+    for (int at = 0; at < n && status == GG_SUCCESS; at += GG_DIST_MAX_AGREE_PLANS)
+        status = gg_dist_agree_algorithms(ctx, fn, plans + at,
+                                          n - at < GG_DIST_MAX_AGREE_PLANS ? n - at : GG_DIST_MAX_AGREE_PLANS, NULL);
+    free(plans);
+    return status;
 }
 
 /* ---- finalize ---- */
@@ -383,20 +605,47 @@ static gg_status finalize(gg_step *s, const char *fn) {
     if (s->n_blocks == 0)
         return gg_fail(s->ctx, GG_ERROR_INVALID_ARGUMENT, "%s: the step has no block call (add one with "
                                                           "gg_step_add_<block>)", fn);
-    for (int i = 0; i < s->n_ops; ++i)
-        if (s->ops[i].kind == OP_BLOCK) GG_TRY(check_against_earlier(s, fn, i));
+    gg_ctx *ctx = s->ctx;
+    const int syncs = s->config.sync_gradients && ctx->dist;
+    gg_status status = GG_SUCCESS;
+    for (int i = 0; i < s->n_ops && status == GG_SUCCESS; ++i)
+        if (s->ops[i].kind == OP_BLOCK) status = check_against_earlier(s, fn, i);
+    if (status == GG_SUCCESS) status = check_reduce_entries(s, fn);
+    if (status == GG_SUCCESS && syncs) status = make_layout(s, fn);
+    if (syncs) { /* collective: every rank's checks passed, and the ranks built the same step */
+        const gg_status agreed = gg_dist_step_agree(ctx, fn, status == GG_SUCCESS, status == GG_SUCCESS ?
+                                                    fingerprint(s) : 0);
+        if (status == GG_SUCCESS) status = agreed;
+    }
+    if (status != GG_SUCCESS) {
+        drop_layout(s); /* the step stays open */
+        return status;
+    }
     /* from here on the device is touched: a failure leaves a step that can only be destroyed */
     s->finalized = -1;
-    GG_TRY(make_ptrsets(s, fn));
+    status = make_ptrsets(s, fn);
     int saved = 0;
-    GG_TRY(gg_device_enter(s->ctx, &saved));
-    const gg_status status = make_device_state(s);
-    gg_device_leave(s->ctx, saved);
+    if (status == GG_SUCCESS) status = gg_device_enter(ctx, &saved);
+    if (status == GG_SUCCESS) {
+        status = make_device_state(s);
+        if (syncs) {
+            const gg_status agreed = agree_plans(s, fn, status == GG_SUCCESS);
+            if (status == GG_SUCCESS) status = agreed;
+        }
+        gg_device_leave(ctx, saved);
+    } else if (syncs) {
+        (void)gg_dist_agree_algorithms(ctx, fn, NULL, 0, NULL); /* the other ranks must not wait for this one */
+    }
     if (status != GG_SUCCESS) return status;
     s->finalized = 1;
-    gg_log(s->ctx, GG_LOG_INFO, "%s: %d calls (%d blocks), %d buckets up to %lld tokens, %d side streams, %d scratch "
-                                "slots of %zu MiB", fn, s->n_ops, s->n_blocks, s->n_buckets,
+    s->reduces = syncs;
+    s->comm = syncs ? ctx->dist->comm : NULL;
+    gg_log(ctx, GG_LOG_INFO, "%s: %d calls (%d blocks), %d buckets up to %lld tokens, %d side streams, %d scratch "
+                             "slots of %zu MiB", fn, s->n_ops, s->n_blocks, s->n_buckets,
            (long long)max_tokens(s), s->sides, s->slots, s->slot_bytes >> 20);
+    if (syncs)
+        gg_log(ctx, GG_LOG_INFO, "%s: rank %d of %d reduces %d gradients in %d buckets of at most %zu bytes", fn,
+               ctx->dist->rank, ctx->dist->size, s->n_grads, s->layout.n_buckets, ctx->dist->config.bucket_bytes);
     return GG_SUCCESS;
 }
 
@@ -453,16 +702,34 @@ static gg_status zero_padding(gg_ctx *ctx, const gg_block_call *c, int64_t token
     return GG_SUCCESS;
 }
 
+/* The buckets whose last gradient call i produced (*next: the first bucket not launched yet) go to the
+ * communication stream, after call i's work on main and its deferred weight-gradient branches. */
+static gg_status launch_ready(gg_step *s, int i, cudaStream_t main, int *next, int *forked) {
+    const step_op *op = &s->ops[i];
+    cudaEvent_t events[2];
+    int n = 0;
+    if (op->kind == OP_BLOCK && (op->deferred & GG_DEFERRED_SIDE)) events[n++] = op->ev_join;
+    if (op->kind == OP_BLOCK && (op->deferred & GG_DEFERRED_AUX)) events[n++] = op->ev_aux_join;
+    for (; *next < s->layout.n_buckets && s->layout.buckets[*next].ready == i; ++*next) {
+        *forked = 1;
+        GG_TRY(gg_dist_step_bucket(s->ctx, &s->layout, s->grads, *next, main, events, n));
+    }
+    return GG_SUCCESS;
+}
+
 /* Enqueues the whole backward at `bucket` rows on main (capturing); the real rows are tokens, or with device_rows
- * the M the GPU reads there. */
+ * the M the GPU reads there; sync: the gradients are reduced across the ranks as they are final. */
 static gg_status enqueue_step(gg_step *s, int64_t tokens, const int64_t *device_rows, int64_t bucket, int accumulate,
-                              cudaStream_t main) {
+                              int sync, cudaStream_t main) {
     gg_ctx *ctx = s->ctx;
     gg_status status = GG_SUCCESS;
-    int first_block = 1;
+    int first_block = 1, next_bucket = 0, forked = 0;
+    if (sync) list_grads(s, s->grads); /* the pointers as they are now (gg_step_set_args) */
     for (int i = 0; i < s->n_ops; ++i) s->ops[i].deferred = 0, s->ops[i].joined = 0;
     for (int i = 0; i < s->n_ops && status == GG_SUCCESS; ++i) {
         step_op *op = &s->ops[i];
+        if (sync && op->kind == OP_REDUCE) status = launch_ready(s, i, main, &next_bucket, &forked);
+        if (op->kind == OP_REDUCE) continue; /* final on main here: launched above */
         if (op->kind == OP_CALLBACK) {
             op->fn(op->user, (gg_stream)main, bucket);
             enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
@@ -493,6 +760,11 @@ static gg_status enqueue_step(gg_step *s, int64_t tokens, const int64_t *device_
         nvtxRangePushA(c.info->fn);
         status = c.info->enqueue(ctx, plan, &c, main);
         nvtxRangePop();
+        if (status == GG_SUCCESS && sync) status = launch_ready(s, i, main, &next_bucket, &forked);
+    }
+    if (forked) { /* the communication stream rejoins main, on every path */
+        const gg_status joined = gg_dist_step_join(ctx, main);
+        if (status == GG_SUCCESS) status = joined;
     }
     /* every forked stream rejoins main, or the capture could not end */
     for (int i = 0; i < s->n_ops; ++i) {
@@ -508,18 +780,18 @@ typedef struct step_body {
     int64_t tokens;
     const int64_t *device_rows;
     int64_t bucket;
-    int accumulate;
+    int accumulate, sync;
 } step_body;
 
 static gg_status enqueue_step_body(void *user, cudaStream_t stream) {
     const step_body *d = user;
-    return enqueue_step(d->s, d->tokens, d->device_rows, d->bucket, d->accumulate, stream);
+    return enqueue_step(d->s, d->tokens, d->device_rows, d->bucket, d->accumulate, d->sync, stream);
 }
 
 /* Captures bucket b's step into *graph (gg_capture: a new graph, or a SWITCH node's body). */
-static gg_status capture(gg_step *s, int64_t tokens, const int64_t *device_rows, int b, int accumulate,
+static gg_status capture(gg_step *s, int64_t tokens, const int64_t *device_rows, int b, int accumulate, int sync,
                          cudaGraph_t *graph) {
-    step_body d = {s, tokens, device_rows, s->buckets[b], accumulate};
+    step_body d = {s, tokens, device_rows, s->buckets[b], accumulate, sync};
     return gg_capture(s->ctx, enqueue_step_body, &d, graph);
 }
 
@@ -531,7 +803,7 @@ typedef struct device_branch {
 
 static gg_status capture_branch(void *user, int b, cudaGraph_t body) {
     const device_branch *d = user;
-    return capture(d->s, 0, d->device_tokens, b, d->accumulate, &body);
+    return capture(d->s, 0, d->device_tokens, b, d->accumulate, 0, &body); /* never syncs: run_device refuses */
 }
 
 /* ---- run ---- */
@@ -542,9 +814,16 @@ static gg_status replay(gg_step *s, const char *fn, gg_exec_cache *cache, const 
                         int64_t tokens, const int64_t *device_tokens, int accumulate, gg_stream stream) {
     gg_ctx *ctx = s->ctx;
     int saved = 0;
+    const int sync = (key->flags & KEY_SYNC) != 0;
     GG_TRY(gg_device_enter(ctx, &saved));
+    /* A syncing run holds the communicator from here to its launch, as a per-block graph's replay: it is never
+     * aborted under the capture or between the check and the launch of a graph whose NCCL kernels use it. */
+    gg_status status = sync ? gg_dist_enter(ctx, fn) : GG_SUCCESS;
+    if (status != GG_SUCCESS) {
+        gg_device_leave(ctx, saved);
+        return status;
+    }
     nvtxRangePushA(fn);
-    gg_status status = GG_SUCCESS;
     gg_exec_entry *e = gg_exec_cache_find(cache, key, ctx->scratch_generation);
     if (!e) {
         cudaGraph_t graph = NULL;
@@ -555,9 +834,13 @@ static gg_status replay(gg_step *s, const char *fn, gg_exec_cache *cache, const 
             status = gg_switch_graph_build(ctx, device_tokens, s->device_buckets, s->n_buckets, max_tokens(s),
                                            s->device_errors, capture_branch, &d, &graph);
         } else if (status == GG_SUCCESS) {
-            status = capture(s, tokens, NULL, b, accumulate, &graph);
+            status = capture(s, tokens, NULL, b, accumulate, sync, &graph);
         }
         if (status == GG_SUCCESS) status = gg_exec_install(ctx, cache, key, graph, &e);
+        if (status == GG_SUCCESS && sync && !s->holds_nccl) {
+            s->holds_nccl = 1; /* gg_dist_detach refuses until the step is destroyed */
+            gg_dist_graph_holds(ctx);
+        }
         if (status == GG_SUCCESS)
             gg_log(ctx, GG_LOG_DEBUG, "%s: captured %s (pointer set %llu, accumulate %d%s)", fn,
                    device_tokens ? "every bucket, device-selected" : "a bucket", (unsigned long long)
@@ -566,10 +849,23 @@ static gg_status replay(gg_step *s, const char *fn, gg_exec_cache *cache, const 
     if (status == GG_SUCCESS) {
         const cudaError_t err = cudaGraphLaunch((cudaGraphExec_t)e->exec, (cudaStream_t)stream);
         if (err != cudaSuccess) status = gg_fail_cuda(ctx, err, "cudaGraphLaunch");
+        else if (sync) gg_dist_replay_launched(ctx, (cudaStream_t)stream); /* the watchdog's from now */
     }
     nvtxRangePop();
+    if (sync) gg_dist_leave(ctx);
     gg_device_leave(ctx, saved);
     return status;
+}
+
+/* A syncing run needs the communicator the ranks agreed on at finalize, without an asynchronous error. */
+static gg_status check_comm(gg_step *s, const char *fn) {
+    gg_ctx *ctx = s->ctx;
+    if (!ctx->dist || ctx->dist->comm != s->comm)
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
+                       "%s: the step reduces gradients, but the communicator it was finalized with is gone (detached "
+                       "or aborted): make a new step, or gg_step_set_sync(step, 0) for local gradients",
+                       fn);
+    return gg_dist_check(ctx); /* an asynchronous NCCL error: aborted, nothing enqueued */
 }
 
 static gg_status step_run(gg_step *s, const char *fn, int64_t tokens, int accumulate, gg_stream stream) {
@@ -590,11 +886,13 @@ static gg_status step_run(gg_step *s, const char *fn, int64_t tokens, int accumu
         return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
                        "%s: tokens = %lld is not a bucket (next: %lld) and config->allow_padding is 0", fn,
                        (long long)tokens, (long long)s->buckets[b]);
+    const int sync = s->reduces && s->sync_on;
+    if (sync) GG_TRY(check_comm(s, fn));
     gg_exec_key key;
     memset(&key, 0, sizeof key);
     key.ptr[0] = (const void *)(uintptr_t)pointer_set(s);
     key.tokens = tokens;
-    key.flags = (accumulate ? KEY_ACCUMULATE : 0) | (padded ? KEY_PADDED : 0);
+    key.flags = (accumulate ? KEY_ACCUMULATE : 0) | (padded ? KEY_PADDED : 0) | (sync ? KEY_SYNC : 0);
     return replay(s, fn, &s->execs[b], &key, b, tokens, NULL, accumulate != 0, stream);
 }
 
@@ -617,6 +915,12 @@ static gg_status step_run_device(gg_step *s, const char *fn, const int64_t *devi
     if ((uintptr_t)device_tokens % sizeof(int64_t) != 0)
         return gg_fail(ctx, GG_ERROR_MISALIGNED, "%s: device_tokens (%p) is not 8-byte aligned", fn,
                        (const void *)device_tokens);
+    if (s->reduces && s->sync_on)
+        return gg_fail(ctx, GG_ERROR_UNSUPPORTED,
+                       "%s: the step reduces gradients across ranks, and NCCL cannot run inside the conditional node "
+                       "that selects the bucket: use gg_step_run, or gg_step_set_sync(step, 0) and reduce after the "
+                       "run (gg_dist_reduce)",
+                       fn);
     gg_exec_key key;
     memset(&key, 0, sizeof key);
     key.ptr[0] = (const void *)(uintptr_t)pointer_set(s);
@@ -663,9 +967,9 @@ static gg_status set_args(gg_step *s, const char *fn, int index, const void *arg
     const gg_block_call old = op->call;
     op->call = c;
     /* the chain's rules against every other call */
-    for (int i = 0; i < s->n_ops; ++i) {
-        if (s->ops[i].kind != OP_BLOCK) continue;
-        const gg_status st = check_against_earlier(s, fn, i);
+    for (int i = 0; i <= s->n_ops; ++i) {
+        if (i < s->n_ops && s->ops[i].kind != OP_BLOCK) continue;
+        const gg_status st = i < s->n_ops ? check_against_earlier(s, fn, i) : check_reduce_entries(s, fn);
         if (st != GG_SUCCESS) {
             op->call = old;
             return st;

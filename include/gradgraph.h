@@ -213,10 +213,11 @@ GG_API size_t gg_ctx_device_bytes(const gg_ctx *ctx);
  * touch). gradgraph sets a word of the context in device memory whenever an fp16 operand it makes holds a value
  * past ±65504, an Inf or a NaN: the conversions of grad_output, hidden_states, the weights and the activations, and
  * R = G * gelu'(x) written in fp16 (so an fp16 G that overflowed in its GEMM is caught there, as are Inf or NaN
- * already in the inputs). Loss of small values to subnormals or 0 is not flagged. The word stays set until cleared:
- * like AMP's found_inf, check it after a step and skip the update (and lower the loss scale) when it is set. The
- * weights that fp16 mode's few-token route rounds inside gradgraph's own GEMM (H100/H200, up to 1024 tokens) are not
- * checked; the other precision modes never set it. */
+ * already in the inputs), and the fp16 operands of the forwards (hidden_states, the weights, the activation). Loss
+ * of small values to subnormals or 0 is not flagged. The word stays set until cleared: like AMP's found_inf, check
+ * it after a step and skip the update (and lower the loss scale) when it is set. The weights that fp16 mode's
+ * few-token route rounds inside gradgraph's own GEMM (H100/H200, up to 1024 tokens) are not checked; the other
+ * precision modes never set it. */
 
 /* The device address of ctx's overflow word (an unsigned, nonzero once set), for kernels of your own, e.g. an
  * optimizer inside a CUDA graph that skips its update when it is set (and clears it). Valid until gg_ctx_destroy. */
@@ -262,10 +263,31 @@ typedef struct gg_tanh_gate_args {
 GG_API gg_status gg_tanh_gate_backward(gg_ctx *ctx, const gg_tanh_gate_desc *desc, const gg_tanh_gate_args *args,
                                        gg_stream stream);
 
+/* Block 1's forward: output = residual + tanh(gate) * hidden_states * mask, rounded as a bf16 framework evaluates
+ * it from left to right, with t = tanh(gate) in fp32 as in the backward:
+ *      output [M,H] = bf16(residual + bf16(bf16(t * hidden_states) * mask))
+ * The backward reads only this forward's inputs (gate, hidden_states, mask), so output is all it writes. desc is
+ * the backward's (accumulate is ignored). Forward calls follow the rules under "Forward passes" below. */
+typedef struct gg_tanh_gate_fwd_args {
+    const void *residual;      /* bf16 [M,H] */
+    const void *gate;          /* bf16 scalar (one element) */
+    const void *hidden_states; /* bf16 [M,H] */
+    const void *mask;          /* bf16 [M] (one value per token) */
+    void *output;              /* bf16 [M,H] */
+} gg_tanh_gate_fwd_args;
+
+GG_API gg_status gg_tanh_gate_forward(gg_ctx *ctx, const gg_tanh_gate_desc *desc, const gg_tanh_gate_fwd_args *args,
+                                      gg_stream stream);
+
 /* 2. GELU(tanh) feed-forward without biases, backward. fp32 tensors, D = hidden, F = ffn.
  *      G = grad_output @ W2                 [M,F]      grad_weight2 = grad_outputᵀ @ gelu_out    [D,F]
  *      R = G * gelu'(linear1_out), gelu' of the tanh approximation (tanh recomputed from linear1_out)
- *      grad_hidden_states = R @ W1          [M,D]      grad_weight1 = Rᵀ @ hidden_states         [F,D] */
+ *      grad_hidden_states = R @ W1          [M,D]      grad_weight1 = Rᵀ @ hidden_states         [F,D]
+ *    Residual connections (blocks 2 and 3): with args->grad_residual non-NULL, grad_hidden_states = R @ W1 +
+ *    grad_residual, the sum rounded once in the GEMM's epilogue: the gradient of x + block(x) with respect to x when
+ *    grad_residual is the block's grad_output (it may be the same pointer), without a separate add kernel. It must
+ *    not overlap grad_hidden_states (use another buffer: ping-pong the residual stream's gradient). Rows past M of a
+ *    padded graph run are staged as for every [M, ...] input. */
 typedef struct gg_gelu_ffn_desc {
     int64_t tokens;         /* M */
     int64_t hidden;         /* D */
@@ -286,10 +308,33 @@ typedef struct gg_gelu_ffn_args {
     float *grad_hidden_states;  /* [M,D] */
     float *grad_weight1;        /* [F,D] */
     float *grad_weight2;        /* [D,F] */
+    const float *grad_residual; /* [M,D] or NULL: added to grad_hidden_states in the dX GEMM's epilogue (see below) */
 } gg_gelu_ffn_args;
 
 GG_API gg_status gg_gelu_ffn_backward(gg_ctx *ctx, const gg_gelu_ffn_desc *desc, const gg_gelu_ffn_args *args,
                                       gg_stream stream);
+
+/* Block 2's forward, writing what gg_gelu_ffn_backward reads, named as there. fp32 tensors; desc->precision selects
+ * the GEMMs' mode as for the backward (FP32, TF32, or FP16 operands with fp32 accumulation and fp32 outputs);
+ * accumulate is ignored.
+ *      linear1_out = hidden_states @ W1ᵀ         [M,F]
+ *      gelu_out    = 0.5 x (1 + tanh(c (x + 0.044715 x^3))), x = linear1_out, c = sqrt(2/pi)   [M,F]
+ *      tanh_inner  = tanh(c (x + 0.044715 x^3))  [M,F]   (only when the pointer is not NULL)
+ *      output      = gelu_out @ W2ᵀ              [M,D]
+ * gelu_out is computed in fp32 from the GEMM's fp32 result (in cuBLASLt's GELU epilogue, docs/forward.md); in FP16
+ * mode output's GEMM reads gelu_out rounded to fp16, like the backward's operands. */
+typedef struct gg_gelu_ffn_fwd_args {
+    const float *hidden_states; /* [M,D] */
+    const float *weight1;       /* [F,D] */
+    const float *weight2;       /* [D,F] */
+    float *linear1_out;         /* [M,F] pre-activation x */
+    float *gelu_out;            /* [M,F] */
+    float *tanh_inner;          /* [M,F], or NULL: not written (the backward validates but never reads it) */
+    float *output;              /* [M,D] */
+} gg_gelu_ffn_fwd_args;
+
+GG_API gg_status gg_gelu_ffn_forward(gg_ctx *ctx, const gg_gelu_ffn_desc *desc, const gg_gelu_ffn_fwd_args *args,
+                                     gg_stream stream);
 
 /* 3. GELU(tanh) MLP with biases, backward. fp32 tensors, D = hidden, F = ffn. The biases do not enter any
  *    gradient, so they are not arguments. gelu' is recomputed from the pre-activation (tanh approximation).
@@ -316,9 +361,28 @@ typedef struct gg_mlp_args {
     float *grad_bias1;                   /* [F] */
     float *grad_weight2;                 /* [D,F] */
     float *grad_bias2;                   /* [D] */
+    const float *grad_residual;          /* [M,D] or NULL: added to grad_hidden_states in the dX GEMM's epilogue */
 } gg_mlp_args;
 
 GG_API gg_status gg_mlp_backward(gg_ctx *ctx, const gg_mlp_desc *desc, const gg_mlp_args *args, gg_stream stream);
+
+/* Block 3's forward, writing what gg_mlp_backward reads, named as there. fp32 tensors; precision as for block 2's
+ * forward; accumulate is ignored.
+ *      intermediate           = hidden_states @ W1ᵀ + bias1      [M,F]   pre-activation x
+ *      intermediate_activated = gelu_tanh(x)                     [M,F]
+ *      output                 = intermediate_activated @ W2ᵀ + bias2   [M,D] */
+typedef struct gg_mlp_fwd_args {
+    const float *hidden_states;    /* [M,D] */
+    const float *weight1;          /* [F,D] */
+    const float *bias1;            /* [F] */
+    const float *weight2;          /* [D,F] */
+    const float *bias2;            /* [D] */
+    float *intermediate;           /* [M,F] */
+    float *intermediate_activated; /* [M,F] */
+    float *output;                 /* [M,D] */
+} gg_mlp_fwd_args;
+
+GG_API gg_status gg_mlp_forward(gg_ctx *ctx, const gg_mlp_desc *desc, const gg_mlp_fwd_args *args, gg_stream stream);
 
 /* 4. SSM output projection with gate multiply, backward. Forward: out = (ssm_output * gate_activated) @ Wᵀ + bias,
  *    gate_activated = silu(gate) or gate. bf16 tensors, H = hidden, E = expanded. Every elementwise step rounds to
@@ -353,6 +417,38 @@ typedef struct gg_ssm_gate_args {
 
 GG_API gg_status gg_ssm_gate_backward(gg_ctx *ctx, const gg_ssm_gate_desc *desc, const gg_ssm_gate_args *args,
                                       gg_stream stream);
+
+/* Block 4's forward, writing what gg_ssm_gate_backward reads, named as there. bf16 tensors, every step rounded to
+ * bf16 (silu in fp32, one rounding, as a bf16 framework's silu); accumulate is ignored.
+ *      gate_activated = bf16(gate * sigmoid(gate)) with use_silu_gate, else a copy of gate     [M,E]
+ *      gated_output   = bf16(ssm_output * gate_activated)                                       [M,E]
+ *      output         = bf16(gated_output @ Wᵀ + bias)   (bf16 operands, fp32 accumulation and bias, one rounding)
+ * gate is read in both modes. */
+typedef struct gg_ssm_gate_fwd_args {
+    const void *ssm_output; /* bf16 [M,E] */
+    const void *gate;       /* bf16 [M,E] */
+    const void *weight;     /* bf16 [H,E] */
+    const void *bias;       /* bf16 [H] */
+    void *gate_activated;   /* bf16 [M,E] */
+    void *gated_output;     /* bf16 [M,E] */
+    void *output;           /* bf16 [M,H] */
+} gg_ssm_gate_fwd_args;
+
+GG_API gg_status gg_ssm_gate_forward(gg_ctx *ctx, const gg_ssm_gate_desc *desc, const gg_ssm_gate_fwd_args *args,
+                                     gg_stream stream);
+
+/* Forward passes (gg_*_forward). Each writes exactly the tensors its block's backward reads, in the layout it reads
+ * them, so a training step is forward, loss, backward on the same buffers. A forward checks its arguments as the
+ * backward does (sizes, NULL, alignment, no output overlapping another tensor, host memory refused; the message
+ * names the forward and the field), plans once per shape (its plan is its own, not the backward's), and enqueues
+ * everything on the caller's stream: no fork, no host synchronization, nothing allocated after the first call of a
+ * shape. Inside a capture (cudaStreamBeginCapture, or a gg_step_add_callback callback) a forward only enqueues, so
+ * its shape must have been planned by an earlier forward call outside any capture: otherwise it is refused with
+ * GG_ERROR_INVALID_ARGUMENT and nothing is enqueued (a step callback runs at the bucket's token count: run the
+ * forward once eagerly at each bucket first). Captured, a forward replays bitwise what the eager call computes.
+ * Blocks 2 and 3 in FP16 mode convert their operands into the context's scratch memory, which the weight-gradient
+ * work of a step graph's earlier calls may still read while a callback runs: inside step callbacks, run them in FP32
+ * or TF32. */
 
 /* ---------------------------------------------------------------------------------------------------------------
  * Graphs: each block's backward captured once per shape bucket as a CUDA graph and replayed with one launch.
@@ -514,8 +610,9 @@ GG_API gg_status gg_graph_debug_dot(gg_graph *graph, int bucket, const char *pat
  * loss callback may leave them as they are); the saved activations' padding rows (hidden_states, intermediates,
  * gates ...) must hold finite values (zeros, or what a forward pass over zero rows gives), and every callback must
  * keep the padding rows of what it writes zero when those of its inputs are (a row-wise kernel over all `tokens`
- * rows it is handed does). Zero rows of grad_output then give zero rows of every activation gradient and add
- * nothing to any parameter gradient, so padded runs equal exact ones on the real rows.
+ * rows it is handed does); a block call's grad_residual must have zero padding rows too (an earlier call's
+ * activation gradient, or the first call's grad_output, has). Zero rows of grad_output then give zero rows of every
+ * activation gradient and add nothing to any parameter gradient, so padded runs equal exact ones on the real rows.
  *
  * Rebinding. A step's executable graphs are keyed by every pointer of every block call (gg_step_set_args changes
  * them), the accumulate flag and, padded, the token count; each bucket keeps execs_per_bucket of them, the least
@@ -542,12 +639,32 @@ GG_API gg_status gg_graph_debug_dot(gg_graph *graph, int bucket, const char *pat
  *
  * Errors. Every function checks its arguments and, on failure, returns a status with a message (gg_last_error(ctx))
  * that names the function, the call index ("gg_step_add_mlp (call 3): args->grad_output is NULL") and the field; a
- * failed add or finalize enqueues nothing and leaves the step as it was (a failed add adds nothing). Steps never
- * reduce gradients across ranks (reduce them in a callback with gg_dist_reduce). Rules as for per-block graphs: run
- * a context's steps, graphs and eager calls in one stream order; destroy steps before the context (gg_ctx_destroy
- * destroys any left).
+ * failed add or finalize enqueues nothing and leaves the step as it was (a failed add adds nothing). Rules as for
+ * per-block graphs: run a context's steps, graphs and eager calls in one stream order; destroy steps before the
+ * context (gg_ctx_destroy destroys any left).
+ *
+ * Data parallelism. A step finalized with config->sync_gradients (the default) on a context with a communicator
+ * (gg_dist_*) reduces its parameter gradients across the ranks inside its graph: every block call's dW, db and
+ * grad_gate, and the buffers registered with gg_step_add_reduce. At finalize they are packed, in the order they are
+ * produced (the step's call order, which is backward order), into buckets of at most gg_dist_config.bucket_bytes
+ * across layer boundaries (a gradient larger than a bucket is split into bucket-sized pieces; with reduce-scatter it
+ * is reduced whole). Each bucket is one NCCL group of in-place collectives per gradient (no copies), launched on
+ * the context's communication stream as soon as the call that produces its last gradient has finished (its weight-
+ * gradient streams' events), so it overlaps the rest of the backward; the step's stream waits for the communication
+ * stream once, at the step's end. op (mean or sum) and sync (all-reduce or reduce-scatter) are gg_dist_config's;
+ * copy_engines and comm_sms do not apply to steps (NCCL's own collectives, on SMs). Activation gradients stay local.
+ * Finalizing a syncing step is collective: every rank finalizes at the same time, a rank that fails makes it fail on
+ * every rank (GG_ERROR_PEER on the others), the ranks compare a fingerprint of their steps (calls, blocks, dims,
+ * precisions, reduce entries, buckets, bucket layout, op, sync, bucket_bytes: GG_ERROR_INVALID_ARGUMENT on every rank
+ * when they differ) and adopt rank 0's GEMM algorithms. Every rank must then run the step with the same bucket and
+ * sync setting at the same point; a syncing step holds NCCL work once it has run (destroy it before gg_dist_detach).
+ * Micro-batches: gg_step_set_sync(step, 0) makes the following runs accumulate locally without reducing (PyTorch
+ * DDP's no_sync), gg_step_set_sync(step, 1) makes the next run (the last micro-batch) reduce the accumulated sums.
+ * gg_step_run_device refuses a step that would reduce (a conditional node cannot hold NCCL work). Without a
+ * communicator (or with sync_gradients 0) nothing is reduced and gg_step_add_reduce's buffers are left alone, so one
+ * description serves one GPU and many.
  * ------------------------------------------------------------------------------------------------------------- */
-#define GG_STEP_CONFIG_VERSION 1
+#define GG_STEP_CONFIG_VERSION 2
 #define GG_STEP_MAX_SIDE_STREAMS 4
 #define GG_STEP_MAX_SCRATCH_SLOTS 8
 
@@ -568,10 +685,15 @@ typedef struct gg_step_config {
                                      default 2. The context's overlap = GG_OVERLAP_NEVER runs everything on one */
     int scratch_slots;            /* the scratch ring's slots, 1..GG_STEP_MAX_SCRATCH_SLOTS; 0 (default):
                                      side_streams + 1. Fewer slots: less memory, less overlap */
+    /* version 2 */
+    int sync_gradients;           /* default 1: with a communicator on the context at gg_step_finalize, the step
+                                     reduces its parameter gradients across the ranks (see "Data parallelism"
+                                     above) and finalizing it is collective; 0: local gradients only. A version-1
+                                     struct (an older header) means 0, as such steps never reduced */
 } gg_step_config;
 
 #define GG_STEP_CONFIG_INIT                                                                                        \
-    { sizeof(gg_step_config), GG_STEP_CONFIG_VERSION, GG_BUCKETS_POW2, NULL, 0, 128, 0, 4096, 1, 4, 2, 0 }
+    { sizeof(gg_step_config), GG_STEP_CONFIG_VERSION, GG_BUCKETS_POW2, NULL, 0, 128, 0, 4096, 1, 4, 2, 0, 1 }
 
 typedef struct gg_step gg_step;
 
@@ -595,13 +717,25 @@ GG_API gg_status gg_step_add_ssm_gate(gg_step *step, const gg_ssm_gate_desc *des
 /* Appends a callback (fn non-NULL; user is passed through). Refused after gg_step_finalize. */
 GG_API gg_status gg_step_add_callback(gg_step *step, gg_step_callback_fn fn, void *user);
 
+/* Appends a gradient the caller computes itself (an embedding's, a layer of its own) to the step's reduction: count
+ * elements at grad (fp32; bf16 when bf16 is nonzero), device memory aligned to its elements, final on the step's
+ * stream at this point of the call order (add it right after the callback that writes it). A syncing step reduces
+ * it in place with the block calls' gradients (see "Data parallelism"); other steps leave it alone. After this
+ * point no callback may read or write it (the reduction may still run). It must not overlap a block call's
+ * parameter gradient or another entry (checked at gg_step_finalize); with reduce-scatter count must be divisible
+ * by the number of ranks (checked there too). Refused after gg_step_finalize. Returns GG_SUCCESS or
+ * GG_ERROR_INVALID_ARGUMENT / GG_ERROR_MISALIGNED naming the argument (nothing added). */
+GG_API gg_status gg_step_add_reduce(gg_step *step, void *grad, size_t count, int bf16);
+
 /* Ends the description: checks what only the whole chain shows (at least one block call; no two calls write
  * overlapping parameter gradients; an input that overlaps an earlier call's activation gradient is exactly that
  * tensor), plans every block call at every bucket (cuBLASLt, autotune: allocates and synchronizes the device, never
  * inside a capture), and allocates the scratch ring's other slots, the side streams and their workspaces. Nothing
  * is captured yet. Returns GG_SUCCESS or an error naming the call. A failed check leaves the step open (fix the call
  * with gg_step_set_args and finalize again); a failure after the checks (planning, allocation) leaves a step that
- * can only be destroyed. */
+ * can only be destroyed. A syncing step (see "Data parallelism") also packs its gradients into buckets and agrees
+ * with the other ranks: GG_ERROR_PEER when another rank failed (the step stays open when this rank had not touched
+ * the device yet), GG_ERROR_INVALID_ARGUMENT when the ranks' steps differ, GG_ERROR_NCCL from the agreement. */
 GG_API gg_status gg_step_finalize(gg_step *step);
 
 /* Runs the backward for `tokens` rows on stream: the smallest bucket >= tokens (padding: see "Buffers" above).
@@ -610,8 +744,17 @@ GG_API gg_status gg_step_finalize(gg_step *step);
  * instantiates it (or updates an exec in place); every later one is one cudaGraphLaunch.
  * Returns GG_SUCCESS, GG_ERROR_INVALID_ARGUMENT (not finalized, tokens < 1 or past the largest bucket, padding
  * off and tokens not a bucket), or a CUDA/cuBLAS error from the capture (a callback that broke the capture is
- * named). */
+ * named); a syncing run also GG_ERROR_NCCL (an asynchronous NCCL error: gg_dist_check) or GG_ERROR_INVALID_ARGUMENT
+ * when the communicator the step was finalized with is gone. */
 GG_API gg_status gg_step_run(gg_step *step, int64_t tokens, int accumulate, gg_stream stream);
+
+/* Whether the following runs of a syncing step reduce their gradients across the ranks (sync 1, the default)
+ * or only accumulate them locally (0: PyTorch DDP's no_sync; run every micro-batch but the last so, then the last
+ * with sync on and accumulate 1). Each setting has its own executable graphs (captured at its first run). Every
+ * rank must use the same setting for the same run. On a step that does not reduce it changes nothing. Allowed
+ * before and after gg_step_finalize. Returns GG_SUCCESS or GG_ERROR_INVALID_ARGUMENT (step NULL, sync not 0 or
+ * 1). */
+GG_API gg_status gg_step_set_sync(gg_step *step, int sync);
 
 /* Runs the backward with the token count M read from device memory when the graph runs (an int64 the GPU writes,
  * say, so the host never waits for it): the smallest bucket >= M, chosen on the GPU (see "Device-side selection").
@@ -619,8 +762,9 @@ GG_API gg_status gg_step_run(gg_step *step, int64_t tokens, int accumulate, gg_s
  * pointer set and accumulate flag captures every bucket into one graph (every callback once per bucket) and
  * instantiates it; later runs are one cudaGraphLaunch. An M < 1 or past the largest bucket runs nothing and is
  * counted (gg_step_device_errors). Returns GG_SUCCESS, GG_ERROR_INVALID_ARGUMENT (step NULL or not finalized,
- * device_tokens NULL), GG_ERROR_MISALIGNED (device_tokens not 8-byte aligned), or a CUDA/cuBLAS error from the
- * capture. */
+ * device_tokens NULL), GG_ERROR_MISALIGNED (device_tokens not 8-byte aligned), GG_ERROR_UNSUPPORTED (a syncing
+ * step with sync on: NCCL cannot run inside the conditional node; turn sync off with gg_step_set_sync and reduce
+ * after the run with gg_dist_reduce, or use gg_step_run), or a CUDA/cuBLAS error from the capture. */
 GG_API gg_status gg_step_run_device(gg_step *step, const int64_t *device_tokens, int accumulate, gg_stream stream);
 
 /* How many device-selected runs of the step found no bucket for their M (reads device memory: synchronizes the
@@ -833,7 +977,8 @@ GG_API void gg_optim_destroy(gg_optim *opt);
  * parameter gradients (dW, db, block 1's grad_gate) across the ranks inside the same CUDA graph: each gradient is
  * handed to a communication stream as soon as the GEMM or reduction that makes it has finished, in pieces of at
  * most bucket_bytes, overlapping the rest of the backward, and joined before the graph ends. Activation gradients
- * (dX) stay local. The eager entry points never communicate.
+ * (dX) stay local. Step graphs reduce in buckets across layers instead (see "Step graphs", "Data parallelism").
+ * The eager entry points never communicate.
  *
  * Built without NCCL (GG_WITH_NCCL=OFF) these functions return GG_ERROR_UNSUPPORTED; without hwloc,
  * gg_dist_bind_thread does. docs/distributed.md has the launch recipes and the rules below.
@@ -843,15 +988,27 @@ GG_API void gg_optim_destroy(gg_optim *opt);
  *   - every rank makes the same graphs and calls them in the same order with the same bucket for each step;
  *     making a syncing graph is collective (from each rank's own thread or process, at the same time): every rank
  *     adopts rank 0's GEMM algorithms, so that no rank's autotuning leaves it with slower kernels than the others,
- *     and a rank that fails to make it makes it fail on every rank (GG_ERROR_PEER on the others). Any other error
- *     from making a syncing graph (a CUDA or NCCL failure during that step, or ranks not joining within 300 s,
- *     which aborts the communicator) can leave the ranks disagreeing: treat it as fatal for the communicator on
- *     every rank (abort it, make a new one);
+ *     and a rank that fails to make it makes it fail on every rank (GG_ERROR_PEER on the others). The ranks also
+ *     compare a fingerprint of the graph (block, dims, precision, buckets, graph flags, op, sync, bucket_bytes,
+ *     overlap, comm_sms, copy engines, the GEMM algorithms once agreed): a difference fails the call on every rank
+ *     with GG_ERROR_INVALID_ARGUMENT naming the first differing field, this rank's value and the ranks' range (the
+ *     communicator stays usable). Any other error from making a syncing graph (a CUDA or NCCL failure during that
+ *     step, or ranks not joining within the peer timeout, which aborts the communicator) can leave the ranks
+ *     disagreeing: treat it as fatal for the communicator on every rank (abort it, make a new one);
  *   - graphs that captured NCCL work must be destroyed before the communicator: gg_dist_detach refuses while
  *     such graphs exist, and gg_ctx_destroy destroys graphs first (ncclCommDestroy would block forever otherwise);
  *   - NCCL_NVLS_ENABLE is set to 0 in the process when unset (NVLink multicast stays off);
- *   - gg_dist_check (also called by every graph run) turns an asynchronous NCCL error into GG_ERROR_NCCL and aborts
- *     the communicator, so that no rank waits forever on a peer that failed.
+ *   - no hangs: nothing gradgraph does waits on the other ranks without a deadline, each in whole seconds from an
+ *     environment variable read when it applies (1 to 86400; default 300): making a communicator
+ *     (GG_DIST_INIT_TIMEOUT_S; the communicators gradgraph makes are non-blocking), a collective step gradgraph
+ *     waits for itself, the end of a non-blocking NCCL call and teardown (GG_DIST_PEER_TIMEOUT_S), and a replay of
+ *     a syncing graph (GG_DIST_STEP_TIMEOUT_S). A watchdog thread per communicator (started with it, stopped at
+ *     gg_dist_detach / gg_ctx_destroy) aborts the communicator (ncclCommAbort, which ends NCCL's kernels still
+ *     waiting, so a cudaStreamSynchronize of yours returns) when a replay has not finished by its deadline or NCCL
+ *     reports an asynchronous error; gg_dist_check (also called by every graph run) does the latter on demand.
+ *     Afterwards every call that needs the communicator returns GG_ERROR_NCCL saying what happened (the deadline,
+ *     NCCL's error, gg_dist_abort) and on which rank; eager calls and local graphs keep working. The watchdog may
+ *     call the context's log callback from its own thread (one ERROR line when it aborts).
  * ------------------------------------------------------------------------------------------------------------- */
 typedef enum gg_reduce_op { GG_REDUCE_AVERAGE = 0, GG_REDUCE_SUM = 1 } gg_reduce_op;
 
@@ -935,12 +1092,30 @@ GG_API gg_status gg_dist_init_mpi(gg_ctx *ctx, const void *mpi_comm, const gg_di
 GG_API gg_status gg_dist_init_threads(gg_ctx *const *ctxs, int count, const gg_dist_config *config);
 
 /* Removes the communicator from ctx (destroying it when gradgraph made it). Refused with GG_ERROR_INVALID_ARGUMENT
- * while graphs that captured NCCL work exist: destroy them first. No-op without a communicator. */
+ * while graphs that captured NCCL work exist: destroy them first. No-op without a communicator. Never waits
+ * forever: the watchdog is stopped, the communication stream drained and a communicator gradgraph made finalized
+ * (ncclCommFinalize, non-blocking) each within GG_DIST_PEER_TIMEOUT_S; past it, or when NCCL fails there, the
+ * communicator is aborted instead and GG_ERROR_NCCL says so: the context has no communicator either way (an
+ * attached one was freed by the abort: do not destroy it). gg_ctx_destroy does the same, and logs a WARN. */
 GG_API gg_status gg_dist_detach(gg_ctx *ctx);
+
+/* Aborts ctx's communicator now, from any thread (a thread that handles signals with sigwait, your own watchdog;
+ * not from inside a signal handler): ncclCommAbort, which ends NCCL's kernels still running or waiting on this
+ * rank, so every wait on them returns. If the owner thread is inside a gradgraph call that uses the communicator,
+ * the abort waits for that call to stop using it (its waits give up at once; a capture finishes, at CPU speed).
+ * Afterwards the context is as after an asynchronous NCCL error: every call that needs the communicator returns
+ * GG_ERROR_NCCL ("gg_dist_abort was called"), gg_dist_comm returns NULL, eager calls and local graphs work, and to
+ * go on: destroy the syncing graphs, gg_dist_detach, then make a new communicator. An attached communicator is
+ * freed by the abort: do not destroy it. The other ranks are not told: their own deadlines or NCCL's errors end
+ * their waits. Must not race with gg_dist_detach or gg_ctx_destroy of the same context. Returns GG_SUCCESS (also
+ * without a communicator, or once it is aborted), GG_ERROR_INVALID_ARGUMENT for ctx NULL (message in
+ * gg_last_error(NULL) of the calling thread: the context's message belongs to its owner thread). */
+GG_API gg_status gg_dist_abort(gg_ctx *ctx);
 
 /* Polls NCCL's asynchronous error state (every run of a syncing graph does too). On an error: aborts the
  * communicator (no rank hangs on it; an attached one is freed by the abort: do not destroy it) and returns
- * GG_ERROR_NCCL, as do later runs of syncing graphs. To go on: destroy those graphs, gg_dist_detach, then attach or
+ * GG_ERROR_NCCL, as do later runs of syncing graphs; once the communicator was aborted (an error, the watchdog,
+ * gg_dist_abort) it returns GG_ERROR_NCCL saying why. To go on: destroy those graphs, gg_dist_detach, then attach or
  * make a new communicator; eager calls and local graphs keep working meanwhile. */
 GG_API gg_status gg_dist_check(gg_ctx *ctx);
 
@@ -976,7 +1151,9 @@ GG_API int gg_dist_size(const gg_ctx *ctx);
  * the caller's own collectives on its own streams — a loss or metric all-reduce, a bare all-reduce to time. When
  * gradgraph made it, it stays gradgraph's: never destroy or abort it. Valid until gg_dist_detach / gg_ctx_destroy.
  * NCCL's rule holds for these calls too: every rank issues the same collectives in the same order, counting the ones
- * inside graph replays, and none while another thread of the same rank issues some. */
+ * inside graph replays, and none while another thread of the same rank issues some. The watchdog (or gg_dist_abort)
+ * may abort the communicator at any time, which frees it: call gg_dist_check right before using it, and keep your
+ * own collectives on it short (their ncclInProgress, on a communicator gradgraph made, is yours to wait out). */
 GG_API void *gg_dist_comm(const gg_ctx *ctx);
 
 /* Binds the calling thread to the CPUs near ctx's GPU (hwloc), within the CPUs the process may use. Leaves the

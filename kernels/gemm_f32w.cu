@@ -65,6 +65,7 @@ static_assert(kTokens <= 256 && kBK * 2 == 128, "TMA boxes: at most 256 rows, 12
 /* The launch's scalars; A and B reach the kernel as its two tensor maps. */
 struct F32wArgs {
     void *c; /* [M, N], fp32 or fp16 */
+    const float *addend; /* NULL, or [M, N] fp32 (16-byte aligned: N is a multiple of kCols) added before c is written */
     int c_half;
     int64_t M, N;
     int split;      /* CTAs per cluster; rank r takes k-tiles [r k_tiles / split, (r + 1) k_tiles / split) */
@@ -235,6 +236,10 @@ __global__ void __launch_bounds__(kF32wThreads, kPerSm)
             s.x += v.x, s.y += v.y, s.z += v.z, s.w += v.w;
         }
         const int64_t at = token * p.N + c0 + 4 * c4;
+        if (p.addend) {
+            const float4 r = *reinterpret_cast<const float4 *>(p.addend + at);
+            s.x += r.x, s.y += r.y, s.z += r.z, s.w += r.w;
+        }
         if (p.c_half) reinterpret_cast<uint2 *>(static_cast<__half *>(p.c) + at)[0] = pack_half4(s);
         else *reinterpret_cast<float4 *>(static_cast<float *>(p.c) + at) = s;
     }
@@ -284,12 +289,15 @@ extern "C" int64_t gg_k_gemm_f32w_ctas(int64_t M, int64_t N, int64_t K, const in
     return tiles_of(M, N) * gg_k_gemm_f32w_split(M, N, K, capacity);
 }
 
-extern "C" cudaError_t gg_k_gemm_f32w(const void *A, const float *B, void *C, gg_dtype c_type, int64_t M, int64_t N,
-                                      int64_t K, const int *capacity, int priority, cudaStream_t stream) {
-    if (!gg_k_gemm_f32w_supported(M, N, K) || (c_type != GG_DT_F32 && c_type != GG_DT_F16) || !capacity)
+extern "C" cudaError_t gg_k_gemm_f32w(const void *A, const float *B, void *C, gg_dtype c_type, const float *addend,
+                                      int64_t M, int64_t N, int64_t K, const int *capacity, int priority,
+                                      cudaStream_t stream) {
+    if (!gg_k_gemm_f32w_supported(M, N, K) || (c_type != GG_DT_F32 && c_type != GG_DT_F16) || !capacity ||
+        (addend && c_type != GG_DT_F32))
         return cudaErrorInvalidValue;
     F32wArgs a;
     a.c = C;
+    a.addend = addend;
     a.c_half = c_type == GG_DT_F16;
     a.M = M;
     a.N = N;

@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
 """collect_step.py OUT RESULT COMMIT COMMAND GPU - docs/results/step-h200.json from scripts/device.sh's step stage.
+   collect_step.py --ddp RESULT DDP_JSON... - fills the models' "ddp" in RESULT from the multigpu stage.
 
 Reads model_backward's JSON per model (OUT/step-<model>.json: the step configurations it swept, side streams x
 scratch slots, each checked and timed in interleaved rounds; the fastest is the step graph's time), the timeline
 summary of plot_step_timeline.py (OUT/step-timeline.json, where a step's time goes), and the PyTorch peers
-(OUT/step-torch.json, at the model's precision: fp16 operands for gradgraph's FP16 mode). ddp stays null: it needs
-two GPUs.
+(OUT/step-torch.json, at the model's precision: fp16 operands for gradgraph's FP16 mode). "ddp" comes from
+model_backward --gpus N (OUT/step-ddp-<model>.json, the multigpu stage): {"gpus", "speedup", "comm_hidden_fraction",
+...} (defined in examples/model_ddp.c); null until a run on several GPUs. The multigpu stage runs in another call
+than the step stage, so --ddp merges its files into an existing RESULT (a model the step stage did not run gets an
+entry with its ddp only).
 
 For choosing the defaults from data, "config_sweep" holds, per configuration "S:K" (K = 0: the default S + 1
 slots), each model's step time relative to the library's current default configuration and their geometric mean,
@@ -19,7 +23,6 @@ import os
 import re
 import sys
 
-out, result, commit, command, gpu = sys.argv[1:6]
 DEFAULT = "2:0"  # GG_STEP_CONFIG_INIT's side_streams and scratch_slots (0: side_streams + 1)
 
 
@@ -28,11 +31,39 @@ def load(path):
         return json.load(f)
 
 
+def ddp_of(path):
+    """(model name as in RESULT, its ddp) from one step-ddp-<model>.json."""
+    m = re.fullmatch(r"step-ddp-(\w+)\.json", os.path.basename(path))
+    run = load(path)
+    ddp = dict(run["ddp"])
+    ddp["precision"] = run["precision"]
+    return f"{run['name']}_{m.group(1) if m else 'unknown'}", ddp
+
+
+if len(sys.argv) > 2 and sys.argv[1] == "--ddp":
+    result, paths = sys.argv[2], sys.argv[3:]
+    doc = load(result) if os.path.exists(result) else {"models": []}
+    by_name = {m["name"]: m for m in doc["models"]}
+    for path in paths:
+        name, ddp = ddp_of(path)
+        if name not in by_name:
+            by_name[name] = {"name": name}
+            doc["models"].append(by_name[name])
+        by_name[name]["ddp"] = ddp
+        print(f"{result}: {name}: {ddp['gpus']} GPUs, speedup {ddp['speedup']:.2f}x, "
+              f"{100 * ddp['comm_hidden_fraction']:.0f} % of the reduction hidden, correct {ddp['correct']}")
+    with open(result, "w") as f:
+        json.dump(doc, f, indent=1)
+    sys.exit(0)
+
+out, result, commit, command, gpu = sys.argv[1:6]
+
 runs = {}
 for path in sorted(glob.glob(os.path.join(out, "step-*.json"))):
     m = re.fullmatch(r"step-(\w+)\.json", os.path.basename(path))
-    if m and m.group(1) not in ("torch", "timeline", "h200"):
+    if m and m.group(1) not in ("torch", "timeline", "h200") and not m.group(1).startswith("ddp"):
         runs[m.group(1)] = load(path)
+ddps = dict(ddp_of(p) for p in sorted(glob.glob(os.path.join(out, "step-ddp-*.json"))))
 timeline_path = os.path.join(out, "step-timeline.json")
 timeline = load(timeline_path) if os.path.exists(timeline_path) else {}
 torch_path = os.path.join(out, "step-torch.json")
@@ -41,11 +72,12 @@ torch = {m["name"]: m for m in load(torch_path)["models"]} if os.path.exists(tor
 models = []
 for name, run in sorted(runs.items()):
     m = dict(run)
-    m["name"] = f"{run['name']}_{name}"
+    size = name.removesuffix("_fused")  # large_fused: the large model with the residual added in the dX GEMM
+    m["name"] = f"{run['name']}_{size}"
     configs = m.get("configs", [])
     m["side_streams_us"] = {str(c["side_streams"]): c["step_us"] for c in configs if c["scratch_slots"] == 0}
     m["correct"] = run["correct"] and all(c["correct"] for c in configs)
-    peer = torch.get(f"residual_mlp_{name}")
+    peer = torch.get(f"residual_mlp_{size}")  # the same model's math either way
     prec = "fp16" if m["precision"] == "fp16" else "tf32"
     for k in ("torch_eager", "torch_cuda_graph", "torch_compile"):
         m["step_us"][k] = peer[prec].get(k) if peer and prec in peer else None
@@ -53,7 +85,7 @@ for name, run in sorted(runs.items()):
         m["torch_compile_note"] = peer[prec]["torch_compile_note"]
     m["torch_precision"] = prec if peer else None
     m["timeline"] = timeline.get(f"{run['name']}_{run['hidden']}x{run['ffn']}_{run['tokens']}")
-    m["ddp"] = None
+    m["ddp"] = ddps.get(m["name"])
     models.append(m)
 
 # every configuration against the default, per model, and the geometric mean over the models that ran both

@@ -3,7 +3,8 @@
 # `gpu`, the shape sweep on both GPU paths), compute-sanitizer's four tools on the small-shape tests, and time all
 # 64 cases; logs and JSON land in $OUT.
 # On a machine with several GPUs, `multigpu` (part of `all` there) runs the `multigpu` tests and the scaling
-# example for blocks 068 and 073 at their largest cases.
+# example for blocks 068 and 073 at their largest cases, then the step graph data-parallel on 2 GPUs
+# (model_backward --gpus 2, the large and small residual MLP models) into step-h200.json's "ddp".
 #
 #   GG_COMMIT=<sha> bash scripts/device.sh [all|tests|bench|step|multigpu|build]
 #
@@ -12,10 +13,11 @@
 # (default 570): a piece that no longer fits is skipped and says so. In order: the step graph test; then
 # examples/model_backward on the issue's models (8 residual MLP layers D = 2048, F = 8192, 8192 tokens; the small one
 # D = 1024, F = 4096, 2048 tokens; a gated bf16 stack), each checked against eager calls and timed as step graph (a
-# sweep of side streams x scratch slots, GG_STEP_SWEEP, default 1:0,2:0,3:0,2:1,2:2,2:4 with K = 0 the default
+# sweep of side streams x scratch slots, GG_STEP_SWEEP, default 2:0,3:0,2:2 with K = 0 the default
 # S + 1 slots; interleaved rounds), per-block graphs and eager calls, with a CUPTI trace of one step of each model
 # (the fastest configuration, and as per-block graphs) drawn by scripts/plot_step_timeline.py into the log archive
-# (plots/step-timeline-<model>.png; the trace itself is $OUT/step-trace.csv); then bench/peers/step_torch.py
+# (plots/step-timeline-<model>.png; the trace itself is $OUT/step-trace.csv); the *_fused models add each layer's
+# residual gradient in its dX GEMM (gg_mlp_args.grad_residual) instead of in a callback; then bench/peers/step_torch.py
 # (PyTorch eager, CUDA graph, torch.compile, each compile bounded; TF32 and fp16 operands); last, racecheck on the
 # scratch-ring test. All of it lands in $OUT/step-h200.json (scripts/collect_step.py), with the sweep's verdict in
 # its "config_sweep".
@@ -50,7 +52,7 @@ status=0
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
 
 targets=() # the step stage alone builds what it runs
-[ "$stage" = step ] && targets=(--target test_step_gpu gg_example_model_backward)
+[ "$stage" = step ] && targets=(--target test_step_gpu test_residual_gpu gg_example_model_backward)
 echo "== build (sm_$arch)"
 t0=$(date +%s)
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" \
@@ -67,6 +69,11 @@ if [ "$stage" = all ] || [ "$stage" = tests ]; then
   # fault injection (CPU, fakes) and the soak (100 000 replays across buckets), for their FAULTS and SOAK lines
   "$build/tests/test_faults" > "$OUT/test_faults.log" 2>&1 || status=1
   grep -E '^FAULTS|^FAULT FAIL' "$OUT/test_faults.log" | head -20
+  # the data-parallel path's: deadlines, watchdog, aborts, fingerprints, every NCCL call failed (fake NCCL)
+  if [ -x "$build/tests/test_dist_faults" ]; then
+    "$build/tests/test_dist_faults" > "$OUT/test_dist_faults.log" 2>&1 || status=1
+    grep -E '^NCCL_FAULTS|^NCCL FAULT FAIL|\[  FAILED' "$OUT/test_dist_faults.log" | head -20
+  fi
   t0=$(date +%s)
   timeout 900 "$build/tests/test_soak_gpu" > "$OUT/test_soak_gpu.log" 2>&1 || status=1
   echo "$(grep -E '^SOAK' "$OUT/test_soak_gpu.log" | head -20) ($(( $(date +%s) - t0 )) s)"
@@ -138,15 +145,19 @@ if [ "$stage" = all ] || [ "$stage" = step ]; then
   if [ "$t" -gt 0 ]; then
     timeout "$t" "$build/tests/test_step_gpu" > "$OUT/test_step_gpu.log" 2>&1 || status=1
     grep -E '^RESULT|^\[  (PASSED|FAILED|ERROR) ' "$OUT/test_step_gpu.log"
+    # the residual's gradient added in the dX GEMM (what the *_fused models below use), on every route
+    timeout 60 "$build/tests/test_residual_gpu" > "$OUT/test_residual_gpu.log" 2>&1 || status=1
+    grep -E '^RESULT|^\[  (PASSED|FAILED|ERROR) ' "$OUT/test_residual_gpu.log"
   else skipped test_step_gpu; status=1; fi
   rm -f "$OUT/step-trace.csv"
-  for model in "large:180:" "small:60:--small" "gated:60:--gated --tokens 8192"; do
+  for model in "large:150:" "large_fused:120:--fused-residual" "small:45:--small" "small_fused:45:--small --fused-residual" \
+               "gated:50:--gated --tokens 8192"; do
     name=${model%%:*}; rest=${model#*:}; want=${rest%%:*}; opts=${rest#*:}
     t=$(limit "$want")
     if [ "$t" -gt 0 ]; then
       t0=$(date +%s)
       # shellcheck disable=SC2086 # the model's options split on purpose
-      timeout "$t" "$build/examples/gg_example_model_backward" $opts --sweep "${GG_STEP_SWEEP:-1:0,2:0,3:0,2:1,2:2,2:4}" \
+      timeout "$t" "$build/examples/gg_example_model_backward" $opts --sweep "${GG_STEP_SWEEP:-2:0,3:0,2:2}" \
         --rounds 3 --steps "${GG_STEPS:-20}" --json "$OUT/step-$name.json" --trace "$OUT/step-trace.csv" \
         > "$OUT/step-$name.log" 2>&1 || status=1
       echo "model_backward $name ($(( $(date +%s) - t0 )) s, limit $t s; 124: stopped by it):"
@@ -179,9 +190,13 @@ gpus=$(nvidia-smi -L | wc -l)
 if { [ "$stage" = all ] && [ "$gpus" -ge 2 ]; } || [ "$stage" = multigpu ]; then
   echo "== multigpu ($gpus GPUs): tests and scaling"
   # test_dist (threads) and, with MPI, test_dist_mpi (mpiexec, one rank per GPU); verbose, so the log keeps them
+  # test_dist_dead_rank (two processes: a rank that dies mid-training, a rank with another bucket_bytes) prints
+  # DEAD_RANK_DETECTED_S, which collect_reliability.py adds to reliability-h200.json (re-collected here)
   timeout 900 ctest --test-dir "$build" -L multigpu -V > "$OUT/test_dist.log" 2>&1 || status=1
-  grep -E '^[0-9]+/[0-9]+ Test|tests passed' "$OUT/test_dist.log"
-  grep -E '\[  ERROR|\[  FAILED|differ|hung' "$OUT/test_dist.log" | head -10
+  grep -E '^[0-9]+/[0-9]+ Test|tests passed|DEAD_RANK_DETECTED_S' "$OUT/test_dist.log"
+  grep -E '\[  ERROR|\[  FAILED|differ|hung|FAILED' "$OUT/test_dist.log" | head -10
+  python3 scripts/collect_reliability.py "$OUT" "$OUT/reliability-h200.json" "${GG_COMMIT:-unknown}" "$run_cmd" \
+    "$(head -2 "$OUT/gpu.txt" | tail -1 | cut -d, -f1)" || status=1
   # GG_DDP_RUNS rounds over the two blocks (round-robin: each block's runs see the same drift of clocks); the JSON
   # holds each block's median run by speedup, and every run.
   # Each block with its best setting unless GG_COPY_ENGINES says otherwise: block 2 (068, a short backward with large
@@ -195,6 +210,16 @@ if { [ "$stage" = all ] && [ "$gpus" -ge 2 ]; } || [ "$stage" = multigpu ]; then
   done
   python3 scripts/collect_ddp.py "$OUT/ddp-h200x$gpus.json" "${GG_COMMIT:-unknown}" "$run_cmd" "$OUT"/ddp-block*-run*.json &&
     rm -f "$OUT"/ddp-block*-run*.json
+  # the step graph data-parallel on 2 GPUs (model_backward --gpus 2): its "ddp" goes into step-h200.json (made by the
+  # step stage, here or in an earlier call into the same $OUT; else a file with the ddp entries alone)
+  for model in "large:" "small:--small"; do
+    name=${model%%:*}; opts=${model#*:}
+    # shellcheck disable=SC2086 # the model's options split on purpose
+    timeout 300 "$build/examples/gg_example_model_backward" $opts --gpus 2 --rounds 3 --steps "${GG_STEPS:-20}" \
+      --json "$OUT/step-ddp-$name.json" > "$OUT/step-ddp-$name.log" 2>&1 || status=1
+    grep -E '^check|speedup|rror' "$OUT/step-ddp-$name.log"
+  done
+  python3 scripts/collect_step.py --ddp "$OUT/step-h200.json" "$OUT"/step-ddp-*.json && rm -f "$OUT"/step-ddp-*.json
 fi
 
 cp "$GG_TUNE_CACHE" "$OUT/gemm-algos.txt" 2>/dev/null

@@ -30,8 +30,8 @@
 
 /* Tensor order: the common ones first, then block 2's tanh_inner or block 3's bias gradients. */
 enum { T_DY, T_X, T_W1, T_W2, T_PRE, T_ACT, T_DX, T_DW1, T_DW2, T_EXTRA0, T_EXTRA1 };
-enum { T_TANH = T_EXTRA0 };               /* block 2 (validated, not read) */
-enum { T_DB1 = T_EXTRA0, T_DB2 = T_EXTRA1 }; /* block 3 */
+enum { T_TANH = T_EXTRA0, T_RES_FFN = T_EXTRA1 };            /* block 2 (tanh_inner: validated, not read) */
+enum { T_DB1 = T_EXTRA0, T_DB2 = T_EXTRA1, T_RES_MLP = T_EXTRA1 + 1 }; /* block 3 */
 
 enum { GEMM_G, GEMM_DW2, GEMM_DX, GEMM_DW1 };
 /* Scratch: G, and R over it in place, in the GEMMs' operand type (fp16 in fp16 mode, else fp32); fp16 copies of the
@@ -53,11 +53,13 @@ enum { BUF_G, BUF_DY16, BUF_W2_16, BUF_ACT16, BUF_X16, BUF_W1_16, BUF_PARTIALS1,
 static const gg_tensor_spec gelu_ffn_tensors[] = {
     COMMON_TENSORS(gg_gelu_ffn_args, linear1_out, gelu_out),
     [T_TANH] = GG_TENSOR(gg_gelu_ffn_args, tanh_inner, GG_EXT_TOKENS, GG_EXT_DIM1, 4, 0, 0),
+    [T_RES_FFN] = GG_TENSOR(gg_gelu_ffn_args, grad_residual, GG_EXT_TOKENS, GG_EXT_DIM0, 4, 0, GG_TENSOR_OPTIONAL),
 };
 static const gg_tensor_spec mlp_tensors[] = {
     COMMON_TENSORS(gg_mlp_args, intermediate, intermediate_activated),
     [T_DB1] = GG_TENSOR(gg_mlp_args, grad_bias1, GG_EXT_ONE, GG_EXT_DIM1, 4, 1, 0),
     [T_DB2] = GG_TENSOR(gg_mlp_args, grad_bias2, GG_EXT_ONE, GG_EXT_DIM0, 4, 1, 0),
+    [T_RES_MLP] = GG_TENSOR(gg_mlp_args, grad_residual, GG_EXT_TOKENS, GG_EXT_DIM0, 4, 0, GG_TENSOR_OPTIONAL),
 };
 #define N_TENSORS(table) (int)(sizeof table / sizeof table[0])
 _Static_assert(sizeof(gg_gelu_ffn_args) == N_TENSORS(gelu_ffn_tensors) * sizeof(void *), "one row a field");
@@ -127,7 +129,7 @@ static int narrow_ctas(const gg_ctx *ctx, const gg_block_plan *p) {
  * over it in place, is ready for the next GEMMs). */
 static gg_status plan_gemm(gg_ctx *ctx, gg_matmul *mm, gg_precision precision, int out_is_operand, int sm_target,
                            int trans_b, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldd) {
-    gg_gemm_shape s = {0, trans_b, m, n, k, lda, ldb, ldd, CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F, sm_target};
+    gg_gemm_shape s = {0, trans_b, m, n, k, lda, ldb, ldd, CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F, sm_target, 0};
     gg_gemm_types_for(precision, &s.ab_type, &s.compute);
     if (out_is_operand) s.d_type = s.ab_type;
     return gg_matmul_plan(ctx, &s, mm);
@@ -208,6 +210,9 @@ static ffn_operands operands(const gg_ctx *ctx, const gg_block_plan *p, const gg
     return o;
 }
 
+/* The index of the call's grad_residual in its tensor table (the last row of either block's). */
+static int residual(const gg_block_call *c) { return c->info->kind == GG_BLOCK_MLP ? T_RES_MLP : T_RES_FFN; }
+
 /* Whether an operand is an fp16 copy to make: operands() points it at a copy only in fp16 mode, and not for the
  * weights the route reads in fp32 (there, and in the other modes, the operand is the input itself). */
 static int is_copy(const gg_block_call *c, int tensor, const void *operand) { return operand != c->t[tensor]; }
@@ -258,7 +263,7 @@ static gg_status dy_first(gg_ctx *ctx, const gg_block_plan *p, const gg_block_ca
 static gg_status gemm_g(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const ffn_operands *o,
                         int priority, cudaStream_t s) {
     if (own(p)->route & ROUTE_G_F32W) {
-        GG_CUDA_TRY(ctx, gg_k_gemm_f32w(o->dy, (const float *)o->w2, o->g_out, GG_DT_F16, c->tokens, c->dim1,
+        GG_CUDA_TRY(ctx, gg_k_gemm_f32w(o->dy, (const float *)o->w2, o->g_out, GG_DT_F16, NULL, c->tokens, c->dim1,
                                         c->dim0, ctx->f32w_clusters, priority, s));
         return GG_SUCCESS;
     }
@@ -272,12 +277,14 @@ static gg_status gemm_dx(gg_ctx *ctx, const gg_block_plan *p, const gg_block_cal
                          int64_t first, int64_t tokens, int priority, cudaStream_t s) {
     const size_t g_elem = o->g_type == GG_DT_F16 ? 2 : 4;
     const void *r = (const char *)o->G + (size_t)first * (size_t)c->dim1 * g_elem;
-    float *dx = (float *)c->t[T_DX] + (size_t)first * (size_t)c->dim0;
+    const size_t offset = (size_t)first * (size_t)c->dim0;
+    float *dx = (float *)c->t[T_DX] + offset;
+    const float *res = c->t[residual(c)] ? (const float *)c->t[residual(c)] + offset : NULL; /* added in the epilogue */
     if (!(own(p)->route & ROUTE_DX_F32W))
-        return gg_matmul_run_in(ctx, &p->gemm[GEMM_DX], o->w1, r, dx, 0, o->r.workspace[0], s);
-    GG_CUDA_TRY(ctx,
-                gg_k_gemm_f32w(r, (const float *)o->w1, dx, GG_DT_F32, tokens, c->dim0, c->dim1, ctx->f32w_clusters,
-                               priority, s));
+        return gg_matmul_run_scaled_in(ctx, &p->gemm[GEMM_DX], o->w1, r, res, dx, 1.0f, res ? 1.0f : 0.0f,
+                                       o->r.workspace[0], s);
+    GG_CUDA_TRY(ctx, gg_k_gemm_f32w(r, (const float *)o->w1, dx, GG_DT_F32, res, tokens, c->dim0, c->dim1,
+                                    ctx->f32w_clusters, priority, s));
     return GG_SUCCESS;
 }
 

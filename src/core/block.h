@@ -16,18 +16,22 @@
 
 typedef enum gg_extent { GG_EXT_ONE = 0, GG_EXT_TOKENS, GG_EXT_DIM0, GG_EXT_DIM1 } gg_extent;
 
+/* When a tensor is part of a call: always, only with use_silu_gate (NULL allowed otherwise), or when its pointer is
+ * not NULL (an optional input such as blocks 2/3's grad_residual). */
+typedef enum gg_tensor_presence { GG_TENSOR_REQUIRED = 0, GG_TENSOR_SILU_ONLY = 1, GG_TENSOR_OPTIONAL = 2 } gg_tensor_presence;
+
 typedef struct gg_tensor_spec {
     const char *name; /* the args field, e.g. "grad_output" */
     gg_extent rows, cols;
     uint8_t elem_bytes;
     uint8_t is_output;
-    uint8_t silu_only; /* read only when use_silu_gate (may be NULL otherwise) */
+    uint8_t presence;  /* gg_tensor_presence: when the pointer may be NULL */
     size_t arg;        /* offsetof the pointer in the block's args struct */
 } gg_tensor_spec;
 
 /* A table row for the args field `field` of `args_type`: the field names the tensor in messages. */
-#define GG_TENSOR(args_type, field, rows, cols, elem_bytes, is_output, silu_only)                                  \
-    {#field, rows, cols, elem_bytes, is_output, silu_only, offsetof(args_type, field)}
+#define GG_TENSOR(args_type, field, rows, cols, elem_bytes, is_output, presence)                                   \
+    {#field, rows, cols, elem_bytes, is_output, presence, offsetof(args_type, field)}
 
 /* Where a block's desc struct keeps what a call needs (offsetof each field; GG_NO_FIELD where the block has none). */
 #define GG_NO_FIELD ((size_t)-1)
@@ -35,7 +39,7 @@ typedef struct gg_desc_layout {
     size_t tokens, dim0, dim1; /* int64_t fields; dim1 GG_NO_FIELD for a block with one hidden dim */
     size_t precision;          /* gg_precision; GG_NO_FIELD: GG_PRECISION_DEFAULT */
     size_t use_silu_gate;      /* int; GG_NO_FIELD: 0 */
-    size_t accumulate;         /* int */
+    size_t accumulate;         /* int; GG_NO_FIELD: 0 (a forward pass, which has nothing to accumulate) */
 } gg_desc_layout;
 
 #define GG_BLOCK_MAX_TENSORS 12
@@ -48,6 +52,8 @@ typedef gg_status (*gg_block_enqueue_fn)(gg_ctx *ctx, const gg_block_plan *plan,
 typedef struct gg_block_info {
     gg_block_kind kind;
     const char *fn;        /* the eager entry point, for messages */
+    int forward;           /* a forward pass: no graph of its own, never reduces gradients */
+    int plan_in_capture;   /* build allocates, synchronizes and times nothing: a plan may be made inside a capture */
     const char *dim0_name; /* "desc->hidden" */
     const char *dim1_name; /* "desc->ffn"; NULL when the block has one hidden dim */
     int fp32_io;           /* the block has a precision mode (fp32 I/O) */
@@ -97,8 +103,9 @@ void gg_block_pack(gg_block_call *call, const gg_block_info *info, const void *d
 /* The precision the desc asks for (GG_PRECISION_DEFAULT for blocks without the field). */
 gg_precision gg_block_requested_precision(const gg_block_info *info, const void *desc);
 
-/* The eager entry point of every block: checks, packs, validates and runs the call on stream. */
-gg_status gg_block_backward(gg_ctx *ctx, const gg_block_info *info, const void *desc, const void *args,
+/* The eager entry point of every block call, backward or forward: checks, packs, validates and runs the call on
+ * stream. */
+gg_status gg_block_eager(gg_ctx *ctx, const gg_block_info *info, const void *desc, const void *args,
                             cudaStream_t stream);
 
 /* The size an extent stands for in a call. */
@@ -106,7 +113,8 @@ int64_t gg_extent_value(const gg_block_call *call, gg_extent extent);
 /* A tensor's element count and byte size in a call. */
 size_t gg_tensor_elems(const gg_block_call *call, int index);
 size_t gg_tensor_bytes(const gg_block_call *call, int index);
-/* Whether the call reads/writes tensor `index` (block 4's gate only with the silu gate). */
+/* Whether the call reads/writes tensor `index` (gg_tensor_presence: block 4's gate only with the silu gate, an
+ * optional tensor when given). */
 int gg_tensor_used(const gg_block_call *call, int index);
 
 /* Checks the call's sizes, precision (requested: the desc's field) and every tensor (NULL, alignment, overlaps, and

@@ -52,11 +52,11 @@ static void destroy_ctx(gg_ctx *ctx) {
 static gg_mlp_desc mlp_desc(void) { return (gg_mlp_desc){.tokens = 64, .hidden = 2048, .ffn = 8192}; }
 static gg_mlp_args mlp_args(void) {
     return (gg_mlp_args){FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5), FAKE(6), FAKE(7), FAKE(8), FAKE(9),
-                         FAKE(10)};
+                         FAKE(10), NULL};
 }
 static gg_gelu_ffn_desc ffn_desc(void) { return (gg_gelu_ffn_desc){.tokens = 64, .hidden = 1536, .ffn = 6144}; }
 static gg_gelu_ffn_args ffn_args(void) {
-    return (gg_gelu_ffn_args){FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5), FAKE(6), FAKE(7), FAKE(8), FAKE(9)};
+    return (gg_gelu_ffn_args){FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5), FAKE(6), FAKE(7), FAKE(8), FAKE(9), NULL};
 }
 static gg_ssm_gate_desc ssm_desc(int silu) {
     return (gg_ssm_gate_desc){.tokens = 64, .hidden = 768, .expanded = 1536, .use_silu_gate = silu};
@@ -381,6 +381,35 @@ static void outputs_must_not_alias(void **state) {
     destroy_ctx(ctx);
 }
 
+/* grad_residual is optional; when given it is checked like every input (alignment, outputs must not overlap it) and
+ * may be the call's own grad_output (a residual connection's gradient). */
+static void residual_is_optional_and_checked(void **state) {
+    (void)state;
+    gg_ctx *ctx = make_ctx();
+    gg_mlp_desc d = mlp_desc();
+    gg_mlp_args a = mlp_args();
+    /* accepted by the checks (the fake runtime has no cuBLASLt to plan with: the call then fails in planning) */
+    const float *fine[2] = {a.grad_output, (const float *)FAKE(11)};
+    for (int i = 0; i < 2; ++i) {
+        a.grad_residual = fine[i];
+        const gg_status st = gg_mlp_backward(ctx, &d, &a, NULL);
+        assert_int_not_equal(st, GG_ERROR_INVALID_ARGUMENT);
+        assert_int_not_equal(st, GG_ERROR_MISALIGNED);
+        assert_null(strstr(gg_last_error(ctx), "grad_residual"));
+    }
+    a.grad_residual = (const float *)((const char *)FAKE(11) + 8);
+    expect_mlp_rejected(ctx, &d, &a, GG_ERROR_MISALIGNED, "args->grad_residual (0x");
+    a.grad_residual = a.grad_hidden_states; /* in place: the GEMM would read what it writes */
+    expect_mlp_rejected(ctx, &d, &a, GG_ERROR_INVALID_ARGUMENT,
+                        "output args->grad_hidden_states overlaps input args->grad_residual");
+    gg_gelu_ffn_desc fd = ffn_desc();
+    gg_gelu_ffn_args fa = ffn_args();
+    fa.grad_residual = (const float *)((const char *)FAKE(10) + 4);
+    assert_int_equal(gg_gelu_ffn_backward(ctx, &fd, &fa, NULL), GG_ERROR_MISALIGNED);
+    assert_message_has(ctx, "args->grad_residual");
+    destroy_ctx(ctx);
+}
+
 static void unsupported_precision(void **state) {
     (void)state;
     gg_ctx *ctx = make_ctx();
@@ -700,6 +729,11 @@ static void dist_entry_points_check_arguments(void **state) {
     assert_null(gg_dist_comm(NULL));
     assert_int_equal(gg_dist_detach(ctx), GG_SUCCESS); /* no communicator: nothing to do */
     assert_int_equal(gg_dist_check(ctx), GG_SUCCESS);
+    assert_int_equal(gg_dist_check(NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(NULL, "gg_dist_check: ctx is NULL");
+    assert_int_equal(gg_dist_abort(ctx), GG_SUCCESS); /* no communicator: nothing to abort */
+    assert_int_equal(gg_dist_abort(NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(NULL, "gg_dist_abort: ctx is NULL");
     const gg_status st = gg_dist_attach(ctx, NULL, NULL);
     if (st == GG_ERROR_UNSUPPORTED) { /* built without NCCL: every entry point says so */
         assert_message_has(NULL, "built without NCCL");
@@ -948,6 +982,7 @@ int main(void) {
         cmocka_unit_test(every_null_tensor_is_named),
         cmocka_unit_test(misaligned_pointer_says_alignment),
         cmocka_unit_test(outputs_must_not_alias),
+        cmocka_unit_test(residual_is_optional_and_checked),
         cmocka_unit_test(unsupported_precision),
         cmocka_unit_test(ssm_gate_pointer_needed_only_with_silu),
         cmocka_unit_test(valid_calls_pass_validation),

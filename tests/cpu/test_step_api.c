@@ -44,7 +44,7 @@ static const gg_mlp_desc mlp = {.tokens = 1, .hidden = 256, .ffn = 1024, .precis
 static gg_mlp_args mlp_args(int l) {
     const int b = 16 * l;
     gg_mlp_args a = {FAKE(b + 0), FAKE(b + 1), FAKE(b + 2), FAKE(b + 3), FAKE(b + 4), FAKE(b + 5),
-                     FAKE(b + 6), FAKE(b + 7), FAKE(b + 8), FAKE(b + 9), FAKE(b + 10)};
+                     FAKE(b + 6), FAKE(b + 7), FAKE(b + 8), FAKE(b + 9), FAKE(b + 10), NULL};
     if (l > 0) a.grad_output = FAKE(16 * (l - 1) + 6);
     return a;
 }
@@ -204,6 +204,74 @@ static void finalize_checks_the_chain(void **state) {
     assert_message_has(ctx, "call 2's args->grad_output overlaps call 1's args->grad_hidden_states without being "
                             "that tensor");
     gg_step_destroy(step);
+    assert_int_equal(fake.cuda_calls, fake.pointer_queries); /* no CUDA call but the host-pointer checks' */
+    free(ctx);
+}
+
+/* gg_step_add_reduce and gg_step_set_sync refuse bad arguments with a message (a refused add adds nothing);
+ * finalize refuses an entry that overlaps a parameter gradient or another entry, before any CUDA call; a
+ * version-1 config (an older header, no sync_gradients) is still accepted. */
+static void reduce_entries_and_sync(void **state) {
+    (void)state;
+    gg_ctx *ctx = hand_made_ctx();
+    gg_step *step = new_step(ctx);
+    float *grad = (float *)FAKE(200);
+    assert_int_equal(gg_step_add_reduce(NULL, grad, 8, 0), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(NULL, "gg_step_add_reduce: step is NULL");
+    assert_int_equal(gg_step_add_reduce(step, NULL, 8, 0), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_step_add_reduce (call 0): grad is NULL");
+    assert_int_equal(gg_step_add_reduce(step, grad, 0, 0), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_step_add_reduce (call 0): count is 0");
+    assert_int_equal(gg_step_add_reduce(step, (char *)grad + 2, 8, 0), GG_ERROR_MISALIGNED);
+    assert_message_has(ctx, "gg_step_add_reduce (call 0): grad");
+    assert_message_has(ctx, "is not aligned to its 4-byte elements");
+    assert_int_equal(gg_step_add_reduce(step, (char *)grad + 2, 8, 1), GG_SUCCESS); /* bf16: 2-byte aligned */
+    assert_int_equal(gg_step_add_reduce(step, grad, SIZE_MAX / 2, 0), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_step_add_reduce (call 1): count = ");
+    assert_message_has(ctx, "run past the address space");
+    assert_int_equal(gg_step_call_count(step), 1); /* the refused adds added nothing */
+
+    assert_int_equal(gg_step_set_sync(NULL, 0), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(NULL, "gg_step_set_sync: step is NULL");
+    assert_int_equal(gg_step_set_sync(step, 2), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_step_set_sync: sync = 2 is not 0 or 1");
+    assert_int_equal(gg_step_set_sync(step, 0), GG_SUCCESS);
+    assert_int_equal(gg_step_set_sync(step, 1), GG_SUCCESS);
+
+    /* an entry inside a block call's parameter gradient: it would be reduced twice */
+    const gg_mlp_args a0 = mlp_args(0);
+    assert_int_equal(gg_step_add_mlp(step, &mlp, &a0), GG_SUCCESS);
+    assert_int_equal(gg_step_add_reduce(step, (char *)a0.grad_weight2 + 64, 16, 0), GG_SUCCESS);
+    assert_int_equal(gg_step_finalize(step), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_step_finalize: call 2's gg_step_add_reduce buffer overlaps call 1's parameter "
+                            "gradient args->grad_weight2");
+    gg_step_destroy(step);
+
+    /* two entries sharing bytes */
+    step = new_step(ctx);
+    assert_int_equal(gg_step_add_mlp(step, &mlp, &a0), GG_SUCCESS);
+    assert_int_equal(gg_step_add_reduce(step, grad, 64, 0), GG_SUCCESS);
+    assert_int_equal(gg_step_add_reduce(step, grad + 63, 1, 0), GG_SUCCESS);
+    assert_int_equal(gg_step_finalize(step), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_step_finalize: call 2's gg_step_add_reduce buffer overlaps call 1's");
+    gg_step_destroy(step);
+
+    /* configs: sync_gradients 0 or 1; a version-1 struct (without sync_gradients) is accepted */
+    gg_step_config c = GG_STEP_CONFIG_INIT;
+    assert_int_equal(c.sync_gradients, 1);
+    c.sync_gradients = 2;
+    step = (gg_step *)FAKE(0);
+    assert_int_equal(gg_step_create(ctx, &c, &step), GG_ERROR_INVALID_ARGUMENT);
+    assert_null(step);
+    assert_message_has(ctx, "gg_step_create: config->sync_gradients = 2 is not 0 or 1");
+    c = (gg_step_config)GG_STEP_CONFIG_INIT;
+    c.version = 1;
+    c.struct_size = offsetof(gg_step_config, sync_gradients);
+    c.sync_gradients = 7; /* beyond a version-1 struct: never read */
+    assert_int_equal(gg_step_create(ctx, &c, &step), GG_SUCCESS);
+    gg_step_destroy(step);
+    c.struct_size = sizeof c; /* version 1 with this header's size: refused */
+    assert_int_equal(gg_step_create(ctx, &c, &step), GG_ERROR_VERSION);
     assert_int_equal(fake.cuda_calls, fake.pointer_queries); /* no CUDA call but the host-pointer checks' */
     free(ctx);
 }
@@ -423,6 +491,7 @@ int main(void) {
         cmocka_unit_test(create_checks_its_arguments),
         cmocka_unit_test(add_checks_every_call),
         cmocka_unit_test(finalize_checks_the_chain),
+        cmocka_unit_test(reduce_entries_and_sync),
         cmocka_unit_test(queries_on_an_open_step),
         cmocka_unit_test(alternating_pointer_sets_capture_twice),
         cmocka_unit_test(one_exec_per_bucket_updates_in_place),

@@ -145,6 +145,37 @@ cudaError_t __wrap_cudaMemcpy(void *dst, const void *src, size_t bytes, enum cud
     if (kind == cudaMemcpyDeviceToHost) memset(dst, 0, bytes);
     return cudaSuccess;
 }
+cudaError_t __wrap_cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind,
+                                   cudaStream_t stream) {
+    (void)src, (void)stream;
+    ++fake.cuda_calls;
+    ++fake.enqueued;
+    if (kind == cudaMemcpyDeviceToHost && fake.on_copy_to_host) fake.on_copy_to_host(dst, bytes);
+    return cudaSuccess;
+}
+cudaError_t __wrap_cudaMallocHost(void **ptr, size_t bytes) {
+    if (!fake_create()) return cudaErrorMemoryAllocation;
+    *ptr = calloc(1, bytes); /* written and read by the host */
+    return cudaSuccess;
+}
+cudaError_t __wrap_cudaFreeHost(void *ptr) {
+    if (ptr) --fake.live;
+    free(ptr);
+    return cudaSuccess;
+}
+/* Called from the watchdog's thread too: counts nothing. */
+cudaError_t __wrap_cudaStreamQuery(cudaStream_t stream) {
+    (void)stream;
+    return fake.streams_busy ? cudaErrorNotReady : cudaSuccess;
+}
+cudaError_t __wrap_cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode) {
+    *mode = cudaStreamCaptureModeGlobal; /* the previous mode; the watchdog's thread only */
+    return cudaSuccess;
+}
+cudaError_t __wrap_cudaEventQuery(cudaEvent_t event) {
+    (void)event;
+    return fake.events_busy ? cudaErrorNotReady : cudaSuccess;
+}
 cudaError_t __wrap_cudaMemset(void *dst, int value, size_t bytes) {
     (void)dst, (void)value, (void)bytes;
     ++fake.cuda_calls;
@@ -328,7 +359,11 @@ cublasStatus_t __wrap_cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t desc) {
 }
 cublasStatus_t __wrap_cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr,
                                                      const void *buf, size_t bytes) {
-    (void)desc, (void)attr, (void)buf, (void)bytes;
+    (void)desc, (void)bytes;
+    if (attr == CUBLASLT_MATMUL_DESC_EPILOGUE) fake.epilogues[fake.n_epilogues++ % FAKE_MAX_EPILOGUES] =
+        *(const cublasLtEpilogue_t *)buf;
+    if (attr == CUBLASLT_MATMUL_DESC_BIAS_POINTER) memcpy(&fake.bias_pointer, buf, sizeof fake.bias_pointer);
+    if (attr == CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER) memcpy(&fake.aux_pointer, buf, sizeof fake.aux_pointer);
     return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t __wrap_cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *layout, cudaDataType type, uint64_t rows,
