@@ -164,4 +164,9 @@ void gg_device_leave(gg_ctx *ctx, int saved_device);
 gg_status gg_ctx_claim(gg_ctx *ctx, const char *fn);
 void gg_ctx_release(gg_ctx *ctx);
 
+/* GG_ERROR_INVALID_ARGUMENT, naming `name` ("param->grad"), unless p is device or managed memory: one driver query
+ * (src/core/guard.c), for pointers checked once, so they stay out of the ring of the blocks' known pointers, which
+ * every eager call and replay looks its tensors up in (gg_check_device_pointers). */
+gg_status gg_check_device_pointer(gg_ctx *ctx, const char *fn, const char *name, const void *p);
+
 #endif
