@@ -213,10 +213,11 @@ GG_API size_t gg_ctx_device_bytes(const gg_ctx *ctx);
  * touch). gradgraph sets a word of the context in device memory whenever an fp16 operand it makes holds a value
  * past ±65504, an Inf or a NaN: the conversions of grad_output, hidden_states, the weights and the activations, and
  * R = G * gelu'(x) written in fp16 (so an fp16 G that overflowed in its GEMM is caught there, as are Inf or NaN
- * already in the inputs). Loss of small values to subnormals or 0 is not flagged. The word stays set until cleared:
- * like AMP's found_inf, check it after a step and skip the update (and lower the loss scale) when it is set. The
- * weights that fp16 mode's few-token route rounds inside gradgraph's own GEMM (H100/H200, up to 1024 tokens) are not
- * checked; the other precision modes never set it. */
+ * already in the inputs), and the fp16 operands of the forwards (hidden_states, the weights, the activation). Loss
+ * of small values to subnormals or 0 is not flagged. The word stays set until cleared: like AMP's found_inf, check
+ * it after a step and skip the update (and lower the loss scale) when it is set. The weights that fp16 mode's
+ * few-token route rounds inside gradgraph's own GEMM (H100/H200, up to 1024 tokens) are not checked; the other
+ * precision modes never set it. */
 
 /* The device address of ctx's overflow word (an unsigned, nonzero once set), for kernels of your own, e.g. an
  * optimizer inside a CUDA graph that skips its update when it is set (and clears it). Valid until gg_ctx_destroy. */
@@ -262,6 +263,22 @@ typedef struct gg_tanh_gate_args {
 GG_API gg_status gg_tanh_gate_backward(gg_ctx *ctx, const gg_tanh_gate_desc *desc, const gg_tanh_gate_args *args,
                                        gg_stream stream);
 
+/* Block 1's forward: output = residual + tanh(gate) * hidden_states * mask, rounded as a bf16 framework evaluates
+ * it from left to right, with t = tanh(gate) in fp32 as in the backward:
+ *      output [M,H] = bf16(residual + bf16(bf16(t * hidden_states) * mask))
+ * The backward reads only this forward's inputs (gate, hidden_states, mask), so output is all it writes. desc is
+ * the backward's (accumulate is ignored). Forward calls follow the rules under "Forward passes" below. */
+typedef struct gg_tanh_gate_fwd_args {
+    const void *residual;      /* bf16 [M,H] */
+    const void *gate;          /* bf16 scalar (one element) */
+    const void *hidden_states; /* bf16 [M,H] */
+    const void *mask;          /* bf16 [M] (one value per token) */
+    void *output;              /* bf16 [M,H] */
+} gg_tanh_gate_fwd_args;
+
+GG_API gg_status gg_tanh_gate_forward(gg_ctx *ctx, const gg_tanh_gate_desc *desc, const gg_tanh_gate_fwd_args *args,
+                                      gg_stream stream);
+
 /* 2. GELU(tanh) feed-forward without biases, backward. fp32 tensors, D = hidden, F = ffn.
  *      G = grad_output @ W2                 [M,F]      grad_weight2 = grad_outputᵀ @ gelu_out    [D,F]
  *      R = G * gelu'(linear1_out), gelu' of the tanh approximation (tanh recomputed from linear1_out)
@@ -297,6 +314,28 @@ typedef struct gg_gelu_ffn_args {
 GG_API gg_status gg_gelu_ffn_backward(gg_ctx *ctx, const gg_gelu_ffn_desc *desc, const gg_gelu_ffn_args *args,
                                       gg_stream stream);
 
+/* Block 2's forward, writing what gg_gelu_ffn_backward reads, named as there. fp32 tensors; desc->precision selects
+ * the GEMMs' mode as for the backward (FP32, TF32, or FP16 operands with fp32 accumulation and fp32 outputs);
+ * accumulate is ignored.
+ *      linear1_out = hidden_states @ W1ᵀ         [M,F]
+ *      gelu_out    = 0.5 x (1 + tanh(c (x + 0.044715 x^3))), x = linear1_out, c = sqrt(2/pi)   [M,F]
+ *      tanh_inner  = tanh(c (x + 0.044715 x^3))  [M,F]   (only when the pointer is not NULL)
+ *      output      = gelu_out @ W2ᵀ              [M,D]
+ * gelu_out is computed in fp32 from the GEMM's fp32 result (in cuBLASLt's GELU epilogue, docs/forward.md); in FP16
+ * mode output's GEMM reads gelu_out rounded to fp16, like the backward's operands. */
+typedef struct gg_gelu_ffn_fwd_args {
+    const float *hidden_states; /* [M,D] */
+    const float *weight1;       /* [F,D] */
+    const float *weight2;       /* [D,F] */
+    float *linear1_out;         /* [M,F] pre-activation x */
+    float *gelu_out;            /* [M,F] */
+    float *tanh_inner;          /* [M,F], or NULL: not written (the backward validates but never reads it) */
+    float *output;              /* [M,D] */
+} gg_gelu_ffn_fwd_args;
+
+GG_API gg_status gg_gelu_ffn_forward(gg_ctx *ctx, const gg_gelu_ffn_desc *desc, const gg_gelu_ffn_fwd_args *args,
+                                     gg_stream stream);
+
 /* 3. GELU(tanh) MLP with biases, backward. fp32 tensors, D = hidden, F = ffn. The biases do not enter any
  *    gradient, so they are not arguments. gelu' is recomputed from the pre-activation (tanh approximation).
  *      G = grad_output @ W2    grad_weight2 = grad_outputᵀ @ intermediate_activated    grad_bias2 = Σ_rows grad_output
@@ -326,6 +365,24 @@ typedef struct gg_mlp_args {
 } gg_mlp_args;
 
 GG_API gg_status gg_mlp_backward(gg_ctx *ctx, const gg_mlp_desc *desc, const gg_mlp_args *args, gg_stream stream);
+
+/* Block 3's forward, writing what gg_mlp_backward reads, named as there. fp32 tensors; precision as for block 2's
+ * forward; accumulate is ignored.
+ *      intermediate           = hidden_states @ W1ᵀ + bias1      [M,F]   pre-activation x
+ *      intermediate_activated = gelu_tanh(x)                     [M,F]
+ *      output                 = intermediate_activated @ W2ᵀ + bias2   [M,D] */
+typedef struct gg_mlp_fwd_args {
+    const float *hidden_states;    /* [M,D] */
+    const float *weight1;          /* [F,D] */
+    const float *bias1;            /* [F] */
+    const float *weight2;          /* [D,F] */
+    const float *bias2;            /* [D] */
+    float *intermediate;           /* [M,F] */
+    float *intermediate_activated; /* [M,F] */
+    float *output;                 /* [M,D] */
+} gg_mlp_fwd_args;
+
+GG_API gg_status gg_mlp_forward(gg_ctx *ctx, const gg_mlp_desc *desc, const gg_mlp_fwd_args *args, gg_stream stream);
 
 /* 4. SSM output projection with gate multiply, backward. Forward: out = (ssm_output * gate_activated) @ Wᵀ + bias,
  *    gate_activated = silu(gate) or gate. bf16 tensors, H = hidden, E = expanded. Every elementwise step rounds to
@@ -360,6 +417,38 @@ typedef struct gg_ssm_gate_args {
 
 GG_API gg_status gg_ssm_gate_backward(gg_ctx *ctx, const gg_ssm_gate_desc *desc, const gg_ssm_gate_args *args,
                                       gg_stream stream);
+
+/* Block 4's forward, writing what gg_ssm_gate_backward reads, named as there. bf16 tensors, every step rounded to
+ * bf16 (silu in fp32, one rounding, as a bf16 framework's silu); accumulate is ignored.
+ *      gate_activated = bf16(gate * sigmoid(gate)) with use_silu_gate, else a copy of gate     [M,E]
+ *      gated_output   = bf16(ssm_output * gate_activated)                                       [M,E]
+ *      output         = bf16(gated_output @ Wᵀ + bias)   (bf16 operands, fp32 accumulation and bias, one rounding)
+ * gate is read in both modes. */
+typedef struct gg_ssm_gate_fwd_args {
+    const void *ssm_output; /* bf16 [M,E] */
+    const void *gate;       /* bf16 [M,E] */
+    const void *weight;     /* bf16 [H,E] */
+    const void *bias;       /* bf16 [H] */
+    void *gate_activated;   /* bf16 [M,E] */
+    void *gated_output;     /* bf16 [M,E] */
+    void *output;           /* bf16 [M,H] */
+} gg_ssm_gate_fwd_args;
+
+GG_API gg_status gg_ssm_gate_forward(gg_ctx *ctx, const gg_ssm_gate_desc *desc, const gg_ssm_gate_fwd_args *args,
+                                     gg_stream stream);
+
+/* Forward passes (gg_*_forward). Each writes exactly the tensors its block's backward reads, in the layout it reads
+ * them, so a training step is forward, loss, backward on the same buffers. A forward checks its arguments as the
+ * backward does (sizes, NULL, alignment, no output overlapping another tensor, host memory refused; the message
+ * names the forward and the field), plans once per shape (its plan is its own, not the backward's), and enqueues
+ * everything on the caller's stream: no fork, no host synchronization, nothing allocated after the first call of a
+ * shape. Inside a capture (cudaStreamBeginCapture, or a gg_step_add_callback callback) a forward only enqueues, so
+ * its shape must have been planned by an earlier forward call outside any capture: otherwise it is refused with
+ * GG_ERROR_INVALID_ARGUMENT and nothing is enqueued (a step callback runs at the bucket's token count: run the
+ * forward once eagerly at each bucket first). Captured, a forward replays bitwise what the eager call computes.
+ * Blocks 2 and 3 in FP16 mode convert their operands into the context's scratch memory, which the weight-gradient
+ * work of a step graph's earlier calls may still read while a callback runs: inside step callbacks, run them in FP32
+ * or TF32. */
 
 /* ---------------------------------------------------------------------------------------------------------------
  * Graphs: each block's backward captured once per shape bucket as a CUDA graph and replayed with one launch.

@@ -40,6 +40,21 @@ int gg_k_tanh_gate_grid(int64_t M, int sm_count);
 /* The partial-sum slots gg_k_tanh_gate needs on a device with sm_count SMs, for any M. */
 int gg_k_tanh_gate_slots(int sm_count);
 
+/* Forward passes (forward.cu), grid-stride passes over 16-byte vectors (n and H multiples of 8).
+ * Block 1: output = bf16(residual + bf16(bf16(t * hidden_states) * mask[row])), t = tanh(gate) in fp32; [M,H]. */
+cudaError_t gg_k_tanh_gate_forward(const uint16_t *residual, const uint16_t *gate, const uint16_t *hidden_states,
+                                   const uint16_t *mask, uint16_t *output, int64_t M, int64_t H, int sm_count,
+                                   cudaStream_t stream);
+/* Blocks 2/3: from the fp32 pre-activation x (n elements), each output that is not NULL: act = gelu_tanh(x) (fp32),
+ * tanh_inner = tanh(c (x + 0.044715 x^3)) (fp32), act16 = act in fp16 (with overflow as gg_k_f32_to_f16's). */
+cudaError_t gg_k_gelu_forward(const float *x, float *act, float *tanh_inner, void *act16, size_t n, int sm_count,
+                              unsigned *overflow, cudaStream_t stream);
+/* Block 4: gate_activated = bf16(silu(gate)) (use_silu_gate; fp32 math, one rounding) or gate, and gated_output =
+ * bf16(ssm_output * gate_activated); n elements. */
+cudaError_t gg_k_ssm_gate_forward(const uint16_t *ssm_output, const uint16_t *gate, uint16_t *gate_activated,
+                                  uint16_t *gated_output, size_t n, int use_silu_gate, int sm_count,
+                                  cudaStream_t stream);
+
 /* Block 2's R = G * gelu'(x), gelu' of the tanh approximation (tanh computed from x); x fp32, n elements. G and R
  * of one type (GG_DT_F32 or GG_DT_F16; R may be G: in place), or G fp32 and R fp16 (R a buffer of its own). */
 cudaError_t gg_k_gelu_grad(const void *G, gg_dtype g_type, void *R, gg_dtype r_type, const float *x, size_t n,

@@ -1,7 +1,7 @@
 /*
  * blocks_api.c - the public entry points of the four blocks (include/gradgraph.h): the eager backward and the
  * graph's create, run and run_device. Each hands its desc and args, with the block's table, to the generic path:
- * gg_block_backward (src/core/block.c) or gg_block_graph_* (graphs/graph.c).
+ * gg_block_eager (src/core/block.c) or gg_block_graph_* (graphs/graph.c).
  */
 #include "blocks.h"
 #include "graph.h"
@@ -10,7 +10,7 @@
 
 gg_status gg_tanh_gate_backward(gg_ctx *ctx, const gg_tanh_gate_desc *desc, const gg_tanh_gate_args *args,
                                 gg_stream stream) {
-    return gg_block_backward(ctx, &gg_tanh_gate_info, desc, args, (cudaStream_t)stream);
+    return gg_block_eager(ctx, &gg_tanh_gate_info, desc, args, (cudaStream_t)stream);
 }
 
 gg_status gg_tanh_gate_graph_create(gg_ctx *ctx, const gg_tanh_gate_desc *desc, const gg_graph_config *config,
@@ -32,7 +32,7 @@ gg_status gg_tanh_gate_graph_run_device(gg_graph *graph, const gg_tanh_gate_desc
 
 gg_status gg_gelu_ffn_backward(gg_ctx *ctx, const gg_gelu_ffn_desc *desc, const gg_gelu_ffn_args *args,
                                gg_stream stream) {
-    return gg_block_backward(ctx, &gg_gelu_ffn_info, desc, args, (cudaStream_t)stream);
+    return gg_block_eager(ctx, &gg_gelu_ffn_info, desc, args, (cudaStream_t)stream);
 }
 
 gg_status gg_gelu_ffn_graph_create(gg_ctx *ctx, const gg_gelu_ffn_desc *desc, const gg_graph_config *config,
@@ -53,7 +53,7 @@ gg_status gg_gelu_ffn_graph_run_device(gg_graph *graph, const gg_gelu_ffn_desc *
 /* ---- 3. MLP with biases ---- */
 
 gg_status gg_mlp_backward(gg_ctx *ctx, const gg_mlp_desc *desc, const gg_mlp_args *args, gg_stream stream) {
-    return gg_block_backward(ctx, &gg_mlp_info, desc, args, (cudaStream_t)stream);
+    return gg_block_eager(ctx, &gg_mlp_info, desc, args, (cudaStream_t)stream);
 }
 
 gg_status gg_mlp_graph_create(gg_ctx *ctx, const gg_mlp_desc *desc, const gg_graph_config *config, gg_graph **out) {
@@ -73,7 +73,7 @@ gg_status gg_mlp_graph_run_device(gg_graph *graph, const gg_mlp_desc *desc, cons
 
 gg_status gg_ssm_gate_backward(gg_ctx *ctx, const gg_ssm_gate_desc *desc, const gg_ssm_gate_args *args,
                                gg_stream stream) {
-    return gg_block_backward(ctx, &gg_ssm_gate_info, desc, args, (cudaStream_t)stream);
+    return gg_block_eager(ctx, &gg_ssm_gate_info, desc, args, (cudaStream_t)stream);
 }
 
 gg_status gg_ssm_gate_graph_create(gg_ctx *ctx, const gg_ssm_gate_desc *desc, const gg_graph_config *config,

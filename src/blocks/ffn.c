@@ -129,7 +129,7 @@ static int narrow_ctas(const gg_ctx *ctx, const gg_block_plan *p) {
  * over it in place, is ready for the next GEMMs). */
 static gg_status plan_gemm(gg_ctx *ctx, gg_matmul *mm, gg_precision precision, int out_is_operand, int sm_target,
                            int trans_b, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldd) {
-    gg_gemm_shape s = {0, trans_b, m, n, k, lda, ldb, ldd, CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F, sm_target};
+    gg_gemm_shape s = {0, trans_b, m, n, k, lda, ldb, ldd, CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F, sm_target, 0};
     gg_gemm_types_for(precision, &s.ab_type, &s.compute);
     if (out_is_operand) s.d_type = s.ab_type;
     return gg_matmul_plan(ctx, &s, mm);

@@ -118,7 +118,7 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     if (M >= GG_SSM_FUSED_MIN_TOKENS && sm_target == 0 && !p->key.sync_grads && ctx->has_wgmma &&
         gg_k_ssm_fused_supported(M, H, E)) {
         sp->route = ROUTE_FUSED;
-        const gg_gemm_shape dw = {0, 1, E, H, M, E, H, E, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, 0};
+        const gg_gemm_shape dw = {0, 1, E, H, M, E, H, E, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, 0, 0};
         GG_TRY(gg_matmul_plan(ctx, &dw, &p->gemm[GEMM_DW]));
         const int64_t bias_rows = fused_bias_rows(M);
         sp->col_chunks = gg_k_col_sum_chunks(bias_rows, H, GG_DT_F32, ctx->sm_count);
@@ -130,8 +130,8 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     const int narrow_ctas = narrow_rows[narrow_row(M)].narrow_ctas;
     if (sm_target == 0 && !p->key.sync_grads && ctx->sm_count >= 2 * narrow_ctas) sp->narrow_ctas = narrow_ctas;
     const int dw_sm_target = sp->narrow_ctas ? ctx->sm_count - sp->narrow_ctas : sm_target;
-    const gg_gemm_shape g = {0, 0, E, M, H, E, H, E, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, sm_target};
-    const gg_gemm_shape dw = {0, 1, E, H, M, E, H, E, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, dw_sm_target};
+    const gg_gemm_shape g = {0, 0, E, M, H, E, H, E, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, sm_target, 0};
+    const gg_gemm_shape dw = {0, 1, E, H, M, E, H, E, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, dw_sm_target, 0};
     GG_TRY(gg_matmul_plan(ctx, &g, &p->gemm[GEMM_G]));
     p->buffer[BUF_G] = gg_plan_take(p, (size_t)(M * E) * 2);
     GG_TRY(gg_matmul_plan(ctx, &dw, &p->gemm[GEMM_DW]));

@@ -99,7 +99,7 @@ static gg_status check_tensors(gg_ctx *ctx, const char *fn, const gg_block_call 
     }
     /* Outputs never alias inputs or each other. */
     for (int i = 0; i < n; ++i) {
-        if (!s[i].is_output) continue;
+        if (!s[i].is_output || !gg_tensor_used(c, i)) continue;
         const uintptr_t a0 = (uintptr_t)c->t[i], a1 = a0 + (uintptr_t)checked_bytes(c, i);
         for (int j = 0; j < n; ++j) {
             if (j == i || !gg_tensor_used(c, j)) continue;
@@ -154,16 +154,16 @@ gg_status gg_block_plan_for(gg_ctx *ctx, const gg_block_call *c, gg_block_plan *
 static gg_status check_capture(gg_ctx *ctx, const gg_block_call *c, cudaStream_t stream) {
     enum cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
     GG_CUDA_TRY(ctx, cudaStreamIsCapturing(stream, &capturing));
-    if (capturing == cudaStreamCaptureStatusNone) return GG_SUCCESS;
+    if (capturing == cudaStreamCaptureStatusNone || c->info->plan_in_capture) return GG_SUCCESS;
     const gg_plan_key key = gg_block_plan_key(c);
     const gg_block_plan *plan = gg_plan_cache_find(&ctx->plans, &key);
     if (plan && plan->scratch_bytes <= ctx->scratch_bytes) return GG_SUCCESS;
     return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
                    "%s: stream is being captured, and this shape (M = %lld) has no plan ready: %s. A plan (scratch "
-                   "memory, GEMM autotuning) cannot be made inside a capture: call it once outside the capture first, "
-                   "or use a gradgraph graph (gg_*_graph_create), which plans at creation",
+                   "memory, GEMM autotuning) cannot be made inside a capture: call it once outside the capture first%s",
                    c->info->fn, (long long)c->tokens,
-                   plan ? "its scratch memory was lost to a failed allocation since" : "no call with it ran before");
+                   plan ? "its scratch memory was lost to a failed allocation since" : "no call with it ran before",
+                   c->info->forward ? "" : ", or use a gradgraph graph (gg_*_graph_create), which plans at creation");
 }
 
 gg_status gg_block_run_eager(gg_ctx *ctx, const gg_block_call *c, cudaStream_t stream) {
@@ -217,7 +217,7 @@ void gg_block_pack(gg_block_call *c, const gg_block_info *info, const void *desc
                          .dim0 = desc_i64(desc, d->dim0),
                          .dim1 = d->dim1 == GG_NO_FIELD ? 0 : desc_i64(desc, d->dim1),
                          .use_silu_gate = d->use_silu_gate != GG_NO_FIELD && desc_int(desc, d->use_silu_gate) != 0,
-                         .accumulate = desc_int(desc, d->accumulate)};
+                         .accumulate = d->accumulate == GG_NO_FIELD ? 0 : desc_int(desc, d->accumulate)};
     if (!args) return;
     for (int i = 0; i < info->n_tensors; ++i)
         memcpy(&c->t[i], (const char *)args + info->tensors[i].arg, sizeof c->t[i]);
@@ -230,7 +230,7 @@ gg_precision gg_block_requested_precision(const gg_block_info *info, const void 
     return p;
 }
 
-static gg_status backward(gg_ctx *ctx, const gg_block_info *info, const void *desc, const void *args,
+static gg_status eager(gg_ctx *ctx, const gg_block_info *info, const void *desc, const void *args,
                           cudaStream_t stream) {
     GG_TRY(gg_check_call(ctx, info->fn, desc, args));
     gg_block_call call;
@@ -239,11 +239,11 @@ static gg_status backward(gg_ctx *ctx, const gg_block_info *info, const void *de
     return gg_block_run_eager(ctx, &call, stream);
 }
 
-gg_status gg_block_backward(gg_ctx *ctx, const gg_block_info *info, const void *desc, const void *args,
-                            cudaStream_t stream) {
+gg_status gg_block_eager(gg_ctx *ctx, const gg_block_info *info, const void *desc, const void *args,
+                         cudaStream_t stream) {
     if (!ctx) return gg_check_call(ctx, info->fn, desc, args);
     GG_TRY(gg_ctx_claim(ctx, info->fn)); /* the whole call, validation included, is this thread's */
-    const gg_status status = backward(ctx, info, desc, args, stream);
+    const gg_status status = eager(ctx, info, desc, args, stream);
     gg_ctx_release(ctx);
     return status;
 }

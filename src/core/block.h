@@ -39,7 +39,7 @@ typedef struct gg_desc_layout {
     size_t tokens, dim0, dim1; /* int64_t fields; dim1 GG_NO_FIELD for a block with one hidden dim */
     size_t precision;          /* gg_precision; GG_NO_FIELD: GG_PRECISION_DEFAULT */
     size_t use_silu_gate;      /* int; GG_NO_FIELD: 0 */
-    size_t accumulate;         /* int */
+    size_t accumulate;         /* int; GG_NO_FIELD: 0 (a forward pass, which has nothing to accumulate) */
 } gg_desc_layout;
 
 #define GG_BLOCK_MAX_TENSORS 12
@@ -52,6 +52,8 @@ typedef gg_status (*gg_block_enqueue_fn)(gg_ctx *ctx, const gg_block_plan *plan,
 typedef struct gg_block_info {
     gg_block_kind kind;
     const char *fn;        /* the eager entry point, for messages */
+    int forward;           /* a forward pass: no graph of its own, never reduces gradients */
+    int plan_in_capture;   /* build allocates, synchronizes and times nothing: a plan may be made inside a capture */
     const char *dim0_name; /* "desc->hidden" */
     const char *dim1_name; /* "desc->ffn"; NULL when the block has one hidden dim */
     int fp32_io;           /* the block has a precision mode (fp32 I/O) */
@@ -101,8 +103,9 @@ void gg_block_pack(gg_block_call *call, const gg_block_info *info, const void *d
 /* The precision the desc asks for (GG_PRECISION_DEFAULT for blocks without the field). */
 gg_precision gg_block_requested_precision(const gg_block_info *info, const void *desc);
 
-/* The eager entry point of every block: checks, packs, validates and runs the call on stream. */
-gg_status gg_block_backward(gg_ctx *ctx, const gg_block_info *info, const void *desc, const void *args,
+/* The eager entry point of every block call, backward or forward: checks, packs, validates and runs the call on
+ * stream. */
+gg_status gg_block_eager(gg_ctx *ctx, const gg_block_info *info, const void *desc, const void *args,
                             cudaStream_t stream);
 
 /* The size an extent stands for in a call. */

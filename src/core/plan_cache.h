@@ -14,7 +14,12 @@ typedef enum gg_block_kind {
     GG_BLOCK_TANH_GATE = 1,
     GG_BLOCK_GELU_FFN = 2,
     GG_BLOCK_MLP = 3,
-    GG_BLOCK_SSM_GATE = 4
+    GG_BLOCK_SSM_GATE = 4,
+    /* the forward passes: plans of their own (other GEMMs, other scratch) */
+    GG_BLOCK_TANH_GATE_FWD = 5,
+    GG_BLOCK_GELU_FFN_FWD = 6,
+    GG_BLOCK_MLP_FWD = 7,
+    GG_BLOCK_SSM_GATE_FWD = 8
 } gg_block_kind;
 
 typedef struct gg_plan_key {

@@ -123,6 +123,10 @@ static int keep_unsplit(gg_matmul *mm, cublasLtMatmulHeuristicResult_t *results,
     return kept > 0 ? kept : found;
 }
 
+/* Which of the epilogue's pointers it reads or writes (gg_gemm_shape.epilogue). */
+static int epilogue_has_bias(int e) { return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS; }
+static int epilogue_has_aux(int e) { return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS; }
+
 void gg_gemm_types_for(gg_precision precision, cudaDataType_t *ab_type, cublasComputeType_t *compute) {
     *ab_type = precision == GG_PRECISION_FP16 ? CUDA_R_16F : CUDA_R_32F;
     *compute = precision == GG_PRECISION_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
@@ -148,6 +152,24 @@ gg_status gg_matmul_plan(gg_ctx *ctx, const gg_gemm_shape *s, gg_matmul *mm) {
                    status, fail);
     GG_CUBLAS_GOTO(ctx, cublasLtMatmulDescSetAttribute(mm->op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b),
                    status, fail);
+    if (s->epilogue) {
+        const cublasLtEpilogue_t epilogue = (cublasLtEpilogue_t)s->epilogue;
+        GG_CUBLAS_GOTO(
+            ctx, cublasLtMatmulDescSetAttribute(mm->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue),
+            status, fail);
+        if (epilogue_has_aux(s->epilogue)) {
+            const int64_t aux_ld = s->ldd; /* the pre-activation is laid out as D */
+            GG_CUBLAS_GOTO(ctx,
+                           cublasLtMatmulDescSetAttribute(mm->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld,
+                                                          sizeof aux_ld),
+                           status, fail);
+        }
+        mm->epilogue = s->epilogue;
+        /* The heuristic reads the epilogue's pointers for their alignment only: give it the API's guarantee (the
+         * runs set the real ones), as the A/B/C/D alignments below. */
+        void *aligned = (void *)(uintptr_t)GG_ALIGNMENT;
+        GG_GOTO(gg_matmul_set_epilogue_pointers(ctx, mm, aligned, aligned), status, fail);
+    }
     if (s->sm_count_target > 0)
         GG_CUBLAS_GOTO(ctx,
                        cublasLtMatmulDescSetAttribute(mm->op, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &s->sm_count_target,
@@ -247,6 +269,26 @@ gg_status gg_matmul_run_scaled_in(gg_ctx *ctx, const gg_matmul *mm, const void *
                    status, done);
 done:
     return status;
+}
+
+gg_status gg_matmul_set_epilogue_pointers(gg_ctx *ctx, const gg_matmul *mm, const void *bias, const void *aux) {
+    gg_status status = GG_SUCCESS;
+    if (bias && epilogue_has_bias(mm->epilogue))
+        GG_CUBLAS_GOTO(
+            ctx, cublasLtMatmulDescSetAttribute(mm->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias), status,
+            done);
+    if (aux && epilogue_has_aux(mm->epilogue))
+        GG_CUBLAS_GOTO(
+            ctx, cublasLtMatmulDescSetAttribute(mm->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux),
+            status, done);
+done:
+    return status;
+}
+
+gg_status gg_matmul_run_epilogue(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, void *D,
+                                 const void *bias, void *aux, void *workspace, cudaStream_t stream) {
+    GG_TRY(gg_matmul_set_epilogue_pointers(ctx, mm, bias, aux));
+    return run_with(ctx, mm, A, B, NULL, D, 1.0f, 0.0f, workspace, stream);
 }
 
 gg_status gg_matmul_run_scaled(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, const void *C, void *D,

@@ -19,6 +19,10 @@ typedef struct gg_gemm_shape {
     cudaDataType_t d_type;          /* D element type */
     cublasComputeType_t compute;    /* CUBLAS_COMPUTE_32F or CUBLAS_COMPUTE_32F_FAST_TF32 */
     int sm_count_target;            /* > 0: run on at most this many SMs (the rest left to communication) */
+    /* A fused epilogue (a cublasLtEpilogue_t; 0: none): BIAS adds a vector of m elements of D's type to every
+     * column; GELU_AUX(_BIAS) writes gelu_tanh(x) to D and x (after the bias) to an aux matrix of D's type and
+     * layout (ld = ldd). Its pointers are given per run (gg_matmul_run_epilogue). */
+    int epilogue;
 } gg_gemm_shape;
 
 typedef struct gg_matmul {
@@ -28,6 +32,7 @@ typedef struct gg_matmul {
     size_t workspace_bytes; /* what the chosen algorithm needs (<= the context's workspace) */
     int max_cluster_ctas;   /* > 0: only algorithms whose thread-block clusters have at most this many CTAs */
     int unsplit;            /* only algorithms without split-k (a GEMM with an SM count target: matmul.c) */
+    int epilogue;           /* the shape's epilogue (0: none) */
 } gg_matmul;
 
 /* CTAs in one thread-block cluster of a cublasLtClusterShape_t value; 0 when not known (AUTO, or a value newer
@@ -56,6 +61,17 @@ gg_status gg_matmul_run_scaled(gg_ctx *ctx, const gg_matmul *mm, const void *A, 
                                float alpha, float beta, int workspace, cudaStream_t stream);
 gg_status gg_matmul_run_scaled_in(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, const void *C,
                                   void *D, float alpha, float beta, void *workspace, cudaStream_t stream);
+
+/* D = epilogue(A @ B) for a GEMM planned with an epilogue (or none: a plain GEMM): bias (m elements; NULL for GELU_AUX) and aux (the
+ * pre-activation, D's layout; NULL for BIAS) are set on the plan's descriptor, then the GEMM is enqueued on stream
+ * with `workspace` (as gg_matmul_run_in). Host-only descriptor writes: valid inside a stream capture, which keeps the
+ * pointers it was captured with. */
+gg_status gg_matmul_run_epilogue(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, void *D,
+                                 const void *bias, void *aux, void *workspace, cudaStream_t stream);
+
+/* Sets the epilogue's bias and aux pointers on mm's descriptor (autotune's scratch ones, or a run's): each only when
+ * the epilogue uses it and it is not NULL. */
+gg_status gg_matmul_set_epilogue_pointers(gg_ctx *ctx, const gg_matmul *mm, const void *bias, const void *aux);
 
 /* Whether cuBLASLt accepts algo for mm's descriptors within the context's GEMM workspace and its clusters fit
  * mm->max_cluster_ctas (and it has no split-k when mm->unsplit); if so, *workspace_bytes is what it needs. */

@@ -42,11 +42,13 @@ static int neighbour_ctas(const gg_ctx *ctx, const gg_gemm_shape *s) {
 
 /* "sms<target>nb": chosen beside a neighbour (keys without the suffix were timed alone: not reused). */
 static void problem_key(gg_ctx *ctx, const gg_gemm_shape *s, char *key, size_t size) {
-    snprintf(key, size, "%s|%c%c|%lldx%lldx%lld|ld%lld,%lld,%lld|ab%d|d%d|c%d|ws%zu|sms%d%s", device_part(ctx),
+    char epilogue[16] = ""; /* "ep<cublasLtEpilogue_t>": a fused epilogue (keys without one have none) */
+    if (s->epilogue) snprintf(epilogue, sizeof epilogue, "|ep%d", s->epilogue);
+    snprintf(key, size, "%s|%c%c|%lldx%lldx%lld|ld%lld,%lld,%lld|ab%d|d%d|c%d|ws%zu|sms%d%s%s", device_part(ctx),
              s->trans_a ? 'T' : 'N', s->trans_b ? 'T' : 'N', (long long)s->m, (long long)s->n, (long long)s->k,
              (long long)s->lda, (long long)s->ldb, (long long)s->ldd, (int)s->ab_type, (int)s->d_type, (int)s->compute,
              ctx->workspace[0] ? ctx->config.gemm_workspace_bytes : (size_t)0, s->sm_count_target,
-             neighbour_ctas(ctx, s) ? "nb" : "");
+             neighbour_ctas(ctx, s) ? "nb" : "", epilogue);
 }
 
 static size_t elem_bytes(cudaDataType_t t) { return t == CUDA_R_32F ? 4 : 2; }
@@ -70,6 +72,7 @@ static int from_cache(gg_ctx *ctx, const gg_matmul *mm, const char *key, cublasL
 
 typedef struct scratch {
     void *a, *b, *d;
+    void *bias, *aux; /* a fused epilogue's operands (gg_gemm_shape.epilogue) */
     cudaEvent_t start, stop;
     /* the neighbour (n_ctas > 0): its buffers, stream and the measured time of one pass */
     int n_ctas;
@@ -83,6 +86,8 @@ static void scratch_free(scratch *x) {
     if (x->a) (void)cudaFree(x->a);
     if (x->b) (void)cudaFree(x->b);
     if (x->d) (void)cudaFree(x->d);
+    if (x->bias) (void)cudaFree(x->bias);
+    if (x->aux) (void)cudaFree(x->aux);
     if (x->n_in) (void)cudaFree(x->n_in);
     if (x->n_out) (void)cudaFree(x->n_out);
     if (x->n_stream) (void)cudaStreamDestroy(x->n_stream);
@@ -97,6 +102,11 @@ static int scratch_alloc(const gg_gemm_shape *s, scratch *x, cudaStream_t stream
     const size_t a_bytes = (size_t)s->lda * (size_t)(s->trans_a ? s->m : s->k) * ab;
     const size_t b_bytes = (size_t)s->ldb * (size_t)(s->trans_b ? s->k : s->n) * ab;
     const size_t d_bytes = (size_t)s->ldd * (size_t)s->n * elem_bytes(s->d_type);
+    const size_t bias_bytes = (size_t)s->m * elem_bytes(s->d_type);
+    if (s->epilogue &&
+        (cudaMalloc(&x->bias, bias_bytes) != cudaSuccess || cudaMalloc(&x->aux, d_bytes) != cudaSuccess ||
+         cudaMemsetAsync(x->bias, 0, bias_bytes, stream) != cudaSuccess))
+        return 1;
     return cudaMalloc(&x->a, a_bytes) != cudaSuccess || cudaMalloc(&x->b, b_bytes) != cudaSuccess ||
            cudaMalloc(&x->d, d_bytes) != cudaSuccess || cudaMemsetAsync(x->a, 0x3c, a_bytes, stream) != cudaSuccess ||
            cudaMemsetAsync(x->b, 0x3c, b_bytes, stream) != cudaSuccess ||
@@ -175,8 +185,10 @@ gg_status gg_matmul_tune(gg_ctx *ctx, const gg_gemm_shape *s, const gg_matmul *m
     scratch x = {0};
     cudaStream_t stream = ctx->side;
     const int ctas = neighbour_ctas(ctx, s);
+    /* A fused epilogue runs with scratch operands too; a run sets its own pointers (gg_matmul_run_epilogue). */
     if (cudaDeviceSynchronize() != cudaSuccess || scratch_alloc(s, &x, stream) ||
-        (ctas > 0 && neighbour_alloc(ctx, ctas, &x))) {
+        (ctas > 0 && neighbour_alloc(ctx, ctas, &x)) ||
+        (s->epilogue && gg_matmul_set_epilogue_pointers(ctx, mm, x.bias, x.aux) != GG_SUCCESS)) {
         gg_log(ctx, GG_LOG_WARN, "autotune of %s skipped (%s): using the heuristic's first algorithm", key,
                cudaGetErrorString(cudaGetLastError()));
         scratch_free(&x);

@@ -843,6 +843,93 @@ static void test_ssm_gate_bf16_chain_differs_from_fp32_fused(void **state) {
     ssm_data_free(&d);
 }
 
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Forward references                                                                                             */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+/* Block 1's forward on hand values: gate 0 gives t = 0 (output = residual); gate 20 gives t = tanhf(20) = 1 exactly,
+ * and 1.5 * 0.75 + 0.25 = 1.375 is exact in bf16. */
+static void test_tanh_gate_forward_hand(void **state) {
+    (void)state;
+    const double res[2] = {0.25, -3.0}, hs[2] = {1.5, 2.0}, mask[1] = {0.75};
+    uint16_t r16[2], h16[2], m16[1], g16[1];
+    to_bf16(res, r16, 2), to_bf16(hs, h16, 2), to_bf16(mask, m16, 1);
+    double out[2];
+    const double zero_gate = 0.0, big_gate = 20.0;
+    to_bf16(&zero_gate, g16, 1);
+    gg_ref_tanh_gate_forward(1, 2, r16, g16[0], h16, m16, out);
+    assert_values("output (t = 0)", out, res, 2, 0.0);
+    to_bf16(&big_gate, g16, 1);
+    gg_ref_tanh_gate_forward(1, 2, r16, g16[0], h16, m16, out);
+    const double want[2] = {1.375, -1.5};
+    assert_values("output (t = 1)", out, want, 2, 0.0);
+}
+
+/* Blocks 2 and 3: the pre-activation, tanh_inner and activation agree with this file's own forward (ffn_data, which
+ * stores them in fp32), the output's loss with gg_ref_loss_gelu_ffn (another code path), block 3 without biases is
+ * block 2, and its bias2 is added to every row of the output. */
+static void test_ffn_forward_agrees_with_the_other_paths(void **state) {
+    (void)state;
+    enum { M = 3, D = 8, F = 16 };
+    for (int with_bias = 0; with_bias <= 1; ++with_bias) {
+        ffn_data d;
+        ffn_data_make(&d, M, D, F, with_bias, 11 + (uint64_t)with_bias);
+        double *x = new_doubles(M * F), *act = new_doubles(M * F), *t = new_doubles(M * F), *out = new_doubles(M * D);
+        double *x2 = new_doubles(M * F), *act2 = new_doubles(M * F), *out2 = new_doubles(M * D);
+        double *fx = new_doubles(M * F), *ft = new_doubles(M * F), *fact = new_doubles(M * F);
+        for (size_t i = 0; i < (size_t)(M * F); ++i) fx[i] = d.x[i], ft[i] = d.t[i], fact[i] = d.act[i];
+        gg_ref_mlp_forward(M, D, F, d.dhs, d.dw1, d.db1, d.dw2, d.db2, x, act, out);
+        assert_close("intermediate", x, fx, M * F, 1e-6, 1.0, NULL); /* ffn_data stored x in fp32 */
+        assert_close("intermediate_activated", act, fact, M * F, 1e-6, 1.0, NULL);
+        if (!with_bias) {
+            gg_ref_gelu_ffn_forward(M, D, F, d.dhs, d.dw1, d.dw2, x2, act2, t, out2);
+            assert_values("linear1_out", x2, x, M * F, 0.0);
+            assert_values("gelu_out", act2, act, M * F, 0.0);
+            assert_values("output", out2, out, M * D, 0.0);
+            assert_close("tanh_inner", t, ft, M * F, 1e-6, 1.0, NULL);
+            double L = 0.0;
+            for (size_t i = 0; i < (size_t)(M * D); ++i) L += d.dgo[i] * out[i];
+            const double want = gg_ref_loss_gelu_ffn(M, D, F, d.dgo, d.dhs, d.dw1, d.dw2);
+            assert_close("sum(grad_output * output)", &L, &want, 1, 1e-12, 1.0, NULL);
+        } else {
+            double *zero = new_doubles(D);
+            gg_ref_mlp_forward(M, D, F, d.dhs, d.dw1, d.db1, d.dw2, zero, x2, act2, out2);
+            for (int64_t m = 0; m < M; ++m)
+                for (int64_t k = 0; k < D; ++k) out2[m * D + k] += d.db2[k];
+            assert_close("output - bias2", out2, out, M * D, 1e-14, 1.0, NULL);
+            free(zero);
+        }
+        double *all[] = {x, act, t, out, x2, act2, out2, fx, ft, fact};
+        for (size_t i = 0; i < ARRAY_LEN(all); ++i) free(all[i]);
+        ffn_data_free(&d);
+    }
+}
+
+/* Block 4's forward on hand values (all exact in bf16): identity gate, then silu with silu(0) = 0 and
+ * bf16(silu(8)) = bf16(7.9973) = 8. */
+static void test_ssm_gate_forward_hand(void **state) {
+    (void)state;
+    const double ssm[2] = {1.5, 4.0}, w[2] = {0.5, 0.25}, bias[1] = {1.0};
+    uint16_t s16[2], g16[2], w16[2], b16[1];
+    to_bf16(ssm, s16, 2), to_bf16(w, w16, 2), to_bf16(bias, b16, 1);
+    double ga[2], gated[2], out[1];
+    const double gate_id[2] = {2.0, -0.5};
+    to_bf16(gate_id, g16, 2);
+    gg_ref_ssm_gate_forward(1, 1, 2, 0, s16, g16, w16, b16, ga, gated, out);
+    const double want_gated[2] = {3.0, -2.0}, want_out[1] = {2.0};
+    assert_values("gate_activated (identity)", ga, gate_id, 2, 0.0);
+    assert_values("gated_output (identity)", gated, want_gated, 2, 0.0);
+    assert_values("output (identity)", out, want_out, 1, 0.0);
+    const double gate_silu[2] = {0.0, 8.0};
+    to_bf16(gate_silu, g16, 2);
+    gg_ref_ssm_gate_forward(1, 1, 2, 1, s16, g16, w16, b16, ga, gated, out);
+    const double want_ga[2] = {0.0, 8.0}, want_gated_silu[2] = {0.0, 32.0}, want_out_silu[1] = {9.0};
+    assert_values("gate_activated (silu)", ga, want_ga, 2, 0.0);
+    assert_values("gated_output (silu)", gated, want_gated_silu, 2, 0.0);
+    assert_values("output (silu)", out, want_out_silu, 1, 0.0);
+    assert_all_bf16("output", out, 1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bf16_exact_values),
@@ -852,6 +939,9 @@ int main(void) {
         cmocka_unit_test(test_bf16_round_trip_all_patterns),
         cmocka_unit_test(test_round_bf16_of_double),
         cmocka_unit_test(test_tanh_gate_hand),
+        cmocka_unit_test(test_tanh_gate_forward_hand),
+        cmocka_unit_test(test_ffn_forward_agrees_with_the_other_paths),
+        cmocka_unit_test(test_ssm_gate_forward_hand),
         cmocka_unit_test(test_tanh_gate_grad_residual_is_exact_copy),
         cmocka_unit_test(test_gelu_ffn_hand),
         cmocka_unit_test(test_mlp_hand),

@@ -328,7 +328,11 @@ cublasStatus_t __wrap_cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t desc) {
 }
 cublasStatus_t __wrap_cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr,
                                                      const void *buf, size_t bytes) {
-    (void)desc, (void)attr, (void)buf, (void)bytes;
+    (void)desc, (void)bytes;
+    if (attr == CUBLASLT_MATMUL_DESC_EPILOGUE) fake.epilogues[fake.n_epilogues++ % FAKE_MAX_EPILOGUES] =
+        *(const cublasLtEpilogue_t *)buf;
+    if (attr == CUBLASLT_MATMUL_DESC_BIAS_POINTER) memcpy(&fake.bias_pointer, buf, sizeof fake.bias_pointer);
+    if (attr == CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER) memcpy(&fake.aux_pointer, buf, sizeof fake.aux_pointer);
     return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t __wrap_cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *layout, cudaDataType type, uint64_t rows,

@@ -30,6 +30,8 @@ typedef enum fake_kind {
 
 extern const char *const fake_kind_names[FAKE_KINDS];
 
+#define FAKE_MAX_EPILOGUES 8
+
 typedef struct fake_state {
     int device_count;      /* what cudaGetDeviceCount reports */
     int fail_get_device;   /* cudaGetDevice fails (the call then stops before planning) */
@@ -56,6 +58,11 @@ typedef struct fake_state {
     int calls[FAKE_KINDS]; /* calls of each kind since the last fake_reset */
     cudaError_t pending;   /* the error a failed launch left for cudaGetLastError */
     void (*on_is_capturing)(void); /* called inside cudaStreamIsCapturing (a test's hook), NULL: none */
+    /* cuBLASLt epilogues: the ones planned (CUBLASLT_MATMUL_DESC_EPILOGUE, in order) and the last bias and aux
+     * pointers set */
+    cublasLtEpilogue_t epilogues[FAKE_MAX_EPILOGUES];
+    int n_epilogues;
+    const void *bias_pointer, *aux_pointer;
 } fake_state;
 
 extern fake_state fake;

@@ -1,8 +1,8 @@
 /*
  * fuzz_api.c - libFuzzer over the public API's validation, on the CUDA fakes (tests/fake): no GPU needed. Each input
- * is read as a sequence of choices: which entry point (a block's eager call, a graph's create and run, a context's
- * create with a config), its desc fields (any int64, including negative and huge), its pointers (NULL, misaligned,
- * device, host, pinned, managed, overlapping) and the graph config's fields. Every call must return a gg_status, a
+ * is read as a sequence of choices: which entry point (a block's eager call or forward, a graph's create and run, a
+ * context's create with a config), its desc fields (any int64, including negative and huge), its pointers (NULL,
+ * misaligned, device, host, pinned, managed, overlapping) and the graph config's fields. Every call must return a gg_status, a
  * message on failure, and a rejected argument must enqueue nothing; ASan and UBSan watch the host code.
  *   scripts/test.sh runs it for GG_FUZZ_SECONDS (default 60); a crash input is written to the fuzz build folder.
  */
@@ -128,6 +128,39 @@ static gg_status block_call(reader *r, int graph) {
     return st;
 }
 
+/* A forward call (gg_*_forward) with fuzzed sizes, precision and pointers. */
+static gg_status forward_call(reader *r) {
+    void *p[8];
+    for (int i = 0; i < 8; ++i) p[i] = pointer_of(r, i);
+    const int block = (int)(take(r, 1) % 4) + 1;
+    const int64_t tokens = size_of(r), d0 = size_of(r), d1 = size_of(r);
+    const gg_precision precision = (gg_precision)(int)(take(r, 1) % 7) - 1;
+    const int silu = (int)(take(r, 1) % 2);
+    fake.enqueued = 0;
+    switch (block) {
+    case 1: {
+        const gg_tanh_gate_desc d = {tokens, d0, 0};
+        const gg_tanh_gate_fwd_args a = {p[0], p[1], p[2], p[3], p[4]};
+        return gg_tanh_gate_forward(ctx, &d, &a, NULL);
+    }
+    case 2: {
+        const gg_gelu_ffn_desc d = {tokens, d0, d1, precision, 0};
+        const gg_gelu_ffn_fwd_args a = {p[0], p[1], p[2], p[3], p[4], p[5], p[6]};
+        return gg_gelu_ffn_forward(ctx, &d, &a, NULL);
+    }
+    case 3: {
+        const gg_mlp_desc d = {tokens, d0, d1, precision, 0};
+        const gg_mlp_fwd_args a = {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]};
+        return gg_mlp_forward(ctx, &d, &a, NULL);
+    }
+    default: {
+        const gg_ssm_gate_desc d = {tokens, d0, d1, silu, 0};
+        const gg_ssm_gate_fwd_args a = {p[0], p[1], p[2], p[3], p[4], p[5], p[6]};
+        return gg_ssm_gate_forward(ctx, &d, &a, NULL);
+    }
+    }
+}
+
 static gg_status ctx_create(reader *r) {
     gg_config c = GG_CONFIG_INIT;
     c.device = (int)(int8_t)take(r, 1) % 3;
@@ -160,9 +193,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fake.managed_hi = BASE(41) + 64;
     fake.host_pinned = (int)(take(&r, 1) % 2);
     fake.enqueued = 0;
-    switch ((unsigned)take(&r, 1) % 4) {
+    switch ((unsigned)take(&r, 1) % 5) {
     case 0: check_result(ctx_create(&r), NULL); break;
     case 1: check_result(block_call(&r, 1), ctx); break;
+    case 4: check_result(forward_call(&r), ctx); break;
     default: check_result(block_call(&r, 0), ctx); break;
     }
     return 0;

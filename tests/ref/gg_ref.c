@@ -256,3 +256,68 @@ double gg_ref_loss_ssm_gate(int64_t M, int64_t H, int64_t E, int use_silu_gate, 
     free(G);
     return L;
 }
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Forward passes (gg_*_forward)                                                                                 */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+void gg_ref_tanh_gate_forward(int64_t M, int64_t H, const uint16_t *residual, uint16_t gate,
+                              const uint16_t *hidden_states, const uint16_t *mask, double *output) {
+    const double t = (double)tanhf(gg_ref_bf16_to_f32(gate)); /* fp32, as the spec's backward */
+    for (int64_t m = 0; m < M; ++m)
+        for (int64_t h = 0; h < H; ++h) {
+            const size_t i = (size_t)(m * H + h);
+            const double p = gg_ref_round_bf16(gg_ref_round_bf16(t * bf(hidden_states[i])) * bf(mask[m]));
+            output[i] = gg_ref_round_bf16(bf(residual[i]) + p);
+        }
+}
+
+/* x = X @ W1ᵀ (+ b1), act = gelu_tanh(x), out = act @ W2ᵀ (+ b2): blocks 2 and 3. */
+static void ffn_forward(int64_t M, int64_t D, int64_t F, const double *X, const double *W1, const double *b1,
+                        const double *W2, const double *b2, double *x, double *act, double *tanh_inner, double *out) {
+    for (int64_t m = 0; m < M; ++m)
+        for (int64_t f = 0; f < F; ++f) {
+            double s = b1 ? b1[f] : 0.0;
+            for (int64_t d = 0; d < D; ++d) s += X[m * D + d] * W1[f * D + d];
+            const size_t i = (size_t)(m * F + f);
+            x[i] = s;
+            act[i] = gelu_tanh(s);
+            if (tanh_inner) tanh_inner[i] = gelu_tanh_inner(s);
+        }
+    for (int64_t m = 0; m < M; ++m)
+        for (int64_t d = 0; d < D; ++d) {
+            double s = b2 ? b2[d] : 0.0;
+            for (int64_t f = 0; f < F; ++f) s += act[m * F + f] * W2[d * F + f];
+            out[m * D + d] = s;
+        }
+}
+
+void gg_ref_gelu_ffn_forward(int64_t M, int64_t D, int64_t F, const double *hidden_states, const double *weight1,
+                             const double *weight2, double *linear1_out, double *gelu_out, double *tanh_inner,
+                             double *output) {
+    ffn_forward(M, D, F, hidden_states, weight1, NULL, weight2, NULL, linear1_out, gelu_out, tanh_inner, output);
+}
+
+void gg_ref_mlp_forward(int64_t M, int64_t D, int64_t F, const double *hidden_states, const double *weight1,
+                        const double *bias1, const double *weight2, const double *bias2, double *intermediate,
+                        double *intermediate_activated, double *output) {
+    ffn_forward(M, D, F, hidden_states, weight1, bias1, weight2, bias2, intermediate, intermediate_activated, NULL,
+                output);
+}
+
+void gg_ref_ssm_gate_forward(int64_t M, int64_t H, int64_t E, int use_silu_gate, const uint16_t *ssm_output,
+                             const uint16_t *gate, const uint16_t *weight, const uint16_t *bias,
+                             double *gate_activated, double *gated_output, double *output) {
+    const size_t ME = (size_t)(M * E);
+    for (size_t i = 0; i < ME; ++i) {
+        const double z = bf(gate[i]);
+        gate_activated[i] = use_silu_gate ? gg_ref_round_bf16(silu(z)) : z;
+        gated_output[i] = gg_ref_round_bf16(bf(ssm_output[i]) * gate_activated[i]);
+    }
+    for (int64_t m = 0; m < M; ++m)
+        for (int64_t h = 0; h < H; ++h) {
+            double s = bf(bias[h]);
+            for (int64_t e = 0; e < E; ++e) s += gated_output[m * E + e] * bf(weight[h * E + e]);
+            output[m * H + h] = gg_ref_round_bf16(s);
+        }
+}

@@ -57,6 +57,23 @@ double gg_ref_loss_gelu_ffn(int64_t M, int64_t D, int64_t F, const double *grad_
 double gg_ref_loss_ssm_gate(int64_t M, int64_t H, int64_t E, int use_silu_gate, const double *grad_output,
                             const double *ssm_output, const double *gate, const double *weight);
 
+/* Forward passes (gg_*_forward), outputs as the backward reads them. Blocks 1 and 4 round to bf16 where the header
+ * says; blocks 2 and 3 are exact in double, from double inputs (so finite differences can perturb them): x the
+ * pre-activation, act = gelu_tanh(x), output = act @ W2ᵀ (+ bias2). tanh_inner may be NULL. */
+void gg_ref_tanh_gate_forward(int64_t M, int64_t H, const uint16_t *residual, uint16_t gate,
+                              const uint16_t *hidden_states, const uint16_t *mask, double *output);
+void gg_ref_gelu_ffn_forward(int64_t M, int64_t D, int64_t F, const double *hidden_states, const double *weight1,
+                             const double *weight2, double *linear1_out, double *gelu_out, double *tanh_inner,
+                             double *output);
+void gg_ref_mlp_forward(int64_t M, int64_t D, int64_t F, const double *hidden_states, const double *weight1,
+                        const double *bias1, const double *weight2, const double *bias2, double *intermediate,
+                        double *intermediate_activated, double *output);
+/* gate_activated = bf16(silu(gate)) or gate; gated_output = bf16(ssm_output * gate_activated);
+ * output = bf16(gated_output @ Wᵀ + bias), the sum exact. */
+void gg_ref_ssm_gate_forward(int64_t M, int64_t H, int64_t E, int use_silu_gate, const uint16_t *ssm_output,
+                             const uint16_t *gate, const uint16_t *weight, const uint16_t *bias,
+                             double *gate_activated, double *gated_output, double *output);
+
 #ifdef __cplusplus
 }
 #endif
