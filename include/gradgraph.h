@@ -800,6 +800,178 @@ GG_API int gg_step_call_count(const gg_step *step);
 GG_API void gg_step_destroy(gg_step *step);
 
 /* ---------------------------------------------------------------------------------------------------------------
+ * Optimizer: one fused AdamW or SGD step over every parameter of a model, enqueued on a stream with no host sync,
+ * so that it can be captured in the same CUDA graph as the backward (after a step graph, or in a capture of your
+ * own) and replayed.
+ *
+ *   gg_optim *opt;  gg_optim_config oc = GG_OPTIM_CONFIG_INIT;  oc.lr = 3e-4f;  oc.max_grad_norm = 1.0f;
+ *   gg_optim_create(ctx, &oc, &opt);
+ *   per parameter:  gg_optim_param p = {.param = w, .grad = dw, .count = n};  gg_optim_add_param(opt, &p);
+ *   gg_optim_finalize(opt);                        the moments (zeroed), the launch tables, the device words
+ *   every step, eager or captured:  gg_optim_step(opt, stream);
+ *   gg_optim_destroy(opt);
+ *
+ * A step, in stream order on the GPU (docs/optimizer.md has the formulas, rounding and memory):
+ *   1. with max_grad_norm > 0 or check_finite: the sum of the squares of every unscaled gradient (gradient × the
+ *      inverse loss scale, in fp32; squares added in double), per chunk, then the chunks' sums added in a fixed
+ *      order by one CTA: the global norm, the same bits on every run, and the found-inf flag;
+ *   2. unless the flag is set: every parameter's step count advances, then one launch updates every parameter:
+ *      g = gradient × inverse loss scale (× min(1, max_grad_norm / (norm + 1e-6)) when clipping), then
+ *      torch.optim.AdamW's or torch.optim.SGD's update in fp32, in their order of operations, each operation
+ *      rounded once; the fp32 weights are written in place and, when asked, their fp16 or bf16 copy in the same
+ *      pass.
+ *
+ * Device state. The learning rate, the inverse loss scale, each parameter's step count (Adam's t), the found-inf
+ * flag and the last gradient norm are words in device memory that the kernels read and write when they run, so a
+ * replayed graph uses the values of the moment it runs and advances the step counts itself. Change them with
+ * gg_optim_set_lr / gg_optim_set_loss_scale (enqueued on a stream: eager, or captured) or from kernels of your own
+ * (gg_optim_device_pointers).
+ *
+ * Loss scaling and found-inf (torch.cuda.amp.GradScaler's contract). The gradients of a loss multiplied by S are
+ * multiplied by 1/S (gg_optim_set_loss_scale) before anything else. With check_finite on (the default) a step that
+ * finds any gradient element Inf or NaN (or Inf once unscaled) updates nothing: weights, copies, moments and step
+ * counts keep their values, and the found-inf flag is set to 1; every other checked step sets it to 0. Read it with
+ * gg_optim_last_step (synchronizing) to lower the loss scale, or on the device. With check_finite off nothing is
+ * checked, and non-finite gradients reach the weights (as in torch without a GradScaler).
+ *
+ * Rules. Run an optimizer's steps and setters in one stream order (they share its device words); while a step may
+ * run, the parameters, gradients and copies are its. Parameters are numbered in the order they are added, from 0.
+ * Destroy optimizers before the context (gg_ctx_destroy destroys any left). A refused call enqueues nothing and
+ * changes nothing; its message names the function, the parameter's index and the field
+ * ("gg_optim_add_param (param 3): param->grad (0x7f..01) is not 2-byte aligned").
+ * ------------------------------------------------------------------------------------------------------------- */
+typedef enum gg_optim_kind {
+    GG_OPTIM_ADAMW = 0, /* torch.optim.AdamW, amsgrad off: decoupled weight decay, bias-corrected moments */
+    GG_OPTIM_SGD = 1    /* torch.optim.SGD: L2 weight decay added to the gradient, momentum (0: plain SGD, no state),
+                           dampening, Nesterov */
+} gg_optim_kind;
+
+/* gg_optim_config.weight_decay's default: the kind's own PyTorch default, 1e-2 for AdamW and 0 for SGD. */
+#define GG_OPTIM_DEFAULT_WEIGHT_DECAY (-1.0f)
+
+#define GG_OPTIM_CONFIG_VERSION 1
+
+/* Optimizer configuration (defaults: PyTorch's). Always start from GG_OPTIM_CONFIG_INIT. Fields of the other kind
+ * are ignored. */
+typedef struct gg_optim_config {
+    size_t struct_size;  /* sizeof(gg_optim_config) */
+    uint32_t version;    /* GG_OPTIM_CONFIG_VERSION */
+    gg_optim_kind kind;  /* default GG_OPTIM_ADAMW */
+    float lr;            /* the learning rate, finite and >= 0; default 1e-3 (gg_optim_set_lr changes it) */
+    float beta1, beta2;  /* AdamW: the moments' decay rates, each in [0, 1); default 0.9 and 0.999 */
+    float eps;           /* AdamW: added to the denominator, finite and >= 0; default 1e-8 */
+    float weight_decay;  /* finite and >= 0, or GG_OPTIM_DEFAULT_WEIGHT_DECAY (the default). AdamW: decoupled,
+                            p *= 1 - lr * weight_decay before the update; SGD: L2, g += weight_decay * p. Parameters
+                            added with no_weight_decay skip it */
+    float momentum;      /* SGD: finite and >= 0; default 0 */
+    float dampening;     /* SGD: in [0, 1]; default 0 */
+    int nesterov;        /* SGD: nonzero for Nesterov momentum (needs momentum > 0 and dampening 0); default 0 */
+    float max_grad_norm; /* finite and >= 0. > 0: clip by the global norm of all gradients (unscaled); 0 (default):
+                            no clipping */
+    int check_finite;    /* default 1: a step with an Inf or NaN gradient updates nothing ("Loss scaling" above);
+                            0: no check, and with max_grad_norm 0 no pass over the gradients before the update */
+} gg_optim_config;
+
+#define GG_OPTIM_CONFIG_INIT                                                                                       \
+    { sizeof(gg_optim_config), GG_OPTIM_CONFIG_VERSION, GG_OPTIM_ADAMW, 1e-3f, 0.9f, 0.999f, 1e-8f,                 \
+      GG_OPTIM_DEFAULT_WEIGHT_DECAY, 0.0f, 0.0f, 0, 0.0f, 1 }
+
+/* Element types of the tensors an optimizer reads and writes. */
+typedef enum gg_optim_dtype { GG_OPTIM_FP32 = 0, GG_OPTIM_FP16 = 1, GG_OPTIM_BF16 = 2 } gg_optim_dtype;
+
+/* One parameter tensor: count contiguous elements at addresses aligned to their element size (no GG_ALIGNMENT
+ * rule here: sub-tensors of a larger buffer are fine; 16-byte aligned tensors take the vector path). Device or
+ * managed memory. */
+typedef struct gg_optim_param {
+    float *param;              /* the fp32 master weights, updated in place */
+    const void *grad;          /* the gradient, grad_dtype: read, never written */
+    gg_optim_dtype grad_dtype; /* GG_OPTIM_FP32 (default) or GG_OPTIM_BF16 */
+    int64_t count;             /* elements, >= 1 */
+    void *copy;                /* NULL, or where the updated weights are written again, rounded to copy_dtype
+                                  (nearest even): block 4's bf16 weight, an fp16 weight for fp16 GEMMs */
+    gg_optim_dtype copy_dtype; /* with copy: GG_OPTIM_FP16 or GG_OPTIM_BF16 */
+    int no_weight_decay;       /* nonzero: weight decay skips this parameter (biases, norms); default 0 */
+} gg_optim_param;
+
+typedef struct gg_optim gg_optim;
+
+/* Makes an optimizer on ctx, with no parameters yet. config NULL: GG_OPTIM_CONFIG_INIT. Allocates nothing on the
+ * device. Returns GG_SUCCESS, GG_ERROR_INVALID_ARGUMENT (ctx or out NULL, a config field out of range: named),
+ * GG_ERROR_VERSION or GG_ERROR_OUT_OF_MEMORY; *out is NULL on failure. */
+GG_API gg_status gg_optim_create(gg_ctx *ctx, const gg_optim_config *config, gg_optim **out);
+
+/* Appends a parameter (*param is copied; its index is the number of parameters added before it). Checked: param
+ * and grad non-NULL; count >= 1; the dtypes; every pointer device or managed memory and aligned to its element
+ * (else GG_ERROR_MISALIGNED); no two of the parameter's tensors overlapping; its weights and copy overlapping no
+ * tensor of an earlier parameter, and its gradient no earlier parameter's weights or copy. Refused after
+ * gg_optim_finalize. A refused add adds nothing. */
+GG_API gg_status gg_optim_add_param(gg_optim *opt, const gg_optim_param *param);
+
+/* Ends the description and makes the device state, in one allocation: the moments, zeroed (AdamW two fp32 words
+ * per element, SGD with momentum one, plain SGD none), every step count 0, lr from the config, the loss scale 1,
+ * found-inf 0, the launch tables. Synchronizes the device; never call it on a stream being captured. Refused
+ * without parameters and when finalized already; a failure after the checks (allocation) leaves an optimizer that
+ * can only be destroyed. */
+GG_API gg_status gg_optim_finalize(gg_optim *opt);
+
+/* Enqueues one step of every parameter on stream (see above): up to three kernel launches, no allocation, no
+ * synchronization, no host state a replay would miss, so it may be captured into a CUDA graph. Returns
+ * GG_SUCCESS, GG_ERROR_INVALID_ARGUMENT (NULL or not finalized), GG_ERROR_CUDA (a launch refused before the update
+ * was enqueued: nothing changed) or GG_ERROR_PARTIAL (the update's launch refused after the step counts were
+ * advanced: they are one ahead of the weights, which are unchanged). */
+GG_API gg_status gg_optim_step(gg_optim *opt, gg_stream stream);
+
+/* The step of parameters first .. first + count - 1 only: for updates that start as soon as a bucket of gradients
+ * is reduced, each range once per step (their step counts advance on their own). Refused (GG_ERROR_INVALID_ARGUMENT)
+ * with max_grad_norm > 0 or check_finite: the norm and the found-inf decision need every gradient before any update;
+ * use gg_optim_step there. Otherwise as gg_optim_step. */
+GG_API gg_status gg_optim_step_params(gg_optim *opt, int first, int count, gg_stream stream);
+
+/* Enqueues a write of the device-side learning rate (finite, >= 0) on stream. Captured, the value is part of the
+ * graph: every replay writes it. For a schedule with a replayed step, call this on the stream before each replay
+ * (outside the capture), or write the word from a kernel of your own (gg_optim_device_pointers). */
+GG_API gg_status gg_optim_set_lr(gg_optim *opt, float lr, gg_stream stream);
+
+/* The same for the loss scale S (finite, > 0, with 1/S a normal fp32 number): the device word holds 1/S, which
+ * every step multiplies the gradients by before anything else. */
+GG_API gg_status gg_optim_set_loss_scale(gg_optim *opt, float scale, gg_stream stream);
+
+/* The optimizer's device words, for kernels of your own (dynamic loss scaling, schedules, logging inside a graph).
+ * Valid until gg_optim_destroy. */
+typedef struct gg_optim_device_ptrs {
+    float *lr;             /* the learning rate every step reads */
+    float *inv_loss_scale; /* 1 / the loss scale: every step multiplies the gradients by it */
+    int64_t *steps;        /* [parameters]: the steps each parameter has taken (Adam's t after its next step is
+                              this + 1) */
+    unsigned *found_inf;   /* 1: the last checked step found an Inf or NaN and updated nothing; else 0 */
+    float *grad_norm;      /* the norm of all unscaled gradients, before clipping, from the last step that computed
+                              it (max_grad_norm > 0 or check_finite); 0 before the first */
+} gg_optim_device_ptrs;
+
+/* Fills *out. Refused before gg_optim_finalize. */
+GG_API gg_status gg_optim_device_pointers(gg_optim *opt, gg_optim_device_ptrs *out);
+
+/* Waits for the device (cudaDeviceSynchronize: every stream's work enqueued before), then reads the found-inf flag
+ * (*found_inf 1 or 0) and the last gradient norm; either pointer may be NULL, not both. For a host loop's dynamic
+ * loss scaling. Refused before gg_optim_finalize. */
+GG_API gg_status gg_optim_last_step(gg_optim *opt, int *found_inf, float *grad_norm);
+
+/* An optimizer's sizes, before or after finalize (what finalize allocates, or has allocated). */
+typedef struct gg_optim_memory {
+    int params;          /* parameters added */
+    int64_t elements;    /* their elements, summed */
+    size_t state_bytes;  /* the moments: 8 bytes per element for AdamW, 4 for SGD with momentum, 0 for plain SGD,
+                            each tensor's rounded up to 16 bytes */
+    size_t table_bytes;  /* the launch tables, step counts, the norm's partial sums and the device words */
+    size_t total_bytes;  /* state_bytes + table_bytes: what gg_optim_destroy gives back */
+} gg_optim_memory;
+
+GG_API gg_status gg_optim_memory_info(const gg_optim *opt, gg_optim_memory *out);
+
+/* Waits for the device, then frees the optimizer's device memory and the optimizer. NULL is a no-op. */
+GG_API void gg_optim_destroy(gg_optim *opt);
+
+/* ---------------------------------------------------------------------------------------------------------------
  * Data parallelism (NCCL). With a communicator on the context, every graph made with sync_gradients reduces its
  * parameter gradients (dW, db, block 1's grad_gate) across the ranks inside the same CUDA graph: each gradient is
  * handed to a communication stream as soon as the GEMM or reduction that makes it has finished, in pieces of at

@@ -53,15 +53,16 @@ inline int grid_for(size_t n_items, int sm_count, int per_sm) {
     return blocks ? (int)blocks : 1;
 }
 
-/* Sum of v over the block, valid in thread 0; `shared` holds kThreads / 32 floats. Fixed order: deterministic. */
-__device__ __forceinline__ float block_sum(float v, float *shared) {
+/* Sum of v over the block, valid in thread 0; `shared` holds blockDim.x / 32 values. Fixed order: deterministic.
+ * Every thread of the block must call it. */
+template <typename T> __device__ __forceinline__ T block_sum(T v, T *shared) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     if (lane == 0) shared[warp] = v;
     __syncthreads();
-    v = 0.0f;
+    v = T(0);
     if (warp == 0) {
-        v = lane < (int)(blockDim.x >> 5) ? shared[lane] : 0.0f;
+        v = lane < (int)(blockDim.x >> 5) ? shared[lane] : T(0);
         for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
     }
     return v;

@@ -8,13 +8,14 @@ cd "$root"
 
 # folder -> folders whose headers it may not include
 declare -A forbidden=(
-  [include]="src/api src/blocks graphs src/ddp src/core src/gemm kernels"
-  [src/core]="src/api src/blocks graphs src/ddp"
-  [src/gemm]="src/api src/blocks graphs src/ddp"
-  [kernels]="include src/api src/blocks graphs src/ddp src/core src/gemm"
-  [src/blocks]="src/api graphs"
-  [src/ddp]="src/api src/blocks graphs"
-  [graphs]="src/api"
+  [include]="src/api src/blocks graphs src/optim src/ddp src/core src/gemm kernels"
+  [src/core]="src/api src/blocks graphs src/optim src/ddp"
+  [src/gemm]="src/api src/blocks graphs src/optim src/ddp"
+  [kernels]="include src/api src/blocks graphs src/optim src/ddp src/core src/gemm"
+  [src/blocks]="src/api graphs src/optim"
+  [src/ddp]="src/api src/blocks graphs src/optim"
+  [graphs]="src/api src/optim"
+  [src/optim]="src/api src/blocks graphs src/ddp"
 )
 
 # every header of the tree: name -> folder

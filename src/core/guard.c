@@ -36,8 +36,9 @@ static int known_device(const gg_guard *g, const void *p) {
     return 0;
 }
 
-/* Whether p is memory the GPU can address as a kernel operand: device or managed memory (one driver query). */
-static gg_status check_pointer(gg_ctx *ctx, const char *fn, const char *name, const void *p) {
+/* Whether p is memory the GPU can address as a kernel operand: device or managed memory (one driver query). The
+ * message names it as prefix + name ("args->weight2"). */
+static gg_status check_pointer(gg_ctx *ctx, const char *fn, const char *prefix, const char *name, const void *p) {
     struct cudaPointerAttributes attr;
     memset(&attr, 0, sizeof attr);
     const cudaError_t err = cudaPointerGetAttributes(&attr, p);
@@ -46,19 +47,28 @@ static gg_status check_pointer(gg_ctx *ctx, const char *fn, const char *name, co
         attr.type = cudaMemoryTypeUnregistered;
     }
     if (attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged) return GG_SUCCESS;
-    return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: args->%s (%p) is %s memory; gradgraph needs device memory", fn,
-                   name, p, attr.type == cudaMemoryTypeHost ? "pinned host" : "host");
+    return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: %s%s (%p) is %s memory; gradgraph needs device memory", fn,
+                   prefix, name, p, attr.type == cudaMemoryTypeHost ? "pinned host" : "host");
+}
+
+/* check_pointer once per pointer: the pointers found to be device memory are remembered (a ring). */
+static gg_status check_remembered(gg_ctx *ctx, const char *fn, const char *prefix, const char *name, const void *p) {
+    gg_guard *g = &ctx->guard;
+    if (known_device(g, p)) return GG_SUCCESS;
+    GG_TRY(check_pointer(ctx, fn, prefix, name, p));
+    g->known[g->next] = p;
+    g->next = (g->next + 1) % GG_KNOWN_DEVICE_PTRS;
+    return GG_SUCCESS;
 }
 
 gg_status gg_check_device_pointers(gg_ctx *ctx, const char *fn, const gg_block_call *c) {
-    gg_guard *g = &ctx->guard;
-    for (int i = 0; i < c->info->n_tensors; ++i) {
-        if (!gg_tensor_used(c, i) || known_device(g, c->t[i])) continue;
-        GG_TRY(check_pointer(ctx, fn, c->info->tensors[i].name, c->t[i]));
-        g->known[g->next] = c->t[i];
-        g->next = (g->next + 1) % GG_KNOWN_DEVICE_PTRS;
-    }
+    for (int i = 0; i < c->info->n_tensors; ++i)
+        if (gg_tensor_used(c, i)) GG_TRY(check_remembered(ctx, fn, "args->", c->info->tensors[i].name, c->t[i]));
     return GG_SUCCESS;
+}
+
+gg_status gg_check_device_pointer(gg_ctx *ctx, const char *fn, const char *name, const void *p) {
+    return check_remembered(ctx, fn, "", name, p);
 }
 
 gg_status gg_block_enqueue_failed(gg_ctx *ctx, const gg_block_call *c, gg_status status) {
