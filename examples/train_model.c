@@ -1,0 +1,520 @@
+/* train_model.c - the character model of train_model.h.
+ *
+ * Three compile switches follow what include/gradgraph.h offers (examples/CMakeLists.txt sets them from the
+ * header): GG_TRAIN_LIB_FORWARD, gradgraph's gg_mlp_forward for the layers' forward (else cuBLAS and this example's
+ * bias + GELU kernel); GG_TRAIN_LIB_OPTIM, gradgraph's fused AdamW (else this example's kernel, the same formulas);
+ * GG_TRAIN_STEP_OPTIMIZER, the update inside the step graph (gg_step_add_optimizer; else launched after it). */
+#include "train_model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cublas_v2.h>
+
+#include "train_kernels.h"
+
+#define MAX_LAYERS 64
+#define CUBLAS_WORKSPACE ((size_t)32 << 20)
+
+typedef struct tm_layer {
+    tm_model *model;
+    int index;
+    float *w1, *b1, *w2, *b2;     /* parameters [F,D], [F], [D,F], [D] */
+    float *gw1, *gb1, *gw2, *gb2; /* their gradients */
+    gg_mlp_args args;             /* the backward's */
+} tm_layer;
+
+struct tm_model {
+    gg_ctx *ctx;
+    tm_config c;
+    int64_t hidden, vocab, n; /* D, V, text length */
+    cublasHandle_t blas;
+    void *blas_workspace;
+    uint8_t *text;
+    /* parameters, their gradients and (stand-in optimizer) AdamW's moments: one buffer each, same offsets */
+    float *params, *grads, *adam_m, *adam_v;
+    int64_t n_params, n_decay; /* the matrices (decayed) come first, the biases after */
+    float *emb, *wout, *bout, *gemb, *gwout, *gbout;
+    tm_layer layers[MAX_LAYERS];
+    int32_t *tokens;          /* [M, C+1] */
+    float *x[MAX_LAYERS + 1]; /* the residual stream before each layer, and after the last [M,D] */
+    float *pre[MAX_LAYERS], *act[MAX_LAYERS]; /* each layer's saved pre-activation and GELU [M,F] */
+    float *out;               /* a layer's MLP output [M,D], before the residual add */
+    float *gx[MAX_LAYERS + 1]; /* the loss's gradient with respect to x[l] [M,D] */
+    float *logits, *glogits, *row_loss, *losses, *partials;
+    int64_t *counter; /* the step number: the batch reads it, the loss advances it, AdamW's t */
+    const char *error; /* the first failure inside a callback */
+    char error_buf[256];
+#ifdef GG_TRAIN_LIB_OPTIM
+    gg_optim *opt;
+#endif
+};
+
+const char *tm_forward_name(void) {
+#ifdef GG_TRAIN_LIB_FORWARD
+    return "gradgraph";
+#else
+    return "stand-in";
+#endif
+}
+
+const char *tm_optimizer_name(void) {
+#ifdef GG_TRAIN_LIB_OPTIM
+    return "gradgraph";
+#else
+    return "stand-in";
+#endif
+}
+
+const char *tm_callback_error(const tm_model *m) { return m->error; }
+
+static void fail(tm_model *m, const char *what, const char *detail) {
+    if (m->error) return;
+    snprintf(m->error_buf, sizeof m->error_buf, "%s: %s", what, detail);
+    m->error = m->error_buf;
+}
+
+static void cuda_ok(tm_model *m, const char *what, cudaError_t err) {
+    if (err != cudaSuccess) fail(m, what, cudaGetErrorString(err));
+}
+
+/* ---- row-major GEMMs through cuBLAS (column-major: a row-major [r,c] matrix is its transpose) ---- */
+
+/* y[M,N] = x[M,K] wᵀ (w [N,K]) */
+static void gemm_xwt(tm_model *m, const float *x, const float *w, int64_t M, int64_t N, int64_t K, float *y) {
+    const float one = 1.0f, zero = 0.0f;
+    if (cublasSgemm(m->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)N, (int)M, (int)K, &one, w, (int)K, x, (int)K, &zero, y,
+                    (int)N) != CUBLAS_STATUS_SUCCESS)
+        fail(m, "cublasSgemm (x wT)", "failed");
+}
+
+/* y[M,N] = a[M,K] b (b [K,N]) */
+static void gemm_ab(tm_model *m, const float *a, const float *b, int64_t M, int64_t N, int64_t K, float *y) {
+    const float one = 1.0f, zero = 0.0f;
+    if (cublasSgemm(m->blas, CUBLAS_OP_N, CUBLAS_OP_N, (int)N, (int)M, (int)K, &one, b, (int)N, a, (int)K, &zero, y,
+                    (int)N) != CUBLAS_STATUS_SUCCESS)
+        fail(m, "cublasSgemm (a b)", "failed");
+}
+
+/* y[N,K] = a[M,N]ᵀ b (b [M,K]) */
+static void gemm_atb(tm_model *m, const float *a, const float *b, int64_t M, int64_t N, int64_t K, float *y) {
+    const float one = 1.0f, zero = 0.0f;
+    if (cublasSgemm(m->blas, CUBLAS_OP_N, CUBLAS_OP_T, (int)K, (int)N, (int)M, &one, b, (int)K, a, (int)N, &zero, y,
+                    (int)K) != CUBLAS_STATUS_SUCCESS)
+        fail(m, "cublasSgemm (aT b)", "failed");
+}
+
+static void use_stream(tm_model *m, gg_stream stream) {
+    if (cublasSetStream(m->blas, (cudaStream_t)stream) != CUBLAS_STATUS_SUCCESS ||
+        cublasSetWorkspace(m->blas, m->blas_workspace, CUBLAS_WORKSPACE) != CUBLAS_STATUS_SUCCESS)
+        fail(m, "cublasSetStream", "failed");
+}
+
+/* ---- the step's pieces: each a gg_step callback, called directly by the eager path ---- */
+
+/* The batch, the embedding, every layer (x[l+1] = x[l] + MLP(x[l])) and the logits. */
+static void forward(void *user, gg_stream stream, int64_t rows) {
+    tm_model *m = user;
+    const cudaStream_t s = (cudaStream_t)stream;
+    const int64_t D = m->hidden, F = m->c.ffn;
+    use_stream(m, stream);
+    cuda_ok(m, "tk_batch", tk_batch(m->text, m->n, m->c.context, rows, m->c.data_seed, m->c.world, m->c.rank,
+                                    m->counter, m->tokens, s));
+    cuda_ok(m, "tk_embed", tk_embed(m->emb, m->tokens, m->c.context, m->c.embed, rows, m->x[0], s));
+    for (int l = 0; l < m->c.layers; ++l) {
+        const tm_layer *y = &m->layers[l];
+#ifdef GG_TRAIN_LIB_FORWARD
+        const gg_mlp_desc desc = {rows, D, F, m->c.precision, 0};
+        const gg_mlp_fwd_args a = {.hidden_states = m->x[l], .weight1 = y->w1, .bias1 = y->b1, .weight2 = y->w2,
+                                   .bias2 = y->b2, .intermediate = m->pre[l], .intermediate_activated = m->act[l],
+                                   .output = m->out};
+        const gg_status st = gg_mlp_forward(m->ctx, &desc, &a, stream);
+        if (st != GG_SUCCESS) fail(m, "gg_mlp_forward", gg_last_error(m->ctx));
+        cuda_ok(m, "tk_add", tk_add(m->x[l], m->out, NULL, rows, D, m->x[l + 1], s));
+#else
+        gemm_xwt(m, m->x[l], y->w1, rows, F, D, m->pre[l]);
+        cuda_ok(m, "tk_bias_gelu", tk_bias_gelu(m->pre[l], y->b1, rows, F, m->act[l], s));
+        gemm_xwt(m, m->act[l], y->w2, rows, D, F, m->out);
+        cuda_ok(m, "tk_add", tk_add(m->x[l], m->out, y->b2, rows, D, m->x[l + 1], s));
+#endif
+    }
+    gemm_xwt(m, m->x[m->c.layers], m->wout, rows, m->vocab, D, m->logits);
+}
+
+/* The loss (recorded at the step's index, which it then advances), its gradient, the output layer's gradients and
+ * the gradient with respect to the last layer's output. The mean is over this GPU's rows; the all-reduce averages
+ * the GPUs' gradients. */
+static void loss(void *user, gg_stream stream, int64_t rows) {
+    tm_model *m = user;
+    const cudaStream_t s = (cudaStream_t)stream;
+    const int L = m->c.layers;
+    const float scale = 1.0f / (float)rows;
+    use_stream(m, stream);
+    cuda_ok(m, "tk_cross_entropy", tk_cross_entropy(m->logits, m->bout, m->tokens, m->c.context, (int)m->vocab, rows,
+                                                    scale, m->row_loss, m->glogits, s));
+    cuda_ok(m, "tk_loss_finish", tk_loss_finish(m->row_loss, rows, scale, m->losses, m->c.steps, m->counter, s));
+    gemm_atb(m, m->glogits, m->x[L], rows, m->vocab, m->hidden, m->gwout);
+    cuda_ok(m, "tk_col_sum", tk_col_sum(m->glogits, rows, m->vocab, m->gbout, s));
+    gemm_ab(m, m->glogits, m->wout, rows, m->hidden, m->vocab, m->gx[L]);
+}
+
+/* The residual add of layer l: gx[l] (the MLP's input gradient) += gx[l+1] (the gradient of the layer's output). */
+static void residual(void *user, gg_stream stream, int64_t rows) {
+    tm_layer *y = user;
+    tm_model *m = y->model;
+    cuda_ok(m, "tk_add", tk_add(m->gx[y->index], m->gx[y->index + 1], NULL, rows, m->hidden, m->gx[y->index],
+                                (cudaStream_t)stream));
+}
+
+static void embedding_backward(void *user, gg_stream stream, int64_t rows) {
+    tm_model *m = user;
+    cuda_ok(m, "tk_embed_backward", tk_embed_backward(m->gx[0], m->tokens, m->c.context, m->c.embed, (int)m->vocab,
+                                                      rows, m->partials, m->gemb, (cudaStream_t)stream));
+}
+
+static gg_mlp_desc layer_desc(const tm_model *m) {
+    return (gg_mlp_desc){m->c.batch, m->hidden, m->c.ffn, m->c.precision, 0};
+}
+
+/* ---- the update ---- */
+
+static gg_status update(tm_model *m, cudaStream_t stream) {
+#ifdef GG_TRAIN_LIB_OPTIM
+    return gg_optim_step(m->opt, (gg_stream)stream);
+#else
+    const cudaError_t err = tk_adamw(m->params, m->grads, m->adam_m, m->adam_v, m->n_params, m->n_decay, m->c.lr,
+                                     m->c.beta1, m->c.beta2, m->c.eps, m->c.weight_decay, m->counter, stream);
+    return err == cudaSuccess ? GG_SUCCESS : GG_ERROR_CUDA;
+#endif
+}
+
+#ifdef GG_TRAIN_LIB_OPTIM
+/* Every tensor of the parameter buffer as one optimizer parameter, weight decay on those before n_decay. */
+static gg_status make_optimizer(tm_model *m, const int64_t *offsets, const int64_t *counts, int n_tensors) {
+    gg_optim_config oc = GG_OPTIM_CONFIG_INIT;
+    oc.kind = GG_OPTIM_ADAMW;
+    oc.lr = m->c.lr;
+    oc.beta1 = m->c.beta1;
+    oc.beta2 = m->c.beta2;
+    oc.eps = m->c.eps;
+    oc.weight_decay = m->c.weight_decay;
+    gg_status st = gg_optim_create(m->ctx, &oc, &m->opt);
+    for (int i = 0; st == GG_SUCCESS && i < n_tensors; ++i) {
+        gg_optim_param p = GG_OPTIM_PARAM_INIT;
+        p.param = m->params + offsets[i];
+        p.grad = m->grads + offsets[i];
+        p.count = (size_t)counts[i];
+        p.weight_decay = offsets[i] < m->n_decay;
+        st = gg_optim_add_param(m->opt, &p);
+    }
+    return st == GG_SUCCESS ? gg_optim_finalize(m->opt) : st;
+}
+#endif
+
+/* ---- building ---- */
+
+static uint32_t next_random(uint32_t *s) {
+    *s ^= *s << 13, *s ^= *s >> 17, *s ^= *s << 5;
+    return *s;
+}
+
+/* n values uniform in [-scale, scale] (0 for scale 0). */
+static void fill_uniform(float *h, int64_t n, float scale, uint32_t *state) {
+    for (int64_t i = 0; i < n; ++i)
+        h[i] = scale == 0.0f ? 0.0f : scale * ((float)(next_random(state) >> 8) / 8388608.0f - 1.0f);
+}
+
+static int alloc(tm_model *m, void **p, size_t bytes, const char *what) {
+    if (cudaMalloc(p, bytes) == cudaSuccess) return 0;
+    fprintf(stderr, "tm_create: cudaMalloc of %s (%zu bytes) failed\n", what, bytes);
+    (void)m;
+    return -1;
+}
+
+void tm_destroy(tm_model *m) {
+    if (!m) return;
+#ifdef GG_TRAIN_LIB_OPTIM
+    gg_optim_destroy(m->opt);
+#endif
+    void *bufs[] = {m->blas_workspace, m->text, m->params, m->grads, m->adam_m, m->adam_v, m->tokens, m->out,
+                    m->logits, m->glogits, m->row_loss, m->losses, m->partials, m->counter};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; ++i) cudaFree(bufs[i]);
+    for (int l = 0; l <= m->c.layers && l <= MAX_LAYERS; ++l) {
+        cudaFree(m->x[l]);
+        cudaFree(m->gx[l]);
+        if (l < m->c.layers) {
+            cudaFree(m->pre[l]);
+            cudaFree(m->act[l]);
+        }
+    }
+    if (m->blas) cublasDestroy(m->blas);
+    free(m);
+}
+
+/* The canonical order of the tensors (the dump's): embedding; per layer W1, b1, W2, b2; Wout, bout. */
+enum { T_EMB = 0 };
+#define T_LAYER(l, k) (1 + 4 * (l) + (k))
+#define T_WOUT(L) (1 + 4 * (L))
+#define T_BOUT(L) (2 + 4 * (L))
+
+static int check_config(const tm_config *c, int vocab) {
+    const char *bad = NULL;
+    if (c->layers < 1 || c->layers > MAX_LAYERS) bad = "layers must be 1..64";
+    else if (c->context < 1 || c->embed < 1 || ((int64_t)c->context * c->embed) % 8)
+        bad = "context * embed must be a positive multiple of 8";
+    else if (c->embed > 1024 || (int64_t)vocab * c->embed * 4 > (48 << 10))
+        bad = "embed must be <= 1024 and vocab * embed * 4 bytes <= 48 KiB (the embedding gradient's shared memory)";
+    else if (c->ffn < 8 || c->ffn % 8) bad = "ffn must be a positive multiple of 8";
+    else if (c->batch < 1 || c->batch > (1 << 24)) bad = "batch must be 1..2^24";
+    else if (c->steps < 1) bad = "steps must be >= 1";
+    else if (c->world < 1 || c->rank < 0 || c->rank >= c->world) bad = "rank must be in [0, world)";
+    else if (vocab < 2 || vocab > 256) bad = "vocab must be 2..256";
+    if (bad) fprintf(stderr, "tm_create: %s\n", bad);
+    return bad ? -1 : 0;
+}
+
+int tm_create(gg_ctx *ctx, const tm_config *c, const uint8_t *text, int64_t n, int vocab, tm_model **out) {
+    *out = NULL;
+    if (check_config(c, vocab)) return -1;
+    if (n <= c->context + 1) {
+        fprintf(stderr, "tm_create: the text (%lld characters) is shorter than the context + 2\n", (long long)n);
+        return -1;
+    }
+    tm_model *m = calloc(1, sizeof *m);
+    if (!m) return -1;
+    m->ctx = ctx;
+    m->c = *c;
+    const int L = c->layers;
+    const int64_t M = c->batch, C = c->context, e = c->embed, D = C * e, F = c->ffn, V = vocab;
+    m->hidden = D;
+    m->vocab = V;
+    m->n = n;
+
+    /* the parameter buffer: tensors at 16-byte aligned offsets, the decayed ones (matrices) first */
+    const int n_tensors = 3 + 4 * L;
+    int64_t counts[3 + 4 * MAX_LAYERS], offsets[3 + 4 * MAX_LAYERS];
+    counts[T_EMB] = V * e;
+    for (int l = 0; l < L; ++l) {
+        counts[T_LAYER(l, 0)] = F * D;
+        counts[T_LAYER(l, 1)] = F;
+        counts[T_LAYER(l, 2)] = D * F;
+        counts[T_LAYER(l, 3)] = D;
+    }
+    counts[T_WOUT(L)] = V * D;
+    counts[T_BOUT(L)] = V;
+    int64_t at = 0;
+    for (int pass = 0; pass < 2; ++pass) { /* matrices, then biases */
+        for (int t = 0; t < n_tensors; ++t) {
+            const int bias = t == T_BOUT(L) || (t >= 1 && t < T_WOUT(L) && (t - 1) % 2 == 1);
+            if (bias != pass) continue;
+            offsets[t] = at;
+            at += (counts[t] + 3) / 4 * 4;
+        }
+        if (pass == 0) m->n_decay = at;
+    }
+    m->n_params = at;
+
+    const size_t pbytes = (size_t)at * sizeof(float), act = (size_t)M * D * sizeof(float);
+    int bad = cublasCreate(&m->blas) != CUBLAS_STATUS_SUCCESS;
+    if (bad) fprintf(stderr, "tm_create: cublasCreate failed\n");
+    bad = bad || cublasSetMathMode(m->blas, c->precision == GG_PRECISION_FP32 ? CUBLAS_DEFAULT_MATH
+                                                                                : CUBLAS_TF32_TENSOR_OP_MATH) !=
+                     CUBLAS_STATUS_SUCCESS;
+    bad = bad || alloc(m, &m->blas_workspace, CUBLAS_WORKSPACE, "the cuBLAS workspace") ||
+          alloc(m, (void **)&m->text, (size_t)n, "the text") || alloc(m, (void **)&m->params, pbytes, "parameters") ||
+          alloc(m, (void **)&m->grads, pbytes, "gradients") ||
+          alloc(m, (void **)&m->tokens, (size_t)M * (C + 1) * sizeof(int32_t), "tokens") ||
+          alloc(m, (void **)&m->out, act, "a layer's output") ||
+          alloc(m, (void **)&m->logits, (size_t)M * V * sizeof(float), "logits") ||
+          alloc(m, (void **)&m->glogits, (size_t)M * V * sizeof(float), "the logits' gradient") ||
+          alloc(m, (void **)&m->row_loss, (size_t)M * sizeof(float), "row losses") ||
+          alloc(m, (void **)&m->losses, (size_t)c->steps * sizeof(float), "losses") ||
+          alloc(m, (void **)&m->partials, tk_embed_partials_count((int)V, (int)e) * sizeof(float), "partials") ||
+          alloc(m, (void **)&m->counter, sizeof(int64_t), "the step counter");
+#ifndef GG_TRAIN_LIB_OPTIM
+    bad = bad || alloc(m, (void **)&m->adam_m, pbytes, "AdamW's m") || alloc(m, (void **)&m->adam_v, pbytes, "AdamW's v");
+#endif
+    for (int l = 0; !bad && l <= L; ++l) {
+        bad = alloc(m, (void **)&m->x[l], act, "activations") || alloc(m, (void **)&m->gx[l], act, "gradients");
+        if (!bad && l < L)
+            bad = alloc(m, (void **)&m->pre[l], (size_t)M * F * sizeof(float), "pre-activations") ||
+                  alloc(m, (void **)&m->act[l], (size_t)M * F * sizeof(float), "activations");
+    }
+    if (bad) {
+        tm_destroy(m);
+        return -1;
+    }
+
+    /* initial weights: PyTorch's nn.Linear range for W1 and Wout, the residual branch's W2 scaled by 1/sqrt(L) so
+     * that the stack's output stays of the embedding's size without normalization; biases zero */
+    float *h = malloc(pbytes);
+    if (!h) {
+        tm_destroy(m);
+        return -1;
+    }
+    memset(h, 0, pbytes);
+    uint32_t state = 2463534242u ^ (c->init_seed * 2654435761u);
+    if (!state) state = 1;
+    fill_uniform(h + offsets[T_EMB], counts[T_EMB], 1.0f, &state);
+    for (int l = 0; l < L; ++l) {
+        fill_uniform(h + offsets[T_LAYER(l, 0)], counts[T_LAYER(l, 0)], 1.0f / sqrtf((float)D), &state);
+        fill_uniform(h + offsets[T_LAYER(l, 2)], counts[T_LAYER(l, 2)], 1.0f / sqrtf((float)F * L), &state);
+    }
+    fill_uniform(h + offsets[T_WOUT(L)], counts[T_WOUT(L)], 1.0f / sqrtf((float)D), &state);
+    const int64_t zero = 0;
+    bad = cudaMemcpy(m->params, h, pbytes, cudaMemcpyHostToDevice) != cudaSuccess ||
+          cudaMemcpy(m->text, text, (size_t)n, cudaMemcpyHostToDevice) != cudaSuccess ||
+          cudaMemcpy(m->counter, &zero, sizeof zero, cudaMemcpyHostToDevice) != cudaSuccess ||
+          cudaMemset(m->grads, 0, pbytes) != cudaSuccess || cudaMemset(m->losses, 0xff, (size_t)c->steps * 4);
+    free(h);
+#ifndef GG_TRAIN_LIB_OPTIM
+    bad = bad || cudaMemset(m->adam_m, 0, pbytes) != cudaSuccess || cudaMemset(m->adam_v, 0, pbytes) != cudaSuccess;
+#endif
+    if (bad) {
+        fprintf(stderr, "tm_create: copying the initial state failed\n");
+        tm_destroy(m);
+        return -1;
+    }
+
+    m->emb = m->params + offsets[T_EMB];
+    m->gemb = m->grads + offsets[T_EMB];
+    m->wout = m->params + offsets[T_WOUT(L)];
+    m->gwout = m->grads + offsets[T_WOUT(L)];
+    m->bout = m->params + offsets[T_BOUT(L)];
+    m->gbout = m->grads + offsets[T_BOUT(L)];
+    for (int l = 0; l < L; ++l) {
+        tm_layer *y = &m->layers[l];
+        y->model = m;
+        y->index = l;
+        float **p[4] = {&y->w1, &y->b1, &y->w2, &y->b2}, **g[4] = {&y->gw1, &y->gb1, &y->gw2, &y->gb2};
+        for (int k = 0; k < 4; ++k) {
+            *p[k] = m->params + offsets[T_LAYER(l, k)];
+            *g[k] = m->grads + offsets[T_LAYER(l, k)];
+        }
+        y->args = (gg_mlp_args){.grad_output = m->gx[l + 1], .hidden_states = m->x[l], .weight1 = y->w1,
+                                .weight2 = y->w2, .intermediate = m->pre[l], .intermediate_activated = m->act[l],
+                                .grad_hidden_states = m->gx[l], .grad_weight1 = y->gw1, .grad_bias1 = y->gb1,
+                                .grad_weight2 = y->gw2, .grad_bias2 = y->gb2};
+    }
+#ifdef GG_TRAIN_LIB_OPTIM
+    if (make_optimizer(m, offsets, counts, n_tensors) != GG_SUCCESS) {
+        fprintf(stderr, "tm_create: the optimizer: %s\n", gg_last_error(ctx));
+        tm_destroy(m);
+        return -1;
+    }
+#endif
+    /* one forward, so that every GEMM and forward plan exists before a capture; it writes activations only */
+    forward(m, NULL, M);
+    if (m->error || cudaDeviceSynchronize() != cudaSuccess) {
+        fprintf(stderr, "tm_create: the first forward: %s\n", m->error ? m->error : "CUDA error");
+        tm_destroy(m);
+        return -1;
+    }
+    *out = m;
+    return 0;
+}
+
+int tm_dump_init(tm_model *m, const char *path) {
+    const int L = m->c.layers;
+    const int64_t D = m->hidden, F = m->c.ffn, V = m->vocab, e = m->c.embed;
+    float *h = malloc((size_t)m->n_params * sizeof(float));
+    FILE *f = fopen(path, "wb");
+    int bad = !h || !f || cudaMemcpy(h, m->params, (size_t)m->n_params * 4, cudaMemcpyDeviceToHost) != cudaSuccess;
+    const int32_t head[6] = {(int32_t)V, m->c.context, m->c.embed, L, (int32_t)D, (int32_t)F};
+    bad = bad || fwrite("GGTRAIN1", 1, 8, f) != 8 || fwrite(head, 4, 6, f) != 6;
+    /* the parameter buffer's pointers give each tensor's offset */
+    const float *dev[3 + 4 * MAX_LAYERS];
+    int64_t cnt[3 + 4 * MAX_LAYERS];
+    int t = 0;
+    dev[t] = m->emb, cnt[t++] = V * e;
+    for (int l = 0; l < L; ++l) {
+        const tm_layer *y = &m->layers[l];
+        dev[t] = y->w1, cnt[t++] = F * D;
+        dev[t] = y->b1, cnt[t++] = F;
+        dev[t] = y->w2, cnt[t++] = D * F;
+        dev[t] = y->b2, cnt[t++] = D;
+    }
+    dev[t] = m->wout, cnt[t++] = V * D;
+    dev[t] = m->bout, cnt[t++] = V;
+    for (int i = 0; !bad && i < t; ++i)
+        bad = fwrite(h + (dev[i] - m->params), 4, (size_t)cnt[i], f) != (size_t)cnt[i];
+    if (f && fclose(f)) bad = 1;
+    free(h);
+    if (bad) fprintf(stderr, "tm_dump_init: writing %s failed\n", path);
+    return bad ? -1 : 0;
+}
+
+gg_status tm_build_step(tm_model *m, gg_step **out) {
+    gg_step_config sc = GG_STEP_CONFIG_INIT;
+    sc.policy = GG_BUCKETS_LIST;
+    sc.bucket_tokens = &m->c.batch;
+    sc.n_buckets = 1;
+    gg_step *step = NULL;
+    gg_status st = gg_step_create(m->ctx, &sc, &step);
+    if (st == GG_SUCCESS) st = gg_step_add_callback(step, forward, m);
+    if (st == GG_SUCCESS) st = gg_step_add_callback(step, loss, m);
+    const gg_mlp_desc desc = layer_desc(m);
+    for (int l = m->c.layers - 1; l >= 0 && st == GG_SUCCESS; --l) {
+        st = gg_step_add_mlp(step, &desc, &m->layers[l].args);
+        if (st == GG_SUCCESS) st = gg_step_add_callback(step, residual, &m->layers[l]);
+    }
+    if (st == GG_SUCCESS) st = gg_step_add_callback(step, embedding_backward, m);
+#ifdef GG_TRAIN_STEP_OPTIMIZER
+    /* joins the weight-gradient side streams, then the update: the whole training step is one launch */
+    if (st == GG_SUCCESS && m->c.world == 1) st = gg_step_add_optimizer(step, m->opt);
+#endif
+    if (st == GG_SUCCESS) st = gg_step_finalize(step);
+    if (st != GG_SUCCESS) {
+        gg_step_destroy(step);
+        step = NULL;
+    }
+    *out = step;
+    return st;
+}
+
+/* Whether the step graph holds the update (one launch per training step). Data parallelism needs the gradients'
+ * all-reduce between the backward and the update, which a step does not do yet: then the update follows the
+ * all-reduce outside the graph. */
+static int step_holds_update(const tm_model *m) {
+#ifdef GG_TRAIN_STEP_OPTIMIZER
+    return m->c.world == 1;
+#else
+    (void)m;
+    return 0;
+#endif
+}
+
+int tm_launches_per_step(const tm_model *m) {
+    return step_holds_update(m) ? 1 : 2 + (m->c.world > 1);
+}
+
+gg_status tm_train_step(tm_model *m, gg_step *step, cudaStream_t stream) {
+    gg_status st = GG_SUCCESS;
+    if (step) {
+        st = gg_step_run(step, m->c.batch, 0, (gg_stream)stream);
+        if (st == GG_SUCCESS && step_holds_update(m)) return m->error ? GG_ERROR_CUDA : GG_SUCCESS;
+    } else {
+        const gg_mlp_desc desc = layer_desc(m);
+        forward(m, (gg_stream)stream, m->c.batch);
+        loss(m, (gg_stream)stream, m->c.batch);
+        for (int l = m->c.layers - 1; l >= 0 && st == GG_SUCCESS; --l) {
+            st = gg_mlp_backward(m->ctx, &desc, &m->layers[l].args, (gg_stream)stream);
+            residual(&m->layers[l], (gg_stream)stream, m->c.batch);
+        }
+        embedding_backward(m, (gg_stream)stream, m->c.batch);
+    }
+    /* Until the step graph can hold them (gg_step_add_optimizer; a data-parallel step): the all-reduce and the
+     * update as launches of their own after the step. */
+    if (st == GG_SUCCESS && m->c.world > 1)
+        st = gg_dist_reduce(m->ctx, m->grads, (size_t)m->n_params, 0, (gg_stream)stream);
+    if (st == GG_SUCCESS) st = update(m, stream);
+    if (st == GG_SUCCESS && m->error) st = GG_ERROR_CUDA;
+    return st;
+}
+
+int tm_losses(tm_model *m, float *host, int64_t count) {
+    if (count > m->c.steps) count = m->c.steps;
+    return cudaMemcpy(host, m->losses, (size_t)count * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess ? 0 : -1;
+}
