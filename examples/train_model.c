@@ -226,10 +226,9 @@ static void fill_uniform(float *h, int64_t n, float scale, uint32_t *state) {
         h[i] = scale == 0.0f ? 0.0f : scale * ((float)(next_random(state) >> 8) / 8388608.0f - 1.0f);
 }
 
-static int alloc(tm_model *m, void **p, size_t bytes, const char *what) {
+static int alloc(void **p, size_t bytes, const char *what) {
     if (cudaMalloc(p, bytes) == cudaSuccess) return 0;
     fprintf(stderr, "tm_create: cudaMalloc of %s (%zu bytes) failed\n", what, bytes);
-    (void)m;
     return -1;
 }
 
@@ -322,25 +321,26 @@ int tm_create(gg_ctx *ctx, const tm_config *c, const uint8_t *text, int64_t n, i
     bad = bad || cublasSetMathMode(m->blas, c->precision == GG_PRECISION_FP32 ? CUBLAS_DEFAULT_MATH
                                                                                 : CUBLAS_TF32_TENSOR_OP_MATH) !=
                      CUBLAS_STATUS_SUCCESS;
-    bad = bad || alloc(m, &m->blas_workspace, CUBLAS_WORKSPACE, "the cuBLAS workspace") ||
-          alloc(m, (void **)&m->text, (size_t)n, "the text") || alloc(m, (void **)&m->params, pbytes, "parameters") ||
-          alloc(m, (void **)&m->grads, pbytes, "gradients") ||
-          alloc(m, (void **)&m->tokens, (size_t)M * (C + 1) * sizeof(int32_t), "tokens") ||
-          alloc(m, (void **)&m->out, act, "a layer's output") ||
-          alloc(m, (void **)&m->logits, (size_t)M * V * sizeof(float), "logits") ||
-          alloc(m, (void **)&m->glogits, (size_t)M * V * sizeof(float), "the logits' gradient") ||
-          alloc(m, (void **)&m->row_loss, (size_t)M * sizeof(float), "row losses") ||
-          alloc(m, (void **)&m->losses, (size_t)c->steps * sizeof(float), "losses") ||
-          alloc(m, (void **)&m->partials, tk_embed_partials_count((int)V, (int)e) * sizeof(float), "partials") ||
-          alloc(m, (void **)&m->counter, sizeof(int64_t), "the step counter");
+    bad = bad || alloc(&m->blas_workspace, CUBLAS_WORKSPACE, "the cuBLAS workspace") ||
+          alloc((void **)&m->text, (size_t)n, "the text") || alloc((void **)&m->params, pbytes, "parameters") ||
+          alloc((void **)&m->grads, pbytes, "gradients") ||
+          alloc((void **)&m->tokens, (size_t)M * (C + 1) * sizeof(int32_t), "tokens") ||
+          alloc((void **)&m->out, act, "a layer's output") ||
+          alloc((void **)&m->logits, (size_t)M * V * sizeof(float), "logits") ||
+          alloc((void **)&m->glogits, (size_t)M * V * sizeof(float), "the logits' gradient") ||
+          alloc((void **)&m->row_loss, (size_t)M * sizeof(float), "row losses") ||
+          alloc((void **)&m->losses, (size_t)c->steps * sizeof(float), "losses") ||
+          alloc((void **)&m->partials, tk_embed_partials_count((int)V, (int)e) * sizeof(float), "partials") ||
+          alloc((void **)&m->counter, sizeof(int64_t), "the step counter");
 #ifndef GG_TRAIN_LIB_OPTIM
-    bad = bad || alloc(m, (void **)&m->adam_m, pbytes, "AdamW's m") || alloc(m, (void **)&m->adam_v, pbytes, "AdamW's v");
+    bad = bad || alloc((void **)&m->adam_m, pbytes, "AdamW's m") ||
+          alloc((void **)&m->adam_v, pbytes, "AdamW's v");
 #endif
     for (int l = 0; !bad && l <= L; ++l) {
-        bad = alloc(m, (void **)&m->x[l], act, "activations") || alloc(m, (void **)&m->gx[l], act, "gradients");
+        bad = alloc((void **)&m->x[l], act, "activations") || alloc((void **)&m->gx[l], act, "gradients");
         if (!bad && l < L)
-            bad = alloc(m, (void **)&m->pre[l], (size_t)M * F * sizeof(float), "pre-activations") ||
-                  alloc(m, (void **)&m->act[l], (size_t)M * F * sizeof(float), "activations");
+            bad = alloc((void **)&m->pre[l], (size_t)M * F * sizeof(float), "pre-activations") ||
+                  alloc((void **)&m->act[l], (size_t)M * F * sizeof(float), "activations");
     }
     if (bad) {
         tm_destroy(m);
@@ -367,7 +367,8 @@ int tm_create(gg_ctx *ctx, const tm_config *c, const uint8_t *text, int64_t n, i
     bad = cudaMemcpy(m->params, h, pbytes, cudaMemcpyHostToDevice) != cudaSuccess ||
           cudaMemcpy(m->text, text, (size_t)n, cudaMemcpyHostToDevice) != cudaSuccess ||
           cudaMemcpy(m->counter, &zero, sizeof zero, cudaMemcpyHostToDevice) != cudaSuccess ||
-          cudaMemset(m->grads, 0, pbytes) != cudaSuccess || cudaMemset(m->losses, 0xff, (size_t)c->steps * 4);
+          cudaMemset(m->grads, 0, pbytes) != cudaSuccess ||
+          cudaMemset(m->losses, 0xff, (size_t)c->steps * sizeof(float)) != cudaSuccess; /* NaN: a step not run */
     free(h);
 #ifndef GG_TRAIN_LIB_OPTIM
     bad = bad || cudaMemset(m->adam_m, 0, pbytes) != cudaSuccess || cudaMemset(m->adam_v, 0, pbytes) != cudaSuccess;
