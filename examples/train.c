@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "train_model.h"
+#include "train_ref.h"
 
 #ifndef GG_TRAIN_TEXT
 #define GG_TRAIN_TEXT "examples/data/tinyshakespeare.txt"
@@ -236,8 +237,59 @@ static int write_outputs(const options *o, const corpus *text, const rank_job *j
     return fclose(f) ? -1 : 0;
 }
 
-/* --check: the same steps as step graphs and eagerly, from the same initial weights; their losses compared. */
+/* The first step's loss and every parameter gradient against the float64 reference (train_ref.h), the gradients
+ * poisoned (NaN) before the step. Each gradient element within tol x the largest |reference| of its tensor, the
+ * loss within tol / 10 relative: tol 1e-3 in fp32 (fp32 GEMMs over K <= a few thousand terms err ~1e-6 of that
+ * scale; the margin covers the GELU's tanhf), 2e-2 in tf32 and fp16 (10-bit mantissas). */
+static int check_reference(const options *o, const corpus *text, gg_ctx *ctx) {
+    tm_model *m = NULL;
+    if (tm_create(ctx, &o->model, text->ids, text->n, text->vocab, &m)) return 1;
+    const tr_shape shape = {o->model.layers, o->model.context, o->model.embed, text->vocab, o->model.ffn,
+                            o->model.batch};
+    const int64_t n = tm_param_count(m);
+    float *params = malloc((size_t)n * sizeof(float)), *grads = malloc((size_t)n * sizeof(float)), loss = NAN;
+    double *ref = malloc((size_t)n * sizeof(double));
+    int32_t *tokens = malloc((size_t)o->model.batch * (size_t)(o->model.context + 1) * sizeof(int32_t));
+    int rc = 1;
+    if (!params || !grads || !ref || !tokens || tm_snapshot(m, params, NULL, NULL) || tm_poison_gradients(m) ||
+        tm_train_step(m, NULL, NULL) != GG_SUCCESS || tm_snapshot(m, NULL, grads, tokens) || tm_losses(m, &loss, 1)) {
+        fprintf(stderr, "check: the reference step failed: %s\n", gg_last_error(ctx));
+        goto out;
+    }
+    const double ref_loss = tr_step(&shape, params, tokens, ref);
+    const double tol = o->model.precision == GG_PRECISION_FP32 ? 1e-3 : 2e-2;
+    const double loss_err = fabs(loss - ref_loss) / fabs(ref_loss);
+    int bad = !(loss_err <= tol / 10);
+    double worst = 0;
+    int64_t at = 0;
+    for (int t = 0; t < tr_tensors(&shape); at += tr_count(&shape, t++)) {
+        double scale = 0, err = 0;
+        for (int64_t i = at; i < at + tr_count(&shape, t); ++i) scale = fmax(scale, fabs(ref[i]));
+        for (int64_t i = at; i < at + tr_count(&shape, t); ++i) {
+            const double d = fabs(grads[i] - ref[i]);
+            err = d == d ? fmax(err, d) : INFINITY;
+        }
+        const double rel = scale > 0 ? err / scale : err;
+        worst = fmax(worst, rel);
+        if (!(rel <= tol)) {
+            bad = 1;
+            printf("check: parameter tensor %d (canonical order): gradient off by %.3g of its largest value\n", t, rel);
+        }
+    }
+    printf("check: first step against the float64 reference: loss %.6f (reference %.6f, relative %.2g), "
+           "gradients within %.3g of each tensor's largest (limit %g): %s\n",
+           loss, ref_loss, loss_err, worst, tol, bad ? "FAILED" : "ok");
+    rc = bad;
+out:
+    free(params), free(grads), free(ref), free(tokens);
+    tm_destroy(m);
+    return rc;
+}
+
+/* --check: the reference check above, then the same steps as step graphs and eagerly, from the same initial
+ * weights; their losses compared. */
 static int check(options *o, const corpus *text, gg_ctx *ctx) {
+    if (check_reference(o, text, ctx)) return 1;
     float *loss[2] = {calloc((size_t)o->check, 4), calloc((size_t)o->check, 4)};
     int rc = 1;
     for (int eager = 0; eager < 2 && loss[0] && loss[1]; ++eager) {

@@ -417,30 +417,61 @@ int tm_create(gg_ctx *ctx, const tm_config *c, const uint8_t *text, int64_t n, i
     return 0;
 }
 
-int tm_dump_init(tm_model *m, const char *path) {
-    const int L = m->c.layers;
-    const int64_t D = m->hidden, F = m->c.ffn, V = m->vocab, e = m->c.embed;
-    float *h = malloc((size_t)m->n_params * sizeof(float));
-    FILE *f = fopen(path, "wb");
-    int bad = !h || !f || cudaMemcpy(h, m->params, (size_t)m->n_params * 4, cudaMemcpyDeviceToHost) != cudaSuccess;
-    const int32_t head[6] = {(int32_t)V, m->c.context, m->c.embed, L, (int32_t)D, (int32_t)F};
-    bad = bad || fwrite("GGTRAIN1", 1, 8, f) != 8 || fwrite(head, 4, 6, f) != 6;
-    /* the parameter buffer's pointers give each tensor's offset */
-    const float *dev[3 + 4 * MAX_LAYERS];
-    int64_t cnt[3 + 4 * MAX_LAYERS];
+/* Every parameter tensor in the canonical order: its offset in the parameter buffer and its element count. */
+static int canonical(const tm_model *m, int64_t *offset, int64_t *count) {
+    const int64_t D = m->hidden, F = m->c.ffn, V = m->vocab;
     int t = 0;
-    dev[t] = m->emb, cnt[t++] = V * e;
-    for (int l = 0; l < L; ++l) {
+    offset[t] = m->emb - m->params, count[t++] = V * m->c.embed;
+    for (int l = 0; l < m->c.layers; ++l) {
         const tm_layer *y = &m->layers[l];
-        dev[t] = y->w1, cnt[t++] = F * D;
-        dev[t] = y->b1, cnt[t++] = F;
-        dev[t] = y->w2, cnt[t++] = D * F;
-        dev[t] = y->b2, cnt[t++] = D;
+        offset[t] = y->w1 - m->params, count[t++] = F * D;
+        offset[t] = y->b1 - m->params, count[t++] = F;
+        offset[t] = y->w2 - m->params, count[t++] = D * F;
+        offset[t] = y->b2 - m->params, count[t++] = D;
     }
-    dev[t] = m->wout, cnt[t++] = V * D;
-    dev[t] = m->bout, cnt[t++] = V;
-    for (int i = 0; !bad && i < t; ++i)
-        bad = fwrite(h + (dev[i] - m->params), 4, (size_t)cnt[i], f) != (size_t)cnt[i];
+    offset[t] = m->wout - m->params, count[t++] = V * D;
+    offset[t] = m->bout - m->params, count[t++] = V;
+    return t;
+}
+
+/* The tensors of buffer `from` (parameters or gradients: the same offsets), back to back in canonical order. */
+static int copy_canonical(const tm_model *m, const float *from, float *to) {
+    int64_t offset[3 + 4 * MAX_LAYERS], count[3 + 4 * MAX_LAYERS], at = 0;
+    const int n = canonical(m, offset, count);
+    for (int t = 0; t < n; at += count[t++])
+        if (cudaMemcpy(to + at, from + offset[t], (size_t)count[t] * sizeof(float), cudaMemcpyDeviceToHost) !=
+            cudaSuccess)
+            return -1;
+    return 0;
+}
+
+int64_t tm_param_count(const tm_model *m) {
+    int64_t offset[3 + 4 * MAX_LAYERS], count[3 + 4 * MAX_LAYERS], total = 0;
+    const int n = canonical(m, offset, count);
+    for (int t = 0; t < n; ++t) total += count[t];
+    return total;
+}
+
+int tm_snapshot(tm_model *m, float *params, float *grads, int32_t *tokens) {
+    if (cudaDeviceSynchronize() != cudaSuccess) return -1;
+    if (params && copy_canonical(m, m->params, params)) return -1;
+    if (grads && copy_canonical(m, m->grads, grads)) return -1;
+    const size_t bytes = (size_t)m->c.batch * (size_t)(m->c.context + 1) * sizeof(int32_t);
+    return tokens && cudaMemcpy(tokens, m->tokens, bytes, cudaMemcpyDeviceToHost) != cudaSuccess ? -1 : 0;
+}
+
+int tm_poison_gradients(tm_model *m) {
+    return cudaMemset(m->grads, 0xff, (size_t)m->n_params * sizeof(float)) == cudaSuccess ? 0 : -1;
+}
+
+int tm_dump_init(tm_model *m, const char *path) {
+    const int64_t n = tm_param_count(m);
+    float *h = malloc((size_t)n * sizeof(float));
+    FILE *f = fopen(path, "wb");
+    const int32_t head[6] = {(int32_t)m->vocab, m->c.context, m->c.embed, m->c.layers, (int32_t)m->hidden,
+                             (int32_t)m->c.ffn};
+    int bad = !h || !f || tm_snapshot(m, h, NULL, NULL) || fwrite("GGTRAIN1", 1, 8, f) != 8 ||
+              fwrite(head, 4, 6, f) != 6 || fwrite(h, sizeof(float), (size_t)n, f) != (size_t)n;
     if (f && fclose(f)) bad = 1;
     free(h);
     if (bad) fprintf(stderr, "tm_dump_init: writing %s failed\n", path);

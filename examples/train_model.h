@@ -47,6 +47,14 @@ void tm_destroy(tm_model *m);
  * W2 [D,F], b2 [D]; Wout [V,D], bout [V]. 0, or -1 with a message on stderr. */
 int tm_dump_init(tm_model *m, const char *path);
 
+/* The parameters' element count, and host copies for checking (each NULL to skip): the parameters and their
+ * gradients as tensors back to back in the canonical order above (tm_param_count floats each), and the last
+ * step's batch (batch x (context + 1) ids: the inputs, then the target). Waits for the device. 0, or -1. */
+int64_t tm_param_count(const tm_model *m);
+int tm_snapshot(tm_model *m, float *params, float *grads, int32_t *tokens);
+/* Fills the gradient buffer with NaN, so that a gradient a step does not write shows. 0, or -1. */
+int tm_poison_gradients(tm_model *m);
+
 /* The whole training step as one gg_step, finalized (plans every call; allocates). */
 gg_status tm_build_step(tm_model *m, gg_step **out);
 
