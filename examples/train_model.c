@@ -178,6 +178,28 @@ static gg_mlp_desc layer_desc(const tm_model *m) {
     return (gg_mlp_desc){m->c.batch, m->hidden, m->c.ffn, m->c.precision, 0};
 }
 
+/* The step once without the update, eagerly, then the step counter reset and the losses NaN (a step not run): every plan (gradgraph's
+ * and cuBLAS's) exists and every kernel is loaded before a capture; the parameters are untouched. 0, or -1. */
+static int warm_up(tm_model *m) {
+    const gg_mlp_desc desc = layer_desc(m);
+    gg_status st = GG_SUCCESS;
+    forward(m, NULL, m->c.batch);
+    loss(m, NULL, m->c.batch);
+    for (int l = m->c.layers - 1; l >= 0 && st == GG_SUCCESS; --l) {
+        st = gg_mlp_backward(m->ctx, &desc, &m->layers[l].args, NULL);
+        residual(&m->layers[l], NULL, m->c.batch);
+    }
+    embedding_backward(m, NULL, m->c.batch);
+    const int64_t zero = 0;
+    if (st == GG_SUCCESS && !m->error && cudaDeviceSynchronize() == cudaSuccess &&
+        cudaMemcpy(m->counter, &zero, sizeof zero, cudaMemcpyHostToDevice) == cudaSuccess &&
+        cudaMemset(m->losses, 0xff, (size_t)m->c.steps * sizeof(float)) == cudaSuccess)
+        return 0;
+    fprintf(stderr, "tm_create: the warm-up step: %s\n",
+            st != GG_SUCCESS ? gg_last_error(m->ctx) : m->error ? m->error : "CUDA error");
+    return -1;
+}
+
 /* ---- the update ---- */
 
 static gg_status update(tm_model *m, cudaStream_t stream) {
@@ -367,8 +389,7 @@ int tm_create(gg_ctx *ctx, const tm_config *c, const uint8_t *text, int64_t n, i
     bad = cudaMemcpy(m->params, h, pbytes, cudaMemcpyHostToDevice) != cudaSuccess ||
           cudaMemcpy(m->text, text, (size_t)n, cudaMemcpyHostToDevice) != cudaSuccess ||
           cudaMemcpy(m->counter, &zero, sizeof zero, cudaMemcpyHostToDevice) != cudaSuccess ||
-          cudaMemset(m->grads, 0, pbytes) != cudaSuccess ||
-          cudaMemset(m->losses, 0xff, (size_t)c->steps * sizeof(float)) != cudaSuccess; /* NaN: a step not run */
+          cudaMemset(m->grads, 0, pbytes) != cudaSuccess;
     free(h);
 #ifndef GG_TRAIN_LIB_OPTIM
     bad = bad || cudaMemset(m->adam_m, 0, pbytes) != cudaSuccess || cudaMemset(m->adam_v, 0, pbytes) != cudaSuccess;
@@ -406,10 +427,7 @@ int tm_create(gg_ctx *ctx, const tm_config *c, const uint8_t *text, int64_t n, i
         return -1;
     }
 #endif
-    /* one forward, so that every GEMM and forward plan exists before a capture; it writes activations only */
-    forward(m, NULL, M);
-    if (m->error || cudaDeviceSynchronize() != cudaSuccess) {
-        fprintf(stderr, "tm_create: the first forward: %s\n", m->error ? m->error : "CUDA error");
+    if (warm_up(m)) {
         tm_destroy(m);
         return -1;
     }
