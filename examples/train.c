@@ -13,8 +13,10 @@
  * each with its own rows of every step, the gradients averaged; the losses printed are GPU 0's. --csv writes
  * "step,loss" for every step, --json a summary with every loss and the time per step (CUDA events over the steps
  * after --warmup, default 10). --dump-init writes the initial weights for bench/peers/train_torch.py and exits.
- * --check N trains N steps as step graphs and N steps eagerly from the same initial weights and compares the losses
- * (exit 1 unless within 1e-4 relative in fp32, 1e-3 otherwise). Exit 77 without a GPU.
+ * --check N first holds one eager step's loss and every parameter gradient to a float64 CPU reference
+ * (train_ref.h; minutes on the CPU at the default size: use a small model, e.g. --embed 8), then trains N steps as
+ * step graphs and N steps eagerly from the same initial weights and compares the losses (within 1e-4 relative in
+ * fp32, 1e-3 otherwise); exit 1 when either check fails. Exit 77 without a GPU.
  */
 #include <errno.h>
 #include <math.h>
@@ -226,11 +228,11 @@ static int write_outputs(const options *o, const corpus *text, const rank_job *j
     fprintf(f,
             "{\"mode\": \"%s\", \"precision\": \"%s\", \"gpus\": %d, \"layers\": %d, \"context\": %d, \"embed\": %d, "
             "\"hidden\": %lld, \"ffn\": %lld, \"vocab\": %d, \"batch\": %lld, \"steps\": %lld, \"warmup\": %d, "
-            "\"forward\": \"%s\", \"optimizer\": \"%s\", \"graph_launches_per_step\": %d, \"loss_first\": %.9g, "
+            "\"graph_launches_per_step\": %d, \"loss_first\": %.9g, "
             "\"loss_last\": %.9g, \"loss_last_steps\": %lld, \"step_us\": %.3f, \"tokens_per_s\": %.1f, \"losses\": [",
             o->eager ? "eager" : "graph", precision_name(c->precision), o->gpus, c->layers, c->context, c->embed,
             (long long)c->context * c->embed, (long long)c->ffn, text->vocab, (long long)c->batch, (long long)c->steps,
-            o->warmup, tm_forward_name(), tm_optimizer_name(), job->launches, job->losses[0],
+            o->warmup, job->launches, job->losses[0],
             last / (double)tail, (long long)tail, job->step_us, 1e6 * (double)(c->batch * o->gpus) / job->step_us);
     for (int64_t i = 0; i < c->steps; ++i) fprintf(f, "%s%.9g", i ? ", " : "", job->losses[i]);
     fprintf(f, "]}\n");
@@ -338,12 +340,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "train: gg_dist_init_threads: %s\n", gg_last_error(ctx[0]));
         goto out;
     }
-    printf("train: %s, vocab %d, %d layers, D = %d x %d = %d, F = %lld, %lld rows x %d GPU(s), %lld steps, %s, %s; "
-           "forward: %s, optimizer: %s\n",
+    printf("train: %s, vocab %d, %d layers, D = %d x %d = %d, F = %lld, %lld rows x %d GPU(s), %lld steps, %s, %s\n",
            o.text, text.vocab, o.model.layers, o.model.context, o.model.embed, o.model.context * o.model.embed,
            (long long)o.model.ffn, (long long)o.model.batch, o.gpus, (long long)o.model.steps,
-           precision_name(o.model.precision), o.eager ? "eager" : "step graph", tm_forward_name(),
-           tm_optimizer_name());
+           precision_name(o.model.precision), o.eager ? "eager" : "step graph");
     if (o.check) {
         rc = check(&o, &text, ctx[0]);
         goto out;

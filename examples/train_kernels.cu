@@ -122,40 +122,9 @@ __global__ void col_sum_kernel(const float *in, int64_t rows, int64_t cols, floa
     }
 }
 
-__global__ void add_kernel(const float *a, const float *b, const float *bias, int64_t rows, int64_t cols, float *y) {
-    const int64_t n = rows * cols;
+__global__ void add_kernel(const float *a, const float *b, int64_t n, float *y) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        y[i] = a[i] + b[i] + (bias ? bias[i % cols] : 0.0f);
-}
-
-__device__ float gelu_tanh(float x) {
-    return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-}
-
-__global__ void bias_gelu_kernel(float *pre, const float *bias, int64_t rows, int64_t cols, float *act) {
-    const int64_t n = rows * cols;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        const float x = pre[i] + bias[i % cols];
-        pre[i] = x;
-        act[i] = gelu_tanh(x);
-    }
-}
-
-__global__ void adamw_kernel(float *param, const float *grad, float *m, float *v, int64_t n, int64_t n_decay,
-                             float lr, float beta1, float beta2, float eps, float weight_decay, const int64_t *step) {
-    const double t = (double)*step;
-    const float step_size = (float)(lr / (1.0 - pow((double)beta1, t)));
-    const float bc2_sqrt = (float)sqrt(1.0 - pow((double)beta2, t));
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        float p = param[i];
-        const float g = grad[i];
-        if (i < n_decay) p *= 1.0f - lr * weight_decay;
-        const float mi = m[i] + (1.0f - beta1) * (g - m[i]); /* torch's lerp */
-        const float vi = v[i] * beta2 + (1.0f - beta2) * g * g;
-        m[i] = mi;
-        v[i] = vi;
-        param[i] = p - step_size * (mi / (sqrtf(vi) / bc2_sqrt + eps));
-    }
+        y[i] = a[i] + b[i];
 }
 
 } // namespace
@@ -208,22 +177,8 @@ cudaError_t tk_col_sum(const float *in, int64_t rows, int64_t cols, float *out, 
     return cudaGetLastError();
 }
 
-cudaError_t tk_add(const float *a, const float *b, const float *bias, int64_t rows, int64_t cols, float *y,
-                   cudaStream_t stream) {
-    add_kernel<<<blocks_for(rows * cols, kThreads), kThreads, 0, stream>>>(a, b, bias, rows, cols, y);
-    return cudaGetLastError();
-}
-
-cudaError_t tk_bias_gelu(float *pre, const float *bias, int64_t rows, int64_t cols, float *act, cudaStream_t stream) {
-    bias_gelu_kernel<<<blocks_for(rows * cols, kThreads), kThreads, 0, stream>>>(pre, bias, rows, cols, act);
-    return cudaGetLastError();
-}
-
-cudaError_t tk_adamw(float *param, const float *grad, float *m, float *v, int64_t n, int64_t n_decay, float lr,
-                     float beta1, float beta2, float eps, float weight_decay, const int64_t *step,
-                     cudaStream_t stream) {
-    adamw_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(param, grad, m, v, n, n_decay, lr, beta1, beta2, eps,
-                                                                   weight_decay, step);
+cudaError_t tk_add(const float *a, const float *b, int64_t rows, int64_t cols, float *y, cudaStream_t stream) {
+    add_kernel<<<blocks_for(rows * cols, kThreads), kThreads, 0, stream>>>(a, b, rows * cols, y);
     return cudaGetLastError();
 }
 

@@ -1,6 +1,6 @@
 /*
- * train_kernels.h - the character model's own kernels (examples/train.c): the batch, the embedding, the loss and
- * its gradient, the residual adds, and the stand-ins for gradgraph's forward and optimizer until those land. Every
+ * train_kernels.h - the character model's own kernels (examples/train.c): the batch, the embedding and its
+ * gradient, the loss and its gradient, the bias gradient of the output layer and the residual adds. Every
  * launcher enqueues one or two kernels on `stream` and returns the launch's cudaError_t; none allocates or
  * synchronizes, so all of them can be captured (they run inside the step graph's callbacks). Every reduction is in
  * a fixed order: the same inputs give the same bits on every run, eager or replayed.
@@ -45,18 +45,8 @@ cudaError_t tk_loss_finish(const float *row_loss, int64_t rows, float scale, flo
 /* out[c] = sum over r < rows of in[r * cols + c] (a bias's gradient). */
 cudaError_t tk_col_sum(const float *in, int64_t rows, int64_t cols, float *out, cudaStream_t stream);
 
-/* y[i] = a[i] + b[i] (+ bias[i mod cols] when bias is not NULL) for i < rows * cols; y may be a or b. */
-cudaError_t tk_add(const float *a, const float *b, const float *bias, int64_t rows, int64_t cols, float *y,
-                   cudaStream_t stream);
-
-/* The forward's stand-in until gg_mlp_forward lands: pre[i] += bias[i mod cols], act[i] = gelu_tanh(pre[i]). */
-cudaError_t tk_bias_gelu(float *pre, const float *bias, int64_t rows, int64_t cols, float *act, cudaStream_t stream);
-
-/* The optimizer's stand-in until gg_optim lands: AdamW as torch.optim.AdamW (foreach=False) on n floats, decoupled
- * weight decay on the first n_decay, the step number t = *step (already advanced by tk_loss_finish). */
-cudaError_t tk_adamw(float *param, const float *grad, float *m, float *v, int64_t n, int64_t n_decay, float lr,
-                     float beta1, float beta2, float eps, float weight_decay, const int64_t *step,
-                     cudaStream_t stream);
+/* y[i] = a[i] + b[i] for i < rows * cols; y may be a or b. */
+cudaError_t tk_add(const float *a, const float *b, int64_t rows, int64_t cols, float *y, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

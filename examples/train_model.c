@@ -1,9 +1,8 @@
 /* train_model.c - the character model of train_model.h.
  *
- * Three compile switches follow what include/gradgraph.h offers (examples/CMakeLists.txt sets them from the
- * header): GG_TRAIN_LIB_FORWARD, gradgraph's gg_mlp_forward for the layers' forward (else cuBLAS and this example's
- * bias + GELU kernel); GG_TRAIN_LIB_OPTIM, gradgraph's fused AdamW (else this example's kernel, the same formulas);
- * GG_TRAIN_STEP_OPTIMIZER, the update inside the step graph (gg_step_add_optimizer; else launched after it). */
+ * One compile switch follows what include/gradgraph.h offers (examples/CMakeLists.txt sets it from the header):
+ * GG_TRAIN_STEP_OPTIMIZER, the update inside the step graph (gg_step_add_optimizer); without it the update is a
+ * launch of its own after the step graph's. */
 #include "train_model.h"
 
 #include <math.h>
@@ -33,8 +32,8 @@ struct tm_model {
     cublasHandle_t blas;
     void *blas_workspace;
     uint8_t *text;
-    /* parameters, their gradients and (stand-in optimizer) AdamW's moments: one buffer each, same offsets */
-    float *params, *grads, *adam_m, *adam_v;
+    /* the parameters and their gradients: one buffer each, the same offsets */
+    float *params, *grads;
     int64_t n_params, n_decay; /* the matrices (decayed) come first, the biases after */
     float *emb, *wout, *bout, *gemb, *gwout, *gbout;
     tm_layer layers[MAX_LAYERS];
@@ -47,26 +46,8 @@ struct tm_model {
     int64_t *counter; /* the step number: the batch reads it, the loss advances it, AdamW's t */
     const char *error; /* the first failure inside a callback */
     char error_buf[256];
-#ifdef GG_TRAIN_LIB_OPTIM
-    gg_optim *opt;
-#endif
+    gg_optim *opt; /* AdamW */
 };
-
-const char *tm_forward_name(void) {
-#ifdef GG_TRAIN_LIB_FORWARD
-    return "gradgraph";
-#else
-    return "stand-in";
-#endif
-}
-
-const char *tm_optimizer_name(void) {
-#ifdef GG_TRAIN_LIB_OPTIM
-    return "gradgraph";
-#else
-    return "stand-in";
-#endif
-}
 
 const char *tm_callback_error(const tm_model *m) { return m->error; }
 
@@ -125,20 +106,13 @@ static void forward(void *user, gg_stream stream, int64_t rows) {
     cuda_ok(m, "tk_embed", tk_embed(m->emb, m->tokens, m->c.context, m->c.embed, rows, m->x[0], s));
     for (int l = 0; l < m->c.layers; ++l) {
         const tm_layer *y = &m->layers[l];
-#ifdef GG_TRAIN_LIB_FORWARD
         const gg_mlp_desc desc = {rows, D, F, m->c.precision, 0};
         const gg_mlp_fwd_args a = {.hidden_states = m->x[l], .weight1 = y->w1, .bias1 = y->b1, .weight2 = y->w2,
                                    .bias2 = y->b2, .intermediate = m->pre[l], .intermediate_activated = m->act[l],
                                    .output = m->out};
         const gg_status st = gg_mlp_forward(m->ctx, &desc, &a, stream);
         if (st != GG_SUCCESS) fail(m, "gg_mlp_forward", gg_last_error(m->ctx));
-        cuda_ok(m, "tk_add", tk_add(m->x[l], m->out, NULL, rows, D, m->x[l + 1], s));
-#else
-        gemm_xwt(m, m->x[l], y->w1, rows, F, D, m->pre[l]);
-        cuda_ok(m, "tk_bias_gelu", tk_bias_gelu(m->pre[l], y->b1, rows, F, m->act[l], s));
-        gemm_xwt(m, m->act[l], y->w2, rows, D, F, m->out);
-        cuda_ok(m, "tk_add", tk_add(m->x[l], m->out, y->b2, rows, D, m->x[l + 1], s));
-#endif
+        cuda_ok(m, "tk_add", tk_add(m->x[l], m->out, rows, D, m->x[l + 1], s));
     }
     gemm_xwt(m, m->x[m->c.layers], m->wout, rows, m->vocab, D, m->logits);
 }
@@ -164,7 +138,7 @@ static void loss(void *user, gg_stream stream, int64_t rows) {
 static void residual(void *user, gg_stream stream, int64_t rows) {
     tm_layer *y = user;
     tm_model *m = y->model;
-    cuda_ok(m, "tk_add", tk_add(m->gx[y->index], m->gx[y->index + 1], NULL, rows, m->hidden, m->gx[y->index],
+    cuda_ok(m, "tk_add", tk_add(m->gx[y->index], m->gx[y->index + 1], rows, m->hidden, m->gx[y->index],
                                 (cudaStream_t)stream));
 }
 
@@ -202,18 +176,7 @@ static int warm_up(tm_model *m) {
 
 /* ---- the update ---- */
 
-static gg_status update(tm_model *m, cudaStream_t stream) {
-#ifdef GG_TRAIN_LIB_OPTIM
-    return gg_optim_step(m->opt, (gg_stream)stream);
-#else
-    const cudaError_t err = tk_adamw(m->params, m->grads, m->adam_m, m->adam_v, m->n_params, m->n_decay, m->c.lr,
-                                     m->c.beta1, m->c.beta2, m->c.eps, m->c.weight_decay, m->counter, stream);
-    return err == cudaSuccess ? GG_SUCCESS : GG_ERROR_CUDA;
-#endif
-}
-
-#ifdef GG_TRAIN_LIB_OPTIM
-/* Every tensor of the parameter buffer as one optimizer parameter, weight decay on those before n_decay. */
+/* AdamW over every tensor of the parameter buffer, weight decay on those before n_decay (the matrices). */
 static gg_status make_optimizer(tm_model *m, const int64_t *offsets, const int64_t *counts, int n_tensors) {
     gg_optim_config oc = GG_OPTIM_CONFIG_INIT;
     oc.kind = GG_OPTIM_ADAMW;
@@ -222,18 +185,16 @@ static gg_status make_optimizer(tm_model *m, const int64_t *offsets, const int64
     oc.beta2 = m->c.beta2;
     oc.eps = m->c.eps;
     oc.weight_decay = m->c.weight_decay;
+    oc.check_finite = 0; /* no loss scaling here, and torch's AdamW (the twin) checks nothing either */
     gg_status st = gg_optim_create(m->ctx, &oc, &m->opt);
     for (int i = 0; st == GG_SUCCESS && i < n_tensors; ++i) {
-        gg_optim_param p = GG_OPTIM_PARAM_INIT;
-        p.param = m->params + offsets[i];
-        p.grad = m->grads + offsets[i];
-        p.count = (size_t)counts[i];
-        p.weight_decay = offsets[i] < m->n_decay;
+        const gg_optim_param p = {.param = m->params + offsets[i], .grad = m->grads + offsets[i],
+                                  .grad_dtype = GG_OPTIM_FP32, .count = counts[i],
+                                  .no_weight_decay = offsets[i] >= m->n_decay};
         st = gg_optim_add_param(m->opt, &p);
     }
     return st == GG_SUCCESS ? gg_optim_finalize(m->opt) : st;
 }
-#endif
 
 /* ---- building ---- */
 
@@ -256,10 +217,8 @@ static int alloc(void **p, size_t bytes, const char *what) {
 
 void tm_destroy(tm_model *m) {
     if (!m) return;
-#ifdef GG_TRAIN_LIB_OPTIM
     gg_optim_destroy(m->opt);
-#endif
-    void *bufs[] = {m->blas_workspace, m->text, m->params, m->grads, m->adam_m, m->adam_v, m->tokens, m->out,
+    void *bufs[] = {m->blas_workspace, m->text, m->params, m->grads, m->tokens, m->out,
                     m->logits, m->glogits, m->row_loss, m->losses, m->partials, m->counter};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; ++i) cudaFree(bufs[i]);
     for (int l = 0; l <= m->c.layers && l <= MAX_LAYERS; ++l) {
@@ -354,10 +313,6 @@ int tm_create(gg_ctx *ctx, const tm_config *c, const uint8_t *text, int64_t n, i
           alloc((void **)&m->losses, (size_t)c->steps * sizeof(float), "losses") ||
           alloc((void **)&m->partials, tk_embed_partials_count((int)V, (int)e) * sizeof(float), "partials") ||
           alloc((void **)&m->counter, sizeof(int64_t), "the step counter");
-#ifndef GG_TRAIN_LIB_OPTIM
-    bad = bad || alloc((void **)&m->adam_m, pbytes, "AdamW's m") ||
-          alloc((void **)&m->adam_v, pbytes, "AdamW's v");
-#endif
     for (int l = 0; !bad && l <= L; ++l) {
         bad = alloc((void **)&m->x[l], act, "activations") || alloc((void **)&m->gx[l], act, "gradients");
         if (!bad && l < L)
@@ -391,9 +346,6 @@ int tm_create(gg_ctx *ctx, const tm_config *c, const uint8_t *text, int64_t n, i
           cudaMemcpy(m->counter, &zero, sizeof zero, cudaMemcpyHostToDevice) != cudaSuccess ||
           cudaMemset(m->grads, 0, pbytes) != cudaSuccess;
     free(h);
-#ifndef GG_TRAIN_LIB_OPTIM
-    bad = bad || cudaMemset(m->adam_m, 0, pbytes) != cudaSuccess || cudaMemset(m->adam_v, 0, pbytes) != cudaSuccess;
-#endif
     if (bad) {
         fprintf(stderr, "tm_create: copying the initial state failed\n");
         tm_destroy(m);
@@ -420,13 +372,11 @@ int tm_create(gg_ctx *ctx, const tm_config *c, const uint8_t *text, int64_t n, i
                                 .grad_hidden_states = m->gx[l], .grad_weight1 = y->gw1, .grad_bias1 = y->gb1,
                                 .grad_weight2 = y->gw2, .grad_bias2 = y->gb2};
     }
-#ifdef GG_TRAIN_LIB_OPTIM
     if (make_optimizer(m, offsets, counts, n_tensors) != GG_SUCCESS) {
         fprintf(stderr, "tm_create: the optimizer: %s\n", gg_last_error(ctx));
         tm_destroy(m);
         return -1;
     }
-#endif
     if (warm_up(m)) {
         tm_destroy(m);
         return -1;
@@ -559,7 +509,7 @@ gg_status tm_train_step(tm_model *m, gg_step *step, cudaStream_t stream) {
      * update as launches of their own after the step. */
     if (st == GG_SUCCESS && m->c.world > 1)
         st = gg_dist_reduce(m->ctx, m->grads, (size_t)m->n_params, 0, (gg_stream)stream);
-    if (st == GG_SUCCESS) st = update(m, stream);
+    if (st == GG_SUCCESS) st = gg_optim_step(m->opt, (gg_stream)stream);
     if (st == GG_SUCCESS && m->error) st = GG_ERROR_CUDA;
     return st;
 }

@@ -69,10 +69,6 @@ gg_status tm_train_step(tm_model *m, gg_step *step, cudaStream_t stream);
 /* Copies the losses of steps [0, count) to host (waits for the device). 0, or -1. */
 int tm_losses(tm_model *m, float *host, int64_t count);
 
-/* Which pieces run: "gradgraph" (the library's forward / optimizer) or "stand-in" (this example's kernels). */
-const char *tm_forward_name(void);
-const char *tm_optimizer_name(void);
-
 /* The first error a callback met (callbacks return nothing), or NULL. */
 const char *tm_callback_error(const tm_model *m);
 

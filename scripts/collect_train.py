@@ -46,7 +46,6 @@ result = {
     "commit": commit, "command": command, "gpu": gpu,
     "precision": g["precision"], "layers": g["layers"], "context": g["context"], "embed": g["embed"],
     "hidden": g["hidden"], "ffn": g["ffn"], "vocab": g["vocab"], "batch": g["batch"], "steps": g["steps"],
-    "forward": g["forward"], "optimizer": g["optimizer"],
     "loss_first": g["loss_first"], "loss_last": g["loss_last"], "torch_loss_last": torch_last,
     "max_rel_diff_vs_eager": diff,
     "step_us": {"gg_graph": g["step_us"], "gg_eager": e["step_us"] if e else None, **torch_us},
