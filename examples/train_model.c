@@ -1,8 +1,9 @@
 /* train_model.c - the character model of train_model.h.
  *
- * One compile switch follows what include/gradgraph.h offers (examples/CMakeLists.txt sets it from the header):
- * GG_TRAIN_STEP_OPTIMIZER, the update inside the step graph (gg_step_add_optimizer); without it the update is a
- * launch of its own after the step graph's. */
+ * Two compile switches follow what include/gradgraph.h offers (examples/CMakeLists.txt sets them from the header):
+ * GG_TRAIN_STEP_OPTIMIZER, the update inside the step graph (gg_step_add_optimizer; without it the update is a
+ * launch of its own after the step graph's), and GG_TRAIN_FUSED_RESIDUAL, the residual stream's gradient added in
+ * the MLP backward's dX GEMM (gg_mlp_args.grad_residual; without it, an add kernel after each layer's backward). */
 #include "train_model.h"
 
 #include <math.h>
@@ -134,7 +135,14 @@ static void loss(void *user, gg_stream stream, int64_t rows) {
     gemm_ab(m, m->glogits, m->wout, rows, m->hidden, m->vocab, m->gx[L]);
 }
 
-/* The residual add of layer l: gx[l] (the MLP's input gradient) += gx[l+1] (the gradient of the layer's output). */
+#ifdef GG_TRAIN_FUSED_RESIDUAL
+enum { RESIDUAL_KERNEL = 0 };
+#else
+enum { RESIDUAL_KERNEL = 1 };
+#endif
+
+/* The residual add of layer l: gx[l] (the MLP's input gradient) += gx[l+1] (the gradient of the layer's output);
+ * with RESIDUAL_KERNEL 0 the MLP backward's dX GEMM adds it, and this is never called. */
 static void residual(void *user, gg_stream stream, int64_t rows) {
     tm_layer *y = user;
     tm_model *m = y->model;
@@ -161,7 +169,7 @@ static int warm_up(tm_model *m) {
     loss(m, NULL, m->c.batch);
     for (int l = m->c.layers - 1; l >= 0 && st == GG_SUCCESS; --l) {
         st = gg_mlp_backward(m->ctx, &desc, &m->layers[l].args, NULL);
-        residual(&m->layers[l], NULL, m->c.batch);
+        if (RESIDUAL_KERNEL) residual(&m->layers[l], NULL, m->c.batch);
     }
     embedding_backward(m, NULL, m->c.batch);
     const int64_t zero = 0;
@@ -371,6 +379,9 @@ int tm_create(gg_ctx *ctx, const tm_config *c, const uint8_t *text, int64_t n, i
                                 .weight2 = y->w2, .intermediate = m->pre[l], .intermediate_activated = m->act[l],
                                 .grad_hidden_states = m->gx[l], .grad_weight1 = y->gw1, .grad_bias1 = y->gb1,
                                 .grad_weight2 = y->gw2, .grad_bias2 = y->gb2};
+#ifdef GG_TRAIN_FUSED_RESIDUAL
+        y->args.grad_residual = m->gx[l + 1]; /* the layer's grad_output: x + MLP(x) passes it straight through */
+#endif
     }
     if (make_optimizer(m, offsets, counts, n_tensors) != GG_SUCCESS) {
         fprintf(stderr, "tm_create: the optimizer: %s\n", gg_last_error(ctx));
@@ -458,7 +469,7 @@ gg_status tm_build_step(tm_model *m, gg_step **out) {
     const gg_mlp_desc desc = layer_desc(m);
     for (int l = m->c.layers - 1; l >= 0 && st == GG_SUCCESS; --l) {
         st = gg_step_add_mlp(step, &desc, &m->layers[l].args);
-        if (st == GG_SUCCESS) st = gg_step_add_callback(step, residual, &m->layers[l]);
+        if (st == GG_SUCCESS && RESIDUAL_KERNEL) st = gg_step_add_callback(step, residual, &m->layers[l]);
     }
     if (st == GG_SUCCESS) st = gg_step_add_callback(step, embedding_backward, m);
 #ifdef GG_TRAIN_STEP_OPTIMIZER
@@ -501,7 +512,7 @@ gg_status tm_train_step(tm_model *m, gg_step *step, cudaStream_t stream) {
         loss(m, (gg_stream)stream, m->c.batch);
         for (int l = m->c.layers - 1; l >= 0 && st == GG_SUCCESS; --l) {
             st = gg_mlp_backward(m->ctx, &desc, &m->layers[l].args, (gg_stream)stream);
-            residual(&m->layers[l], (gg_stream)stream, m->c.batch);
+            if (RESIDUAL_KERNEL) residual(&m->layers[l], (gg_stream)stream, m->c.batch);
         }
         embedding_backward(m, (gg_stream)stream, m->c.batch);
     }

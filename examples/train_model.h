@@ -5,10 +5,12 @@
  * against the next character; AdamW.
  *
  * One training step is forward, loss, backward and update. As a step graph (tm_build_step) it is one gg_step: a
- * callback for the forward (the batch, the embedding, every layer's forward, the logits), a callback for the loss
- * and its gradient (and the output layer's gradients), then per layer, last first, gradgraph's MLP backward and a
- * callback for the residual add, and a last callback for the embedding's gradient. Eagerly (tm_train_step with no
- * step) the same functions run one after the other on the stream. Both give the same bits.
+ * callback for the forward (the batch, the embedding, every layer's gg_mlp_forward and residual add, the logits), a
+ * callback for the loss and its gradient (and the output layer's gradients), then per layer, last first,
+ * gradgraph's MLP backward with the residual stream's gradient added (in its dX GEMM where gradgraph offers that,
+ * else in a callback), and a last callback for the embedding's gradient; then gradgraph's AdamW (gg_optim_step).
+ * Eagerly (tm_train_step with no step) the same functions run one after the other on the stream. Both give the
+ * same bits.
  *
  * Every parameter lives in one buffer (and its gradient in another, at the same offsets): one all-reduce for data
  * parallelism and one optimizer launch. The step counter, the batch and the per-step losses live on the GPU, so a
