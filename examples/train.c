@@ -46,9 +46,18 @@ typedef struct corpus {
     int vocab;
 } corpus;
 
+/* What the ranks of a data-parallel run share: a barrier after setup, so that no rank enters the first collective
+ * while another has failed (it would wait for it forever), and how many failed. */
+typedef struct rank_sync {
+    pthread_barrier_t ready;
+    int failed; /* ranks whose setup failed (under lock) */
+    pthread_mutex_t lock;
+} rank_sync;
+
 typedef struct rank_job {
     const options *o;
     const corpus *text;
+    rank_sync *sync; /* NULL on one GPU */
     gg_ctx *ctx;
     int rank, rc;
     int launches; /* launches per step (0: eager) */
@@ -162,14 +171,23 @@ static void *train_rank(void *arg) {
     gg_step *step = NULL;
     cudaStream_t s = NULL;
     cudaEvent_t ev[2] = {NULL, NULL};
-    if (tm_create(job->ctx, &c, job->text->ids, job->text->n, job->text->vocab, &m)) return NULL;
-    if (!o->eager && tm_build_step(m, &step) != GG_SUCCESS) {
+    int ok = !tm_create(job->ctx, &c, job->text->ids, job->text->n, job->text->vocab, &m);
+    if (ok && !o->eager && tm_build_step(m, &step) != GG_SUCCESS) {
         fprintf(stderr, "train: building the step graph: %s\n", gg_last_error(job->ctx));
-        goto done;
+        ok = 0;
     }
-    if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess || cudaEventCreate(&ev[0]) ||
-        cudaEventCreate(&ev[1]))
-        goto done;
+    ok = ok && cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess &&
+         cudaEventCreate(&ev[0]) == cudaSuccess && cudaEventCreate(&ev[1]) == cudaSuccess;
+    if (job->sync) { /* every rank ready, or every rank stops */
+        pthread_mutex_lock(&job->sync->lock);
+        job->sync->failed += !ok;
+        pthread_mutex_unlock(&job->sync->lock);
+        pthread_barrier_wait(&job->sync->ready);
+        pthread_mutex_lock(&job->sync->lock);
+        ok = ok && !job->sync->failed;
+        pthread_mutex_unlock(&job->sync->lock);
+    }
+    if (!ok) goto done;
     const int64_t tokens = c.batch * c.world;
     double t_last = now_s();
     int64_t last = 0;
@@ -182,11 +200,9 @@ static void *train_rank(void *arg) {
             goto done;
         }
         if (job->rank == 0 && ((i + 1) % o->log_every == 0 || i + 1 == c.steps)) {
-            float l = NAN;
             if (cudaStreamSynchronize(s) != cudaSuccess || tm_losses(m, job->losses, i + 1)) goto done;
-            l = job->losses[i];
             const double t = now_s();
-            printf("step %6lld  loss %.4f  %.0f tokens/s\n", (long long)(i + 1), l,
+            printf("step %6lld  loss %.4f  %.0f tokens/s\n", (long long)(i + 1), job->losses[i],
                    (double)(i + 1 - last) * (double)tokens / (t - t_last));
             fflush(stdout);
             t_last = t, last = i + 1;
@@ -356,19 +372,27 @@ int main(int argc, char **argv) {
     }
     rank_job jobs[MAX_GPUS];
     pthread_t threads[MAX_GPUS];
+    rank_sync sync = {.failed = 0};
     float *losses = calloc((size_t)o.model.steps, sizeof(float));
     if (!losses) goto out;
-    for (int g = 0; g < o.gpus; ++g) {
-        jobs[g] = (rank_job){.o = &o, .text = &text, .ctx = ctx[g], .rank = g, .losses = losses};
-        if (o.gpus > 1 && pthread_create(&threads[g], NULL, train_rank, &jobs[g])) {
-            fprintf(stderr, "train: pthread_create failed\n");
-            o.gpus = g; /* join those started */
-            break;
-        }
-    }
+    for (int g = 0; g < o.gpus; ++g)
+        jobs[g] = (rank_job){.o = &o, .text = &text, .sync = o.gpus > 1 ? &sync : NULL, .ctx = ctx[g], .rank = g,
+                             .losses = losses};
     if (o.gpus == 1) train_rank(&jobs[0]);
-    else
+    else {
+        pthread_barrier_init(&sync.ready, NULL, (unsigned)o.gpus);
+        pthread_mutex_init(&sync.lock, NULL);
+        int started = 0;
+        for (; started < o.gpus; ++started)
+            if (pthread_create(&threads[started], NULL, train_rank, &jobs[started])) break;
+        if (started < o.gpus) { /* the started ranks wait at the barrier for the others: an error ends the run */
+            fprintf(stderr, "train: pthread_create failed\n");
+            exit(1);
+        }
         for (int g = 0; g < o.gpus; ++g) pthread_join(threads[g], NULL);
+        pthread_barrier_destroy(&sync.ready);
+        pthread_mutex_destroy(&sync.lock);
+    }
     rc = 0;
     for (int g = 0; g < o.gpus; ++g) rc |= jobs[g].rc;
     if (!rc) {
