@@ -160,18 +160,24 @@ static gg_mlp_desc layer_desc(const tm_model *m) {
     return (gg_mlp_desc){m->c.batch, m->hidden, m->c.ffn, m->c.precision, 0};
 }
 
-/* The step once without the update, eagerly, then the step counter reset and the losses NaN (a step not run): every plan (gradgraph's
- * and cuBLAS's) exists and every kernel is loaded before a capture; the parameters are untouched. 0, or -1. */
-static int warm_up(tm_model *m) {
+/* The step's work without the update as eager calls on stream: what the step graph runs, in the same order. */
+static gg_status eager_step(tm_model *m, gg_stream stream) {
     const gg_mlp_desc desc = layer_desc(m);
     gg_status st = GG_SUCCESS;
-    forward(m, NULL, m->c.batch);
-    loss(m, NULL, m->c.batch);
+    forward(m, stream, m->c.batch);
+    loss(m, stream, m->c.batch);
     for (int l = m->c.layers - 1; l >= 0 && st == GG_SUCCESS; --l) {
-        st = gg_mlp_backward(m->ctx, &desc, &m->layers[l].args, NULL);
-        if (RESIDUAL_KERNEL) residual(&m->layers[l], NULL, m->c.batch);
+        st = gg_mlp_backward(m->ctx, &desc, &m->layers[l].args, stream);
+        if (RESIDUAL_KERNEL) residual(&m->layers[l], stream, m->c.batch);
     }
-    embedding_backward(m, NULL, m->c.batch);
+    embedding_backward(m, stream, m->c.batch);
+    return st;
+}
+
+/* The step once without the update, then the step counter reset and the losses NaN (a step not run): every plan
+ * (gradgraph's and cuBLAS's) exists and every kernel is loaded before a capture; the parameters are untouched. */
+static int warm_up(tm_model *m) {
+    const gg_status st = eager_step(m, NULL);
     const int64_t zero = 0;
     if (st == GG_SUCCESS && !m->error && cudaDeviceSynchronize() == cudaSuccess &&
         cudaMemcpy(m->counter, &zero, sizeof zero, cudaMemcpyHostToDevice) == cudaSuccess &&
@@ -507,14 +513,7 @@ gg_status tm_train_step(tm_model *m, gg_step *step, cudaStream_t stream) {
         st = gg_step_run(step, m->c.batch, 0, (gg_stream)stream);
         if (st == GG_SUCCESS && step_holds_update(m)) return m->error ? GG_ERROR_CUDA : GG_SUCCESS;
     } else {
-        const gg_mlp_desc desc = layer_desc(m);
-        forward(m, (gg_stream)stream, m->c.batch);
-        loss(m, (gg_stream)stream, m->c.batch);
-        for (int l = m->c.layers - 1; l >= 0 && st == GG_SUCCESS; --l) {
-            st = gg_mlp_backward(m->ctx, &desc, &m->layers[l].args, (gg_stream)stream);
-            if (RESIDUAL_KERNEL) residual(&m->layers[l], (gg_stream)stream, m->c.batch);
-        }
-        embedding_backward(m, (gg_stream)stream, m->c.batch);
+        st = eager_step(m, (gg_stream)stream);
     }
     /* Until the step graph can hold them (gg_step_add_optimizer; a data-parallel step): the all-reduce and the
      * update as launches of their own after the step. */
