@@ -1,9 +1,12 @@
 /* train_model.c - the character model of train_model.h.
  *
- * Two compile switches follow what include/gradgraph.h offers (examples/CMakeLists.txt sets them from the header):
- * GG_TRAIN_STEP_OPTIMIZER, the update inside the step graph (gg_step_add_optimizer; without it the update is a
- * launch of its own after the step graph's), and GG_TRAIN_FUSED_RESIDUAL, the residual stream's gradient added in
- * the MLP backward's dX GEMM (gg_mlp_args.grad_residual; without it, an add kernel after each layer's backward). */
+ * Three compile switches follow what include/gradgraph.h offers (examples/CMakeLists.txt sets them from the
+ * header): GG_TRAIN_STEP_OPTIMIZER, the update inside the step graph (gg_step_add_optimizer; without it the update
+ * is a launch of its own after the step graph's); GG_TRAIN_STEP_REDUCE, data parallelism inside the step graph (the
+ * step reduces the block calls' gradients, and the callbacks' through gg_step_add_reduce; without it one
+ * gg_dist_reduce of the whole gradient buffer follows the step); GG_TRAIN_FUSED_RESIDUAL, the residual stream's
+ * gradient added in the MLP backward's dX GEMM (gg_mlp_args.grad_residual; without it, an add kernel after each
+ * layer's backward). */
 #include "train_model.h"
 
 #include <math.h>
@@ -463,6 +466,28 @@ int tm_dump_init(tm_model *m, const char *path) {
     return bad ? -1 : 0;
 }
 
+/* Whether the step graph reduces the gradients across the GPUs itself (else gg_dist_reduce after it), and whether
+ * it holds the update, which must follow the reduction (else gg_optim_step after it). */
+static int step_reduces(const tm_model *m) {
+#ifdef GG_TRAIN_STEP_REDUCE
+    (void)m;
+    return 1;
+#else
+    return m->c.world == 1;
+#endif
+}
+
+static int step_holds_update(const tm_model *m) {
+#ifdef GG_TRAIN_STEP_OPTIMIZER
+    return step_reduces(m);
+#else
+    (void)m;
+    return 0;
+#endif
+}
+
+int tm_launches_per_step(const tm_model *m) { return 1 + !step_reduces(m) + !step_holds_update(m); }
+
 gg_status tm_build_step(tm_model *m, gg_step **out) {
     gg_step_config sc = GG_STEP_CONFIG_INIT;
     sc.policy = GG_BUCKETS_LIST;
@@ -472,15 +497,22 @@ gg_status tm_build_step(tm_model *m, gg_step **out) {
     gg_status st = gg_step_create(m->ctx, &sc, &step);
     if (st == GG_SUCCESS) st = gg_step_add_callback(step, forward, m);
     if (st == GG_SUCCESS) st = gg_step_add_callback(step, loss, m);
+#ifdef GG_TRAIN_STEP_REDUCE /* the output layer's gradients, final after the loss callback */
+    if (st == GG_SUCCESS) st = gg_step_add_reduce(step, m->gwout, (size_t)(m->vocab * m->hidden), 0);
+    if (st == GG_SUCCESS) st = gg_step_add_reduce(step, m->gbout, (size_t)m->vocab, 0);
+#endif
     const gg_mlp_desc desc = layer_desc(m);
     for (int l = m->c.layers - 1; l >= 0 && st == GG_SUCCESS; --l) {
         st = gg_step_add_mlp(step, &desc, &m->layers[l].args);
         if (st == GG_SUCCESS && RESIDUAL_KERNEL) st = gg_step_add_callback(step, residual, &m->layers[l]);
     }
     if (st == GG_SUCCESS) st = gg_step_add_callback(step, embedding_backward, m);
+#ifdef GG_TRAIN_STEP_REDUCE
+    if (st == GG_SUCCESS) st = gg_step_add_reduce(step, m->gemb, (size_t)(m->vocab * m->c.embed), 0);
+#endif
 #ifdef GG_TRAIN_STEP_OPTIMIZER
-    /* joins the weight-gradient side streams, then the update: the whole training step is one launch */
-    if (st == GG_SUCCESS && m->c.world == 1) st = gg_step_add_optimizer(step, m->opt);
+    /* joins the weight-gradient side streams (and the reduction), then the update: one launch per training step */
+    if (st == GG_SUCCESS && step_holds_update(m)) st = gg_step_add_optimizer(step, m->opt);
 #endif
     if (st == GG_SUCCESS) st = gg_step_finalize(step);
     if (st != GG_SUCCESS) {
@@ -491,35 +523,19 @@ gg_status tm_build_step(tm_model *m, gg_step **out) {
     return st;
 }
 
-/* Whether the step graph holds the update (one launch per training step). Data parallelism needs the gradients'
- * all-reduce between the backward and the update, which a step does not do yet: then the update follows the
- * all-reduce outside the graph. */
-static int step_holds_update(const tm_model *m) {
-#ifdef GG_TRAIN_STEP_OPTIMIZER
-    return m->c.world == 1;
-#else
-    (void)m;
-    return 0;
-#endif
-}
-
-int tm_launches_per_step(const tm_model *m) {
-    return step_holds_update(m) ? 1 : 2 + (m->c.world > 1);
-}
-
 gg_status tm_train_step(tm_model *m, gg_step *step, cudaStream_t stream) {
     gg_status st = GG_SUCCESS;
+    const int graph_reduces = step && step_reduces(m), graph_updates = step && step_holds_update(m);
     if (step) {
         st = gg_step_run(step, m->c.batch, 0, (gg_stream)stream);
-        if (st == GG_SUCCESS && step_holds_update(m)) return m->error ? GG_ERROR_CUDA : GG_SUCCESS;
     } else {
         st = eager_step(m, (gg_stream)stream);
     }
-    /* Until the step graph can hold them (gg_step_add_optimizer; a data-parallel step): the all-reduce and the
-     * update as launches of their own after the step. */
-    if (st == GG_SUCCESS && m->c.world > 1)
+    /* what the step graph does not hold yet runs after it: the all-reduce (one call: every gradient is in one
+     * buffer), then the update */
+    if (st == GG_SUCCESS && m->c.world > 1 && !graph_reduces)
         st = gg_dist_reduce(m->ctx, m->grads, (size_t)m->n_params, 0, (gg_stream)stream);
-    if (st == GG_SUCCESS) st = gg_optim_step(m->opt, (gg_stream)stream);
+    if (st == GG_SUCCESS && !graph_updates) st = gg_optim_step(m->opt, (gg_stream)stream);
     if (st == GG_SUCCESS && m->error) st = GG_ERROR_CUDA;
     return st;
 }
