@@ -288,7 +288,7 @@ done:
 gg_status gg_matmul_run_epilogue(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, void *D,
                                  const void *bias, void *aux, void *workspace, cudaStream_t stream) {
     GG_TRY(gg_matmul_set_epilogue_pointers(ctx, mm, bias, aux));
-    return run_with(ctx, mm, A, B, NULL, D, 1.0f, 0.0f, workspace, stream);
+    return gg_matmul_run_scaled_in(ctx, mm, A, B, NULL, D, 1.0f, 0.0f, workspace, stream);
 }
 
 gg_status gg_matmul_run_scaled(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, const void *C, void *D,
