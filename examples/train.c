@@ -47,7 +47,7 @@ typedef struct corpus {
 } corpus;
 
 /* What the ranks of a data-parallel run share: a barrier after setup, so that no rank enters the first collective
- * while another has failed (it would wait for it forever), and how many failed. */
+ * (finalizing a syncing step, or the first all-reduce) while another has failed, and how many failed. */
 typedef struct rank_sync {
     pthread_barrier_t ready;
     int failed; /* ranks whose setup failed (under lock) */
@@ -171,14 +171,10 @@ static void *train_rank(void *arg) {
     gg_step *step = NULL;
     cudaStream_t s = NULL;
     cudaEvent_t ev[2] = {NULL, NULL};
-    int ok = !tm_create(job->ctx, &c, job->text->ids, job->text->n, job->text->vocab, &m);
-    if (ok && !o->eager && tm_build_step(m, &step) != GG_SUCCESS) {
-        fprintf(stderr, "train: building the step graph: %s\n", gg_last_error(job->ctx));
-        ok = 0;
-    }
-    ok = ok && cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess &&
-         cudaEventCreate(&ev[0]) == cudaSuccess && cudaEventCreate(&ev[1]) == cudaSuccess;
-    if (job->sync) { /* every rank ready, or every rank stops */
+    int ok = !tm_create(job->ctx, &c, job->text->ids, job->text->n, job->text->vocab, &m) &&
+             cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess &&
+             cudaEventCreate(&ev[0]) == cudaSuccess && cudaEventCreate(&ev[1]) == cudaSuccess;
+    if (job->sync) { /* every rank ready, or every rank stops, before the first collective (finalizing the step) */
         pthread_mutex_lock(&job->sync->lock);
         job->sync->failed += !ok;
         pthread_mutex_unlock(&job->sync->lock);
@@ -188,6 +184,11 @@ static void *train_rank(void *arg) {
         pthread_mutex_unlock(&job->sync->lock);
     }
     if (!ok) goto done;
+    /* collective with a communicator: a rank's failure fails it on every rank (GG_ERROR_PEER on the others) */
+    if (!o->eager && tm_build_step(m, &step) != GG_SUCCESS) {
+        fprintf(stderr, "train: building the step graph: %s\n", gg_last_error(job->ctx));
+        goto done;
+    }
     const int64_t tokens = c.batch * c.world;
     double t_last = now_s();
     int64_t last = 0;
