@@ -16,7 +16,8 @@
  * --check N first holds one eager step's loss and every parameter gradient to a float64 CPU reference
  * (train_ref.h; minutes on the CPU at the default size: use a small model, e.g. --embed 8), then trains N steps as
  * step graphs and N steps eagerly from the same initial weights and compares the losses (within 1e-4 relative in
- * fp32, 1e-3 otherwise); exit 1 when either check fails. Exit 77 without a GPU.
+ * fp32, 1e-3 otherwise); exit 1 when either check fails. A run exits 1 when its last loss is not finite, 77
+ * without a GPU (or with fewer than --gpus).
  */
 #include <errno.h>
 #include <math.h>
@@ -396,6 +397,10 @@ int main(int argc, char **argv) {
     }
     rc = 0;
     for (int g = 0; g < o.gpus; ++g) rc |= jobs[g].rc;
+    if (!rc && !isfinite(losses[o.model.steps - 1])) {
+        fprintf(stderr, "train: the last step's loss is %g: training diverged\n", losses[o.model.steps - 1]);
+        rc = 1;
+    }
     if (!rc) {
         printf("train: %lld steps, loss %.4f -> %.4f, %.1f us per step (%s)\n", (long long)o.model.steps, losses[0],
                losses[o.model.steps - 1], jobs[0].step_us, o.eager ? "eager" : "step graph");
