@@ -112,6 +112,22 @@ static gg_status prepare(gg_graph *g, const char *fn, gg_block_plan **plans) {
     return GG_SUCCESS;
 }
 
+/* What every rank must have made alike for this graph's collectives to match (ddp.h): compared at creation. */
+static gg_dist_fingerprint fingerprint(const gg_graph *g) {
+    gg_dist_fingerprint fp = {{0}};
+    fp.field[GG_FP_BLOCK] = g->shape.info->kind;
+    fp.field[GG_FP_DIM0] = g->shape.dim0;
+    fp.field[GG_FP_DIM1] = g->shape.dim1;
+    fp.field[GG_FP_PRECISION] = g->shape.precision;
+    fp.field[GG_FP_N_BUCKETS] = g->n_buckets;
+    fp.field[GG_FP_MAX_TOKENS] = g->buckets[g->n_buckets - 1];
+    fp.field[GG_FP_BUCKETS] = gg_dist_hash_field(
+        gg_dist_hash(GG_DIST_HASH_SEED, g->buckets, sizeof g->buckets[0] * (size_t)g->n_buckets));
+    fp.field[GG_FP_GRAPH_FLAGS] = (g->config.allow_padding != 0) | (g->config.device_select != 0) << 1 |
+                                  (g->config.eager_beyond_max != 0) << 2;
+    return fp;
+}
+
 static gg_status create(gg_ctx *ctx, const char *fn, const gg_block_call *shape, gg_precision requested,
                         const gg_graph_config *config, gg_graph **out) {
     if (!out) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: out is NULL", fn);
@@ -158,7 +174,9 @@ static gg_status create(gg_ctx *ctx, const char *fn, const gg_block_call *shape,
     if (g->syncs) {
         char local_error[GG_MSG_BYTES] = "";
         if (status != GG_SUCCESS) snprintf(local_error, sizeof local_error, "%s", gg_last_error(ctx));
-        const gg_status agreed = gg_dist_agree_algorithms(ctx, fn, status == GG_SUCCESS ? plans : NULL, g->n_buckets);
+        gg_dist_fingerprint fp = fingerprint(g);
+        const gg_status agreed =
+            gg_dist_agree_algorithms(ctx, fn, status == GG_SUCCESS ? plans : NULL, g->n_buckets, &fp);
         if (status == GG_SUCCESS) status = agreed;
         else (void)gg_fail(ctx, status, "%s", local_error); /* the collective may have overwritten it */
     }
@@ -309,7 +327,7 @@ static gg_status check_run(gg_graph *g, const char *fn, gg_block_call *call, gg_
         if (!ctx->dist)
             return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
                            "%s: the graph syncs gradients but its context's communicator was detached", fn);
-        GG_TRY(gg_dist_check(ctx)); /* an asynchronous NCCL error: aborted, never waited on */
+        GG_TRY(gg_dist_poll(ctx, fn)); /* aborted, or an asynchronous NCCL error (aborted now): never waited on */
         GG_TRY(gg_dist_check_shape(ctx, fn, &g->shape)); /* a communicator attached since may shard differently */
     }
     call->sync_grads = g->shape.sync_grads;
@@ -341,8 +359,14 @@ static gg_status replay(gg_graph *g, const char *fn, gg_exec_cache *cache, const
     gg_ctx *ctx = g->ctx;
     int saved = 0;
     GG_TRY(gg_device_enter(ctx, &saved));
+    /* A syncing replay holds the communicator from here to its launch: it is never aborted under the capture or
+     * between the check and the launch of a graph whose NCCL kernels use it. */
+    gg_status status = call->sync_grads ? gg_dist_enter(ctx, fn) : GG_SUCCESS;
+    if (status != GG_SUCCESS) {
+        gg_device_leave(ctx, saved);
+        return status;
+    }
     nvtxRangePushA(fn);
-    gg_status status = GG_SUCCESS;
     gg_exec_entry *e = gg_exec_cache_find(cache, key, ctx->scratch_generation);
     if (!e) {
         cudaGraph_t graph = NULL;
@@ -356,21 +380,27 @@ static gg_status replay(gg_graph *g, const char *fn, gg_exec_cache *cache, const
             gg_dist_graph_holds(ctx);
         }
         status = launch(ctx, e, stream);
+        if (status == GG_SUCCESS && call->sync_grads) gg_dist_replay_launched(ctx, stream); /* watched from now */
     }
     nvtxRangePop();
+    if (call->sync_grads) gg_dist_leave(ctx);
     gg_device_leave(g->ctx, saved);
     return status;
 }
 
 /* Past the largest bucket with eager_beyond_max: the eager path, and for a syncing graph the end a replay has too:
  * what overlap off deferred is reduced, and the caller's stream waits for the communication stream. */
-static gg_status run_eager_beyond_max(gg_ctx *ctx, const gg_block_call *call, cudaStream_t stream) {
+static gg_status run_eager_beyond_max(gg_ctx *ctx, const char *fn, const gg_block_call *call, cudaStream_t stream) {
+    if (!call->sync_grads) return gg_block_run_eager(ctx, call, stream);
+    GG_TRY(gg_dist_enter(ctx, fn)); /* as a replay: the communicator is not aborted under the enqueue */
     const gg_status ran = gg_block_run_eager(ctx, call, stream);
-    if (!call->sync_grads) return ran;
     int saved = 0;
-    GG_TRY(gg_device_enter(ctx, &saved));
-    const gg_status ended = ran == GG_SUCCESS ? gg_dist_finish(ctx, call, stream) : gg_dist_join(ctx, call, stream);
-    gg_device_leave(ctx, saved);
+    gg_status ended = gg_device_enter(ctx, &saved);
+    if (ended == GG_SUCCESS) {
+        ended = ran == GG_SUCCESS ? gg_dist_finish(ctx, call, stream) : gg_dist_join(ctx, call, stream);
+        gg_device_leave(ctx, saved);
+    }
+    gg_dist_leave(ctx);
     return ran == GG_SUCCESS ? ended : ran;
 }
 
@@ -380,7 +410,7 @@ static gg_status run(gg_graph *g, const char *fn, gg_block_call *call, gg_precis
     GG_TRY(check_run(g, fn, call, requested));
     const int b = gg_buckets_select(g->buckets, g->n_buckets, call->tokens);
     if (b < 0) {
-        if (g->config.eager_beyond_max) return run_eager_beyond_max(ctx, call, stream);
+        if (g->config.eager_beyond_max) return run_eager_beyond_max(ctx, fn, call, stream);
         return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
                        "%s: desc->tokens = %lld exceeds the largest bucket (%lld); raise config->max_tokens or set "
                        "config->eager_beyond_max",
@@ -493,8 +523,17 @@ gg_status gg_graph_capture_again(gg_graph *g, const char *fn, int b, cudaGraph_t
     call.use_silu_gate = (last->key.flags & KEY_SILU) != 0;
     call.sync_grads = (last->key.flags & KEY_SYNC) != 0;
     gg_dist_hand_down(g->ctx, &call); /* as check_run does */
-    if (b < 0) return build_device_graph(g, &call, (const int64_t *)last->key.ptr[GG_EXEC_KEY_PTRS - 1], out);
-    return capture(g, &call, b, (last->key.flags & KEY_PADDED) != 0, NULL, out);
+    if (call.sync_grads) { /* the capture issues NCCL calls: as a replay, inside the communicator's section */
+        if (!g->ctx->dist)
+            return gg_fail(g->ctx, GG_ERROR_INVALID_ARGUMENT,
+                           "%s: the graph syncs gradients but its context's communicator was detached", fn);
+        GG_TRY(gg_dist_enter(g->ctx, fn));
+    }
+    const gg_status status =
+        b < 0 ? build_device_graph(g, &call, (const int64_t *)last->key.ptr[GG_EXEC_KEY_PTRS - 1], out)
+              : capture(g, &call, b, (last->key.flags & KEY_PADDED) != 0, NULL, out);
+    if (call.sync_grads) gg_dist_leave(g->ctx);
+    return status;
 }
 
 /* ---- entry points ---- */

@@ -494,7 +494,7 @@ static void drop_layout(gg_step *s) {
  * GG_DIST_MAX_AGREE_PLANS. made 0: this rank failed to make them (one agreement, so the others fail too). */
 static gg_status agree_plans(gg_step *s, const char *fn, int made) {
     gg_ctx *ctx = s->ctx;
-    if (!made) return gg_dist_agree_algorithms(ctx, fn, NULL, 0);
+    if (!made) return gg_dist_agree_algorithms(ctx, fn, NULL, 0, NULL);
     const size_t cap = (size_t)s->n_blocks * (size_t)s->n_buckets;
     gg_block_plan **plans = malloc(cap * sizeof *plans);
     int n = 0;
@@ -511,13 +511,13 @@ static gg_status agree_plans(gg_step *s, const char *fn, int made) {
             if (status == GG_SUCCESS && !seen) plans[n++] = plan;
         }
     if (status != GG_SUCCESS) {
-        (void)gg_dist_agree_algorithms(ctx, fn, NULL, 0);
+        (void)gg_dist_agree_algorithms(ctx, fn, NULL, 0, NULL);
         free(plans);
         return status;
     }
     for (int at = 0; at < n && status == GG_SUCCESS; at += GG_DIST_MAX_AGREE_PLANS)
         status = gg_dist_agree_algorithms(ctx, fn, plans + at,
-                                          n - at < GG_DIST_MAX_AGREE_PLANS ? n - at : GG_DIST_MAX_AGREE_PLANS);
+                                          n - at < GG_DIST_MAX_AGREE_PLANS ? n - at : GG_DIST_MAX_AGREE_PLANS, NULL);
     free(plans);
     return status;
 }
@@ -634,7 +634,7 @@ static gg_status finalize(gg_step *s, const char *fn) {
         }
         gg_device_leave(ctx, saved);
     } else if (syncs) {
-        (void)gg_dist_agree_algorithms(ctx, fn, NULL, 0); /* the other ranks must not wait for this one */
+        (void)gg_dist_agree_algorithms(ctx, fn, NULL, 0, NULL); /* the other ranks must not wait for this one */
     }
     if (status != GG_SUCCESS) return status;
     s->finalized = 1;
@@ -814,9 +814,16 @@ static gg_status replay(gg_step *s, const char *fn, gg_exec_cache *cache, const 
                         int64_t tokens, const int64_t *device_tokens, int accumulate, gg_stream stream) {
     gg_ctx *ctx = s->ctx;
     int saved = 0;
+    const int sync = (key->flags & KEY_SYNC) != 0;
     GG_TRY(gg_device_enter(ctx, &saved));
+    /* A syncing run holds the communicator from here to its launch, as a per-block graph's replay: it is never
+     * aborted under the capture or between the check and the launch of a graph whose NCCL kernels use it. */
+    gg_status status = sync ? gg_dist_enter(ctx, fn) : GG_SUCCESS;
+    if (status != GG_SUCCESS) {
+        gg_device_leave(ctx, saved);
+        return status;
+    }
     nvtxRangePushA(fn);
-    gg_status status = GG_SUCCESS;
     gg_exec_entry *e = gg_exec_cache_find(cache, key, ctx->scratch_generation);
     if (!e) {
         cudaGraph_t graph = NULL;
@@ -827,10 +834,10 @@ static gg_status replay(gg_step *s, const char *fn, gg_exec_cache *cache, const 
             status = gg_switch_graph_build(ctx, device_tokens, s->device_buckets, s->n_buckets, max_tokens(s),
                                            s->device_errors, capture_branch, &d, &graph);
         } else if (status == GG_SUCCESS) {
-            status = capture(s, tokens, NULL, b, accumulate, (key->flags & KEY_SYNC) != 0, &graph);
+            status = capture(s, tokens, NULL, b, accumulate, sync, &graph);
         }
         if (status == GG_SUCCESS) status = gg_exec_install(ctx, cache, key, graph, &e);
-        if (status == GG_SUCCESS && (key->flags & KEY_SYNC) && !s->holds_nccl) {
+        if (status == GG_SUCCESS && sync && !s->holds_nccl) {
             s->holds_nccl = 1; /* gg_dist_detach refuses until the step is destroyed */
             gg_dist_graph_holds(ctx);
         }
@@ -842,8 +849,10 @@ static gg_status replay(gg_step *s, const char *fn, gg_exec_cache *cache, const 
     if (status == GG_SUCCESS) {
         const cudaError_t err = cudaGraphLaunch((cudaGraphExec_t)e->exec, (cudaStream_t)stream);
         if (err != cudaSuccess) status = gg_fail_cuda(ctx, err, "cudaGraphLaunch");
+        else if (sync) gg_dist_replay_launched(ctx, (cudaStream_t)stream); /* the watchdog's from now */
     }
     nvtxRangePop();
+    if (sync) gg_dist_leave(ctx);
     gg_device_leave(ctx, saved);
     return status;
 }

@@ -917,8 +917,9 @@ GG_API gg_status gg_optim_finalize(gg_optim *opt);
 /* Enqueues one step of every parameter on stream (see above): up to three kernel launches, no allocation, no
  * synchronization, no host state a replay would miss, so it may be captured into a CUDA graph. Returns
  * GG_SUCCESS, GG_ERROR_INVALID_ARGUMENT (NULL or not finalized), GG_ERROR_CUDA (a launch refused before the update
- * was enqueued: nothing changed) or GG_ERROR_PARTIAL (the update's launch refused after the step counts were
- * advanced: they are one ahead of the weights, which are unchanged). */
+ * was enqueued: nothing changed) or GG_ERROR_PARTIAL (the update's launch refused after the launch that advances the
+ * step counts: they advance, unless a gradient is not finite, and the weights, copies and moments stay as they
+ * were). */
 GG_API gg_status gg_optim_step(gg_optim *opt, gg_stream stream);
 
 /* The step of parameters first .. first + count - 1 only: for updates that start as soon as a bucket of gradients
@@ -987,15 +988,27 @@ GG_API void gg_optim_destroy(gg_optim *opt);
  *   - every rank makes the same graphs and calls them in the same order with the same bucket for each step;
  *     making a syncing graph is collective (from each rank's own thread or process, at the same time): every rank
  *     adopts rank 0's GEMM algorithms, so that no rank's autotuning leaves it with slower kernels than the others,
- *     and a rank that fails to make it makes it fail on every rank (GG_ERROR_PEER on the others). Any other error
- *     from making a syncing graph (a CUDA or NCCL failure during that step, or ranks not joining within 300 s,
- *     which aborts the communicator) can leave the ranks disagreeing: treat it as fatal for the communicator on
- *     every rank (abort it, make a new one);
+ *     and a rank that fails to make it makes it fail on every rank (GG_ERROR_PEER on the others). The ranks also
+ *     compare a fingerprint of the graph (block, dims, precision, buckets, graph flags, op, sync, bucket_bytes,
+ *     overlap, comm_sms, copy engines, the GEMM algorithms once agreed): a difference fails the call on every rank
+ *     with GG_ERROR_INVALID_ARGUMENT naming the first differing field, this rank's value and the ranks' range (the
+ *     communicator stays usable). Any other error from making a syncing graph (a CUDA or NCCL failure during that
+ *     step, or ranks not joining within the peer timeout, which aborts the communicator) can leave the ranks
+ *     disagreeing: treat it as fatal for the communicator on every rank (abort it, make a new one);
  *   - graphs that captured NCCL work must be destroyed before the communicator: gg_dist_detach refuses while
  *     such graphs exist, and gg_ctx_destroy destroys graphs first (ncclCommDestroy would block forever otherwise);
  *   - NCCL_NVLS_ENABLE is set to 0 in the process when unset (NVLink multicast stays off);
- *   - gg_dist_check (also called by every graph run) turns an asynchronous NCCL error into GG_ERROR_NCCL and aborts
- *     the communicator, so that no rank waits forever on a peer that failed.
+ *   - no hangs: nothing gradgraph does waits on the other ranks without a deadline, each in whole seconds from an
+ *     environment variable read when it applies (1 to 86400; default 300): making a communicator
+ *     (GG_DIST_INIT_TIMEOUT_S; the communicators gradgraph makes are non-blocking), a collective step gradgraph
+ *     waits for itself, the end of a non-blocking NCCL call and teardown (GG_DIST_PEER_TIMEOUT_S), and a replay of
+ *     a syncing graph (GG_DIST_STEP_TIMEOUT_S). A watchdog thread per communicator (started with it, stopped at
+ *     gg_dist_detach / gg_ctx_destroy) aborts the communicator (ncclCommAbort, which ends NCCL's kernels still
+ *     waiting, so a cudaStreamSynchronize of yours returns) when a replay has not finished by its deadline or NCCL
+ *     reports an asynchronous error; gg_dist_check (also called by every graph run) does the latter on demand.
+ *     Afterwards every call that needs the communicator returns GG_ERROR_NCCL saying what happened (the deadline,
+ *     NCCL's error, gg_dist_abort) and on which rank; eager calls and local graphs keep working. The watchdog may
+ *     call the context's log callback from its own thread (one ERROR line when it aborts).
  * ------------------------------------------------------------------------------------------------------------- */
 typedef enum gg_reduce_op { GG_REDUCE_AVERAGE = 0, GG_REDUCE_SUM = 1 } gg_reduce_op;
 
@@ -1079,12 +1092,30 @@ GG_API gg_status gg_dist_init_mpi(gg_ctx *ctx, const void *mpi_comm, const gg_di
 GG_API gg_status gg_dist_init_threads(gg_ctx *const *ctxs, int count, const gg_dist_config *config);
 
 /* Removes the communicator from ctx (destroying it when gradgraph made it). Refused with GG_ERROR_INVALID_ARGUMENT
- * while graphs that captured NCCL work exist: destroy them first. No-op without a communicator. */
+ * while graphs that captured NCCL work exist: destroy them first. No-op without a communicator. Never waits
+ * forever: the watchdog is stopped, the communication stream drained and a communicator gradgraph made finalized
+ * (ncclCommFinalize, non-blocking) each within GG_DIST_PEER_TIMEOUT_S; past it, or when NCCL fails there, the
+ * communicator is aborted instead and GG_ERROR_NCCL says so: the context has no communicator either way (an
+ * attached one was freed by the abort: do not destroy it). gg_ctx_destroy does the same, and logs a WARN. */
 GG_API gg_status gg_dist_detach(gg_ctx *ctx);
+
+/* Aborts ctx's communicator now, from any thread (a thread that handles signals with sigwait, your own watchdog;
+ * not from inside a signal handler): ncclCommAbort, which ends NCCL's kernels still running or waiting on this
+ * rank, so every wait on them returns. If the owner thread is inside a gradgraph call that uses the communicator,
+ * the abort waits for that call to stop using it (its waits give up at once; a capture finishes, at CPU speed).
+ * Afterwards the context is as after an asynchronous NCCL error: every call that needs the communicator returns
+ * GG_ERROR_NCCL ("gg_dist_abort was called"), gg_dist_comm returns NULL, eager calls and local graphs work, and to
+ * go on: destroy the syncing graphs, gg_dist_detach, then make a new communicator. An attached communicator is
+ * freed by the abort: do not destroy it. The other ranks are not told: their own deadlines or NCCL's errors end
+ * their waits. Must not race with gg_dist_detach or gg_ctx_destroy of the same context. Returns GG_SUCCESS (also
+ * without a communicator, or once it is aborted), GG_ERROR_INVALID_ARGUMENT for ctx NULL (message in
+ * gg_last_error(NULL) of the calling thread: the context's message belongs to its owner thread). */
+GG_API gg_status gg_dist_abort(gg_ctx *ctx);
 
 /* Polls NCCL's asynchronous error state (every run of a syncing graph does too). On an error: aborts the
  * communicator (no rank hangs on it; an attached one is freed by the abort: do not destroy it) and returns
- * GG_ERROR_NCCL, as do later runs of syncing graphs. To go on: destroy those graphs, gg_dist_detach, then attach or
+ * GG_ERROR_NCCL, as do later runs of syncing graphs; once the communicator was aborted (an error, the watchdog,
+ * gg_dist_abort) it returns GG_ERROR_NCCL saying why. To go on: destroy those graphs, gg_dist_detach, then attach or
  * make a new communicator; eager calls and local graphs keep working meanwhile. */
 GG_API gg_status gg_dist_check(gg_ctx *ctx);
 
@@ -1120,7 +1151,9 @@ GG_API int gg_dist_size(const gg_ctx *ctx);
  * the caller's own collectives on its own streams — a loss or metric all-reduce, a bare all-reduce to time. When
  * gradgraph made it, it stays gradgraph's: never destroy or abort it. Valid until gg_dist_detach / gg_ctx_destroy.
  * NCCL's rule holds for these calls too: every rank issues the same collectives in the same order, counting the ones
- * inside graph replays, and none while another thread of the same rank issues some. */
+ * inside graph replays, and none while another thread of the same rank issues some. The watchdog (or gg_dist_abort)
+ * may abort the communicator at any time, which frees it: call gg_dist_check right before using it, and keep your
+ * own collectives on it short (their ncclInProgress, on a communicator gradgraph made, is yours to wait out). */
 GG_API void *gg_dist_comm(const gg_ctx *ctx);
 
 /* Binds the calling thread to the CPUs near ctx's GPU (hwloc), within the CPUs the process may use. Leaves the

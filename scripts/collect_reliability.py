@@ -6,9 +6,10 @@ Usage: collect_reliability.py OUT_DIR OUT_JSON COMMIT COMMAND GPU
 Reads, from OUT_DIR: test_shapes_gpu-hopper1.log and -hopper0.log (the shape sweep's "SHAPES {json}" lines and
 "SHAPE FAIL" lines), test_blocks_gpu-hopper0.log (the 64 cases with the sm_90a-only kernels off: its RESULT lines)
 sanitizer.log (compute-sanitizer's "<tool> <test> exit <rc>" lines and error summaries), test_faults.log (its
-'FAULTS {json}' line), test_soak_gpu.log ('SOAK {json}') and, when present, fuzz.log (scripts/test.sh's
-'FUZZ {json}' line, or libFuzzer's stat::number_of_executed_units). A check that the run did not make is recorded
-as null, never as zero.
+'FAULTS {json}' line), test_dist_faults.log (its 'NCCL_FAULTS {json}' line: fault injection on the NCCL calls),
+test_soak_gpu.log ('SOAK {json}'), test_dist.log (the multigpu stage's CTest log: test_dist_dead_rank's
+'DEAD_RANK_DETECTED_S <s>' line) and, when present, fuzz.log (scripts/test.sh's 'FUZZ {json}' line, or libFuzzer's
+stat::number_of_executed_units). A check that the run did not make is recorded as null, never as zero.
 """
 import json
 import os
@@ -78,6 +79,12 @@ def tagged(name, tag):
 
 
 faults = tagged("test_faults.log", "FAULTS")
+nccl_faults = tagged("test_dist_faults.log", "NCCL_FAULTS")
+dead_rank = None
+for line in lines("test_dist.log") or []:
+    m = re.search(r"DEAD_RANK_DETECTED_S ([0-9.]+)", line)
+    if m:
+        dead_rank = float(m.group(1))
 soak = tagged("test_soak_gpu.log", "SOAK")
 fuzz = tagged("fuzz.log", "FUZZ")
 if fuzz is None:
@@ -97,7 +104,9 @@ result = {
     "soak_replays": soak["replays"] if soak else None, "soak_failures": soak["failures"] if soak else None,
     "soak_memory_drift_bytes": soak["memory_drift_bytes"] if soak else None,
     "fuzz_execs": fuzz["execs"] if fuzz else None,
-    "non_hopper_cases_correct": non_hopper, "dead_rank_detected_s": None,
+    "non_hopper_cases_correct": non_hopper, "dead_rank_detected_s": dead_rank,
+    "nccl_faults_injected": nccl_faults["injected"] if nccl_faults else None,
+    "nccl_fault_failures": nccl_faults["failures"] if nccl_faults else None,
 }
 json.dump(result, open(out, "w"), indent=2)
 print(f"{out}: {sum(shapes.values())} shape runs, {shape_failures} failures, {guard_bytes} guard bytes changed")

@@ -80,6 +80,11 @@ if [ "$stage" = all ] || [ "$stage" = tests ]; then
   # fault injection (CPU, fakes) and the soak (100 000 replays across buckets), for their FAULTS and SOAK lines
   "$build/tests/test_faults" > "$OUT/test_faults.log" 2>&1 || status=1
   grep -E '^FAULTS|^FAULT FAIL' "$OUT/test_faults.log" | head -20
+  # the data-parallel path's: deadlines, watchdog, aborts, fingerprints, every NCCL call failed (fake NCCL)
+  if [ -x "$build/tests/test_dist_faults" ]; then
+    "$build/tests/test_dist_faults" > "$OUT/test_dist_faults.log" 2>&1 || status=1
+    grep -E '^NCCL_FAULTS|^NCCL FAULT FAIL|\[  FAILED' "$OUT/test_dist_faults.log" | head -20
+  fi
   t0=$(date +%s)
   timeout 900 "$build/tests/test_soak_gpu" > "$OUT/test_soak_gpu.log" 2>&1 || status=1
   echo "$(grep -E '^SOAK' "$OUT/test_soak_gpu.log" | head -20) ($(( $(date +%s) - t0 )) s)"
@@ -224,9 +229,13 @@ gpus=$(nvidia-smi -L | wc -l)
 if { [ "$stage" = all ] && [ "$gpus" -ge 2 ]; } || [ "$stage" = multigpu ]; then
   echo "== multigpu ($gpus GPUs): tests and scaling"
   # test_dist (threads) and, with MPI, test_dist_mpi (mpiexec, one rank per GPU); verbose, so the log keeps them
+  # test_dist_dead_rank (two processes: a rank that dies mid-training, a rank with another bucket_bytes) prints
+  # DEAD_RANK_DETECTED_S, which collect_reliability.py adds to reliability-h200.json (re-collected here)
   timeout 900 ctest --test-dir "$build" -L multigpu -V > "$OUT/test_dist.log" 2>&1 || status=1
-  grep -E '^[0-9]+/[0-9]+ Test|tests passed' "$OUT/test_dist.log"
-  grep -E '\[  ERROR|\[  FAILED|differ|hung' "$OUT/test_dist.log" | head -10
+  grep -E '^[0-9]+/[0-9]+ Test|tests passed|DEAD_RANK_DETECTED_S' "$OUT/test_dist.log"
+  grep -E '\[  ERROR|\[  FAILED|differ|hung|FAILED' "$OUT/test_dist.log" | head -10
+  python3 scripts/collect_reliability.py "$OUT" "$OUT/reliability-h200.json" "${GG_COMMIT:-unknown}" "$run_cmd" \
+    "$(head -2 "$OUT/gpu.txt" | tail -1 | cut -d, -f1)" || status=1
   # GG_DDP_RUNS rounds over the two blocks (round-robin: each block's runs see the same drift of clocks); the JSON
   # holds each block's median run by speedup, and every run.
   # Each block with its best setting unless GG_COPY_ENGINES says otherwise: block 2 (068, a short backward with large

@@ -68,7 +68,7 @@ gg_status gg_check_device_pointers(gg_ctx *ctx, const char *fn, const gg_block_c
 }
 
 gg_status gg_check_device_pointer(gg_ctx *ctx, const char *fn, const char *name, const void *p) {
-    return check_remembered(ctx, fn, "", name, p);
+    return check_pointer(ctx, fn, "", name, p);
 }
 
 gg_status gg_block_enqueue_failed(gg_ctx *ctx, const gg_block_call *c, gg_status status) {

@@ -165,7 +165,8 @@ gg_status gg_ctx_claim(gg_ctx *ctx, const char *fn);
 void gg_ctx_release(gg_ctx *ctx);
 
 /* GG_ERROR_INVALID_ARGUMENT, naming `name` ("param->grad"), unless p is device or managed memory: one driver query
- * per pointer the context has not seen (src/core/guard.c; the blocks' tensors go through gg_check_device_pointers). */
+ * (src/core/guard.c), for pointers checked once, so they stay out of the ring of the blocks' known pointers, which
+ * every eager call and replay looks its tensors up in (gg_check_device_pointers). */
 gg_status gg_check_device_pointer(gg_ctx *ctx, const char *fn, const char *name, const void *p);
 
 #endif

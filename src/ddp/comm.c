@@ -1,7 +1,8 @@
 /*
  * comm.c - a context's NCCL communicator: configuration checks, attaching the caller's or making one (from the
- * environment, MPI or for this process's threads), its stream and events, detaching, releasing, aborting, and
- * polling for asynchronous errors. The warm-up that follows is in warmup.c.
+ * environment, MPI or for this process's threads; non-blocking, waited for with the init deadline), its stream and
+ * events, detaching and releasing (bounded: finalize with a deadline, else abort), and polling for asynchronous
+ * errors. The warm-up that follows is in warmup.c, the watchdog and aborting in watchdog.c.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,11 +47,6 @@ gg_status gg_dist_fail_nccl(gg_ctx *ctx, int result, const char *what) {
                    ncclGetLastError(NULL));
 }
 
-void gg_dist_abort(gg_ctx *ctx) {
-    if (ctx->dist->comm) (void)ncclCommAbort((ncclComm_t)ctx->dist->comm);
-    ctx->dist->comm = NULL;
-}
-
 /* NVLink multicast stays off unless the user chose otherwise: it can take a shared host's GPUs out of service. NCCL
  * reads the variable when it makes a communicator, so this runs before gradgraph makes one (and at context
  * creation, before a user's own communicator, if the context comes first). */
@@ -65,13 +61,56 @@ static cudaError_t create_comm_stream(cudaStream_t *stream) {
     return e;
 }
 
-/* Destroys the context's communicator state (owned communicator included), also as the context's destroy hook,
- * which runs after the graphs are gone. */
-static void release(gg_ctx *ctx) {
+/* The end of an owned communicator that cannot wait forever: ncclCommFinalize (non-blocking: it flushes what was
+ * issued) polled until the communicator is quiescent, then ncclCommDestroy, which no longer waits; a finalize that
+ * fails or does not end within the peer timeout aborts it instead. why: what happened, when it did not end well. */
+static int finalize(gg_dist *d, char *why, size_t bytes) {
+    const int limit = gg_dist_timeout_s(GG_DIST_TIMEOUT_PEER);
+    ncclResult_t r = ncclCommFinalize((ncclComm_t)d->comm);
+    int late = 0;
+    if (r == ncclInProgress || r == ncclSuccess) r = (ncclResult_t)gg_dist_wait_comm(d->comm, limit, d, &late);
+    if (r == ncclSuccess) r = ncclCommDestroy((ncclComm_t)d->comm);
+    if (r == ncclSuccess) return 1;
+    if (late)
+        snprintf(why, bytes, "ncclCommFinalize had not ended after %d s (%s)", limit,
+                 gg_dist_timeout_env(GG_DIST_TIMEOUT_PEER));
+    else
+        snprintf(why, bytes, "ncclCommFinalize / ncclCommDestroy failed: %s", ncclGetErrorString(r));
+    (void)ncclCommAbort((ncclComm_t)d->comm);
+    return 0;
+}
+
+/* Waits for the communication stream, polling, for at most the peer timeout: past it the communicator is
+ * aborted, which ends NCCL's kernels still waiting for a peer. */
+static int drain(gg_ctx *ctx, char *why, size_t bytes) {
     gg_dist *d = ctx->dist;
-    if (!d) return;
-    if (d->stream) (void)cudaStreamSynchronize(d->stream);
-    if (d->owned && d->comm) (void)ncclCommDestroy((ncclComm_t)d->comm); /* NULL once aborted: nothing to free */
+    const int limit = gg_dist_timeout_s(GG_DIST_TIMEOUT_PEER);
+    const double start = gg_dist_now_s();
+    cudaError_t e;
+    while ((e = cudaStreamQuery(d->stream)) == cudaErrorNotReady && gg_dist_now_s() - start < limit) gg_dist_pause();
+    if (e == cudaSuccess) return 1;
+    (void)cudaGetLastError();
+    if (e == cudaErrorNotReady)
+        snprintf(why, bytes, "the communication stream had not drained after %d s (%s)", limit,
+                 gg_dist_timeout_env(GG_DIST_TIMEOUT_PEER));
+    else
+        snprintf(why, bytes, "the communication stream failed (%s)", cudaGetErrorName(e));
+    gg_dist_abort_now(ctx, why);
+    if (e == cudaErrorNotReady) (void)cudaStreamSynchronize(d->stream); /* the abort ends NCCL's kernels */
+    return 0;
+}
+
+/* Destroys the context's communicator state (owned communicator included), also as the context's destroy hook,
+ * which runs after the graphs are gone. Never waits past the deadlines: returns 0, with why, when the
+ * communicator had to be aborted on the way. */
+static int release_bounded(gg_ctx *ctx, char *why, size_t bytes) {
+    gg_dist *d = ctx->dist;
+    if (!d) return 1;
+    gg_watchdog_stop(d); /* from here on only this thread touches the communicator */
+    int clean = 1;
+    if (d->stream && d->comm) clean = drain(ctx, why, bytes);
+    else if (d->stream) (void)cudaStreamSynchronize(d->stream); /* aborted: nothing of NCCL's waits any more */
+    if (d->owned && d->comm) clean = finalize(d, why, bytes) && clean; /* NULL once aborted: nothing to free */
     gg_ce_free(d); /* after the communicator, which took the window with it */
     gg_ctx_hook_remove(ctx, &d->hook);
     if (d->ev_ready) (void)cudaEventDestroy(d->ev_ready);
@@ -80,8 +119,16 @@ static void release(gg_ctx *ctx) {
     if (d->agree_host) (void)cudaFreeHost(d->agree_host);
     if (d->stream) (void)cudaStreamDestroy(d->stream);
     (void)cudaGetLastError();
+    if (d->lock_made) pthread_mutex_destroy(&d->lock);
     free(d);
     ctx->dist = NULL;
+    return clean;
+}
+
+static void release(gg_ctx *ctx) {
+    char why[GG_MSG_BYTES] = "";
+    if (!release_bounded(ctx, why, sizeof why))
+        gg_log(ctx, GG_LOG_WARN, "releasing the communicator: %s; it was aborted", why);
 }
 
 /* The checks every entry point that puts a communicator on a context starts with: ctx, no communicator there yet
@@ -103,6 +150,17 @@ static gg_status make_dist(gg_ctx *ctx, const char *fn, ncclComm_t comm, int own
     gg_dist *d = calloc(1, sizeof *d);
     if (!d) return gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
     *d = (gg_dist){.comm = comm, .rank = rank, .size = size, .config = *config};
+    pthread_mutexattr_t attr;
+    int made = pthread_mutexattr_init(&attr);
+    if (made == 0) made = pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+    if (made == 0) made = pthread_mutex_init(&d->lock, &attr);
+    (void)pthread_mutexattr_destroy(&attr);
+    if (made != 0) {
+        free(d);
+        return gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "%s: the communicator's lock could not be made (error %d)", fn,
+                       made);
+    }
+    d->lock_made = 1;
     ctx->dist = d;
     d->hook = (gg_ctx_hook){.destroy = release_hook, .obj = ctx};
     gg_ctx_hook_add(ctx, &d->hook, GG_HOOK_LATE);
@@ -165,6 +223,11 @@ static gg_status install(gg_ctx *ctx, const char *fn, ncclComm_t comm, int owned
         goto fail;
     }
     ctx->dist->owned = owned;
+    status = gg_watchdog_start(ctx, fn);
+    if (status != GG_SUCCESS) {
+        release(ctx); /* owned: destroyed (nothing in flight) */
+        return status;
+    }
     log_ready(ctx, fn);
     if (config->bind_cpus) gg_affinity_bind_if_asked(ctx);
     return GG_SUCCESS;
@@ -191,12 +254,34 @@ gg_status gg_dist_attach(gg_ctx *ctx, void *nccl_comm, const gg_dist_config *con
  * waiting for SMs or slowing the GEMMs (measured in docs/distributed.md, "SMs and channels"). */
 static ncclConfig_t comm_config(const gg_dist_config *c) {
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    /* Non-blocking: no NCCL call waits inside NCCL for a peer (a blocking communicator's first collective connects
+     * the ranks on the host, with no limit); gradgraph polls instead, with its deadlines (deadline.c).
+     * GG_DIST_NCCL_BLOCKING=1 makes them blocking again: a way back should a platform's NCCL not take non-blocking
+     * calls inside graph captures, at the cost of the init and finalize deadlines. */
+    const char *blocking = getenv("GG_DIST_NCCL_BLOCKING");
+    config.blocking = blocking && strcmp(blocking, "1") == 0;
     if (c->overlap && c->comm_sms > 0) config.minCTAs = config.maxCTAs = c->comm_sms;
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
     /* Zero CTAs wherever NCCL can: its all-to-all and all-gather on the copy engines (copy_engine.h). */
     if (c->copy_engines == 1) config.CTAPolicy = NCCL_CTA_POLICY_ZERO;
 #endif
     return config;
+}
+
+/* Waits for a communicator being made (non-blocking) with the init deadline; aborts it when it fails or is late.
+ * r: what ncclCommInitRankConfig (or the group's end) returned. */
+static gg_status wait_made(gg_ctx *ctx, const char *fn, ncclComm_t comm, ncclResult_t r, const char *what) {
+    const int limit = gg_dist_timeout_s(GG_DIST_TIMEOUT_INIT);
+    int late = 0;
+    if (comm && (r == ncclSuccess || r == ncclInProgress)) r = (ncclResult_t)gg_dist_wait_comm(comm, limit, NULL, &late);
+    if (r == ncclSuccess) return GG_SUCCESS;
+    if (comm) (void)ncclCommAbort(comm);
+    if (late)
+        return gg_fail(ctx, GG_ERROR_NCCL,
+                       "%s: %s: the communicator was not ready after %d s (%s; the other ranks did not join, or NCCL "
+                       "could not connect them): it is aborted",
+                       fn, what, limit, gg_dist_timeout_env(GG_DIST_TIMEOUT_INIT));
+    return gg_dist_fail_nccl(ctx, r, what);
 }
 
 /* The end of a one-process-per-GPU bootstrap, once every rank holds NCCL's unique id: the communicator (gradgraph
@@ -208,8 +293,9 @@ static gg_status init_from_id(gg_ctx *ctx, const char *fn, int rank, int size, c
     ncclComm_t comm = NULL;
     ncclConfig_t config = comm_config(c);
     const ncclResult_t r = ncclCommInitRankConfig(&comm, size, *id, rank, &config);
+    const gg_status made = wait_made(ctx, fn, comm, r, "ncclCommInitRankConfig");
     gg_device_leave(ctx, saved);
-    if (r != ncclSuccess) return gg_dist_fail_nccl(ctx, r, "ncclCommInitRankConfig");
+    GG_TRY(made);
     return install(ctx, fn, comm, 1, c); /* aborts comm on failure */
 }
 
@@ -282,8 +368,8 @@ gg_status gg_dist_init_mpi(gg_ctx *ctx, const void *mpi_comm, const gg_dist_conf
 /* One communicator per device, all in this process (what ncclCommInitAll does, with gradgraph's configuration): every
  * rank is issued inside one NCCL group, even after a failure (a missing rank would leave the others waiting), and on
  * failure every communicator made is aborted. The caller's device is restored. */
-static gg_status init_local_comms(gg_ctx *ctx, int count, const int *devices, const gg_dist_config *c,
-                                  ncclComm_t *comms) {
+static gg_status init_local_comms(gg_ctx *ctx, const char *fn, int count, const int *devices,
+                                  const gg_dist_config *c, ncclComm_t *comms) {
     ncclUniqueId id;
     GG_NCCL_TRY(ctx, ncclGetUniqueId(&id));
     int saved = 0;
@@ -299,12 +385,17 @@ static gg_status init_local_comms(gg_ctx *ctx, int count, const int *devices, co
     }
     const ncclResult_t ended = ncclGroupEnd();
     if (r == ncclSuccess) r = ended;
-    if (r != ncclSuccess)
+    gg_status status = GG_SUCCESS;
+    for (int i = 0; i < count && status == GG_SUCCESS; ++i) { /* wait_made aborts the one that failed */
+        (void)cudaSetDevice(devices[i]);
+        status = wait_made(ctx, fn, comms[i], r, "ncclCommInitRankConfig (one per device, grouped)");
+        if (status != GG_SUCCESS) comms[i] = NULL;
+    }
+    if (status != GG_SUCCESS)
         for (int i = 0; i < count; ++i)
             if (comms[i]) (void)ncclCommAbort(comms[i]);
     (void)cudaSetDevice(saved);
-    if (r != ncclSuccess) return gg_dist_fail_nccl(ctx, r, "ncclCommInitRankConfig (one per device, grouped)");
-    return GG_SUCCESS;
+    return status;
 }
 
 gg_status gg_dist_init_threads(gg_ctx *const *ctxs, int count, const gg_dist_config *config) {
@@ -327,7 +418,7 @@ gg_status gg_dist_init_threads(gg_ctx *const *ctxs, int count, const gg_dist_con
     c.bind_cpus = 0; /* each worker thread binds itself (gg_dist_bind_thread) */
     gg_process_defaults();
     ncclComm_t comms[GG_DIST_MAX_LOCAL_RANKS];
-    GG_TRY(init_local_comms(ctxs[0], count, devices, &c, comms));
+    GG_TRY(init_local_comms(ctxs[0], fn, count, devices, &c, comms));
     gg_status status = GG_SUCCESS;
     for (int i = 0; i < count && status == GG_SUCCESS; ++i)
         status = make_dist(ctxs[i], fn, comms[i], 0, i, count, &c);
@@ -340,10 +431,14 @@ gg_status gg_dist_init_threads(gg_ctx *const *ctxs, int count, const gg_dist_con
         }
         return status;
     }
-    for (int i = 0; i < count; ++i) {
-        ctxs[i]->dist->owned = 1;
-        log_ready(ctxs[i], fn);
+    for (int i = 0; i < count; ++i) ctxs[i]->dist->owned = 1;
+    for (int i = 0; i < count && status == GG_SUCCESS; ++i) status = gg_watchdog_start(ctxs[i], fn);
+    if (status != GG_SUCCESS) {
+        for (int i = 0; i < count; ++i) gg_dist_abort_now(ctxs[i], NULL); /* the others are in no collective */
+        for (int i = 0; i < count; ++i) release(ctxs[i]);
+        return status;
     }
+    for (int i = 0; i < count; ++i) log_ready(ctxs[i], fn);
     return GG_SUCCESS;
 }
 
@@ -352,27 +447,42 @@ gg_status gg_dist_detach(gg_ctx *ctx) {
     if (!ctx->dist) return GG_SUCCESS;
     if (ctx->dist->graphs_holding > 0)
         return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
-                       "gg_dist_detach: graphs that captured NCCL work still exist; gg_graph_destroy them first "
-                       "(ncclCommDestroy would wait for them forever)");
+                       "gg_dist_detach: graphs or steps that captured NCCL work still exist; gg_graph_destroy / "
+                       "gg_step_destroy them first (ncclCommDestroy would wait for them forever)");
     int saved = 0;
     const int entered = gg_device_enter(ctx, &saved) == GG_SUCCESS;
-    release(ctx);
+    const int rank = ctx->dist->rank;
+    char why[GG_MSG_BYTES] = "";
+    const int clean = release_bounded(ctx, why, sizeof why);
     if (entered) gg_device_leave(ctx, saved);
-    return GG_SUCCESS;
+    if (clean) return GG_SUCCESS;
+    return gg_fail(ctx, GG_ERROR_NCCL,
+                   "gg_dist_detach: rank %d: %s: the communicator was aborted instead (an attached one too: do not "
+                   "destroy it); the context has no communicator now",
+                   rank, why);
 }
 
 gg_status gg_dist_check(gg_ctx *ctx) {
     if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_dist_check: ctx is NULL");
+    return gg_dist_poll(ctx, "gg_dist_check");
+}
+
+gg_status gg_dist_poll(gg_ctx *ctx, const char *fn) {
     gg_dist *d = ctx->dist;
     if (!d) return GG_SUCCESS;
-    if (!d->comm) return gg_fail(ctx, GG_ERROR_NCCL, "gg_dist_check: the communicator was aborted after an error");
+    GG_TRY(gg_dist_enter(ctx, fn)); /* aborted before (by the watchdog, gg_dist_abort or an error): says why */
     ncclResult_t async = ncclSuccess;
     const ncclResult_t r = ncclCommGetAsyncError((ncclComm_t)d->comm, &async);
-    if (r == ncclSuccess && (async == ncclSuccess || async == ncclInProgress)) return GG_SUCCESS;
     const ncclResult_t err = r != ncclSuccess ? r : async;
-    gg_dist_abort(ctx);
-    return gg_fail(ctx, GG_ERROR_NCCL,
-                   "gg_dist_check: NCCL reported an asynchronous error on rank %d: %s; the communicator is aborted (an "
-                   "attached one too: do not destroy it)",
-                   d->rank, ncclGetErrorString(err));
+    gg_status status = GG_SUCCESS;
+    if (err != ncclSuccess && err != ncclInProgress) {
+        char why[GG_MSG_BYTES];
+        snprintf(why, sizeof why, "NCCL reported an asynchronous error (%s)", ncclGetErrorString(err));
+        gg_dist_abort_now(ctx, why);
+        status = gg_fail(ctx, GG_ERROR_NCCL,
+                         "%s: rank %d: %s; the communicator is aborted (an attached one too: do not destroy it)", fn,
+                         d->rank, why);
+    }
+    gg_dist_leave(ctx);
+    return status;
 }

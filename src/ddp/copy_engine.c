@@ -10,6 +10,7 @@
 
 #include <nccl.h>
 
+#include "comm_internal.h"
 #include "kernels/gg_kernels.h"
 
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
@@ -80,11 +81,11 @@ static gg_status on_every_rank(gg_ctx *const *ctxs, int count, const char *fn, c
     }
     const ncclResult_t ended = ncclGroupEnd();
     if (r == ncclSuccess) r = ended;
-    (void)cudaSetDevice(caller_device);
-    if (r == ncclSuccess) return GG_SUCCESS;
     char where[160];
     snprintf(where, sizeof where, "%s: %s", fn, what);
-    return gg_dist_fail_nccl(ctxs[0], r, where);
+    const gg_status status = gg_dist_group_done(ctxs, count, r, where);
+    (void)cudaSetDevice(caller_device);
+    return status;
 }
 #endif
 
@@ -186,10 +187,11 @@ gg_status gg_ce_all_gather(gg_ctx *ctx, void *base, size_t count, size_t elem) {
 #endif
 }
 
-/* The end of a failed collective step on ctx's communicator: abort it (no rank may stay waiting in it). */
+/* The end of a collective step on ctx's communicator (r: what NCCL returned); on failure abort it (no rank may
+ * stay waiting in it). */
 static gg_status abort_after(gg_ctx *ctx, ncclResult_t r, const char *what) {
-    const gg_status status = gg_dist_fail_nccl(ctx, r, what);
-    gg_dist_abort(ctx);
+    const gg_status status = gg_dist_nccl_done(ctx, r, what);
+    if (status != GG_SUCCESS) gg_dist_abort_now(ctx, NULL);
     return status;
 }
 
@@ -213,12 +215,9 @@ static gg_status alloc_window(gg_ctx *ctx, const char *fn, int host_ok, gg_dist_
     b->nccl_memory = 1;
     const ncclResult_t r = ncclCommWindowRegister((ncclComm_t)ctx->dist->comm, b->ptr, b->bytes,
                                                   (ncclWindow_t *)&b->window, NCCL_WIN_COLL_SYMMETRIC);
-    if (r != ncclSuccess) {
-        const gg_status status = abort_after(ctx, r, "gg_dist_alloc: ncclCommWindowRegister");
-        (void)ncclMemFree(b->ptr); /* after the abort, which released the window */
-        return status;
-    }
-    return GG_SUCCESS;
+    const gg_status status = abort_after(ctx, r, "gg_dist_alloc: ncclCommWindowRegister");
+    if (status != GG_SUCCESS) (void)ncclMemFree(b->ptr); /* after the abort, which released the window */
+    return status;
 #else
     (void)host_ok, (void)b;
     return not_built(ctx, fn);
@@ -233,11 +232,15 @@ gg_status gg_dist_alloc(gg_ctx *ctx, size_t bytes, void **out) {
     if (bytes == 0) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: bytes is 0", fn);
     gg_dist *d = ctx->dist;
     if (!d) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: the context has no communicator", fn);
-    if (!d->comm) return gg_fail(ctx, GG_ERROR_NCCL, "%s: the communicator was aborted after an error", fn);
+    GG_TRY(gg_dist_enter(ctx, fn));
     gg_dist_buffer *grown = realloc(d->buffers, (size_t)(d->n_buffers + 1) * sizeof *grown);
     if (grown) d->buffers = grown;
     int saved = 0;
-    GG_TRY(gg_device_enter(ctx, &saved));
+    const gg_status entered = gg_device_enter(ctx, &saved);
+    if (entered != GG_SUCCESS) {
+        gg_dist_leave(ctx);
+        return entered;
+    }
     gg_dist_buffer b = {NULL, bytes, 0, NULL};
     gg_status status = GG_SUCCESS;
     if (d->ce_on) { /* collective: the ranks agree first, so a local failure (host memory too) fails them all */
@@ -251,6 +254,7 @@ gg_status gg_dist_alloc(gg_ctx *ctx, size_t bytes, void **out) {
                              cudaGetErrorString(e));
     }
     gg_device_leave(ctx, saved);
+    gg_dist_leave(ctx);
     if (status != GG_SUCCESS) return status;
     d->buffers[d->n_buffers++] = b;
     *out = b.ptr;
@@ -262,15 +266,23 @@ gg_status gg_dist_free(gg_ctx *ctx, void *ptr) {
     if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
     if (!ptr) return GG_SUCCESS;
     gg_dist *d = ctx->dist;
-    int i = 0;
-    while (d && i < d->n_buffers && d->buffers[i].ptr != ptr) ++i;
-    const int found = d && i < d->n_buffers;
-    if (!d || (!found && !(d->ce_on && d->comm))) /* nothing collective to join */
+    if (!d)
         return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
                        "%s: ptr was not allocated by gg_dist_alloc on this context (or was freed already)", fn);
+    pthread_mutex_lock(&d->lock); /* not gg_dist_enter: after an abort the memory is still freed here */
+    int i = 0;
+    while (i < d->n_buffers && d->buffers[i].ptr != ptr) ++i;
+    const int found = i < d->n_buffers;
     int saved = 0;
-    GG_TRY(gg_device_enter(ctx, &saved));
-    gg_status status = GG_SUCCESS;
+    gg_status status = !found && !(d->ce_on && d->comm) /* nothing collective to join */
+                           ? gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
+                                     "%s: ptr was not allocated by gg_dist_alloc on this context (or was freed "
+                                     "already)", fn)
+                           : gg_device_enter(ctx, &saved);
+    if (status != GG_SUCCESS) {
+        pthread_mutex_unlock(&d->lock);
+        return status;
+    }
     const gg_dist_buffer b = found ? d->buffers[i] : (gg_dist_buffer){0};
     if (d->ce_on && d->comm) { /* the release of a window is collective: agree first */
         int all = 0;
@@ -283,7 +295,7 @@ gg_status gg_dist_free(gg_ctx *ctx, void *ptr) {
 #if GG_CE_BUILT
         if (status == GG_SUCCESS && b.window) {
             const ncclResult_t r = ncclCommWindowDeregister((ncclComm_t)d->comm, (ncclWindow_t)b.window);
-            if (r != ncclSuccess) status = abort_after(ctx, r, "gg_dist_free: ncclCommWindowDeregister");
+            status = abort_after(ctx, r, "gg_dist_free: ncclCommWindowDeregister");
         }
 #endif
     }
@@ -292,5 +304,6 @@ gg_status gg_dist_free(gg_ctx *ctx, void *ptr) {
         d->buffers[i] = d->buffers[--d->n_buffers];
     }
     gg_device_leave(ctx, saved);
+    pthread_mutex_unlock(&d->lock);
     return status;
 }

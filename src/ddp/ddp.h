@@ -2,13 +2,18 @@
  * ddp.h - data-parallel training: the context's NCCL communicator and the reduction of parameter gradients during a
  * block's backward (the hooks the blocks and the graph code call). One file per job: state.c (every build), comm.c
  * (communicator setup), warmup.c (warm-up and peer timeouts), grad_hooks.c (gradient hooks), pair_split.c (the
- * two-rank split reduction), agree.c (agreements between ranks), copy_engine.c, step_layout.c and step_reduce.c
- * (a step graph's reduction across layers: step_reduce.h); a build without NCCL compiles
- * nccl_stub.c instead of the NCCL ones (src/ddp/sources.cmake), where every public gg_dist_* call is
+ * two-rank split reduction), agree.c (agreements between ranks), fingerprint.c (what the ranks compare when a
+ * syncing graph is made: every build), deadline.c (the deadlines and the wait for a non-blocking communicator),
+ * watchdog.c (the replay watchdog, aborting, the lock around the communicator), copy_engine.c, step_layout.c and
+ * step_reduce.c (a step graph's reduction across layers: step_reduce.h); a build without NCCL
+ * compiles nccl_stub.c instead of the NCCL ones (src/ddp/sources.cmake), where every public gg_dist_* call is
  * GG_ERROR_UNSUPPORTED and the hooks are no-ops (no context has a communicator).
  */
 #ifndef GG_DDP_H
 #define GG_DDP_H
+
+#include <pthread.h>
+#include <stdatomic.h>
 
 #include "block.h"
 #include "plan.h"
@@ -21,8 +26,11 @@ typedef struct gg_dist_buffer {
     void *window;    /* ncclWindow_t; NULL when NCCL gave none (no symmetric support): then never reduced in place */
 } gg_dist_buffer;
 
+struct gg_watchdog;          /* watchdog.c */
+struct gg_dist_fingerprint; /* below */
+
 typedef struct gg_dist {
-    void *comm;          /* ncclComm_t; NULL once aborted after an asynchronous error (no more collectives) */
+    void *comm;          /* ncclComm_t; NULL once aborted (no more collectives): `failure` says why */
     int owned;           /* gradgraph made it, so gradgraph destroys it */
     int rank, size;
     gg_dist_config config;
@@ -41,6 +49,16 @@ typedef struct gg_dist {
     int n_buffers;
     int graphs_holding; /* graphs whose executables hold NCCL work: gg_dist_detach refuses while there are any */
     gg_ctx_hook hook;   /* released with the context, after its graphs */
+    /* Shared with the watchdog thread and gg_dist_abort from any thread (watchdog.c). The owner thread holds `lock`
+     * (recursive) for every section that uses comm (gg_dist_enter / gg_dist_leave); whoever aborts first sets
+     * abort_requested, so that a section's polls give up at once, then takes `lock`: comm is never freed under a
+     * call that uses it. `failure` is written under `lock`, once, before comm becomes NULL. */
+    pthread_mutex_t lock;
+    int lock_made;
+    atomic_int abort_requested; /* 0; 1 while the first thread to ask writes abort_why; 2 once it is written */
+    char abort_why[GG_MSG_BYTES];
+    char failure[GG_MSG_BYTES];
+    struct gg_watchdog *watchdog; /* NULL until the communicator is ready, and again once it is stopped */
 } gg_dist;
 
 /* The factor every rank's term of a reduced gradient gets: 1/W for the mean (op average), 1 for the sum. */
@@ -127,22 +145,95 @@ gg_status gg_dist_check_shape(gg_ctx *ctx, const char *fn, const gg_block_call *
  * for the same GEMM (timings within noise), and ranks whose kernels differ wait for the slowest at every
  * reduction: on 2 H200s one such run of block 3 reached 1.81x against 1.92-1.99x (docs/distributed.md). Every
  * rank calls it for the same graphs in the same order (gg_block_graph_create of a syncing graph does), outside any
- * capture; count: the graph's buckets. GG_ERROR_PEER when another rank failed. */
-gg_status gg_dist_agree_algorithms(gg_ctx *ctx, const char *fn, gg_block_plan *const *plans, int count);
+ * capture; count: the graph's buckets. GG_ERROR_PEER when another rank failed. fp: the graph's fingerprint, compared
+ * (gg_dist_agree_fingerprint) once every rank made its plans, before the algorithms travel (their size depends on
+ * the buckets), and again with GG_FP_ALGORITHMS set once they are adopted: GG_ERROR_INVALID_ARGUMENT on every rank
+ * when the ranks differ. fp NULL: the caller has compared what it makes itself (a step graph: gg_dist_step_agree,
+ * before its plans are agreed in pieces of GG_DIST_MAX_AGREE_PLANS), and nothing is compared here. */
+gg_status gg_dist_agree_algorithms(gg_ctx *ctx, const char *fn, gg_block_plan *const *plans, int count,
+                                   struct gg_dist_fingerprint *fp);
 #define GG_DIST_MAX_AGREE_PLANS 64 /* the most plans one agreement takes (a graph's buckets: GG_MAX_BUCKETS) */
+
+/* What every rank must have in common for a syncing object to issue the same collectives in the same order: one
+ * int64 per field, compared across the ranks when the object is made. The caller fills the fields of what it makes
+ * (block, dims, precision, buckets, graph flags; GG_FP_ALGORITHMS: gg_dist_hash of the GEMM algorithms, 0 before
+ * they are agreed); gg_dist_agree_fingerprint fills the communicator's (op, sync, bucket_bytes, overlap, comm_sms,
+ * copy engines). The pure parts are in fingerprint.c (every build, tested on the CPU). */
+typedef enum gg_dist_fp_field {
+    GG_FP_BLOCK,        /* gg_block_kind */
+    GG_FP_DIM0,         /* the block's first hidden dimension */
+    GG_FP_DIM1,         /* its second (0 when it has one) */
+    GG_FP_PRECISION,    /* the resolved gg_precision */
+    GG_FP_N_BUCKETS,    /* how many buckets */
+    GG_FP_MAX_TOKENS,   /* the largest bucket */
+    GG_FP_BUCKETS,      /* gg_dist_hash of the bucket list */
+    GG_FP_GRAPH_FLAGS,  /* allow_padding | device_select << 1 | eager_beyond_max << 2 */
+    GG_FP_OP,           /* gg_dist_config.op */
+    GG_FP_SYNC,         /* gg_dist_config.sync */
+    GG_FP_BUCKET_BYTES, /* gg_dist_config.bucket_bytes */
+    GG_FP_OVERLAP,      /* gg_dist_config.overlap */
+    GG_FP_COMM_SMS,     /* gg_dist_config.comm_sms */
+    GG_FP_COPY_ENGINES, /* whether copy engines are on (after the warm-up's agreement) */
+    GG_FP_ALGORITHMS,   /* gg_dist_hash of the GEMM algorithms */
+    GG_FP_FIELDS
+} gg_dist_fp_field;
+
+typedef struct gg_dist_fingerprint {
+    int64_t field[GG_FP_FIELDS];
+} gg_dist_fingerprint;
+
+/* "bucket_bytes", ...: the name a message gives each field (the config's or the graph's own name). */
+extern const char *const gg_dist_fp_names[GG_FP_FIELDS];
+
+/* FNV-1a over n bytes, continuing from h (start with GG_DIST_HASH_SEED), folded to 63 bits by the caller's use:
+ * gg_dist_hash_field gives a non-negative int64 for a fingerprint field. */
+#define GG_DIST_HASH_SEED 1469598103934665603ull
+uint64_t gg_dist_hash(uint64_t h, const void *p, size_t n);
+int64_t gg_dist_hash_field(uint64_t h);
+
+/* The first field in which lo and hi (the ranks' smallest and largest values of each field) differ, or -1 when
+ * every rank has the same fingerprint. */
+int gg_dist_fp_first_difference(const gg_dist_fingerprint *lo, const gg_dist_fingerprint *hi);
+
+/* The message of a difference in `field`: what this rank has and the range of the ranks' values. */
+void gg_dist_fp_describe(char *out, size_t bytes, const char *fn, int field, const gg_dist_fingerprint *mine,
+                         const gg_dist_fingerprint *lo, const gg_dist_fingerprint *hi);
+
+/* Compares fp (with the communicator's fields filled in here) across the ranks: an all-reduce of every field's
+ * minimum and maximum, waited for with the peer timeout. Every rank that called it gets the same answer: equal
+ * (GG_SUCCESS), or GG_ERROR_INVALID_ARGUMENT on every rank naming the first differing field, this rank's value and
+ * the ranks' smallest and largest (the communicator stays usable). Collective; outside any capture; a
+ * communicator of one rank compares nothing. Other statuses: NCCL's, as gg_dist_all_ok. */
+gg_status gg_dist_agree_fingerprint(gg_ctx *ctx, const char *fn, const gg_dist_fingerprint *fp);
 
 /* GG_ERROR_NCCL naming what failed, with NCCL's strings (result: an ncclResult_t); and the same as a statement
  * that returns from the caller. Built without NCCL, never called. */
 gg_status gg_dist_fail_nccl(gg_ctx *ctx, int result, const char *what);
-#define GG_NCCL_TRY(ctx, call)                                                                                     \
-    do {                                                                                                           \
-        const int r_ = (int)(call);                                                                                \
-        if (r_ != 0) return gg_dist_fail_nccl((ctx), r_, #call);                                                   \
-    } while (0)
+
+/* The end of one NCCL call on ctx's communicator, which gradgraph makes non-blocking: ncclInProgress is waited out
+ * (ncclCommGetAsyncError polled, with the peer timeout; past it the communicator is aborted); then GG_SUCCESS, or
+ * GG_ERROR_NCCL naming `what`. GG_NCCL_TRY is the same as a statement that returns from the caller. */
+gg_status gg_dist_nccl_done(gg_ctx *ctx, int result, const char *what);
+#define GG_NCCL_TRY(ctx, call) GG_TRY(gg_dist_nccl_done((ctx), (int)(call), #call))
 
 /* Aborts ctx's communicator, if it still has one, and forgets it: every rank blocked on it is released, and
- * nobody destroys or uses it again (an attached one is freed too: its owner must not destroy it). */
-void gg_dist_abort(gg_ctx *ctx);
+ * nobody destroys or uses it again (an attached one is freed too: its owner must not destroy it). why (NULL: "an
+ * NCCL error") is what later calls that need the communicator report. Takes the lock (the owner thread may hold it
+ * already); the public gg_dist_abort, for other threads, is in watchdog.c. */
+void gg_dist_abort_now(gg_ctx *ctx, const char *why);
+
+/* gg_dist_check for a call named fn: GG_ERROR_NCCL (naming fn, the rank and why) when the communicator is
+ * aborted, or NCCL reports an asynchronous error (then it is aborted now). GG_SUCCESS without a communicator. */
+gg_status gg_dist_poll(gg_ctx *ctx, const char *fn);
+
+/* The section of a call that uses ctx's communicator: takes the lock, and refuses (GG_ERROR_NCCL, naming fn, the
+ * rank and why the communicator was aborted) when it is gone; gg_dist_leave ends the section. Recursive. */
+gg_status gg_dist_enter(gg_ctx *ctx, const char *fn);
+void gg_dist_leave(gg_ctx *ctx);
+
+/* A replay of a syncing graph was launched on `stream` (inside the section): the watchdog waits for it with the
+ * step deadline (an event recorded after it). */
+void gg_dist_replay_launched(gg_ctx *ctx, cudaStream_t stream);
 
 /* Whether every rank says ok (an all-reduce of the flag with min, waited for with the peer timeout): the agreement
  * before a collective step that a local failure could otherwise leave the other ranks waiting in. what: the

@@ -49,7 +49,6 @@ gg_status gg_dist_reduce(gg_ctx *ctx, void *data, size_t count, int bf16, gg_str
     if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
     gg_dist *d = ctx->dist;
     if (!d) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: the context has no communicator", fn);
-    if (!d->comm) return gg_fail(ctx, GG_ERROR_NCCL, "%s: the communicator was aborted after an error", fn);
     if (!data) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: data is NULL", fn);
     if (count == 0) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: count is 0", fn);
     const size_t elem = bf16 ? 2 : 4;
@@ -62,14 +61,18 @@ gg_status gg_dist_reduce(gg_ctx *ctx, void *data, size_t count, int bf16, gg_str
         return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
                        "%s: count = %zu is not divisible by the %d ranks: reduce-scatter cannot shard it", fn, count,
                        d->size);
-    GG_TRY(gg_dist_check(ctx)); /* an asynchronous NCCL error: aborted, nothing enqueued */
+    GG_TRY(gg_dist_poll(ctx, fn)); /* aborted, or an asynchronous NCCL error (aborted now): nothing enqueued */
+    GG_TRY(gg_dist_enter(ctx, fn));
     int saved = 0;
-    GG_TRY(gg_device_enter(ctx, &saved));
-    gg_status status = gg_stream_handoff(ctx, (cudaStream_t)stream, d->ev_ready, d->stream);
-    if (status == GG_SUCCESS)
-        status = gg_stream_join(ctx, reduce_buffer(ctx, data, count, elem), (cudaStream_t)stream, d->stream,
-                                d->ev_done);
-    gg_device_leave(ctx, saved);
+    gg_status status = gg_device_enter(ctx, &saved);
+    if (status == GG_SUCCESS) {
+        status = gg_stream_handoff(ctx, (cudaStream_t)stream, d->ev_ready, d->stream);
+        if (status == GG_SUCCESS)
+            status = gg_stream_join(ctx, reduce_buffer(ctx, data, count, elem), (cudaStream_t)stream, d->stream,
+                                    d->ev_done);
+        gg_device_leave(ctx, saved);
+    }
+    gg_dist_leave(ctx);
     return status;
 }
 

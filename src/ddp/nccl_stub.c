@@ -32,8 +32,7 @@ gg_status gg_dist_detach(gg_ctx *ctx) {
     return GG_SUCCESS;
 }
 gg_status gg_dist_check(gg_ctx *ctx) {
-    (void)ctx;
-    return GG_SUCCESS;
+    return ctx ? GG_SUCCESS : gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_dist_check: ctx is NULL");
 }
 gg_status gg_dist_reduce(gg_ctx *ctx, void *data, size_t count, int bf16, gg_stream stream) {
     (void)ctx, (void)data, (void)count, (void)bf16, (void)stream;
@@ -68,9 +67,27 @@ gg_status gg_dist_check_shape(gg_ctx *ctx, const char *fn, const gg_block_call *
     (void)ctx, (void)fn, (void)c;
     return GG_SUCCESS;
 }
-gg_status gg_dist_agree_algorithms(gg_ctx *ctx, const char *fn, gg_block_plan *const *plans, int count) {
-    (void)ctx, (void)fn, (void)plans, (void)count;
+gg_status gg_dist_agree_algorithms(gg_ctx *ctx, const char *fn, gg_block_plan *const *plans, int count,
+                                   gg_dist_fingerprint *fp) {
+    (void)ctx, (void)fn, (void)plans, (void)count, (void)fp;
     return GG_SUCCESS;
+}
+gg_status gg_dist_agree_fingerprint(gg_ctx *ctx, const char *fn, const gg_dist_fingerprint *fp) {
+    (void)ctx, (void)fn, (void)fp;
+    return GG_SUCCESS;
+}
+gg_status gg_dist_poll(gg_ctx *ctx, const char *fn) {
+    (void)ctx, (void)fn;
+    return GG_SUCCESS;
+}
+gg_status gg_dist_enter(gg_ctx *ctx, const char *fn) {
+    (void)ctx, (void)fn;
+    return GG_SUCCESS;
+}
+void gg_dist_leave(gg_ctx *ctx) { (void)ctx; }
+void gg_dist_replay_launched(gg_ctx *ctx, cudaStream_t stream) { (void)ctx, (void)stream; }
+gg_status gg_dist_abort(gg_ctx *ctx) {
+    return ctx ? GG_SUCCESS : gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_dist_abort: ctx is NULL");
 }
 
 gg_status gg_dist_step_agree(gg_ctx *ctx, const char *fn, int ok, uint64_t fingerprint) {

@@ -3,9 +3,6 @@
  * any capture (and settles the copy engines), and the polling wait with the peer timeout that both it and the
  * algorithm agreement use.
  */
-#include <stdlib.h>
-#include <time.h>
-
 #include <nccl.h>
 
 #include "comm_internal.h"
@@ -13,22 +10,17 @@
 
 /* How long a rank waits for the others in a collective step that must finish before it returns (the warm-up, the
  * algorithm agreement): NCCL reports nothing for a rank that never joins, so without a limit the others would wait
- * forever. GG_DIST_PEER_TIMEOUT_S overrides the default (in whole seconds, at least 1). */
-#define PEER_TIMEOUT_DEFAULT_S 300
-static int peer_timeout_s(void) {
-    const char *v = getenv("GG_DIST_PEER_TIMEOUT_S");
-    const long s = v ? strtol(v, NULL, 10) : 0;
-    return s >= 1 && s <= 86400 ? (int)s : PEER_TIMEOUT_DEFAULT_S;
-}
+ * forever (GG_DIST_PEER_TIMEOUT_S: deadline.c). */
+static int peer_timeout_s(void) { return gg_dist_timeout_s(GG_DIST_TIMEOUT_PEER); }
 
-typedef enum { POLL_DONE, POLL_CUDA_ERROR, POLL_NCCL_ERROR, POLL_TIMEOUT } poll_outcome;
+typedef enum { POLL_DONE, POLL_CUDA_ERROR, POLL_NCCL_ERROR, POLL_TIMEOUT, POLL_ABORTED } poll_outcome;
 
 /* Polls the communication streams of ctxs until every one is idle, without blocking in the driver: stops at the
- * first CUDA error or asynchronous NCCL error (*which: that context's index, *cuda: the CUDA error), or after
- * peer_timeout_s(). Aborts nothing: the caller decides what the outcome means for its communicators. */
+ * first CUDA error or asynchronous NCCL error (*which: that context's index, *cuda: the CUDA error), after
+ * peer_timeout_s(), or at once when another thread asks to abort. Aborts nothing: the caller decides what the
+ * outcome means for its communicators. */
 static poll_outcome poll_comm_streams(gg_ctx *const *ctxs, int count, int *which, cudaError_t *cuda) {
-    struct timespec start, now;
-    clock_gettime(CLOCK_MONOTONIC, &start);
+    const double start = gg_dist_now_s();
     const int timeout = peer_timeout_s();
     for (;;) {
         int busy = -1; /* the first context still waiting */
@@ -41,17 +33,15 @@ static poll_outcome poll_comm_streams(gg_ctx *const *ctxs, int count, int *which
                 return POLL_CUDA_ERROR;
             }
             if (busy < 0) busy = i;
+            if (atomic_load(&ctxs[i]->dist->abort_requested)) return POLL_ABORTED;
             ncclResult_t async = ncclSuccess;
             const ncclResult_t r = ncclCommGetAsyncError((ncclComm_t)ctxs[i]->dist->comm, &async);
             if (r != ncclSuccess || (async != ncclSuccess && async != ncclInProgress)) return POLL_NCCL_ERROR;
         }
         if (busy < 0) return POLL_DONE;
         *which = busy;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        const double waited = (double)(now.tv_sec - start.tv_sec) + 1e-9 * (double)(now.tv_nsec - start.tv_nsec);
-        if (waited >= timeout) return POLL_TIMEOUT;
-        const struct timespec pause = {0, 100000}; /* 0.1 ms */
-        nanosleep(&pause, NULL);
+        if (gg_dist_now_s() - start >= timeout) return POLL_TIMEOUT;
+        gg_dist_pause();
     }
 }
 
@@ -63,8 +53,11 @@ gg_status gg_dist_wait_comm_stream(gg_ctx *ctx, const char *what) {
     cudaError_t cuda = cudaSuccess;
     const poll_outcome outcome = poll_comm_streams(&ctx, 1, &which, &cuda);
     if (outcome == POLL_DONE) return GG_SUCCESS;
-    if (outcome == POLL_NCCL_ERROR) return gg_dist_check(ctx); /* aborts, with NCCL's message */
-    gg_dist_abort(ctx); /* releases this rank's stream; the others time out too */
+    if (outcome == POLL_NCCL_ERROR) return gg_dist_poll(ctx, what); /* aborts, with NCCL's message */
+    gg_dist_abort_now(ctx, NULL); /* releases this rank's stream; the others time out too */
+    if (outcome == POLL_ABORTED)
+        return gg_fail(ctx, GG_ERROR_NCCL, "%s: rank %d: interrupted by an abort from another thread (%s)", what,
+                       ctx->dist->rank, ctx->dist->failure);
     if (outcome == POLL_CUDA_ERROR)
         return gg_fail(ctx, GG_ERROR_NCCL,
                        "%s: rank %d: the communication stream failed (%s): the communicator is aborted (an attached "
@@ -85,7 +78,7 @@ static gg_status warm_up_wait(gg_ctx *const *ctxs, int count, const char *fn) {
     const poll_outcome outcome = poll_comm_streams(ctxs, count, &which, &cuda);
     if (outcome == POLL_DONE) return GG_SUCCESS;
     gg_ctx *ctx = ctxs[which];
-    for (int i = 0; i < count; ++i) gg_dist_abort(ctxs[i]);
+    for (int i = 0; i < count; ++i) gg_dist_abort_now(ctxs[i], NULL);
     if (outcome == POLL_CUDA_ERROR) /* GG_ERROR_NCCL: the status that says "aborted, do not destroy" */
         return gg_fail(ctx, GG_ERROR_NCCL,
                        "%s: the warm-up all-reduce on rank %d failed (%s): the communicator is aborted (an attached "
@@ -131,7 +124,7 @@ static gg_status settle_copy_engines(gg_ctx *const *ctxs, int count, const float
         d->ce_on = 0;
     }
     if (status == GG_SUCCESS) return GG_SUCCESS;
-    for (int i = 0; i < count; ++i) gg_dist_abort(ctxs[i]); /* failed half way: as a failed warm-up does */
+    for (int i = 0; i < count; ++i) gg_dist_abort_now(ctxs[i], NULL); /* failed half way: as a failed warm-up does */
     return status;
 }
 
@@ -159,8 +152,8 @@ gg_status gg_dist_warm_up(gg_ctx *const *ctxs, int count, const char *fn) {
                               ctxs[i]->dist->stream);
         const ncclResult_t ended = ncclGroupEnd();
         if (r == ncclSuccess) r = ended;
-        if (r != ncclSuccess) status = gg_dist_fail_nccl(ctxs[0], r, "warm-up ncclAllReduce");
-        else status = warm_up_wait(ctxs, count, fn);
+        status = gg_dist_group_done(ctxs, count, r, "warm-up ncclAllReduce");
+        if (status == GG_SUCCESS) status = warm_up_wait(ctxs, count, fn);
         for (int i = 0; i < count && status == GG_SUCCESS; ++i) {
             (void)cudaSetDevice(ctxs[i]->config.device);
             if (cudaMemcpy(&ready[i], one[i], sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess)

@@ -729,6 +729,11 @@ static void dist_entry_points_check_arguments(void **state) {
     assert_null(gg_dist_comm(NULL));
     assert_int_equal(gg_dist_detach(ctx), GG_SUCCESS); /* no communicator: nothing to do */
     assert_int_equal(gg_dist_check(ctx), GG_SUCCESS);
+    assert_int_equal(gg_dist_check(NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(NULL, "gg_dist_check: ctx is NULL");
+    assert_int_equal(gg_dist_abort(ctx), GG_SUCCESS); /* no communicator: nothing to abort */
+    assert_int_equal(gg_dist_abort(NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(NULL, "gg_dist_abort: ctx is NULL");
     const gg_status st = gg_dist_attach(ctx, NULL, NULL);
     if (st == GG_ERROR_UNSUPPORTED) { /* built without NCCL: every entry point says so */
         assert_message_has(NULL, "built without NCCL");

@@ -145,6 +145,37 @@ cudaError_t __wrap_cudaMemcpy(void *dst, const void *src, size_t bytes, enum cud
     if (kind == cudaMemcpyDeviceToHost) memset(dst, 0, bytes);
     return cudaSuccess;
 }
+cudaError_t __wrap_cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind,
+                                   cudaStream_t stream) {
+    (void)src, (void)stream;
+    ++fake.cuda_calls;
+    ++fake.enqueued;
+    if (kind == cudaMemcpyDeviceToHost && fake.on_copy_to_host) fake.on_copy_to_host(dst, bytes);
+    return cudaSuccess;
+}
+cudaError_t __wrap_cudaMallocHost(void **ptr, size_t bytes) {
+    if (!fake_create()) return cudaErrorMemoryAllocation;
+    *ptr = calloc(1, bytes); /* written and read by the host */
+    return cudaSuccess;
+}
+cudaError_t __wrap_cudaFreeHost(void *ptr) {
+    if (ptr) --fake.live;
+    free(ptr);
+    return cudaSuccess;
+}
+/* Called from the watchdog's thread too: counts nothing. */
+cudaError_t __wrap_cudaStreamQuery(cudaStream_t stream) {
+    (void)stream;
+    return fake.streams_busy ? cudaErrorNotReady : cudaSuccess;
+}
+cudaError_t __wrap_cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode) {
+    *mode = cudaStreamCaptureModeGlobal; /* the previous mode; the watchdog's thread only */
+    return cudaSuccess;
+}
+cudaError_t __wrap_cudaEventQuery(cudaEvent_t event) {
+    (void)event;
+    return fake.events_busy ? cudaErrorNotReady : cudaSuccess;
+}
 cudaError_t __wrap_cudaMemset(void *dst, int value, size_t bytes) {
     (void)dst, (void)value, (void)bytes;
     ++fake.cuda_calls;

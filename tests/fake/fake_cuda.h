@@ -2,7 +2,9 @@
  * fake_cuda.h - the CUDA runtime and cuBLASLt as the CPU tests see them: every call the library makes is replaced at
  * link time (-Wl,--wrap; the list is GG_FAKED_CUDA in tests/CMakeLists.txt) by a fake that hands out fake handles,
  * counts what is alive, counts every call that would put work on a stream, writes the DOT files asked for (one line), and fails on request: the N-th resource
- * creation, or the k-th call of one kind (fault injection). Used by test_api, test_faults and the fuzz target.
+ * creation, or the k-th call of one kind (fault injection). Copies between host and device copy nothing (device
+ * memory is a token), and queries of streams and events say done unless told otherwise. Used by test_api,
+ * test_faults, test_dist_faults and the fuzz target.
  */
 #ifndef GG_FAKE_CUDA_H
 #define GG_FAKE_CUDA_H
@@ -58,6 +60,11 @@ typedef struct fake_state {
     int calls[FAKE_KINDS]; /* calls of each kind since the last fake_reset */
     cudaError_t pending;   /* the error a failed launch left for cudaGetLastError */
     void (*on_is_capturing)(void); /* called inside cudaStreamIsCapturing (a test's hook), NULL: none */
+    /* The data-parallel path (test_dist_faults): */
+    _Atomic int events_busy;  /* cudaEventQuery reports cudaErrorNotReady (work that never finishes) */
+    _Atomic int streams_busy; /* cudaStreamQuery reports cudaErrorNotReady */
+    /* called by cudaMemcpyAsync device -> host with the host buffer (a test plays the other ranks), NULL: none */
+    void (*on_copy_to_host)(void *dst, size_t bytes);
     /* cuBLASLt epilogues: the ones planned (CUBLASLT_MATMUL_DESC_EPILOGUE, in order) and the last bias and aux
      * pointers set */
     cublasLtEpilogue_t epilogues[FAKE_MAX_EPILOGUES];

@@ -1,0 +1,85 @@
+/*
+ * deadline.c - how long gradgraph waits on NCCL and on the other ranks, and the wait itself for a communicator
+ * gradgraph made non-blocking (every NCCL call on it may return ncclInProgress: the work goes on in NCCL's threads,
+ * and ncclCommGetAsyncError says when it is done).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include <nccl.h>
+
+#include "comm_internal.h"
+
+static const struct {
+    const char *env;
+    int default_s;
+} timeouts[GG_DIST_TIMEOUTS] = {
+    [GG_DIST_TIMEOUT_INIT] = {"GG_DIST_INIT_TIMEOUT_S", 300},
+    [GG_DIST_TIMEOUT_PEER] = {"GG_DIST_PEER_TIMEOUT_S", 300},
+    [GG_DIST_TIMEOUT_STEP] = {"GG_DIST_STEP_TIMEOUT_S", 300},
+};
+
+int gg_dist_timeout_s(gg_dist_timeout which) {
+    const char *v = getenv(timeouts[which].env);
+    const long s = v ? strtol(v, NULL, 10) : 0;
+    return s >= 1 && s <= 86400 ? (int)s : timeouts[which].default_s;
+}
+
+const char *gg_dist_timeout_env(gg_dist_timeout which) { return timeouts[which].env; }
+
+double gg_dist_now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+void gg_dist_pause(void) {
+    const struct timespec pause = {0, 100000}; /* 0.1 ms: NCCL's own waits poll as often */
+    nanosleep(&pause, NULL);
+}
+
+int gg_dist_wait_comm(void *comm, int timeout_s, gg_dist *d, int *expired) {
+    *expired = 0;
+    const double start = gg_dist_now_s();
+    for (;;) {
+        ncclResult_t state = ncclSuccess;
+        const ncclResult_t r = ncclCommGetAsyncError((ncclComm_t)comm, &state);
+        if (r != ncclSuccess) return r;
+        if (state != ncclInProgress) return state;
+        if ((d && atomic_load(&d->abort_requested)) || gg_dist_now_s() - start >= timeout_s) {
+            *expired = 1;
+            return ncclInProgress;
+        }
+        gg_dist_pause();
+    }
+}
+
+/* What a wait that never ended tells the caller: the communicator is aborted (for another thread that asked, with
+ * its reason). */
+static gg_status expired(gg_ctx *ctx, const char *what) {
+    gg_dist *d = ctx->dist;
+    char why[GG_MSG_BYTES];
+    snprintf(why, sizeof why, "%s was still in progress after %d s (%s)", what, gg_dist_timeout_s(GG_DIST_TIMEOUT_PEER),
+             gg_dist_timeout_env(GG_DIST_TIMEOUT_PEER));
+    gg_dist_abort_now(ctx, atomic_load(&d->abort_requested) ? NULL : why);
+    return gg_fail(ctx, GG_ERROR_NCCL, "rank %d: %s: %s: the communicator is aborted (an attached one too: do not "
+                                       "destroy it)", d->rank, what, d->failure);
+}
+
+gg_status gg_dist_nccl_done(gg_ctx *ctx, int result, const char *what) {
+    ncclResult_t r = (ncclResult_t)result;
+    if (r == ncclInProgress && ctx->dist && ctx->dist->comm) {
+        int late = 0;
+        r = (ncclResult_t)gg_dist_wait_comm(ctx->dist->comm, gg_dist_timeout_s(GG_DIST_TIMEOUT_PEER), ctx->dist, &late);
+        if (late) return expired(ctx, what);
+    }
+    return r == ncclSuccess ? GG_SUCCESS : gg_dist_fail_nccl(ctx, r, what);
+}
+
+gg_status gg_dist_group_done(gg_ctx *const *ctxs, int count, int result, const char *what) {
+    if (result != ncclInProgress) return gg_dist_nccl_done(ctxs[0], result, what);
+    for (int i = 0; i < count; ++i)
+        GG_TRY(gg_dist_nccl_done(ctxs[i], ncclInProgress, what));
+    return GG_SUCCESS;
+}

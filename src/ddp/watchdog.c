@@ -1,0 +1,235 @@
+/*
+ * watchdog.c - a data-parallel context that fails loudly instead of hanging: the lock around every use of the
+ * communicator, aborting it (from the owner thread, the watchdog or any thread through the public gg_dist_abort),
+ * and the watchdog, one host thread per communicator, that aborts it when a replay of a syncing graph has not
+ * finished within the step deadline or NCCL reports an asynchronous error.
+ *
+ * Why a lock: ncclCommAbort frees the communicator, and NCCL's kernels in a graph captured on it read its device
+ * state. The owner thread holds the lock from the check that the communicator is alive to the last NCCL call or
+ * graph launch of its call; whoever aborts takes the lock first. The owner's own waits poll abort_requested, so an
+ * abort waits at most for a section's CPU work, never for the GPU. The lock is recursive because the owner's
+ * sections nest (a syncing replay reduces through gg_dist_grad_ready; a failed wait aborts inside its section).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include <nccl.h>
+
+#include "comm_internal.h"
+
+/* The replays in flight that the watchdog tells apart: a ring of events, each recorded after one replay. When
+ * more are in flight, the newest slot is recorded again, so it stands for the later replays too (its deadline
+ * then runs from the earlier launch: at most this many replays' time earlier). */
+#define WATCH_SLOTS 16
+
+/* Between the owner thread (gg_dist_replay_launched) and the watchdog thread, under `mu`. */
+typedef struct gg_watchdog {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t wake;
+    int stop;
+    cudaEvent_t ev[WATCH_SLOTS];
+    double since[WATCH_SLOTS]; /* when slot's replay was launched */
+    int oldest, pending;       /* the ring: `pending` slots from `oldest` recorded and not yet seen complete */
+    int events;                /* events created */
+    gg_ctx *ctx;
+} gg_watchdog;
+
+#define WATCH_PERIOD_NS 10000000L /* 10 ms between checks: an abort comes at most that late after the deadline */
+
+void gg_dist_abort_now(gg_ctx *ctx, const char *why) {
+    gg_dist *d = ctx->dist;
+    pthread_mutex_lock(&d->lock);
+    if (!why && atomic_load(&d->abort_requested) == 2) why = d->abort_why; /* the owner gave up for another thread */
+    if (d->comm) {
+        snprintf(d->failure, sizeof d->failure, "%s", why ? why : "the communicator was aborted after an NCCL error");
+        (void)ncclCommAbort((ncclComm_t)d->comm);
+        d->comm = NULL;
+    }
+    pthread_mutex_unlock(&d->lock);
+}
+
+gg_status gg_dist_enter(gg_ctx *ctx, const char *fn) {
+    gg_dist *d = ctx->dist;
+    pthread_mutex_lock(&d->lock);
+    if (d->comm) return GG_SUCCESS;
+    const gg_status st = gg_fail(ctx, GG_ERROR_NCCL,
+                                 "%s: rank %d: the communicator was aborted: %s. Destroy the syncing graphs, "
+                                 "gg_dist_detach, then make a new communicator; eager calls and local graphs work",
+                                 fn, d->rank, d->failure[0] ? d->failure : "after an NCCL error");
+    pthread_mutex_unlock(&d->lock);
+    return st;
+}
+
+void gg_dist_leave(gg_ctx *ctx) { pthread_mutex_unlock(&ctx->dist->lock); }
+
+/* The abort of another thread than the owner: tell the owner's waits to stop, then take the lock. */
+static void abort_from_outside(gg_ctx *ctx, const char *why) {
+    gg_dist *d = ctx->dist;
+    int none = 0;
+    if (atomic_compare_exchange_strong(&d->abort_requested, &none, 1)) {
+        snprintf(d->abort_why, sizeof d->abort_why, "%s", why);
+        atomic_store(&d->abort_requested, 2);
+    }
+    pthread_mutex_lock(&d->lock);
+    if (d->comm) gg_log(ctx, GG_LOG_ERROR, "rank %d: %s: the communicator is aborted", d->rank, why);
+    gg_dist_abort_now(ctx, why);
+    pthread_mutex_unlock(&d->lock);
+}
+
+gg_status gg_dist_abort(gg_ctx *ctx) {
+    if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_dist_abort: ctx is NULL");
+    if (ctx->dist) abort_from_outside(ctx, "gg_dist_abort was called");
+    return GG_SUCCESS;
+}
+
+/* The asynchronous error of the communicator, written into why, when the owner is not using it (else its own
+ * calls see the error). */
+static void check_async(gg_dist *d, char *why, size_t bytes) {
+    if (pthread_mutex_trylock(&d->lock) != 0) return;
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t r = d->comm ? ncclCommGetAsyncError((ncclComm_t)d->comm, &state) : ncclSuccess;
+    const ncclResult_t err = r != ncclSuccess ? r : state;
+    if (err != ncclSuccess && err != ncclInProgress)
+        snprintf(why, bytes, "NCCL reported an asynchronous error (%s)", ncclGetErrorString(err));
+    pthread_mutex_unlock(&d->lock);
+}
+
+/* The replays watched, oldest first: complete (dropped), failed on the GPU, or past the deadline (why set).
+ * Called with w->mu held. */
+static void check_replays(gg_watchdog *w, char *why, size_t bytes) {
+    cudaError_t e = cudaSuccess;
+    while (w->pending > 0 && (e = cudaEventQuery(w->ev[w->oldest])) == cudaSuccess) {
+        w->oldest = (w->oldest + 1) % WATCH_SLOTS;
+        --w->pending;
+    }
+    if (w->pending == 0) return;
+    if (e != cudaErrorNotReady) {
+        snprintf(why, bytes, "a replay of a syncing graph failed on the GPU (%s)", cudaGetErrorName(e));
+        return;
+    }
+    const int limit = gg_dist_timeout_s(GG_DIST_TIMEOUT_STEP);
+    if (gg_dist_now_s() - w->since[w->oldest] >= limit)
+        snprintf(why, bytes,
+                 "a replay of a syncing graph had not finished after %d s (%s): another rank stopped, or is stuck",
+                 limit, gg_dist_timeout_env(GG_DIST_TIMEOUT_STEP));
+}
+
+static void *watch(void *arg) {
+    gg_watchdog *w = arg;
+    gg_ctx *ctx = w->ctx;
+    (void)cudaSetDevice(ctx->config.device); /* this thread's queries are on the context's device */
+    /* Relaxed: this thread's event queries must never invalidate a capture another thread has begun in the global
+     * mode (the application's own, say). */
+    enum cudaStreamCaptureMode relaxed = cudaStreamCaptureModeRelaxed;
+    (void)cudaThreadExchangeStreamCaptureMode(&relaxed);
+    pthread_mutex_lock(&w->mu);
+    while (!w->stop) {
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_nsec += WATCH_PERIOD_NS;
+        if (until.tv_nsec >= 1000000000L) until.tv_sec += 1, until.tv_nsec -= 1000000000L;
+        (void)pthread_cond_timedwait(&w->wake, &w->mu, &until);
+        if (w->stop) break;
+        char why[GG_MSG_BYTES] = "";
+        check_replays(w, why, sizeof why);
+        pthread_mutex_unlock(&w->mu);
+        if (!why[0]) check_async(ctx->dist, why, sizeof why);
+        if (why[0]) {
+            abort_from_outside(ctx, why);
+            pthread_mutex_lock(&w->mu);
+            break; /* nothing left to watch */
+        }
+        pthread_mutex_lock(&w->mu);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+static void destroy_events(gg_watchdog *w) {
+    for (int i = 0; i < w->events; ++i) (void)cudaEventDestroy(w->ev[i]);
+}
+
+gg_status gg_watchdog_start(gg_ctx *ctx, const char *fn) {
+    gg_dist *d = ctx->dist;
+    gg_watchdog *w = calloc(1, sizeof *w);
+    if (!w) return gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    w->ctx = ctx;
+    int saved = 0;
+    gg_status status = gg_device_enter(ctx, &saved);
+    if (status != GG_SUCCESS) {
+        free(w);
+        return status;
+    }
+    cudaError_t e = cudaSuccess;
+    for (; w->events < WATCH_SLOTS && e == cudaSuccess; ++w->events)
+        e = cudaEventCreateWithFlags(&w->ev[w->events], cudaEventDisableTiming);
+    if (e != cudaSuccess) --w->events; /* the one that failed */
+    gg_device_leave(ctx, saved);
+    if (e != cudaSuccess) {
+        destroy_events(w);
+        free(w);
+        return gg_fail_cuda(ctx, e, "the watchdog's events");
+    }
+    pthread_condattr_t attr;
+    int made = pthread_condattr_init(&attr);
+    if (made == 0) made = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    if (made == 0) made = pthread_cond_init(&w->wake, &attr);
+    (void)pthread_condattr_destroy(&attr);
+    const int cond_made = made == 0;
+    if (made == 0) made = pthread_mutex_init(&w->mu, NULL);
+    const int mu_made = made == 0;
+    if (made == 0) made = pthread_create(&w->thread, NULL, watch, w);
+    if (made != 0) {
+        if (mu_made) pthread_mutex_destroy(&w->mu);
+        if (cond_made) pthread_cond_destroy(&w->wake);
+        destroy_events(w);
+        free(w);
+        return gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "%s: the watchdog thread could not be started (error %d)", fn,
+                       made);
+    }
+    d->watchdog = w;
+    return GG_SUCCESS;
+}
+
+void gg_watchdog_stop(gg_dist *d) {
+    gg_watchdog *w = d->watchdog;
+    if (!w) return;
+    pthread_mutex_lock(&w->mu);
+    w->stop = 1;
+    pthread_cond_signal(&w->wake);
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(w->thread, NULL);
+    pthread_cond_destroy(&w->wake);
+    pthread_mutex_destroy(&w->mu);
+    destroy_events(w);
+    free(w);
+    d->watchdog = NULL;
+}
+
+void gg_dist_replay_launched(gg_ctx *ctx, cudaStream_t stream) {
+    gg_watchdog *w = ctx->dist->watchdog;
+    if (!w) return;
+    /* Launched into a stream being captured (the application's own graph): nothing runs yet, and an event recorded
+     * there cannot be queried. Watched when that graph runs is beyond gradgraph's view. */
+    enum cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream, &capturing) != cudaSuccess || capturing != cudaStreamCaptureStatusNone) {
+        (void)cudaGetLastError();
+        return;
+    }
+    pthread_mutex_lock(&w->mu);
+    const int full = w->pending == WATCH_SLOTS;
+    const int slot = (w->oldest + w->pending - full) % WATCH_SLOTS; /* full: the newest again, keeping its start */
+    const cudaError_t e = cudaEventRecord(w->ev[slot], stream);
+    if (e == cudaSuccess && !full) {
+        w->since[slot] = gg_dist_now_s();
+        ++w->pending;
+    }
+    pthread_mutex_unlock(&w->mu);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        gg_log(ctx, GG_LOG_WARN, "the watchdog could not record its event after a replay (%s): this replay is not "
+                                 "watched", cudaGetErrorName(e));
+    }
+}

@@ -1,0 +1,425 @@
+/*
+ * test_dist_faults.c - the data-parallel path's failures on the CPU, with NCCL and the CUDA runtime faked at link
+ * time (tests/fake): a communicator whose init never completes is aborted at the init deadline; an asynchronous NCCL
+ * error and a replay past the step deadline are caught by the watchdog thread, which aborts the communicator, after
+ * which calls that need it say why and the rest of the context works; a finalize that never ends is aborted at the
+ * teardown deadline; gg_dist_abort from another thread, also while the owner waits in a collective step; the
+ * fingerprint of a syncing graph, each field's difference named (as a pure function and through the collective
+ * comparison); and fault injection on every kind of NCCL call (fake_nccl.h) along attach or init, making a syncing
+ * graph, replays, gg_dist_reduce and detach: each fault GG_ERROR_NCCL with NCCL's error in the message, nothing
+ * leaked (CUDA resources and communicators), the context usable after. Prints
+ * `NCCL_FAULTS {"injected": n, "failures": m}`.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "ddp.h"
+#include "fake_cuda.h"
+#include "fake_nccl.h"
+#include "gradgraph.h"
+
+#define FAKE(i) ((void *)(uintptr_t)(0x100000000000ull * (uint64_t)((i) + 1)))
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Waits up to `seconds` for *value to reach `want`; returns the time it took, or -1. */
+static double wait_for(atomic_int *value, int want, double seconds) {
+    const double t0 = now_s();
+    while (atomic_load(value) < want) {
+        if (now_s() - t0 > seconds) return -1.0;
+        const struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
+    return now_s() - t0;
+}
+
+static gg_ctx *make_ctx(void) {
+    fake_reset(2);
+    fake.plan_ok = 1;
+    gg_config c = GG_CONFIG_INIT;
+    c.autotune = 0;
+    gg_ctx *ctx = NULL;
+    assert_int_equal(gg_ctx_create(&c, &ctx), GG_SUCCESS);
+    return ctx;
+}
+
+static gg_dist_config dist_config(void) {
+    gg_dist_config dc = GG_DIST_CONFIG_INIT;
+    dc.bind_cpus = 0;
+    return dc;
+}
+
+static const gg_tanh_gate_desc tanh_desc = {64, 4096, 0};
+
+static gg_status tanh_eager(gg_ctx *ctx) {
+    gg_tanh_gate_args a = {FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5), FAKE(6)};
+    return gg_tanh_gate_backward(ctx, &tanh_desc, &a, NULL);
+}
+
+static gg_status tanh_graph(gg_ctx *ctx, gg_graph **g) {
+    gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
+    static const int64_t buckets[] = {64};
+    gc.policy = GG_BUCKETS_LIST;
+    gc.bucket_tokens = buckets;
+    gc.n_buckets = 1;
+    return gg_tanh_gate_graph_create(ctx, &tanh_desc, &gc, g);
+}
+
+static gg_status tanh_run(gg_graph *g) {
+    gg_tanh_gate_args a = {FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5), FAKE(6)};
+    return gg_tanh_gate_graph_run(g, &tanh_desc, &a, NULL);
+}
+
+static void contains(const char *message, const char *part) {
+    if (!strstr(message, part)) fail_msg("\"%s\" does not say \"%s\"", message, part);
+}
+
+static void no_leaks(void) {
+    assert_int_equal(fake.live, 0);
+    assert_int_equal(atomic_load(&fake_nccl.live), 0);
+}
+
+/* ---- the fingerprint, as a pure function ---- */
+static void fingerprint_difference_names_the_field(void **state) {
+    (void)state;
+    gg_dist_fingerprint lo = {{0}}, hi = {{0}};
+    for (int i = 0; i < GG_FP_FIELDS; ++i) lo.field[i] = hi.field[i] = 100 + i;
+    assert_int_equal(gg_dist_fp_first_difference(&lo, &hi), -1);
+    for (int f = 0; f < GG_FP_FIELDS; ++f) {
+        gg_dist_fingerprint h = hi;
+        h.field[f] += 4096;
+        assert_int_equal(gg_dist_fp_first_difference(&lo, &h), f);
+        char msg[GG_MSG_BYTES], lo_s[32], hi_s[32];
+        gg_dist_fp_describe(msg, sizeof msg, "gg_mlp_graph_create", f, &lo, &lo, &h);
+        snprintf(lo_s, sizeof lo_s, "%lld", (long long)lo.field[f]);
+        snprintf(hi_s, sizeof hi_s, "%lld", (long long)h.field[f]);
+        contains(msg, "gg_mlp_graph_create");
+        contains(msg, gg_dist_fp_names[f]);
+        contains(msg, lo_s);
+        contains(msg, hi_s);
+        if (f + 1 < GG_FP_FIELDS) { /* the first difference is the one named */
+            h.field[f + 1] -= 1;
+            assert_int_equal(gg_dist_fp_first_difference(&lo, &h), f);
+        }
+    }
+    assert_int_equal(gg_dist_hash(GG_DIST_HASH_SEED, "a", 1) == gg_dist_hash(GG_DIST_HASH_SEED, "b", 1), 0);
+    assert_true(gg_dist_hash_field(~0ull) >= 0);
+}
+
+/* ---- the fingerprint through the comparison: another rank differs in one field ---- */
+static int peer_field = -1;
+static void peer_differs(void *dst, size_t bytes) {
+    if (peer_field < 0 || bytes != 2 * GG_FP_FIELDS * sizeof(int64_t)) return;
+    int64_t *v = dst, peer = v[peer_field] + 4096; /* min over {mine, peer} of each field and of its negation */
+    if (peer < v[peer_field]) v[peer_field] = peer;
+    if (-peer < v[GG_FP_FIELDS + peer_field]) v[GG_FP_FIELDS + peer_field] = -peer;
+}
+
+static void fingerprint_mismatch_refused_on_every_field(void **state) {
+    (void)state;
+    gg_ctx *ctx = make_ctx();
+    fake_nccl_reset(0, 2);
+    const gg_dist_config dc = dist_config();
+    ncclComm_t comm = fake_nccl_comm();
+    assert_int_equal(gg_dist_attach(ctx, comm, &dc), GG_SUCCESS);
+    fake.on_copy_to_host = peer_differs;
+    for (peer_field = 0; peer_field < GG_FP_FIELDS; ++peer_field) {
+        gg_graph *g = NULL;
+        const gg_status st = tanh_graph(ctx, &g);
+        assert_int_equal(st, GG_ERROR_INVALID_ARGUMENT);
+        assert_null(g);
+        contains(gg_last_error(ctx), gg_dist_fp_names[peer_field]);
+        contains(gg_last_error(ctx), "gg_tanh_gate_graph_create");
+        assert_int_equal(gg_dist_check(ctx), GG_SUCCESS); /* the communicator stays */
+    }
+    peer_field = -1;
+    fake.on_copy_to_host = NULL;
+    gg_graph *g = NULL;
+    assert_int_equal(tanh_graph(ctx, &g), GG_SUCCESS);
+    gg_graph_destroy(g);
+    assert_int_equal(gg_dist_detach(ctx), GG_SUCCESS);
+    gg_ctx_destroy(ctx);
+    fake_nccl_destroy(comm); /* attached: the caller's */
+    no_leaks();
+}
+
+/* ---- deadlines ---- */
+static void init_that_never_completes_is_aborted(void **state) {
+    (void)state;
+    gg_ctx *ctx = make_ctx();
+    fake_nccl_reset(0, 1);
+    fake_nccl.init_in_progress = 1;
+    setenv("GG_DIST_INIT_TIMEOUT_S", "1", 1);
+    const gg_dist_config dc = dist_config();
+    const double t0 = now_s();
+    const gg_status st = gg_dist_init_threads(&ctx, 1, &dc);
+    const double took = now_s() - t0;
+    print_message("init never ready: %s after %.2f s: %s\n", gg_status_string(st), took, gg_last_error(ctx));
+    assert_int_equal(st, GG_ERROR_NCCL);
+    assert_true(took >= 1.0 && took < 5.0);
+    contains(gg_last_error(ctx), "GG_DIST_INIT_TIMEOUT_S");
+    contains(gg_last_error(ctx), "aborted");
+    assert_int_equal(atomic_load(&fake_nccl.aborts), 1);
+    assert_int_equal(gg_dist_size(ctx), 0);
+    /* usable: the next init works, and its teardown finalizes and destroys */
+    fake_nccl.init_in_progress = 0;
+    assert_int_equal(gg_dist_init_threads(&ctx, 1, &dc), GG_SUCCESS);
+    assert_int_equal(tanh_eager(ctx), GG_SUCCESS);
+    assert_int_equal(gg_dist_detach(ctx), GG_SUCCESS);
+    assert_int_equal(atomic_load(&fake_nccl.finalizes), 1);
+    assert_int_equal(atomic_load(&fake_nccl.destroys), 1);
+    unsetenv("GG_DIST_INIT_TIMEOUT_S");
+    gg_ctx_destroy(ctx);
+    no_leaks();
+}
+
+static void finalize_that_never_ends_is_aborted(void **state) {
+    (void)state;
+    gg_ctx *ctx = make_ctx();
+    fake_nccl_reset(0, 1);
+    const gg_dist_config dc = dist_config();
+    assert_int_equal(gg_dist_init_threads(&ctx, 1, &dc), GG_SUCCESS);
+    fake_nccl.finalize_in_progress = 1;
+    setenv("GG_DIST_PEER_TIMEOUT_S", "1", 1);
+    const double t0 = now_s();
+    const gg_status st = gg_dist_detach(ctx);
+    const double took = now_s() - t0;
+    print_message("finalize never ends: %s after %.2f s: %s\n", gg_status_string(st), took, gg_last_error(ctx));
+    assert_int_equal(st, GG_ERROR_NCCL);
+    assert_true(took >= 1.0 && took < 5.0);
+    contains(gg_last_error(ctx), "ncclCommFinalize had not ended");
+    assert_int_equal(atomic_load(&fake_nccl.aborts), 1);
+    assert_int_equal(atomic_load(&fake_nccl.destroys), 0);
+    assert_int_equal(gg_dist_size(ctx), 0);
+    unsetenv("GG_DIST_PEER_TIMEOUT_S");
+    gg_ctx_destroy(ctx);
+    no_leaks();
+}
+
+/* The watchdog: an asynchronous error, then a replay past the step deadline. */
+static void async_error_is_aborted_by_the_watchdog(void **state) {
+    (void)state;
+    gg_ctx *ctx = make_ctx();
+    fake_nccl_reset(0, 2);
+    const gg_dist_config dc = dist_config();
+    ncclComm_t comm = fake_nccl_comm();
+    assert_int_equal(gg_dist_attach(ctx, comm, &dc), GG_SUCCESS);
+    gg_graph *g = NULL;
+    assert_int_equal(tanh_graph(ctx, &g), GG_SUCCESS);
+    assert_int_equal(tanh_run(g), GG_SUCCESS);
+    char dot[64];
+    snprintf(dot, sizeof dot, "/tmp/gg_dist_faults_%d.dot", (int)getpid());
+    assert_int_equal(gg_graph_debug_dot(g, 0, dot, 0), GG_SUCCESS); /* captured again, NCCL calls included */
+    atomic_store(&fake_nccl.async_error, ncclRemoteError);
+    assert_true(wait_for(&fake_nccl.aborts, 1, 2.0) >= 0);
+    assert_int_equal(gg_graph_debug_dot(g, 0, dot, 0), GG_ERROR_NCCL); /* no capture on an aborted communicator */
+    contains(gg_last_error(ctx), "gg_graph_debug_dot");
+    remove(dot);
+    gg_graph_destroy(g);
+    assert_int_equal(gg_dist_check(ctx), GG_ERROR_NCCL);
+    contains(gg_last_error(ctx), "asynchronous error");
+    contains(gg_last_error(ctx), "rank 0");
+    assert_null(gg_dist_comm(ctx));
+    assert_int_equal(gg_dist_reduce(ctx, FAKE(8), 1024, 0, NULL), GG_ERROR_NCCL);
+    assert_int_equal(tanh_eager(ctx), GG_SUCCESS);
+    assert_int_equal(gg_dist_detach(ctx), GG_SUCCESS);
+    gg_ctx_destroy(ctx);
+    no_leaks(); /* the abort freed the attached communicator */
+}
+
+static void replay_past_the_step_deadline_is_aborted(void **state) {
+    (void)state;
+    gg_ctx *ctx = make_ctx();
+    fake_nccl_reset(0, 2);
+    setenv("GG_DIST_STEP_TIMEOUT_S", "1", 1);
+    const gg_dist_config dc = dist_config();
+    ncclComm_t comm = fake_nccl_comm();
+    assert_int_equal(gg_dist_attach(ctx, comm, &dc), GG_SUCCESS);
+    gg_graph *g = NULL;
+    assert_int_equal(tanh_graph(ctx, &g), GG_SUCCESS);
+    /* replays that finish are never aborted, however long the run */
+    for (int i = 0; i < 40; ++i) assert_int_equal(tanh_run(g), GG_SUCCESS);
+    const struct timespec wait = {1, 300000000};
+    nanosleep(&wait, NULL);
+    assert_int_equal(atomic_load(&fake_nccl.aborts), 0);
+    /* a replay that never finishes (its peer is gone) */
+    fake.events_busy = 1;
+    assert_int_equal(tanh_run(g), GG_SUCCESS);
+    const double took = wait_for(&fake_nccl.aborts, 1, 5.0);
+    print_message("replay never finishes: aborted after %.2f s\n", took);
+    assert_true(took >= 0.9 && took < 3.0);
+    assert_int_equal(tanh_run(g), GG_ERROR_NCCL);
+    contains(gg_last_error(ctx), "gg_tanh_gate_graph_run");
+    contains(gg_last_error(ctx), "had not finished after 1 s");
+    contains(gg_last_error(ctx), "GG_DIST_STEP_TIMEOUT_S");
+    assert_int_equal(tanh_eager(ctx), GG_SUCCESS); /* eager calls work */
+    fake.events_busy = 0;
+    gg_graph_destroy(g);
+    assert_int_equal(gg_dist_detach(ctx), GG_SUCCESS);
+    unsetenv("GG_DIST_STEP_TIMEOUT_S");
+    gg_ctx_destroy(ctx);
+    no_leaks();
+}
+
+/* ---- gg_dist_abort from another thread ---- */
+typedef struct abort_job {
+    gg_ctx *ctx;
+    double delay_s;
+    gg_status status;
+} abort_job;
+
+static void *abort_later(void *arg) {
+    abort_job *j = arg;
+    const struct timespec d = {(time_t)j->delay_s, (long)((j->delay_s - (double)(time_t)j->delay_s) * 1e9)};
+    nanosleep(&d, NULL);
+    j->status = gg_dist_abort(j->ctx);
+    return NULL;
+}
+
+static void abort_from_another_thread(void **state) {
+    (void)state;
+    gg_ctx *ctx = make_ctx();
+    fake_nccl_reset(0, 2);
+    const gg_dist_config dc = dist_config();
+    ncclComm_t comm = fake_nccl_comm();
+    assert_int_equal(gg_dist_attach(ctx, comm, &dc), GG_SUCCESS);
+    /* the owner waits in a collective step that never ends (its stream stays busy): the abort ends the wait */
+    fake.streams_busy = 1;
+    abort_job job = {ctx, 0.2, GG_ERROR_INTERNAL};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, abort_later, &job), 0);
+    gg_graph *g = NULL;
+    const double t0 = now_s();
+    const gg_status st = tanh_graph(ctx, &g);
+    const double took = now_s() - t0;
+    pthread_join(t, NULL);
+    fake.streams_busy = 0;
+    print_message("aborted while making a graph: %s after %.2f s: %s\n", gg_status_string(st), took,
+                  gg_last_error(ctx));
+    assert_int_equal(job.status, GG_SUCCESS);
+    assert_int_equal(st, GG_ERROR_NCCL);
+    assert_true(took < 2.0);
+    assert_null(g);
+    assert_int_equal(atomic_load(&fake_nccl.aborts), 1);
+    assert_int_equal(gg_dist_check(ctx), GG_ERROR_NCCL);
+    contains(gg_last_error(ctx), "gg_dist_abort was called");
+    assert_int_equal(gg_dist_abort(ctx), GG_SUCCESS); /* again: nothing left to abort */
+    assert_int_equal(gg_dist_abort(NULL), GG_ERROR_INVALID_ARGUMENT);
+    contains(gg_last_error(NULL), "gg_dist_abort: ctx is NULL");
+    assert_int_equal(tanh_eager(ctx), GG_SUCCESS);
+    assert_int_equal(gg_dist_detach(ctx), GG_SUCCESS);
+    gg_ctx_destroy(ctx);
+    no_leaks();
+}
+
+/* ---- fault injection on every kind of NCCL call ---- */
+static int injected, failures;
+
+static void check(int ok, fake_nccl_kind kind, int k, const char *path, const char *fmt, ...) {
+    if (ok) return;
+    ++failures;
+    char what[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    printf("NCCL FAULT FAIL %s %s #%d: %s\n", path, fake_nccl_kind_names[kind], k, what);
+}
+
+/* One data-parallel life: a communicator (made: owned = 1; else attached, two ranks), a syncing graph made and
+ * replayed twice, gg_dist_reduce, the graph destroyed, detach. Stops at the first failure (returned, its message
+ * in *message). *comm: the attached communicator. */
+static gg_status life(gg_ctx *ctx, int owned, ncclComm_t *comm, char *message, size_t bytes) {
+    const gg_dist_config dc = dist_config();
+    gg_status st;
+    if (owned) {
+        st = gg_dist_init_threads(&ctx, 1, &dc);
+    } else {
+        *comm = fake_nccl_comm();
+        st = gg_dist_attach(ctx, *comm, &dc);
+    }
+    gg_graph *g = NULL;
+    if (st == GG_SUCCESS) st = tanh_graph(ctx, &g);
+    if (st == GG_SUCCESS) st = tanh_run(g);
+    if (st == GG_SUCCESS) st = tanh_run(g);
+    if (st == GG_SUCCESS) st = gg_dist_reduce(ctx, FAKE(8), 1024, 0, NULL);
+    if (st != GG_SUCCESS) snprintf(message, bytes, "%s", gg_last_error(ctx));
+    gg_graph_destroy(g);
+    const gg_status detached = gg_dist_detach(ctx);
+    if (st == GG_SUCCESS && detached != GG_SUCCESS) {
+        st = detached;
+        snprintf(message, bytes, "%s", gg_last_error(ctx));
+    }
+    if (!owned && fake_nccl_is_live(*comm)) fake_nccl_destroy(*comm); /* the caller's, unless gradgraph aborted it */
+    return st;
+}
+
+static void every_nccl_fault(void **state) {
+    (void)state;
+    for (int owned = 0; owned < 2; ++owned)
+        for (int kind = 0; kind < FN_KINDS; ++kind)
+            for (int k = 1;; ++k) {
+                const char *path = owned ? "made" : "attached";
+                gg_ctx *ctx = make_ctx();
+                fake_nccl_reset(0, owned ? 1 : 2);
+                fake_nccl.in_progress_calls = k % 2; /* every other run, each call goes through ncclInProgress */
+                fake_nccl.fail_kind = (fake_nccl_kind)kind;
+                fake_nccl.fail_at = k;
+                ncclComm_t comm = NULL;
+                char message[GG_MSG_BYTES] = "";
+                const gg_status st = life(ctx, owned, &comm, message, sizeof message);
+                const int hit = fake_nccl.injected > 0;
+                fake_nccl.fail_at = 0;
+                if (hit) {
+                    ++injected;
+                    const ncclResult_t err = kind == FN_QUERY ? ncclInvalidUsage : ncclSystemError;
+                    check(st == GG_ERROR_NCCL, kind, k, path, "status %s: %s", gg_status_string(st), message);
+                    check(strstr(message, ncclGetErrorString(err)) != NULL, kind, k, path,
+                          "\"%s\" does not name NCCL's error", message);
+                } else {
+                    check(st == GG_SUCCESS, kind, k, path, "no fault, status %s: %s", gg_status_string(st), message);
+                }
+                check(fake.captures_open == 0, kind, k, path, "a stream is left capturing");
+                /* usable after: eager calls, and a whole data-parallel life again */
+                check(tanh_eager(ctx) == GG_SUCCESS, kind, k, path, "eager after the fault: %s", gg_last_error(ctx));
+                const gg_status again = life(ctx, owned, &comm, message, sizeof message);
+                check(again == GG_SUCCESS, kind, k, path, "again after the fault: %s", message);
+                gg_ctx_destroy(ctx);
+                check(fake.live == 0, kind, k, path, "%d CUDA resources leaked", fake.live);
+                check(atomic_load(&fake_nccl.live) == 0, kind, k, path, "%d communicators leaked",
+                      atomic_load(&fake_nccl.live));
+                if (!hit) break;
+            }
+    printf("NCCL_FAULTS {\"injected\": %d, \"failures\": %d}\n", injected, failures);
+    assert_true(injected >= 15);
+    assert_int_equal(failures, 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(fingerprint_difference_names_the_field),
+        cmocka_unit_test(fingerprint_mismatch_refused_on_every_field),
+        cmocka_unit_test(init_that_never_completes_is_aborted),
+        cmocka_unit_test(finalize_that_never_ends_is_aborted),
+        cmocka_unit_test(async_error_is_aborted_by_the_watchdog),
+        cmocka_unit_test(replay_past_the_step_deadline_is_aborted),
+        cmocka_unit_test(abort_from_another_thread),
+        cmocka_unit_test(every_nccl_fault),
+    };
+    return cmocka_run_group_tests_name("dist_faults", tests, NULL, NULL);
+}

@@ -1,0 +1,54 @@
+/*
+ * fake_nccl.h - NCCL as the CPU tests see it: the calls gradgraph makes on a communicator are replaced at link time
+ * (-Wl,--wrap; the list is GG_FAKED_NCCL in tests/CMakeLists.txt) by fakes that hand out fake communicators, count
+ * the live ones, record aborts, finalizes and destroys, stay ncclInProgress or report an asynchronous error on
+ * request, and fail the k-th call of a kind (fault injection). Collectives enqueue nothing (the fake CUDA streams
+ * are always idle) and leave the data as it is: one rank's values are everybody's. Used by test_dist_faults.
+ */
+#ifndef GG_FAKE_NCCL_H
+#define GG_FAKE_NCCL_H
+
+#include <stdatomic.h>
+
+#include <nccl.h>
+
+/* The calls fault injection can fail, each counted on its own. */
+typedef enum fake_nccl_kind {
+    FN_INIT,        /* ncclCommInitRankConfig */
+    FN_QUERY,       /* ncclCommCuDevice, ncclCommUserRank, ncclCommCount */
+    FN_GROUP_END,   /* ncclGroupEnd */
+    FN_ALL_REDUCE,  /* ncclAllReduce */
+    FN_BROADCAST,   /* ncclBroadcast */
+    FN_FINALIZE,    /* ncclCommFinalize */
+    FN_DESTROY,     /* ncclCommDestroy */
+    FN_KINDS
+} fake_nccl_kind;
+
+extern const char *const fake_nccl_kind_names[FN_KINDS];
+
+typedef struct fake_nccl_state {
+    int rank, size;               /* what a fake communicator says it is (ncclCommUserRank, ncclCommCount) */
+    atomic_int live;              /* communicators made and neither destroyed nor aborted */
+    atomic_int aborts, finalizes, destroys;
+    atomic_int async_error;       /* what ncclCommGetAsyncError reports (ncclSuccess: the pending state below) */
+    int init_in_progress;         /* a new communicator stays ncclInProgress (the init never completes) */
+    int finalize_in_progress;     /* a finalized communicator stays ncclInProgress */
+    int in_progress_calls;        /* collectives and group ends return ncclInProgress, done at the next poll */
+    fake_nccl_kind fail_kind;     /* with fail_at: the fail_at-th call of this kind fails */
+    int fail_at;                  /* 0: no fault */
+    int injected;
+    int calls[FN_KINDS];
+    atomic_int collectives;       /* collectives issued */
+} fake_nccl_state;
+
+extern fake_nccl_state fake_nccl;
+
+/* Clears everything: communicators of rank `rank` of `size`, every call succeeding at once. */
+void fake_nccl_reset(int rank, int size);
+
+/* A communicator as a caller's own (for gg_dist_attach), counted live; and its destruction by the caller. */
+ncclComm_t fake_nccl_comm(void);
+void fake_nccl_destroy(ncclComm_t comm);
+int fake_nccl_is_live(ncclComm_t comm);
+
+#endif
