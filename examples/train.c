@@ -8,11 +8,13 @@
  *
  * Defaults: 8 layers, context 16 characters of embedding 32 (D = 512), F = 4 D, 2048 rows (characters predicted)
  * per step and GPU, 2000 steps, fp32, AdamW lr 1e-3, weight decay 0.01 on the matrices and the embedding.
- * Prints a progress line every --log-every steps (step, loss, tokens/s). --eager runs the same steps as separate
- * calls without graphs (the same bits). --gpus N: data parallel over N GPUs, one thread each (gg_dist_init_threads),
- * each with its own rows of every step, the gradients averaged; the losses printed are GPU 0's. --csv writes
- * "step,loss" for every step, --json a summary with every loss and the time per step (CUDA events over the steps
- * after --warmup, default 10). --dump-init writes the initial weights for bench/peers/train_torch.py and exits.
+ * --precision fp16 rounds the MLPs' operands to fp16 with no loss scaling (gradients below 2^-14 lose bits; the
+ * twin's fp16 autocast runs without a GradScaler too). Prints a progress line every --log-every steps (step, loss,
+ * tokens/s). --eager runs the same steps as separate calls without graphs (the same kernels). --gpus N: data parallel
+ * over N GPUs, one thread each (gg_dist_init_threads), each with its own rows of every step, the gradients
+ * averaged; the losses printed are GPU 0's. --csv writes "step,loss" for every step, --json a summary with every
+ * loss and the time per step (CUDA events over the steps after --warmup, default 10). --dump-init writes the
+ * initial weights for bench/peers/train_torch.py and exits.
  * --check N first holds one eager step's loss and every parameter gradient to a float64 CPU reference
  * (train_ref.h; minutes on the CPU at the default size: use a small model, e.g. --embed 8), then trains N steps as
  * step graphs and N steps eagerly from the same initial weights and compares the losses (within 1e-4 relative in

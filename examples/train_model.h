@@ -10,7 +10,7 @@
  * gradgraph's MLP backward with the residual stream's gradient added (in its dX GEMM where gradgraph offers that,
  * else in a callback), and a last callback for the embedding's gradient; then gradgraph's AdamW (gg_optim_step).
  * Eagerly (tm_train_step with no step) the same functions run one after the other on the stream. Both give the
- * same bits.
+ * same kernels (train --check compares their losses).
  *
  * Every parameter lives in one buffer (and its gradient in another, at the same offsets): one all-reduce for data
  * parallelism and one optimizer launch. The step counter, the batch and the per-step losses live on the GPU, so a
