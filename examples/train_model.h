@@ -9,8 +9,8 @@
  * callback for the loss and its gradient (and the output layer's gradients), then per layer, last first,
  * gradgraph's MLP backward with the residual stream's gradient added (in its dX GEMM where gradgraph offers that,
  * else in a callback), and a last callback for the embedding's gradient; then gradgraph's AdamW (gg_optim_step).
- * Eagerly (tm_train_step with no step) the same functions run one after the other on the stream. Both give the
- * same kernels (train --check compares their losses).
+ * Eagerly (tm_train_step with no step) the same functions run one after the other on the stream: the same kernels
+ * (train --check compares the two ways' losses).
  *
  * Every parameter lives in one buffer (and its gradient in another, at the same offsets): one all-reduce for data
  * parallelism and one optimizer launch. The step counter, the batch and the per-step losses live on the GPU, so a
