@@ -298,6 +298,17 @@ int sm_param_grads(const sm_model *m, void **ptrs, size_t *counts, int max) {
     return n;
 }
 
+int sm_params(const sm_model *m, sm_param *out, int max) {
+    int n = 0;
+    const size_t count = (size_t)(m->config.hidden * m->config.ffn);
+    for (int l = 0; !m->config.gated && l < m->config.layers && n + 2 <= max; ++l) {
+        const gg_mlp_args *a = &m->layers[l].mlp;
+        out[n++] = (sm_param){(float *)a->weight1, a->grad_weight1, count}; /* made writable by buffer() */
+        out[n++] = (sm_param){(float *)a->weight2, a->grad_weight2, count};
+    }
+    return n;
+}
+
 void sm_clear(sm_model *m, int byte) {
     for (int i = 0; i < m->n_grads; ++i)
         cudaMemset(m->grads[i].ptr, byte,

@@ -52,6 +52,14 @@ size_t sm_param_bytes(const sm_model *m);
 /* The parameter gradients' buffers and element counts (at most max; returns how many): what a data-parallel step
  * reduces, for timing their reduction alone. */
 int sm_param_grads(const sm_model *m, void **ptrs, size_t *counts, int max);
+/* Residual MLP stacks: every layer's weights (weight1, weight2: fp32, trainable in place) with their gradients and
+ * element counts, at most max; returns how many (0 for gated stacks). */
+typedef struct sm_param {
+    float *weight;
+    const float *grad;
+    size_t count;
+} sm_param;
+int sm_params(const sm_model *m, sm_param *out, int max);
 /* Sets every gradient buffer to `byte` (bytes), so that a run must write all of them, and restores the loss's
  * gradient as sm_create made it (a padded step run zeroes its padding rows in place). */
 void sm_clear(sm_model *m, int byte);

@@ -32,13 +32,14 @@
 
 enum { KEY_ACCUMULATE = 1, KEY_PADDED = 2, KEY_DEVICE = 4, KEY_SYNC = 8 };
 
-typedef enum { OP_BLOCK, OP_CALLBACK, OP_REDUCE } op_kind;
+typedef enum { OP_BLOCK, OP_CALLBACK, OP_REDUCE, OP_FINAL } op_kind;
 
 typedef struct step_op {
     op_kind kind;
     gg_block_call call; /* OP_BLOCK: dims, precision, pointers; tokens the largest bucket */
     int block;          /* OP_BLOCK: its index among the block calls (slot block % K, side stream block % S) */
-    gg_step_callback_fn fn;
+    gg_step_callback_fn fn; /* OP_CALLBACK */
+    gg_step_final_fn run;   /* OP_FINAL */
     void *user;
     void *grad;        /* OP_REDUCE: count elements of elem_bytes */
     size_t count;
@@ -278,6 +279,20 @@ gg_status gg_step_add_callback(gg_step *s, gg_step_callback_fn fn, void *user) {
     if (!s) return check_open(s, "gg_step_add_callback");
     GG_TRY(gg_ctx_claim(s->ctx, "gg_step_add_callback"));
     const gg_status status = add_callback(s, fn, user);
+    gg_ctx_release(s->ctx);
+    return status;
+}
+
+gg_ctx *gg_step_context(const gg_step *s) { return s->ctx; }
+
+gg_status gg_step_add_final(gg_step *s, const char *fn, gg_step_final_fn run, void *user) {
+    if (!s) return check_open(s, fn);
+    GG_TRY(gg_ctx_claim(s->ctx, fn));
+    gg_status status = check_open(s, fn);
+    if (status == GG_SUCCESS) {
+        const step_op op = {.kind = OP_FINAL, .run = run, .user = user};
+        status = append(s, fn, &op);
+    }
     gg_ctx_release(s->ctx);
     return status;
 }
@@ -730,6 +745,13 @@ static gg_status enqueue_step(gg_step *s, int64_t tokens, const int64_t *device_
         step_op *op = &s->ops[i];
         if (sync && op->kind == OP_REDUCE) status = launch_ready(s, i, main, &next_bucket, &forked);
         if (op->kind == OP_REDUCE) continue; /* final on main here: launched above */
+        if (op->kind == OP_FINAL) { /* every earlier gradient final on main first: computed, and reduced */
+            for (int e = 0; e < i && status == GG_SUCCESS; ++e)
+                if (s->ops[e].kind == OP_BLOCK) status = join_op(ctx, &s->ops[e], main);
+            if (status == GG_SUCCESS && forked) status = gg_dist_step_join(ctx, main);
+            if (status == GG_SUCCESS) status = op->run(op->user, main);
+            continue;
+        }
         if (op->kind == OP_CALLBACK) {
             op->fn(op->user, (gg_stream)main, bucket);
             enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;

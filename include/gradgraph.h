@@ -717,6 +717,16 @@ GG_API gg_status gg_step_add_ssm_gate(gg_step *step, const gg_ssm_gate_desc *des
 /* Appends a callback (fn non-NULL; user is passed through). Refused after gg_step_finalize. */
 GG_API gg_status gg_step_add_callback(gg_step *step, gg_step_callback_fn fn, void *user);
 
+typedef struct gg_optim gg_optim; /* "Optimizer" below */
+
+/* Appends an optimizer's step (gg_optim_step, see "Optimizer" below): it runs once every earlier call's parameter
+ * gradients are final (their weight-gradient work on the side streams and, in a data-parallel step, their
+ * reductions joined), so the whole training step -- forward (in callbacks), backward, reduction, update -- is one
+ * graph launch. Every run of the step then updates the parameters: for accumulation over micro-batches, run a
+ * second step without the optimizer for all but the last micro-batch. opt must be finalized and made on the
+ * step's context. Refused after gg_step_finalize. */
+GG_API gg_status gg_step_add_optimizer(gg_step *step, gg_optim *opt);
+
 /* Appends a gradient the caller computes itself (an embedding's, a layer of its own) to the step's reduction: count
  * elements at grad (fp32; bf16 when bf16 is nonzero), device memory aligned to its elements, final on the step's
  * stream at this point of the call order (add it right after the callback that writes it). A syncing step reduces
@@ -892,8 +902,6 @@ typedef struct gg_optim_param {
     gg_optim_dtype copy_dtype; /* with copy: GG_OPTIM_FP16 or GG_OPTIM_BF16 */
     int no_weight_decay;       /* nonzero: weight decay skips this parameter (biases, norms); default 0 */
 } gg_optim_param;
-
-typedef struct gg_optim gg_optim;
 
 /* Makes an optimizer on ctx, with no parameters yet. config NULL: GG_OPTIM_CONFIG_INIT. Allocates nothing on the
  * device. Returns GG_SUCCESS, GG_ERROR_INVALID_ARGUMENT (ctx or out NULL, a config field out of range: named),

@@ -421,6 +421,76 @@ static void one_exec_per_bucket_updates_in_place(void **state) {
     assert_int_equal(fake.live, 0);
 }
 
+static gg_optim *fake_optim(gg_ctx *ctx, int finalize) {
+    gg_optim *opt = NULL;
+    assert_int_equal(gg_optim_create(ctx, NULL, &opt), GG_SUCCESS);
+    const gg_optim_param p = {.param = FAKE(200), .grad = FAKE(201), .count = 1000};
+    assert_int_equal(gg_optim_add_param(opt, &p), GG_SUCCESS);
+    if (finalize) assert_int_equal(gg_optim_finalize(opt), GG_SUCCESS);
+    return opt;
+}
+
+/* gg_step_add_optimizer: refusals named (nothing added); in a run, the optimizer's launches come after the block
+ * calls, inside the same capture, and every run launches the one graph. */
+static void optimizer_in_the_step(void **state) {
+    (void)state;
+    gg_ctx *ctx = fake_device_ctx(), *other = NULL;
+    gg_config c = GG_CONFIG_INIT;
+    c.autotune = 0;
+    assert_int_equal(gg_ctx_create(&c, &other), GG_SUCCESS);
+    gg_optim *open = fake_optim(ctx, 0), *ready = fake_optim(ctx, 1), *foreign = fake_optim(other, 1);
+    gg_step_config sc = GG_STEP_CONFIG_INIT;
+    sc.max_tokens = 512;
+    gg_step *step = NULL;
+    assert_int_equal(gg_step_create(ctx, &sc, &step), GG_SUCCESS);
+    const gg_mlp_args a0 = mlp_args(0);
+    assert_int_equal(gg_step_add_mlp(step, &mlp, &a0), GG_SUCCESS);
+    assert_int_equal(gg_step_add_optimizer(NULL, ready), GG_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(gg_step_add_optimizer(step, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_step_add_optimizer (call 1): opt is NULL");
+    assert_int_equal(gg_step_add_optimizer(step, open), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "opt is not finalized");
+    assert_int_equal(gg_step_add_optimizer(step, foreign), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "another context");
+    assert_int_equal(gg_step_call_count(step), 1);
+    assert_int_equal(gg_step_add_optimizer(step, ready), GG_SUCCESS);
+    assert_int_equal(gg_step_call_count(step), 2);
+    assert_int_equal(gg_step_finalize(step), GG_SUCCESS);
+    assert_int_equal(gg_step_add_optimizer(step, ready), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "the step is finalized");
+    /* the same step without the optimizer: what the optimizer adds to a capture is its own launches */
+    gg_step *plain = NULL;
+    assert_int_equal(gg_step_create(ctx, &sc, &plain), GG_SUCCESS);
+    assert_int_equal(gg_step_add_mlp(plain, &mlp, &a0), GG_SUCCESS);
+    assert_int_equal(gg_step_finalize(plain), GG_SUCCESS);
+    int enqueued[2];
+    gg_step *steps[2] = {plain, step};
+    for (int k = 0; k < 2; ++k) {
+        memset(fake.calls, 0, sizeof fake.calls);
+        fake.enqueued = 0;
+        assert_int_equal(gg_step_run(steps[k], 512, 0, NULL), GG_SUCCESS);
+        enqueued[k] = fake.enqueued;
+        assert_int_equal(fake.calls[FAKE_BEGIN_CAPTURE], 1);
+        assert_int_equal(fake.calls[FAKE_GRAPH_LAUNCH], 1);
+    }
+    memset(fake.calls, 0, sizeof fake.calls);
+    fake.enqueued = 0;
+    assert_int_equal(gg_step_run(step, 512, 0, NULL), GG_SUCCESS); /* a replay: one launch, no capture */
+    assert_int_equal(fake.calls[FAKE_BEGIN_CAPTURE], 0);
+    assert_int_equal(fake.calls[FAKE_GRAPH_LAUNCH], 1);
+    /* sum of squares, total, update (check_finite on) */
+    printf("RESULT enqueued by a capture: %d without the optimizer, %d with it\n", enqueued[0], enqueued[1]);
+    assert_true(enqueued[1] >= enqueued[0] + 3);
+    gg_step_destroy(plain);
+    gg_step_destroy(step);
+    gg_optim_destroy(open);
+    gg_optim_destroy(ready);
+    gg_optim_destroy(foreign);
+    gg_ctx_destroy(other);
+    gg_ctx_destroy(ctx);
+    assert_int_equal(fake.live, 0);
+}
+
 /* gg_step_run_device: its refusals come before any capture; then one capture of the selection and one per bucket
  * (the callback once per bucket), one instantiation, and replays; the pointer set and accumulate are keys. */
 static void run_device_selects_on_the_gpu(void **state) {
@@ -496,6 +566,7 @@ int main(void) {
         cmocka_unit_test(alternating_pointer_sets_capture_twice),
         cmocka_unit_test(one_exec_per_bucket_updates_in_place),
         cmocka_unit_test(run_device_selects_on_the_gpu),
+        cmocka_unit_test(optimizer_in_the_step),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,7 +4,8 @@
  * exact bucket (the same kernels), within 1e-4 of the largest gradient when padded; two accumulating runs equal
  * twice one; the scratch ring with 1 and 3 slots and 1 and 2 side streams gives the same bits; alternating two
  * activation sets (gg_step_set_args) equals eager for each and captures only twice; the device-selected step
- * (gg_step_run_device) equals eager at exact and padded counts, captures once, and counts bad counts.
+ * (gg_step_run_device) equals eager at exact and padded counts, captures once, and counts bad counts; a step with
+ * the optimizer in it (gg_step_add_optimizer) leaves the weights bitwise where eager calls and gg_optim_step do.
  */
 #include "gpu_test.h"
 
@@ -262,6 +263,101 @@ static void device_selected_step(void **state) {
     teardown(&f);
 }
 
+/* The residual stack's weights after `steps` training steps from `initial`: each one step graph with the optimizer
+ * in it (step non-NULL), or eager calls then gg_optim_step; AdamW, clipping on, fresh moments each time. */
+static float *weights_after(fixture *f, gg_step *step, gg_optim *opt, const sm_param *p, int n, float *const *initial,
+                            int steps) {
+    size_t total = 0;
+    for (int i = 0; i < n; ++i) {
+        CUDA_OK(cudaMemcpy(p[i].weight, initial[i], p[i].count * sizeof(float), cudaMemcpyDeviceToDevice));
+        total += p[i].count;
+    }
+    for (int k = 0; k < steps; ++k) {
+        sm_clear(f->model, 0x7f);
+        if (step) GG_OK(f->ctx, gg_step_run(step, MAX_TOKENS, 0, (gg_stream)f->stream));
+        else {
+            GG_OK(f->ctx, sm_run_eager(f->model, MAX_TOKENS, 0, f->stream));
+            GG_OK(f->ctx, gg_optim_step(opt, (gg_stream)f->stream));
+        }
+    }
+    CUDA_OK(cudaStreamSynchronize(f->stream));
+    float *h = malloc(total * sizeof *h), *at = h;
+    for (int i = 0; h && i < n; at += p[i].count, ++i)
+        CUDA_OK(cudaMemcpy(at, p[i].weight, p[i].count * sizeof(float), cudaMemcpyDeviceToHost));
+    return h;
+}
+
+static gg_optim *make_optim(fixture *f, const sm_param *p, int n) {
+    gg_optim_config oc = GG_OPTIM_CONFIG_INIT;
+    oc.lr = 1e-3f;
+    oc.max_grad_norm = 1.0f;
+    gg_optim *opt = NULL;
+    GG_OK(f->ctx, gg_optim_create(f->ctx, &oc, &opt));
+    for (int i = 0; i < n; ++i) {
+        const gg_optim_param q = {.param = p[i].weight, .grad = p[i].grad, .count = (int64_t)p[i].count};
+        GG_OK(f->ctx, gg_optim_add_param(opt, &q));
+    }
+    GG_OK(f->ctx, gg_optim_finalize(opt));
+    return opt;
+}
+
+static void step_with_optimizer(void **state) {
+    (void)state;
+    REQUIRE_GPU();
+    fixture f;
+    setup(&f, 0);
+    enum { MAX_PARAMS = 64, STEPS = 3 };
+    sm_param p[MAX_PARAMS];
+    const int n = sm_params(f.model, p, MAX_PARAMS);
+    assert_true(n > 0);
+    float *initial[MAX_PARAMS];
+    size_t total = 0;
+    for (int i = 0; i < n; ++i) {
+        CUDA_OK(cudaMalloc((void **)&initial[i], p[i].count * sizeof(float)));
+        CUDA_OK(cudaMemcpy(initial[i], p[i].weight, p[i].count * sizeof(float), cudaMemcpyDeviceToDevice));
+        total += p[i].count;
+    }
+    gg_optim *in_step = make_optim(&f, p, n), *alone = make_optim(&f, p, n);
+    gg_step *step = NULL;
+    gg_step_config sc = GG_STEP_CONFIG_INIT;
+    sc.min_tokens = 128;
+    sc.max_tokens = MAX_TOKENS;
+    GG_OK(f.ctx, gg_step_create(f.ctx, &sc, &step));
+    GG_OK(f.ctx, sm_add_to_step(f.model, step));
+    GG_OK(f.ctx, gg_step_add_optimizer(step, in_step));
+    GG_OK(f.ctx, gg_step_finalize(step));
+    float *ref = weights_after(&f, NULL, alone, p, n, initial, STEPS);
+    float *got = weights_after(&f, step, NULL, p, n, initial, STEPS);
+    assert_non_null(ref);
+    assert_non_null(got);
+    float *before = malloc(total * sizeof *before), *at = before;
+    assert_non_null(before);
+    for (int i = 0; i < n; at += p[i].count, ++i)
+        CUDA_OK(cudaMemcpy(at, initial[i], p[i].count * sizeof(float), cudaMemcpyDeviceToHost));
+    size_t differ = 0, finite = 0, moved = 0;
+    for (size_t i = 0; i < total; ++i) {
+        differ += memcmp(&got[i], &ref[i], sizeof(float)) != 0;
+        finite += isfinite(got[i]) != 0;
+        moved += got[i] != before[i];
+    }
+    free(before);
+    printf("RESULT step with the optimizer, %d steps: %zu of %zu weights differ from eager + gg_optim_step\n", STEPS,
+           differ, total);
+    assert_int_equal(differ, 0);
+    assert_int_equal(finite, total);
+    assert_true(moved > total / 2); /* the update ran: AdamW moves every weight with a nonzero gradient */
+    int found_inf = -1;
+    GG_OK(f.ctx, gg_optim_last_step(in_step, &found_inf, NULL));
+    assert_int_equal(found_inf, 0);
+    free(ref);
+    free(got);
+    gg_step_destroy(step);
+    gg_optim_destroy(in_step);
+    gg_optim_destroy(alone);
+    for (int i = 0; i < n; ++i) cudaFree(initial[i]);
+    teardown(&f);
+}
+
 int main(void) {
     apply_test_filter(); /* GG_TEST_FILTER=pattern runs a subset (e.g. under compute-sanitizer) */
     const struct CMUnitTest tests[] = {
@@ -271,6 +367,7 @@ int main(void) {
         cmocka_unit_test(ring_slots_and_side_streams_agree),
         cmocka_unit_test(alternating_pointer_sets),
         cmocka_unit_test(device_selected_step),
+        cmocka_unit_test(step_with_optimizer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
