@@ -1,12 +1,4 @@
-/* train_model.c - the character model of train_model.h.
- *
- * Three compile switches follow what include/gradgraph.h offers (examples/CMakeLists.txt sets them from the
- * header): GG_TRAIN_STEP_OPTIMIZER, the update inside the step graph (gg_step_add_optimizer; without it the update
- * is a launch of its own after the step graph's); GG_TRAIN_STEP_REDUCE, data parallelism inside the step graph (the
- * step reduces the block calls' gradients, and the callbacks' through gg_step_add_reduce; without it one
- * gg_dist_reduce of the whole gradient buffer follows the step); GG_TRAIN_FUSED_RESIDUAL, the residual stream's
- * gradient added in the MLP backward's dX GEMM (gg_mlp_args.grad_residual; without it, an add kernel after each
- * layer's backward). */
+/* train_model.c - the character model of train_model.h. */
 #include "train_model.h"
 
 #include <math.h>
@@ -140,21 +132,6 @@ static void loss(void *user, gg_stream stream, int64_t rows) {
     gemm_ab(m, m->glogits, m->wout, rows, m->hidden, m->vocab, m->gx[L]);
 }
 
-#ifdef GG_TRAIN_FUSED_RESIDUAL
-enum { RESIDUAL_KERNEL = 0 };
-#else
-enum { RESIDUAL_KERNEL = 1 };
-#endif
-
-/* The residual add of layer l: gx[l] (the MLP's input gradient) += gx[l+1] (the gradient of the layer's output);
- * with RESIDUAL_KERNEL 0 the MLP backward's dX GEMM adds it, and this is never called. */
-static void residual(void *user, gg_stream stream, int64_t rows) {
-    tm_layer *y = user;
-    tm_model *m = y->model;
-    cuda_ok(m, "tk_add", tk_add(m->gx[y->index], m->gx[y->index + 1], rows, m->hidden, m->gx[y->index],
-                                (cudaStream_t)stream));
-}
-
 static void embedding_backward(void *user, gg_stream stream, int64_t rows) {
     tm_model *m = user;
     cuda_ok(m, "tk_embed_backward", tk_embed_backward(m->gx[0], m->tokens, m->c.context, m->c.embed, (int)m->vocab,
@@ -173,7 +150,6 @@ static gg_status eager_step(tm_model *m, gg_stream stream) {
     loss(m, stream, m->c.batch);
     for (int l = m->c.layers - 1; l >= 0 && st == GG_SUCCESS; --l) {
         st = gg_mlp_backward(m->ctx, &desc, &m->layers[l].args, stream);
-        if (RESIDUAL_KERNEL) residual(&m->layers[l], stream, m->c.batch);
     }
     embedding_backward(m, stream, m->c.batch);
     return st;
@@ -389,10 +365,10 @@ int tm_create(gg_ctx *ctx, const tm_config *c, const uint8_t *text, int64_t n, i
         y->args = (gg_mlp_args){.grad_output = m->gx[l + 1], .hidden_states = m->x[l], .weight1 = y->w1,
                                 .weight2 = y->w2, .intermediate = m->pre[l], .intermediate_activated = m->act[l],
                                 .grad_hidden_states = m->gx[l], .grad_weight1 = y->gw1, .grad_bias1 = y->gb1,
-                                .grad_weight2 = y->gw2, .grad_bias2 = y->gb2};
-#ifdef GG_TRAIN_FUSED_RESIDUAL
-        y->args.grad_residual = m->gx[l + 1]; /* the layer's grad_output: x + MLP(x) passes it straight through */
-#endif
+                                .grad_weight2 = y->gw2, .grad_bias2 = y->gb2,
+                                /* the residual path: x + MLP(x) passes the layer's grad_output straight through,
+                                 * added in the dX GEMM */
+                                .grad_residual = m->gx[l + 1]};
     }
     if (make_optimizer(m, offsets, counts, n_tensors) != GG_SUCCESS) {
         fprintf(stderr, "tm_create: the optimizer: %s\n", gg_last_error(ctx));
@@ -468,28 +444,6 @@ int tm_dump_init(tm_model *m, const char *path) {
     return bad ? -1 : 0;
 }
 
-/* Whether the step graph reduces the gradients across the GPUs itself (else gg_dist_reduce after it), and whether
- * it holds the update, which must follow the reduction (else gg_optim_step after it). */
-static int step_reduces(const tm_model *m) {
-#ifdef GG_TRAIN_STEP_REDUCE
-    (void)m;
-    return 1;
-#else
-    return m->c.world == 1;
-#endif
-}
-
-static int step_holds_update(const tm_model *m) {
-#ifdef GG_TRAIN_STEP_OPTIMIZER
-    return step_reduces(m);
-#else
-    (void)m;
-    return 0;
-#endif
-}
-
-int tm_launches_per_step(const tm_model *m) { return 1 + !step_reduces(m) + !step_holds_update(m); }
-
 gg_status tm_build_step(tm_model *m, gg_step **out) {
     gg_step_config sc = GG_STEP_CONFIG_INIT;
     sc.policy = GG_BUCKETS_LIST;
@@ -499,23 +453,18 @@ gg_status tm_build_step(tm_model *m, gg_step **out) {
     gg_status st = gg_step_create(m->ctx, &sc, &step);
     if (st == GG_SUCCESS) st = gg_step_add_callback(step, forward, m);
     if (st == GG_SUCCESS) st = gg_step_add_callback(step, loss, m);
-#ifdef GG_TRAIN_STEP_REDUCE /* the output layer's gradients, final after the loss callback */
+    /* the gradients the callbacks make join the step's reduction across GPUs (with one GPU it does nothing) right
+     * after the callback that makes them */
     if (st == GG_SUCCESS) st = gg_step_add_reduce(step, m->gwout, (size_t)(m->vocab * m->hidden), 0);
     if (st == GG_SUCCESS) st = gg_step_add_reduce(step, m->gbout, (size_t)m->vocab, 0);
-#endif
     const gg_mlp_desc desc = layer_desc(m);
     for (int l = m->c.layers - 1; l >= 0 && st == GG_SUCCESS; --l) {
         st = gg_step_add_mlp(step, &desc, &m->layers[l].args);
-        if (st == GG_SUCCESS && RESIDUAL_KERNEL) st = gg_step_add_callback(step, residual, &m->layers[l]);
     }
     if (st == GG_SUCCESS) st = gg_step_add_callback(step, embedding_backward, m);
-#ifdef GG_TRAIN_STEP_REDUCE
     if (st == GG_SUCCESS) st = gg_step_add_reduce(step, m->gemb, (size_t)(m->vocab * m->c.embed), 0);
-#endif
-#ifdef GG_TRAIN_STEP_OPTIMIZER
-    /* joins the weight-gradient side streams (and the reduction), then the update: one launch per training step */
-    if (st == GG_SUCCESS && step_holds_update(m)) st = gg_step_add_optimizer(step, m->opt);
-#endif
+    /* after every gradient is final (side streams and reductions joined): the whole training step is one launch */
+    if (st == GG_SUCCESS) st = gg_step_add_optimizer(step, m->opt);
     if (st == GG_SUCCESS) st = gg_step_finalize(step);
     if (st != GG_SUCCESS) {
         gg_step_destroy(step);
@@ -526,20 +475,17 @@ gg_status tm_build_step(tm_model *m, gg_step **out) {
 }
 
 gg_status tm_train_step(tm_model *m, gg_step *step, cudaStream_t stream) {
-    gg_status st = GG_SUCCESS;
-    const int graph_reduces = step && step_reduces(m), graph_updates = step && step_holds_update(m);
     if (step) {
-        st = gg_step_run(step, m->c.batch, 0, (gg_stream)stream);
-    } else {
-        st = eager_step(m, (gg_stream)stream);
+        const gg_status st = gg_step_run(step, m->c.batch, 0, (gg_stream)stream);
+        return st == GG_SUCCESS && m->error ? GG_ERROR_CUDA : st;
     }
-    /* what the step graph does not hold yet runs after it: the all-reduce (one call: every gradient is in one
-     * buffer), then the update */
-    if (st == GG_SUCCESS && m->c.world > 1 && !graph_reduces)
+    gg_status st = eager_step(m, (gg_stream)stream);
+    /* what the step graph holds after the backward: the all-reduce (one call: every gradient is in one buffer),
+     * then the update */
+    if (st == GG_SUCCESS && m->c.world > 1)
         st = gg_dist_reduce(m->ctx, m->grads, (size_t)m->n_params, 0, (gg_stream)stream);
-    if (st == GG_SUCCESS && !graph_updates) st = gg_optim_step(m->opt, (gg_stream)stream);
-    if (st == GG_SUCCESS && m->error) st = GG_ERROR_CUDA;
-    return st;
+    if (st == GG_SUCCESS) st = gg_optim_step(m->opt, (gg_stream)stream);
+    return st == GG_SUCCESS && m->error ? GG_ERROR_CUDA : st;
 }
 
 int tm_losses(tm_model *m, float *host, int64_t count) {

@@ -4,16 +4,17 @@
  * 3: GELU(tanh) MLP with biases, F = ffn); logits = x Woutᵀ + bout over the vocabulary; softmax cross-entropy
  * against the next character; AdamW.
  *
- * One training step is forward, loss, backward and update. As a step graph (tm_build_step) it is one gg_step: a
- * callback for the forward (the batch, the embedding, every layer's gg_mlp_forward and residual add, the logits), a
- * callback for the loss and its gradient (and the output layer's gradients), then per layer, last first,
- * gradgraph's MLP backward with the residual stream's gradient added (in its dX GEMM where gradgraph offers that,
- * else in a callback), and a last callback for the embedding's gradient; then gradgraph's AdamW (gg_optim_step).
- * Eagerly (tm_train_step with no step) the same functions run one after the other on the stream: the same kernels
- * (train --check compares the two ways' losses).
+ * One training step is forward, loss, backward and update. As a step graph (tm_build_step) it is one gg_step,
+ * replayed with one launch: a callback for the forward (the batch, the embedding, every layer's gg_mlp_forward and
+ * residual add, the logits), a callback for the loss and its gradient (and the output layer's gradients), then per
+ * layer, last first, gradgraph's MLP backward with the residual stream's gradient added in its dX GEMM
+ * (grad_residual), a last callback for the embedding's gradient, and gradgraph's AdamW (gg_step_add_optimizer);
+ * with a communicator the step also reduces every gradient across the GPUs. Eagerly (tm_train_step with no step)
+ * the same functions run one after the other on the stream: the same kernels (train --check compares the two
+ * ways' losses).
  *
- * Every parameter lives in one buffer (and its gradient in another, at the same offsets): one all-reduce for data
- * parallelism and one optimizer launch. The step counter, the batch and the per-step losses live on the GPU, so a
+ * Every parameter lives in one buffer (and its gradient in another, at the same offsets): the eager path's
+ * all-reduce is one call. The step counter, the batch and the per-step losses live on the GPU, so a
  * replayed graph needs nothing from the host.
  */
 #ifndef GG_TRAIN_MODEL_H
@@ -60,12 +61,8 @@ int tm_poison_gradients(tm_model *m);
 /* The whole training step as one gg_step, finalized (plans every call; allocates). */
 gg_status tm_build_step(tm_model *m, gg_step **out);
 
-/* Launches per training step: 1 when the step graph holds the update; else 2 (the step graph, then the update),
- * plus 1 for the gradient all-reduce with world > 1. */
-int tm_launches_per_step(const tm_model *m);
-
-/* One training step on stream: the step graph (step non-NULL) or the same work as eager calls, then (unless the
- * step graph holds them) the gradients' all-reduce and the update. */
+/* One training step on stream: the step graph's one launch (step non-NULL), or the same work as eager calls
+ * followed by the gradients' all-reduce (world > 1) and the update. */
 gg_status tm_train_step(tm_model *m, gg_step *step, cudaStream_t stream);
 
 /* Copies the losses of steps [0, count) to host (waits for the device). 0, or -1. */
