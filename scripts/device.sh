@@ -6,7 +6,7 @@
 # example for blocks 068 and 073 at their largest cases, then the step graph data-parallel on 2 GPUs
 # (model_backward --gpus 2, the large and small residual MLP models) into step-h200.json's "ddp".
 #
-#   GG_COMMIT=<sha> bash scripts/device.sh [all|tests|bench|step|multigpu|build]
+#   GG_COMMIT=<sha> bash scripts/device.sh [all|tests|bench|step|train|multigpu|build]
 #
 # step: fits one 10-minute call on one H200 (GG_CUDA_ARCH=90a halves the build; only the two targets it runs are
 # built). Every piece has a time limit and the stage a budget, GG_STEP_BUDGET seconds from this script's start
@@ -21,6 +21,13 @@
 # (PyTorch eager, CUDA graph, torch.compile, each compile bounded; TF32 and fp16 operands); last, racecheck on the
 # scratch-ring test. All of it lands in $OUT/step-h200.json (scripts/collect_step.py), with the sweep's verdict in
 # its "config_sweep".
+#
+# train: examples/train, the character model (8 residual MLP layers) on tinyshakespeare, GG_TRAIN_STEPS (default
+# 2000) steps at GG_TRAIN_PRECISION (default fp32): its initial weights (--dump-init), the step-graph run, the --eager
+# run, the PyTorch twin (bench/peers/train_torch.py: eager, whole-step CUDA graph, torch.compile; from the same
+# weights and batches), the loss curves (scripts/plot_loss.py: $OUT/train-loss-h200.png), all in
+# $OUT/train-h200.json (scripts/collect_train.py) beside the three runs' JSON (every step's loss). Budgeted like
+# step (GG_TRAIN_BUDGET, default 540 s from the script's start; only its target is built).
 #
 # multigpu: GG_DDP_RUNS (default 3) runs per block, GG_STEPS (default 30) steps per measurement, GG_BUCKET_MIB
 # (default: the library's 25 MiB) pieces, GG_COMM_SMS (default: the library's) SMs and NCCL CTAs for communication,
@@ -44,15 +51,19 @@ cmocka=$root/carry/cmocka/usr
 export LD_LIBRARY_PATH=$cmocka/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 arch=${GG_CUDA_ARCH:-90a;100a} # the H200's and the B200's code
 # How the results were made, as recorded in their JSON: the settings that change them, then the command.
-run_cmd="GG_COMMIT=<sha> ${GG_CUDA_ARCH:+GG_CUDA_ARCH=$GG_CUDA_ARCH }${GG_STEP_SWEEP:+GG_STEP_SWEEP=$GG_STEP_SWEEP }${GG_STEP_BUDGET:+GG_STEP_BUDGET=$GG_STEP_BUDGET }${GG_SHAPES:+GG_SHAPES=$GG_SHAPES }${GG_SHAPES_SEED:+GG_SHAPES_SEED=$GG_SHAPES_SEED }${GG_SANITIZER_TIMEOUT:+GG_SANITIZER_TIMEOUT=$GG_SANITIZER_TIMEOUT }${GG_MODES:+GG_MODES=$GG_MODES }${GG_ITERS:+GG_ITERS=$GG_ITERS }${GG_PEERS_COMPILE:+GG_PEERS_COMPILE=1 }${GG_PEERS_VARIANTS:+GG_PEERS_VARIANTS=$GG_PEERS_VARIANTS }${GG_PEERS_TIMEOUT:+GG_PEERS_TIMEOUT=$GG_PEERS_TIMEOUT }${GG_PEERS_COMPILE_TIMEOUT:+GG_PEERS_COMPILE_TIMEOUT=$GG_PEERS_COMPILE_TIMEOUT }${GG_STEPS:+GG_STEPS=$GG_STEPS }${GG_BUCKET_MIB:+GG_BUCKET_MIB=$GG_BUCKET_MIB }${GG_COMM_SMS:+GG_COMM_SMS=$GG_COMM_SMS }${GG_COPY_ENGINES:+GG_COPY_ENGINES=$GG_COPY_ENGINES }${GG_DDP_RUNS:+GG_DDP_RUNS=$GG_DDP_RUNS }bash scripts/device.sh $stage"
+run_cmd="GG_COMMIT=<sha> ${GG_CUDA_ARCH:+GG_CUDA_ARCH=$GG_CUDA_ARCH }${GG_STEP_SWEEP:+GG_STEP_SWEEP=$GG_STEP_SWEEP }${GG_STEP_BUDGET:+GG_STEP_BUDGET=$GG_STEP_BUDGET }${GG_SHAPES:+GG_SHAPES=$GG_SHAPES }${GG_SHAPES_SEED:+GG_SHAPES_SEED=$GG_SHAPES_SEED }${GG_SANITIZER_TIMEOUT:+GG_SANITIZER_TIMEOUT=$GG_SANITIZER_TIMEOUT }${GG_MODES:+GG_MODES=$GG_MODES }${GG_ITERS:+GG_ITERS=$GG_ITERS }${GG_PEERS_COMPILE:+GG_PEERS_COMPILE=1 }${GG_PEERS_VARIANTS:+GG_PEERS_VARIANTS=$GG_PEERS_VARIANTS }${GG_PEERS_TIMEOUT:+GG_PEERS_TIMEOUT=$GG_PEERS_TIMEOUT }${GG_PEERS_COMPILE_TIMEOUT:+GG_PEERS_COMPILE_TIMEOUT=$GG_PEERS_COMPILE_TIMEOUT }${GG_STEPS:+GG_STEPS=$GG_STEPS }${GG_BUCKET_MIB:+GG_BUCKET_MIB=$GG_BUCKET_MIB }${GG_COMM_SMS:+GG_COMM_SMS=$GG_COMM_SMS }${GG_COPY_ENGINES:+GG_COPY_ENGINES=$GG_COPY_ENGINES }${GG_DDP_RUNS:+GG_DDP_RUNS=$GG_DDP_RUNS }${GG_TRAIN_STEPS:+GG_TRAIN_STEPS=$GG_TRAIN_STEPS }${GG_TRAIN_PRECISION:+GG_TRAIN_PRECISION=$GG_TRAIN_PRECISION }${GG_TRAIN_BUDGET:+GG_TRAIN_BUDGET=$GG_TRAIN_BUDGET }bash scripts/device.sh $stage"
 build=$root/build-device
 shapes_seed=${GG_SHAPES_SEED:-$(date +%s)}
 status=0
+# limit_by DEADLINE WANT: WANT seconds, or what is left until DEADLINE (epoch seconds) less 25 s (collecting,
+# packing) when that is less; 0 when under 15 s are left: the piece is to be skipped
+limit_by() { local l=$(( $1 - $(date +%s) - 25 )); [ "$l" -gt "$2" ] && l=$2; [ "$l" -ge 15 ] && echo "$l" || echo 0; }
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
 
-targets=() # the step stage alone builds what it runs
+targets=() # the step and train stages alone build what they run
 [ "$stage" = step ] && targets=(--target test_step_gpu test_residual_gpu gg_example_model_backward)
+[ "$stage" = train ] && targets=(--target gg_example_train)
 echo "== build (sm_$arch)"
 t0=$(date +%s)
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" \
@@ -137,9 +148,7 @@ if [ "$stage" = all ] || [ "$stage" = step ]; then
   echo "== step graphs: test_step_gpu, model_backward (sweep, trace), PyTorch peers, racecheck of the scratch ring"
   # alone, the budget counts from the script's start (the build is part of the call); after other stages, from here
   step_deadline=$(( $([ "$stage" = step ] && echo "$script_start" || date +%s) + ${GG_STEP_BUDGET:-570} ))
-  # limit WANT: WANT seconds, or what is left of the stage's budget less 25 s (collecting, packing) when that is less;
-  # 0 when under 15 s are left: the piece is skipped
-  limit() { local l=$(( step_deadline - $(date +%s) - 25 )); [ "$l" -gt "$1" ] && l=$1; [ "$l" -ge 15 ] && echo "$l" || echo 0; }
+  limit() { limit_by "$step_deadline" "$1"; }
   skipped() { echo "$1: skipped, the stage's time budget is spent (GG_STEP_BUDGET)" | tee -a "$OUT/step.log"; }
   t=$(limit 150)
   if [ "$t" -gt 0 ]; then
@@ -186,6 +195,36 @@ if [ "$stage" = all ] || [ "$stage" = step ]; then
   echo "step stage: $(( $(date +%s) - script_start )) s since the script started"
   rm -f "$OUT"/step-{large,small,gated,torch,timeline}.json
 fi
+if [ "$stage" = all ] || [ "$stage" = train ]; then
+  echo "== train: the character model as step graphs, --eager, the PyTorch twin, the loss curves"
+  train_deadline=$(( $([ "$stage" = train ] && echo "$script_start" || date +%s) + ${GG_TRAIN_BUDGET:-540} ))
+  train=("$build/examples/gg_example_train" --steps "${GG_TRAIN_STEPS:-2000}" --precision "${GG_TRAIN_PRECISION:-fp32}")
+  init=$build/train-init.bin # 34 MB: not for $OUT
+  : > "$OUT/train.log"
+  if "${train[@]}" --dump-init "$init" >> "$OUT/train.log" 2>&1; then
+    for mode in graph eager; do
+      t=$(limit_by "$train_deadline" 150)
+      if [ "$t" -gt 0 ]; then
+        timeout "$t" "${train[@]}" $([ $mode = eager ] && echo --eager) --log-every 250 --json "$OUT/train-$mode.json" \
+          2>&1 | tee -a "$OUT/train.log" | grep -E '^train:|^step .*(500|1000|1500|2000) |rror' || status=1
+      else echo "train $mode: skipped, the stage's time budget is spent (GG_TRAIN_BUDGET)" | tee -a "$OUT/train.log"; status=1; fi
+    done
+    t=$(limit_by "$train_deadline" 330)
+    if [ "$t" -gt 0 ]; then
+      PYTHONUNBUFFERED=1 timeout "$t" python3 bench/peers/train_torch.py --init "$init" --steps "${GG_TRAIN_STEPS:-2000}" \
+        --precision "${GG_TRAIN_PRECISION:-fp32}" --log-every 250 --budget $(( t - 10 )) --json "$OUT/train-torch.json" \
+        2>> "$OUT/train.log" > /dev/null || status=1
+      grep -E '^(eager|graph|compile):' "$OUT/train.log"
+    else echo "train_torch.py: skipped, the stage's time budget is spent (GG_TRAIN_BUDGET)" | tee -a "$OUT/train.log"; fi
+  else tail -5 "$OUT/train.log"; status=1; fi
+  rm -f "$init"
+  runs=(); for f in train-graph train-eager train-torch; do [ -s "$OUT/$f.json" ] && runs+=("$OUT/$f.json"); done
+  [ ${#runs[@]} -gt 0 ] && { timeout 60 python3 scripts/plot_loss.py "$OUT/train-loss-h200.png" "${runs[@]}" \
+    2>&1 | tee -a "$OUT/train.log" || true; }
+  python3 scripts/collect_train.py "$OUT/train-graph.json" "$OUT/train-eager.json" "$OUT/train-torch.json" \
+    "$OUT/train-h200.json" "${GG_COMMIT:-unknown}" "$run_cmd" "$(head -2 "$OUT/gpu.txt" | tail -1 | cut -d, -f1)" || status=1
+  echo "train stage: $(( $(date +%s) - script_start )) s since the script started"
+fi
 gpus=$(nvidia-smi -L | wc -l)
 if { [ "$stage" = all ] && [ "$gpus" -ge 2 ]; } || [ "$stage" = multigpu ]; then
   echo "== multigpu ($gpus GPUs): tests and scaling"
@@ -226,6 +265,6 @@ cp "$GG_TUNE_CACHE" "$OUT/gemm-algos.txt" 2>/dev/null
 # At most 8 files come back from the GPU machine: logs, tables and plots go into one archive beside the JSON/CSV,
 # named after the stage, so that stages run one after the other into one $OUT keep each other's logs.
 tar -C "$OUT" -czf "$OUT/logs-$stage.tgz" --exclude='logs-*.tgz' --exclude='*.json' --exclude='*.csv' . 2>/dev/null
-find "$OUT" -maxdepth 1 -type f ! -name '*.json' ! -name '*.csv' ! -name 'logs-*.tgz' -delete
+find "$OUT" -maxdepth 1 -type f ! -name '*.json' ! -name '*.csv' ! -name 'logs-*.tgz' ! -name 'train-loss-*.png' -delete
 rm -rf "$OUT/plots" # (in the archive)
 exit $status
