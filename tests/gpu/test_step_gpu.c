@@ -273,6 +273,9 @@ static float *weights_after(fixture *f, gg_step *step, gg_optim *opt, const sm_p
         total += p[i].count;
     }
     for (int k = 0; k < steps; ++k) {
+        /* the last step's update reads the gradients: done before sm_clear poisons them (its memsets run on the
+         * legacy stream, which f->stream does not wait for) */
+        CUDA_OK(cudaStreamSynchronize(f->stream));
         sm_clear(f->model, 0x7f);
         if (step) GG_OK(f->ctx, gg_step_run(step, MAX_TOKENS, 0, (gg_stream)f->stream));
         else {
