@@ -193,7 +193,7 @@ if [ "$stage" = all ] || [ "$stage" = step ]; then
   python3 scripts/collect_step.py "$OUT" "$OUT/step-h200.json" "${GG_COMMIT:-unknown}" "$run_cmd" \
     "$(head -2 "$OUT/gpu.txt" | tail -1 | cut -d, -f1)" || status=1
   echo "step stage: $(( $(date +%s) - script_start )) s since the script started"
-  rm -f "$OUT"/step-{large,small,gated,torch,timeline}.json
+  rm -f "$OUT"/step-{large,small,gated,torch,timeline}.json "$OUT"/step-*_fused.json
 fi
 if [ "$stage" = all ] || [ "$stage" = train ]; then
   echo "== train: the character model as step graphs, --eager, the PyTorch twin, the loss curves"
@@ -224,6 +224,9 @@ if [ "$stage" = all ] || [ "$stage" = train ]; then
   python3 scripts/collect_train.py "$OUT/train-graph.json" "$OUT/train-eager.json" "$OUT/train-torch.json" \
     "$OUT/train-h200.json" "${GG_COMMIT:-unknown}" "$run_cmd" "$(head -2 "$OUT/gpu.txt" | tail -1 | cut -d, -f1)" || status=1
   echo "train stage: $(( $(date +%s) - script_start )) s since the script started"
+  # the runs' own JSON (every step's loss) go into the stage's log archive: at most 8 files come back
+  tar -C "$OUT" -czf "$OUT/train-runs.tgz" train-graph.json train-eager.json train-torch.json 2>/dev/null &&
+    rm -f "$OUT"/train-{graph,eager,torch}.json
 fi
 gpus=$(nvidia-smi -L | wc -l)
 if { [ "$stage" = all ] && [ "$gpus" -ge 2 ]; } || [ "$stage" = multigpu ]; then
