@@ -328,9 +328,10 @@ static double fd_loss(const fd_problem *p) {
 /* Central differences of fd_loss over every element of param, against got (the backward's gradient, on the device).
  * Step 1e-3 on O(1) values: the truncation error h^2/6 L''' is ~1e-7 of the gradient's size, double rounding
  * ~1e-13; the backward runs in FP32 on fp32-rounded saved activations, ~1e-6 relative with k <= 32. A gradient that
- * cancels keeps the absolute error of its terms, hence the floor of 1e-2 of the tensor's largest gradient. So
- * 1e-4 (|fd| + 1e-2 max|fd|) passes a right chain by a wide margin and fails a wrong saved tensor (a bias left out,
- * the erf GELU in place of the tanh one: 1e-3 and more). */
+ * cancels keeps the absolute error of its terms, which is that of the largest terms: a few fp32 ulps of the
+ * tensor's largest gradient (seen: 1.6e-5 on an element of 6e-3 whose tensor's largest is 13, about 1.2e-6 of it),
+ * hence the floor of 1e-1 of the largest gradient. So 1e-4 (|fd| + 1e-1 max|fd|) passes a right chain and fails a
+ * wrong saved tensor (a bias left out, the erf GELU in place of the tanh one: 1e-3 and more of most elements). */
 static void fd_check(const char *what, fd_problem *p, double *param, size_t n, const void *got_dev) {
     const double h = 1e-3;
     double *fd = malloc(n * sizeof *fd), biggest = 0.0;
@@ -346,7 +347,7 @@ static void fd_check(const char *what, fd_problem *p, double *param, size_t n, c
     }
     float *got = to_host(got_dev, n * 4);
     for (size_t i = 0; i < n; ++i) {
-        const double tol = 1e-4 * (fabs(fd[i]) + 1e-2 * biggest);
+        const double tol = 1e-4 * (fabs(fd[i]) + 1e-1 * biggest);
         if (!(fabs((double)got[i] - fd[i]) <= tol))
             fail_msg("%s[%zu]: backward %.9g, finite differences %.9g (tolerance %.3g)", what, i, (double)got[i],
                      fd[i], tol);
