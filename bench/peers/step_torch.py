@@ -16,11 +16,12 @@ skipped (null, with a note); eager and CUDA-graph variants always run.
 import argparse
 import json
 import math
-import signal
 import sys
 import time
 
 import torch
+
+from bounded import CompileTimeout, within  # bench/peers/bounded.py: the script's folder is on sys.path
 
 MODELS = {"large": (8, 2048, 8192, 8192), "small": (8, 1024, 4096, 2048)}  # layers, D, F, tokens
 C = math.sqrt(2 / math.pi)
@@ -57,23 +58,6 @@ def time_ms(fn, steps):
     b.record()
     torch.cuda.synchronize()
     return a.elapsed_time(b) / steps
-
-
-class CompileTimeout(Exception):
-    pass
-
-
-def within(seconds, fn):
-    """fn(), stopped by SIGALRM after `seconds` (CompileTimeout)."""
-    def expired(signum, frame):
-        raise CompileTimeout()
-    old = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(max(1, int(seconds)))
-    try:
-        return fn()
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def compile_seconds(a, started):

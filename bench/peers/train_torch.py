@@ -27,7 +27,6 @@ initialization then.
 import argparse
 import json
 import math
-import signal
 import struct
 import sys
 import time
@@ -35,6 +34,8 @@ import time
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+from bounded import CompileTimeout, within  # bench/peers/bounded.py: the script's folder is on sys.path
 
 GAMMA = 0x9E3779B97F4A7C15
 MASK = (1 << 64) - 1
@@ -104,23 +105,6 @@ class CharMLP(torch.nn.Module):
         for f1, f2 in zip(self.fc1, self.fc2):
             x = x + f2(F.gelu(f1(x), approximate="tanh"))
         return self.out(x)
-
-
-class CompileTimeout(Exception):
-    pass
-
-
-def within(seconds, fn):
-    """fn(), stopped by SIGALRM after `seconds` (CompileTimeout)."""
-    def expired(signum, frame):
-        raise CompileTimeout()
-    old = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(max(1, int(seconds)))
-    try:
-        return fn()
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 class Trainer:
