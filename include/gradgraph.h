@@ -811,8 +811,8 @@ GG_API void gg_step_destroy(gg_step *step);
 
 /* ---------------------------------------------------------------------------------------------------------------
  * Optimizer: one fused AdamW or SGD step over every parameter of a model, enqueued on a stream with no host sync,
- * so that it can be captured in the same CUDA graph as the backward (after a step graph, or in a capture of your
- * own) and replayed.
+ * so that it runs in the same CUDA graph as the backward (inside a step graph with gg_step_add_optimizer, or in a
+ * capture of your own) and is replayed with it.
  *
  *   gg_optim *opt;  gg_optim_config oc = GG_OPTIM_CONFIG_INIT;  oc.lr = 3e-4f;  oc.max_grad_norm = 1.0f;
  *   gg_optim_create(ctx, &oc, &opt);
