@@ -16,7 +16,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -109,7 +108,6 @@ static void inject(const path *p, const void *cfg, const char *label) {
     for (int kind = 0; kind < FAKE_KINDS; ++kind)
         for (int k = 1;; ++k) {
             world w = {make_ctx(), NULL, NULL, cfg};
-            if (getenv("FAULTS_TRACE")) fprintf(stderr, "TRACE %s %s %d\n", current_label, fake_kind_names[kind], k);
             fake.fail_kind = (fake_kind)kind;
             fake.fail_at = k;
             const int before = fake.injected;
@@ -130,6 +128,9 @@ static void inject(const path *p, const void *cfg, const char *label) {
                       gg_status_string(want), msg);
                 check(strstr(msg, faults_error_name((fake_kind)kind)) != NULL, p, failed, (fake_kind)kind, k,
                       "message \"%s\" does not name %s", msg, faults_error_name((fake_kind)kind));
+                if (kind != FAKE_LAUNCH) /* a launch is named by its kernel */
+                    check(strstr(msg, fake_kind_names[kind]) != NULL, p, failed, (fake_kind)kind, k,
+                          "message \"%s\" does not name %s", msg, fake_kind_names[kind]);
                 if (p->is_graph_run(failed))
                     check(fake.graph_launches == launches, p, failed, (fake_kind)kind, k, "a graph was launched");
                 if (kind == FAKE_MALLOC || kind == FAKE_HEURISTIC) /* planning: before anything is enqueued */
