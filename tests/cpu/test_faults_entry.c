@@ -65,8 +65,9 @@ static void check(int ok, const path *p, int stage, fake_kind kind, int k, const
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    printf("FAULT FAIL %s %s (stage %d, %s): %s #%d: %s\n", p->name, current_label, stage, stage >= 0 && stage < p->n_stages ?
-           p->stages[stage] : "-", fake_kind_names[kind], k, what);
+    const char *entry = stage >= 0 && stage < p->n_stages ? p->stages[stage] : "-";
+    printf("FAULT FAIL %s %s (stage %d, %s): %s #%d: %s\n", p->name, current_label, stage, entry, fake_kind_names[kind],
+           k, what);
 }
 
 /* Every stage from `from` on; *failed: the stage that failed (n_stages when none). */
@@ -402,8 +403,8 @@ static gg_status forward_expect(const world *w, int stage, fake_kind kind, int n
 static gg_status never_refused(world *w, int stage) { return (void)w, (void)stage, GG_SUCCESS; }
 static void nothing_to_reset(world *w) { (void)w; }
 
-static const path forward_path = {"forward", 2, forward_stages, forward_stage, forward_expect, never_refused, no_graph_run,
-                                  nothing_to_reset};
+static const path forward_path = {"forward",     2,           forward_stages, forward_stage, forward_expect,
+                                  never_refused, no_graph_run, nothing_to_reset};
 
 static void report(const char *tag, const tally *t) {
     printf("%s {\"injected\": %d, \"failures\": %d}\n", tag, t->injected, t->failures);
@@ -436,7 +437,8 @@ void faults_of_steps_optimizers_forwards(void **state) {
     current = &optim;
     for (size_t i = 0; i < sizeof optims / sizeof optims[0]; ++i) inject(&optim_path, &optims[i], optims[i].name);
     current = &forward;
-    for (size_t i = 0; i < sizeof forwards / sizeof forwards[0]; ++i) inject(&forward_path, &forwards[i], forwards[i].name);
+    for (size_t i = 0; i < sizeof forwards / sizeof forwards[0]; ++i)
+        inject(&forward_path, &forwards[i], forwards[i].name);
     report("FAULTS_STEP", &step);
     report("FAULTS_OPTIM", &optim);
     report("FAULTS_FORWARD", &forward);
