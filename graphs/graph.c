@@ -445,8 +445,12 @@ gg_status gg_switch_graph_build(gg_ctx *ctx, const int64_t *device_tokens, const
                                                     device_errors, ctx->capture);
     cudaGraph_t same = NULL;
     const cudaError_t ended = cudaStreamEndCapture(ctx->capture, &same);
-    GG_CUDA_GOTO(ctx, launched, status, fail);
-    GG_CUDA_GOTO(ctx, ended, status, fail);
+    /* named here: GG_CUDA_GOTO would name the variables */
+    if (launched != cudaSuccess || ended != cudaSuccess) {
+        status = launched != cudaSuccess ? gg_fail_cuda(ctx, launched, "gg_k_select_bucket")
+                                         : gg_fail_cuda(ctx, ended, "cudaStreamEndCapture");
+        goto fail;
+    }
     cudaGraphNode_t select = NULL;
     size_t count = 1;
     GG_CUDA_GOTO(ctx, cudaGraphGetNodes(graph, &select, &count), status, fail);

@@ -565,11 +565,14 @@ static gg_status make_device_state(gg_step *s) {
         /* as the context's side and aux streams: dW at the greatest priority, the bias sums at the least */
         GG_CUDA_TRY(ctx, cudaStreamCreateWithPriority(&s->side[k], cudaStreamNonBlocking, ctx->priority_greatest));
         GG_CUDA_TRY(ctx, cudaStreamCreateWithPriority(&s->aux[k], cudaStreamNonBlocking, ctx->priority_least));
-        s->workspace[k] = ctx->workspace[1];
-        if (k > 0 && ctx->workspace[1]) {
-            GG_CUDA_TRY(ctx, cudaMalloc(&s->workspace[k], ctx->config.gemm_workspace_bytes));
+        /* side stream 0 shares the context's workspace; the others own one, stored only once allocated, so that a
+         * failed allocation leaves nothing for gg_step_destroy to free that is not the step's */
+        void *workspace = ctx->workspace[1];
+        if (k > 0 && workspace) {
+            GG_CUDA_TRY(ctx, cudaMalloc(&workspace, ctx->config.gemm_workspace_bytes));
             s->own_bytes += ctx->config.gemm_workspace_bytes;
         }
+        s->workspace[k] = workspace;
     }
     for (int i = 0; i < s->n_ops; ++i) {
         if (s->ops[i].kind != OP_BLOCK) continue;

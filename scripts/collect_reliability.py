@@ -6,8 +6,9 @@ Usage: collect_reliability.py OUT_DIR OUT_JSON COMMIT COMMAND GPU
 Reads, from OUT_DIR: test_shapes_gpu-hopper1.log and -hopper0.log (the shape sweep's "SHAPES {json}" lines and
 "SHAPE FAIL" lines), test_blocks_gpu-hopper0.log (the 64 cases with the sm_90a-only kernels off: its RESULT lines)
 sanitizer.log (compute-sanitizer's "<tool> <test> exit <rc>" lines and error summaries), test_faults.log (its
-'FAULTS {json}' line), test_dist_faults.log (its 'NCCL_FAULTS {json}' line: fault injection on the NCCL calls),
-test_soak_gpu.log ('SOAK {json}'), test_dist.log (the multigpu stage's CTest log: test_dist_dead_rank's
+'FAULTS {json}' line, with its 'FAULTS_STEP', 'FAULTS_OPTIM' and 'FAULTS_FORWARD' lines added to it),
+test_dist_faults.log (its 'NCCL_FAULTS {json}' line: fault injection on the NCCL calls), test_soak_gpu.log
+('SOAK {json}'), test_dist.log (the multigpu stage's CTest log: test_dist_dead_rank's
 'DEAD_RANK_DETECTED_S <s>' line) and, when present, fuzz.log (scripts/test.sh's 'FUZZ {json}' line, or libFuzzer's
 stat::number_of_executed_units). A check that the run did not make is recorded as null, never as zero.
 """
@@ -79,6 +80,11 @@ def tagged(name, tag):
 
 
 faults = tagged("test_faults.log", "FAULTS")
+# the step graphs', optimizers' and forwards' faults count with the blocks' (same test, lines of their own)
+for tag in ("FAULTS_STEP", "FAULTS_OPTIM", "FAULTS_FORWARD"):
+    more = tagged("test_faults.log", tag)
+    if faults and more:
+        faults = {"injected": faults["injected"] + more["injected"], "failures": faults["failures"] + more["failures"]}
 nccl_faults = tagged("test_dist_faults.log", "NCCL_FAULTS")
 dead_rank = None
 for line in lines("test_dist.log") or []:

@@ -24,8 +24,9 @@ gg_status gg_step_add_ssm_gate(gg_step *step, const gg_ssm_gate_desc *desc, cons
     return gg_step_add_block(step, &gg_ssm_gate_info, "gg_step_add_ssm_gate", desc, args);
 }
 
-/* The optimizer's step, enqueued where the step graph's gradients are final. */
-static gg_status optimizer_stage(void *user, cudaStream_t stream) { return gg_optim_step(user, (gg_stream)stream); }
+/* The optimizer's step, enqueued where the step graph's gradients are final (in the step's capture: a failure there
+ * enqueues nothing that runs). */
+static gg_status optimizer_stage(void *user, cudaStream_t stream) { return gg_optim_step_captured(user, stream); }
 
 gg_status gg_step_add_optimizer(gg_step *step, gg_optim *opt) {
     const char *fn = "gg_step_add_optimizer";

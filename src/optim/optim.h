@@ -59,4 +59,8 @@ struct gg_optim {
 /* The device words of a finalized optimizer. */
 gg_k_optim_scalars *gg_optim_scalars(const gg_optim *opt);
 
+/* gg_optim_step inside a step graph's capture (gg_step_add_optimizer): a refused launch fails the capture, which the
+ * step discards, so nothing of the step runs and the failure is the launch's own status, never GG_ERROR_PARTIAL. */
+gg_status gg_optim_step_captured(gg_optim *opt, cudaStream_t stream);
+
 #endif

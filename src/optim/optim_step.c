@@ -39,8 +39,9 @@ static gg_status launch_failed(gg_ctx *ctx, const char *fn, const char *kernel, 
 }
 
 /* Enqueues the step of parameters [first, first + count). The norm pass runs only for a step of every parameter
- * (step_params refuses the configs that need it). */
-static gg_status enqueue(gg_optim *o, const char *fn, int first, int count, cudaStream_t stream) {
+ * (step_params refuses the configs that need it). partial: what was enqueued before a failure runs (not so in a
+ * capture that is discarded on failure). */
+static gg_status enqueue(gg_optim *o, const char *fn, int first, int count, int partial, cudaStream_t stream) {
     gg_ctx *ctx = o->ctx;
     char *base = o->device;
     const gg_optim_layout *l = &o->layout;
@@ -60,6 +61,7 @@ static gg_status enqueue(gg_optim *o, const char *fn, int first, int count, cuda
                                         o->config.check_finite != 0, scalars, steps, count, stream);
     if (err != cudaSuccess) return launch_failed(ctx, fn, "gg_k_optim_finish", err);
     err = gg_k_optim_update(params, chunks, n_chunks, scalars, steps - first, hyper(&o->config), stream);
+    if (err != cudaSuccess && !partial) return launch_failed(ctx, fn, "gg_k_optim_update", err);
     if (err != cudaSuccess) {
         const gg_status cause = launch_failed(ctx, fn, "gg_k_optim_update", err);
         char message[GG_MSG_BYTES];
@@ -73,25 +75,29 @@ static gg_status enqueue(gg_optim *o, const char *fn, int first, int count, cuda
 }
 
 /* gg_device_enter, then the step, in an NVTX range named after the entry point. */
-static gg_status run_step(gg_optim *o, const char *fn, int first, int count, gg_stream stream) {
+static gg_status run_step(gg_optim *o, const char *fn, int first, int count, int partial, gg_stream stream) {
     int saved = 0;
     GG_TRY(gg_device_enter(o->ctx, &saved));
     nvtxRangePushA(fn);
-    const gg_status status = enqueue(o, fn, first, count, (cudaStream_t)stream);
+    const gg_status status = enqueue(o, fn, first, count, partial, (cudaStream_t)stream);
     nvtxRangePop();
     gg_device_leave(o->ctx, saved);
     return status;
 }
 
-gg_status gg_optim_step(gg_optim *o, gg_stream stream) {
+static gg_status step_all(gg_optim *o, int partial, gg_stream stream) {
     const char *fn = "gg_optim_step";
     if (!o) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: opt is NULL", fn);
     GG_TRY(gg_ctx_claim(o->ctx, fn));
     gg_status status = check_ready(o, fn);
-    if (status == GG_SUCCESS) status = run_step(o, fn, 0, o->n_params, stream);
+    if (status == GG_SUCCESS) status = run_step(o, fn, 0, o->n_params, partial, stream);
     gg_ctx_release(o->ctx);
     return status;
 }
+
+gg_status gg_optim_step(gg_optim *o, gg_stream stream) { return step_all(o, 1, stream); }
+
+gg_status gg_optim_step_captured(gg_optim *o, cudaStream_t stream) { return step_all(o, 0, (gg_stream)stream); }
 
 static gg_status check_range(gg_optim *o, const char *fn, int first, int count) {
     GG_TRY(check_ready(o, fn));
@@ -116,7 +122,7 @@ gg_status gg_optim_step_params(gg_optim *o, int first, int count, gg_stream stre
     if (!o) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: opt is NULL", fn);
     GG_TRY(gg_ctx_claim(o->ctx, fn));
     gg_status status = check_range(o, fn, first, count);
-    if (status == GG_SUCCESS) status = run_step(o, fn, first, count, stream);
+    if (status == GG_SUCCESS) status = run_step(o, fn, first, count, 1, stream);
     gg_ctx_release(o->ctx);
     return status;
 }

@@ -4,7 +4,8 @@
  * failed in turn, the k-th for every k until the call runs through, for every block on the eager path and the graph
  * path. Each injected fault must give its status and a message, leave no stream capturing, leak nothing (the fakes
  * count what is alive), leave the context usable (the same call succeeds next), and on the graph path enqueue
- * nothing. Prints `FAULTS {"injected": n, "failures": m}` for scripts/collect_reliability.py.
+ * nothing. Prints `FAULTS {"injected": n, "failures": m}` for scripts/collect_reliability.py. The step graphs,
+ * optimizers and forwards are test_faults_entry.c's.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +17,7 @@
 #include <cmocka.h>
 
 #include "fake_cuda.h"
+#include "faults.h"
 #include "gradgraph.h"
 
 #define FAKE(i) ((void *)(uintptr_t)(0x100000000000ull * (uint64_t)((i) + 1)))
@@ -125,8 +127,7 @@ static gg_ctx *make_ctx(void) {
     return ctx;
 }
 
-/* What the fake's failure of `kind` says, as the message must name it. */
-static const char *fault_error(fake_kind kind) {
+const char *faults_error_name(fake_kind kind) {
     switch (kind) {
     case FAKE_MATMUL: return "CUBLAS_STATUS_EXECUTION_FAILED";
     case FAKE_LAUNCH: return "cudaErrorLaunchOutOfResources";
@@ -163,8 +164,8 @@ static void eager_faults(const scenario *s) {
                                                                 : GG_ERROR_PARTIAL;
                 check(st == want, s, "eager", kind, k, "status %s, expected %s", gg_status_string(st),
                       gg_status_string(want));
-                check(strstr(msg, fault_error((fake_kind)kind)) != NULL, s, "eager", kind, k,
-                      "message \"%s\" does not name %s", msg, fault_error((fake_kind)kind));
+                check(strstr(msg, faults_error_name((fake_kind)kind)) != NULL, s, "eager", kind, k,
+                      "message \"%s\" does not name %s", msg, faults_error_name((fake_kind)kind));
                 if (planning) check(fake.enqueued == 0, s, "eager", kind, k, "%d enqueued", fake.enqueued);
                 if (want == GG_ERROR_PARTIAL && s->accumulate)
                     check(strstr(msg, "recompute them") != NULL, s, "eager", kind, k, "\"%s\" names no gradients", msg);
@@ -212,8 +213,8 @@ static void graph_faults(const scenario *s) {
                       gg_status_string(st));
                 check(kind != FAKE_MALLOC || st == GG_ERROR_OUT_OF_MEMORY, s, "graph", kind, k, "status %s",
                       gg_status_string(st));
-                check(strstr(msg, fault_error((fake_kind)kind)) != NULL, s, "graph", kind, k,
-                      "message \"%s\" does not name %s", msg, fault_error((fake_kind)kind));
+                check(strstr(msg, faults_error_name((fake_kind)kind)) != NULL, s, "graph", kind, k,
+                      "message \"%s\" does not name %s", msg, faults_error_name((fake_kind)kind));
                 check(fake.graph_launches == launches, s, "graph", kind, k, "a graph was launched");
                 check(step > 0 || g == NULL, s, "graph", kind, k, "a failed create left a graph");
             } else {
@@ -245,6 +246,7 @@ static void every_fault_of_every_block(void **state) {
 }
 
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(every_fault_of_every_block)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(every_fault_of_every_block),
+                                       cmocka_unit_test(faults_of_steps_optimizers_forwards)};
     return cmocka_run_group_tests_name("faults", tests, NULL, NULL);
 }
