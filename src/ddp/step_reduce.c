@@ -76,9 +76,12 @@ gg_status gg_dist_step_bucket(gg_ctx *ctx, const gg_reduce_layout *l, const gg_r
     for (int i = k->first; i < k->first + k->n && first == ncclSuccess; ++i)
         first = collective(d, &grads[l->pieces[i].grad], &l->pieces[i]);
     const ncclResult_t end = ncclGroupEnd(); /* always closed, also after a failed call */
-    if (first != ncclSuccess) return gg_dist_fail_nccl(ctx, first, "ncclAllReduce/ncclReduceScatter (a step bucket)");
-    if (end != ncclSuccess) return gg_dist_fail_nccl(ctx, end, "ncclGroupEnd (a step bucket)");
-    return GG_SUCCESS;
+    if (first != ncclSuccess)
+        return gg_dist_fail_nccl(ctx, first, d->config.sync == GG_SYNC_REDUCE_SCATTER
+                                                 ? "ncclReduceScatter (a step bucket)"
+                                                 : "ncclAllReduce (a step bucket)");
+    /* a non-blocking communicator (the ones gradgraph makes) ends the group with ncclInProgress: wait for it */
+    return gg_dist_nccl_done(ctx, end, "ncclGroupEnd (a step bucket)");
 }
 
 gg_status gg_dist_step_join(gg_ctx *ctx, cudaStream_t main) {

@@ -69,13 +69,13 @@ cudaError_t __wrap_cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, 
 cudaError_t __wrap_cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags) {
     (void)flags;
     if (!fake_create()) return cudaErrorUnknown;
-    *stream = (cudaStream_t)&fake_handles[0];
+    *stream = (cudaStream_t)fake_handle(); /* each stream its own handle: a test can tell them apart */
     return cudaSuccess;
 }
 cudaError_t __wrap_cudaStreamCreateWithPriority(cudaStream_t *stream, unsigned flags, int priority) {
     (void)flags, (void)priority;
     if (!fake_create()) return cudaErrorUnknown;
-    *stream = (cudaStream_t)&fake_handles[4];
+    *stream = (cudaStream_t)fake_handle();
     return cudaSuccess;
 }
 cudaError_t __wrap_cudaDeviceGetStreamPriorityRange(int *least, int *greatest) {
@@ -84,8 +84,7 @@ cudaError_t __wrap_cudaDeviceGetStreamPriorityRange(int *least, int *greatest) {
     return cudaSuccess;
 }
 cudaError_t __wrap_cudaStreamDestroy(cudaStream_t stream) {
-    (void)stream;
-    --fake.live;
+    fake_release(stream);
     return cudaSuccess;
 }
 cudaError_t __wrap_cudaStreamSynchronize(cudaStream_t stream) {

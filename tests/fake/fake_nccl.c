@@ -1,13 +1,15 @@
 /* fake_nccl.c - the fakes of fake_nccl.h: each __wrap_X stands in for X inside the library. */
 #include "fake_nccl.h"
 
+#include "fake_cuda.h"
+
 #include <stdlib.h>
 #include <string.h>
 
 fake_nccl_state fake_nccl;
 
 const char *const fake_nccl_kind_names[FN_KINDS] = {
-    "ncclCommInitRankConfig", "ncclCommCuDevice/UserRank/Count", "ncclGroupEnd", "ncclAllReduce",
+    "ncclCommInitRankConfig", "ncclCommCuDevice/UserRank/Count", "ncclGroupStart", "ncclGroupEnd", "ncclAllReduce",
     "ncclBroadcast",          "ncclCommFinalize",                 "ncclCommDestroy"};
 
 /* A fake communicator: its state as ncclCommGetAsyncError reports it. */
@@ -18,10 +20,30 @@ typedef struct fake_comm {
 } fake_comm;
 #define FAKE_COMM_MAGIC 0x6e63636cu
 
+static ncclComm_t group_comm; /* the last communicator issued to inside a group (one rank per test) */
+static int group_depth;
+
 void fake_nccl_reset(int rank, int size) {
     memset(&fake_nccl, 0, sizeof fake_nccl);
     fake_nccl.rank = rank;
     fake_nccl.size = size;
+    group_comm = NULL;
+    group_depth = 0;
+}
+
+void fake_nccl_clear_log(void) { fake_nccl.logged = 0; }
+
+/* Appends a call to the log, with where it stands among the CUDA fakes' work; returns its result. */
+static ncclResult_t logged(fake_nccl_call call, ncclResult_t result) {
+    call.depth = group_depth;
+    call.captures_open = fake.captures_open;
+    call.captures = fake.captures;
+    call.launches = fake.calls[FAKE_LAUNCH];
+    call.enqueued = fake.enqueued;
+    call.result = result;
+    if (fake_nccl.logged < FAKE_NCCL_LOG) fake_nccl.log[fake_nccl.logged] = call;
+    ++fake_nccl.logged;
+    return result;
 }
 
 static int fault(fake_nccl_kind kind) {
@@ -121,16 +143,15 @@ ncclResult_t __wrap_ncclCommCount(const ncclComm_t comm, int *count) {
     *count = fake_nccl.size;
     return ncclSuccess;
 }
-static ncclComm_t group_comm; /* the last communicator issued to inside a group (one rank per test) */
-static int group_depth;
 ncclResult_t __wrap_ncclGroupStart(void) {
+    if (fault(FN_GROUP_START)) return logged((fake_nccl_call){.what = FNC_GROUP_START}, ncclSystemError);
     ++group_depth;
     group_comm = NULL;
-    return ncclSuccess;
+    return logged((fake_nccl_call){.what = FNC_GROUP_START}, ncclSuccess);
 }
 ncclResult_t __wrap_ncclGroupEnd(void) {
     --group_depth;
-    return issue(FN_GROUP_END, group_comm);
+    return logged((fake_nccl_call){.what = FNC_GROUP_END}, issue(FN_GROUP_END, group_comm));
 }
 /* A collective inside a group completes at the group's end. */
 static ncclResult_t collective(fake_nccl_kind kind, ncclComm_t comm) {
@@ -143,16 +164,19 @@ static ncclResult_t collective(fake_nccl_kind kind, ncclComm_t comm) {
 }
 ncclResult_t __wrap_ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
                                   ncclComm_t comm, cudaStream_t stream) {
-    (void)send, (void)recv, (void)count, (void)type, (void)op, (void)stream;
-    return collective(FN_ALL_REDUCE, comm);
+    const fake_nccl_call call = {.what = FNC_ALL_REDUCE, .send = send, .recv = recv, .count = count, .type = type,
+                                 .op = op, .comm = comm, .stream = stream};
+    return logged(call, collective(FN_ALL_REDUCE, comm));
 }
 ncclResult_t __wrap_ncclReduceScatter(const void *send, void *recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
                                       ncclComm_t comm, cudaStream_t stream) {
-    (void)send, (void)recv, (void)count, (void)type, (void)op, (void)stream;
-    return collective(FN_ALL_REDUCE, comm);
+    const fake_nccl_call call = {.what = FNC_REDUCE_SCATTER, .send = send, .recv = recv, .count = count, .type = type,
+                                 .op = op, .comm = comm, .stream = stream};
+    return logged(call, collective(FN_ALL_REDUCE, comm));
 }
 ncclResult_t __wrap_ncclBroadcast(const void *send, void *recv, size_t count, ncclDataType_t type, int root,
                                   ncclComm_t comm, cudaStream_t stream) {
-    (void)send, (void)recv, (void)count, (void)type, (void)root, (void)stream;
-    return collective(FN_BROADCAST, comm);
+    const fake_nccl_call call = {.what = FNC_BROADCAST, .send = send, .recv = recv, .count = count, .type = type,
+                                 .root = root, .comm = comm, .stream = stream};
+    return logged(call, collective(FN_BROADCAST, comm));
 }

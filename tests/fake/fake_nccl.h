@@ -3,12 +3,17 @@
  * (-Wl,--wrap; the list is GG_FAKED_NCCL in tests/CMakeLists.txt) by fakes that hand out fake communicators, count
  * the live ones, record aborts, finalizes and destroys, stay ncclInProgress or report an asynchronous error on
  * request, and fail the k-th call of a kind (fault injection). Collectives enqueue nothing (the fake CUDA streams
- * are always idle) and leave the data as it is: one rank's values are everybody's. Used by test_dist_faults.
+ * are always idle) and leave the data as it is: one rank's values are everybody's. Every group start, group end and
+ * collective is logged with its arguments and where it stood among the CUDA fakes' work (fake_nccl.log), so that a
+ * test can check what was issued, on which stream, inside which capture and before or after which launches. Used
+ * by test_dist_faults and test_step_sync, always with the CUDA fakes (fake_cuda.h).
  */
 #ifndef GG_FAKE_NCCL_H
 #define GG_FAKE_NCCL_H
 
 #include <stdatomic.h>
+
+#include <stddef.h>
 
 #include <nccl.h>
 
@@ -16,6 +21,7 @@
 typedef enum fake_nccl_kind {
     FN_INIT,        /* ncclCommInitRankConfig */
     FN_QUERY,       /* ncclCommCuDevice, ncclCommUserRank, ncclCommCount */
+    FN_GROUP_START, /* ncclGroupStart */
     FN_GROUP_END,   /* ncclGroupEnd */
     FN_ALL_REDUCE,  /* ncclAllReduce */
     FN_BROADCAST,   /* ncclBroadcast */
@@ -25,6 +31,36 @@ typedef enum fake_nccl_kind {
 } fake_nccl_kind;
 
 extern const char *const fake_nccl_kind_names[FN_KINDS];
+
+/* What a logged call was. */
+typedef enum fake_nccl_op {
+    FNC_GROUP_START,
+    FNC_GROUP_END,
+    FNC_ALL_REDUCE,
+    FNC_REDUCE_SCATTER,
+    FNC_BROADCAST
+} fake_nccl_op;
+
+/* One call as the fakes saw it. Group starts and ends have only depth, the positions and result. */
+typedef struct fake_nccl_call {
+    fake_nccl_op what;
+    const void *send;
+    void *recv;
+    size_t count;
+    ncclDataType_t type;
+    ncclRedOp_t op;
+    int root;             /* ncclBroadcast */
+    ncclComm_t comm;
+    cudaStream_t stream;
+    int depth;            /* the group nesting after the call: a collective inside a group sees >= 1 */
+    int captures_open;    /* fake.captures_open at the call: > 0 inside a stream capture */
+    int captures;         /* fake.captures at the call: which capture (the count of captures begun) */
+    int launches;         /* fake.calls[FAKE_LAUNCH] at the call: the kernel launches before it */
+    int enqueued;         /* fake.enqueued at the call: the stream work before it */
+    ncclResult_t result;  /* what the fake returned */
+} fake_nccl_call;
+
+#define FAKE_NCCL_LOG 1024
 
 typedef struct fake_nccl_state {
     int rank, size;               /* what a fake communicator says it is (ncclCommUserRank, ncclCommCount) */
@@ -39,12 +75,18 @@ typedef struct fake_nccl_state {
     int injected;
     int calls[FN_KINDS];
     atomic_int collectives;       /* collectives issued */
+    int logged;                   /* calls logged since the reset or the last fake_nccl_clear_log; the first
+                                     FAKE_NCCL_LOG are in log */
+    fake_nccl_call log[FAKE_NCCL_LOG];
 } fake_nccl_state;
 
 extern fake_nccl_state fake_nccl;
 
 /* Clears everything: communicators of rank `rank` of `size`, every call succeeding at once. */
 void fake_nccl_reset(int rank, int size);
+
+/* Empties the log (the rest of the state stays). */
+void fake_nccl_clear_log(void);
 
 /* A communicator as a caller's own (for gg_dist_attach), counted live; and its destruction by the caller. */
 ncclComm_t fake_nccl_comm(void);

@@ -1,0 +1,437 @@
+/*
+ * test_step_sync.c - step graphs that reduce their gradients across ranks, on the CPU: the CUDA runtime and NCCL
+ * are the link-time fakes of tests/fake, the communicator a fake one attached as rank 0 of 2, and fake_nccl's log
+ * shows every NCCL call with its arguments and where it stood among the CUDA work. A 3-layer MLP step with a
+ * gg_step_add_reduce buffer and a bucket_bytes that splits a weight gradient: finalize agrees with the other ranks
+ * outside any capture; the first run captures one NCCL group per bucket, in the layout's order, each piece's pointer,
+ * count, type and op exactly as gg_reduce_layout_make packs a gradient list written out here by hand, every call on
+ * the communication stream inside the capture, and launches once; a replay issues nothing. gg_step_set_sync(step, 0)
+ * runs an exec of its own without collectives, and 1 finds the first exec again. gg_step_run_device refuses a
+ * syncing step before capturing anything; gg_dist_detach refuses while a step holds NCCL work. With
+ * gg_step_add_optimizer every optimizer launch comes after the last group. Then every NCCL call of a syncing run is
+ * failed in turn (fake_nccl.h's fault injection), half of the runs with non-blocking calls that return
+ * ncclInProgress: GG_ERROR_NCCL naming the call and NCCL's error, no capture left open, nothing leaked, and the
+ * context (and the step) usable afterwards. Prints `STEP_SYNC_FAULTS {"injected": n, "failures": m}`.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "ddp.h"
+#include "fake_cuda.h"
+#include "fake_nccl.h"
+#include "gradgraph.h"
+#include "internal.h"
+#include "step_reduce.h"
+
+/* Distinct, aligned fake device addresses, far apart so that no two buffers overlap. */
+#define FAKE(i) ((void *)(uintptr_t)(0x100000000000ull * (uint64_t)((i) + 1)))
+
+enum { LAYERS = 3, HIDDEN = 256, FFN = 1024, REDUCE_COUNT = 5000, TOKENS = 512 };
+/* 1 MiB weight gradients in pieces of 99968 floats (bucket_bytes rounded down to 256 bytes): three each, the last
+ * piece of one gradient sharing a bucket with the next gradient's first */
+#define BUCKET_BYTES ((size_t)400000)
+
+static const gg_mlp_desc mlp = {.tokens = 1, .hidden = HIDDEN, .ffn = FFN, .precision = GG_PRECISION_FP32};
+
+/* Layer l's args: its own tensors, grad_output the previous layer's grad_hidden_states (l > 0). */
+static gg_mlp_args mlp_args(int l) {
+    const int b = 16 * l;
+    gg_mlp_args a = {FAKE(b + 0), FAKE(b + 1), FAKE(b + 2), FAKE(b + 3), FAKE(b + 4), FAKE(b + 5),
+                     FAKE(b + 6), FAKE(b + 7), FAKE(b + 8), FAKE(b + 9), FAKE(b + 10), NULL};
+    if (l > 0) a.grad_output = FAKE(16 * (l - 1) + 6);
+    return a;
+}
+static float *const reduce_buffer = FAKE(100);
+
+static void contains(const char *message, const char *part) {
+    if (!strstr(message, part)) fail_msg("\"%s\" does not say \"%s\"", message, part);
+}
+
+static void loss_callback(void *user, gg_stream stream, int64_t tokens) { (void)user, (void)stream, (void)tokens; }
+
+/* A context on the fakes with a fake communicator attached as rank 0 of 2 (*comm: the caller's to destroy). */
+static gg_ctx *dist_ctx(ncclComm_t *comm) {
+    fake_reset(2);
+    fake.plan_ok = 1;
+    gg_config c = GG_CONFIG_INIT;
+    c.autotune = 0;
+    gg_ctx *ctx = NULL;
+    assert_int_equal(gg_ctx_create(&c, &ctx), GG_SUCCESS);
+    fake_nccl_reset(0, 2);
+    gg_dist_config dc = GG_DIST_CONFIG_INIT;
+    dc.bind_cpus = 0;
+    dc.bucket_bytes = BUCKET_BYTES;
+    *comm = fake_nccl_comm();
+    assert_int_equal(gg_dist_attach(ctx, *comm, &dc), GG_SUCCESS);
+    return ctx;
+}
+
+/* Detaches, destroys the context and the caller's communicator; nothing may be left alive. */
+static void end_ctx(gg_ctx *ctx, ncclComm_t comm) {
+    assert_int_equal(gg_dist_detach(ctx), GG_SUCCESS);
+    gg_ctx_destroy(ctx);
+    if (fake_nccl_is_live(comm)) fake_nccl_destroy(comm);
+    assert_int_equal(fake.live, 0);
+    assert_int_equal(atomic_load(&fake_nccl.live), 0);
+    assert_int_equal(fake.captures_open, 0);
+}
+
+/* The step: the loss callback, the LAYERS MLP calls (calls 1 .. LAYERS), a callback that writes the caller's own
+ * gradient, that gradient's gg_step_add_reduce, and the optimizer when given. Not finalized. */
+static gg_step *mlp_step(gg_ctx *ctx, int sync_gradients, gg_optim *opt) {
+    gg_step_config sc = GG_STEP_CONFIG_INIT;
+    sc.max_tokens = TOKENS;
+    sc.sync_gradients = sync_gradients;
+    gg_step *step = NULL;
+    assert_int_equal(gg_step_create(ctx, &sc, &step), GG_SUCCESS);
+    assert_int_equal(gg_step_add_callback(step, loss_callback, NULL), GG_SUCCESS);
+    for (int l = 0; l < LAYERS; ++l) {
+        const gg_mlp_args a = mlp_args(l);
+        assert_int_equal(gg_step_add_mlp(step, &mlp, &a), GG_SUCCESS);
+    }
+    assert_int_equal(gg_step_add_callback(step, loss_callback, NULL), GG_SUCCESS);
+    assert_int_equal(gg_step_add_reduce(step, reduce_buffer, REDUCE_COUNT, 0), GG_SUCCESS);
+    if (opt) assert_int_equal(gg_step_add_optimizer(step, opt), GG_SUCCESS);
+    return step;
+}
+
+/* The gradients mlp_step reduces, in the order they are produced, written out from the block's table (dW1, dW2, db1,
+ * db2 of each MLP call, produced by that call) rather than taken from the step. */
+static int expected_grads(gg_reduce_grad *g) {
+    int n = 0;
+    for (int l = 0; l < LAYERS; ++l) {
+        const gg_mlp_args a = mlp_args(l);
+        const int call = 1 + l;
+        g[n++] = (gg_reduce_grad){a.grad_weight1, (size_t)FFN * HIDDEN, 4, call};
+        g[n++] = (gg_reduce_grad){a.grad_weight2, (size_t)HIDDEN * FFN, 4, call};
+        g[n++] = (gg_reduce_grad){a.grad_bias1, FFN, 4, call};
+        g[n++] = (gg_reduce_grad){a.grad_bias2, HIDDEN, 4, call};
+    }
+    g[n++] = (gg_reduce_grad){reduce_buffer, REDUCE_COUNT, 4, 1 + LAYERS + 1};
+    return n;
+}
+
+static size_t collectives_logged(void) {
+    size_t n = 0;
+    for (int i = 0; i < fake_nccl.logged; ++i) n += fake_nccl.log[i].what >= FNC_ALL_REDUCE;
+    return n;
+}
+
+/* The log holds exactly the layout's buckets: per bucket a group start, one in-place all-reduce (mean, fp32) per
+ * piece at the piece's address and count on the communication stream, and a group end, all inside one capture. */
+static void log_is_the_layout(const gg_ctx *ctx, ncclComm_t comm, const gg_reduce_layout *l,
+                              const gg_reduce_grad *g) {
+    assert_true(fake_nccl.logged <= FAKE_NCCL_LOG);
+    int at = 0;
+    const int capture = fake.captures;
+    for (int b = 0; b < l->n_buckets; ++b) {
+        const gg_reduce_bucket *k = &l->buckets[b];
+        assert_true(at + k->n + 2 <= fake_nccl.logged);
+        const fake_nccl_call *start = &fake_nccl.log[at++];
+        assert_int_equal(start->what, FNC_GROUP_START);
+        assert_int_equal(start->depth, 1);
+        for (int i = k->first; i < k->first + k->n; ++i) {
+            const fake_nccl_call *c = &fake_nccl.log[at++];
+            const gg_reduce_piece *p = &l->pieces[i];
+            const char *expect = (const char *)g[p->grad].ptr + p->offset * 4;
+            assert_int_equal(c->what, FNC_ALL_REDUCE);
+            assert_ptr_equal(c->send, expect);
+            assert_ptr_equal(c->recv, expect); /* in place */
+            assert_int_equal(c->count, p->count);
+            assert_int_equal(c->type, ncclFloat32);
+            assert_int_equal(c->op, ncclAvg); /* GG_REDUCE_AVERAGE */
+            assert_ptr_equal(c->comm, comm);
+            assert_ptr_equal(c->stream, ctx->dist->stream);
+            assert_int_equal(c->depth, 1);
+            assert_int_equal(c->captures_open, 1);
+            assert_int_equal(c->captures, capture);
+            assert_int_equal(c->result, ncclSuccess);
+        }
+        const fake_nccl_call *end = &fake_nccl.log[at++];
+        assert_int_equal(end->what, FNC_GROUP_END);
+        assert_int_equal(end->depth, 0);
+        assert_int_equal(end->captures_open, 1);
+        assert_int_equal(end->result, ncclSuccess);
+    }
+    assert_int_equal(at, fake_nccl.logged);
+}
+
+static void reset_counts(void) {
+    memset(fake.calls, 0, sizeof fake.calls);
+    fake.graph_launches = 0;
+    fake.enqueued = 0;
+    fake_nccl_clear_log();
+}
+
+/* (1) finalize agrees outside any capture; the first run captures the layout's groups; a replay issues nothing.
+ * (2) sync off: an exec of its own, no collectives; back on: the first exec. (3) gg_step_run_device refused while
+ * syncing. (4) gg_dist_detach refused while the step holds NCCL work. */
+static void captures_one_group_per_bucket(void **state) {
+    (void)state;
+    ncclComm_t comm = NULL;
+    gg_ctx *ctx = dist_ctx(&comm);
+    gg_step *step = mlp_step(ctx, 1, NULL);
+
+    gg_reduce_grad grads[4 * LAYERS + 1];
+    const int n_grads = expected_grads(grads);
+    gg_reduce_layout layout;
+    assert_int_equal(gg_reduce_layout_make(grads, n_grads, BUCKET_BYTES, 0, &layout), 0);
+    /* the packing this test is about: several buckets, one gradient cut across two of them */
+    assert_true(layout.n_buckets >= 4);
+    int split = 0;
+    for (int b = 0; b + 1 < layout.n_buckets; ++b) {
+        const gg_reduce_piece *last = &layout.pieces[layout.buckets[b].first + layout.buckets[b].n - 1];
+        const gg_reduce_piece *next = &layout.pieces[layout.buckets[b + 1].first];
+        split += last->grad == next->grad;
+    }
+    assert_true(split >= 1);
+    print_message("%d gradients, %d pieces in %d buckets, %d bucket boundaries inside a gradient\n", n_grads,
+                  layout.n_pieces, layout.n_buckets, split);
+
+    /* finalize: the agreements (every rank's checks, the fingerprint: an all-reduce of 4 int32 with min, then the
+     * GEMM algorithms), on the communication stream, outside any capture */
+    reset_counts();
+    assert_int_equal(gg_step_finalize(step), GG_SUCCESS);
+    assert_int_equal(fake.captures_open, 0);
+    int fingerprint = 0, all_ok = 0, broadcasts = 0;
+    for (int i = 0; i < fake_nccl.logged; ++i) {
+        const fake_nccl_call *c = &fake_nccl.log[i];
+        assert_int_equal(c->captures_open, 0);
+        if (c->what == FNC_GROUP_START || c->what == FNC_GROUP_END) continue;
+        assert_ptr_equal(c->stream, ctx->dist->stream);
+        assert_ptr_equal(c->comm, comm);
+        if (c->what == FNC_ALL_REDUCE && c->type == ncclInt32 && c->op == ncclMin) {
+            fingerprint += c->count == 4;
+            all_ok += c->count == 1;
+        }
+        broadcasts += c->what == FNC_BROADCAST && c->root == 0;
+    }
+    assert_int_equal(fingerprint, 1);
+    assert_int_equal(all_ok, 2);        /* the step's checks, then the plans made (before adopting rank 0's) */
+    assert_true(broadcasts >= 1);       /* rank 0's GEMM algorithms */
+    assert_int_equal(fake.calls[FAKE_BEGIN_CAPTURE], 0);
+
+    /* the first run: one capture holding exactly the layout's groups, one launch */
+    reset_counts();
+    const int captures = fake.captures;
+    assert_int_equal(gg_step_run(step, TOKENS, 0, NULL), GG_SUCCESS);
+    assert_int_equal(fake.calls[FAKE_BEGIN_CAPTURE], 1);
+    assert_int_equal(fake.captures, captures + 1);
+    assert_int_equal(fake.calls[FAKE_INSTANTIATE], 1);
+    assert_int_equal(fake.graph_launches, 1);
+    log_is_the_layout(ctx, comm, &layout, grads);
+    assert_int_equal(collectives_logged(), (size_t)layout.n_pieces);
+    assert_ptr_not_equal(ctx->dist->stream, ctx->capture); /* the communication stream is not the captured one */
+
+    /* a replay: no capture, no collective, one launch */
+    reset_counts();
+    assert_int_equal(gg_step_run(step, TOKENS, 0, NULL), GG_SUCCESS);
+    assert_int_equal(fake_nccl.logged, 0);
+    assert_int_equal(fake.calls[FAKE_BEGIN_CAPTURE], 0);
+    assert_int_equal(fake.graph_launches, 1);
+
+    /* (2) sync off: an exec of its own without collectives, then replayed; back on: the first exec */
+    assert_int_equal(gg_step_set_sync(step, 0), GG_SUCCESS);
+    reset_counts();
+    assert_int_equal(gg_step_run(step, TOKENS, 0, NULL), GG_SUCCESS);
+    assert_int_equal(fake_nccl.logged, 0);
+    assert_int_equal(fake.calls[FAKE_BEGIN_CAPTURE], 1);
+    assert_int_equal(fake.calls[FAKE_INSTANTIATE], 1);
+    assert_int_equal(fake.calls[FAKE_EXEC_UPDATE], 0);
+    assert_int_equal(gg_step_run(step, TOKENS, 0, NULL), GG_SUCCESS);
+    assert_int_equal(fake.calls[FAKE_BEGIN_CAPTURE], 1);
+    gg_step_memory mem;
+    assert_int_equal(gg_step_memory_info(step, &mem), GG_SUCCESS);
+    assert_int_equal(mem.execs, 2);
+    assert_int_equal(gg_step_set_sync(step, 1), GG_SUCCESS);
+    reset_counts();
+    assert_int_equal(gg_step_run(step, TOKENS, 0, NULL), GG_SUCCESS);
+    assert_int_equal(fake_nccl.logged, 0);
+    assert_int_equal(fake.calls[FAKE_BEGIN_CAPTURE], 0);
+    assert_int_equal(fake.calls[FAKE_INSTANTIATE], 0);
+    assert_int_equal(fake.calls[FAKE_EXEC_UPDATE], 0);
+    assert_int_equal(fake.graph_launches, 1);
+    assert_int_equal(gg_step_set_sync(step, 2), GG_ERROR_INVALID_ARGUMENT);
+    contains(gg_last_error(ctx), "gg_step_set_sync: sync = 2 is not 0 or 1");
+
+    /* (3) gg_step_run_device on the syncing step: refused, nothing captured or enqueued */
+    const int64_t *device_tokens = (const int64_t *)FAKE(300);
+    reset_counts();
+    assert_int_equal(gg_step_run_device(step, device_tokens, 0, NULL), GG_ERROR_UNSUPPORTED);
+    contains(gg_last_error(ctx), "gg_step_run_device: the step reduces gradients across ranks");
+    contains(gg_last_error(ctx), "gg_step_set_sync(step, 0)");
+    assert_int_equal(fake.calls[FAKE_BEGIN_CAPTURE], 0);
+    assert_int_equal(fake.enqueued, 0);
+    assert_int_equal(fake_nccl.logged, 0);
+    /* with sync off it runs: every bucket behind the selection, no collective */
+    assert_int_equal(gg_step_set_sync(step, 0), GG_SUCCESS);
+    assert_int_equal(gg_step_run_device(step, device_tokens, 0, NULL), GG_SUCCESS);
+    assert_true(fake.calls[FAKE_BEGIN_CAPTURE] >= 1);
+    assert_int_equal(collectives_logged(), 0);
+    assert_int_equal(gg_step_set_sync(step, 1), GG_SUCCESS);
+
+    /* (4) gg_dist_detach refused while the step exists (it holds NCCL work), accepted once it is destroyed */
+    assert_int_equal(gg_dist_detach(ctx), GG_ERROR_INVALID_ARGUMENT);
+    contains(gg_last_error(ctx), "gg_dist_detach: graphs or steps that captured NCCL work still exist");
+    assert_int_equal(gg_dist_size(ctx), 2);
+    reset_counts(); /* refused before anything: the step still replays */
+    assert_int_equal(gg_step_run(step, TOKENS, 0, NULL), GG_SUCCESS);
+    assert_int_equal(fake.graph_launches, 1);
+    assert_int_equal(fake_nccl.logged, 0);
+    gg_step_destroy(step);
+    gg_reduce_layout_free(&layout);
+    end_ctx(ctx, comm);
+}
+
+/* A syncing step that never ran holds no NCCL work: detach is accepted, and the step then refuses to sync without
+ * its communicator (sync off, it still runs). */
+static void detach_before_any_run(void **state) {
+    (void)state;
+    ncclComm_t comm = NULL;
+    gg_ctx *ctx = dist_ctx(&comm);
+    gg_step *step = mlp_step(ctx, 1, NULL);
+    assert_int_equal(gg_step_finalize(step), GG_SUCCESS);
+    assert_int_equal(gg_dist_detach(ctx), GG_SUCCESS);
+    reset_counts();
+    assert_int_equal(gg_step_run(step, TOKENS, 0, NULL), GG_ERROR_INVALID_ARGUMENT);
+    contains(gg_last_error(ctx), "gg_step_run: the step reduces gradients, but the communicator it was finalized "
+                                 "with is gone");
+    assert_int_equal(fake.calls[FAKE_BEGIN_CAPTURE], 0);
+    assert_int_equal(fake_nccl.logged, 0);
+    assert_int_equal(gg_step_set_sync(step, 0), GG_SUCCESS);
+    assert_int_equal(gg_step_run(step, TOKENS, 0, NULL), GG_SUCCESS);
+    assert_int_equal(fake_nccl.logged, 0);
+    gg_step_destroy(step);
+    end_ctx(ctx, comm);
+}
+
+/* The kernel launches a capture made after its last NCCL group ended: 0 when it has no group. */
+static int launches_after_last_group(int total) {
+    for (int i = fake_nccl.logged - 1; i >= 0; --i)
+        if (fake_nccl.log[i].what == FNC_GROUP_END) return total - fake_nccl.log[i].launches;
+    return -1;
+}
+
+/* (5) the optimizer in a syncing step: its launches come after the last bucket's group, and the block calls' all
+ * come before it. */
+static void optimizer_after_the_reduction(void **state) {
+    (void)state;
+    ncclComm_t comm = NULL;
+    gg_ctx *ctx = dist_ctx(&comm);
+    gg_optim *opt = NULL;
+    assert_int_equal(gg_optim_create(ctx, NULL, &opt), GG_SUCCESS);
+    const gg_mlp_args a0 = mlp_args(0);
+    const gg_optim_param p = {.param = FAKE(200), .grad = a0.grad_weight1, .count = (int64_t)FFN * HIDDEN};
+    assert_int_equal(gg_optim_add_param(opt, &p), GG_SUCCESS);
+    assert_int_equal(gg_optim_finalize(opt), GG_SUCCESS);
+    gg_step *plain = mlp_step(ctx, 1, NULL), *with = mlp_step(ctx, 1, opt);
+    assert_int_equal(gg_step_finalize(plain), GG_SUCCESS);
+    assert_int_equal(gg_step_finalize(with), GG_SUCCESS);
+    int total[2], after[2], at_last_group[2];
+    gg_step *steps[2] = {plain, with};
+    for (int k = 0; k < 2; ++k) {
+        reset_counts();
+        assert_int_equal(gg_step_run(steps[k], TOKENS, 0, NULL), GG_SUCCESS);
+        assert_int_equal(fake.calls[FAKE_BEGIN_CAPTURE], 1);
+        total[k] = fake.calls[FAKE_LAUNCH];
+        after[k] = launches_after_last_group(total[k]);
+        at_last_group[k] = total[k] - after[k];
+    }
+    print_message("kernel launches: %d without the optimizer (%d after the last group), %d with it (%d after)\n",
+                  total[0], after[0], total[1], after[1]);
+    assert_int_equal(after[0], 0);                   /* the last group follows the last producer's work */
+    assert_int_equal(at_last_group[1], total[0]);    /* with the optimizer: every block launch before the group */
+    assert_true(after[1] >= 2);                      /* the optimizer's own launches (norm, total, update) after */
+    assert_int_equal(after[1], total[1] - total[0]); /* and nothing else */
+    gg_step_destroy(plain);
+    gg_step_destroy(with);
+    gg_optim_destroy(opt);
+    end_ctx(ctx, comm);
+}
+
+/* ---- (6) every NCCL call of a syncing run failed in turn ---- */
+static int injected, failures;
+
+static void check(int ok, fake_nccl_kind kind, int k, const char *fmt, ...) {
+    if (ok) return;
+    ++failures;
+    char what[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    printf("STEP SYNC FAULT FAIL %s #%d: %s\n", fake_nccl_kind_names[kind], k, what);
+}
+
+static void every_nccl_fault_in_a_run(void **state) {
+    (void)state;
+    static const fake_nccl_kind kinds[] = {FN_GROUP_START, FN_ALL_REDUCE, FN_GROUP_END};
+    static const char *const names[] = {"ncclGroupStart", "ncclAllReduce", "ncclGroupEnd"};
+    for (size_t kk = 0; kk < sizeof kinds / sizeof kinds[0]; ++kk)
+        for (int k = 1;; ++k) {
+            const fake_nccl_kind kind = kinds[kk];
+            ncclComm_t comm = NULL;
+            gg_ctx *ctx = dist_ctx(&comm);
+            gg_step *step = mlp_step(ctx, 1, NULL);
+            assert_int_equal(gg_step_finalize(step), GG_SUCCESS);
+            fake_nccl.in_progress_calls = k % 2; /* every other run, group ends return ncclInProgress */
+            fake_nccl.fail_kind = kind;
+            fake_nccl.fail_at = fake_nccl.calls[kind] + k; /* the k-th call of the run */
+            const int live = fake.live;
+            const gg_status st = gg_step_run(step, TOKENS, 0, NULL);
+            char message[GG_MSG_BYTES];
+            snprintf(message, sizeof message, "%s", gg_last_error(ctx));
+            const int hit = fake_nccl.injected > 0;
+            fake_nccl.fail_at = 0;
+            if (hit) {
+                ++injected;
+                check(st == GG_ERROR_NCCL, kind, k, "status %s: %s", gg_status_string(st), message);
+                check(strstr(message, names[kk]) != NULL, kind, k, "\"%s\" does not name %s", message, names[kk]);
+                check(strstr(message, ncclGetErrorString(ncclSystemError)) != NULL, kind, k,
+                      "\"%s\" does not name NCCL's error", message);
+                check(fake.live == live, kind, k, "%d CUDA resources left by the failed run", fake.live - live);
+                check(fake.graph_launches == 0, kind, k, "a graph was launched");
+            } else {
+                check(st == GG_SUCCESS, kind, k, "no fault, status %s: %s", gg_status_string(st), message);
+            }
+            check(fake.captures_open == 0, kind, k, "a stream is left capturing");
+            /* usable after: the same step again (captures anew), and a step that does not sync */
+            const gg_status again = gg_step_run(step, TOKENS, 0, NULL);
+            check(again == GG_SUCCESS, kind, k, "the step again: %s", gg_last_error(ctx));
+            gg_step *local = mlp_step(ctx, 0, NULL);
+            gg_status lst = gg_step_finalize(local);
+            if (lst == GG_SUCCESS) lst = gg_step_run(local, TOKENS, 0, NULL);
+            check(lst == GG_SUCCESS, kind, k, "a local step after the fault: %s", gg_last_error(ctx));
+            check(fake.captures_open == 0, kind, k, "a stream is left capturing after the runs");
+            gg_step_destroy(local);
+            gg_step_destroy(step);
+            const gg_status detached = gg_dist_detach(ctx);
+            check(detached == GG_SUCCESS, kind, k, "detach: %s", gg_last_error(ctx));
+            gg_ctx_destroy(ctx);
+            if (fake_nccl_is_live(comm)) fake_nccl_destroy(comm);
+            check(fake.live == 0, kind, k, "%d CUDA resources leaked", fake.live);
+            check(atomic_load(&fake_nccl.live) == 0, kind, k, "%d communicators leaked", atomic_load(&fake_nccl.live));
+            if (!hit) break;
+        }
+    printf("STEP_SYNC_FAULTS {\"injected\": %d, \"failures\": %d}\n", injected, failures);
+    assert_true(injected >= 10);
+    assert_int_equal(failures, 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(captures_one_group_per_bucket),
+        cmocka_unit_test(detach_before_any_run),
+        cmocka_unit_test(optimizer_after_the_reduction),
+        cmocka_unit_test(every_nccl_fault_in_a_run),
+    };
+    return cmocka_run_group_tests_name("step_sync", tests, NULL, NULL);
+}
