@@ -687,6 +687,17 @@ static gg_status join_op(gg_ctx *ctx, step_op *op, cudaStream_t main) {
     return GG_SUCCESS;
 }
 
+gg_step_test_hooks gg_step_test;
+
+int gg_step_slot_region(const gg_step *s, int slot, void **scratch, size_t *scratch_bytes, void **counter,
+                        size_t *counter_bytes) {
+    *scratch = slot > 0 ? (char *)s->ring + s->slot_bytes * (size_t)(slot - 1) : s->ctx->scratch;
+    *counter = slot > 0 ? s->counters + (size_t)GG_COUNTER_REDUCTION_WORDS * (size_t)(slot - 1) : s->ctx->counter;
+    *scratch_bytes = s->slot_bytes;
+    *counter_bytes = sizeof(unsigned) * GG_COUNTER_REDUCTION_WORDS;
+    return s->slots;
+}
+
 /* What block call `op` runs with: slot block % K, side stream block % S (none: the main stream). */
 static gg_exec_res op_res(const gg_step *s, step_op *op, cudaStream_t main) {
     const gg_ctx *ctx = s->ctx;
@@ -777,11 +788,13 @@ static gg_status enqueue_step(gg_step *s, int64_t tokens, const int64_t *device_
         for (int e = 0; e < i && status == GG_SUCCESS; ++e) {
             step_op *a = &s->ops[e];
             if (a->kind != OP_BLOCK || a->joined || !a->deferred) continue;
-            if (a->block == op->block - s->slots || hazard(&a->call, &op->call)) status = join_op(ctx, a, main);
+            const int slot_wait = a->block == op->block - s->slots && !gg_step_test.skip_slot_wait;
+            if (slot_wait || hazard(&a->call, &op->call)) status = join_op(ctx, a, main);
         }
         if (status != GG_SUCCESS) break;
         const gg_exec_res r = op_res(s, op, main);
         c.res = &r;
+        if (gg_step_test.before_block) gg_step_test.before_block(op->block);
         nvtxRangePushA(c.info->fn);
         status = c.info->enqueue(ctx, plan, &c, main);
         nvtxRangePop();

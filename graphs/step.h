@@ -12,13 +12,28 @@
 gg_status gg_step_add_block(gg_step *step, const gg_block_info *info, const char *fn, const void *desc,
                             const void *args);
 
-/* Work that needs every earlier gradient final (an optimizer): run(user, stream) enqueues it on the step's main
- * stream once every earlier call's deferred weight-gradient work and every reduction launched so far have joined
- * it; its status ends the capture's enqueue. `fn` names the public entry point that adds it (for messages). */
 /* The step's context (for the public adds' checks). */
 gg_ctx *gg_step_context(const gg_step *step);
 
+/* Work that needs every earlier gradient final (an optimizer): run(user, stream) enqueues it on the step's main
+ * stream once every earlier call's deferred weight-gradient work and every reduction launched so far have joined
+ * it; its status ends the capture's enqueue. `fn` names the public entry point that adds it (for messages). */
 typedef gg_status (*gg_step_final_fn)(void *user, cudaStream_t stream);
 gg_status gg_step_add_final(gg_step *step, const char *fn, gg_step_final_fn run, void *user);
+
+/* Test hooks, for tests/cpu/test_step_ring.c only (no public header names them; both are zero unless a test sets
+ * them). before_block(block) is called while capturing, right before block call `block` enqueues its work, so that
+ * a log of the enqueued work can be cut into calls. skip_slot_wait 1 drops the wait of a block call for the
+ * deferred work of the call that used its scratch slot before it: the negative control, whose graphs race. */
+typedef struct gg_step_test_hooks {
+    void (*before_block)(int block);
+    int skip_slot_wait;
+} gg_step_test_hooks;
+extern gg_step_test_hooks gg_step_test;
+
+/* Scratch slot `slot` of a finalized step (for the test above): its scratch bytes and its reduction counters
+ * (GG_COUNTER_REDUCTION_WORDS words), as op_res hands them to the block calls. Returns the number of slots (K). */
+int gg_step_slot_region(const gg_step *step, int slot, void **scratch, size_t *scratch_bytes, void **counter,
+                        size_t *counter_bytes);
 
 #endif

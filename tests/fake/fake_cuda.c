@@ -4,8 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 fake_state fake;
+fake_log_t fake_log;
 
 const char *const fake_kind_names[FAKE_KINDS] = {
     "cublasLtMatmul",         "kernel launch",        "cudaEventRecord",         "cudaStreamWaitEvent",
@@ -39,6 +41,173 @@ static void fake_release(void *handle) {
     if (!handle) return;
     --fake.live;
     free(handle);
+}
+
+/* ---- the log of enqueued work ---- */
+
+void fake_log_free(void) {
+    free(fake_log.entries);
+    memset(&fake_log, 0, sizeof fake_log);
+}
+void fake_log_start(void) {
+    fake_log_free();
+    fake_log.on = 1;
+}
+void fake_log_stop(void) { fake_log.on = 0; }
+
+/* A new entry (NULL when not logging, outside a capture, or out of memory: counted in truncated). */
+static fake_entry *log_entry(fake_op op, cudaStream_t stream) {
+    if (!fake_log.on || fake.captures_open == 0) return NULL;
+    if (fake_log.n == fake_log.cap) {
+        const int cap = fake_log.cap ? 2 * fake_log.cap : 256;
+        fake_entry *e = realloc(fake_log.entries, sizeof *e * (size_t)cap);
+        if (!e) {
+            ++fake_log.truncated;
+            return NULL;
+        }
+        fake_log.entries = e;
+        fake_log.cap = cap;
+    }
+    fake_entry *e = &fake_log.entries[fake_log.n++];
+    memset(e, 0, sizeof *e);
+    e->op = op;
+    e->stream = stream;
+    return e;
+}
+static void log_range(fake_entry *e, const void *p, size_t bytes) {
+    if (!e || !p || !bytes) return;
+    if (e->n_ranges == FAKE_LOG_RANGES) {
+        ++fake_log.truncated;
+        return;
+    }
+    e->ranges[e->n_ranges++] = (fake_range){(uintptr_t)p, (uintptr_t)p + bytes};
+}
+void fake_log_mark(int mark) {
+    fake_entry *e = log_entry(FAKE_OP_MARK, NULL);
+    if (e) e->mark = mark;
+}
+
+/* Kernels by host function (__cudaRegisterFunction's), with their mangled names. */
+enum { MAX_KERNELS = 256 };
+typedef struct kernel_entry {
+    const void *fn;
+    const char *name;
+} kernel_entry;
+static kernel_entry kernels[MAX_KERNELS];
+static int n_kernels;
+
+static const char *kernel_name(const void *fn) {
+    for (int i = 0; i < n_kernels; ++i)
+        if (kernels[i].fn == fn) return kernels[i].name;
+    return NULL;
+}
+
+/* libstdc++'s demangler (extern "C"). */
+char *__cxa_demangle(const char *mangled, char *buffer, size_t *length, int *status);
+
+/* The type at [b, e) without surrounding blanks and trailing qualifiers: ends with '*' when it is a pointer. */
+static int is_pointer_type(const char *b, const char *e) {
+    static const char *const quals[] = {" __restrict__", " __restrict", " const", " volatile"};
+    for (int again = 1; again;) {
+        again = 0;
+        while (e > b && e[-1] == ' ') --e;
+        for (size_t q = 0; q < sizeof quals / sizeof quals[0]; ++q) {
+            const size_t n = strlen(quals[q]);
+            if ((size_t)(e - b) > n && !strncmp(e - n, quals[q], n)) e -= n, again = 1;
+        }
+    }
+    return e > b && e[-1] == '*';
+}
+
+/* Whether [b, e) names a type of the language's own (an argument that holds no address), not a class. */
+static int is_scalar_type(const char *b, const char *e) {
+    while (b < e && *b == ' ') ++b;
+    while (e > b && e[-1] == ' ') --e;
+    static const char *const scalars[] = {
+        "bool", "char", "signed char", "unsigned char", "short", "unsigned short", "int", "unsigned int", "long",
+        "unsigned long", "long long", "unsigned long long", "float", "double", "int const", "long const",
+        "unsigned int const", "unsigned long const", "float const", "double const", "bool const", "long long const"};
+    for (size_t i = 0; i < sizeof scalars / sizeof scalars[0]; ++i)
+        if ((size_t)(e - b) == strlen(scalars[i]) && !strncmp(b, scalars[i], (size_t)(e - b))) return 1;
+    return 0;
+}
+
+/* Reads the word at p, which may lie past a smaller argument in the launching frame: not instrumented, so that
+ * AddressSanitizer does not take the look for an overflow. */
+__attribute__((no_sanitize("address"))) static uintptr_t peek_word(const void *p) {
+    return *(const volatile uintptr_t *)p;
+}
+
+/* The ranges of a launch of fn with args: its pointer arguments and the words of its class arguments. */
+static void log_kernel_args(fake_entry *e, const void *fn, void **args) {
+    if (!e) return;
+    e->kernel = kernel_name(fn);
+    int status = -1;
+    char *sig = e->kernel ? __cxa_demangle(e->kernel, NULL, NULL, &status) : NULL;
+    const char *close = sig ? strrchr(sig, ')') : NULL;
+    const char *open = NULL;
+    for (int depth = 0, i = close ? (int)(close - sig) : -1; i >= 0 && !open; --i) {
+        depth += sig[i] == ')' ? 1 : sig[i] == '(' ? -1 : 0;
+        if (depth == 0) open = sig + i;
+    }
+    if (!open) {
+        ++fake_log.unknown_kernels;
+        free(sig);
+        return;
+    }
+    const char *b = open + 1;
+    int arg = 0;
+    int depth = 0;
+    for (const char *p = b; p <= close; ++p) {
+        if (*p == '<' || *p == '(' || *p == '[') ++depth;
+        if ((*p == '>' || *p == ')' || *p == ']') && p != close) --depth;
+        if (!(p == close || (*p == ',' && depth == 0))) continue;
+        if (p > b && !(p - b == 4 && !strncmp(b, "void", 4))) {
+            const void *at = args[arg++];
+            if (is_pointer_type(b, p)) {
+                log_range(e, (const void *)peek_word(at), 1);
+            } else if (!is_scalar_type(b, p) && (uintptr_t)at % sizeof(uintptr_t) == 0) {
+                for (size_t off = 0; off < FAKE_CLASS_SCAN; off += sizeof(uintptr_t)) {
+                    const uintptr_t w = peek_word((const char *)at + off);
+                    if (w) log_range(e, (const void *)w, 1);
+                }
+            }
+        }
+        b = p + 1;
+    }
+    free(sig);
+}
+
+void __real___cudaRegisterFunction(void **fatbin, const char *host_fn, char *device_fn, const char *device_name,
+                                   int thread_limit, uint3 *tid, uint3 *bid, dim3 *block, dim3 *grid, int *warp_size);
+void __wrap___cudaRegisterFunction(void **fatbin, const char *host_fn, char *device_fn, const char *device_name,
+                                   int thread_limit, uint3 *tid, uint3 *bid, dim3 *block, dim3 *grid, int *warp_size) {
+    if (n_kernels < MAX_KERNELS) kernels[n_kernels++] = (kernel_entry){host_fn, device_fn};
+    __real___cudaRegisterFunction(fatbin, host_fn, device_fn, device_name, thread_limit, tid, bid, block, grid,
+                                  warp_size);
+}
+
+/* fake.device_space: a range reserved and never mapped, handed out in order. */
+enum { DEVICE_SPACE_BITS = 38 };
+static char *device_space, *device_next;
+
+static int in_device_space(const void *p) {
+    return device_space && (const char *)p >= device_space &&
+           (const char *)p < device_space + ((size_t)1 << DEVICE_SPACE_BITS);
+}
+static void *device_space_take(size_t bytes) {
+    if (!device_space) {
+        void *m = mmap(NULL, (size_t)1 << DEVICE_SPACE_BITS, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                       -1, 0);
+        if (m == MAP_FAILED) return NULL;
+        device_space = device_next = m;
+    }
+    bytes = (bytes + 255) & ~(size_t)255;
+    if (bytes == 0) bytes = 256;
+    if ((size_t)(device_space + ((size_t)1 << DEVICE_SPACE_BITS) - device_next) < bytes) return NULL;
+    void *p = device_next;
+    device_next += bytes;
+    return p;
 }
 
 static char fake_handles[64];
@@ -101,36 +270,43 @@ cudaError_t __wrap_cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCap
 cudaError_t __wrap_cudaEventCreateWithFlags(cudaEvent_t *event, unsigned flags) {
     (void)flags;
     if (!fake_create()) return cudaErrorUnknown;
-    *event = (cudaEvent_t)&fake_handles[1];
+    *event = (cudaEvent_t)fake_handle(); /* each event its own handle: the log tells them apart */
     return cudaSuccess;
 }
 cudaError_t __wrap_cudaEventDestroy(cudaEvent_t event) {
-    (void)event;
-    --fake.live;
+    fake_release(event);
     return cudaSuccess;
 }
 cudaError_t __wrap_cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
-    (void)event, (void)stream;
     if (fake_fault(FAKE_EVENT_RECORD)) return cudaErrorLaunchFailure;
     ++fake.enqueued;
+    fake_entry *e = log_entry(FAKE_OP_RECORD, stream);
+    if (e) e->event = event;
     return cudaSuccess;
 }
 cudaError_t __wrap_cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned flags) {
-    (void)stream, (void)event, (void)flags;
+    (void)flags;
     if (fake_fault(FAKE_WAIT_EVENT)) return cudaErrorInvalidResourceHandle;
     ++fake.enqueued;
+    fake_entry *e = log_entry(FAKE_OP_WAIT, stream);
+    if (e) e->event = event;
     return cudaSuccess;
 }
 cudaError_t __wrap_cudaMalloc(void **ptr, size_t bytes) {
-    (void)bytes;
     if (fake_fault(FAKE_MALLOC)) return cudaErrorMemoryAllocation;
-    if (!fake_create()) return cudaErrorMemoryAllocation;
-    *ptr = malloc(16); /* never dereferenced: a unique address whose leak the sanitizers would see */
+    void *p = fake.device_space ? device_space_take(bytes) : malloc(16); /* never dereferenced: with malloc, a unique
+                                                                           * address whose leak the sanitizers see */
+    if (!p) return cudaErrorMemoryAllocation;
+    if (!fake_create()) {
+        if (!in_device_space(p)) free(p);
+        return cudaErrorMemoryAllocation;
+    }
+    *ptr = p;
     return cudaSuccess;
 }
 cudaError_t __wrap_cudaFree(void *ptr) {
     if (ptr) --fake.live;
-    free(ptr);
+    if (!in_device_space(ptr)) free(ptr);
     return cudaSuccess;
 }
 cudaError_t __wrap_cudaGetLastError(void) {
@@ -146,9 +322,11 @@ cudaError_t __wrap_cudaMemcpy(void *dst, const void *src, size_t bytes, enum cud
 }
 cudaError_t __wrap_cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind,
                                    cudaStream_t stream) {
-    (void)src, (void)stream;
     ++fake.cuda_calls;
     ++fake.enqueued;
+    fake_entry *e = log_entry(FAKE_OP_MEMCPY, stream);
+    log_range(e, src, bytes);
+    log_range(e, dst, bytes);
     if (kind == cudaMemcpyDeviceToHost && fake.on_copy_to_host) fake.on_copy_to_host(dst, bytes);
     return cudaSuccess;
 }
@@ -181,9 +359,10 @@ cudaError_t __wrap_cudaMemset(void *dst, int value, size_t bytes) {
     return cudaSuccess;
 }
 cudaError_t __wrap_cudaMemsetAsync(void *dst, int value, size_t bytes, cudaStream_t stream) {
-    (void)dst, (void)value, (void)bytes, (void)stream;
+    (void)value;
     ++fake.cuda_calls;
     ++fake.enqueued;
+    log_range(log_entry(FAKE_OP_MEMSET, stream), dst, bytes);
     return cudaSuccess;
 }
 cudaError_t __wrap_cudaMemGetInfo(size_t *free_bytes, size_t *total) {
@@ -205,23 +384,24 @@ cudaError_t __wrap_cudaPointerGetAttributes(struct cudaPointerAttributes *attr, 
         attr->type = cudaMemoryTypeDevice;
     return cudaSuccess;
 }
+/* The kernel's handle is its host function: a launch finds its name. */
 cudaError_t __wrap___cudaGetKernel(cudaKernel_t *kernel, const void *func) {
-    (void)func;
-    *kernel = (cudaKernel_t)&fake_handles[2];
+    *kernel = (cudaKernel_t)func;
     return cudaSuccess;
 }
 /* A failed launch leaves its error for cudaGetLastError, as the runtime does for <<<>>>. */
 cudaError_t __wrap___cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void **args, size_t shared,
                                       cudaStream_t stream) {
-    (void)kernel, (void)grid, (void)block, (void)args, (void)shared, (void)stream;
+    (void)grid, (void)block, (void)shared;
     if (fake_fault(FAKE_LAUNCH)) return fake.pending = cudaErrorLaunchOutOfResources;
     ++fake.enqueued;
+    log_kernel_args(log_entry(FAKE_OP_KERNEL, stream), (const void *)kernel, args);
     return cudaSuccess;
 }
 cudaError_t __wrap_cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args) {
-    (void)config, (void)func, (void)args;
     if (fake_fault(FAKE_LAUNCH)) return cudaErrorLaunchOutOfResources;
     ++fake.enqueued;
+    log_kernel_args(log_entry(FAKE_OP_KERNEL, config->stream), func, args);
     return cudaSuccess;
 }
 
@@ -314,9 +494,10 @@ cudaError_t __wrap_cudaGraphExecDestroy(cudaGraphExec_t exec) {
     return cudaSuccess;
 }
 cudaError_t __wrap_cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
-    (void)exec, (void)stream;
+    (void)exec;
     if (fake_fault(FAKE_GRAPH_LAUNCH)) return cudaErrorLaunchFailure;
     ++fake.enqueued;
+    (void)log_entry(FAKE_OP_GRAPH, stream);
     ++fake.graph_launches;
     return cudaSuccess;
 }
@@ -333,6 +514,30 @@ cudaError_t __wrap_cudaGraphDebugDotPrint(cudaGraph_t graph, const char *path, u
 }
 
 /* ---- cuBLASLt ---- */
+
+/* A matmul descriptor's pointers and a layout's shape, behind their handles. */
+typedef struct fake_desc {
+    const void *bias, *aux;
+} fake_desc;
+typedef struct fake_layout {
+    cudaDataType type;
+    uint64_t rows, cols;
+    int64_t ld;
+} fake_layout;
+
+/* The bytes a column-major matrix of layout l spans. */
+static size_t layout_bytes(cublasLtMatrixLayout_t layout) {
+    const fake_layout *l = (const fake_layout *)layout;
+    if (!l || !l->rows || !l->cols) return 0;
+    size_t elem = 4;
+    switch (l->type) {
+    case CUDA_R_16F: case CUDA_R_16BF: elem = 2; break;
+    case CUDA_R_8F_E4M3: case CUDA_R_8F_E5M2: case CUDA_R_8I: elem = 1; break;
+    case CUDA_R_64F: elem = 8; break;
+    default: break;
+    }
+    return elem * ((size_t)l->ld * (size_t)(l->cols - 1) + (size_t)l->rows);
+}
 cublasStatus_t __wrap_cublasLtCreate(cublasLtHandle_t *handle) {
     if (!fake_create()) return CUBLAS_STATUS_NOT_INITIALIZED;
     *handle = (cublasLtHandle_t)&fake_handles[3];
@@ -349,7 +554,11 @@ cublasStatus_t __wrap_cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *desc, cubla
     fake.planned_compute = c;
     if (!fake.plan_ok) return CUBLAS_STATUS_NOT_SUPPORTED; /* planning stops: validation let the call through */
     if (!fake_create()) return CUBLAS_STATUS_ALLOC_FAILED;
-    *desc = (cublasLtMatmulDesc_t)fake_handle();
+    *desc = (cublasLtMatmulDesc_t)calloc(1, sizeof(fake_desc));
+    if (!*desc) {
+        --fake.live;
+        return CUBLAS_STATUS_ALLOC_FAILED;
+    }
     return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t __wrap_cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t desc) {
@@ -358,18 +567,26 @@ cublasStatus_t __wrap_cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t desc) {
 }
 cublasStatus_t __wrap_cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr,
                                                      const void *buf, size_t bytes) {
-    (void)desc, (void)bytes;
+    (void)bytes;
+    fake_desc *d = (fake_desc *)desc;
     if (attr == CUBLASLT_MATMUL_DESC_EPILOGUE) fake.epilogues[fake.n_epilogues++ % FAKE_MAX_EPILOGUES] =
         *(const cublasLtEpilogue_t *)buf;
     if (attr == CUBLASLT_MATMUL_DESC_BIAS_POINTER) memcpy(&fake.bias_pointer, buf, sizeof fake.bias_pointer);
     if (attr == CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER) memcpy(&fake.aux_pointer, buf, sizeof fake.aux_pointer);
+    if (attr == CUBLASLT_MATMUL_DESC_BIAS_POINTER) memcpy(&d->bias, buf, sizeof d->bias);
+    if (attr == CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER) memcpy(&d->aux, buf, sizeof d->aux);
     return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t __wrap_cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *layout, cudaDataType type, uint64_t rows,
                                                  uint64_t cols, int64_t ld) {
-    (void)type, (void)rows, (void)cols, (void)ld;
     if (!fake_create()) return CUBLAS_STATUS_ALLOC_FAILED;
-    *layout = (cublasLtMatrixLayout_t)fake_handle();
+    fake_layout *l = malloc(sizeof *l);
+    if (!l) {
+        --fake.live;
+        return CUBLAS_STATUS_ALLOC_FAILED;
+    }
+    *l = (fake_layout){type, rows, cols, ld};
+    *layout = (cublasLtMatrixLayout_t)l;
     return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t __wrap_cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t layout) {
@@ -410,9 +627,17 @@ cublasStatus_t __wrap_cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d,
                                      const void *beta, const void *C, cublasLtMatrixLayout_t c, void *D,
                                      cublasLtMatrixLayout_t dl, const cublasLtMatmulAlgo_t *algo, void *ws,
                                      size_t ws_bytes, cudaStream_t stream) {
-    (void)h, (void)d, (void)alpha, (void)A, (void)a, (void)B, (void)b, (void)beta, (void)C, (void)c, (void)D;
-    (void)dl, (void)algo, (void)ws, (void)ws_bytes, (void)stream;
+    (void)h, (void)alpha, (void)beta, (void)algo;
     if (fake_fault(FAKE_MATMUL)) return CUBLAS_STATUS_EXECUTION_FAILED;
     ++fake.enqueued;
+    fake_entry *e = log_entry(FAKE_OP_MATMUL, stream);
+    log_range(e, A, layout_bytes(a));
+    log_range(e, B, layout_bytes(b));
+    log_range(e, C, layout_bytes(c));
+    log_range(e, D, layout_bytes(dl));
+    log_range(e, ws, ws_bytes);
+    const fake_desc *fd = (const fake_desc *)d;
+    log_range(e, fd->bias, 1);
+    log_range(e, fd->aux, 1);
     return CUBLAS_STATUS_SUCCESS;
 }

@@ -4,7 +4,8 @@
  * counts what is alive, counts every call that would put work on a stream, writes the DOT files asked for (one line), and fails on request: the N-th resource
  * creation, or the k-th call of one kind (fault injection). Copies between host and device copy nothing (device
  * memory is a token), and queries of streams and events say done unless told otherwise. Used by test_api,
- * test_faults, test_dist_faults and the fuzz target.
+ * test_faults, test_dist_faults and the fuzz target. test_step_ring turns on the two parts below that are off by
+ * default: device addresses that stand for real sizes (fake.device_space) and the log of enqueued work (fake_log).
  */
 #ifndef GG_FAKE_CUDA_H
 #define GG_FAKE_CUDA_H
@@ -70,9 +71,55 @@ typedef struct fake_state {
     cublasLtEpilogue_t epilogues[FAKE_MAX_EPILOGUES];
     int n_epilogues;
     const void *bias_pointer, *aux_pointer;
+    /* cudaMalloc hands out addresses in a reserved range that nothing is mapped at, each allocation as many bytes
+     * from the last as it asked for: ranges of device memory can be compared (never dereferenced) */
+    int device_space;
 } fake_state;
 
 extern fake_state fake;
+
+/* The log of enqueued work (fake_log_start .. fake_log_stop): every call that puts work on a stream while a capture
+ * is open, in the order the library makes it, with its stream, the event of an event record or wait, and the device ranges it touches where
+ * the fake can know them: a GEMM's A, B, C, D (from their layouts), workspace, bias and aux pointers; a memset's or
+ * an asynchronous copy's bytes; a kernel's pointer arguments (one byte each: a kernel's reach past the pointer it is
+ * handed is invisible here) and the 8-byte words of its arguments of class type (their first FAKE_CLASS_SCAN bytes),
+ * the argument types read from the kernel's name (__cudaRegisterFunction's, demangled). Reads and writes are not
+ * told apart. */
+typedef enum fake_op {
+    FAKE_OP_KERNEL, FAKE_OP_MATMUL, FAKE_OP_MEMSET, FAKE_OP_MEMCPY, FAKE_OP_RECORD, FAKE_OP_WAIT, FAKE_OP_GRAPH,
+    FAKE_OP_MARK /* fake_log_mark: a test's note of where it stands (which call the entries after it belong to) */
+} fake_op;
+
+enum { FAKE_LOG_RANGES = 32, FAKE_CLASS_SCAN = 128 };
+
+typedef struct fake_range {
+    uintptr_t lo, hi; /* [lo, hi) */
+} fake_range;
+
+typedef struct fake_entry {
+    fake_op op;
+    cudaStream_t stream; /* NULL for a mark */
+    cudaEvent_t event;   /* FAKE_OP_RECORD, FAKE_OP_WAIT */
+    int mark;            /* FAKE_OP_MARK: the test's value */
+    int n_ranges;
+    fake_range ranges[FAKE_LOG_RANGES];
+    const char *kernel; /* FAKE_OP_KERNEL: its mangled name, NULL when the fake has none */
+} fake_entry;
+
+typedef struct fake_log_t {
+    int on;
+    fake_entry *entries;
+    int n, cap;
+    int truncated;       /* entries that had more ranges than FAKE_LOG_RANGES, or could not be logged */
+    int unknown_kernels; /* launches whose argument types the fake could not read */
+} fake_log_t;
+
+extern fake_log_t fake_log;
+
+void fake_log_start(void); /* clears the log and logs from now on */
+void fake_log_stop(void);  /* stops logging; the entries stay until fake_log_free or the next start */
+void fake_log_free(void);
+void fake_log_mark(int mark);
 
 /* Clears everything; a machine with device_count devices whose cuBLASLt refuses to plan. */
 void fake_reset(int device_count);

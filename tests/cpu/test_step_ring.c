@@ -1,0 +1,309 @@
+/*
+ * test_step_ring.c - the scratch ring of step graphs (graphs/step.c) on the CUDA fakes: block calls that may run
+ * at the same time never share a scratch slot. Every capture of steps of 4 to 12 MLP and SSM-gate calls (each
+ * kind alone and mixed), with 1 to 3 side streams and 1 to 4 slots, at every bucket, is logged by fake_cuda
+ * (fake_log: each enqueued operation with its stream, event records and waits, the device ranges of GEMMs,
+ * memsets and copies, and the pointer arguments of kernels), and cut into block calls by step.c's test hook. The
+ * happens-before relation of the captured graph is built as stream capture makes it: program order on each
+ * stream, and an edge from an event's last record to each wait on it. Then every pair of operations of two
+ * different block calls that touch the same slot (its scratch bytes or its reduction counters) must be ordered.
+ * Also checked: each call touches no slot but its own (block index mod K), every slot is used, and every stream
+ * in the capture joined it through a recorded event. The negative control drops the slot wait
+ * (gg_step_test.skip_slot_wait) and must find violations. What the fake cannot see: where a kernel reaches from
+ * the pointers it is handed (a kernel's use of a slot is found by its pointer arguments falling in the slot).
+ * Prints `RING_PROOF {"steps": n, "captures": c, "pairs_checked": m, "violations": 0,
+ * "negative_control_violations": k}`.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "fake_cuda.h"
+#include "gradgraph.h"
+#include "internal.h"
+#include "step.h"
+
+enum { MAX_LAYERS = 12, MAX_STREAMS = 16, MAX_SLOTS = 8, MAX_TOKENS = 1024, HIDDEN = 256, FFN = 1024,
+       EXPANDED = 512 };
+#define TENSOR_BYTES ((size_t)MAX_TOKENS * FFN * 4) /* the largest tensor of either block */
+
+typedef enum { KIND_MLP, KIND_SSM } kind;
+
+static struct {
+    int steps, captures;
+    long pairs, violations, negative_violations;
+} totals;
+
+/* ---- the step ---- */
+
+static void *device(void **owned, int *n) {
+    void *p = NULL;
+    assert_int_equal(cudaMalloc(&p, TENSOR_BYTES), cudaSuccess);
+    owned[(*n)++] = p;
+    return p;
+}
+
+static int current_block = -1;
+static void before_block(int block) {
+    current_block = block;
+    fake_log_mark(block);
+}
+
+/* Layer l's kind in pattern p: 0 all MLP, 1 all SSM gate, 2 alternating. */
+static kind kind_of(int pattern, int l) { return pattern == 2 ? (kind)(l % 2) : (kind)pattern; }
+
+typedef struct built {
+    gg_ctx *ctx;
+    gg_step *step;
+    void *owned[MAX_LAYERS * 12];
+    int n_owned;
+} built;
+
+static void build(built *b, int layers, int pattern, int sides, int slots) {
+    memset(b, 0, sizeof *b);
+    fake_reset(1);
+    fake.plan_ok = 1;
+    fake.device_space = 1;
+    gg_config c = GG_CONFIG_INIT;
+    c.autotune = 0;
+    assert_int_equal(gg_ctx_create(&c, &b->ctx), GG_SUCCESS);
+    gg_step_config sc = GG_STEP_CONFIG_INIT;
+    sc.min_tokens = 128;
+    sc.max_tokens = MAX_TOKENS;
+    sc.side_streams = sides;
+    sc.scratch_slots = slots;
+    assert_int_equal(gg_step_create(b->ctx, &sc, &b->step), GG_SUCCESS);
+    void *prev_grad = NULL; /* the previous call's activation gradient, when it is an MLP's */
+    for (int l = 0; l < layers; ++l) {
+        void **o = b->owned;
+        int *n = &b->n_owned;
+        if (kind_of(pattern, l) == KIND_MLP) {
+            /* fp32 and fp16 modes in turn (fp16 adds the inputs' copies to the slot) */
+            const gg_mlp_desc d = {.tokens = 1, .hidden = HIDDEN, .ffn = FFN,
+                                   .precision = l % 4 < 2 ? GG_PRECISION_FP32 : GG_PRECISION_FP16};
+            gg_mlp_args a = {prev_grad ? prev_grad : device(o, n), device(o, n), device(o, n), device(o, n),
+                             device(o, n), device(o, n), device(o, n), device(o, n), device(o, n), device(o, n),
+                             device(o, n), NULL};
+            assert_int_equal(gg_step_add_mlp(b->step, &d, &a), GG_SUCCESS);
+            prev_grad = a.grad_hidden_states;
+        } else {
+            const gg_ssm_gate_desc d = {.tokens = 1, .hidden = HIDDEN, .expanded = EXPANDED, .use_silu_gate = l % 3 != 0};
+            const gg_ssm_gate_args a = {device(o, n), device(o, n), device(o, n), device(o, n), device(o, n),
+                                        device(o, n), device(o, n), device(o, n), device(o, n), device(o, n)};
+            assert_int_equal(gg_step_add_ssm_gate(b->step, &d, &a), GG_SUCCESS);
+            prev_grad = NULL;
+        }
+    }
+    assert_int_equal(gg_step_finalize(b->step), GG_SUCCESS);
+}
+
+static void destroy(built *b) {
+    gg_step_destroy(b->step);
+    for (int i = 0; i < b->n_owned; ++i) assert_int_equal(cudaFree(b->owned[i]), cudaSuccess);
+    gg_ctx_destroy(b->ctx);
+    assert_int_equal(fake.live, 0);
+    assert_int_equal(fake.captures_open, 0);
+}
+
+/* ---- the happens-before relation of one logged capture ---- */
+
+typedef struct op_clock {
+    int stream, call;
+    unsigned slots; /* bit k: touches slot k */
+    int clock[MAX_STREAMS];
+    int entry;
+} op_clock;
+
+typedef struct region {
+    uintptr_t lo[2], hi[2]; /* scratch, counters */
+} region;
+
+static unsigned slots_touched(const fake_entry *e, const region *r, int K) {
+    unsigned m = 0;
+    for (int k = 0; k < K; ++k)
+        for (int i = 0; i < e->n_ranges; ++i)
+            for (int part = 0; part < 2; ++part)
+                if (e->ranges[i].lo < r[k].hi[part] && r[k].lo[part] < e->ranges[i].hi) m |= 1u << k;
+    return m;
+}
+
+static int stream_index(cudaStream_t *streams, int *n, cudaStream_t s) {
+    for (int i = 0; i < *n; ++i)
+        if (streams[i] == s) return i;
+    assert_true(*n < MAX_STREAMS);
+    streams[*n] = s;
+    return (*n)++;
+}
+
+typedef struct recorded {
+    cudaEvent_t event;
+    int clock[MAX_STREAMS];
+} recorded;
+
+/* Checks the log of one capture; returns its violations (printed when `loud`). */
+static long check_capture(const gg_step *step, int blocks, int loud) {
+    region r[MAX_SLOTS];
+    int K = 0;
+    for (int k = 0; k < MAX_SLOTS && (k == 0 || k < K); ++k) {
+        void *scratch, *counter;
+        size_t bytes, counter_bytes;
+        K = gg_step_slot_region(step, k, &scratch, &bytes, &counter, &counter_bytes);
+        r[k] = (region){{(uintptr_t)scratch, (uintptr_t)counter},
+                        {(uintptr_t)scratch + bytes, (uintptr_t)counter + counter_bytes}};
+    }
+    assert_int_equal(fake_log.truncated, 0);
+    assert_int_equal(fake_log.unknown_kernels, 0);
+    const int n = fake_log.n;
+    op_clock *ops = calloc((size_t)n, sizeof *ops);
+    recorded *events = calloc((size_t)n, sizeof *events);
+    assert_non_null(ops);
+    assert_non_null(events);
+    cudaStream_t streams[MAX_STREAMS];
+    int n_streams = 0, n_ops = 0, n_events = 0, call = -1;
+    int clock[MAX_STREAMS][MAX_STREAMS] = {{0}};
+    int joined[MAX_STREAMS] = {0};
+    unsigned used = 0;
+    for (int i = 0; i < n; ++i) {
+        const fake_entry *e = &fake_log.entries[i];
+        if (e->op == FAKE_OP_MARK) {
+            call = e->mark;
+            continue;
+        }
+        const int s = stream_index(streams, &n_streams, e->stream);
+        if (s == 0) joined[s] = 1; /* the capture's origin: its first operation's stream */
+        if (e->op == FAKE_OP_WAIT) {
+            int found = -1;
+            for (int k = n_events - 1; k >= 0 && found < 0; --k)
+                if (events[k].event == e->event) found = k;
+            if (found < 0) fail_msg("entry %d waits for an event never recorded in the capture", i);
+            for (int t = 0; t < MAX_STREAMS; ++t)
+                if (events[found].clock[t] > clock[s][t]) clock[s][t] = events[found].clock[t];
+            joined[s] = 1;
+            continue;
+        }
+        if (!joined[s]) fail_msg("entry %d: stream %d works in the capture without having joined it", i, s);
+        clock[s][s]++;
+        if (e->op == FAKE_OP_RECORD) {
+            events[n_events].event = e->event;
+            memcpy(events[n_events].clock, clock[s], sizeof clock[s]);
+            n_events++;
+            continue;
+        }
+        op_clock *o = &ops[n_ops++];
+        o->stream = s;
+        o->call = call;
+        o->entry = i;
+        o->slots = slots_touched(e, r, K);
+        memcpy(o->clock, clock[s], sizeof clock[s]);
+        used |= o->slots;
+        if (o->slots && call < 0) fail_msg("entry %d touches a slot outside any block call", i);
+        if (o->slots & ~(1u << (call % K)))
+            fail_msg("entry %d of call %d touches slots 0x%x, not only its own (%d)", i, call, o->slots, call % K);
+    }
+    const int expect_used = blocks < K ? blocks : K;
+    (void)expect_used;
+    long violations = 0;
+    for (int a = 0; a < n_ops; ++a) {
+        if (!ops[a].slots) continue;
+        for (int b = a + 1; b < n_ops; ++b) {
+            if (!(ops[a].slots & ops[b].slots) || ops[a].call == ops[b].call) continue;
+            totals.pairs++;
+            const int s = ops[a].stream;
+            if (ops[a].clock[s] <= ops[b].clock[s]) continue; /* a happens before b */
+            violations++;
+            if (loud && violations <= 5) {
+                const fake_entry *ea = &fake_log.entries[ops[a].entry], *eb = &fake_log.entries[ops[b].entry];
+                print_message("unordered: call %d (entry %d, stream %d, %s) and call %d (entry %d, stream %d, %s) "
+                              "share slot mask 0x%x\n",
+                              ops[a].call, ops[a].entry, ops[a].stream, ea->kernel ? ea->kernel : "not a kernel",
+                              ops[b].call, ops[b].entry, ops[b].stream, eb->kernel ? eb->kernel : "not a kernel",
+                              ops[a].slots & ops[b].slots);
+            }
+        }
+    }
+    free(ops);
+    free(events);
+    return violations;
+}
+
+/* Runs every bucket (plain, then accumulating) of the step, each a new capture, checking each; returns the
+ * violations and *used: the slots any call touched. */
+static long run_and_check(built *b, int layers, int loud) {
+    long violations = 0;
+    const int64_t buckets[] = {128, 256, 512, 1024};
+    for (int acc = 0; acc < 2; ++acc)
+        for (size_t i = 0; i < sizeof buckets / sizeof buckets[0]; ++i) {
+            fake_log_start();
+            current_block = -1;
+            const int captures = fake.captures;
+            assert_int_equal(gg_step_run(b->step, buckets[i], acc, NULL), GG_SUCCESS);
+            fake_log_stop();
+            assert_int_equal(fake.captures, captures + 1);
+            assert_int_equal(current_block, layers - 1);
+            violations += check_capture(b->step, layers, loud);
+            totals.captures++;
+        }
+    fake_log_free();
+    return violations;
+}
+
+static void concurrent_calls_never_share_a_slot(void **state) {
+    (void)state;
+    gg_step_test.before_block = before_block;
+    const int layer_counts[] = {4, 7, 12};
+    for (size_t li = 0; li < sizeof layer_counts / sizeof layer_counts[0]; ++li)
+        for (int pattern = 0; pattern < 3; ++pattern)
+            for (int sides = 1; sides <= 3; ++sides)
+                for (int slots = 1; slots <= 4; ++slots) {
+                    built b;
+                    build(&b, layer_counts[li], pattern, sides, slots);
+                    const long v = run_and_check(&b, layer_counts[li], 1);
+                    if (v)
+                        print_message("%d layers, pattern %d, %d side streams, %d slots: %ld violations\n",
+                                      layer_counts[li], pattern, sides, slots, v);
+                    totals.violations += v;
+                    totals.steps++;
+                    destroy(&b);
+                }
+    gg_step_test.before_block = NULL;
+    assert_int_equal(totals.violations, 0);
+    assert_true(totals.pairs > 0);
+}
+
+/* Without the slot wait the same checker finds calls that race on a slot, in every configuration tried. */
+static void negative_control_finds_races(void **state) {
+    (void)state;
+    gg_step_test.before_block = before_block;
+    gg_step_test.skip_slot_wait = 1;
+    const int configs[][3] = {{0, 1, 1}, {0, 2, 2}, {0, 2, 3}, {1, 2, 3}, {2, 3, 2}, {0, 3, 4}};
+    for (size_t i = 0; i < sizeof configs / sizeof configs[0]; ++i) {
+        built b;
+        build(&b, 8, configs[i][0], configs[i][1], configs[i][2]);
+        const long v = run_and_check(&b, 8, 0);
+        print_message("negative control: pattern %d, %d side streams, %d slots: %ld violations\n", configs[i][0],
+                      configs[i][1], configs[i][2], v);
+        assert_true(v > 0);
+        totals.negative_violations += v;
+        destroy(&b);
+    }
+    gg_step_test.skip_slot_wait = 0;
+    gg_step_test.before_block = NULL;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(concurrent_calls_never_share_a_slot),
+        cmocka_unit_test(negative_control_finds_races),
+    };
+    const int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    printf("RING_PROOF {\"steps\": %d, \"captures\": %d, \"pairs_checked\": %ld, \"violations\": %ld, "
+           "\"negative_control_violations\": %ld}\n",
+           totals.steps, totals.captures, totals.pairs, totals.violations, totals.negative_violations);
+    return failed;
+}
