@@ -38,6 +38,7 @@ typedef enum { KIND_MLP, KIND_SSM } kind;
 static struct {
     int steps, captures;
     long pairs, violations, negative_violations;
+    long kernel_uses, gemm_uses, other_uses; /* slot-touching operations seen, by what the fake read them from */
 } totals;
 
 /* ---- the step ---- */
@@ -147,7 +148,7 @@ typedef struct recorded {
 } recorded;
 
 /* Checks the log of one capture; returns its violations (printed when `loud`). */
-static long check_capture(const gg_step *step, int blocks, int loud) {
+static long check_capture(const gg_step *step, unsigned *used, int loud) {
     region r[MAX_SLOTS];
     int K = 0;
     for (int k = 0; k < MAX_SLOTS && (k == 0 || k < K); ++k) {
@@ -168,7 +169,6 @@ static long check_capture(const gg_step *step, int blocks, int loud) {
     int n_streams = 0, n_ops = 0, n_events = 0, call = -1;
     int clock[MAX_STREAMS][MAX_STREAMS] = {{0}};
     int joined[MAX_STREAMS] = {0};
-    unsigned used = 0;
     for (int i = 0; i < n; ++i) {
         const fake_entry *e = &fake_log.entries[i];
         if (e->op == FAKE_OP_MARK) {
@@ -201,13 +201,16 @@ static long check_capture(const gg_step *step, int blocks, int loud) {
         o->entry = i;
         o->slots = slots_touched(e, r, K);
         memcpy(o->clock, clock[s], sizeof clock[s]);
-        used |= o->slots;
+        *used |= o->slots;
+        if (o->slots) {
+            if (e->op == FAKE_OP_KERNEL) totals.kernel_uses++;
+            else if (e->op == FAKE_OP_MATMUL) totals.gemm_uses++;
+            else totals.other_uses++;
+        }
         if (o->slots && call < 0) fail_msg("entry %d touches a slot outside any block call", i);
         if (o->slots & ~(1u << (call % K)))
             fail_msg("entry %d of call %d touches slots 0x%x, not only its own (%d)", i, call, o->slots, call % K);
     }
-    const int expect_used = blocks < K ? blocks : K;
-    (void)expect_used;
     long violations = 0;
     for (int a = 0; a < n_ops; ++a) {
         if (!ops[a].slots) continue;
@@ -233,9 +236,10 @@ static long check_capture(const gg_step *step, int blocks, int loud) {
 }
 
 /* Runs every bucket (plain, then accumulating) of the step, each a new capture, checking each; returns the
- * violations and *used: the slots any call touched. */
+ * violations. Every slot a call is given (min(K, layers) of them) must be seen in use. */
 static long run_and_check(built *b, int layers, int loud) {
     long violations = 0;
+    unsigned used = 0;
     const int64_t buckets[] = {128, 256, 512, 1024};
     for (int acc = 0; acc < 2; ++acc)
         for (size_t i = 0; i < sizeof buckets / sizeof buckets[0]; ++i) {
@@ -246,10 +250,15 @@ static long run_and_check(built *b, int layers, int loud) {
             fake_log_stop();
             assert_int_equal(fake.captures, captures + 1);
             assert_int_equal(current_block, layers - 1);
-            violations += check_capture(b->step, layers, loud);
+            violations += check_capture(b->step, &used, loud);
             totals.captures++;
         }
     fake_log_free();
+    void *scratch, *counter;
+    size_t bytes, counter_bytes;
+    const int K = gg_step_slot_region(b->step, 0, &scratch, &bytes, &counter, &counter_bytes);
+    const int given = layers < K ? layers : K;
+    assert_int_equal(used, (1u << given) - 1);
     return violations;
 }
 
@@ -303,7 +312,8 @@ int main(void) {
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     printf("RING_PROOF {\"steps\": %d, \"captures\": %d, \"pairs_checked\": %ld, \"violations\": %ld, "
-           "\"negative_control_violations\": %ld}\n",
-           totals.steps, totals.captures, totals.pairs, totals.violations, totals.negative_violations);
+           "\"negative_control_violations\": %ld, \"slot_uses\": {\"kernel\": %ld, \"gemm\": %ld, \"other\": %ld}}\n",
+           totals.steps, totals.captures, totals.pairs, totals.violations, totals.negative_violations,
+           totals.kernel_uses, totals.gemm_uses, totals.other_uses);
     return failed;
 }
