@@ -94,7 +94,8 @@ static void build(built *b, int layers, int pattern, int sides, int slots) {
             assert_int_equal(gg_step_add_mlp(b->step, &d, &a), GG_SUCCESS);
             prev_grad = a.grad_hidden_states;
         } else {
-            const gg_ssm_gate_desc d = {.tokens = 1, .hidden = HIDDEN, .expanded = EXPANDED, .use_silu_gate = l % 3 != 0};
+            const gg_ssm_gate_desc d = {.tokens = 1, .hidden = HIDDEN, .expanded = EXPANDED,
+                                        .use_silu_gate = l % 3 != 0};
             const gg_ssm_gate_args a = {device(o, n), device(o, n), device(o, n), device(o, n), device(o, n),
                                         device(o, n), device(o, n), device(o, n), device(o, n), device(o, n)};
             assert_int_equal(gg_step_add_ssm_gate(b->step, &d, &a), GG_SUCCESS);

@@ -79,12 +79,12 @@ typedef struct fake_state {
 extern fake_state fake;
 
 /* The log of enqueued work (fake_log_start .. fake_log_stop): every call that puts work on a stream while a capture
- * is open, in the order the library makes it, with its stream, the event of an event record or wait, and the device ranges it touches where
- * the fake can know them: a GEMM's A, B, C, D (from their layouts), workspace, bias and aux pointers; a memset's or
- * an asynchronous copy's bytes; a kernel's pointer arguments (one byte each: a kernel's reach past the pointer it is
- * handed is invisible here) and the 8-byte words of its arguments of class type (their first FAKE_CLASS_SCAN bytes),
- * the argument types read from the kernel's name (__cudaRegisterFunction's, demangled). Reads and writes are not
- * told apart. */
+ * is open, in the order the library makes it, with its stream, the event of an event record or wait, and the device
+ * ranges it touches where the fake can know them: a GEMM's A, B, C, D (from their layouts), workspace, bias and aux
+ * pointers; a memset's or an asynchronous copy's bytes; a kernel's pointer arguments (one byte each: a kernel's reach
+ * past the pointer it is handed is invisible here) and the 8-byte words of its arguments of class type (their first
+ * FAKE_CLASS_SCAN bytes), the argument types read from the kernel's name (__cudaRegisterFunction's, demangled). Reads
+ * and writes are not told apart. */
 typedef enum fake_op {
     FAKE_OP_KERNEL, FAKE_OP_MATMUL, FAKE_OP_MEMSET, FAKE_OP_MEMCPY, FAKE_OP_RECORD, FAKE_OP_WAIT, FAKE_OP_GRAPH,
     FAKE_OP_MARK /* fake_log_mark: a test's note of where it stands (which call the entries after it belong to) */
