@@ -58,7 +58,7 @@ static void contains(const char *message, const char *part) {
 static void loss_callback(void *user, gg_stream stream, int64_t tokens) { (void)user, (void)stream, (void)tokens; }
 
 /* A context on the fakes with a fake communicator attached as rank 0 of 2 (*comm: the caller's to destroy). */
-static gg_ctx *dist_ctx(ncclComm_t *comm) {
+static gg_ctx *dist_ctx_syncing(ncclComm_t *comm, gg_grad_sync sync) {
     fake_reset(2);
     fake.plan_ok = 1;
     gg_config c = GG_CONFIG_INIT;
@@ -69,10 +69,13 @@ static gg_ctx *dist_ctx(ncclComm_t *comm) {
     gg_dist_config dc = GG_DIST_CONFIG_INIT;
     dc.bind_cpus = 0;
     dc.bucket_bytes = BUCKET_BYTES;
+    dc.sync = sync;
     *comm = fake_nccl_comm();
     assert_int_equal(gg_dist_attach(ctx, *comm, &dc), GG_SUCCESS);
     return ctx;
 }
+
+static gg_ctx *dist_ctx(ncclComm_t *comm) { return dist_ctx_syncing(comm, GG_SYNC_ALL_REDUCE); }
 
 /* Detaches, destroys the context and the caller's communicator; nothing may be left alive. */
 static void end_ctx(gg_ctx *ctx, ncclComm_t comm) {
@@ -416,6 +419,27 @@ static void optimizer_updates_each_bucket_as_it_lands(void **state) {
     end_ctx(ctx, comm);
 }
 
+/* (5c) reduce-scatter leaves each rank a shard of each gradient: a syncing step with an optimizer is refused at
+ * finalize, naming why, and captures nothing. */
+static void optimizer_refused_under_reduce_scatter(void **state) {
+    (void)state;
+    ncclComm_t comm = NULL;
+    gg_ctx *ctx = dist_ctx_syncing(&comm, GG_SYNC_REDUCE_SCATTER);
+    gg_optim *opt = NULL;
+    assert_int_equal(gg_optim_create(ctx, NULL, &opt), GG_SUCCESS);
+    const gg_optim_param p = {.param = FAKE(200), .grad = FAKE(201), .count = 1000};
+    assert_int_equal(gg_optim_add_param(opt, &p), GG_SUCCESS);
+    assert_int_equal(gg_optim_finalize(opt), GG_SUCCESS);
+    gg_step *step = mlp_step(ctx, 1, opt);
+    reset_counts();
+    assert_int_equal(gg_step_finalize(step), GG_ERROR_UNSUPPORTED);
+    contains(gg_last_error(ctx), "an optimizer needs every gradient whole, and the communicator reduce-scatters");
+    assert_int_equal(fake.calls[FAKE_BEGIN_CAPTURE], 0);
+    gg_step_destroy(step);
+    gg_optim_destroy(opt);
+    end_ctx(ctx, comm);
+}
+
 /* ---- (6) every NCCL call of a syncing run failed in turn ---- */
 static int injected, failures;
 
@@ -491,6 +515,7 @@ int main(void) {
         cmocka_unit_test(detach_before_any_run),
         cmocka_unit_test(optimizer_after_the_reduction),
         cmocka_unit_test(optimizer_updates_each_bucket_as_it_lands),
+        cmocka_unit_test(optimizer_refused_under_reduce_scatter),
         cmocka_unit_test(every_nccl_fault_in_a_run),
     };
     return cmocka_run_group_tests_name("step_sync", tests, NULL, NULL);
