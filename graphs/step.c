@@ -39,7 +39,7 @@ typedef struct step_op {
     gg_block_call call; /* OP_BLOCK: dims, precision, pointers; tokens the largest bucket */
     int block;          /* OP_BLOCK: its index among the block calls (slot block % K, side stream block % S) */
     gg_step_callback_fn fn; /* OP_CALLBACK */
-    gg_step_final_fn run;   /* OP_FINAL */
+    gg_step_final final;    /* OP_FINAL */
     void *user;
     void *grad;        /* OP_REDUCE: count elements of elem_bytes */
     size_t count;
@@ -119,6 +119,8 @@ void gg_step_destroy(gg_step *s) {
     gg_ptrset_free(&s->ptrsets);
     free(s->ptrset_row);
     gg_ctx_hook_remove(s->ctx, &s->hook);
+    for (int i = 0; i < s->n_ops; ++i)
+        if (s->ops[i].kind == OP_FINAL && s->ops[i].final.release) s->ops[i].final.release(s->ops[i].final.user);
     free(s->ops);
     free(s);
 }
@@ -285,14 +287,18 @@ gg_status gg_step_add_callback(gg_step *s, gg_step_callback_fn fn, void *user) {
 
 gg_ctx *gg_step_context(const gg_step *s) { return s->ctx; }
 
-gg_status gg_step_add_final(gg_step *s, const char *fn, gg_step_final_fn run, void *user) {
-    if (!s) return check_open(s, fn);
-    GG_TRY(gg_ctx_claim(s->ctx, fn));
-    gg_status status = check_open(s, fn);
+gg_status gg_step_add_final(gg_step *s, const char *fn, const gg_step_final *final) {
+    gg_status status = s ? gg_ctx_claim(s->ctx, fn) : check_open(s, fn);
+    if (status != GG_SUCCESS) {
+        if (final->release) final->release(final->user);
+        return status;
+    }
+    status = check_open(s, fn);
     if (status == GG_SUCCESS) {
-        const step_op op = {.kind = OP_FINAL, .run = run, .user = user};
+        const step_op op = {.kind = OP_FINAL, .final = *final};
         status = append(s, fn, &op);
     }
+    if (status != GG_SUCCESS && final->release) final->release(final->user);
     gg_ctx_release(s->ctx);
     return status;
 }
@@ -488,6 +494,11 @@ static gg_status make_layout(gg_step *s, const char *fn) {
             return gg_fail(ctx, GG_ERROR_UNSUPPORTED,
                            "%s: count = %zu is not divisible by the %d ranks: reduce-scatter cannot shard it", where,
                            o->count, ctx->dist->size);
+        if (o->kind == OP_FINAL && o->final.whole_gradients && whole)
+            return gg_fail(ctx, GG_ERROR_UNSUPPORTED,
+                           "%s: an optimizer needs every gradient whole, and the communicator reduce-scatters "
+                           "(gg_dist_config.sync): each rank would update every weight from its shard only",
+                           where);
     }
     s->n_grads = list_grads(s, NULL);
     s->grads = calloc((size_t)(s->n_grads ? s->n_grads : 1), sizeof *s->grads);
@@ -687,6 +698,7 @@ static gg_status join_op(gg_ctx *ctx, step_op *op, cudaStream_t main) {
     return GG_SUCCESS;
 }
 
+/* Test hooks (step.h): read here, set only by tests/cpu/test_step_ring.c; zero, they change nothing. */
 gg_step_test_hooks gg_step_test;
 
 int gg_step_slot_region(const gg_step *s, int slot, void **scratch, size_t *scratch_bytes, void **counter,
@@ -733,6 +745,22 @@ static gg_status zero_padding(gg_ctx *ctx, const gg_block_call *c, int64_t token
 
 /* The buckets whose last gradient call i produced (*next: the first bucket not launched yet) go to the
  * communication stream, after call i's work on main and its deferred weight-gradient branches. */
+/* Bucket b is launched: every gradient it completes (its last piece) goes to the final calls' early hooks, on the
+ * communication stream behind the bucket. */
+static gg_status gradients_reduced(gg_step *s, int b) {
+    const gg_reduce_bucket *k = &s->layout.buckets[b];
+    for (int p = k->first; p < k->first + k->n; ++p) {
+        const gg_reduce_piece *piece = &s->layout.pieces[p];
+        const gg_reduce_grad *g = &s->grads[piece->grad];
+        if (piece->offset + piece->count != g->count) continue; /* not its last piece */
+        for (int i = 0; i < s->n_ops; ++i)
+            if (s->ops[i].kind == OP_FINAL && s->ops[i].final.early)
+                GG_TRY(s->ops[i].final.early(s->ops[i].final.user, g->ptr, g->count, g->elem_bytes,
+                                             s->ctx->dist->stream));
+    }
+    return GG_SUCCESS;
+}
+
 static gg_status launch_ready(gg_step *s, int i, cudaStream_t main, int *next, int *forked) {
     const step_op *op = &s->ops[i];
     cudaEvent_t events[2];
@@ -742,6 +770,7 @@ static gg_status launch_ready(gg_step *s, int i, cudaStream_t main, int *next, i
     for (; *next < s->layout.n_buckets && s->layout.buckets[*next].ready == i; ++*next) {
         *forked = 1;
         GG_TRY(gg_dist_step_bucket(s->ctx, &s->layout, s->grads, *next, main, events, n));
+        GG_TRY(gradients_reduced(s, *next));
     }
     return GG_SUCCESS;
 }
@@ -754,7 +783,10 @@ static gg_status enqueue_step(gg_step *s, int64_t tokens, const int64_t *device_
     gg_status status = GG_SUCCESS;
     int first_block = 1, next_bucket = 0, forked = 0;
     if (sync) list_grads(s, s->grads); /* the pointers as they are now (gg_step_set_args) */
-    for (int i = 0; i < s->n_ops; ++i) s->ops[i].deferred = 0, s->ops[i].joined = 0;
+    for (int i = 0; i < s->n_ops; ++i) {
+        s->ops[i].deferred = 0, s->ops[i].joined = 0;
+        if (s->ops[i].kind == OP_FINAL && s->ops[i].final.begin) s->ops[i].final.begin(s->ops[i].final.user);
+    }
     for (int i = 0; i < s->n_ops && status == GG_SUCCESS; ++i) {
         step_op *op = &s->ops[i];
         if (sync && op->kind == OP_REDUCE) status = launch_ready(s, i, main, &next_bucket, &forked);
@@ -763,7 +795,7 @@ static gg_status enqueue_step(gg_step *s, int64_t tokens, const int64_t *device_
             for (int e = 0; e < i && status == GG_SUCCESS; ++e)
                 if (s->ops[e].kind == OP_BLOCK) status = join_op(ctx, &s->ops[e], main);
             if (status == GG_SUCCESS && forked) status = gg_dist_step_join(ctx, main);
-            if (status == GG_SUCCESS) status = op->run(op->user, main);
+            if (status == GG_SUCCESS) status = op->final.run(op->final.user, main);
             continue;
         }
         if (op->kind == OP_CALLBACK) {

@@ -15,11 +15,30 @@ gg_status gg_step_add_block(gg_step *step, const gg_block_info *info, const char
 /* The step's context (for the public adds' checks). */
 gg_ctx *gg_step_context(const gg_step *step);
 
-/* Work that needs every earlier gradient final (an optimizer): run(user, stream) enqueues it on the step's main
- * stream once every earlier call's deferred weight-gradient work and every reduction launched so far have joined
- * it; its status ends the capture's enqueue. `fn` names the public entry point that adds it (for messages). */
+/* Work that needs the step's gradients final (an optimizer), added as the step's call of kind "final":
+ *   - run(user, stream) enqueues it on the step's main stream once every earlier call's deferred weight-gradient
+ *     work and every reduction launched so far have joined it; its status ends the capture's enqueue;
+ *   - begin(user) (may be NULL) is called when a capture of the step starts;
+ *   - early (may be NULL), in a syncing step only: early(user, grad, count, elem_bytes, stream) is called, while
+ *     the step is captured, for each reduced gradient as soon as the bucket that completes it is launched, with
+ *     `stream` the communication stream after that bucket (and after the main stream's work up to the gradient's
+ *     producer, so the producer's reads of its weights are done): it may enqueue what needs only that gradient
+ *     there, and run then does the rest;
+ *   - whole_gradients: it needs every gradient whole and reduced (refused at finalize with reduce-scatter);
+ *   - release(user) (may be NULL) frees user when the step is destroyed, or when the add fails. */
 typedef gg_status (*gg_step_final_fn)(void *user, cudaStream_t stream);
-gg_status gg_step_add_final(gg_step *step, const char *fn, gg_step_final_fn run, void *user);
+typedef gg_status (*gg_step_early_fn)(void *user, const void *grad, size_t count, int elem_bytes,
+                                      cudaStream_t stream);
+typedef struct gg_step_final {
+    gg_step_final_fn run;
+    void (*begin)(void *user);
+    gg_step_early_fn early;
+    int whole_gradients;
+    void (*release)(void *user);
+    void *user;
+} gg_step_final;
+/* `fn` names the public entry point that adds it (for messages). */
+gg_status gg_step_add_final(gg_step *step, const char *fn, const gg_step_final *final);
 
 /* Test hooks, for tests/cpu/test_step_ring.c only (no public header names them; both are zero unless a test sets
  * them). before_block(block) is called while capturing, right before block call `block` enqueues its work, so that

@@ -723,8 +723,14 @@ typedef struct gg_optim gg_optim; /* "Optimizer" below */
  * gradients are final (their weight-gradient work on the side streams and, in a data-parallel step, their
  * reductions joined), so the whole training step -- forward (in callbacks), backward, reduction, update -- is one
  * graph launch. Every run of the step then updates the parameters: for accumulation over micro-batches, run a
- * second step without the optimizer for all but the last micro-batch. opt must be finalized and made on the
- * step's context. Refused after gg_step_finalize. */
+ * second step without the optimizer for all but the last micro-batch. In a data-parallel step with an optimizer
+ * that updates parameters apart (max_grad_norm 0 and check_finite 0: nothing waits for every gradient), each
+ * parameter whose gradient is exactly a reduced gradient of the step (same pointer, count and type) is updated on
+ * the communication stream as soon as the bucket completing that gradient is reduced, overlapping the rest of the
+ * backward: no call after that point may read the parameter's weights (the usual case: a layer's weights are read
+ * by its own call, before its gradient is final). The others are updated at the end. With reduce-scatter
+ * (gg_dist_config.sync) gg_step_finalize refuses a step with an optimizer: each rank would hold only a shard of
+ * each reduced gradient. opt must be finalized and made on the step's context. Refused after gg_step_finalize. */
 GG_API gg_status gg_step_add_optimizer(gg_step *step, gg_optim *opt);
 
 /* Appends a gradient the caller computes itself (an embedding's, a layer of its own) to the step's reduction: count

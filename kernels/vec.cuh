@@ -11,8 +11,8 @@ namespace gg {
 constexpr int kThreads = 256;
 
 /* A narrow launch runs beside a GEMM on the few SMs its SM target leaves free: one CTA of kNarrowThreads per SM,
- * each thread with several 16-byte loads in flight. A session-19 probe measured ~115 GB/s per SM this way (16 SMs:
- * 1.8 TB/s alone), where the wide grid (one load in flight per thread) needs the whole GPU for its rate. */
+ * each thread with several 16-byte loads in flight: ~115 GB/s per SM (16 SMs: 1.8 TB/s alone; docs/decisions.md,
+ * "the narrow schedule"), where the wide grid (one load in flight per thread) needs the whole GPU for its rate. */
 constexpr int kNarrowThreads = 1024;
 
 /* Eight bf16 values, the unit of a 16-byte load or store. */

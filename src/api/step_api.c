@@ -8,6 +8,9 @@
 #include "src/optim/optim.h"
 #include "step.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 gg_status gg_step_add_tanh_gate(gg_step *step, const gg_tanh_gate_desc *desc, const gg_tanh_gate_args *args) {
     return gg_step_add_block(step, &gg_tanh_gate_info, "gg_step_add_tanh_gate", desc, args);
 }
@@ -24,13 +27,53 @@ gg_status gg_step_add_ssm_gate(gg_step *step, const gg_ssm_gate_desc *desc, cons
     return gg_step_add_block(step, &gg_ssm_gate_info, "gg_step_add_ssm_gate", desc, args);
 }
 
-/* The optimizer's step, enqueued where the step graph's gradients are final (in the step's capture: a failure there
+/* An optimizer in a step: which parameters a capture has updated early (as their gradients were reduced). */
+typedef struct optimizer_stage {
+    gg_optim *opt;
+    int n_params;
+    unsigned char done[]; /* per parameter, during one capture */
+} optimizer_stage;
+
+static void stage_begin(void *user) {
+    optimizer_stage *st = user;
+    memset(st->done, 0, (size_t)st->n_params);
+}
+
+/* A syncing step's gradient is reduced: its parameter's update on the communication stream behind it, when the
+ * optimizer updates parameters apart (neither clipping nor the finite check waits for every gradient). */
+static gg_status stage_early(void *user, const void *grad, size_t count, int elem_bytes, cudaStream_t stream) {
+    optimizer_stage *st = user;
+    if (!gg_optim_updates_apart(st->opt)) return GG_SUCCESS;
+    const int p = gg_optim_param_of(st->opt, grad, count, elem_bytes);
+    if (p < 0 || st->done[p]) return GG_SUCCESS;
+    st->done[p] = 1;
+    return gg_optim_step_range_captured(st->opt, p, 1, stream);
+}
+
+/* Where the step's gradients are final: every parameter not updated early (in the step's capture: a failure there
  * enqueues nothing that runs). */
-static gg_status optimizer_stage(void *user, cudaStream_t stream) { return gg_optim_step_captured(user, stream); }
+static gg_status stage_run(void *user, cudaStream_t stream) {
+    optimizer_stage *st = user;
+    int any = 0;
+    for (int i = 0; i < st->n_params; ++i) any |= st->done[i];
+    if (!any) return gg_optim_step_captured(st->opt, stream);
+    for (int first = 0; first < st->n_params;) {
+        if (st->done[first]) {
+            ++first;
+            continue;
+        }
+        int end = first;
+        while (end < st->n_params && !st->done[end]) ++end;
+        GG_TRY(gg_optim_step_range_captured(st->opt, first, end - first, stream));
+        first = end;
+    }
+    return GG_SUCCESS;
+}
 
 gg_status gg_step_add_optimizer(gg_step *step, gg_optim *opt) {
     const char *fn = "gg_step_add_optimizer";
-    if (!step) return gg_step_add_final(step, fn, optimizer_stage, opt); /* its message: step is NULL */
+    const gg_step_final none = {0};
+    if (!step) return gg_step_add_final(step, fn, &none); /* its message: step is NULL */
     gg_ctx *ctx = gg_step_context(step);
     if (!opt) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s (call %d): opt is NULL", fn, gg_step_call_count(step));
     if (opt->ctx != ctx)
@@ -40,5 +83,10 @@ gg_status gg_step_add_optimizer(gg_step *step, gg_optim *opt) {
     if (opt->finalized != 1)
         return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s (call %d): opt is not finalized (call gg_optim_finalize)",
                        fn, gg_step_call_count(step));
-    return gg_step_add_final(step, fn, optimizer_stage, opt);
+    optimizer_stage *st = calloc(1, sizeof *st + (size_t)opt->n_params);
+    if (!st) return gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "%s (call %d): out of host memory", fn, gg_step_call_count(step));
+    st->opt = opt;
+    st->n_params = opt->n_params;
+    const gg_step_final final = {stage_run, stage_begin, stage_early, 1, free, st};
+    return gg_step_add_final(step, fn, &final); /* frees st when it fails */
 }

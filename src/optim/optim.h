@@ -63,4 +63,13 @@ gg_k_optim_scalars *gg_optim_scalars(const gg_optim *opt);
  * step discards, so nothing of the step runs and the failure is the launch's own status, never GG_ERROR_PARTIAL. */
 gg_status gg_optim_step_captured(gg_optim *opt, cudaStream_t stream);
 
+/* The same for parameters [first, first + count) (no claim; the range's rules are gg_optim_step_params'). */
+gg_status gg_optim_step_range_captured(gg_optim *opt, int first, int count, cudaStream_t stream);
+
+/* Whether parameters may be updated apart (neither clipping nor the finite check needs every gradient first). */
+int gg_optim_updates_apart(const gg_optim *opt);
+
+/* The parameter whose gradient is exactly `count` elements of elem_bytes at grad, or -1. */
+int gg_optim_param_of(const gg_optim *opt, const void *grad, size_t count, int elem_bytes);
+
 #endif

@@ -99,6 +99,21 @@ gg_status gg_optim_step(gg_optim *o, gg_stream stream) { return step_all(o, 1, s
 
 gg_status gg_optim_step_captured(gg_optim *o, cudaStream_t stream) { return step_all(o, 0, (gg_stream)stream); }
 
+gg_status gg_optim_step_range_captured(gg_optim *o, int first, int count, cudaStream_t stream) {
+    return run_step(o, "gg_optim_step_params (in a step graph)", first, count, 0, (gg_stream)stream);
+}
+
+int gg_optim_updates_apart(const gg_optim *o) { return !(o->config.max_grad_norm > 0.0f) && !o->config.check_finite; }
+
+int gg_optim_param_of(const gg_optim *o, const void *grad, size_t count, int elem_bytes) {
+    for (int i = 0; i < o->n_params; ++i) {
+        const gg_optim_param *p = &o->params[i];
+        const int elem = p->grad_dtype == GG_OPTIM_FP32 ? 4 : 2;
+        if (p->grad == grad && (size_t)p->count == count && elem == elem_bytes) return i;
+    }
+    return -1;
+}
+
 static gg_status check_range(gg_optim *o, const char *fn, int first, int count) {
     GG_TRY(check_ready(o, fn));
     if (o->config.max_grad_norm > 0.0f || o->config.check_finite)

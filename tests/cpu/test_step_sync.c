@@ -58,7 +58,7 @@ static void contains(const char *message, const char *part) {
 static void loss_callback(void *user, gg_stream stream, int64_t tokens) { (void)user, (void)stream, (void)tokens; }
 
 /* A context on the fakes with a fake communicator attached as rank 0 of 2 (*comm: the caller's to destroy). */
-static gg_ctx *dist_ctx(ncclComm_t *comm) {
+static gg_ctx *dist_ctx_syncing(ncclComm_t *comm, gg_grad_sync sync) {
     fake_reset(2);
     fake.plan_ok = 1;
     gg_config c = GG_CONFIG_INIT;
@@ -69,10 +69,13 @@ static gg_ctx *dist_ctx(ncclComm_t *comm) {
     gg_dist_config dc = GG_DIST_CONFIG_INIT;
     dc.bind_cpus = 0;
     dc.bucket_bytes = BUCKET_BYTES;
+    dc.sync = sync;
     *comm = fake_nccl_comm();
     assert_int_equal(gg_dist_attach(ctx, *comm, &dc), GG_SUCCESS);
     return ctx;
 }
+
+static gg_ctx *dist_ctx(ncclComm_t *comm) { return dist_ctx_syncing(comm, GG_SYNC_ALL_REDUCE); }
 
 /* Detaches, destroys the context and the caller's communicator; nothing may be left alive. */
 static void end_ctx(gg_ctx *ctx, ncclComm_t comm) {
@@ -357,6 +360,86 @@ static void optimizer_after_the_reduction(void **state) {
     end_ctx(ctx, comm);
 }
 
+/* (5b) an optimizer that updates parameters apart (no clipping, no finite check): each parameter's update is
+ * launched right behind the group of the bucket that completes its gradient, before later buckets' groups; the final
+ * stage updates only what no bucket completed (here nothing: every parameter's gradient is reduced). */
+static void optimizer_updates_each_bucket_as_it_lands(void **state) {
+    (void)state;
+    ncclComm_t comm = NULL;
+    gg_ctx *ctx = dist_ctx(&comm);
+    gg_reduce_grad grads[4 * LAYERS + 1];
+    const int n_grads = expected_grads(grads);
+    gg_optim_config oc = GG_OPTIM_CONFIG_INIT;
+    oc.check_finite = 0; /* and max_grad_norm 0: nothing needs every gradient first */
+    gg_optim *opt = NULL;
+    assert_int_equal(gg_optim_create(ctx, &oc, &opt), GG_SUCCESS);
+    for (int i = 0; i < n_grads; ++i) {
+        const gg_optim_param p = {.param = FAKE(200 + i), .grad = grads[i].ptr, .count = (int64_t)grads[i].count};
+        assert_int_equal(gg_optim_add_param(opt, &p), GG_SUCCESS);
+    }
+    assert_int_equal(gg_optim_finalize(opt), GG_SUCCESS);
+    gg_step *plain = mlp_step(ctx, 1, NULL), *with = mlp_step(ctx, 1, opt);
+    assert_int_equal(gg_step_finalize(plain), GG_SUCCESS);
+    assert_int_equal(gg_step_finalize(with), GG_SUCCESS);
+    gg_reduce_layout layout;
+    assert_int_equal(gg_reduce_layout_make(grads, n_grads, BUCKET_BYTES, 0, &layout), 0);
+    /* per bucket, the gradients it completes (their last piece) */
+    int completes[256] = {0};
+    assert_true(layout.n_buckets <= 256);
+    for (int b = 0; b < layout.n_buckets; ++b)
+        for (int q = layout.buckets[b].first; q < layout.buckets[b].first + layout.buckets[b].n; ++q) {
+            const gg_reduce_piece *piece = &layout.pieces[q];
+            completes[b] += piece->offset + piece->count == grads[piece->grad].count;
+        }
+    /* launches before each group start, without and with the optimizer */
+    int before[2][256], total[2];
+    gg_step *steps[2] = {plain, with};
+    for (int k = 0; k < 2; ++k) {
+        reset_counts();
+        assert_int_equal(gg_step_run(steps[k], TOKENS, 0, NULL), GG_SUCCESS);
+        total[k] = fake.calls[FAKE_LAUNCH];
+        int b = 0;
+        for (int i = 0; i < fake_nccl.logged; ++i)
+            if (fake_nccl.log[i].what == FNC_GROUP_START && b < 256) before[k][b++] = fake_nccl.log[i].launches;
+        assert_int_equal(b, layout.n_buckets);
+    }
+    /* two launches per parameter (the step counts, the update) and each one's before the next bucket's group */
+    int updated = 0;
+    for (int b = 0; b < layout.n_buckets; ++b) {
+        assert_int_equal(before[1][b] - before[0][b], 2 * updated);
+        updated += completes[b];
+    }
+    assert_int_equal(updated, n_grads);
+    assert_int_equal(total[1] - total[0], 2 * n_grads);
+    print_message("%d buckets; every parameter updated behind the bucket completing its gradient\n", layout.n_buckets);
+    gg_reduce_layout_free(&layout);
+    gg_step_destroy(plain);
+    gg_step_destroy(with);
+    gg_optim_destroy(opt);
+    end_ctx(ctx, comm);
+}
+
+/* (5c) reduce-scatter leaves each rank a shard of each gradient: a syncing step with an optimizer is refused at
+ * finalize, naming why, and captures nothing. */
+static void optimizer_refused_under_reduce_scatter(void **state) {
+    (void)state;
+    ncclComm_t comm = NULL;
+    gg_ctx *ctx = dist_ctx_syncing(&comm, GG_SYNC_REDUCE_SCATTER);
+    gg_optim *opt = NULL;
+    assert_int_equal(gg_optim_create(ctx, NULL, &opt), GG_SUCCESS);
+    const gg_optim_param p = {.param = FAKE(200), .grad = FAKE(201), .count = 1000};
+    assert_int_equal(gg_optim_add_param(opt, &p), GG_SUCCESS);
+    assert_int_equal(gg_optim_finalize(opt), GG_SUCCESS);
+    gg_step *step = mlp_step(ctx, 1, opt);
+    reset_counts();
+    assert_int_equal(gg_step_finalize(step), GG_ERROR_UNSUPPORTED);
+    contains(gg_last_error(ctx), "an optimizer needs every gradient whole, and the communicator reduce-scatters");
+    assert_int_equal(fake.calls[FAKE_BEGIN_CAPTURE], 0);
+    gg_step_destroy(step);
+    gg_optim_destroy(opt);
+    end_ctx(ctx, comm);
+}
+
 /* ---- (6) every NCCL call of a syncing run failed in turn ---- */
 static int injected, failures;
 
@@ -431,6 +514,8 @@ int main(void) {
         cmocka_unit_test(captures_one_group_per_bucket),
         cmocka_unit_test(detach_before_any_run),
         cmocka_unit_test(optimizer_after_the_reduction),
+        cmocka_unit_test(optimizer_updates_each_bucket_as_it_lands),
+        cmocka_unit_test(optimizer_refused_under_reduce_scatter),
         cmocka_unit_test(every_nccl_fault_in_a_run),
     };
     return cmocka_run_group_tests_name("step_sync", tests, NULL, NULL);
