@@ -7,7 +7,7 @@
 #include <sys/mman.h>
 
 fake_state fake;
-fake_log_t fake_log;
+fake_log_state fake_log;
 
 const char *const fake_kind_names[FAKE_KINDS] = {
     "cublasLtMatmul",         "kernel launch",        "cudaEventRecord",         "cudaStreamWaitEvent",
@@ -88,7 +88,7 @@ void fake_log_mark(int mark) {
 }
 
 /* Kernels by host function (__cudaRegisterFunction's), with their mangled names. */
-enum { MAX_KERNELS = 256 };
+enum { MAX_KERNELS = 1024 }; /* registrations past it are dropped: their launches count as unknown_kernels */
 typedef struct kernel_entry {
     const void *fn;
     const char *name;

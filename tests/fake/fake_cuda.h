@@ -106,15 +106,15 @@ typedef struct fake_entry {
     const char *kernel; /* FAKE_OP_KERNEL: its mangled name, NULL when the fake has none */
 } fake_entry;
 
-typedef struct fake_log_t {
+typedef struct fake_log_state {
     int on;
     fake_entry *entries;
     int n, cap;
     int truncated;       /* entries that had more ranges than FAKE_LOG_RANGES, or could not be logged */
     int unknown_kernels; /* launches whose argument types the fake could not read */
-} fake_log_t;
+} fake_log_state;
 
-extern fake_log_t fake_log;
+extern fake_log_state fake_log;
 
 void fake_log_start(void); /* clears the log and logs from now on */
 void fake_log_stop(void);  /* stops logging; the entries stay until fake_log_free or the next start */
