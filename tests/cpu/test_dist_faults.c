@@ -171,7 +171,7 @@ static void init_that_never_completes_is_aborted(void **state) {
     const double took = now_s() - t0;
     print_message("init never ready: %s after %.2f s: %s\n", gg_status_string(st), took, gg_last_error(ctx));
     assert_int_equal(st, GG_ERROR_NCCL);
-    assert_true(took >= 1.0 && took < 5.0);
+    assert_true(took >= 1.0 && took < 15.0); /* bounded; the upper bound leaves a loaded CI machine room */
     contains(gg_last_error(ctx), "GG_DIST_INIT_TIMEOUT_S");
     contains(gg_last_error(ctx), "aborted");
     assert_int_equal(atomic_load(&fake_nccl.aborts), 1);
@@ -201,7 +201,7 @@ static void finalize_that_never_ends_is_aborted(void **state) {
     const double took = now_s() - t0;
     print_message("finalize never ends: %s after %.2f s: %s\n", gg_status_string(st), took, gg_last_error(ctx));
     assert_int_equal(st, GG_ERROR_NCCL);
-    assert_true(took >= 1.0 && took < 5.0);
+    assert_true(took >= 1.0 && took < 15.0); /* bounded; the upper bound leaves a loaded CI machine room */
     contains(gg_last_error(ctx), "ncclCommFinalize had not ended");
     assert_int_equal(atomic_load(&fake_nccl.aborts), 1);
     assert_int_equal(atomic_load(&fake_nccl.destroys), 0);
@@ -226,7 +226,7 @@ static void async_error_is_aborted_by_the_watchdog(void **state) {
     snprintf(dot, sizeof dot, "/tmp/gg_dist_faults_%d.dot", (int)getpid());
     assert_int_equal(gg_graph_debug_dot(g, 0, dot, 0), GG_SUCCESS); /* captured again, NCCL calls included */
     atomic_store(&fake_nccl.async_error, ncclRemoteError);
-    assert_true(wait_for(&fake_nccl.aborts, 1, 2.0) >= 0);
+    assert_true(wait_for(&fake_nccl.aborts, 1, 10.0) >= 0);
     assert_int_equal(gg_graph_debug_dot(g, 0, dot, 0), GG_ERROR_NCCL); /* no capture on an aborted communicator */
     contains(gg_last_error(ctx), "gg_graph_debug_dot");
     remove(dot);
@@ -260,9 +260,9 @@ static void replay_past_the_step_deadline_is_aborted(void **state) {
     /* a replay that never finishes (its peer is gone) */
     fake.events_busy = 1;
     assert_int_equal(tanh_run(g), GG_SUCCESS);
-    const double took = wait_for(&fake_nccl.aborts, 1, 5.0);
+    const double took = wait_for(&fake_nccl.aborts, 1, 15.0);
     print_message("replay never finishes: aborted after %.2f s\n", took);
-    assert_true(took >= 0.9 && took < 3.0);
+    assert_true(took >= 0.9 && took < 15.0); /* bounded; the upper bound leaves a loaded CI machine room */
     assert_int_equal(tanh_run(g), GG_ERROR_NCCL);
     contains(gg_last_error(ctx), "gg_tanh_gate_graph_run");
     contains(gg_last_error(ctx), "had not finished after 1 s");
@@ -313,7 +313,7 @@ static void abort_from_another_thread(void **state) {
                   gg_last_error(ctx));
     assert_int_equal(job.status, GG_SUCCESS);
     assert_int_equal(st, GG_ERROR_NCCL);
-    assert_true(took < 2.0);
+    assert_true(took < 10.0); /* the abort at 0.2 s ends the wait (a loaded CI machine may take longer) */
     assert_null(g);
     assert_int_equal(atomic_load(&fake_nccl.aborts), 1);
     assert_int_equal(gg_dist_check(ctx), GG_ERROR_NCCL);
