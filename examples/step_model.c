@@ -142,9 +142,12 @@ int sm_create(gg_ctx *ctx, const sm_config *c, sm_model **out) {
     for (int l = 0; l < c->layers; ++l) {
         const sm_layer *y = &m->layers[l];
         const void *const *p = c->gated ? (const void *const *)&y->ssm : (const void *const *)&y->mlp;
-        const size_t n = c->gated ? sizeof y->ssm / sizeof(void *) : sizeof y->mlp / sizeof(void *);
-        for (size_t i = 0; i < n; ++i) /* every buffer made; grad_residual is NULL unless fused_residual */
-            if (!p[i] && (c->gated || &p[i] != (const void *const *)&y->mlp.grad_residual)) goto fail;
+        /* every buffer made (grad_residual, the last field, is NULL unless fused_residual) */
+        const size_t n = c->gated            ? sizeof y->ssm / sizeof(void *)
+                         : c->fused_residual ? sizeof y->mlp / sizeof(void *)
+                                             : offsetof(gg_mlp_args, grad_residual) / sizeof(void *);
+        for (size_t i = 0; i < n; ++i)
+            if (!p[i]) goto fail;
         if (c->gated && (!y->tanh.gate || !y->tanh.mask || !y->tanh.grad_gate || !y->tanh.grad_hidden_states))
             goto fail;
     }

@@ -480,6 +480,22 @@ static uint64_t fingerprint(const gg_step *s) {
     return h;
 }
 
+/* Work that needs every gradient final (an optimizer) comes after every call that makes one: a gradient made later
+ * would miss the update it runs before. Callbacks may follow it. */
+static gg_status check_final_last(gg_step *s, const char *fn) {
+    int final = -1;
+    for (int i = 0; i < s->n_ops; ++i) {
+        const op_kind k = s->ops[i].kind;
+        if (k == OP_FINAL && s->ops[i].final.whole_gradients && final < 0) final = i;
+        if (final >= 0 && (k == OP_BLOCK || k == OP_REDUCE))
+            return gg_fail(s->ctx, GG_ERROR_INVALID_ARGUMENT,
+                           "%s (call %d): a %s after the optimizer (call %d), whose update would run before its "
+                           "gradients are made: add the optimizer last",
+                           fn, i, k == OP_BLOCK ? "block call" : "gg_step_add_reduce", final);
+    }
+    return GG_SUCCESS;
+}
+
 /* The host half of a syncing step's finalize: the shape rules of the context's sync, the gradients and their
  * layout. */
 static gg_status make_layout(gg_step *s, const char *fn) {
@@ -640,6 +656,7 @@ static gg_status finalize(gg_step *s, const char *fn) {
     for (int i = 0; i < s->n_ops && status == GG_SUCCESS; ++i)
         if (s->ops[i].kind == OP_BLOCK) status = check_against_earlier(s, fn, i);
     if (status == GG_SUCCESS) status = check_reduce_entries(s, fn);
+    if (status == GG_SUCCESS) status = check_final_last(s, fn);
     if (status == GG_SUCCESS && syncs) status = make_layout(s, fn);
     if (syncs) { /* collective: every rank's checks passed, and the ranks built the same step */
         const gg_status agreed = gg_dist_step_agree(ctx, fn, status == GG_SUCCESS, status == GG_SUCCESS ?

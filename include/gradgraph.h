@@ -730,7 +730,9 @@ typedef struct gg_optim gg_optim; /* "Optimizer" below */
  * backward: no call after that point may read the parameter's weights (the usual case: a layer's weights are read
  * by its own call, before its gradient is final). The others are updated at the end. With reduce-scatter
  * (gg_dist_config.sync) gg_step_finalize refuses a step with an optimizer: each rank would hold only a shard of
- * each reduced gradient. opt must be finalized and made on the step's context. Refused after gg_step_finalize. */
+ * each reduced gradient. Add it after every block call and gg_step_add_reduce (gg_step_finalize refuses one that
+ * follows it: its gradients would miss the update); callbacks may follow. opt must be finalized and made on the
+ * step's context. Refused after gg_step_finalize. */
 GG_API gg_status gg_step_add_optimizer(gg_step *step, gg_optim *opt);
 
 /* Appends a gradient the caller computes itself (an embedding's, a layer of its own) to the step's reduction: count

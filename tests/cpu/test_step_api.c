@@ -458,6 +458,16 @@ static void optimizer_in_the_step(void **state) {
     assert_int_equal(gg_step_finalize(step), GG_SUCCESS);
     assert_int_equal(gg_step_add_optimizer(step, ready), GG_ERROR_INVALID_ARGUMENT);
     assert_message_has(ctx, "the step is finalized");
+    /* a block call after the optimizer would make gradients the update has already run without */
+    gg_step *late = NULL;
+    const gg_mlp_args a1 = mlp_args(1);
+    assert_int_equal(gg_step_create(ctx, &sc, &late), GG_SUCCESS);
+    assert_int_equal(gg_step_add_mlp(late, &mlp, &a0), GG_SUCCESS);
+    assert_int_equal(gg_step_add_optimizer(late, ready), GG_SUCCESS);
+    assert_int_equal(gg_step_add_mlp(late, &mlp, &a1), GG_SUCCESS);
+    assert_int_equal(gg_step_finalize(late), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_step_finalize (call 2): a block call after the optimizer (call 1)");
+    gg_step_destroy(late);
     /* the same step without the optimizer: what the optimizer adds to a capture is its own launches */
     gg_step *plain = NULL;
     assert_int_equal(gg_step_create(ctx, &sc, &plain), GG_SUCCESS);
