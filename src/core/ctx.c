@@ -196,6 +196,9 @@ gg_status gg_ctx_create(const gg_config *config, gg_ctx **out) {
     if (config->gemm_workspace_bytes) {
         for (int i = 0; i < GG_GEMM_STREAMS; ++i) {
             GG_CUDA_GOTO(ctx, cudaMalloc(&ctx->workspace[i], config->gemm_workspace_bytes), status, fail);
+            /* cuBLASLt's kernels may read workspace they have not written (initcheck reports it): zeros once, so
+             * that no GEMM ever reads memory nothing wrote. */
+            GG_CUDA_GOTO(ctx, cudaMemset(ctx->workspace[i], 0, config->gemm_workspace_bytes), status, fail);
             ctx->device_bytes += config->gemm_workspace_bytes;
         }
     }
