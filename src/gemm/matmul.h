@@ -33,7 +33,11 @@ typedef struct gg_matmul {
     int max_cluster_ctas;   /* > 0: only algorithms whose thread-block clusters have at most this many CTAs */
     int unsplit;            /* only algorithms without split-k (a GEMM with an SM count target: matmul.c) */
     int epilogue;           /* the shape's epilogue (0: none) */
+    size_t d_span_bytes;    /* D's bytes from its first element to its last (and the aux matrix's, laid out as D) */
 } gg_matmul;
+
+/* Bytes per element of the GEMM types gradgraph uses (fp32, fp16, bf16). */
+static inline size_t gg_gemm_type_bytes(cudaDataType_t t) { return t == CUDA_R_32F ? 4 : 2; }
 
 /* CTAs in one thread-block cluster of a cublasLtClusterShape_t value; 0 when not known (AUTO, or a value newer
  * than this code). */

@@ -51,8 +51,6 @@ static void problem_key(gg_ctx *ctx, const gg_gemm_shape *s, char *key, size_t s
              neighbour_ctas(ctx, s) ? "nb" : "", epilogue);
 }
 
-static size_t elem_bytes(cudaDataType_t t) { return t == CUDA_R_32F ? 4 : 2; }
-
 /* The cached choice, if cuBLASLt still accepts it for these descriptors. */
 static int from_cache(gg_ctx *ctx, const gg_matmul *mm, const char *key, cublasLtMatmulHeuristicResult_t *chosen) {
     const gg_tune_entry *e = gg_tune_cache_find(ctx->tune, key);
@@ -98,11 +96,11 @@ static void scratch_free(scratch *x) {
 
 /* Operands of the problem's sizes, filled with small finite values (0x3c bytes: ~1.06 in fp16, ~0.012 in fp32). */
 static int scratch_alloc(const gg_gemm_shape *s, scratch *x, cudaStream_t stream) {
-    const size_t ab = elem_bytes(s->ab_type);
+    const size_t ab = gg_gemm_type_bytes(s->ab_type);
     const size_t a_bytes = (size_t)s->lda * (size_t)(s->trans_a ? s->m : s->k) * ab;
     const size_t b_bytes = (size_t)s->ldb * (size_t)(s->trans_b ? s->k : s->n) * ab;
-    const size_t d_bytes = (size_t)s->ldd * (size_t)s->n * elem_bytes(s->d_type);
-    const size_t bias_bytes = (size_t)s->m * elem_bytes(s->d_type);
+    const size_t d_bytes = (size_t)s->ldd * (size_t)s->n * gg_gemm_type_bytes(s->d_type);
+    const size_t bias_bytes = (size_t)s->m * gg_gemm_type_bytes(s->d_type);
     if (s->epilogue &&
         (cudaMalloc(&x->bias, bias_bytes) != cudaSuccess || cudaMalloc(&x->aux, d_bytes) != cudaSuccess ||
          cudaMemsetAsync(x->bias, 0, bias_bytes, stream) != cudaSuccess))
