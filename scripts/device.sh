@@ -110,9 +110,11 @@ if [ "$stage" = all ] || [ "$stage" = tests ]; then
   # test_shapes_gpu (tests/gpu): random and threshold shapes against the float64 reference, guard regions around
   # every output; then the same sweep and all 64 cases with the sm_90a-only kernels off (GG_HOPPER_KERNELS=0).
   for hopper in 1 0; do
+    t0=$(date +%s)
     GG_HOPPER_KERNELS=$hopper GG_SHAPES_SEED=$shapes_seed GG_SHAPES_PER_BLOCK=${GG_SHAPES:-300} timeout 900 \
       "$build/tests/test_shapes_gpu" > "$OUT/test_shapes_gpu-hopper$hopper.log" 2>&1 || status=1
     grep -E '^SHAPES|^\[  (PASSED|FAILED) ' "$OUT/test_shapes_gpu-hopper$hopper.log"
+    echo "($(( $(date +%s) - t0 )) s)"
     grep -E '^SHAPE FAIL' "$OUT/test_shapes_gpu-hopper$hopper.log" | head -20
   done
   GG_HOPPER_KERNELS=0 GG_TEST_FILTER='*all_cases*' timeout 600 "$build/tests/test_blocks_gpu" \
@@ -121,16 +123,28 @@ if [ "$stage" = all ] || [ "$stage" = tests ]; then
   python3 scripts/collect_correctness.py "$OUT/test_blocks_gpu.log" "$OUT/correctness-h200.json" \
     "${GG_COMMIT:-unknown}" "$run_cmd" "$(head -2 "$OUT/gpu.txt" | tail -1 | cut -d, -f1)"
   echo "== compute-sanitizer: memcheck (eager and graph), racecheck, synccheck, initcheck (eager) on the small shapes"
-  # memcheck on every block's small shapes (test_blocks_gpu) and on a graph's capture, replay and rebinding
-  # (test_graphs_gpu); the other three tools on the small shapes, gradgraph's kernels only: cuBLASLt's own (nvjet)
-  # synchronize shared memory through TMA barriers, which racecheck reports as races, and read their workspaces
-  # before writing them, which initcheck reports. A tool's log ends with its summary; any report fails the stage.
+  # memcheck on every block's small shapes (test_blocks_gpu), on a graph's capture, replay and rebinding
+  # (test_graphs_gpu), on the forwards and the optimizer; the other three tools on the small shapes of every block,
+  # on both GPU paths (GG_HOPPER_KERNELS). racecheck and synccheck check gradgraph's kernels only: cuBLASLt's own
+  # (nvjet) synchronize shared memory through TMA barriers, which racecheck reports as races; racecheck also fails
+  # with a hardware exception on cuBLASLt's cluster kernels, so its runs take clusters of one CTA
+  # (GG_GEMM_MAX_CLUSTER_CTAS=1). initcheck sees every kernel, with NVTX on: the GEMMs mark what their TMA stores
+  # write (src/gemm/matmul.c). A tool's log ends with its summary; any report fails the stage.
   : > "$OUT/sanitizer.log"
-  for run in "memcheck test_blocks_gpu *small*" "memcheck test_graphs_gpu *rebinding*" \
-             "racecheck test_blocks_gpu *small*" "synccheck test_blocks_gpu *small*" "initcheck test_blocks_gpu *small*"; do
-    read -r tool exe filter <<< "$run"
-    exclude=(); [ "$tool" = memcheck ] || exclude=(--kernel-name-exclude kns=nvjet)
-    GG_TEST_FILTER=$filter timeout "${GG_SANITIZER_TIMEOUT:-150}" compute-sanitizer --tool "$tool" "${exclude[@]}" \
+  for run in "memcheck test_blocks_gpu *small* 1" "memcheck test_graphs_gpu *rebinding* 1" \
+             "memcheck test_forward_gpu * 1" "memcheck test_optim_gpu * 1" \
+             "racecheck test_blocks_gpu *small* 1" "racecheck test_blocks_gpu *small* 0" \
+             "synccheck test_blocks_gpu *small* 1" "synccheck test_blocks_gpu *small* 0" \
+             "initcheck test_blocks_gpu *small* 1" "initcheck test_blocks_gpu *small* 0"; do
+    read -r tool exe filter hopper <<< "$run"
+    opts=(); clusters=
+    case $tool in
+      racecheck) opts=(--kernel-name-exclude kns=nvjet); clusters=1 ;;
+      synccheck) opts=(--kernel-name-exclude kns=nvjet) ;;
+      initcheck) opts=(--nvtx true) ;;
+    esac
+    env GG_TEST_FILTER="$filter" GG_HOPPER_KERNELS="$hopper" ${clusters:+GG_GEMM_MAX_CLUSTER_CTAS=$clusters} \
+      timeout "${GG_SANITIZER_TIMEOUT:-150}" compute-sanitizer --tool "$tool" "${opts[@]}" \
       --error-exitcode 9 "$build/tests/$exe" >> "$OUT/sanitizer.log" 2>&1
     rc=$?; echo "$tool $exe exit $rc" | tee -a "$OUT/sanitizer.log"; [ $rc = 0 ] || status=1
   done

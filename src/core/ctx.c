@@ -152,6 +152,18 @@ gg_status gg_ctx_create(const gg_config *config, gg_ctx **out) {
     GG_CUDA_GOTO(ctx, cudaDeviceGetAttribute(&ctx->sm_count, cudaDevAttrMultiProcessorCount, config->device),
                  status, fail);
     GG_CUDA_GOTO(ctx, cudaDeviceGetAttribute(&ctx->l2_bytes, cudaDevAttrL2CacheSize, config->device), status, fail);
+    const char *clusters = getenv("GG_GEMM_MAX_CLUSTER_CTAS");
+    if (clusters && *clusters) {
+        char *end = NULL;
+        const long n = strtol(clusters, &end, 10);
+        if (*end || n < 1 || n > 16) {
+            status = gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
+                             "gg_ctx_create: GG_GEMM_MAX_CLUSTER_CTAS=\"%.32s\" is not a CTA count from 1 to 16",
+                             clusters);
+            goto fail;
+        }
+        ctx->gemm_max_cluster_ctas = (int)n;
+    }
 #ifdef GG_BUILT_SM90A
     int cc_major = 0, cc_minor = 0;
     GG_CUDA_GOTO(ctx, cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, config->device), status,

@@ -55,6 +55,9 @@ struct gg_ctx {
     /* gg_k_gemm_f32w_capacity's answer, when has_wgmma (GG_F32W_MAX_SPLIT = 8): blocks 2/3's, kept here because the
      * same probe decides has_wgmma for every sm_90a kernel (docs/design.md, "What the context keeps for one block") */
     int f32w_clusters[8 + 1];
+    /* > 0: cuBLASLt algorithms whose thread-block clusters have at most this many CTAs (GG_GEMM_MAX_CLUSTER_CTAS,
+     * for compute-sanitizer's racecheck, which fails with a hardware exception on cuBLASLt's 2-CTA clusters) */
+    int gemm_max_cluster_ctas;
     cublasLtHandle_t lt;
     cudaStream_t side;  /* the context's second stream: the dW chain runs here, forked from the caller's */
     int priority_least, priority_greatest; /* the device's stream priorities (cudaDeviceGetStreamPriorityRange) */

@@ -205,6 +205,9 @@ gg_status gg_matmul_plan(gg_ctx *ctx, const gg_gemm_shape *s, gg_matmul *mm) {
                        fail);
 
     mm->max_cluster_ctas = s->sm_count_target > 0 ? SHARED_SM_MAX_CLUSTER_CTAS : 0;
+    if (ctx->gemm_max_cluster_ctas > 0 &&
+        (mm->max_cluster_ctas == 0 || ctx->gemm_max_cluster_ctas < mm->max_cluster_ctas))
+        mm->max_cluster_ctas = ctx->gemm_max_cluster_ctas;
     cublasLtMatmulHeuristicResult_t results[HEURISTIC_MAX];
     int found = 0;
     GG_CUBLAS_GOTO(ctx,
