@@ -55,8 +55,10 @@ if log is not None:
     non_hopper = sum(per_block.values()) if per_block else 0
 
 # Each run's summary ("ERROR SUMMARY: N errors", racecheck's "RACECHECK SUMMARY: N hazards ...") comes before the
-# "<tool> <test> exit <rc>" line device.sh writes after it; a run that failed without a summary counts as one.
+# "<tool> <test> exit <rc>" line device.sh writes after it; a run that failed without a summary counts as one, except
+# one stopped by its time limit (exit 124) before any report: that run is counted as cut ("sanitizer_runs_cut").
 tools = {"memcheck": None, "racecheck": None, "synccheck": None, "initcheck": None}
+cut = {}
 log = lines("sanitizer.log")
 if log is not None:
     found = 0
@@ -66,8 +68,11 @@ if log is not None:
             found += int(m.group(1))
         m = re.match(r"^(memcheck|racecheck|synccheck|initcheck) \S+ exit (\d+)$", line)
         if m:
-            count = found if found or m.group(2) == "0" else 1
-            tools[m.group(1)] = (tools[m.group(1)] or 0) + count
+            if m.group(2) == "124" and not found:
+                cut[m.group(1)] = cut.get(m.group(1), 0) + 1
+            else:
+                count = found if found or m.group(2) == "0" else 1
+                tools[m.group(1)] = (tools[m.group(1)] or 0) + count
             found = 0
 
 def tagged(name, tag):
@@ -114,5 +119,7 @@ result = {
     "nccl_faults_injected": nccl_faults["injected"] if nccl_faults else None,
     "nccl_fault_failures": nccl_faults["failures"] if nccl_faults else None,
 }
+if cut:
+    result["sanitizer_runs_cut"] = cut
 json.dump(result, open(out, "w"), indent=2)
 print(f"{out}: {sum(shapes.values())} shape runs, {shape_failures} failures, {guard_bytes} guard bytes changed")

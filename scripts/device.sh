@@ -131,11 +131,12 @@ if [ "$stage" = all ] || [ "$stage" = tests ]; then
   # (GG_GEMM_MAX_CLUSTER_CTAS=1). initcheck sees every kernel, with NVTX on: the GEMMs mark what their TMA stores
   # write (src/gemm/matmul.c). A tool's log ends with its summary; any report fails the stage.
   : > "$OUT/sanitizer.log"
+  # racecheck last: about 3 minutes a run (a run stopped by its time limit is counted as cut, not as a report)
   for run in "memcheck test_blocks_gpu *small* 1" "memcheck test_graphs_gpu *rebinding* 1" \
              "memcheck test_forward_gpu * 1" "memcheck test_optim_gpu * 1" \
-             "racecheck test_blocks_gpu *small* 1" "racecheck test_blocks_gpu *small* 0" \
              "synccheck test_blocks_gpu *small* 1" "synccheck test_blocks_gpu *small* 0" \
-             "initcheck test_blocks_gpu *small* 1" "initcheck test_blocks_gpu *small* 0"; do
+             "initcheck test_blocks_gpu *small* 1" "initcheck test_blocks_gpu *small* 0" \
+             "racecheck test_blocks_gpu *small* 1" "racecheck test_blocks_gpu *small* 0"; do
     read -r tool exe filter hopper <<< "$run"
     opts=(); clusters=
     case $tool in
@@ -144,7 +145,7 @@ if [ "$stage" = all ] || [ "$stage" = tests ]; then
       initcheck) opts=(--nvtx true) ;;
     esac
     env GG_TEST_FILTER="$filter" GG_HOPPER_KERNELS="$hopper" ${clusters:+GG_GEMM_MAX_CLUSTER_CTAS=$clusters} \
-      timeout "${GG_SANITIZER_TIMEOUT:-150}" compute-sanitizer --tool "$tool" "${opts[@]}" \
+      timeout "${GG_SANITIZER_TIMEOUT:-240}" compute-sanitizer --tool "$tool" "${opts[@]}" \
       --error-exitcode 9 "$build/tests/$exe" >> "$OUT/sanitizer.log" 2>&1
     rc=$?; echo "$tool $exe exit $rc" | tee -a "$OUT/sanitizer.log"; [ $rc = 0 ] || status=1
   done

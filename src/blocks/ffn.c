@@ -71,6 +71,10 @@ _Static_assert(sizeof(gg_mlp_args) == N_TENSORS(mlp_tensors) * sizeof(void *), "
  * dY and W2. */
 enum { ROUTE_CONVERT = 0, ROUTE_G_F32W = 1, ROUTE_DX_F32W = 2, ROUTE_G_TF32 = 4 };
 
+/* Whether G reads W2's fp16 copy: on neither of its fp32-weight routes (dX may still take its own, when gemm_f32w
+ * takes dX's shape but not G's). */
+static int g_reads_w2_copy(int route) { return !(route & (ROUTE_G_F32W | ROUTE_G_TF32)); }
+
 /* The plan with the blocks' own launch parameters. */
 typedef struct ffn_plan {
     gg_block_plan base;
@@ -156,7 +160,7 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     const int beside_narrow = fp->narrow_ctas ? ctx->sm_count - fp->narrow_ctas : 0;
     if (fp->route & ROUTE_G_TF32)
         GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_G], GG_PRECISION_TF32, 0, 0, 0, F, M, D, F, D, F));
-    else if (fp->route == ROUTE_CONVERT)
+    else if (g_reads_w2_copy(fp->route))
         GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_G], prec, 1, beside_narrow, 0, F, M, D, F, D, F));
     GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW2], prec, 0, 0, 1, F, D / halves, M, F, D, F));
     if (!(fp->route & ROUTE_DX_F32W))
@@ -167,7 +171,7 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     if (prec == GG_PRECISION_FP16) {
         p->buffer[BUF_DY16] = gg_plan_take(p, (size_t)(M * D) * h);
         if (fp->route & ROUTE_G_TF32) p->buffer[BUF_G32] = gg_plan_take(p, (size_t)(M * F) * sizeof(float));
-        if (fp->route == ROUTE_CONVERT) p->buffer[BUF_W2_16] = gg_plan_take(p, (size_t)(D * F) * h);
+        if (g_reads_w2_copy(fp->route)) p->buffer[BUF_W2_16] = gg_plan_take(p, (size_t)(D * F) * h);
         p->buffer[BUF_ACT16] = gg_plan_take(p, (size_t)(M * F) * h);
         p->buffer[BUF_X16] = gg_plan_take(p, (size_t)(M * D) * h);
         if (!(fp->route & ROUTE_DX_F32W)) p->buffer[BUF_W1_16] = gg_plan_take(p, (size_t)(F * D) * h);
@@ -199,7 +203,7 @@ static ffn_operands operands(const gg_ctx *ctx, const gg_block_plan *p, const gg
                       gg_res_buffer(&r, p, BUF_G), GG_DT_F32, r};
     if (c->precision == GG_PRECISION_FP16) {
         o.dy = gg_res_buffer(&r, p, BUF_DY16);
-        if (own(p)->route == ROUTE_CONVERT) o.w2 = gg_res_buffer(&r, p, BUF_W2_16);
+        if (g_reads_w2_copy(own(p)->route)) o.w2 = gg_res_buffer(&r, p, BUF_W2_16);
         o.act = gg_res_buffer(&r, p, BUF_ACT16);
         o.x = gg_res_buffer(&r, p, BUF_X16);
         if (!(own(p)->route & ROUTE_DX_F32W)) o.w1 = gg_res_buffer(&r, p, BUF_W1_16);

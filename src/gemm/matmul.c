@@ -109,18 +109,36 @@ static int keep_fitting_clusters(gg_ctx *ctx, gg_matmul *mm, cublasLtMatmulHeuri
     return found;
 }
 
-/* A GEMM with an SM count target runs without split-k whenever the heuristic offers such an algorithm: with CUDA
- * 13.0's cuBLASLt on an H200, its split-k (2) algorithms under an SM target of 92 wrote wrong results for block 4's
- * dW at k = 32769 and 65537 tokens (1-2 % of the elements off by up to 13x the tolerance, test_shapes_gpu), where
- * k = 32768, 32767, 65536 and 65538 were right. Keeps the unsplit results in the heuristic's order; the new count
- * (all of them when none is unsplit). */
+/* A GEMM with an SM count target runs without split-k: with CUDA 13.0's cuBLASLt on an H200, its split-k (2)
+ * algorithms under an SM target of 92 wrote wrong results for block 4's dW at k = 32769 and 65537 tokens (1-2 % of
+ * the elements off by up to 13x the tolerance, test_shapes_gpu), where k = 32768, 32767, 65536 and 65538 were right.
+ * Keeps the unsplit results in the heuristic's order; when the heuristic offers none (at 1344 x 768 and 2880 x 1408
+ * with k = 32769 and 65537 it offered only split-k (2) ones among those with small clusters), the same algorithms
+ * re-configured to split-k 1 that cuBLASLt accepts. The new count; `found` with a warning when neither exists. */
 static int split_k(const cublasLtMatmulAlgo_t *algo) {
     return (int)algo_attribute(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM);
 }
-static int keep_unsplit(gg_matmul *mm, cublasLtMatmulHeuristicResult_t *results, int found) {
+static int keep_unsplit(gg_ctx *ctx, gg_matmul *mm, cublasLtMatmulHeuristicResult_t *results, int found) {
     int kept = 0;
     for (int i = 0; i < found; ++i)
         if (split_k(&results[i].algo) <= 1) results[kept++] = results[i];
+    const int none_unsplit = kept == 0;
+    for (int i = 0; none_unsplit && i < found; ++i) { /* re-configure them, in place (kept <= i) */
+        cublasLtMatmulHeuristicResult_t r = results[i];
+        const uint32_t one = 1, no_reduction = CUBLASLT_REDUCTION_SCHEME_NONE;
+        size_t workspace = 0;
+        if (cublasLtMatmulAlgoConfigSetAttribute(&r.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &one, sizeof one) !=
+                CUBLAS_STATUS_SUCCESS ||
+            cublasLtMatmulAlgoConfigSetAttribute(&r.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &no_reduction,
+                                                 sizeof no_reduction) != CUBLAS_STATUS_SUCCESS ||
+            !gg_matmul_algo_fits(ctx, mm, &r.algo, &workspace))
+            continue;
+        r.workspaceSize = workspace;
+        results[kept++] = r;
+    }
+    if (kept == 0)
+        gg_log(ctx, GG_LOG_WARN, "a GEMM with an SM count target has only split-k algorithms (%d); it keeps them",
+               found);
     mm->unsplit = kept > 0; /* also for algorithms from the tune cache or another rank (gg_matmul_algo_fits) */
     return kept > 0 ? kept : found;
 }
@@ -219,7 +237,7 @@ gg_status gg_matmul_plan(gg_ctx *ctx, const gg_gemm_shape *s, gg_matmul *mm) {
      * GEMM planned without a limit (a data-parallel plan sums what the eager path computes, test_dist_mpi). */
     const int exact = s->ab_type == CUDA_R_32F && s->compute == CUBLAS_COMPUTE_32F;
     if (found > 0 && mm->max_cluster_ctas) found = keep_fitting_clusters(ctx, mm, results, found, !exact);
-    if (found > 0 && s->sm_count_target > 0) found = keep_unsplit(mm, results, found);
+    if (found > 0 && s->sm_count_target > 0) found = keep_unsplit(ctx, mm, results, found);
     if (found > TUNE_CANDIDATES) found = TUNE_CANDIDATES;
     if (found < 1) {
         status = gg_fail(ctx, GG_ERROR_CUBLAS,
@@ -283,6 +301,8 @@ static void mark_written(cudaStream_t stream, const void *ptr, size_t bytes) {
 /* The GEMM with an explicit workspace: the body of every run function. */
 gg_status gg_matmul_run_scaled_in(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, const void *C,
                                   void *D, float alpha, float beta, void *workspace, cudaStream_t stream) {
+    /* A route that runs a GEMM its plan did not make would hand cuBLASLt empty descriptors: say so instead. */
+    if (!mm->op) return gg_fail(ctx, GG_ERROR_INTERNAL, "a GEMM runs that its plan did not make");
     /* Host scalars: read when the call is enqueued (or captured), so a graph keeps the scalars it was captured with. */
     gg_status status = GG_SUCCESS;
     GG_CUBLAS_GOTO(ctx,

@@ -270,13 +270,18 @@ static void shapes_ssm_gate(void **state) { (void)state; sweep(4); }
  * warps split between its unrolled loop and its tail, and a lane dropped g's L2 line before the other lanes of the
  * line had read it (16 elements of each activation gradient near 1e38, or stale values). Block 4 at 65537 and
  * 32769 tokens in the narrow schedule (the second with GG_HOPPER_KERNELS=0): cuBLASLt's split-k algorithm for dW
- * under an SM count target wrote 1-2 % of grad_weight wrong (src/gemm/matmul.c, keep_unsplit). */
+ * under an SM count target wrote 1-2 % of grad_weight wrong (src/gemm/matmul.c, keep_unsplit); at 1344 x 768 and
+ * 2880 x 1408 (GG_HOPPER_KERNELS=0) the heuristic offered only split-k algorithms, which keep_unsplit re-configures.
+ * Block 3 at 513 tokens, F = 320 (fp16, sm_90a): dX took gemm_f32w but G, whose F it cannot take, was not planned
+ * at all (cuBLASLt refused the empty descriptors: src/blocks/ffn.c, g_reads_w2_copy). */
 static void shapes_found_wrong(void **state) {
     (void)state;
     REQUIRE_GPU();
     static const shape found[] = {
         {4, 333, 776, 1544, 0, 0},    {4, 333, 776, 1544, 1, 0},  {4, 333, 768, 1544, 1, 0},
         {4, 333, 768, 1544, 0, 0},    {4, 65537, 3760, 360, 0, 0}, {4, 32769, 704, 2176, 1, 0},
+        {4, 32769, 1344, 768, 0, 0},  {4, 65537, 2880, 1408, 0, 1}, {4, 65537, 1472, 256, 0, 0},
+        {3, 513, 2816, 320, 0, 0},    {2, 513, 2816, 320, 0, 0},
     };
     tally t = {0, 0, 0};
     gg_ctx *ctx = shape_ctx(0);
