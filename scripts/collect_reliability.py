@@ -25,11 +25,15 @@ def lines(name):
     return open(path, errors="replace").read().splitlines() if os.path.exists(path) else None
 
 
+# shape_failures: the sweep's failures, or, when more, the "SHAPE FAIL" lines (one per failed shape and mode): the
+# shapes once found wrong (shapes_found_wrong) print those lines but no SHAPES line.
 shapes, shape_failures, guard_bytes, seeds = {}, 0, 0, set()
+fail_lines = 0
 for hopper in (1, 0):
     log = lines(f"test_shapes_gpu-hopper{hopper}.log")
     if log is None:
         continue
+    fail_lines += sum(1 for line in log if line.startswith("SHAPE FAIL "))
     for line in log:
         if line.startswith("SHAPES "):
             r = json.loads(line[len("SHAPES "):])
@@ -38,6 +42,7 @@ for hopper in (1, 0):
             shape_failures += r["failures"]
             guard_bytes += r["guard_bytes_changed"]
             seeds.add(r["seed"])
+shape_failures = max(shape_failures, fail_lines)
 
 non_hopper = None
 log = lines("test_blocks_gpu-hopper0.log")

@@ -1,5 +1,5 @@
 /* test_matmul_rules.c - the rules that pick cuBLASLt algorithms and need no GPU: the CTA count of each cluster
- * shape (GEMMs that leave SMs to communication keep only small clusters). */
+ * shape (GEMMs that leave SMs to communication keep only small clusters), and the k at which split-k is not trusted. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -83,10 +83,23 @@ static void unknown_cluster_shapes_have_no_count(void **state) {
     assert_int_equal(gg_cluster_shape_ctas(1000), 0);
 }
 
+/* The k that were wrong with split-k (32769, 65537) and every odd k from 32768 are refused it; the k that were
+ * right (32767, 32768, 65536, 65538) and the benchmark's token counts keep it. */
+static void split_k_untrusted_at_odd_k_from_32768(void **state) {
+    (void)state;
+    static const int64_t untrusted[] = {32769, 65537, 98305, 32771, 99999};
+    static const int64_t trusted[] = {1, 333, 32767, 32768, 65536, 65538, 74432, 39232, 34784, 100000};
+    for (size_t i = 0; i < sizeof untrusted / sizeof untrusted[0]; ++i)
+        assert_true(gg_matmul_split_k_untrusted(untrusted[i]));
+    for (size_t i = 0; i < sizeof trusted / sizeof trusted[0]; ++i)
+        assert_false(gg_matmul_split_k_untrusted(trusted[i]));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(cluster_ctas_match_the_shape_names),
         cmocka_unit_test(unknown_cluster_shapes_have_no_count),
+        cmocka_unit_test(split_k_untrusted_at_odd_k_from_32768),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -271,7 +271,9 @@ static void shapes_ssm_gate(void **state) { (void)state; sweep(4); }
  * line had read it (16 elements of each activation gradient near 1e38, or stale values). Block 4 at 65537 and
  * 32769 tokens in the narrow schedule (the second with GG_HOPPER_KERNELS=0): cuBLASLt's split-k algorithm for dW
  * under an SM count target wrote 1-2 % of grad_weight wrong (src/gemm/matmul.c, keep_unsplit); at 1344 x 768 and
- * 2880 x 1408 (GG_HOPPER_KERNELS=0) the heuristic offered only split-k algorithms, which keep_unsplit re-configures.
+ * 2880 x 1408 (GG_HOPPER_KERNELS=0) the heuristic offered only split-k algorithms, which keep_unsplit re-configures;
+ * at 65537 tokens, 1472 x 256, the fused route's dW (no SM target) took split-k 8 and was wrong too: an odd k from
+ * 32768 now runs without split-k (gg_matmul_split_k_untrusted).
  * Block 3 at 513 tokens, F = 320 (fp16, sm_90a): dX took gemm_f32w but G, whose F it cannot take, was not planned
  * at all (cuBLASLt refused the empty descriptors: src/blocks/ffn.c, g_reads_w2_copy). */
 static void shapes_found_wrong(void **state) {
