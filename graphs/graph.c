@@ -500,6 +500,7 @@ static gg_status run_device(gg_graph *g, const char *fn, gg_block_call *call, gg
     if ((uintptr_t)device_tokens % sizeof(int64_t) != 0)
         return gg_fail(ctx, GG_ERROR_MISALIGNED, "%s: device_tokens (%p) is not 8-byte aligned", fn,
                        (const void *)device_tokens);
+    GG_TRY(gg_check_device_pointer_known(ctx, fn, "device_tokens", device_tokens));
     GG_TRY(check_run(g, fn, call, requested)); /* desc->tokens is the capacity */
     gg_exec_key key = make_key(call, KEY_DEVICE);
     key.ptr[GG_EXEC_KEY_PTRS - 1] = device_tokens; /* no block has 12 tensors: the last slot is free */

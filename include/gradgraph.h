@@ -515,7 +515,7 @@ typedef struct gg_graph gg_graph;
  * Running: desc->tokens selects the bucket, desc->accumulate and use_silu_gate apply per call; desc's dims and
  * precision must equal the graph's. Arguments are checked exactly as by the eager entry point.
  * Running on the device (needs config->device_select): the GPU reads M from device_tokens (an int64 in device
- * memory) when the graph runs and picks the bucket itself, so the host never needs M; desc->tokens is then the
+ * memory; host memory is refused) when the graph runs and picks the bucket itself, so the host never needs M; desc->tokens is then the
  * capacity, the rows the [M, ...] tensors can hold. Every call stages (pads), since M is unknown on the host. An M
  * < 1, > capacity or > the largest bucket runs nothing and is counted (gg_graph_device_errors). */
 GG_API gg_status gg_tanh_gate_graph_create(gg_ctx *ctx, const gg_tanh_gate_desc *desc, const gg_graph_config *config,
@@ -1145,7 +1145,7 @@ GG_API gg_status gg_dist_check(gg_ctx *ctx);
  * syncing graphs: keep them in one stream order. A graph that captured it holds NCCL work: destroy it before
  * gg_dist_detach / gg_ctx_destroy. Reduce-scatter needs count divisible by the number of ranks. Argument errors
  * enqueue nothing; an NCCL or CUDA error after the first piece leaves the ranks out of step: treat it as fatal for
- * the communicator. */
+ * the communicator. data must be device (or managed) memory: host memory is refused, one query per new pointer. */
 GG_API gg_status gg_dist_reduce(gg_ctx *ctx, void *data, size_t count, int bf16, gg_stream stream);
 
 /* Device memory for parameter gradients that syncing graphs (and gg_dist_reduce) all-reduce in place through the

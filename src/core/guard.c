@@ -71,6 +71,10 @@ gg_status gg_check_device_pointer(gg_ctx *ctx, const char *fn, const char *name,
     return check_pointer(ctx, fn, "", name, p);
 }
 
+gg_status gg_check_device_pointer_known(gg_ctx *ctx, const char *fn, const char *name, const void *p) {
+    return check_remembered(ctx, fn, "", name, p);
+}
+
 gg_status gg_block_enqueue_failed(gg_ctx *ctx, const gg_block_call *c, gg_status status) {
     /* Whatever was forked before the failure ends before the call returns, so the next call cannot overlap it. */
     if (ctx->side) (void)cudaStreamSynchronize(ctx->side);

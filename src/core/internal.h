@@ -172,4 +172,8 @@ void gg_ctx_release(gg_ctx *ctx);
  * every eager call and replay looks its tensors up in (gg_check_device_pointers). */
 gg_status gg_check_device_pointer(gg_ctx *ctx, const char *fn, const char *name, const void *p);
 
+/* The same for pointers a program passes again and again (gg_dist_reduce's data, gg_*_graph_run_device's
+ * device_tokens): checked once, then remembered in that ring. */
+gg_status gg_check_device_pointer_known(gg_ctx *ctx, const char *fn, const char *name, const void *p);
+
 #endif

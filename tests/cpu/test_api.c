@@ -867,6 +867,17 @@ static void host_pointers_are_refused(void **state) {
     assert_int_equal(fake.enqueued, 0);
     assert_int_equal(fake.captures_open, 0);
     gg_graph_destroy(g);
+    /* device_tokens too: the device reads it inside the replay */
+    gc.device_select = 1;
+    assert_int_equal(gg_tanh_gate_graph_create(ctx, &td, &gc, &g), GG_SUCCESS);
+    ta = tanh_args();
+    assert_int_equal(gg_tanh_gate_graph_run_device(g, &td, (const int64_t *)FAKE(30), &ta, NULL),
+                     GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_tanh_gate_graph_run_device: device_tokens (0x1f00000000000) is host memory");
+    assert_int_equal(fake.enqueued, 0);
+    assert_int_equal(fake.captures_open, 0);
+    fake.host_lo = fake.host_hi = 0;
+    gg_graph_destroy(g);
     destroy_ctx(ctx);
 }
 

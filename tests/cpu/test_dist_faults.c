@@ -242,6 +242,31 @@ static void async_error_is_aborted_by_the_watchdog(void **state) {
     no_leaks(); /* the abort freed the attached communicator */
 }
 
+/* gg_dist_reduce refuses host memory by name, before any NCCL call, and the communicator stays usable. */
+static void reduce_refuses_host_memory(void **state) {
+    (void)state;
+    gg_ctx *ctx = make_ctx();
+    fake_nccl_reset(0, 2);
+    const gg_dist_config dc = dist_config();
+    ncclComm_t comm = fake_nccl_comm();
+    assert_int_equal(gg_dist_attach(ctx, comm, &dc), GG_SUCCESS);
+    fake.host_lo = (uintptr_t)FAKE(9);
+    fake.host_hi = fake.host_lo + 4096;
+    const int collectives = atomic_load(&fake_nccl.collectives);
+    fake.enqueued = 0;
+    assert_int_equal(gg_dist_reduce(ctx, FAKE(9), 1024, 0, NULL), GG_ERROR_INVALID_ARGUMENT);
+    contains(gg_last_error(ctx), "gg_dist_reduce: data (");
+    contains(gg_last_error(ctx), "is host memory; gradgraph needs device memory");
+    assert_int_equal(atomic_load(&fake_nccl.collectives), collectives);
+    assert_int_equal(fake.enqueued, 0);
+    fake.host_lo = fake.host_hi = 0;
+    assert_int_equal(gg_dist_reduce(ctx, FAKE(8), 1024, 0, NULL), GG_SUCCESS);
+    assert_int_equal(gg_dist_detach(ctx), GG_SUCCESS);
+    gg_ctx_destroy(ctx);
+    fake_nccl_destroy(comm); /* attached: the caller's */
+    no_leaks();
+}
+
 static void replay_past_the_step_deadline_is_aborted(void **state) {
     (void)state;
     gg_ctx *ctx = make_ctx();
@@ -417,6 +442,7 @@ int main(void) {
         cmocka_unit_test(init_that_never_completes_is_aborted),
         cmocka_unit_test(finalize_that_never_ends_is_aborted),
         cmocka_unit_test(async_error_is_aborted_by_the_watchdog),
+        cmocka_unit_test(reduce_refuses_host_memory),
         cmocka_unit_test(replay_past_the_step_deadline_is_aborted),
         cmocka_unit_test(abort_from_another_thread),
         cmocka_unit_test(every_nccl_fault),

@@ -229,6 +229,12 @@ static void reduce_entries_and_sync(void **state) {
     assert_int_equal(gg_step_add_reduce(step, grad, SIZE_MAX / 2, 0), GG_ERROR_INVALID_ARGUMENT);
     assert_message_has(ctx, "gg_step_add_reduce (call 1): count = ");
     assert_message_has(ctx, "run past the address space");
+    fake.host_lo = (uintptr_t)FAKE(201); /* host memory, refused by name */
+    fake.host_hi = fake.host_lo + 64;
+    assert_int_equal(gg_step_add_reduce(step, FAKE(201), 8, 0), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_step_add_reduce: grad (");
+    assert_message_has(ctx, "is host memory; gradgraph needs device memory");
+    fake.host_lo = fake.host_hi = 0;
     assert_int_equal(gg_step_call_count(step), 1); /* the refused adds added nothing */
 
     assert_int_equal(gg_step_set_sync(NULL, 0), GG_ERROR_INVALID_ARGUMENT);
