@@ -1,8 +1,8 @@
 /*
  * test_faults.c - fault injection on the CPU: every call of the kinds in fake_cuda.h (GEMMs, kernel launches, event
  * records and waits, allocations and heuristics while planning, graph capture, instantiation, update and launch) is
- * failed in turn, the k-th for every k until the call runs through, for every block on the eager path and the graph
- * path. Each injected fault must give its status and a message, leave no stream capturing, leak nothing (the fakes
+ * failed in turn, the k-th for every k until the call runs through, for every block on the eager path, the graph
+ * path and a device-selected graph's (gg_*_graph_run_device). Each injected fault must give its status and a message, leave no stream capturing, leak nothing (the fakes
  * count what is alive), leave the context usable (the same call succeeds next), and on the graph path enqueue
  * nothing. Prints `FAULTS {"injected": n, "failures": m}` for scripts/collect_reliability.py. The step graphs,
  * optimizers and forwards are test_faults_entry.c's.
@@ -57,44 +57,53 @@ static void check(int ok, const scenario *s, const char *path, fake_kind kind, i
     printf("FAULT FAIL %s %s: %s #%d: %s\n", s->name, path, fake_kind_names[kind], k, what);
 }
 
-/* The scenario's call: eager on ctx (g NULL) or a run of graph g; output pointers shift by `out` (a second pointer
- * set rebinds a graph). */
-static gg_status run_call(gg_ctx *ctx, gg_graph *g, const scenario *s, int out) {
+/* Where a device-selected graph's run reads M (device memory, as far as the fakes are concerned). */
+#define DEVICE_TOKENS ((const int64_t *)FAKE(60))
+
+/* The scenario's call: eager on ctx (g NULL) or a run of graph g (on the device: gg_*_graph_run_device, M read from
+ * DEVICE_TOKENS); output pointers shift by `out` (a second pointer set rebinds a graph). */
+static gg_status run_call(gg_ctx *ctx, gg_graph *g, const scenario *s, int out, int device) {
     const int o = 20 * out;
     switch (s->block) {
     case 1: {
         gg_tanh_gate_desc d = {s->tokens, s->dim0, s->accumulate};
         gg_tanh_gate_args a = {FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4 + o), FAKE(5 + o), FAKE(6 + o)};
+        if (device) return gg_tanh_gate_graph_run_device(g, &d, DEVICE_TOKENS, &a, NULL);
         return g ? gg_tanh_gate_graph_run(g, &d, &a, NULL) : gg_tanh_gate_backward(ctx, &d, &a, NULL);
     }
     case 2: {
         gg_gelu_ffn_desc d = {s->tokens, s->dim0, s->dim1, s->precision, s->accumulate};
         gg_gelu_ffn_args a = {FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5), FAKE(6), FAKE(7 + o), FAKE(8 + o),
                               FAKE(9 + o), NULL};
+        if (device) return gg_gelu_ffn_graph_run_device(g, &d, DEVICE_TOKENS, &a, NULL);
         return g ? gg_gelu_ffn_graph_run(g, &d, &a, NULL) : gg_gelu_ffn_backward(ctx, &d, &a, NULL);
     }
     case 3: {
         gg_mlp_desc d = {s->tokens, s->dim0, s->dim1, s->precision, s->accumulate};
         gg_mlp_args a = {FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5), FAKE(6 + o), FAKE(7 + o), FAKE(8 + o),
                          FAKE(9 + o), FAKE(10 + o), NULL};
+        if (device) return gg_mlp_graph_run_device(g, &d, DEVICE_TOKENS, &a, NULL);
         return g ? gg_mlp_graph_run(g, &d, &a, NULL) : gg_mlp_backward(ctx, &d, &a, NULL);
     }
     default: {
         gg_ssm_gate_desc d = {s->tokens, s->dim0, s->dim1, s->silu, s->accumulate};
         gg_ssm_gate_args a = {FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5), FAKE(6 + o), FAKE(7 + o),
                               FAKE(8 + o), FAKE(9 + o)};
+        if (device) return gg_ssm_gate_graph_run_device(g, &d, DEVICE_TOKENS, &a, NULL);
         return g ? gg_ssm_gate_graph_run(g, &d, &a, NULL) : gg_ssm_gate_backward(ctx, &d, &a, NULL);
     }
     }
 }
 
-static gg_status graph_create(gg_ctx *ctx, const scenario *s, gg_graph **g) {
+/* The scenario's graph: one bucket of its tokens; `device`: device-selected (device_select, padding allowed). */
+static gg_status graph_create(gg_ctx *ctx, const scenario *s, int device, gg_graph **g) {
     gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
     const int64_t buckets[] = {s->tokens};
     gc.policy = GG_BUCKETS_LIST;
     gc.bucket_tokens = buckets;
     gc.n_buckets = 1;
-    gc.allow_padding = 0;
+    gc.allow_padding = device;
+    gc.device_select = device;
     gc.execs_per_bucket = 1; /* a second pointer set updates the one exec in place */
     switch (s->block) {
     case 1: {
@@ -152,7 +161,7 @@ static void eager_faults(const scenario *s) {
             fake.fail_at = k;
             fake.enqueued = 0;
             const int before = fake.injected;
-            const gg_status st = run_call(ctx, NULL, s, 0);
+            const gg_status st = run_call(ctx, NULL, s, 0, 0);
             const int hit = fake.injected > before;
             injected += hit;
             fake.fail_at = 0;
@@ -174,7 +183,7 @@ static void eager_faults(const scenario *s) {
                       gg_last_error(ctx));
             }
             check(fake.captures_open == 0, s, "eager", kind, k, "a stream is left capturing");
-            const gg_status again = run_call(ctx, NULL, s, 0);
+            const gg_status again = run_call(ctx, NULL, s, 0, 0);
             check(again == GG_SUCCESS, s, "eager", kind, k, "the next call: %s", gg_last_error(ctx));
             gg_ctx_destroy(ctx);
             check(fake.live == 0, s, "eager", kind, k, "%d resources leaked", fake.live);
@@ -183,8 +192,10 @@ static void eager_faults(const scenario *s) {
 }
 
 /* The graph path: create (plans), run (capture, instantiate, launch), run with other outputs (capture, update in
- * place, launch). Nothing a failure leaves is enqueued; a failed update falls back to instantiating. */
-static void graph_faults(const scenario *s) {
+ * place, launch). Nothing a failure leaves is enqueued; a failed update falls back to instantiating. With `device`,
+ * the same with a device-selected graph (its selection kernel, conditional node and branches) and runs on the device. */
+static void graph_faults(const scenario *s, int device) {
+    const char *path = device ? "device graph" : "graph";
     for (int kind = 0; kind < FAKE_KINDS; ++kind)
         for (int k = 1;; ++k) {
             gg_ctx *ctx = make_ctx();
@@ -193,43 +204,43 @@ static void graph_faults(const scenario *s) {
             const int before = fake.injected;
             gg_graph *g = NULL;
             int launches = fake.graph_launches, step = 0;
-            gg_status st = graph_create(ctx, s, &g);
+            gg_status st = graph_create(ctx, s, device, &g);
             if (st == GG_SUCCESS) {
                 ++step;
                 launches = fake.graph_launches;
-                st = run_call(ctx, g, s, 0);
+                st = run_call(ctx, g, s, 0, device);
             }
             if (st == GG_SUCCESS) {
                 ++step;
                 launches = fake.graph_launches;
-                st = run_call(ctx, g, s, 1);
+                st = run_call(ctx, g, s, 1, device);
             }
             const int hit = fake.injected > before;
             injected += hit;
             fake.fail_at = 0;
             if (hit && kind != FAKE_EXEC_UPDATE) {
                 const char *msg = gg_last_error(ctx);
-                check(st != GG_SUCCESS && st != GG_ERROR_PARTIAL, s, "graph", kind, k, "status %s",
+                check(st != GG_SUCCESS && st != GG_ERROR_PARTIAL, s, path, kind, k, "status %s",
                       gg_status_string(st));
-                check(kind != FAKE_MALLOC || st == GG_ERROR_OUT_OF_MEMORY, s, "graph", kind, k, "status %s",
+                check(kind != FAKE_MALLOC || st == GG_ERROR_OUT_OF_MEMORY, s, path, kind, k, "status %s",
                       gg_status_string(st));
-                check(strstr(msg, faults_error_name((fake_kind)kind)) != NULL, s, "graph", kind, k,
+                check(strstr(msg, faults_error_name((fake_kind)kind)) != NULL, s, path, kind, k,
                       "message \"%s\" does not name %s", msg, faults_error_name((fake_kind)kind));
-                check(fake.graph_launches == launches, s, "graph", kind, k, "a graph was launched");
-                check(step > 0 || g == NULL, s, "graph", kind, k, "a failed create left a graph");
+                check(fake.graph_launches == launches, s, path, kind, k, "a graph was launched");
+                check(step > 0 || g == NULL, s, path, kind, k, "a failed create left a graph");
             } else {
-                check(st == GG_SUCCESS, s, "graph", kind, k, "status %s: %s", gg_status_string(st),
+                check(st == GG_SUCCESS, s, path, kind, k, "status %s: %s", gg_status_string(st),
                       gg_last_error(ctx));
             }
-            check(fake.captures_open == 0, s, "graph", kind, k, "a stream is left capturing");
+            check(fake.captures_open == 0, s, path, kind, k, "a stream is left capturing");
             /* usable after: the step that failed, and the rest, succeed now */
-            gg_status again = step == 0 ? graph_create(ctx, s, &g) : GG_SUCCESS;
-            if (again == GG_SUCCESS) again = run_call(ctx, g, s, step < 2 ? 0 : 1);
-            if (again == GG_SUCCESS) again = run_call(ctx, g, s, 1);
-            check(again == GG_SUCCESS, s, "graph", kind, k, "after the fault: %s", gg_last_error(ctx));
+            gg_status again = step == 0 ? graph_create(ctx, s, device, &g) : GG_SUCCESS;
+            if (again == GG_SUCCESS) again = run_call(ctx, g, s, step < 2 ? 0 : 1, device);
+            if (again == GG_SUCCESS) again = run_call(ctx, g, s, 1, device);
+            check(again == GG_SUCCESS, s, path, kind, k, "after the fault: %s", gg_last_error(ctx));
             gg_graph_destroy(g);
             gg_ctx_destroy(ctx);
-            check(fake.live == 0, s, "graph", kind, k, "%d resources leaked", fake.live);
+            check(fake.live == 0, s, path, kind, k, "%d resources leaked", fake.live);
             if (!hit) break;
         }
 }
@@ -238,7 +249,8 @@ static void every_fault_of_every_block(void **state) {
     (void)state;
     for (size_t i = 0; i < sizeof scenarios / sizeof scenarios[0]; ++i) {
         eager_faults(&scenarios[i]);
-        graph_faults(&scenarios[i]);
+        graph_faults(&scenarios[i], 0);
+        graph_faults(&scenarios[i], 1);
     }
     printf("FAULTS {\"injected\": %d, \"failures\": %d}\n", injected, failures);
     assert_true(injected > 100);
