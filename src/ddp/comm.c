@@ -33,12 +33,7 @@ static gg_status check_dist_config(gg_ctx *ctx, const char *fn, const gg_dist_co
     if (c->copy_engines < 0 || c->copy_engines > 1)
         return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: config->copy_engines = %d is not 0 or 1", fn,
                        c->copy_engines);
-    if (c->copy_engines == 1 && !gg_ce_supported())
-        return gg_fail(ctx, GG_ERROR_UNSUPPORTED,
-                       "%s: config->copy_engines = 1, but the NCCL gradgraph runs with has no copy-engine collectives "
-                       "(2.28 or later needed)",
-                       fn);
-    return GG_SUCCESS;
+    return c->copy_engines == 1 ? gg_ce_check_supported(ctx, fn) : GG_SUCCESS;
 }
 
 
@@ -111,7 +106,7 @@ static int release_bounded(gg_ctx *ctx, char *why, size_t bytes) {
     if (d->stream && d->comm) clean = drain(ctx, why, bytes);
     else if (d->stream) (void)cudaStreamSynchronize(d->stream); /* aborted: nothing of NCCL's waits any more */
     if (d->owned && d->comm) clean = finalize(d, why, bytes) && clean; /* NULL once aborted: nothing to free */
-    gg_ce_free(d); /* after the communicator, which took the window with it */
+    gg_ce_free(ctx); /* after the communicator, which took the windows with it */
     gg_ctx_hook_remove(ctx, &d->hook);
     if (d->ev_ready) (void)cudaEventDestroy(d->ev_ready);
     if (d->ev_done) (void)cudaEventDestroy(d->ev_done);

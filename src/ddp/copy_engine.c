@@ -23,9 +23,21 @@ static gg_status not_built(gg_ctx *ctx, const char *fn) {
 }
 #endif
 
-int gg_ce_supported(void) {
+gg_status gg_ce_check_supported(gg_ctx *ctx, const char *fn) {
+#if GG_CE_BUILT
     int version = 0;
-    return GG_CE_BUILT && ncclGetVersion(&version) == ncclSuccess && version >= NCCL_VERSION(2, 28, 0);
+    const ncclResult_t r = ncclGetVersion(&version);
+    if (r != ncclSuccess) { /* NCCL's error, not a missing feature: the message names it */
+        char what[128];
+        snprintf(what, sizeof what, "%s: ncclGetVersion (whether NCCL has copy-engine collectives)", fn);
+        return gg_dist_fail_nccl(ctx, r, what);
+    }
+    if (version >= NCCL_VERSION(2, 28, 0)) return GG_SUCCESS;
+#endif
+    return gg_fail(ctx, GG_ERROR_UNSUPPORTED,
+                   "%s: config->copy_engines = 1, but the NCCL gradgraph runs with has no copy-engine collectives "
+                   "(2.28 or later needed)",
+                   fn);
 }
 
 gg_status gg_ce_alloc(gg_ctx *ctx, const char *fn) {
@@ -74,13 +86,16 @@ static gg_status on_every_rank(gg_ctx *const *ctxs, int count, const char *fn, c
                                ncclResult_t (*step)(gg_dist *)) {
     int caller_device = 0;
     (void)cudaGetDevice(&caller_device);
-    ncclResult_t r = ncclGroupStart();
+    const ncclResult_t started = ncclGroupStart();
+    ncclResult_t r = started;
     for (int i = 0; i < count && r == ncclSuccess; ++i) {
         (void)cudaSetDevice(ctxs[i]->config.device);
         r = step(ctxs[i]->dist);
     }
-    const ncclResult_t ended = ncclGroupEnd();
-    if (r == ncclSuccess) r = ended;
+    if (started == ncclSuccess) { /* only a group that started ends: NCCL refuses an end outside a group */
+        const ncclResult_t ended = ncclGroupEnd();
+        if (r == ncclSuccess) r = ended;
+    }
     char where[160];
     snprintf(where, sizeof where, "%s: %s", fn, what);
     const gg_status status = gg_dist_group_done(ctxs, count, r, where);
@@ -100,24 +115,29 @@ gg_status gg_ce_setup(gg_ctx *const *ctxs, int count, const char *fn) {
 #endif
 }
 
-/* Frees a buffer from ncclMemAlloc (only made when GG_CE_BUILT) or cudaMalloc. */
-static void free_memory(void *p, int nccl_memory) {
+/* Frees a buffer from ncclMemAlloc (only made when GG_CE_BUILT) or cudaMalloc, for good: nobody holds it after
+ * this, so a failed ncclMemFree can only be told (a WARN naming NCCL's error), never retried. */
+static void free_memory(gg_ctx *ctx, void *p, size_t bytes, int nccl_memory, const char *what) {
 #if GG_CE_BUILT
     if (nccl_memory) {
-        (void)ncclMemFree(p);
+        const ncclResult_t r = ncclMemFree(p);
+        if (r != ncclSuccess)
+            gg_log(ctx, GG_LOG_WARN, "ncclMemFree of %s (%zu bytes at %p) failed: %s; the memory is lost", what, bytes,
+                   p, ncclGetErrorString(r));
         return;
     }
 #endif
-    (void)nccl_memory;
+    (void)ctx, (void)bytes, (void)nccl_memory, (void)what;
     (void)cudaFree(p);
 }
 
-void gg_ce_free(gg_dist *d) {
-    if (d->ce_staging) free_memory(d->ce_staging, 1);
+void gg_ce_free(gg_ctx *ctx) {
+    gg_dist *d = ctx->dist;
+    if (d->ce_staging) free_memory(ctx, d->ce_staging, 2 * d->ce_piece_bytes, 1, "the copy-engine staging");
     d->ce_staging = NULL;
     d->ce_window = NULL;
     for (int i = 0; i < d->n_buffers; ++i) /* the user's, not freed before the communicator went */
-        free_memory(d->buffers[i].ptr, d->buffers[i].nccl_memory);
+        free_memory(ctx, d->buffers[i].ptr, d->buffers[i].bytes, d->buffers[i].nccl_memory, "a gg_dist_alloc buffer");
     free(d->buffers);
     d->buffers = NULL;
     d->n_buffers = 0;
@@ -202,10 +222,14 @@ static gg_status alloc_window(gg_ctx *ctx, const char *fn, int host_ok, gg_dist_
     const ncclResult_t made = host_ok ? ncclMemAlloc(&b->ptr, b->bytes) : ncclSuccess;
     if (made != ncclSuccess) b->ptr = NULL;
     int all = 0;
-    GG_TRY(gg_dist_all_ok(ctx, host_ok && made == ncclSuccess, "whether every rank allocated its gg_dist_alloc buffer",
-                          &all));
+    const gg_status agreed = gg_dist_all_ok(ctx, host_ok && made == ncclSuccess,
+                                            "whether every rank allocated its gg_dist_alloc buffer", &all);
+    if (agreed != GG_SUCCESS) { /* the buffer is listed nowhere yet: freed here, or never */
+        if (b->ptr) free_memory(ctx, b->ptr, b->bytes, 1, "a gg_dist_alloc buffer the ranks could not agree on");
+        return agreed;
+    }
     if (!all) {
-        if (b->ptr) (void)ncclMemFree(b->ptr);
+        if (b->ptr) free_memory(ctx, b->ptr, b->bytes, 1, "a gg_dist_alloc buffer another rank could not match");
         if (!host_ok) return gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
         return made != ncclSuccess
                    ? gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "%s: ncclMemAlloc of %zu bytes: %s", fn, b->bytes,
@@ -216,7 +240,8 @@ static gg_status alloc_window(gg_ctx *ctx, const char *fn, int host_ok, gg_dist_
     const ncclResult_t r = ncclCommWindowRegister((ncclComm_t)ctx->dist->comm, b->ptr, b->bytes,
                                                   (ncclWindow_t *)&b->window, NCCL_WIN_COLL_SYMMETRIC);
     const gg_status status = abort_after(ctx, r, "gg_dist_alloc: ncclCommWindowRegister");
-    if (status != GG_SUCCESS) (void)ncclMemFree(b->ptr); /* after the abort, which released the window */
+    if (status != GG_SUCCESS) /* after the abort, which released the window */
+        free_memory(ctx, b->ptr, b->bytes, 1, "a gg_dist_alloc buffer whose window failed");
     return status;
 #else
     (void)host_ok, (void)b;
@@ -261,6 +286,26 @@ gg_status gg_dist_alloc(gg_ctx *ctx, size_t bytes, void **out) {
     return GG_SUCCESS;
 }
 
+/* gg_dist_free's end: frees the listed buffer i (its window released) and unlists it. A failed ncclMemFree keeps it
+ * listed, so that the communicator's release tries again instead of losing it, and fails the call: the driver
+ * refused to release NCCL memory, the device is in doubt, and GG_ERROR_NCCL promises an aborted communicator (the
+ * ranks are in step: the collective part is over). */
+static gg_status free_listed(gg_ctx *ctx, int i) {
+    gg_dist *d = ctx->dist;
+    const gg_dist_buffer b = d->buffers[i];
+#if GG_CE_BUILT
+    if (b.nccl_memory) {
+        const ncclResult_t r = ncclMemFree(b.ptr);
+        if (r != ncclSuccess) return abort_after(ctx, r, "gg_dist_free: ncclMemFree");
+    } else
+#endif
+    {
+        (void)cudaFree(b.ptr);
+    }
+    d->buffers[i] = d->buffers[--d->n_buffers];
+    return GG_SUCCESS;
+}
+
 gg_status gg_dist_free(gg_ctx *ctx, void *ptr) {
     static const char fn[] = "gg_dist_free";
     if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
@@ -283,7 +328,6 @@ gg_status gg_dist_free(gg_ctx *ctx, void *ptr) {
         pthread_mutex_unlock(&d->lock);
         return status;
     }
-    const gg_dist_buffer b = found ? d->buffers[i] : (gg_dist_buffer){0};
     if (d->ce_on && d->comm) { /* the release of a window is collective: agree first */
         int all = 0;
         status = gg_dist_all_ok(ctx, found, "whether every rank frees a gg_dist_alloc buffer", &all);
@@ -293,16 +337,14 @@ gg_status gg_dist_free(gg_ctx *ctx, void *ptr) {
                            : gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: ptr was not allocated by gg_dist_alloc on "
                                                                     "this context (or was freed already)", fn);
 #if GG_CE_BUILT
-        if (status == GG_SUCCESS && b.window) {
-            const ncclResult_t r = ncclCommWindowDeregister((ncclComm_t)d->comm, (ncclWindow_t)b.window);
+        if (status == GG_SUCCESS && found && d->buffers[i].window) {
+            const ncclResult_t r = ncclCommWindowDeregister((ncclComm_t)d->comm, (ncclWindow_t)d->buffers[i].window);
             status = abort_after(ctx, r, "gg_dist_free: ncclCommWindowDeregister");
+            if (status == GG_SUCCESS) d->buffers[i].window = NULL; /* released, whatever the free below does */
         }
 #endif
     }
-    if (status == GG_SUCCESS) { /* else it stays listed: freed when the communicator goes */
-        free_memory(b.ptr, b.nccl_memory);
-        d->buffers[i] = d->buffers[--d->n_buffers];
-    }
+    if (status == GG_SUCCESS) status = free_listed(ctx, i); /* else it stays listed: freed when the communicator goes */
     gg_device_leave(ctx, saved);
     pthread_mutex_unlock(&d->lock);
     return status;

@@ -23,8 +23,9 @@ size_t gg_ce_share(size_t n, size_t at, int ranks, size_t piece_elems);
  * three steps outweighs the SMs saved. */
 #define GG_CE_MIN_BYTES ((size_t)1 << 20)
 
-/* Whether this build and the NCCL it runs with have copy-engine collectives and symmetric windows (2.28+). */
-int gg_ce_supported(void);
+/* GG_SUCCESS when this build and the NCCL it runs with have copy-engine collectives and symmetric windows (2.28+);
+ * else GG_ERROR_UNSUPPORTED naming fn, or GG_ERROR_NCCL with NCCL's error when ncclGetVersion fails. */
+gg_status gg_ce_check_supported(gg_ctx *ctx, const char *fn);
 
 /* The context's staging (two pieces of d->config.bucket_bytes, NCCL memory: where the all-to-all lands, or the
  * halves of the two-rank split reduction), allocated locally (no collective). */
@@ -37,8 +38,9 @@ gg_status gg_ce_alloc(gg_ctx *ctx, const char *fn);
  * waits for the streams. */
 gg_status gg_ce_setup(gg_ctx *const *ctxs, int count, const char *fn);
 
-/* Frees the staging; its window went with the communicator (destroyed or aborted before this). */
-void gg_ce_free(gg_dist *d);
+/* Frees the staging and the gg_dist_alloc buffers left; their windows went with the communicator (destroyed or
+ * aborted before this). A failed ncclMemFree is logged (WARN): the memory is lost. */
+void gg_ce_free(gg_ctx *ctx);
 
 /* gg_dist_alloc's buffers: whether [p, p + bytes) lies inside one of them (then copy engines can reduce it). */
 int gg_ce_in_window(const gg_dist *d, const void *p, size_t bytes);

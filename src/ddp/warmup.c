@@ -105,7 +105,7 @@ static gg_status settle_copy_engines(gg_ctx *const *ctxs, int count, const float
         if (d->ce_on && all_ready[i] < 1.0f) {
             gg_log(ctxs[i], GG_LOG_WARN, "%s: another rank has no copy-engine staging; gradients will be all-reduced "
                                          "on SMs", fn);
-            gg_ce_free(d);
+            gg_ce_free(ctxs[i]);
             d->ce_on = 0;
         }
         on += d->ce_on;
@@ -120,7 +120,7 @@ static gg_status settle_copy_engines(gg_ctx *const *ctxs, int count, const float
          * same on every rank), and then has no copy-engine path either. */
         gg_log(ctxs[i], GG_LOG_WARN, "%s: NCCL made no symmetric window on rank %d (no copy-engine support between "
                                      "these GPUs); gradients are all-reduced on SMs", fn, d->rank);
-        gg_ce_free(d); /* never registered */
+        gg_ce_free(ctxs[i]); /* never registered */
         d->ce_on = 0;
     }
     if (status == GG_SUCCESS) return GG_SUCCESS;
@@ -146,12 +146,15 @@ gg_status gg_dist_warm_up(gg_ctx *const *ctxs, int count, const char *fn) {
             status = gg_fail(ctxs[i], GG_ERROR_CUDA, "%s: the warm-up buffer on device %d", fn, ctxs[i]->config.device);
     }
     if (status == GG_SUCCESS) {
-        ncclResult_t r = ncclGroupStart();
+        const ncclResult_t started = ncclGroupStart();
+        ncclResult_t r = started;
         for (int i = 0; i < count && r == ncclSuccess; ++i)
             r = ncclAllReduce(one[i], one[i], 1, ncclFloat32, ncclMin, (ncclComm_t)ctxs[i]->dist->comm,
                               ctxs[i]->dist->stream);
-        const ncclResult_t ended = ncclGroupEnd();
-        if (r == ncclSuccess) r = ended;
+        if (started == ncclSuccess) { /* only a group that started ends: NCCL refuses an end outside a group */
+            const ncclResult_t ended = ncclGroupEnd();
+            if (r == ncclSuccess) r = ended;
+        }
         status = gg_dist_group_done(ctxs, count, r, "warm-up ncclAllReduce");
         if (status == GG_SUCCESS) status = warm_up_wait(ctxs, count, fn);
         for (int i = 0; i < count && status == GG_SUCCESS; ++i) {

@@ -7,8 +7,13 @@
  * fingerprint of a syncing graph, each field's difference named (as a pure function and through the collective
  * comparison); and fault injection on every kind of NCCL call (fake_nccl.h) along attach or init, making a syncing
  * graph, replays, gg_dist_reduce and detach: each fault GG_ERROR_NCCL with NCCL's error in the message, nothing
- * leaked (CUDA resources and communicators), the context usable after. Prints
- * `NCCL_FAULTS {"injected": n, "failures": m}`.
+ * leaked (CUDA resources and communicators), the context usable after. Then the same with copy engines on (NCCL
+ * 2.28+): two ranks made from this thread (the staging, its window, the copy-engine warm-up), a gg_dist_alloc buffer
+ * each holding an MLP's weight gradients (its syncing graph takes the two-rank split reduction, gg_dist_reduce the
+ * all-to-all path), gg_dist_free, detach; NCCL memory's faults give their documented outcome (a failed staging
+ * leaves the ranks on SMs with a WARN, gg_dist_alloc's is GG_ERROR_OUT_OF_MEMORY, a free at detach is a WARN and
+ * that memory lost), and no window or NCCL allocation is left, no call made that NCCL would refuse. Prints
+ * `NCCL_FAULTS {"injected": n, "failures": m}` over both paths.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
@@ -428,10 +433,209 @@ static void every_nccl_fault(void **state) {
                 check(fake.live == 0, kind, k, path, "%d CUDA resources leaked", fake.live);
                 check(atomic_load(&fake_nccl.live) == 0, kind, k, path, "%d communicators leaked",
                       atomic_load(&fake_nccl.live));
+                check(atomic_load(&fake_nccl.misuse) == 0, kind, k, path, "%d calls NCCL would refuse (a group "
+                      "ended outside a group)", atomic_load(&fake_nccl.misuse));
                 if (!hit) break;
             }
-    printf("NCCL_FAULTS {\"injected\": %d, \"failures\": %d}\n", injected, failures);
+    printf("NCCL faults on the SM path: %d injected, %d failures\n", injected, failures);
     assert_true(injected >= 15);
+    assert_int_equal(failures, 0);
+}
+
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
+/* ---- the copy-engine path: two ranks from this thread (gg_dist_init_threads, copy_engines = 1), the MLP's weight
+ * gradients in gg_dist_alloc memory: the split reduction in its graph, gg_dist_reduce through the all-to-all ---- */
+enum { CE_RANKS = 2 };
+static const gg_mlp_desc ce_mlp = {64, 256, 1024, GG_PRECISION_FP32, 0}; /* dW1, dW2: 1 MiB each */
+#define CE_GRAD_BYTES ((size_t)1 << 20)
+
+/* What the contexts logged: every WARN (appended) and the last ERROR, which is the failed call's message. */
+static char ce_warnings[8192], ce_error[GG_MSG_BYTES];
+
+static void ce_log(void *user, gg_log_level level, const char *message) {
+    (void)user;
+    if (level == GG_LOG_ERROR) snprintf(ce_error, sizeof ce_error, "%s", message);
+    const size_t used = strlen(ce_warnings);
+    if (level == GG_LOG_WARN && used + 2 < sizeof ce_warnings)
+        snprintf(ce_warnings + used, sizeof ce_warnings - used, "%s\n", message);
+}
+
+/* The warm-up's all-reduce (min) of each rank's copy-engine readiness, which the fakes cannot compute (device
+ * memory is a token, a collective leaves the data as it is): 1 when every rank has its staging. */
+static gg_ctx *ce_ranks[CE_RANKS];
+static void ce_readiness(void *dst, size_t bytes) {
+    if (bytes != sizeof(float)) return;
+    float all = 1.0f;
+    for (int i = 0; i < CE_RANKS; ++i)
+        if (!ce_ranks[i]->dist || !ce_ranks[i]->dist->ce_on) all = 0.0f;
+    memcpy(dst, &all, sizeof all);
+}
+
+static void make_ce_ctxs(gg_ctx *ctxs[CE_RANKS]) {
+    fake_reset(CE_RANKS);
+    fake.plan_ok = 1;
+    fake.on_sync_copy_to_host = ce_readiness;
+    ce_warnings[0] = ce_error[0] = '\0';
+    for (int i = 0; i < CE_RANKS; ++i) {
+        gg_config c = GG_CONFIG_INIT;
+        c.autotune = 0;
+        c.device = i;
+        c.log_fn = ce_log;
+        c.log_level = GG_LOG_WARN;
+        ctxs[i] = NULL;
+        assert_int_equal(gg_ctx_create(&c, &ctxs[i]), GG_SUCCESS);
+        ce_ranks[i] = ctxs[i];
+    }
+}
+
+/* Rank i's MLP arguments: dW1 and dW2 in its gg_dist_alloc buffer, the rest fake device addresses. */
+static gg_mlp_args ce_args(int i, char *grads) {
+    const int b = 12 * i;
+    return (gg_mlp_args){FAKE(b), FAKE(b + 1), FAKE(b + 2), FAKE(b + 3), FAKE(b + 4), FAKE(b + 5), FAKE(b + 6),
+                         (float *)grads, FAKE(b + 7), (float *)(grads + CE_GRAD_BYTES), FAKE(b + 8), NULL};
+}
+
+/* What one copy-engine life did: its first failure (status, message, the step it came in) and whether the ranks
+ * had the copy engines on once the communicators were made. */
+typedef struct ce_outcome {
+    gg_status status;
+    char message[GG_MSG_BYTES];
+    const char *step;
+    int ce_on;
+} ce_outcome;
+
+/* Records the result of `step`, the first failure only (its message: the last ERROR the contexts logged). */
+static int ce_step(ce_outcome *o, const char *step, gg_status st) {
+    if (o->status != GG_SUCCESS) return 0;
+    if (st != GG_SUCCESS) {
+        o->status = st;
+        o->step = step;
+        snprintf(o->message, sizeof o->message, "%s", ce_error);
+    }
+    return st == GG_SUCCESS;
+}
+
+/* One copy-engine life on both ranks: communicators made (owned), a gg_dist_alloc buffer each, a syncing MLP graph
+ * each replayed twice, gg_dist_reduce of the buffer, gg_dist_free, the graphs destroyed, detach. Stops at the first
+ * failure; the buffers left go with the communicators. */
+static ce_outcome ce_life(gg_ctx *ctxs[CE_RANKS]) {
+    ce_outcome o = {GG_SUCCESS, "", "", 0};
+    gg_dist_config dc = dist_config();
+    dc.copy_engines = 1;
+    void *buf[CE_RANKS] = {NULL};
+    gg_graph *g[CE_RANKS] = {NULL};
+    ce_error[0] = '\0';
+    if (ce_step(&o, "init", gg_dist_init_threads(ctxs, CE_RANKS, &dc)))
+        o.ce_on = ctxs[0]->dist->ce_on && ctxs[1]->dist->ce_on;
+    for (int i = 0; i < CE_RANKS && o.status == GG_SUCCESS; ++i)
+        ce_step(&o, "gg_dist_alloc", gg_dist_alloc(ctxs[i], 2 * CE_GRAD_BYTES, &buf[i]));
+    gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
+    for (int i = 0; i < CE_RANKS && o.status == GG_SUCCESS; ++i)
+        ce_step(&o, "graph create", gg_mlp_graph_create(ctxs[i], &ce_mlp, &gc, &g[i]));
+    for (int run = 0; run < 2; ++run)
+        for (int i = 0; i < CE_RANKS && o.status == GG_SUCCESS; ++i) {
+            const gg_mlp_args a = ce_args(i, buf[i]);
+            ce_step(&o, "graph run", gg_mlp_graph_run(g[i], &ce_mlp, &a, NULL));
+        }
+    for (int i = 0; i < CE_RANKS && o.status == GG_SUCCESS; ++i)
+        ce_step(&o, "gg_dist_reduce", gg_dist_reduce(ctxs[i], buf[i], 2 * CE_GRAD_BYTES / sizeof(float), 0, NULL));
+    for (int i = 0; i < CE_RANKS && o.status == GG_SUCCESS; ++i) {
+        const gg_status st = gg_dist_free(ctxs[i], buf[i]);
+        if (ce_step(&o, "gg_dist_free", st)) buf[i] = NULL;
+    }
+    for (int i = 0; i < CE_RANKS; ++i) gg_graph_destroy(g[i]);
+    for (int i = 0; i < CE_RANKS; ++i) ce_step(&o, "detach", gg_dist_detach(ctxs[i]));
+    return o;
+}
+
+/* What the k-th call of `kind` failing must give: NCCL's error as GG_ERROR_NCCL, except for NCCL memory. The first
+ * CE_RANKS ncclMemAlloc calls are the stagings (made with the communicators): one failing leaves every rank on SMs,
+ * with a WARN, and the life goes on; a later one is gg_dist_alloc's, out of memory. The first CE_RANKS ncclMemFree
+ * calls are gg_dist_free's (GG_ERROR_NCCL); a later one is the staging's at detach, where nothing is left to retry
+ * it: a WARN, and the memory is lost. Returns how many NCCL allocations the fault leaves behind. */
+static int ce_expect(fake_nccl_kind kind, int k, const ce_outcome *o) {
+    const char *err = ncclGetErrorString(ncclSystemError), *path = "copy engines";
+    if (kind == FN_MEM_ALLOC && k <= CE_RANKS) {
+        check(o->status == GG_SUCCESS && !o->ce_on, kind, k, path, "%s: status %s, copy engines %s: %s", o->step,
+              gg_status_string(o->status), o->ce_on ? "on" : "off", o->message);
+        check(strstr(ce_warnings, "copy-engine staging") && strstr(ce_warnings, err), kind, k, path,
+              "no WARN names the staging's ncclMemAlloc and NCCL's error: %s", ce_warnings);
+        return 0;
+    }
+    if (kind == FN_MEM_FREE && k > CE_RANKS) {
+        check(o->status == GG_SUCCESS, kind, k, path, "%s: status %s: %s", o->step, gg_status_string(o->status),
+              o->message);
+        check(strstr(ce_warnings, "ncclMemFree of the copy-engine staging") && strstr(ce_warnings, err), kind, k, path,
+              "no WARN names the failed ncclMemFree and NCCL's error: %s", ce_warnings);
+        return 1;
+    }
+    const gg_status want = kind == FN_MEM_ALLOC ? GG_ERROR_OUT_OF_MEMORY : GG_ERROR_NCCL;
+    check(o->status == want, kind, k, path, "%s: status %s, not %s: %s", o->step, gg_status_string(o->status),
+          gg_status_string(want), o->message);
+    check(strstr(o->message, err) != NULL, kind, k, path, "%s: \"%s\" does not name NCCL's error", o->step, o->message);
+    return 0;
+}
+
+static void every_nccl_fault_copy_engines(void **state) {
+    (void)state;
+    int ce_injected = 0, ce_failures = failures;
+    for (int kind = 0; kind < FN_KINDS; ++kind)
+        for (int k = 1;; ++k) {
+            const char *path = "copy engines";
+            gg_ctx *ctxs[CE_RANKS];
+            make_ce_ctxs(ctxs);
+            fake_nccl_reset(0, CE_RANKS);
+            fake_nccl.in_progress_calls = k % 2; /* every other run, each call goes through ncclInProgress */
+            fake_nccl.fail_kind = (fake_nccl_kind)kind;
+            fake_nccl.fail_at = k;
+            const ce_outcome o = ce_life(ctxs);
+            const int hit = fake_nccl.injected > 0;
+            fake_nccl.fail_at = 0;
+            int lost = 0;
+            if (hit) {
+                ++ce_injected;
+                lost = ce_expect((fake_nccl_kind)kind, k, &o);
+            } else {
+                check(o.status == GG_SUCCESS && o.ce_on, kind, k, path, "no fault: %s in %s, copy engines %s: %s",
+                      gg_status_string(o.status), o.step, o.ce_on ? "on" : "off", o.message);
+                /* the split reduction's and gg_dist_reduce's collectives, past the warm-up's one each per rank */
+                check(fake_nccl.calls[FN_ALL_TO_ALL] > CE_RANKS && fake_nccl.calls[FN_ALL_GATHER] > CE_RANKS, kind,
+                      k, path, "the copy engines were not used: %d all-to-alls, %d all-gathers",
+                      fake_nccl.calls[FN_ALL_TO_ALL], fake_nccl.calls[FN_ALL_GATHER]);
+            }
+            check(fake.captures_open == 0, kind, k, path, "a stream is left capturing");
+            /* usable after: eager calls, and a whole copy-engine life again */
+            for (int i = 0; i < CE_RANKS; ++i)
+                check(tanh_eager(ctxs[i]) == GG_SUCCESS, kind, k, path, "eager after the fault: %s",
+                      gg_last_error(ctxs[i]));
+            const ce_outcome again = ce_life(ctxs);
+            check(again.status == GG_SUCCESS && again.ce_on, kind, k, path, "again after the fault: %s in %s: %s",
+                  gg_status_string(again.status), again.step, again.message);
+            for (int i = 0; i < CE_RANKS; ++i) gg_ctx_destroy(ctxs[i]);
+            check(fake.live == 0, kind, k, path, "%d CUDA resources leaked", fake.live);
+            check(atomic_load(&fake_nccl.live) == 0, kind, k, path, "%d communicators leaked",
+                  atomic_load(&fake_nccl.live));
+            check(atomic_load(&fake_nccl.windows) == 0, kind, k, path, "%d windows leaked",
+                  atomic_load(&fake_nccl.windows));
+            check(atomic_load(&fake_nccl.memory) == lost, kind, k, path, "%d NCCL allocations left, %d expected",
+                  atomic_load(&fake_nccl.memory), lost);
+            check(atomic_load(&fake_nccl.misuse) == 0, kind, k, path,
+                  "%d calls NCCL would refuse (a free or window of memory it never handed out, a group ended outside "
+                  "a group)", atomic_load(&fake_nccl.misuse));
+            if (!hit) break;
+        }
+    injected += ce_injected;
+    ce_failures = failures - ce_failures;
+    printf("NCCL faults on the copy-engine path: %d injected, %d failures\n", ce_injected, ce_failures);
+    assert_true(ce_injected >= 30);
+    assert_int_equal(ce_failures, 0);
+}
+#endif
+
+/* After both fault loops: the line scripts/collect_reliability.py reads. */
+static void nccl_fault_totals(void **state) {
+    (void)state;
+    printf("NCCL_FAULTS {\"injected\": %d, \"failures\": %d}\n", injected, failures);
     assert_int_equal(failures, 0);
 }
 
@@ -446,6 +650,10 @@ int main(void) {
         cmocka_unit_test(replay_past_the_step_deadline_is_aborted),
         cmocka_unit_test(abort_from_another_thread),
         cmocka_unit_test(every_nccl_fault),
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
+        cmocka_unit_test(every_nccl_fault_copy_engines),
+#endif
+        cmocka_unit_test(nccl_fault_totals),
     };
     return cmocka_run_group_tests_name("dist_faults", tests, NULL, NULL);
 }

@@ -318,6 +318,7 @@ cudaError_t __wrap_cudaMemcpy(void *dst, const void *src, size_t bytes, enum cud
     (void)src, (void)kind;
     ++fake.cuda_calls;
     if (kind == cudaMemcpyDeviceToHost) memset(dst, 0, bytes);
+    if (kind == cudaMemcpyDeviceToHost && fake.on_sync_copy_to_host) fake.on_sync_copy_to_host(dst, bytes);
     return cudaSuccess;
 }
 cudaError_t __wrap_cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind,

@@ -66,6 +66,9 @@ typedef struct fake_state {
     _Atomic int streams_busy; /* cudaStreamQuery reports cudaErrorNotReady */
     /* called by cudaMemcpyAsync device -> host with the host buffer (a test plays the other ranks), NULL: none */
     void (*on_copy_to_host)(void *dst, size_t bytes);
+    /* called by cudaMemcpy device -> host (synchronous) with the host buffer, which the fake zeroed first (a test
+     * plays what the device would hold, e.g. the other ranks' part of the warm-up's result), NULL: none */
+    void (*on_sync_copy_to_host)(void *dst, size_t bytes);
     /* cuBLASLt epilogues: the ones planned (CUBLASLT_MATMUL_DESC_EPILOGUE, in order) and the last bias and aux
      * pointers set */
     cublasLtEpilogue_t epilogues[FAKE_MAX_EPILOGUES];

@@ -3,32 +3,55 @@
 
 #include "fake_cuda.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 fake_nccl_state fake_nccl;
 
 const char *const fake_nccl_kind_names[FN_KINDS] = {
     "ncclCommInitRankConfig", "ncclCommCuDevice/UserRank/Count", "ncclGroupStart", "ncclGroupEnd", "ncclAllReduce",
-    "ncclBroadcast",          "ncclCommFinalize",                 "ncclCommDestroy"};
+    "ncclBroadcast",          "ncclCommFinalize",                 "ncclCommDestroy", "ncclGetVersion", "ncclMemAlloc",
+    "ncclMemFree",            "ncclCommWindowRegister",           "ncclCommWindowDeregister", "ncclAlltoAll",
+    "ncclAllGather"};
 
-/* A fake communicator: its state as ncclCommGetAsyncError reports it. */
+/* A window (ncclCommWindowRegister), on its communicator's list. */
+typedef struct fake_window {
+    struct fake_window *next;
+} fake_window;
+
+/* A fake communicator: its state as ncclCommGetAsyncError reports it, and its windows. */
 typedef struct fake_comm {
     unsigned magic;
     atomic_int state; /* ncclSuccess or ncclInProgress */
     int finalized;
+    fake_window *windows;
 } fake_comm;
 #define FAKE_COMM_MAGIC 0x6e63636cu
 
-static ncclComm_t group_comm; /* the last communicator issued to inside a group (one rank per test) */
+/* NCCL memory: address ranges in a reservation that nothing is mapped at (never dereferenced, but each as long as
+ * asked for, so that ranges inside it can be told apart), handed out in order from the reset on; the live ones in a
+ * table, so that a free of anything else is seen. */
+enum { NCCL_SPACE_BITS = 38, FAKE_NCCL_ALLOCS = 64 };
+static char *nccl_space, *nccl_next;
+static struct {
+    char *p;
+    size_t bytes;
+} allocs[FAKE_NCCL_ALLOCS];
+
+static ncclComm_t group_comm; /* the last communicator issued to inside a group: its group end's ncclInProgress */
 static int group_depth;
 
 void fake_nccl_reset(int rank, int size) {
     memset(&fake_nccl, 0, sizeof fake_nccl);
     fake_nccl.rank = rank;
     fake_nccl.size = size;
+    fake_nccl.version = NCCL_VERSION_CODE;
     group_comm = NULL;
     group_depth = 0;
+    memset(allocs, 0, sizeof allocs); /* what a test left allocated (a failed free) is forgotten */
+    nccl_next = nccl_space;
 }
 
 void fake_nccl_clear_log(void) { fake_nccl.logged = 0; }
@@ -60,7 +83,14 @@ static fake_comm *make(int in_progress) {
     return c;
 }
 
+/* A communicator's windows go with it. */
 static void drop(fake_comm *c) {
+    while (c->windows) {
+        fake_window *w = c->windows;
+        c->windows = w->next;
+        free(w);
+        atomic_fetch_sub(&fake_nccl.windows, 1);
+    }
     c->magic = 0;
     atomic_fetch_sub(&fake_nccl.live, 1);
     free(c);
@@ -150,17 +180,24 @@ ncclResult_t __wrap_ncclGroupStart(void) {
     return logged((fake_nccl_call){.what = FNC_GROUP_START}, ncclSuccess);
 }
 ncclResult_t __wrap_ncclGroupEnd(void) {
+    if (group_depth == 0) { /* as NCCL: an end outside a group is refused (and counted: gradgraph must not) */
+        atomic_fetch_add(&fake_nccl.misuse, 1);
+        return logged((fake_nccl_call){.what = FNC_GROUP_END}, ncclInvalidUsage);
+    }
     --group_depth;
     return logged((fake_nccl_call){.what = FNC_GROUP_END}, issue(FN_GROUP_END, group_comm));
 }
-/* A collective inside a group completes at the group's end. */
-static ncclResult_t collective(fake_nccl_kind kind, ncclComm_t comm) {
-    atomic_fetch_add(&fake_nccl.collectives, 1);
+/* A call on a communicator inside a group completes at the group's end. */
+static ncclResult_t on_comm(fake_nccl_kind kind, ncclComm_t comm) {
     if (group_depth > 0) {
         group_comm = comm;
         return fault(kind) ? ncclSystemError : ncclSuccess;
     }
     return issue(kind, comm);
+}
+static ncclResult_t collective(fake_nccl_kind kind, ncclComm_t comm) {
+    atomic_fetch_add(&fake_nccl.collectives, 1);
+    return on_comm(kind, comm);
 }
 ncclResult_t __wrap_ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
                                   ncclComm_t comm, cudaStream_t stream) {
@@ -180,3 +217,102 @@ ncclResult_t __wrap_ncclBroadcast(const void *send, void *recv, size_t count, nc
                                  .root = root, .comm = comm, .stream = stream};
     return logged(call, collective(FN_BROADCAST, comm));
 }
+ncclResult_t __wrap_ncclGetVersion(int *version) {
+    if (fault(FN_VERSION)) return ncclSystemError;
+    *version = fake_nccl.version;
+    return ncclSuccess;
+}
+
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0) /* the copy-engine path's calls (src/ddp/copy_engine.c) */
+/* The slot of the live allocation at p, or with p NULL a free slot; -1 if none. */
+static int find_alloc(const void *p) {
+    for (int i = 0; i < FAKE_NCCL_ALLOCS; ++i)
+        if (allocs[i].p == p) return i;
+    return -1;
+}
+
+/* Whether [p, p + bytes) lies inside one live allocation. */
+static int in_alloc(const char *p, size_t bytes) {
+    for (int i = 0; i < FAKE_NCCL_ALLOCS; ++i)
+        if (allocs[i].p && p >= allocs[i].p && bytes <= allocs[i].bytes &&
+            (size_t)(p - allocs[i].p) <= allocs[i].bytes - bytes)
+            return 1;
+    return 0;
+}
+
+ncclResult_t __wrap_ncclMemAlloc(void **ptr, size_t bytes) {
+    if (fault(FN_MEM_ALLOC)) return ncclSystemError;
+    if (!nccl_space) {
+        void *m = mmap(NULL, (size_t)1 << NCCL_SPACE_BITS, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                       -1, 0);
+        if (m == MAP_FAILED) return ncclSystemError;
+        nccl_space = nccl_next = m;
+    }
+    const size_t rounded = (bytes + 4095) & ~(size_t)4095; /* NCCL hands out whole granules */
+    const int slot = find_alloc(NULL);
+    if (slot < 0 || rounded == 0 || (size_t)(nccl_space + ((size_t)1 << NCCL_SPACE_BITS) - nccl_next) < rounded)
+        return ncclSystemError;
+    allocs[slot].p = nccl_next;
+    allocs[slot].bytes = bytes;
+    nccl_next += rounded;
+    atomic_fetch_add(&fake_nccl.memory, 1);
+    *ptr = allocs[slot].p;
+    return ncclSuccess;
+}
+ncclResult_t __wrap_ncclMemFree(void *ptr) {
+    if (!ptr) return ncclSuccess;
+    const int slot = find_alloc(ptr);
+    if (slot < 0) {
+        atomic_fetch_add(&fake_nccl.misuse, 1);
+        return ncclInvalidArgument;
+    }
+    if (fault(FN_MEM_FREE)) return ncclSystemError;
+    allocs[slot].p = NULL;
+    atomic_fetch_sub(&fake_nccl.memory, 1);
+    return ncclSuccess;
+}
+ncclResult_t __wrap_ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win, int flags) {
+    (void)flags;
+    fake_comm *c = (fake_comm *)comm;
+    if (!c || c->magic != FAKE_COMM_MAGIC || !in_alloc(buff, size)) { /* symmetric windows need NCCL memory */
+        atomic_fetch_add(&fake_nccl.misuse, 1);
+        return ncclInvalidArgument;
+    }
+    const ncclResult_t r = on_comm(FN_WIN_REGISTER, comm);
+    if (r != ncclSuccess && r != ncclInProgress) return r;
+    fake_window *w = calloc(1, sizeof *w);
+    w->next = c->windows;
+    c->windows = w;
+    atomic_fetch_add(&fake_nccl.windows, 1);
+    *win = (ncclWindow_t)w;
+    return r;
+}
+ncclResult_t __wrap_ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
+    fake_comm *c = (fake_comm *)comm;
+    fake_window **at = c && c->magic == FAKE_COMM_MAGIC ? &c->windows : NULL;
+    while (at && *at && *at != (fake_window *)win) at = &(*at)->next;
+    if (!at || !*at) {
+        atomic_fetch_add(&fake_nccl.misuse, 1);
+        return ncclInvalidArgument;
+    }
+    const ncclResult_t r = on_comm(FN_WIN_DEREGISTER, comm);
+    if (r != ncclSuccess && r != ncclInProgress) return r; /* the window is still there */
+    fake_window *w = *at;
+    *at = w->next;
+    free(w);
+    atomic_fetch_sub(&fake_nccl.windows, 1);
+    return r;
+}
+ncclResult_t __wrap_ncclAlltoAll(const void *send, void *recv, size_t count, ncclDataType_t type, ncclComm_t comm,
+                                 cudaStream_t stream) {
+    const fake_nccl_call call = {.what = FNC_ALL_TO_ALL, .send = send, .recv = recv, .count = count, .type = type,
+                                 .comm = comm, .stream = stream};
+    return logged(call, collective(FN_ALL_TO_ALL, comm));
+}
+ncclResult_t __wrap_ncclAllGather(const void *send, void *recv, size_t count, ncclDataType_t type, ncclComm_t comm,
+                                  cudaStream_t stream) {
+    const fake_nccl_call call = {.what = FNC_ALL_GATHER, .send = send, .recv = recv, .count = count, .type = type,
+                                 .comm = comm, .stream = stream};
+    return logged(call, collective(FN_ALL_GATHER, comm));
+}
+#endif

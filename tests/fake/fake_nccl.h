@@ -3,10 +3,16 @@
  * (-Wl,--wrap; the list is GG_FAKED_NCCL in tests/CMakeLists.txt) by fakes that hand out fake communicators, count
  * the live ones, record aborts, finalizes and destroys, stay ncclInProgress or report an asynchronous error on
  * request, and fail the k-th call of a kind (fault injection). Collectives enqueue nothing (the fake CUDA streams
- * are always idle) and leave the data as it is: one rank's values are everybody's. Every group start, group end and
- * collective is logged with its arguments and where it stood among the CUDA fakes' work (fake_nccl.log), so that a
- * test can check what was issued, on which stream, inside which capture and before or after which launches. Used
- * by test_dist_faults and test_step_sync, always with the CUDA fakes (fake_cuda.h).
+ * are always idle) and leave the data as it is: one rank's values are everybody's. The copy-engine path's calls
+ * (NCCL 2.28+) are faked too: ncclMemAlloc hands out address ranges that nothing is mapped at (the CUDA fakes call
+ * every address outside the test's host ranges device memory) and counts the live ones; ncclCommWindowRegister
+ * makes a window on a communicator, over NCCL memory only, counted live until deregistered or until its
+ * communicator goes (NCCL releases a communicator's windows with it); a free or deregistration of something the
+ * fakes never handed out, and a group end outside a group, are refused and counted in `misuse`. ncclGetVersion
+ * reports `version` (the header's, at least 2.28). Every group start, group end and collective is logged with its
+ * arguments and where it stood among the CUDA fakes' work (fake_nccl.log), so that a test can check what was
+ * issued, on which stream, inside which capture and before or after which launches. Used by test_dist_faults and
+ * test_step_sync, always with the CUDA fakes (fake_cuda.h).
  */
 #ifndef GG_FAKE_NCCL_H
 #define GG_FAKE_NCCL_H
@@ -27,6 +33,13 @@ typedef enum fake_nccl_kind {
     FN_BROADCAST,   /* ncclBroadcast */
     FN_FINALIZE,    /* ncclCommFinalize */
     FN_DESTROY,     /* ncclCommDestroy */
+    FN_VERSION,     /* ncclGetVersion */
+    FN_MEM_ALLOC,   /* ncclMemAlloc */
+    FN_MEM_FREE,    /* ncclMemFree (a failed one frees nothing) */
+    FN_WIN_REGISTER,   /* ncclCommWindowRegister */
+    FN_WIN_DEREGISTER, /* ncclCommWindowDeregister (a failed one leaves the window) */
+    FN_ALL_TO_ALL,  /* ncclAlltoAll */
+    FN_ALL_GATHER,  /* ncclAllGather */
     FN_KINDS
 } fake_nccl_kind;
 
@@ -38,7 +51,9 @@ typedef enum fake_nccl_op {
     FNC_GROUP_END,
     FNC_ALL_REDUCE,
     FNC_REDUCE_SCATTER,
-    FNC_BROADCAST
+    FNC_BROADCAST,
+    FNC_ALL_TO_ALL,
+    FNC_ALL_GATHER
 } fake_nccl_op;
 
 /* One call as the fakes saw it. Group starts and ends have only depth, the positions and result. */
@@ -75,6 +90,11 @@ typedef struct fake_nccl_state {
     int injected;
     int calls[FN_KINDS];
     atomic_int collectives;       /* collectives issued */
+    atomic_int memory;            /* ncclMemAlloc allocations not freed */
+    atomic_int windows;           /* windows registered, neither deregistered nor gone with their communicator */
+    atomic_int misuse;            /* ncclMemFree of no live allocation, a window over other memory, a deregistration
+                                     of no live window of that communicator, ncclGroupEnd outside a group */
+    int version;                  /* what ncclGetVersion reports */
     int logged;                   /* calls logged since the reset or the last fake_nccl_clear_log; the first
                                      FAKE_NCCL_LOG are in log */
     fake_nccl_call log[FAKE_NCCL_LOG];
