@@ -69,6 +69,16 @@ static gg_dist_config dist_config(void) {
     return dc;
 }
 
+/* A context with a fake two-rank communicator attached (the caller's: destroy it after the context). */
+static gg_ctx *attached_ctx(ncclComm_t *comm) {
+    gg_ctx *ctx = make_ctx();
+    fake_nccl_reset(0, 2);
+    const gg_dist_config dc = dist_config();
+    *comm = fake_nccl_comm();
+    assert_int_equal(gg_dist_attach(ctx, *comm, &dc), GG_SUCCESS);
+    return ctx;
+}
+
 static const gg_tanh_gate_desc tanh_desc = {64, 4096, 0};
 
 static gg_status tanh_eager(gg_ctx *ctx) {
@@ -137,11 +147,8 @@ static void peer_differs(void *dst, size_t bytes) {
 
 static void fingerprint_mismatch_refused_on_every_field(void **state) {
     (void)state;
-    gg_ctx *ctx = make_ctx();
-    fake_nccl_reset(0, 2);
-    const gg_dist_config dc = dist_config();
-    ncclComm_t comm = fake_nccl_comm();
-    assert_int_equal(gg_dist_attach(ctx, comm, &dc), GG_SUCCESS);
+    ncclComm_t comm = NULL;
+    gg_ctx *ctx = attached_ctx(&comm);
     fake.on_copy_to_host = peer_differs;
     for (peer_field = 0; peer_field < GG_FP_FIELDS; ++peer_field) {
         gg_graph *g = NULL;
@@ -219,11 +226,8 @@ static void finalize_that_never_ends_is_aborted(void **state) {
 /* The watchdog: an asynchronous error, then a replay past the step deadline. */
 static void async_error_is_aborted_by_the_watchdog(void **state) {
     (void)state;
-    gg_ctx *ctx = make_ctx();
-    fake_nccl_reset(0, 2);
-    const gg_dist_config dc = dist_config();
-    ncclComm_t comm = fake_nccl_comm();
-    assert_int_equal(gg_dist_attach(ctx, comm, &dc), GG_SUCCESS);
+    ncclComm_t comm = NULL;
+    gg_ctx *ctx = attached_ctx(&comm);
     gg_graph *g = NULL;
     assert_int_equal(tanh_graph(ctx, &g), GG_SUCCESS);
     assert_int_equal(tanh_run(g), GG_SUCCESS);
@@ -250,11 +254,8 @@ static void async_error_is_aborted_by_the_watchdog(void **state) {
 /* gg_dist_reduce refuses host memory by name, before any NCCL call, and the communicator stays usable. */
 static void reduce_refuses_host_memory(void **state) {
     (void)state;
-    gg_ctx *ctx = make_ctx();
-    fake_nccl_reset(0, 2);
-    const gg_dist_config dc = dist_config();
-    ncclComm_t comm = fake_nccl_comm();
-    assert_int_equal(gg_dist_attach(ctx, comm, &dc), GG_SUCCESS);
+    ncclComm_t comm = NULL;
+    gg_ctx *ctx = attached_ctx(&comm);
     fake.host_lo = (uintptr_t)FAKE(9);
     fake.host_hi = fake.host_lo + 4096;
     const int collectives = atomic_load(&fake_nccl.collectives);
@@ -323,11 +324,8 @@ static void *abort_later(void *arg) {
 
 static void abort_from_another_thread(void **state) {
     (void)state;
-    gg_ctx *ctx = make_ctx();
-    fake_nccl_reset(0, 2);
-    const gg_dist_config dc = dist_config();
-    ncclComm_t comm = fake_nccl_comm();
-    assert_int_equal(gg_dist_attach(ctx, comm, &dc), GG_SUCCESS);
+    ncclComm_t comm = NULL;
+    gg_ctx *ctx = attached_ctx(&comm);
     /* the owner waits in a collective step that never ends (its stream stays busy): the abort ends the wait */
     fake.streams_busy = 1;
     abort_job job = {ctx, 0.2, GG_ERROR_INTERNAL};
