@@ -1,6 +1,8 @@
 /* fake_cuda.c - the fakes of fake_cuda.h: each __wrap_X stands in for X inside the library. */
 #include "fake_cuda.h"
 
+#include <cuda.h>
+#include <cudaTypedefs.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,9 +16,17 @@ const char *const fake_kind_names[FAKE_KINDS] = {
     "cudaMalloc",             "cublasLtMatmulAlgoGetHeuristic", "cudaStreamBeginCapture", "cudaStreamEndCapture",
     "cudaGraphInstantiate",   "cudaGraphExecUpdate",  "cudaGraphLaunch"};
 
+/* An H200's capacity for clusters of 1..8 CTAs of gemm_f32w.cu's kernel (cudaOccupancyMaxActiveClusters): a cluster's
+ * CTAs share a GPC, so fewer clusters of 8 fit than 132 / 8. */
+static const int h200_clusters[FAKE_MAX_CLUSTER + 1] = {0, 132, 66, 39, 30, 22, 17, 15, 15};
+
+static void kernel_counts_reset(void);
+
 void fake_reset(int device_count) {
     memset(&fake, 0, sizeof fake);
     fake.device_count = device_count;
+    memcpy(fake.cluster_capacity, h200_clusters, sizeof h200_clusters);
+    kernel_counts_reset();
 }
 
 /* A resource creation: fails when it is the N-th and N was asked for. */
@@ -92,14 +102,30 @@ enum { MAX_KERNELS = 1024 }; /* registrations past it are dropped: their launche
 typedef struct kernel_entry {
     const void *fn;
     const char *name;
+    int launches;      /* launches that succeeded since the last fake_reset */
+    int max_dyn_smem;  /* cudaFuncAttributeMaxDynamicSharedMemorySize (0: never set; the default 48 KiB applies). Like
+                        * the runtime's, it outlives fake_reset (a process sets it once per kernel). */
 } kernel_entry;
 static kernel_entry kernels[MAX_KERNELS];
 static int n_kernels;
 
-static const char *kernel_name(const void *fn) {
+static kernel_entry *kernel_of(const void *fn) {
     for (int i = 0; i < n_kernels; ++i)
-        if (kernels[i].fn == fn) return kernels[i].name;
+        if (kernels[i].fn == fn) return &kernels[i];
     return NULL;
+}
+static const char *kernel_name(const void *fn) {
+    const kernel_entry *k = kernel_of(fn);
+    return k ? k->name : NULL;
+}
+static void kernel_counts_reset(void) {
+    for (int i = 0; i < n_kernels; ++i) kernels[i].launches = 0;
+}
+int fake_kernel_launches(const char *name_part) {
+    int n = 0;
+    for (int i = 0; i < n_kernels; ++i)
+        if (kernels[i].name && strstr(kernels[i].name, name_part)) n += kernels[i].launches;
+    return n;
 }
 
 /* libstdc++'s demangler (extern "C"). */
@@ -182,7 +208,7 @@ void __real___cudaRegisterFunction(void **fatbin, const char *host_fn, char *dev
                                    int thread_limit, uint3 *tid, uint3 *bid, dim3 *block, dim3 *grid, int *warp_size);
 void __wrap___cudaRegisterFunction(void **fatbin, const char *host_fn, char *device_fn, const char *device_name,
                                    int thread_limit, uint3 *tid, uint3 *bid, dim3 *block, dim3 *grid, int *warp_size) {
-    if (n_kernels < MAX_KERNELS) kernels[n_kernels++] = (kernel_entry){host_fn, device_fn};
+    if (n_kernels < MAX_KERNELS) kernels[n_kernels++] = (kernel_entry){host_fn, device_fn, 0, 0};
     __real___cudaRegisterFunction(fatbin, host_fn, device_fn, device_name, thread_limit, tid, bid, block, grid,
                                   warp_size);
 }
@@ -229,10 +255,25 @@ cudaError_t __wrap_cudaSetDevice(int device) {
     ++fake.cuda_calls;
     return device < fake.device_count ? cudaSuccess : cudaErrorInvalidDevice;
 }
+/* Without fake.compute_capability, 132 whatever is asked (the SM count; the compute capability 132.132 is no 9.0, so
+ * the library takes no sm_90a route). With it, an H100/H200 of that compute capability: 132 SMs, 50 MiB of L2, the
+ * 227 KiB shared-memory opt-in; 132 for anything else. */
 cudaError_t __wrap_cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device) {
-    (void)attr, (void)device;
+    (void)device;
     ++fake.cuda_calls;
     *value = 132;
+    if (!fake.compute_capability) return cudaSuccess;
+    switch (attr) {
+    case cudaDevAttrComputeCapabilityMajor: *value = fake.compute_capability / 10; break;
+    case cudaDevAttrComputeCapabilityMinor: *value = fake.compute_capability % 10; break;
+    case cudaDevAttrMultiProcessorCount: *value = 132; break;
+    case cudaDevAttrL2CacheSize: *value = 50 << 20; break;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = FAKE_SMEM_OPTIN; break;
+    case cudaDevAttrMaxThreadsPerBlock: *value = 1024; break;
+    case cudaDevAttrWarpSize: *value = 32; break;
+    case cudaDevAttrClusterLaunch: *value = 1; break;
+    default: break;
+    }
     return cudaSuccess;
 }
 cudaError_t __wrap_cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags) {
@@ -390,19 +431,154 @@ cudaError_t __wrap___cudaGetKernel(cudaKernel_t *kernel, const void *func) {
     *kernel = (cudaKernel_t)func;
     return cudaSuccess;
 }
+/* What the runtime refuses of a launch's shape, as far as the fake can know it: an empty grid or block, a block of
+ * more than 1024 threads, more dynamic shared memory than the kernel may use (48 KiB unless cudaFuncSetAttribute
+ * raised it), a cluster of more than FAKE_MAX_CLUSTER CTAs or one that does not divide the grid. */
+static cudaError_t launch_refused(const kernel_entry *k, dim3 grid, dim3 block, size_t smem, dim3 cluster) {
+    const unsigned long long threads = (unsigned long long)block.x * block.y * block.z;
+    if (!grid.x || !grid.y || !grid.z || grid.y > 65535 || grid.z > 65535 || grid.x > 0x7fffffffu || !threads ||
+        threads > 1024)
+        return cudaErrorInvalidConfiguration;
+    const size_t smem_max = k && k->max_dyn_smem > FAKE_SMEM_DEFAULT ? (size_t)k->max_dyn_smem : FAKE_SMEM_DEFAULT;
+    if (smem > smem_max) return cudaErrorInvalidValue;
+    const unsigned long long ctas = (unsigned long long)cluster.x * cluster.y * cluster.z;
+    if (!ctas || ctas > FAKE_MAX_CLUSTER || grid.x % cluster.x || grid.y % cluster.y || grid.z % cluster.z)
+        return cudaErrorInvalidClusterSize;
+    return cudaSuccess;
+}
+
+/* A launch that passed (`cluster`: with a cluster-dimension attribute): counted for its kernel. */
+static void launched(const void *fn, cudaStream_t stream, void **args, int cluster) {
+    ++fake.enqueued;
+    ++fake.launches;
+    fake.cluster_launches += cluster != 0;
+    kernel_entry *k = kernel_of(fn);
+    if (k) ++k->launches;
+    else ++fake.unnamed_launches;
+    log_kernel_args(log_entry(FAKE_OP_KERNEL, stream), fn, args);
+}
+
 /* A failed launch leaves its error for cudaGetLastError, as the runtime does for <<<>>>. */
 cudaError_t __wrap___cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void **args, size_t shared,
                                       cudaStream_t stream) {
-    (void)grid, (void)block, (void)shared;
     if (fake_fault(FAKE_LAUNCH)) return fake.pending = cudaErrorLaunchOutOfResources;
-    ++fake.enqueued;
-    log_kernel_args(log_entry(FAKE_OP_KERNEL, stream), (const void *)kernel, args);
+    const void *fn = (const void *)kernel;
+    const cudaError_t refused = launch_refused(kernel_of(fn), grid, block, shared, (dim3){1, 1, 1});
+    if (refused != cudaSuccess) {
+        ++fake.refused_launches;
+        return fake.pending = refused;
+    }
+    launched(fn, stream, args, 0);
     return cudaSuccess;
 }
+/* The cluster shape of a cudaLaunchConfig_t ({1, 1, 1} without the attribute); *has: whether it has one. */
+static dim3 config_cluster(const cudaLaunchConfig_t *config, int *has) {
+    dim3 cluster = {1, 1, 1};
+    *has = 0;
+    for (unsigned i = 0; i < config->numAttrs; ++i)
+        if (config->attrs[i].id == cudaLaunchAttributeClusterDimension) {
+            cluster = (dim3){config->attrs[i].val.clusterDim.x, config->attrs[i].val.clusterDim.y,
+                             config->attrs[i].val.clusterDim.z};
+            *has = 1;
+        }
+    return cluster;
+}
+/* cudaLaunchKernelEx (<cuda_runtime.h>'s template) with its attributes: a priority, a cluster shape. Counted as
+ * every launch is (FAKE_LAUNCH's faults, fake.enqueued, the kernel's count, the log); a cluster launch also in
+ * fake.cluster_launches. A refused launch leaves no error behind (the call returns it). */
 cudaError_t __wrap_cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args) {
     if (fake_fault(FAKE_LAUNCH)) return cudaErrorLaunchOutOfResources;
-    ++fake.enqueued;
-    log_kernel_args(log_entry(FAKE_OP_KERNEL, config->stream), func, args);
+    int has_cluster = 0;
+    const dim3 cluster = config_cluster(config, &has_cluster);
+    const cudaError_t refused =
+        launch_refused(kernel_of(func), config->gridDim, config->blockDim, config->dynamicSmemBytes, cluster);
+    if (refused != cudaSuccess) {
+        ++fake.refused_launches;
+        return refused;
+    }
+    launched(func, config->stream, args, has_cluster);
+    return cudaSuccess;
+}
+/* The opt-in to more than 48 KiB of dynamic shared memory (up to FAKE_SMEM_OPTIN), which launches and occupancy
+ * queries then allow; other attributes are accepted and ignored. */
+cudaError_t __wrap_cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, int value) {
+    ++fake.cuda_calls;
+    ++fake.func_attributes;
+    if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize) return cudaSuccess;
+    if (value < 0 || value > FAKE_SMEM_OPTIN) return cudaErrorInvalidValue;
+    kernel_entry *k = kernel_of(func);
+    if (k) k->max_dyn_smem = value;
+    return cudaSuccess;
+}
+/* Clusters of the configuration's shape that fit at once: fake.cluster_capacity[ctas] (an H200's unless a test
+ * changes it); fake.fail_occupancy fails the query (a device that cannot run the kernel). The configuration must
+ * be launchable (launch_refused), its shared memory opted into first. */
+cudaError_t __wrap_cudaOccupancyMaxActiveClusters(int *clusters, const void *func, const cudaLaunchConfig_t *config) {
+    ++fake.cuda_calls;
+    ++fake.occupancy_queries;
+    *clusters = 0;
+    if (fake.fail_occupancy) return cudaErrorInvalidDeviceFunction;
+    int has_cluster = 0;
+    const dim3 cluster = config_cluster(config, &has_cluster);
+    const dim3 one_cluster = {cluster.x, cluster.y, cluster.z}; /* the query's grid may be any: check one cluster */
+    const cudaError_t refused =
+        launch_refused(kernel_of(func), one_cluster, config->blockDim, config->dynamicSmemBytes, cluster);
+    if (refused != cudaSuccess) return refused;
+    *clusters = fake.cluster_capacity[cluster.x * cluster.y * cluster.z];
+    return cudaSuccess;
+}
+
+/* cuTensorMapEncodeTiled as the driver checks its arguments (the documented rules kernels/tma.cuh's maps meet). No
+ * kernel reads the map: it holds zeros but for its first word, the global address, so that the log of enqueued work
+ * (a kernel's class arguments' words) sees the memory a TMA kernel reaches through its maps. Counted in
+ * fake.tensor_maps; a refusal in fake.refused_tensor_maps. */
+static CUresult CUDAAPI fake_encode_tiled(CUtensorMap *map, CUtensorMapDataType type, cuuint32_t rank, void *address,
+                                          const cuuint64_t *dims, const cuuint64_t *strides, const cuuint32_t *box,
+                                          const cuuint32_t *elem_strides, CUtensorMapInterleave interleave,
+                                          CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2,
+                                          CUtensorMapFloatOOBfill oob) {
+    (void)l2, (void)oob;
+    ++fake.tensor_maps;
+    size_t elem = 0;
+    switch (type) {
+    case CU_TENSOR_MAP_DATA_TYPE_UINT8: elem = 1; break;
+    case CU_TENSOR_MAP_DATA_TYPE_UINT16: case CU_TENSOR_MAP_DATA_TYPE_FLOAT16: case CU_TENSOR_MAP_DATA_TYPE_BFLOAT16:
+        elem = 2; break;
+    case CU_TENSOR_MAP_DATA_TYPE_UINT32: case CU_TENSOR_MAP_DATA_TYPE_INT32: case CU_TENSOR_MAP_DATA_TYPE_FLOAT32:
+    case CU_TENSOR_MAP_DATA_TYPE_TFLOAT32: elem = 4; break;
+    default: elem = 8; break;
+    }
+    int ok = map && rank >= 1 && rank <= 5 && address && (uintptr_t)address % 16 == 0 &&
+             interleave == CU_TENSOR_MAP_INTERLEAVE_NONE;
+    for (cuuint32_t i = 0; ok && i < rank; ++i) {
+        ok = dims[i] >= 1 && dims[i] <= (1ull << 32) && box[i] >= 1 && box[i] <= 256 && elem_strides[i] >= 1 &&
+             elem_strides[i] <= 8;
+        if (ok && i + 1 < rank) ok = strides[i] % 16 == 0 && strides[i] < (1ull << 40);
+    }
+    if (ok) ok = box[0] * elem % 16 == 0; /* the inner box dimension in bytes */
+    const size_t swizzle_bytes = swizzle == CU_TENSOR_MAP_SWIZZLE_128B  ? 128
+                                 : swizzle == CU_TENSOR_MAP_SWIZZLE_64B ? 64
+                                 : swizzle == CU_TENSOR_MAP_SWIZZLE_32B ? 32
+                                                                        : 0;
+    if (ok && swizzle_bytes) ok = box[0] * elem <= swizzle_bytes;
+    if (ok) {
+        memset(map, 0, sizeof *map);
+        memcpy(map, &address, sizeof address);
+        return CUDA_SUCCESS;
+    }
+    ++fake.refused_tensor_maps;
+    return CUDA_ERROR_INVALID_VALUE;
+}
+/* The driver's entry points: cuTensorMapEncodeTiled is fake_encode_tiled, whatever the device (kernels/tma.cuh keeps
+ * the first answer for the process); anything else is not found. */
+cudaError_t __wrap_cudaGetDriverEntryPointByVersion(const char *symbol, void **fn, unsigned version,
+                                                    unsigned long long flags,
+                                                    enum cudaDriverEntryPointQueryResult *found) {
+    (void)version, (void)flags;
+    ++fake.cuda_calls;
+    const int known = strcmp(symbol, "cuTensorMapEncodeTiled") == 0;
+    *fn = known ? (void *)(uintptr_t)fake_encode_tiled : NULL;
+    if (found) *found = known ? cudaDriverEntryPointSuccess : cudaDriverEntryPointSymbolNotFound;
     return cudaSuccess;
 }
 

@@ -1,11 +1,24 @@
 /*
  * fake_cuda.h - the CUDA runtime and cuBLASLt as the CPU tests see them: every call the library makes is replaced at
  * link time (-Wl,--wrap; the list is GG_FAKED_CUDA in tests/CMakeLists.txt) by a fake that hands out fake handles,
- * counts what is alive, counts every call that would put work on a stream, writes the DOT files asked for (one line), and fails on request: the N-th resource
- * creation, or the k-th call of one kind (fault injection). Copies between host and device copy nothing (device
- * memory is a token), and queries of streams and events say done unless told otherwise. Used by test_api,
- * test_faults, test_dist_faults and the fuzz target. test_step_ring turns on the two parts below that are off by
- * default: device addresses that stand for real sizes (fake.device_space) and the log of enqueued work (fake_log).
+ * counts what is alive, counts every call that would put work on a stream, writes the DOT files asked for (one
+ * line), and fails on request: the N-th resource creation, or the k-th call of one kind (fault injection). Copies
+ * between host and device copy nothing (device memory is a token), and queries of streams and events say done
+ * unless told otherwise. Used by test_api, test_faults, test_routes, test_dist_faults and the fuzz target.
+ * test_step_ring turns on the two parts below that are off by default: device addresses that stand for real sizes
+ * (fake.device_space) and the log of enqueued work (fake_log).
+ *
+ * The device: by default cudaDeviceGetAttribute answers 132 to everything (132 SMs; a compute capability of
+ * 132.132, so the library's sm_90a-only routes stay off). fake.compute_capability = 90 makes it an H100/H200 (9.0,
+ * 132 SMs, 50 MiB of L2): a context then probes gemm_f32w.cu's cluster capacity (cudaFuncSetAttribute,
+ * cudaOccupancyMaxActiveClusters: fake.cluster_capacity, an H200's 132, 66, 39, 30, 22, 17, 15, 15 clusters of 1..8
+ * CTAs) and takes the Hopper routes (has_wgmma; test_routes). cuTensorMapEncodeTiled (through
+ * cudaGetDriverEntryPointByVersion, on any device) checks its arguments as the driver documents and writes only the
+ * global address into the map (the log sees it).
+ * Every kernel launch, <<<>>> or cudaLaunchKernelEx (clusters, priorities), is counted per kernel
+ * (fake_kernel_launches) and refused as the runtime would for an empty grid or block, more than 1024 threads, more
+ * dynamic shared memory than 48 KiB or the kernel's opt-in, or a cluster that is larger than 8 or does not divide
+ * the grid.
  */
 #ifndef GG_FAKE_CUDA_H
 #define GG_FAKE_CUDA_H
@@ -34,6 +47,9 @@ typedef enum fake_kind {
 extern const char *const fake_kind_names[FAKE_KINDS];
 
 #define FAKE_MAX_EPILOGUES 8
+#define FAKE_MAX_CLUSTER 8          /* CTAs per cluster a launch may have (the portable limit) */
+#define FAKE_SMEM_DEFAULT 49152     /* dynamic shared memory a kernel may use without the opt-in */
+#define FAKE_SMEM_OPTIN 232448      /* ... and at most with it (cudaDevAttrMaxSharedMemoryPerBlockOptin: 227 KiB) */
 
 typedef struct fake_state {
     int device_count;      /* what cudaGetDeviceCount reports */
@@ -77,6 +93,18 @@ typedef struct fake_state {
     /* cudaMalloc hands out addresses in a reserved range that nothing is mapped at, each allocation as many bytes
      * from the last as it asked for: ranges of device memory can be compared (never dereferenced) */
     int device_space;
+    /* The device (see the top). 0: the default; 90: compute capability 9.0, an H100/H200 */
+    int compute_capability;
+    int cluster_capacity[FAKE_MAX_CLUSTER + 1]; /* [s]: clusters of s CTAs that fit at once; fake_reset: an H200's */
+    int fail_occupancy;    /* cudaOccupancyMaxActiveClusters fails (a device that cannot run the kernel) */
+    int launches;          /* kernel launches that succeeded (<<<>>> and cudaLaunchKernelEx) */
+    int cluster_launches;  /* ... of them with a cluster-dimension attribute */
+    int unnamed_launches;  /* ... of them of a kernel __cudaRegisterFunction did not name */
+    int refused_launches;  /* launches refused for their shape (grid, block, shared memory, cluster) */
+    int func_attributes;   /* cudaFuncSetAttribute calls */
+    int occupancy_queries; /* cudaOccupancyMaxActiveClusters calls */
+    int tensor_maps;       /* cuTensorMapEncodeTiled calls */
+    int refused_tensor_maps; /* ... refused for their arguments */
 } fake_state;
 
 extern fake_state fake;
@@ -124,7 +152,11 @@ void fake_log_stop(void);  /* stops logging; the entries stay until fake_log_fre
 void fake_log_free(void);
 void fake_log_mark(int mark);
 
-/* Clears everything; a machine with device_count devices whose cuBLASLt refuses to plan. */
+/* Clears everything (the launch counts per kernel too); a machine with device_count default devices (no
+ * compute_capability) with an H200's cluster_capacity, whose cuBLASLt refuses to plan. */
 void fake_reset(int device_count);
+
+/* Launches since the last fake_reset of the kernels whose mangled name contains name_part ("gemm_f32w_kernel"). */
+int fake_kernel_launches(const char *name_part);
 
 #endif
