@@ -57,6 +57,9 @@ typedef struct tally {
 static tally *current;
 static const char *current_label; /* the path's configuration, for the report */
 
+/* The fake device of the current pass: 0 (no sm_90a routes) or 90 (an H100/H200: the Hopper kernels' routes). */
+static int device_cc;
+
 static void check(int ok, const path *p, int stage, fake_kind kind, int k, const char *fmt, ...) {
     if (ok) return;
     ++current->failures;
@@ -66,8 +69,8 @@ static void check(int ok, const path *p, int stage, fake_kind kind, int k, const
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
     const char *entry = stage >= 0 && stage < p->n_stages ? p->stages[stage] : "-";
-    printf("FAULT FAIL %s %s (stage %d, %s): %s #%d: %s\n", p->name, current_label, stage, entry, fake_kind_names[kind],
-           k, what);
+    printf("FAULT FAIL %s %s%s (stage %d, %s): %s #%d: %s\n", p->name, current_label,
+           device_cc ? " (9.0 device)" : "", stage, entry, fake_kind_names[kind], k, what);
 }
 
 /* Every stage from `from` on; *failed: the stage that failed (n_stages when none). */
@@ -94,6 +97,7 @@ static gg_status run_from(const path *p, world *w, int from, int *failed, fake_k
 
 static gg_ctx *make_ctx(void) {
     fake_reset(1);
+    fake.compute_capability = device_cc;
     fake.plan_ok = 1;
     gg_config c = GG_CONFIG_INIT;
     c.autotune = 0;
@@ -432,13 +436,16 @@ void faults_of_steps_optimizers_forwards(void **state) {
         {"ssm_gate", 4, 64, 768, 1536, GG_PRECISION_DEFAULT, 0, 0},
     };
     tally step = {0, 0}, optim = {0, 0}, forward = {0, 0};
-    current = &step;
-    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; ++i) inject(&step_path, &steps[i], steps[i].name);
-    current = &optim;
-    for (size_t i = 0; i < sizeof optims / sizeof optims[0]; ++i) inject(&optim_path, &optims[i], optims[i].name);
-    current = &forward;
-    for (size_t i = 0; i < sizeof forwards / sizeof forwards[0]; ++i)
-        inject(&forward_path, &forwards[i], forwards[i].name);
+    for (device_cc = 0; device_cc <= 90; device_cc += 90) { /* a device without and with the sm_90a routes */
+        current = &step;
+        for (size_t i = 0; i < sizeof steps / sizeof steps[0]; ++i) inject(&step_path, &steps[i], steps[i].name);
+        current = &optim;
+        for (size_t i = 0; i < sizeof optims / sizeof optims[0]; ++i) inject(&optim_path, &optims[i], optims[i].name);
+        current = &forward;
+        for (size_t i = 0; i < sizeof forwards / sizeof forwards[0]; ++i)
+            inject(&forward_path, &forwards[i], forwards[i].name);
+    }
+    device_cc = 0;
     report("FAULTS_STEP", &step);
     report("FAULTS_OPTIM", &optim);
     report("FAULTS_FORWARD", &forward);
