@@ -168,6 +168,9 @@ if [ "$stage" = all ] || [ "$stage" = bench ]; then
     --json "$OUT/peers.json" 2> "$OUT/peers-progress.log" | tee "$OUT/peers.txt" || status=1
   python3 scripts/collect_bench.py "$OUT/bench.json" "$OUT/peers.json" "$OUT/bench-h200.json" "${GG_COMMIT:-unknown}" \
     "$run_cmd" || status=1
+  # against the official results in the tree: which blocks moved beyond the noise between runs (information: a run
+  # on another machine, or a change meant to move them, moves them)
+  python3 scripts/compare_bench.py docs/results/bench-h200.json "$OUT/bench-h200.json" 2>&1 | tee "$OUT/bench-compare.txt"
   mkdir -p "$OUT/plots"
   python3 bench/plot.py "$OUT/bench.json" "$OUT/peers.json" "$OUT/plots" > /dev/null 2>> "$OUT/peers-progress.log" || true
 fi
