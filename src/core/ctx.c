@@ -118,6 +118,20 @@ static gg_status open_tune_cache(gg_ctx *ctx, const gg_config *config) {
     return GG_SUCCESS;
 }
 
+/* GG_GEMM_MAX_CLUSTER_CTAS: unset or empty, 0 (no limit); else a CTA count from 1 to 16. */
+static gg_status gemm_cluster_limit_from_env(int *limit) {
+    *limit = 0;
+    const char *text = getenv("GG_GEMM_MAX_CLUSTER_CTAS");
+    if (!text || !*text) return GG_SUCCESS;
+    char *end = NULL;
+    const long n = strtol(text, &end, 10);
+    if (*end || n < 1 || n > 16)
+        return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT,
+                       "gg_ctx_create: GG_GEMM_MAX_CLUSTER_CTAS=\"%.32s\" is not a CTA count from 1 to 16", text);
+    *limit = (int)n;
+    return GG_SUCCESS;
+}
+
 gg_status gg_ctx_create(const gg_config *config, gg_ctx **out) {
     if (!out) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_ctx_create: out is NULL");
     *out = NULL;
@@ -127,6 +141,8 @@ gg_status gg_ctx_create(const gg_config *config, gg_ctx **out) {
     gg_config with_env = *config;
     GG_TRY(gg_log_env_apply(&with_env)); /* GG_LOG_LEVEL */
     config = &with_env;
+    int cluster_limit = 0;
+    GG_TRY(gemm_cluster_limit_from_env(&cluster_limit));
     gg_process_defaults(); /* before any communicator the caller may make after this */
 
     int count = 0;
@@ -143,6 +159,7 @@ gg_status gg_ctx_create(const gg_config *config, gg_ctx **out) {
     gg_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return gg_fail(NULL, GG_ERROR_OUT_OF_MEMORY, "gg_ctx_create: out of host memory");
     ctx->config = *config;
+    ctx->gemm_max_cluster_ctas = cluster_limit;
     if (ctx->config.precision == GG_PRECISION_DEFAULT) ctx->config.precision = GG_PRECISION_FP32;
     gg_plan_cache_init(&ctx->plans, destroy_plan_entry, ctx);
 
@@ -152,18 +169,6 @@ gg_status gg_ctx_create(const gg_config *config, gg_ctx **out) {
     GG_CUDA_GOTO(ctx, cudaDeviceGetAttribute(&ctx->sm_count, cudaDevAttrMultiProcessorCount, config->device),
                  status, fail);
     GG_CUDA_GOTO(ctx, cudaDeviceGetAttribute(&ctx->l2_bytes, cudaDevAttrL2CacheSize, config->device), status, fail);
-    const char *clusters = getenv("GG_GEMM_MAX_CLUSTER_CTAS");
-    if (clusters && *clusters) {
-        char *end = NULL;
-        const long n = strtol(clusters, &end, 10);
-        if (*end || n < 1 || n > 16) {
-            status = gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
-                             "gg_ctx_create: GG_GEMM_MAX_CLUSTER_CTAS=\"%.32s\" is not a CTA count from 1 to 16",
-                             clusters);
-            goto fail;
-        }
-        ctx->gemm_max_cluster_ctas = (int)n;
-    }
 #ifdef GG_BUILT_SM90A
     int cc_major = 0, cc_minor = 0;
     GG_CUDA_GOTO(ctx, cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, config->device), status,

@@ -719,6 +719,35 @@ static void log_level_from_environment(void **state) {
     unsetenv("GG_LOG_LEVEL");
 }
 
+/* GG_GEMM_MAX_CLUSTER_CTAS (a testing switch): a CTA count from 1 to 16, refused otherwise before any CUDA call. */
+static void gemm_cluster_limit_from_environment(void **state) {
+    (void)state;
+    static const char *bad[] = {"0", "17", "2x", "-1", "many"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+        setenv("GG_GEMM_MAX_CLUSTER_CTAS", bad[i], 1);
+        fake_reset(1);
+        gg_ctx *ctx = (gg_ctx *)FAKE(0);
+        assert_int_equal(gg_ctx_create(NULL, &ctx), GG_ERROR_INVALID_ARGUMENT);
+        assert_null(ctx);
+        assert_message_has(NULL, "GG_GEMM_MAX_CLUSTER_CTAS=");
+        assert_message_has(NULL, "is not a CTA count from 1 to 16");
+        assert_int_equal(fake.cuda_calls, 0);
+    }
+    static const char *good[] = {"1", "16", ""};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; ++i) {
+        setenv("GG_GEMM_MAX_CLUSTER_CTAS", good[i], 1);
+        fake_reset(1);
+        fake.plan_ok = 1; /* the fake heuristic offers algorithms */
+        gg_ctx *ctx = NULL;
+        assert_int_equal(gg_ctx_create(NULL, &ctx), GG_SUCCESS);
+        gg_mlp_desc d = mlp_desc(); /* GEMMs planned under the limit */
+        gg_mlp_args a = mlp_args();
+        assert_int_equal(gg_mlp_backward(ctx, &d, &a, NULL), GG_SUCCESS);
+        destroy_ctx(ctx);
+    }
+    unsetenv("GG_GEMM_MAX_CLUSTER_CTAS");
+}
+
 /* ---- data-parallel entry points: argument checks (no NCCL call is made before they pass) ---- */
 static void dist_entry_points_check_arguments(void **state) {
     (void)state;
@@ -1004,6 +1033,7 @@ int main(void) {
         cmocka_unit_test(graph_run_checks_its_arguments),
         cmocka_unit_test(graph_debug_dot_captures_again),
         cmocka_unit_test(log_level_from_environment),
+        cmocka_unit_test(gemm_cluster_limit_from_environment),
         cmocka_unit_test(dist_entry_points_check_arguments),
         cmocka_unit_test(host_pointers_are_refused),
         cmocka_unit_test(device_pointers_are_queried_once),
