@@ -58,8 +58,12 @@ static void contains(const char *message, const char *part) {
 static void loss_callback(void *user, gg_stream stream, int64_t tokens) { (void)user, (void)stream, (void)tokens; }
 
 /* A context on the fakes with a fake communicator attached as rank 0 of 2 (*comm: the caller's to destroy). */
+/* The fake device of the current group run: 0 (no sm_90a routes) or 90 (an H100/H200: the Hopper kernels' routes). */
+static int device_cc;
+
 static gg_ctx *dist_ctx_syncing(ncclComm_t *comm, gg_grad_sync sync) {
     fake_reset(2);
+    fake.compute_capability = device_cc;
     fake.plan_ok = 1;
     gg_config c = GG_CONFIG_INIT;
     c.autotune = 0;
@@ -455,6 +459,7 @@ static void check(int ok, fake_nccl_kind kind, int k, const char *fmt, ...) {
 }
 
 static void every_nccl_fault_in_a_run(void **state) {
+    injected = failures = 0; /* each group run's own counts */
     (void)state;
     static const fake_nccl_kind kinds[] = {FN_GROUP_START, FN_ALL_REDUCE, FN_GROUP_END};
     static const char *const names[] = {"ncclGroupStart", "ncclAllReduce", "ncclGroupEnd"};
@@ -504,7 +509,8 @@ static void every_nccl_fault_in_a_run(void **state) {
             check(atomic_load(&fake_nccl.live) == 0, kind, k, "%d communicators leaked", atomic_load(&fake_nccl.live));
             if (!hit) break;
         }
-    printf("STEP_SYNC_FAULTS {\"injected\": %d, \"failures\": %d}\n", injected, failures);
+    printf("STEP_SYNC_FAULTS {\"device_cc\": %d, \"injected\": %d, \"failures\": %d}\n", device_cc, injected,
+           failures);
     assert_true(injected >= 10);
     assert_int_equal(failures, 0);
 }
@@ -518,5 +524,8 @@ int main(void) {
         cmocka_unit_test(optimizer_refused_under_reduce_scatter),
         cmocka_unit_test(every_nccl_fault_in_a_run),
     };
-    return cmocka_run_group_tests_name("step_sync", tests, NULL, NULL);
+    int failed = cmocka_run_group_tests_name("step_sync", tests, NULL, NULL);
+    device_cc = 90; /* the same on a device with the sm_90a routes */
+    failed += cmocka_run_group_tests_name("step_sync on a 9.0 device", tests, NULL, NULL);
+    return failed;
 }
