@@ -719,6 +719,60 @@ static void log_level_from_environment(void **state) {
     unsetenv("GG_LOG_LEVEL");
 }
 
+/* The plans' DEBUG lines ("GEMM MxNxK ...: ..., split-k S, ..."), for the split-k rule below. */
+static char gemm_log[64][256];
+static int gemm_logged, split_warnings;
+static void on_debug(void *user, gg_log_level level, const char *message) {
+    (void)user;
+    if (level == GG_LOG_DEBUG && !strncmp(message, "GEMM ", 5) && gemm_logged < 64)
+        snprintf(gemm_log[gemm_logged++], sizeof gemm_log[0], "%s", message);
+    split_warnings += level == GG_LOG_WARN && strstr(message, "has only split-k algorithms") != NULL;
+}
+
+/* The split-k the plan of the GEMM whose k is `k` logged (-1: none logged). */
+static int logged_split_k(int64_t k) {
+    char key[32];
+    snprintf(key, sizeof key, "x%lld (", (long long)k);
+    for (int i = 0; i < gemm_logged; ++i) {
+        const char *at = strstr(gemm_log[i], "split-k ");
+        if (strstr(gemm_log[i], key) && at) return atoi(at + 8);
+    }
+    return -1;
+}
+
+/* cuBLASLt's split-k is not taken at an odd k from 32768 nor under an SM count target (matmul.c, keep_unsplit), the
+ * heuristic offering only a split-k (2) algorithm: block 3's dW GEMMs (k = the tokens) run it re-configured to
+ * split-k 1 at 32769 tokens and keep split-k 2 at 32768; G (the narrow schedule's SM target) runs split-k 1 at both;
+ * dX (k = ffn, no target) keeps split-k 2. When cuBLASLt refuses the re-configured algorithm, the plans keep split-k 2
+ * and warn. */
+static void split_k_refused_at_odd_k_from_32768(void **state) {
+    (void)state;
+    for (int round = 0; round < 3; ++round) {
+        const int64_t tokens = round == 1 ? 32768 : 32769;
+        fake_reset(1);
+        fake.plan_ok = 1;
+        fake.heuristic_split_k = 2;
+        fake.algo_check_ok = round < 2;
+        gg_config c = GG_CONFIG_INIT;
+        c.autotune = 0;
+        c.log_fn = on_debug;
+        c.log_level = GG_LOG_DEBUG;
+        gemm_logged = split_warnings = 0;
+        gg_ctx *ctx = NULL;
+        assert_int_equal(gg_ctx_create(&c, &ctx), GG_SUCCESS);
+        gg_mlp_desc d = {.tokens = tokens, .hidden = 256, .ffn = 1024, .precision = GG_PRECISION_FP16};
+        gg_mlp_args a = mlp_args();
+        assert_int_equal(gg_mlp_backward(ctx, &d, &a, NULL), GG_SUCCESS);
+        assert_int_equal(logged_split_k(1024), 2);                     /* dX: k = ffn, no SM target */
+        assert_int_equal(logged_split_k(256), round < 2 ? 1 : 2);      /* G: the narrow schedule's SM target */
+        assert_int_equal(logged_split_k(tokens), round == 0 ? 1 : 2); /* dW1, dW2: k = the tokens */
+        assert_int_equal(split_warnings, round == 2 ? 3 : 0);          /* G, dW1, dW2 kept split-k */
+        destroy_ctx(ctx);
+    }
+    fake.heuristic_split_k = 0;
+    fake.algo_check_ok = 0;
+}
+
 /* GG_GEMM_MAX_CLUSTER_CTAS (a testing switch): a CTA count from 1 to 16, refused otherwise before any CUDA call. */
 static void gemm_cluster_limit_from_environment(void **state) {
     (void)state;
@@ -1034,6 +1088,7 @@ int main(void) {
         cmocka_unit_test(graph_debug_dot_captures_again),
         cmocka_unit_test(log_level_from_environment),
         cmocka_unit_test(gemm_cluster_limit_from_environment),
+        cmocka_unit_test(split_k_refused_at_odd_k_from_32768),
         cmocka_unit_test(dist_entry_points_check_arguments),
         cmocka_unit_test(host_pointers_are_refused),
         cmocka_unit_test(device_pointers_are_queried_once),

@@ -796,17 +796,33 @@ cublasStatus_t __wrap_cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasL
     if (requested < 1) return CUBLAS_STATUS_INVALID_VALUE;
     memset(&results[0], 0, sizeof results[0]);
     results[0].state = CUBLAS_STATUS_SUCCESS;
+    if (fake.heuristic_split_k > 0) { /* cuBLASLt's own setter: the algorithm's configuration is host data */
+        const uint32_t split = (uint32_t)fake.heuristic_split_k;
+        (void)cublasLtMatmulAlgoConfigSetAttribute(&results[0].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &split,
+                                                   sizeof split);
+    }
     *found = 1;
     return CUBLAS_STATUS_SUCCESS;
 }
-/* A re-shaped algorithm (matmul.c's clusters that fit) is never vouched for: the real check would read the fakes'
- * handles as its own. */
+/* The real check would read the fakes' handles as its own: a re-shaped or re-configured algorithm (matmul.c) is
+ * vouched for only with fake.algo_check_ok, and then only without split-k. */
 cublasStatus_t __wrap_cublasLtMatmulAlgoCheck(cublasLtHandle_t h, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t a,
                                               cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c,
                                               cublasLtMatrixLayout_t d, const cublasLtMatmulAlgo_t *algo,
                                               cublasLtMatmulHeuristicResult_t *result) {
-    (void)h, (void)op, (void)a, (void)b, (void)c, (void)d, (void)algo, (void)result;
+    (void)h, (void)op, (void)a, (void)b, (void)c, (void)d;
     ++fake.cuda_calls;
+    uint32_t split = 0;
+    size_t written = 0;
+    if (fake.algo_check_ok &&
+        cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &split, sizeof split, &written) ==
+            CUBLAS_STATUS_SUCCESS &&
+        split <= 1) {
+        memset(result, 0, sizeof *result);
+        result->algo = *algo;
+        result->state = CUBLAS_STATUS_SUCCESS;
+        return CUBLAS_STATUS_SUCCESS;
+    }
     return CUBLAS_STATUS_NOT_SUPPORTED;
 }
 cublasStatus_t __wrap_cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d, const void *alpha, const void *A,

@@ -61,6 +61,9 @@ typedef struct fake_state {
     int graph_launches;    /* cudaGraphLaunch calls that succeeded */
     int planned;           /* cuBLASLt plans attempted */
     int plan_ok;           /* 0: the fake refuses every plan (cublasLtMatmulDescCreate); 1: plans succeed */
+    int heuristic_split_k; /* > 0: the heuristic's one algorithm has split-k this (0: no attribute set, as before) */
+    int algo_check_ok;     /* 1: cublasLtMatmulAlgoCheck accepts every algorithm without split-k (no workspace); 0:
+                            * it accepts none (a re-configured or re-shaped algorithm is never vouched for) */
     cublasComputeType_t planned_compute; /* the compute type of the last one */
     int cuda_calls;        /* every faked call */
     int capturing;         /* cudaStreamIsCapturing reports an active capture on any stream but the capture's own */
