@@ -66,13 +66,9 @@ typedef struct built {
     int n_owned;
 } built;
 
-/* The fake device: 0 (no sm_90a routes) or 90 (an H100/H200: blocks 2/3's gemm_f32w, block 4's small kernel). */
-static int device_cc;
-
 static void build(built *b, int layers, int pattern, int sides, int slots) {
     memset(b, 0, sizeof *b);
     fake_reset(1);
-    fake.compute_capability = device_cc;
     fake.plan_ok = 1;
     fake.device_space = 1;
     gg_config c = GG_CONFIG_INIT;
@@ -271,23 +267,20 @@ static void concurrent_calls_never_share_a_slot(void **state) {
     (void)state;
     gg_step_test.before_block = before_block;
     const int layer_counts[] = {4, 7, 12};
-    for (device_cc = 0; device_cc <= 90; device_cc += 90) /* without and with the sm_90a routes */
-        for (size_t li = 0; li < sizeof layer_counts / sizeof layer_counts[0]; ++li)
-            for (int pattern = 0; pattern < 3; ++pattern)
-                for (int sides = 1; sides <= 3; ++sides)
-                    for (int slots = 1; slots <= 4; ++slots) {
-                        built b;
-                        build(&b, layer_counts[li], pattern, sides, slots);
-                        const long v = run_and_check(&b, layer_counts[li], 1);
-                        if (v)
-                            print_message("device %d, %d layers, pattern %d, %d side streams, %d slots: %ld "
-                                          "violations\n",
-                                          device_cc, layer_counts[li], pattern, sides, slots, v);
-                        totals.violations += v;
-                        totals.steps++;
-                        destroy(&b);
-                    }
-    device_cc = 0;
+    for (size_t li = 0; li < sizeof layer_counts / sizeof layer_counts[0]; ++li)
+        for (int pattern = 0; pattern < 3; ++pattern)
+            for (int sides = 1; sides <= 3; ++sides)
+                for (int slots = 1; slots <= 4; ++slots) {
+                    built b;
+                    build(&b, layer_counts[li], pattern, sides, slots);
+                    const long v = run_and_check(&b, layer_counts[li], 1);
+                    if (v)
+                        print_message("%d layers, pattern %d, %d side streams, %d slots: %ld violations\n",
+                                      layer_counts[li], pattern, sides, slots, v);
+                    totals.violations += v;
+                    totals.steps++;
+                    destroy(&b);
+                }
     gg_step_test.before_block = NULL;
     assert_int_equal(totals.violations, 0);
     assert_true(totals.pairs > 0);
