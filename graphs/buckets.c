@@ -40,7 +40,7 @@ int gg_buckets_make(const gg_graph_config *c, int64_t *out, char *err, size_t er
                          (long long)c->step);
                 return -1;
             }
-            if ((c->max_tokens + c->step - 1) / c->step > GG_MAX_BUCKETS) {
+            if ((c->max_tokens - 1) / c->step + 1 > GG_MAX_BUCKETS) { /* ceil(max / step), without overflow */
                 snprintf(err, err_bytes, "config->step = %lld makes more than %d buckets up to max_tokens = %lld",
                          (long long)c->step, GG_MAX_BUCKETS, (long long)c->max_tokens);
                 return -1;

@@ -42,6 +42,9 @@ static void step_policy(void **state) {
     c.step = 0;
     assert_int_equal(make(&c, b, err), -1);
     assert_non_null(strstr(err, "config->step = 0 must be positive"));
+    c.step = INT64_MAX; /* past max_tokens: the cap alone (the bucket count must not overflow: the fuzzer found it) */
+    assert_int_equal(make(&c, b, err), 1);
+    assert_int_equal(b[0], 2048);
 }
 
 static void list_policy_sorts_and_dedups(void **state) {
