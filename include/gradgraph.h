@@ -515,8 +515,8 @@ typedef struct gg_graph gg_graph;
  * Running: desc->tokens selects the bucket, desc->accumulate and use_silu_gate apply per call; desc's dims and
  * precision must equal the graph's. Arguments are checked exactly as by the eager entry point.
  * Running on the device (needs config->device_select): the GPU reads M from device_tokens (an int64 in device
- * memory; host memory is refused) when the graph runs and picks the bucket itself, so the host never needs M; desc->tokens is then the
- * capacity, the rows the [M, ...] tensors can hold. Every call stages (pads), since M is unknown on the host. An M
+ * memory; host memory is refused) when the graph runs and picks the bucket itself, so the host never needs M;
+ * desc->tokens is then the capacity, the rows the [M, ...] tensors can hold. Every call stages (pads), since M is unknown on the host. An M
  * < 1, > capacity or > the largest bucket runs nothing and is counted (gg_graph_device_errors). */
 GG_API gg_status gg_tanh_gate_graph_create(gg_ctx *ctx, const gg_tanh_gate_desc *desc, const gg_graph_config *config,
                                            gg_graph **out);

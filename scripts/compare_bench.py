@@ -51,8 +51,9 @@ def main():
         flagged = [f"#{i} (M={rc[i]['M']}) {rc[i]['median_us']} -> {nc[i]['median_us']} us ({r - 1:+.1%})"
                    for i, r in ratios.items() if abs(r - 1) > opt.case_tolerance]
         print(f"{name[:12]} {rb['mode']}: geomean {geo([c['median_us'] for c in rb['cases']]):.2f} -> "
-              f"{geo([c['median_us'] for c in nb['cases']]):.2f} us ({block - 1:+.2%}), cases {min(ratios.values()) - 1:+.1%}"
-              f" to {max(ratios.values()) - 1:+.1%}: {'within noise' if ok else 'MOVED'}"
+              f"{geo([c['median_us'] for c in nb['cases']]):.2f} us ({block - 1:+.2%}), "
+              f"cases {min(ratios.values()) - 1:+.1%} to {max(ratios.values()) - 1:+.1%}: "
+              f"{'within noise' if ok else 'MOVED'}"
               + (f"; beyond {opt.case_tolerance:.0%}: " + ", ".join(flagged) if flagged else ""))
     print("every block within noise" if worst == 0 else "a block moved beyond noise")
     return worst

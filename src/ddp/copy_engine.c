@@ -115,20 +115,24 @@ gg_status gg_ce_setup(gg_ctx *const *ctxs, int count, const char *fn) {
 #endif
 }
 
-/* Frees a buffer from ncclMemAlloc (only made when GG_CE_BUILT) or cudaMalloc, for good: nobody holds it after
- * this, so a failed ncclMemFree can only be told (a WARN naming NCCL's error), never retried. */
-static void free_memory(gg_ctx *ctx, void *p, size_t bytes, int nccl_memory, const char *what) {
+/* Releases a buffer from ncclMemAlloc (only made when GG_CE_BUILT) or cudaMalloc: NCCL's result (cudaFree's is not
+ * one a caller can act on). */
+static ncclResult_t release_memory(void *p, int nccl_memory) {
 #if GG_CE_BUILT
-    if (nccl_memory) {
-        const ncclResult_t r = ncclMemFree(p);
-        if (r != ncclSuccess)
-            gg_log(ctx, GG_LOG_WARN, "ncclMemFree of %s (%zu bytes at %p) failed: %s; the memory is lost", what, bytes,
-                   p, ncclGetErrorString(r));
-        return;
-    }
+    if (nccl_memory) return ncclMemFree(p);
 #endif
-    (void)ctx, (void)bytes, (void)nccl_memory, (void)what;
+    (void)nccl_memory;
     (void)cudaFree(p);
+    return ncclSuccess;
+}
+
+/* release_memory for good: nobody holds the buffer after this, so a failed ncclMemFree can only be told (a WARN
+ * naming NCCL's error), never retried. */
+static void free_memory(gg_ctx *ctx, void *p, size_t bytes, int nccl_memory, const char *what) {
+    const ncclResult_t r = release_memory(p, nccl_memory);
+    if (r != ncclSuccess)
+        gg_log(ctx, GG_LOG_WARN, "ncclMemFree of %s (%zu bytes at %p) failed: %s; the memory is lost", what, bytes, p,
+               ncclGetErrorString(r));
 }
 
 void gg_ce_free(gg_ctx *ctx) {
@@ -292,16 +296,8 @@ gg_status gg_dist_alloc(gg_ctx *ctx, size_t bytes, void **out) {
  * ranks are in step: the collective part is over). */
 static gg_status free_listed(gg_ctx *ctx, int i) {
     gg_dist *d = ctx->dist;
-    const gg_dist_buffer b = d->buffers[i];
-#if GG_CE_BUILT
-    if (b.nccl_memory) {
-        const ncclResult_t r = ncclMemFree(b.ptr);
-        if (r != ncclSuccess) return abort_after(ctx, r, "gg_dist_free: ncclMemFree");
-    } else
-#endif
-    {
-        (void)cudaFree(b.ptr);
-    }
+    const ncclResult_t r = release_memory(d->buffers[i].ptr, d->buffers[i].nccl_memory);
+    if (r != ncclSuccess) return abort_after(ctx, r, "gg_dist_free: ncclMemFree");
     d->buffers[i] = d->buffers[--d->n_buffers];
     return GG_SUCCESS;
 }

@@ -3,8 +3,9 @@
  * records and waits, allocations and heuristics while planning, graph capture, instantiation, update and launch) is
  * failed in turn, the k-th for every k until the call runs through, for every block on the eager path, the graph
  * path and a device-selected graph's (gg_*_graph_run_device), on a fake device without and with the sm_90a-only
- * routes (fake.compute_capability 0 and 90: blocks 2/3's gemm_f32w, block 4's small and fused kernels). Each injected fault must give its status and a message, leave no stream capturing, leak nothing (the fakes
- * count what is alive), leave the context usable (the same call succeeds next), and on the graph path enqueue
+ * routes (fake.compute_capability 0 and 90: blocks 2/3's gemm_f32w, block 4's small and fused kernels). Each
+ * injected fault must give its status and a message, leave no stream capturing, leak nothing (the fakes count what
+ * is alive), leave the context usable (the same call succeeds next), and on the graph path enqueue
  * nothing. Prints `FAULTS {"injected": n, "failures": m}` for scripts/collect_reliability.py. The step graphs,
  * optimizers and forwards are test_faults_entry.c's.
  */
@@ -46,8 +47,7 @@ static const scenario scenarios[] = {
 };
 
 static int injected, failures;
-/* The fake device of the current pass: 0 (no sm_90a routes) or 90 (an H100/H200: the Hopper kernels' routes). */
-static int device_cc;
+int faults_device_cc;
 
 static void check(int ok, const scenario *s, const char *path, fake_kind kind, int k, const char *fmt, ...) {
     if (ok) return;
@@ -57,8 +57,8 @@ static void check(int ok, const scenario *s, const char *path, fake_kind kind, i
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    printf("FAULT FAIL %s %s%s: %s #%d: %s\n", s->name, path, device_cc ? " (9.0 device)" : "", fake_kind_names[kind],
-           k, what);
+    printf("FAULT FAIL %s %s%s: %s #%d: %s\n", s->name, path, faults_device_cc ? " (9.0 device)" : "",
+           fake_kind_names[kind], k, what);
 }
 
 /* Where a device-selected graph's run reads M (device memory, as far as the fakes are concerned). */
@@ -129,9 +129,9 @@ static gg_status graph_create(gg_ctx *ctx, const scenario *s, int device, gg_gra
     }
 }
 
-static gg_ctx *make_ctx(void) {
+gg_ctx *faults_make_ctx(void) {
     fake_reset(1);
-    fake.compute_capability = device_cc;
+    fake.compute_capability = faults_device_cc;
     fake.plan_ok = 1;
     gg_config c = GG_CONFIG_INIT;
     c.autotune = 0;
@@ -161,7 +161,7 @@ const char *faults_error_name(fake_kind kind) {
 static void eager_faults(const scenario *s) {
     for (int kind = 0; kind < FAKE_KINDS; ++kind)
         for (int k = 1;; ++k) {
-            gg_ctx *ctx = make_ctx();
+            gg_ctx *ctx = faults_make_ctx();
             fake.fail_kind = (fake_kind)kind;
             fake.fail_at = k;
             fake.enqueued = 0;
@@ -198,12 +198,13 @@ static void eager_faults(const scenario *s) {
 
 /* The graph path: create (plans), run (capture, instantiate, launch), run with other outputs (capture, update in
  * place, launch). Nothing a failure leaves is enqueued; a failed update falls back to instantiating. With `device`,
- * the same with a device-selected graph (its selection kernel, conditional node and branches) and runs on the device. */
+ * the same with a device-selected graph (its selection kernel, conditional node and branches) and runs on the
+ * device. */
 static void graph_faults(const scenario *s, int device) {
     const char *path = device ? "device graph" : "graph";
     for (int kind = 0; kind < FAKE_KINDS; ++kind)
         for (int k = 1;; ++k) {
-            gg_ctx *ctx = make_ctx();
+            gg_ctx *ctx = faults_make_ctx();
             fake.fail_kind = (fake_kind)kind;
             fake.fail_at = k;
             const int before = fake.injected;
@@ -252,13 +253,14 @@ static void graph_faults(const scenario *s, int device) {
 
 static void every_fault_of_every_block(void **state) {
     (void)state;
-    for (device_cc = 0; device_cc <= 90; device_cc += 90) /* a device without and with the sm_90a routes */
+    /* a device without and with the sm_90a routes */
+    for (faults_device_cc = 0; faults_device_cc <= 90; faults_device_cc += 90)
         for (size_t i = 0; i < sizeof scenarios / sizeof scenarios[0]; ++i) {
             eager_faults(&scenarios[i]);
             graph_faults(&scenarios[i], 0);
             graph_faults(&scenarios[i], 1);
         }
-    device_cc = 0;
+    faults_device_cc = 0;
     printf("FAULTS {\"injected\": %d, \"failures\": %d}\n", injected, failures);
     assert_true(injected > 100);
     assert_int_equal(failures, 0);

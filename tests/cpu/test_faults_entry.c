@@ -57,9 +57,6 @@ typedef struct tally {
 static tally *current;
 static const char *current_label; /* the path's configuration, for the report */
 
-/* The fake device of the current pass: 0 (no sm_90a routes) or 90 (an H100/H200: the Hopper kernels' routes). */
-static int device_cc;
-
 static void check(int ok, const path *p, int stage, fake_kind kind, int k, const char *fmt, ...) {
     if (ok) return;
     ++current->failures;
@@ -70,7 +67,7 @@ static void check(int ok, const path *p, int stage, fake_kind kind, int k, const
     va_end(ap);
     const char *entry = stage >= 0 && stage < p->n_stages ? p->stages[stage] : "-";
     printf("FAULT FAIL %s %s%s (stage %d, %s): %s #%d: %s\n", p->name, current_label,
-           device_cc ? " (9.0 device)" : "", stage, entry, fake_kind_names[kind], k, what);
+           faults_device_cc ? " (9.0 device)" : "", stage, entry, fake_kind_names[kind], k, what);
 }
 
 /* Every stage from `from` on; *failed: the stage that failed (n_stages when none). */
@@ -95,24 +92,12 @@ static gg_status run_from(const path *p, world *w, int from, int *failed, fake_k
     return GG_SUCCESS;
 }
 
-static gg_ctx *make_ctx(void) {
-    fake_reset(1);
-    fake.compute_capability = device_cc;
-    fake.plan_ok = 1;
-    gg_config c = GG_CONFIG_INIT;
-    c.autotune = 0;
-    gg_ctx *ctx = NULL;
-    assert_int_equal(gg_ctx_create(&c, &ctx), GG_SUCCESS);
-    memset(fake.calls, 0, sizeof fake.calls);
-    return ctx;
-}
-
 /* The k-th call of every kind fails in turn, for every k the path reaches. */
 static void inject(const path *p, const void *cfg, const char *label) {
     current_label = label;
     for (int kind = 0; kind < FAKE_KINDS; ++kind)
         for (int k = 1;; ++k) {
-            world w = {make_ctx(), NULL, NULL, cfg};
+            world w = {faults_make_ctx(), NULL, NULL, cfg};
             fake.fail_kind = (fake_kind)kind;
             fake.fail_at = k;
             const int before = fake.injected;
@@ -436,7 +421,8 @@ void faults_of_steps_optimizers_forwards(void **state) {
         {"ssm_gate", 4, 64, 768, 1536, GG_PRECISION_DEFAULT, 0, 0},
     };
     tally step = {0, 0}, optim = {0, 0}, forward = {0, 0};
-    for (device_cc = 0; device_cc <= 90; device_cc += 90) { /* a device without and with the sm_90a routes */
+    /* a device without and with the sm_90a routes */
+    for (faults_device_cc = 0; faults_device_cc <= 90; faults_device_cc += 90) {
         current = &step;
         for (size_t i = 0; i < sizeof steps / sizeof steps[0]; ++i) inject(&step_path, &steps[i], steps[i].name);
         current = &optim;
@@ -445,7 +431,7 @@ void faults_of_steps_optimizers_forwards(void **state) {
         for (size_t i = 0; i < sizeof forwards / sizeof forwards[0]; ++i)
             inject(&forward_path, &forwards[i], forwards[i].name);
     }
-    device_cc = 0;
+    faults_device_cc = 0;
     report("FAULTS_STEP", &step);
     report("FAULTS_OPTIM", &optim);
     report("FAULTS_FORWARD", &forward);
