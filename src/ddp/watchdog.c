@@ -10,6 +10,7 @@
  * abort waits at most for a section's CPU work, never for the GPU. The lock is recursive because the owner's
  * sections nest (a syncing replay reduces through gg_dist_grad_ready; a failed wait aborts inside its section).
  */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -41,7 +42,11 @@ typedef struct gg_watchdog {
 void gg_dist_abort_now(gg_ctx *ctx, const char *why) {
     gg_dist *d = ctx->dist;
     pthread_mutex_lock(&d->lock);
-    if (!why && atomic_load(&d->abort_requested) == 2) why = d->abort_why; /* the owner gave up for another thread */
+    if (!why && atomic_load(&d->abort_requested)) { /* the owner gave up for another thread: that thread's reason */
+        /* it may still be writing it (state 1): a few stores, never a wait on anything, and not under this lock */
+        while (atomic_load(&d->abort_requested) != 2) sched_yield();
+        why = d->abort_why;
+    }
     if (d->comm) {
         snprintf(d->failure, sizeof d->failure, "%s", why ? why : "the communicator was aborted after an NCCL error");
         (void)ncclCommAbort((ncclComm_t)d->comm);
