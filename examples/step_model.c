@@ -18,6 +18,7 @@ typedef struct sm_layer {
     gg_ssm_gate_args ssm;
     gg_graph *graph[2];
     const float *act[2][3]; /* MLP: hidden_states, intermediate, intermediate_activated of each activation set */
+    const void *act16[2][2]; /* with fp16_copies: the fp16 copies of each set's hidden_states, intermediate_activated */
 } sm_layer;
 
 struct sm_model {
@@ -33,7 +34,8 @@ struct sm_model {
         int64_t rows, cols;
     } grads[MAX_BUFFERS];
     int n_grads;
-    int elem; /* bytes of an element: 4 or 2 */
+    int elem;        /* bytes of an element: 4 or 2 */
+    int copy_failed; /* an fp16_copy failed: every later buffer() is NULL too, so that sm_create's check fails */
     /* the loss's gradient (the first call's grad_output) and a copy that sm_clear restores it from: a padded step
      * run zeroes its padding rows in place */
     void *loss_grad, *loss_grad_saved;
@@ -53,6 +55,7 @@ static uint16_t to_bf16(float f) {
 /* A device buffer of rows x cols elements: an input filled with uniform values in [-scale, scale] (grad 0), or a
  * gradient left as is (grad 1: a parameter's, 2: an activation's of max_tokens rows); NULL on failure. */
 static void *buffer(sm_model *m, int64_t rows, int64_t cols, float scale, int grad) {
+    if (m->copy_failed) return NULL;
     const size_t n = (size_t)(rows * cols), bytes = n * (size_t)m->elem;
     void *d = NULL;
     if (m->n_buffers == MAX_BUFFERS || cudaMalloc(&d, bytes) != cudaSuccess) return NULL;
@@ -80,6 +83,27 @@ static void *buffer(sm_model *m, int64_t rows, int64_t cols, float scale, int gr
     return err == cudaSuccess ? d : NULL;
 }
 
+/* With fp16_copies, the fp16 copy of the fp32 buffer src of rows x cols elements (gg_to_fp16), else NULL. */
+static const void *fp16_copy(sm_model *m, const float *src, int64_t rows, int64_t cols) {
+    if (!m->config.fp16_copies || !src) return NULL;
+    void *d = NULL;
+    const size_t n = (size_t)(rows * cols);
+    if (m->n_buffers == MAX_BUFFERS || cudaMalloc(&d, n * 2) != cudaSuccess) return m->copy_failed = 1, NULL;
+    m->buffers[m->n_buffers++] = d;
+    if (gg_to_fp16(m->ctx, src, d, n, NULL) != GG_SUCCESS || cudaDeviceSynchronize() != cudaSuccess)
+        return m->copy_failed = 1, NULL;
+    return d;
+}
+
+/* Points layer y's MLP at activation set `set` (with its fp16 copies when the model has them). */
+static void point_at(sm_layer *y, int set) {
+    y->mlp.hidden_states = y->act[set][0];
+    y->mlp.intermediate = y->act[set][1];
+    y->mlp.intermediate_activated = y->act[set][2];
+    y->mlp.hidden_states_fp16 = y->act16[set][0];
+    y->mlp.intermediate_activated_fp16 = y->act16[set][1];
+}
+
 void sm_destroy(sm_model *m) {
     if (!m) return;
     for (int l = 0; m->layers && l < m->config.layers; ++l)
@@ -97,6 +121,11 @@ int sm_create(gg_ctx *ctx, const sm_config *c, sm_model **out) {
     m->ctx = ctx;
     m->config = *c;
     m->elem = c->gated ? 2 : 4;
+    if (c->fp16_copies && (c->gated || c->precision != GG_PRECISION_FP16)) {
+        fprintf(stderr, "sm_create: fp16_copies needs residual MLPs in fp16 mode\n");
+        free(m);
+        return -1;
+    }
     m->layers = calloc((size_t)c->layers, sizeof *m->layers);
     if (!m->layers || cublasCreate(&m->blas) != CUBLAS_STATUS_SUCCESS) goto fail;
     const int64_t M = c->max_tokens, D = c->hidden, F = c->ffn;
@@ -123,8 +152,15 @@ int sm_create(gg_ctx *ctx, const sm_config *c, sm_model **out) {
                              buffer(m, 1, F, 0, 1),
                              buffer(m, D, F, 0, 1),
                              buffer(m, 1, D, 0, 1),
-                             c->fused_residual ? above : NULL};
+                             c->fused_residual ? above : NULL,
+                             NULL, NULL, NULL, NULL};
+            a.weight1_fp16 = fp16_copy(m, a.weight1, F, D);
+            a.weight2_fp16 = fp16_copy(m, a.weight2, D, F);
             y->mlp = a;
+            y->act[0][0] = a.hidden_states, y->act[0][1] = a.intermediate, y->act[0][2] = a.intermediate_activated;
+            y->act16[0][0] = fp16_copy(m, a.hidden_states, M, D);
+            y->act16[0][1] = fp16_copy(m, a.intermediate_activated, M, F);
+            point_at(y, 0);
             above = a.grad_hidden_states;
         } else {
             gg_tanh_gate_args t = {above, buffer(m, 1, 8, 1.0f, 0), buffer(m, M, D, 1.0f, 0), buffer(m, M, 1, 1.0f, 0),
@@ -148,6 +184,8 @@ int sm_create(gg_ctx *ctx, const sm_config *c, sm_model **out) {
                                              : offsetof(gg_mlp_args, grad_residual) / sizeof(void *);
         for (size_t i = 0; i < n; ++i)
             if (!p[i]) goto fail;
+        if (c->fp16_copies && (!y->mlp.weight1_fp16 || !y->mlp.weight2_fp16 || !y->act16[0][0] || !y->act16[0][1]))
+            goto fail;
         if (c->gated && (!y->tanh.gate || !y->tanh.mask || !y->tanh.grad_gate || !y->tanh.grad_hidden_states))
             goto fail;
     }
@@ -183,18 +221,15 @@ gg_status sm_use_activations(sm_model *m, int set, gg_step *step) {
     const int64_t M = m->config.max_tokens, D = m->config.hidden, F = m->config.ffn;
     for (int l = m->config.layers - 1; l >= 0; --l) {
         sm_layer *y = &m->layers[l];
-        if (!y->act[0][0]) { /* the first switch: set 0 is what the layer has, set 1 new random values */
-            y->act[0][0] = y->mlp.hidden_states;
-            y->act[0][1] = y->mlp.intermediate;
-            y->act[0][2] = y->mlp.intermediate_activated;
+        if (!y->act[1][0]) { /* the first switch to set 1: new random values */
             y->act[1][0] = buffer(m, M, D, 1.0f, 0);
             y->act[1][1] = buffer(m, M, F, 1.0f, 0);
             y->act[1][2] = buffer(m, M, F, 1.0f, 0);
-            if (!y->act[1][0] || !y->act[1][1] || !y->act[1][2]) return GG_ERROR_OUT_OF_MEMORY;
+            y->act16[1][0] = fp16_copy(m, y->act[1][0], M, D);
+            y->act16[1][1] = fp16_copy(m, y->act[1][2], M, F);
+            if (!y->act[1][0] || !y->act[1][1] || !y->act[1][2] || m->copy_failed) return GG_ERROR_OUT_OF_MEMORY;
         }
-        y->mlp.hidden_states = y->act[set][0];
-        y->mlp.intermediate = y->act[set][1];
-        y->mlp.intermediate_activated = y->act[set][2];
+        point_at(y, set);
         /* the step's calls, last layer first: the MLP, then its callback */
         const gg_status st = step ? gg_step_set_args(step, (m->config.fused_residual ? 1 : 2) * (m->config.layers - 1 - l), &y->mlp) : GG_SUCCESS;
         if (st != GG_SUCCESS) return st;
@@ -304,7 +339,7 @@ int sm_param_grads(const sm_model *m, void **ptrs, size_t *counts, int max) {
 int sm_params(const sm_model *m, sm_param *out, int max) {
     int n = 0;
     const size_t count = (size_t)(m->config.hidden * m->config.ffn);
-    for (int l = 0; !m->config.gated && l < m->config.layers && n + 2 <= max; ++l) {
+    for (int l = 0; !m->config.gated && !m->config.fp16_copies && l < m->config.layers && n + 2 <= max; ++l) {
         const gg_mlp_args *a = &m->layers[l].mlp;
         out[n++] = (sm_param){(float *)a->weight1, a->grad_weight1, count}; /* made writable by buffer() */
         out[n++] = (sm_param){(float *)a->weight2, a->grad_weight2, count};

@@ -20,6 +20,9 @@ typedef struct sm_config {
     gg_precision precision; /* the MLPs' */
     int fused_residual;     /* residual MLPs: the residual's gradient added in each MLP's dX GEMM (args.grad_residual)
                                instead of by a callback after it */
+    int fp16_copies;        /* residual MLPs in fp16 mode: hand every MLP the fp16 copies of its hidden states,
+                               weights and activation (gg_mlp_args' *_fp16, made once with gg_to_fp16, as a forward
+                               and an optimizer would keep them), so the backward converts only grad_output */
     unsigned seed;
 } sm_config;
 
@@ -53,7 +56,8 @@ size_t sm_param_bytes(const sm_model *m);
  * reduces, for timing their reduction alone. */
 int sm_param_grads(const sm_model *m, void **ptrs, size_t *counts, int max);
 /* Residual MLP stacks: every layer's weights (weight1, weight2: fp32, trainable in place) with their gradients and
- * element counts, at most max; returns how many (0 for gated stacks). */
+ * element counts, at most max; returns how many (0 for gated stacks). With fp16_copies, the weights' copies are not
+ * updated with them: 0 then. */
 typedef struct sm_param {
     float *weight;
     const float *grad;

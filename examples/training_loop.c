@@ -89,8 +89,11 @@ int main(void) {
             const activations *a = &act[micro]; /* micro-batch 0 and 1 use the two buffer sets */
             desc.tokens = tokens[step];
             desc.accumulate = micro > 0; /* the first micro-batch overwrites, the others add */
-            const gg_mlp_args args = {a->grad_output, a->hidden_states, w1, w2, a->intermediate,
-                                      a->intermediate_activated, a->grad_hidden_states, dw1, db1, dw2, db2, NULL};
+            const gg_mlp_args args = {.grad_output = a->grad_output, .hidden_states = a->hidden_states,
+                                      .weight1 = w1, .weight2 = w2, .intermediate = a->intermediate,
+                                      .intermediate_activated = a->intermediate_activated,
+                                      .grad_hidden_states = a->grad_hidden_states, .grad_weight1 = dw1,
+                                      .grad_bias1 = db1, .grad_weight2 = dw2, .grad_bias2 = db2};
             CHECK(ctx, gg_mlp_graph_run(graph, &desc, &args, stream));
         }
         cudaEventRecord(stop, stream);
@@ -112,8 +115,11 @@ int main(void) {
         const activations *a = &act[micro];
         desc.tokens = tokens[STEPS - 1];
         desc.accumulate = micro > 0;
-        const gg_mlp_args args = {a->grad_output, a->hidden_states, w1, w2, a->intermediate,
-                                  a->intermediate_activated, a->grad_hidden_states, dw1, db1, dw2, db2, NULL};
+        const gg_mlp_args args = {.grad_output = a->grad_output, .hidden_states = a->hidden_states, .weight1 = w1,
+                                  .weight2 = w2, .intermediate = a->intermediate,
+                                  .intermediate_activated = a->intermediate_activated,
+                                  .grad_hidden_states = a->grad_hidden_states, .grad_weight1 = dw1, .grad_bias1 = db1,
+                                  .grad_weight2 = dw2, .grad_bias2 = db2};
         CHECK(ctx, gg_mlp_backward(ctx, &desc, &args, stream));
     }
     cudaStreamSynchronize(stream);

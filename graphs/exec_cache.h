@@ -9,10 +9,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GG_EXEC_KEY_PTRS 12
+#define GG_EXEC_KEY_PTRS 16 /* GG_BLOCK_MAX_TENSORS */
 
 typedef struct gg_exec_key {
     const void *ptr[GG_EXEC_KEY_PTRS]; /* the call's tensors */
+    const void *device_tokens;         /* a device-selected graph's token count's address; NULL otherwise */
     int64_t tokens;                    /* the call's M (padded graphs copy exactly M rows) */
     int32_t flags;                     /* accumulate, silu, padded, device-selected */
     int32_t unused;                    /* keeps the key free of padding bytes */

@@ -19,6 +19,8 @@
 #include "ddp.h"
 #include "kernels/gg_kernels.h"
 
+_Static_assert(GG_EXEC_KEY_PTRS >= GG_BLOCK_MAX_TENSORS, "an exec's key holds every tensor of a call");
+
 enum { KEY_ACCUMULATE = 1, KEY_SILU = 2, KEY_PADDED = 4, KEY_DEVICE = 8, KEY_SYNC = 16 };
 
 /* "gg_mlp_graph_run" from "gg_mlp_backward" and "run". */
@@ -503,7 +505,7 @@ static gg_status run_device(gg_graph *g, const char *fn, gg_block_call *call, gg
     GG_TRY(gg_check_device_pointer_known(ctx, fn, "device_tokens", device_tokens));
     GG_TRY(check_run(g, fn, call, requested)); /* desc->tokens is the capacity */
     gg_exec_key key = make_key(call, KEY_DEVICE);
-    key.ptr[GG_EXEC_KEY_PTRS - 1] = device_tokens; /* no block has 12 tensors: the last slot is free */
+    key.device_tokens = device_tokens;
     return replay(g, fn, &g->device_execs, &key, call, -1, 1, device_tokens, stream);
 }
 
@@ -535,7 +537,7 @@ gg_status gg_graph_capture_again(gg_graph *g, const char *fn, int b, cudaGraph_t
         GG_TRY(gg_dist_enter(g->ctx, fn));
     }
     const gg_status status =
-        b < 0 ? build_device_graph(g, &call, (const int64_t *)last->key.ptr[GG_EXEC_KEY_PTRS - 1], out)
+        b < 0 ? build_device_graph(g, &call, (const int64_t *)last->key.device_tokens, out)
               : capture(g, &call, b, (last->key.flags & KEY_PADDED) != 0, NULL, out);
     if (call.sync_grads) gg_dist_leave(g->ctx);
     return status;

@@ -227,6 +227,13 @@ GG_API gg_status gg_fp16_overflow_flag(gg_ctx *ctx, unsigned **device_flag);
  * overflow word is set; clear nonzero also clears it. */
 GG_API gg_status gg_fp16_overflow(gg_ctx *ctx, int *found, int clear);
 
+/* Writes count fp32 elements at src to dst in fp16, rounded to nearest even, exactly as fp16 mode rounds the GEMMs'
+ * operands, and sets the overflow word above for a value past ±65504, an Inf or a NaN: the copies blocks 2 and 3 take
+ * as their *_fp16 operands, made from tensors of your own (activations your kernels produce). Enqueued on stream,
+ * no host sync: it may be captured. src and dst device (or managed) memory, GG_ALIGNMENT-aligned, not overlapping;
+ * count 0 enqueues nothing. */
+GG_API gg_status gg_to_fp16(gg_ctx *ctx, const float *src, void *dst, size_t count, gg_stream stream);
+
 /* ---------------------------------------------------------------------------------------------------------------
  * Blocks. Shapes: M = tokens (batch_size * seq_len). Limits, each checked with a message naming the field:
  *   - M >= 1. M = 0 (an empty batch) is rejected with GG_ERROR_INVALID_ARGUMENT: its weight gradients are zero,
@@ -287,7 +294,16 @@ GG_API gg_status gg_tanh_gate_forward(gg_ctx *ctx, const gg_tanh_gate_desc *desc
  *    grad_residual, the sum rounded once in the GEMM's epilogue: the gradient of x + block(x) with respect to x when
  *    grad_residual is the block's grad_output (it may be the same pointer), without a separate add kernel. It must
  *    not overlap grad_hidden_states (use another buffer: ping-pong the residual stream's gradient). Rows past M of a
- *    padded graph run are staged as for every [M, ...] input. */
+ *    padded graph run are staged as for every [M, ...] input.
+ *    fp16 copies of the operands (blocks 2 and 3, fp16 mode). fp16 mode rounds the GEMMs' fp32 operands to fp16
+ *    (nearest even) before it multiplies them; the *_fp16 fields let the caller hand over copies it has already, so
+ *    that the backward reads them instead of converting again, as PyTorch's autocast saves fp16 copies for its
+ *    backward: the forward writes hidden_states_fp16 and the activation's copy when asked (gg_*_fwd_args), the
+ *    optimizer the weights' (gg_optim_param.copy, GG_OPTIM_FP16), gg_to_fp16 any tensor. Each must hold exactly its
+ *    fp32 tensor rounded to fp16 (not checked; the results are then bitwise those of the call without it). The fp32
+ *    tensors stay required. A given copy is read where fp16 mode reads that operand in fp16; where a route reads the
+ *    fp32 weight itself (few tokens: docs/blocks.md) it is not read. In the other precision modes give NULL (a copy
+ *    given there is refused). Rows past M of a padded graph run are staged like the fp32 tensors'. */
 typedef struct gg_gelu_ffn_desc {
     int64_t tokens;         /* M */
     int64_t hidden;         /* D */
@@ -309,6 +325,11 @@ typedef struct gg_gelu_ffn_args {
     float *grad_weight1;        /* [F,D] */
     float *grad_weight2;        /* [D,F] */
     const float *grad_residual; /* [M,D] or NULL: added to grad_hidden_states in the dX GEMM's epilogue (see below) */
+    /* fp16 mode's operands, each optional (see "fp16 copies of the operands" below) */
+    const void *hidden_states_fp16; /* fp16 [M,D] or NULL */
+    const void *weight1_fp16;       /* fp16 [F,D] or NULL */
+    const void *weight2_fp16;       /* fp16 [D,F] or NULL */
+    const void *gelu_out_fp16;      /* fp16 [M,F] or NULL */
 } gg_gelu_ffn_args;
 
 GG_API gg_status gg_gelu_ffn_backward(gg_ctx *ctx, const gg_gelu_ffn_desc *desc, const gg_gelu_ffn_args *args,
@@ -331,6 +352,12 @@ typedef struct gg_gelu_ffn_fwd_args {
     float *gelu_out;            /* [M,F] */
     float *tanh_inner;          /* [M,F], or NULL: not written (the backward validates but never reads it) */
     float *output;              /* [M,D] */
+    /* fp16 mode only, each optional: the weights' fp16 copies, read instead of converting the weights; and where
+     * to write the fp16 copies of hidden_states and gelu_out (the forward makes them anyway) for the backward */
+    const void *weight1_fp16;  /* fp16 [F,D] or NULL */
+    const void *weight2_fp16;  /* fp16 [D,F] or NULL */
+    void *hidden_states_fp16;  /* fp16 [M,D] or NULL */
+    void *gelu_out_fp16;       /* fp16 [M,F] or NULL */
 } gg_gelu_ffn_fwd_args;
 
 GG_API gg_status gg_gelu_ffn_forward(gg_ctx *ctx, const gg_gelu_ffn_desc *desc, const gg_gelu_ffn_fwd_args *args,
@@ -362,6 +389,11 @@ typedef struct gg_mlp_args {
     float *grad_weight2;                 /* [D,F] */
     float *grad_bias2;                   /* [D] */
     const float *grad_residual;          /* [M,D] or NULL: added to grad_hidden_states in the dX GEMM's epilogue */
+    /* fp16 mode's operands, each optional (see "fp16 copies of the operands" above) */
+    const void *hidden_states_fp16;          /* fp16 [M,D] or NULL */
+    const void *weight1_fp16;                /* fp16 [F,D] or NULL */
+    const void *weight2_fp16;                /* fp16 [D,F] or NULL */
+    const void *intermediate_activated_fp16; /* fp16 [M,F] or NULL */
 } gg_mlp_args;
 
 GG_API gg_status gg_mlp_backward(gg_ctx *ctx, const gg_mlp_desc *desc, const gg_mlp_args *args, gg_stream stream);
@@ -380,6 +412,11 @@ typedef struct gg_mlp_fwd_args {
     float *intermediate;           /* [M,F] */
     float *intermediate_activated; /* [M,F] */
     float *output;                 /* [M,D] */
+    /* fp16 mode only, each optional: as gg_gelu_ffn_fwd_args' */
+    const void *weight1_fp16;          /* fp16 [F,D] or NULL */
+    const void *weight2_fp16;          /* fp16 [D,F] or NULL */
+    void *hidden_states_fp16;          /* fp16 [M,D] or NULL */
+    void *intermediate_activated_fp16; /* fp16 [M,F] or NULL */
 } gg_mlp_fwd_args;
 
 GG_API gg_status gg_mlp_forward(gg_ctx *ctx, const gg_mlp_desc *desc, const gg_mlp_fwd_args *args, gg_stream stream);

@@ -10,11 +10,12 @@ namespace {
 /* The narrow launch (vec.cuh): each thread with kNarrowUnroll 16-byte loads in flight. */
 constexpr int kNarrowUnroll = 8;
 
-/* Grid-stride over n4 groups of four, U groups per thread in flight: every load of a round before its stores. */
-/* Values past fp16's range set *overflow (when given; a warp vote at the end). */
+/* Grid-stride over n4 groups of four, U groups per thread in flight: every load of a round before its stores; the
+ * last n % 4 elements (tail, past the groups) by thread 0. Values past fp16's range set *overflow (when given; a warp
+ * vote at the end). */
 template <int Threads, int U>
 __global__ void __launch_bounds__(Threads) f32_to_f16_kernel(const float4 *__restrict__ in, uint2 *__restrict__ out,
-                                                             int64_t n4, unsigned *overflow) {
+                                                             int64_t n4, int tail, unsigned *overflow) {
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     bool past = false;
@@ -34,6 +35,12 @@ __global__ void __launch_bounds__(Threads) f32_to_f16_kernel(const float4 *__res
         past |= past_half(v);
         out[i] = pack_half4(v);
     }
+    if (blockIdx.x == 0 && threadIdx.x == 0)
+        for (int t = 0; t < tail; ++t) {
+            const float v = reinterpret_cast<const float *>(in + n4)[t];
+            past |= !(fabsf(v) <= kHalfMax);
+            reinterpret_cast<__half *>(out + n4)[t] = __float2half_rn(v);
+        }
     flag_overflow(overflow, past);
 }
 
@@ -41,16 +48,18 @@ __global__ void __launch_bounds__(Threads) f32_to_f16_kernel(const float4 *__res
 
 extern "C" cudaError_t gg_k_f32_to_f16(const float *in, void *out, size_t n, int sm_count, int narrow_ctas,
                                        int priority, unsigned *overflow, cudaStream_t stream) {
-    const int64_t n4 = (int64_t)(n / 4); /* n is a multiple of 8: every tensor's rows are */
+    const int64_t n4 = (int64_t)(n / 4);
+    const int tail = (int)(n % 4); /* 0 for the blocks' tensors, whose rows are multiples of 8 */
     const float4 *src = reinterpret_cast<const float4 *>(in);
     uint2 *dst = static_cast<uint2 *>(out);
     LaunchAttrs attrs;
     if (narrow_ctas > 0) {
         const cudaLaunchConfig_t config =
             plain_launch(dim3((unsigned)narrow_ctas), kNarrowThreads, 0, priority, stream, &attrs);
-        return cudaLaunchKernelEx(&config, f32_to_f16_kernel<kNarrowThreads, kNarrowUnroll>, src, dst, n4, overflow);
+        return cudaLaunchKernelEx(&config, f32_to_f16_kernel<kNarrowThreads, kNarrowUnroll>, src, dst, n4, tail,
+                                  overflow);
     }
     const cudaLaunchConfig_t config =
         plain_launch(dim3(grid_for((size_t)n4, sm_count, 16)), kThreads, 0, priority, stream, &attrs);
-    return cudaLaunchKernelEx(&config, f32_to_f16_kernel<kThreads, 1>, src, dst, n4, overflow);
+    return cudaLaunchKernelEx(&config, f32_to_f16_kernel<kThreads, 1>, src, dst, n4, tail, overflow);
 }

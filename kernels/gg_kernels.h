@@ -136,9 +136,9 @@ int64_t gg_k_gemm_f32w_ctas(int64_t M, int64_t N, int64_t K, const int *capacity
 cudaError_t gg_k_gemm_f32w(const void *A, const float *B, void *C, gg_dtype c_type, const float *addend, int64_t M,
                            int64_t N, int64_t K, const int *capacity, int priority, cudaStream_t stream);
 
-/* out = (half)in, n elements. narrow_ctas > 0: on that many CTAs of 1024 threads, one per SM that a GEMM beside it
- * leaves free; 0: a grid over the whole GPU. overflow: NULL, or a device word set to 1 when a value is past fp16's
- * range (|v| > 65504, Inf or NaN). */
+/* out = (half)in, n elements (any n; in 16-byte and out 8-byte aligned). narrow_ctas > 0: on that many CTAs of 1024
+ * threads, one per SM that a GEMM beside it leaves free; 0: a grid over the whole GPU. overflow: NULL, or a device
+ * word set to 1 when a value is past fp16's range (|v| > 65504, Inf or NaN). */
 cudaError_t gg_k_f32_to_f16(const float *in, void *out, size_t n, int sm_count, int narrow_ctas, int priority,
                             unsigned *overflow, cudaStream_t stream);
 

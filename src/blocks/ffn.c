@@ -32,8 +32,12 @@
 enum { T_DY, T_X, T_W1, T_W2, T_PRE, T_ACT, T_DX, T_DW1, T_DW2, T_EXTRA0, T_EXTRA1 };
 enum { T_TANH = T_EXTRA0, T_RES_FFN = T_EXTRA1 };            /* block 2 (tanh_inner: validated, not read) */
 enum { T_DB1 = T_EXTRA0, T_DB2 = T_EXTRA1, T_RES_MLP = T_EXTRA1 + 1 }; /* block 3 */
+/* Then the fp16 copies the caller may give (fp16 mode), in this order from the row after grad_residual. */
+enum { F16_X, F16_W1, F16_W2, F16_ACT };
+enum { T_F16_FFN = T_RES_FFN + 1, T_F16_MLP = T_RES_MLP + 1 };
 
-enum { GEMM_G, GEMM_DW2, GEMM_DX, GEMM_DW1 };
+/* GEMM_G_FULL: G on every SM, for the calls of a narrow-schedule plan that have nothing to convert beside G. */
+enum { GEMM_G, GEMM_DW2, GEMM_DX, GEMM_DW1, GEMM_G_FULL };
 /* Scratch: G, and R over it in place, in the GEMMs' operand type (fp16 in fp16 mode, else fp32); fp16 copies of the
  * operands in fp16 mode (not of the weights the few-token routes read in fp32; the TF32 G route's fp32 G in BUF_G32);
  * partial sums. */
@@ -50,20 +54,29 @@ enum { BUF_G, BUF_DY16, BUF_W2_16, BUF_ACT16, BUF_X16, BUF_W1_16, BUF_PARTIALS1,
     [T_DW1] = GG_TENSOR(args, grad_weight1, GG_EXT_DIM1, GG_EXT_DIM0, 4, 1, 0),                                    \
     [T_DW2] = GG_TENSOR(args, grad_weight2, GG_EXT_DIM0, GG_EXT_DIM1, 4, 1, 0)
 
+#define FP16_TENSORS(args, first, act16)                                                                            \
+    [(first) + F16_X] = GG_TENSOR(args, hidden_states_fp16, GG_EXT_TOKENS, GG_EXT_DIM0, 2, 0, GG_TENSOR_FP16_ONLY),   \
+    [(first) + F16_W1] = GG_TENSOR(args, weight1_fp16, GG_EXT_DIM1, GG_EXT_DIM0, 2, 0, GG_TENSOR_FP16_ONLY),          \
+    [(first) + F16_W2] = GG_TENSOR(args, weight2_fp16, GG_EXT_DIM0, GG_EXT_DIM1, 2, 0, GG_TENSOR_FP16_ONLY),          \
+    [(first) + F16_ACT] = GG_TENSOR(args, act16, GG_EXT_TOKENS, GG_EXT_DIM1, 2, 0, GG_TENSOR_FP16_ONLY)
+
 static const gg_tensor_spec gelu_ffn_tensors[] = {
     COMMON_TENSORS(gg_gelu_ffn_args, linear1_out, gelu_out),
     [T_TANH] = GG_TENSOR(gg_gelu_ffn_args, tanh_inner, GG_EXT_TOKENS, GG_EXT_DIM1, 4, 0, 0),
     [T_RES_FFN] = GG_TENSOR(gg_gelu_ffn_args, grad_residual, GG_EXT_TOKENS, GG_EXT_DIM0, 4, 0, GG_TENSOR_OPTIONAL),
+    FP16_TENSORS(gg_gelu_ffn_args, T_F16_FFN, gelu_out_fp16),
 };
 static const gg_tensor_spec mlp_tensors[] = {
     COMMON_TENSORS(gg_mlp_args, intermediate, intermediate_activated),
     [T_DB1] = GG_TENSOR(gg_mlp_args, grad_bias1, GG_EXT_ONE, GG_EXT_DIM1, 4, 1, 0),
     [T_DB2] = GG_TENSOR(gg_mlp_args, grad_bias2, GG_EXT_ONE, GG_EXT_DIM0, 4, 1, 0),
     [T_RES_MLP] = GG_TENSOR(gg_mlp_args, grad_residual, GG_EXT_TOKENS, GG_EXT_DIM0, 4, 0, GG_TENSOR_OPTIONAL),
+    FP16_TENSORS(gg_mlp_args, T_F16_MLP, intermediate_activated_fp16),
 };
 #define N_TENSORS(table) (int)(sizeof table / sizeof table[0])
 _Static_assert(sizeof(gg_gelu_ffn_args) == N_TENSORS(gelu_ffn_tensors) * sizeof(void *), "one row a field");
 _Static_assert(sizeof(gg_mlp_args) == N_TENSORS(mlp_tensors) * sizeof(void *), "one row a field");
+_Static_assert(N_TENSORS(mlp_tensors) <= GG_BLOCK_MAX_TENSORS, "a call holds every tensor");
 
 /* fp16 mode's route (the plan's route): which GEMMs read an fp32 weight themselves instead of its fp16 copy.
  * None (ROUTE_CONVERT): every operand converted to fp16 first. On an sm_90a device, G and, at fewer tokens, dX in
@@ -162,6 +175,7 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
         GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_G], GG_PRECISION_TF32, 0, 0, 0, F, M, D, F, D, F));
     else if (g_reads_w2_copy(fp->route))
         GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_G], prec, 1, beside_narrow, 0, F, M, D, F, D, F));
+    if (fp->narrow_ctas) GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_G_FULL], prec, 1, 0, 0, F, M, D, F, D, F));
     GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW2], prec, 0, 0, 1, F, D / halves, M, F, D, F));
     if (!(fp->route & ROUTE_DX_F32W))
         GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DX], prec, 0, sm_target, 0, D, M / halves, F, D, F, D));
@@ -186,9 +200,11 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     return GG_SUCCESS;
 }
 
-/* The operands of the four GEMMs (the caller's fp32 tensors, or their fp16 copies in fp16 mode), and G. */
+/* The operands of the four GEMMs (the caller's fp32 tensors, or in fp16 mode their fp16 copies: the caller's, or
+ * made into the scratch), and G. */
 typedef struct ffn_operands {
     const void *dy, *w2, *act, *x, *w1;
+    int g_full; /* G on every SM (GEMM_G_FULL): a narrow-schedule plan, and act, X and W1 all given in fp16 */
     void *G; /* G = dY @ W2, then R = G * gelu'(x) over it in place: an operand of dX and dW1 */
     gg_dtype g_type;
     void *g_out; /* where the G GEMM writes: G, or on the TF32 G route an fp32 G that gelu' reads into R */
@@ -196,17 +212,32 @@ typedef struct ffn_operands {
     gg_exec_res r; /* the streams, events, scratch, counters and workspaces the call runs with */
 } ffn_operands;
 
+/* The caller's fp16 copy of input `tensor` (X, W1, W2 or act) when the call gives one (fp16 mode), else NULL. */
+static const void *given_fp16(const gg_block_call *c, int tensor) {
+    const int first = c->info->kind == GG_BLOCK_MLP ? T_F16_MLP : T_F16_FFN;
+    const int row = first + (tensor == T_X ? F16_X : tensor == T_W1 ? F16_W1 : tensor == T_W2 ? F16_W2 : F16_ACT);
+    return gg_tensor_used(c, row) ? c->t[row] : NULL;
+}
+
+/* fp16 mode's operand of input `tensor`: the caller's copy, or the scratch buffer `buf` to make it in. */
+static const void *fp16_operand(const gg_block_call *c, const gg_exec_res *r, const gg_block_plan *p, int tensor,
+                                int buf) {
+    const void *given = given_fp16(c, tensor);
+    return given ? given : gg_res_buffer(r, p, buf);
+}
+
 static ffn_operands operands(const gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main) {
     void *const *t = c->t;
     const gg_exec_res r = gg_block_res(ctx, c, main);
-    ffn_operands o = {t[T_DY], t[T_W2], t[T_ACT], t[T_X], t[T_W1], gg_res_buffer(&r, p, BUF_G), GG_DT_F32,
+    ffn_operands o = {t[T_DY], t[T_W2], t[T_ACT], t[T_X], t[T_W1], 0, gg_res_buffer(&r, p, BUF_G), GG_DT_F32,
                       gg_res_buffer(&r, p, BUF_G), GG_DT_F32, r};
     if (c->precision == GG_PRECISION_FP16) {
         o.dy = gg_res_buffer(&r, p, BUF_DY16);
-        if (g_reads_w2_copy(own(p)->route)) o.w2 = gg_res_buffer(&r, p, BUF_W2_16);
-        o.act = gg_res_buffer(&r, p, BUF_ACT16);
-        o.x = gg_res_buffer(&r, p, BUF_X16);
-        if (!(own(p)->route & ROUTE_DX_F32W)) o.w1 = gg_res_buffer(&r, p, BUF_W1_16);
+        if (g_reads_w2_copy(own(p)->route)) o.w2 = fp16_operand(c, &r, p, T_W2, BUF_W2_16);
+        o.act = fp16_operand(c, &r, p, T_ACT, BUF_ACT16);
+        o.x = fp16_operand(c, &r, p, T_X, BUF_X16);
+        if (!(own(p)->route & ROUTE_DX_F32W)) o.w1 = fp16_operand(c, &r, p, T_W1, BUF_W1_16);
+        o.g_full = own(p)->narrow_ctas && given_fp16(c, T_ACT) && given_fp16(c, T_X) && given_fp16(c, T_W1);
         o.g_type = GG_DT_F16;
         if (own(p)->route & ROUTE_G_TF32) o.g_out = gg_res_buffer(&r, p, BUF_G32);
         else o.g_out_type = GG_DT_F16;
@@ -218,8 +249,11 @@ static ffn_operands operands(const gg_ctx *ctx, const gg_block_plan *p, const gg
 static int residual(const gg_block_call *c) { return c->info->kind == GG_BLOCK_MLP ? T_RES_MLP : T_RES_FFN; }
 
 /* Whether an operand is an fp16 copy to make: operands() points it at a copy only in fp16 mode, and not for the
- * weights the route reads in fp32 (there, and in the other modes, the operand is the input itself). */
-static int is_copy(const gg_block_call *c, int tensor, const void *operand) { return operand != c->t[tensor]; }
+ * weights the route reads in fp32 (there, and in the other modes, the operand is the input itself), and it is made
+ * only where the caller gave none. */
+static int is_copy(const gg_block_call *c, int tensor, const void *operand) {
+    return operand != c->t[tensor] && operand != given_fp16(c, tensor);
+}
 
 /* The fp16 copy of input `tensor` into `copy`, its operand (a no-op when the operand is the input: is_copy), on
  * narrow_ctas SMs (gg_k_f32_to_f16; 0: every SM), at `priority` (GG_PRIORITY_OF_STREAM: the stream's). */
@@ -272,7 +306,8 @@ static gg_status gemm_g(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call
         return GG_SUCCESS;
     }
     const void *dy = own(p)->route & ROUTE_G_TF32 ? c->t[T_DY] : o->dy;
-    return gg_matmul_run_in(ctx, &p->gemm[GEMM_G], o->w2, dy, o->g_out, 0, o->r.workspace[0], s);
+    return gg_matmul_run_in(ctx, &p->gemm[o->g_full ? GEMM_G_FULL : GEMM_G], o->w2, dy, o->g_out, 0,
+                            o->r.workspace[0], s);
 }
 
 /* dX = R @ W1 for `tokens` tokens from token `first` (the two-rank split reduction runs it in halves); `priority` as

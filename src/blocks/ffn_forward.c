@@ -1,7 +1,9 @@
 /*
  * ffn_forward.c - the forwards of blocks 2 (gg_gelu_ffn_forward) and 3 (gg_mlp_forward), fp32 I/O: the same two
  * GEMMs with GELU(tanh) between, block 3 with biases. One stream, in order; fp16 mode converts the operands first
- * (into the context's scratch, the overflow word set as in the backward) and the activation before the second GEMM.
+ * (into the context's scratch, the overflow word set as in the backward) and the activation before the second GEMM;
+ * the caller may give the weights' fp16 copies instead, and have the copies of hidden_states and the activation
+ * written to its own buffers (for the backward's *_fp16 operands) instead of the scratch.
  *
  * The GELU runs in the first GEMM's epilogue (cuBLASLt's GELU_AUX, GELU_AUX_BIAS for block 3: the tanh
  * approximation, D = gelu(x + b) and the pre-activation x + b in the aux matrix, laid out as D), or, with
@@ -23,6 +25,10 @@
 enum { F_X, F_W1, F_W2, F_PRE, F_ACT, F_OUT, F_EXTRA0, F_EXTRA1 };
 enum { F_TANH = F_EXTRA0 };                 /* block 2 (optional) */
 enum { F_B1 = F_EXTRA0, F_B2 = F_EXTRA1 };  /* block 3 */
+/* Then fp16 mode's optional copies: the weights' (read instead of converting), and where to write hidden_states' and
+ * the activation's, which the forward makes anyway, for the backward (gg_*_args' *_fp16 inputs). */
+enum { F16_W1, F16_W2, F16_X, F16_ACT };
+enum { F_F16_FFN = F_TANH + 1, F_F16_MLP = F_B2 + 1 };
 
 enum { GEMM_1, GEMM_2 };
 enum { BUF_X16, BUF_W1_16, BUF_W2_16, BUF_ACT16 }; /* fp16 mode's operands */
@@ -35,14 +41,22 @@ enum { BUF_X16, BUF_W1_16, BUF_W2_16, BUF_ACT16 }; /* fp16 mode's operands */
     [F_ACT] = GG_TENSOR(args, act, GG_EXT_TOKENS, GG_EXT_DIM1, 4, 1, 0),                                           \
     [F_OUT] = GG_TENSOR(args, output, GG_EXT_TOKENS, GG_EXT_DIM0, 4, 1, 0)
 
+#define FP16_TENSORS(args, first, act16)                                                                            \
+    [(first) + F16_W1] = GG_TENSOR(args, weight1_fp16, GG_EXT_DIM1, GG_EXT_DIM0, 2, 0, GG_TENSOR_FP16_ONLY),          \
+    [(first) + F16_W2] = GG_TENSOR(args, weight2_fp16, GG_EXT_DIM0, GG_EXT_DIM1, 2, 0, GG_TENSOR_FP16_ONLY),          \
+    [(first) + F16_X] = GG_TENSOR(args, hidden_states_fp16, GG_EXT_TOKENS, GG_EXT_DIM0, 2, 1, GG_TENSOR_FP16_ONLY),   \
+    [(first) + F16_ACT] = GG_TENSOR(args, act16, GG_EXT_TOKENS, GG_EXT_DIM1, 2, 1, GG_TENSOR_FP16_ONLY)
+
 static const gg_tensor_spec gelu_ffn_tensors[] = {
     COMMON_TENSORS(gg_gelu_ffn_fwd_args, linear1_out, gelu_out),
     [F_TANH] = GG_TENSOR(gg_gelu_ffn_fwd_args, tanh_inner, GG_EXT_TOKENS, GG_EXT_DIM1, 4, 1, GG_TENSOR_OPTIONAL),
+    FP16_TENSORS(gg_gelu_ffn_fwd_args, F_F16_FFN, gelu_out_fp16),
 };
 static const gg_tensor_spec mlp_tensors[] = {
     COMMON_TENSORS(gg_mlp_fwd_args, intermediate, intermediate_activated),
     [F_B1] = GG_TENSOR(gg_mlp_fwd_args, bias1, GG_EXT_ONE, GG_EXT_DIM1, 4, 0, 0),
     [F_B2] = GG_TENSOR(gg_mlp_fwd_args, bias2, GG_EXT_ONE, GG_EXT_DIM0, 4, 0, 0),
+    FP16_TENSORS(gg_mlp_fwd_args, F_F16_MLP, intermediate_activated_fp16),
 };
 #define N_TENSORS(table) (int)(sizeof table / sizeof table[0])
 _Static_assert(sizeof(gg_gelu_ffn_fwd_args) == N_TENSORS(gelu_ffn_tensors) * sizeof(void *), "one row a field");
@@ -54,6 +68,7 @@ typedef struct ffn_fwd_plan {
 } ffn_fwd_plan;
 
 static int has_bias(const gg_block_plan *p) { return p->key.block == GG_BLOCK_MLP_FWD; }
+static int has_bias_call(const gg_block_call *c) { return c->info->kind == GG_BLOCK_MLP_FWD; }
 
 /* GG_FORWARD_GELU: "epilogue" (or unset) or "kernel"; anything else keeps the epilogue and says so. */
 static int gelu_in_epilogue(const gg_ctx *ctx) {
@@ -101,12 +116,24 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     return GG_SUCCESS;
 }
 
-/* The operand of input `tensor`: the input itself, or in fp16 mode its fp16 copy in buffer `buf`, made here. */
+/* The table row of fp16 copy f16 (F16_*), and that copy when the call gives it (else NULL). */
+static int f16_row(const gg_block_call *c, int f16) { return (has_bias_call(c) ? F_F16_MLP : F_F16_FFN) + f16; }
+static void *given_fp16(const gg_block_call *c, int f16) {
+    return gg_tensor_used(c, f16_row(c, f16)) ? c->t[f16_row(c, f16)] : NULL;
+}
+
+/* The operand of input `tensor`: the input itself, or in fp16 mode its fp16 copy: the caller's (f16, the copy's
+ * F16_* row, given as an input), or made here into the caller's output copy or else the scratch buffer `buf`. */
 static gg_status operand(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const gg_exec_res *r,
-                         int tensor, int buf, const void **out, cudaStream_t s) {
+                         int tensor, int f16, int buf, const void **out, cudaStream_t s) {
     *out = c->t[tensor];
     if (c->precision != GG_PRECISION_FP16) return GG_SUCCESS;
-    void *copy = gg_res_buffer(r, p, buf);
+    void *given = given_fp16(c, f16);
+    if (given && !c->info->tensors[f16_row(c, f16)].is_output) { /* a weight's copy: read, not made */
+        *out = given;
+        return GG_SUCCESS;
+    }
+    void *copy = given ? given : gg_res_buffer(r, p, buf);
     GG_CUDA_TRY(ctx, gg_k_f32_to_f16(c->t[tensor], copy, gg_tensor_elems(c, tensor), ctx->sm_count, 0,
                                      GG_PRIORITY_OF_STREAM, ctx->counter + GG_COUNTER_OVERFLOW, s));
     *out = copy;
@@ -121,7 +148,7 @@ static gg_status activation(gg_ctx *ctx, const gg_block_plan *p, const gg_block_
     const int epilogue = ((const ffn_fwd_plan *)p)->gelu_epilogue;
     const int fp16 = c->precision == GG_PRECISION_FP16;
     float *tanh_inner = !has_bias(p) && gg_tensor_used(c, F_TANH) ? t[F_TANH] : NULL;
-    void *act16 = fp16 ? gg_res_buffer(r, p, BUF_ACT16) : NULL;
+    void *act16 = !fp16 ? NULL : given_fp16(c, F16_ACT) ? given_fp16(c, F16_ACT) : gg_res_buffer(r, p, BUF_ACT16);
     *act_operand = fp16 ? act16 : t[F_ACT];
     const size_t n = gg_tensor_elems(c, F_ACT);
     unsigned *overflow = ctx->counter + GG_COUNTER_OVERFLOW;
@@ -141,8 +168,8 @@ static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_cal
     const gg_exec_res r = gg_block_res(ctx, c, s);
     const int bias = has_bias(p);
     const void *x, *w1, *w2, *act;
-    GG_TRY(operand(ctx, p, c, &r, F_X, BUF_X16, &x, s));
-    GG_TRY(operand(ctx, p, c, &r, F_W1, BUF_W1_16, &w1, s));
+    GG_TRY(operand(ctx, p, c, &r, F_X, F16_X, BUF_X16, &x, s));
+    GG_TRY(operand(ctx, p, c, &r, F_W1, F16_W1, BUF_W1_16, &w1, s));
     if (((const ffn_fwd_plan *)p)->gelu_epilogue) /* D = gelu(x), aux = x */
         GG_TRY(gg_matmul_run_epilogue(ctx, &p->gemm[GEMM_1], w1, x, t[F_ACT], bias ? t[F_B1] : NULL, t[F_PRE],
                                       r.workspace[0], s));
@@ -150,7 +177,7 @@ static gg_status enqueue(gg_ctx *ctx, const gg_block_plan *p, const gg_block_cal
         GG_TRY(gg_matmul_run_epilogue(ctx, &p->gemm[GEMM_1], w1, x, t[F_PRE], bias ? t[F_B1] : NULL, NULL,
                                       r.workspace[0], s));
     GG_TRY(activation(ctx, p, c, &r, &act, s));
-    GG_TRY(operand(ctx, p, c, &r, F_W2, BUF_W2_16, &w2, s));
+    GG_TRY(operand(ctx, p, c, &r, F_W2, F16_W2, BUF_W2_16, &w2, s));
     return gg_matmul_run_epilogue(ctx, &p->gemm[GEMM_2], w2, act, t[F_OUT], bias ? t[F_B2] : NULL, NULL,
                                   r.workspace[0], s);
 }

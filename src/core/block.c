@@ -27,6 +27,7 @@ int gg_tensor_used(const gg_block_call *c, int i) {
     switch ((gg_tensor_presence)c->info->tensors[i].presence) {
     case GG_TENSOR_SILU_ONLY: return c->use_silu_gate;
     case GG_TENSOR_OPTIONAL: return c->t[i] != NULL;
+    case GG_TENSOR_FP16_ONLY: return c->t[i] != NULL && c->precision == GG_PRECISION_FP16;
     default: return 1;
     }
 }
@@ -86,6 +87,11 @@ static gg_status check_tensors(gg_ctx *ctx, const char *fn, const gg_block_call 
     const gg_tensor_spec *s = c->info->tensors;
     const int n = c->info->n_tensors;
     for (int i = 0; i < n; ++i) {
+        if (s[i].presence == GG_TENSOR_FP16_ONLY && c->t[i] && c->precision != GG_PRECISION_FP16)
+            return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
+                           "%s: args->%s is given, but the call's precision is %s: fp16 copies of the operands are "
+                           "read only in fp16 mode (pass NULL)",
+                           fn, s[i].name, gg_precision_string(c->precision));
         if (!gg_tensor_used(c, i)) continue;
         if (!c->t[i]) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: args->%s is NULL", fn, s[i].name);
         if ((uintptr_t)c->t[i] % GG_ALIGNMENT != 0)

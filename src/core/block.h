@@ -16,9 +16,15 @@
 
 typedef enum gg_extent { GG_EXT_ONE = 0, GG_EXT_TOKENS, GG_EXT_DIM0, GG_EXT_DIM1 } gg_extent;
 
-/* When a tensor is part of a call: always, only with use_silu_gate (NULL allowed otherwise), or when its pointer is
- * not NULL (an optional input such as blocks 2/3's grad_residual). */
-typedef enum gg_tensor_presence { GG_TENSOR_REQUIRED = 0, GG_TENSOR_SILU_ONLY = 1, GG_TENSOR_OPTIONAL = 2 } gg_tensor_presence;
+/* When a tensor is part of a call: always, only with use_silu_gate (NULL allowed otherwise), when its pointer is not
+ * NULL (an optional input such as blocks 2/3's grad_residual), or when its pointer is not NULL in fp16 mode (an fp16
+ * copy of an fp32 operand that the caller already has: given in another mode, the call is refused). */
+typedef enum gg_tensor_presence {
+    GG_TENSOR_REQUIRED = 0,
+    GG_TENSOR_SILU_ONLY = 1,
+    GG_TENSOR_OPTIONAL = 2,
+    GG_TENSOR_FP16_ONLY = 3
+} gg_tensor_presence;
 
 typedef struct gg_tensor_spec {
     const char *name; /* the args field, e.g. "grad_output" */
@@ -42,7 +48,7 @@ typedef struct gg_desc_layout {
     size_t accumulate;         /* int; GG_NO_FIELD: 0 (a forward pass, which has nothing to accumulate) */
 } gg_desc_layout;
 
-#define GG_BLOCK_MAX_TENSORS 12
+#define GG_BLOCK_MAX_TENSORS 16
 
 typedef struct gg_block_call gg_block_call;
 
@@ -114,7 +120,7 @@ int64_t gg_extent_value(const gg_block_call *call, gg_extent extent);
 size_t gg_tensor_elems(const gg_block_call *call, int index);
 size_t gg_tensor_bytes(const gg_block_call *call, int index);
 /* Whether the call reads/writes tensor `index` (gg_tensor_presence: block 4's gate only with the silu gate, an
- * optional tensor when given). */
+ * optional tensor when given, an fp16 copy when given in fp16 mode). */
 int gg_tensor_used(const gg_block_call *call, int index);
 
 /* Checks the call's sizes, precision (requested: the desc's field) and every tensor (NULL, alignment, overlaps, and

@@ -78,14 +78,14 @@ static gg_status run_call(gg_ctx *ctx, gg_graph *g, const scenario *s, int out, 
     case 2: {
         gg_gelu_ffn_desc d = {s->tokens, s->dim0, s->dim1, s->precision, s->accumulate};
         gg_gelu_ffn_args a = {FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5), FAKE(6), FAKE(7 + o), FAKE(8 + o),
-                              FAKE(9 + o), NULL};
+                              FAKE(9 + o), NULL, NULL, NULL, NULL, NULL};
         if (device) return gg_gelu_ffn_graph_run_device(g, &d, DEVICE_TOKENS, &a, NULL);
         return g ? gg_gelu_ffn_graph_run(g, &d, &a, NULL) : gg_gelu_ffn_backward(ctx, &d, &a, NULL);
     }
     case 3: {
         gg_mlp_desc d = {s->tokens, s->dim0, s->dim1, s->precision, s->accumulate};
         gg_mlp_args a = {FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5), FAKE(6 + o), FAKE(7 + o), FAKE(8 + o),
-                         FAKE(9 + o), FAKE(10 + o), NULL};
+                         FAKE(9 + o), FAKE(10 + o), NULL, NULL, NULL, NULL, NULL};
         if (device) return gg_mlp_graph_run_device(g, &d, DEVICE_TOKENS, &a, NULL);
         return g ? gg_mlp_graph_run(g, &d, &a, NULL) : gg_mlp_backward(ctx, &d, &a, NULL);
     }

@@ -89,14 +89,14 @@ static gg_status run_call(gg_ctx *ctx, gg_graph *g, const route_case *c, int dev
     case 2: {
         gg_gelu_ffn_desc d = {c->tokens, c->dim0, c->dim1, c->precision, c->accumulate};
         gg_gelu_ffn_args a = {FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5),
-                              FAKE(6), FAKE(7), FAKE(8), FAKE(9), NULL};
+                              FAKE(6), FAKE(7), FAKE(8), FAKE(9), NULL, NULL, NULL, NULL, NULL};
         if (device) return gg_gelu_ffn_graph_run_device(g, &d, DEVICE_TOKENS, &a, NULL);
         return g ? gg_gelu_ffn_graph_run(g, &d, &a, NULL) : gg_gelu_ffn_backward(ctx, &d, &a, NULL);
     }
     case 3: {
         gg_mlp_desc d = {c->tokens, c->dim0, c->dim1, c->precision, c->accumulate};
         gg_mlp_args a = {FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4),  FAKE(5),
-                         FAKE(6), FAKE(7), FAKE(8), FAKE(9), FAKE(10), NULL};
+                         FAKE(6), FAKE(7), FAKE(8), FAKE(9), FAKE(10), NULL, NULL, NULL, NULL, NULL};
         if (device) return gg_mlp_graph_run_device(g, &d, DEVICE_TOKENS, &a, NULL);
         return g ? gg_mlp_graph_run(g, &d, &a, NULL) : gg_mlp_backward(ctx, &d, &a, NULL);
     }

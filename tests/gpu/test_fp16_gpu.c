@@ -45,11 +45,13 @@ static void free_buffers(ffn_buffers *b) {
 static void run_ffn(gg_ctx *ctx, const ffn_buffers *b, int block, gg_precision precision) {
     if (block == 2) {
         gg_gelu_ffn_desc d = {M, D, F, precision, 0};
-        gg_gelu_ffn_args a = {b->dy, b->x, b->w1, b->w2, b->pre, b->act, b->act, b->dx, b->dw1, b->dw2, NULL};
+        gg_gelu_ffn_args a = {b->dy, b->x, b->w1, b->w2, b->pre, b->act, b->act, b->dx, b->dw1, b->dw2, NULL,
+                              NULL,  NULL,   NULL,   NULL};
         GG_OK(ctx, gg_gelu_ffn_backward(ctx, &d, &a, NULL));
     } else {
         gg_mlp_desc d = {M, D, F, precision, 0};
-        gg_mlp_args a = {b->dy, b->x, b->w1, b->w2, b->pre, b->act, b->dx, b->dw1, b->db1, b->dw2, b->db2, NULL};
+        gg_mlp_args a = {b->dy, b->x, b->w1, b->w2, b->pre, b->act, b->dx, b->dw1, b->db1, b->dw2, b->db2, NULL,
+                         NULL,  NULL,   NULL,   NULL};
         GG_OK(ctx, gg_mlp_backward(ctx, &d, &a, NULL));
     }
 }
