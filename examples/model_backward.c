@@ -3,12 +3,16 @@
  * (block 3, the residual add in a callback) or of gated bf16 layers (blocks 1 and 4), checked against the same
  * layers run as separate eager calls, then timed per step against per-block graphs and eager calls.
  *
- *   model_backward [--small] [--gated] [--fused-residual] [--layers L] [--hidden D] [--ffn F] [--tokens M] [--precision fp32|tf32|fp16]
+ *   model_backward [--small] [--gated] [--fused-residual] [--fp16-copies] [--layers L] [--hidden D] [--ffn F]
+ *                  [--tokens M] [--precision fp32|tf32|fp16]
  *                  [--side-streams S] [--scratch-slots K] [--sweep S:K,S:K,...] [--rounds R] [--steps N]
  *                  [--json FILE] [--trace FILE] [--gpus N]
  *
  * --fused-residual: the residual MLPs add the residual's gradient in their dX GEMM (gg_mlp_args.grad_residual)
  * instead of in a callback (a cuBLAS axpy) after each layer.
+ * --fp16-copies (fp16 residual MLPs): every MLP is handed the fp16 copies of its hidden states, weights and activation
+ * (gg_mlp_args' *_fp16, made once with gg_to_fp16), as a training step whose forward and optimizer keep them would
+ * (PyTorch's autocast saves its fp16 casts for the backward the same way): the backward converts only grad_output.
  * Defaults: 8 layers, D = 2048, F = 8192, 8192 tokens, fp16 (--small: D = 1024, F = 4096, 2048 tokens), the step's
  * default side streams and scratch slots. --sweep times several step configurations of the same model (K = 0: the
  * default, S + 1 slots), R rounds (default 3) of N steps each, interleaved, the median per configuration; the
@@ -153,6 +157,7 @@ int main(int argc, char **argv) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
         if (!strcmp(a, "--small")) c.hidden = 1024, c.ffn = 4096, c.max_tokens = 2048;
         else if (!strcmp(a, "--fused-residual")) c.fused_residual = 1;
+        else if (!strcmp(a, "--fp16-copies")) c.fp16_copies = 1;
         else if (!strcmp(a, "--gated")) c.gated = 1, c.hidden = 768, c.ffn = 1536, c.precision = GG_PRECISION_BF16;
         else if (!strcmp(a, "--layers")) c.layers = atoi(v), ++i;
         else if (!strcmp(a, "--hidden")) c.hidden = atoll(v), ++i;
@@ -233,6 +238,22 @@ int main(int argc, char **argv) {
         if (i == 0) sc->correct &= check_against(ctx, m, &c, sc->step, sc, ref[1], ref_bytes[1], checks[1], s);
         ok &= sc->correct;
     }
+    if (c.fp16_copies) { /* the eager calls without the copies (converting the fp32 tensors) agree with them */
+        int elem = 0, bitwise = 0;
+        size_t bytes = 0;
+        sm_use_copies(m, 0);
+        sm_clear(m, 0x7f);
+        CHECK(sm_run_eager(m, checks[0], 0, s));
+        cudaStreamSynchronize(s);
+        void *converting = sm_gradients(m, checks[0], &bytes, &elem);
+        sm_use_copies(m, 1);
+        const double rel = converting && bytes == ref_bytes[0]
+                               ? sm_max_rel_diff(converting, ref[0], bytes, elem, &bitwise) : 1e30;
+        printf("check %lld tokens: eager with the fp16 copies vs converting: %s, max rel diff %.3g: %s\n",
+               (long long)checks[0], bitwise ? "bitwise equal" : "not bitwise", rel, rel <= 1e-3 ? "ok" : "FAILED");
+        ok &= rel <= 1e-3;
+        free(converting);
+    }
     free(ref[0]);
     free(ref[1]);
 
@@ -254,7 +275,9 @@ int main(int argc, char **argv) {
     const double graphs_ms = time_steps(ctx, NULL, m, MODE_BLOCK_GRAPHS, c.max_tokens, steps, s);
     const double eager_ms = time_steps(ctx, NULL, m, MODE_EAGER, c.max_tokens, steps, s);
     const double sol_us = sm_flop(m, c.max_tokens) / 989.4e12 * 1e6;
-    const char *name = c.gated ? "gated_bf16" : c.fused_residual ? "residual_mlp_fused" : "residual_mlp";
+    char name[32];
+    snprintf(name, sizeof name, "%s%s", c.gated ? "gated_bf16" : c.fused_residual ? "residual_mlp_fused" : "residual_mlp",
+             c.fp16_copies ? "_copies" : "");
     for (int i = 0; i < n_configs; ++i)
         printf("step graph, %d side streams, %d scratch slots: %.1f us (median of %d rounds of %d steps)%s\n",
                configs[i].sides, configs[i].slots, configs[i].median_ms * 1e3, rounds, steps,
@@ -277,7 +300,7 @@ int main(int argc, char **argv) {
             fseek(f, 0, SEEK_END);
             if (ftell(f) == 0)
                 fprintf(f, "model,mode,side_streams,scratch_slots,stream,start_us,duration_us,kernel,ctas,threads\n");
-            char model[64];
+            char model[128];
             snprintf(model, sizeof model, "%s_%lldx%lld_%lld", name, (long long)c.hidden, (long long)c.ffn,
                      (long long)c.max_tokens);
             gg_span_enable(1); /* after the timing: tracing delays every launch */

@@ -19,6 +19,8 @@ typedef struct sm_layer {
     gg_graph *graph[2];
     const float *act[2][3]; /* MLP: hidden_states, intermediate, intermediate_activated of each activation set */
     const void *act16[2][2]; /* with fp16_copies: the fp16 copies of each set's hidden_states, intermediate_activated */
+    const void *w16[2];      /* ... and of weight1, weight2 */
+    int set;                 /* the activation set the MLP points at */
 } sm_layer;
 
 struct sm_model {
@@ -95,13 +97,20 @@ static const void *fp16_copy(sm_model *m, const float *src, int64_t rows, int64_
     return d;
 }
 
-/* Points layer y's MLP at activation set `set` (with its fp16 copies when the model has them). */
-static void point_at(sm_layer *y, int set) {
+/* Points layer y's MLP at activation set `set`, with its fp16 copies (when the model has them) or not. */
+static void point_at(sm_layer *y, int set, int copies) {
+    y->set = set;
     y->mlp.hidden_states = y->act[set][0];
     y->mlp.intermediate = y->act[set][1];
     y->mlp.intermediate_activated = y->act[set][2];
-    y->mlp.hidden_states_fp16 = y->act16[set][0];
-    y->mlp.intermediate_activated_fp16 = y->act16[set][1];
+    y->mlp.hidden_states_fp16 = copies ? y->act16[set][0] : NULL;
+    y->mlp.intermediate_activated_fp16 = copies ? y->act16[set][1] : NULL;
+    y->mlp.weight1_fp16 = copies ? y->w16[0] : NULL;
+    y->mlp.weight2_fp16 = copies ? y->w16[1] : NULL;
+}
+
+void sm_use_copies(sm_model *m, int use) {
+    for (int l = 0; !m->config.gated && l < m->config.layers; ++l) point_at(&m->layers[l], m->layers[l].set, use);
 }
 
 void sm_destroy(sm_model *m) {
@@ -154,13 +163,13 @@ int sm_create(gg_ctx *ctx, const sm_config *c, sm_model **out) {
                              buffer(m, 1, D, 0, 1),
                              c->fused_residual ? above : NULL,
                              NULL, NULL, NULL, NULL};
-            a.weight1_fp16 = fp16_copy(m, a.weight1, F, D);
-            a.weight2_fp16 = fp16_copy(m, a.weight2, D, F);
             y->mlp = a;
+            y->w16[0] = fp16_copy(m, a.weight1, F, D);
+            y->w16[1] = fp16_copy(m, a.weight2, D, F);
             y->act[0][0] = a.hidden_states, y->act[0][1] = a.intermediate, y->act[0][2] = a.intermediate_activated;
             y->act16[0][0] = fp16_copy(m, a.hidden_states, M, D);
             y->act16[0][1] = fp16_copy(m, a.intermediate_activated, M, F);
-            point_at(y, 0);
+            point_at(y, 0, 1);
             above = a.grad_hidden_states;
         } else {
             gg_tanh_gate_args t = {above, buffer(m, 1, 8, 1.0f, 0), buffer(m, M, D, 1.0f, 0), buffer(m, M, 1, 1.0f, 0),
@@ -184,7 +193,7 @@ int sm_create(gg_ctx *ctx, const sm_config *c, sm_model **out) {
                                              : offsetof(gg_mlp_args, grad_residual) / sizeof(void *);
         for (size_t i = 0; i < n; ++i)
             if (!p[i]) goto fail;
-        if (c->fp16_copies && (!y->mlp.weight1_fp16 || !y->mlp.weight2_fp16 || !y->act16[0][0] || !y->act16[0][1]))
+        if (c->fp16_copies && (!y->w16[0] || !y->w16[1] || !y->act16[0][0] || !y->act16[0][1]))
             goto fail;
         if (c->gated && (!y->tanh.gate || !y->tanh.mask || !y->tanh.grad_gate || !y->tanh.grad_hidden_states))
             goto fail;
@@ -229,7 +238,7 @@ gg_status sm_use_activations(sm_model *m, int set, gg_step *step) {
             y->act16[1][1] = fp16_copy(m, y->act[1][2], M, F);
             if (!y->act[1][0] || !y->act[1][1] || !y->act[1][2] || m->copy_failed) return GG_ERROR_OUT_OF_MEMORY;
         }
-        point_at(y, set);
+        point_at(y, set, 1);
         /* the step's calls, last layer first: the MLP, then its callback */
         const gg_status st = step ? gg_step_set_args(step, (m->config.fused_residual ? 1 : 2) * (m->config.layers - 1 - l), &y->mlp) : GG_SUCCESS;
         if (st != GG_SUCCESS) return st;

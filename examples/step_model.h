@@ -32,6 +32,10 @@ typedef struct sm_model sm_model;
 int sm_create(gg_ctx *ctx, const sm_config *config, sm_model **out);
 void sm_destroy(sm_model *m);
 
+/* With fp16_copies: hands every MLP its fp16 copies (use 1, as sm_create leaves it) or not (0: the backward
+ * converts the fp32 tensors itself), for the calls made after it (a step made before keeps what it was given). */
+void sm_use_copies(sm_model *m, int use);
+
 /* The backward into a step (every layer, last first, with its callbacks). */
 gg_status sm_add_to_step(sm_model *m, gg_step *step);
 /* Double-buffered activations (residual MLP stacks only; GG_ERROR_UNSUPPORTED otherwise): points every layer at

@@ -72,18 +72,26 @@ torch = {m["name"]: m for m in load(torch_path)["models"]} if os.path.exists(tor
 models = []
 for name, run in sorted(runs.items()):
     m = dict(run)
-    size = name.removesuffix("_fused")  # large_fused: the large model with the residual added in the dX GEMM
+    size = name.split("_")[0]  # large_fused(_copies): the large model, residual in the dX GEMM (and fp16 copies)
     m["name"] = f"{run['name']}_{size}"
     configs = m.get("configs", [])
     m["side_streams_us"] = {str(c["side_streams"]): c["step_us"] for c in configs if c["scratch_slots"] == 0}
     m["correct"] = run["correct"] and all(c["correct"] for c in configs)
     peer = torch.get(f"residual_mlp_{size}")  # the same model's math either way
-    prec = "fp16" if m["precision"] == "fp16" else "tf32"
+    # fp16 models: each variant's faster of PyTorch's two fp16 forms (casting in the backward, or fp16 saved
+    # tensors: "fp16_saved"), whichever form gradgraph's run took
+    precs = ["fp16", "fp16_saved"] if m["precision"] == "fp16" else ["tf32"]
+    timed = {p: peer[p] for p in precs if peer and p in peer}
+    m["torch_variant"] = {}
     for k in ("torch_eager", "torch_cuda_graph", "torch_compile"):
-        m["step_us"][k] = peer[prec].get(k) if peer and prec in peer else None
-    if peer and prec in peer and peer[prec].get("torch_compile_note"):
-        m["torch_compile_note"] = peer[prec]["torch_compile_note"]
-    m["torch_precision"] = prec if peer else None
+        best = min(((v[k], p) for p, v in timed.items() if v.get(k)), default=None)
+        m["step_us"][k] = best[0] if best else None
+        if best:
+            m["torch_variant"][k] = best[1]
+    notes = [f"{p}: {v['torch_compile_note']}" for p, v in timed.items() if v.get("torch_compile_note")]
+    if notes:
+        m["torch_compile_note"] = "; ".join(notes)
+    m["torch_precision"] = precs[0] if timed else None
     m["timeline"] = timeline.get(f"{run['name']}_{run['hidden']}x{run['ffn']}_{run['tokens']}")
     m["ddp"] = ddps.get(m["name"])
     models.append(m)

@@ -17,10 +17,12 @@
 # S + 1 slots; interleaved rounds), per-block graphs and eager calls, with a CUPTI trace of one step of each model
 # (the fastest configuration, and as per-block graphs) drawn by scripts/plot_step_timeline.py into the log archive
 # (plots/step-timeline-<model>.png; the trace itself is $OUT/step-trace.csv); the *_fused models add each layer's
-# residual gradient in its dX GEMM (gg_mlp_args.grad_residual) instead of in a callback; then bench/peers/step_torch.py
-# (PyTorch eager, CUDA graph, torch.compile, each compile bounded; TF32 and fp16 operands); last, racecheck on the
-# scratch-ring test. All of it lands in $OUT/step-h200.json (scripts/collect_step.py), with the sweep's verdict in
-# its "config_sweep".
+# residual gradient in its dX GEMM (gg_mlp_args.grad_residual) instead of in a callback, the *_copies ones also hand
+# every MLP the fp16 copies of its operands (--fp16-copies); GG_STEP_MODELS="large_fused small_fused ..." runs only
+# those models (default: all); then bench/peers/step_torch.py (PyTorch eager, CUDA graph, torch.compile, each compile
+# bounded; TF32, fp16 operands cast in the backward, fp16 saved tensors; GG_STEP_TORCH_PRECISIONS=fp16,... fewer);
+# last, racecheck on the scratch-ring test. All of it lands in $OUT/step-h200.json (scripts/collect_step.py), with
+# the sweep's verdict in its "config_sweep".
 #
 # train: examples/train, the character model (8 residual MLP layers) on tinyshakespeare, GG_TRAIN_STEPS (default
 # 2000) steps at GG_TRAIN_PRECISION (default fp32): its initial weights (--dump-init), the step-graph run, the --eager
@@ -189,9 +191,11 @@ if [ "$stage" = all ] || [ "$stage" = step ]; then
     grep -E '^RESULT|^\[  (PASSED|FAILED|ERROR) ' "$OUT/test_residual_gpu.log"
   else skipped test_step_gpu; status=1; fi
   rm -f "$OUT/step-trace.csv"
-  for model in "large:150:" "large_fused:120:--fused-residual" "small:45:--small" "small_fused:45:--small --fused-residual" \
-               "gated:50:--gated --tokens 8192"; do
+  for model in "large:150:" "large_fused:120:--fused-residual" "large_fused_copies:120:--fused-residual --fp16-copies" \
+               "small:45:--small" "small_fused:45:--small --fused-residual" \
+               "small_fused_copies:45:--small --fused-residual --fp16-copies" "gated:50:--gated --tokens 8192"; do
     name=${model%%:*}; rest=${model#*:}; want=${rest%%:*}; opts=${rest#*:}
+    case " ${GG_STEP_MODELS:-$name} " in *" $name "*) ;; *) continue ;; esac
     t=$(limit "$want")
     if [ "$t" -gt 0 ]; then
       t0=$(date +%s)
@@ -211,7 +215,8 @@ if [ "$stage" = all ] || [ "$stage" = step ]; then
   t=$(limit 240)
   if [ "$t" -gt 0 ]; then
     PYTHONUNBUFFERED=1 timeout "$t" python3 bench/peers/step_torch.py --steps "${GG_STEPS:-20}" --budget $(( t - 10 )) \
-      --compile-timeout "${GG_COMPILE_TIMEOUT:-75}" --json "$OUT/step-torch.json" 2> "$OUT/step-torch-progress.log" |
+      --compile-timeout "${GG_COMPILE_TIMEOUT:-75}" ${GG_STEP_TORCH_PRECISIONS:+--precisions $GG_STEP_TORCH_PRECISIONS} \
+      --json "$OUT/step-torch.json" 2> "$OUT/step-torch-progress.log" |
       tee "$OUT/step-torch.txt" | { grep -v '^{' || true; } || status=1
   else skipped step_torch.py; fi
   t=$(limit 120)
@@ -223,7 +228,7 @@ if [ "$stage" = all ] || [ "$stage" = step ]; then
   python3 scripts/collect_step.py "$OUT" "$OUT/step-h200.json" "${GG_COMMIT:-unknown}" "$run_cmd" \
     "$(head -2 "$OUT/gpu.txt" | tail -1 | cut -d, -f1)" || status=1
   echo "step stage: $(( $(date +%s) - script_start )) s since the script started"
-  rm -f "$OUT"/step-{large,small,gated,torch,timeline}.json "$OUT"/step-*_fused.json
+  rm -f "$OUT"/step-{large,small,gated,torch,timeline}.json "$OUT"/step-*_fused.json "$OUT"/step-*_copies.json
 fi
 if [ "$stage" = all ] || [ "$stage" = train ]; then
   echo "== train: the character model as step graphs, --eager, the PyTorch twin, the loss curves"

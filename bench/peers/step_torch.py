@@ -2,11 +2,13 @@
 """step_torch.py - the step graph example's residual GELU-MLP stack (examples/model_backward.c) in PyTorch: the whole
 backward of L layers (per layer dW2, db2, G = dY W2, R = G * gelu'(x), db1, dX = R W1, dW1, then the residual add),
 timed as eager PyTorch, captured in one torch.cuda.CUDAGraph, and under torch.compile; each with TF32 GEMMs on fp32
-data and with fp16 operands (fp32 accumulation and outputs), the precision of gradgraph's FP16 mode. Prints one JSON
-object: per model, microseconds per backward for each variant.
+data ("tf32"), with fp16 operands (fp32 accumulation and outputs: the precision of gradgraph's FP16 mode) cast from
+the fp32 tensors in the backward ("fp16"), and with the saved tensors and weights already in fp16 ("fp16_saved": what
+autocast's forward saves for its backward, the counterpart of gradgraph's fp16 copies, model_backward
+--fp16-copies). Prints one JSON object: per model, microseconds per backward for each variant.
 
   python3 bench/peers/step_torch.py [--steps N] [--json FILE] [--models large,small] [--budget S]
-                                    [--compile-timeout S]
+                                    [--compile-timeout S] [--precisions tf32,fp16,fp16_saved]
 
 Time bounds, so that it fits a fixed slot on the GPU machine: each torch.compile variant (compiling it and timing
 it) is stopped after --compile-timeout seconds (default 90; its time is then null with a note), and once less than
@@ -33,7 +35,8 @@ def gelu_grad(x):
 
 
 def backward(layers, dy, half):
-    """The explicit backward of the stack, last layer first; returns the input's gradient and every gradient."""
+    """The explicit backward of the stack, last layer first; returns the input's gradient and every gradient. With
+    half, the GEMMs' operands are cast to fp16 (a no-op for the tensors that are fp16 already: fp16_saved)."""
     grads = []
     mm = (lambda a, b: (a.half() @ b.half()).float()) if half else (lambda a, b: a @ b)
     for x, w1, w2, pre, act in reversed(layers):
@@ -76,10 +79,13 @@ def run_model(name, steps, a, started):
     layers = [(r(M, D), r(F, D, scale=D ** -0.5), r(D, F, scale=F ** -0.5), r(M, F), r(M, F)) for _ in range(L)]
     dy = r(M, D)
     out = {"name": "residual_mlp_" + name, "layers": L, "hidden": D, "ffn": F, "tokens": M}
-    for prec in ("tf32", "fp16"):
+    # fp16_saved: x, W1, W2 and act in fp16 (pre stays fp32: gelu' reads it in fp32, as gradgraph's does)
+    saved = [(x.half(), w1.half(), w2.half(), pre, act.half()) for x, w1, w2, pre, act in layers]
+    for prec in a.precisions.split(","):
         torch.backends.cuda.matmul.allow_tf32 = prec == "tf32"
-        half = prec == "fp16"
-        fn = lambda: backward(layers, dy, half)
+        half = prec != "tf32"
+        stack = saved if prec == "fp16_saved" else layers
+        fn = lambda: backward(stack, dy, half)
         res = {"torch_eager": time_ms(fn, steps)}
         ref = fn()[0]
         stream = torch.cuda.Stream()
@@ -123,7 +129,11 @@ def main():
     p.add_argument("--budget", type=float, help="seconds for the whole run (torch.compile variants are skipped "
                    "once it is nearly spent)")
     p.add_argument("--compile-timeout", type=float, default=90, help="seconds for one torch.compile variant")
+    p.add_argument("--precisions", default="tf32,fp16,fp16_saved", help="the variants to time, in this order")
     a = p.parse_args()
+    unknown = set(a.precisions.split(",")) - {"tf32", "fp16", "fp16_saved"}
+    if unknown:
+        p.error(f"--precisions: unknown {sorted(unknown)}")
     started = time.time()
     result = {"torch": torch.__version__, "models": [run_model(m, a.steps, a, started) for m in a.models.split(",")]}
     if a.json:

@@ -1,8 +1,14 @@
 /*
- * test_fp16_gpu.c - fp16 mode's overflow word (label `gpu`; SKIPPED without a GPU): inputs in range leave it clear;
- * an input past 65504 sets it (its conversion), and so do inputs in range whose G = grad_output @ W2 and R = G *
- * gelu'(x) are not (the fp16 R, in blocks 2 and 3); the synchronous query reads what the device word holds and
- * clears it; fp32 mode never sets it.
+ * test_fp16_gpu.c - fp16 mode (label `gpu`; SKIPPED without a GPU).
+ * The overflow word: inputs in range leave it clear; an input past 65504 sets it (its conversion, or gg_to_fp16's),
+ * and so do inputs in range whose G = grad_output @ W2 and R = G * gelu'(x) are not (the fp16 R, in blocks 2 and 3);
+ * the synchronous query reads what the device word holds and clears it; fp32 mode never sets it.
+ * The fp16 copies of the operands (the *_fp16 args of blocks 2 and 3): on random inputs, at token counts on each
+ * route (few tokens, where some GEMMs read the fp32 weights; the converting route; the narrow schedule), a call
+ * given the copies (made by gg_to_fp16 or written by the forward) writes the same bits as the call without them,
+ * eager and in a padded graph; where the copies change the schedule (the narrow schedule's G on every SM) within
+ * 1e-3 of the largest element. The forward's copies are bitwise gg_to_fp16's of its fp32 outputs, and a forward
+ * given the weights' copies writes the same bits as one without.
  */
 #include "gpu_test.h"
 
@@ -103,7 +109,221 @@ static void overflow_sets_the_flag(void **state) {
     gg_ctx_destroy(ctx);
 }
 
+/* ---- the fp16 copies ---- */
+
+enum { CM = 3000, CD = 256, CF = 1024 }; /* the largest call; dims the f32w routes take */
+
+static float *random_dev(size_t n, float scale, uint32_t *seed) {
+    float *host = malloc(n * sizeof *host), *dev = NULL;
+    for (size_t i = 0; i < n; ++i) {
+        *seed ^= *seed << 13, *seed ^= *seed >> 17, *seed ^= *seed << 5;
+        host[i] = scale * ((float)(*seed >> 8) / 8388608.0f - 1.0f);
+    }
+    CUDA_OK(cudaMalloc((void **)&dev, n * sizeof *dev));
+    CUDA_OK(cudaMemcpy(dev, host, n * sizeof *dev, cudaMemcpyHostToDevice));
+    free(host);
+    return dev;
+}
+
+static void *fp16_of(gg_ctx *ctx, const float *src, size_t n) {
+    void *dst = NULL;
+    CUDA_OK(cudaMalloc(&dst, n * 2));
+    GG_OK(ctx, gg_to_fp16(ctx, src, dst, n, NULL));
+    return dst;
+}
+
+/* Inputs, their fp16 copies, and two sets of outputs (without and with the copies). */
+typedef struct copy_io {
+    float *dy, *x, *w1, *w2, *pre, *act;
+    void *x16, *w1_16, *w2_16, *act16;
+    float *out[2][5]; /* dx, dw1, dw2, db1, db2 */
+} copy_io;
+
+static const size_t out_elems[5] = {(size_t)CM * CD, (size_t)CF * CD, (size_t)CD * CF, CF, CD};
+
+static copy_io make_copy_io(gg_ctx *ctx, uint32_t seed) {
+    copy_io io;
+    io.dy = random_dev((size_t)CM * CD, 1, &seed), io.x = random_dev((size_t)CM * CD, 1, &seed);
+    io.w1 = random_dev((size_t)CF * CD, 0.0625f, &seed), io.w2 = random_dev((size_t)CD * CF, 0.03125f, &seed);
+    io.pre = random_dev((size_t)CM * CF, 2, &seed), io.act = random_dev((size_t)CM * CF, 2, &seed);
+    io.x16 = fp16_of(ctx, io.x, (size_t)CM * CD), io.w1_16 = fp16_of(ctx, io.w1, (size_t)CF * CD);
+    io.w2_16 = fp16_of(ctx, io.w2, (size_t)CD * CF), io.act16 = fp16_of(ctx, io.act, (size_t)CM * CF);
+    for (int k = 0; k < 2; ++k)
+        for (int o = 0; o < 5; ++o) CUDA_OK(cudaMalloc((void **)&io.out[k][o], out_elems[o] * sizeof(float)));
+    return io;
+}
+
+static void free_copy_io(copy_io *io) {
+    void *p[] = {io->dy, io->x, io->w1, io->w2, io->pre, io->act, io->x16, io->w1_16, io->w2_16, io->act16};
+    for (size_t i = 0; i < sizeof p / sizeof p[0]; ++i) cudaFree(p[i]);
+    for (int k = 0; k < 2; ++k)
+        for (int o = 0; o < 5; ++o) cudaFree(io->out[k][o]);
+}
+
+/* Block `block`'s backward in fp16 mode at M tokens into output set k (poisoned first: NaN), with the copies or
+ * not; eager (g NULL) or a run of graph g. */
+static void run_with_copies(gg_ctx *ctx, gg_graph *g, const copy_io *io, int block, int64_t M, int k, int copies) {
+    for (int o = 0; o < 5; ++o) CUDA_OK(cudaMemset(io->out[k][o], 0xff, out_elems[o] * sizeof(float)));
+    float *const *out = io->out[k];
+    const void *x16 = copies ? io->x16 : NULL, *w1_16 = copies ? io->w1_16 : NULL;
+    const void *w2_16 = copies ? io->w2_16 : NULL, *act16 = copies ? io->act16 : NULL;
+    if (block == 2) {
+        const gg_gelu_ffn_desc d = {M, CD, CF, GG_PRECISION_FP16, 0};
+        const gg_gelu_ffn_args a = {io->dy, io->x,  io->w1, io->w2, io->pre, io->act, io->act, out[0], out[1],
+                                    out[2], NULL,   x16,    w1_16,  w2_16,   act16};
+        GG_OK(ctx, g ? gg_gelu_ffn_graph_run(g, &d, &a, NULL) : gg_gelu_ffn_backward(ctx, &d, &a, NULL));
+    } else {
+        const gg_mlp_desc d = {M, CD, CF, GG_PRECISION_FP16, 0};
+        const gg_mlp_args a = {io->dy, io->x,  io->w1, io->w2, io->pre, io->act, out[0], out[1],
+                               out[3], out[2], out[4], NULL,   x16,    w1_16,   w2_16,  act16};
+        GG_OK(ctx, g ? gg_mlp_graph_run(g, &d, &a, NULL) : gg_mlp_backward(ctx, &d, &a, NULL));
+    }
+    CUDA_OK(cudaDeviceSynchronize());
+}
+
+/* Output sets 0 and 1 bitwise equal (exact) or within tol of each tensor's largest |element|; NaN never passes. */
+static void outputs_agree(const copy_io *io, int block, int64_t M, int exact, const char *what) {
+    const size_t n_out[5] = {(size_t)M * CD, out_elems[1], out_elems[2], out_elems[3], out_elems[4]};
+    for (int o = 0; o < (block == 3 ? 5 : 3); ++o) {
+        float *a = malloc(n_out[o] * sizeof *a), *b = malloc(n_out[o] * sizeof *b);
+        CUDA_OK(cudaMemcpy(a, io->out[0][o], n_out[o] * sizeof *a, cudaMemcpyDeviceToHost));
+        CUDA_OK(cudaMemcpy(b, io->out[1][o], n_out[o] * sizeof *b, cudaMemcpyDeviceToHost));
+        double scale = 0, worst = 0;
+        for (size_t i = 0; i < n_out[o]; ++i) {
+            if (!isfinite(a[i]) || !isfinite(b[i]))
+                fail_msg("%s, block %d, M = %lld: output %d element %zu is %g / %g", what, block, (long long)M, o, i,
+                         a[i], b[i]);
+            scale = fmax(scale, fabs(a[i]));
+            worst = fmax(worst, fabs((double)a[i] - b[i]));
+        }
+        if (exact && memcmp(a, b, n_out[o] * sizeof *a) != 0)
+            fail_msg("%s, block %d, M = %lld: output %d differs from the call without copies (by up to %g of %g)",
+                     what, block, (long long)M, o, worst, scale);
+        if (worst > 1e-3 * scale)
+            fail_msg("%s, block %d, M = %lld: output %d off by %g of %g", what, block, (long long)M, o, worst, scale);
+        free(a), free(b);
+    }
+}
+
+static void copies_give_the_same_results(void **state) {
+    (void)state;
+    REQUIRE_GPU();
+    gg_ctx *ctx = new_ctx();
+    copy_io io = make_copy_io(ctx, 20261203u);
+    /* few tokens (the f32w / TF32-G routes), the converting route, the narrow schedule (G on every SM when given
+     * every copy it would convert beside G: another GEMM algorithm, so within tolerance) */
+    const int64_t tokens[] = {64, 700, CM};
+    for (int block = 2; block <= 3; ++block)
+        for (size_t t = 0; t < sizeof tokens / sizeof tokens[0]; ++t) {
+            const int64_t M = tokens[t];
+            run_with_copies(ctx, NULL, &io, block, M, 0, 0);
+            run_with_copies(ctx, NULL, &io, block, M, 1, 1);
+            outputs_agree(&io, block, M, M <= 1024, "eager");
+        }
+    /* a padded graph run (bucket 4096 for 3000 tokens: the copies' rows staged like the fp32 tensors') */
+    gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
+    gc.max_tokens = 4096;
+    for (int block = 2; block <= 3; ++block) {
+        gg_graph *g = NULL;
+        if (block == 2) {
+            const gg_gelu_ffn_desc d = {CM, CD, CF, GG_PRECISION_FP16, 0};
+            GG_OK(ctx, gg_gelu_ffn_graph_create(ctx, &d, &gc, &g));
+        } else {
+            const gg_mlp_desc d = {CM, CD, CF, GG_PRECISION_FP16, 0};
+            GG_OK(ctx, gg_mlp_graph_create(ctx, &d, &gc, &g));
+        }
+        run_with_copies(ctx, g, &io, block, CM, 0, 0);
+        run_with_copies(ctx, g, &io, block, CM, 1, 1);
+        outputs_agree(&io, block, CM, 0, "padded graph");
+        gg_graph_destroy(g);
+    }
+    free_copy_io(&io);
+    gg_ctx_destroy(ctx);
+}
+
+/* Whether two device buffers of `bytes` hold the same bits. */
+static int same_bits(const void *a, const void *b, size_t bytes) {
+    char *ha = malloc(bytes), *hb = malloc(bytes);
+    CUDA_OK(cudaMemcpy(ha, a, bytes, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(hb, b, bytes, cudaMemcpyDeviceToHost));
+    const int same = memcmp(ha, hb, bytes) == 0;
+    free(ha), free(hb);
+    return same;
+}
+
+static void forward_writes_and_reads_copies(void **state) {
+    (void)state;
+    REQUIRE_GPU();
+    gg_ctx *ctx = new_ctx();
+    uint32_t seed = 77u;
+    const size_t MD = (size_t)CM * CD, MF = (size_t)CM * CF;
+    float *x = random_dev(MD, 1, &seed), *w1 = random_dev((size_t)CF * CD, 0.0625f, &seed);
+    float *w2 = random_dev((size_t)CD * CF, 0.03125f, &seed), *b1 = random_dev(CF, 0.1f, &seed);
+    float *b2 = random_dev(CD, 0.1f, &seed);
+    void *w1_16 = fp16_of(ctx, w1, (size_t)CF * CD), *w2_16 = fp16_of(ctx, w2, (size_t)CD * CF);
+    float *pre[2], *act[2], *out[2];
+    void *x16 = NULL, *act16 = NULL, *x16_ref = NULL, *act16_ref = NULL;
+    for (int k = 0; k < 2; ++k) {
+        CUDA_OK(cudaMalloc((void **)&pre[k], MF * 4));
+        CUDA_OK(cudaMalloc((void **)&act[k], MF * 4));
+        CUDA_OK(cudaMalloc((void **)&out[k], MD * 4));
+    }
+    CUDA_OK(cudaMalloc(&x16, MD * 2));
+    CUDA_OK(cudaMalloc(&act16, MF * 2));
+    CUDA_OK(cudaMemset(x16, 0xff, MD * 2));
+    CUDA_OK(cudaMemset(act16, 0xff, MF * 2));
+    const gg_mlp_desc d = {CM, CD, CF, GG_PRECISION_FP16, 0};
+    /* without copies; then with the weights' copies read and hidden_states' and the activation's written */
+    const gg_mlp_fwd_args plain = {x, w1, b1, w2, b2, pre[0], act[0], out[0], NULL, NULL, NULL, NULL};
+    const gg_mlp_fwd_args copies = {x, w1, b1, w2, b2, pre[1], act[1], out[1], w1_16, w2_16, x16, act16};
+    GG_OK(ctx, gg_mlp_forward(ctx, &d, &plain, NULL));
+    GG_OK(ctx, gg_mlp_forward(ctx, &d, &copies, NULL));
+    CUDA_OK(cudaDeviceSynchronize());
+    assert_true(same_bits(pre[0], pre[1], MF * 4));
+    assert_true(same_bits(act[0], act[1], MF * 4));
+    assert_true(same_bits(out[0], out[1], MD * 4));
+    x16_ref = fp16_of(ctx, x, MD);
+    act16_ref = fp16_of(ctx, act[0], MF);
+    CUDA_OK(cudaDeviceSynchronize());
+    assert_true(same_bits(x16, x16_ref, MD * 2));
+    assert_true(same_bits(act16, act16_ref, MF * 2));
+    void *all[] = {x, w1, w2, b1, b2, w1_16, w2_16, x16, act16, x16_ref, act16_ref, pre[0], pre[1], act[0],
+                   act[1], out[0], out[1]};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) cudaFree(all[i]);
+    gg_ctx_destroy(ctx);
+}
+
+/* gg_to_fp16 sets the overflow word for a value past 65504, and converts every element of an odd count. */
+static void to_fp16_flags_and_converts(void **state) {
+    (void)state;
+    REQUIRE_GPU();
+    gg_ctx *ctx = new_ctx();
+    const float host[7] = {1.0f, -2.5f, 65504.0f, 1e-8f, 0.333333f, -65504.0f, 3.0f};
+    float *src = NULL;
+    uint16_t *dst = NULL, got[8];
+    CUDA_OK(cudaMalloc((void **)&src, sizeof host));
+    CUDA_OK(cudaMalloc((void **)&dst, sizeof got));
+    CUDA_OK(cudaMemcpy(src, host, sizeof host, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemset(dst, 0xff, sizeof got));
+    GG_OK(ctx, gg_to_fp16(ctx, src, dst, 7, NULL));
+    assert_int_equal(found(ctx, 0), 0); /* every value within ±65504 */
+    CUDA_OK(cudaMemcpy(got, dst, sizeof got, cudaMemcpyDeviceToHost));
+    /* 1, -2.5, 65504, 1e-8 (below the smallest subnormal: 0), 0.333333 (0x3555), -65504, 3; the 8th untouched */
+    const uint16_t want[8] = {0x3c00, 0xc100, 0x7bff, 0x0000, 0x3555, 0xfbff, 0x4200, 0xffff};
+    for (int i = 0; i < 8; ++i)
+        if (got[i] != want[i]) fail_msg("element %d: 0x%04x, expected 0x%04x", i, got[i], want[i]);
+    const float big = 70000.0f;
+    CUDA_OK(cudaMemcpy(src + 6, &big, sizeof big, cudaMemcpyHostToDevice)); /* in the tail past the groups of 4 */
+    GG_OK(ctx, gg_to_fp16(ctx, src, dst, 7, NULL));
+    assert_int_equal(found(ctx, 1), 1);
+    cudaFree(src), cudaFree(dst);
+    gg_ctx_destroy(ctx);
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(overflow_sets_the_flag)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(overflow_sets_the_flag),
+                                       cmocka_unit_test(copies_give_the_same_results),
+                                       cmocka_unit_test(forward_writes_and_reads_copies),
+                                       cmocka_unit_test(to_fp16_flags_and_converts)};
     return cmocka_run_group_tests_name("fp16_gpu", tests, NULL, NULL);
 }
