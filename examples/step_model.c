@@ -187,9 +187,9 @@ int sm_create(gg_ctx *ctx, const sm_config *c, sm_model **out) {
     for (int l = 0; l < c->layers; ++l) {
         const sm_layer *y = &m->layers[l];
         const void *const *p = c->gated ? (const void *const *)&y->ssm : (const void *const *)&y->mlp;
-        /* every buffer made (grad_residual, the last field, is NULL unless fused_residual) */
+        /* every buffer made (grad_residual is NULL unless fused_residual; the fp16 copies are checked below) */
         const size_t n = c->gated            ? sizeof y->ssm / sizeof(void *)
-                         : c->fused_residual ? sizeof y->mlp / sizeof(void *)
+                         : c->fused_residual ? offsetof(gg_mlp_args, hidden_states_fp16) / sizeof(void *)
                                              : offsetof(gg_mlp_args, grad_residual) / sizeof(void *);
         for (size_t i = 0; i < n; ++i)
             if (!p[i]) goto fail;
