@@ -191,6 +191,10 @@ if [ "$stage" = all ] || [ "$stage" = step ]; then
     grep -E '^RESULT|^\[  (PASSED|FAILED|ERROR) ' "$OUT/test_residual_gpu.log"
   else skipped test_step_gpu; status=1; fi
   rm -f "$OUT/step-trace.csv"
+  # the SM clock and power while the models run: a sustained step runs at the clock the power limit allows, a single
+  # traced step (after idle) faster
+  nvidia-smi --query-gpu=clocks.sm,power.draw --format=csv,noheader,nounits -lms 250 > "$OUT/step-clocks.csv" 2>/dev/null &
+  clocks_pid=$!
   for model in "large:150:" "large_fused:120:--fused-residual" "large_fused_copies:120:--fused-residual --fp16-copies" \
                "small:45:--small" "small_fused:45:--small --fused-residual" \
                "small_fused_copies:45:--small --fused-residual --fp16-copies" "gated:50:--gated --tokens 8192"; do
@@ -207,6 +211,10 @@ if [ "$stage" = all ] || [ "$stage" = step ]; then
       grep -E 'FAILED|^step graph,|of SOL|^trace |--trace|rror' "$OUT/step-$name.log"
     else skipped "model_backward $name"; status=1; fi
   done
+  kill "$clocks_pid" 2>/dev/null
+  sort -t, -k1 -n "$OUT/step-clocks.csv" | awk -F, 'BEGIN { n = 0 } $2 > 300 { c[n++] = $1 }
+    END { if (n) printf "SM clock while the models ran (samples over 300 W): median %d MHz, lowest %d, %d samples\n",
+          c[int(n / 2)], c[0], n }' | tee -a "$OUT/step.log"
   if [ -s "$OUT/step-trace.csv" ]; then
     mkdir -p "$OUT/plots"
     timeout 60 python3 scripts/plot_step_timeline.py "$OUT/step-trace.csv" "$OUT/plots" --json "$OUT/step-timeline.json" \

@@ -35,12 +35,11 @@ gg_status gg_to_fp16(gg_ctx *ctx, const float *src, void *dst, size_t count, gg_
     int saved = 0;
     GG_TRY(gg_device_enter(ctx, &saved)); /* claims ctx: the checks below write its message */
     gg_status status = check(ctx, fn, src, dst, count);
-    if (status == GG_SUCCESS && count)
-        GG_CUDA_GOTO(ctx,
-                     gg_k_f32_to_f16(src, dst, count, ctx->sm_count, 0, GG_PRIORITY_OF_STREAM,
-                                     ctx->counter + GG_COUNTER_OVERFLOW, (cudaStream_t)stream),
-                     status, done);
-done:
+    if (status == GG_SUCCESS && count) {
+        const cudaError_t err = gg_k_f32_to_f16(src, dst, count, ctx->sm_count, 0, GG_PRIORITY_OF_STREAM,
+                                                ctx->counter + GG_COUNTER_OVERFLOW, (cudaStream_t)stream);
+        if (err != cudaSuccess) status = gg_fail_cuda(ctx, err, "gg_to_fp16: launching the conversion kernel");
+    }
     gg_device_leave(ctx, saved);
     return status;
 }
