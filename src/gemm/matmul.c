@@ -109,11 +109,13 @@ static int keep_fitting_clusters(gg_ctx *ctx, gg_matmul *mm, cublasLtMatmulHeuri
     return found;
 }
 
-/* A GEMM with an SM count target, or with an odd k from 32768 (gg_matmul_split_k_untrusted), runs without split-k:
- * with CUDA 13.0's cuBLASLt on an H200, its split-k (2) algorithms under an SM target of 92 wrote wrong results for block 4's
- * dW at k = 32769 and 65537 tokens (1-2 % of the elements off by up to 13x the tolerance, test_shapes_gpu), where
- * k = 32768, 32767, 65536 and 65538 were right; so did its split-k (8) algorithm without an SM target at k = 65537
- * (256 x 1472, the fused route's dW: 1 % of the elements, up to 9x, in 3 rounds out of 3).
+/* A GEMM with an odd k from 32768 (gg_matmul_split_k_untrusted) runs without split-k: with CUDA 13.0's cuBLASLt on
+ * an H200, its split-k (2) algorithms under an SM target of 92 wrote wrong results for block 4's dW at k = 32769 and
+ * 65537 tokens (1-2 % of the elements off by up to 13x the tolerance, test_shapes_gpu), where k = 32768, 32767,
+ * 65536 and 65538 were right; so did its split-k (8) algorithm without an SM target at k = 65537 (256 x 1472, the
+ * fused route's dW: 1 % of the elements, up to 9x, in 3 rounds out of 3). Other k keep split-k, SM target or not:
+ * without it block 4's dW beside the narrow schedule (a 768 x 1536 gradient over k = 11912 or 17312 tokens) is 60-70 %
+ * slower, and no other k was ever found wrong (docs/decisions.md).
  * Keeps the unsplit results in the heuristic's order; when the heuristic offers none (at 1344 x 768 and 2880 x 1408
  * with k = 32769 and 65537 it offered only split-k (2) ones among those with small clusters), the same algorithms
  * re-configured to split-k 1 that cuBLASLt accepts. The new count; `found` with a warning when neither exists. */
@@ -240,8 +242,7 @@ gg_status gg_matmul_plan(gg_ctx *ctx, const gg_gemm_shape *s, gg_matmul *mm) {
      * GEMM planned without a limit (a data-parallel plan sums what the eager path computes, test_dist_mpi). */
     const int exact = s->ab_type == CUDA_R_32F && s->compute == CUBLAS_COMPUTE_32F;
     if (found > 0 && mm->max_cluster_ctas) found = keep_fitting_clusters(ctx, mm, results, found, !exact);
-    if (found > 0 && (s->sm_count_target > 0 || gg_matmul_split_k_untrusted(s->k)))
-        found = keep_unsplit(ctx, mm, results, found);
+    if (found > 0 && gg_matmul_split_k_untrusted(s->k)) found = keep_unsplit(ctx, mm, results, found);
     if (found > TUNE_CANDIDATES) found = TUNE_CANDIDATES;
     if (found < 1) {
         status = gg_fail(ctx, GG_ERROR_CUBLAS,
