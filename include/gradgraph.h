@@ -234,6 +234,16 @@ GG_API gg_status gg_fp16_overflow(gg_ctx *ctx, int *found, int clear);
  * count 0 enqueues nothing. */
 GG_API gg_status gg_to_fp16(gg_ctx *ctx, const float *src, void *dst, size_t count, gg_stream stream);
 
+/* The gradients' Inf/NaN check, for a training loop without gradgraph's optimizer (gg_optim checks its gradients
+ * itself: check_finite): sets the unsigned at device_flag to 1 when any of count elements at data (fp32; bf16 when
+ * bf16 is nonzero) is Inf or NaN, and leaves it as it is otherwise (clear it yourself, like the overflow word, whose
+ * address gg_fp16_overflow_flag gives: passing it makes one found-inf word for both, as AMP's). Enqueued on stream,
+ * no host sync: it may be captured; after a backward, on the stream the backward ran on (a step graph or a block
+ * call has joined its gradients by then). data and device_flag device (or managed) memory, data GG_ALIGNMENT-aligned
+ * and device_flag 4-byte aligned, not overlapping; count 0 enqueues nothing. */
+GG_API gg_status gg_check_finite(gg_ctx *ctx, const void *data, size_t count, int bf16, unsigned *device_flag,
+                                 gg_stream stream);
+
 /* ---------------------------------------------------------------------------------------------------------------
  * Blocks. Shapes: M = tokens (batch_size * seq_len). Limits, each checked with a message naming the field:
  *   - M >= 1. M = 0 (an empty batch) is rejected with GG_ERROR_INVALID_ARGUMENT: its weight gradients are zero,

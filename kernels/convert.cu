@@ -1,4 +1,4 @@
-/* convert.cu - dtype conversions of operands (fp32 -> fp16 for the FP16 precision mode). */
+/* convert.cu - dtype conversions of operands (fp32 -> fp16 for the FP16 precision mode), and the finite check. */
 #include "gg_kernels.h"
 #include "launch.cuh"
 #include "vec.cuh"
@@ -62,4 +62,47 @@ extern "C" cudaError_t gg_k_f32_to_f16(const float *in, void *out, size_t n, int
     const cudaLaunchConfig_t config =
         plain_launch(dim3(grid_for((size_t)n4, sm_count, 16)), kThreads, 0, priority, stream, &attrs);
     return cudaLaunchKernelEx(&config, f32_to_f16_kernel<kThreads, 1>, src, dst, n4, tail, overflow);
+}
+
+namespace {
+
+/* Whether 32-bit word w holds a non-finite value: one fp32 (bf16 0), or two bf16 (bf16 1; either half). An
+ * exponent of all ones is Inf or NaN in both formats. */
+__device__ __forceinline__ bool non_finite_word(uint32_t w, bool bf16) {
+    return bf16 ? ((w & 0x7f800000u) == 0x7f800000u) || ((w & 0x7f80u) == 0x7f80u) : (w & 0x7f800000u) == 0x7f800000u;
+}
+
+/* Grid-stride over n16 16-byte groups, then the `tail` bytes past them (a multiple of the element size) by thread 0;
+ * sets *flag when any element is Inf or NaN (a warp vote at the end). */
+__global__ void __launch_bounds__(kThreads) check_finite_kernel(const uint4 *__restrict__ data, int64_t n16, int tail,
+                                                                bool bf16, unsigned *flag) {
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    bool bad = false;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n16; i += stride) {
+        const uint4 v = __ldcs(data + i); /* read once: evict-first */
+        bad |= non_finite_word(v.x, bf16) | non_finite_word(v.y, bf16) | non_finite_word(v.z, bf16) |
+               non_finite_word(v.w, bf16);
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        const uint16_t *rest = reinterpret_cast<const uint16_t *>(data + n16); /* tail: whole elements */
+        for (int t = 0; t < tail / 2; t += bf16 ? 1 : 2) {
+            const uint32_t w = bf16 ? (uint32_t)rest[t] : (uint32_t)rest[t] | (uint32_t)rest[t + 1] << 16;
+            bad |= non_finite_word(w, bf16); /* a bf16 in the low half; the high half 0 */
+        }
+    }
+    flag_overflow(flag, bad);
+}
+
+} // namespace
+
+extern "C" cudaError_t gg_k_check_finite(const void *data, size_t n, int bf16, unsigned *flag, int sm_count,
+                                         cudaStream_t stream) {
+    const size_t bytes = n * (bf16 ? 2 : 4);
+    const int64_t n16 = (int64_t)(bytes / 16);
+    const int tail = (int)(bytes % 16);
+    LaunchAttrs attrs;
+    const cudaLaunchConfig_t config = plain_launch(dim3(grid_for((size_t)n16, sm_count, 16)), kThreads, 0,
+                                                   GG_PRIORITY_OF_STREAM, stream, &attrs);
+    return cudaLaunchKernelEx(&config, check_finite_kernel, static_cast<const uint4 *>(data), n16, tail, bf16 != 0,
+                              flag);
 }

@@ -142,6 +142,11 @@ cudaError_t gg_k_gemm_f32w(const void *A, const float *B, void *C, gg_dtype c_ty
 cudaError_t gg_k_f32_to_f16(const float *in, void *out, size_t n, int sm_count, int narrow_ctas, int priority,
                             unsigned *overflow, cudaStream_t stream);
 
+/* Sets *flag (a device word) to 1 when any of the n elements at data (fp32, or bf16 when bf16 is nonzero; 16-byte
+ * aligned) is Inf or NaN; leaves it otherwise. */
+cudaError_t gg_k_check_finite(const void *data, size_t n, int bf16, unsigned *flag, int sm_count,
+                              cudaStream_t stream);
+
 /* Graph padding. Copies the first M rows (M = *device_rows when device_rows is not NULL, read when the kernel
  * runs; else `rows`) of row_bytes each from src to dst and zeroes dst's rows [M, zero_rows). With zero_rows <= M it
  * only copies (staging out). The grid covers max(rows, zero_rows) rows: with device_rows, pass the capacity. */

@@ -913,6 +913,57 @@ static void dist_entry_points_check_arguments(void **state) {
     destroy_ctx(ctx);
 }
 
+/* ---- gg_check_finite ---- */
+
+/* One call of gg_check_finite that must be refused with status and a message containing text, enqueuing nothing. */
+static void expect_finite_refused(gg_ctx *ctx, const void *data, size_t count, int bf16, unsigned *flag,
+                                  gg_status status, const char *text) {
+    const int enqueued = fake.enqueued;
+    assert_int_equal(gg_check_finite(ctx, data, count, bf16, flag, NULL), status);
+    assert_message_has(ctx, text);
+    assert_int_equal(fake.enqueued, enqueued);
+}
+
+/* Every argument checked and named (NULL, misaligned, overlapping, host memory, past the end of memory), nothing
+ * enqueued when refused; count 0 enqueues nothing; otherwise one launch, fp32 or bf16, at any count; a failed launch
+ * is named and the context works after it. */
+static void check_finite_checks_and_launches(void **state) {
+    (void)state;
+    assert_int_equal(gg_check_finite(NULL, FAKE(0), 8, 0, FAKE(1), NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(gg_last_error(NULL), "gg_check_finite: ctx is NULL"));
+    gg_ctx *ctx = make_ctx();
+    unsigned *flag = (unsigned *)FAKE(1);
+    expect_finite_refused(ctx, NULL, 8, 0, flag, GG_ERROR_INVALID_ARGUMENT, "gg_check_finite: data is NULL");
+    expect_finite_refused(ctx, FAKE(0), 8, 0, NULL, GG_ERROR_INVALID_ARGUMENT, "gg_check_finite: device_flag is NULL");
+    expect_finite_refused(ctx, (char *)FAKE(0) + 4, 8, 0, flag, GG_ERROR_MISALIGNED,
+                          "gg_check_finite: data (0x100000000004) is not 16-byte aligned");
+    expect_finite_refused(ctx, FAKE(0), 8, 0, (unsigned *)((char *)FAKE(1) + 2), GG_ERROR_MISALIGNED,
+                          "device_flag (0x200000000002) is not 4-byte aligned");
+    expect_finite_refused(ctx, FAKE(0), 8, 0, (unsigned *)((char *)FAKE(0) + 28), GG_ERROR_INVALID_ARGUMENT,
+                          "gg_check_finite: device_flag overlaps data");
+    expect_finite_refused(ctx, FAKE(0), SIZE_MAX / 2, 0, flag, GG_ERROR_INVALID_ARGUMENT,
+                          "run past the end of memory");
+    fake.host_lo = (uintptr_t)FAKE(1);
+    fake.host_hi = fake.host_lo + 16;
+    expect_finite_refused(ctx, FAKE(0), 8, 0, flag, GG_ERROR_INVALID_ARGUMENT,
+                          "gg_check_finite: device_flag (0x200000000000) is host memory");
+    fake.host_lo = fake.host_hi = 0;
+    const int launches = fake_kernel_launches("check_finite_kernel");
+    assert_int_equal(gg_check_finite(ctx, FAKE(0), 0, 0, flag, NULL), GG_SUCCESS); /* nothing to check */
+    assert_int_equal(fake_kernel_launches("check_finite_kernel"), launches);
+    assert_int_equal(gg_check_finite(ctx, FAKE(0), 3, 1, flag, NULL), GG_SUCCESS); /* bf16, a tail only */
+    assert_int_equal(gg_check_finite(ctx, FAKE(0), 1000003, 0, flag, NULL), GG_SUCCESS);
+    assert_int_equal(fake_kernel_launches("check_finite_kernel"), launches + 2);
+    fake.fail_kind = FAKE_LAUNCH;
+    fake.fail_at = fake.calls[FAKE_LAUNCH] + 1;
+    assert_int_equal(gg_check_finite(ctx, FAKE(0), 64, 0, flag, NULL), GG_ERROR_CUDA);
+    assert_message_has(ctx, "gg_check_finite: launching the check");
+    fake.fail_at = 0;
+    assert_int_equal(gg_check_finite(ctx, FAKE(0), 64, 0, flag, NULL), GG_SUCCESS);
+    assert_int_equal(fake_kernel_launches("check_finite_kernel"), launches + 3);
+    destroy_ctx(ctx);
+}
+
 /* ---- misuse: host memory, two threads ---- */
 
 /* Host memory (unregistered or pinned) is refused at validation, naming the argument, with nothing enqueued, on the
@@ -1090,6 +1141,7 @@ int main(void) {
         cmocka_unit_test(gemm_cluster_limit_from_environment),
         cmocka_unit_test(split_k_refused_at_odd_k_from_32768),
         cmocka_unit_test(dist_entry_points_check_arguments),
+        cmocka_unit_test(check_finite_checks_and_launches),
         cmocka_unit_test(host_pointers_are_refused),
         cmocka_unit_test(device_pointers_are_queried_once),
         cmocka_unit_test(second_thread_is_refused),

@@ -2,7 +2,8 @@
  * test_fp16_gpu.c - fp16 mode (label `gpu`; SKIPPED without a GPU).
  * The overflow word: inputs in range leave it clear; an input past 65504 sets it (its conversion, or gg_to_fp16's),
  * and so do inputs in range whose G = grad_output @ W2 and R = G * gelu'(x) are not (the fp16 R, in blocks 2 and 3);
- * the synchronous query reads what the device word holds and clears it; fp32 mode never sets it.
+ * the synchronous query reads what the device word holds and clears it; fp32 mode never sets it. gg_check_finite
+ * sets a word for an Inf or NaN anywhere in fp32 or bf16 data, and leaves it for finite data.
  * The fp16 copies of the operands (the *_fp16 args of blocks 2 and 3): on random inputs, at token counts on each
  * route (few tokens, where some GEMMs read the fp32 weights; the converting route; the narrow schedule), a call
  * given the copies (made by gg_to_fp16 or written by the forward) writes the same bits as the call without them,
@@ -320,10 +321,59 @@ static void to_fp16_flags_and_converts(void **state) {
     gg_ctx_destroy(ctx);
 }
 
+/* gg_check_finite: finite fp32 and bf16 data (the largest finite values, subnormals, zeros) leave the word as it is;
+ * one Inf or NaN anywhere sets it: in the 16-byte body and in the tail past it, either half of a bf16 pair. */
+static void check_finite_finds_inf_and_nan(void **state) {
+    (void)state;
+    REQUIRE_GPU();
+    gg_ctx *ctx = new_ctx();
+    enum { N = 1003 }; /* 62 groups of 16 bytes and a tail of 3 fp32 / 11 bf16 */
+    float host[N];
+    uint16_t host16[N];
+    for (int i = 0; i < N; ++i) {
+        host[i] = i % 3 == 0 ? 3.4e38f : i % 3 == 1 ? -1e-42f : 0.0f; /* largest finite, subnormal, zero */
+        host16[i] = i % 2 ? 0x7f7f : 0x0001;                          /* bf16's largest finite, a subnormal */
+    }
+    float *d = NULL;
+    uint16_t *d16 = NULL;
+    unsigned *flag = NULL, word = 0;
+    CUDA_OK(cudaMalloc((void **)&d, sizeof host));
+    CUDA_OK(cudaMalloc((void **)&d16, sizeof host16));
+    CUDA_OK(cudaMalloc((void **)&flag, sizeof *flag));
+    const uint32_t inf = 0x7f800000u, nan = 0x7fc00001u, ninf = 0xff800000u;
+    const struct {
+        int bf16, at;
+        uint32_t bits; /* 0: all finite */
+    } runs[] = {{0, 0, 0},     {0, N - 1, inf}, {0, 500, nan}, {0, 0, ninf},       {1, 0, 0},
+                {1, N - 1, 0x7fc1}, {1, 7, 0xff80}, {1, 998, 0x7f80}, {1, 501, 0xffff}};
+    for (size_t r = 0; r < sizeof runs / sizeof runs[0]; ++r) {
+        CUDA_OK(cudaMemcpy(d, host, sizeof host, cudaMemcpyHostToDevice));
+        CUDA_OK(cudaMemcpy(d16, host16, sizeof host16, cudaMemcpyHostToDevice));
+        if (runs[r].bits && !runs[r].bf16) CUDA_OK(cudaMemcpy(d + runs[r].at, &runs[r].bits, 4, cudaMemcpyHostToDevice));
+        const uint16_t b16 = (uint16_t)runs[r].bits;
+        if (runs[r].bits && runs[r].bf16) CUDA_OK(cudaMemcpy(d16 + runs[r].at, &b16, 2, cudaMemcpyHostToDevice));
+        CUDA_OK(cudaMemset(flag, 0, sizeof *flag));
+        GG_OK(ctx, gg_check_finite(ctx, runs[r].bf16 ? (const void *)d16 : d, N, runs[r].bf16, flag, NULL));
+        CUDA_OK(cudaMemcpy(&word, flag, sizeof word, cudaMemcpyDeviceToHost));
+        if ((word != 0) != (runs[r].bits != 0))
+            fail_msg("run %zu (%s, 0x%x at %d): the word is %u", r, runs[r].bf16 ? "bf16" : "fp32", runs[r].bits,
+                     runs[r].at, word);
+        if (runs[r].bits) { /* set: a finite check after it leaves it set */
+            CUDA_OK(cudaMemcpy(d, host, sizeof host, cudaMemcpyHostToDevice));
+            GG_OK(ctx, gg_check_finite(ctx, d, N, 0, flag, NULL));
+            CUDA_OK(cudaMemcpy(&word, flag, sizeof word, cudaMemcpyDeviceToHost));
+            assert_int_equal(word, 1);
+        }
+    }
+    cudaFree(d), cudaFree(d16), cudaFree(flag);
+    gg_ctx_destroy(ctx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(overflow_sets_the_flag),
                                        cmocka_unit_test(copies_give_the_same_results),
                                        cmocka_unit_test(forward_writes_and_reads_copies),
-                                       cmocka_unit_test(to_fp16_flags_and_converts)};
+                                       cmocka_unit_test(to_fp16_flags_and_converts),
+                                       cmocka_unit_test(check_finite_finds_inf_and_nan)};
     return cmocka_run_group_tests_name("fp16_gpu", tests, NULL, NULL);
 }
