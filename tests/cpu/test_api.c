@@ -741,11 +741,11 @@ static int logged_split_k(int64_t k) {
     return -1;
 }
 
-/* cuBLASLt's split-k is not taken at an odd k from 32768 (matmul.c, keep_unsplit), the heuristic offering only a
+/* cuBLASLt's split-k is not taken at an odd k from 16384 (matmul.c, keep_unsplit), the heuristic offering only a
  * split-k (2) algorithm: block 3's dW GEMMs (k = the tokens) run it re-configured to split-k 1 at 32769 tokens and keep
  * split-k 2 at 32768; G (k = hidden, under the narrow schedule's SM target) and dX (k = ffn) keep split-k 2. When
  * cuBLASLt refuses the re-configured algorithm, the plans keep split-k 2 and warn. */
-static void split_k_refused_at_odd_k_from_32768(void **state) {
+static void split_k_refused_at_odd_k_from_16384(void **state) {
     (void)state;
     for (int round = 0; round < 3; ++round) {
         const int64_t tokens = round == 1 ? 32768 : 32769;
@@ -1139,7 +1139,7 @@ int main(void) {
         cmocka_unit_test(graph_debug_dot_captures_again),
         cmocka_unit_test(log_level_from_environment),
         cmocka_unit_test(gemm_cluster_limit_from_environment),
-        cmocka_unit_test(split_k_refused_at_odd_k_from_32768),
+        cmocka_unit_test(split_k_refused_at_odd_k_from_16384),
         cmocka_unit_test(dist_entry_points_check_arguments),
         cmocka_unit_test(check_finite_checks_and_launches),
         cmocka_unit_test(host_pointers_are_refused),

@@ -83,12 +83,12 @@ static void unknown_cluster_shapes_have_no_count(void **state) {
     assert_int_equal(gg_cluster_shape_ctas(1000), 0);
 }
 
-/* The k that were wrong with split-k (32769, 65537) and every odd k from 32768 are refused it; the k that were
- * right (32767, 32768, 65536, 65538) and the benchmark's token counts keep it. */
-static void split_k_untrusted_at_odd_k_from_32768(void **state) {
+/* The k that were wrong with split-k (27137, 32769, 65537) and every odd k from 16384 are refused it; even k, the
+ * smaller odd ones and the benchmark's token counts keep it. */
+static void split_k_untrusted_at_odd_k_from_16384(void **state) {
     (void)state;
-    static const int64_t untrusted[] = {32769, 65537, 98305, 32771, 99999};
-    static const int64_t trusted[] = {1, 333, 32767, 32768, 65536, 65538, 74432, 39232, 34784, 100000};
+    static const int64_t untrusted[] = {27137, 32769, 65537, 98305, 32771, 99999, 16385, 32767};
+    static const int64_t trusted[] = {1, 333, 16383, 16384, 32768, 65536, 65538, 74432, 39232, 34784, 100000};
     for (size_t i = 0; i < sizeof untrusted / sizeof untrusted[0]; ++i)
         assert_true(gg_matmul_split_k_untrusted(untrusted[i]));
     for (size_t i = 0; i < sizeof trusted / sizeof trusted[0]; ++i)
@@ -99,7 +99,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(cluster_ctas_match_the_shape_names),
         cmocka_unit_test(unknown_cluster_shapes_have_no_count),
-        cmocka_unit_test(split_k_untrusted_at_odd_k_from_32768),
+        cmocka_unit_test(split_k_untrusted_at_odd_k_from_16384),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
