@@ -1,7 +1,7 @@
 /*
  * fuzz_api.c - libFuzzer over the public API's validation, on the CUDA fakes (tests/fake): no GPU needed. Each input
  * is read as a sequence of choices: which entry point (a block's eager call or forward, a graph's create and run, a
- * context's create with a config), its desc fields (any int64, including negative and huge), its pointers (NULL,
+ * context's create with a config, gg_to_fp16, gg_check_finite), its desc fields (any int64, including negative and huge), its pointers (NULL,
  * misaligned, device, host, pinned, managed, overlapping) and the graph config's fields. Every call must return a gg_status, a
  * message on failure, and a rejected argument must enqueue nothing; ASan and UBSan watch the host code.
  *   scripts/test.sh runs it for GG_FUZZ_SECONDS (default 60); a crash input is written to the fuzz build folder.
@@ -42,7 +42,7 @@ static void *pointer_of(reader *r, int i) {
     case 1: return (void *)(BASE(i) + 4);                    /* misaligned */
     case 2: return (void *)(BASE(40) + 16 * (take(r, 1) % 4)); /* host memory */
     case 3: return (void *)(BASE(41) + 16 * (take(r, 1) % 4)); /* managed memory */
-    case 4: return (void *)BASE(take(r, 1) % 12);            /* maybe another tensor's: overlap */
+    case 4: return (void *)BASE(take(r, 1) % 16);            /* maybe another tensor's: overlap */
     default: return (void *)BASE(i);
     }
 }
@@ -64,8 +64,8 @@ static void check_result(gg_status st, const gg_ctx *c) {
 }
 
 static gg_status block_call(reader *r, int graph) {
-    void *p[12];
-    for (int i = 0; i < 12; ++i) p[i] = pointer_of(r, i);
+    void *p[16]; /* blocks 2 and 3: the fp16 copies last, NULL half the time (any mode refuses them but fp16) */
+    for (int i = 0; i < 16; ++i) p[i] = i >= 11 && take(r, 1) % 2 ? NULL : pointer_of(r, i);
     const int block = (int)(take(r, 1) % 4) + 1;
     const int64_t tokens = size_of(r), d0 = size_of(r), d1 = size_of(r);
     const gg_precision precision = (gg_precision)(int)(take(r, 1) % 7) - 1;
@@ -98,7 +98,8 @@ static gg_status block_call(reader *r, int graph) {
     }
     case 2: {
         gg_gelu_ffn_desc d = {tokens, d0, d1, precision, accumulate};
-        gg_gelu_ffn_args a = {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10]};
+        gg_gelu_ffn_args a = {p[0], p[1], p[2], p[3], p[4],  p[5],  p[6],  p[7],
+                              p[8], p[9], p[10], p[12], p[13], p[14], p[15]};
         if (!graph) return gg_gelu_ffn_backward(ctx, &d, &a, NULL);
         st = gg_gelu_ffn_graph_create(ctx, &d, &gc, &g);
         check_result(st, ctx);
@@ -107,7 +108,8 @@ static gg_status block_call(reader *r, int graph) {
     }
     case 3: {
         gg_mlp_desc d = {tokens, d0, d1, precision, accumulate};
-        gg_mlp_args a = {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11]};
+        gg_mlp_args a = {p[0], p[1], p[2],  p[3],  p[4],  p[5],  p[6],  p[7],
+                         p[8], p[9], p[10], p[11], p[12], p[13], p[14], p[15]};
         if (!graph) return gg_mlp_backward(ctx, &d, &a, NULL);
         st = gg_mlp_graph_create(ctx, &d, &gc, &g);
         check_result(st, ctx);
@@ -130,8 +132,8 @@ static gg_status block_call(reader *r, int graph) {
 
 /* A forward call (gg_*_forward) with fuzzed sizes, precision and pointers. */
 static gg_status forward_call(reader *r) {
-    void *p[8];
-    for (int i = 0; i < 8; ++i) p[i] = pointer_of(r, i);
+    void *p[12]; /* blocks 2 and 3: the fp16 copies last, NULL half the time */
+    for (int i = 0; i < 12; ++i) p[i] = i >= 8 && take(r, 1) % 2 ? NULL : pointer_of(r, i);
     const int block = (int)(take(r, 1) % 4) + 1;
     const int64_t tokens = size_of(r), d0 = size_of(r), d1 = size_of(r);
     const gg_precision precision = (gg_precision)(int)(take(r, 1) % 7) - 1;
@@ -145,12 +147,12 @@ static gg_status forward_call(reader *r) {
     }
     case 2: {
         const gg_gelu_ffn_desc d = {tokens, d0, d1, precision, 0};
-        const gg_gelu_ffn_fwd_args a = {p[0], p[1], p[2], p[3], p[4], p[5], p[6]};
+        const gg_gelu_ffn_fwd_args a = {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[8], p[9], p[10], p[11]};
         return gg_gelu_ffn_forward(ctx, &d, &a, NULL);
     }
     case 3: {
         const gg_mlp_desc d = {tokens, d0, d1, precision, 0};
-        const gg_mlp_fwd_args a = {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]};
+        const gg_mlp_fwd_args a = {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11]};
         return gg_mlp_forward(ctx, &d, &a, NULL);
     }
     default: {
@@ -159,6 +161,15 @@ static gg_status forward_call(reader *r) {
         return gg_ssm_gate_forward(ctx, &d, &a, NULL);
     }
     }
+}
+
+/* gg_to_fp16 or gg_check_finite with fuzzed pointers and counts (any size_t). */
+static gg_status numerics_call(reader *r) {
+    void *a = pointer_of(r, 0), *b = pointer_of(r, 1);
+    const size_t count = take(r, 1) % 4 ? (size_t)take(r, 2) : (size_t)take(r, 8);
+    fake.enqueued = 0;
+    if (take(r, 1) % 2) return gg_to_fp16(ctx, a, b, count, NULL);
+    return gg_check_finite(ctx, a, count, (int)(take(r, 1) % 2), b, NULL);
 }
 
 static gg_status ctx_create(reader *r) {
@@ -193,8 +204,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fake.managed_hi = BASE(41) + 64;
     fake.host_pinned = (int)(take(&r, 1) % 2);
     fake.enqueued = 0;
-    switch ((unsigned)take(&r, 1) % 5) {
+    switch ((unsigned)take(&r, 1) % 6) {
     case 0: check_result(ctx_create(&r), NULL); break;
+    case 5: check_result(numerics_call(&r), ctx); break;
     case 1: check_result(block_call(&r, 1), ctx); break;
     case 4: check_result(forward_call(&r), ctx); break;
     default: check_result(block_call(&r, 0), ctx); break;
