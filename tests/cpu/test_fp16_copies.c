@@ -174,6 +174,14 @@ static gg_status bw_graph_create(gg_ctx *ctx, const bw *b, const gg_graph_config
     const gg_mlp_desc d = mlp_desc_of(&b->d);
     return gg_mlp_graph_create(ctx, &d, gc, g);
 }
+/* A graph of b's block with the buckets given (GG_BUCKETS_LIST), into *g. */
+static gg_status bw_list_graph(gg_ctx *ctx, const bw *b, const int64_t *buckets, int n, gg_graph **g) {
+    gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
+    gc.policy = GG_BUCKETS_LIST;
+    gc.bucket_tokens = buckets;
+    gc.n_buckets = n;
+    return bw_graph_create(ctx, b, &gc, g);
+}
 static gg_status bw_graph_run(gg_graph *g, const bw *b) {
     if (b->block == 2) return gg_gelu_ffn_graph_run(g, &b->d, &b->a2, NULL);
     const gg_mlp_desc d = mlp_desc_of(&b->d);
@@ -365,13 +373,9 @@ static void backward_copies_validated(void **state) {
             /* a graph run checks as the eager call: a tf32 graph refuses a copy, captures and enqueues nothing */
             snprintf(where, sizeof where, "block %d cc=%d graph run in tf32 with a copy", block, cc);
             const int64_t buckets[] = {256};
-            gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
-            gc.policy = GG_BUCKETS_LIST;
-            gc.bucket_tokens = buckets;
-            gc.n_buckets = 1;
             gg_graph *g = NULL;
             const bw tf32 = bw_fake(block, GG_PRECISION_TF32, 256, 1024, 4096);
-            EXPECT_EQ(bw_graph_create(ctx, &tf32, &gc, &g), GG_SUCCESS);
+            EXPECT_EQ(bw_list_graph(ctx, &tf32, buckets, 1, &g), GG_SUCCESS);
             const int enqueued = fake.enqueued, captures = fake.captures;
             const bw tf32_copy = bw_with(tf32, 1u << CP_W2);
             EXPECT_EQ(bw_graph_run(g, &tf32_copy), GG_ERROR_INVALID_ARGUMENT);
@@ -506,13 +510,9 @@ static void copies_are_read_in_a_graph(void **state) {
             owned o = {{0}, 0};
             bw b = bw_device(block, 4096, 1024, 4096, 1, &o);
             const int64_t buckets[] = {512, 4096};
-            gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
-            gc.policy = GG_BUCKETS_LIST;
-            gc.bucket_tokens = buckets;
-            gc.n_buckets = 2;
             gg_graph *g = NULL;
             snprintf(where, sizeof where, "block %d cc=%d graph create", block, cc);
-            EXPECT_EQ(bw_graph_create(ctx, &b, &gc, &g), GG_SUCCESS);
+            EXPECT_EQ(bw_list_graph(ctx, &b, buckets, 2, &g), GG_SUCCESS);
             for (size_t i = 0; i < COUNT(buckets); ++i) {
                 b.d.tokens = buckets[i];
                 snprintf(where, sizeof where, "block %d cc=%d graph run M=%lld with copies", block, cc,
@@ -568,22 +568,18 @@ static void padded_graph_with_and_without_copies(void **state) {
             owned o = {{0}, 0};
             bw b = bw_device(block, 4096, 1024, 4096, 1, &o);
             const int64_t buckets[] = {1024, 4096};
-            gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
-            gc.policy = GG_BUCKETS_LIST;
-            gc.bucket_tokens = buckets;
-            gc.n_buckets = 2;
             b.d.tokens = 3000;
             const bw plain = bw_without_copies(b);
             /* the baseline: the context's plans and scratch for these buckets exist after one graph's life */
             snprintf(where, sizeof where, "block %d cc=%d first graph", block, cc);
             gg_graph *g = NULL;
-            EXPECT_EQ(bw_graph_create(ctx, &b, &gc, &g), GG_SUCCESS);
+            EXPECT_EQ(bw_list_graph(ctx, &b, buckets, 2, &g), GG_SUCCESS);
             EXPECT_EQ(bw_graph_run(g, &plain), GG_SUCCESS);
             gg_graph_destroy(g);
             const int baseline = fake.live;
 
             snprintf(where, sizeof where, "block %d cc=%d padded run with copies", block, cc);
-            EXPECT_EQ(bw_graph_create(ctx, &b, &gc, &g), GG_SUCCESS);
+            EXPECT_EQ(bw_list_graph(ctx, &b, buckets, 2, &g), GG_SUCCESS);
             int captures = fake.captures, launches = fake.graph_launches;
             fake_log_start();
             gg_status st = bw_graph_run(g, &b);
