@@ -310,8 +310,9 @@ GG_API gg_status gg_tanh_gate_forward(gg_ctx *ctx, const gg_tanh_gate_desc *desc
  *    that the backward reads them instead of converting again, as PyTorch's autocast saves fp16 copies for its
  *    backward: the forward writes hidden_states_fp16 and the activation's copy when asked (gg_*_fwd_args), the
  *    optimizer the weights' (gg_optim_param.copy, GG_OPTIM_FP16), gg_to_fp16 any tensor. Each must hold exactly its
- *    fp32 tensor rounded to fp16 (not checked; the results are then bitwise those of the call without it). The fp32
- *    tensors stay required. A given copy is read where fp16 mode reads that operand in fp16; where a route reads the
+ *    fp32 tensor rounded to fp16 (not checked). The results are then those of the call without them: bitwise, but
+ *    where giving the copies of X, W1 and the activation lets G take every SM (more than 1024 tokens, a call that does
+ *    not sync), which may sum in another order (docs/blocks.md). The fp32 tensors stay required. A given copy is read where fp16 mode reads that operand in fp16; where a route reads the
  *    fp32 weight itself (few tokens: docs/blocks.md) it is not read. In the other precision modes give NULL (a copy
  *    given there is refused). Rows past M of a padded graph run are staged like the fp32 tensors'. */
 typedef struct gg_gelu_ffn_desc {
@@ -335,7 +336,7 @@ typedef struct gg_gelu_ffn_args {
     float *grad_weight1;        /* [F,D] */
     float *grad_weight2;        /* [D,F] */
     const float *grad_residual; /* [M,D] or NULL: added to grad_hidden_states in the dX GEMM's epilogue (see below) */
-    /* fp16 mode's operands, each optional (see "fp16 copies of the operands" below) */
+    /* fp16 mode's operands, each optional (see "fp16 copies of the operands" above) */
     const void *hidden_states_fp16; /* fp16 [M,D] or NULL */
     const void *weight1_fp16;       /* fp16 [F,D] or NULL */
     const void *weight2_fp16;       /* fp16 [D,F] or NULL */
