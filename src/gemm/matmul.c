@@ -289,9 +289,11 @@ int gg_matmul_adopt(gg_ctx *ctx, gg_matmul *mm, const cublasLtMatmulAlgo_t *algo
     return 1;
 }
 
-/* Tells compute-sanitizer's initcheck (a no-op without a tool attached) that the GEMM enqueued on stream writes
- * [ptr, ptr + bytes): cuBLASLt's kernels store their tiles by TMA, which initcheck does not track, so without this
- * every later read of a GEMM's output by gradgraph's kernels is reported as a read of uninitialized memory. */
+/* Tells compute-sanitizer's initcheck (a no-op without a tool attached) that the GEMM about to be enqueued on stream
+ * writes [ptr, ptr + bytes): cuBLASLt's kernels store their tiles by TMA, which initcheck does not track, so without
+ * this every later read of a GEMM's output is reported as a read of uninitialized memory, among them the reads of
+ * cuBLASLt's own second kernel (the split-k reduction with a fused epilogue reads D after the main kernel stored
+ * it): hence marked in stream order before the GEMM, not after. */
 static void mark_written(cudaStream_t stream, const void *ptr, size_t bytes) {
     const nvtxMemVirtualRangeDesc_t range = {bytes, ptr};
     nvtxMemMarkInitializedBatch_t batch;
@@ -312,11 +314,11 @@ gg_status gg_matmul_run_scaled_in(gg_ctx *ctx, const gg_matmul *mm, const void *
     if (!mm->op) return gg_fail(ctx, GG_ERROR_INTERNAL, "a GEMM runs that its plan did not make");
     /* Host scalars: read when the call is enqueued (or captured), so a graph keeps the scalars it was captured with. */
     gg_status status = GG_SUCCESS;
+    mark_written(stream, D, mm->d_span_bytes);
     GG_CUBLAS_GOTO(ctx,
                    cublasLtMatmul(ctx->lt, mm->op, &alpha, A, mm->a, B, mm->b, &beta, C ? C : D, mm->d, D, mm->d,
                                   &mm->algo, workspace, mm->workspace_bytes, stream),
                    status, done);
-    mark_written(stream, D, mm->d_span_bytes);
 done:
     return status;
 }
@@ -338,9 +340,8 @@ done:
 gg_status gg_matmul_run_epilogue(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, void *D,
                                  const void *bias, void *aux, void *workspace, cudaStream_t stream) {
     GG_TRY(gg_matmul_set_epilogue_pointers(ctx, mm, bias, aux));
-    GG_TRY(gg_matmul_run_scaled_in(ctx, mm, A, B, NULL, D, 1.0f, 0.0f, workspace, stream));
-    if (aux && epilogue_has_aux(mm->epilogue)) mark_written(stream, aux, mm->d_span_bytes);
-    return GG_SUCCESS;
+    if (aux && epilogue_has_aux(mm->epilogue)) mark_written(stream, aux, mm->d_span_bytes); /* as D: before */
+    return gg_matmul_run_scaled_in(ctx, mm, A, B, NULL, D, 1.0f, 0.0f, workspace, stream);
 }
 
 gg_status gg_matmul_run_scaled(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, const void *C, void *D,
