@@ -8,7 +8,8 @@
  * the communication stream inside the capture, and launches once; a replay issues nothing. gg_step_set_sync(step, 0)
  * runs an exec of its own without collectives, and 1 finds the first exec again. gg_step_run_device refuses a
  * syncing step before capturing anything; gg_dist_detach refuses while a step holds NCCL work. With
- * gg_step_add_optimizer every optimizer launch comes after the last group. Then every NCCL call of a syncing run is
+ * gg_step_add_optimizer every optimizer launch comes after the last group. In fp16 mode with the operands' fp16
+ * copies given, a syncing step converts nothing and reduces the same. Then every NCCL call of a syncing run is
  * failed in turn (fake_nccl.h's fault injection), half of the runs with non-blocking calls that return
  * ncclInProgress: GG_ERROR_NCCL naming the call and NCCL's error, no capture left open, nothing leaked, and the
  * context (and the step) usable afterwards. Prints `STEP_SYNC_FAULTS {"injected": n, "failures": m}`.
@@ -364,6 +365,51 @@ static void optimizer_after_the_reduction(void **state) {
     end_ctx(ctx, comm);
 }
 
+/* (6) fp16 mode with the operands' fp16 copies in a syncing step (the weights-first order: dW2, G, R, dW1, dX on one
+ * stream, each gradient reduced as it is final): every layer reads its four copies, so no conversion kernel runs
+ * (block 3 converts dY inside its column sum), where the same step without copies converts X, act, W1 and W2 of every
+ * layer; the collectives are the same. */
+static void fp16_copies_in_a_syncing_step(void **state) {
+    (void)state;
+    size_t collectives[2] = {0, 0};
+    int conversions[2] = {0, 0};
+    for (int copies = 0; copies < 2; ++copies) {
+        ncclComm_t comm = NULL;
+        gg_ctx *ctx = dist_ctx(&comm);
+        gg_step_config sc = GG_STEP_CONFIG_INIT;
+        sc.max_tokens = TOKENS;
+        gg_step *step = NULL;
+        assert_int_equal(gg_step_create(ctx, &sc, &step), GG_SUCCESS);
+        gg_mlp_desc d = mlp;
+        d.precision = GG_PRECISION_FP16;
+        for (int l = 0; l < LAYERS; ++l) {
+            gg_mlp_args a = mlp_args(l);
+            if (copies) { /* past every other fake address of the step */
+                a.hidden_states_fp16 = FAKE(300 + 4 * l);
+                a.weight1_fp16 = FAKE(301 + 4 * l);
+                a.weight2_fp16 = FAKE(302 + 4 * l);
+                a.intermediate_activated_fp16 = FAKE(303 + 4 * l);
+            }
+            assert_int_equal(gg_step_add_mlp(step, &d, &a), GG_SUCCESS);
+        }
+        assert_int_equal(gg_step_finalize(step), GG_SUCCESS);
+        reset_counts();
+        const int before = fake_kernel_launches("f32_to_f16");
+        assert_int_equal(gg_step_run(step, TOKENS, 0, NULL), GG_SUCCESS);
+        assert_int_equal(fake.captures_open, 0);
+        conversions[copies] = fake_kernel_launches("f32_to_f16") - before;
+        collectives[copies] = collectives_logged();
+        gg_step_destroy(step);
+        end_ctx(ctx, comm);
+    }
+    print_message("syncing fp16 step: %d conversions without copies, %d with; %zu collectives each\n", conversions[0],
+                  conversions[1], collectives[1]);
+    assert_int_equal(conversions[1], 0);
+    assert_true(conversions[0] >= 2 * LAYERS); /* at least X and act per layer (a route may read a weight in fp32) */
+    assert_true(collectives[0] > 0);
+    assert_int_equal(collectives[1], collectives[0]);
+}
+
 /* (5b) an optimizer that updates parameters apart (no clipping, no finite check): each parameter's update is
  * launched right behind the group of the bucket that completes its gradient, before later buckets' groups; the final
  * stage updates only what no bucket completed (here nothing: every parameter's gradient is reduced). */
@@ -522,6 +568,7 @@ int main(void) {
         cmocka_unit_test(optimizer_after_the_reduction),
         cmocka_unit_test(optimizer_updates_each_bucket_as_it_lands),
         cmocka_unit_test(optimizer_refused_under_reduce_scatter),
+        cmocka_unit_test(fp16_copies_in_a_syncing_step),
         cmocka_unit_test(every_nccl_fault_in_a_run),
     };
     int failed = cmocka_run_group_tests_name("step_sync", tests, NULL, NULL);
