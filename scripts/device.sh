@@ -126,8 +126,9 @@ if [ "$stage" = all ] || [ "$stage" = tests ]; then
     "${GG_COMMIT:-unknown}" "$run_cmd" "$(head -2 "$OUT/gpu.txt" | tail -1 | cut -d, -f1)"
   echo "== compute-sanitizer: memcheck (eager and graph), racecheck, synccheck, initcheck (eager) on the small shapes"
   # memcheck on every block's small shapes (test_blocks_gpu), on a graph's capture, replay and rebinding
-  # (test_graphs_gpu), on the forwards and the optimizer; the other three tools on the small shapes of every block,
-  # on both GPU paths (GG_HOPPER_KERNELS). racecheck and synccheck check gradgraph's kernels only: cuBLASLt's own
+  # (test_graphs_gpu), on the forwards, the optimizer and fp16 mode's copies and checks (test_fp16_gpu); the other
+  # three tools on the small shapes of every block, on both GPU paths (GG_HOPPER_KERNELS), and initcheck on the
+  # forwards and test_fp16_gpu too (their fp16 GEMMs take cuBLASLt's split-k with a fused epilogue). racecheck and synccheck check gradgraph's kernels only: cuBLASLt's own
   # (nvjet) synchronize shared memory through TMA barriers, which racecheck reports as races; racecheck also fails
   # with a hardware exception on cuBLASLt's cluster kernels, so its runs take clusters of one CTA
   # (GG_GEMM_MAX_CLUSTER_CTAS=1). initcheck sees every kernel, with NVTX on: the GEMMs mark what their TMA stores
@@ -135,9 +136,10 @@ if [ "$stage" = all ] || [ "$stage" = tests ]; then
   : > "$OUT/sanitizer.log"
   # racecheck last: about 3 minutes a run (a run stopped by its time limit is counted as cut, not as a report)
   for run in "memcheck test_blocks_gpu *small* 1" "memcheck test_graphs_gpu *rebinding* 1" \
-             "memcheck test_forward_gpu * 1" "memcheck test_optim_gpu * 1" \
+             "memcheck test_forward_gpu * 1" "memcheck test_optim_gpu * 1" "memcheck test_fp16_gpu * 1" \
              "synccheck test_blocks_gpu *small* 1" "synccheck test_blocks_gpu *small* 0" \
              "initcheck test_blocks_gpu *small* 1" "initcheck test_blocks_gpu *small* 0" \
+             "initcheck test_forward_gpu * 1" "initcheck test_fp16_gpu * 1" \
              "racecheck test_blocks_gpu *small* 1" "racecheck test_blocks_gpu *small* 0"; do
     read -r tool exe filter hopper <<< "$run"
     opts=(); clusters=
