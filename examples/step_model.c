@@ -348,10 +348,11 @@ int sm_param_grads(const sm_model *m, void **ptrs, size_t *counts, int max) {
 int sm_params(const sm_model *m, sm_param *out, int max) {
     int n = 0;
     const size_t count = (size_t)(m->config.hidden * m->config.ffn);
-    for (int l = 0; !m->config.gated && !m->config.fp16_copies && l < m->config.layers && n + 2 <= max; ++l) {
-        const gg_mlp_args *a = &m->layers[l].mlp;
-        out[n++] = (sm_param){(float *)a->weight1, a->grad_weight1, count}; /* made writable by buffer() */
-        out[n++] = (sm_param){(float *)a->weight2, a->grad_weight2, count};
+    for (int l = 0; !m->config.gated && l < m->config.layers && n + 2 <= max; ++l) {
+        const sm_layer *y = &m->layers[l];
+        /* made writable by buffer() and fp16_copy() */
+        out[n++] = (sm_param){(float *)y->mlp.weight1, y->mlp.grad_weight1, count, (void *)y->w16[0]};
+        out[n++] = (sm_param){(float *)y->mlp.weight2, y->mlp.grad_weight2, count, (void *)y->w16[1]};
     }
     return n;
 }

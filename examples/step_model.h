@@ -59,13 +59,14 @@ size_t sm_param_bytes(const sm_model *m);
 /* The parameter gradients' buffers and element counts (at most max; returns how many): what a data-parallel step
  * reduces, for timing their reduction alone. */
 int sm_param_grads(const sm_model *m, void **ptrs, size_t *counts, int max);
-/* Residual MLP stacks: every layer's weights (weight1, weight2: fp32, trainable in place) with their gradients and
- * element counts, at most max; returns how many (0 for gated stacks). With fp16_copies, the weights' copies are not
- * updated with them: 0 then. */
+/* Residual MLP stacks: every layer's weights (weight1, weight2: fp32, trainable in place) with their gradients,
+ * element counts and, with fp16_copies, their fp16 copies (for gg_optim_param.copy, so that an optimizer keeps them
+ * current; NULL otherwise), at most max; returns how many (0 for gated stacks). */
 typedef struct sm_param {
     float *weight;
     const float *grad;
     size_t count;
+    void *copy;
 } sm_param;
 int sm_params(const sm_model *m, sm_param *out, int max);
 /* Sets every gradient buffer to `byte` (bytes), so that a run must write all of them, and restores the loss's
