@@ -92,6 +92,9 @@ for name, run in sorted(runs.items()):
     if notes:
         m["torch_compile_note"] = "; ".join(notes)
     m["torch_precision"] = precs[0] if timed else None
+    # every form PyTorch was timed in (tf32, fp16, fp16_saved), microseconds per backward, for the record
+    m["torch_by_precision"] = {p: {k: v for k, v in peer[p].items() if k.startswith("torch")}
+                               for p in ("tf32", "fp16", "fp16_saved") if peer and p in peer}
     m["timeline"] = timeline.get(f"{run['name']}_{run['hidden']}x{run['ffn']}_{run['tokens']}")
     m["ddp"] = ddps.get(m["name"])
     models.append(m)

@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""test_collect_step.py - scripts/collect_step.py on a step stage's output made up here: an fp16 model takes, per
+PyTorch variant, the faster of its two fp16 forms (cast in the backward, or fp16 saved tensors) and names it; an
+fp32/tf32 model compares with TF32 only; every form timed lands in torch_by_precision; the model's name carries its
+size, and a configuration that failed its check makes the model incorrect. Usage: test_collect_step.py REPO_ROOT"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+root = sys.argv[1]
+failures = 0
+
+
+def expect(cond, what):
+    global failures
+    print(f"{'ok' if cond else 'FAILED'}: {what}")
+    failures += not cond
+
+
+def run(name, precision, correct=True):
+    return {"name": name, "layers": 8, "hidden": 1024, "ffn": 4096, "tokens": 2048, "precision": precision,
+            "sol_us": 555.6, "step_us": {"gg_step_graph": 1136.0, "gg_block_graphs": 1256.9, "gg_eager": 1228.0},
+            "correct": True, "configs": [{"side_streams": 2, "scratch_slots": 0, "step_us": 1136.0, "correct": True},
+                                         {"side_streams": 3, "scratch_slots": 0, "step_us": 1150.0,
+                                          "correct": correct}]}
+
+
+torch = {"torch": "2.11", "models": [{"name": "residual_mlp_small",
+                                      "tf32": {"torch_eager": 5527.9, "torch_cuda_graph": 5154.5,
+                                               "torch_compile": 2579.8},
+                                      "fp16": {"torch_eager": 5206.7, "torch_cuda_graph": 4797.5,
+                                               "torch_compile": 1500.0},
+                                      "fp16_saved": {"torch_eager": 4882.8, "torch_cuda_graph": 4515.1,
+                                                     "torch_compile": 1630.1}}]}
+with tempfile.TemporaryDirectory() as d:
+    json.dump(run("residual_mlp_fused_copies", "fp16"), open(os.path.join(d, "step-small_fused_copies.json"), "w"))
+    json.dump(run("residual_mlp", "tf32", correct=False), open(os.path.join(d, "step-small.json"), "w"))
+    json.dump(torch, open(os.path.join(d, "step-torch.json"), "w"))
+    out = os.path.join(d, "step-h200.json")
+    p = subprocess.run([sys.executable, os.path.join(root, "scripts", "collect_step.py"), d, out, "abc1234",
+                        "the command", "NVIDIA H200"], capture_output=True, text=True)
+    expect(p.returncode == 0, f"collect_step.py exits 0 ({p.returncode}: {p.stderr.strip()[:200]})")
+    doc = json.load(open(out))
+models = {m["name"]: m for m in doc["models"]}
+expect(doc["commit"] == "abc1234" and doc["command"] == "the command", "commit and command recorded")
+copies = models.get("residual_mlp_fused_copies_small", {})
+expect(copies.get("step_us", {}).get("torch_compile") == 1500.0 and
+       copies.get("torch_variant", {}).get("torch_compile") == "fp16", "fp16 model: the faster compile form (cast)")
+expect(copies.get("step_us", {}).get("torch_eager") == 4882.8 and
+       copies.get("torch_variant", {}).get("torch_eager") == "fp16_saved", "fp16 model: the faster eager form (saved)")
+expect(set(copies.get("torch_by_precision", {})) == {"tf32", "fp16", "fp16_saved"}, "every form recorded")
+expect(copies.get("correct") is True, "a model whose configurations all passed is correct")
+plain = models.get("residual_mlp_small", {})
+expect(plain.get("step_us", {}).get("torch_compile") == 2579.8 and plain.get("torch_precision") == "tf32",
+       "tf32 model: compared with TF32 only")
+expect(plain.get("correct") is False, "a configuration that failed its check makes the model incorrect")
+sys.exit(1 if failures else 0)
