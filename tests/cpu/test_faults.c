@@ -3,7 +3,8 @@
  * records and waits, allocations and heuristics while planning, graph capture, instantiation, update and launch) is
  * failed in turn, the k-th for every k until the call runs through, for every block on the eager path, the graph
  * path and a device-selected graph's (gg_*_graph_run_device), on a fake device without and with the sm_90a-only
- * routes (fake.compute_capability 0 and 90: blocks 2/3's gemm_f32w, block 4's small and fused kernels). Each
+ * routes (fake.compute_capability 0 and 90: blocks 2/3's gemm_f32w, block 4's small and fused kernels), blocks 2/3
+ * in fp16 mode also with the fp16 copies of their operands given (G on every SM in the narrow schedule). Each
  * injected fault must give its status and a message, leave no stream capturing, leak nothing (the fakes count what
  * is alive), leave the context usable (the same call succeeds next), and on the graph path enqueue
  * nothing. Prints `FAULTS {"injected": n, "failures": m}` for scripts/collect_reliability.py. The step graphs,
@@ -31,19 +32,23 @@ typedef struct scenario {
     int64_t tokens, dim0, dim1;
     gg_precision precision;
     int silu, accumulate;
+    int copies; /* blocks 2/3 in fp16: the four fp16 copies of the operands given (FAKE(40..43)) */
 } scenario;
 
 static const scenario scenarios[] = {
-    {"tanh_gate", 1, 64, 4096, 0, GG_PRECISION_DEFAULT, 0, 1},
-    {"gelu_ffn fp32", 2, 64, 1536, 6144, GG_PRECISION_FP32, 0, 0},
-    {"gelu_ffn fp16 few tokens", 2, 64, 1536, 6144, GG_PRECISION_FP16, 0, 1},
-    {"gelu_ffn fp16 narrow", 2, 1200, 1536, 6144, GG_PRECISION_FP16, 0, 0},
-    {"mlp tf32", 3, 600, 2048, 8192, GG_PRECISION_TF32, 0, 1},
-    {"mlp fp16 few tokens", 3, 256, 2048, 8192, GG_PRECISION_FP16, 0, 0},
-    {"mlp fp16 narrow", 3, 2048, 2048, 8192, GG_PRECISION_FP16, 0, 1},
-    {"ssm_gate one launch", 4, 64, 768, 1536, GG_PRECISION_DEFAULT, 1, 0},
-    {"ssm_gate narrow", 4, 4001, 768, 1536, GG_PRECISION_DEFAULT, 0, 1},
-    {"ssm_gate narrow silu", 4, 40000, 768, 1536, GG_PRECISION_DEFAULT, 1, 0},
+    {"tanh_gate", 1, 64, 4096, 0, GG_PRECISION_DEFAULT, 0, 1, 0},
+    {"gelu_ffn fp32", 2, 64, 1536, 6144, GG_PRECISION_FP32, 0, 0, 0},
+    {"gelu_ffn fp16 few tokens", 2, 64, 1536, 6144, GG_PRECISION_FP16, 0, 1, 0},
+    {"gelu_ffn fp16 narrow", 2, 1200, 1536, 6144, GG_PRECISION_FP16, 0, 0, 0},
+    {"gelu_ffn fp16 narrow copies", 2, 1200, 1536, 6144, GG_PRECISION_FP16, 0, 0, 1},
+    {"mlp tf32", 3, 600, 2048, 8192, GG_PRECISION_TF32, 0, 1, 0},
+    {"mlp fp16 few tokens", 3, 256, 2048, 8192, GG_PRECISION_FP16, 0, 0, 0},
+    {"mlp fp16 few tokens copies", 3, 256, 2048, 8192, GG_PRECISION_FP16, 0, 0, 1},
+    {"mlp fp16 narrow", 3, 2048, 2048, 8192, GG_PRECISION_FP16, 0, 1, 0},
+    {"mlp fp16 narrow copies", 3, 2048, 2048, 8192, GG_PRECISION_FP16, 0, 1, 1},
+    {"ssm_gate one launch", 4, 64, 768, 1536, GG_PRECISION_DEFAULT, 1, 0, 0},
+    {"ssm_gate narrow", 4, 4001, 768, 1536, GG_PRECISION_DEFAULT, 0, 1, 0},
+    {"ssm_gate narrow silu", 4, 40000, 768, 1536, GG_PRECISION_DEFAULT, 1, 0, 0},
 };
 
 static int injected, failures;
@@ -79,6 +84,9 @@ static gg_status run_call(gg_ctx *ctx, gg_graph *g, const scenario *s, int out, 
         gg_gelu_ffn_desc d = {s->tokens, s->dim0, s->dim1, s->precision, s->accumulate};
         gg_gelu_ffn_args a = {FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5), FAKE(6), FAKE(7 + o), FAKE(8 + o),
                               FAKE(9 + o), NULL, NULL, NULL, NULL, NULL};
+        if (s->copies)
+            a.hidden_states_fp16 = FAKE(40), a.weight1_fp16 = FAKE(41), a.weight2_fp16 = FAKE(42),
+            a.gelu_out_fp16 = FAKE(43);
         if (device) return gg_gelu_ffn_graph_run_device(g, &d, DEVICE_TOKENS, &a, NULL);
         return g ? gg_gelu_ffn_graph_run(g, &d, &a, NULL) : gg_gelu_ffn_backward(ctx, &d, &a, NULL);
     }
@@ -86,6 +94,9 @@ static gg_status run_call(gg_ctx *ctx, gg_graph *g, const scenario *s, int out, 
         gg_mlp_desc d = {s->tokens, s->dim0, s->dim1, s->precision, s->accumulate};
         gg_mlp_args a = {FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5), FAKE(6 + o), FAKE(7 + o), FAKE(8 + o),
                          FAKE(9 + o), FAKE(10 + o), NULL, NULL, NULL, NULL, NULL};
+        if (s->copies)
+            a.hidden_states_fp16 = FAKE(40), a.weight1_fp16 = FAKE(41), a.weight2_fp16 = FAKE(42),
+            a.intermediate_activated_fp16 = FAKE(43);
         if (device) return gg_mlp_graph_run_device(g, &d, DEVICE_TOKENS, &a, NULL);
         return g ? gg_mlp_graph_run(g, &d, &a, NULL) : gg_mlp_backward(ctx, &d, &a, NULL);
     }
