@@ -312,8 +312,9 @@ GG_API gg_status gg_tanh_gate_forward(gg_ctx *ctx, const gg_tanh_gate_desc *desc
  *    optimizer the weights' (gg_optim_param.copy, GG_OPTIM_FP16), gg_to_fp16 any tensor. Each must hold exactly its
  *    fp32 tensor rounded to fp16 (not checked). The results are then those of the call without them: bitwise, but
  *    where giving the copies of X, W1 and the activation lets G take every SM (more than 1024 tokens, a call that does
- *    not sync), which may sum in another order (docs/blocks.md). The fp32 tensors stay required. A given copy is read where fp16 mode reads that operand in fp16; where a route reads the
- *    fp32 weight itself (few tokens: docs/blocks.md) it is not read. In the other precision modes give NULL (a copy
+ *    not sync), which may sum in another order (docs/blocks.md). The fp32 tensors stay required. A given copy is read
+ *    where fp16 mode reads that operand in fp16; where a route reads the fp32 weight itself (few tokens:
+ *    docs/blocks.md) it is not read. In the other precision modes give NULL (a copy
  *    given there is refused). Rows past M of a padded graph run are staged like the fp32 tensors'. */
 typedef struct gg_gelu_ffn_desc {
     int64_t tokens;         /* M */
@@ -564,8 +565,9 @@ typedef struct gg_graph gg_graph;
  * precision must equal the graph's. Arguments are checked exactly as by the eager entry point.
  * Running on the device (needs config->device_select): the GPU reads M from device_tokens (an int64 in device
  * memory; host memory is refused) when the graph runs and picks the bucket itself, so the host never needs M;
- * desc->tokens is then the capacity, the rows the [M, ...] tensors can hold. Every call stages (pads), since M is unknown on the host. An M
- * < 1, > capacity or > the largest bucket runs nothing and is counted (gg_graph_device_errors). */
+ * desc->tokens is then the capacity, the rows the [M, ...] tensors can hold. Every call stages (pads), since M is
+ * unknown on the host. An M < 1, > capacity or > the largest bucket runs nothing and is counted
+ * (gg_graph_device_errors). */
 GG_API gg_status gg_tanh_gate_graph_create(gg_ctx *ctx, const gg_tanh_gate_desc *desc, const gg_graph_config *config,
                                            gg_graph **out);
 GG_API gg_status gg_tanh_gate_graph_run(gg_graph *graph, const gg_tanh_gate_desc *desc, const gg_tanh_gate_args *args,

@@ -10,25 +10,27 @@
 #include "internal.h"
 #include "kernels/gg_kernels.h"
 
-/* A buffer argument: named, its bytes, the alignment it needs. */
+/* A buffer argument: named, its size (count elements of `elem` bytes; elem 0: `bytes` whatever the count), the
+ * alignment it needs. */
 typedef struct span {
     const char *name;
     const void *p;
-    size_t bytes;
+    size_t elem, bytes;
     size_t align;
 } span;
 
-/* Each span non-NULL, within memory, aligned and device (or managed) memory; no two overlapping. count elements of
- * elem_bytes in the first span sizes the others' check of running past memory (their bytes are given). */
-static gg_status check_spans(gg_ctx *ctx, const char *fn, const span *s, int n, size_t count, size_t elem_bytes) {
-    for (int i = 0; i < n; ++i)
-        if (!s[i].p) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", fn, s[i].name);
-    if (count > SIZE_MAX / elem_bytes)
-        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: count = %zu elements run past the end of memory", fn, count);
+/* Each span non-NULL, within memory, aligned and device (or managed) memory; no two overlapping. Fills in the
+ * counted spans' bytes. */
+static gg_status check_spans(gg_ctx *ctx, const char *fn, span *s, int n, size_t count) {
     for (int i = 0; i < n; ++i) {
-        if ((uintptr_t)s[i].p > UINTPTR_MAX - s[i].bytes)
+        if (!s[i].p) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", fn, s[i].name);
+        if (s[i].elem && count > SIZE_MAX / s[i].elem)
             return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: count = %zu elements run past the end of memory", fn,
                            count);
+        if (s[i].elem) s[i].bytes = count * s[i].elem;
+        if ((uintptr_t)s[i].p > UINTPTR_MAX - s[i].bytes)
+            return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: %s (%p) and its %zu bytes run past the end of memory",
+                           fn, s[i].name, s[i].p, s[i].bytes);
         if ((uintptr_t)s[i].p % s[i].align != 0)
             return gg_fail(ctx, GG_ERROR_MISALIGNED, "%s: %s (%p) is not %zu-byte aligned", fn, s[i].name, s[i].p,
                            s[i].align);
@@ -47,12 +49,12 @@ static gg_status check_spans(gg_ctx *ctx, const char *fn, const span *s, int n, 
 /* Checks the spans, then (count > 0) launches: the public call's frame, on ctx's device and claim. */
 typedef cudaError_t (*launch_fn)(gg_ctx *ctx, const span *s, size_t count, int flag, cudaStream_t stream);
 
-static gg_status run(gg_ctx *ctx, const char *fn, const span *s, int n, size_t count, size_t elem_bytes, int flag,
-                     launch_fn launch, const char *what, gg_stream stream) {
+static gg_status run(gg_ctx *ctx, const char *fn, span *s, int n, size_t count, int flag, launch_fn launch,
+                     const char *what, gg_stream stream) {
     if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
     int saved = 0;
     GG_TRY(gg_device_enter(ctx, &saved)); /* claims ctx: the checks below write its message */
-    gg_status status = check_spans(ctx, fn, s, n, count, elem_bytes);
+    gg_status status = check_spans(ctx, fn, s, n, count);
     if (status == GG_SUCCESS && count) {
         const cudaError_t err = launch(ctx, s, count, flag, (cudaStream_t)stream);
         if (err != cudaSuccess) status = gg_fail_cuda(ctx, err, what);
@@ -68,9 +70,9 @@ static cudaError_t launch_to_fp16(gg_ctx *ctx, const span *s, size_t count, int 
 }
 
 gg_status gg_to_fp16(gg_ctx *ctx, const float *src, void *dst, size_t count, gg_stream stream) {
-    const span s[2] = {{"src", src, count * 4, GG_ALIGNMENT}, {"dst", dst, count * 2, GG_ALIGNMENT}};
-    return run(ctx, "gg_to_fp16", s, 2, count, 4, 0, launch_to_fp16,
-               "gg_to_fp16: launching the conversion kernel", stream);
+    span s[2] = {{"src", src, 4, 0, GG_ALIGNMENT}, {"dst", dst, 2, 0, GG_ALIGNMENT}};
+    return run(ctx, "gg_to_fp16", s, 2, count, 0, launch_to_fp16, "gg_to_fp16: launching the conversion kernel",
+               stream);
 }
 
 static cudaError_t launch_check_finite(gg_ctx *ctx, const span *s, size_t count, int bf16, cudaStream_t stream) {
@@ -79,8 +81,7 @@ static cudaError_t launch_check_finite(gg_ctx *ctx, const span *s, size_t count,
 
 gg_status gg_check_finite(gg_ctx *ctx, const void *data, size_t count, int bf16, unsigned *device_flag,
                           gg_stream stream) {
-    const size_t elem = bf16 ? 2 : 4;
-    const span s[2] = {{"data", data, count * elem, GG_ALIGNMENT}, {"device_flag", device_flag, sizeof(unsigned), 4}};
-    return run(ctx, "gg_check_finite", s, 2, count, elem, bf16 != 0, launch_check_finite,
+    span s[2] = {{"data", data, bf16 ? 2 : 4, 0, GG_ALIGNMENT}, {"device_flag", device_flag, 0, sizeof(unsigned), 4}};
+    return run(ctx, "gg_check_finite", s, 2, count, bf16 != 0, launch_check_finite,
                "gg_check_finite: launching the check", stream);
 }
