@@ -276,8 +276,8 @@ int main(int argc, char **argv) {
     const double eager_ms = time_steps(ctx, NULL, m, MODE_EAGER, c.max_tokens, steps, s);
     const double sol_us = sm_flop(m, c.max_tokens) / 989.4e12 * 1e6;
     char name[32];
-    snprintf(name, sizeof name, "%s%s", c.gated ? "gated_bf16" : c.fused_residual ? "residual_mlp_fused" : "residual_mlp",
-             c.fp16_copies ? "_copies" : "");
+    const char *kind = c.gated ? "gated_bf16" : c.fused_residual ? "residual_mlp_fused" : "residual_mlp";
+    snprintf(name, sizeof name, "%s%s", kind, c.fp16_copies ? "_copies" : "");
     for (int i = 0; i < n_configs; ++i)
         printf("step graph, %d side streams, %d scratch slots: %.1f us (median of %d rounds of %d steps)%s\n",
                configs[i].sides, configs[i].slots, configs[i].median_ms * 1e3, rounds, steps,

@@ -349,7 +349,8 @@ static void check_finite_finds_inf_and_nan(void **state) {
     for (size_t r = 0; r < sizeof runs / sizeof runs[0]; ++r) {
         CUDA_OK(cudaMemcpy(d, host, sizeof host, cudaMemcpyHostToDevice));
         CUDA_OK(cudaMemcpy(d16, host16, sizeof host16, cudaMemcpyHostToDevice));
-        if (runs[r].bits && !runs[r].bf16) CUDA_OK(cudaMemcpy(d + runs[r].at, &runs[r].bits, 4, cudaMemcpyHostToDevice));
+        if (runs[r].bits && !runs[r].bf16)
+            CUDA_OK(cudaMemcpy(d + runs[r].at, &runs[r].bits, 4, cudaMemcpyHostToDevice));
         const uint16_t b16 = (uint16_t)runs[r].bits;
         if (runs[r].bits && runs[r].bf16) CUDA_OK(cudaMemcpy(d16 + runs[r].at, &b16, 2, cudaMemcpyHostToDevice));
         CUDA_OK(cudaMemset(flag, 0, sizeof *flag));
