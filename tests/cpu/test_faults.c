@@ -19,36 +19,32 @@
 
 #include <cmocka.h>
 
+#include "block_calls.h"
 #include "fake_cuda.h"
 #include "faults.h"
 #include "gradgraph.h"
 
-#define FAKE(i) ((void *)(uintptr_t)(0x100000000000ull * (uint64_t)((i) + 1)))
 
-/* One block call, eager or through a graph, with its block's desc and args. */
+/* One block call, eager or through a graph (block_calls.h), named. */
 typedef struct scenario {
     const char *name;
-    int block; /* 1..4 */
-    int64_t tokens, dim0, dim1;
-    gg_precision precision;
-    int silu, accumulate;
-    int copies; /* blocks 2/3 in fp16: the four fp16 copies of the operands given (FAKE(40..43)) */
+    block_case call;
 } scenario;
 
 static const scenario scenarios[] = {
-    {"tanh_gate", 1, 64, 4096, 0, GG_PRECISION_DEFAULT, 0, 1, 0},
-    {"gelu_ffn fp32", 2, 64, 1536, 6144, GG_PRECISION_FP32, 0, 0, 0},
-    {"gelu_ffn fp16 few tokens", 2, 64, 1536, 6144, GG_PRECISION_FP16, 0, 1, 0},
-    {"gelu_ffn fp16 narrow", 2, 1200, 1536, 6144, GG_PRECISION_FP16, 0, 0, 0},
-    {"gelu_ffn fp16 narrow copies", 2, 1200, 1536, 6144, GG_PRECISION_FP16, 0, 0, 1},
-    {"mlp tf32", 3, 600, 2048, 8192, GG_PRECISION_TF32, 0, 1, 0},
-    {"mlp fp16 few tokens", 3, 256, 2048, 8192, GG_PRECISION_FP16, 0, 0, 0},
-    {"mlp fp16 few tokens copies", 3, 256, 2048, 8192, GG_PRECISION_FP16, 0, 0, 1},
-    {"mlp fp16 narrow", 3, 2048, 2048, 8192, GG_PRECISION_FP16, 0, 1, 0},
-    {"mlp fp16 narrow copies", 3, 2048, 2048, 8192, GG_PRECISION_FP16, 0, 1, 1},
-    {"ssm_gate one launch", 4, 64, 768, 1536, GG_PRECISION_DEFAULT, 1, 0, 0},
-    {"ssm_gate narrow", 4, 4001, 768, 1536, GG_PRECISION_DEFAULT, 0, 1, 0},
-    {"ssm_gate narrow silu", 4, 40000, 768, 1536, GG_PRECISION_DEFAULT, 1, 0, 0},
+    {"tanh_gate", {1, 64, 4096, 0, GG_PRECISION_DEFAULT, 0, 1, 0}},
+    {"gelu_ffn fp32", {2, 64, 1536, 6144, GG_PRECISION_FP32, 0, 0, 0}},
+    {"gelu_ffn fp16 few tokens", {2, 64, 1536, 6144, GG_PRECISION_FP16, 0, 1, 0}},
+    {"gelu_ffn fp16 narrow", {2, 1200, 1536, 6144, GG_PRECISION_FP16, 0, 0, 0}},
+    {"gelu_ffn fp16 narrow copies", {2, 1200, 1536, 6144, GG_PRECISION_FP16, 0, 0, 1}},
+    {"mlp tf32", {3, 600, 2048, 8192, GG_PRECISION_TF32, 0, 1, 0}},
+    {"mlp fp16 few tokens", {3, 256, 2048, 8192, GG_PRECISION_FP16, 0, 0, 0}},
+    {"mlp fp16 few tokens copies", {3, 256, 2048, 8192, GG_PRECISION_FP16, 0, 0, 1}},
+    {"mlp fp16 narrow", {3, 2048, 2048, 8192, GG_PRECISION_FP16, 0, 1, 0}},
+    {"mlp fp16 narrow copies", {3, 2048, 2048, 8192, GG_PRECISION_FP16, 0, 1, 1}},
+    {"ssm_gate one launch", {4, 64, 768, 1536, GG_PRECISION_DEFAULT, 1, 0, 0}},
+    {"ssm_gate narrow", {4, 4001, 768, 1536, GG_PRECISION_DEFAULT, 0, 1, 0}},
+    {"ssm_gate narrow silu", {4, 40000, 768, 1536, GG_PRECISION_DEFAULT, 1, 0, 0}},
 };
 
 static int injected, failures;
@@ -64,80 +60,6 @@ static void check(int ok, const scenario *s, const char *path, fake_kind kind, i
     va_end(ap);
     printf("FAULT FAIL %s %s%s: %s #%d: %s\n", s->name, path, faults_device_cc ? " (9.0 device)" : "",
            fake_kind_names[kind], k, what);
-}
-
-/* Where a device-selected graph's run reads M (device memory, as far as the fakes are concerned). */
-#define DEVICE_TOKENS ((const int64_t *)FAKE(60))
-
-/* The scenario's call: eager on ctx (g NULL) or a run of graph g (on the device: gg_*_graph_run_device, M read from
- * DEVICE_TOKENS); output pointers shift by `out` (a second pointer set rebinds a graph). */
-static gg_status run_call(gg_ctx *ctx, gg_graph *g, const scenario *s, int out, int device) {
-    const int o = 20 * out;
-    switch (s->block) {
-    case 1: {
-        gg_tanh_gate_desc d = {s->tokens, s->dim0, s->accumulate};
-        gg_tanh_gate_args a = {FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4 + o), FAKE(5 + o), FAKE(6 + o)};
-        if (device) return gg_tanh_gate_graph_run_device(g, &d, DEVICE_TOKENS, &a, NULL);
-        return g ? gg_tanh_gate_graph_run(g, &d, &a, NULL) : gg_tanh_gate_backward(ctx, &d, &a, NULL);
-    }
-    case 2: {
-        gg_gelu_ffn_desc d = {s->tokens, s->dim0, s->dim1, s->precision, s->accumulate};
-        gg_gelu_ffn_args a = {FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5), FAKE(6), FAKE(7 + o), FAKE(8 + o),
-                              FAKE(9 + o), NULL, NULL, NULL, NULL, NULL};
-        if (s->copies)
-            a.hidden_states_fp16 = FAKE(40), a.weight1_fp16 = FAKE(41), a.weight2_fp16 = FAKE(42),
-            a.gelu_out_fp16 = FAKE(43);
-        if (device) return gg_gelu_ffn_graph_run_device(g, &d, DEVICE_TOKENS, &a, NULL);
-        return g ? gg_gelu_ffn_graph_run(g, &d, &a, NULL) : gg_gelu_ffn_backward(ctx, &d, &a, NULL);
-    }
-    case 3: {
-        gg_mlp_desc d = {s->tokens, s->dim0, s->dim1, s->precision, s->accumulate};
-        gg_mlp_args a = {FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5), FAKE(6 + o), FAKE(7 + o), FAKE(8 + o),
-                         FAKE(9 + o), FAKE(10 + o), NULL, NULL, NULL, NULL, NULL};
-        if (s->copies)
-            a.hidden_states_fp16 = FAKE(40), a.weight1_fp16 = FAKE(41), a.weight2_fp16 = FAKE(42),
-            a.intermediate_activated_fp16 = FAKE(43);
-        if (device) return gg_mlp_graph_run_device(g, &d, DEVICE_TOKENS, &a, NULL);
-        return g ? gg_mlp_graph_run(g, &d, &a, NULL) : gg_mlp_backward(ctx, &d, &a, NULL);
-    }
-    default: {
-        gg_ssm_gate_desc d = {s->tokens, s->dim0, s->dim1, s->silu, s->accumulate};
-        gg_ssm_gate_args a = {FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5), FAKE(6 + o), FAKE(7 + o),
-                              FAKE(8 + o), FAKE(9 + o)};
-        if (device) return gg_ssm_gate_graph_run_device(g, &d, DEVICE_TOKENS, &a, NULL);
-        return g ? gg_ssm_gate_graph_run(g, &d, &a, NULL) : gg_ssm_gate_backward(ctx, &d, &a, NULL);
-    }
-    }
-}
-
-/* The scenario's graph: one bucket of its tokens; `device`: device-selected (device_select, padding allowed). */
-static gg_status graph_create(gg_ctx *ctx, const scenario *s, int device, gg_graph **g) {
-    gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
-    const int64_t buckets[] = {s->tokens};
-    gc.policy = GG_BUCKETS_LIST;
-    gc.bucket_tokens = buckets;
-    gc.n_buckets = 1;
-    gc.allow_padding = device;
-    gc.device_select = device;
-    gc.execs_per_bucket = 1; /* a second pointer set updates the one exec in place */
-    switch (s->block) {
-    case 1: {
-        gg_tanh_gate_desc d = {s->tokens, s->dim0, 0};
-        return gg_tanh_gate_graph_create(ctx, &d, &gc, g);
-    }
-    case 2: {
-        gg_gelu_ffn_desc d = {s->tokens, s->dim0, s->dim1, s->precision, 0};
-        return gg_gelu_ffn_graph_create(ctx, &d, &gc, g);
-    }
-    case 3: {
-        gg_mlp_desc d = {s->tokens, s->dim0, s->dim1, s->precision, 0};
-        return gg_mlp_graph_create(ctx, &d, &gc, g);
-    }
-    default: {
-        gg_ssm_gate_desc d = {s->tokens, s->dim0, s->dim1, 0, 0};
-        return gg_ssm_gate_graph_create(ctx, &d, &gc, g);
-    }
-    }
 }
 
 gg_ctx *faults_make_ctx(void) {
@@ -177,7 +99,7 @@ static void eager_faults(const scenario *s) {
             fake.fail_at = k;
             fake.enqueued = 0;
             const int before = fake.injected;
-            const gg_status st = run_call(ctx, NULL, s, 0, 0);
+            const gg_status st = block_call_run(ctx, NULL, &s->call, 0, 0);
             const int hit = fake.injected > before;
             injected += hit;
             fake.fail_at = 0;
@@ -192,14 +114,14 @@ static void eager_faults(const scenario *s) {
                 check(strstr(msg, faults_error_name((fake_kind)kind)) != NULL, s, "eager", kind, k,
                       "message \"%s\" does not name %s", msg, faults_error_name((fake_kind)kind));
                 if (planning) check(fake.enqueued == 0, s, "eager", kind, k, "%d enqueued", fake.enqueued);
-                if (want == GG_ERROR_PARTIAL && s->accumulate)
+                if (want == GG_ERROR_PARTIAL && s->call.accumulate)
                     check(strstr(msg, "recompute them") != NULL, s, "eager", kind, k, "\"%s\" names no gradients", msg);
             } else {
                 check(st == GG_SUCCESS, s, "eager", kind, k, "no fault, status %s: %s", gg_status_string(st),
                       gg_last_error(ctx));
             }
             check(fake.captures_open == 0, s, "eager", kind, k, "a stream is left capturing");
-            const gg_status again = run_call(ctx, NULL, s, 0, 0);
+            const gg_status again = block_call_run(ctx, NULL, &s->call, 0, 0);
             check(again == GG_SUCCESS, s, "eager", kind, k, "the next call: %s", gg_last_error(ctx));
             gg_ctx_destroy(ctx);
             check(fake.live == 0, s, "eager", kind, k, "%d resources leaked", fake.live);
@@ -221,16 +143,16 @@ static void graph_faults(const scenario *s, int device) {
             const int before = fake.injected;
             gg_graph *g = NULL;
             int launches = fake.graph_launches, step = 0;
-            gg_status st = graph_create(ctx, s, device, &g);
+            gg_status st = block_call_graph(ctx, &s->call, device, &g);
             if (st == GG_SUCCESS) {
                 ++step;
                 launches = fake.graph_launches;
-                st = run_call(ctx, g, s, 0, device);
+                st = block_call_run(ctx, g, &s->call, 0, device);
             }
             if (st == GG_SUCCESS) {
                 ++step;
                 launches = fake.graph_launches;
-                st = run_call(ctx, g, s, 1, device);
+                st = block_call_run(ctx, g, &s->call, 1, device);
             }
             const int hit = fake.injected > before;
             injected += hit;
@@ -251,9 +173,9 @@ static void graph_faults(const scenario *s, int device) {
             }
             check(fake.captures_open == 0, s, path, kind, k, "a stream is left capturing");
             /* usable after: the step that failed, and the rest, succeed now */
-            gg_status again = step == 0 ? graph_create(ctx, s, device, &g) : GG_SUCCESS;
-            if (again == GG_SUCCESS) again = run_call(ctx, g, s, step < 2 ? 0 : 1, device);
-            if (again == GG_SUCCESS) again = run_call(ctx, g, s, 1, device);
+            gg_status again = step == 0 ? block_call_graph(ctx, &s->call, device, &g) : GG_SUCCESS;
+            if (again == GG_SUCCESS) again = block_call_run(ctx, g, &s->call, step < 2 ? 0 : 1, device);
+            if (again == GG_SUCCESS) again = block_call_run(ctx, g, &s->call, 1, device);
             check(again == GG_SUCCESS, s, path, kind, k, "after the fault: %s", gg_last_error(ctx));
             gg_graph_destroy(g);
             gg_ctx_destroy(ctx);

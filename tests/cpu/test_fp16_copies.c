@@ -187,6 +187,18 @@ static gg_status bw_graph_run(gg_graph *g, const bw *b) {
     const gg_mlp_desc d = mlp_desc_of(&b->d);
     return gg_mlp_graph_run(g, &d, &b->a3, NULL);
 }
+/* Runs graph g with b's pointers under the fake log (left for the caller to read and free), failing the test on an
+ * error or a capture left open; returns how many captures the run made. */
+static int logged_graph_run(gg_ctx *ctx, gg_graph *g, const bw *b) {
+    const int captures = fake.captures;
+    fake_log_start();
+    const gg_status st = bw_graph_run(g, b);
+    fake_log_stop();
+    if (st != GG_SUCCESS) fail_msg("%s: %s: %s", where, gg_status_string(st), gg_last_error(ctx));
+    EXPECT_EQ(fake.captures_open, 0);
+    return fake.captures - captures;
+}
+
 static gg_status bw_step_add(gg_step *step, const bw *b) {
     if (b->block == 2) return gg_step_add_gelu_ffn(step, &b->d, &b->a2);
     const gg_mlp_desc d = mlp_desc_of(&b->d);
@@ -517,13 +529,7 @@ static void copies_are_read_in_a_graph(void **state) {
                 b.d.tokens = buckets[i];
                 snprintf(where, sizeof where, "block %d cc=%d graph run M=%lld with copies", block, cc,
                          (long long)b.d.tokens);
-                const int captures = fake.captures;
-                fake_log_start();
-                const gg_status st = bw_graph_run(g, &b);
-                fake_log_stop();
-                if (st != GG_SUCCESS) fail_msg("%s: %s: %s", where, gg_status_string(st), gg_last_error(ctx));
-                EXPECT_EQ(fake.captures, captures + 1);
-                EXPECT_EQ(fake.captures_open, 0);
+                EXPECT_EQ(logged_graph_run(ctx, g, &b), 1);
                 EXPECT_EQ(kernels_in_log(STAGE_KERNEL, NULL), 0); /* an exact bucket: nothing staged */
                 check_logged_reads(&b, cc, 1);
                 totals.graph_runs++;
@@ -531,11 +537,7 @@ static void copies_are_read_in_a_graph(void **state) {
             /* without copies: another exec, which converts X from its fp32 tensor */
             const bw plain = bw_without_copies(b);
             snprintf(where, sizeof where, "block %d cc=%d graph run M=4096 without copies", block, cc);
-            const int captures = fake.captures;
-            fake_log_start();
-            EXPECT_EQ(bw_graph_run(g, &plain), GG_SUCCESS);
-            fake_log_stop();
-            EXPECT_EQ(fake.captures, captures + 1);
+            EXPECT_EQ(logged_graph_run(ctx, g, &plain), 1);
             const span x = source_span(&b, CP_X), act = source_span(&b, CP_ACT);
             EXPECT_EQ(kernels_in_log(CONVERT_KERNEL, &x), 1);
             EXPECT_EQ(kernels_in_log(CONVERT_KERNEL, &act), 1);
@@ -580,14 +582,9 @@ static void padded_graph_with_and_without_copies(void **state) {
 
             snprintf(where, sizeof where, "block %d cc=%d padded run with copies", block, cc);
             EXPECT_EQ(bw_list_graph(ctx, &b, buckets, 2, &g), GG_SUCCESS);
-            int captures = fake.captures, launches = fake.graph_launches;
-            fake_log_start();
-            gg_status st = bw_graph_run(g, &b);
-            fake_log_stop();
-            if (st != GG_SUCCESS) fail_msg("%s: %s: %s", where, gg_status_string(st), gg_last_error(ctx));
-            EXPECT_EQ(fake.captures, captures + 1);
+            int launches = fake.graph_launches;
+            EXPECT_EQ(logged_graph_run(ctx, g, &b), 1);
             EXPECT_EQ(fake.graph_launches, launches + 1);
-            EXPECT_EQ(fake.captures_open, 0);
             for (int k = 0; k < N_COPIES; ++k) {
                 const span c = copy_span(&b, k);
                 EXPECT_EQ(kernels_in_log(CONVERT_KERNEL, &c), 0);
@@ -604,17 +601,12 @@ static void padded_graph_with_and_without_copies(void **state) {
             fake_log_free();
 
             snprintf(where, sizeof where, "block %d cc=%d padded run without copies", block, cc);
-            captures = fake.captures;
-            st = bw_graph_run(g, &plain);
-            if (st != GG_SUCCESS) fail_msg("%s: %s: %s", where, gg_status_string(st), gg_last_error(ctx));
-            EXPECT_EQ(fake.captures, captures + 1); /* another pointer set: captured again */
+            EXPECT_EQ(logged_graph_run(ctx, g, &plain), 1); /* another pointer set: captured again */
             snprintf(where, sizeof where, "block %d cc=%d padded run with copies again", block, cc);
-            captures = fake.captures;
             launches = fake.graph_launches;
-            EXPECT_EQ(bw_graph_run(g, &b), GG_SUCCESS);
-            EXPECT_EQ(fake.captures, captures); /* its exec was kept: a replay */
+            EXPECT_EQ(logged_graph_run(ctx, g, &b), 0); /* its exec was kept: a replay */
             EXPECT_EQ(fake.graph_launches, launches + 1);
-            EXPECT_EQ(fake.captures_open, 0);
+            fake_log_free();
             totals.graph_runs += 3;
             gg_graph_destroy(g);
             EXPECT_EQ(fake.live, baseline);

@@ -25,11 +25,11 @@
 
 #include <cmocka.h>
 
+#include "block_calls.h"
 #include "fake_cuda.h"
 #include "gradgraph.h"
 #include "internal.h"
 
-#define FAKE(i) ((void *)(uintptr_t)(0x100000000000ull * (uint64_t)((i) + 1)))
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Tokens at and around ffn.c's thresholds, and a few large. */
@@ -42,12 +42,9 @@ static const int64_t ssm_tokens[] = {1,     2,     255,   256,   257,   1499,  1
 static const int64_t dims[] = {64, 128, 192, 256, 320, 384, 1024, 1536, 1544, 2048, 2816, 6144};
 static const gg_precision precisions[] = {GG_PRECISION_FP32, GG_PRECISION_TF32, GG_PRECISION_FP16};
 
-/* The shape of one block call. */
+/* One block call (block_calls.h: blocks 2, 3 or 4) on one fake device. */
 typedef struct route_case {
-    int block; /* 2, 3 or 4 */
-    gg_precision precision;
-    int64_t tokens, dim0, dim1;
-    int silu, accumulate;
+    block_case call;
     int cc; /* fake.compute_capability: 90 or 0 */
 } route_case;
 
@@ -71,69 +68,12 @@ static void route_fail(const route_case *c, const char *path, const char *fmt, .
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    if (c->block == 4)
-        printf("ROUTE FAIL block 4 M=%lld H=%lld E=%lld silu=%d cc=%d %s: %s\n", (long long)c->tokens,
-               (long long)c->dim0, (long long)c->dim1, c->silu, c->cc, path, what);
+    if (c->call.block == 4)
+        printf("ROUTE FAIL block 4 M=%lld H=%lld E=%lld silu=%d cc=%d %s: %s\n", (long long)c->call.tokens,
+               (long long)c->call.dim0, (long long)c->call.dim1, c->call.silu, c->cc, path, what);
     else
-        printf("ROUTE FAIL block %d %s M=%lld D=%lld F=%lld cc=%d %s: %s\n", c->block, prec_name(c->precision),
-               (long long)c->tokens, (long long)c->dim0, (long long)c->dim1, c->cc, path, what);
-}
-
-/* Where a device-selected graph's run reads M (device memory, as far as the fakes are concerned). */
-#define DEVICE_TOKENS ((const int64_t *)FAKE(60))
-
-/* The call: eager on ctx (g NULL) or a run of graph g (`device`: gg_*_graph_run_device, M read from
- * DEVICE_TOKENS). */
-static gg_status run_call(gg_ctx *ctx, gg_graph *g, const route_case *c, int device) {
-    switch (c->block) {
-    case 2: {
-        gg_gelu_ffn_desc d = {c->tokens, c->dim0, c->dim1, c->precision, c->accumulate};
-        gg_gelu_ffn_args a = {FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5),
-                              FAKE(6), FAKE(7), FAKE(8), FAKE(9), NULL, NULL, NULL, NULL, NULL};
-        if (device) return gg_gelu_ffn_graph_run_device(g, &d, DEVICE_TOKENS, &a, NULL);
-        return g ? gg_gelu_ffn_graph_run(g, &d, &a, NULL) : gg_gelu_ffn_backward(ctx, &d, &a, NULL);
-    }
-    case 3: {
-        gg_mlp_desc d = {c->tokens, c->dim0, c->dim1, c->precision, c->accumulate};
-        gg_mlp_args a = {FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4),  FAKE(5),
-                         FAKE(6), FAKE(7), FAKE(8), FAKE(9), FAKE(10), NULL, NULL, NULL, NULL, NULL};
-        if (device) return gg_mlp_graph_run_device(g, &d, DEVICE_TOKENS, &a, NULL);
-        return g ? gg_mlp_graph_run(g, &d, &a, NULL) : gg_mlp_backward(ctx, &d, &a, NULL);
-    }
-    default: {
-        gg_ssm_gate_desc d = {c->tokens, c->dim0, c->dim1, c->silu, c->accumulate};
-        gg_ssm_gate_args a = {FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4),
-                              FAKE(5), FAKE(6), FAKE(7), FAKE(8), FAKE(9)};
-        if (device) return gg_ssm_gate_graph_run_device(g, &d, DEVICE_TOKENS, &a, NULL);
-        return g ? gg_ssm_gate_graph_run(g, &d, &a, NULL) : gg_ssm_gate_backward(ctx, &d, &a, NULL);
-    }
-    }
-}
-
-/* A graph with the call's tokens as its one bucket (`device`: device-selected, which pads). */
-static gg_status graph_create(gg_ctx *ctx, const route_case *c, int device, gg_graph **g) {
-    gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
-    const int64_t buckets[] = {c->tokens};
-    gc.policy = GG_BUCKETS_LIST;
-    gc.bucket_tokens = buckets;
-    gc.n_buckets = 1;
-    gc.allow_padding = device;
-    gc.device_select = device;
-    gc.execs_per_bucket = 1;
-    switch (c->block) {
-    case 2: {
-        gg_gelu_ffn_desc d = {c->tokens, c->dim0, c->dim1, c->precision, 0};
-        return gg_gelu_ffn_graph_create(ctx, &d, &gc, g);
-    }
-    case 3: {
-        gg_mlp_desc d = {c->tokens, c->dim0, c->dim1, c->precision, 0};
-        return gg_mlp_graph_create(ctx, &d, &gc, g);
-    }
-    default: {
-        gg_ssm_gate_desc d = {c->tokens, c->dim0, c->dim1, 0, 0};
-        return gg_ssm_gate_graph_create(ctx, &d, &gc, g);
-    }
-    }
+        printf("ROUTE FAIL block %d %s M=%lld D=%lld F=%lld cc=%d %s: %s\n", c->call.block,
+               prec_name(c->call.precision), (long long)c->call.tokens, (long long)c->call.dim0, (long long)c->call.dim1, c->cc, path, what);
 }
 
 /* The launches of gradgraph's own GEMM kernels at the last counts_clear. */
@@ -163,15 +103,15 @@ static void check_ran(const route_case *c, const char *path) {
     if (fake.refused_launches) route_fail(c, path, "%d launches the runtime would refuse", fake.refused_launches);
     if (fake.refused_tensor_maps)
         route_fail(c, path, "%d tensor maps the driver would refuse", fake.refused_tensor_maps);
-    if (c->block != 4) {
+    if (c->call.block != 4) {
         if (matmuls + f32w != 4)
             route_fail(c, path, "%d cuBLASLt GEMMs and %d gemm_f32w launches: the four GEMMs must run once each",
                        matmuls, f32w);
-        if (f32w && (c->cc != 90 || c->precision != GG_PRECISION_FP16))
+        if (f32w && (c->cc != 90 || c->call.precision != GG_PRECISION_FP16))
             route_fail(c, path, "gemm_f32w ran %d times, not in fp16 mode on a 9.0 device", f32w);
-        if (f32w && !f32w_takes(c->dim1, c->dim0) && !f32w_takes(c->dim0, c->dim1))
+        if (f32w && !f32w_takes(c->call.dim1, c->call.dim0) && !f32w_takes(c->call.dim0, c->call.dim1))
             route_fail(c, path, "gemm_f32w ran on a shape it does not take (G's nor dX's)");
-        if (f32w == 2 && !(f32w_takes(c->dim1, c->dim0) && f32w_takes(c->dim0, c->dim1)))
+        if (f32w == 2 && !(f32w_takes(c->call.dim1, c->call.dim0) && f32w_takes(c->call.dim0, c->call.dim1)))
             route_fail(c, path, "gemm_f32w ran twice but takes only one of G's and dX's shapes");
         if (fused || small) route_fail(c, path, "block 4's kernels ran");
         return;
@@ -181,7 +121,7 @@ static void check_ran(const route_case *c, const char *path) {
     if (small && (matmuls || fused))
         route_fail(c, path, "the one-launch kernel and %d GEMMs, %d fused", matmuls, fused);
     if (fused && matmuls != 1) route_fail(c, path, "the fused kernel and %d GEMMs (dW only expected)", matmuls);
-    if (fused && (c->cc != 90 || c->dim0 % 64 || c->dim1 % 128))
+    if (fused && (c->cc != 90 || c->call.dim0 % 64 || c->call.dim1 % 128))
         route_fail(c, path, "the fused kernel ran without a 9.0 device or on a shape it does not take");
     if (!small && !fused && matmuls != 2) route_fail(c, path, "%d GEMMs, neither of the own kernels", matmuls);
 }
@@ -202,7 +142,7 @@ static gg_ctx *make_ctx(int cc) {
  * device-selected and both runs gg_*_graph_run_device (staging, the selection kernel, the conditional node). */
 static void graph_path(gg_ctx *ctx, const route_case *c, int device) {
     gg_graph *g = NULL;
-    gg_status st = graph_create(ctx, c, device, &g);
+    gg_status st = block_call_graph(ctx, &c->call, device, &g);
     if (st != GG_SUCCESS)
         route_fail(c, device ? "device graph create" : "graph create", "%s: %s", gg_status_string(st),
                    gg_last_error(ctx));
@@ -212,7 +152,7 @@ static void graph_path(gg_ctx *ctx, const route_case *c, int device) {
                                   : (run ? "graph replay" : "graph run");
         counts_clear();
         ++sweep.calls;
-        st = run_call(ctx, g, c, device);
+        st = block_call_run(ctx, g, &c->call, 0, device);
         if (st != GG_SUCCESS) route_fail(c, path, "%s: %s", gg_status_string(st), gg_last_error(ctx));
         if (fake.captures_open) route_fail(c, path, "a stream is left capturing");
         if (st != GG_SUCCESS) break;
@@ -239,7 +179,7 @@ static void run_case(const route_case *c) {
     if (ctx->has_wgmma != (c->cc == 90)) route_fail(c, "context", "has_wgmma %d", ctx->has_wgmma);
 
     ++sweep.calls;
-    gg_status st = run_call(ctx, NULL, c, 0);
+    gg_status st = block_call_run(ctx, NULL, &c->call, 0, 0);
     if (st != GG_SUCCESS) route_fail(c, "eager", "%s: %s", gg_status_string(st), gg_last_error(ctx));
     if (fake.captures_open) route_fail(c, "eager", "a stream is left capturing");
     if (st == GG_SUCCESS) {
@@ -268,8 +208,8 @@ static void sweep_ffn(int cc) {
             for (size_t t = 0; t < COUNT(ffn_tokens); ++t)
                 for (size_t i = 0; i < COUNT(dims); ++i)
                     for (size_t j = 0; j < COUNT(dims); ++j) {
-                        const route_case c = {block, precisions[p], ffn_tokens[t], dims[i], dims[j], 0,
-                                              (int)((t + i + j) & 1), cc};
+                        const route_case c = {
+                            {block, ffn_tokens[t], dims[i], dims[j], precisions[p], 0, (int)((t + i + j) & 1), 0}, cc};
                         run_case(&c);
                     }
 }
@@ -280,8 +220,9 @@ static void sweep_ssm(int cc) {
         for (size_t t = 0; t < COUNT(ssm_tokens); ++t)
             for (size_t i = 0; i < COUNT(dims); ++i)
                 for (size_t j = 0; j < COUNT(dims); ++j) {
-                    const route_case c = {4, GG_PRECISION_DEFAULT, ssm_tokens[t], dims[i], dims[j], silu,
-                                          (int)((t + i + j) & 1), cc};
+                    const route_case c = {
+                        {4, ssm_tokens[t], dims[i], dims[j], GG_PRECISION_DEFAULT, silu, (int)((t + i + j) & 1), 0},
+                        cc};
                     run_case(&c);
                 }
 }
@@ -311,7 +252,7 @@ static void every_route(void **state) {
  * fails both turn the sm_90a routes off, and a shape that would take gemm_f32w then runs in cuBLASLt. */
 static void hopper_context(void **state) {
     (void)state;
-    const route_case c = {2, GG_PRECISION_FP16, 256, 1024, 1024, 0, 0, 90};
+    const route_case c = {{2, 256, 1024, 1024, GG_PRECISION_FP16, 0, 0, 0}, 90};
     static const int h200[] = {0, 132, 66, 39, 30, 22, 17, 15, 15};
     for (int variant = 0; variant < 3; ++variant) {
         if (variant == 1) setenv("GG_HOPPER_KERNELS", "0", 1);
@@ -330,7 +271,7 @@ static void hopper_context(void **state) {
             assert_memory_equal(ctx->f32w_clusters, h200, sizeof h200);
         }
         counts_clear();
-        assert_int_equal(run_call(ctx, NULL, &c, 0), GG_SUCCESS);
+        assert_int_equal(block_call_run(ctx, NULL, &c.call, 0, 0), GG_SUCCESS);
         assert_int_equal(f32w_launches(), variant == 0 ? 2 : 0); /* G and dX at 256 tokens */
         assert_int_equal(fake.calls[FAKE_MATMUL] + f32w_launches(), 4);
         if (variant == 0) assert_int_equal(fake.cluster_launches, 2);
