@@ -109,22 +109,20 @@ static int keep_fitting_clusters(gg_ctx *ctx, gg_matmul *mm, cublasLtMatmulHeuri
     return found;
 }
 
-/* A GEMM with an odd k from 16384 (gg_matmul_split_k_untrusted) runs without split-k: with CUDA 13.0's cuBLASLt on
- * an H200, its split-k (2) algorithms under an SM target of 92 wrote wrong results for block 4's dW at k = 32769 and
- * 65537 tokens (1-2 % of the elements off by up to 13x the tolerance, test_shapes_gpu), where k = 32768, 32767,
- * 65536 and 65538 were right; so did its split-k (8) algorithm without an SM target at k = 65537 (256 x 1472, the
- * fused route's dW: 1 % of the elements, up to 9x, in 3 rounds out of 3), and block 2's two dW GEMMs in fp16 mode at
- * k = 27137 (2112 x 1152: 13 % of the elements, up to 25x), the smallest wrong k found; 16384 leaves a margin below
- * it. Other k keep split-k, SM target or not:
- * without it block 4's dW beside the narrow schedule (a 768 x 1536 gradient over k = 11912 or 17312 tokens) is 60-70 %
- * slower, and no other k was ever found wrong (docs/decisions.md).
+/* A GEMM with an odd k (gg_matmul_split_k_untrusted) runs without split-k: with CUDA 13.0's cuBLASLt on an H200,
+ * its split-k algorithms wrote wrong results at k = 4097, 4225, 4353, 8193, 11905, 27137, 32769 and 65537 (every one
+ * 1 more than a multiple of 128), from 1 % to 40 % of the output off by up to 46x the tolerance, as if the last row
+ * of k were lost, deterministically and with an SM target or without; k = 4224, 4226, 4227, 4289, 11913, 32767,
+ * 65539 were right (test_shapes_gpu; docs/decisions.md). Odd k, not only 1 more than a multiple of 128: the
+ * algorithms' k tiles differ, and an odd k leaves every one a partial last tile. Even k keep split-k: without it
+ * block 4's dW beside the narrow schedule (a 768 x 1536 gradient over k = 11912 or 17312 tokens) is 60-70 % slower.
  * Keeps the unsplit results in the heuristic's order; when the heuristic offers none (at 1344 x 768 and 2880 x 1408
  * with k = 32769 and 65537 it offered only split-k (2) ones among those with small clusters), the same algorithms
  * re-configured to split-k 1 that cuBLASLt accepts. The new count; `found` with a warning when neither exists. */
 static int split_k(const cublasLtMatmulAlgo_t *algo) {
     return (int)algo_attribute(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM);
 }
-int gg_matmul_split_k_untrusted(int64_t k) { return k >= 16384 && k % 2 == 1; }
+int gg_matmul_split_k_untrusted(int64_t k) { return k % 2 == 1; }
 static int keep_unsplit(gg_ctx *ctx, gg_matmul *mm, cublasLtMatmulHeuristicResult_t *results, int found) {
     int kept = 0;
     for (int i = 0; i < found; ++i)

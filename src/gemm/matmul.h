@@ -31,7 +31,7 @@ typedef struct gg_matmul {
     cublasLtMatmulAlgo_t algo;
     size_t workspace_bytes; /* what the chosen algorithm needs (<= the context's workspace) */
     int max_cluster_ctas;   /* > 0: only algorithms whose thread-block clusters have at most this many CTAs */
-    int unsplit;            /* only algorithms without split-k (an odd k from 16384: matmul.c) */
+    int unsplit;            /* only algorithms without split-k (an odd k: matmul.c) */
     int epilogue;           /* the shape's epilogue (0: none) */
     size_t d_span_bytes;    /* D's bytes from its first element to its last (and the aux matrix's, laid out as D) */
 } gg_matmul;
@@ -43,7 +43,7 @@ static inline size_t gg_gemm_type_bytes(cudaDataType_t t) { return t == CUDA_R_3
  * than this code). */
 int gg_cluster_shape_ctas(int cluster_shape_id);
 
-/* Whether cuBLASLt's split-k is not trusted at this k (an odd k from 16384: matmul.c says why); such a GEMM runs an
+/* Whether cuBLASLt's split-k is not trusted at this k (an odd k: matmul.c says why); such a GEMM runs an
  * algorithm without split-k. */
 int gg_matmul_split_k_untrusted(int64_t k);
 

@@ -741,18 +741,18 @@ static int logged_split_k(int64_t k) {
     return -1;
 }
 
-/* cuBLASLt's split-k is not taken at an odd k from 16384 (matmul.c, keep_unsplit), the heuristic offering only a
- * split-k (2) algorithm: block 3's dW GEMMs (k = the tokens) run it re-configured to split-k 1 at 32769 tokens and keep
+/* cuBLASLt's split-k is not taken at an odd k (matmul.c, keep_unsplit), the heuristic offering only a split-k (2)
+ * algorithm: block 3's dW GEMMs (k = the tokens) run it re-configured to split-k 1 at 32769 and 4225 tokens and keep
  * split-k 2 at 32768; G (k = hidden, under the narrow schedule's SM target) and dX (k = ffn) keep split-k 2. When
  * cuBLASLt refuses the re-configured algorithm, the plans keep split-k 2 and warn. */
-static void split_k_refused_at_odd_k_from_16384(void **state) {
+static void split_k_refused_at_odd_k(void **state) {
     (void)state;
-    for (int round = 0; round < 3; ++round) {
-        const int64_t tokens = round == 1 ? 32768 : 32769;
+    for (int round = 0; round < 4; ++round) {
+        const int64_t tokens = round == 1 ? 32768 : round == 3 ? 4225 : 32769;
         fake_reset(1);
         fake.plan_ok = 1;
         fake.heuristic_split_k = 2;
-        fake.algo_check_ok = round < 2;
+        fake.algo_check_ok = round != 2;
         gg_config c = GG_CONFIG_INIT;
         c.autotune = 0;
         c.log_fn = on_debug;
@@ -765,7 +765,7 @@ static void split_k_refused_at_odd_k_from_16384(void **state) {
         assert_int_equal(gg_mlp_backward(ctx, &d, &a, NULL), GG_SUCCESS);
         assert_int_equal(logged_split_k(1024), 2);                     /* dX: k = ffn, no SM target */
         assert_int_equal(logged_split_k(256), 2);                      /* G: k = hidden, an SM target: trusted */
-        assert_int_equal(logged_split_k(tokens), round == 0 ? 1 : 2); /* dW1, dW2: k = the tokens */
+        assert_int_equal(logged_split_k(tokens), tokens % 2 && round != 2 ? 1 : 2); /* dW1, dW2: k = the tokens */
         assert_int_equal(split_warnings, round == 2 ? 2 : 0);          /* dW1, dW2 kept split-k */
         destroy_ctx(ctx);
     }
@@ -1139,7 +1139,7 @@ int main(void) {
         cmocka_unit_test(graph_debug_dot_captures_again),
         cmocka_unit_test(log_level_from_environment),
         cmocka_unit_test(gemm_cluster_limit_from_environment),
-        cmocka_unit_test(split_k_refused_at_odd_k_from_16384),
+        cmocka_unit_test(split_k_refused_at_odd_k),
         cmocka_unit_test(dist_entry_points_check_arguments),
         cmocka_unit_test(check_finite_checks_and_launches),
         cmocka_unit_test(host_pointers_are_refused),

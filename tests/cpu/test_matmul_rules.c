@@ -83,12 +83,13 @@ static void unknown_cluster_shapes_have_no_count(void **state) {
     assert_int_equal(gg_cluster_shape_ctas(1000), 0);
 }
 
-/* The k that were wrong with split-k (27137, 32769, 65537) and every odd k from 16384 are refused it; even k, the
- * smaller odd ones and the benchmark's token counts keep it. */
-static void split_k_untrusted_at_odd_k_from_16384(void **state) {
+/* The k that were wrong with split-k (4097 ... 65537) and every other odd k are refused it; even k (the benchmark's
+ * token counts among them) keep it. */
+static void split_k_untrusted_at_odd_k(void **state) {
     (void)state;
-    static const int64_t untrusted[] = {27137, 32769, 65537, 98305, 32771, 99999, 16385, 32767};
-    static const int64_t trusted[] = {1, 333, 16383, 16384, 32768, 65536, 65538, 74432, 39232, 34784, 100000};
+    static const int64_t untrusted[] = {4097, 4225, 4353, 8193, 11905, 27137, 32769, 65537, 1,
+                                        3,    333,  4227, 16383, 32771, 99999, 32767};
+    static const int64_t trusted[] = {2, 4224, 4226, 11912, 16384, 32768, 65536, 65538, 74432, 39232, 34784, 100000};
     for (size_t i = 0; i < sizeof untrusted / sizeof untrusted[0]; ++i)
         assert_true(gg_matmul_split_k_untrusted(untrusted[i]));
     for (size_t i = 0; i < sizeof trusted / sizeof trusted[0]; ++i)
@@ -99,7 +100,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(cluster_ctas_match_the_shape_names),
         cmocka_unit_test(unknown_cluster_shapes_have_no_count),
-        cmocka_unit_test(split_k_untrusted_at_odd_k_from_16384),
+        cmocka_unit_test(split_k_untrusted_at_odd_k),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,8 +3,8 @@
  * (tests/fake/fake_cuda.c) as a 9.0 device (fake.compute_capability = 90: an H100/H200, so the context has
  * has_wgmma and blocks 2/3 in fp16 mode run G and/or dX in gemm_f32w.cu, block 4 its fused kernel) and as the
  * default device (no sm_90a route). Blocks 2 and 3 in every precision over tokens at and around every threshold of
- * src/blocks/ffn.c (the route's 512 and 1024, the TF32 G's 512, ...) and a few large (odd k from 16384: cuBLASLt's
- * split-k not trusted), hidden and ffn from a set of multiples of 64 (and 1544, which no fast route takes), in
+ * src/blocks/ffn.c (the route's 512 and 1024, the TF32 G's 512, ...) and a few large (odd k: cuBLASLt's split-k
+ * not trusted), hidden and ffn from a set of multiples of 64 (and 1544, which no fast route takes), in
  * pairs, both orders; block 4 over src/blocks/ssm_gate.c's thresholds (the one-launch route's 256, the narrow rows'
  * 1500 and 10000, the fused route's 32768, the bias sum's place) with SiLU on and off. Each shape: an eager call
  * and the first and second run of a graph with that one bucket must return GG_SUCCESS, leave no stream capturing,

@@ -273,8 +273,10 @@ static void shapes_ssm_gate(void **state) { (void)state; sweep(4); }
  * under an SM count target wrote 1-2 % of grad_weight wrong (src/gemm/matmul.c, keep_unsplit); at 1344 x 768 and
  * 2880 x 1408 (GG_HOPPER_KERNELS=0) the heuristic offered only split-k algorithms, which keep_unsplit re-configures;
  * at 65537 tokens, 1472 x 256, the fused route's dW (no SM target) took split-k 8 and was wrong too: an odd k from
- * 32768 now runs without split-k (gg_matmul_split_k_untrusted). Block 2 at 27137 tokens, 1152 x 2112 (fp16): both
- * dW GEMMs wrong on 13 % of their elements (up to 25x), with no SM target: odd k from 16384 now run unsplit.
+ * 32768 ran without split-k. Block 2 at 27137 tokens, 1152 x 2112 (fp16): both dW GEMMs wrong on 13 % of their
+ * elements (up to 25x), with no SM target. Block 3 at 4225 tokens, 3104 x 24 (fp16), and block 4 at 11905: split-k at
+ * k 1 more than a multiple of 128, 30-40 % of dW wrong (up to 46x): every odd k now runs without split-k
+ * (gg_matmul_split_k_untrusted).
  * Block 3 at 513 tokens, F = 320 (fp16, sm_90a): dX took gemm_f32w but G, whose F it cannot take, was not planned
  * at all (cuBLASLt refused the empty descriptors: src/blocks/ffn.c, g_reads_w2_copy). */
 static void shapes_found_wrong(void **state) {
@@ -285,6 +287,7 @@ static void shapes_found_wrong(void **state) {
         {4, 333, 768, 1544, 0, 0},    {4, 65537, 3760, 360, 0, 0}, {4, 32769, 704, 2176, 1, 0},
         {4, 32769, 1344, 768, 0, 0},  {4, 65537, 2880, 1408, 0, 1}, {4, 65537, 1472, 256, 0, 0},
         {3, 513, 2816, 320, 0, 0},    {2, 513, 2816, 320, 0, 0},  {2, 27137, 1152, 2112, 0, 0},
+        {3, 4225, 3104, 24, 0, 0},    {3, 8193, 3104, 24, 0, 0},  {4, 11905, 768, 1536, 0, 0},
     };
     tally t = {0, 0, 0};
     gg_ctx *ctx = shape_ctx(0);
