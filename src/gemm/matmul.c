@@ -148,6 +148,18 @@ static int keep_unsplit(gg_ctx *ctx, gg_matmul *mm, cublasLtMatmulHeuristicResul
     return kept > 0 ? kept : found;
 }
 
+/* An odd k that split-k would serve (gg_matmul_last_row_apart) runs as two GEMMs: the first k - 1 rows, an even k
+ * that keeps split-k, then the last row (k = 1, beta 1) over the same D, which costs one more pass over D and, for a
+ * 16-bit D, one more rounding. Without split-k such a GEMM has too few tiles for the SMs: block 4's dW (768 x 1536,
+ * under the narrow schedule's SM target) at 11913 tokens ran unsplit on 30 CTAs in 155.7 us, against 70.4 + 7.8 us
+ * for its split-k and reduction at 11912, and at 74433 tokens in 345.8 us against 241.3 (docs/decisions.md). Taken
+ * where the output has fewer 128 x 128 tiles than the SMs it may use (the heuristic's split-k shapes), k is at least
+ * LAST_ROW_MIN_K, there is no epilogue, and k is the stored column of both operands (A as is, B transposed: the dW
+ * GEMMs), so that the last row starts GG_ALIGNMENT-aligned. Decided by the shape alone, so that every rank and every
+ * autotune choice plans the same GEMMs. */
+#define LAST_ROW_TILE 128
+#define LAST_ROW_MIN_K 1024
+
 /* Which of the epilogue's pointers it reads or writes (gg_gemm_shape.epilogue). */
 static int epilogue_has_bias(int e) { return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS; }
 static int epilogue_has_aux(int e) { return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS; }
@@ -158,6 +170,8 @@ void gg_gemm_types_for(gg_precision precision, cudaDataType_t *ab_type, cublasCo
 }
 
 void gg_matmul_destroy(gg_matmul *mm) {
+    if (mm->last_a) (void)cublasLtMatrixLayoutDestroy(mm->last_a);
+    if (mm->last_b) (void)cublasLtMatrixLayoutDestroy(mm->last_b);
     if (mm->op) (void)cublasLtMatmulDescDestroy(mm->op);
     if (mm->a) (void)cublasLtMatrixLayoutDestroy(mm->a);
     if (mm->b) (void)cublasLtMatrixLayoutDestroy(mm->b);
@@ -165,7 +179,8 @@ void gg_matmul_destroy(gg_matmul *mm) {
     memset(mm, 0, sizeof *mm);
 }
 
-gg_status gg_matmul_plan(gg_ctx *ctx, const gg_gemm_shape *s, gg_matmul *mm) {
+/* One GEMM: descriptors and algorithm. */
+static gg_status plan_one(gg_ctx *ctx, const gg_gemm_shape *s, gg_matmul *mm) {
     memset(mm, 0, sizeof *mm);
     gg_status status = GG_SUCCESS;
     cublasLtMatmulPreference_t pref = NULL;
@@ -267,6 +282,40 @@ fail:
     return status;
 }
 
+int gg_matmul_last_row_apart(const gg_gemm_shape *s, int sm_count) {
+    const int sms = s->sm_count_target > 0 && s->sm_count_target < sm_count ? s->sm_count_target : sm_count;
+    const int64_t tiles = ((s->m + LAST_ROW_TILE - 1) / LAST_ROW_TILE) * ((s->n + LAST_ROW_TILE - 1) / LAST_ROW_TILE);
+    const size_t ab = gg_gemm_type_bytes(s->ab_type);
+    return gg_matmul_split_k_untrusted(s->k) && s->k >= LAST_ROW_MIN_K && !s->epilogue && !s->trans_a &&
+           s->trans_b && tiles < sms && (size_t)(s->k - 1) * (size_t)s->lda * ab % GG_ALIGNMENT == 0 &&
+           (size_t)(s->k - 1) * (size_t)s->ldb * ab % GG_ALIGNMENT == 0;
+}
+
+gg_status gg_matmul_plan(gg_ctx *ctx, const gg_gemm_shape *s, gg_matmul *mm) {
+    if (!gg_matmul_last_row_apart(s, ctx->sm_count)) return plan_one(ctx, s, mm);
+    gg_gemm_shape part = *s;
+    part.k = s->k - 1;
+    GG_TRY(plan_one(ctx, &part, mm));
+    part.k = 1;
+    gg_matmul last;
+    const gg_status status = plan_one(ctx, &part, &last);
+    if (status != GG_SUCCESS) {
+        gg_matmul_destroy(mm);
+        return status;
+    }
+    /* the last row's layouts and algorithm; its descriptor is mm's own twin (the same shape but k), so mm's serves */
+    mm->last_a = last.a;
+    mm->last_b = last.b;
+    last.a = last.b = NULL;
+    mm->last_algo = last.algo;
+    mm->last_workspace_bytes = last.workspace_bytes;
+    const size_t ab = gg_gemm_type_bytes(s->ab_type);
+    mm->last_a_offset = (size_t)(s->k - 1) * (size_t)s->lda * ab;
+    mm->last_b_offset = (size_t)(s->k - 1) * (size_t)s->ldb * ab;
+    gg_matmul_destroy(&last);
+    return GG_SUCCESS;
+}
+
 int gg_matmul_algo_fits(gg_ctx *ctx, const gg_matmul *mm, const cublasLtMatmulAlgo_t *algo, size_t *workspace_bytes) {
     cublasLtMatmulHeuristicResult_t check;
     memset(&check, 0, sizeof check);
@@ -317,6 +366,14 @@ gg_status gg_matmul_run_scaled_in(gg_ctx *ctx, const gg_matmul *mm, const void *
                    cublasLtMatmul(ctx->lt, mm->op, &alpha, A, mm->a, B, mm->b, &beta, C ? C : D, mm->d, D, mm->d,
                                   &mm->algo, workspace, mm->workspace_bytes, stream),
                    status, done);
+    if (mm->last_a) { /* the last row of an odd k, added to what the first k - 1 rows wrote */
+        const float one = 1.0f;
+        GG_CUBLAS_GOTO(ctx,
+                       cublasLtMatmul(ctx->lt, mm->op, &alpha, (const char *)A + mm->last_a_offset, mm->last_a,
+                                      (const char *)B + mm->last_b_offset, mm->last_b, &one, D, mm->d, D, mm->d,
+                                      &mm->last_algo, workspace, mm->last_workspace_bytes, stream),
+                       status, done);
+    }
 done:
     return status;
 }

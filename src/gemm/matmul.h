@@ -34,6 +34,13 @@ typedef struct gg_matmul {
     int unsplit;            /* only algorithms without split-k (an odd k: matmul.c) */
     int epilogue;           /* the shape's epilogue (0: none) */
     size_t d_span_bytes;    /* D's bytes from its first element to its last (and the aux matrix's, laid out as D) */
+    /* An odd k run as two GEMMs (matmul.c, last_row_apart): the descriptors above are the first k - 1 rows' (an even
+     * k, split-k allowed); the last row of k is a second GEMM of k = 1 over these layouts, with beta 1, its A and B
+     * that many bytes into the run's. last_a NULL: one GEMM. */
+    cublasLtMatrixLayout_t last_a, last_b;
+    cublasLtMatmulAlgo_t last_algo;
+    size_t last_workspace_bytes;
+    size_t last_a_offset, last_b_offset;
 } gg_matmul;
 
 /* Bytes per element of the GEMM types gradgraph uses (fp32, fp16, bf16). */
@@ -47,10 +54,15 @@ int gg_cluster_shape_ctas(int cluster_shape_id);
  * algorithm without split-k. */
 int gg_matmul_split_k_untrusted(int64_t k);
 
+/* Whether gg_matmul_plan runs this shape as two GEMMs, the first k - 1 rows then the last (an odd k that split-k
+ * would serve: matmul.c), on a device of sm_count SMs. */
+int gg_matmul_last_row_apart(const gg_gemm_shape *shape, int sm_count);
+
 /* The GEMM types of a precision mode for the fp32-I/O blocks (operands fp32/fp16, output fp32). */
 void gg_gemm_types_for(gg_precision precision, cudaDataType_t *ab_type, cublasComputeType_t *compute);
 
-/* Creates descriptors and picks an algorithm. On failure *mm is left empty (safe to destroy). */
+/* Creates descriptors and picks an algorithm (an odd k whose split-k matters: two, matmul.c says why). On failure
+ * *mm is left empty (safe to destroy). */
 gg_status gg_matmul_plan(gg_ctx *ctx, const gg_gemm_shape *shape, gg_matmul *mm);
 
 /* D = A @ B, or D += A @ B when accumulate (beta 1, D read in its own type, one rounding), on stream with the

@@ -741,18 +741,29 @@ static int logged_split_k(int64_t k) {
     return -1;
 }
 
-/* cuBLASLt's split-k is not taken at an odd k (matmul.c, keep_unsplit), the heuristic offering only a split-k (2)
- * algorithm: block 3's dW GEMMs (k = the tokens) run it re-configured to split-k 1 at 32769 and 4225 tokens and keep
- * split-k 2 at 32768; G (k = hidden, under the narrow schedule's SM target) and dX (k = ffn) keep split-k 2. When
- * cuBLASLt refuses the re-configured algorithm, the plans keep split-k 2 and warn. */
+/* cuBLASLt's split-k is not taken at an odd k (matmul.c), the heuristic offering only a split-k (2) algorithm. Block
+ * 3's dW GEMMs (k = the tokens): at an even k they keep split-k 2; at an odd k with a small output (256 x 1024, fewer
+ * tiles than SMs) from 1024 they run apart as k - 1 rows (split-k 2, an even k) and the last row (k = 1, re-configured
+ * to split-k 1); with a large output (4096 x 4096), or below 1024, as one GEMM re-configured to split-k 1. When
+ * cuBLASLt refuses the re-configured algorithm, the plans keep split-k 2 and warn, once per dW GEMM. G (k = hidden,
+ * under the narrow schedule's SM target) and dX (k = ffn) keep split-k 2 throughout. -1: no GEMM of that k. */
 static void split_k_refused_at_odd_k(void **state) {
     (void)state;
-    for (int round = 0; round < 4; ++round) {
-        const int64_t tokens = round == 1 ? 32768 : round == 3 ? 4225 : 32769;
+    static const struct {
+        int64_t tokens, hidden, ffn;
+        int check_ok;          /* fake.algo_check_ok: a re-configured algorithm is accepted */
+        int whole, apart, last; /* the split-k logged at k = tokens, k = tokens - 1, k = 1 */
+        int warnings;
+    } cases[] = {
+        {32768, 256, 1024, 1, 2, -1, -1, 0},  {32769, 256, 1024, 1, -1, 2, 1, 0}, {4225, 256, 1024, 1, -1, 2, 1, 0},
+        {32769, 256, 1024, 0, -1, 2, 2, 2},   {32769, 4096, 4096, 1, 1, -1, -1, 0}, {32769, 4096, 4096, 0, 2, -1, -1, 2},
+        {513, 256, 1024, 1, 1, -1, -1, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
         fake_reset(1);
         fake.plan_ok = 1;
         fake.heuristic_split_k = 2;
-        fake.algo_check_ok = round != 2;
+        fake.algo_check_ok = cases[i].check_ok;
         gg_config c = GG_CONFIG_INIT;
         c.autotune = 0;
         c.log_fn = on_debug;
@@ -760,13 +771,19 @@ static void split_k_refused_at_odd_k(void **state) {
         gemm_logged = split_warnings = 0;
         gg_ctx *ctx = NULL;
         assert_int_equal(gg_ctx_create(&c, &ctx), GG_SUCCESS);
-        gg_mlp_desc d = {.tokens = tokens, .hidden = 256, .ffn = 1024, .precision = GG_PRECISION_FP16};
+        gg_mlp_desc d = {.tokens = cases[i].tokens,
+                         .hidden = cases[i].hidden,
+                         .ffn = cases[i].ffn,
+                         .precision = GG_PRECISION_FP16};
         gg_mlp_args a = mlp_args();
         assert_int_equal(gg_mlp_backward(ctx, &d, &a, NULL), GG_SUCCESS);
-        assert_int_equal(logged_split_k(1024), 2);                     /* dX: k = ffn, no SM target */
-        assert_int_equal(logged_split_k(256), 2);                      /* G: k = hidden, an SM target: trusted */
-        assert_int_equal(logged_split_k(tokens), tokens % 2 && round != 2 ? 1 : 2); /* dW1, dW2: k = the tokens */
-        assert_int_equal(split_warnings, round == 2 ? 2 : 0);          /* dW1, dW2 kept split-k */
+        assert_int_equal(logged_split_k(cases[i].ffn), 2);    /* dX: k = ffn, no SM target */
+        assert_int_equal(logged_split_k(cases[i].hidden), 2); /* G: k = hidden, an SM target: trusted */
+        assert_int_equal(logged_split_k(cases[i].tokens), cases[i].whole);
+        assert_int_equal(logged_split_k(cases[i].tokens - 1), cases[i].apart);
+        assert_int_equal(logged_split_k(1), cases[i].last);
+        assert_int_equal(split_warnings, cases[i].warnings);
+        assert_int_equal(fake.last_row_matmuls, cases[i].last >= 0 ? 2 : 0); /* dW1's and dW2's last rows */
         destroy_ctx(ctx);
     }
     fake.heuristic_split_k = 0;

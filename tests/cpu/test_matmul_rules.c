@@ -1,5 +1,6 @@
 /* test_matmul_rules.c - the rules that pick cuBLASLt algorithms and need no GPU: the CTA count of each cluster
- * shape (GEMMs that leave SMs to communication keep only small clusters), and the k at which split-k is not trusted. */
+ * shape (GEMMs that leave SMs to communication keep only small clusters), the k at which split-k is not trusted, and
+ * the GEMMs of an odd k that run their last row apart. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -96,11 +97,69 @@ static void split_k_untrusted_at_odd_k(void **state) {
         assert_false(gg_matmul_split_k_untrusted(trusted[i]));
 }
 
+/* Block 4's dW (E x H = 1536 x 768 over k = the tokens, A as is, B transposed, bf16) under the narrow schedule's SM
+ * target runs its last row apart at an odd k from 1024; not at an even k, below 1024, with an epilogue, with k the
+ * contiguous dimension of either operand, with as many 128 x 128 tiles as SMs, or where the last row would start
+ * off GG_ALIGNMENT. */
+static void last_row_apart_for_small_outputs_at_odd_k(void **state) {
+    (void)state;
+    const gg_gemm_shape dw = {.trans_a = 0,
+                              .trans_b = 1,
+                              .m = 1536,
+                              .n = 768,
+                              .k = 11913,
+                              .lda = 1536,
+                              .ldb = 768,
+                              .ldd = 1536,
+                              .ab_type = CUDA_R_16BF,
+                              .d_type = CUDA_R_16BF,
+                              .compute = CUBLAS_COMPUTE_32F,
+                              .sm_count_target = 92};
+    assert_true(gg_matmul_last_row_apart(&dw, 132)); /* 72 tiles, 92 SMs */
+    gg_gemm_shape s = dw;
+    s.sm_count_target = 0;
+    assert_true(gg_matmul_last_row_apart(&s, 132));
+    assert_false(gg_matmul_last_row_apart(&s, 72)); /* as many tiles as SMs */
+    s.sm_count_target = 40;
+    assert_false(gg_matmul_last_row_apart(&s, 132));
+    static const int64_t apart[] = {1025, 4225, 11905, 32769, 65537, 99999};
+    static const int64_t whole[] = {1, 3, 513, 1023, 1024, 11912, 32768, 65536};
+    for (size_t i = 0; i < sizeof apart / sizeof apart[0]; ++i) {
+        s = dw;
+        s.k = apart[i];
+        assert_true(gg_matmul_last_row_apart(&s, 132));
+    }
+    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; ++i) {
+        s = dw;
+        s.k = whole[i];
+        assert_false(gg_matmul_last_row_apart(&s, 132));
+    }
+    s = dw;
+    s.m = s.n = s.lda = s.ldb = s.ldd = 4096; /* 1024 tiles */
+    assert_false(gg_matmul_last_row_apart(&s, 132));
+    s = dw;
+    s.epilogue = CUBLASLT_EPILOGUE_BIAS;
+    assert_false(gg_matmul_last_row_apart(&s, 132));
+    s = dw;
+    s.trans_a = 1;
+    assert_false(gg_matmul_last_row_apart(&s, 132));
+    s = dw;
+    s.trans_b = 0;
+    assert_false(gg_matmul_last_row_apart(&s, 132));
+    s = dw;
+    s.k = 1027;
+    s.lda = 1539; /* the last row 1026 x 1539 x 2 bytes in: off a 16-byte boundary */
+    assert_false(gg_matmul_last_row_apart(&s, 132));
+    s.lda = 1536;
+    assert_true(gg_matmul_last_row_apart(&s, 132));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(cluster_ctas_match_the_shape_names),
         cmocka_unit_test(unknown_cluster_shapes_have_no_count),
         cmocka_unit_test(split_k_untrusted_at_odd_k),
+        cmocka_unit_test(last_row_apart_for_small_outputs_at_odd_k),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -833,6 +833,8 @@ cublasStatus_t __wrap_cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d,
     (void)h, (void)alpha, (void)beta, (void)algo;
     if (fake_fault(FAKE_MATMUL)) return CUBLAS_STATUS_EXECUTION_FAILED;
     ++fake.enqueued;
+    const fake_layout *la = (const fake_layout *)a, *lb = (const fake_layout *)b;
+    fake.last_row_matmuls += la && lb && la->cols == 1 && lb->cols == 1;
     fake_entry *e = log_entry(FAKE_OP_MATMUL, stream);
     if (!e) return CUBLAS_STATUS_SUCCESS;
     log_range(e, A, layout_bytes(a));
