@@ -9,6 +9,7 @@
 
 #define TUNE_CANDIDATES 8 /* how many of the heuristic's algorithms autotune times */
 #define HEURISTIC_MAX 16  /* how many the heuristic is asked for when some are filtered out */
+#define SPLIT_K_MULTIPLE 128 /* split-k only where k is a multiple of this (gg_matmul_split_k_untrusted) */
 
 /* A GEMM that leaves SMs to communication (sm_count_target) runs beside NCCL's kernels, whose CTAs sit on SMs
  * spread over the GPCs. A thread-block cluster must be placed whole on free SMs of one GPC, so every SM NCCL holds
@@ -109,20 +110,21 @@ static int keep_fitting_clusters(gg_ctx *ctx, gg_matmul *mm, cublasLtMatmulHeuri
     return found;
 }
 
-/* A GEMM with an odd k (gg_matmul_split_k_untrusted) runs without split-k: with CUDA 13.0's cuBLASLt on an H200,
- * its split-k algorithms wrote wrong results at k = 4097, 4225, 4353, 8193, 11905, 27137, 32769 and 65537 (every one
- * 1 more than a multiple of 128), from 1 % to 40 % of the output off by up to 46x the tolerance, as if the last row
- * of k were lost, deterministically and with an SM target or without; k = 4224, 4226, 4227, 4289, 11913, 32767,
- * 65539 were right (test_shapes_gpu; docs/decisions.md). Odd k, not only 1 more than a multiple of 128: the
- * algorithms' k tiles differ, and an odd k leaves every one a partial last tile. Even k keep split-k: without it
- * block 4's dW beside the narrow schedule (a 768 x 1536 gradient over k = 11912 or 17312 tokens) is 60-70 % slower.
- * Keeps the unsplit results in the heuristic's order; when the heuristic offers none (at 1344 x 768 and 2880 x 1408
- * with k = 32769 and 65537 it offered only split-k (2) ones among those with small clusters), the same algorithms
- * re-configured to split-k 1 that cuBLASLt accepts. The new count; `found` with a warning when neither exists. */
+/* A GEMM whose k is not a multiple of 128 (gg_matmul_split_k_untrusted) runs without split-k: with CUDA 13.0's
+ * cuBLASLt on an H200, split-k algorithms wrote wrong results at such k, deterministically, on both GPU paths
+ * (test_shapes_gpu; docs/decisions.md). With the heuristic's first algorithm, at k = 4097, 4225, 4353, 8193, 11905,
+ * 27137, 32769 and 65537 (each 1 more than a multiple of 128), with SM targets and without: 1 % to 40 % of the
+ * output off by up to 46x the tolerance, the size of one row of k lost; with autotune's choices at k = 32392 and
+ * 86404 (8 and 4 more than a multiple of 64): 20-57 % of dW off by up to 27x, the size of those 8 and 4 rows lost.
+ * No k from a multiple of 128 was ever found wrong. Keeps the unsplit results in the heuristic's order; when the
+ * heuristic offers none (at 1344 x 768 and 2880 x 1408 with k = 32769 and 65537 it offered only split-k (2) ones
+ * among those with small clusters), the same algorithms re-configured to split-k 1 that cuBLASLt accepts. The new
+ * count; `found` with a warning when neither exists. Where split-k matters, the GEMM runs its multiple of 128 apart
+ * (tail_apart, below). */
 static int split_k(const cublasLtMatmulAlgo_t *algo) {
     return (int)algo_attribute(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM);
 }
-int gg_matmul_split_k_untrusted(int64_t k) { return k % 2 == 1; }
+int gg_matmul_split_k_untrusted(int64_t k) { return k % SPLIT_K_MULTIPLE != 0; }
 static int keep_unsplit(gg_ctx *ctx, gg_matmul *mm, cublasLtMatmulHeuristicResult_t *results, int found) {
     int kept = 0;
     for (int i = 0; i < found; ++i)
@@ -148,17 +150,18 @@ static int keep_unsplit(gg_ctx *ctx, gg_matmul *mm, cublasLtMatmulHeuristicResul
     return kept > 0 ? kept : found;
 }
 
-/* An odd k that split-k would serve (gg_matmul_last_row_apart) runs as two GEMMs: the first k - 1 rows, an even k
- * that keeps split-k, then the last row (k = 1, beta 1) over the same D, which costs one more pass over D and, for a
- * 16-bit D, one more rounding. Without split-k such a GEMM has too few tiles for the SMs: block 4's dW (768 x 1536,
- * under the narrow schedule's SM target) at 11913 tokens ran unsplit on 30 CTAs in 155.7 us, against 70.4 + 7.8 us
- * for its split-k and reduction at 11912, and at 74433 tokens in 345.8 us against 241.3 (docs/decisions.md). Taken
- * where the output has fewer 128 x 128 tiles than the SMs it may use (the heuristic's split-k shapes), k is at least
- * LAST_ROW_MIN_K, there is no epilogue, and k is the stored column of both operands (A as is, B transposed: the dW
- * GEMMs), so that the last row starts GG_ALIGNMENT-aligned. Decided by the shape alone, so that every rank and every
- * autotune choice plans the same GEMMs. */
-#define LAST_ROW_TILE 128
-#define LAST_ROW_MIN_K 1024
+/* A GEMM that split-k serves, with a k split-k is not trusted at (gg_matmul_tail_apart), runs as two: the largest
+ * multiple of 128 rows of k, which keeps split-k, then the other k % 128 rows (beta 1, without split-k) over the same
+ * D, which costs one more pass over D and, for a 16-bit D, one more rounding. Without split-k such a GEMM has too few
+ * tiles for the SMs: block 4's dW (768 x 1536, under the narrow schedule's SM target) at 11913 tokens ran on 30 CTAs,
+ * 197.8 us a call against 126.1 apart, at 17313 275.9 against 165.9, at 74433 761.5 against 648.2; from 8193 down
+ * the split-k it lost cost less than the second pass (8193: 90.7 us against 95.9 apart; 1173: 18.8 against 23.6).
+ * Taken where the output has fewer 128 x 128 tiles than the SMs it may use (the heuristic's split-k shapes), k is
+ * at least TAIL_APART_MIN_K, there is no epilogue, and k is the stored column of both operands (A as is, B
+ * transposed: the dW GEMMs), so that the tail starts aligned. Decided by the shape alone, so that every rank and
+ * every autotune choice plans the same GEMMs (docs/decisions.md). */
+#define TAIL_APART_TILE 128
+#define TAIL_APART_MIN_K 10240
 
 /* Which of the epilogue's pointers it reads or writes (gg_gemm_shape.epilogue). */
 static int epilogue_has_bias(int e) { return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS; }
@@ -170,8 +173,8 @@ void gg_gemm_types_for(gg_precision precision, cudaDataType_t *ab_type, cublasCo
 }
 
 void gg_matmul_destroy(gg_matmul *mm) {
-    if (mm->last_a) (void)cublasLtMatrixLayoutDestroy(mm->last_a);
-    if (mm->last_b) (void)cublasLtMatrixLayoutDestroy(mm->last_b);
+    if (mm->tail_a) (void)cublasLtMatrixLayoutDestroy(mm->tail_a);
+    if (mm->tail_b) (void)cublasLtMatrixLayoutDestroy(mm->tail_b);
     if (mm->op) (void)cublasLtMatmulDescDestroy(mm->op);
     if (mm->a) (void)cublasLtMatrixLayoutDestroy(mm->a);
     if (mm->b) (void)cublasLtMatrixLayoutDestroy(mm->b);
@@ -282,37 +285,38 @@ fail:
     return status;
 }
 
-int gg_matmul_last_row_apart(const gg_gemm_shape *s, int sm_count) {
+int gg_matmul_tail_apart(const gg_gemm_shape *s, int sm_count) {
     const int sms = s->sm_count_target > 0 && s->sm_count_target < sm_count ? s->sm_count_target : sm_count;
-    const int64_t tiles = ((s->m + LAST_ROW_TILE - 1) / LAST_ROW_TILE) * ((s->n + LAST_ROW_TILE - 1) / LAST_ROW_TILE);
-    const size_t ab = gg_gemm_type_bytes(s->ab_type);
-    return gg_matmul_split_k_untrusted(s->k) && s->k >= LAST_ROW_MIN_K && !s->epilogue && !s->trans_a &&
-           s->trans_b && tiles < sms && (size_t)(s->k - 1) * (size_t)s->lda * ab % GG_ALIGNMENT == 0 &&
-           (size_t)(s->k - 1) * (size_t)s->ldb * ab % GG_ALIGNMENT == 0;
+    const int64_t tiles =
+        ((s->m + TAIL_APART_TILE - 1) / TAIL_APART_TILE) * ((s->n + TAIL_APART_TILE - 1) / TAIL_APART_TILE);
+    const size_t ab = gg_gemm_type_bytes(s->ab_type), head = (size_t)(s->k - s->k % SPLIT_K_MULTIPLE);
+    return gg_matmul_split_k_untrusted(s->k) && s->k >= TAIL_APART_MIN_K && !s->epilogue && !s->trans_a &&
+           s->trans_b && tiles < sms && head * (size_t)s->lda * ab % GG_ALIGNMENT == 0 &&
+           head * (size_t)s->ldb * ab % GG_ALIGNMENT == 0;
 }
 
 gg_status gg_matmul_plan(gg_ctx *ctx, const gg_gemm_shape *s, gg_matmul *mm) {
-    if (!gg_matmul_last_row_apart(s, ctx->sm_count)) return plan_one(ctx, s, mm);
+    if (!gg_matmul_tail_apart(s, ctx->sm_count)) return plan_one(ctx, s, mm);
     gg_gemm_shape part = *s;
-    part.k = s->k - 1;
+    part.k = s->k - s->k % SPLIT_K_MULTIPLE;
     GG_TRY(plan_one(ctx, &part, mm));
-    part.k = 1;
-    gg_matmul last;
-    const gg_status status = plan_one(ctx, &part, &last);
+    part.k = s->k % SPLIT_K_MULTIPLE;
+    gg_matmul tail;
+    const gg_status status = plan_one(ctx, &part, &tail);
     if (status != GG_SUCCESS) {
         gg_matmul_destroy(mm);
         return status;
     }
-    /* the last row's layouts and algorithm; its descriptor is mm's own twin (the same shape but k), so mm's serves */
-    mm->last_a = last.a;
-    mm->last_b = last.b;
-    last.a = last.b = NULL;
-    mm->last_algo = last.algo;
-    mm->last_workspace_bytes = last.workspace_bytes;
-    const size_t ab = gg_gemm_type_bytes(s->ab_type);
-    mm->last_a_offset = (size_t)(s->k - 1) * (size_t)s->lda * ab;
-    mm->last_b_offset = (size_t)(s->k - 1) * (size_t)s->ldb * ab;
-    gg_matmul_destroy(&last);
+    /* the tail's layouts and algorithm; its descriptor is mm's own twin (the same shape but k), so mm's serves */
+    mm->tail_a = tail.a;
+    mm->tail_b = tail.b;
+    tail.a = tail.b = NULL;
+    mm->tail_algo = tail.algo;
+    mm->tail_workspace_bytes = tail.workspace_bytes;
+    const size_t ab = gg_gemm_type_bytes(s->ab_type), head = (size_t)(s->k - s->k % SPLIT_K_MULTIPLE);
+    mm->tail_a_offset = head * (size_t)s->lda * ab;
+    mm->tail_b_offset = head * (size_t)s->ldb * ab;
+    gg_matmul_destroy(&tail);
     return GG_SUCCESS;
 }
 
@@ -366,12 +370,12 @@ gg_status gg_matmul_run_scaled_in(gg_ctx *ctx, const gg_matmul *mm, const void *
                    cublasLtMatmul(ctx->lt, mm->op, &alpha, A, mm->a, B, mm->b, &beta, C ? C : D, mm->d, D, mm->d,
                                   &mm->algo, workspace, mm->workspace_bytes, stream),
                    status, done);
-    if (mm->last_a) { /* the last row of an odd k, added to what the first k - 1 rows wrote */
+    if (mm->tail_a) { /* the last k % 128 rows, added to what the others wrote */
         const float one = 1.0f;
         GG_CUBLAS_GOTO(ctx,
-                       cublasLtMatmul(ctx->lt, mm->op, &alpha, (const char *)A + mm->last_a_offset, mm->last_a,
-                                      (const char *)B + mm->last_b_offset, mm->last_b, &one, D, mm->d, D, mm->d,
-                                      &mm->last_algo, workspace, mm->last_workspace_bytes, stream),
+                       cublasLtMatmul(ctx->lt, mm->op, &alpha, (const char *)A + mm->tail_a_offset, mm->tail_a,
+                                      (const char *)B + mm->tail_b_offset, mm->tail_b, &one, D, mm->d, D, mm->d,
+                                      &mm->tail_algo, workspace, mm->tail_workspace_bytes, stream),
                        status, done);
     }
 done:

@@ -31,16 +31,16 @@ typedef struct gg_matmul {
     cublasLtMatmulAlgo_t algo;
     size_t workspace_bytes; /* what the chosen algorithm needs (<= the context's workspace) */
     int max_cluster_ctas;   /* > 0: only algorithms whose thread-block clusters have at most this many CTAs */
-    int unsplit;            /* only algorithms without split-k (an odd k: matmul.c) */
+    int unsplit;            /* only algorithms without split-k (a k not a multiple of 128: matmul.c) */
     int epilogue;           /* the shape's epilogue (0: none) */
     size_t d_span_bytes;    /* D's bytes from its first element to its last (and the aux matrix's, laid out as D) */
-    /* An odd k run as two GEMMs (matmul.c, last_row_apart): the descriptors above are the first k - 1 rows' (an even
-     * k, split-k allowed); the last row of k is a second GEMM of k = 1 over these layouts, with beta 1, its A and B
-     * that many bytes into the run's. last_a NULL: one GEMM. */
-    cublasLtMatrixLayout_t last_a, last_b;
-    cublasLtMatmulAlgo_t last_algo;
-    size_t last_workspace_bytes;
-    size_t last_a_offset, last_b_offset;
+    /* A k run as two GEMMs (matmul.c, tail_apart): the descriptors above are the largest multiple of 128 rows of k
+     * (split-k allowed); the other k % 128 rows are a second GEMM over these layouts, with beta 1, its A and B that
+     * many bytes into the run's. tail_a NULL: one GEMM. */
+    cublasLtMatrixLayout_t tail_a, tail_b;
+    cublasLtMatmulAlgo_t tail_algo;
+    size_t tail_workspace_bytes;
+    size_t tail_a_offset, tail_b_offset;
 } gg_matmul;
 
 /* Bytes per element of the GEMM types gradgraph uses (fp32, fp16, bf16). */
@@ -50,18 +50,19 @@ static inline size_t gg_gemm_type_bytes(cudaDataType_t t) { return t == CUDA_R_3
  * than this code). */
 int gg_cluster_shape_ctas(int cluster_shape_id);
 
-/* Whether cuBLASLt's split-k is not trusted at this k (an odd k: matmul.c says why); such a GEMM runs an
+/* Whether cuBLASLt's split-k is not trusted at this k (a k not a multiple of 128: matmul.c says why); such a GEMM runs an
  * algorithm without split-k. */
 int gg_matmul_split_k_untrusted(int64_t k);
 
-/* Whether gg_matmul_plan runs this shape as two GEMMs, the first k - 1 rows then the last (an odd k that split-k
- * would serve: matmul.c), on a device of sm_count SMs. */
-int gg_matmul_last_row_apart(const gg_gemm_shape *shape, int sm_count);
+/* Whether gg_matmul_plan runs this shape as two GEMMs, the largest multiple of 128 rows of k then the rest (a k
+ * split-k is not trusted at, where split-k matters: matmul.c), on a device of sm_count SMs. */
+int gg_matmul_tail_apart(const gg_gemm_shape *shape, int sm_count);
 
 /* The GEMM types of a precision mode for the fp32-I/O blocks (operands fp32/fp16, output fp32). */
 void gg_gemm_types_for(gg_precision precision, cudaDataType_t *ab_type, cublasComputeType_t *compute);
 
-/* Creates descriptors and picks an algorithm (an odd k whose split-k matters: two, matmul.c says why). On failure
+/* Creates descriptors and picks an algorithm (a k split-k is not trusted at, where split-k matters: two, matmul.c
+ * says why). On failure
  * *mm is left empty (safe to destroy). */
 gg_status gg_matmul_plan(gg_ctx *ctx, const gg_gemm_shape *shape, gg_matmul *mm);
 

@@ -741,23 +741,24 @@ static int logged_split_k(int64_t k) {
     return -1;
 }
 
-/* cuBLASLt's split-k is not taken at an odd k (matmul.c), the heuristic offering only a split-k (2) algorithm. Block
- * 3's dW GEMMs (k = the tokens): at an even k they keep split-k 2; at an odd k with a small output (256 x 1024, fewer
- * tiles than SMs) from 1024 they run apart as k - 1 rows (split-k 2, an even k) and the last row (k = 1, re-configured
- * to split-k 1); with a large output (4096 x 4096), or below 1024, as one GEMM re-configured to split-k 1. When
- * cuBLASLt refuses the re-configured algorithm, the plans keep split-k 2 and warn, once per dW GEMM. G (k = hidden,
- * under the narrow schedule's SM target) and dX (k = ffn) keep split-k 2 throughout. -1: no GEMM of that k. */
-static void split_k_refused_at_odd_k(void **state) {
+/* cuBLASLt's split-k is taken only at a k that is a multiple of 128 (matmul.c), the heuristic offering only a split-k
+ * (2) algorithm. Block 3's dW GEMMs (k = the tokens): at 32768 they keep split-k 2; at another k from 10240 with a
+ * small output (256 x 1024, fewer tiles than SMs) they run apart as the largest multiple of 128 rows of k (split-k 2)
+ * and the rest (re-configured to split-k 1); with a large output (4096 x 4096), or below 10240, as one GEMM
+ * re-configured to split-k 1. When cuBLASLt refuses the re-configured algorithm, the plans keep split-k 2 and warn,
+ * once per dW GEMM. G (k = hidden, under the narrow schedule's SM target) and dX (k = ffn) keep split-k 2 throughout.
+ * -1: no GEMM of that k. */
+static void split_k_only_at_multiples_of_128(void **state) {
     (void)state;
     static const struct {
         int64_t tokens, hidden, ffn;
-        int check_ok;          /* fake.algo_check_ok: a re-configured algorithm is accepted */
-        int whole, apart, last; /* the split-k logged at k = tokens, k = tokens - 1, k = 1 */
+        int check_ok;         /* fake.algo_check_ok: a re-configured algorithm is accepted */
+        int whole, head, tail; /* the split-k logged at k = tokens, k = its multiple of 128, k = tokens % 128 */
         int warnings;
     } cases[] = {
-        {32768, 256, 1024, 1, 2, -1, -1, 0},  {32769, 256, 1024, 1, -1, 2, 1, 0}, {4225, 256, 1024, 1, -1, 2, 1, 0},
-        {32769, 256, 1024, 0, -1, 2, 2, 2},   {32769, 4096, 4096, 1, 1, -1, -1, 0}, {32769, 4096, 4096, 0, 2, -1, -1, 2},
-        {513, 256, 1024, 1, 1, -1, -1, 0},
+        {32768, 256, 1024, 1, 2, 2, -1, 0},     {32769, 256, 1024, 1, -1, 2, 1, 0},   {11912, 256, 1024, 1, -1, 2, 1, 0},
+        {32769, 256, 1024, 0, -1, 2, 2, 2},     {32769, 4096, 4096, 1, 1, -1, -1, 0}, {32769, 4096, 4096, 0, 2, -1, -1, 2},
+        {4225, 256, 1024, 1, 1, -1, -1, 0},     {513, 256, 1024, 1, 1, -1, -1, 0},    {10240, 256, 1024, 1, 2, 2, -1, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
         fake_reset(1);
@@ -771,19 +772,18 @@ static void split_k_refused_at_odd_k(void **state) {
         gemm_logged = split_warnings = 0;
         gg_ctx *ctx = NULL;
         assert_int_equal(gg_ctx_create(&c, &ctx), GG_SUCCESS);
-        gg_mlp_desc d = {.tokens = cases[i].tokens,
-                         .hidden = cases[i].hidden,
-                         .ffn = cases[i].ffn,
+        const int64_t tokens = cases[i].tokens;
+        gg_mlp_desc d = {.tokens = tokens, .hidden = cases[i].hidden, .ffn = cases[i].ffn,
                          .precision = GG_PRECISION_FP16};
         gg_mlp_args a = mlp_args();
         assert_int_equal(gg_mlp_backward(ctx, &d, &a, NULL), GG_SUCCESS);
         assert_int_equal(logged_split_k(cases[i].ffn), 2);    /* dX: k = ffn, no SM target */
         assert_int_equal(logged_split_k(cases[i].hidden), 2); /* G: k = hidden, an SM target: trusted */
-        assert_int_equal(logged_split_k(cases[i].tokens), cases[i].whole);
-        assert_int_equal(logged_split_k(cases[i].tokens - 1), cases[i].apart);
-        assert_int_equal(logged_split_k(1), cases[i].last);
+        assert_int_equal(logged_split_k(tokens), cases[i].whole);
+        assert_int_equal(logged_split_k(tokens - tokens % 128), cases[i].head);
+        assert_int_equal(logged_split_k(tokens % 128), cases[i].tail);
         assert_int_equal(split_warnings, cases[i].warnings);
-        assert_int_equal(fake.last_row_matmuls, cases[i].last >= 0 ? 2 : 0); /* dW1's and dW2's last rows */
+        assert_int_equal(fake.tail_matmuls, cases[i].tail >= 0 ? 2 : 0); /* dW1's and dW2's tails */
         destroy_ctx(ctx);
     }
     fake.heuristic_split_k = 0;
@@ -1156,7 +1156,7 @@ int main(void) {
         cmocka_unit_test(graph_debug_dot_captures_again),
         cmocka_unit_test(log_level_from_environment),
         cmocka_unit_test(gemm_cluster_limit_from_environment),
-        cmocka_unit_test(split_k_refused_at_odd_k),
+        cmocka_unit_test(split_k_only_at_multiples_of_128),
         cmocka_unit_test(dist_entry_points_check_arguments),
         cmocka_unit_test(check_finite_checks_and_launches),
         cmocka_unit_test(host_pointers_are_refused),

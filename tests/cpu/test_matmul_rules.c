@@ -1,6 +1,6 @@
 /* test_matmul_rules.c - the rules that pick cuBLASLt algorithms and need no GPU: the CTA count of each cluster
  * shape (GEMMs that leave SMs to communication keep only small clusters), the k at which split-k is not trusted, and
- * the GEMMs of an odd k that run their last row apart. */
+ * the GEMMs that run their k in two. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -84,13 +84,13 @@ static void unknown_cluster_shapes_have_no_count(void **state) {
     assert_int_equal(gg_cluster_shape_ctas(1000), 0);
 }
 
-/* The k that were wrong with split-k (4097 ... 65537) and every other odd k are refused it; even k (the benchmark's
- * token counts among them) keep it. */
-static void split_k_untrusted_at_odd_k(void **state) {
+/* The k that were wrong with split-k (4097 ... 86404) and every other k that is not a multiple of 128 are refused
+ * it; multiples of 128 keep it. */
+static void split_k_untrusted_off_multiples_of_128(void **state) {
     (void)state;
-    static const int64_t untrusted[] = {4097, 4225, 4353, 8193, 11905, 27137, 32769, 65537, 1,
-                                        3,    333,  4227, 16383, 32771, 99999, 32767};
-    static const int64_t trusted[] = {2, 4224, 4226, 11912, 16384, 32768, 65536, 65538, 74432, 39232, 34784, 100000};
+    static const int64_t untrusted[] = {4097, 4225, 4353, 8193, 11905, 27137, 32769, 65537, 32392, 86404,
+                                        1,    2,    64,   333,  11912, 17312, 34784, 74432, 39232, 100000};
+    static const int64_t trusted[] = {128, 256, 2048, 4224, 8192, 16384, 32768, 65536, 32384, 86400};
     for (size_t i = 0; i < sizeof untrusted / sizeof untrusted[0]; ++i)
         assert_true(gg_matmul_split_k_untrusted(untrusted[i]));
     for (size_t i = 0; i < sizeof trusted / sizeof trusted[0]; ++i)
@@ -98,10 +98,9 @@ static void split_k_untrusted_at_odd_k(void **state) {
 }
 
 /* Block 4's dW (E x H = 1536 x 768 over k = the tokens, A as is, B transposed, bf16) under the narrow schedule's SM
- * target runs its last row apart at an odd k from 1024; not at an even k, below 1024, with an epilogue, with k the
- * contiguous dimension of either operand, with as many 128 x 128 tiles as SMs, or where the last row would start
- * off GG_ALIGNMENT. */
-static void last_row_apart_for_small_outputs_at_odd_k(void **state) {
+ * target runs its tail apart at a k from 10240 that is not a multiple of 128; not at a multiple of 128, below 10240,
+ * with an epilogue, with k the contiguous dimension of either operand, or with as many 128 x 128 tiles as SMs. */
+static void tail_apart_for_small_outputs(void **state) {
     (void)state;
     const gg_gemm_shape dw = {.trans_a = 0,
                               .trans_b = 1,
@@ -115,51 +114,45 @@ static void last_row_apart_for_small_outputs_at_odd_k(void **state) {
                               .d_type = CUDA_R_16BF,
                               .compute = CUBLAS_COMPUTE_32F,
                               .sm_count_target = 92};
-    assert_true(gg_matmul_last_row_apart(&dw, 132)); /* 72 tiles, 92 SMs */
+    assert_true(gg_matmul_tail_apart(&dw, 132)); /* 72 tiles, 92 SMs */
     gg_gemm_shape s = dw;
     s.sm_count_target = 0;
-    assert_true(gg_matmul_last_row_apart(&s, 132));
-    assert_false(gg_matmul_last_row_apart(&s, 72)); /* as many tiles as SMs */
+    assert_true(gg_matmul_tail_apart(&s, 132));
+    assert_false(gg_matmul_tail_apart(&s, 72)); /* as many tiles as SMs */
     s.sm_count_target = 40;
-    assert_false(gg_matmul_last_row_apart(&s, 132));
-    static const int64_t apart[] = {1025, 4225, 11905, 32769, 65537, 99999};
-    static const int64_t whole[] = {1, 3, 513, 1023, 1024, 11912, 32768, 65536};
+    assert_false(gg_matmul_tail_apart(&s, 132));
+    static const int64_t apart[] = {10241, 11905, 11912, 17312, 32769, 34784, 65537, 74432, 99999};
+    static const int64_t whole[] = {1, 3, 513, 4225, 10239, 10240, 11904, 32768, 65536};
     for (size_t i = 0; i < sizeof apart / sizeof apart[0]; ++i) {
         s = dw;
         s.k = apart[i];
-        assert_true(gg_matmul_last_row_apart(&s, 132));
+        assert_true(gg_matmul_tail_apart(&s, 132));
     }
     for (size_t i = 0; i < sizeof whole / sizeof whole[0]; ++i) {
         s = dw;
         s.k = whole[i];
-        assert_false(gg_matmul_last_row_apart(&s, 132));
+        assert_false(gg_matmul_tail_apart(&s, 132));
     }
     s = dw;
     s.m = s.n = s.lda = s.ldb = s.ldd = 4096; /* 1024 tiles */
-    assert_false(gg_matmul_last_row_apart(&s, 132));
+    assert_false(gg_matmul_tail_apart(&s, 132));
     s = dw;
     s.epilogue = CUBLASLT_EPILOGUE_BIAS;
-    assert_false(gg_matmul_last_row_apart(&s, 132));
+    assert_false(gg_matmul_tail_apart(&s, 132));
     s = dw;
     s.trans_a = 1;
-    assert_false(gg_matmul_last_row_apart(&s, 132));
+    assert_false(gg_matmul_tail_apart(&s, 132));
     s = dw;
     s.trans_b = 0;
-    assert_false(gg_matmul_last_row_apart(&s, 132));
-    s = dw;
-    s.k = 1027;
-    s.lda = 1539; /* the last row 1026 x 1539 x 2 bytes in: off a 16-byte boundary */
-    assert_false(gg_matmul_last_row_apart(&s, 132));
-    s.lda = 1536;
-    assert_true(gg_matmul_last_row_apart(&s, 132));
+    assert_false(gg_matmul_tail_apart(&s, 132));
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(cluster_ctas_match_the_shape_names),
         cmocka_unit_test(unknown_cluster_shapes_have_no_count),
-        cmocka_unit_test(split_k_untrusted_at_odd_k),
-        cmocka_unit_test(last_row_apart_for_small_outputs_at_odd_k),
+        cmocka_unit_test(split_k_untrusted_off_multiples_of_128),
+        cmocka_unit_test(tail_apart_for_small_outputs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -22,7 +22,14 @@ static const int h200_clusters[FAKE_MAX_CLUSTER + 1] = {0, 132, 66, 39, 30, 22, 
 
 static void kernel_counts_reset(void);
 
+/* The last cublasLtMatmul's stream and matrices (fake.tail_matmuls). */
+static struct {
+    cudaStream_t stream;
+    const void *A, *B, *D;
+} previous_matmul;
+
 void fake_reset(int device_count) {
+    memset(&previous_matmul, 0, sizeof previous_matmul);
     memset(&fake, 0, sizeof fake);
     fake.device_count = device_count;
     memcpy(fake.cluster_capacity, h200_clusters, sizeof h200_clusters);
@@ -833,8 +840,10 @@ cublasStatus_t __wrap_cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d,
     (void)h, (void)alpha, (void)beta, (void)algo;
     if (fake_fault(FAKE_MATMUL)) return CUBLAS_STATUS_EXECUTION_FAILED;
     ++fake.enqueued;
-    const fake_layout *la = (const fake_layout *)a, *lb = (const fake_layout *)b;
-    fake.last_row_matmuls += la && lb && la->cols == 1 && lb->cols == 1;
+    fake.tail_matmuls += previous_matmul.stream == stream && previous_matmul.D == D &&
+                         (const char *)A > (const char *)previous_matmul.A &&
+                         (const char *)B > (const char *)previous_matmul.B && beta && *(const float *)beta == 1.0f;
+    previous_matmul.stream = stream, previous_matmul.A = A, previous_matmul.B = B, previous_matmul.D = D;
     fake_entry *e = log_entry(FAKE_OP_MATMUL, stream);
     if (!e) return CUBLAS_STATUS_SUCCESS;
     log_range(e, A, layout_bytes(a));

@@ -65,8 +65,8 @@ typedef struct fake_state {
     int algo_check_ok;     /* 1: cublasLtMatmulAlgoCheck accepts every algorithm without split-k (no workspace); 0:
                             * it accepts none (a re-configured or re-shaped algorithm is never vouched for) */
     cublasComputeType_t planned_compute; /* the compute type of the last one */
-    int last_row_matmuls;  /* cublasLtMatmul calls with k = 1 (A and B of one stored column: the last row of an odd
-                            * k run apart, gg_matmul_last_row_apart), also counted in calls[FAKE_MATMUL] */
+    int tail_matmuls;      /* cublasLtMatmul calls that add to the D the previous one on their stream wrote, from A
+                            * and B further in (a k run in two, gg_matmul_tail_apart); also in calls[FAKE_MATMUL] */
     int cuda_calls;        /* every faked call */
     int capturing;         /* cudaStreamIsCapturing reports an active capture on any stream but the capture's own */
     int captures_open;     /* captures begun and not ended (must be 0 after every call) */

@@ -275,8 +275,9 @@ static void shapes_ssm_gate(void **state) { (void)state; sweep(4); }
  * at 65537 tokens, 1472 x 256, the fused route's dW (no SM target) took split-k 8 and was wrong too: an odd k from
  * 32768 ran without split-k. Block 2 at 27137 tokens, 1152 x 2112 (fp16): both dW GEMMs wrong on 13 % of their
  * elements (up to 25x), with no SM target. Block 3 at 4225 tokens, 3104 x 24 (fp16), and block 4 at 11905: split-k at
- * k 1 more than a multiple of 128, 30-40 % of dW wrong (up to 46x): every odd k now runs without split-k
- * (gg_matmul_split_k_untrusted).
+ * k 1 more than a multiple of 128, 30-40 % of dW wrong (up to 46x). Blocks 2 at 32393 tokens (1536 x 64) and 3 at
+ * 86405 (1280 x 640), fp16, autotune on, with 32392 and 86404 rows of k run apart in split-k: dW wrong, up to 27x.
+ * Split-k now runs only at a k that is a multiple of 128 (gg_matmul_split_k_untrusted, gg_matmul_tail_apart).
  * Block 3 at 513 tokens, F = 320 (fp16, sm_90a): dX took gemm_f32w but G, whose F it cannot take, was not planned
  * at all (cuBLASLt refused the empty descriptors: src/blocks/ffn.c, g_reads_w2_copy). */
 static void shapes_found_wrong(void **state) {
@@ -288,6 +289,7 @@ static void shapes_found_wrong(void **state) {
         {4, 32769, 1344, 768, 0, 0},  {4, 65537, 2880, 1408, 0, 1}, {4, 65537, 1472, 256, 0, 0},
         {3, 513, 2816, 320, 0, 0},    {2, 513, 2816, 320, 0, 0},  {2, 27137, 1152, 2112, 0, 0},
         {3, 4225, 3104, 24, 0, 0},    {3, 8193, 3104, 24, 0, 0},  {4, 11905, 768, 1536, 0, 0},
+        {2, 32393, 1536, 64, 1, 1},   {3, 86405, 1280, 640, 0, 1},
     };
     tally t = {0, 0, 0};
     gg_ctx *ctx = shape_ctx(0);
