@@ -22,10 +22,16 @@ static const int h200_clusters[FAKE_MAX_CLUSTER + 1] = {0, 132, 66, 39, 30, 22, 
 
 static void kernel_counts_reset(void);
 
-/* The last cublasLtMatmul's stream and matrices (fake.tail_matmuls). */
+/* The last cublasLtMatmul's stream, matrices and layouts (fake.tail_matmuls). */
+typedef struct fake_layout {
+    cudaDataType type;
+    uint64_t rows, cols;
+    int64_t ld;
+} fake_layout;
 static struct {
     cudaStream_t stream;
     const void *A, *B, *D;
+    fake_layout a, b; /* copies: a plan's layouts may be destroyed before the next GEMM */
 } previous_matmul;
 
 void fake_reset(int device_count) {
@@ -703,24 +709,27 @@ cudaError_t __wrap_cudaGraphDebugDotPrint(cudaGraph_t graph, const char *path, u
 typedef struct fake_desc {
     const void *bias, *aux;
 } fake_desc;
-typedef struct fake_layout {
-    cudaDataType type;
-    uint64_t rows, cols;
-    int64_t ld;
-} fake_layout;
 
 /* The bytes a column-major matrix of layout l spans. */
+/* The bytes of one element of type t. */
+static size_t type_bytes(cudaDataType t) {
+    switch (t) {
+    case CUDA_R_16F: case CUDA_R_16BF: return 2;
+    case CUDA_R_8F_E4M3: case CUDA_R_8F_E5M2: case CUDA_R_8I: return 1;
+    case CUDA_R_64F: return 8;
+    default: return 4;
+    }
+}
 static size_t layout_bytes(cublasLtMatrixLayout_t layout) {
     const fake_layout *l = (const fake_layout *)layout;
     if (!l || !l->rows || !l->cols) return 0;
-    size_t elem = 4;
-    switch (l->type) {
-    case CUDA_R_16F: case CUDA_R_16BF: elem = 2; break;
-    case CUDA_R_8F_E4M3: case CUDA_R_8F_E5M2: case CUDA_R_8I: elem = 1; break;
-    case CUDA_R_64F: elem = 8; break;
-    default: break;
-    }
-    return elem * ((size_t)l->ld * (size_t)(l->cols - 1) + (size_t)l->rows);
+    return type_bytes(l->type) * ((size_t)l->ld * (size_t)(l->cols - 1) + (size_t)l->rows);
+}
+/* Where the column after the last of a matrix at p with layout l starts (NULL without a layout): the first element of
+ * a GEMM that continues its k there (gg_matmul_tail_apart). */
+static const void *next_column(const void *p, const fake_layout *l) {
+    if (!p || !l->cols) return NULL;
+    return (const char *)p + type_bytes(l->type) * (size_t)l->ld * (size_t)l->cols;
 }
 cublasStatus_t __wrap_cublasLtCreate(cublasLtHandle_t *handle) {
     if (!fake_create()) return CUBLAS_STATUS_NOT_INITIALIZED;
@@ -840,10 +849,15 @@ cublasStatus_t __wrap_cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d,
     (void)h, (void)alpha, (void)beta, (void)algo;
     if (fake_fault(FAKE_MATMUL)) return CUBLAS_STATUS_EXECUTION_FAILED;
     ++fake.enqueued;
-    fake.tail_matmuls += previous_matmul.stream == stream && previous_matmul.D == D &&
-                         (const char *)A > (const char *)previous_matmul.A &&
-                         (const char *)B > (const char *)previous_matmul.B && beta && *(const float *)beta == 1.0f;
+    fake.tail_matmuls += previous_matmul.stream == stream && previous_matmul.D == D && beta &&
+                         *(const float *)beta == 1.0f &&
+                         A == next_column(previous_matmul.A, &previous_matmul.a) &&
+                         B == next_column(previous_matmul.B, &previous_matmul.b);
     previous_matmul.stream = stream, previous_matmul.A = A, previous_matmul.B = B, previous_matmul.D = D;
+    memset(&previous_matmul.a, 0, sizeof previous_matmul.a);
+    memset(&previous_matmul.b, 0, sizeof previous_matmul.b);
+    if (a) previous_matmul.a = *(const fake_layout *)a;
+    if (b) previous_matmul.b = *(const fake_layout *)b;
     fake_entry *e = log_entry(FAKE_OP_MATMUL, stream);
     if (!e) return CUBLAS_STATUS_SUCCESS;
     log_range(e, A, layout_bytes(a));
