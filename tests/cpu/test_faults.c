@@ -45,9 +45,13 @@ static const scenario scenarios[] = {
     {"ssm_gate one launch", {4, 64, 768, 1536, GG_PRECISION_DEFAULT, 1, 0, 0}},
     {"ssm_gate narrow", {4, 4001, 768, 1536, GG_PRECISION_DEFAULT, 0, 1, 0}},
     {"ssm_gate narrow silu", {4, 40000, 768, 1536, GG_PRECISION_DEFAULT, 1, 0, 0}},
+    /* split-k over 11904 (12000) rows of k, then the tail apart (matmul.c, gg_matmul_tail_apart) */
+    {"ssm_gate narrow tail apart", {4, 11913, 768, 1536, GG_PRECISION_DEFAULT, 0, 1, 0}},
+    {"mlp fp32 tail apart", {3, 12001, 256, 512, GG_PRECISION_FP32, 0, 1, 0}},
 };
 
 static int injected, failures;
+static int tail_runs; /* clean eager calls that ran a GEMM's tail apart (the "tail apart" scenarios) */
 int faults_device_cc;
 
 static void check(int ok, const scenario *s, const char *path, fake_kind kind, int k, const char *fmt, ...) {
@@ -123,6 +127,7 @@ static void eager_faults(const scenario *s) {
             check(fake.captures_open == 0, s, "eager", kind, k, "a stream is left capturing");
             const gg_status again = block_call_run(ctx, NULL, &s->call, 0, 0);
             check(again == GG_SUCCESS, s, "eager", kind, k, "the next call: %s", gg_last_error(ctx));
+            if (!hit) tail_runs += fake.tail_matmuls > 0;
             gg_ctx_destroy(ctx);
             check(fake.live == 0, s, "eager", kind, k, "%d resources leaked", fake.live);
             if (!hit) break;
@@ -196,6 +201,7 @@ static void every_fault_of_every_block(void **state) {
     faults_device_cc = 0;
     printf("FAULTS {\"injected\": %d, \"failures\": %d}\n", injected, failures);
     assert_true(injected > 100);
+    assert_true(tail_runs >= 2 * FAKE_KINDS); /* the tail's GEMM was among the calls failed, on both devices */
     assert_int_equal(failures, 0);
 }
 
