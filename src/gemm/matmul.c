@@ -285,11 +285,14 @@ fail:
     return status;
 }
 
+/* The rows of k a GEMM run in two takes with split-k: its largest multiple of SPLIT_K_MULTIPLE. */
+static size_t split_k_head(int64_t k) { return (size_t)(k - k % SPLIT_K_MULTIPLE); }
+
 int gg_matmul_tail_apart(const gg_gemm_shape *s, int sm_count) {
     const int sms = s->sm_count_target > 0 && s->sm_count_target < sm_count ? s->sm_count_target : sm_count;
     const int64_t tiles =
         ((s->m + TAIL_APART_TILE - 1) / TAIL_APART_TILE) * ((s->n + TAIL_APART_TILE - 1) / TAIL_APART_TILE);
-    const size_t ab = gg_gemm_type_bytes(s->ab_type), head = (size_t)(s->k - s->k % SPLIT_K_MULTIPLE);
+    const size_t ab = gg_gemm_type_bytes(s->ab_type), head = split_k_head(s->k);
     return gg_matmul_split_k_untrusted(s->k) && s->k >= TAIL_APART_MIN_K && !s->epilogue && !s->trans_a &&
            s->trans_b && tiles < sms && head * (size_t)s->lda * ab % GG_ALIGNMENT == 0 &&
            head * (size_t)s->ldb * ab % GG_ALIGNMENT == 0;
@@ -297,10 +300,11 @@ int gg_matmul_tail_apart(const gg_gemm_shape *s, int sm_count) {
 
 gg_status gg_matmul_plan(gg_ctx *ctx, const gg_gemm_shape *s, gg_matmul *mm) {
     if (!gg_matmul_tail_apart(s, ctx->sm_count)) return plan_one(ctx, s, mm);
+    const size_t head = split_k_head(s->k);
     gg_gemm_shape part = *s;
-    part.k = s->k - s->k % SPLIT_K_MULTIPLE;
+    part.k = (int64_t)head;
     GG_TRY(plan_one(ctx, &part, mm));
-    part.k = s->k % SPLIT_K_MULTIPLE;
+    part.k = s->k - (int64_t)head;
     gg_matmul tail;
     const gg_status status = plan_one(ctx, &part, &tail);
     if (status != GG_SUCCESS) {
@@ -313,7 +317,7 @@ gg_status gg_matmul_plan(gg_ctx *ctx, const gg_gemm_shape *s, gg_matmul *mm) {
     tail.a = tail.b = NULL;
     mm->tail_algo = tail.algo;
     mm->tail_workspace_bytes = tail.workspace_bytes;
-    const size_t ab = gg_gemm_type_bytes(s->ab_type), head = (size_t)(s->k - s->k % SPLIT_K_MULTIPLE);
+    const size_t ab = gg_gemm_type_bytes(s->ab_type);
     mm->tail_a_offset = head * (size_t)s->lda * ab;
     mm->tail_b_offset = head * (size_t)s->ldb * ab;
     gg_matmul_destroy(&tail);

@@ -50,8 +50,8 @@ static inline size_t gg_gemm_type_bytes(cudaDataType_t t) { return t == CUDA_R_3
  * than this code). */
 int gg_cluster_shape_ctas(int cluster_shape_id);
 
-/* Whether cuBLASLt's split-k is not trusted at this k (a k not a multiple of 128: matmul.c says why); such a GEMM runs an
- * algorithm without split-k. */
+/* Whether cuBLASLt's split-k is not trusted at this k (a k not a multiple of 128: matmul.c says why); such a GEMM
+ * runs an algorithm without split-k, or runs its multiple of 128 apart (gg_matmul_tail_apart). */
 int gg_matmul_split_k_untrusted(int64_t k);
 
 /* Whether gg_matmul_plan runs this shape as two GEMMs, the largest multiple of 128 rows of k then the rest (a k
@@ -61,13 +61,12 @@ int gg_matmul_tail_apart(const gg_gemm_shape *shape, int sm_count);
 /* The GEMM types of a precision mode for the fp32-I/O blocks (operands fp32/fp16, output fp32). */
 void gg_gemm_types_for(gg_precision precision, cudaDataType_t *ab_type, cublasComputeType_t *compute);
 
-/* Creates descriptors and picks an algorithm (a k split-k is not trusted at, where split-k matters: two, matmul.c
- * says why). On failure
- * *mm is left empty (safe to destroy). */
+/* Creates descriptors and picks an algorithm; two of each where the GEMM runs its k in two (gg_matmul_tail_apart).
+ * On failure *mm is left empty (safe to destroy). */
 gg_status gg_matmul_plan(gg_ctx *ctx, const gg_gemm_shape *shape, gg_matmul *mm);
 
-/* D = A @ B, or D += A @ B when accumulate (beta 1, D read in its own type, one rounding), on stream with the
- * context's workspace number `workspace` (one per stream). */
+/* D = A @ B, or D += A @ B when accumulate (beta 1, D read in its own type, one rounding; one more where the plan
+ * runs its k in two), on stream with the context's workspace number `workspace` (one per stream). */
 gg_status gg_matmul_run(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, void *D, int accumulate,
                         int workspace, cudaStream_t stream);
 
@@ -83,10 +82,10 @@ gg_status gg_matmul_run_scaled(gg_ctx *ctx, const gg_matmul *mm, const void *A, 
 gg_status gg_matmul_run_scaled_in(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, const void *C,
                                   void *D, float alpha, float beta, void *workspace, cudaStream_t stream);
 
-/* D = epilogue(A @ B) for a GEMM planned with an epilogue (or none: a plain GEMM): bias (m elements; NULL for GELU_AUX) and aux (the
- * pre-activation, D's layout; NULL for BIAS) are set on the plan's descriptor, then the GEMM is enqueued on stream
- * with `workspace` (as gg_matmul_run_in). Host-only descriptor writes: valid inside a stream capture, which keeps the
- * pointers it was captured with. */
+/* D = epilogue(A @ B) for a GEMM planned with an epilogue (or none: a plain GEMM): bias (m elements; NULL for
+ * GELU_AUX) and aux (the pre-activation, D's layout; NULL for BIAS) are set on the plan's descriptor, then the GEMM
+ * is enqueued on stream with `workspace` (as gg_matmul_run_in). Host-only descriptor writes: valid inside a stream
+ * capture, which keeps the pointers it was captured with. */
 gg_status gg_matmul_run_epilogue(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, void *D,
                                  const void *bias, void *aux, void *workspace, cudaStream_t stream);
 
