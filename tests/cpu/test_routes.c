@@ -32,12 +32,12 @@
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
-/* Tokens at and around ffn.c's thresholds, and a few large. */
-static const int64_t ffn_tokens[] = {1,    2,    255,  256,  257,  511,   512,   513,   1023,
-                                     1024, 1025, 2047, 2048, 2049, 4096,  32767, 32769, 65537};
-/* Tokens at and around ssm_gate.c's: the one-launch route, the narrow rows, the fused route. */
-static const int64_t ssm_tokens[] = {1,     2,     255,   256,   257,   1499,  1500,  1501, 9999,
-                                     10000, 10001, 32767, 32768, 32769, 65536, 65537};
+/* Tokens at and around ffn.c's thresholds and matmul.c's (a dW GEMM's tail apart from 10240), and a few large. */
+static const int64_t ffn_tokens[] = {1,    2,    255,  256,  257,   511,   512,   513,   1023,  1024, 1025,
+                                     2047, 2048, 2049, 4096, 10239, 10240, 10241, 32767, 32769, 65537};
+/* Tokens at and around ssm_gate.c's (the one-launch route, the narrow rows, the fused route) and matmul.c's. */
+static const int64_t ssm_tokens[] = {1,     2,     255,   256,   257,   1499,  1500,  1501,  9999,  10000,
+                                     10001, 10239, 10240, 10241, 32767, 32768, 32769, 65536, 65537};
 /* hidden and ffn (block 4: hidden and expanded): multiples of 64, of 128 and not, and 1544 (8 x 193). */
 static const int64_t dims[] = {64, 128, 192, 256, 320, 384, 1024, 1536, 1544, 2048, 2816, 6144};
 static const gg_precision precisions[] = {GG_PRECISION_FP32, GG_PRECISION_TF32, GG_PRECISION_FP16};

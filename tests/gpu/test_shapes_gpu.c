@@ -49,12 +49,13 @@ static int64_t next_range(uint64_t *s, int64_t lo, int64_t hi) { /* inclusive */
     return hi <= lo ? lo : lo + (int64_t)(next_u64(s) % (uint64_t)(hi - lo + 1));
 }
 
-/* Tokens at which a block changes route or schedule (src/blocks): drawn at -1, 0 and +1. */
+/* Tokens at which a block changes route or schedule (src/blocks, and a dW GEMM's tail apart from 10240 in
+ * src/gemm/matmul.c): drawn at -1, 0 and +1. */
 static const int64_t thresholds[5][8] = {
-    [1] = {1, 132, 264, 528, 1056, 4096},         /* one CTA per token up to the grid's cap of a few per SM */
-    [2] = {1, 512, 1024, 2048},                   /* fp16 mode: TF32 G / gemm_f32w up to 512 and 1024 tokens */
-    [3] = {1, 512, 1024, 2048},
-    [4] = {1, 256, 1500, 10000, 32768, 65536},    /* one-launch kernel, narrow schedule rows, fused kernel */
+    [1] = {1, 132, 264, 528, 1056, 4096},          /* one CTA per token up to the grid's cap of a few per SM */
+    [2] = {1, 256, 512, 1024, 2048, 10240},        /* fp16 mode: gemm_f32w's token tile, TF32 G / gemm_f32w up to */
+    [3] = {1, 256, 512, 1024, 2048, 10240},        /* 512 and 1024 tokens */
+    [4] = {1, 256, 1500, 10000, 10240, 32768, 65536}, /* one-launch kernel, narrow schedule rows, fused kernel */
 };
 
 static int64_t draw_tokens(uint64_t *s, int block) {
