@@ -74,7 +74,8 @@ static void route_fail(const route_case *c, const char *path, const char *fmt, .
                (long long)c->call.dim0, (long long)c->call.dim1, c->call.silu, c->cc, path, what);
     else
         printf("ROUTE FAIL block %d %s M=%lld D=%lld F=%lld cc=%d %s: %s\n", c->call.block,
-               prec_name(c->call.precision), (long long)c->call.tokens, (long long)c->call.dim0, (long long)c->call.dim1, c->cc, path, what);
+               prec_name(c->call.precision), (long long)c->call.tokens, (long long)c->call.dim0,
+               (long long)c->call.dim1, c->cc, path, what);
 }
 
 /* The launches of gradgraph's own GEMM kernels at the last counts_clear. */
