@@ -115,7 +115,7 @@ static int keep_fitting_clusters(gg_ctx *ctx, gg_matmul *mm, cublasLtMatmulHeuri
  * (test_shapes_gpu; docs/decisions.md). With the heuristic's first algorithm, at k = 4097, 4225, 4353, 8193, 11905,
  * 27137, 32769 and 65537 (each 1 more than a multiple of 128), with SM targets and without: 1 % to 40 % of the
  * output off by up to 46x the tolerance, the size of one row of k lost; with autotune's choices at k = 32392 and
- * 86404 (8 and 4 more than a multiple of 64): 20-57 % of dW off by up to 27x, the size of those 8 and 4 rows lost.
+ * 86404 (8 and 4 more than a multiple of 64): 24-57 % of dW off by up to 27x, the size of those 8 and 4 rows lost.
  * No k from a multiple of 128 was ever found wrong. Keeps the unsplit results in the heuristic's order; when the
  * heuristic offers none (at 1344 x 768 and 2880 x 1408 with k = 32769 and 65537 it offered only split-k (2) ones
  * among those with small clusters), the same algorithms re-configured to split-k 1 that cuBLASLt accepts. The new
