@@ -1,4 +1,5 @@
-/* convert.cu - dtype conversions of operands (fp32 -> fp16 for the FP16 precision mode), and the finite check. */
+/* convert.cu - dtype conversions of operands (fp32 -> fp16 for the FP16 precision mode), the finite check, and the
+ * rounding of a GEMM's fp32 sum into its 16-bit output (a GEMM run in two parts: src/gemm/matmul.c). */
 #include "gg_kernels.h"
 #include "launch.cuh"
 #include "vec.cuh"
@@ -105,4 +106,58 @@ extern "C" cudaError_t gg_k_check_finite(const void *data, size_t n, int bf16, u
                                                    GG_PRIORITY_OF_STREAM, stream, &attrs);
     return cudaLaunchKernelEx(&config, check_finite_kernel, static_cast<const uint4 *>(data), n16, tail, bf16 != 0,
                               flag);
+}
+
+namespace {
+
+__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <typename T> __device__ __forceinline__ T from_float(float x);
+template <> __device__ __forceinline__ __half from_float<__half>(float x) { return __float2half_rn(x); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
+    return __float2bfloat16_rn(x);
+}
+
+/* d[j ldd + i] = round(sum[j m + i] + beta c[j ldd + i]) over the m x n column-major matrix (c of d's type; beta 0:
+ * not read): columns along y, four consecutive rows per thread along x, both grid-stride, no division per element.
+ * The fp32 sum is read once (evict-first). */
+template <typename T>
+__global__ void __launch_bounds__(kThreads) round_sum_kernel(const float *__restrict__ sum, const T *c, float beta,
+                                                             T *d, int64_t m, int64_t n, int64_t ldd) {
+    const int64_t groups = m / 4, x_stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t j = blockIdx.y; j < n; j += gridDim.y)
+        for (int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; g < groups; g += x_stride) {
+            const float4 f = __ldcs(reinterpret_cast<const float4 *>(sum + j * m) + g);
+            float v[4] = {f.x, f.y, f.z, f.w};
+            T *out = d + j * ldd + 4 * g;
+            if (beta != 0.0f) { /* c may be d itself: read before the write */
+                const T *add = c + j * ldd + 4 * g;
+#pragma unroll
+                for (int k = 0; k < 4; ++k) v[k] += beta * to_float(add[k]);
+            }
+#pragma unroll
+            for (int k = 0; k < 4; ++k) out[k] = from_float<T>(v[k]);
+        }
+}
+
+} // namespace
+
+extern "C" cudaError_t gg_k_round_sum(const float *sum, const void *c, float beta, void *d, gg_dtype d_type,
+                                      int64_t m, int64_t n, int64_t ldd, int sm_count, cudaStream_t stream) {
+    if (m <= 0 || n <= 0 || m % 4 || ldd < m || ldd % 4 || (uintptr_t)sum % 16 ||
+        (d_type != GG_DT_F16 && d_type != GG_DT_BF16))
+        return cudaErrorInvalidValue;
+    const int64_t per_column = (m / 4 + kThreads - 1) / kThreads; /* the CTAs that cover a column */
+    const int64_t x = per_column < 64 ? per_column : 64;
+    int64_t y = (int64_t)sm_count * 8 / x; /* about 8 CTAs per SM in all */
+    y = y < 1 ? 1 : y > n ? n : y > 65535 ? 65535 : y;
+    LaunchAttrs attrs;
+    const cudaLaunchConfig_t config =
+        plain_launch(dim3((unsigned)x, (unsigned)y), kThreads, 0, GG_PRIORITY_OF_STREAM, stream, &attrs);
+    if (d_type == GG_DT_BF16)
+        return cudaLaunchKernelEx(&config, round_sum_kernel<__nv_bfloat16>, sum,
+                                  static_cast<const __nv_bfloat16 *>(c), beta, static_cast<__nv_bfloat16 *>(d), m, n,
+                                  ldd);
+    return cudaLaunchKernelEx(&config, round_sum_kernel<__half>, sum, static_cast<const __half *>(c), beta,
+                              static_cast<__half *>(d), m, n, ldd);
 }

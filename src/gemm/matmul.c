@@ -4,6 +4,7 @@
 
 #include <nvtx3/nvToolsExtMemCudaRt.h>
 
+#include "kernels/gg_kernels.h"
 #include "matmul.h"
 #include "tune.h"
 
@@ -42,6 +43,13 @@ static long algo_attribute(const cublasLtMatmulAlgo_t *algo, cublasLtMatmulAlgoC
 }
 
 /* Whether algo's clusters have at most mm->max_cluster_ctas CTAs (always, without that limit). */
+/* The workspace bytes mm's algorithms may use: the context's, less the fp32 sum a 16-bit D run in two keeps at its
+ * start (gg_matmul.sum_bytes); mm NULL: the context's. */
+static size_t workspace_limit(const gg_ctx *ctx, const gg_matmul *mm) {
+    const size_t all = ctx->workspace[0] ? ctx->config.gemm_workspace_bytes : 0, sum = mm ? mm->sum_bytes : 0;
+    return all > sum ? all - sum : 0;
+}
+
 static int cluster_fits(const gg_matmul *mm, const cublasLtMatmulAlgo_t *algo) {
     if (mm->max_cluster_ctas <= 0) return 1;
     const int n = gg_cluster_shape_ctas((int)algo_attribute(algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
@@ -69,7 +77,7 @@ static int reshape_to_fitting_clusters(gg_ctx *ctx, const gg_matmul *mm, const c
                                        int found, cublasLtMatmulHeuristicResult_t results[HEURISTIC_MAX]) {
     static const uint16_t shapes[] = {CUBLASLT_CLUSTER_SHAPE_1x2x1, CUBLASLT_CLUSTER_SHAPE_2x1x1,
                                       CUBLASLT_CLUSTER_SHAPE_1x1x1};
-    const size_t workspace = ctx->workspace[0] ? ctx->config.gemm_workspace_bytes : 0;
+    const size_t workspace = workspace_limit(ctx, mm);
     int kept = 0;
     for (int i = 0; i < found && kept < HEURISTIC_MAX; ++i)
         for (size_t j = 0; j < sizeof shapes / sizeof shapes[0] && kept < HEURISTIC_MAX; ++j) {
@@ -152,14 +160,16 @@ static int keep_unsplit(gg_ctx *ctx, gg_matmul *mm, cublasLtMatmulHeuristicResul
 
 /* A GEMM that split-k serves, with a k split-k is not trusted at (gg_matmul_tail_apart), runs as two: the largest
  * multiple of 128 rows of k, which keeps split-k, then the other k % 128 rows (beta 1, without split-k) over the same
- * D, which costs one more pass over D and, for a 16-bit D, one more rounding. Without split-k such a GEMM has too few
+ * D, which costs one more pass over D. A 16-bit D is not rounded between the two: both add up in fp32 in the workspace
+ * and gg_k_round_sum rounds the sum into D once (rounding the first part alone put block 4's dW elements near 0 off by
+ * up to 19x the tolerance: the first part can be far larger than the result). Without split-k such a GEMM has too few
  * tiles for the SMs: block 4's dW (768 x 1536, under the narrow schedule's SM target) at 11913 tokens ran on 30 CTAs,
- * 197.8 us a call against 126.1 apart, at 17313 275.9 against 165.9, at 74433 761.5 against 648.2; from 8193 down
- * the split-k it lost cost less than the second pass (8193: 90.7 us against 95.9 apart; 1173: 18.8 against 23.6).
- * Taken where the output has fewer 128 x 128 tiles than the SMs it may use (the heuristic's split-k shapes), k is
- * at least TAIL_APART_MIN_K, there is no epilogue, and k is the stored column of both operands (A as is, B
- * transposed: the dW GEMMs), so that the tail starts aligned. Decided by the shape alone, so that every rank and
- * every autotune choice plans the same GEMMs (docs/decisions.md). */
+ * 197.8 us a call against 126.1 apart, at 17313 275.9 against 165.9, at 74433 761.5 against 648.2; from 8193 down the
+ * split-k it lost cost less than the second pass (8193: 90.7 us against 95.9 apart; 1173: 18.8 against 23.6). Taken
+ * where the output has fewer 128 x 128 tiles than the SMs it may use (the heuristic's split-k shapes), k is at least
+ * TAIL_APART_MIN_K, there is no epilogue, and k is the stored column of both operands (A as is, B transposed: the dW
+ * GEMMs), so that the tail starts aligned. Decided by the shape alone (and, for a 16-bit D, whether its sum fits the
+ * GEMM workspace), so that every rank and every autotune choice plans the same GEMMs (docs/decisions.md). */
 #define TAIL_APART_TILE 128
 #define TAIL_APART_MIN_K 10240
 
@@ -182,9 +192,11 @@ void gg_matmul_destroy(gg_matmul *mm) {
     memset(mm, 0, sizeof *mm);
 }
 
-/* One GEMM: descriptors and algorithm. */
-static gg_status plan_one(gg_ctx *ctx, const gg_gemm_shape *s, gg_matmul *mm) {
+/* One GEMM: descriptors and algorithm, the algorithm within the workspace past its first sum_bytes
+ * (gg_matmul.sum_bytes). */
+static gg_status plan_one(gg_ctx *ctx, const gg_gemm_shape *s, size_t sum_bytes, gg_matmul *mm) {
     memset(mm, 0, sizeof *mm);
+    mm->sum_bytes = sum_bytes;
     gg_status status = GG_SUCCESS;
     cublasLtMatmulPreference_t pref = NULL;
     const cublasOperation_t op_a = s->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -232,7 +244,7 @@ static gg_status plan_one(gg_ctx *ctx, const gg_gemm_shape *s, gg_matmul *mm) {
     mm->d_span_bytes = (size_t)((s->n - 1) * s->ldd + s->m) * gg_gemm_type_bytes(s->d_type);
 
     GG_CUBLAS_GOTO(ctx, cublasLtMatmulPreferenceCreate(&pref), status, fail);
-    const uint64_t ws = ctx->workspace[0] ? (uint64_t)ctx->config.gemm_workspace_bytes : 0;
+    const uint64_t ws = (uint64_t)workspace_limit(ctx, mm);
     GG_CUBLAS_GOTO(ctx,
                    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws),
                    status, fail);
@@ -299,14 +311,28 @@ int gg_matmul_tail_apart(const gg_gemm_shape *s, int sm_count) {
 }
 
 gg_status gg_matmul_plan(gg_ctx *ctx, const gg_gemm_shape *s, gg_matmul *mm) {
-    if (!gg_matmul_tail_apart(s, ctx->sm_count)) return plan_one(ctx, s, mm);
+    if (!gg_matmul_tail_apart(s, ctx->sm_count)) return plan_one(ctx, s, 0, mm);
     const size_t head = split_k_head(s->k);
     gg_gemm_shape part = *s;
+    size_t sum_bytes = 0;
+    if (gg_gemm_type_bytes(s->d_type) == 2) { /* the parts add up in fp32 in the workspace, rounded into D once */
+        /* past the sum, the algorithms' workspace stays 256-byte aligned */
+        sum_bytes = ((size_t)(s->m * s->n) * sizeof(float) + 255) & ~(size_t)255;
+        /* gg_k_round_sum takes rows of four (every block's dimensions are multiples of 8) */
+        if (s->m % 4 || s->ldd % 4) return plan_one(ctx, s, 0, mm);
+        if (sum_bytes > workspace_limit(ctx, NULL)) {
+            gg_log(ctx, GG_LOG_DEBUG, "%lldx%lldx%lld GEMM: its fp32 sum does not fit the GEMM workspace, so it "
+                   "runs in one, without split-k", (long long)s->m, (long long)s->n, (long long)s->k);
+            return plan_one(ctx, s, 0, mm);
+        }
+        part.d_type = CUDA_R_32F;
+        part.ldd = s->m;
+    }
     part.k = (int64_t)head;
-    GG_TRY(plan_one(ctx, &part, mm));
+    GG_TRY(plan_one(ctx, &part, sum_bytes, mm));
     part.k = s->k - (int64_t)head;
     gg_matmul tail;
-    const gg_status status = plan_one(ctx, &part, &tail);
+    const gg_status status = plan_one(ctx, &part, sum_bytes, &tail);
     if (status != GG_SUCCESS) {
         gg_matmul_destroy(mm);
         return status;
@@ -320,6 +346,11 @@ gg_status gg_matmul_plan(gg_ctx *ctx, const gg_gemm_shape *s, gg_matmul *mm) {
     const size_t ab = gg_gemm_type_bytes(s->ab_type);
     mm->tail_a_offset = head * (size_t)s->lda * ab;
     mm->tail_b_offset = head * (size_t)s->ldb * ab;
+    mm->out_type = s->d_type;
+    mm->out_m = s->m;
+    mm->out_n = s->n;
+    mm->out_ldd = s->ldd;
+    mm->d_span_bytes = (size_t)((s->n - 1) * s->ldd + s->m) * gg_gemm_type_bytes(s->d_type); /* D's, not the sum's */
     gg_matmul_destroy(&tail);
     return GG_SUCCESS;
 }
@@ -329,7 +360,7 @@ int gg_matmul_algo_fits(gg_ctx *ctx, const gg_matmul *mm, const cublasLtMatmulAl
     memset(&check, 0, sizeof check);
     if (!cluster_fits(mm, algo) || (mm->unsplit && split_k(algo) > 1) ||
         cublasLtMatmulAlgoCheck(ctx->lt, mm->op, mm->a, mm->b, mm->d, mm->d, algo, &check) != CUBLAS_STATUS_SUCCESS ||
-        check.workspaceSize > (ctx->workspace[0] ? ctx->config.gemm_workspace_bytes : 0))
+        check.workspaceSize > workspace_limit(ctx, mm))
         return 0;
     *workspace_bytes = check.workspaceSize;
     return 1;
@@ -369,19 +400,31 @@ gg_status gg_matmul_run_scaled_in(gg_ctx *ctx, const gg_matmul *mm, const void *
     if (!mm->op) return gg_fail(ctx, GG_ERROR_INTERNAL, "a GEMM runs that its plan did not make");
     /* Host scalars: read when the call is enqueued (or captured), so a graph keeps the scalars it was captured with. */
     gg_status status = GG_SUCCESS;
+    /* A 16-bit D run in two adds up in fp32 at the workspace's start (gg_matmul.sum_bytes), then is rounded once. */
+    void *sum = mm->sum_bytes ? workspace : D;
+    void *algo_workspace = (char *)workspace + mm->sum_bytes;
     mark_written(stream, D, mm->d_span_bytes);
+    if (mm->sum_bytes) mark_written(stream, sum, mm->sum_bytes);
+    const float zero = 0.0f;
     GG_CUBLAS_GOTO(ctx,
-                   cublasLtMatmul(ctx->lt, mm->op, &alpha, A, mm->a, B, mm->b, &beta, C ? C : D, mm->d, D, mm->d,
-                                  &mm->algo, workspace, mm->workspace_bytes, stream),
+                   cublasLtMatmul(ctx->lt, mm->op, &alpha, A, mm->a, B, mm->b, mm->sum_bytes ? &zero : &beta,
+                                  mm->sum_bytes ? sum : C ? C : D, mm->d, sum, mm->d, &mm->algo, algo_workspace,
+                                  mm->workspace_bytes, stream),
                    status, done);
     if (mm->tail_a) { /* the last k % 128 rows, added to what the others wrote */
         const float one = 1.0f;
         GG_CUBLAS_GOTO(ctx,
                        cublasLtMatmul(ctx->lt, mm->op, &alpha, (const char *)A + mm->tail_a_offset, mm->tail_a,
-                                      (const char *)B + mm->tail_b_offset, mm->tail_b, &one, D, mm->d, D, mm->d,
-                                      &mm->tail_algo, workspace, mm->tail_workspace_bytes, stream),
+                                      (const char *)B + mm->tail_b_offset, mm->tail_b, &one, sum, mm->d, sum, mm->d,
+                                      &mm->tail_algo, algo_workspace, mm->tail_workspace_bytes, stream),
                        status, done);
     }
+    if (mm->sum_bytes)
+        GG_CUDA_GOTO(ctx,
+                     gg_k_round_sum((const float *)sum, C ? C : D, beta, D,
+                                    mm->out_type == CUDA_R_16BF ? GG_DT_BF16 : GG_DT_F16, mm->out_m, mm->out_n,
+                                    mm->out_ldd, ctx->sm_count, stream),
+                     status, done);
 done:
     return status;
 }

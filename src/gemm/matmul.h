@@ -41,6 +41,13 @@ typedef struct gg_matmul {
     cublasLtMatmulAlgo_t tail_algo;
     size_t tail_workspace_bytes;
     size_t tail_a_offset, tail_b_offset;
+    /* A 16-bit D run in two (sum_bytes > 0): both parts add up in fp32 at the start of the workspace (d above is that
+     * m x n fp32 matrix, ld m; the algorithms get the workspace past it), then gg_k_round_sum rounds it into D once,
+     * as one GEMM would: rounding the first part to 16 bits and adding the rest put elements near 0 off by up to 19x
+     * the tolerance (block 4's dW). out_type, out_m, out_n, out_ldd: D's. */
+    size_t sum_bytes;
+    cudaDataType_t out_type;
+    int64_t out_m, out_n, out_ldd;
 } gg_matmul;
 
 /* Bytes per element of the GEMM types gradgraph uses (fp32, fp16, bf16). */
@@ -65,8 +72,8 @@ void gg_gemm_types_for(gg_precision precision, cudaDataType_t *ab_type, cublasCo
  * On failure *mm is left empty (safe to destroy). */
 gg_status gg_matmul_plan(gg_ctx *ctx, const gg_gemm_shape *shape, gg_matmul *mm);
 
-/* D = A @ B, or D += A @ B when accumulate (beta 1, D read in its own type, one rounding; one more where the plan
- * runs its k in two), on stream with the context's workspace number `workspace` (one per stream). */
+/* D = A @ B, or D += A @ B when accumulate (beta 1, D read in its own type, one rounding), on stream with the
+ * context's workspace number `workspace` (one per stream). */
 gg_status gg_matmul_run(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, void *D, int accumulate,
                         int workspace, cudaStream_t stream);
 

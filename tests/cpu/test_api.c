@@ -792,6 +792,34 @@ static void split_k_only_at_multiples_of_128(void **state) {
     fake.algo_check_ok = 0;
 }
 
+/* A bf16 dW run apart (block 4 at 11912 tokens: 1536 x 768 over k = 11904, then the last 8 rows) adds its two parts
+ * up in fp32 in the GEMM workspace and rounds the sum into grad_weight once (gg_k_round_sum), as one GEMM would; with
+ * a workspace too small for the fp32 sum (1 MiB against 4.5 MiB) it runs as one GEMM without split-k. */
+static void bf16_tail_apart_rounds_once(void **state) {
+    (void)state;
+    for (int small = 0; small < 2; ++small) {
+        fake_reset(1);
+        fake.plan_ok = 1;
+        fake.heuristic_split_k = 2;
+        fake.algo_check_ok = 1;
+        gg_config c = GG_CONFIG_INIT;
+        c.autotune = 0;
+        if (small) c.gemm_workspace_bytes = (size_t)1 << 20;
+        gg_ctx *ctx = NULL;
+        assert_int_equal(gg_ctx_create(&c, &ctx), GG_SUCCESS);
+        gg_ssm_gate_desc d = ssm_desc(1);
+        d.tokens = 11912;
+        const gg_ssm_gate_args a = ssm_args();
+        const int rounded = fake_kernel_launches("round_sum_kernel");
+        assert_int_equal(gg_ssm_gate_backward(ctx, &d, &a, NULL), GG_SUCCESS);
+        assert_int_equal(fake.tail_matmuls, small ? 0 : 1);
+        assert_int_equal(fake_kernel_launches("round_sum_kernel") - rounded, small ? 0 : 1);
+        destroy_ctx(ctx);
+    }
+    fake.heuristic_split_k = 0;
+    fake.algo_check_ok = 0;
+}
+
 /* GG_GEMM_MAX_CLUSTER_CTAS (a testing switch): a CTA count from 1 to 16, refused otherwise before any CUDA call. */
 static void gemm_cluster_limit_from_environment(void **state) {
     (void)state;
@@ -1159,6 +1187,7 @@ int main(void) {
         cmocka_unit_test(log_level_from_environment),
         cmocka_unit_test(gemm_cluster_limit_from_environment),
         cmocka_unit_test(split_k_only_at_multiples_of_128),
+        cmocka_unit_test(bf16_tail_apart_rounds_once),
         cmocka_unit_test(dist_entry_points_check_arguments),
         cmocka_unit_test(check_finite_checks_and_launches),
         cmocka_unit_test(host_pointers_are_refused),

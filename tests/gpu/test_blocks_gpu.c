@@ -4,8 +4,9 @@
  *  - the float64 GPU reference equals the CPU reference (tests/ref) on small shapes;
  *  - the library equals the CPU reference on small, odd shapes, in every precision mode;
  *  - every one of the 64 benchmark cases passes the spec's rule (>= 99 % of elements within atol + rtol |ref|,
- *    no NaN/Inf) over 10 rounds of fresh random inputs, outputs poisoned with NaN before each call; blocks 2 and 3
- *    in each of FP32, TF32 and FP16;
+ *    no NaN/Inf) over 10 rounds of fresh random inputs, outputs poisoned with NaN before each call, and no element
+ *    off by more than MAX_OVER times its tolerance (the rule lets 1 % of the elements be anything: a few wrong ones
+ *    are a bug the rule would hide); blocks 2 and 3 in each of FP32, TF32 and FP16;
  *  - the reductions are deterministic (same bits twice); block 1's reduction returns a NaN grad_gate for a NaN
  *    input and is right again on the next call.
  * Each (block, mode) prints a line "RESULT {json}" that scripts/device.sh collects into docs/results/.
@@ -18,6 +19,9 @@
 #include "gpu_test.h"
 
 #define ROUNDS 10
+/* No element past this many times its tolerance (the worst of the 64 cases over 10 rounds: 1.6, block 4, where a
+ * bf16 ulp of g meets the cancellation in 1 + gate (1 - s)); a dW rounded twice reached 19. */
+#define MAX_OVER 10.0
 
 static gg_case small_case(int block_id, int64_t M, int64_t a, int64_t b, int silu) {
     gg_case c;
@@ -190,13 +194,23 @@ static void run_block(int block_id) {
                 CUDA_OK(gg_case_check(r, &v));
                 if (v.worst_matched_ratio < worst_matched[m]) worst_matched[m] = v.worst_matched_ratio;
                 if (v.worst_ratio > worst_ratio[m]) worst_ratio[m] = v.worst_ratio;
-                if (!v.passed) {
-                    ok[m] = 0;
-                    for (int o = 0; o < r->n_out; ++o)
-                        fprintf(stderr, "  FAIL %s case %d round %d %s: %s matched %llu/%llu nonfinite %llu\n",
+                /* which output holds elements past the tolerance (the rule allows 1 %), so that the RESULT line's
+                 * worst figures can be traced to a case */
+                for (int o = 0; o < r->n_out && v.passed; ++o)
+                    if (v.result[o].worst_ratio > 1.0)
+                        fprintf(stderr, "  over %s case %d round %d %s: %s matched %llu/%llu, worst err/tol %.3g\n",
                                 c->block, c->index, round, gg_precision_string(p), r->out[o].name,
                                 (unsigned long long)v.result[o].matched, (unsigned long long)v.result[o].n,
-                                (unsigned long long)v.result[o].nonfinite);
+                                v.result[o].worst_ratio);
+                if (!v.passed || v.worst_ratio > MAX_OVER) {
+                    ok[m] = 0;
+                    for (int o = 0; o < r->n_out; ++o)
+                        fprintf(stderr,
+                                "  FAIL %s case %d round %d %s: %s matched %llu/%llu nonfinite %llu, worst err/tol "
+                                "%.3g\n",
+                                c->block, c->index, round, gg_precision_string(p), r->out[o].name,
+                                (unsigned long long)v.result[o].matched, (unsigned long long)v.result[o].n,
+                                (unsigned long long)v.result[o].nonfinite, v.result[o].worst_ratio);
                 }
             }
         }
@@ -261,14 +275,16 @@ static void reductions_are_deterministic(void **state) {
     gg_ctx_destroy(ctx);
 }
 
-/* Block 4's one-launch kernel with accumulate: a second call adds its weight and bias gradients to the first's
- * (twice the first, within the rule's rtol: one more bf16 rounding) and rewrites the activation gradients (poisoned
- * in between). */
+/* Block 4 with accumulate, on its one-launch kernel (131 and 200 tokens) and with dW run apart, summed in fp32 and
+ * rounded into grad_weight with the old value added (10241 tokens: gg_k_round_sum with beta 1): a second call adds
+ * its weight and bias gradients to the first's (twice the first, within the rule's rtol: one more bf16 rounding) and
+ * rewrites the activation gradients (poisoned in between). */
 static void block4_fused_path_accumulates(void **state) {
     (void)state;
     REQUIRE_GPU();
     gg_ctx *ctx = new_ctx();
-    const gg_case cs[] = {small_case(4, 131, 64, 128, 1), small_case(4, 200, 768, 1536, 1)};
+    const gg_case cs[] = {small_case(4, 131, 64, 128, 1), small_case(4, 200, 768, 1536, 1),
+                          small_case(4, 10241, 768, 1536, 1)};
     for (size_t k = 0; k < sizeof cs / sizeof cs[0]; ++k) {
         gg_case_run *r = new_run(&cs[k]);
         CUDA_OK(gg_case_prepare(r, 31 + k));
