@@ -1,5 +1,5 @@
 /* test_f32w_rules.c - the rules about gg_k_gemm_f32w's grid that need no GPU. Its k split: every cluster of a launch
- * must fit on the GPU at once (a second wave doubled 073's dX at 256 tokens: perf-notes.md, "Session 20"), and of the
+ * must fit on the GPU at once (a second wave doubled 073's dX at 256 tokens: docs/decisions.md), and of the
  * splits that fit, the one that leaves each CTA the fewest k-tiles wins, the smaller on a tie. Its CTAs: tiles times
  * split, which the FFN route compares with the SM count (dX at 1024 tokens only where it fills the GPU). */
 #include <setjmp.h>
@@ -11,7 +11,7 @@
 
 #include "kernels/gg_kernels.h"
 
-/* cudaOccupancyMaxActiveClusters on an H200 for clusters of 1..8 CTAs of the kernel (session 20, call 2). */
+/* cudaOccupancyMaxActiveClusters on an H200 for clusters of 1..8 CTAs of the kernel (one CTA per SM). */
 static const int h200[GG_F32W_MAX_SPLIT + 1] = {0, 132, 66, 39, 30, 22, 17, 15, 15};
 
 static void splits_of_the_workload_shapes_on_an_h200(void **state) {
@@ -60,7 +60,30 @@ static void ctas_at_1024_tokens(void **state) {
     assert_int_equal(gg_k_gemm_f32w_ctas(1024, 8192, 2048, h200), 256);
     assert_int_equal(gg_k_gemm_f32w_ctas(1024, 6144, 1536, h200), 192);
     /* a partial token tile counts as a tile */
-    assert_int_equal(gg_k_gemm_f32w_ctas(257, 128, 64, h200), 2);
+    assert_int_equal(gg_k_gemm_f32w_ctas(321, 128, 64, h200), 2);
+}
+
+/* The wide tile (256 + 64 tokens) where it makes fewer tiles than 256-token ones that all run at once: 257-320 tokens
+ * one tile, 321-512 two of 256, 513-640 two wide ones, 641-768 three of 256, 769-960 three wide ones where they fit on
+ * the SMs (not 068's G: 144 tiles, so 192 of 256 tokens). */
+static void wide_tiles_where_they_save_one(void **state) {
+    (void)state;
+    static const struct { int64_t tokens, tiles; } cases[] = {{1, 1},   {256, 1}, {257, 1}, {320, 1}, {321, 2},
+                                                               {512, 2}, {513, 2}, {640, 2}, {641, 3}, {768, 3},
+                                                               {769, 3}, {960, 3}, {961, 4}, {1024, 4}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i)
+        assert_int_equal(gg_k_gemm_f32w_ctas(cases[i].tokens, 128, 64, h200), cases[i].tiles); /* 1 k-tile: no split */
+    /* 068's G and dX at 257 tokens split as at 256 (48 and 12 tiles), not as at 512 */
+    assert_int_equal(gg_k_gemm_f32w_split(257, 6144, 1536, h200), 2);
+    assert_int_equal(gg_k_gemm_f32w_split(257, 1536, 6144, h200), 8);
+    assert_int_equal(gg_k_gemm_f32w_split(320, 6144, 1536, h200), 2);
+    assert_int_equal(gg_k_gemm_f32w_split(321, 6144, 1536, h200), 1);
+    /* 068 at 769 tokens: G's 144 wide tiles would take two waves, so 192 of 256 tokens; dX's 36 wide ones in
+     * clusters of 3 */
+    assert_int_equal(gg_k_gemm_f32w_ctas(769, 6144, 1536, h200), 192);
+    assert_int_equal(gg_k_gemm_f32w_ctas(769, 1536, 6144, h200), 108);
+    /* 073's G at 640 tokens: 128 wide tiles still fit */
+    assert_int_equal(gg_k_gemm_f32w_ctas(640, 8192, 2048, h200), 128);
 }
 
 int main(void) {
@@ -69,6 +92,7 @@ int main(void) {
         cmocka_unit_test(one_more_cluster_that_fits_changes_the_choice),
         cmocka_unit_test(ties_and_short_k),
         cmocka_unit_test(ctas_at_1024_tokens),
+        cmocka_unit_test(wide_tiles_where_they_save_one),
     };
     return cmocka_run_group_tests_name("f32w_rules", tests, NULL, NULL);
 }

@@ -78,10 +78,14 @@ static const gg_case small_cases[] = {
      * split over k */
     {4, "", 0, 1, 37, 37, 64, 128, 0, 0, 1, 0}, {4, "", 0, 1, 131, 131, 128, 64, 0, 0, 0, 0},
     /* blocks 2/3 at few tokens (fp16 mode: G and dX in gg_k_gemm_f32w on sm_90a, else G in TF32), tiles partly
-     * filled. The k splits on an H200 (G, dX): 2 and 8; 4 and 8; two token tiles, 5 and 6; G's 24 tiles in clusters
-     * of 4 (5 would not all fit) over 10 k-tiles, dealt 2, 3, 2, 3 */
+     * filled. The k splits on an H200 (G, dX): 2 and 8; 4 and 8; one wide token tile (300 tokens, the 64 past 256
+     * in the second wgmma), 5 and 6; G's 24 tiles in clusters of 4 (5 would not all fit) over 10 k-tiles, dealt 2,
+     * 3, 2, 3; two token tiles of 256, the second partly filled; two wide ones, the second's extra rows past M (540)
+     * or partly filled (600) */
     {2, "", 0, 1, 37, 37, 128, 1024, 0, 0, 0, 0}, {3, "", 0, 1, 131, 131, 256, 512, 0, 0, 0, 0},
     {2, "", 0, 1, 300, 300, 640, 384, 0, 0, 0, 0}, {2, "", 0, 1, 64, 64, 640, 3072, 0, 0, 0, 0},
+    {2, "", 0, 1, 400, 400, 128, 384, 0, 0, 0, 0}, {2, "", 0, 1, 540, 540, 64, 640, 0, 0, 0, 0},
+    {3, "", 0, 1, 600, 600, 128, 256, 0, 0, 0, 0},
     /* blocks 2/3 above the few-token route, where fp16 mode converts act, X and W1 on a narrow grid beside G: act
      * long enough for the unrolled loop and a tail, X and W1 tail only */
     {2, "", 0, 1, 600, 600, 64, 1536, 0, 0, 0, 0}, {3, "", 0, 1, 520, 520, 96, 1600, 0, 0, 0, 0},
