@@ -1,16 +1,28 @@
 #!/usr/bin/env bash
-# scripts/official_run.sh - an official run at the commit given as $1, on a one-H200 machine: `scripts/device.sh
-# tests`, then `GG_PEERS_COMPILE=1 GG_PEERS_TIMEOUT=300 scripts/device.sh bench`; both stages' output and everything
-# they wrote go to $OUT/run.tgz (written after the tests, and again after the bench). About 230 s.
-# File it with scripts/file_run.sh run.tgz <sha>.
+# scripts/official_run.sh - one stage of an official run at the commit given as $1, on a one-H200 machine:
+#   tests  `GG_SHAPES=300 GG_SANITIZER_TIMEOUT=200 scripts/device.sh tests` (7-9 minutes: the sweeps on both GPU paths,
+#          the sanitizers, racecheck last), into $OUT/run-tests.tgz;
+#   bench  `GG_PEERS_COMPILE=1 GG_PEERS_TIMEOUT=300 scripts/device.sh bench` (every mode), into $OUT/run-bench.tgz.
+# Each stage is one call of the GPU machine (10 minutes at most a call: both do not fit one). Each archive holds the
+# stage's output (<stage>.log) and everything it wrote; file both with scripts/file_run.sh <sha> run-tests.tgz
+# run-bench.tgz.
+#   bash scripts/official_run.sh SHA tests|bench
 set -uo pipefail
-sha=${1:?commit}
-rm -rf /tmp/run; mkdir -p /tmp/run
+sha=${1:?commit} stage=${2:?tests or bench}
+out=${OUT:-$PWD/out}
+mkdir -p "$out"
+run=/tmp/run-$stage
+rm -rf "$run"; mkdir -p "$run"
 t0=$(date +%s)
-GG_COMMIT=$sha OUT=/tmp/run bash scripts/device.sh tests > /tmp/t.log 2>&1
-echo "tests rc $? at $(( $(date +%s) - t0 )) s"
-grep -E "tests passed|PASSED|FAILED|memcheck" /tmp/t.log
-cp /tmp/t.log /tmp/run/; tar czf $OUT/run.tgz -C /tmp/run .
-GG_COMMIT=$sha GG_PEERS_COMPILE=1 GG_PEERS_TIMEOUT=300 OUT=/tmp/run bash scripts/device.sh bench > /tmp/b.log 2>&1
-echo "bench rc $? at $(( $(date +%s) - t0 )) s"; grep -E "SOL .*faster|fail" /tmp/b.log | head -12
-cp /tmp/t.log /tmp/b.log /tmp/run/; tar czf $OUT/run.tgz -C /tmp/run .
+case $stage in
+  tests) GG_COMMIT=$sha GG_SHAPES=300 GG_SANITIZER_TIMEOUT=200 OUT=$run bash scripts/device.sh tests \
+           > "$run/tests.log" 2>&1 ;;
+  bench) GG_COMMIT=$sha GG_PEERS_COMPILE=1 GG_PEERS_TIMEOUT=300 OUT=$run bash scripts/device.sh bench \
+           > "$run/bench.log" 2>&1 ;;
+  *) echo "official_run.sh: stage '$stage': tests or bench" >&2; exit 2 ;;
+esac
+rc=$?
+echo "$stage rc $rc at $(( $(date +%s) - t0 )) s"
+grep -E "tests passed|PASSED|FAILED|exit [1-9]|SOL .*faster|fail" "$run/$stage.log" | head -20
+tar czf "$out/run-$stage.tgz" -C "$run" .
+exit $rc
