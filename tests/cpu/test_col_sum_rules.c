@@ -2,7 +2,7 @@
  * (gg_k_col_sum_chunks: a plan sizes its partials buffer, chunks x N floats, with it, and the finish reads every
  * chunk's partial). About four CTAs of 256 threads per SM in all (a CTA per chunk and group of 256 columns, at most
  * GG_COL_SUM_COUNTERS groups side by side); at least 8 rows per lane (a CTA reads V rows at once, V = 4 for fp32
- * and 8 for bf16); at most 128 chunks (perf-notes.md, "Column sums in one pass"); at least one. */
+ * and 8 for bf16); at most 128 chunks (docs/decisions.md, "Column sums"); at least one. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
