@@ -8,6 +8,9 @@
 #
 #   GG_COMMIT=<sha> bash scripts/device.sh [all|tests|bench|step|train|multigpu|build]
 #
+# tests: budgeted as step is (GG_TESTS_BUDGET, default 570 s from this script's start when run alone): the sanitizer
+# runs, last, get what is left, and one that no longer fits is skipped and counted as cut in reliability-h200.json.
+#
 # step: fits one 10-minute call on one H200 (GG_CUDA_ARCH=90a halves the build; only the two targets it runs are
 # built). Every piece has a time limit and the stage a budget, GG_STEP_BUDGET seconds from this script's start
 # (default 570): a piece that no longer fits is skipped and says so. In order: the step graph test; then
@@ -65,7 +68,7 @@ if [ ! -f "$cmocka/include/cmocka.h" ] && [ ! -f /usr/include/cmocka.h ] && [ ! 
 fi
 arch=${GG_CUDA_ARCH:-90a;100a} # the H200's and the B200's code
 # How the results were made, as recorded in their JSON: the settings that change them, then the command.
-run_cmd="GG_COMMIT=<sha> ${GG_CUDA_ARCH:+GG_CUDA_ARCH=$GG_CUDA_ARCH }${GG_STEP_SWEEP:+GG_STEP_SWEEP=$GG_STEP_SWEEP }${GG_STEP_BUDGET:+GG_STEP_BUDGET=$GG_STEP_BUDGET }${GG_SHAPES:+GG_SHAPES=$GG_SHAPES }${GG_SHAPES_SEED:+GG_SHAPES_SEED=$GG_SHAPES_SEED }${GG_SANITIZER_TIMEOUT:+GG_SANITIZER_TIMEOUT=$GG_SANITIZER_TIMEOUT }${GG_MODES:+GG_MODES=$GG_MODES }${GG_ITERS:+GG_ITERS=$GG_ITERS }${GG_PEERS_COMPILE:+GG_PEERS_COMPILE=1 }${GG_PEERS_VARIANTS:+GG_PEERS_VARIANTS=$GG_PEERS_VARIANTS }${GG_PEERS_TIMEOUT:+GG_PEERS_TIMEOUT=$GG_PEERS_TIMEOUT }${GG_PEERS_COMPILE_TIMEOUT:+GG_PEERS_COMPILE_TIMEOUT=$GG_PEERS_COMPILE_TIMEOUT }${GG_STEPS:+GG_STEPS=$GG_STEPS }${GG_BUCKET_MIB:+GG_BUCKET_MIB=$GG_BUCKET_MIB }${GG_COMM_SMS:+GG_COMM_SMS=$GG_COMM_SMS }${GG_COPY_ENGINES:+GG_COPY_ENGINES=$GG_COPY_ENGINES }${GG_DDP_RUNS:+GG_DDP_RUNS=$GG_DDP_RUNS }${GG_TRAIN_STEPS:+GG_TRAIN_STEPS=$GG_TRAIN_STEPS }${GG_TRAIN_PRECISION:+GG_TRAIN_PRECISION=$GG_TRAIN_PRECISION }${GG_TRAIN_BUDGET:+GG_TRAIN_BUDGET=$GG_TRAIN_BUDGET }bash scripts/device.sh $stage"
+run_cmd="GG_COMMIT=<sha> ${GG_CUDA_ARCH:+GG_CUDA_ARCH=$GG_CUDA_ARCH }${GG_STEP_SWEEP:+GG_STEP_SWEEP=$GG_STEP_SWEEP }${GG_STEP_BUDGET:+GG_STEP_BUDGET=$GG_STEP_BUDGET }${GG_SHAPES:+GG_SHAPES=$GG_SHAPES }${GG_SHAPES_SEED:+GG_SHAPES_SEED=$GG_SHAPES_SEED }${GG_SANITIZER_TIMEOUT:+GG_SANITIZER_TIMEOUT=$GG_SANITIZER_TIMEOUT }${GG_TESTS_BUDGET:+GG_TESTS_BUDGET=$GG_TESTS_BUDGET }${GG_MODES:+GG_MODES=$GG_MODES }${GG_ITERS:+GG_ITERS=$GG_ITERS }${GG_PEERS_COMPILE:+GG_PEERS_COMPILE=1 }${GG_PEERS_VARIANTS:+GG_PEERS_VARIANTS=$GG_PEERS_VARIANTS }${GG_PEERS_TIMEOUT:+GG_PEERS_TIMEOUT=$GG_PEERS_TIMEOUT }${GG_PEERS_COMPILE_TIMEOUT:+GG_PEERS_COMPILE_TIMEOUT=$GG_PEERS_COMPILE_TIMEOUT }${GG_STEPS:+GG_STEPS=$GG_STEPS }${GG_BUCKET_MIB:+GG_BUCKET_MIB=$GG_BUCKET_MIB }${GG_COMM_SMS:+GG_COMM_SMS=$GG_COMM_SMS }${GG_COPY_ENGINES:+GG_COPY_ENGINES=$GG_COPY_ENGINES }${GG_DDP_RUNS:+GG_DDP_RUNS=$GG_DDP_RUNS }${GG_TRAIN_STEPS:+GG_TRAIN_STEPS=$GG_TRAIN_STEPS }${GG_TRAIN_PRECISION:+GG_TRAIN_PRECISION=$GG_TRAIN_PRECISION }${GG_TRAIN_BUDGET:+GG_TRAIN_BUDGET=$GG_TRAIN_BUDGET }bash scripts/device.sh $stage"
 build=$root/build-device
 shapes_seed=${GG_SHAPES_SEED:-$(date +%s)}
 status=0
@@ -87,6 +90,10 @@ echo "built in $(( $(date +%s) - t0 )) s"
 
 if [ "$stage" = all ] || [ "$stage" = tests ]; then
   echo "== tests"
+  # The stage's budget: GG_TESTS_BUDGET seconds from the script's start (default 570 for `tests` alone, one call of
+  # the GPU machine with room to pack; 3600 within `all`). The sanitizer runs, the last part, get what is left; one
+  # that no longer fits is skipped and counted as cut, so the JSON is always written, saying what ran.
+  tests_deadline=$(( script_start + ${GG_TESTS_BUDGET:-$([ "$stage" = tests ] && echo 570 || echo 3600)} ))
   # Every test but the long GPU ones (run directly, so their RESULT lines are kept) and the multi-GPU ones (the
   # multigpu stage) through CTest.
   ctest --test-dir "$build" --output-on-failure -E 'test_(blocks|graphs|shapes|soak)_gpu' -LE multigpu 2>&1 | tee "$OUT/ctest.log" | tail -12
@@ -148,8 +155,13 @@ if [ "$stage" = all ] || [ "$stage" = tests ]; then
       synccheck) opts=(--kernel-name-exclude kns=nvjet) ;;
       initcheck) opts=(--nvtx true) ;;
     esac
+    limit=$(limit_by "$tests_deadline" "${GG_SANITIZER_TIMEOUT:-240}")
+    if [ "$limit" = 0 ]; then # counted as cut, as a run stopped by its time limit
+      echo "$tool $exe: skipped, the stage's time budget is spent (GG_TESTS_BUDGET)" | tee -a "$OUT/sanitizer.log"
+      echo "$tool $exe exit 124" >> "$OUT/sanitizer.log"; status=1; continue
+    fi
     env GG_TEST_FILTER="$filter" GG_HOPPER_KERNELS="$hopper" ${clusters:+GG_GEMM_MAX_CLUSTER_CTAS=$clusters} \
-      timeout "${GG_SANITIZER_TIMEOUT:-240}" compute-sanitizer --tool "$tool" "${opts[@]}" \
+      timeout "$limit" compute-sanitizer --tool "$tool" "${opts[@]}" \
       --error-exitcode 9 "$build/tests/$exe" >> "$OUT/sanitizer.log" 2>&1
     rc=$?; echo "$tool $exe exit $rc" | tee -a "$OUT/sanitizer.log"; [ $rc = 0 ] || status=1
   done
