@@ -110,14 +110,6 @@ extern "C" cudaError_t gg_k_check_finite(const void *data, size_t n, int bf16, u
 
 namespace {
 
-__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
-__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-template <typename T> __device__ __forceinline__ T from_float(float x);
-template <> __device__ __forceinline__ __half from_float<__half>(float x) { return __float2half_rn(x); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
-    return __float2bfloat16_rn(x);
-}
-
 /* d[j ldd + i] = round(sum[j m + i] + beta c[j ldd + i]) over the m x n column-major matrix (c of d's type; beta 0:
  * not read): columns along y, four consecutive rows per thread along x, both grid-stride, no division per element.
  * The fp32 sum is read once (evict-first). */
@@ -133,10 +125,10 @@ __global__ void __launch_bounds__(kThreads) round_sum_kernel(const float *__rest
             if (beta != 0.0f) { /* c may be d itself: read before the write */
                 const T *add = c + j * ldd + 4 * g;
 #pragma unroll
-                for (int k = 0; k < 4; ++k) v[k] += beta * to_float(add[k]);
+                for (int k = 0; k < 4; ++k) v[k] += beta * static_cast<float>(add[k]);
             }
 #pragma unroll
-            for (int k = 0; k < 4; ++k) out[k] = from_float<T>(v[k]);
+            for (int k = 0; k < 4; ++k) out[k] = T(v[k]); /* nearest, ties to even */
         }
 }
 

@@ -304,7 +304,7 @@ __global__ void __launch_bounds__(kF32wThreads, kPerSm)
 /* The tokens of a launch's tiles: kTokens, or the wide tile where it makes fewer tiles (257-320 tokens one tile, not
  * two; 513-640 two, not three) that all run at once, one CTA per SM (capacity[1]): the weight is read once per token
  * tile, and fewer tiles leave room to split k; in two waves either way its larger tile costs more than the tile it
- * saves (068's G at 769-900 tokens: the block 3.6-4.4 % slower). */
+ * saves (068's G at 769-900 tokens: the block 3.1-4.4 % slower). */
 static int64_t tile_tokens(int64_t M, int64_t N, const int *capacity) {
     const int64_t wide = kTokens + kExtraTokens, wide_tiles = (M + wide - 1) / wide;
     return wide_tiles < (M + kTokens - 1) / kTokens && wide_tiles * (N / kCols) <= capacity[1] ? wide : kTokens;
@@ -390,7 +390,7 @@ extern "C" cudaError_t gg_k_gemm_f32w(const void *A, const float *B, void *C, gg
 
     LaunchAttrs attrs;
     const cudaLaunchConfig_t config =
-        cluster_launch((unsigned)(tiles_of(M, N, capacity) * a.split), kF32wThreads,
+        cluster_launch((unsigned)(a.tok_tiles * (N / kCols) * a.split), kF32wThreads,
                        wide ? Stage<kExtraTokens>::kSmem : Stage<0>::kSmem, a.split, priority, stream, &attrs);
     if (wide) return cudaLaunchKernelEx(&config, gemm_f32w_kernel<kExtraTokens>, map_a, map_extra, map_b, a);
     return cudaLaunchKernelEx(&config, gemm_f32w_kernel<0>, map_a, map_extra, map_b, a);

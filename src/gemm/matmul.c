@@ -42,7 +42,6 @@ static long algo_attribute(const cublasLtMatmulAlgo_t *algo, cublasLtMatmulAlgoC
     return size == 1 ? (long)v.u8 : size == 2 ? (long)v.u16 : (long)v.u32;
 }
 
-/* Whether algo's clusters have at most mm->max_cluster_ctas CTAs (always, without that limit). */
 /* The workspace bytes mm's algorithms may use: the context's, less the fp32 sum a 16-bit D run in two keeps at its
  * start (gg_matmul.sum_bytes); mm NULL: the context's. */
 static size_t workspace_limit(const gg_ctx *ctx, const gg_matmul *mm) {
@@ -50,6 +49,7 @@ static size_t workspace_limit(const gg_ctx *ctx, const gg_matmul *mm) {
     return all > sum ? all - sum : 0;
 }
 
+/* Whether algo's clusters have at most mm->max_cluster_ctas CTAs (always, without that limit). */
 static int cluster_fits(const gg_matmul *mm, const cublasLtMatmulAlgo_t *algo) {
     if (mm->max_cluster_ctas <= 0) return 1;
     const int n = gg_cluster_shape_ctas((int)algo_attribute(algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
@@ -316,10 +316,10 @@ gg_status gg_matmul_plan(gg_ctx *ctx, const gg_gemm_shape *s, gg_matmul *mm) {
     gg_gemm_shape part = *s;
     size_t sum_bytes = 0;
     if (gg_gemm_type_bytes(s->d_type) == 2) { /* the parts add up in fp32 in the workspace, rounded into D once */
-        /* past the sum, the algorithms' workspace stays 256-byte aligned */
-        sum_bytes = ((size_t)(s->m * s->n) * sizeof(float) + 255) & ~(size_t)255;
         /* gg_k_round_sum takes rows of four (every block's dimensions are multiples of 8) */
         if (s->m % 4 || s->ldd % 4) return plan_one(ctx, s, 0, mm);
+        /* past the sum, the algorithms' workspace stays 256-byte aligned */
+        sum_bytes = ((size_t)(s->m * s->n) * sizeof(float) + 255) & ~(size_t)255;
         if (sum_bytes > workspace_limit(ctx, NULL)) {
             gg_log(ctx, GG_LOG_DEBUG, "%lldx%lldx%lld GEMM: its fp32 sum does not fit the GEMM workspace, so it "
                    "runs in one, without split-k", (long long)s->m, (long long)s->n, (long long)s->k);

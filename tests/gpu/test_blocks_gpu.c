@@ -19,8 +19,8 @@
 #include "gpu_test.h"
 
 #define ROUNDS 10
-/* No element past this many times its tolerance (the worst of the 64 cases over 10 rounds: 1.6, block 4, where a
- * bf16 ulp of g meets the cancellation in 1 + gate (1 - s)); a dW rounded twice reached 19. */
+/* No element past this many times its tolerance (the worst of the 64 cases over 10 rounds: 1.6, a few elements of
+ * block 4's grad_weight near 0 at 1172 tokens, atol 2.4e-5); a dW rounded twice reached 19. */
 #define MAX_OVER 10.0
 
 static gg_case small_case(int block_id, int64_t M, int64_t a, int64_t b, int silu) {
