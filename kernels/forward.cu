@@ -1,15 +1,13 @@
 /* forward.cu - the elementwise steps of the blocks' forward passes: block 1 whole, blocks 2/3's GELU(tanh) after
  * their first GEMM (when cuBLASLt's epilogue does not run it), block 4's gate and product before its GEMM. All
  * memory-bound grid-stride passes over 16-byte vectors. */
+#include "gelu.cuh"
 #include "gg_kernels.h"
 #include "vec.cuh"
 
 using namespace gg;
 
 namespace {
-
-constexpr float kGeluC = 0.7978845608028654f; /* sqrt(2/pi) */
-constexpr float kGeluA = 0.044715f;
 
 /* Block 1: output = bf16(residual + bf16(bf16(t * hs) * mask[row])), t = tanh(gate) in fp32. vec_per_row 16-byte
  * vectors a row; the row of vector i is one division (a memory-bound pass has the cycles). */

@@ -37,6 +37,7 @@
 #include "mma.cuh"
 #include "tma.cuh"
 #include "vec.cuh"
+#include "wgmma.cuh"
 
 using namespace gg;
 namespace cg = cooperative_groups;
@@ -80,18 +81,7 @@ struct F32wArgs {
     int tok_tiles;  /* of kTokens tokens, or kTokens + kExtraTokens for the wide kernel */
 };
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define GG_F32W_WGMMA 1
-#endif
-
-#ifdef GG_F32W_WGMMA
-/* Shared-memory matrix descriptor of a K-major tile with 128-byte rows and the 128-byte swizzle: start address,
- * leading offset 16 B (unused with this swizzle), 1024 B between groups of 8 rows, swizzle mode 1. */
-__device__ __forceinline__ uint64_t smem_desc(const void *p) {
-    const uint64_t addr = smem_addr(p);
-    return ((addr & 0x3FFFF) >> 4) | ((uint64_t)(16 >> 4) << 16) | ((uint64_t)(1024 >> 4) << 32) | (1ull << 62);
-}
-
+#ifdef GG_HAS_WGMMA
 /* d += a (64 x 16, this thread's fragment in registers) @ b (16 x 256 tokens, K-major in shared memory). */
 __device__ __forceinline__ void wgmma_tile(float (&d)[128], const uint32_t (&a)[4], uint64_t desc_b) {
     asm volatile("{\n"
@@ -161,7 +151,7 @@ template <int Extra>
 __global__ void __launch_bounds__(kF32wThreads, kPerSm)
     gemm_f32w_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_extra,
                      const __grid_constant__ CUtensorMap map_b, const F32wArgs p) {
-#ifdef GG_F32W_WGMMA
+#ifdef GG_HAS_WGMMA
     using St = Stage<Extra>;
     constexpr int kTile = kTokens + Extra; /* tokens per tile */
     extern __shared__ unsigned char smem_raw[];
@@ -240,12 +230,13 @@ __global__ void __launch_bounds__(kF32wThreads, kPerSm)
         __syncwarp(); /* thread 0's issue diverged from its warp: wgmma's .aligned needs the warp converged */
         asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
-        for (int k16 = 0; k16 < 4; ++k16) wgmma_tile(acc, frag[k16], smem_desc(tokens + 32 * k16)); /* 16 k */
+        for (int k16 = 0; k16 < 4; ++k16) /* 16 k */
+            wgmma_tile(acc, frag[k16], smem_desc(smem_addr(tokens + 32 * k16)));
         if constexpr (Extra > 0) { /* where !extra_live, on rows no box filled: tokens past M, never stored (a branch
                                       here makes ptxas fence the accumulators) */
 #pragma unroll
             for (int k16 = 0; k16 < 4; ++k16)
-                wgmma_tile_n64(acc_extra, frag[k16], smem_desc(tokens + St::kTok + 32 * k16));
+                wgmma_tile_n64(acc_extra, frag[k16], smem_desc(smem_addr(tokens + St::kTok + 32 * k16)));
         }
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
         asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
