@@ -30,4 +30,12 @@ for f in bench-h200.json graphs-h200.json correctness-h200.json reliability-h200
   grep -q "\"commit\": \"$sha" "$d/$f" || echo "warning: $f names another commit" >&2
 done
 echo "filed in $d"
-ls -d "$root"/docs/results/run-* | grep -v "run-$sha\$" | sed 's/^/older run folder (remove it): /' || true
+# an older folder of the same kind (a bench run's holds bench-h200.json, a tests run's reliability-h200.json) is
+# superseded; one of the other kind still backs the JSON files this run did not make
+for old in "$root"/docs/results/run-*; do
+  [ "$old" = "$d" ] && continue
+  for f in bench-h200.json reliability-h200.json; do
+    [ -f "$d/$f" ] && [ -f "$old/$f" ] && echo "older run folder of the same kind (remove it): $old"
+  done
+done
+true
