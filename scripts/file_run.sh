@@ -6,7 +6,7 @@
 # docs/results keeps one run folder per kind: remove the previous run-<sha>/ in the same commit (git history keeps
 # it), and update the numbers the docs quote (docs/results/README.md lists them). Either archive alone files what it
 # holds.
-#   bash scripts/file_run.sh SHA RUN_TGZ...
+#   [GG_FUZZ_LOG=test-sh.log] bash scripts/file_run.sh SHA RUN_TGZ...
 set -euo pipefail
 sha=${1:?commit} && shift
 [ $# -ge 1 ] || { echo "usage: file_run.sh SHA RUN_TGZ..." >&2; exit 2; }
@@ -23,6 +23,23 @@ for f in bench-h200.json bench.csv bench.json correctness-h200.json graphs-h200.
 if [ -f "$tmp/logs-bench.tgz" ]; then
   mkdir -p "$tmp/logs" && tar xzf "$tmp/logs-bench.tgz" -C "$tmp/logs"
   find "$tmp/logs" -name '*.png' -exec cp {} "$d/" \;
+fi
+# The fuzzer runs on the CUDA fakes, not on the GPU machine (no clang there): GG_FUZZ_LOG names the output of
+# scripts/test.sh at the same commit (its last line FUZZ {...}), whose figures go into the reliability JSON with
+# where they came from (the log itself as test-sh.log).
+if [ -n "${GG_FUZZ_LOG:-}" ] && [ -f "$d/reliability-h200.json" ]; then
+  python3 - "$d/reliability-h200.json" "$GG_FUZZ_LOG" <<'PY'
+import json, sys
+path, log = sys.argv[1:3]
+fuzz = [l for l in open(log, errors="replace") if l.startswith("FUZZ {")]
+if not fuzz:
+    sys.exit(f"GG_FUZZ_LOG={log}: no FUZZ line")
+r, f = json.load(open(path)), json.loads(fuzz[-1][len("FUZZ "):])
+r["fuzz_execs"], r["fuzz_seconds"] = f["execs"], f["seconds"]
+r["fuzz_command"] = "scripts/test.sh (.ci/run) on a CPU machine at the same commit"
+json.dump(r, open(path, "w"), indent=2)
+PY
+  cp "$GG_FUZZ_LOG" "$d/test-sh.log"
 fi
 for f in bench-h200.json graphs-h200.json correctness-h200.json reliability-h200.json; do
   [ -f "$d/$f" ] || continue
