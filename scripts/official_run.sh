@@ -14,14 +14,16 @@ mkdir -p "$out"
 run=/tmp/run-$stage
 rm -rf "$run"; mkdir -p "$run"
 t0=$(date +%s)
+# The stage's output is written beside $run, not in it: device.sh packs what $run holds into its logs archive at
+# the end and removes the loose files. It joins the archive's top as <stage>.log afterwards.
+log=/tmp/official-$stage.log
 case $stage in
-  tests) GG_COMMIT=$sha GG_SHAPES=300 GG_SANITIZER_TIMEOUT=200 OUT=$run bash scripts/device.sh tests \
-           > "$run/tests.log" 2>&1 ;;
-  bench) GG_COMMIT=$sha GG_PEERS_COMPILE=1 GG_PEERS_TIMEOUT=300 OUT=$run bash scripts/device.sh bench \
-           > "$run/bench.log" 2>&1 ;;
+  tests) GG_COMMIT=$sha GG_SHAPES=300 GG_SANITIZER_TIMEOUT=200 OUT=$run bash scripts/device.sh tests > "$log" 2>&1 ;;
+  bench) GG_COMMIT=$sha GG_PEERS_COMPILE=1 GG_PEERS_TIMEOUT=300 OUT=$run bash scripts/device.sh bench > "$log" 2>&1 ;;
   *) echo "official_run.sh: stage '$stage': tests or bench" >&2; exit 2 ;;
 esac
 rc=$?
+cp "$log" "$run/$stage.log"
 echo "$stage rc $rc at $(( $(date +%s) - t0 )) s"
 grep -E "tests passed|PASSED|FAILED|exit [1-9]|SOL .*faster|fail" "$run/$stage.log" | head -20
 tar czf "$out/run-$stage.tgz" -C "$run" .
