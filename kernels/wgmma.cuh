@@ -1,6 +1,6 @@
-/* wgmma.cuh - Hopper's warpgroup MMA (sm_90a) with both operands in shared memory, as gradgraph's persistent GEMM
- * kernels use it: the descriptors of 128-byte-swizzled tiles as TMA boxes leave them, and m64n128k16 with fp32
- * accumulators (A K-major, B MN-major: a row-major weight [K, N] as it is). */
+/* wgmma.cuh - Hopper's warpgroup MMA (sm_90a) with operands in shared memory: the descriptors of 128-byte-swizzled
+ * tiles as TMA boxes leave them (gemm_f32w.cu's activations, ssm_fused.cu's dY and W), and the bf16 m64n128k16 that
+ * ssm_fused.cu runs on them (A K-major, B MN-major: a row-major weight [K, N] as it is). */
 #ifndef GG_WGMMA_CUH
 #define GG_WGMMA_CUH
 
@@ -28,35 +28,29 @@ __device__ __forceinline__ uint64_t smem_desc_mn(uint32_t addr, uint32_t box_byt
            (1ull << 62);
 }
 
-/* The 64 fp32 accumulators of m64n128 as asm operands. */
-#define GG_WGMMA_ACC64(d) \
-    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
-    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
-    "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
-    "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
-    "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
-    "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-
-/* d += A[64 x 16] * B[16 x 128] (A K-major, B MN-major, both in shared memory), T the operands' type ("bf16" or
- * "f16"); scale-a and scale-b 1, B transposed, scale-d 1 (accumulate). */
-#define GG_WGMMA_M64N128K16_SS(T)                                                                                  \
-    asm volatile("{\n"                                                                                             \
-                 ".reg .pred p;\n"                                                                                 \
-                 "setp.ne.b32 p, %66, 0;\n"                                                                        \
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32." T "." T " "                                        \
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                         \
-                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                \
-                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "                \
-                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "               \
-                 "%64, %65, p, 1, 1, 0, 1;\n"                                                                      \
-                 "}\n"                                                                                             \
-                 : GG_WGMMA_ACC64(d)                                                                               \
-                 : "l"(da), "l"(db), "r"(1))
-
+/* d += A[64 x 16] * B[16 x 128], bf16 (A K-major, B MN-major, both in shared memory). d: this thread's 64 fp32
+ * accumulators. */
 __device__ __forceinline__ void wgmma_m64n128k16_bf16(float (&d)[64], uint64_t da, uint64_t db) {
-    GG_WGMMA_M64N128K16_SS("bf16");
+    asm volatile("{\n"
+                 ".reg .pred p;\n"
+                 "setp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+                 "%64, %65, p, 1, 1, 0, 1;\n" /* scale-a, scale-b 1; A K-major, B transposed */
+                 "}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),
+                   "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),
+                   "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),
+                   "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
+                   "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]),
+                   "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]),
+                   "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),
+                   "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                 : "l"(da), "l"(db), "r"(1)); /* scale-d = 1: accumulate */
 }
 
 } // namespace gg
