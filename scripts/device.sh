@@ -23,9 +23,11 @@
 # residual gradient in its dX GEMM (gg_mlp_args.grad_residual) instead of in a callback, the *_copies ones also hand
 # every MLP the fp16 copies of its operands (--fp16-copies); GG_STEP_MODELS="large_fused small_fused ..." runs only
 # those models (default: all); then bench/peers/step_torch.py (PyTorch eager, CUDA graph, torch.compile, each compile
-# bounded; TF32, fp16 operands cast in the backward, fp16 saved tensors; GG_STEP_TORCH_PRECISIONS=fp16,... fewer);
-# last, racecheck on the scratch-ring test. All of it lands in $OUT/step-h200.json (scripts/collect_step.py), with
-# the sweep's verdict in its "config_sweep".
+# bounded; TF32, fp16 operands cast in the backward, fp16 saved tensors; GG_STEP_TORCH_PRECISIONS=fp16,... fewer).
+# All of it lands in $OUT/step-h200.json (scripts/collect_step.py), with the sweep's verdict in its "config_sweep".
+# No sanitizer runs here: racecheck sees only races on shared memory inside a CTA, not two kernels of concurrent
+# layers on one scratch slot; tests/cpu/test_step_ring.c proves the slots' ordering, and the tests stage runs
+# racecheck on the kernels themselves.
 #
 # train: examples/train, the character model (8 residual MLP layers) on tinyshakespeare, GG_TRAIN_STEPS (default
 # 2000) steps at GG_TRAIN_PRECISION (default fp32): its initial weights (--dump-init), the step-graph run, the --eager
@@ -191,7 +193,7 @@ if [ "$stage" = all ] || [ "$stage" = bench ]; then
   python3 bench/plot.py "$OUT/bench.json" "$OUT/peers.json" "$OUT/plots" > /dev/null 2>> "$OUT/peers-progress.log" || true
 fi
 if [ "$stage" = all ] || [ "$stage" = step ]; then
-  echo "== step graphs: test_step_gpu, model_backward (sweep, trace), PyTorch peers, racecheck of the scratch ring"
+  echo "== step graphs: test_step_gpu, model_backward (sweep, trace), PyTorch peers"
   # alone, the budget counts from the script's start (the build is part of the call); after other stages, from here
   step_deadline=$(( $([ "$stage" = step ] && echo "$script_start" || date +%s) + ${GG_STEP_BUDGET:-570} ))
   limit() { limit_by "$step_deadline" "$1"; }
@@ -241,12 +243,6 @@ if [ "$stage" = all ] || [ "$stage" = step ]; then
       --json "$OUT/step-torch.json" 2> "$OUT/step-torch-progress.log" |
       tee "$OUT/step-torch.txt" | { grep -v '^{' || true; } || status=1
   else skipped step_torch.py; fi
-  t=$(limit 120)
-  if [ "$t" -gt 0 ]; then
-    GG_TEST_FILTER="*ring*" timeout "$t" compute-sanitizer --tool racecheck --kernel-name-exclude kns=nvjet \
-      --error-exitcode 9 "$build/tests/test_step_gpu" > "$OUT/step-racecheck.log" 2>&1
-    rc=$?; echo "racecheck test_step_gpu *ring* exit $rc (limit $t s; 124: stopped by it)"; [ $rc = 0 ] || status=1
-  else skipped "racecheck test_step_gpu *ring*"; fi
   python3 scripts/collect_step.py "$OUT" "$OUT/step-h200.json" "${GG_COMMIT:-unknown}" "$run_cmd" \
     "$(head -2 "$OUT/gpu.txt" | tail -1 | cut -d, -f1)" || status=1
   echo "step stage: $(( $(date +%s) - script_start )) s since the script started"
