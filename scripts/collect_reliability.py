@@ -1,7 +1,12 @@
 #!/usr/bin/env python3
 """Collects the reliability checks of scripts/device.sh into docs/results/reliability-*.json.
 
-Usage: collect_reliability.py OUT_DIR OUT_JSON COMMIT COMMAND GPU
+Usage: collect_reliability.py [--merge BASE_JSON] OUT_DIR OUT_JSON COMMIT COMMAND GPU
+
+With --merge (the multigpu stage, a call of its own on a machine with two GPUs): OUT_JSON is BASE_JSON (the official
+one, from the tests stage) with the two-GPU facts of OUT_DIR set over it: dead_rank_detected_s, multigpu_memcheck_errors
+(and multigpu_sanitizer_runs_cut) from sanitizer-multigpu.log, and multigpu_commit, multigpu_command, multigpu_gpu;
+every other field stays BASE_JSON's, with its own commit and command.
 
 Reads, from OUT_DIR: test_shapes_gpu-hopper1.log and -hopper0.log (the shape sweep's "SHAPES {json}" lines and
 "SHAPE FAIL" lines), test_blocks_gpu-hopper0.log (the 64 cases with the sm_90a-only kernels off: its RESULT lines)
@@ -17,7 +22,11 @@ import os
 import re
 import sys
 
-out_dir, out, commit, command, gpu = sys.argv[1:6]
+args = sys.argv[1:]
+base = None
+if args[:1] == ["--merge"]:
+    base, args = args[1], args[2:]
+out_dir, out, commit, command, gpu = args[:5]
 
 
 def lines(name):
@@ -62,12 +71,12 @@ if log is not None:
 # Each run's summary ("ERROR SUMMARY: N errors", racecheck's "RACECHECK SUMMARY: N hazards ...") comes before the
 # "<tool> <test> exit <rc>" line device.sh writes after it; a run that failed without a summary counts as one, except
 # one stopped by its time limit (exit 124) before any report: that run is counted as cut ("sanitizer_runs_cut").
-tools = {"memcheck": None, "racecheck": None, "synccheck": None, "initcheck": None}
-cut = {}
-log = lines("sanitizer.log")
-if log is not None:
+def sanitizer_runs(name):
+    """Per tool, the reports in log `name` (None: no run of that tool), and the runs cut, per tool."""
+    tools = {"memcheck": None, "racecheck": None, "synccheck": None, "initcheck": None}
+    cut = {}
     found = 0
-    for line in log:
+    for line in lines(name) or []:
         m = re.search(r"(?:ERROR|RACECHECK) SUMMARY: (\d+)", line)
         if m:
             found += int(m.group(1))
@@ -79,6 +88,10 @@ if log is not None:
                 count = found if found or m.group(2) == "0" else 1
                 tools[m.group(1)] = (tools[m.group(1)] or 0) + count
             found = 0
+    return tools, cut
+
+
+tools, cut = sanitizer_runs("sanitizer.log")
 
 def tagged(name, tag):
     """The JSON of the last line of `name` that starts with `tag `, or None."""
@@ -126,5 +139,18 @@ result = {
 }
 if cut:
     result["sanitizer_runs_cut"] = cut
+if base is not None:
+    result = json.load(open(base))
+    result["dead_rank_detected_s"] = dead_rank  # this run's (null when its test did not print it), never an older one
+    mg_tools, mg_cut = sanitizer_runs("sanitizer-multigpu.log")
+    result["multigpu_memcheck_errors"] = mg_tools["memcheck"]
+    result.pop("multigpu_sanitizer_runs_cut", None)
+    if mg_cut:
+        result["multigpu_sanitizer_runs_cut"] = mg_cut
+    result.update({"multigpu_commit": commit, "multigpu_command": command, "multigpu_gpu": gpu})
+    json.dump(result, open(out, "w"), indent=2)
+    print(f"{out}: {base} with dead_rank_detected_s {result.get('dead_rank_detected_s')}, multigpu memcheck "
+          f"{result['multigpu_memcheck_errors']} reports, {sum(mg_cut.values())} runs cut")
+    sys.exit(0)
 json.dump(result, open(out, "w"), indent=2)
 print(f"{out}: {sum(shapes.values())} shape runs, {shape_failures} failures, {guard_bytes} guard bytes changed")

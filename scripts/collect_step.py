@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """collect_step.py OUT RESULT COMMIT COMMAND GPU - docs/results/step-h200.json from scripts/device.sh's step stage.
-   collect_step.py --ddp RESULT DDP_JSON... - fills the models' "ddp" in RESULT from the multigpu stage.
+   collect_step.py --ddp RESULT [--commit SHA] DDP_JSON... - fills the models' "ddp" in RESULT from the multigpu
+   stage (each "ddp" records SHA as its "commit": RESULT's own commit is the step stage's).
 
 Reads model_backward's JSON per model (OUT/step-<model>.json: the step configurations it swept, side streams x
 scratch slots, each checked and timed in interleaved rounds; the fastest is the step graph's time), the timeline
@@ -42,10 +43,15 @@ def ddp_of(path):
 
 if len(sys.argv) > 2 and sys.argv[1] == "--ddp":
     result, paths = sys.argv[2], sys.argv[3:]
+    ddp_commit = None
+    if paths[:1] == ["--commit"]:
+        ddp_commit, paths = paths[1], paths[2:]
     doc = load(result) if os.path.exists(result) else {"models": []}
     by_name = {m["name"]: m for m in doc["models"]}
     for path in paths:
         name, ddp = ddp_of(path)
+        if ddp_commit:
+            ddp["commit"] = ddp_commit
         if name not in by_name:
             by_name[name] = {"name": name}
             doc["models"].append(by_name[name])

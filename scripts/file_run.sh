@@ -6,6 +6,9 @@
 # docs/results keeps one run folder per kind: remove the previous run-<sha>/ in the same commit (git history keeps
 # it), and update the numbers the docs quote (docs/results/README.md lists them). Either archive alone files what it
 # holds.
+# A multigpu run (official_run.sh's run-multigpu.tgz, two GPUs) is filed on its own: multigpu-<sha>/ gets its logs
+# and ddp-h200x2.json, and reliability-h200.json, step-h200.json and ddp-h200x2.json go to docs/results/ (the first
+# two are the official ones with the two-GPU facts merged in, each saying which commit made them).
 #   [GG_FUZZ_LOG=test-sh.log] bash scripts/file_run.sh SHA RUN_TGZ...
 set -euo pipefail
 sha=${1:?commit} && shift
@@ -13,6 +16,24 @@ sha=${1:?commit} && shift
 root=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 for tgz in "$@"; do tar xzf "$tgz" -C "$tmp"; done
+if [ -f "$tmp/multigpu.log" ]; then
+  d=$root/docs/results/multigpu-$sha
+  mkdir -p "$d"
+  cp "$tmp/multigpu.log" "$d/device-multigpu.log"
+  for f in logs-multigpu.tgz ddp-h200x2.json; do [ -f "$tmp/$f" ] && cp "$tmp/$f" "$d/"; done
+  for f in reliability-h200.json step-h200.json ddp-h200x2.json; do
+    [ -f "$tmp/$f" ] || continue
+    cp "$tmp/$f" "$root/docs/results/"
+    grep -q "$sha" "$tmp/$f" || echo "warning: $f does not name $sha" >&2
+  done
+  echo "filed in $d"
+  for old in "$root"/docs/results/multigpu-* "$root"/docs/results/ddp-*; do
+    [ -d "$old" ] && [ "$old" != "$d" ] || continue
+    case $old in */ddp-*) [ -f "$d/ddp-h200x2.json" ] || continue ;; esac
+    echo "older run folder of the same kind (remove it): $old"
+  done
+  exit 0
+fi
 d=$root/docs/results/run-$sha
 mkdir -p "$d"
 for f in bench-h200.json bench.csv bench.json correctness-h200.json graphs-h200.json reliability-h200.json \

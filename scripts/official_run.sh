@@ -2,13 +2,16 @@
 # scripts/official_run.sh - one stage of an official run at the commit given as $1, on a one-H200 machine:
 #   tests  `GG_SHAPES=300 GG_SANITIZER_TIMEOUT=200 scripts/device.sh tests` (7-9 minutes: the sweeps on both GPU paths,
 #          the sanitizers, racecheck last), into $OUT/run-tests.tgz;
-#   bench  `GG_PEERS_COMPILE=1 GG_PEERS_TIMEOUT=300 scripts/device.sh bench` (every mode), into $OUT/run-bench.tgz.
+#   bench  `GG_PEERS_COMPILE=1 GG_PEERS_TIMEOUT=300 scripts/device.sh bench` (every mode), into $OUT/run-bench.tgz;
+#   multigpu  `GG_CUDA_ARCH=90a scripts/device.sh multigpu` on a machine with two GPUs (nvidia-h200-x2): the
+#          multigpu tests, memcheck on two GPUs, the step graph and the blocks data-parallel, into
+#          $OUT/run-multigpu.tgz (filed on its own: file_run.sh SHA run-multigpu.tgz).
 # Each stage is one call of the GPU machine (10 minutes at most a call: both do not fit one). Each archive holds the
 # stage's output (<stage>.log) and everything it wrote; file both with scripts/file_run.sh <sha> run-tests.tgz
 # run-bench.tgz.
-#   bash scripts/official_run.sh SHA tests|bench
+#   bash scripts/official_run.sh SHA tests|bench|multigpu
 set -uo pipefail
-sha=${1:?commit} stage=${2:?tests or bench}
+sha=${1:?commit} stage=${2:?tests, bench or multigpu}
 out=${OUT:-$PWD/out}
 mkdir -p "$out"
 run=/tmp/run-$stage
@@ -20,11 +23,12 @@ log=/tmp/official-$stage.log
 case $stage in
   tests) GG_COMMIT=$sha GG_SHAPES=300 GG_SANITIZER_TIMEOUT=200 OUT=$run bash scripts/device.sh tests > "$log" 2>&1 ;;
   bench) GG_COMMIT=$sha GG_PEERS_COMPILE=1 GG_PEERS_TIMEOUT=300 OUT=$run bash scripts/device.sh bench > "$log" 2>&1 ;;
-  *) echo "official_run.sh: stage '$stage': tests or bench" >&2; exit 2 ;;
+  multigpu) GG_COMMIT=$sha GG_CUDA_ARCH=90a OUT=$run bash scripts/device.sh multigpu > "$log" 2>&1 ;;
+  *) echo "official_run.sh: stage '$stage': tests, bench or multigpu" >&2; exit 2 ;;
 esac
 rc=$?
 cp "$log" "$run/$stage.log"
 echo "$stage rc $rc at $(( $(date +%s) - t0 )) s"
-grep -E "tests passed|PASSED|FAILED|exit [1-9]|SOL .*faster|fail" "$run/$stage.log" | head -20
+grep -E "tests passed|PASSED|FAILED|exit [1-9]|SOL .*faster|fail|DEAD_RANK|speedup" "$run/$stage.log" | head -20
 tar czf "$out/run-$stage.tgz" -C "$run" .
 exit $rc

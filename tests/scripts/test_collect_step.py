@@ -2,7 +2,8 @@
 """test_collect_step.py - scripts/collect_step.py on a step stage's output made up here: an fp16 model takes, per
 PyTorch variant, the faster of its two fp16 forms (cast in the backward, or fp16 saved tensors) and names it; an
 fp32/tf32 model compares with TF32 only; every form timed lands in torch_by_precision; the model's name carries its
-size, and a configuration that failed its check makes the model incorrect. Usage: test_collect_step.py REPO_ROOT"""
+size, and a configuration that failed its check makes the model incorrect; --ddp merges a two-GPU run's "ddp" into an
+existing result with the run's commit, keeping the rest. Usage: test_collect_step.py REPO_ROOT"""
 import json
 import os
 import subprocess
@@ -43,6 +44,22 @@ with tempfile.TemporaryDirectory() as d:
                         "the command", "NVIDIA H200"], capture_output=True, text=True)
     expect(p.returncode == 0, f"collect_step.py exits 0 ({p.returncode}: {p.stderr.strip()[:200]})")
     doc = json.load(open(out))
+    ddp_run = {"name": "residual_mlp", "precision": "fp16",
+               "ddp": {"gpus": 2, "speedup": 1.93, "comm_hidden_fraction": 0.91, "correct": True}}
+    json.dump(ddp_run, open(os.path.join(d, "step-ddp-small.json"), "w"))
+    merged = os.path.join(d, "merged.json")
+    json.dump(doc, open(merged, "w"))
+    p = subprocess.run([sys.executable, os.path.join(root, "scripts", "collect_step.py"), "--ddp", merged, "--commit",
+                        "def5678", os.path.join(d, "step-ddp-small.json")], capture_output=True, text=True)
+    expect(p.returncode == 0, f"collect_step.py --ddp exits 0 ({p.returncode}: {p.stderr.strip()[:200]})")
+    after = json.load(open(merged))
+merged_models = {m["name"]: m for m in after["models"]}
+ddp = merged_models.get("residual_mlp_small", {}).get("ddp") or {}
+expect(ddp.get("speedup") == 1.93 and ddp.get("commit") == "def5678" and ddp.get("precision") == "fp16",
+       "--ddp: the two-GPU figures and their commit in the model's ddp")
+expect(after["commit"] == "abc1234" and merged_models["residual_mlp_small"]["step_us"] ==
+       {m["name"]: m for m in doc["models"]}["residual_mlp_small"]["step_us"],
+       "--ddp: the step stage's commit and figures kept")
 models = {m["name"]: m for m in doc["models"]}
 expect(doc["commit"] == "abc1234" and doc["command"] == "the command", "commit and command recorded")
 copies = models.get("residual_mlp_fused_copies_small", {})

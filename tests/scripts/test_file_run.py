@@ -2,7 +2,9 @@
 """test_file_run.py - scripts/file_run.sh on a made-up tests run, in a scratch copy of the tree's docs/results: the
 run's JSON and logs land in run-<sha>/ and the JSON in results/; GG_FUZZ_LOG merges the fuzzer's figures (execs,
 seconds, where they came from) into the reliability JSON and files the log; an older run folder of the same kind is
-named for removal, one of the other kind (a bench run's) is not; a log without a FUZZ line fails the filing.
+named for removal, one of the other kind (a bench run's) is not; a log without a FUZZ line fails the filing. A
+multigpu run is filed on its own: multigpu-<sha>/ gets its stage log and logs, results/ the merged reliability and step
+JSON and ddp-h200x2.json, and the older multigpu and ddp folders are named for removal, the run folders not.
 Usage: test_file_run.py REPO_ROOT"""
 import io
 import json
@@ -71,6 +73,32 @@ with tempfile.TemporaryDirectory() as d:
                        env=env)
     check(p.returncode != 0 and "no FUZZ line" in p.stdout + p.stderr, "a log without a FUZZ line fails the filing",
           p.stdout + p.stderr)
+
+    # a multigpu run: the official JSON with the two-GPU facts merged (their own commit), ddp-h200x2.json, the logs
+    os.makedirs(os.path.join(results, "multigpu-ccccccc"))
+    os.makedirs(os.path.join(results, "ddp-ddddddd"))
+    mg = os.path.join(d, "run-multigpu.tgz")
+    merged = dict(reliability, dead_rank_detected_s=3.25, multigpu_commit="7654321")
+    step = {"commit": "eeeeeee", "models": [{"name": "residual_mlp_large", "ddp": {"speedup": 1.95,
+                                                                                 "commit": "7654321"}}]}
+    tgz(mg, {"multigpu.log": "== multigpu (2 GPUs)\n", "reliability-h200.json": json.dumps(merged),
+             "step-h200.json": json.dumps(step), "ddp-h200x2.json": json.dumps({"commit": "7654321"}),
+             "logs-multigpu.tgz": "not a real archive"})
+    p = subprocess.run(["bash", os.path.join(d, "scripts", "file_run.sh"), "7654321", mg], capture_output=True,
+                       text=True)
+    out = p.stdout + p.stderr
+    check(p.returncode == 0, "a multigpu run is filed", out)
+    filed = os.path.join(results, "multigpu-7654321")
+    for name in ("device-multigpu.log", "logs-multigpu.tgz", "ddp-h200x2.json"):
+        check(os.path.exists(os.path.join(filed, name)), f"multigpu-7654321/{name} filed")
+    check(not os.path.exists(os.path.join(results, "run-7654321")), "no run-<sha>/ folder for a multigpu run")
+    r = json.load(open(os.path.join(results, "reliability-h200.json")))
+    check(r.get("dead_rank_detected_s") == 3.25 and r.get("commit") == sha, "the merged reliability JSON in results/")
+    s = json.load(open(os.path.join(results, "step-h200.json")))
+    check(s["models"][0]["ddp"]["speedup"] == 1.95, "the merged step JSON in results/")
+    check(os.path.exists(os.path.join(results, "ddp-h200x2.json")), "ddp-h200x2.json in results/")
+    check("multigpu-ccccccc" in out and "ddp-ddddddd" in out and "run-aaaaaaa" not in out and "warning" not in out,
+          "the older multigpu and ddp folders are named for removal, nothing else", out)
 
 print("FILE_RUN", json.dumps({"failures": failures}))
 sys.exit(1 if failures else 0)
