@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """collect_step.py OUT RESULT COMMIT COMMAND GPU - docs/results/step-h200.json from scripts/device.sh's step stage.
-   collect_step.py --ddp RESULT [--commit SHA] DDP_JSON... - fills the models' "ddp" in RESULT from the multigpu
-   stage (each "ddp" records SHA as its "commit": RESULT's own commit is the step stage's).
+   collect_step.py --ddp RESULT [--commit SHA] [--torch TORCH_DDP_JSON] DDP_JSON... - fills the models' "ddp" in
+   RESULT from the multigpu stage (each "ddp" records SHA as its "commit": RESULT's own commit is the step stage's),
+   with PyTorch DDP's figures on the same model (bench/peers/step_ddp_torch.py) as "torch_ddp_speedup" and
+   "torch_ddp".
 
 Reads model_backward's JSON per model (OUT/step-<model>.json: the step configurations it swept, side streams x
 scratch slots, each checked and timed in interleaved rounds; the fastest is the step graph's time), the timeline
@@ -43,9 +45,13 @@ def ddp_of(path):
 
 if len(sys.argv) > 2 and sys.argv[1] == "--ddp":
     result, paths = sys.argv[2], sys.argv[3:]
-    ddp_commit = None
-    if paths[:1] == ["--commit"]:
-        ddp_commit, paths = paths[1], paths[2:]
+    ddp_commit = torch_ddp = None
+    while paths[:1] in (["--commit"], ["--torch"]):
+        if paths[0] == "--commit":
+            ddp_commit = paths[1]
+        else:
+            torch_ddp = load(paths[1])
+        paths = paths[2:]
     doc = load(result) if os.path.exists(result) else {"models": []}
     by_name = {m["name"]: m for m in doc["models"]}
     for path in paths:
@@ -58,6 +64,15 @@ if len(sys.argv) > 2 and sys.argv[1] == "--ddp":
         by_name[name]["ddp"] = ddp
         print(f"{result}: {name}: {ddp['gpus']} GPUs, speedup {ddp['speedup']:.2f}x, "
               f"{100 * ddp['comm_hidden_fraction']:.0f} % of the reduction hidden, correct {ddp['correct']}")
+    for t in (torch_ddp or {}).get("models", []):
+        m = by_name.setdefault(t["name"], {"name": t["name"]})
+        if m["name"] not in [x["name"] for x in doc["models"]]:
+            doc["models"].append(m)
+        ddp = m.get("ddp") or {}
+        ddp["torch_ddp_speedup"] = t["torch_ddp"]["speedup"]
+        ddp["torch_ddp"] = dict(t["torch_ddp"], torch=torch_ddp.get("torch"))
+        m["ddp"] = ddp
+        print(f"{result}: {t['name']}: PyTorch DDP speedup {ddp['torch_ddp_speedup']:.2f}x")
     with open(result, "w") as f:
         json.dump(doc, f, indent=1)
     sys.exit(0)

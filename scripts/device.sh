@@ -340,8 +340,9 @@ if { [ "$stage" = all ] && [ "$gpus" -ge 2 ]; } || [ "$stage" = multigpu ]; then
   [ -f "$OUT/reliability-h200.json" ] || cp docs/results/reliability-h200.json "$OUT/reliability-h200.json"
   python3 scripts/collect_reliability.py --merge "$OUT/reliability-h200.json" "$OUT" "$OUT/reliability-h200.json" \
     "${GG_COMMIT:-unknown}" "$run_cmd" "$(head -2 "$OUT/gpu.txt" | tail -1 | cut -d, -f1)" || status=1
-  # 3. The step graph data-parallel on 2 GPUs (model_backward --gpus 2): its "ddp", with this run's commit, merged
-  # into step-h200.json (the step stage's, here or in an earlier call into the same $OUT; else the official one).
+  # 3. The step graph data-parallel on 2 GPUs (model_backward --gpus 2) and PyTorch DDP on the same models: their
+  # "ddp", with this run's commit, merged into step-h200.json (the step stage's, here or in an earlier call into the
+  # same $OUT; else the official one).
   [ -f "$OUT/step-h200.json" ] || cp docs/results/step-h200.json "$OUT/step-h200.json"
   for model in "large:" "small:--small"; do
     name=${model%%:*}; opts=${model#*:}
@@ -352,9 +353,17 @@ if { [ "$stage" = all ] && [ "$gpus" -ge 2 ]; } || [ "$stage" = multigpu ]; then
       --json "$OUT/step-ddp-$name.json" > "$OUT/step-ddp-$name.log" 2>&1 || status=1
     grep -E '^check|speedup|rror' "$OUT/step-ddp-$name.log"
   done
+  # PyTorch DDP on the same models and GPUs (bench/peers/step_ddp_torch.py): torch_ddp_speedup beside gradgraph's
+  t=$(limit 240)
+  if [ "$t" -gt 0 ]; then
+    PYTHONUNBUFFERED=1 timeout "$t" python3 bench/peers/step_ddp_torch.py --gpus 2 --models large,small \
+      --steps "${GG_STEPS:-20}" --json "$OUT/torch-ddp.json" > "$OUT/torch-ddp.log" 2>&1 || status=1
+    grep -E '^(large|small):|rror' "$OUT/torch-ddp.log"
+  else skipped "step_ddp_torch.py"; status=1; fi
   ls "$OUT"/step-ddp-*.json > /dev/null 2>&1 &&
-    python3 scripts/collect_step.py --ddp "$OUT/step-h200.json" --commit "${GG_COMMIT:-unknown}" "$OUT"/step-ddp-*.json &&
-    rm -f "$OUT"/step-ddp-*.json
+    python3 scripts/collect_step.py --ddp "$OUT/step-h200.json" --commit "${GG_COMMIT:-unknown}" \
+      $([ -f "$OUT/torch-ddp.json" ] && echo --torch "$OUT/torch-ddp.json") "$OUT"/step-ddp-*.json &&
+    rm -f "$OUT"/step-ddp-*.json "$OUT/torch-ddp.json"
   # 4. Block scaling: GG_DDP_RUNS rounds over the two blocks (round-robin: each block's runs see the same drift of
   # clocks), as many as the budget leaves; the JSON holds each block's median run by speedup, and every run.
   # Each block with its best setting unless GG_COPY_ENGINES says otherwise: block 2 (068, a short backward with large

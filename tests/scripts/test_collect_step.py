@@ -3,7 +3,7 @@
 PyTorch variant, the faster of its two fp16 forms (cast in the backward, or fp16 saved tensors) and names it; an
 fp32/tf32 model compares with TF32 only; every form timed lands in torch_by_precision; the model's name carries its
 size, and a configuration that failed its check makes the model incorrect; --ddp merges a two-GPU run's "ddp" into an
-existing result with the run's commit, keeping the rest. Usage: test_collect_step.py REPO_ROOT"""
+existing result with the run's commit and PyTorch DDP's speedup on the same model, keeping the rest. Usage: test_collect_step.py REPO_ROOT"""
 import json
 import os
 import subprocess
@@ -49,14 +49,20 @@ with tempfile.TemporaryDirectory() as d:
     json.dump(ddp_run, open(os.path.join(d, "step-ddp-small.json"), "w"))
     merged = os.path.join(d, "merged.json")
     json.dump(doc, open(merged, "w"))
+    torch_ddp = {"torch": "2.11", "gpus": 2, "models": [{"name": "residual_mlp_small", "torch_ddp": {
+        "gpus": 2, "speedup": 1.71, "step_us": 2100.0, "step_us_no_sync": 1795.5}}]}
+    json.dump(torch_ddp, open(os.path.join(d, "step-ddp-torch.json"), "w"))
     p = subprocess.run([sys.executable, os.path.join(root, "scripts", "collect_step.py"), "--ddp", merged, "--commit",
-                        "def5678", os.path.join(d, "step-ddp-small.json")], capture_output=True, text=True)
+                        "def5678", "--torch", os.path.join(d, "step-ddp-torch.json"),
+                        os.path.join(d, "step-ddp-small.json")], capture_output=True, text=True)
     expect(p.returncode == 0, f"collect_step.py --ddp exits 0 ({p.returncode}: {p.stderr.strip()[:200]})")
     after = json.load(open(merged))
 merged_models = {m["name"]: m for m in after["models"]}
 ddp = merged_models.get("residual_mlp_small", {}).get("ddp") or {}
 expect(ddp.get("speedup") == 1.93 and ddp.get("commit") == "def5678" and ddp.get("precision") == "fp16",
        "--ddp: the two-GPU figures and their commit in the model's ddp")
+expect(ddp.get("torch_ddp_speedup") == 1.71 and ddp.get("torch_ddp", {}).get("step_us") == 2100.0,
+       "--ddp --torch: PyTorch DDP's speedup beside gradgraph's")
 expect(after["commit"] == "abc1234" and merged_models["residual_mlp_small"]["step_us"] ==
        {m["name"]: m for m in doc["models"]}["residual_mlp_small"]["step_us"],
        "--ddp: the step stage's commit and figures kept")
