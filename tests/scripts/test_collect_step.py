@@ -3,7 +3,8 @@
 PyTorch variant, the faster of its two fp16 forms (cast in the backward, or fp16 saved tensors) and names it; an
 fp32/tf32 model compares with TF32 only; every form timed lands in torch_by_precision; the model's name carries its
 size, and a configuration that failed its check makes the model incorrect; --ddp merges a two-GPU run's "ddp" into an
-existing result with the run's commit and PyTorch DDP's speedup on the same model, keeping the rest. Usage: test_collect_step.py REPO_ROOT"""
+existing result with the run's commit and PyTorch DDP's speedup on the same model, keeping the rest.
+Usage: test_collect_step.py REPO_ROOT"""
 import json
 import os
 import subprocess

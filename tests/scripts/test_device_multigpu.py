@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""test_device_multigpu.py - scripts/device.sh's multigpu stage, end to end on a machine without GPUs: a scratch copy
+of the scripts and the official JSON, with nvidia-smi, cmake, ctest and compute-sanitizer faked on PATH and the
+examples faked in the build folder. Two GPUs: only the stage's targets built; the two-GPU facts (the dead rank's time,
+memcheck's reports, a memcheck run whose test skipped counted as cut) merged over the official reliability JSON,
+which keeps its own commit; the step graph's "ddp" merged into the official step JSON with the run's commit; the
+blocks' scaling collected. A budget too small for anything: every piece skipped and said so, the memcheck runs
+counted as cut, no dead-rank time. One GPU: refused, nothing recorded. The GPU machine is lent rarely with two GPUs:
+this keeps the stage from breaking unseen in between. Usage: test_device_multigpu.py REPO_ROOT"""
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tarfile
+import tempfile
+
+root = sys.argv[1]
+failures = 0
+
+
+def check(ok, what, detail=""):
+    global failures
+    print(f"{'ok' if ok else 'FAILED'}: {what}")
+    if not ok:
+        print(detail[-3000:])
+        failures += 1
+
+
+def script(path, text):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write("#!/bin/bash\n" + text)
+    os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+
+
+FAKES = {
+    "nvidia-smi": 'if [ "$1" = -L ]; then for i in $(seq 1 "$FAKE_GPUS"); do echo "GPU $i: NVIDIA H200"; done\n'
+                  'exit 0; fi\n'
+                  'echo "name, driver_version"; for i in $(seq 1 "$FAKE_GPUS"); do echo "NVIDIA H200, 580"; done\n',
+    "cmake": 'echo "cmake $*" >> "$FAKE_LOG"\ncase "$*" in *"--target help"*) echo "test_dist_mpi: phony";; esac\n',
+    "ctest": 'echo "ctest $*" >> "$FAKE_LOG"\necho "5/6 Test #39: test_dist_dead_rank ... Passed"\n'
+             'echo "DEAD_RANK_DETECTED_S 2.75"\necho "100% tests passed, 0 tests failed out of 6"\n',
+    # the step test's run skips (as it does without a second GPU), the others run
+    "compute-sanitizer": 'echo "memcheck $GG_TEST_FILTER" >> "$FAKE_LOG"\n'
+                         'case "$GG_TEST_FILTER" in *default_buckets*) echo "[  SKIPPED ] default_buckets";; '
+                         '*) echo "[       OK ] $GG_TEST_FILTER";; esac\necho "========= ERROR SUMMARY: 0 errors"\n',
+}
+MODEL_BACKWARD = ('json=; while [ $# -gt 0 ]; do [ "$1" = --json ] && json=$2; shift; done\n'
+                  'echo \'{"name": "residual_mlp", "precision": "fp16", "ddp": {"gpus": 2, "speedup": 1.93, '
+                  '"comm_hidden_fraction": 0.92, "correct": true}}\' > "$json"\necho "check: ok"\n')
+DDP_SCALING = ('json=; b=; while [ $# -gt 0 ]; do case $1 in --json) json=$2;; --block) b=$2;; esac; shift; done\n'
+               'echo "{\\"block\\": \\"block$b\\", \\"M\\": 8192, \\"gpus\\": 2, \\"precision\\": \\"fp16\\", '
+               '\\"bucket_bytes\\": 1, \\"speedup\\": 1.9, \\"allreduce_hidden_fraction\\": 0.9, '
+               '\\"step_us_1gpu\\": 1, \\"step_us_ngpu\\": 1, \\"local_step_us_ngpu\\": 1, \\"allreduce_us\\": 1, '
+               '\\"efficiency\\": 0.95}" > "$json"\n')
+
+with tempfile.TemporaryDirectory() as d:
+    tree = os.path.join(d, "tree")
+    shutil.copytree(os.path.join(root, "scripts"), os.path.join(tree, "scripts"))
+    os.makedirs(os.path.join(tree, "docs", "results"))
+    for f in ("reliability-h200.json", "step-h200.json"):
+        shutil.copy(os.path.join(root, "docs", "results", f), os.path.join(tree, "docs", "results"))
+    os.makedirs(os.path.join(tree, "bench", "peers"))
+    shutil.copy(os.path.join(root, "bench", "peers", "step_ddp_torch.py"), os.path.join(tree, "bench", "peers"))
+    os.makedirs(os.path.join(tree, "carry", "cmocka", "usr", "include"))
+    open(os.path.join(tree, "carry", "cmocka", "usr", "include", "cmocka.h"), "w").close()
+    script(os.path.join(tree, "build-device", "examples", "gg_example_model_backward"), MODEL_BACKWARD)
+    script(os.path.join(tree, "build-device", "examples", "ddp_scaling"), DDP_SCALING)
+    # without a GPU the peer cannot run: a stand-in python3 that fails it and runs every other script
+    real_python = sys.executable
+    bin_dir = os.path.join(d, "bin")
+    for name, text in FAKES.items():
+        script(os.path.join(bin_dir, name), text)
+    script(os.path.join(bin_dir, "python3"),
+           f'case "$1" in *step_ddp_torch.py) echo "no GPU here" >&2; exit 2;; esac\nexec {real_python} "$@"\n')
+    official = json.load(open(os.path.join(tree, "docs", "results", "reliability-h200.json")))
+
+    def stage(gpus, out, **env):
+        log = os.path.join(d, f"calls-{os.path.basename(out)}.log")
+        e = dict(os.environ, PATH=bin_dir + os.pathsep + os.environ["PATH"], FAKE_GPUS=str(gpus), FAKE_LOG=log,
+                 OUT=out, GG_COMMIT="abc1234", GG_DDP_RUNS="1", **env)
+        p = subprocess.run(["bash", os.path.join(tree, "scripts", "device.sh"), "multigpu"], capture_output=True,
+                           text=True, env=e, timeout=120)
+        return p.returncode, p.stdout + p.stderr, open(log).read() if os.path.exists(log) else ""
+
+    out = os.path.join(d, "two")
+    rc, text, calls = stage(2, out)
+    check("--target test_dist test_step_dist" in calls and "test_dist_mpi" in calls,
+          "only the stage's targets are built (test_dist_mpi where CMake has it)", calls)
+    rel_path = os.path.join(out, "reliability-h200.json")
+    r = json.load(open(rel_path)) if os.path.exists(rel_path) else {}
+    check(r.get("dead_rank_detected_s") == 2.75 and r.get("multigpu_memcheck_errors") == 0 and
+          r.get("multigpu_sanitizer_runs_cut") == {"memcheck": 1},
+          "the dead rank's time and memcheck on two GPUs (the skipped test's run counted as cut)", text)
+    check(r.get("commit") == official["commit"] and r.get("multigpu_commit") == "abc1234" and
+          r.get("shape_failures") == official.get("shape_failures"),
+          "merged over the official JSON, which keeps its commit and figures", json.dumps(r))
+    step_path = os.path.join(out, "step-h200.json")
+    s = json.load(open(step_path)) if os.path.exists(step_path) else {"models": []}
+    ddp = {m["name"]: m.get("ddp") for m in s["models"]}
+    check(all((ddp.get(n) or {}).get("commit") == "abc1234" and (ddp.get(n) or {}).get("speedup") == 1.93
+              for n in ("residual_mlp_large", "residual_mlp_small")) and len(s["models"]) > 2,
+          "the step graph's ddp merged into the official step JSON with the run's commit", text)
+    check(os.path.exists(os.path.join(out, "ddp-h200x2.json")), "the blocks' scaling collected", text)
+    logs = os.path.join(out, "logs-multigpu.tgz")
+    peer_log = ""
+    if os.path.exists(logs):
+        with tarfile.open(logs) as t:
+            member = next((m for m in t.getmembers() if m.name.endswith("torch-ddp.log")), None)
+            peer_log = t.extractfile(member).read().decode() if member else ""
+    check(rc != 0 and "no GPU here" in peer_log, "a piece that failed (PyTorch's DDP peer here) fails the stage",
+          text)
+
+    out = os.path.join(d, "budget")
+    rc, text, calls = stage(2, out, GG_MULTIGPU_BUDGET="30")
+    r = json.load(open(os.path.join(out, "reliability-h200.json")))
+    check(rc != 0 and text.count("skipped, the stage's time budget is spent") >= 7 and "ctest" not in calls and
+          "memcheck" not in calls, "a spent budget: every piece skipped and said so", text)
+    check(r.get("multigpu_sanitizer_runs_cut") == {"memcheck": 3} and r.get("dead_rank_detected_s") is None,
+          "a spent budget: the memcheck runs cut, no dead-rank time", json.dumps(r))
+
+    out = os.path.join(d, "one")
+    rc, text, calls = stage(1, out)
+    check(rc != 0 and "needs 2 GPUs" in text and not os.path.exists(os.path.join(out, "reliability-h200.json")) and
+          "ctest" not in calls, "one GPU: refused, nothing recorded", text)
+
+print("DEVICE_MULTIGPU", json.dumps({"failures": failures}))
+sys.exit(1 if failures else 0)
