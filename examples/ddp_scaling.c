@@ -15,6 +15,8 @@
  * step's, so no launch gaps inflate it), the share of the all-reduce hidden behind the backward
  * (1 - (step_N - step_local) / allreduce), and the speedup N * step_1 / step_N. --trace writes the kernels of one
  * synced and one local step on every GPU (CUPTI: device, stream, start, duration, name) as CSV.
+ * --gpus N: N of this machine's GPUs (default: all, at most 8); more than it has is refused, and a machine of one GPU
+ * exits 77 (skipped): there is nothing to scale to.
  */
 #include <math.h>
 #include <pthread.h>
@@ -370,7 +372,15 @@ int main(int argc, char **argv) {
         fprintf(stderr, "ddp_scaling: no CUDA device\n");
         return 77;
     }
-    if (!o.gpus || o.gpus > available) o.gpus = available;
+    if (o.gpus > available) { /* never fewer GPUs than asked for, silently */
+        fprintf(stderr, "ddp_scaling: --gpus %d, but this machine has %d\n", o.gpus, available);
+        return 2;
+    }
+    if (!o.gpus) o.gpus = available < MAX_GPUS ? available : MAX_GPUS;
+    if (o.gpus < 2) { /* one GPU has nothing to scale to: its "speedup" would be a number about nothing */
+        fprintf(stderr, "ddp_scaling: needs 2 GPUs or more, this machine has %d\n", available);
+        return 77;
+    }
     if (o.gpus > MAX_GPUS) o.gpus = MAX_GPUS;
     /* the block's largest benchmark case unless --tokens says otherwise */
     gg_case cases[GG_CASES_MAX], c;
