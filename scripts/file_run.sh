@@ -6,6 +6,7 @@
 # docs/results keeps one run folder per kind: remove the previous run-<sha>/ in the same commit (git history keeps
 # it), and update the numbers the docs quote (docs/results/README.md lists them). Either archive alone files what it
 # holds.
+# A step or train run (run-step.tgz, run-train.tgz) puts its JSON and plots in docs/results/, with no run folder.
 # A multigpu run (official_run.sh's run-multigpu.tgz, two GPUs) is filed on its own: multigpu-<sha>/ gets its logs
 # and ddp-h200x2.json, and reliability-h200.json, step-h200.json and ddp-h200x2.json go to docs/results/ (the first
 # two are the official ones with the two-GPU facts merged in, each saying which commit made them).
@@ -33,6 +34,25 @@ if [ -f "$tmp/multigpu.log" ]; then
     echo "older run folder of the same kind (remove it): $old"
   done
   exit 0
+fi
+# A step run and a train run (run-step.tgz, run-train.tgz) keep no run folder: their JSON and plots go to results/
+# (the step timelines of the `_fused_copies` models as step-timeline-large.png and -small.png).
+if [ -f "$tmp/step.log" ] || [ -f "$tmp/train.log" ]; then
+  for f in step-h200.json train-h200.json train-loss-h200.png; do
+    [ -f "$tmp/$f" ] || continue
+    cp "$tmp/$f" "$root/docs/results/"
+    case $f in *.json) grep -q "\"commit\": \"$sha" "$tmp/$f" || echo "warning: $f names another commit" >&2 ;; esac
+  done
+  if [ -f "$tmp/logs-step.tgz" ]; then
+    mkdir -p "$tmp/logs" && tar xzf "$tmp/logs-step.tgz" -C "$tmp/logs"
+    for size in large:2048x8192_8192 small:1024x4096_2048; do
+      png=$(find "$tmp/logs" -name "step-timeline-residual_mlp_fused_copies_${size#*:}.png" | head -1)
+      if [ -n "$png" ]; then cp "$png" "$root/docs/results/step-timeline-${size%%:*}.png"
+      else echo "warning: no timeline of the ${size%%:*} _fused_copies model" >&2; fi
+    done
+  fi
+  echo "filed in $root/docs/results"
+  [ -f "$tmp/tests.log" ] || [ -f "$tmp/bench.log" ] || exit 0
 fi
 d=$root/docs/results/run-$sha
 mkdir -p "$d"

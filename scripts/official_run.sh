@@ -3,15 +3,19 @@
 #   tests  `GG_SHAPES=300 GG_SANITIZER_TIMEOUT=200 scripts/device.sh tests` (7-9 minutes: the sweeps on both GPU paths,
 #          the sanitizers, racecheck last), into $OUT/run-tests.tgz;
 #   bench  `GG_PEERS_COMPILE=1 GG_PEERS_TIMEOUT=300 scripts/device.sh bench` (every mode), into $OUT/run-bench.tgz;
+#   step   `GG_CUDA_ARCH=90a GG_STEP_BUDGET=560 scripts/device.sh step` (the step graphs' models and their PyTorch
+#          peers, about 6 minutes), into $OUT/run-step.tgz;
+#   train  `GG_CUDA_ARCH=90a GG_TRAIN_BUDGET=330 scripts/device.sh train` (the README's main job, about 2 minutes),
+#          into $OUT/run-train.tgz;
 #   multigpu  `GG_CUDA_ARCH=90a scripts/device.sh multigpu` on a machine with two GPUs (nvidia-h200-x2): the
 #          multigpu tests, memcheck on two GPUs, the step graph and the blocks data-parallel, into
 #          $OUT/run-multigpu.tgz (filed on its own: file_run.sh SHA run-multigpu.tgz).
-# Each stage is one call of the GPU machine (10 minutes at most a call: both do not fit one). Each archive holds the
-# stage's output (<stage>.log) and everything it wrote; file both with scripts/file_run.sh <sha> run-tests.tgz
-# run-bench.tgz.
-#   bash scripts/official_run.sh SHA tests|bench|multigpu
+# Each stage is one call of the GPU machine (10 minutes at most a call: tests and bench do not fit one together).
+# Each archive holds the stage's output (<stage>.log) and everything it wrote; scripts/file_run.sh <sha> files them
+# (tests and bench into run-<sha>/, step and train as the JSON and plots in results/).
+#   bash scripts/official_run.sh SHA tests|bench|step|train|multigpu
 set -uo pipefail
-sha=${1:?commit} stage=${2:?tests, bench or multigpu}
+sha=${1:?commit} stage=${2:?tests, bench, step, train or multigpu}
 out=${OUT:-$PWD/out}
 mkdir -p "$out"
 run=/tmp/run-$stage
@@ -23,8 +27,10 @@ log=/tmp/official-$stage.log
 case $stage in
   tests) GG_COMMIT=$sha GG_SHAPES=300 GG_SANITIZER_TIMEOUT=200 OUT=$run bash scripts/device.sh tests > "$log" 2>&1 ;;
   bench) GG_COMMIT=$sha GG_PEERS_COMPILE=1 GG_PEERS_TIMEOUT=300 OUT=$run bash scripts/device.sh bench > "$log" 2>&1 ;;
+  step) GG_COMMIT=$sha GG_CUDA_ARCH=90a GG_STEP_BUDGET=560 OUT=$run bash scripts/device.sh step > "$log" 2>&1 ;;
+  train) GG_COMMIT=$sha GG_CUDA_ARCH=90a GG_TRAIN_BUDGET=330 OUT=$run bash scripts/device.sh train > "$log" 2>&1 ;;
   multigpu) GG_COMMIT=$sha GG_CUDA_ARCH=90a OUT=$run bash scripts/device.sh multigpu > "$log" 2>&1 ;;
-  *) echo "official_run.sh: stage '$stage': tests, bench or multigpu" >&2; exit 2 ;;
+  *) echo "official_run.sh: stage '$stage': tests, bench, step, train or multigpu" >&2; exit 2 ;;
 esac
 rc=$?
 cp "$log" "$run/$stage.log"

@@ -30,7 +30,7 @@ def check(ok, what, detail=""):
 def tgz(path, files):
     with tarfile.open(path, "w:gz") as t:
         for name, text in files.items():
-            data = text.encode()
+            data = text if isinstance(text, bytes) else text.encode()
             info = tarfile.TarInfo(name)
             info.size = len(data)
             t.addfile(info, io.BytesIO(data))
@@ -99,6 +99,29 @@ with tempfile.TemporaryDirectory() as d:
     check(os.path.exists(os.path.join(results, "ddp-h200x2.json")), "ddp-h200x2.json in results/")
     check("multigpu-ccccccc" in out and "ddp-ddddddd" in out and "run-aaaaaaa" not in out and "warning" not in out,
           "the older multigpu and ddp folders are named for removal, nothing else", out)
+
+    # a step run and a train run: their JSON and plots in results/, the fused_copies models' timelines renamed
+    logs = os.path.join(d, "logs-step.tgz")
+    tgz(logs, {"plots/step-timeline-residual_mlp_fused_copies_2048x8192_8192.png": "large png",
+               "plots/step-timeline-residual_mlp_fused_copies_1024x4096_2048.png": "small png",
+               "plots/step-timeline-residual_mlp_1024x4096_2048.png": "another model's png"})
+    step_run, train_run = os.path.join(d, "run-step.tgz"), os.path.join(d, "run-train.tgz")
+    tgz(step_run, {"step.log": "== step graphs\n", "step-h200.json": json.dumps({"commit": "5555555", "models": []}),
+                   "logs-step.tgz": open(logs, "rb").read()})
+    tgz(train_run, {"train.log": "== train\n", "train-h200.json": json.dumps({"commit": "5555555"}),
+                    "train-loss-h200.png": "loss png"})
+    before = set(os.listdir(results))
+    p = subprocess.run(["bash", os.path.join(d, "scripts", "file_run.sh"), "5555555", step_run, train_run],
+                       capture_output=True, text=True)
+    out = p.stdout + p.stderr
+    check(p.returncode == 0 and "warning" not in out, "a step run and a train run are filed", out)
+    read = lambda name: open(os.path.join(results, name)).read() if os.path.exists(os.path.join(results, name)) else ""
+    check('"5555555"' in read("step-h200.json") and '"5555555"' in read("train-h200.json") and
+          read("train-loss-h200.png") == "loss png",
+          "their JSON and the loss plot in results/")
+    check(read("step-timeline-large.png") == "large png" and read("step-timeline-small.png") == "small png",
+          "the fused_copies models' timelines as step-timeline-large.png and -small.png")
+    check(not [n for n in set(os.listdir(results)) - before if n.startswith("run-")], "no run folder for them")
 
 print("FILE_RUN", json.dumps({"failures": failures}))
 sys.exit(1 if failures else 0)
