@@ -11,17 +11,10 @@ import subprocess
 import sys
 import tempfile
 
+from checks import check, finish  # tests/scripts/checks.py
+
 root = sys.argv[1]
 script = os.path.join(root, "scripts", "collect_reliability.py")
-failures = 0
-
-
-def expect(cond, what, detail=""):
-    global failures
-    print(f"{'ok' if cond else 'FAILED'}: {what}")
-    if not cond and detail:
-        print(detail)
-    failures += not cond
 
 
 def write(d, name, text):
@@ -43,12 +36,12 @@ with tempfile.TemporaryDirectory() as d:
           "racecheck test_blocks_gpu exit 124\n")
     official = os.path.join(d, "reliability-official.json")
     rc, out = collect([tests_out, official, "aaaaaaa", "the tests command", "NVIDIA H200"])
-    expect(rc == 0, "a tests stage's output is collected", out)
+    check(rc == 0, "a tests stage's output is collected", out)
     r = json.load(open(official))
-    expect(r["memcheck_errors"] == 2 and r["racecheck_hazards"] is None and r["synccheck_errors"] is None,
-           "memcheck's reports summed; tools that did not run are null", json.dumps(r))
-    expect(r.get("sanitizer_runs_cut") == {"racecheck": 1}, "a run stopped by its limit is counted as cut")
-    expect(r["dead_rank_detected_s"] is None, "no two-GPU run: dead_rank_detected_s is null")
+    check(r["memcheck_errors"] == 2 and r["racecheck_hazards"] is None and r["synccheck_errors"] is None,
+          "memcheck's reports summed; tools that did not run are null", json.dumps(r))
+    check(r.get("sanitizer_runs_cut") == {"racecheck": 1}, "a run stopped by its limit is counted as cut")
+    check(r["dead_rank_detected_s"] is None, "no two-GPU run: dead_rank_detected_s is null")
     r["dead_rank_detected_s"] = 9.9  # as if an older two-GPU run had set it
     json.dump(r, open(official, "w"))
 
@@ -61,17 +54,17 @@ with tempfile.TemporaryDirectory() as d:
           "memcheck test_step_dist exit 124\n")
     merged = os.path.join(d, "reliability-merged.json")
     rc, out = collect(["--merge", official, mg_out, merged, "bbbbbbb", "the multigpu command", "NVIDIA H200"])
-    expect(rc == 0 and os.path.exists(merged), "a multigpu stage's output is merged", out)
+    check(rc == 0 and os.path.exists(merged), "a multigpu stage's output is merged", out)
     m = json.load(open(merged)) if os.path.exists(merged) else {}
-    expect(m.get("commit") == "aaaaaaa" and m.get("command") == "the tests command" and
-           m.get("memcheck_errors") == 2 and m.get("sanitizer_runs_cut") == {"racecheck": 1},
-           "the official fields and their commit are kept",
-           json.dumps(m))
-    expect(m.get("dead_rank_detected_s") == 3.25, "the two-GPU run's dead-rank time")
-    expect(m.get("multigpu_memcheck_errors") == 0 and m.get("multigpu_sanitizer_runs_cut") == {"memcheck": 1},
-           "memcheck on two GPUs: reports and runs cut of its own")
-    expect(m.get("multigpu_commit") == "bbbbbbb" and m.get("multigpu_command") == "the multigpu command" and
-           m.get("multigpu_gpu") == "NVIDIA H200", "the two-GPU facts name their commit, command and GPU")
+    check(m.get("commit") == "aaaaaaa" and m.get("command") == "the tests command" and
+          m.get("memcheck_errors") == 2 and m.get("sanitizer_runs_cut") == {"racecheck": 1},
+          "the official fields and their commit are kept",
+          json.dumps(m))
+    check(m.get("dead_rank_detected_s") == 3.25, "the two-GPU run's dead-rank time")
+    check(m.get("multigpu_memcheck_errors") == 0 and m.get("multigpu_sanitizer_runs_cut") == {"memcheck": 1},
+          "memcheck on two GPUs: reports and runs cut of its own")
+    check(m.get("multigpu_commit") == "bbbbbbb" and m.get("multigpu_command") == "the multigpu command" and
+          m.get("multigpu_gpu") == "NVIDIA H200", "the two-GPU facts name their commit, command and GPU")
 
     write(mg_out, "test_dist.log", "5/6 Test #20: test_dist_dead_rank ...   Failed\n")
     os.remove(os.path.join(mg_out, "sanitizer-multigpu.log"))
@@ -79,10 +72,9 @@ with tempfile.TemporaryDirectory() as d:
         os.remove(merged)
     rc, out = collect(["--merge", official, mg_out, merged, "ccccccc", "the multigpu command", "NVIDIA H200"])
     m = json.load(open(merged)) if os.path.exists(merged) else {}
-    expect(rc == 0 and m.get("dead_rank_detected_s", 0) is None and "multigpu_memcheck_errors" in m and
-           m["multigpu_memcheck_errors"] is None and
-           "multigpu_sanitizer_runs_cut" not in m, "a run without the figures records null, not the older ones",
-           json.dumps(m))
+    check(rc == 0 and m.get("dead_rank_detected_s", 0) is None and "multigpu_memcheck_errors" in m and
+          m["multigpu_memcheck_errors"] is None and
+          "multigpu_sanitizer_runs_cut" not in m, "a run without the figures records null, not the older ones",
+          json.dumps(m))
 
-print("COLLECT_RELIABILITY", json.dumps({"failures": failures}))
-sys.exit(1 if failures else 0)
+finish("COLLECT_RELIABILITY")

@@ -11,14 +11,9 @@ import subprocess
 import sys
 import tempfile
 
+from checks import check, finish  # tests/scripts/checks.py
+
 root = sys.argv[1]
-failures = 0
-
-
-def expect(cond, what):
-    global failures
-    print(f"{'ok' if cond else 'FAILED'}: {what}")
-    failures += not cond
 
 
 def run(name, precision, correct=True):
@@ -43,7 +38,7 @@ with tempfile.TemporaryDirectory() as d:
     out = os.path.join(d, "step-h200.json")
     p = subprocess.run([sys.executable, os.path.join(root, "scripts", "collect_step.py"), d, out, "abc1234",
                         "the command", "NVIDIA H200"], capture_output=True, text=True)
-    expect(p.returncode == 0, f"collect_step.py exits 0 ({p.returncode}: {p.stderr.strip()[:200]})")
+    check(p.returncode == 0, f"collect_step.py exits 0 ({p.returncode}: {p.stderr.strip()[:200]})")
     doc = json.load(open(out))
     ddp_run = {"name": "residual_mlp", "precision": "fp16",
                "ddp": {"gpus": 2, "speedup": 1.93, "comm_hidden_fraction": 0.91, "correct": True}}
@@ -56,28 +51,28 @@ with tempfile.TemporaryDirectory() as d:
     p = subprocess.run([sys.executable, os.path.join(root, "scripts", "collect_step.py"), "--ddp", merged, "--commit",
                         "def5678", "--torch", os.path.join(d, "step-ddp-torch.json"),
                         os.path.join(d, "step-ddp-small.json")], capture_output=True, text=True)
-    expect(p.returncode == 0, f"collect_step.py --ddp exits 0 ({p.returncode}: {p.stderr.strip()[:200]})")
+    check(p.returncode == 0, f"collect_step.py --ddp exits 0 ({p.returncode}: {p.stderr.strip()[:200]})")
     after = json.load(open(merged))
 merged_models = {m["name"]: m for m in after["models"]}
 ddp = merged_models.get("residual_mlp_small", {}).get("ddp") or {}
-expect(ddp.get("speedup") == 1.93 and ddp.get("commit") == "def5678" and ddp.get("precision") == "fp16",
-       "--ddp: the two-GPU figures and their commit in the model's ddp")
-expect(ddp.get("torch_ddp_speedup") == 1.71 and ddp.get("torch_ddp", {}).get("step_us") == 2100.0,
-       "--ddp --torch: PyTorch DDP's speedup beside gradgraph's")
-expect(after["commit"] == "abc1234" and merged_models["residual_mlp_small"]["step_us"] ==
-       {m["name"]: m for m in doc["models"]}["residual_mlp_small"]["step_us"],
-       "--ddp: the step stage's commit and figures kept")
+check(ddp.get("speedup") == 1.93 and ddp.get("commit") == "def5678" and ddp.get("precision") == "fp16",
+      "--ddp: the two-GPU figures and their commit in the model's ddp")
+check(ddp.get("torch_ddp_speedup") == 1.71 and ddp.get("torch_ddp", {}).get("step_us") == 2100.0,
+      "--ddp --torch: PyTorch DDP's speedup beside gradgraph's")
+check(after["commit"] == "abc1234" and merged_models["residual_mlp_small"]["step_us"] ==
+      {m["name"]: m for m in doc["models"]}["residual_mlp_small"]["step_us"],
+      "--ddp: the step stage's commit and figures kept")
 models = {m["name"]: m for m in doc["models"]}
-expect(doc["commit"] == "abc1234" and doc["command"] == "the command", "commit and command recorded")
+check(doc["commit"] == "abc1234" and doc["command"] == "the command", "commit and command recorded")
 copies = models.get("residual_mlp_fused_copies_small", {})
-expect(copies.get("step_us", {}).get("torch_compile") == 1500.0 and
-       copies.get("torch_variant", {}).get("torch_compile") == "fp16", "fp16 model: the faster compile form (cast)")
-expect(copies.get("step_us", {}).get("torch_eager") == 4882.8 and
-       copies.get("torch_variant", {}).get("torch_eager") == "fp16_saved", "fp16 model: the faster eager form (saved)")
-expect(set(copies.get("torch_by_precision", {})) == {"tf32", "fp16", "fp16_saved"}, "every form recorded")
-expect(copies.get("correct") is True, "a model whose configurations all passed is correct")
+check(copies.get("step_us", {}).get("torch_compile") == 1500.0 and
+      copies.get("torch_variant", {}).get("torch_compile") == "fp16", "fp16 model: the faster compile form (cast)")
+check(copies.get("step_us", {}).get("torch_eager") == 4882.8 and
+      copies.get("torch_variant", {}).get("torch_eager") == "fp16_saved", "fp16 model: the faster eager form (saved)")
+check(set(copies.get("torch_by_precision", {})) == {"tf32", "fp16", "fp16_saved"}, "every form recorded")
+check(copies.get("correct") is True, "a model whose configurations all passed is correct")
 plain = models.get("residual_mlp_small", {})
-expect(plain.get("step_us", {}).get("torch_compile") == 2579.8 and plain.get("torch_precision") == "tf32",
-       "tf32 model: compared with TF32 only")
-expect(plain.get("correct") is False, "a configuration that failed its check makes the model incorrect")
-sys.exit(1 if failures else 0)
+check(plain.get("step_us", {}).get("torch_compile") == 2579.8 and plain.get("torch_precision") == "tf32",
+      "tf32 model: compared with TF32 only")
+check(plain.get("correct") is False, "a configuration that failed its check makes the model incorrect")
+finish("COLLECT_STEP")

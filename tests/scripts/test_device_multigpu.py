@@ -16,16 +16,9 @@ import sys
 import tarfile
 import tempfile
 
+from checks import check, finish  # tests/scripts/checks.py
+
 root = sys.argv[1]
-failures = 0
-
-
-def check(ok, what, detail=""):
-    global failures
-    print(f"{'ok' if ok else 'FAILED'}: {what}")
-    if not ok:
-        print(detail[-3000:])
-        failures += 1
 
 
 def script(path, text):
@@ -126,5 +119,4 @@ with tempfile.TemporaryDirectory() as d:
     check(rc != 0 and "needs 2 GPUs" in text and not os.path.exists(os.path.join(out, "reliability-h200.json")) and
           "ctest" not in calls, "one GPU: refused, nothing recorded", text)
 
-print("DEVICE_MULTIGPU", json.dumps({"failures": failures}))
-sys.exit(1 if failures else 0)
+finish("DEVICE_MULTIGPU")

@@ -15,16 +15,9 @@ import sys
 import tarfile
 import tempfile
 
+from checks import check, finish  # tests/scripts/checks.py
+
 root = sys.argv[1]
-failures = 0
-
-
-def check(ok, what, detail=""):
-    global failures
-    print(f"{'ok' if ok else 'FAILED'}: {what}")
-    if not ok:
-        print(detail)
-        failures += 1
 
 
 def tgz(path, files):
@@ -123,5 +116,4 @@ with tempfile.TemporaryDirectory() as d:
           "the fused_copies models' timelines as step-timeline-large.png and -small.png")
     check(not [n for n in set(os.listdir(results)) - before if n.startswith("run-")], "no run folder for them")
 
-print("FILE_RUN", json.dumps({"failures": failures}))
-sys.exit(1 if failures else 0)
+finish("FILE_RUN")
