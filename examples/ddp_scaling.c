@@ -355,7 +355,7 @@ static int parse(int argc, char **argv, options *o) {
             o->precision = !strcmp(v, "fp32") ? GG_PRECISION_FP32 : !strcmp(v, "tf32") ? GG_PRECISION_TF32 : GG_PRECISION_FP16;
         else return 1;
     }
-    return (o->block != 2 && o->block != 3) || o->steps < 1;
+    return (o->block != 2 && o->block != 3) || o->steps < 1 || o->gpus < 0;
 }
 
 int main(int argc, char **argv) {
@@ -372,8 +372,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "ddp_scaling: no CUDA device\n");
         return 77;
     }
-    if (o.gpus > available) { /* never fewer GPUs than asked for, silently */
-        fprintf(stderr, "ddp_scaling: --gpus %d, but this machine has %d\n", o.gpus, available);
+    if (o.gpus > available || o.gpus > MAX_GPUS) { /* never fewer GPUs than asked for, silently */
+        fprintf(stderr, "ddp_scaling: --gpus %d, but this machine has %d (and %d at most are supported)\n", o.gpus,
+                available, MAX_GPUS);
         return 2;
     }
     if (!o.gpus) o.gpus = available < MAX_GPUS ? available : MAX_GPUS;
@@ -381,7 +382,6 @@ int main(int argc, char **argv) {
         fprintf(stderr, "ddp_scaling: needs 2 GPUs or more, this machine has %d\n", available);
         return 77;
     }
-    if (o.gpus > MAX_GPUS) o.gpus = MAX_GPUS;
     /* the block's largest benchmark case unless --tokens says otherwise */
     gg_case cases[GG_CASES_MAX], c;
     char err[256];

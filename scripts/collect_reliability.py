@@ -114,6 +114,19 @@ for line in lines("test_dist.log") or []:
     m = re.search(r"DEAD_RANK_DETECTED_S ([0-9.]+)", line)
     if m:
         dead_rank = float(m.group(1))
+if base is not None:  # the multigpu stage: its two-GPU facts over the official JSON, which keeps everything else
+    result = json.load(open(base))
+    result["dead_rank_detected_s"] = dead_rank  # this run's (null when its test did not print it), never an older one
+    mg_tools, mg_cut = sanitizer_runs("sanitizer-multigpu.log")
+    result["multigpu_memcheck_errors"] = mg_tools["memcheck"]
+    result.pop("multigpu_sanitizer_runs_cut", None)
+    if mg_cut:
+        result["multigpu_sanitizer_runs_cut"] = mg_cut
+    result.update({"multigpu_commit": commit, "multigpu_command": command, "multigpu_gpu": gpu})
+    json.dump(result, open(out, "w"), indent=2)
+    print(f"{out}: {base} with dead_rank_detected_s {dead_rank}, multigpu memcheck {mg_tools['memcheck']} reports, "
+          f"{sum(mg_cut.values())} runs cut")
+    sys.exit(0)
 soak = tagged("test_soak_gpu.log", "SOAK")
 fuzz = tagged("fuzz.log", "FUZZ")
 if fuzz is None:
@@ -139,18 +152,5 @@ result = {
 }
 if cut:
     result["sanitizer_runs_cut"] = cut
-if base is not None:
-    result = json.load(open(base))
-    result["dead_rank_detected_s"] = dead_rank  # this run's (null when its test did not print it), never an older one
-    mg_tools, mg_cut = sanitizer_runs("sanitizer-multigpu.log")
-    result["multigpu_memcheck_errors"] = mg_tools["memcheck"]
-    result.pop("multigpu_sanitizer_runs_cut", None)
-    if mg_cut:
-        result["multigpu_sanitizer_runs_cut"] = mg_cut
-    result.update({"multigpu_commit": commit, "multigpu_command": command, "multigpu_gpu": gpu})
-    json.dump(result, open(out, "w"), indent=2)
-    print(f"{out}: {base} with dead_rank_detected_s {result.get('dead_rank_detected_s')}, multigpu memcheck "
-          f"{result['multigpu_memcheck_errors']} reports, {sum(mg_cut.values())} runs cut")
-    sys.exit(0)
 json.dump(result, open(out, "w"), indent=2)
 print(f"{out}: {sum(shapes.values())} shape runs, {shape_failures} failures, {guard_bytes} guard bytes changed")

@@ -54,25 +54,26 @@ if len(sys.argv) > 2 and sys.argv[1] == "--ddp":
         paths = paths[2:]
     doc = load(result) if os.path.exists(result) else {"models": []}
     by_name = {m["name"]: m for m in doc["models"]}
+
+    def model(name):
+        """RESULT's model of that name; a model the step stage did not run gets an entry of its own."""
+        if name not in by_name:
+            by_name[name] = {"name": name}
+            doc["models"].append(by_name[name])
+        return by_name[name]
+
     for path in paths:
         name, ddp = ddp_of(path)
         if ddp_commit:
             ddp["commit"] = ddp_commit
-        if name not in by_name:
-            by_name[name] = {"name": name}
-            doc["models"].append(by_name[name])
-        by_name[name]["ddp"] = ddp
+        model(name)["ddp"] = ddp
         print(f"{result}: {name}: {ddp['gpus']} GPUs, speedup {ddp['speedup']:.2f}x, "
               f"{100 * ddp['comm_hidden_fraction']:.0f} % of the reduction hidden, correct {ddp['correct']}")
     for t in (torch_ddp or {}).get("models", []):
-        m = by_name.setdefault(t["name"], {"name": t["name"]})
-        if m["name"] not in [x["name"] for x in doc["models"]]:
-            doc["models"].append(m)
-        ddp = m.get("ddp") or {}
-        ddp["torch_ddp_speedup"] = t["torch_ddp"]["speedup"]
-        ddp["torch_ddp"] = dict(t["torch_ddp"], torch=torch_ddp.get("torch"))
-        m["ddp"] = ddp
-        print(f"{result}: {t['name']}: PyTorch DDP speedup {ddp['torch_ddp_speedup']:.2f}x")
+        m = model(t["name"])
+        m["ddp"] = dict(m.get("ddp") or {}, torch_ddp_speedup=t["torch_ddp"]["speedup"],
+                        torch_ddp=dict(t["torch_ddp"], torch=torch_ddp.get("torch")))
+        print(f"{result}: {t['name']}: PyTorch DDP speedup {t['torch_ddp']['speedup']:.2f}x")
     with open(result, "w") as f:
         json.dump(doc, f, indent=1)
     sys.exit(0)

@@ -81,6 +81,32 @@ status=0
 # limit_by DEADLINE WANT: WANT seconds, or what is left until DEADLINE (epoch seconds) less 25 s (collecting,
 # packing) when that is less; 0 when under 15 s are left: the piece is to be skipped
 limit_by() { local l=$(( $1 - $(date +%s) - 25 )); [ "$l" -gt "$2" ] && l=$2; [ "$l" -ge 15 ] && echo "$l" || echo 0; }
+# sanitizer_run LOG DEADLINE WANT BUDGET TOOL EXE FILTER [NAME=VALUE...]: one compute-sanitizer run of the cmocka
+# test EXE (its cases matching FILTER, the environment given), for at most WANT seconds before DEADLINE, appended to
+# LOG as collect_reliability.py reads it: the tool's output, then "<tool> <exe> exit <rc>". A run that does not fit
+# the budget (BUDGET names its variable) is skipped; one stopped by its limit, skipped, or whose test ran no case
+# (every case skipped: no GPU for it) has exit 124 and counts as cut, never as a clean run. Returns nonzero unless
+# the run was clean.
+sanitizer_run() {
+  local log=$1 deadline=$2 want=$3 budget=$4 tool=$5 exe=$6 filter=$7; shift 7
+  local opts=() limit rc
+  case $tool in
+    racecheck | synccheck) opts=(--kernel-name-exclude kns=nvjet) ;;
+    initcheck) opts=(--nvtx true) ;;
+  esac
+  limit=$(limit_by "$deadline" "$want")
+  if [ "$limit" = 0 ]; then
+    echo "$tool $exe: skipped, the stage's time budget is spent ($budget)" | tee -a "$log"
+    echo "$tool $exe exit 124" >> "$log"; return 1
+  fi
+  env GG_TEST_FILTER="$filter" "$@" timeout "$limit" compute-sanitizer --tool "$tool" ${opts[@]+"${opts[@]}"} \
+    --error-exitcode 9 "$build/tests/$exe" > "$OUT/sanitizer-run.log" 2>&1
+  rc=$?
+  grep -q '^\[       OK \]' "$OUT/sanitizer-run.log" || { [ $rc = 0 ] && rc=124; }
+  cat "$OUT/sanitizer-run.log" >> "$log"; rm -f "$OUT/sanitizer-run.log"
+  echo "$tool $exe exit $rc" | tee -a "$log"
+  [ $rc = 0 ]
+}
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
 
@@ -163,21 +189,9 @@ if [ "$stage" = all ] || [ "$stage" = tests ]; then
              "initcheck test_forward_gpu * 1" "initcheck test_fp16_gpu * 1" \
              "racecheck test_blocks_gpu *small* 1" "racecheck test_blocks_gpu *small* 0"; do
     read -r tool exe filter hopper <<< "$run"
-    opts=(); clusters=
-    case $tool in
-      racecheck) opts=(--kernel-name-exclude kns=nvjet); clusters=1 ;;
-      synccheck) opts=(--kernel-name-exclude kns=nvjet) ;;
-      initcheck) opts=(--nvtx true) ;;
-    esac
-    limit=$(limit_by "$tests_deadline" "${GG_SANITIZER_TIMEOUT:-240}")
-    if [ "$limit" = 0 ]; then # counted as cut, as a run stopped by its time limit
-      echo "$tool $exe: skipped, the stage's time budget is spent (GG_TESTS_BUDGET)" | tee -a "$OUT/sanitizer.log"
-      echo "$tool $exe exit 124" >> "$OUT/sanitizer.log"; status=1; continue
-    fi
-    env GG_TEST_FILTER="$filter" GG_HOPPER_KERNELS="$hopper" ${clusters:+GG_GEMM_MAX_CLUSTER_CTAS=$clusters} \
-      timeout "$limit" compute-sanitizer --tool "$tool" "${opts[@]}" \
-      --error-exitcode 9 "$build/tests/$exe" >> "$OUT/sanitizer.log" 2>&1
-    rc=$?; echo "$tool $exe exit $rc" | tee -a "$OUT/sanitizer.log"; [ $rc = 0 ] || status=1
+    clusters=$([ "$tool" = racecheck ] && echo 1 || echo 0) # 0: no limit
+    sanitizer_run "$OUT/sanitizer.log" "$tests_deadline" "${GG_SANITIZER_TIMEOUT:-240}" GG_TESTS_BUDGET "$tool" "$exe" \
+      "$filter" GG_HOPPER_KERNELS="$hopper" GG_GEMM_MAX_CLUSTER_CTAS="$clusters" || status=1
   done
   python3 scripts/collect_reliability.py "$OUT" "$OUT/reliability-h200.json" "${GG_COMMIT:-unknown}" "$run_cmd" \
     "$(head -2 "$OUT/gpu.txt" | tail -1 | cut -d, -f1)"
@@ -226,13 +240,13 @@ if [ "$stage" = all ] || [ "$stage" = step ]; then
   for model in "large:150:" "large_fused:120:--fused-residual" "large_fused_copies:120:--fused-residual --fp16-copies" \
                "small:45:--small" "small_fused:45:--small --fused-residual" \
                "small_fused_copies:45:--small --fused-residual --fp16-copies" "gated:50:--gated --tokens 8192"; do
-    name=${model%%:*}; rest=${model#*:}; want=${rest%%:*}; opts=${rest#*:}
+    name=${model%%:*}; rest=${model#*:}; want=${rest%%:*}; model_opts=${rest#*:}
     case " ${GG_STEP_MODELS:-$name} " in *" $name "*) ;; *) continue ;; esac
     t=$(limit "$want")
     if [ "$t" -gt 0 ]; then
       t0=$(date +%s)
       # shellcheck disable=SC2086 # the model's options split on purpose
-      timeout "$t" "$build/examples/gg_example_model_backward" $opts --sweep "${GG_STEP_SWEEP:-2:0,3:0,2:2}" \
+      timeout "$t" "$build/examples/gg_example_model_backward" $model_opts --sweep "${GG_STEP_SWEEP:-2:0,3:0,2:2}" \
         --rounds 3 --steps "${GG_STEPS:-20}" --json "$OUT/step-$name.json" --trace "$OUT/step-trace.csv" \
         > "$OUT/step-$name.log" 2>&1 || status=1
       echo "model_backward $name ($(( $(date +%s) - t0 )) s, limit $t s; 124: stopped by it):"
@@ -315,25 +329,13 @@ if { [ "$stage" = all ] && [ "$gpus" -ge 2 ]; } || [ "$stage" = multigpu ]; then
     grep -E '\[  ERROR|\[  FAILED|differ|hung|FAILED' "$OUT/test_dist.log" | head -10
   else skipped "ctest -L multigpu"; status=1; fi
   # 2. memcheck on two GPUs (one process, a thread per GPU): eager and graph reductions, the two-rank split through
-  # the copy engines, a data-parallel step graph. Logged as the tests stage logs its runs; a run stopped by its
-  # limit, or skipped, is counted as cut.
+  # the copy engines, a data-parallel step graph; logged and counted as the tests stage's runs are.
   : > "$OUT/sanitizer-multigpu.log"
   for run in "test_dist *synced_equals_sum_of_local*" "test_dist *two_rank_split_reduction*" \
              "test_step_dist *default_buckets*"; do
     read -r exe filter <<< "$run"
-    t=$(limit 120)
-    if [ "$t" = 0 ]; then
-      echo "memcheck $exe: skipped, the stage's time budget is spent (GG_MULTIGPU_BUDGET)" |
-        tee -a "$OUT/sanitizer-multigpu.log"
-      echo "memcheck $exe exit 124" >> "$OUT/sanitizer-multigpu.log"; status=1; continue
-    fi
-    GG_TEST_FILTER="$filter" timeout "$t" compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/$exe" \
-      > "$OUT/memcheck-run.log" 2>&1
-    rc=$?
-    # a test that skipped (no second GPU, no NCCL) checked nothing: counted as cut, like a run stopped by its limit
-    grep -q '^\[       OK \]' "$OUT/memcheck-run.log" || { [ $rc = 0 ] && rc=124; }
-    cat "$OUT/memcheck-run.log" >> "$OUT/sanitizer-multigpu.log"; rm -f "$OUT/memcheck-run.log"
-    echo "memcheck $exe exit $rc" | tee -a "$OUT/sanitizer-multigpu.log"; [ $rc = 0 ] || status=1
+    sanitizer_run "$OUT/sanitizer-multigpu.log" "$multigpu_deadline" 120 GG_MULTIGPU_BUDGET memcheck "$exe" \
+      "$filter" || status=1
   done
   # The two-GPU facts (dead_rank_detected_s, multigpu_memcheck_errors) merged into the reliability JSON: the tests
   # stage's, here or in an earlier call into the same $OUT; else the official one.
@@ -345,11 +347,11 @@ if { [ "$stage" = all ] && [ "$gpus" -ge 2 ]; } || [ "$stage" = multigpu ]; then
   # same $OUT; else the official one).
   [ -f "$OUT/step-h200.json" ] || cp docs/results/step-h200.json "$OUT/step-h200.json"
   for model in "large:" "small:--small"; do
-    name=${model%%:*}; opts=${model#*:}
+    name=${model%%:*}; model_opts=${model#*:}
     t=$(limit 150)
     if [ "$t" = 0 ]; then skipped "model_backward $name --gpus 2"; status=1; continue; fi
     # shellcheck disable=SC2086 # the model's options split on purpose
-    timeout "$t" "$build/examples/gg_example_model_backward" $opts --gpus 2 --rounds 3 --steps "${GG_STEPS:-20}" \
+    timeout "$t" "$build/examples/gg_example_model_backward" $model_opts --gpus 2 --rounds 3 --steps "${GG_STEPS:-20}" \
       --json "$OUT/step-ddp-$name.json" > "$OUT/step-ddp-$name.log" 2>&1 || status=1
     grep -E '^check|speedup|rror' "$OUT/step-ddp-$name.log"
   done
@@ -360,9 +362,10 @@ if { [ "$stage" = all ] && [ "$gpus" -ge 2 ]; } || [ "$stage" = multigpu ]; then
       --steps "${GG_STEPS:-20}" --json "$OUT/torch-ddp.json" > "$OUT/torch-ddp.log" 2>&1 || status=1
     grep -E '^(large|small):|rror' "$OUT/torch-ddp.log"
   else skipped "step_ddp_torch.py"; status=1; fi
+  torch_ddp=(); [ -f "$OUT/torch-ddp.json" ] && torch_ddp=(--torch "$OUT/torch-ddp.json")
   ls "$OUT"/step-ddp-*.json > /dev/null 2>&1 &&
     python3 scripts/collect_step.py --ddp "$OUT/step-h200.json" --commit "${GG_COMMIT:-unknown}" \
-      $([ -f "$OUT/torch-ddp.json" ] && echo --torch "$OUT/torch-ddp.json") "$OUT"/step-ddp-*.json &&
+      ${torch_ddp[@]+"${torch_ddp[@]}"} "$OUT"/step-ddp-*.json &&
     rm -f "$OUT"/step-ddp-*.json "$OUT/torch-ddp.json"
   # 4. Block scaling: GG_DDP_RUNS rounds over the two blocks (round-robin: each block's runs see the same drift of
   # clocks), as many as the budget leaves; the JSON holds each block's median run by speedup, and every run.

@@ -24,14 +24,15 @@ t0=$(date +%s)
 # The stage's output is written beside $run, not in it: device.sh packs what $run holds into its logs archive at
 # the end and removes the loose files. It joins the archive's top as <stage>.log afterwards.
 log=/tmp/official-$stage.log
-case $stage in
-  tests) GG_COMMIT=$sha GG_SHAPES=300 GG_SANITIZER_TIMEOUT=200 OUT=$run bash scripts/device.sh tests > "$log" 2>&1 ;;
-  bench) GG_COMMIT=$sha GG_PEERS_COMPILE=1 GG_PEERS_TIMEOUT=300 OUT=$run bash scripts/device.sh bench > "$log" 2>&1 ;;
-  step) GG_COMMIT=$sha GG_CUDA_ARCH=90a GG_STEP_BUDGET=560 OUT=$run bash scripts/device.sh step > "$log" 2>&1 ;;
-  train) GG_COMMIT=$sha GG_CUDA_ARCH=90a GG_TRAIN_BUDGET=330 OUT=$run bash scripts/device.sh train > "$log" 2>&1 ;;
-  multigpu) GG_COMMIT=$sha GG_CUDA_ARCH=90a OUT=$run bash scripts/device.sh multigpu > "$log" 2>&1 ;;
+case $stage in # each stage's settings, as the header lists them
+  tests) settings=(GG_SHAPES=300 GG_SANITIZER_TIMEOUT=200) ;;
+  bench) settings=(GG_PEERS_COMPILE=1 GG_PEERS_TIMEOUT=300) ;;
+  step) settings=(GG_CUDA_ARCH=90a GG_STEP_BUDGET=560) ;;
+  train) settings=(GG_CUDA_ARCH=90a GG_TRAIN_BUDGET=330) ;;
+  multigpu) settings=(GG_CUDA_ARCH=90a) ;;
   *) echo "official_run.sh: stage '$stage': tests, bench, step, train or multigpu" >&2; exit 2 ;;
 esac
+env GG_COMMIT="$sha" "${settings[@]}" OUT="$run" bash scripts/device.sh "$stage" > "$log" 2>&1
 rc=$?
 cp "$log" "$run/$stage.log"
 echo "$stage rc $rc at $(( $(date +%s) - t0 )) s"

@@ -3,10 +3,11 @@
 of the scripts and the official JSON, with nvidia-smi, cmake, ctest and compute-sanitizer faked on PATH and the
 examples faked in the build folder. Two GPUs: only the stage's targets built; the two-GPU facts (the dead rank's time,
 memcheck's reports, a memcheck run whose test skipped counted as cut) merged over the official reliability JSON,
-which keeps its own commit; the step graph's "ddp" merged into the official step JSON with the run's commit; the
-blocks' scaling collected. A budget too small for anything: every piece skipped and said so, the memcheck runs
-counted as cut, no dead-rank time. One GPU: refused, nothing recorded. The GPU machine is lent rarely with two GPUs:
-this keeps the stage from breaking unseen in between. Usage: test_device_multigpu.py REPO_ROOT"""
+which keeps its own commit; the step graph's "ddp" and PyTorch DDP's speedup merged into the official step JSON
+with the run's commit; the blocks' scaling collected; the stage passing only when every piece was clean (a memcheck
+run cut, or PyTorch's peer failing, fails it). A budget too small for anything: every piece skipped and said so,
+the memcheck runs counted as cut, no dead-rank time. One GPU: refused, nothing recorded. The GPU machine is lent
+rarely with two GPUs: this keeps the stage from breaking unseen in between. Usage: test_device_multigpu.py REPO_ROOT"""
 import json
 import os
 import shutil
@@ -35,9 +36,9 @@ FAKES = {
     "cmake": 'echo "cmake $*" >> "$FAKE_LOG"\ncase "$*" in *"--target help"*) echo "test_dist_mpi: phony";; esac\n',
     "ctest": 'echo "ctest $*" >> "$FAKE_LOG"\necho "5/6 Test #39: test_dist_dead_rank ... Passed"\n'
              'echo "DEAD_RANK_DETECTED_S 2.75"\necho "100% tests passed, 0 tests failed out of 6"\n',
-    # the step test's run skips (as it does without a second GPU), the others run
+    # the run of the test named in FAKE_SKIP skips (as it does without a second GPU), the others run
     "compute-sanitizer": 'echo "memcheck $GG_TEST_FILTER" >> "$FAKE_LOG"\n'
-                         'case "$GG_TEST_FILTER" in *default_buckets*) echo "[  SKIPPED ] default_buckets";; '
+                         'case "$GG_TEST_FILTER" in *"${FAKE_SKIP:-none}"*) echo "[  SKIPPED ] x";; '
                          '*) echo "[       OK ] $GG_TEST_FILTER";; esac\necho "========= ERROR SUMMARY: 0 errors"\n',
 }
 MODEL_BACKWARD = ('json=; while [ $# -gt 0 ]; do [ "$1" = --json ] && json=$2; shift; done\n'
@@ -61,13 +62,18 @@ with tempfile.TemporaryDirectory() as d:
     open(os.path.join(tree, "carry", "cmocka", "usr", "include", "cmocka.h"), "w").close()
     script(os.path.join(tree, "build-device", "examples", "gg_example_model_backward"), MODEL_BACKWARD)
     script(os.path.join(tree, "build-device", "examples", "ddp_scaling"), DDP_SCALING)
-    # without a GPU the peer cannot run: a stand-in python3 that fails it and runs every other script
+    # PyTorch's DDP peer faked (failing when FAKE_TORCH_FAIL is set), every other script run by the real python3
     real_python = sys.executable
+    torch_ddp = json.dumps({"torch": "fake", "models": [{"name": f"residual_mlp_{n}", "torch_ddp": {"speedup": 1.61}}
+                                                       for n in ("large", "small")]})
     bin_dir = os.path.join(d, "bin")
     for name, text in FAKES.items():
         script(os.path.join(bin_dir, name), text)
     script(os.path.join(bin_dir, "python3"),
-           f'case "$1" in *step_ddp_torch.py) echo "no GPU here" >&2; exit 2;; esac\nexec {real_python} "$@"\n')
+           'case "$1" in *step_ddp_torch.py)\n'
+           '  [ -n "$FAKE_TORCH_FAIL" ] && { echo "no GPU here" >&2; exit 2; }\n'
+           '  while [ $# -gt 0 ]; do [ "$1" = --json ] && json=$2; shift; done\n'
+           f"  echo '{torch_ddp}' > \"$json\"; exit 0;;\nesac\nexec {real_python} \"$@\"\n")
     official = json.load(open(os.path.join(tree, "docs", "results", "reliability-h200.json")))
 
     def stage(gpus, out, **env):
@@ -79,7 +85,7 @@ with tempfile.TemporaryDirectory() as d:
         return p.returncode, p.stdout + p.stderr, open(log).read() if os.path.exists(log) else ""
 
     out = os.path.join(d, "two")
-    rc, text, calls = stage(2, out)
+    rc, text, calls = stage(2, out, FAKE_SKIP="default_buckets")
     check("--target test_dist test_step_dist" in calls and "test_dist_mpi" in calls,
           "only the stage's targets are built (test_dist_mpi where CMake has it)", calls)
     rel_path = os.path.join(out, "reliability-h200.json")
@@ -93,10 +99,19 @@ with tempfile.TemporaryDirectory() as d:
     step_path = os.path.join(out, "step-h200.json")
     s = json.load(open(step_path)) if os.path.exists(step_path) else {"models": []}
     ddp = {m["name"]: m.get("ddp") for m in s["models"]}
-    check(all((ddp.get(n) or {}).get("commit") == "abc1234" and (ddp.get(n) or {}).get("speedup") == 1.93
+    check(all((ddp.get(n) or {}).get("commit") == "abc1234" and (ddp.get(n) or {}).get("speedup") == 1.93 and
+              (ddp.get(n) or {}).get("torch_ddp_speedup") == 1.61
               for n in ("residual_mlp_large", "residual_mlp_small")) and len(s["models"]) > 2,
-          "the step graph's ddp merged into the official step JSON with the run's commit", text)
+          "the step graph's ddp and PyTorch DDP's speedup merged into the official step JSON with the run's commit",
+          text)
     check(os.path.exists(os.path.join(out, "ddp-h200x2.json")), "the blocks' scaling collected", text)
+    check(rc != 0, "a memcheck run cut fails the stage", text)
+
+    rc, text, calls = stage(2, os.path.join(d, "clean"))
+    check(rc == 0, "every piece clean: the stage passes", text)
+
+    out = os.path.join(d, "torch")
+    rc, text, calls = stage(2, out, FAKE_TORCH_FAIL="1")
     logs = os.path.join(out, "logs-multigpu.tgz")
     peer_log = ""
     if os.path.exists(logs):
