@@ -23,7 +23,8 @@
 # residual gradient in its dX GEMM (gg_mlp_args.grad_residual) instead of in a callback, the *_copies ones also hand
 # every MLP the fp16 copies of its operands (--fp16-copies); GG_STEP_MODELS="large_fused small_fused ..." runs only
 # those models (default: all); then bench/peers/step_torch.py (PyTorch eager, CUDA graph, torch.compile, each compile
-# bounded; TF32, fp16 operands cast in the backward, fp16 saved tensors; GG_STEP_TORCH_PRECISIONS=fp16,... fewer).
+# bounded; autograd under autocast and in TF32, the backward written out on fp16 saved tensors, casting to fp16, in
+# TF32; GG_STEP_TORCH_FORMS=autograd_fp16,... fewer).
 # All of it lands in $OUT/step-h200.json (scripts/collect_step.py), with the sweep's verdict in its "config_sweep".
 # No sanitizer runs here: racecheck sees only races on shared memory inside a CTA, not two kernels of concurrent
 # layers on one scratch slot; tests/cpu/test_step_ring.c proves the slots' ordering, and the tests stage runs
@@ -262,10 +263,10 @@ if [ "$stage" = all ] || [ "$stage" = step ]; then
     timeout 60 python3 scripts/plot_step_timeline.py "$OUT/step-trace.csv" "$OUT/plots" --json "$OUT/step-timeline.json" \
       2>&1 | tee -a "$OUT/step.log"
   fi
-  t=$(limit 240)
+  t=$(limit 330)
   if [ "$t" -gt 0 ]; then
     PYTHONUNBUFFERED=1 timeout "$t" python3 bench/peers/step_torch.py --steps "${GG_STEPS:-20}" --budget $(( t - 10 )) \
-      --compile-timeout "${GG_COMPILE_TIMEOUT:-75}" ${GG_STEP_TORCH_PRECISIONS:+--precisions $GG_STEP_TORCH_PRECISIONS} \
+      --compile-timeout "${GG_COMPILE_TIMEOUT:-75}" ${GG_STEP_TORCH_FORMS:+--forms $GG_STEP_TORCH_FORMS} \
       --json "$OUT/step-torch.json" 2> "$OUT/step-torch-progress.log" |
       tee "$OUT/step-torch.txt" | { grep -v '^{' || true; } || status=1
   else skipped step_torch.py; fi

@@ -30,22 +30,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-MODELS = {"large": (8, 2048, 8192, 8192), "small": (8, 1024, 4096, 2048)}  # layers, D, F, tokens (as step_torch.py)
-
-
-class Stack(torch.nn.Module):
-    """L residual GELU(tanh) MLP layers: x + fc2(gelu(fc1(x)))."""
-
-    def __init__(self, layers, d, f):
-        super().__init__()
-        self.layers = torch.nn.ModuleList(
-            torch.nn.Sequential(torch.nn.Linear(d, f), torch.nn.GELU(approximate="tanh"), torch.nn.Linear(f, d))
-            for _ in range(layers))
-
-    def forward(self, x):
-        for layer in self.layers:
-            x = x + layer(x)
-        return x
+from stack import MODELS, Stack  # bench/peers/stack.py: the script's folder is on sys.path
 
 
 def backward_ms(module, x, dy, precision, steps):

@@ -1,14 +1,26 @@
 #!/usr/bin/env python3
 """step_torch.py - the step graph example's residual GELU-MLP stack (examples/model_backward.c) in PyTorch: the whole
-backward of L layers (per layer dW2, db2, G = dY W2, R = G * gelu'(x), db1, dX = R W1, dW1, then the residual add),
-timed as eager PyTorch, captured in one torch.cuda.CUDAGraph, and under torch.compile; each with TF32 GEMMs on fp32
-data ("tf32"), with fp16 operands (fp32 accumulation and outputs: the precision of gradgraph's FP16 mode) cast from
-the fp32 tensors in the backward ("fp16"), and with the saved tensors and weights already in fp16 ("fp16_saved": what
-autocast's forward saves for its backward, the counterpart of gradgraph's fp16 copies, model_backward
---fp16-copies). Prints one JSON object: per model, microseconds per backward for each variant.
+backward of L layers, timed as eager PyTorch ("torch_eager"), captured in one torch.cuda.CUDAGraph
+("torch_cuda_graph"), and under torch.compile ("torch_compile"), in five forms:
+
+  autograd_fp16  autograd's backward of the nn.Module (bench/peers/stack.py) whose forward ran under autocast to fp16:
+                 fp16 GEMM operands, what a PyTorch user writes; its forward runs untimed before each backward
+  autograd_tf32  the same without autocast, TF32 GEMMs on fp32
+  fp16_saved     the backward written out (per layer dW2, db2, G = dY W2, R = G * gelu'(x), db1, dX = R W1, dW1, the
+                 residual add) on saved tensors and weights already in fp16 (what autocast's forward saves), fp32
+                 accumulation and outputs: the precision of gradgraph's FP16 mode with the caller's fp16 copies
+  fp16           the same written out, casting the fp32 tensors to fp16 in the backward (gradgraph's FP16 mode
+                 converting)
+  tf32           the same written out, TF32 GEMMs on fp32 data
+
+Each variant's gradients (the input's and every parameter's) are compared with the same form's math in float64 on
+the same data: "max_rel_err_fp64" is the largest |got - ref| over all gradients relative to the largest |ref| of
+the same gradient. Eager and torch.compile autograd are the median of per-step CUDA-event spans around the backward
+alone; the other variants the mean of back-to-back steps. Prints one JSON object: per model, per form, microseconds
+per backward for each variant.
 
   python3 bench/peers/step_torch.py [--steps N] [--json FILE] [--models large,small] [--budget S]
-                                    [--compile-timeout S] [--precisions tf32,fp16,fp16_saved]
+                                    [--compile-timeout S] [--forms autograd_fp16,fp16_saved,fp16,tf32,autograd_tf32]
 
 Time bounds, so that it fits a fixed slot on the GPU machine: each torch.compile variant (compiling it and timing
 it) is stopped after --compile-timeout seconds (default 90; its time is then null with a note), and once less than
@@ -16,16 +28,19 @@ that is left of --budget seconds (default: none) for the whole run, the remainin
 skipped (null, with a note); eager and CUDA-graph variants always run.
 """
 import argparse
+import copy
 import json
 import math
+import statistics
 import sys
 import time
 
 import torch
 
 from bounded import CompileTimeout, within  # bench/peers/bounded.py: the script's folder is on sys.path
+from stack import MODELS, Stack  # bench/peers/stack.py
 
-MODELS = {"large": (8, 2048, 8192, 8192), "small": (8, 1024, 4096, 2048)}  # layers, D, F, tokens
+FORMS = ("autograd_fp16", "fp16_saved", "fp16", "tf32", "autograd_tf32")
 C = math.sqrt(2 / math.pi)
 
 
@@ -48,10 +63,11 @@ def backward(layers, dy, half):
         dw1 = mm(r.t(), x)
         grads += [dw1, db1, dw2, db2]
         dy = dx + dy
-    return dy, grads
+    return [dy] + grads
 
 
 def time_ms(fn, steps):
+    """Mean of `steps` calls of fn back to back, after 3 untimed."""
     for _ in range(3):
         fn()
     a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -63,6 +79,38 @@ def time_ms(fn, steps):
     return a.elapsed_time(b) / steps
 
 
+def backward_ms(forward, backward_of, steps):
+    """Median over `steps` steps (after 3 untimed) of backward_of(forward()) between two CUDA events, the forward
+    untimed before it; returns it and the last step's gradients."""
+    spans = []
+    for i in range(steps + 3):
+        out = forward()
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        grads = backward_of(out)
+        b.record()
+        b.synchronize()
+        if i >= 3:
+            spans.append(a.elapsed_time(b))
+    return statistics.median(spans), grads
+
+
+def capture(fn, stream):
+    """fn captured in a CUDA graph on `stream` after one warm-up run there: (graph, fn's outputs in the graph)."""
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        fn()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream):
+            static = fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    return graph, static
+
+
+def rel_err(got, ref):
+    return max(float((g.double() - r).abs().max() / r.abs().max().clamp_min(1e-300)) for g, r in zip(got, ref))
+
+
 def compile_seconds(a, started):
     """The time a torch.compile variant may take now: --compile-timeout, less when the budget is nearly spent; 0:
     skip it."""
@@ -72,52 +120,103 @@ def compile_seconds(a, started):
     return min(a.compile_timeout, left) if left >= 20 else 0
 
 
-def run_model(name, steps, a, started):
+def compiled_variant(res, a, started, run):
+    """run() -> (ms, gradients) under the torch.compile bounds; the time in res["torch_compile"] (null with a note
+    when skipped, stopped or failing); returns the gradients or None."""
+    res["torch_compile"] = None
+    seconds = compile_seconds(a, started)
+    if not seconds:
+        res["torch_compile_note"] = "skipped: the run's time budget was spent"
+        return None
+    try:
+        res["torch_compile"], grads = within(seconds, run)
+        return grads
+    except CompileTimeout:
+        res["torch_compile_note"] = f"stopped after {seconds:.0f} s (--compile-timeout)"
+        torch._dynamo.reset()
+    except Exception as e:  # an environment without a working compiler: say so, keep the rest
+        res["torch_compile_note"] = f"failed: {str(e)[:200]}"
+    return None
+
+
+def written_out(form, data, dy, steps, a, started):
+    """The written-out backward in `form` (fp16_saved, fp16, tf32): its three variants' times and errors."""
+    if form == "fp16_saved":  # x, W1, W2 and act in fp16 (pre stays fp32: gelu' reads it in fp32, as gradgraph's)
+        data = [(x.half(), w1.half(), w2.half(), pre, act.half()) for x, w1, w2, pre, act in data]
+    fn = lambda: backward(data, dy, form != "tf32")
+    res = {"torch_eager": time_ms(fn, steps)}
+    got = {"torch_eager": fn()}
+    graph, got["torch_cuda_graph"] = capture(fn, torch.cuda.Stream())
+    res["torch_cuda_graph"] = time_ms(graph.replay, steps)
+    compiled = torch.compile(fn)
+    got["torch_compile"] = compiled_variant(res, a, started, lambda: (time_ms(compiled, steps), compiled()))
+    del graph
+    return res, got
+
+
+def autograd(form, model, x, dy, steps, a, started):
+    """autograd's backward of `model` in `form` (autograd_fp16, autograd_tf32): its three variants' times and
+    gradients (the input's, then every parameter's)."""
+    x = x.detach().requires_grad_()
+    inputs = [x, *model.parameters()]
+
+    def forward_of(m):
+        with torch.autocast("cuda", dtype=torch.float16, enabled=form == "autograd_fp16"):
+            return m(x)
+    grad = lambda out: torch.autograd.grad(out, inputs, dy)
+    res, got = {}, {}
+    res["torch_eager"], got["torch_eager"] = backward_ms(lambda: forward_of(model), grad, steps)
+    # each backward op runs on its forward op's stream: the forward runs on the capture stream, the backward
+    # captured there, keeping its saved tensors for every replay
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        out = forward_of(model)
+    graph, got["torch_cuda_graph"] = capture(lambda: torch.autograd.grad(out, inputs, dy, retain_graph=True), stream)
+    res["torch_cuda_graph"] = time_ms(graph.replay, steps)
+    compiled = torch.compile(model)
+    got["torch_compile"] = compiled_variant(res, a, started,
+                                            lambda: backward_ms(lambda: forward_of(compiled), grad, steps))
+    del graph, out
+    return res, got
+
+
+def run_model(name, a, started):
     L, D, F, M = MODELS[name]
     g = torch.Generator(device="cuda").manual_seed(1)
     r = lambda *s, scale=1.0: (torch.rand(*s, device="cuda", generator=g) * 2 - 1) * scale
-    layers = [(r(M, D), r(F, D, scale=D ** -0.5), r(D, F, scale=F ** -0.5), r(M, F), r(M, F)) for _ in range(L)]
+    data = [(r(M, D), r(F, D, scale=D ** -0.5), r(D, F, scale=F ** -0.5), r(M, F), r(M, F)) for _ in range(L)]
     dy = r(M, D)
+    torch.manual_seed(1)
+    model = Stack(L, D, F).cuda()
+    x = r(M, D)
+    forms = a.forms.split(",")
+    refs = {}  # float64 gradients on the GPU, per formulation
+    if any(not f.startswith("autograd") for f in forms):
+        refs["written_out"] = backward([[t.double() for t in layer] for layer in data], dy.double(), False)
+    if any(f.startswith("autograd") for f in forms):
+        model64, x64 = copy.deepcopy(model).double(), x.double().requires_grad_()
+        refs["autograd"] = torch.autograd.grad(model64(x64), [x64, *model64.parameters()], dy.double())
+        del model64, x64
+    torch.cuda.empty_cache()
     out = {"name": "residual_mlp_" + name, "layers": L, "hidden": D, "ffn": F, "tokens": M}
-    # fp16_saved: x, W1, W2 and act in fp16 (pre stays fp32: gelu' reads it in fp32, as gradgraph's does)
-    saved = [(x.half(), w1.half(), w2.half(), pre, act.half()) for x, w1, w2, pre, act in layers]
-    for prec in a.precisions.split(","):
-        torch.backends.cuda.matmul.allow_tf32 = prec == "tf32"
-        half = prec != "tf32"
-        stack = saved if prec == "fp16_saved" else layers
-        fn = lambda: backward(stack, dy, half)
-        res = {"torch_eager": time_ms(fn, steps)}
-        ref = fn()[0]
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            fn()
-        torch.cuda.current_stream().wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            static = fn()
-        res["torch_cuda_graph"] = time_ms(graph.replay, steps)
-        seconds = compile_seconds(a, started)
-        res["torch_compile"] = None
-        if not seconds:
-            res["torch_compile_note"] = "skipped: the run's time budget was spent"
+    for form in forms:
+        torch.backends.cuda.matmul.allow_tf32 = form.endswith("tf32")
+        if form.startswith("autograd"):
+            res, got = autograd(form, model, x, dy, a.steps, a, started)
+            ref = refs["autograd"]
         else:
-            try:
-                compiled = torch.compile(fn)
-                res["torch_compile"] = within(seconds, lambda: time_ms(compiled, steps))
-            except CompileTimeout:
-                res["torch_compile_note"] = f"stopped after {seconds:.0f} s (--compile-timeout)"
-                torch._dynamo.reset()
-            except Exception as e:  # an environment without a working compiler: say so, keep the rest
-                res["torch_compile_note"] = f"failed: {str(e)[:200]}"
-            if res["torch_compile"] is None:
-                print(f"{name} {prec}: torch.compile {res['torch_compile_note']}", file=sys.stderr)
-        res["check_max_rel_diff"] = float((static[0] - ref).abs().max() / ref.abs().max())
-        out[prec] = {k: (v * 1e3 if isinstance(v, float) and k.startswith("torch") else v) for k, v in res.items()}
-        print(f"{name} {prec}: " + ", ".join(f"{k} {v:.1f} us" for k, v in out[prec].items()
-                                             if k.startswith("torch") and isinstance(v, float)), flush=True)
-        del graph, static
+            res, got = written_out(form, data, dy, a.steps, a, started)
+            ref = refs["written_out"]
+        res["max_rel_err_fp64"] = {k: rel_err(v, ref) for k, v in got.items() if v is not None}
+        del got
         torch.cuda.empty_cache()
+        if res["torch_compile"] is None:
+            print(f"{name} {form}: torch.compile {res['torch_compile_note']}", file=sys.stderr)
+        out[form] = {k: v * 1e3 if k.startswith("torch") and isinstance(v, float) else v for k, v in res.items()}
+        print(f"{name} {form}: " + ", ".join(f"{k} {v:.1f} us (err {out[form]['max_rel_err_fp64'].get(k, 0):.1e})"
+                                             for k, v in out[form].items()
+                                             if k.startswith("torch") and isinstance(v, float)), flush=True)
     return out
 
 
@@ -129,13 +228,14 @@ def main():
     p.add_argument("--budget", type=float, help="seconds for the whole run (torch.compile variants are skipped "
                    "once it is nearly spent)")
     p.add_argument("--compile-timeout", type=float, default=90, help="seconds for one torch.compile variant")
-    p.add_argument("--precisions", default="tf32,fp16,fp16_saved", help="the variants to time, in this order")
+    p.add_argument("--forms", default=",".join(FORMS), help="the forms to time, in this order")
     a = p.parse_args()
-    unknown = set(a.precisions.split(",")) - {"tf32", "fp16", "fp16_saved"}
-    if unknown:
-        p.error(f"--precisions: unknown {sorted(unknown)}")
+    for flag, given, known in (("--forms", a.forms, FORMS), ("--models", a.models, MODELS)):
+        unknown = set(given.split(",")) - set(known)
+        if unknown:
+            p.error(f"{flag}: unknown {sorted(unknown)}")
     started = time.time()
-    result = {"torch": torch.__version__, "models": [run_model(m, a.steps, a, started) for m in a.models.split(",")]}
+    result = {"torch": torch.__version__, "models": [run_model(m, a, started) for m in a.models.split(",")]}
     if a.json:
         with open(a.json, "w") as f:
             json.dump(result, f, indent=1)

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """test_collect_step.py - scripts/collect_step.py on a step stage's output made up here: an fp16 model takes, per
-PyTorch variant, the faster of its two fp16 forms (cast in the backward, or fp16 saved tensors) and names it; an
-fp32/tf32 model compares with TF32 only; every form timed lands in torch_by_precision; the model's name carries its
+PyTorch variant, the fastest of its fp16 forms (autograd under autocast, the backward written out casting or on fp16
+saved tensors) and names it; an fp32/tf32 model compares with the TF32 forms only; every form timed lands in
+torch_by_form with its errors against float64; the model's name carries its
 size, and a configuration that failed its check makes the model incorrect; --ddp merges a two-GPU run's "ddp" into an
 existing result with the run's commit and PyTorch DDP's speedup on the same model, keeping the rest.
 Usage: test_collect_step.py REPO_ROOT"""
@@ -30,7 +31,12 @@ torch = {"torch": "2.11", "models": [{"name": "residual_mlp_small",
                                       "fp16": {"torch_eager": 5206.7, "torch_cuda_graph": 4797.5,
                                                "torch_compile": 1500.0},
                                       "fp16_saved": {"torch_eager": 4882.8, "torch_cuda_graph": 4515.1,
-                                                     "torch_compile": 1630.1}}]}
+                                                     "torch_compile": 1630.1},
+                                      "autograd_fp16": {"torch_eager": 3570.0, "torch_cuda_graph": 3300.0,
+                                                        "torch_compile": 1700.0,
+                                                        "max_rel_err_fp64": {"torch_eager": 1e-3}},
+                                      "autograd_tf32": {"torch_eager": 2500.0, "torch_cuda_graph": 2400.0,
+                                                        "torch_compile": 2600.0}}]}
 with tempfile.TemporaryDirectory() as d:
     json.dump(run("residual_mlp_fused_copies", "fp16"), open(os.path.join(d, "step-small_fused_copies.json"), "w"))
     json.dump(run("residual_mlp", "tf32", correct=False), open(os.path.join(d, "step-small.json"), "w"))
@@ -67,12 +73,17 @@ check(doc["commit"] == "abc1234" and doc["command"] == "the command", "commit an
 copies = models.get("residual_mlp_fused_copies_small", {})
 check(copies.get("step_us", {}).get("torch_compile") == 1500.0 and
       copies.get("torch_variant", {}).get("torch_compile") == "fp16", "fp16 model: the faster compile form (cast)")
-check(copies.get("step_us", {}).get("torch_eager") == 4882.8 and
-      copies.get("torch_variant", {}).get("torch_eager") == "fp16_saved", "fp16 model: the faster eager form (saved)")
-check(set(copies.get("torch_by_precision", {})) == {"tf32", "fp16", "fp16_saved"}, "every form recorded")
+check(copies.get("step_us", {}).get("torch_eager") == 3570.0 and
+      copies.get("torch_variant", {}).get("torch_eager") == "autograd_fp16", "fp16 model: the fastest eager form "
+      "(autograd), not the faster TF32 one")
+check(set(copies.get("torch_by_form", {})) == {"tf32", "fp16", "fp16_saved", "autograd_fp16", "autograd_tf32"},
+      "every form recorded")
+check(copies.get("torch_by_form", {}).get("autograd_fp16", {}).get("max_rel_err_fp64") == {"torch_eager": 1e-3},
+      "a form's errors against float64 recorded")
 check(copies.get("correct") is True, "a model whose configurations all passed is correct")
 plain = models.get("residual_mlp_small", {})
-check(plain.get("step_us", {}).get("torch_compile") == 2579.8 and plain.get("torch_precision") == "tf32",
-      "tf32 model: compared with TF32 only")
+check(plain.get("step_us", {}).get("torch_compile") == 2579.8 and plain.get("torch_precision") == "tf32" and
+      plain["step_us"].get("torch_eager") == 2500.0 and plain.get("torch_variant", {}).get("torch_eager") ==
+      "autograd_tf32", "tf32 model: compared with the TF32 forms only")
 check(plain.get("correct") is False, "a configuration that failed its check makes the model incorrect")
 finish("COLLECT_STEP")
