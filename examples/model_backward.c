@@ -10,9 +10,11 @@
  *
  * --fused-residual: the residual MLPs add the residual's gradient in their dX GEMM (gg_mlp_args.grad_residual)
  * instead of in a callback (a cuBLAS axpy) after each layer.
- * --fp16-copies (fp16 residual MLPs): every MLP is handed the fp16 copies of its hidden states, weights and activation
- * (gg_mlp_args' *_fp16, made once with gg_to_fp16), as a training step whose forward and optimizer keep them would
- * (PyTorch's autocast saves its fp16 casts for the backward the same way): the backward converts only grad_output.
+ * --fp16-copies (fp16 residual MLPs): every MLP is handed the fp16 copies of its hidden states, weights, activation
+ * and pre-activation (gg_mlp_args' *_fp16, made once with gg_to_fp16), as a training step whose forward and optimizer
+ * keep them would (PyTorch's autocast saves the same fp16 tensors for its backward): the backward converts only
+ * grad_output, and gelu' reads x in fp16 (so the gradients differ from the converting calls' by that rounding: the
+ * check against those is within 1e-3 of the largest gradient, not bitwise).
  * Defaults: 8 layers, D = 2048, F = 8192, 8192 tokens, fp16 (--small: D = 1024, F = 4096, 2048 tokens), the step's
  * default side streams and scratch slots. --sweep times several step configurations of the same model (K = 0: the
  * default, S + 1 slots), R rounds (default 3) of N steps each, interleaved, the median per configuration; the

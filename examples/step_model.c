@@ -18,7 +18,8 @@ typedef struct sm_layer {
     gg_ssm_gate_args ssm;
     gg_graph *graph[2];
     const float *act[2][3]; /* MLP: hidden_states, intermediate, intermediate_activated of each activation set */
-    const void *act16[2][2]; /* with fp16_copies: the fp16 copies of each set's hidden_states, intermediate_activated */
+    const void *act16[2][3]; /* with fp16_copies: the fp16 copies of each set's hidden_states, intermediate_activated,
+                                intermediate */
     const void *w16[2];      /* ... and of weight1, weight2 */
     int set;                 /* the activation set the MLP points at */
 } sm_layer;
@@ -105,6 +106,7 @@ static void point_at(sm_layer *y, int set, int copies) {
     y->mlp.intermediate_activated = y->act[set][2];
     y->mlp.hidden_states_fp16 = copies ? y->act16[set][0] : NULL;
     y->mlp.intermediate_activated_fp16 = copies ? y->act16[set][1] : NULL;
+    y->mlp.intermediate_fp16 = copies ? y->act16[set][2] : NULL;
     y->mlp.weight1_fp16 = copies ? y->w16[0] : NULL;
     y->mlp.weight2_fp16 = copies ? y->w16[1] : NULL;
 }
@@ -162,13 +164,14 @@ int sm_create(gg_ctx *ctx, const sm_config *c, sm_model **out) {
                              buffer(m, D, F, 0, 1),
                              buffer(m, 1, D, 0, 1),
                              c->fused_residual ? above : NULL,
-                             NULL, NULL, NULL, NULL};
+                             NULL, NULL, NULL, NULL, NULL};
             y->mlp = a;
             y->w16[0] = fp16_copy(m, a.weight1, F, D);
             y->w16[1] = fp16_copy(m, a.weight2, D, F);
             y->act[0][0] = a.hidden_states, y->act[0][1] = a.intermediate, y->act[0][2] = a.intermediate_activated;
             y->act16[0][0] = fp16_copy(m, a.hidden_states, M, D);
             y->act16[0][1] = fp16_copy(m, a.intermediate_activated, M, F);
+            y->act16[0][2] = fp16_copy(m, a.intermediate, M, F);
             point_at(y, 0, 1);
             above = a.grad_hidden_states;
         } else {
@@ -193,7 +196,7 @@ int sm_create(gg_ctx *ctx, const sm_config *c, sm_model **out) {
                                              : offsetof(gg_mlp_args, grad_residual) / sizeof(void *);
         for (size_t i = 0; i < n; ++i)
             if (!p[i]) goto fail;
-        if (c->fp16_copies && (!y->w16[0] || !y->w16[1] || !y->act16[0][0] || !y->act16[0][1]))
+        if (c->fp16_copies && (!y->w16[0] || !y->w16[1] || !y->act16[0][0] || !y->act16[0][1] || !y->act16[0][2]))
             goto fail;
         if (c->gated && (!y->tanh.gate || !y->tanh.mask || !y->tanh.grad_gate || !y->tanh.grad_hidden_states))
             goto fail;
@@ -236,6 +239,7 @@ gg_status sm_use_activations(sm_model *m, int set, gg_step *step) {
             y->act[1][2] = buffer(m, M, F, 1.0f, 0);
             y->act16[1][0] = fp16_copy(m, y->act[1][0], M, D);
             y->act16[1][1] = fp16_copy(m, y->act[1][2], M, F);
+            y->act16[1][2] = fp16_copy(m, y->act[1][1], M, F);
             if (!y->act[1][0] || !y->act[1][1] || !y->act[1][2] || m->copy_failed) return GG_ERROR_OUT_OF_MEMORY;
         }
         point_at(y, set, 1);

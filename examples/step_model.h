@@ -21,8 +21,9 @@ typedef struct sm_config {
     int fused_residual;     /* residual MLPs: the residual's gradient added in each MLP's dX GEMM (args.grad_residual)
                                instead of by a callback after it */
     int fp16_copies;        /* residual MLPs in fp16 mode: hand every MLP the fp16 copies of its hidden states,
-                               weights and activation (gg_mlp_args' *_fp16, made once with gg_to_fp16, as a forward
-                               and an optimizer would keep them), so the backward converts only grad_output */
+                               weights, activation and pre-activation (gg_mlp_args' *_fp16, made once with
+                               gg_to_fp16, as a forward and an optimizer would keep them, the set PyTorch's autocast
+                               saves), so the backward converts only grad_output and gelu' reads x in fp16 */
     unsigned seed;
 } sm_config;
 

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GG_EXEC_KEY_PTRS 16 /* GG_BLOCK_MAX_TENSORS */
+#define GG_EXEC_KEY_PTRS 17 /* GG_BLOCK_MAX_TENSORS */
 
 typedef struct gg_exec_key {
     const void *ptr[GG_EXEC_KEY_PTRS]; /* the call's tensors */

@@ -315,7 +315,11 @@ GG_API gg_status gg_tanh_gate_forward(gg_ctx *ctx, const gg_tanh_gate_desc *desc
  *    not sync), which may sum in another order (docs/blocks.md). The fp32 tensors stay required. A given copy is read
  *    where fp16 mode reads that operand in fp16; where a route reads the fp32 weight itself (few tokens:
  *    docs/blocks.md) it is not read. In the other precision modes give NULL (a copy
- *    given there is refused). Rows past M of a padded graph run are staged like the fp32 tensors'. */
+ *    given there is refused). Rows past M of a padded graph run are staged like the fp32 tensors'.
+ *    The pre-activation's copy (linear1_out_fp16, intermediate_fp16) is the one copy that changes the result: gelu'
+ *    is then computed from x rounded to fp16, as PyTorch's autocast computes it from the fp16 x its forward saves,
+ *    and reads half the bytes (docs/decisions.md); R differs from the call without it by about one fp16 rounding
+ *    of x times x * gelu''(x) / gelu'(x), within the blocks' tolerance (tests/gpu/test_fp16_gpu.c). */
 typedef struct gg_gelu_ffn_desc {
     int64_t tokens;         /* M */
     int64_t hidden;         /* D */
@@ -342,6 +346,7 @@ typedef struct gg_gelu_ffn_args {
     const void *weight1_fp16;       /* fp16 [F,D] or NULL */
     const void *weight2_fp16;       /* fp16 [D,F] or NULL */
     const void *gelu_out_fp16;      /* fp16 [M,F] or NULL */
+    const void *linear1_out_fp16;   /* fp16 [M,F] or NULL: x's copy, which changes the result (see above) */
 } gg_gelu_ffn_args;
 
 GG_API gg_status gg_gelu_ffn_backward(gg_ctx *ctx, const gg_gelu_ffn_desc *desc, const gg_gelu_ffn_args *args,
@@ -365,11 +370,13 @@ typedef struct gg_gelu_ffn_fwd_args {
     float *tanh_inner;          /* [M,F], or NULL: not written (the backward validates but never reads it) */
     float *output;              /* [M,D] */
     /* fp16 mode only, each optional: the weights' fp16 copies, read instead of converting the weights; and where
-     * to write the fp16 copies of hidden_states and gelu_out (the forward makes them anyway) for the backward */
+     * to write the fp16 copies of hidden_states and gelu_out (the forward makes them anyway) and of linear1_out for
+     * the backward */
     const void *weight1_fp16;  /* fp16 [F,D] or NULL */
     const void *weight2_fp16;  /* fp16 [D,F] or NULL */
     void *hidden_states_fp16;  /* fp16 [M,D] or NULL */
     void *gelu_out_fp16;       /* fp16 [M,F] or NULL */
+    void *linear1_out_fp16;    /* fp16 [M,F] or NULL: where to write x's copy (a conversion pass of its own) */
 } gg_gelu_ffn_fwd_args;
 
 GG_API gg_status gg_gelu_ffn_forward(gg_ctx *ctx, const gg_gelu_ffn_desc *desc, const gg_gelu_ffn_fwd_args *args,
@@ -406,6 +413,7 @@ typedef struct gg_mlp_args {
     const void *weight1_fp16;                /* fp16 [F,D] or NULL */
     const void *weight2_fp16;                /* fp16 [D,F] or NULL */
     const void *intermediate_activated_fp16; /* fp16 [M,F] or NULL */
+    const void *intermediate_fp16;           /* fp16 [M,F] or NULL: x's copy, which changes the result (see above) */
 } gg_mlp_args;
 
 GG_API gg_status gg_mlp_backward(gg_ctx *ctx, const gg_mlp_desc *desc, const gg_mlp_args *args, gg_stream stream);
@@ -429,6 +437,7 @@ typedef struct gg_mlp_fwd_args {
     const void *weight2_fp16;          /* fp16 [D,F] or NULL */
     void *hidden_states_fp16;          /* fp16 [M,D] or NULL */
     void *intermediate_activated_fp16; /* fp16 [M,F] or NULL */
+    void *intermediate_fp16;           /* fp16 [M,F] or NULL: as gg_gelu_ffn_fwd_args' linear1_out_fp16 */
 } gg_mlp_fwd_args;
 
 GG_API gg_status gg_mlp_forward(gg_ctx *ctx, const gg_mlp_desc *desc, const gg_mlp_fwd_args *args, gg_stream stream);

@@ -30,13 +30,14 @@ __device__ __forceinline__ void store4(__half *R, int64_t i, float4 r) {
 
 /* R is the next GEMMs' operand (fp32, or fp16 in fp16 mode), usually written over G in place (G and R of one type);
  * so they are not __restrict__, and G is not read through the read-only cache path while R is written (each element
- * is read before the same thread writes it). G may also be fp32 with R an fp16 buffer of its own. */
-template <typename TG, typename TR>
-__global__ void __launch_bounds__(kThreads) gelu_grad_kernel(const TG *G, const float4 *__restrict__ x, TR *R,
-                                                             int64_t n4, unsigned *overflow) {
+ * is read before the same thread writes it). G may also be fp32 with R an fp16 buffer of its own. x: fp32, or its
+ * fp16 copy (TX). */
+template <typename TG, typename TR, typename TX>
+__global__ void __launch_bounds__(kThreads) gelu_grad_kernel(const TG *G, const TX *__restrict__ x, TR *R, int64_t n4,
+                                                             unsigned *overflow) {
     bool past = false;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (int64_t)gridDim.x * blockDim.x) {
-        const float4 g = load4(G, i, false), xv = __ldcs(x + i); /* read once (tma.cuh) */
+        const float4 g = load4(G, i, false), xv = load4(x, i, true); /* x read once (tma.cuh) */
         const float4 r = make_float4(g.x * gelu_grad<TR>(xv.x), g.y * gelu_grad<TR>(xv.y), g.z * gelu_grad<TR>(xv.z),
                                      g.w * gelu_grad<TR>(xv.w));
         if constexpr (std::is_same<TR, __half>::value) past |= past_half(r);
@@ -45,18 +46,18 @@ __global__ void __launch_bounds__(kThreads) gelu_grad_kernel(const TG *G, const 
     if constexpr (std::is_same<TR, __half>::value) flag_overflow(overflow, past);
 }
 
-template <typename TG, typename TR>
-cudaError_t launch_gelu_grad(const TG *G, TR *R, const float *x, size_t n, int sms, unsigned *overflow,
+template <typename TG, typename TR, typename TX>
+cudaError_t launch_gelu_grad(const TG *G, TR *R, const TX *x, size_t n, int sms, unsigned *overflow,
                              cudaStream_t stream) {
     const int64_t n4 = (int64_t)(n / 4); /* n is a multiple of 8: rows are */
     const int grid = grid_for((size_t)n4, sms, 16);
-    gelu_grad_kernel<TG, TR><<<grid, kThreads, 0, stream>>>(G, reinterpret_cast<const float4 *>(x), R, n4, overflow);
+    gelu_grad_kernel<TG, TR, TX><<<grid, kThreads, 0, stream>>>(G, x, R, n4, overflow);
     return cudaGetLastError();
 }
 
 /* Block 3's GELU' as a column-sum row producer: computes R = G * gelu'(x) for four columns, stores it (over G, or
  * fp16 from an fp32 G) and hands the unrounded fp32 values to the column sum (grad_bias1), so R is never read back. */
-template <typename TG, typename TR>
+template <typename TG, typename TR, typename TX>
 struct GeluGradRow {
     static constexpr int V = 4;
     struct Raw {
@@ -64,7 +65,7 @@ struct GeluGradRow {
     };
     const TG *G;
     TR *R;
-    const float *x;
+    const TX *x; /* fp32, or its fp16 copy */
     int64_t N;
     unsigned *overflow; /* set when an fp16 R is past fp16's range (col_sum's rows are not warp-uniform: no vote) */
     __device__ __forceinline__ Raw load(int64_t r, int64_t col) const {
@@ -74,7 +75,7 @@ struct GeluGradRow {
         Raw a;
         if constexpr (std::is_same<TG, TR>::value) a.g = load4(R, i / 4, true);
         else a.g = load4(G, i / 4, true);
-        a.x = __ldcs(reinterpret_cast<const float4 *>(x + i));
+        a.x = load4(x, i / 4, true);
         return a;
     }
     __device__ __forceinline__ void use(int64_t r, int64_t col, const Raw &a, float (&v)[V]) const {
@@ -162,37 +163,47 @@ __global__ void __launch_bounds__(Threads) ssm_gate_grad_kernel(ChainArgs a) {
 
 } // namespace
 
-extern "C" cudaError_t gg_k_gelu_grad(const void *G, gg_dtype g_type, void *R, gg_dtype r_type, const float *x,
-                                      size_t n, int sm_count, unsigned *overflow, cudaStream_t stream) {
-    const float *g32 = static_cast<const float *>(G);
+namespace {
+
+/* The (G, R) type pairs gg_k_gelu_grad takes, each with x in fp32 or fp16: fn(G, R, x) with the typed pointers. */
+template <typename Fn>
+cudaError_t by_types(const void *G, gg_dtype g_type, void *R, gg_dtype r_type, const void *x, gg_dtype x_type,
+                     Fn fn) {
+    const auto with_x = [&](auto g, auto r) {
+        if (x_type == GG_DT_F16) return fn(g, r, static_cast<const __half *>(x));
+        if (x_type == GG_DT_F32) return fn(g, r, static_cast<const float *>(x));
+        return cudaErrorInvalidValue;
+    };
     if (g_type == GG_DT_F16 && r_type == GG_DT_F16)
-        return launch_gelu_grad(static_cast<const __half *>(G), static_cast<__half *>(R), x, n, sm_count, overflow,
-                                stream);
-    if (g_type == GG_DT_F32 && r_type == GG_DT_F32)
-        return launch_gelu_grad(g32, static_cast<float *>(R), x, n, sm_count, overflow, stream);
+        return with_x(static_cast<const __half *>(G), static_cast<__half *>(R));
+    if (g_type == GG_DT_F32 && r_type == GG_DT_F32 && x_type == GG_DT_F32) /* fp32 modes: x has no fp16 copy */
+        return with_x(static_cast<const float *>(G), static_cast<float *>(R));
     if (g_type == GG_DT_F32 && r_type == GG_DT_F16)
-        return launch_gelu_grad(g32, static_cast<__half *>(R), x, n, sm_count, overflow, stream);
+        return with_x(static_cast<const float *>(G), static_cast<__half *>(R));
     return cudaErrorInvalidValue;
 }
 
+} // namespace
+
+extern "C" cudaError_t gg_k_gelu_grad(const void *G, gg_dtype g_type, void *R, gg_dtype r_type, const void *x,
+                                      gg_dtype x_type, size_t n, int sm_count, unsigned *overflow,
+                                      cudaStream_t stream) {
+    return by_types(G, g_type, R, r_type, x, x_type, [&](auto g, auto r, auto xs) {
+        return launch_gelu_grad(g, r, xs, n, sm_count, overflow, stream);
+    });
+}
+
 extern "C" cudaError_t gg_k_gelu_grad_col_sum(const void *G, gg_dtype g_type, void *R, gg_dtype r_type,
-                                              const float *x, int64_t M, int64_t N, int chunks, float *partials,
-                                              unsigned *counters, float *col_sums, int accumulate,
+                                              const void *x, gg_dtype x_type, int64_t M, int64_t N, int chunks,
+                                              float *partials, unsigned *counters, float *col_sums, int accumulate,
                                               unsigned *overflow, cudaStream_t stream) {
-    const float *g32 = static_cast<const float *>(G);
-    if (g_type == GG_DT_F16 && r_type == GG_DT_F16) {
-        const GeluGradRow<__half, __half> op{static_cast<const __half *>(G), static_cast<__half *>(R), x, N, overflow};
+    return by_types(G, g_type, R, r_type, x, x_type, [&](auto g, auto r, auto xs) {
+        using TG = std::remove_const_t<std::remove_pointer_t<decltype(g)>>;
+        using TR = std::remove_pointer_t<decltype(r)>;
+        using TX = std::remove_const_t<std::remove_pointer_t<decltype(xs)>>;
+        const GeluGradRow<TG, TR, TX> op{g, r, xs, N, overflow};
         return launch_col_sum(op, M, N, chunks, partials, counters, col_sums, accumulate != 0, stream);
-    }
-    if (g_type == GG_DT_F32 && r_type == GG_DT_F32) {
-        const GeluGradRow<float, float> op{g32, static_cast<float *>(R), x, N, overflow};
-        return launch_col_sum(op, M, N, chunks, partials, counters, col_sums, accumulate != 0, stream);
-    }
-    if (g_type == GG_DT_F32 && r_type == GG_DT_F16) {
-        const GeluGradRow<float, __half> op{g32, static_cast<__half *>(R), x, N, overflow};
-        return launch_col_sum(op, M, N, chunks, partials, counters, col_sums, accumulate != 0, stream);
-    }
-    return cudaErrorInvalidValue;
+    });
 }
 
 extern "C" cudaError_t gg_k_ssm_gate_grad(const uint16_t *g, const uint16_t *gate_activated,

@@ -55,19 +55,21 @@ cudaError_t gg_k_ssm_gate_forward(const uint16_t *ssm_output, const uint16_t *ga
                                   uint16_t *gated_output, size_t n, int use_silu_gate, int sm_count,
                                   cudaStream_t stream);
 
-/* Block 2's R = G * gelu'(x), gelu' of the tanh approximation (tanh computed from x); x fp32, n elements. G and R
- * of one type (GG_DT_F32 or GG_DT_F16; R may be G: in place), or G fp32 and R fp16 (R a buffer of its own). */
-cudaError_t gg_k_gelu_grad(const void *G, gg_dtype g_type, void *R, gg_dtype r_type, const float *x, size_t n,
-                           int sm_count, unsigned *overflow, cudaStream_t stream);
+/* Block 2's R = G * gelu'(x), gelu' of the tanh approximation (tanh computed from x); n elements. G and R of one
+ * type (GG_DT_F32 or GG_DT_F16; R may be G: in place), or G fp32 and R fp16 (R a buffer of its own). x: x_type
+ * GG_DT_F32, or GG_DT_F16 (the pre-activation's fp16 copy, where R is fp16). */
+cudaError_t gg_k_gelu_grad(const void *G, gg_dtype g_type, void *R, gg_dtype r_type, const void *x, gg_dtype x_type,
+                           size_t n, int sm_count, unsigned *overflow, cudaStream_t stream);
 
 /* Both: overflow NULL, or a device word set to 1 when R is fp16 and a value of R is past fp16's range (|R| > 65504,
  * Inf or NaN: an fp16 G that overflowed in its GEMM shows here too). */
-/* Block 3's R = G * gelu'(x) (G, R and their types as for gg_k_gelu_grad) and, in the same pass, col_sums[c] = sum
- * over rows of the fp32 R (grad_bias1; += with accumulate), deterministic as gg_k_col_sum, whose counters and
+/* Block 3's R = G * gelu'(x) (G, R, x and their types as for gg_k_gelu_grad) and, in the same pass, col_sums[c] =
+ * sum over rows of the fp32 R (grad_bias1; += with accumulate), deterministic as gg_k_col_sum, whose counters and
  * partials rules apply; chunks from gg_k_col_sum_chunks(M, N, GG_DT_F32, ...). */
-cudaError_t gg_k_gelu_grad_col_sum(const void *G, gg_dtype g_type, void *R, gg_dtype r_type, const float *x,
-                                   int64_t M, int64_t N, int chunks, float *partials, unsigned *counters,
-                                   float *col_sums, int accumulate, unsigned *overflow, cudaStream_t stream);
+cudaError_t gg_k_gelu_grad_col_sum(const void *G, gg_dtype g_type, void *R, gg_dtype r_type, const void *x,
+                                   gg_dtype x_type, int64_t M, int64_t N, int chunks, float *partials,
+                                   unsigned *counters, float *col_sums, int accumulate, unsigned *overflow,
+                                   cudaStream_t stream);
 
 /* Block 4's elementwise chain, bf16 in and out, rounding after every step (see gradgraph.h). n elements (a multiple
  * of 8). narrow_ctas > 0: on that many CTAs of 1024 threads, one per SM that a GEMM beside it leaves free; 0: a grid

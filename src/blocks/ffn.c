@@ -33,7 +33,7 @@ enum { T_DY, T_X, T_W1, T_W2, T_PRE, T_ACT, T_DX, T_DW1, T_DW2, T_EXTRA0, T_EXTR
 enum { T_TANH = T_EXTRA0, T_RES_FFN = T_EXTRA1 };            /* block 2 (tanh_inner: validated, not read) */
 enum { T_DB1 = T_EXTRA0, T_DB2 = T_EXTRA1, T_RES_MLP = T_EXTRA1 + 1 }; /* block 3 */
 /* Then the fp16 copies the caller may give (fp16 mode), in this order from the row after grad_residual. */
-enum { F16_X, F16_W1, F16_W2, F16_ACT };
+enum { F16_X, F16_W1, F16_W2, F16_ACT, F16_PRE };
 enum { T_F16_FFN = T_RES_FFN + 1, T_F16_MLP = T_RES_MLP + 1 };
 
 /* GEMM_G_FULL: G on every SM, for the calls of a narrow-schedule plan that have nothing to convert beside G. */
@@ -54,24 +54,25 @@ enum { BUF_G, BUF_DY16, BUF_W2_16, BUF_ACT16, BUF_X16, BUF_W1_16, BUF_PARTIALS1,
     [T_DW1] = GG_TENSOR(args, grad_weight1, GG_EXT_DIM1, GG_EXT_DIM0, 4, 1, 0),                                    \
     [T_DW2] = GG_TENSOR(args, grad_weight2, GG_EXT_DIM0, GG_EXT_DIM1, 4, 1, 0)
 
-#define FP16_TENSORS(args, first, act16)                                                                            \
+#define FP16_TENSORS(args, first, act16, pre16)                                                                     \
     [(first) + F16_X] = GG_TENSOR(args, hidden_states_fp16, GG_EXT_TOKENS, GG_EXT_DIM0, 2, 0, GG_TENSOR_FP16_ONLY),   \
     [(first) + F16_W1] = GG_TENSOR(args, weight1_fp16, GG_EXT_DIM1, GG_EXT_DIM0, 2, 0, GG_TENSOR_FP16_ONLY),          \
     [(first) + F16_W2] = GG_TENSOR(args, weight2_fp16, GG_EXT_DIM0, GG_EXT_DIM1, 2, 0, GG_TENSOR_FP16_ONLY),          \
-    [(first) + F16_ACT] = GG_TENSOR(args, act16, GG_EXT_TOKENS, GG_EXT_DIM1, 2, 0, GG_TENSOR_FP16_ONLY)
+    [(first) + F16_ACT] = GG_TENSOR(args, act16, GG_EXT_TOKENS, GG_EXT_DIM1, 2, 0, GG_TENSOR_FP16_ONLY),              \
+    [(first) + F16_PRE] = GG_TENSOR(args, pre16, GG_EXT_TOKENS, GG_EXT_DIM1, 2, 0, GG_TENSOR_FP16_ONLY)
 
 static const gg_tensor_spec gelu_ffn_tensors[] = {
     COMMON_TENSORS(gg_gelu_ffn_args, linear1_out, gelu_out),
     [T_TANH] = GG_TENSOR(gg_gelu_ffn_args, tanh_inner, GG_EXT_TOKENS, GG_EXT_DIM1, 4, 0, 0),
     [T_RES_FFN] = GG_TENSOR(gg_gelu_ffn_args, grad_residual, GG_EXT_TOKENS, GG_EXT_DIM0, 4, 0, GG_TENSOR_OPTIONAL),
-    FP16_TENSORS(gg_gelu_ffn_args, T_F16_FFN, gelu_out_fp16),
+    FP16_TENSORS(gg_gelu_ffn_args, T_F16_FFN, gelu_out_fp16, linear1_out_fp16),
 };
 static const gg_tensor_spec mlp_tensors[] = {
     COMMON_TENSORS(gg_mlp_args, intermediate, intermediate_activated),
     [T_DB1] = GG_TENSOR(gg_mlp_args, grad_bias1, GG_EXT_ONE, GG_EXT_DIM1, 4, 1, 0),
     [T_DB2] = GG_TENSOR(gg_mlp_args, grad_bias2, GG_EXT_ONE, GG_EXT_DIM0, 4, 1, 0),
     [T_RES_MLP] = GG_TENSOR(gg_mlp_args, grad_residual, GG_EXT_TOKENS, GG_EXT_DIM0, 4, 0, GG_TENSOR_OPTIONAL),
-    FP16_TENSORS(gg_mlp_args, T_F16_MLP, intermediate_activated_fp16),
+    FP16_TENSORS(gg_mlp_args, T_F16_MLP, intermediate_activated_fp16, intermediate_fp16),
 };
 #define N_TENSORS(table) (int)(sizeof table / sizeof table[0])
 _Static_assert(sizeof(gg_gelu_ffn_args) == N_TENSORS(gelu_ffn_tensors) * sizeof(void *), "one row a field");
@@ -212,10 +213,15 @@ typedef struct ffn_operands {
     gg_exec_res r; /* the streams, events, scratch, counters and workspaces the call runs with */
 } ffn_operands;
 
-/* The caller's fp16 copy of input `tensor` (X, W1, W2 or act) when the call gives one (fp16 mode), else NULL. */
+/* The caller's fp16 copy of input `tensor` (X, W1, W2, act or the pre-activation x) when the call gives one (fp16
+ * mode), else NULL. */
 static const void *given_fp16(const gg_block_call *c, int tensor) {
     const int first = c->info->kind == GG_BLOCK_MLP ? T_F16_MLP : T_F16_FFN;
-    const int row = first + (tensor == T_X ? F16_X : tensor == T_W1 ? F16_W1 : tensor == T_W2 ? F16_W2 : F16_ACT);
+    const int row = first + (tensor == T_X    ? F16_X
+                             : tensor == T_W1 ? F16_W1
+                             : tensor == T_W2 ? F16_W2
+                             : tensor == T_PRE ? F16_PRE
+                                               : F16_ACT);
     return gg_tensor_used(c, row) ? c->t[row] : NULL;
 }
 
@@ -327,18 +333,22 @@ static gg_status gemm_dx(gg_ctx *ctx, const gg_block_plan *p, const gg_block_cal
     return GG_SUCCESS;
 }
 
-/* R = G * gelu'(x), over G (from the fp32 G on the TF32 G route); block 3 also sums grad_bias1 in the same pass
- * (R is not read back). */
+/* R = G * gelu'(x), over G (from the fp32 G on the TF32 G route), x read from the caller's fp16 copy of it where
+ * given (half the bytes; gelu' then of x rounded to fp16, as autocast's backward computes it); block 3 also sums
+ * grad_bias1 in the same pass (R is not read back). */
 static gg_status activation_grad(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const ffn_operands *o,
                                  cudaStream_t s) {
     void *const *t = c->t;
+    const void *x16 = c->precision == GG_PRECISION_FP16 ? given_fp16(c, T_PRE) : NULL;
+    const void *x = x16 ? x16 : t[T_PRE];
+    const gg_dtype x_type = x16 ? GG_DT_F16 : GG_DT_F32;
     if (c->info->kind != GG_BLOCK_MLP) {
-        GG_CUDA_TRY(ctx, gg_k_gelu_grad(o->g_out, o->g_out_type, o->G, o->g_type, t[T_PRE],
+        GG_CUDA_TRY(ctx, gg_k_gelu_grad(o->g_out, o->g_out_type, o->G, o->g_type, x, x_type,
                                         (size_t)(c->tokens * c->dim1), ctx->sm_count,
                                         ctx->counter + GG_COUNTER_OVERFLOW, s));
         return GG_SUCCESS;
     }
-    GG_CUDA_TRY(ctx, gg_k_gelu_grad_col_sum(o->g_out, o->g_out_type, o->G, o->g_type, t[T_PRE], c->tokens, c->dim1,
+    GG_CUDA_TRY(ctx, gg_k_gelu_grad_col_sum(o->g_out, o->g_out_type, o->G, o->g_type, x, x_type, c->tokens, c->dim1,
                                             own(p)->col_chunks[0], gg_res_buffer(&o->r, p, BUF_PARTIALS1),
                                             o->r.counter + GG_COUNTER_SUM_A, t[T_DB1], c->accumulate,
                                             ctx->counter + GG_COUNTER_OVERFLOW, s));

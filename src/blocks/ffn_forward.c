@@ -26,8 +26,9 @@ enum { F_X, F_W1, F_W2, F_PRE, F_ACT, F_OUT, F_EXTRA0, F_EXTRA1 };
 enum { F_TANH = F_EXTRA0 };                 /* block 2 (optional) */
 enum { F_B1 = F_EXTRA0, F_B2 = F_EXTRA1 };  /* block 3 */
 /* Then fp16 mode's optional copies: the weights' (read instead of converting), and where to write hidden_states' and
- * the activation's, which the forward makes anyway, for the backward (gg_*_args' *_fp16 inputs). */
-enum { F16_W1, F16_W2, F16_X, F16_ACT };
+ * the activation's, which the forward makes anyway, and the pre-activation's (a conversion of its own), for the
+ * backward (gg_*_args' *_fp16 inputs). */
+enum { F16_W1, F16_W2, F16_X, F16_ACT, F16_PRE };
 enum { F_F16_FFN = F_TANH + 1, F_F16_MLP = F_B2 + 1 };
 
 enum { GEMM_1, GEMM_2 };
@@ -41,22 +42,23 @@ enum { BUF_X16, BUF_W1_16, BUF_W2_16, BUF_ACT16 }; /* fp16 mode's operands */
     [F_ACT] = GG_TENSOR(args, act, GG_EXT_TOKENS, GG_EXT_DIM1, 4, 1, 0),                                           \
     [F_OUT] = GG_TENSOR(args, output, GG_EXT_TOKENS, GG_EXT_DIM0, 4, 1, 0)
 
-#define FP16_TENSORS(args, first, act16)                                                                            \
+#define FP16_TENSORS(args, first, act16, pre16)                                                                     \
     [(first) + F16_W1] = GG_TENSOR(args, weight1_fp16, GG_EXT_DIM1, GG_EXT_DIM0, 2, 0, GG_TENSOR_FP16_ONLY),          \
     [(first) + F16_W2] = GG_TENSOR(args, weight2_fp16, GG_EXT_DIM0, GG_EXT_DIM1, 2, 0, GG_TENSOR_FP16_ONLY),          \
     [(first) + F16_X] = GG_TENSOR(args, hidden_states_fp16, GG_EXT_TOKENS, GG_EXT_DIM0, 2, 1, GG_TENSOR_FP16_ONLY),   \
-    [(first) + F16_ACT] = GG_TENSOR(args, act16, GG_EXT_TOKENS, GG_EXT_DIM1, 2, 1, GG_TENSOR_FP16_ONLY)
+    [(first) + F16_ACT] = GG_TENSOR(args, act16, GG_EXT_TOKENS, GG_EXT_DIM1, 2, 1, GG_TENSOR_FP16_ONLY),              \
+    [(first) + F16_PRE] = GG_TENSOR(args, pre16, GG_EXT_TOKENS, GG_EXT_DIM1, 2, 1, GG_TENSOR_FP16_ONLY)
 
 static const gg_tensor_spec gelu_ffn_tensors[] = {
     COMMON_TENSORS(gg_gelu_ffn_fwd_args, linear1_out, gelu_out),
     [F_TANH] = GG_TENSOR(gg_gelu_ffn_fwd_args, tanh_inner, GG_EXT_TOKENS, GG_EXT_DIM1, 4, 1, GG_TENSOR_OPTIONAL),
-    FP16_TENSORS(gg_gelu_ffn_fwd_args, F_F16_FFN, gelu_out_fp16),
+    FP16_TENSORS(gg_gelu_ffn_fwd_args, F_F16_FFN, gelu_out_fp16, linear1_out_fp16),
 };
 static const gg_tensor_spec mlp_tensors[] = {
     COMMON_TENSORS(gg_mlp_fwd_args, intermediate, intermediate_activated),
     [F_B1] = GG_TENSOR(gg_mlp_fwd_args, bias1, GG_EXT_ONE, GG_EXT_DIM1, 4, 0, 0),
     [F_B2] = GG_TENSOR(gg_mlp_fwd_args, bias2, GG_EXT_ONE, GG_EXT_DIM0, 4, 0, 0),
-    FP16_TENSORS(gg_mlp_fwd_args, F_F16_MLP, intermediate_activated_fp16),
+    FP16_TENSORS(gg_mlp_fwd_args, F_F16_MLP, intermediate_activated_fp16, intermediate_fp16),
 };
 #define N_TENSORS(table) (int)(sizeof table / sizeof table[0])
 _Static_assert(sizeof(gg_gelu_ffn_fwd_args) == N_TENSORS(gelu_ffn_tensors) * sizeof(void *), "one row a field");
@@ -141,7 +143,8 @@ static gg_status operand(gg_ctx *ctx, const gg_block_plan *p, const gg_block_cal
 }
 
 /* After the first GEMM: what the epilogue did not write (act when the kernel runs the GELU, block 2's tanh_inner
- * when asked for) and, in fp16 mode, act's fp16 copy, the second GEMM's operand, made from the act just written. */
+ * when asked for) and, in fp16 mode, act's fp16 copy, the second GEMM's operand, made from the act just written, and
+ * the pre-activation's when asked for. */
 static gg_status activation(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const gg_exec_res *r,
                             const void **act_operand, cudaStream_t s) {
     void *const *t = c->t;
@@ -152,6 +155,9 @@ static gg_status activation(gg_ctx *ctx, const gg_block_plan *p, const gg_block_
     *act_operand = fp16 ? act16 : t[F_ACT];
     const size_t n = gg_tensor_elems(c, F_ACT);
     unsigned *overflow = ctx->counter + GG_COUNTER_OVERFLOW;
+    void *pre16 = fp16 ? given_fp16(c, F16_PRE) : NULL;
+    if (pre16)
+        GG_CUDA_TRY(ctx, gg_k_f32_to_f16(t[F_PRE], pre16, n, ctx->sm_count, 0, GG_PRIORITY_OF_STREAM, overflow, s));
     if (!epilogue) {
         GG_CUDA_TRY(ctx, gg_k_gelu_forward(t[F_PRE], t[F_ACT], tanh_inner, act16, n, ctx->sm_count, overflow, s));
         return GG_SUCCESS;

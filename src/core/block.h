@@ -48,7 +48,7 @@ typedef struct gg_desc_layout {
     size_t accumulate;         /* int; GG_NO_FIELD: 0 (a forward pass, which has nothing to accumulate) */
 } gg_desc_layout;
 
-#define GG_BLOCK_MAX_TENSORS 16
+#define GG_BLOCK_MAX_TENSORS 17
 
 typedef struct gg_block_call gg_block_call;
 

@@ -83,7 +83,7 @@ enum { TANH, FFN, MLP, SSM, N_FWDS };
 
 /* Every args struct is n pointers in field order (the library asserts the same of its tables). */
 typedef struct any_args {
-    void *p[12];
+    void *p[13];
 } any_args;
 _Static_assert(sizeof(gg_mlp_fwd_args) <= sizeof(any_args), "the largest args struct fits");
 

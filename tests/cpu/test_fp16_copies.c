@@ -18,7 +18,9 @@
  *     with copies finalize and run;
  *   - gg_to_fp16's checks, its one launch, and a failed launch that leaves the context usable;
  *   - the forwards read the weights' copies (two conversions fewer) and write the copies of hidden_states and the
- *     activation instead of their scratch (as many conversions).
+ *     activation instead of their scratch (as many conversions);
+ *   - the pre-activation's copy (which changes the result, so it is not one of the four above): validated the same,
+ *     read by gelu' in place of the fp32 pre-activation, converted by nothing.
  * Prints `FP16_COPIES {...}` with what it checked.
  */
 #include <setjmp.h>
@@ -123,9 +125,9 @@ static bw bw_fake(int block, gg_precision precision, int64_t M, int64_t D, int64
     b.block = block;
     b.d = (gg_gelu_ffn_desc){M, D, F, precision, 0};
     b.a2 = (gg_gelu_ffn_args){FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5), FAKE(6), FAKE(7),
-                              FAKE(8), FAKE(9), NULL,    NULL,    NULL,    NULL,    NULL};
+                              FAKE(8), FAKE(9), NULL,    NULL,    NULL,    NULL,    NULL,NULL};
     b.a3 = (gg_mlp_args){FAKE(0), FAKE(1), FAKE(2),  FAKE(3), FAKE(4), FAKE(5), FAKE(6), FAKE(7),
-                         FAKE(8), FAKE(9), FAKE(10), NULL,    NULL,    NULL,    NULL,    NULL};
+                         FAKE(8), FAKE(9), FAKE(10), NULL,    NULL,    NULL,    NULL,    NULL,NULL};
     return b;
 }
 
@@ -231,11 +233,11 @@ static bw bw_device(int block, int64_t M, int64_t D, int64_t F, int copies, owne
     if (block == 2) {
         b.a2 = (gg_gelu_ffn_args){dev(o, md), dev(o, md), dev(o, fd), dev(o, fd), dev(o, mf),
                                   dev(o, mf), dev(o, mf), dev(o, md), dev(o, fd), dev(o, fd),
-                                  NULL,       NULL,       NULL,       NULL,       NULL};
+                                  NULL,       NULL,       NULL,       NULL,       NULL,NULL};
     } else {
         b.a3 = (gg_mlp_args){dev(o, md), dev(o, md), dev(o, fd),        dev(o, fd), dev(o, mf), dev(o, mf),
                              dev(o, md), dev(o, fd), dev(o, (size_t)F * 4), dev(o, fd), dev(o, (size_t)D * 4),
-                             NULL,       NULL,       NULL,              NULL,       NULL};
+                             NULL,       NULL,       NULL,              NULL,       NULL,NULL};
     }
     for (int k = 0; copies && k < N_COPIES; ++k) bw_set_copy(&b, k, dev(o, copy_elems(&b.d, k) * 2));
     return b;
@@ -805,9 +807,9 @@ static fw fw_fake(int block, gg_precision precision, int64_t M, int64_t D, int64
     f.block = block;
     f.d = (gg_gelu_ffn_desc){M, D, F, precision, 0};
     f.a2 = (gg_gelu_ffn_fwd_args){FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5),
-                                  FAKE(6), NULL,    NULL,    NULL,    NULL};
+                                  FAKE(6), NULL,    NULL,    NULL,    NULL,NULL};
     f.a3 = (gg_mlp_fwd_args){FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5),
-                             FAKE(6), FAKE(7), NULL,    NULL,    NULL,    NULL};
+                             FAKE(6), FAKE(7), NULL,    NULL,    NULL,    NULL,NULL};
     return f;
 }
 /* Copy k (CP_*): the weights' are inputs, X's and the activation's outputs. */
@@ -970,6 +972,85 @@ static void forward_copies_skip_and_write(void **state) {
         }
 }
 
+/* ---- the pre-activation's copy (linear1_out_fp16 / intermediate_fp16), which changes the result ---- */
+
+static const char *pre_copy_name(int block) { return block == 2 ? "linear1_out_fp16" : "intermediate_fp16"; }
+static void bw_set_pre_copy(bw *b, const void *p) {
+    if (b->block == 2) b->a2.linear1_out_fp16 = p;
+    else b->a3.intermediate_fp16 = p;
+}
+#define GELU_GRAD_KERNELS(name) (strstr((name), "gelu_grad_kernel") || strstr((name), "GeluGradRow"))
+
+/* The gelu' launches in the log that touch s. */
+static int gelu_grads_touching(span s) {
+    int n = 0;
+    for (int i = 0; i < fake_log.n; ++i) {
+        const fake_entry *e = &fake_log.entries[i];
+        if (e->op == FAKE_OP_KERNEL && e->kernel && GELU_GRAD_KERNELS(e->kernel) && touches(e, s)) ++n;
+    }
+    return n;
+}
+
+/* Refused outside fp16 mode (naming the field and the precision), misaligned and in host memory, with nothing
+ * enqueued; in fp16 mode, on both devices and on every route, read by gelu' in place of the fp32 pre-activation
+ * (which nothing reads then), converted by nothing, and no conversion more or fewer than without it. */
+static void pre_activation_copy(void **state) {
+    (void)state;
+    for (size_t dv = 0; dv < COUNT(devices); ++dv)
+        for (int block = 2; block <= 3; ++block) {
+            const int cc = devices[dv];
+            gg_ctx *ctx = make_ctx(cc, 0);
+            char field[96];
+            snprintf(field, sizeof field, "args->%s is given", pre_copy_name(block));
+            snprintf(where, sizeof where, "block %d cc=%d %s given in tf32", block, cc, pre_copy_name(block));
+            bw b = bw_fake(block, GG_PRECISION_TF32, 256, 1024, 4096);
+            bw_set_pre_copy(&b, FAKE(30));
+            expect_refused(ctx, &b, GG_ERROR_INVALID_ARGUMENT, field, "precision is tf32");
+            snprintf(field, sizeof field, "args->%s (", pre_copy_name(block));
+            snprintf(where, sizeof where, "block %d cc=%d %s misaligned", block, cc, pre_copy_name(block));
+            b = bw_with(bw_fake(block, GG_PRECISION_FP16, 256, 1024, 4096), 0xf);
+            bw_set_pre_copy(&b, (const char *)FAKE(30) + 8);
+            expect_refused(ctx, &b, GG_ERROR_MISALIGNED, field, "16-byte aligned");
+            snprintf(where, sizeof where, "block %d cc=%d %s in host memory", block, cc, pre_copy_name(block));
+            bw_set_pre_copy(&b, HOST_PTR);
+            expect_refused(ctx, &b, GG_ERROR_INVALID_ARGUMENT, field, "is host memory");
+            destroy_ctx(ctx);
+
+            /* read in a graph's capture, at few tokens and above every route threshold */
+            const int64_t tokens[] = {256, 2048};
+            for (size_t t = 0; t < COUNT(tokens); ++t) {
+                const int64_t M = tokens[t], D = 1024, F = 4096;
+                snprintf(where, sizeof where, "block %d cc=%d M=%lld %s read by gelu'", block, cc, (long long)M,
+                         pre_copy_name(block));
+                ctx = make_ctx_prec(cc, 1, GG_PRECISION_FP16);
+                owned o = {{0}, 0};
+                bw with = bw_device(block, M, D, F, 1, &o);
+                void *pre16 = dev(&o, (size_t)(M * F) * 2);
+                const float *pre = block == 2 ? with.a2.linear1_out : with.a3.intermediate;
+                const int64_t buckets[] = {M};
+                gg_graph *g = NULL;
+                EXPECT_EQ(bw_list_graph(ctx, &with, buckets, 1, &g), GG_SUCCESS);
+                logged_graph_run(ctx, g, &with);
+                const int conversions = kernels_in_log(CONVERT_KERNEL, NULL);
+                EXPECT(gelu_grads_touching(span_of(pre, (size_t)(M * F) * 4)) > 0); /* without the copy: x fp32 */
+                fake_log_free();
+                bw_set_pre_copy(&with, pre16);
+                logged_graph_run(ctx, g, &with);
+                const span x16 = span_of(pre16, (size_t)(M * F) * 2), x = span_of(pre, (size_t)(M * F) * 4);
+                EXPECT(gelu_grads_touching(x16) > 0);
+                EXPECT_EQ(gelu_grads_touching(x), 0);
+                EXPECT_EQ(kernels_in_log(CONVERT_KERNEL, &x16) + kernels_in_log(CONVERT_KERNEL, &x), 0);
+                EXPECT_EQ(kernels_in_log(CONVERT_KERNEL, NULL), conversions);
+                EXPECT(!gemm_touches(x16));
+                totals.logged_reads++;
+                fake_log_free();
+                gg_graph_destroy(g);
+                owned_free(&o);
+                destroy_ctx(ctx);
+            }
+        }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(backward_copies_validated),
@@ -981,6 +1062,7 @@ int main(void) {
         cmocka_unit_test(to_fp16_validated_and_launched),
         cmocka_unit_test(to_fp16_launch_failure),
         cmocka_unit_test(forward_copies_skip_and_write),
+        cmocka_unit_test(pre_activation_copy),
     };
     const int failed = cmocka_run_group_tests_name("fp16_copies", tests, NULL, NULL);
     printf("FP16_COPIES {\"refusals\": %d, \"eager_calls\": %d, \"logged_reads\": %d, \"unread_weight_copies\": %d, "

@@ -200,12 +200,12 @@ static gg_status ffn_forward(gg_ctx *ctx, const ffn_io *io, gg_precision p, int 
     if (io->mlp) {
         const gg_mlp_desc d = {.tokens = io->M, .hidden = io->D, .ffn = io->F, .precision = p};
         const gg_mlp_fwd_args a = {io->dx,  io->dw1, io->db1, io->dw2, io->db2, io->pre,
-                                   io->act, io->out, NULL,    NULL,    NULL,    NULL};
+                                   io->act, io->out, NULL,    NULL,    NULL,    NULL, NULL};
         return gg_mlp_forward(ctx, &d, &a, s);
     }
     const gg_gelu_ffn_desc d = {.tokens = io->M, .hidden = io->D, .ffn = io->F, .precision = p};
     const gg_gelu_ffn_fwd_args a = {io->dx, io->dw1, io->dw2, io->pre, io->act, with_tanh ? io->tanh_inner : NULL,
-                                    io->out, NULL,    NULL,    NULL, NULL};
+                                    io->out, NULL,    NULL,    NULL, NULL, NULL};
     return gg_gelu_ffn_forward(ctx, &d, &a, s);
 }
 
@@ -368,12 +368,12 @@ static void ffn_backward_of_forward(gg_ctx *ctx, int mlp) {
     GG_OK(ctx, ffn_forward(ctx, &io, GG_PRECISION_FP32, 1, NULL));
     if (mlp) {
         const gg_mlp_desc d = {.tokens = M, .hidden = D, .ffn = F, .precision = GG_PRECISION_FP32};
-        const gg_mlp_args a = {ddy, io.dx, io.dw1, io.dw2, io.pre, io.act, gx, gw1, gb1, gw2, gb2, NULL, NULL, NULL, NULL, NULL};
+        const gg_mlp_args a = {ddy, io.dx, io.dw1, io.dw2, io.pre, io.act, gx, gw1, gb1, gw2, gb2, NULL, NULL, NULL, NULL, NULL, NULL};
         GG_OK(ctx, gg_mlp_backward(ctx, &d, &a, NULL));
     } else {
         const gg_gelu_ffn_desc d = {.tokens = M, .hidden = D, .ffn = F, .precision = GG_PRECISION_FP32};
         const gg_gelu_ffn_args a = {ddy, io.dx, io.dw1, io.dw2, io.pre, io.tanh_inner, io.act, gx, gw1, gw2, NULL,
-                                    NULL, NULL, NULL, NULL};
+                                    NULL, NULL, NULL, NULL, NULL};
         GG_OK(ctx, gg_gelu_ffn_backward(ctx, &d, &a, NULL));
     }
     CUDA_OK(cudaDeviceSynchronize());
@@ -461,12 +461,12 @@ static gg_status run_ffn(gg_ctx *ctx, void *user, gg_stream s) {
     if (io->mlp) {
         const gg_mlp_desc d = {.tokens = io->M, .hidden = io->D, .ffn = io->F, .precision = f->precision};
         const gg_mlp_fwd_args a = {io->dx,  io->dw1, io->db1, io->dw2, io->db2, io->pre,
-                                   io->act, io->out, NULL,    NULL,    NULL,    NULL};
+                                   io->act, io->out, NULL,    NULL,    NULL,    NULL, NULL};
         return gg_mlp_forward(ctx, &d, &a, s);
     }
     const gg_gelu_ffn_desc d = {.tokens = io->M, .hidden = io->D, .ffn = io->F, .precision = f->precision};
     const gg_gelu_ffn_fwd_args a = {io->dx,  io->dw1, io->dw2, io->pre, io->act, io->tanh_inner,
-                                    io->out, NULL,    NULL,    NULL,    NULL};
+                                    io->out, NULL,    NULL,    NULL,    NULL, NULL};
     return gg_gelu_ffn_forward(ctx, &d, &a, s);
 }
 

@@ -303,14 +303,14 @@ static gg_status call_block(gg_case_run *r, gg_precision precision, const target
         const gg_gelu_ffn_desc d = {.tokens = M, .hidden = a, .ffn = b, .precision = precision,
                                     .accumulate = r->accumulate};
         const gg_gelu_ffn_args x = {IN(0), IN(1), IN(2), IN(3), IN(4), IN(5), IN(6), OUT(0), OUT(1), OUT(2), NULL,
-                                    NULL, NULL, NULL, NULL};
+                                    NULL, NULL, NULL, NULL, NULL};
         DISPATCH(gelu_ffn, d, x);
     }
     case 3: {
         const gg_mlp_desc d = {.tokens = M, .hidden = a, .ffn = b, .precision = precision,
                                .accumulate = r->accumulate};
         const gg_mlp_args x = {IN(0), IN(1), IN(2), IN(3), IN(4), IN(5), OUT(0), OUT(1), OUT(2), OUT(3), OUT(4), NULL,
-                               NULL, NULL, NULL, NULL};
+                               NULL, NULL, NULL, NULL, NULL};
         DISPATCH(mlp, d, x);
     }
     case 4: {
