@@ -118,7 +118,8 @@ static gg_status open_tune_cache(gg_ctx *ctx, const gg_config *config) {
     return GG_SUCCESS;
 }
 
-/* GG_GEMM_MAX_CLUSTER_CTAS: unset or empty, 0 (no limit); else a CTA count from 1 to 16. */
+/* GG_GEMM_MAX_CLUSTER_CTAS: unset or empty (no limit; 0 is refused, not read as "none"), else a CTA count from 1 to
+ * 16. */
 static gg_status gemm_cluster_limit_from_env(int *limit) {
     *limit = 0;
     const char *text = getenv("GG_GEMM_MAX_CLUSTER_CTAS");
