@@ -444,6 +444,7 @@ static void check_finite_finds_inf_and_nan(void **state) {
 }
 
 int main(void) {
+    apply_test_filter(); /* GG_TEST_FILTER=pattern runs a subset (e.g. under compute-sanitizer) */
     const struct CMUnitTest tests[] = {cmocka_unit_test(overflow_sets_the_flag),
                                        cmocka_unit_test(copies_give_the_same_results),
                                        cmocka_unit_test(pre_activation_copy_within_tolerance),
