@@ -165,21 +165,21 @@ __global__ void __launch_bounds__(Threads) ssm_gate_grad_kernel(ChainArgs a) {
 
 namespace {
 
-/* The (G, R) type pairs gg_k_gelu_grad takes, each with x in fp32 or fp16: fn(G, R, x) with the typed pointers. */
+/* The (G, R) type pairs gg_k_gelu_grad takes, x in fp32 or, where R is fp16 (fp16 mode), in fp16 too: fn(G, R, x)
+ * with the typed pointers (only these combinations are instantiated). */
 template <typename Fn>
 cudaError_t by_types(const void *G, gg_dtype g_type, void *R, gg_dtype r_type, const void *x, gg_dtype x_type,
                      Fn fn) {
-    const auto with_x = [&](auto g, auto r) {
-        if (x_type == GG_DT_F16) return fn(g, r, static_cast<const __half *>(x));
-        if (x_type == GG_DT_F32) return fn(g, r, static_cast<const float *>(x));
-        return cudaErrorInvalidValue;
+    const float *x32 = x_type == GG_DT_F32 ? static_cast<const float *>(x) : nullptr;
+    const __half *x16 = x_type == GG_DT_F16 ? static_cast<const __half *>(x) : nullptr;
+    const auto to_half = [&](auto g) {
+        __half *r = static_cast<__half *>(R);
+        return x16 ? fn(g, r, x16) : x32 ? fn(g, r, x32) : cudaErrorInvalidValue;
     };
-    if (g_type == GG_DT_F16 && r_type == GG_DT_F16)
-        return with_x(static_cast<const __half *>(G), static_cast<__half *>(R));
-    if (g_type == GG_DT_F32 && r_type == GG_DT_F32 && x_type == GG_DT_F32) /* fp32 modes: x has no fp16 copy */
-        return with_x(static_cast<const float *>(G), static_cast<float *>(R));
-    if (g_type == GG_DT_F32 && r_type == GG_DT_F16)
-        return with_x(static_cast<const float *>(G), static_cast<__half *>(R));
+    if (g_type == GG_DT_F16 && r_type == GG_DT_F16) return to_half(static_cast<const __half *>(G));
+    if (g_type == GG_DT_F32 && r_type == GG_DT_F16) return to_half(static_cast<const float *>(G));
+    if (g_type == GG_DT_F32 && r_type == GG_DT_F32 && x32)
+        return fn(static_cast<const float *>(G), static_cast<float *>(R), x32);
     return cudaErrorInvalidValue;
 }
 
