@@ -10,30 +10,17 @@ the memcheck runs counted as cut, no dead-rank time. One GPU: refused, nothing r
 rarely with two GPUs: this keeps the stage from breaking unseen in between. Usage: test_device_multigpu.py REPO_ROOT"""
 import json
 import os
-import shutil
-import stat
-import subprocess
 import sys
 import tarfile
 import tempfile
 
 from checks import check, finish  # tests/scripts/checks.py
+from fake_device import Machine  # tests/scripts/fake_device.py
 
 root = sys.argv[1]
 
 
-def script(path, text):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as f:
-        f.write("#!/bin/bash\n" + text)
-    os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-
-
-FAKES = {
-    "nvidia-smi": 'if [ "$1" = -L ]; then for i in $(seq 1 "$FAKE_GPUS"); do echo "GPU $i: NVIDIA H200"; done\n'
-                  'exit 0; fi\n'
-                  'echo "name, driver_version"; for i in $(seq 1 "$FAKE_GPUS"); do echo "NVIDIA H200, 580"; done\n',
-    "cmake": 'echo "cmake $*" >> "$FAKE_LOG"\ncase "$*" in *"--target help"*) echo "test_dist_mpi: phony";; esac\n',
+TOOLS = {
     "ctest": 'echo "ctest $*" >> "$FAKE_LOG"\necho "5/6 Test #39: test_dist_dead_rank ... Passed"\n'
              'echo "DEAD_RANK_DETECTED_S 2.75"\necho "100% tests passed, 0 tests failed out of 6"\n',
     # the run of the test named in FAKE_SKIP skips (as it does without a second GPU), the others run
@@ -51,38 +38,21 @@ DDP_SCALING = ('json=; b=; while [ $# -gt 0 ]; do case $1 in --json) json=$2;; -
                '\\"efficiency\\": 0.95}" > "$json"\n')
 
 with tempfile.TemporaryDirectory() as d:
-    tree = os.path.join(d, "tree")
-    shutil.copytree(os.path.join(root, "scripts"), os.path.join(tree, "scripts"))
-    os.makedirs(os.path.join(tree, "docs", "results"))
-    for f in ("reliability-h200.json", "step-h200.json"):
-        shutil.copy(os.path.join(root, "docs", "results", f), os.path.join(tree, "docs", "results"))
-    os.makedirs(os.path.join(tree, "bench", "peers"))
-    shutil.copy(os.path.join(root, "bench", "peers", "step_ddp_torch.py"), os.path.join(tree, "bench", "peers"))
-    os.makedirs(os.path.join(tree, "carry", "cmocka", "usr", "include"))
-    open(os.path.join(tree, "carry", "cmocka", "usr", "include", "cmocka.h"), "w").close()
-    script(os.path.join(tree, "build-device", "examples", "gg_example_model_backward"), MODEL_BACKWARD)
-    script(os.path.join(tree, "build-device", "examples", "ddp_scaling"), DDP_SCALING)
     # PyTorch's DDP peer faked (failing when FAKE_TORCH_FAIL is set), every other script run by the real python3
-    real_python = sys.executable
     torch_ddp = json.dumps({"torch": "fake", "models": [{"name": f"residual_mlp_{n}", "torch_ddp": {"speedup": 1.61}}
                                                        for n in ("large", "small")]})
-    bin_dir = os.path.join(d, "bin")
-    for name, text in FAKES.items():
-        script(os.path.join(bin_dir, name), text)
-    script(os.path.join(bin_dir, "python3"),
-           'case "$1" in *step_ddp_torch.py)\n'
-           '  [ -n "$FAKE_TORCH_FAIL" ] && { echo "no GPU here" >&2; exit 2; }\n'
-           '  while [ $# -gt 0 ]; do [ "$1" = --json ] && json=$2; shift; done\n'
-           f"  echo '{torch_ddp}' > \"$json\"; exit 0;;\nesac\nexec {real_python} \"$@\"\n")
+    python3 = ('case "$1" in *step_ddp_torch.py)\n'
+               '  [ -n "$FAKE_TORCH_FAIL" ] && { echo "no GPU here" >&2; exit 2; }\n'
+               '  while [ $# -gt 0 ]; do [ "$1" = --json ] && json=$2; shift; done\n'
+               f"  echo '{torch_ddp}' > \"$json\"; exit 0;;\nesac\nexec {sys.executable} \"$@\"\n")
+    machine = Machine(root, d, copies=["bench/peers/step_ddp_torch.py"], tools=dict(TOOLS, python3=python3),
+                      programs={"examples/gg_example_model_backward": MODEL_BACKWARD,
+                                "examples/ddp_scaling": DDP_SCALING})
+    tree = machine.tree
     official = json.load(open(os.path.join(tree, "docs", "results", "reliability-h200.json")))
 
     def stage(gpus, out, **env):
-        log = os.path.join(d, f"calls-{os.path.basename(out)}.log")
-        e = dict(os.environ, PATH=bin_dir + os.pathsep + os.environ["PATH"], FAKE_GPUS=str(gpus), FAKE_LOG=log,
-                 OUT=out, GG_COMMIT="abc1234", GG_DDP_RUNS="1", **env)
-        p = subprocess.run(["bash", os.path.join(tree, "scripts", "device.sh"), "multigpu"], capture_output=True,
-                           text=True, env=e, timeout=120)
-        return p.returncode, p.stdout + p.stderr, open(log).read() if os.path.exists(log) else ""
+        return machine.stage("multigpu", out, gpus, GG_DDP_RUNS="1", **env)
 
     out = os.path.join(d, "two")
     rc, text, calls = stage(2, out, FAKE_SKIP="default_buckets")
