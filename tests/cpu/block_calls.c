@@ -18,7 +18,7 @@ gg_status block_call_run(gg_ctx *ctx, gg_graph *g, const block_case *c, int out,
     case 2: {
         gg_gelu_ffn_desc d = {c->tokens, c->dim0, c->dim1, c->precision, c->accumulate};
         gg_gelu_ffn_args a = {FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5), FAKE(6), FAKE(7 + o), FAKE(8 + o),
-                              FAKE(9 + o), NULL, NULL, NULL, NULL, NULL,NULL};
+                              FAKE(9 + o), NULL, NULL, NULL, NULL, NULL, NULL};
         if (c->copies)
             a.hidden_states_fp16 = FAKE(40), a.weight1_fp16 = FAKE(41), a.weight2_fp16 = FAKE(42),
             a.gelu_out_fp16 = FAKE(43);
@@ -28,7 +28,7 @@ gg_status block_call_run(gg_ctx *ctx, gg_graph *g, const block_case *c, int out,
     case 3: {
         gg_mlp_desc d = {c->tokens, c->dim0, c->dim1, c->precision, c->accumulate};
         gg_mlp_args a = {FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5), FAKE(6 + o), FAKE(7 + o), FAKE(8 + o),
-                         FAKE(9 + o), FAKE(10 + o), NULL, NULL, NULL, NULL, NULL,NULL};
+                         FAKE(9 + o), FAKE(10 + o), NULL, NULL, NULL, NULL, NULL, NULL};
         if (c->copies)
             a.hidden_states_fp16 = FAKE(40), a.weight1_fp16 = FAKE(41), a.weight2_fp16 = FAKE(42),
             a.intermediate_activated_fp16 = FAKE(43);

@@ -491,7 +491,7 @@ static gg_mlp_args ce_args(int i, char *grads) {
     const int b = 12 * i;
     return (gg_mlp_args){FAKE(b), FAKE(b + 1), FAKE(b + 2), FAKE(b + 3), FAKE(b + 4), FAKE(b + 5), FAKE(b + 6),
                          (float *)grads, FAKE(b + 7), (float *)(grads + CE_GRAD_BYTES), FAKE(b + 8), NULL,
-                         NULL, NULL, NULL, NULL,NULL};
+                         NULL, NULL, NULL, NULL, NULL};
 }
 
 /* What one copy-engine life did: its first failure (status, message, the step it came in) and whether the ranks

@@ -20,7 +20,8 @@
  *   - the forwards read the weights' copies (two conversions fewer) and write the copies of hidden_states and the
  *     activation instead of their scratch (as many conversions);
  *   - the pre-activation's copy (which changes the result, so it is not one of the four above): validated the same,
- *     read by gelu' in place of the fp32 pre-activation, converted by nothing.
+ *     read by gelu' in place of the fp32 pre-activation, converted by nothing in the backward; the forward writes it
+ *     when asked (one conversion more, from the fp32 pre-activation) and refuses it outside fp16 mode.
  * Prints `FP16_COPIES {...}` with what it checked.
  */
 #include <setjmp.h>
@@ -125,9 +126,9 @@ static bw bw_fake(int block, gg_precision precision, int64_t M, int64_t D, int64
     b.block = block;
     b.d = (gg_gelu_ffn_desc){M, D, F, precision, 0};
     b.a2 = (gg_gelu_ffn_args){FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5), FAKE(6), FAKE(7),
-                              FAKE(8), FAKE(9), NULL,    NULL,    NULL,    NULL,    NULL,NULL};
+                              FAKE(8), FAKE(9), NULL,    NULL,    NULL,    NULL,    NULL, NULL};
     b.a3 = (gg_mlp_args){FAKE(0), FAKE(1), FAKE(2),  FAKE(3), FAKE(4), FAKE(5), FAKE(6), FAKE(7),
-                         FAKE(8), FAKE(9), FAKE(10), NULL,    NULL,    NULL,    NULL,    NULL,NULL};
+                         FAKE(8), FAKE(9), FAKE(10), NULL,    NULL,    NULL,    NULL,    NULL, NULL};
     return b;
 }
 
@@ -233,11 +234,11 @@ static bw bw_device(int block, int64_t M, int64_t D, int64_t F, int copies, owne
     if (block == 2) {
         b.a2 = (gg_gelu_ffn_args){dev(o, md), dev(o, md), dev(o, fd), dev(o, fd), dev(o, mf),
                                   dev(o, mf), dev(o, mf), dev(o, md), dev(o, fd), dev(o, fd),
-                                  NULL,       NULL,       NULL,       NULL,       NULL,NULL};
+                                  NULL,       NULL,       NULL,       NULL,       NULL, NULL};
     } else {
         b.a3 = (gg_mlp_args){dev(o, md), dev(o, md), dev(o, fd),        dev(o, fd), dev(o, mf), dev(o, mf),
                              dev(o, md), dev(o, fd), dev(o, (size_t)F * 4), dev(o, fd), dev(o, (size_t)D * 4),
-                             NULL,       NULL,       NULL,              NULL,       NULL,NULL};
+                             NULL,       NULL,       NULL,              NULL,       NULL, NULL};
     }
     for (int k = 0; copies && k < N_COPIES; ++k) bw_set_copy(&b, k, dev(o, copy_elems(&b.d, k) * 2));
     return b;
@@ -807,9 +808,9 @@ static fw fw_fake(int block, gg_precision precision, int64_t M, int64_t D, int64
     f.block = block;
     f.d = (gg_gelu_ffn_desc){M, D, F, precision, 0};
     f.a2 = (gg_gelu_ffn_fwd_args){FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5),
-                                  FAKE(6), NULL,    NULL,    NULL,    NULL,NULL};
+                                  FAKE(6), NULL,    NULL,    NULL,    NULL, NULL};
     f.a3 = (gg_mlp_fwd_args){FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5),
-                             FAKE(6), FAKE(7), NULL,    NULL,    NULL,    NULL,NULL};
+                             FAKE(6), FAKE(7), NULL,    NULL,    NULL,    NULL, NULL};
     return f;
 }
 /* Copy k (CP_*): the weights' are inputs, X's and the activation's outputs. */
@@ -1048,6 +1049,46 @@ static void pre_activation_copy(void **state) {
                 owned_free(&o);
                 destroy_ctx(ctx);
             }
+
+            /* the forward writes it when asked: one conversion more, of the fp32 pre-activation into it */
+            snprintf(where, sizeof where, "forward block %d cc=%d writing %s", block, cc, pre_copy_name(block));
+            unsetenv("GG_FORWARD_GELU");
+            ctx = make_ctx(cc, 0);
+            const int64_t M = 512, F = 4096;
+            fw f = fw_with(fw_fake(block, GG_PRECISION_FP16, M, 1024, F), 0xf);
+            EXPECT_EQ(fw_run(ctx, &f, NULL), GG_SUCCESS); /* planned: the calls below only enqueue */
+            int conversions = fake_kernel_launches(CONVERT_KERNEL);
+            EXPECT_EQ(fw_run(ctx, &f, NULL), GG_SUCCESS);
+            const int without = fake_kernel_launches(CONVERT_KERNEL) - conversions;
+            if (block == 2) f.a2.linear1_out_fp16 = FAKE(30);
+            else f.a3.intermediate_fp16 = FAKE(30);
+            cudaStream_t s = NULL; /* the log records a capture's launches */
+            assert_int_equal(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+            assert_int_equal(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+            fake_log_start();
+            conversions = fake_kernel_launches(CONVERT_KERNEL);
+            const gg_status st = fw_run(ctx, &f, s);
+            fake_log_stop();
+            cudaGraph_t graph = NULL;
+            assert_int_equal(cudaStreamEndCapture(s, &graph), cudaSuccess);
+            if (st != GG_SUCCESS) fail_msg("%s: %s: %s", where, gg_status_string(st), gg_last_error(ctx));
+            EXPECT_EQ(fake_kernel_launches(CONVERT_KERNEL) - conversions, without + 1);
+            const span x16 = span_of(FAKE(30), (size_t)(M * F) * 2);
+            const span x = span_of(block == 2 ? f.a2.linear1_out : f.a3.intermediate, (size_t)(M * F) * 4);
+            EXPECT_EQ(kernels_in_log(CONVERT_KERNEL, &x16), 1);
+            EXPECT_EQ(kernels_in_log(CONVERT_KERNEL, &x), 1);
+            fake_log_free();
+            assert_int_equal(cudaGraphDestroy(graph), cudaSuccess);
+            assert_int_equal(cudaStreamDestroy(s), cudaSuccess);
+            totals.eager_calls += 2;
+            /* and refuses it outside fp16 mode */
+            fw tf32 = fw_fake(block, GG_PRECISION_TF32, M, 1024, F);
+            if (block == 2) tf32.a2.linear1_out_fp16 = FAKE(30);
+            else tf32.a3.intermediate_fp16 = FAKE(30);
+            EXPECT_EQ(fw_run(ctx, &tf32, NULL), GG_ERROR_INVALID_ARGUMENT);
+            assert_message_has(ctx, pre_copy_name(block));
+            totals.refusals++;
+            destroy_ctx(ctx);
         }
 }
 

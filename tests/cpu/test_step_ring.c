@@ -94,7 +94,7 @@ static void build(built *b, int layers, int pattern, int sides, int slots) {
                                    .precision = l % 4 < 2 ? GG_PRECISION_FP32 : GG_PRECISION_FP16};
             gg_mlp_args a = {prev_grad ? prev_grad : device(o, n), device(o, n), device(o, n), device(o, n),
                              device(o, n), device(o, n), device(o, n), device(o, n), device(o, n), device(o, n),
-                             device(o, n), NULL, NULL, NULL, NULL, NULL,NULL};
+                             device(o, n), NULL, NULL, NULL, NULL, NULL, NULL};
             assert_int_equal(gg_step_add_mlp(b->step, &d, &a), GG_SUCCESS);
             prev_grad = a.grad_hidden_states;
         } else {

@@ -55,12 +55,12 @@ static float *run(gg_ctx *ctx, const buffers *b, int block, gg_precision precisi
     if (block == 2) {
         const gg_gelu_ffn_desc d = {tokens, D, F, precision, 0};
         const gg_gelu_ffn_args a = {b->dy, b->x, b->w1, b->w2, b->pre, b->act, b->tanh, b->dx, b->dw1, b->dw2, res,
-                                    NULL,  NULL,   NULL,   NULL,NULL};
+                                    NULL,  NULL,   NULL,   NULL, NULL};
         GG_OK(ctx, graph ? gg_gelu_ffn_graph_run(graph, &d, &a, NULL) : gg_gelu_ffn_backward(ctx, &d, &a, NULL));
     } else {
         const gg_mlp_desc d = {tokens, D, F, precision, 0};
         const gg_mlp_args a = {b->dy, b->x, b->w1, b->w2, b->pre, b->act, b->dx, b->dw1, b->db1, b->dw2, b->db2, res,
-                               NULL,  NULL,   NULL,   NULL,NULL};
+                               NULL,  NULL,   NULL,   NULL, NULL};
         GG_OK(ctx, graph ? gg_mlp_graph_run(graph, &d, &a, NULL) : gg_mlp_backward(ctx, &d, &a, NULL));
     }
     CUDA_OK(cudaDeviceSynchronize());

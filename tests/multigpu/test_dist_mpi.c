@@ -46,7 +46,7 @@ static void run_mlp(gg_ctx *ctx, float *const in[], float *const out[], gg_graph
                     int *ok) {
     const gg_mlp_desc desc = {.tokens = M, .hidden = D, .ffn = F, .precision = GG_PRECISION_FP32};
     const gg_mlp_args a = {in[DY], in[X], in[W1], in[W2], in[PRE], in[ACT],
-                           out[DX], out[DW1], out[DB1], out[DW2], out[DB2], NULL, NULL, NULL, NULL, NULL,NULL};
+                           out[DX], out[DW1], out[DB1], out[DW2], out[DB2], NULL, NULL, NULL, NULL, NULL, NULL};
     const gg_status st = graph ? gg_mlp_graph_run(graph, &desc, &a, stream) : gg_mlp_backward(ctx, &desc, &a, stream);
     if (st != GG_SUCCESS || cudaStreamSynchronize(stream) != cudaSuccess) *ok = 0;
 }
