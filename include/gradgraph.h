@@ -319,7 +319,7 @@ GG_API gg_status gg_tanh_gate_forward(gg_ctx *ctx, const gg_tanh_gate_desc *desc
  *    The pre-activation's copy (linear1_out_fp16, intermediate_fp16) is the one copy that changes the result: gelu'
  *    is then computed from x rounded to fp16, as PyTorch's autocast computes it from the fp16 x its forward saves,
  *    and reads half the bytes (docs/decisions.md); R differs from the call without it by about one fp16 rounding
- *    of x times x * gelu''(x) / gelu'(x), within the blocks' tolerance (tests/gpu/test_fp16_gpu.c). */
+ *    of x times x * gelu''(x) / gelu'(x) (tested against float64: tests/gpu/test_fp16_gpu.c). */
 typedef struct gg_gelu_ffn_desc {
     int64_t tokens;         /* M */
     int64_t hidden;         /* D */

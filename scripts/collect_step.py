@@ -26,7 +26,6 @@ import os
 import re
 import sys
 
-FORMS_AT = {"fp16": ["autograd_fp16", "fp16_saved", "fp16"], "tf32": ["autograd_tf32", "tf32"]}  # step_torch.py's
 DEFAULT = "2:0"  # GG_STEP_CONFIG_INIT's side_streams and scratch_slots (0: side_streams + 1)
 
 
@@ -101,10 +100,12 @@ for name, run in sorted(runs.items()):
     m["side_streams_us"] = {str(c["side_streams"]): c["step_us"] for c in configs if c["scratch_slots"] == 0}
     m["correct"] = run["correct"] and all(c["correct"] for c in configs)
     peer = torch.get(f"residual_mlp_{size}")  # the same model's math either way
-    # each variant's fastest of PyTorch's forms at the model's precision (fp16 operands: autograd under autocast,
-    # or the backward written out casting in it or on fp16 saved tensors), whichever form gradgraph's run took
-    precs = FORMS_AT[m["precision"] if m["precision"] == "fp16" else "tf32"]
-    timed = {p: peer[p] for p in precs if peer and p in peer}
+    # each variant's fastest of PyTorch's forms at the model's precision, whichever form gradgraph's run took: every
+    # form step_torch.py timed (an object under the model) is TF32 when its name ends so, else fp16 operands
+    # (autograd under autocast, or the backward written out casting in it or on fp16 saved tensors)
+    precision = "fp16" if m["precision"] == "fp16" else "tf32"
+    forms = {p: v for p, v in (peer or {}).items() if isinstance(v, dict)}
+    timed = {p: v for p, v in forms.items() if ("tf32" if p.endswith("tf32") else "fp16") == precision}
     m["torch_variant"] = {}
     for k in ("torch_eager", "torch_cuda_graph", "torch_compile"):
         best = min(((v[k], p) for p, v in timed.items() if v.get(k)), default=None)
@@ -114,10 +115,10 @@ for name, run in sorted(runs.items()):
     notes = [f"{p}: {v['torch_compile_note']}" for p, v in timed.items() if v.get("torch_compile_note")]
     if notes:
         m["torch_compile_note"] = "; ".join(notes)
-    m["torch_precision"] = ("fp16" if m["precision"] == "fp16" else "tf32") if timed else None
+    m["torch_precision"] = precision if timed else None
     # every form PyTorch was timed in, microseconds per backward and errors against float64, for the record
-    m["torch_by_form"] = {p: {k: v for k, v in peer[p].items() if k.startswith("torch") or k.startswith("max_rel")}
-                          for p in FORMS_AT["fp16"] + FORMS_AT["tf32"] if peer and p in peer}
+    m["torch_by_form"] = {p: {k: x for k, x in v.items() if k.startswith(("torch", "max_rel"))}
+                          for p, v in forms.items()}
     m["timeline"] = timeline.get(f"{run['name']}_{run['hidden']}x{run['ffn']}_{run['tokens']}")
     m["ddp"] = ddps.get(m["name"])
     models.append(m)

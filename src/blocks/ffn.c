@@ -216,12 +216,15 @@ typedef struct ffn_operands {
 /* The caller's fp16 copy of input `tensor` (X, W1, W2, act or the pre-activation x) when the call gives one (fp16
  * mode), else NULL. */
 static const void *given_fp16(const gg_block_call *c, int tensor) {
-    const int first = c->info->kind == GG_BLOCK_MLP ? T_F16_MLP : T_F16_FFN;
-    const int row = first + (tensor == T_X    ? F16_X
-                             : tensor == T_W1 ? F16_W1
-                             : tensor == T_W2 ? F16_W2
-                             : tensor == T_PRE ? F16_PRE
-                                               : F16_ACT);
+    int copy;
+    switch (tensor) {
+    case T_X: copy = F16_X; break;
+    case T_W1: copy = F16_W1; break;
+    case T_W2: copy = F16_W2; break;
+    case T_PRE: copy = F16_PRE; break;
+    default: copy = F16_ACT; break;
+    }
+    const int row = (c->info->kind == GG_BLOCK_MLP ? T_F16_MLP : T_F16_FFN) + copy;
     return gg_tensor_used(c, row) ? c->t[row] : NULL;
 }
 
