@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/official_run.sh - one stage of an official run at the commit given as $1, on a one-H200 machine:
-#   tests  `GG_SHAPES=300 GG_SANITIZER_TIMEOUT=200 scripts/device.sh tests` (7-9 minutes: the sweeps on both GPU paths,
+#   tests  `GG_SHAPES=300 GG_SANITIZER_TIMEOUT=240 scripts/device.sh tests` (7-9 minutes: the sweeps on both GPU paths,
 #          the sanitizers, racecheck last), into $OUT/run-tests.tgz;
 #   bench  `GG_PEERS_COMPILE=1 GG_PEERS_TIMEOUT=300 scripts/device.sh bench` (every mode), into $OUT/run-bench.tgz;
 #   step   `GG_CUDA_ARCH=90a GG_STEP_BUDGET=560 scripts/device.sh step` (the step graphs' models and their PyTorch
@@ -25,7 +25,7 @@ t0=$(date +%s)
 # the end and removes the loose files. It joins the archive's top as <stage>.log afterwards.
 log=/tmp/official-$stage.log
 case $stage in # each stage's settings, as the header lists them
-  tests) settings=(GG_SHAPES=300 GG_SANITIZER_TIMEOUT=200) ;;
+  tests) settings=(GG_SHAPES=300 GG_SANITIZER_TIMEOUT=240) ;;
   bench) settings=(GG_PEERS_COMPILE=1 GG_PEERS_TIMEOUT=300) ;;
   step) settings=(GG_CUDA_ARCH=90a GG_STEP_BUDGET=560) ;;
   train) settings=(GG_CUDA_ARCH=90a GG_TRAIN_BUDGET=330) ;;
