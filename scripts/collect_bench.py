@@ -11,16 +11,39 @@ fastest variant that ran there and passed; a variant that failed is listed in "p
 the best; a case where none passed has best_peer null and does not count as faster than it. "peers_correct" (kept
 from before): every variant that ran on the case passed. Per block: each variant's geomean (over the cases it timed,
 with how many), the best peer's geomean, how often each variant was the best, and the smallest best-peer/gradgraph
-ratio. A peers JSON from before the fp16 variants (torch_eager and torch_compile only) still collects.
+ratio. A peers JSON from before the fp16 variants (torch_eager and torch_compile only) still collects. Several peers
+JSONs (comma-separated: the bench stage's and the peers stage's autotuned variants, made on one machine at one
+commit) are merged case by case.
 
-Usage: collect_bench.py BENCH_JSON PEERS_JSON OUT_JSON COMMIT COMMAND
+Usage: collect_bench.py BENCH_JSON PEERS_JSON[,PEERS_JSON...] OUT_JSON COMMIT COMMAND
 """
 import json
 import math
 import sys
 
-bench_path, peers_path, out, commit, command = sys.argv[1:6]
-bench, peers = json.load(open(bench_path)), json.load(open(peers_path))
+bench_path, peers_paths, out, commit, command = sys.argv[1:6]
+bench = json.load(open(bench_path))
+
+
+def merged(paths):
+    """The peers JSONs as one: each case's fields from every file (the later ones' where both have one), the
+    variants in the order the files list them."""
+    first, rows, runs = None, {}, []
+    for path in paths:
+        p = json.load(open(path))
+        if first is None:
+            first = p
+        else:
+            first["variants"] = {**(first.get("variants") or {}), **(p.get("variants") or {})}
+        for r in p["results"]:
+            rows.setdefault((r["block"], r["index"]), {}).update(r)
+        if p.get("command"):  # a run of its own (the peers stage's): which commit and command made it
+            runs.append({"commit": p.get("commit"), "command": p["command"], "variants": list(p.get("variants") or [])})
+    first["results"], first["runs"] = list(rows.values()), runs
+    return first
+
+
+peers = merged([p for p in peers_paths.split(",") if p])
 peer = {(r["block"], r["index"]): r for r in peers["results"]}
 geo = lambda xs: math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs and all(x for x in xs) else None
 fast = [r for r in bench["results"] if r["mode"] in ("fp16", "bf16")]
@@ -95,7 +118,8 @@ for b, s in blocks.items():
 json.dump({"commit": commit, "command": command, "gpu": bench["gpu"], "timing": timing + ", graph replay, cold L2",
            "peers": {"torch": peers.get("torch"), "fp16_mm": peers.get("fp16_mm"),
                      "variants": peers.get("variants") or {v: None for v in variants},
-                     "best_peer": "per case, the fastest variant that passed the tolerance"},
+                     "best_peer": "per case, the fastest variant that passed the tolerance",
+                     **({"other_runs": peers["runs"]} if peers["runs"] else {})},
            "blocks": blocks}, open(out, "w"), indent=1)
 for b, s in blocks.items():
     def variant_text(v, x):

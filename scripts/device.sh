@@ -6,7 +6,7 @@
 # the step graph data-parallel on 2 GPUs (model_backward --gpus 2, the large and small residual MLP models) into
 # step-h200.json's "ddp", and the scaling example for blocks 068 and 073 at their largest cases.
 #
-#   GG_COMMIT=<sha> bash scripts/device.sh [all|tests|bench|step|train|multigpu|build]
+#   GG_COMMIT=<sha> bash scripts/device.sh [all|tests|bench|peers|step|train|multigpu|build]
 #
 # tests: budgeted as step is (GG_TESTS_BUDGET, default 570 s from this script's start when run alone): the sanitizer
 # runs, last, get what is left, and one that no longer fits is skipped and counted as cut in reliability-h200.json.
@@ -46,6 +46,14 @@
 # GG_COPY_ENGINES=0|1 the weight gradients on SMs or through NCCL's copy engines (gg_dist_config.copy_engines) for
 # both blocks (default: copy engines for block 2, SMs for block 3, each block's best).
 #
+# peers: PyTorch's autotuned peers (bench/peers/torch_peers.py's autotune family: torch.compile in max-autotune, each
+# distinct shape compiled on its own, ~23 s each on an H200) of blocks GG_PEERS_BLOCKS (default 2,3), the variants
+# GG_PEERS_VARIANTS (default torch_fp16_autotune, the fastest autotuned form wherever both were measured: 068 and
+# 073's fp16 operands against autocast), budgeted (GG_PEERS_BUDGET, default 560 s from the script's start), into
+# $OUT/peers-autotune.json; nothing is built. A stage of its own: the bench stage's call has no room for the
+# compilations (17 shapes in blocks 2 and 3). scripts/file_run.sh collects it with the bench stage's peers
+# (same commit, same machine type) into bench-h200.json. Not part of `all`.
+#
 # `build` only builds (for experiments that run build-device/bench/gg_bench directly). Autotune choices persist in
 # build-device/gemm-algos.txt (GG_TUNE_CACHE): later stages and calls on a warm machine reuse them.
 #
@@ -62,12 +70,13 @@ export GG_TUNE_CACHE=${GG_TUNE_CACHE:-$root/build-device/gemm-algos.txt}
 cmocka=$root/carry/cmocka/usr
 export LD_LIBRARY_PATH=$cmocka/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 # The tests and the bench need cmocka; the training run does not: on a machine without it (neither carry/cmocka nor
-# the system's), `train` builds without the tests, and every other stage stops here saying what to install.
+# the system's), `train` builds without the tests, `peers` builds nothing, and every other stage stops here saying
+# what to install.
 tests_opt=()
 if [ ! -f "$cmocka/include/cmocka.h" ] && [ ! -f /usr/include/cmocka.h ] && [ ! -f /usr/local/include/cmocka.h ]; then
   if [ "$stage" = train ]; then
     tests_opt=(-DGG_BUILD_TESTS=OFF)
-  else
+  elif [ "$stage" != peers ]; then # (which builds nothing)
     echo "cmocka not found: sudo apt-get install libcmocka-dev (or carry/cmocka, docs/maintainers.md);" \
          "'scripts/device.sh train' runs without it" >&2
     exit 1
@@ -75,7 +84,7 @@ if [ ! -f "$cmocka/include/cmocka.h" ] && [ ! -f /usr/include/cmocka.h ] && [ ! 
 fi
 arch=${GG_CUDA_ARCH:-90a;100a} # the H200's and the B200's code
 # How the results were made, as recorded in their JSON: the settings that change them, then the command.
-run_cmd="GG_COMMIT=<sha> ${GG_CUDA_ARCH:+GG_CUDA_ARCH=$GG_CUDA_ARCH }${GG_STEP_SWEEP:+GG_STEP_SWEEP=$GG_STEP_SWEEP }${GG_STEP_BUDGET:+GG_STEP_BUDGET=$GG_STEP_BUDGET }${GG_SHAPES:+GG_SHAPES=$GG_SHAPES }${GG_SHAPES_SEED:+GG_SHAPES_SEED=$GG_SHAPES_SEED }${GG_SANITIZER_TIMEOUT:+GG_SANITIZER_TIMEOUT=$GG_SANITIZER_TIMEOUT }${GG_TESTS_BUDGET:+GG_TESTS_BUDGET=$GG_TESTS_BUDGET }${GG_MODES:+GG_MODES=$GG_MODES }${GG_ITERS:+GG_ITERS=$GG_ITERS }${GG_PEERS_COMPILE:+GG_PEERS_COMPILE=1 }${GG_PEERS_VARIANTS:+GG_PEERS_VARIANTS=$GG_PEERS_VARIANTS }${GG_PEERS_TIMEOUT:+GG_PEERS_TIMEOUT=$GG_PEERS_TIMEOUT }${GG_PEERS_COMPILE_TIMEOUT:+GG_PEERS_COMPILE_TIMEOUT=$GG_PEERS_COMPILE_TIMEOUT }${GG_STEPS:+GG_STEPS=$GG_STEPS }${GG_BUCKET_MIB:+GG_BUCKET_MIB=$GG_BUCKET_MIB }${GG_COMM_SMS:+GG_COMM_SMS=$GG_COMM_SMS }${GG_COPY_ENGINES:+GG_COPY_ENGINES=$GG_COPY_ENGINES }${GG_DDP_RUNS:+GG_DDP_RUNS=$GG_DDP_RUNS }${GG_TRAIN_STEPS:+GG_TRAIN_STEPS=$GG_TRAIN_STEPS }${GG_TRAIN_PRECISION:+GG_TRAIN_PRECISION=$GG_TRAIN_PRECISION }${GG_TRAIN_BUDGET:+GG_TRAIN_BUDGET=$GG_TRAIN_BUDGET }${GG_MULTIGPU_BUDGET:+GG_MULTIGPU_BUDGET=$GG_MULTIGPU_BUDGET }bash scripts/device.sh $stage"
+run_cmd="GG_COMMIT=<sha> ${GG_CUDA_ARCH:+GG_CUDA_ARCH=$GG_CUDA_ARCH }${GG_STEP_SWEEP:+GG_STEP_SWEEP=$GG_STEP_SWEEP }${GG_STEP_BUDGET:+GG_STEP_BUDGET=$GG_STEP_BUDGET }${GG_SHAPES:+GG_SHAPES=$GG_SHAPES }${GG_SHAPES_SEED:+GG_SHAPES_SEED=$GG_SHAPES_SEED }${GG_SANITIZER_TIMEOUT:+GG_SANITIZER_TIMEOUT=$GG_SANITIZER_TIMEOUT }${GG_TESTS_BUDGET:+GG_TESTS_BUDGET=$GG_TESTS_BUDGET }${GG_MODES:+GG_MODES=$GG_MODES }${GG_ITERS:+GG_ITERS=$GG_ITERS }${GG_PEERS_COMPILE:+GG_PEERS_COMPILE=1 }${GG_PEERS_VARIANTS:+GG_PEERS_VARIANTS=$GG_PEERS_VARIANTS }${GG_PEERS_TIMEOUT:+GG_PEERS_TIMEOUT=$GG_PEERS_TIMEOUT }${GG_PEERS_COMPILE_TIMEOUT:+GG_PEERS_COMPILE_TIMEOUT=$GG_PEERS_COMPILE_TIMEOUT }${GG_PEERS_BLOCKS:+GG_PEERS_BLOCKS=$GG_PEERS_BLOCKS }${GG_PEERS_BUDGET:+GG_PEERS_BUDGET=$GG_PEERS_BUDGET }${GG_STEPS:+GG_STEPS=$GG_STEPS }${GG_BUCKET_MIB:+GG_BUCKET_MIB=$GG_BUCKET_MIB }${GG_COMM_SMS:+GG_COMM_SMS=$GG_COMM_SMS }${GG_COPY_ENGINES:+GG_COPY_ENGINES=$GG_COPY_ENGINES }${GG_DDP_RUNS:+GG_DDP_RUNS=$GG_DDP_RUNS }${GG_TRAIN_STEPS:+GG_TRAIN_STEPS=$GG_TRAIN_STEPS }${GG_TRAIN_PRECISION:+GG_TRAIN_PRECISION=$GG_TRAIN_PRECISION }${GG_TRAIN_BUDGET:+GG_TRAIN_BUDGET=$GG_TRAIN_BUDGET }${GG_MULTIGPU_BUDGET:+GG_MULTIGPU_BUDGET=$GG_MULTIGPU_BUDGET }bash scripts/device.sh $stage"
 build=$root/build-device
 shapes_seed=${GG_SHAPES_SEED:-$(date +%s)}
 status=0
@@ -119,15 +128,17 @@ if [ "$stage" = multigpu ]; then
            gg_example_model_backward)
   want_mpi=1 # test_dist_mpi too, where CMake found MPI (below)
 fi
-echo "== build (sm_$arch)"
-t0=$(date +%s)
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" \
-  -DCMAKE_PREFIX_PATH="$cmocka" -DGG_WERROR=ON ${tests_opt[@]+"${tests_opt[@]}"} > "$OUT/build.log" 2>&1 ||
-  { tail -40 "$OUT/build.log"; exit 1; }
-[ -n "${want_mpi:-}" ] && cmake --build "$build" --target help 2>/dev/null | grep -q '^test_dist_mpi:' &&
-  targets+=(test_dist_mpi)
-cmake --build "$build" ${targets[@]+"${targets[@]}"} >> "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
-echo "built in $(( $(date +%s) - t0 )) s"
+if [ "$stage" != peers ]; then # the peers stage runs PyTorch alone
+  echo "== build (sm_$arch)"
+  t0=$(date +%s)
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" \
+    -DCMAKE_PREFIX_PATH="$cmocka" -DGG_WERROR=ON ${tests_opt[@]+"${tests_opt[@]}"} > "$OUT/build.log" 2>&1 ||
+    { tail -40 "$OUT/build.log"; exit 1; }
+  [ -n "${want_mpi:-}" ] && cmake --build "$build" --target help 2>/dev/null | grep -q '^test_dist_mpi:' &&
+    targets+=(test_dist_mpi)
+  cmake --build "$build" ${targets[@]+"${targets[@]}"} >> "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+  echo "built in $(( $(date +%s) - t0 )) s"
+fi
 
 if [ "$stage" = all ] || [ "$stage" = tests ]; then
   echo "== tests"
@@ -209,7 +220,7 @@ if [ "$stage" = all ] || [ "$stage" = bench ]; then
   # (GG_PEERS_COMPILE_TIMEOUT s) and the whole run budgeted 30 s inside GG_PEERS_TIMEOUT, so that it ends by itself
   peers_timeout=${GG_PEERS_TIMEOUT:-400}
   PYTHONUNBUFFERED=1 timeout "$peers_timeout" python3 bench/peers/torch_peers.py --iters "${GG_ITERS:-50}" --warmup "${GG_WARMUP:-10}" \
-    ${GG_PEERS_COMPILE:+--compile} --variants "${GG_PEERS_VARIANTS:-all}" --compile-timeout "${GG_PEERS_COMPILE_TIMEOUT:-90}" \
+    ${GG_PEERS_COMPILE:+--compile} --variants "${GG_PEERS_VARIANTS:-base,fp16,autocast}" --compile-timeout "${GG_PEERS_COMPILE_TIMEOUT:-90}" \
     --budget $(( peers_timeout > 60 ? peers_timeout - 30 : peers_timeout / 2 )) \
     --json "$OUT/peers.json" 2> "$OUT/peers-progress.log" | tee "$OUT/peers.txt" || status=1
   python3 scripts/collect_bench.py "$OUT/bench.json" "$OUT/peers.json" "$OUT/bench-h200.json" "${GG_COMMIT:-unknown}" \
@@ -219,6 +230,22 @@ if [ "$stage" = all ] || [ "$stage" = bench ]; then
   python3 scripts/compare_bench.py docs/results/bench-h200.json "$OUT/bench-h200.json" 2>&1 | tee "$OUT/bench-compare.txt"
   mkdir -p "$OUT/plots"
   python3 bench/plot.py "$OUT/bench.json" "$OUT/peers.json" "$OUT/plots" > /dev/null 2>> "$OUT/peers-progress.log" || true
+fi
+if [ "$stage" = peers ]; then
+  echo "== PyTorch's autotuned peers (torch.compile max-autotune, each shape compiled), blocks ${GG_PEERS_BLOCKS:-2,3}"
+  left=$(( script_start + ${GG_PEERS_BUDGET:-560} - $(date +%s) ))
+  PYTHONUNBUFFERED=1 timeout "$left" python3 bench/peers/torch_peers.py --block "${GG_PEERS_BLOCKS:-2,3}" --compile \
+    --variants "${GG_PEERS_VARIANTS:-torch_fp16_autotune}" --iters "${GG_ITERS:-50}" --warmup "${GG_WARMUP:-10}" \
+    --compile-timeout "${GG_PEERS_COMPILE_TIMEOUT:-90}" --budget $(( left > 60 ? left - 30 : left / 2 )) \
+    --json "$OUT/peers-autotune.json" 2> "$OUT/peers-autotune-progress.log" | tee "$OUT/peers-autotune.txt" || status=1
+  # the command that made it, for the bench JSON that file_run.sh collects it into
+  python3 - "$OUT/peers-autotune.json" "${GG_COMMIT:-unknown}" "$run_cmd" <<'PY' || status=1
+import json, sys
+path, commit, command = sys.argv[1:4]
+p = json.load(open(path))
+p["commit"], p["command"] = commit, command
+json.dump(p, open(path, "w"), indent=1)
+PY
 fi
 if [ "$stage" = all ] || [ "$stage" = step ]; then
   echo "== step graphs: test_step_gpu, model_backward (sweep, trace), PyTorch peers"

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# scripts/file_run.sh - files an official run (scripts/official_run.sh's run-tests.tgz and run-bench.tgz) under
-# docs/results: run-<sha>/ gets the JSON, CSV and log archives, the two stages' output as device-tests.log and
-# device-bench.log, the trace gzipped and the per-block plots; bench-h200.json, graphs-h200.json,
+# scripts/file_run.sh - files an official run (scripts/official_run.sh's run-tests.tgz, run-bench.tgz and
+# run-peers.tgz) under docs/results: run-<sha>/ gets the JSON, CSV and log archives, the stages' output as
+# device-<stage>.log, the trace gzipped and the per-block plots; where the folder holds the bench run and the peers
+# stage's autotuned peers, bench-h200.json is collected again from both. bench-h200.json, graphs-h200.json,
 # correctness-h200.json and reliability-h200.json are copied to docs/results/ (the current official figures).
 # docs/results keeps one run folder per kind: remove the previous run-<sha>/ in the same commit (git history keeps
-# it), and update the numbers the docs quote (docs/results/README.md lists them). Either archive alone files what it
+# it), and update the numbers the docs quote (docs/results/README.md lists them). Each archive alone files what it
 # holds.
 # A step or train run (run-step.tgz, run-train.tgz) puts its JSON and plots in docs/results/, with no run folder.
 # A multigpu run (official_run.sh's run-multigpu.tgz, two GPUs) is filed on its own: multigpu-<sha>/ gets its logs
@@ -57,9 +58,22 @@ fi
 d=$root/docs/results/run-$sha
 mkdir -p "$d"
 for f in bench-h200.json bench.csv bench.json correctness-h200.json graphs-h200.json reliability-h200.json \
-  logs-bench.tgz logs-tests.tgz peers.json; do [ -f "$tmp/$f" ] && cp "$tmp/$f" "$d/"; done
-[ -f "$tmp/tests.log" ] && cp "$tmp/tests.log" "$d/device-tests.log"
-[ -f "$tmp/bench.log" ] && cp "$tmp/bench.log" "$d/device-bench.log"
+  logs-bench.tgz logs-tests.tgz peers.json peers-autotune.json logs-peers.tgz; do
+  [ -f "$tmp/$f" ] && cp "$tmp/$f" "$d/"
+done
+for stage in tests bench peers; do [ -f "$tmp/$stage.log" ] && cp "$tmp/$stage.log" "$d/device-$stage.log"; done
+# The peers stage's autotuned peers join the bench run's of the same commit: bench-h200.json is collected again from
+# both (the peers archive may come with the bench's or after it, into the run folder that holds the bench's).
+if [ -f "$d/peers-autotune.json" ]; then
+  grep -q "\"commit\": \"$sha" "$d/peers-autotune.json" || echo "warning: peers-autotune.json names another commit" >&2
+  if [ -f "$d/bench.json" ] && [ -f "$d/peers.json" ] && [ -f "$d/bench-h200.json" ]; then
+    cmd=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["command"])' "$d/bench-h200.json")
+    python3 "$root/scripts/collect_bench.py" "$d/bench.json" "$d/peers.json,$d/peers-autotune.json" \
+      "$d/bench-h200.json" "$sha" "$cmd" > /dev/null
+  else
+    echo "warning: run-$sha/ holds no bench run: the autotuned peers are filed, not collected (file $sha's bench run)" >&2
+  fi
+fi
 [ -f "$tmp/trace.csv" ] && gzip -c "$tmp/trace.csv" > "$d/trace.csv.gz"
 if [ -f "$tmp/logs-bench.tgz" ]; then
   mkdir -p "$tmp/logs" && tar xzf "$tmp/logs-bench.tgz" -C "$tmp/logs"

@@ -3,6 +3,8 @@
 #   tests  `GG_SHAPES=300 GG_SANITIZER_TIMEOUT=240 scripts/device.sh tests` (7-9 minutes: the sweeps on both GPU paths,
 #          the sanitizers, racecheck last), into $OUT/run-tests.tgz;
 #   bench  `GG_PEERS_COMPILE=1 GG_PEERS_TIMEOUT=300 scripts/device.sh bench` (every mode), into $OUT/run-bench.tgz;
+#   peers  `GG_PEERS_BUDGET=560 scripts/device.sh peers` (PyTorch's autotuned peers of blocks 2 and 3, about 8
+#          minutes), into $OUT/run-peers.tgz, filed with the bench run of the same commit;
 #   step   `GG_CUDA_ARCH=90a GG_STEP_BUDGET=560 scripts/device.sh step` (the step graphs' models and their PyTorch
 #          peers, about 6 minutes), into $OUT/run-step.tgz;
 #   train  `GG_CUDA_ARCH=90a GG_TRAIN_BUDGET=330 scripts/device.sh train` (the README's main job, about 2 minutes),
@@ -13,9 +15,9 @@
 # Each stage is one call of the GPU machine (10 minutes at most a call: tests and bench do not fit one together).
 # Each archive holds the stage's output (<stage>.log) and everything it wrote; scripts/file_run.sh <sha> files them
 # (tests and bench into run-<sha>/, step and train as the JSON and plots in results/).
-#   bash scripts/official_run.sh SHA tests|bench|step|train|multigpu
+#   bash scripts/official_run.sh SHA tests|bench|peers|step|train|multigpu
 set -uo pipefail
-sha=${1:?commit} stage=${2:?tests, bench, step, train or multigpu}
+sha=${1:?commit} stage=${2:?tests, bench, peers, step, train or multigpu}
 out=${OUT:-$PWD/out}
 mkdir -p "$out"
 run=/tmp/run-$stage
@@ -27,10 +29,11 @@ log=/tmp/official-$stage.log
 case $stage in # each stage's settings, as the header lists them
   tests) settings=(GG_SHAPES=300 GG_SANITIZER_TIMEOUT=240) ;;
   bench) settings=(GG_PEERS_COMPILE=1 GG_PEERS_TIMEOUT=300) ;;
+  peers) settings=(GG_PEERS_BUDGET=560) ;;
   step) settings=(GG_CUDA_ARCH=90a GG_STEP_BUDGET=560) ;;
   train) settings=(GG_CUDA_ARCH=90a GG_TRAIN_BUDGET=330) ;;
   multigpu) settings=(GG_CUDA_ARCH=90a) ;;
-  *) echo "official_run.sh: stage '$stage': tests, bench, step, train or multigpu" >&2; exit 2 ;;
+  *) echo "official_run.sh: stage '$stage': tests, bench, peers, step, train or multigpu" >&2; exit 2 ;;
 esac
 env GG_COMMIT="$sha" "${settings[@]}" OUT="$run" bash scripts/device.sh "$stage" > "$log" 2>&1
 rc=$?

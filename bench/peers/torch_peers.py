@@ -8,7 +8,7 @@ variant's outputs are checked with the benchmark's rule (>= 99 % of elements wit
 a variant that fails is reported with its time and "_correct": false (scripts/collect_bench.py never takes it as
 the best peer).
 
-Variants (each eager and, with --compile, torch.compile with dynamic shapes):
+Variants (each eager and, with --compile, torch.compile with dynamic shapes, or in max-autotune for each shape):
   torch_eager, torch_compile                   every block: blocks 1 and 4 in bf16 as the spec rounds them; blocks
                                                2 and 3 in fp32 with TF32 matmuls allowed
   torch_fp16_eager, torch_fp16_compile         blocks 2 and 3: every GEMM operand rounded to fp16, fp32 accumulation
@@ -18,8 +18,13 @@ Variants (each eager and, with --compile, torch.compile with dynamic shapes):
   torch_autocast_eager, torch_autocast_compile blocks 2 and 3: the fp32 math under torch.autocast(dtype=float16)
                                                (fp16 GEMMs with fp16 results, elementwise in fp32 by type promotion),
                                                outputs converted to fp32 as autocast's autograd returns fp32 grads
---variants selects among them (names, or the families base, fp16, autocast; default: all). Compile variants run
-only with --compile (as before).
+  torch_autotune, torch_fp16_autotune,        torch.compile(mode="max-autotune-no-cudagraphs") of torch_eager,
+  torch_autocast_autotune                      torch_fp16_eager and torch_autocast_eager, compiled for each case's
+                                               shape (dynamic=False), each GEMM's kernel chosen by timing cuBLAS
+                                               against Triton templates: PyTorch's fastest compiled form, at the
+                                               cost of a compilation per shape (10-30 s each on an H200)
+--variants selects among them (names, or the families base, fp16, autocast, autotune; default: all). Compile
+variants run only with --compile (as before).
 
 Time bounds: each torch.compile variant's warm-up calls (where it compiles, or recompiles) are stopped after
 --compile-timeout seconds (default 90): that variant then has an "_error" on that case and is not tried again on the
@@ -27,11 +32,13 @@ block's later cases. With --budget S for the whole run, a compile variant not ye
 its timeout is left, and every variant once the budget is spent (each with an "_error" saying so); the JSON is
 rewritten after every case, so a run stopped from outside keeps the cases it finished.
 
+--cases I,J,... runs only those case indices of each block.
+
 --device cpu (a check on a machine without a GPU, --max-tokens to keep it small): the same inputs, variants and
 tolerance check, no CUDA graphs and no timing; autocast runs on the CPU's autocast.
 
 Usage: torch_peers.py [--block N[,N...]] [--iters 50] [--warmup 10] [--compile] [--json FILE] [--variants LIST]
-                      [--compile-timeout S] [--budget S] [--device cuda|cpu] [--max-tokens M]
+                      [--compile-timeout S] [--budget S] [--device cuda|cpu] [--max-tokens M] [--cases I,J,...]
 """
 import argparse
 import csv
@@ -290,17 +297,37 @@ def run_once(fn, args, compile_limit=None):
     return None, outs
 
 
-# name: (family, compiled, blocks it applies to, what it computes)
+# torch.compile's modes: DYNAMIC compiles once for every shape (dynamic=True); AUTOTUNE tunes each GEMM's kernel
+# (cuBLAS against Triton templates) for one shape, so it compiles every case's shape on its own (dynamic=False),
+# without torch.compile's own CUDA graphs (the variants are captured in CUDA graphs here already).
+DYNAMIC, AUTOTUNE = "default", "max-autotune-no-cudagraphs"
+
+# name: (family, compile mode or None for eager, blocks it applies to, what it computes)
 VARIANTS = {
-    "torch_eager": ("base", False, (1, 2, 3, 4), "eager; blocks 2, 3: fp32 with TF32 matmuls; blocks 1, 4: bf16"),
-    "torch_compile": ("base", True, (1, 2, 3, 4), "torch.compile of torch_eager"),
-    "torch_fp16_eager": ("fp16", False, (2, 3), "eager; GEMM operands rounded to fp16, fp32 accumulation and GEMM "
+    "torch_eager": ("base", None, (1, 2, 3, 4), "eager; blocks 2, 3: fp32 with TF32 matmuls; blocks 1, 4: bf16"),
+    "torch_compile": ("base", DYNAMIC, (1, 2, 3, 4), "torch.compile of torch_eager"),
+    "torch_fp16_eager": ("fp16", None, (2, 3), "eager; GEMM operands rounded to fp16, fp32 accumulation and GEMM "
                          "outputs, elementwise and sums in fp32"),
-    "torch_fp16_compile": ("fp16", True, (2, 3), "torch.compile of torch_fp16_eager"),
-    "torch_autocast_eager": ("autocast", False, (2, 3), "eager; the fp32 math under torch.autocast(dtype=float16), "
+    "torch_fp16_compile": ("fp16", DYNAMIC, (2, 3), "torch.compile of torch_fp16_eager"),
+    "torch_autocast_eager": ("autocast", None, (2, 3), "eager; the fp32 math under torch.autocast(dtype=float16), "
                              "outputs converted to fp32"),
-    "torch_autocast_compile": ("autocast", True, (2, 3), "torch.compile of torch_autocast_eager"),
+    "torch_autocast_compile": ("autocast", DYNAMIC, (2, 3), "torch.compile of torch_autocast_eager"),
+    "torch_autotune": ("autotune", AUTOTUNE, (1, 2, 3, 4), f"torch.compile(mode={AUTOTUNE!r}) of torch_eager, "
+                       "compiled for each shape"),
+    "torch_fp16_autotune": ("autotune", AUTOTUNE, (2, 3), f"torch.compile(mode={AUTOTUNE!r}) of torch_fp16_eager, "
+                            "compiled for each shape"),
+    "torch_autocast_autotune": ("autotune", AUTOTUNE, (2, 3), f"torch.compile(mode={AUTOTUNE!r}) of "
+                                "torch_autocast_eager, compiled for each shape"),
 }
+
+
+def allow_recompiles(n):
+    """The AUTOTUNE variants compile each block's function once per shape; beyond dynamo's per-function limit (8 by
+    default: its name changed across PyTorch versions) the later shapes would run uncompiled, timed as if compiled."""
+    cfg = torch._dynamo.config
+    for attr in ("recompile_limit", "cache_size_limit"):
+        if hasattr(cfg, attr):
+            setattr(cfg, attr, max(getattr(cfg, attr), n))
 
 
 def select_variants(spec, with_compile):
@@ -312,7 +339,7 @@ def select_variants(spec, with_compile):
             hits = [n for n, v in VARIANTS.items() if n == tok or v[0] == tok]
         if not hits:
             sys.exit(f"torch_peers.py: unknown variant {tok!r} (names: {', '.join(VARIANTS)}; families: base, fp16, "
-                     "autocast, all)")
+                     "autocast, autotune, all)")
         names += [n for n in hits if n not in names]
     return [n for n in VARIANTS if n in names and (with_compile or not VARIANTS[n][1])]
 
@@ -343,14 +370,19 @@ def main():
     ap.add_argument("--budget", type=float, help="seconds for the whole run (default: none)")
     ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"), help="cpu: check the numerics only")
     ap.add_argument("--max-tokens", type=int, default=0, help="only the cases with at most this many tokens")
+    ap.add_argument("--cases", default="", help="only these case indices (comma-separated) of each block")
     opt = ap.parse_args()
+    only = {int(i) for i in opt.cases.split(",") if i.strip()}
     started = time.time()
     names = select_variants(opt.variants, opt.compile)
+    if any(VARIANTS[n][1] == AUTOTUNE for n in names):
+        allow_recompiles(64)
     want = {int(b) for b in opt.block.split(",") if int(b)}
     cases = []
     for r in csv.DictReader(open(CASES)):
         c = {k: (float(v) if k in ("atol", "rtol", "sol_us_b200") else v if k == "block" else int(v)) for k, v in r.items()}
-        if (not want or c["block_id"] in want) and (not opt.max_tokens or c["tokens"] <= opt.max_tokens):
+        if (not want or c["block_id"] in want) and (not opt.max_tokens or c["tokens"] <= opt.max_tokens) and \
+                (not only or c["index"] in only):
             cases.append(c)
     cuda = opt.device == "cuda"
     flush = None
@@ -377,21 +409,23 @@ def main():
     def left():
         return math.inf if opt.budget is None else opt.budget - (time.time() - started)
 
-    def function(name, bid, silu):
-        """The function variant `name` runs on block bid (compiled if it is a compile variant), or a str: why not."""
-        is_compiled = VARIANTS[name][1]
-        base = name.replace("_compile", "_eager")
+    def function(name, bid, silu, tokens):
+        """The function variant `name` runs on block bid (compiled if it is a compile variant; an AUTOTUNE one for
+        this many tokens), or a str: why not."""
+        mode = VARIANTS[name][1]
+        base = name.replace("_compile", "_eager").replace("_autotune", "_eager")
         cast = name in fp16_cast_for
         fn = (cast_fp16 if cast else eager[base]).get(bid) or make_block4(silu)
-        if not is_compiled:
+        if mode is None:
             return fn if left() >= 5 else "skipped: the run's time budget (--budget) was spent"
         if (name, bid) in dead:
             return dead[(name, bid)]
-        key = (name, bid, silu, cast)
+        key = (name, bid, silu, cast, None if mode == DYNAMIC else tokens)
         if key not in compiled:
             if left() < opt.compile_timeout + 10:
                 return "skipped: the run's time budget (--budget) was nearly spent"
-            compiled[key] = torch.compile(fn, dynamic=True)
+            compiled[key] = (torch.compile(fn, dynamic=True) if mode == DYNAMIC else
+                             torch.compile(fn, dynamic=False, mode=mode))
         return compiled[key]
 
     for c in cases:
@@ -406,7 +440,7 @@ def main():
             if bid not in VARIANTS[name][2]:
                 continue
             while True:
-                fn = function(name, bid, silu)
+                fn = function(name, bid, silu, c["tokens"])
                 if isinstance(fn, str):
                     row[name + "_error"] = fn
                     break

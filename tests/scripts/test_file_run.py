@@ -4,7 +4,11 @@ run's JSON and logs land in run-<sha>/ and the JSON in results/; GG_FUZZ_LOG mer
 seconds, where they came from) into the reliability JSON and files the log; an older run folder of the same kind is
 named for removal, one of the other kind (a bench run's) is not; a log without a FUZZ line fails the filing. A
 multigpu run is filed on its own: multigpu-<sha>/ gets its stage log and logs, results/ the merged reliability and step
-JSON and ddp-h200x2.json, and the older multigpu and ddp folders are named for removal, the run folders not.
+JSON and ddp-h200x2.json, and the older multigpu and ddp folders are named for removal, the run folders not. A peers
+run (the autotuned PyTorch peers) filed after the bench run of its commit has bench-h200.json collected again from
+both (scripts/collect_bench.py: the faster autotuned variant becomes the best peer where it passed, never where it
+failed; the bench's command kept, the peers run's recorded beside it); filed where no bench run is, it is kept and
+not collected, with a warning.
 Usage: test_file_run.py REPO_ROOT"""
 import io
 import json
@@ -31,7 +35,8 @@ def tgz(path, files):
 
 with tempfile.TemporaryDirectory() as d:
     os.makedirs(os.path.join(d, "scripts"))
-    shutil.copy(os.path.join(root, "scripts", "file_run.sh"), os.path.join(d, "scripts"))
+    for script in ("file_run.sh", "collect_bench.py"):
+        shutil.copy(os.path.join(root, "scripts", script), os.path.join(d, "scripts"))
     results = os.path.join(d, "docs", "results")
     os.makedirs(os.path.join(results, "run-aaaaaaa"))  # an older tests run
     os.makedirs(os.path.join(results, "run-bbbbbbb"))  # a bench run
@@ -115,5 +120,57 @@ with tempfile.TemporaryDirectory() as d:
     check(read("step-timeline-large.png") == "large png" and read("step-timeline-small.png") == "small png",
           "the fused_copies models' timelines as step-timeline-large.png and -small.png")
     check(not [n for n in set(os.listdir(results)) - before if n.startswith("run-")], "no run folder for them")
+
+    # a bench run, then the peers run of the same commit: bench-h200.json collected again from both
+    sha = "9999999"
+    block = "068_gelu_approximate_feedforward_backward"
+    case = lambda i, m, us: {"block": block, "mode": "fp16", "index": i, "M": m, "graph_span_us": us,
+                             "graph_us": us + 5, "sol_us": us / 2, "correct": True, "bitwise_equal": True}
+    bench = {"gpu": "NVIDIA H200", "results": [case(0, 2048, 100.0), case(1, 4096, 200.0)]}
+    peers = {"torch": "2.11", "variants": {"torch_fp16_compile": "torch.compile"},
+             "results": [{"block": block, "index": i, "M": m, "torch_fp16_compile_us": us,
+                          "torch_fp16_compile_correct": True} for i, m, us in ((0, 2048, 130.0), (1, 4096, 260.0))]}
+    bench_cmd = "GG_COMMIT=<sha> GG_PEERS_COMPILE=1 bash scripts/device.sh bench"
+    bench_run = os.path.join(d, "run-bench.tgz")
+    tgz(bench_run, {"bench.log": "== timing\n", "bench.json": json.dumps(bench), "peers.json": json.dumps(peers),
+                    "bench-h200.json": json.dumps({"commit": sha, "command": bench_cmd, "blocks": {}})})
+    peers_cmd = "GG_COMMIT=<sha> GG_PEERS_BUDGET=560 bash scripts/device.sh peers"
+    autotuned = {"commit": sha, "command": peers_cmd, "variants": {"torch_fp16_autotune": "max-autotune"},
+                 "results": [{"block": block, "index": 0, "M": 2048, "torch_fp16_autotune_us": 120.0,
+                              "torch_fp16_autotune_correct": True},
+                             {"block": block, "index": 1, "M": 4096, "torch_fp16_autotune_us": 190.0,
+                              "torch_fp16_autotune_correct": False}]}
+    peers_run = os.path.join(d, "run-peers.tgz")
+    tgz(peers_run, {"peers.log": "== PyTorch's autotuned peers\n", "peers-autotune.json": json.dumps(autotuned)})
+    file_run = lambda *runs: subprocess.run(["bash", os.path.join(d, "scripts", "file_run.sh"), *runs],
+                                            capture_output=True, text=True)
+    p = file_run(sha, bench_run)
+    p2 = file_run(sha, peers_run)
+    out = p.stdout + p.stderr + p2.stdout + p2.stderr
+    check(p.returncode == 0 and p2.returncode == 0 and "warning" not in out, "a bench run, then its peers run filed",
+          out)
+    filed = os.path.join(results, f"run-{sha}")
+    check(os.path.exists(os.path.join(filed, "device-peers.log")) and
+          os.path.exists(os.path.join(filed, "peers-autotune.json")), "the peers run's log and JSON in run-<sha>/")
+    b = json.load(open(os.path.join(results, "bench-h200.json")))
+    cs = b.get("blocks", {}).get(block, {}).get("cases", [])
+    check(len(cs) == 2 and cs[0]["best_peer"] == "torch_fp16_autotune" and cs[0]["best_peer_us"] == 120.0,
+          "the autotuned variant, faster and passing, is case 0's best peer", json.dumps(cs))
+    check(len(cs) == 2 and cs[1]["best_peer"] == "torch_fp16_compile" and
+          "torch_fp16_autotune" in cs[1]["peers_failing"], "where it failed it is not the best peer", json.dumps(cs))
+    check(b.get("command") == bench_cmd and b.get("commit") == sha and
+          [r["command"] for r in b["peers"].get("other_runs", [])] == [peers_cmd],
+          "the bench's command kept, the peers run's recorded beside it", json.dumps(b.get("peers")))
+
+    # the peers run alone, where no bench run of its commit is filed: kept, not collected
+    before = open(os.path.join(results, "bench-h200.json")).read()
+    autotuned["commit"] = "8888888"
+    tgz(peers_run, {"peers.log": "== PyTorch's autotuned peers\n", "peers-autotune.json": json.dumps(autotuned)})
+    p = file_run("8888888", peers_run)
+    out = p.stdout + p.stderr
+    check(p.returncode == 0 and "holds no bench run" in out and
+          os.path.exists(os.path.join(results, "run-8888888", "peers-autotune.json")) and
+          open(os.path.join(results, "bench-h200.json")).read() == before,
+          "a peers run without its bench run: filed with a warning, results/bench-h200.json untouched", out)
 
 finish("FILE_RUN")
