@@ -8,7 +8,8 @@
 Reads model_backward's JSON per model (OUT/step-<model>.json: the step configurations it swept, side streams x
 scratch slots, each checked and timed in interleaved rounds; the fastest is the step graph's time), the timeline
 summary of plot_step_timeline.py (OUT/step-timeline.json, where a step's time goes), and the PyTorch peers
-(OUT/step-torch.json, at the model's precision: fp16 operands for gradgraph's FP16 mode). "ddp" comes from
+(OUT/step-torch.json, at the model's precision: fp16 operands for gradgraph's FP16 mode; "torch_compile_mode" says
+which mode its torch.compile ran in). "ddp" comes from
 model_backward --gpus N (OUT/step-ddp-<model>.json, the multigpu stage): {"gpus", "speedup", "comm_hidden_fraction",
 ...} (defined in examples/model_ddp.c); null until a run on several GPUs. The multigpu stage runs in another call
 than the step stage, so --ddp merges its files into an existing RESULT (a model the step stage did not run gets an
@@ -89,7 +90,9 @@ ddps = dict(ddp_of(p) for p in sorted(glob.glob(os.path.join(out, "step-ddp-*.js
 timeline_path = os.path.join(out, "step-timeline.json")
 timeline = load(timeline_path) if os.path.exists(timeline_path) else {}
 torch_path = os.path.join(out, "step-torch.json")
-torch = {m["name"]: m for m in load(torch_path)["models"]} if os.path.exists(torch_path) else {}
+torch_run = load(torch_path) if os.path.exists(torch_path) else {"models": []}
+torch = {m["name"]: m for m in torch_run["models"]}
+torch_compile_mode = torch_run.get("compile_mode", "default")  # torch.compile's mode (step_torch.py --compile-mode)
 
 models = []
 for name, run in sorted(runs.items()):
@@ -116,6 +119,7 @@ for name, run in sorted(runs.items()):
     if notes:
         m["torch_compile_note"] = "; ".join(notes)
     m["torch_precision"] = precision if timed else None
+    m["torch_compile_mode"] = torch_compile_mode if timed else None
     # every form PyTorch was timed in, microseconds per backward and errors against float64, for the record
     m["torch_by_form"] = {p: {k: x for k, x in v.items() if k.startswith(("torch", "max_rel"))}
                           for p, v in forms.items()}

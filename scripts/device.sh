@@ -24,7 +24,8 @@
 # every MLP the fp16 copies of its operands (--fp16-copies); GG_STEP_MODELS="large_fused small_fused ..." runs only
 # those models (default: all); then bench/peers/step_torch.py (PyTorch eager, CUDA graph, torch.compile, each compile
 # bounded; autograd under autocast and in TF32, the backward written out on fp16 saved tensors, casting to fp16, in
-# TF32; GG_STEP_TORCH_FORMS=autograd_fp16,... fewer).
+# TF32; GG_STEP_TORCH_FORMS=autograd_fp16,... fewer; GG_STEP_TORCH_COMPILE_MODE=max-autotune-no-cudagraphs compiles
+# in that mode).
 # All of it lands in $OUT/step-h200.json (scripts/collect_step.py), with the sweep's verdict in its "config_sweep".
 # No sanitizer runs here: racecheck sees only races on shared memory inside a CTA, not two kernels of concurrent
 # layers on one scratch slot; tests/cpu/test_step_ring.c proves the slots' ordering, and the tests stage runs
@@ -84,7 +85,7 @@ if [ ! -f "$cmocka/include/cmocka.h" ] && [ ! -f /usr/include/cmocka.h ] && [ ! 
 fi
 arch=${GG_CUDA_ARCH:-90a;100a} # the H200's and the B200's code
 # How the results were made, as recorded in their JSON: the settings that change them, then the command.
-run_cmd="GG_COMMIT=<sha> ${GG_CUDA_ARCH:+GG_CUDA_ARCH=$GG_CUDA_ARCH }${GG_STEP_SWEEP:+GG_STEP_SWEEP=$GG_STEP_SWEEP }${GG_STEP_BUDGET:+GG_STEP_BUDGET=$GG_STEP_BUDGET }${GG_SHAPES:+GG_SHAPES=$GG_SHAPES }${GG_SHAPES_SEED:+GG_SHAPES_SEED=$GG_SHAPES_SEED }${GG_SANITIZER_TIMEOUT:+GG_SANITIZER_TIMEOUT=$GG_SANITIZER_TIMEOUT }${GG_TESTS_BUDGET:+GG_TESTS_BUDGET=$GG_TESTS_BUDGET }${GG_MODES:+GG_MODES=$GG_MODES }${GG_ITERS:+GG_ITERS=$GG_ITERS }${GG_PEERS_COMPILE:+GG_PEERS_COMPILE=1 }${GG_PEERS_VARIANTS:+GG_PEERS_VARIANTS=$GG_PEERS_VARIANTS }${GG_PEERS_TIMEOUT:+GG_PEERS_TIMEOUT=$GG_PEERS_TIMEOUT }${GG_PEERS_COMPILE_TIMEOUT:+GG_PEERS_COMPILE_TIMEOUT=$GG_PEERS_COMPILE_TIMEOUT }${GG_PEERS_BLOCKS:+GG_PEERS_BLOCKS=$GG_PEERS_BLOCKS }${GG_PEERS_BUDGET:+GG_PEERS_BUDGET=$GG_PEERS_BUDGET }${GG_STEPS:+GG_STEPS=$GG_STEPS }${GG_BUCKET_MIB:+GG_BUCKET_MIB=$GG_BUCKET_MIB }${GG_COMM_SMS:+GG_COMM_SMS=$GG_COMM_SMS }${GG_COPY_ENGINES:+GG_COPY_ENGINES=$GG_COPY_ENGINES }${GG_DDP_RUNS:+GG_DDP_RUNS=$GG_DDP_RUNS }${GG_TRAIN_STEPS:+GG_TRAIN_STEPS=$GG_TRAIN_STEPS }${GG_TRAIN_PRECISION:+GG_TRAIN_PRECISION=$GG_TRAIN_PRECISION }${GG_TRAIN_BUDGET:+GG_TRAIN_BUDGET=$GG_TRAIN_BUDGET }${GG_MULTIGPU_BUDGET:+GG_MULTIGPU_BUDGET=$GG_MULTIGPU_BUDGET }bash scripts/device.sh $stage"
+run_cmd="GG_COMMIT=<sha> ${GG_CUDA_ARCH:+GG_CUDA_ARCH=$GG_CUDA_ARCH }${GG_STEP_SWEEP:+GG_STEP_SWEEP=$GG_STEP_SWEEP }${GG_STEP_BUDGET:+GG_STEP_BUDGET=$GG_STEP_BUDGET }${GG_STEP_TORCH_FORMS:+GG_STEP_TORCH_FORMS=$GG_STEP_TORCH_FORMS }${GG_STEP_TORCH_COMPILE_MODE:+GG_STEP_TORCH_COMPILE_MODE=$GG_STEP_TORCH_COMPILE_MODE }${GG_SHAPES:+GG_SHAPES=$GG_SHAPES }${GG_SHAPES_SEED:+GG_SHAPES_SEED=$GG_SHAPES_SEED }${GG_SANITIZER_TIMEOUT:+GG_SANITIZER_TIMEOUT=$GG_SANITIZER_TIMEOUT }${GG_TESTS_BUDGET:+GG_TESTS_BUDGET=$GG_TESTS_BUDGET }${GG_MODES:+GG_MODES=$GG_MODES }${GG_ITERS:+GG_ITERS=$GG_ITERS }${GG_PEERS_COMPILE:+GG_PEERS_COMPILE=1 }${GG_PEERS_VARIANTS:+GG_PEERS_VARIANTS=$GG_PEERS_VARIANTS }${GG_PEERS_TIMEOUT:+GG_PEERS_TIMEOUT=$GG_PEERS_TIMEOUT }${GG_PEERS_COMPILE_TIMEOUT:+GG_PEERS_COMPILE_TIMEOUT=$GG_PEERS_COMPILE_TIMEOUT }${GG_PEERS_BLOCKS:+GG_PEERS_BLOCKS=$GG_PEERS_BLOCKS }${GG_PEERS_BUDGET:+GG_PEERS_BUDGET=$GG_PEERS_BUDGET }${GG_STEPS:+GG_STEPS=$GG_STEPS }${GG_BUCKET_MIB:+GG_BUCKET_MIB=$GG_BUCKET_MIB }${GG_COMM_SMS:+GG_COMM_SMS=$GG_COMM_SMS }${GG_COPY_ENGINES:+GG_COPY_ENGINES=$GG_COPY_ENGINES }${GG_DDP_RUNS:+GG_DDP_RUNS=$GG_DDP_RUNS }${GG_TRAIN_STEPS:+GG_TRAIN_STEPS=$GG_TRAIN_STEPS }${GG_TRAIN_PRECISION:+GG_TRAIN_PRECISION=$GG_TRAIN_PRECISION }${GG_TRAIN_BUDGET:+GG_TRAIN_BUDGET=$GG_TRAIN_BUDGET }${GG_MULTIGPU_BUDGET:+GG_MULTIGPU_BUDGET=$GG_MULTIGPU_BUDGET }bash scripts/device.sh $stage"
 build=$root/build-device
 shapes_seed=${GG_SHAPES_SEED:-$(date +%s)}
 status=0
@@ -295,6 +296,7 @@ if [ "$stage" = all ] || [ "$stage" = step ]; then
   if [ "$t" -gt 0 ]; then
     PYTHONUNBUFFERED=1 timeout "$t" python3 bench/peers/step_torch.py --steps "${GG_STEPS:-20}" --budget $(( t - 10 )) \
       --compile-timeout "${GG_COMPILE_TIMEOUT:-75}" ${GG_STEP_TORCH_FORMS:+--forms $GG_STEP_TORCH_FORMS} \
+      ${GG_STEP_TORCH_COMPILE_MODE:+--compile-mode $GG_STEP_TORCH_COMPILE_MODE} \
       --json "$OUT/step-torch.json" 2> "$OUT/step-torch-progress.log" |
       tee "$OUT/step-torch.txt" | { grep -v '^{' || true; } || status=1
   else skipped step_torch.py; fi

@@ -21,11 +21,16 @@ per backward for each variant.
 
   python3 bench/peers/step_torch.py [--steps N] [--json FILE] [--models large,small] [--budget S]
                                     [--compile-timeout S] [--forms autograd_fp16,fp16_saved,fp16,tf32,autograd_tf32]
+                                    [--compile-mode MODE]
 
 Time bounds, so that it fits a fixed slot on the GPU machine: each torch.compile variant (compiling it and timing
 it) is stopped after --compile-timeout seconds (default 90; its time is then null with a note), and once less than
 that is left of --budget seconds (default: none) for the whole run, the remaining torch.compile variants are
 skipped (null, with a note); eager and CUDA-graph variants always run.
+
+--compile-mode MODE compiles with torch.compile(mode=MODE) instead of its default, e.g.
+"max-autotune-no-cudagraphs" (each GEMM's kernel chosen by timing cuBLAS against Triton templates; the CUDA-graph
+variant is this script's own); the JSON's "compile_mode" says which.
 """
 import argparse
 import copy
@@ -148,7 +153,7 @@ def written_out(form, data, dy, steps, a, started):
     got = {"torch_eager": fn()}
     graph, got["torch_cuda_graph"] = capture(fn, torch.cuda.Stream())
     res["torch_cuda_graph"] = time_ms(graph.replay, steps)
-    compiled = torch.compile(fn)
+    compiled = torch.compile(fn, mode=a.compile_mode)
     got["torch_compile"] = compiled_variant(res, a, started, lambda: (time_ms(compiled, steps), compiled()))
     del graph
     return res, got
@@ -174,7 +179,7 @@ def autograd(form, model, x, dy, steps, a, started):
         out = forward_of(model)
     graph, got["torch_cuda_graph"] = capture(lambda: torch.autograd.grad(out, inputs, dy, retain_graph=True), stream)
     res["torch_cuda_graph"] = time_ms(graph.replay, steps)
-    compiled = torch.compile(model)
+    compiled = torch.compile(model, mode=a.compile_mode)
     got["torch_compile"] = compiled_variant(res, a, started,
                                             lambda: backward_ms(lambda: forward_of(compiled), grad, steps))
     del graph, out
@@ -229,13 +234,15 @@ def main():
                    "once it is nearly spent)")
     p.add_argument("--compile-timeout", type=float, default=90, help="seconds for one torch.compile variant")
     p.add_argument("--forms", default=",".join(FORMS), help="the forms to time, in this order")
+    p.add_argument("--compile-mode", help="torch.compile's mode (default: its default)")
     a = p.parse_args()
     for flag, given, known in (("--forms", a.forms, FORMS), ("--models", a.models, MODELS)):
         unknown = set(given.split(",")) - set(known)
         if unknown:
             p.error(f"{flag}: unknown {sorted(unknown)}")
     started = time.time()
-    result = {"torch": torch.__version__, "models": [run_model(m, a, started) for m in a.models.split(",")]}
+    result = {"torch": torch.__version__, "compile_mode": a.compile_mode or "default",
+              "models": [run_model(m, a, started) for m in a.models.split(",")]}
     if a.json:
         with open(a.json, "w") as f:
             json.dump(result, f, indent=1)

@@ -2,7 +2,7 @@
 """test_collect_step.py - scripts/collect_step.py on a step stage's output made up here: an fp16 model takes, per
 PyTorch variant, the fastest of its fp16 forms (autograd under autocast, the backward written out casting or on fp16
 saved tensors) and names it; an fp32/tf32 model compares with the TF32 forms only; every form timed lands in
-torch_by_form with its errors against float64; the model's name carries its
+torch_by_form with its errors against float64, and torch.compile's mode with it; the model's name carries its
 size, and a configuration that failed its check makes the model incorrect; --ddp merges a two-GPU run's "ddp" into an
 existing result with the run's commit and PyTorch DDP's speedup on the same model, keeping the rest.
 Usage: test_collect_step.py REPO_ROOT"""
@@ -25,7 +25,7 @@ def run(name, precision, correct=True):
                                           "correct": correct}]}
 
 
-torch = {"torch": "2.11", "models": [{"name": "residual_mlp_small",
+torch = {"torch": "2.11", "compile_mode": "max-autotune-no-cudagraphs", "models": [{"name": "residual_mlp_small",
                                       "tf32": {"torch_eager": 5527.9, "torch_cuda_graph": 5154.5,
                                                "torch_compile": 2579.8},
                                       "fp16": {"torch_eager": 5206.7, "torch_cuda_graph": 4797.5,
@@ -86,4 +86,6 @@ check(plain.get("step_us", {}).get("torch_compile") == 2579.8 and plain.get("tor
       plain["step_us"].get("torch_eager") == 2500.0 and plain.get("torch_variant", {}).get("torch_eager") ==
       "autograd_tf32", "tf32 model: compared with the TF32 forms only")
 check(plain.get("correct") is False, "a configuration that failed its check makes the model incorrect")
+check(plain.get("torch_compile_mode") == "max-autotune-no-cudagraphs" and
+      copies.get("torch_compile_mode") == "max-autotune-no-cudagraphs", "torch.compile's mode recorded per model")
 finish("COLLECT_STEP")
