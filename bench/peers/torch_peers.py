@@ -325,9 +325,13 @@ def allow_recompiles(n):
     """The AUTOTUNE variants compile each block's function once per shape; beyond dynamo's per-function limit (8 by
     default: its name changed across PyTorch versions) the later shapes would run uncompiled, timed as if compiled."""
     cfg = torch._dynamo.config
-    for attr in ("recompile_limit", "cache_size_limit"):
-        if hasattr(cfg, attr):
-            setattr(cfg, attr, max(getattr(cfg, attr), n))
+    attr = "recompile_limit" if hasattr(cfg, "recompile_limit") else "cache_size_limit"
+    setattr(cfg, attr, max(getattr(cfg, attr), n))
+
+
+def eager_of(name):
+    """The eager variant a compiled one compiles (its form: base, fp16 or autocast)."""
+    return name.replace("_compile", "_eager").replace("_autotune", "_eager")
 
 
 def select_variants(spec, with_compile):
@@ -413,7 +417,7 @@ def main():
         """The function variant `name` runs on block bid (compiled if it is a compile variant; an AUTOTUNE one for
         this many tokens), or a str: why not."""
         mode = VARIANTS[name][1]
-        base = name.replace("_compile", "_eager").replace("_autotune", "_eager")
+        base = eager_of(name)
         cast = name in fp16_cast_for
         fn = (cast_fp16 if cast else eager[base]).get(bid) or make_block4(silu)
         if mode is None:
@@ -465,7 +469,7 @@ def main():
                     row[name + "_error"] = str(e)[:200]
                     if cuda:
                         torch.cuda.synchronize()
-                    if VARIANTS[name][0] == "fp16" and mm16 is mm_out_dtype and name not in fp16_cast_for:
+                    if VARIANTS[eager_of(name)][0] == "fp16" and mm16 is mm_out_dtype and name not in fp16_cast_for:
                         fp16_cast_for[name] = str(e)[:200]  # once more, with the fp16 product converted to fp32
                         continue
                 break
