@@ -17,8 +17,10 @@
  * check against those is within 1e-3 of the largest gradient, not bitwise).
  * Defaults: 8 layers, D = 2048, F = 8192, 8192 tokens, fp16 (--small: D = 1024, F = 4096, 2048 tokens), the step's
  * default side streams and scratch slots. --sweep times several step configurations of the same model (K = 0: the
- * default, S + 1 slots), R rounds (default 3) of N steps each, interleaved, the median per configuration; the
- * fastest is reported as the step graph's time and every one in the JSON's "configs". Every configuration is
+ * default, S + 1 slots), R rounds (default 3) of N steps each, the median per configuration; the fastest is
+ * reported as the step graph's time and every one in the JSON's "configs". Each round times every configuration,
+ * then the per-block graphs, then the eager calls, so that all of them see the same clocks: a sustained step runs at
+ * the clock the power limit allows, which drifts over a run. Every configuration is
  * checked against eager calls at the largest bucket, the first also padded. --trace appends the CUPTI kernel
  * records of one replay of the fastest configuration's step and of one per-block-graph step (built with the bench:
  * CUPTI) to FILE, for scripts/plot_step_timeline.py. Exit 0 when every check passes (bitwise in fp32 mode and for the
@@ -87,6 +89,14 @@ typedef struct step_config {
 static int cmp_double(const void *a, const void *b) {
     const double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
+}
+
+/* The median of runs[0 .. n). */
+static double median_of(const double *runs, int n) {
+    double sorted[16];
+    memcpy(sorted, runs, sizeof(double) * (size_t)n);
+    qsort(sorted, (size_t)n, sizeof(double), cmp_double);
+    return sorted[n / 2];
 }
 
 /* "2:0,1:0,3:0" into configs; the count, or -1. */
@@ -259,23 +269,24 @@ int main(int argc, char **argv) {
     free(ref[0]);
     free(ref[1]);
 
-    /* rounds of every configuration in turn (the same clocks and temperature for all), then the medians */
-    for (int r = 0; r < rounds; ++r)
+    /* rounds of every configuration, the per-block graphs and the eager calls in turn (the same clocks and
+     * temperature for all), then the medians */
+    double graphs_runs[16], eager_runs[16];
+    for (int r = 0; r < rounds; ++r) {
         for (int i = 0; i < n_configs; ++i)
             configs[i].runs_ms[r] = time_steps(ctx, configs[i].step, m, MODE_STEP, c.max_tokens, steps, s);
+        graphs_runs[r] = time_steps(ctx, NULL, m, MODE_BLOCK_GRAPHS, c.max_tokens, steps, s);
+        eager_runs[r] = time_steps(ctx, NULL, m, MODE_EAGER, c.max_tokens, steps, s);
+    }
     int best = 0;
     for (int i = 0; i < n_configs; ++i) {
-        double sorted[16];
-        memcpy(sorted, configs[i].runs_ms, sizeof(double) * (size_t)rounds);
-        qsort(sorted, (size_t)rounds, sizeof(double), cmp_double);
-        configs[i].median_ms = sorted[rounds / 2];
+        configs[i].median_ms = median_of(configs[i].runs_ms, rounds);
         CHECK(gg_step_memory_info(configs[i].step, &configs[i].mem));
         const double t = configs[i].median_ms, fastest = configs[best].median_ms;
         if (t > 0 && (fastest <= 0 || t < fastest)) best = i;
     }
     const double step_ms = configs[best].median_ms;
-    const double graphs_ms = time_steps(ctx, NULL, m, MODE_BLOCK_GRAPHS, c.max_tokens, steps, s);
-    const double eager_ms = time_steps(ctx, NULL, m, MODE_EAGER, c.max_tokens, steps, s);
+    const double graphs_ms = median_of(graphs_runs, rounds), eager_ms = median_of(eager_runs, rounds);
     const double sol_us = sm_flop(m, c.max_tokens) / 989.4e12 * 1e6;
     char name[32];
     const char *kind = c.gated ? "gated_bf16" : c.fused_residual ? "residual_mlp_fused" : "residual_mlp";
@@ -338,6 +349,10 @@ int main(int argc, char **argv) {
                 fprintf(f, "], \"scratch_bytes\": %zu, \"own_bytes\": %zu, \"correct\": %s}",
                         configs[i].mem.scratch_bytes, configs[i].mem.own_bytes, configs[i].correct ? "true" : "false");
             }
+            fprintf(f, "], \"block_graphs_runs_us\": [");
+            for (int r = 0; r < rounds; ++r) fprintf(f, "%s%.2f", r ? ", " : "", graphs_runs[r] * 1e3);
+            fprintf(f, "], \"eager_runs_us\": [");
+            for (int r = 0; r < rounds; ++r) fprintf(f, "%s%.2f", r ? ", " : "", eager_runs[r] * 1e3);
             fprintf(f, "], \"correct\": %s}\n", ok ? "true" : "false");
             fclose(f);
         }

@@ -277,7 +277,7 @@ if [ "$stage" = all ] || [ "$stage" = step ]; then
       t0=$(date +%s)
       # shellcheck disable=SC2086 # the model's options split on purpose
       timeout "$t" "$build/examples/gg_example_model_backward" $model_opts --sweep "${GG_STEP_SWEEP:-2:0,3:0,2:2}" \
-        --rounds 3 --steps "${GG_STEPS:-20}" --json "$OUT/step-$name.json" --trace "$OUT/step-trace.csv" \
+        --rounds 5 --steps "${GG_STEPS:-20}" --json "$OUT/step-$name.json" --trace "$OUT/step-trace.csv" \
         > "$OUT/step-$name.log" 2>&1 || status=1
       echo "model_backward $name ($(( $(date +%s) - t0 )) s, limit $t s; 124: stopped by it):"
       grep -E 'FAILED|^step graph,|of SOL|^trace |--trace|rror' "$OUT/step-$name.log"

@@ -78,6 +78,8 @@ fi
 if [ -f "$tmp/logs-bench.tgz" ]; then
   mkdir -p "$tmp/logs" && tar xzf "$tmp/logs-bench.tgz" -C "$tmp/logs"
   find "$tmp/logs" -name '*.png' -exec cp {} "$d/" \;
+  # the comparison with the previous official run, which performance.md quotes
+  [ -f "$tmp/logs/bench-compare.txt" ] && cp "$tmp/logs/bench-compare.txt" "$d/"
 fi
 # The fuzzer runs on the CUDA fakes, not on the GPU machine (no clang there): GG_FUZZ_LOG names the output of
 # scripts/test.sh at the same commit (its last line FUZZ {...}), whose figures go into the reliability JSON with

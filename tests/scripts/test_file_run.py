@@ -132,8 +132,11 @@ with tempfile.TemporaryDirectory() as d:
                           "torch_fp16_compile_correct": True} for i, m, us in ((0, 2048, 130.0), (1, 4096, 260.0))]}
     bench_cmd = "GG_COMMIT=<sha> GG_PEERS_COMPILE=1 bash scripts/device.sh bench"
     bench_run = os.path.join(d, "run-bench.tgz")
+    bench_logs = os.path.join(d, "logs-bench.tgz")
+    tgz(bench_logs, {"./bench-compare.txt": "every block within noise\n", "./plots/068.png": "068 png"})
     tgz(bench_run, {"bench.log": "== timing\n", "bench.json": json.dumps(bench), "peers.json": json.dumps(peers),
-                    "bench-h200.json": json.dumps({"commit": sha, "command": bench_cmd, "blocks": {}})})
+                    "bench-h200.json": json.dumps({"commit": sha, "command": bench_cmd, "blocks": {}}),
+                    "logs-bench.tgz": open(bench_logs, "rb").read()})
     peers_cmd = "GG_COMMIT=<sha> GG_PEERS_BUDGET=560 bash scripts/device.sh peers"
     autotuned = {"commit": sha, "command": peers_cmd, "variants": {"torch_fp16_autotune": "max-autotune"},
                  "results": [{"block": block, "index": 0, "M": 2048, "torch_fp16_autotune_us": 120.0,
@@ -152,6 +155,10 @@ with tempfile.TemporaryDirectory() as d:
     filed = os.path.join(results, f"run-{sha}")
     check(os.path.exists(os.path.join(filed, "device-peers.log")) and
           os.path.exists(os.path.join(filed, "peers-autotune.json")), "the peers run's log and JSON in run-<sha>/")
+    compare = os.path.join(filed, "bench-compare.txt")
+    check(os.path.exists(os.path.join(filed, "068.png")) and os.path.exists(compare) and
+          open(compare).read() == "every block within noise\n",
+          "the bench's plots and its comparison with the previous run, out of its logs, in run-<sha>/")
     b = json.load(open(os.path.join(results, "bench-h200.json")))
     cs = b.get("blocks", {}).get(block, {}).get("cases", [])
     check(len(cs) == 2 and cs[0]["best_peer"] == "torch_fp16_autotune" and cs[0]["best_peer_us"] == 120.0,
