@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # scripts/file_run.sh - files an official run (scripts/official_run.sh's run-tests.tgz, run-bench.tgz and
 # run-peers.tgz) under docs/results: run-<sha>/ gets the JSON, CSV and log archives, the stages' output as
-# device-<stage>.log, the trace gzipped and the per-block plots; where the folder holds the bench run and the peers
-# stage's autotuned peers, bench-h200.json is collected again from both. bench-h200.json, graphs-h200.json,
+# device-<stage>.log, the trace gzipped and the per-block plots; where the folder holds the bench run and peers
+# stages' autotuned peers (one archive per set of blocks), bench-h200.json is collected again from all of them.
+# bench-h200.json, graphs-h200.json,
 # correctness-h200.json and reliability-h200.json are copied to docs/results/ (the current official figures).
 # docs/results keeps one run folder per kind: remove the previous run-<sha>/ in the same commit (git history keeps
 # it), and update the numbers the docs quote (docs/results/README.md lists them). Each archive alone files what it
@@ -17,7 +18,13 @@ sha=${1:?commit} && shift
 [ $# -ge 1 ] || { echo "usage: file_run.sh SHA RUN_TGZ..." >&2; exit 2; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-for tgz in "$@"; do tar xzf "$tgz" -C "$tmp"; done
+peers_runs=0
+for tgz in "$@"; do
+  tar tzf "$tgz" | grep -q 'peers-autotune.json$' && peers_runs=$((peers_runs + 1))
+  tar xzf "$tgz" -C "$tmp"
+done
+# each peers archive holds a peers-autotune.json of its own blocks: one extracted over another would lose it
+[ "$peers_runs" -le 1 ] || { echo "file_run.sh: $peers_runs peers archives: file each in a call of its own" >&2; exit 2; }
 if [ -f "$tmp/multigpu.log" ]; then
   d=$root/docs/results/multigpu-$sha
   mkdir -p "$d"
@@ -58,17 +65,29 @@ fi
 d=$root/docs/results/run-$sha
 mkdir -p "$d"
 for f in bench-h200.json bench.csv bench.json correctness-h200.json graphs-h200.json reliability-h200.json \
-  logs-bench.tgz logs-tests.tgz peers.json peers-autotune.json logs-peers.tgz; do
+  logs-bench.tgz logs-tests.tgz peers.json; do
   [ -f "$tmp/$f" ] && cp "$tmp/$f" "$d/"
 done
-for stage in tests bench peers; do [ -f "$tmp/$stage.log" ] && cp "$tmp/$stage.log" "$d/device-$stage.log"; done
-# The peers stage's autotuned peers join the bench run's of the same commit: bench-h200.json is collected again from
-# both (the peers archive may come with the bench's or after it, into the run folder that holds the bench's).
-if [ -f "$d/peers-autotune.json" ]; then
-  grep -q "\"commit\": \"$sha" "$d/peers-autotune.json" || echo "warning: peers-autotune.json names another commit" >&2
+for stage in tests bench; do [ -f "$tmp/$stage.log" ] && cp "$tmp/$stage.log" "$d/device-$stage.log"; done
+# A peers stage runs the blocks GG_PEERS_BLOCKS names (one 10-minute call does not hold all four): its JSON, output
+# and logs are filed under those blocks (peers-autotune-068-073.json, device-peers-068-073.log, ...), so that the
+# runs of other blocks sit beside it.
+if [ -f "$tmp/peers-autotune.json" ]; then
+  blocks=$(python3 -c 'import json, sys
+print("-".join(sorted({r["block"][:3] for r in json.load(open(sys.argv[1]))["results"]})) or "none")' \
+    "$tmp/peers-autotune.json")
+  grep -q "\"commit\": \"$sha" "$tmp/peers-autotune.json" || echo "warning: peers-autotune.json names another commit" >&2
+  cp "$tmp/peers-autotune.json" "$d/peers-autotune-$blocks.json"
+  [ -f "$tmp/peers.log" ] && cp "$tmp/peers.log" "$d/device-peers-$blocks.log"
+  [ -f "$tmp/logs-peers.tgz" ] && cp "$tmp/logs-peers.tgz" "$d/logs-peers-$blocks.tgz"
+fi
+# Every peers stage filed with the bench run joins its peers: bench-h200.json is collected again from all of them
+# (a peers archive may come with the bench's or after it, into the run folder that holds the bench's).
+autotuned=$(find "$d" -maxdepth 1 -name 'peers-autotune-*.json' | sort | paste -sd, -)
+if [ -n "$autotuned" ]; then
   if [ -f "$d/bench.json" ] && [ -f "$d/peers.json" ] && [ -f "$d/bench-h200.json" ]; then
     cmd=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["command"])' "$d/bench-h200.json")
-    python3 "$root/scripts/collect_bench.py" "$d/bench.json" "$d/peers.json,$d/peers-autotune.json" \
+    python3 "$root/scripts/collect_bench.py" "$d/bench.json" "$d/peers.json,$autotuned" \
       "$d/bench-h200.json" "$sha" "$cmd" > /dev/null
   else
     echo "warning: run-$sha/ holds no bench run: the autotuned peers are filed, not collected (file $sha's bench run)" >&2

@@ -153,8 +153,9 @@ with tempfile.TemporaryDirectory() as d:
     check(p.returncode == 0 and p2.returncode == 0 and "warning" not in out, "a bench run, then its peers run filed",
           out)
     filed = os.path.join(results, f"run-{sha}")
-    check(os.path.exists(os.path.join(filed, "device-peers.log")) and
-          os.path.exists(os.path.join(filed, "peers-autotune.json")), "the peers run's log and JSON in run-<sha>/")
+    check(os.path.exists(os.path.join(filed, "device-peers-068.log")) and
+          os.path.exists(os.path.join(filed, "peers-autotune-068.json")),
+          "the peers run's log and JSON in run-<sha>/, under the blocks it ran")
     compare = os.path.join(filed, "bench-compare.txt")
     check(os.path.exists(os.path.join(filed, "068.png")) and os.path.exists(compare) and
           open(compare).read() == "every block within noise\n",
@@ -169,6 +170,35 @@ with tempfile.TemporaryDirectory() as d:
           [r["command"] for r in b["peers"].get("other_runs", [])] == [peers_cmd],
           "the bench's command kept, the peers run's recorded beside it", json.dumps(b.get("peers")))
 
+    # a second peers run, of other blocks: filed beside the first, bench-h200.json collected from all three
+    gate = "061_tanh_gated_residual_add_backward"
+    bench["results"].append(dict(case(0, 512, 10.0), block=gate, mode="bf16"))
+    peers["results"].append({"block": gate, "index": 0, "M": 512, "torch_compile_us": 40.0,
+                             "torch_compile_correct": True})
+    tgz(bench_run, {"bench.log": "== timing\n", "bench.json": json.dumps(bench), "peers.json": json.dumps(peers),
+                    "bench-h200.json": json.dumps({"commit": sha, "command": bench_cmd, "blocks": {}})})
+    gate_cmd = "GG_COMMIT=<sha> GG_PEERS_BLOCKS=1 GG_PEERS_VARIANTS=torch_autotune bash scripts/device.sh peers"
+    gate_tuned = {"commit": sha, "command": gate_cmd, "variants": {"torch_autotune": "max-autotune"},
+                  "results": [{"block": gate, "index": 0, "M": 512, "torch_autotune_us": 20.0,
+                               "torch_autotune_correct": True}]}
+    gate_run = os.path.join(d, "run-peers-061.tgz")
+    tgz(gate_run, {"peers.log": "== blocks 1\n", "peers-autotune.json": json.dumps(gate_tuned)})
+    p = file_run(sha, bench_run, gate_run)
+    out = p.stdout + p.stderr
+    check(p.returncode == 0 and "warning" not in out and
+          all(os.path.exists(os.path.join(filed, f)) for f in ("peers-autotune-061.json", "device-peers-061.log",
+                                                                 "peers-autotune-068.json", "device-peers-068.log")),
+          "a peers run of other blocks filed beside the first", out)
+    p = file_run(sha, peers_run, gate_run)
+    check(p.returncode == 2 and "in a call of its own" in p.stderr, "two peers archives in one call refused",
+          p.stdout + p.stderr)
+    b = json.load(open(os.path.join(results, "bench-h200.json")))
+    best = {k: [c["best_peer"] for c in v["cases"]] for k, v in b.get("blocks", {}).items()}
+    check(best.get(gate) == ["torch_autotune"] and best.get(block) == ["torch_fp16_autotune", "torch_fp16_compile"],
+          "each block's best peer from the peers run that timed it", json.dumps(best))
+    check(sorted(r["command"] for r in b["peers"].get("other_runs", [])) == sorted([peers_cmd, gate_cmd]),
+          "both peers runs recorded", json.dumps(b.get("peers")))
+
     # the peers run alone, where no bench run of its commit is filed: kept, not collected
     before = open(os.path.join(results, "bench-h200.json")).read()
     autotuned["commit"] = "8888888"
@@ -176,7 +206,7 @@ with tempfile.TemporaryDirectory() as d:
     p = file_run("8888888", peers_run)
     out = p.stdout + p.stderr
     check(p.returncode == 0 and "holds no bench run" in out and
-          os.path.exists(os.path.join(results, "run-8888888", "peers-autotune.json")) and
+          os.path.exists(os.path.join(results, "run-8888888", "peers-autotune-068.json")) and
           open(os.path.join(results, "bench-h200.json")).read() == before,
           "a peers run without its bench run: filed with a warning, results/bench-h200.json untouched", out)
 
