@@ -80,24 +80,12 @@ static double time_steps(gg_ctx *ctx, gg_step *step, sm_model *m, mode md, int64
 typedef struct step_config {
     int sides, slots; /* slots 0: the step's default (sides + 1) */
     gg_step *step;
-    double runs_ms[16];
+    double runs_ms[SM_MAX_ROUNDS];
     double median_ms;
     int correct;
     gg_step_memory mem;
 } step_config;
 
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* The median of runs[0 .. n). */
-static double median_of(const double *runs, int n) {
-    double sorted[16];
-    memcpy(sorted, runs, sizeof(double) * (size_t)n);
-    qsort(sorted, (size_t)n, sizeof(double), cmp_double);
-    return sorted[n / 2];
-}
 
 /* "2:0,1:0,3:0" into configs; the count, or -1. */
 static int parse_sweep(const char *text, step_config *configs) {
@@ -201,7 +189,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "--sweep %s: expected S:K[,S:K...]\n", sweep);
         return 2;
     }
-    if (rounds < 1 || rounds > 16 || steps < 1) {
+    if (rounds < 1 || rounds > SM_MAX_ROUNDS || steps < 1) {
         fprintf(stderr, "--rounds must be in [1, 16] and --steps at least 1\n");
         return 2;
     }
@@ -271,7 +259,7 @@ int main(int argc, char **argv) {
 
     /* rounds of every configuration, the per-block graphs and the eager calls in turn (the same clocks and
      * temperature for all), then the medians */
-    double graphs_runs[16], eager_runs[16];
+    double graphs_runs[SM_MAX_ROUNDS], eager_runs[SM_MAX_ROUNDS];
     for (int r = 0; r < rounds; ++r) {
         for (int i = 0; i < n_configs; ++i)
             configs[i].runs_ms[r] = time_steps(ctx, configs[i].step, m, MODE_STEP, c.max_tokens, steps, s);
@@ -280,13 +268,13 @@ int main(int argc, char **argv) {
     }
     int best = 0;
     for (int i = 0; i < n_configs; ++i) {
-        configs[i].median_ms = median_of(configs[i].runs_ms, rounds);
+        configs[i].median_ms = sm_median(configs[i].runs_ms, rounds);
         CHECK(gg_step_memory_info(configs[i].step, &configs[i].mem));
         const double t = configs[i].median_ms, fastest = configs[best].median_ms;
         if (t > 0 && (fastest <= 0 || t < fastest)) best = i;
     }
     const double step_ms = configs[best].median_ms;
-    const double graphs_ms = median_of(graphs_runs, rounds), eager_ms = median_of(eager_runs, rounds);
+    const double graphs_ms = sm_median(graphs_runs, rounds), eager_ms = sm_median(eager_runs, rounds);
     const double sol_us = sm_flop(m, c.max_tokens) / 989.4e12 * 1e6;
     char name[32];
     const char *kind = c.gated ? "gated_bf16" : c.fused_residual ? "residual_mlp_fused" : "residual_mlp";

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { MAX_GPUS = 8, MAX_ROUNDS = 16, MAX_PARAMS = 512 };
+enum { MAX_GPUS = 8, MAX_ROUNDS = SM_MAX_ROUNDS, MAX_PARAMS = 512 };
 
 typedef struct rank_state {
     int rank;
@@ -154,18 +154,6 @@ static int check(const rank_state *k, int gpus, int elem, int fp32) {
     return pass;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(const double *v, int n) {
-    double s[MAX_ROUNDS];
-    memcpy(s, v, sizeof(double) * (size_t)n);
-    qsort(s, (size_t)n, sizeof(double), cmp_double);
-    return s[n / 2];
-}
-
 int md_run(const sm_config *c, int gpus, int steps, int rounds, const char *json) {
     int have = 0;
     if (cudaGetDeviceCount(&have) != cudaSuccess || have < gpus || gpus < 2 || gpus > MAX_GPUS) {
@@ -200,8 +188,8 @@ int md_run(const sm_config *c, int gpus, int steps, int rounds, const char *json
     pthread_barrier_destroy(&barrier);
     const int elem = c->gated ? 2 : 4;
     const int ok = check(k, gpus, elem, !c->gated && c->precision == GG_PRECISION_FP32);
-    const double sync_ms = median(k[0].sync_ms, rounds), local_ms = median(k[0].local_ms, rounds);
-    const double comm_ms = median(k[0].comm_ms, rounds);
+    const double sync_ms = sm_median(k[0].sync_ms, rounds), local_ms = sm_median(k[0].local_ms, rounds);
+    const double comm_ms = sm_median(k[0].comm_ms, rounds);
     const double speedup = gpus * local_ms / sync_ms;
     double hidden = comm_ms > 0 ? 1 - (sync_ms - local_ms) / comm_ms : 0;
     hidden = hidden < 0 ? 0 : hidden > 1 ? 1 : hidden;

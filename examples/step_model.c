@@ -394,3 +394,15 @@ double sm_flop(const sm_model *m, int64_t tokens) {
     const double M = (double)tokens, D = (double)m->config.hidden, F = (double)m->config.ffn;
     return m->config.layers * (m->config.gated ? 4 * M * D * F : 8 * M * D * F);
 }
+
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double sm_median(const double *v, int n) {
+    double s[SM_MAX_ROUNDS];
+    memcpy(s, v, sizeof(double) * (size_t)n);
+    qsort(s, (size_t)n, sizeof(double), cmp_double);
+    return s[n / 2];
+}
