@@ -8,8 +8,9 @@
 Reads model_backward's JSON per model (OUT/step-<model>.json: the step configurations it swept, side streams x
 scratch slots, each checked and timed in interleaved rounds; the fastest is the step graph's time), the timeline
 summary of plot_step_timeline.py (OUT/step-timeline.json, where a step's time goes), and the PyTorch peers
-(OUT/step-torch.json, at the model's precision: fp16 operands for gradgraph's FP16 mode; "torch_compile_mode" says
-which mode its torch.compile ran in). "ddp" comes from
+(OUT/step-torch.json, at the model's precision: fp16 operands for gradgraph's FP16 mode) and their torch.compile in
+max-autotune when the stage ran it (OUT/step-torch-autotune.json: each of its forms' torch.compile joins the others
+as "<form>_autotune"); "torch_compile_mode" says which mode the fastest torch.compile ran in. "ddp" comes from
 model_backward --gpus N (OUT/step-ddp-<model>.json, the multigpu stage): {"gpus", "speedup", "comm_hidden_fraction",
 ...} (defined in examples/model_ddp.c); null until a run on several GPUs. The multigpu stage runs in another call
 than the step stage, so --ddp merges its files into an existing RESULT (a model the step stage did not run gets an
@@ -93,6 +94,23 @@ torch_path = os.path.join(out, "step-torch.json")
 torch_run = load(torch_path) if os.path.exists(torch_path) else {"models": []}
 torch = {m["name"]: m for m in torch_run["models"]}
 torch_compile_mode = torch_run.get("compile_mode", "default")  # torch.compile's mode (step_torch.py --compile-mode)
+# the same forms compiled in another mode (the stage's max-autotune pass): their torch.compile only, as
+# "<form>_autotune" (their eager and CUDA-graph runs repeat the first pass's)
+autotune_path = os.path.join(out, "step-torch-autotune.json")
+autotune_run = load(autotune_path) if os.path.exists(autotune_path) else {"models": []}
+autotuned = {m["name"]: m for m in autotune_run["models"]}
+autotune_mode = autotune_run.get("compile_mode", "default")
+SUFFIX = "_autotune"
+
+
+def compiled_only(v):
+    """A form's torch.compile time, note and error against float64, without its eager and CUDA-graph runs."""
+    kept = {k: x for k, x in v.items() if k in ("torch_compile", "torch_compile_note")}
+    err = (v.get("max_rel_err_fp64") or {}).get("torch_compile")
+    if err is not None:
+        kept["max_rel_err_fp64"] = {"torch_compile": err}
+    return kept
+
 
 models = []
 for name, run in sorted(runs.items()):
@@ -108,7 +126,10 @@ for name, run in sorted(runs.items()):
     # (autograd under autocast, or the backward written out casting in it or on fp16 saved tensors)
     precision = "fp16" if m["precision"] == "fp16" else "tf32"
     forms = {p: v for p, v in (peer or {}).items() if isinstance(v, dict)}
-    timed = {p: v for p, v in forms.items() if ("tf32" if p.endswith("tf32") else "fp16") == precision}
+    forms.update({p + SUFFIX: compiled_only(v) for p, v in (autotuned.get(f"residual_mlp_{size}") or {}).items()
+                  if isinstance(v, dict)})
+    timed = {p: v for p, v in forms.items()
+             if ("tf32" if p.removesuffix(SUFFIX).endswith("tf32") else "fp16") == precision}
     m["torch_variant"] = {}
     for k in ("torch_eager", "torch_cuda_graph", "torch_compile"):
         best = min(((v[k], p) for p, v in timed.items() if v.get(k)), default=None)
@@ -119,7 +140,8 @@ for name, run in sorted(runs.items()):
     if notes:
         m["torch_compile_note"] = "; ".join(notes)
     m["torch_precision"] = precision if timed else None
-    m["torch_compile_mode"] = torch_compile_mode if timed else None
+    chosen = m["torch_variant"].get("torch_compile", "")
+    m["torch_compile_mode"] = (autotune_mode if chosen.endswith(SUFFIX) else torch_compile_mode) if timed else None
     # every form PyTorch was timed in, microseconds per backward and errors against float64, for the record
     m["torch_by_form"] = {p: {k: x for k, x in v.items() if k.startswith(("torch", "max_rel"))}
                           for p, v in forms.items()}

@@ -25,7 +25,9 @@
 # those models (default: all); then bench/peers/step_torch.py (PyTorch eager, CUDA graph, torch.compile, each compile
 # bounded; autograd under autocast and in TF32, the backward written out on fp16 saved tensors, casting to fp16, in
 # TF32; GG_STEP_TORCH_FORMS=autograd_fp16,... fewer; GG_STEP_TORCH_COMPILE_MODE=max-autotune-no-cudagraphs compiles
-# in that mode).
+# in that mode); then, when the first pass compiled in the default mode, the forms GG_STEP_TORCH_AUTOTUNE (default
+# autograd_fp16, the fastest fp16 form; empty: none) again under torch.compile in max-autotune for each model's shape
+# (each compile bounded by GG_COMPILE_TIMEOUT_AUTOTUNE, default 240 s), counted beside the default mode's.
 # All of it lands in $OUT/step-h200.json (scripts/collect_step.py), with the sweep's verdict in its "config_sweep".
 # No sanitizer runs here: racecheck sees only races on shared memory inside a CTA, not two kernels of concurrent
 # layers on one scratch slot; tests/cpu/test_step_ring.c proves the slots' ordering, and the tests stage runs
@@ -85,7 +87,7 @@ if [ ! -f "$cmocka/include/cmocka.h" ] && [ ! -f /usr/include/cmocka.h ] && [ ! 
 fi
 arch=${GG_CUDA_ARCH:-90a;100a} # the H200's and the B200's code
 # How the results were made, as recorded in their JSON: the settings that change them, then the command.
-run_cmd="GG_COMMIT=<sha> ${GG_CUDA_ARCH:+GG_CUDA_ARCH=$GG_CUDA_ARCH }${GG_STEP_SWEEP:+GG_STEP_SWEEP=$GG_STEP_SWEEP }${GG_STEP_BUDGET:+GG_STEP_BUDGET=$GG_STEP_BUDGET }${GG_STEP_TORCH_FORMS:+GG_STEP_TORCH_FORMS=$GG_STEP_TORCH_FORMS }${GG_STEP_TORCH_COMPILE_MODE:+GG_STEP_TORCH_COMPILE_MODE=$GG_STEP_TORCH_COMPILE_MODE }${GG_SHAPES:+GG_SHAPES=$GG_SHAPES }${GG_SHAPES_SEED:+GG_SHAPES_SEED=$GG_SHAPES_SEED }${GG_SANITIZER_TIMEOUT:+GG_SANITIZER_TIMEOUT=$GG_SANITIZER_TIMEOUT }${GG_TESTS_BUDGET:+GG_TESTS_BUDGET=$GG_TESTS_BUDGET }${GG_MODES:+GG_MODES=$GG_MODES }${GG_ITERS:+GG_ITERS=$GG_ITERS }${GG_PEERS_COMPILE:+GG_PEERS_COMPILE=1 }${GG_PEERS_VARIANTS:+GG_PEERS_VARIANTS=$GG_PEERS_VARIANTS }${GG_PEERS_TIMEOUT:+GG_PEERS_TIMEOUT=$GG_PEERS_TIMEOUT }${GG_PEERS_COMPILE_TIMEOUT:+GG_PEERS_COMPILE_TIMEOUT=$GG_PEERS_COMPILE_TIMEOUT }${GG_PEERS_BLOCKS:+GG_PEERS_BLOCKS=$GG_PEERS_BLOCKS }${GG_PEERS_BUDGET:+GG_PEERS_BUDGET=$GG_PEERS_BUDGET }${GG_STEPS:+GG_STEPS=$GG_STEPS }${GG_BUCKET_MIB:+GG_BUCKET_MIB=$GG_BUCKET_MIB }${GG_COMM_SMS:+GG_COMM_SMS=$GG_COMM_SMS }${GG_COPY_ENGINES:+GG_COPY_ENGINES=$GG_COPY_ENGINES }${GG_DDP_RUNS:+GG_DDP_RUNS=$GG_DDP_RUNS }${GG_TRAIN_STEPS:+GG_TRAIN_STEPS=$GG_TRAIN_STEPS }${GG_TRAIN_PRECISION:+GG_TRAIN_PRECISION=$GG_TRAIN_PRECISION }${GG_TRAIN_BUDGET:+GG_TRAIN_BUDGET=$GG_TRAIN_BUDGET }${GG_MULTIGPU_BUDGET:+GG_MULTIGPU_BUDGET=$GG_MULTIGPU_BUDGET }bash scripts/device.sh $stage"
+run_cmd="GG_COMMIT=<sha> ${GG_CUDA_ARCH:+GG_CUDA_ARCH=$GG_CUDA_ARCH }${GG_STEP_SWEEP:+GG_STEP_SWEEP=$GG_STEP_SWEEP }${GG_STEP_BUDGET:+GG_STEP_BUDGET=$GG_STEP_BUDGET }${GG_STEP_TORCH_FORMS:+GG_STEP_TORCH_FORMS=$GG_STEP_TORCH_FORMS }${GG_STEP_TORCH_COMPILE_MODE:+GG_STEP_TORCH_COMPILE_MODE=$GG_STEP_TORCH_COMPILE_MODE }${GG_STEP_TORCH_AUTOTUNE+GG_STEP_TORCH_AUTOTUNE=$GG_STEP_TORCH_AUTOTUNE }${GG_SHAPES:+GG_SHAPES=$GG_SHAPES }${GG_SHAPES_SEED:+GG_SHAPES_SEED=$GG_SHAPES_SEED }${GG_SANITIZER_TIMEOUT:+GG_SANITIZER_TIMEOUT=$GG_SANITIZER_TIMEOUT }${GG_TESTS_BUDGET:+GG_TESTS_BUDGET=$GG_TESTS_BUDGET }${GG_MODES:+GG_MODES=$GG_MODES }${GG_ITERS:+GG_ITERS=$GG_ITERS }${GG_PEERS_COMPILE:+GG_PEERS_COMPILE=1 }${GG_PEERS_VARIANTS:+GG_PEERS_VARIANTS=$GG_PEERS_VARIANTS }${GG_PEERS_TIMEOUT:+GG_PEERS_TIMEOUT=$GG_PEERS_TIMEOUT }${GG_PEERS_COMPILE_TIMEOUT:+GG_PEERS_COMPILE_TIMEOUT=$GG_PEERS_COMPILE_TIMEOUT }${GG_PEERS_BLOCKS:+GG_PEERS_BLOCKS=$GG_PEERS_BLOCKS }${GG_PEERS_BUDGET:+GG_PEERS_BUDGET=$GG_PEERS_BUDGET }${GG_STEPS:+GG_STEPS=$GG_STEPS }${GG_BUCKET_MIB:+GG_BUCKET_MIB=$GG_BUCKET_MIB }${GG_COMM_SMS:+GG_COMM_SMS=$GG_COMM_SMS }${GG_COPY_ENGINES:+GG_COPY_ENGINES=$GG_COPY_ENGINES }${GG_DDP_RUNS:+GG_DDP_RUNS=$GG_DDP_RUNS }${GG_TRAIN_STEPS:+GG_TRAIN_STEPS=$GG_TRAIN_STEPS }${GG_TRAIN_PRECISION:+GG_TRAIN_PRECISION=$GG_TRAIN_PRECISION }${GG_TRAIN_BUDGET:+GG_TRAIN_BUDGET=$GG_TRAIN_BUDGET }${GG_MULTIGPU_BUDGET:+GG_MULTIGPU_BUDGET=$GG_MULTIGPU_BUDGET }bash scripts/device.sh $stage"
 build=$root/build-device
 shapes_seed=${GG_SHAPES_SEED:-$(date +%s)}
 status=0
@@ -300,10 +302,24 @@ if [ "$stage" = all ] || [ "$stage" = step ]; then
       --json "$OUT/step-torch.json" 2> "$OUT/step-torch-progress.log" |
       tee "$OUT/step-torch.txt" | { grep -v '^{' || true; } || status=1
   else skipped step_torch.py; fi
+  # the fastest fp16 form again, compiled in max-autotune for the model's shape: collect_step.py counts its
+  # torch.compile beside the default mode's (GG_STEP_TORCH_AUTOTUNE: the forms, empty for none)
+  autotune_forms=${GG_STEP_TORCH_AUTOTUNE-autograd_fp16}
+  if [ -n "$autotune_forms" ] && [ -z "${GG_STEP_TORCH_COMPILE_MODE:-}" ]; then
+    t=$(limit 300)
+    if [ "$t" -gt 0 ]; then
+      PYTHONUNBUFFERED=1 timeout "$t" python3 bench/peers/step_torch.py --steps "${GG_STEPS:-20}" \
+        --budget $(( t - 10 )) --compile-timeout "${GG_COMPILE_TIMEOUT_AUTOTUNE:-240}" --forms "$autotune_forms" \
+        --compile-mode max-autotune-no-cudagraphs --json "$OUT/step-torch-autotune.json" \
+        2> "$OUT/step-torch-autotune-progress.log" | tee "$OUT/step-torch-autotune.txt" |
+        { grep -v '^{' | sed 's/^/max-autotune: /' || true; } || status=1
+    else skipped "step_torch.py in max-autotune"; fi
+  fi
   python3 scripts/collect_step.py "$OUT" "$OUT/step-h200.json" "${GG_COMMIT:-unknown}" "$run_cmd" \
     "$(head -2 "$OUT/gpu.txt" | tail -1 | cut -d, -f1)" || status=1
   echo "step stage: $(( $(date +%s) - script_start )) s since the script started"
-  rm -f "$OUT"/step-{large,small,gated,torch,timeline}.json "$OUT"/step-*_fused.json "$OUT"/step-*_copies.json
+  rm -f "$OUT"/step-{large,small,gated,torch,torch-autotune,timeline}.json "$OUT"/step-*_fused.json \
+    "$OUT"/step-*_copies.json
 fi
 if [ "$stage" = all ] || [ "$stage" = train ]; then
   echo "== train: the character model as step graphs, --eager, the PyTorch twin, the loss curves"

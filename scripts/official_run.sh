@@ -6,7 +6,7 @@
 #   peers  `GG_PEERS_BUDGET=560 scripts/device.sh peers` (PyTorch's autotuned peers of blocks 2 and 3, about 8
 #          minutes), into $OUT/run-peers.tgz, filed with the bench run of the same commit;
 #   step   `GG_CUDA_ARCH=90a GG_STEP_BUDGET=560 scripts/device.sh step` (the step graphs' models and their PyTorch
-#          peers, about 6 minutes), into $OUT/run-step.tgz;
+#          peers, torch.compile in its default mode and in max-autotune, about 8-9 minutes), into $OUT/run-step.tgz;
 #   train  `GG_CUDA_ARCH=90a GG_TRAIN_BUDGET=330 scripts/device.sh train` (the README's main job, about 2 minutes),
 #          into $OUT/run-train.tgz;
 #   multigpu  `GG_CUDA_ARCH=90a scripts/device.sh multigpu` on a machine with two GPUs (nvidia-h200-x2): the

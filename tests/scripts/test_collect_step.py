@@ -2,7 +2,8 @@
 """test_collect_step.py - scripts/collect_step.py on a step stage's output made up here: an fp16 model takes, per
 PyTorch variant, the fastest of its fp16 forms (autograd under autocast, the backward written out casting or on fp16
 saved tensors) and names it; an fp32/tf32 model compares with the TF32 forms only; every form timed lands in
-torch_by_form with its errors against float64, and torch.compile's mode with it; the model's name carries its
+torch_by_form with its errors against float64, and torch.compile's mode with it; the stage's max-autotune pass
+joins the forms as "<form>_autotune" (its torch.compile only, at the form's own precision); the model's name carries its
 size, and a configuration that failed its check makes the model incorrect; --ddp merges a two-GPU run's "ddp" into an
 existing result with the run's commit and PyTorch DDP's speedup on the same model, keeping the rest.
 Usage: test_collect_step.py REPO_ROOT"""
@@ -88,4 +89,35 @@ check(plain.get("step_us", {}).get("torch_compile") == 2579.8 and plain.get("tor
 check(plain.get("correct") is False, "a configuration that failed its check makes the model incorrect")
 check(plain.get("torch_compile_mode") == "max-autotune-no-cudagraphs" and
       copies.get("torch_compile_mode") == "max-autotune-no-cudagraphs", "torch.compile's mode recorded per model")
+
+# the stage's max-autotune pass: each form's torch.compile joins the others as "<form>_autotune", counted at its own
+# precision; the chosen torch.compile's mode recorded
+torch["compile_mode"] = "default"
+autotune = {"torch": "2.11", "compile_mode": "max-autotune-no-cudagraphs", "models": [{"name": "residual_mlp_small",
+            "autograd_fp16": {"torch_eager": 3580.0, "torch_cuda_graph": 1000.0, "torch_compile": 1400.0,
+                              "max_rel_err_fp64": {"torch_eager": 1e-3, "torch_compile": 2e-3}},
+            "autograd_tf32": {"torch_eager": 2510.0, "torch_cuda_graph": 2390.0, "torch_compile": 2000.0}}]}
+with tempfile.TemporaryDirectory() as d:
+    json.dump(run("residual_mlp_fused_copies", "fp16"), open(os.path.join(d, "step-small_fused_copies.json"), "w"))
+    json.dump(run("residual_mlp", "tf32"), open(os.path.join(d, "step-small.json"), "w"))
+    json.dump(torch, open(os.path.join(d, "step-torch.json"), "w"))
+    json.dump(autotune, open(os.path.join(d, "step-torch-autotune.json"), "w"))
+    out = os.path.join(d, "step-h200.json")
+    p = subprocess.run([sys.executable, os.path.join(root, "scripts", "collect_step.py"), d, out, "abc1234",
+                        "the command", "NVIDIA H200"], capture_output=True, text=True)
+    check(p.returncode == 0, f"collect_step.py with an autotune pass exits 0 ({p.stderr.strip()[:200]})")
+    tuned = {m["name"]: m for m in json.load(open(out))["models"]}
+copies, plain = tuned.get("residual_mlp_fused_copies_small", {}), tuned.get("residual_mlp_small", {})
+check(copies.get("step_us", {}).get("torch_compile") == 1400.0 and
+      copies.get("torch_variant", {}).get("torch_compile") == "autograd_fp16_autotune" and
+      copies.get("torch_compile_mode") == "max-autotune-no-cudagraphs",
+      "fp16 model: the max-autotune compile, faster, chosen and its mode recorded", json.dumps(copies.get("step_us")))
+check(copies.get("step_us", {}).get("torch_cuda_graph") == 3300.0,
+      "the autotune pass's eager and CUDA-graph runs do not count (they repeat the first pass's)")
+check(copies.get("torch_by_form", {}).get("autograd_fp16_autotune") ==
+      {"torch_compile": 1400.0, "max_rel_err_fp64": {"torch_compile": 2e-3}},
+      "the autotuned form recorded with its torch.compile only", json.dumps(copies.get("torch_by_form")))
+check(plain.get("step_us", {}).get("torch_compile") == 2000.0 and
+      plain.get("torch_variant", {}).get("torch_compile") == "autograd_tf32_autotune",
+      "tf32 model: the TF32 form's autotuned compile, not an fp16 one")
 finish("COLLECT_STEP")
