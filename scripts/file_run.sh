@@ -3,8 +3,8 @@
 # run-peers.tgz) under docs/results: run-<sha>/ gets the JSON, CSV and log archives, the stages' output as
 # device-<stage>.log, the trace gzipped and the per-block plots; where the folder holds the bench run and peers
 # stages' autotuned peers (one archive per set of blocks), bench-h200.json is collected again from all of them.
-# bench-h200.json, graphs-h200.json,
-# correctness-h200.json and reliability-h200.json are copied to docs/results/ (the current official figures).
+# bench-h200.json, graphs-h200.json, correctness-h200.json and reliability-h200.json are copied to docs/results/ (the
+# current official figures).
 # docs/results keeps one run folder per kind: remove the previous run-<sha>/ in the same commit (git history keeps
 # it), and update the numbers the docs quote (docs/results/README.md lists them). Each archive alone files what it
 # holds.
