@@ -86,7 +86,6 @@ typedef struct step_config {
     gg_step_memory mem;
 } step_config;
 
-
 /* "2:0,1:0,3:0" into configs; the count, or -1. */
 static int parse_sweep(const char *text, step_config *configs) {
     int n = 0;
@@ -190,7 +189,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (rounds < 1 || rounds > SM_MAX_ROUNDS || steps < 1) {
-        fprintf(stderr, "--rounds must be in [1, 16] and --steps at least 1\n");
+        fprintf(stderr, "--rounds must be in [1, %d] and --steps at least 1\n", SM_MAX_ROUNDS);
         return 2;
     }
     if (gpus) {

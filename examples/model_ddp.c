@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { MAX_GPUS = 8, MAX_ROUNDS = SM_MAX_ROUNDS, MAX_PARAMS = 512 };
+enum { MAX_GPUS = 8, MAX_PARAMS = 512 };
 
 typedef struct rank_state {
     int rank;
@@ -27,7 +27,7 @@ typedef struct rank_state {
     int steps, rounds;
     void *local, *synced; /* host copies of the parameter gradients: eager, after a synced step */
     size_t param_bytes;
-    double sync_ms[MAX_ROUNDS], local_ms[MAX_ROUNDS], comm_ms[MAX_ROUNDS];
+    double sync_ms[SM_MAX_ROUNDS], local_ms[SM_MAX_ROUNDS], comm_ms[SM_MAX_ROUNDS];
     int failed;
 } rank_state;
 
@@ -160,7 +160,7 @@ int md_run(const sm_config *c, int gpus, int steps, int rounds, const char *json
         printf("model_backward --gpus %d: %d GPUs here (2 to %d needed), skipped\n", gpus, have, MAX_GPUS);
         return 77;
     }
-    if (rounds > MAX_ROUNDS) rounds = MAX_ROUNDS;
+    if (rounds > SM_MAX_ROUNDS) rounds = SM_MAX_ROUNDS;
     gg_ctx *ctxs[MAX_GPUS];
     for (int r = 0; r < gpus; ++r) {
         gg_config cfg = GG_CONFIG_INIT;

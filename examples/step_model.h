@@ -80,7 +80,8 @@ double sm_max_rel_diff(const void *a, const void *b, size_t bytes, int elem_byte
 /* GEMM FLOP of one backward at `tokens` rows (the speed of light's numerator). */
 double sm_flop(const sm_model *m, int64_t tokens);
 
-/* The median of n timings (1 <= n <= SM_MAX_ROUNDS), v left as it is. */
+/* The most timing rounds a run keeps; sm_median: the median of n of them (1 <= n <= SM_MAX_ROUNDS), v left as it
+ * is. */
 enum { SM_MAX_ROUNDS = 16 };
 double sm_median(const double *v, int n);
 

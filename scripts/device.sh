@@ -294,26 +294,26 @@ if [ "$stage" = all ] || [ "$stage" = step ]; then
     timeout 60 python3 scripts/plot_step_timeline.py "$OUT/step-trace.csv" "$OUT/plots" --json "$OUT/step-timeline.json" \
       2>&1 | tee -a "$OUT/step.log"
   fi
-  t=$(limit 330)
-  if [ "$t" -gt 0 ]; then
-    PYTHONUNBUFFERED=1 timeout "$t" python3 bench/peers/step_torch.py --steps "${GG_STEPS:-20}" --budget $(( t - 10 )) \
-      --compile-timeout "${GG_COMPILE_TIMEOUT:-75}" ${GG_STEP_TORCH_FORMS:+--forms $GG_STEP_TORCH_FORMS} \
-      ${GG_STEP_TORCH_COMPILE_MODE:+--compile-mode $GG_STEP_TORCH_COMPILE_MODE} \
-      --json "$OUT/step-torch.json" 2> "$OUT/step-torch-progress.log" |
-      tee "$OUT/step-torch.txt" | { grep -v '^{' || true; } || status=1
-  else skipped step_torch.py; fi
+  # step_peers NAME WANT COMPILE_TIMEOUT ARGS...: one bench/peers/step_torch.py pass into $OUT/NAME.json (its output
+  # NAME.txt, progress NAME-progress.log), for at most WANT seconds of the stage's budget
+  step_peers() {
+    local name=$1 t; t=$(limit "$2"); local timeout=$3; shift 3
+    if [ "$t" -gt 0 ]; then
+      PYTHONUNBUFFERED=1 timeout "$t" python3 bench/peers/step_torch.py --steps "${GG_STEPS:-20}" \
+        --budget $(( t - 10 )) --compile-timeout "$timeout" "$@" --json "$OUT/$name.json" \
+        2> "$OUT/$name-progress.log" | tee "$OUT/$name.txt" | { grep -v '^{' | sed "s/^/$name: /" || true; } ||
+        status=1
+    else skipped "step_torch.py ($name)"; fi
+  }
+  # shellcheck disable=SC2086 # the settings split on purpose
+  step_peers step-torch 330 "${GG_COMPILE_TIMEOUT:-75}" ${GG_STEP_TORCH_FORMS:+--forms $GG_STEP_TORCH_FORMS} \
+    ${GG_STEP_TORCH_COMPILE_MODE:+--compile-mode $GG_STEP_TORCH_COMPILE_MODE}
   # the fastest fp16 form again, compiled in max-autotune for the model's shape: collect_step.py counts its
   # torch.compile beside the default mode's (GG_STEP_TORCH_AUTOTUNE: the forms, empty for none)
   autotune_forms=${GG_STEP_TORCH_AUTOTUNE-autograd_fp16}
   if [ -n "$autotune_forms" ] && [ -z "${GG_STEP_TORCH_COMPILE_MODE:-}" ]; then
-    t=$(limit 300)
-    if [ "$t" -gt 0 ]; then
-      PYTHONUNBUFFERED=1 timeout "$t" python3 bench/peers/step_torch.py --steps "${GG_STEPS:-20}" \
-        --budget $(( t - 10 )) --compile-timeout "${GG_COMPILE_TIMEOUT_AUTOTUNE:-240}" --forms "$autotune_forms" \
-        --compile-mode max-autotune-no-cudagraphs --json "$OUT/step-torch-autotune.json" \
-        2> "$OUT/step-torch-autotune-progress.log" | tee "$OUT/step-torch-autotune.txt" |
-        { grep -v '^{' | sed 's/^/max-autotune: /' || true; } || status=1
-    else skipped "step_torch.py in max-autotune"; fi
+    step_peers step-torch-autotune 300 "${GG_COMPILE_TIMEOUT_AUTOTUNE:-240}" --forms "$autotune_forms" \
+      --compile-mode max-autotune-no-cudagraphs
   fi
   python3 scripts/collect_step.py "$OUT" "$OUT/step-h200.json" "${GG_COMMIT:-unknown}" "$run_cmd" \
     "$(head -2 "$OUT/gpu.txt" | tail -1 | cut -d, -f1)" || status=1
