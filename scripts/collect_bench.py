@@ -25,9 +25,21 @@ bench_path, peers_paths, out, commit, command = sys.argv[1:6]
 bench = json.load(open(bench_path))
 
 
+def merge_row(row, r):
+    """A case's fields from a later file into row: the later file's where both have one, except that a variant
+    measured in one file and not run in another ("<v>_error", no "<v>_us": skipped, say, when its budget ran out)
+    keeps its measurement, and a measurement drops an earlier file's error for that variant."""
+    for k, value in r.items():
+        if k.endswith("_error") and row.get(k[: -len("_error")] + "_us") is not None:
+            continue
+        if k.endswith("_us") and value is not None:
+            row.pop(k[: -len("_us")] + "_error", None)
+        row[k] = value
+
+
 def merged(paths):
-    """The peers JSONs as one: each case's fields from every file (the later ones' where both have one), the
-    variants in the order the files list them."""
+    """The peers JSONs as one: each case's fields from every file (merge_row), the variants in the order the files
+    list them."""
     first, rows, runs = None, {}, []
     for path in paths:
         p = json.load(open(path))
@@ -36,7 +48,7 @@ def merged(paths):
         else:
             first["variants"] = {**(first.get("variants") or {}), **(p.get("variants") or {})}
         for r in p["results"]:
-            rows.setdefault((r["block"], r["index"]), {}).update(r)
+            merge_row(rows.setdefault((r["block"], r["index"]), {}), r)
         if p.get("command"):  # a run of its own (the peers stage's): which commit and command made it
             runs.append({"commit": p.get("commit"), "command": p["command"], "variants": list(p.get("variants") or [])})
     first["results"], first["runs"] = list(rows.values()), runs

@@ -50,7 +50,8 @@
 # both blocks (default: copy engines for block 2, SMs for block 3, each block's best).
 #
 # peers: PyTorch's autotuned peers (bench/peers/torch_peers.py's autotune family: torch.compile in max-autotune, each
-# distinct shape compiled on its own, ~23 s each on an H200) of blocks GG_PEERS_BLOCKS (default 2,3), the variants
+# distinct shape compiled on its own, ~23 s each on an H200) of blocks GG_PEERS_BLOCKS (default 2,3), their cases
+# GG_PEERS_CASES (indices, comma-separated; default all: a run that the budget stopped is finished so), the variants
 # GG_PEERS_VARIANTS (default torch_fp16_autotune, the fastest autotuned form wherever both were measured: 068 and
 # 073's fp16 operands against autocast), budgeted (GG_PEERS_BUDGET, default 560 s from the script's start), into
 # $OUT/peers-autotune.json; nothing is built. A stage of its own: the bench stage's call has no room for the
@@ -87,7 +88,7 @@ if [ ! -f "$cmocka/include/cmocka.h" ] && [ ! -f /usr/include/cmocka.h ] && [ ! 
 fi
 arch=${GG_CUDA_ARCH:-90a;100a} # the H200's and the B200's code
 # How the results were made, as recorded in their JSON: the settings that change them, then the command.
-run_cmd="GG_COMMIT=<sha> ${GG_CUDA_ARCH:+GG_CUDA_ARCH=$GG_CUDA_ARCH }${GG_STEP_SWEEP:+GG_STEP_SWEEP=$GG_STEP_SWEEP }${GG_STEP_BUDGET:+GG_STEP_BUDGET=$GG_STEP_BUDGET }${GG_STEP_TORCH_FORMS:+GG_STEP_TORCH_FORMS=$GG_STEP_TORCH_FORMS }${GG_STEP_TORCH_COMPILE_MODE:+GG_STEP_TORCH_COMPILE_MODE=$GG_STEP_TORCH_COMPILE_MODE }${GG_STEP_TORCH_AUTOTUNE+GG_STEP_TORCH_AUTOTUNE=$GG_STEP_TORCH_AUTOTUNE }${GG_SHAPES:+GG_SHAPES=$GG_SHAPES }${GG_SHAPES_SEED:+GG_SHAPES_SEED=$GG_SHAPES_SEED }${GG_SANITIZER_TIMEOUT:+GG_SANITIZER_TIMEOUT=$GG_SANITIZER_TIMEOUT }${GG_TESTS_BUDGET:+GG_TESTS_BUDGET=$GG_TESTS_BUDGET }${GG_MODES:+GG_MODES=$GG_MODES }${GG_ITERS:+GG_ITERS=$GG_ITERS }${GG_PEERS_COMPILE:+GG_PEERS_COMPILE=1 }${GG_PEERS_VARIANTS:+GG_PEERS_VARIANTS=$GG_PEERS_VARIANTS }${GG_PEERS_TIMEOUT:+GG_PEERS_TIMEOUT=$GG_PEERS_TIMEOUT }${GG_PEERS_COMPILE_TIMEOUT:+GG_PEERS_COMPILE_TIMEOUT=$GG_PEERS_COMPILE_TIMEOUT }${GG_PEERS_BLOCKS:+GG_PEERS_BLOCKS=$GG_PEERS_BLOCKS }${GG_PEERS_BUDGET:+GG_PEERS_BUDGET=$GG_PEERS_BUDGET }${GG_STEPS:+GG_STEPS=$GG_STEPS }${GG_BUCKET_MIB:+GG_BUCKET_MIB=$GG_BUCKET_MIB }${GG_COMM_SMS:+GG_COMM_SMS=$GG_COMM_SMS }${GG_COPY_ENGINES:+GG_COPY_ENGINES=$GG_COPY_ENGINES }${GG_DDP_RUNS:+GG_DDP_RUNS=$GG_DDP_RUNS }${GG_TRAIN_STEPS:+GG_TRAIN_STEPS=$GG_TRAIN_STEPS }${GG_TRAIN_PRECISION:+GG_TRAIN_PRECISION=$GG_TRAIN_PRECISION }${GG_TRAIN_BUDGET:+GG_TRAIN_BUDGET=$GG_TRAIN_BUDGET }${GG_MULTIGPU_BUDGET:+GG_MULTIGPU_BUDGET=$GG_MULTIGPU_BUDGET }bash scripts/device.sh $stage"
+run_cmd="GG_COMMIT=<sha> ${GG_CUDA_ARCH:+GG_CUDA_ARCH=$GG_CUDA_ARCH }${GG_STEP_SWEEP:+GG_STEP_SWEEP=$GG_STEP_SWEEP }${GG_STEP_BUDGET:+GG_STEP_BUDGET=$GG_STEP_BUDGET }${GG_STEP_TORCH_FORMS:+GG_STEP_TORCH_FORMS=$GG_STEP_TORCH_FORMS }${GG_STEP_TORCH_COMPILE_MODE:+GG_STEP_TORCH_COMPILE_MODE=$GG_STEP_TORCH_COMPILE_MODE }${GG_STEP_TORCH_AUTOTUNE+GG_STEP_TORCH_AUTOTUNE=$GG_STEP_TORCH_AUTOTUNE }${GG_SHAPES:+GG_SHAPES=$GG_SHAPES }${GG_SHAPES_SEED:+GG_SHAPES_SEED=$GG_SHAPES_SEED }${GG_SANITIZER_TIMEOUT:+GG_SANITIZER_TIMEOUT=$GG_SANITIZER_TIMEOUT }${GG_TESTS_BUDGET:+GG_TESTS_BUDGET=$GG_TESTS_BUDGET }${GG_MODES:+GG_MODES=$GG_MODES }${GG_ITERS:+GG_ITERS=$GG_ITERS }${GG_PEERS_COMPILE:+GG_PEERS_COMPILE=1 }${GG_PEERS_VARIANTS:+GG_PEERS_VARIANTS=$GG_PEERS_VARIANTS }${GG_PEERS_TIMEOUT:+GG_PEERS_TIMEOUT=$GG_PEERS_TIMEOUT }${GG_PEERS_COMPILE_TIMEOUT:+GG_PEERS_COMPILE_TIMEOUT=$GG_PEERS_COMPILE_TIMEOUT }${GG_PEERS_BLOCKS:+GG_PEERS_BLOCKS=$GG_PEERS_BLOCKS }${GG_PEERS_CASES:+GG_PEERS_CASES=$GG_PEERS_CASES }${GG_PEERS_BUDGET:+GG_PEERS_BUDGET=$GG_PEERS_BUDGET }${GG_STEPS:+GG_STEPS=$GG_STEPS }${GG_BUCKET_MIB:+GG_BUCKET_MIB=$GG_BUCKET_MIB }${GG_COMM_SMS:+GG_COMM_SMS=$GG_COMM_SMS }${GG_COPY_ENGINES:+GG_COPY_ENGINES=$GG_COPY_ENGINES }${GG_DDP_RUNS:+GG_DDP_RUNS=$GG_DDP_RUNS }${GG_TRAIN_STEPS:+GG_TRAIN_STEPS=$GG_TRAIN_STEPS }${GG_TRAIN_PRECISION:+GG_TRAIN_PRECISION=$GG_TRAIN_PRECISION }${GG_TRAIN_BUDGET:+GG_TRAIN_BUDGET=$GG_TRAIN_BUDGET }${GG_MULTIGPU_BUDGET:+GG_MULTIGPU_BUDGET=$GG_MULTIGPU_BUDGET }bash scripts/device.sh $stage"
 build=$root/build-device
 shapes_seed=${GG_SHAPES_SEED:-$(date +%s)}
 status=0
@@ -240,6 +241,7 @@ if [ "$stage" = peers ]; then
   PYTHONUNBUFFERED=1 timeout "$left" python3 bench/peers/torch_peers.py --block "${GG_PEERS_BLOCKS:-2,3}" --compile \
     --variants "${GG_PEERS_VARIANTS:-torch_fp16_autotune}" --iters "${GG_ITERS:-50}" --warmup "${GG_WARMUP:-10}" \
     --compile-timeout "${GG_PEERS_COMPILE_TIMEOUT:-90}" --budget $(( left > 60 ? left - 30 : left / 2 )) \
+    ${GG_PEERS_CASES:+--cases "$GG_PEERS_CASES"} \
     --json "$OUT/peers-autotune.json" 2> "$OUT/peers-autotune-progress.log" | tee "$OUT/peers-autotune.txt" || status=1
   # the command that made it, for the bench JSON that file_run.sh collects it into
   python3 - "$OUT/peers-autotune.json" "${GG_COMMIT:-unknown}" "$run_cmd" <<'PY' || status=1

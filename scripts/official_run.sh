@@ -4,7 +4,8 @@
 #          the sanitizers, racecheck last), into $OUT/run-tests.tgz;
 #   bench  `GG_PEERS_COMPILE=1 GG_PEERS_TIMEOUT=300 scripts/device.sh bench` (every mode), into $OUT/run-bench.tgz;
 #   peers  `GG_PEERS_BUDGET=560 scripts/device.sh peers` (PyTorch's autotuned peers of blocks 2 and 3, about 8
-#          minutes), into $OUT/run-peers.tgz, filed with the bench run of the same commit;
+#          minutes; a GG_PEERS_BUDGET set in the environment replaces the 560 s), into $OUT/run-peers.tgz, filed
+#          with the bench run of the same commit;
 #   step   `GG_CUDA_ARCH=90a GG_STEP_BUDGET=560 scripts/device.sh step` (the step graphs' models and their PyTorch
 #          peers, torch.compile in its default mode and in max-autotune, about 8-9 minutes), into $OUT/run-step.tgz;
 #   train  `GG_CUDA_ARCH=90a GG_TRAIN_BUDGET=330 scripts/device.sh train` (the README's main job, about 2 minutes),
@@ -29,7 +30,7 @@ log=/tmp/official-$stage.log
 case $stage in # each stage's settings, as the header lists them
   tests) settings=(GG_SHAPES=300 GG_SANITIZER_TIMEOUT=240) ;;
   bench) settings=(GG_PEERS_COMPILE=1 GG_PEERS_TIMEOUT=300) ;;
-  peers) settings=(GG_PEERS_BUDGET=560) ;;
+  peers) settings=(GG_PEERS_BUDGET=${GG_PEERS_BUDGET:-560}) ;; # less where less device time is left
   step) settings=(GG_CUDA_ARCH=90a GG_STEP_BUDGET=560) ;;
   train) settings=(GG_CUDA_ARCH=90a GG_TRAIN_BUDGET=330) ;;
   multigpu) settings=(GG_CUDA_ARCH=90a) ;;

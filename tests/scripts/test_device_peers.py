@@ -2,9 +2,10 @@
 """test_device_peers.py - scripts/device.sh's peers stage (PyTorch's autotuned peers), end to end on a machine without
 GPUs: a scratch copy of the scripts with nvidia-smi and cmake faked on PATH and bench/peers/torch_peers.py faked in
 the tree. The stage builds nothing; it times the default variant (torch_fp16_autotune) of blocks 2 and 3 with
-torch.compile on, inside its budget, or the variants and blocks GG_PEERS_VARIANTS and GG_PEERS_BLOCKS name; the JSON
-it leaves records the run's commit and command (file_run.sh collects it with the bench run of that commit, and the
-bench JSON says which run made it); a peers run that fails fails the stage. The stage runs only on the GPU machine:
+torch.compile on, inside its budget, every case, or the variants, blocks and cases GG_PEERS_VARIANTS,
+GG_PEERS_BLOCKS and GG_PEERS_CASES name; the JSON it leaves records the run's commit and command (file_run.sh
+collects it with the bench run of that commit, and the bench JSON says which run made it); a peers run that fails
+fails the stage. The stage runs only on the GPU machine:
 this keeps it from breaking unseen. Usage: test_device_peers.py REPO_ROOT"""
 import json
 import os
@@ -47,6 +48,7 @@ with tempfile.TemporaryDirectory() as d:
           "by default torch_fp16_autotune on blocks 2 and 3", calls)
     budget = arg(calls, "--budget")
     check(budget is not None and 400 < int(budget) <= 560, "the peers' budget inside the stage's 560 s", calls)
+    check(arg(calls, "--cases") is None, "every case by default", calls)
     path = os.path.join(out, "peers-autotune.json")
     p = json.load(open(path)) if os.path.exists(path) else {}
     check(p.get("commit") == "abc1234" and "device.sh peers" in p.get("command", "") and
@@ -55,12 +57,13 @@ with tempfile.TemporaryDirectory() as d:
 
     out = os.path.join(d, "out-chosen")
     rc, text, calls = m.stage("peers", out, 1, GG_PEERS_VARIANTS="autotune", GG_PEERS_BLOCKS="1,2,3,4",
-                              GG_PEERS_BUDGET="300")
+                              GG_PEERS_BUDGET="300", GG_PEERS_CASES="11,12")
     p = json.load(open(os.path.join(out, "peers-autotune.json")))
     check(rc == 0 and arg(calls, "--variants") == "autotune" and arg(calls, "--block") == "1,2,3,4" and
-          int(arg(calls, "--budget") or 0) <= 300, "GG_PEERS_VARIANTS, GG_PEERS_BLOCKS and GG_PEERS_BUDGET honoured",
-          calls)
-    check("GG_PEERS_BLOCKS=1,2,3,4" in p.get("command", "") and "GG_PEERS_BUDGET=300" in p.get("command", ""),
+          int(arg(calls, "--budget") or 0) <= 300 and arg(calls, "--cases") == "11,12",
+          "GG_PEERS_VARIANTS, GG_PEERS_BLOCKS, GG_PEERS_BUDGET and GG_PEERS_CASES honoured", calls)
+    check("GG_PEERS_BLOCKS=1,2,3,4" in p.get("command", "") and "GG_PEERS_BUDGET=300" in p.get("command", "") and
+          "GG_PEERS_CASES=11,12" in p.get("command", ""),
           "the recorded command names the settings", json.dumps(p))
 
     out = os.path.join(d, "out-failing")

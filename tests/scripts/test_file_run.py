@@ -7,8 +7,9 @@ multigpu run is filed on its own: multigpu-<sha>/ gets its stage log and logs, r
 JSON and ddp-h200x2.json, and the older multigpu and ddp folders are named for removal, the run folders not. A peers
 run (the autotuned PyTorch peers) filed after the bench run of its commit has bench-h200.json collected again from
 both (scripts/collect_bench.py: the faster autotuned variant becomes the best peer where it passed, never where it
-failed; the bench's command kept, the peers run's recorded beside it); filed where no bench run is, it is kept and
-not collected, with a warning.
+failed; the bench's command kept, the peers run's recorded beside it); a run of some cases only (GG_PEERS_CASES) is
+filed under them, and its measurements count over another run's skips; filed where no bench run is, a peers run is
+kept and not collected, with a warning.
 Usage: test_file_run.py REPO_ROOT"""
 import io
 import json
@@ -172,15 +173,17 @@ with tempfile.TemporaryDirectory() as d:
 
     # a second peers run, of other blocks: filed beside the first, bench-h200.json collected from all three
     gate = "061_tanh_gated_residual_add_backward"
-    bench["results"].append(dict(case(0, 512, 10.0), block=gate, mode="bf16"))
-    peers["results"].append({"block": gate, "index": 0, "M": 512, "torch_compile_us": 40.0,
-                             "torch_compile_correct": True})
+    for i, m, us in ((0, 512, 10.0), (1, 1024, 20.0)):
+        bench["results"].append(dict(case(i, m, us), block=gate, mode="bf16"))
+        peers["results"].append({"block": gate, "index": i, "M": m, "torch_compile_us": 4 * us,
+                                 "torch_compile_correct": True})
     tgz(bench_run, {"bench.log": "== timing\n", "bench.json": json.dumps(bench), "peers.json": json.dumps(peers),
                     "bench-h200.json": json.dumps({"commit": sha, "command": bench_cmd, "blocks": {}})})
     gate_cmd = "GG_COMMIT=<sha> GG_PEERS_BLOCKS=1 GG_PEERS_VARIANTS=torch_autotune bash scripts/device.sh peers"
     gate_tuned = {"commit": sha, "command": gate_cmd, "variants": {"torch_autotune": "max-autotune"},
                   "results": [{"block": gate, "index": 0, "M": 512, "torch_autotune_us": 20.0,
-                               "torch_autotune_correct": True}]}
+                               "torch_autotune_correct": True},
+                              {"block": gate, "index": 1, "M": 1024, "torch_autotune_error": "skipped: budget"}]}
     gate_run = os.path.join(d, "run-peers-061.tgz")
     tgz(gate_run, {"peers.log": "== blocks 1\n", "peers-autotune.json": json.dumps(gate_tuned)})
     p = file_run(sha, bench_run, gate_run)
@@ -194,10 +197,31 @@ with tempfile.TemporaryDirectory() as d:
           p.stdout + p.stderr)
     b = json.load(open(os.path.join(results, "bench-h200.json")))
     best = {k: [c["best_peer"] for c in v["cases"]] for k, v in b.get("blocks", {}).items()}
-    check(best.get(gate) == ["torch_autotune"] and best.get(block) == ["torch_fp16_autotune", "torch_fp16_compile"],
+    check(best.get(gate) == ["torch_autotune", "torch_compile"] and
+          best.get(block) == ["torch_fp16_autotune", "torch_fp16_compile"],
           "each block's best peer from the peers run that timed it", json.dumps(best))
     check(sorted(r["command"] for r in b["peers"].get("other_runs", [])) == sorted([peers_cmd, gate_cmd]),
           "both peers runs recorded", json.dumps(b.get("peers")))
+
+    # the case the budget skipped, run alone (GG_PEERS_CASES): filed under its cases beside the first, its measurement
+    # kept over the first run's "skipped" (whichever file is read last)
+    rest_cmd = "GG_COMMIT=<sha> GG_PEERS_BLOCKS=1 GG_PEERS_CASES=1 bash scripts/device.sh peers"
+    rest = {"commit": sha, "command": rest_cmd, "variants": {"torch_autotune": "max-autotune"},
+            "results": [{"block": gate, "index": 1, "M": 1024, "torch_autotune_us": 30.0,
+                         "torch_autotune_correct": True}]}
+    rest_run = os.path.join(d, "run-peers-061-1.tgz")
+    tgz(rest_run, {"peers.log": "== blocks 1, case 1\n", "peers-autotune.json": json.dumps(rest)})
+    p = file_run(sha, rest_run)
+    out = p.stdout + p.stderr
+    check(p.returncode == 0 and "warning" not in out and
+          all(os.path.exists(os.path.join(filed, f)) for f in ("peers-autotune-061-cases-1.json",
+                                                                 "peers-autotune-061.json")),
+          "a run of some cases filed under them, beside the run of the whole block", out)
+    b = json.load(open(os.path.join(results, "bench-h200.json")))
+    gate_cases = b.get("blocks", {}).get(gate, {}).get("cases", [])
+    check([c["best_peer"] for c in gate_cases] == ["torch_autotune", "torch_autotune"] and
+          gate_cases[1]["best_peer_us"] == 30.0 and "peers_errors" not in gate_cases[1],
+          "the skipped case's measurement counts, the earlier run's skip is dropped", json.dumps(gate_cases))
 
     # the peers run alone, where no bench run of its commit is filed: kept, not collected
     before = open(os.path.join(results, "bench-h200.json")).read()
