@@ -26,7 +26,8 @@ per backward for each variant.
 Time bounds, so that it fits a fixed slot on the GPU machine: each torch.compile variant (compiling it and timing
 it) is stopped after --compile-timeout seconds (default 90; its time is then null with a note), and once less than
 that is left of --budget seconds (default: none) for the whole run, the remaining torch.compile variants are
-skipped (null, with a note); eager and CUDA-graph variants always run.
+skipped (null, with a note); eager and CUDA-graph variants always run. --json FILE is rewritten after every model, so
+that a run stopped from outside (a compilation the time limit could not interrupt) keeps the models it finished.
 
 --compile-mode MODE compiles with torch.compile(mode=MODE) instead of its default, e.g.
 "max-autotune-no-cudagraphs" (each GEMM's kernel chosen by timing cuBLAS against Triton templates; the CUDA-graph
@@ -241,11 +242,12 @@ def main():
         if unknown:
             p.error(f"{flag}: unknown {sorted(unknown)}")
     started = time.time()
-    result = {"torch": torch.__version__, "compile_mode": a.compile_mode or "default",
-              "models": [run_model(m, a, started) for m in a.models.split(",")]}
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(result, f, indent=1)
+    result = {"torch": torch.__version__, "compile_mode": a.compile_mode or "default", "models": []}
+    for m in a.models.split(","):
+        result["models"].append(run_model(m, a, started))
+        if a.json:  # after every model: a run stopped from outside keeps the models it finished
+            with open(a.json, "w") as f:
+                json.dump(result, f, indent=1)
     print(json.dumps(result))
 
 

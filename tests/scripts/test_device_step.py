@@ -4,8 +4,9 @@ scripts with nvidia-smi and cmake faked on PATH, the step tests and examples/mod
 and bench/peers/step_torch.py faked in the tree. PyTorch's peers run twice: every form in torch.compile's default
 mode, then the fastest fp16 form (autograd under autocast) in max-autotune, whose torch.compile counts beside the
 default mode's in step-h200.json; GG_STEP_TORCH_AUTOTUNE= (empty) skips the second pass, and so does a first pass
-already compiled in another mode (GG_STEP_TORCH_COMPILE_MODE). The stage runs only on the GPU machine: this keeps it
-from breaking unseen. Usage: test_device_step.py REPO_ROOT"""
+already compiled in another mode (GG_STEP_TORCH_COMPILE_MODE); a pass stopped by its time limit fails the stage,
+and the models it wrote (step_torch.py writes its JSON after every model) still count. The stage runs only on the GPU
+machine: this keeps it from breaking unseen. Usage: test_device_step.py REPO_ROOT"""
 import json
 import os
 import sys
@@ -23,14 +24,16 @@ MODEL_BACKWARD = ('json=; while [ $# -gt 0 ]; do [ "$1" = --json ] && json=$2; s
                   '"gg_block_graphs": 1232.7, "gg_eager": 1194.1}, "correct": true, "configs": [{"side_streams": 2, '
                   '"scratch_slots": 0, "step_us": 1140.0, "correct": true}]}\' > "$json"\n'
                   'echo "step graph, 2 side streams, 0 scratch slots: 1140.0 us"\n')
-# step_torch.py: logs its arguments; torch.compile takes 1600 us in the default mode, 1450 in max-autotune
+# step_torch.py: logs its arguments; torch.compile takes 1600 us in the default mode, 1450 in max-autotune, whose
+# pass then exits with FAKE_AUTOTUNE_RC (as when the time limit stops it after the models it wrote)
 STEP_TORCH = ('echo "step_torch $*" >> "$FAKE_LOG"\n'
               'json=; mode=default; while [ $# -gt 0 ]; do [ "$1" = --json ] && json=$2\n'
               '  [ "$1" = --compile-mode ] && mode=$2; shift; done\n'
               'us=1600.0; [ "$mode" = max-autotune-no-cudagraphs ] && us=1450.0\n'
               'echo "{\\"torch\\": \\"2.11\\", \\"compile_mode\\": \\"$mode\\", \\"models\\": [{\\"name\\": '
               '\\"residual_mlp_small\\", \\"autograd_fp16\\": {\\"torch_eager\\": 3000.0, '
-              '\\"torch_cuda_graph\\": 1519.4, \\"torch_compile\\": $us}}]}" > "$json"\n')
+              '\\"torch_cuda_graph\\": 1519.4, \\"torch_compile\\": $us}}]}" > "$json"\n'
+              '[ "$mode" = default ] || exit "${FAKE_AUTOTUNE_RC:-0}"\n')
 
 
 def torch_calls(calls):
@@ -73,6 +76,14 @@ with tempfile.TemporaryDirectory() as d:
           "both passes' forms recorded", json.dumps(small.get("torch_by_form")))
     check(not os.path.exists(os.path.join(out, "step-torch-autotune.json")),
           "the pass's JSON folded into step-h200.json, not left beside it")
+
+    out = os.path.join(d, "out-stopped")
+    rc, text, calls = m.stage("step", out, 1, FAKE_AUTOTUNE_RC="124", **models)
+    doc = json.load(open(os.path.join(out, "step-h200.json")))
+    small = {x["name"]: x for x in doc["models"]}.get("residual_mlp_fused_copies_small", {})
+    check(rc != 0 and small.get("step_us", {}).get("torch_compile") == 1450.0,
+          "a max-autotune pass stopped by its limit fails the stage, and the models it wrote still count",
+          text + json.dumps(small))
 
     out = os.path.join(d, "out-none")
     rc, text, calls = m.stage("step", out, 1, GG_STEP_TORCH_AUTOTUNE="", **models)
