@@ -45,12 +45,13 @@ import csv
 import json
 import math
 import os
-import signal
 import statistics
 import sys
 import time
 
 import torch
+
+from bounded import CompileTimeout, within  # bench/peers/bounded.py: the script's folder is on sys.path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CASES = os.path.join(HERE, "..", "..", "tests", "data", "cases.csv")
@@ -222,33 +223,6 @@ def check(outs, refs, atol, rtol):
     return worst >= 0.99, worst
 
 
-class CompileTimeout(Exception):
-    pass
-
-
-def within(seconds, fn):
-    """fn(), stopped by SIGALRM after `seconds` (CompileTimeout); no limit when seconds is None. Returns fn()'s value
-    and whether the alarm fired (torch.compile may wrap the exception it raised in one of its own)."""
-    if seconds is None:
-        return fn(), False
-    fired = []
-
-    def expired(signum, frame):
-        fired.append(True)
-        raise CompileTimeout()
-    old = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(max(1, int(seconds)))
-    try:
-        return fn(), False
-    except Exception:
-        if fired:
-            return None, True
-        raise
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
-
-
 INPUT_COPIES = 3  # input sets rotated between timed replays: inputs at a fresh address each time (as gg_bench)
 
 
@@ -264,9 +238,7 @@ def time_graph(fn, args, flush, iters, warmup, compile_limit=None):
             for _ in range(3):
                 fn(*args)
         torch.cuda.synchronize()
-    _, expired = within(compile_limit, warm)
-    if expired:
-        raise CompileTimeout()
+    within(compile_limit, warm)
     torch.cuda.current_stream().wait_stream(side)
     graphs, outs = [], None
     for k in range(INPUT_COPIES):
@@ -291,10 +263,7 @@ def time_graph(fn, args, flush, iters, warmup, compile_limit=None):
 
 def run_once(fn, args, compile_limit=None):
     """--device cpu: fn(*args) once (compiling it within compile_limit seconds); its outputs, no time."""
-    outs, expired = within(compile_limit, lambda: fn(*args))
-    if expired:
-        raise CompileTimeout()
-    return None, outs
+    return None, within(compile_limit, lambda: fn(*args))
 
 
 # torch.compile's modes: DYNAMIC compiles once for every shape (dynamic=True); AUTOTUNE tunes each GEMM's kernel
