@@ -346,24 +346,14 @@ static gg_status check_run(gg_graph *g, const char *fn, gg_block_call *call, gg_
     return GG_SUCCESS;
 }
 
-static gg_status launch(gg_ctx *ctx, const gg_exec_entry *e, cudaStream_t stream) {
-    GG_CUDA_TRY(ctx, cudaGraphLaunch((cudaGraphExec_t)e->exec, stream));
-    return GG_SUCCESS;
-}
-
 static gg_status build_device_graph(gg_graph *g, const gg_block_call *call, const int64_t *device_tokens,
                                     cudaGraph_t *out);
 
-/* Replays the executable graph of `key` from `cache`, making it first when it is missing: bucket b's body
- * (host-selected; stage: padded), or, with device_rows, every bucket behind a device-side selection. */
-static gg_status replay(gg_graph *g, const char *fn, gg_exec_cache *cache, const gg_exec_key *key,
-                        const gg_block_call *call, int b, int stage, const int64_t *device_rows, cudaStream_t stream) {
-    gg_ctx *ctx = g->ctx;
+gg_status gg_exec_replay(gg_ctx *ctx, const char *fn, gg_exec_cache *cache, const gg_exec_key *key, int sync,
+                         int *holds_nccl, gg_build_fn build, void *user, cudaStream_t stream) {
     int saved = 0;
     GG_TRY(gg_device_enter(ctx, &saved));
-    /* A syncing replay holds the communicator from here to its launch: it is never aborted under the capture or
-     * between the check and the launch of a graph whose NCCL kernels use it. */
-    gg_status status = call->sync_grads ? gg_dist_enter(ctx, fn) : GG_SUCCESS;
+    gg_status status = sync ? gg_dist_enter(ctx, fn) : GG_SUCCESS;
     if (status != GG_SUCCESS) {
         gg_device_leave(ctx, saved);
         return status;
@@ -372,22 +362,44 @@ static gg_status replay(gg_graph *g, const char *fn, gg_exec_cache *cache, const
     gg_exec_entry *e = gg_exec_cache_find(cache, key, ctx->scratch_generation);
     if (!e) {
         cudaGraph_t graph = NULL;
-        status = device_rows ? build_device_graph(g, call, device_rows, &graph)
-                             : capture(g, call, b, stage, NULL, &graph);
+        status = build(user, &graph);
         if (status == GG_SUCCESS) status = gg_exec_install(ctx, cache, key, graph, &e);
     }
+    if (status == GG_SUCCESS && sync && !*holds_nccl) {
+        *holds_nccl = 1;
+        gg_dist_graph_holds(ctx);
+    }
     if (status == GG_SUCCESS) {
-        if (call->sync_grads && !g->has_nccl) {
-            g->has_nccl = 1;
-            gg_dist_graph_holds(ctx);
-        }
-        status = launch(ctx, e, stream);
-        if (status == GG_SUCCESS && call->sync_grads) gg_dist_replay_launched(ctx, stream); /* watched from now */
+        const cudaError_t err = cudaGraphLaunch((cudaGraphExec_t)e->exec, stream);
+        if (err != cudaSuccess) status = gg_fail_cuda(ctx, err, "cudaGraphLaunch");
+        else if (sync) gg_dist_replay_launched(ctx, stream); /* watched from now */
     }
     nvtxRangePop();
-    if (call->sync_grads) gg_dist_leave(ctx);
-    gg_device_leave(g->ctx, saved);
+    if (sync) gg_dist_leave(ctx);
+    gg_device_leave(ctx, saved);
     return status;
+}
+
+/* What a per-block graph's replay builds when its exec is missing: bucket b's body (host-selected; stage: padded),
+ * or, with device_rows, every bucket behind a device-side selection. */
+typedef struct block_build {
+    gg_graph *g;
+    const gg_block_call *call;
+    int b, stage;
+    const int64_t *device_rows;
+} block_build;
+
+static gg_status build_block_graph(void *user, cudaGraph_t *graph) {
+    const block_build *x = user;
+    return x->device_rows ? build_device_graph(x->g, x->call, x->device_rows, graph)
+                          : capture(x->g, x->call, x->b, x->stage, NULL, graph);
+}
+
+/* Replays the executable graph of `key` from `cache`, making it first when it is missing (build_block_graph). */
+static gg_status replay(gg_graph *g, const char *fn, gg_exec_cache *cache, const gg_exec_key *key,
+                        const gg_block_call *call, int b, int stage, const int64_t *device_rows, cudaStream_t stream) {
+    block_build x = {g, call, b, stage, device_rows};
+    return gg_exec_replay(g->ctx, fn, cache, key, call->sync_grads, &g->has_nccl, build_block_graph, &x, stream);
 }
 
 /* Past the largest bucket with eager_beyond_max: the eager path, and for a syncing graph the end a replay has too:

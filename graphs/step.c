@@ -896,53 +896,47 @@ static gg_status capture_branch(void *user, int b, cudaGraph_t body) {
 
 /* ---- run ---- */
 
-/* Launches the exec of key from cache, capturing it first when it is missing: bucket b's step for tokens rows, or
- * with device_tokens (b unused) every bucket behind the device-side selection. */
+/* What a step's replay builds when its exec is missing: bucket b's step for tokens rows, or with device_tokens (b
+ * unused) every bucket behind the device-side selection. */
+typedef struct step_build {
+    gg_step *s;
+    const char *fn;
+    const gg_exec_key *key;
+    int b;
+    int64_t tokens;
+    const int64_t *device_tokens;
+    int accumulate;
+} step_build;
+
+static gg_status build_step_graph(void *user, cudaGraph_t *graph) {
+    const step_build *x = user;
+    gg_step *s = x->s;
+    gg_ctx *ctx = s->ctx;
+    /* slot 0 is the context's arena: it holds a slot unless a failed allocation lost it since finalize */
+    GG_TRY(gg_ctx_reserve_scratch(ctx, s->slot_bytes));
+    gg_status status;
+    if (x->device_tokens) {
+        device_branch d = {s, x->device_tokens, x->accumulate};
+        status = gg_switch_graph_build(ctx, x->device_tokens, s->device_buckets, s->n_buckets, max_tokens(s),
+                                       s->device_errors, capture_branch, &d, graph);
+    } else {
+        status = capture(s, x->tokens, NULL, x->b, x->accumulate, (x->key->flags & KEY_SYNC) != 0, graph);
+    }
+    if (status == GG_SUCCESS)
+        gg_log(ctx, GG_LOG_DEBUG, "%s: captured %s (pointer set %llu, accumulate %d%s)", x->fn,
+               x->device_tokens ? "every bucket, device-selected" : "a bucket",
+               (unsigned long long)(uintptr_t)x->key->ptr[0], x->accumulate,
+               x->key->flags & KEY_PADDED ? ", padded" : "");
+    return status;
+}
+
+/* Launches the exec of key from cache, capturing it first when it is missing (build_step_graph); a syncing run holds
+ * the communicator as a per-block graph's replay does (gg_exec_replay). */
 static gg_status replay(gg_step *s, const char *fn, gg_exec_cache *cache, const gg_exec_key *key, int b,
                         int64_t tokens, const int64_t *device_tokens, int accumulate, gg_stream stream) {
-    gg_ctx *ctx = s->ctx;
-    int saved = 0;
-    const int sync = (key->flags & KEY_SYNC) != 0;
-    GG_TRY(gg_device_enter(ctx, &saved));
-    /* A syncing run holds the communicator from here to its launch, as a per-block graph's replay: it is never
-     * aborted under the capture or between the check and the launch of a graph whose NCCL kernels use it. */
-    gg_status status = sync ? gg_dist_enter(ctx, fn) : GG_SUCCESS;
-    if (status != GG_SUCCESS) {
-        gg_device_leave(ctx, saved);
-        return status;
-    }
-    nvtxRangePushA(fn);
-    gg_exec_entry *e = gg_exec_cache_find(cache, key, ctx->scratch_generation);
-    if (!e) {
-        cudaGraph_t graph = NULL;
-        /* slot 0 is the context's arena: it holds a slot unless a failed allocation lost it since finalize */
-        status = gg_ctx_reserve_scratch(ctx, s->slot_bytes);
-        if (status == GG_SUCCESS && device_tokens) {
-            device_branch d = {s, device_tokens, accumulate};
-            status = gg_switch_graph_build(ctx, device_tokens, s->device_buckets, s->n_buckets, max_tokens(s),
-                                           s->device_errors, capture_branch, &d, &graph);
-        } else if (status == GG_SUCCESS) {
-            status = capture(s, tokens, NULL, b, accumulate, sync, &graph);
-        }
-        if (status == GG_SUCCESS) status = gg_exec_install(ctx, cache, key, graph, &e);
-        if (status == GG_SUCCESS && sync && !s->holds_nccl) {
-            s->holds_nccl = 1; /* gg_dist_detach refuses until the step is destroyed */
-            gg_dist_graph_holds(ctx);
-        }
-        if (status == GG_SUCCESS)
-            gg_log(ctx, GG_LOG_DEBUG, "%s: captured %s (pointer set %llu, accumulate %d%s)", fn,
-                   device_tokens ? "every bucket, device-selected" : "a bucket", (unsigned long long)
-                   (uintptr_t)key->ptr[0], accumulate, key->flags & KEY_PADDED ? ", padded" : "");
-    }
-    if (status == GG_SUCCESS) {
-        const cudaError_t err = cudaGraphLaunch((cudaGraphExec_t)e->exec, (cudaStream_t)stream);
-        if (err != cudaSuccess) status = gg_fail_cuda(ctx, err, "cudaGraphLaunch");
-        else if (sync) gg_dist_replay_launched(ctx, (cudaStream_t)stream); /* the watchdog's from now */
-    }
-    nvtxRangePop();
-    if (sync) gg_dist_leave(ctx);
-    gg_device_leave(ctx, saved);
-    return status;
+    step_build x = {s, fn, key, b, tokens, device_tokens, accumulate};
+    return gg_exec_replay(s->ctx, fn, cache, key, (key->flags & KEY_SYNC) != 0, &s->holds_nccl, build_step_graph, &x,
+                          (cudaStream_t)stream);
 }
 
 /* A syncing run needs the communicator the ranks agreed on at finalize, without an asynchronous error. */
