@@ -27,10 +27,12 @@ bench = json.load(open(bench_path))
 
 def merge_row(row, r):
     """A case's fields from a later file into row: the later file's where both have one, except that a variant
-    measured in one file and not run in another ("<v>_error", no "<v>_us": skipped, say, when its budget ran out)
-    keeps its measurement, and a measurement drops an earlier file's error for that variant."""
+    measured in one file and not run in another ("<v>_error" and no "<v>_us", or a null one: skipped, say, when its
+    budget ran out) keeps its measurement, and a measurement drops an earlier file's error for that variant."""
     for k, value in r.items():
         if k.endswith("_error") and row.get(k[: -len("_error")] + "_us") is not None:
+            continue
+        if k.endswith("_us") and value is None and row.get(k) is not None:
             continue
         if k.endswith("_us") and value is not None:
             row.pop(k[: -len("_us")] + "_error", None)

@@ -183,7 +183,8 @@ with tempfile.TemporaryDirectory() as d:
     gate_tuned = {"commit": sha, "command": gate_cmd, "variants": {"torch_autotune": "max-autotune"},
                   "results": [{"block": gate, "index": 0, "M": 512, "torch_autotune_us": 20.0,
                                "torch_autotune_correct": True},
-                              {"block": gate, "index": 1, "M": 1024, "torch_autotune_error": "skipped: budget"}]}
+                              {"block": gate, "index": 1, "M": 1024, "torch_autotune_us": None,
+                               "torch_autotune_error": "skipped: budget"}]}
     gate_run = os.path.join(d, "run-peers-061.tgz")
     tgz(gate_run, {"peers.log": "== blocks 1\n", "peers-autotune.json": json.dumps(gate_tuned)})
     p = file_run(sha, bench_run, gate_run)
