@@ -56,7 +56,8 @@
 # 073's fp16 operands against autocast), budgeted (GG_PEERS_BUDGET, default 560 s from the script's start), into
 # $OUT/peers-autotune.json; nothing is built. A stage of its own: the bench stage's call has no room for the
 # compilations (17 shapes in blocks 2 and 3). scripts/file_run.sh collects it with the bench stage's peers
-# (same commit, same machine type) into bench-h200.json. Not part of `all`.
+# (same machine type; the same commit, or a later one with the same library and peers) into bench-h200.json. Not
+# part of `all`.
 #
 # `build` only builds (for experiments that run build-device/bench/gg_bench directly). Autotune choices persist in
 # build-device/gemm-algos.txt (GG_TUNE_CACHE): later stages and calls on a warm machine reuse them.

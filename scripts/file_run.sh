@@ -73,12 +73,11 @@ for stage in tests bench; do [ -f "$tmp/$stage.log" ] && cp "$tmp/$stage.log" "$
 # and logs are filed under those blocks (peers-autotune-068-073.json, device-peers-068-073.log, ...), so that the
 # runs of other blocks sit beside it.
 if [ -f "$tmp/peers-autotune.json" ]; then
-  # a run of some cases only (GG_PEERS_CASES) also names them: cases-11-12-...
-  blocks=$(python3 -c 'import json, re, sys
+  # a run of some cases only (GG_PEERS_CASES: its JSON's "cases") also names them: cases-11-12-...
+  blocks=$(python3 -c 'import json, sys
 p = json.load(open(sys.argv[1]))
 name = "-".join(sorted({r["block"][:3] for r in p["results"]})) or "none"
-cases = re.search(r"GG_PEERS_CASES=([0-9,]+)", p.get("command") or "")
-print(name + ("-cases-" + "-".join(i for i in cases.group(1).split(",") if i) if cases else ""))' \
+print(name + ("-cases-" + "-".join(str(i) for i in p["cases"]) if p.get("cases") else ""))' \
     "$tmp/peers-autotune.json")
   grep -q "\"commit\": \"$sha" "$tmp/peers-autotune.json" || echo "warning: peers-autotune.json names another commit" >&2
   cp "$tmp/peers-autotune.json" "$d/peers-autotune-$blocks.json"

@@ -377,7 +377,8 @@ def main():
            # tolerance check says whether that still passes
            "fp16_reduced_precision_reduction": torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction,
            "fp16_mm_fallbacks": fp16_cast_for, "compile_timeout_s": opt.compile_timeout, "budget_s": opt.budget,
-           "variants": {n: VARIANTS[n][3] for n in names}, "results": results}
+           "variants": {n: VARIANTS[n][3] for n in names}, "results": results,
+           **({"cases": sorted(only)} if only else {})}  # --cases: the run covers these of each block only
 
     def left():
         return math.inf if opt.budget is None else opt.budget - (time.time() - started)

@@ -207,7 +207,7 @@ with tempfile.TemporaryDirectory() as d:
     # the case the budget skipped, run alone (GG_PEERS_CASES): filed under its cases beside the first, its measurement
     # kept over the first run's "skipped" (whichever file is read last)
     rest_cmd = "GG_COMMIT=<sha> GG_PEERS_BLOCKS=1 GG_PEERS_CASES=1 bash scripts/device.sh peers"
-    rest = {"commit": sha, "command": rest_cmd, "variants": {"torch_autotune": "max-autotune"},
+    rest = {"commit": sha, "command": rest_cmd, "variants": {"torch_autotune": "max-autotune"}, "cases": [1],
             "results": [{"block": gate, "index": 1, "M": 1024, "torch_autotune_us": 30.0,
                          "torch_autotune_correct": True}]}
     rest_run = os.path.join(d, "run-peers-061-1.tgz")
