@@ -14,6 +14,7 @@
 #include <math.h>
 
 #include "gg_ref.h"
+#include <time.h>
 #include <unistd.h>
 
 #include "gpu_test.h"
@@ -134,12 +135,24 @@ static void gpu_reference_matches_cpu_reference(void **state) {
 }
 
 /* The library against the float64 reference (checked against the CPU one above) on small, odd shapes. */
+static double seconds_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 static void library_matches_reference_small_shapes(void **state) {
     (void)state;
     REQUIRE_GPU();
     gg_ctx *ctx = new_ctx();
-    for (size_t k = 0; k < sizeof small_cases / sizeof small_cases[0]; ++k) {
+    const size_t n = sizeof small_cases / sizeof small_cases[0];
+    for (size_t k = 0; k < n; ++k) {
+        /* one line per shape as it starts: under compute-sanitizer, whose tools slow some kernels a hundredfold, the
+         * log then says which shape a run that reached its time limit was on, and how long each took */
+        const double started = seconds_now();
         const gg_case *s = &small_cases[k];
+        print_message("small shape %zu/%zu: block %d, %lld tokens, %lld x %lld\n", k + 1, n, s->block_id,
+                      (long long)s->tokens, (long long)s->dim0, (long long)s->dim1);
         gg_case c = small_case(s->block_id, s->tokens, s->dim0, s->dim1, s->use_silu_gate);
         gg_case_run *r = new_run(&c);
         CUDA_OK(gg_case_prepare(r, 99 + k));
@@ -164,6 +177,7 @@ static void library_matches_reference_small_shapes(void **state) {
             }
         }
         gg_case_run_destroy(r);
+        print_message("  passed in %.1f s\n", seconds_now() - started);
     }
     gg_ctx_destroy(ctx);
 }
