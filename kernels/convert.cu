@@ -110,17 +110,22 @@ extern "C" cudaError_t gg_k_check_finite(const void *data, size_t n, int bf16, u
 
 namespace {
 
-/* d[j ldd + i] = round(sum[j m + i] + beta c[j ldd + i]) over the m x n column-major matrix (c of d's type; beta 0:
- * not read): columns along y, four consecutive rows per thread along x, both grid-stride, no division per element.
- * The fp32 sum is read once (evict-first). */
+/* d[j ldd + i] = round(sum[j m + i] (+ part[j m + i]) + beta c[j ldd + i]) over the m x n column-major matrix (part:
+ * NULL or a second fp32 sum of the same layout; c of d's type; beta 0: not read): columns along y, four consecutive
+ * rows per thread along x, both grid-stride, no division per element. The fp32 sums are read once (evict-first). */
 template <typename T>
-__global__ void __launch_bounds__(kThreads) round_sum_kernel(const float *__restrict__ sum, const T *c, float beta,
-                                                             T *d, int64_t m, int64_t n, int64_t ldd) {
+__global__ void __launch_bounds__(kThreads) round_sum_kernel(const float *__restrict__ sum, const float *__restrict__ part,
+                                                             const T *c, float beta, T *d, int64_t m, int64_t n,
+                                                             int64_t ldd) {
     const int64_t groups = m / 4, x_stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t j = blockIdx.y; j < n; j += gridDim.y)
         for (int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; g < groups; g += x_stride) {
             const float4 f = __ldcs(reinterpret_cast<const float4 *>(sum + j * m) + g);
             float v[4] = {f.x, f.y, f.z, f.w};
+            if (part) { /* the same fp32 add as a GEMM's beta-1 epilogue over sum */
+                const float4 p = __ldcs(reinterpret_cast<const float4 *>(part + j * m) + g);
+                v[0] += p.x, v[1] += p.y, v[2] += p.z, v[3] += p.w;
+            }
             T *out = d + j * ldd + 4 * g;
             if (beta != 0.0f) { /* c may be d itself: read before the write */
                 const T *add = c + j * ldd + 4 * g;
@@ -134,9 +139,10 @@ __global__ void __launch_bounds__(kThreads) round_sum_kernel(const float *__rest
 
 } // namespace
 
-extern "C" cudaError_t gg_k_round_sum(const float *sum, const void *c, float beta, void *d, gg_dtype d_type,
-                                      int64_t m, int64_t n, int64_t ldd, int sm_count, cudaStream_t stream) {
-    if (m <= 0 || n <= 0 || m % 4 || ldd < m || ldd % 4 || (uintptr_t)sum % 16 ||
+extern "C" cudaError_t gg_k_round_sum(const float *sum, const float *part, const void *c, float beta, void *d,
+                                      gg_dtype d_type, int64_t m, int64_t n, int64_t ldd, int sm_count,
+                                      cudaStream_t stream) {
+    if (m <= 0 || n <= 0 || m % 4 || ldd < m || ldd % 4 || (uintptr_t)sum % 16 || (uintptr_t)part % 16 ||
         (d_type != GG_DT_F16 && d_type != GG_DT_BF16))
         return cudaErrorInvalidValue;
     const int64_t per_column = (m / 4 + kThreads - 1) / kThreads; /* the CTAs that cover a column */
@@ -147,9 +153,9 @@ extern "C" cudaError_t gg_k_round_sum(const float *sum, const void *c, float bet
     const cudaLaunchConfig_t config =
         plain_launch(dim3((unsigned)x, (unsigned)y), kThreads, 0, GG_PRIORITY_OF_STREAM, stream, &attrs);
     if (d_type == GG_DT_BF16)
-        return cudaLaunchKernelEx(&config, round_sum_kernel<__nv_bfloat16>, sum,
+        return cudaLaunchKernelEx(&config, round_sum_kernel<__nv_bfloat16>, sum, part,
                                   static_cast<const __nv_bfloat16 *>(c), beta, static_cast<__nv_bfloat16 *>(d), m, n,
                                   ldd);
-    return cudaLaunchKernelEx(&config, round_sum_kernel<__half>, sum, static_cast<const __half *>(c), beta,
+    return cudaLaunchKernelEx(&config, round_sum_kernel<__half>, sum, part, static_cast<const __half *>(c), beta,
                               static_cast<__half *>(d), m, n, ldd);
 }

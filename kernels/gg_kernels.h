@@ -144,11 +144,12 @@ cudaError_t gg_k_gemm_f32w(const void *A, const float *B, void *C, gg_dtype c_ty
 cudaError_t gg_k_f32_to_f16(const float *in, void *out, size_t n, int sm_count, int narrow_ctas, int priority,
                             unsigned *overflow, cudaStream_t stream);
 
-/* d = round(sum + beta c) into d's type (GG_DT_F16 or GG_DT_BF16), one rounding: sum the m x n column-major fp32
- * matrix (ld m, 16-byte aligned) that a GEMM run in parts added up, c (d's type and layout; may be d itself; not read
+/* d = round(sum + part + beta c) into d's type (GG_DT_F16 or GG_DT_BF16), one rounding: sum the m x n column-major
+ * fp32 matrix (ld m, 16-byte aligned) that a GEMM run in parts added up, part NULL or a second such matrix (the parts
+ * that ran on another stream: sum + part is added in fp32 first), c (d's type and layout; may be d itself; not read
  * when beta is 0) and d m x n column-major with leading dimension ldd >= m; m and ldd multiples of 4. */
-cudaError_t gg_k_round_sum(const float *sum, const void *c, float beta, void *d, gg_dtype d_type, int64_t m,
-                           int64_t n, int64_t ldd, int sm_count, cudaStream_t stream);
+cudaError_t gg_k_round_sum(const float *sum, const float *part, const void *c, float beta, void *d, gg_dtype d_type,
+                           int64_t m, int64_t n, int64_t ldd, int sm_count, cudaStream_t stream);
 
 /* Sets *flag (a device word) to 1 when any of the n elements at data (fp32, or bf16 when bf16 is nonzero; 16-byte
  * aligned) is Inf or NaN; leaves it otherwise. */

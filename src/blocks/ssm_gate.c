@@ -7,8 +7,8 @@
  * dW beside it (it needs none of its outputs).
  * Between the two (and for shapes those kernels do not take), unless the call syncs its gradients: the narrow schedule
  * (narrow_rows): g on every SM; then dW on the caller's stream on all SMs but a few (40 or 56, by M), and beside it,
- * on the side stream, the chain on those few SMs; the bias sum beside both (on the aux stream) or, from 32768
- * tokens, before g.
+ * on the side stream, the chain on those few SMs, then dW's tail where dW runs its k % 128 rows apart (src/gemm/
+ * matmul.c); the bias sum beside both (on the aux stream) or, from 32768 tokens, before g.
  * Otherwise (calls that sync, GPUs with too few SMs), fork-first: caller's stream: g = bf16(dY @ W), then the bf16
  * elementwise chain. Side stream, overlapping from the start: dW = dYᵀ @ gated and the column sums of dY (grad_bias).
  * Column-major view (row-major [r,c] = column-major c x r, ld = c):
@@ -150,6 +150,18 @@ static gg_status enqueue_weight_grad(gg_ctx *ctx, const gg_exec_res *r, const gg
     return gg_dist_grad_ready(ctx, c, s, T_DW);
 }
 
+/* enqueue_weight_grad on the caller's stream with dW's tail, where it runs in two parts (k % 128 rows apart: its
+ * 16-bit sum, src/gemm/matmul.c), on the side stream after what is enqueued there (the chain), which the chain
+ * leaves before dW's first part and its split-k reduction end: 079 at 17312 tokens ran the tail GEMM after them,
+ * 4.7 us and a launch on the block's last path. */
+static gg_status enqueue_weight_grad_tail_beside(gg_ctx *ctx, const gg_exec_res *r, const gg_block_plan *p,
+                                                 const gg_block_call *c, cudaStream_t main) {
+    void *const *t = c->t;
+    GG_TRY(gg_matmul_run_split_in(ctx, &p->gemm[GEMM_DW], t[T_GATED], t[T_DY], t[T_DW], c->accumulate,
+                                  r->workspace[0], main, r->side, r->workspace[1], r->ev_conv));
+    return gg_dist_grad_ready(ctx, c, main, T_DW);
+}
+
 /* grad_bias = Σ of the rows of `in` ([rows, H]: dY itself, bf16, or the fused kernel's fp32 bias rows), handed to
  * the all-reduce as soon as it is final. */
 static gg_status sum_bias(gg_ctx *ctx, const gg_exec_res *r, const gg_block_plan *p, const gg_block_call *c,
@@ -207,7 +219,7 @@ static gg_status enqueue_narrow(gg_ctx *ctx, const gg_exec_res *r, const gg_bloc
     if (status == GG_SUCCESS) status = gg_stream_handoff(ctx, main, r->ev_fork, side); /* g is ready */
     if (status == GG_SUCCESS && bias == BIAS_BESIDE) status = gg_stream_handoff(ctx, main, r->ev_aux, aux);
     if (status == GG_SUCCESS) status = chain(ctx, r, p, c, own(p)->narrow_ctas, side);
-    if (status == GG_SUCCESS) status = enqueue_weight_grad(ctx, r, p, c, 0, main);
+    if (status == GG_SUCCESS) status = enqueue_weight_grad_tail_beside(ctx, r, p, c, main);
     /* last: so enqueued, its CTAs were measured to reach the SMs after dW's and the chain's (see narrow_rows) */
     if (status == GG_SUCCESS && bias == BIAS_BESIDE) status = enqueue_bias_grad(ctx, r, p, c, aux);
     gg_branch joins[2];

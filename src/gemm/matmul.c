@@ -6,6 +6,7 @@
 
 #include "kernels/gg_kernels.h"
 #include "matmul.h"
+#include "streams.h"
 #include "tune.h"
 
 #define TUNE_CANDIDATES 8 /* how many of the heuristic's algorithms autotune times */
@@ -393,9 +394,18 @@ static void mark_written(cudaStream_t stream, const void *ptr, size_t bytes) {
     nvtxMemCudaMarkInitialized(NULL, stream, 0, &batch);
 }
 
-/* The GEMM with an explicit workspace: the body of every run function. */
-gg_status gg_matmul_run_scaled_in(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, const void *C,
-                                  void *D, float alpha, float beta, void *workspace, cudaStream_t stream) {
+/* Where a GEMM's tail runs beside its first part (gg_matmul_run_split_in); stream NULL: after it, on its stream. */
+typedef struct tail_place {
+    cudaStream_t stream;
+    void *workspace;
+    cudaEvent_t done;
+} tail_place;
+
+/* The body of every run function. A tail beside the first part writes its own fp32 sum at the start of its
+ * workspace (beta 0), which gg_k_round_sum adds to the first part's: the same fp32 add as the tail's beta-1 epilogue
+ * over the first part's sum on one stream, so the same bits either way. */
+static gg_status run_parts(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, const void *C, void *D,
+                           float alpha, float beta, void *workspace, cudaStream_t stream, const tail_place *beside) {
     /* A route that runs a GEMM its plan did not make would hand cuBLASLt empty descriptors: say so instead. */
     if (!mm->op) return gg_fail(ctx, GG_ERROR_INTERNAL, "a GEMM runs that its plan did not make");
     /* Host scalars: read when the call is enqueued (or captured), so a graph keeps the scalars it was captured with. */
@@ -403,30 +413,53 @@ gg_status gg_matmul_run_scaled_in(gg_ctx *ctx, const gg_matmul *mm, const void *
     /* A 16-bit D run in two adds up in fp32 at the workspace's start (gg_matmul.sum_bytes), then is rounded once. */
     void *sum = mm->sum_bytes ? workspace : D;
     void *algo_workspace = (char *)workspace + mm->sum_bytes;
+    const int apart = beside && beside->stream && mm->tail_a && mm->sum_bytes; /* the tail beside the first part */
+    float *part = apart ? (float *)beside->workspace : NULL;
     mark_written(stream, D, mm->d_span_bytes);
     if (mm->sum_bytes) mark_written(stream, sum, mm->sum_bytes);
-    const float zero = 0.0f;
+    const float zero = 0.0f, one = 1.0f;
+    if (apart) { /* first: the tail's stream may have room before the first part's ends */
+        mark_written(beside->stream, part, mm->sum_bytes);
+        GG_CUBLAS_GOTO(ctx,
+                       cublasLtMatmul(ctx->lt, mm->op, &alpha, (const char *)A + mm->tail_a_offset, mm->tail_a,
+                                      (const char *)B + mm->tail_b_offset, mm->tail_b, &zero, part, mm->d, part, mm->d,
+                                      &mm->tail_algo, (char *)beside->workspace + mm->sum_bytes,
+                                      mm->tail_workspace_bytes, beside->stream),
+                       status, done);
+        GG_GOTO(gg_stream_mark(ctx, beside->stream, beside->done, stream), status, done);
+    }
     GG_CUBLAS_GOTO(ctx,
                    cublasLtMatmul(ctx->lt, mm->op, &alpha, A, mm->a, B, mm->b, mm->sum_bytes ? &zero : &beta,
                                   mm->sum_bytes ? sum : C ? C : D, mm->d, sum, mm->d, &mm->algo, algo_workspace,
                                   mm->workspace_bytes, stream),
                    status, done);
-    if (mm->tail_a) { /* the last k % 128 rows, added to what the others wrote */
-        const float one = 1.0f;
+    if (mm->tail_a && !apart) /* the last k % 128 rows, added to what the others wrote */
         GG_CUBLAS_GOTO(ctx,
                        cublasLtMatmul(ctx->lt, mm->op, &alpha, (const char *)A + mm->tail_a_offset, mm->tail_a,
                                       (const char *)B + mm->tail_b_offset, mm->tail_b, &one, sum, mm->d, sum, mm->d,
                                       &mm->tail_algo, algo_workspace, mm->tail_workspace_bytes, stream),
                        status, done);
-    }
+    if (apart) GG_GOTO(gg_stream_wait(ctx, beside->stream, beside->done, stream), status, done);
     if (mm->sum_bytes)
         GG_CUDA_GOTO(ctx,
-                     gg_k_round_sum((const float *)sum, C ? C : D, beta, D,
+                     gg_k_round_sum((const float *)sum, part, C ? C : D, beta, D,
                                     mm->out_type == CUDA_R_16BF ? GG_DT_BF16 : GG_DT_F16, mm->out_m, mm->out_n,
                                     mm->out_ldd, ctx->sm_count, stream),
                      status, done);
 done:
     return status;
+}
+
+gg_status gg_matmul_run_scaled_in(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, const void *C,
+                                  void *D, float alpha, float beta, void *workspace, cudaStream_t stream) {
+    return run_parts(ctx, mm, A, B, C, D, alpha, beta, workspace, stream, NULL);
+}
+
+gg_status gg_matmul_run_split_in(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, void *D,
+                                 int accumulate, void *workspace, cudaStream_t stream, cudaStream_t tail_stream,
+                                 void *tail_workspace, cudaEvent_t tail_done) {
+    const tail_place beside = {tail_stream != stream ? tail_stream : NULL, tail_workspace, tail_done};
+    return run_parts(ctx, mm, A, B, NULL, D, 1.0f, accumulate ? 1.0f : 0.0f, workspace, stream, &beside);
 }
 
 gg_status gg_matmul_set_epilogue_pointers(gg_ctx *ctx, const gg_matmul *mm, const void *bias, const void *aux) {

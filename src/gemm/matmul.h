@@ -35,8 +35,9 @@ typedef struct gg_matmul {
     int epilogue;           /* the shape's epilogue (0: none) */
     size_t d_span_bytes;    /* D's bytes from its first element to its last (and the aux matrix's, laid out as D) */
     /* A k run as two GEMMs (matmul.c, tail_apart): the descriptors above are the largest multiple of 128 rows of k
-     * (split-k allowed); the other k % 128 rows are a second GEMM over these layouts, with beta 1, its A and B that
-     * many bytes into the run's. tail_a NULL: one GEMM. */
+     * (split-k allowed); the other k % 128 rows are a second GEMM over these layouts, its A and B that many bytes
+     * into the run's: after the first, with beta 1, or beside it on another stream into a sum of its own
+     * (gg_matmul_run_split_in). tail_a NULL: one GEMM. */
     cublasLtMatrixLayout_t tail_a, tail_b;
     cublasLtMatmulAlgo_t tail_algo;
     size_t tail_workspace_bytes;
@@ -88,6 +89,16 @@ gg_status gg_matmul_run_scaled(gg_ctx *ctx, const gg_matmul *mm, const void *A, 
                                float alpha, float beta, int workspace, cudaStream_t stream);
 gg_status gg_matmul_run_scaled_in(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, const void *C,
                                   void *D, float alpha, float beta, void *workspace, cudaStream_t stream);
+
+/* gg_matmul_run_in, except that a GEMM run in two parts into a 16-bit D (gg_matmul_tail_apart: its k % 128 rows
+ * apart, the parts added in an fp32 sum) runs its tail on tail_stream instead of after the first part: into an fp32
+ * sum of its own at the start of tail_workspace (a gemm_workspace_bytes one that no GEMM running at the same time
+ * uses), recorded in tail_done, which stream waits for before gg_k_round_sum adds both sums and rounds once. The tail
+ * (one short pass) then leaves the end of the call where tail_stream has room for it earlier; the result is the same
+ * bits. tail_stream is forked already (or stream itself: as gg_matmul_run_in). Any other GEMM: as gg_matmul_run_in. */
+gg_status gg_matmul_run_split_in(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, void *D,
+                                 int accumulate, void *workspace, cudaStream_t stream, cudaStream_t tail_stream,
+                                 void *tail_workspace, cudaEvent_t tail_done);
 
 /* D = epilogue(A @ B) for a GEMM planned with an epilogue (or none: a plain GEMM): bias (m elements; NULL for
  * GELU_AUX) and aux (the pre-activation, D's layout; NULL for BIAS) are set on the plan's descriptor, then the GEMM

@@ -793,8 +793,9 @@ static void split_k_only_at_multiples_of_128(void **state) {
 }
 
 /* A bf16 dW run apart (block 4 at 11912 tokens: 1536 x 768 over k = 11904, then the last 8 rows) adds its two parts
- * up in fp32 in the GEMM workspace and rounds the sum into grad_weight once (gg_k_round_sum), as one GEMM would; with
- * a workspace too small for the fp32 sum (1 MiB against 4.5 MiB) it runs as one GEMM without split-k. */
+ * up in fp32 and rounds the sum into grad_weight once (gg_k_round_sum), as one GEMM would; the narrow schedule runs
+ * the tail on the side stream, beside the first part (into a sum of its own in that stream's workspace); with a
+ * workspace too small for the fp32 sum (1 MiB against 4.5 MiB) it runs as one GEMM without split-k. */
 static void bf16_tail_apart_rounds_once(void **state) {
     (void)state;
     for (int small = 0; small < 2; ++small) {
@@ -813,6 +814,7 @@ static void bf16_tail_apart_rounds_once(void **state) {
         const int rounded = fake_kernel_launches("round_sum_kernel");
         assert_int_equal(gg_ssm_gate_backward(ctx, &d, &a, NULL), GG_SUCCESS);
         assert_int_equal(fake.tail_matmuls, small ? 0 : 1);
+        assert_int_equal(fake.tail_matmuls_beside, small ? 0 : 1);
         assert_int_equal(fake_kernel_launches("round_sum_kernel") - rounded, small ? 0 : 1);
         destroy_ctx(ctx);
     }

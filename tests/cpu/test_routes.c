@@ -87,7 +87,7 @@ static int f32w_base, fused_base, small_base;
 static void counts_clear(void) {
     memset(fake.calls, 0, sizeof fake.calls);
     fake.launches = fake.cluster_launches = fake.refused_launches = fake.refused_tensor_maps = 0;
-    fake.graph_launches = fake.captures = fake.tail_matmuls = 0;
+    fake.graph_launches = fake.captures = fake.tail_matmuls = fake.tail_matmuls_beside = 0;
     f32w_base = fake_kernel_launches("gemm_f32w_kernel");
     fused_base = fake_kernel_launches("ssm_fused_kernel");
     small_base = fake_kernel_launches("ssm_small_kernel");

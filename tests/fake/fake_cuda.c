@@ -849,10 +849,16 @@ cublasStatus_t __wrap_cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d,
     (void)h, (void)alpha, (void)beta, (void)algo;
     if (fake_fault(FAKE_MATMUL)) return CUBLAS_STATUS_EXECUTION_FAILED;
     ++fake.enqueued;
-    fake.tail_matmuls += previous_matmul.stream == stream && previous_matmul.D == D && beta &&
-                         *(const float *)beta == 1.0f &&
-                         A == next_column(previous_matmul.A, &previous_matmul.a) &&
-                         B == next_column(previous_matmul.B, &previous_matmul.b);
+    /* a tail after its first part, adding to its D on its stream; or before it, beside it on another stream into a sum
+     * of its own (gg_matmul_run_split_in), the first part then starting where the tail's A and B begin */
+    const int after = previous_matmul.stream == stream && previous_matmul.D == D && beta &&
+                      *(const float *)beta == 1.0f && A == next_column(previous_matmul.A, &previous_matmul.a) &&
+                      B == next_column(previous_matmul.B, &previous_matmul.b);
+    const int before = a && b && previous_matmul.stream != stream && previous_matmul.D != D &&
+                       previous_matmul.A == next_column(A, (const fake_layout *)a) &&
+                       previous_matmul.B == next_column(B, (const fake_layout *)b);
+    fake.tail_matmuls += after || before;
+    fake.tail_matmuls_beside += before;
     previous_matmul.stream = stream, previous_matmul.A = A, previous_matmul.B = B, previous_matmul.D = D;
     memset(&previous_matmul.a, 0, sizeof previous_matmul.a);
     memset(&previous_matmul.b, 0, sizeof previous_matmul.b);

@@ -42,26 +42,35 @@ typedef struct {
     gg_dtype d_type;
     int64_t m, n;
     float beta;
+    int part; /* a second fp32 sum (the part of a GEMM that ran on another stream) */
 } round_case;
 
 /* One launch of gg_k_round_sum against the float64 sum: within one unit in the last place of d's type (one
- * rounding). beta != 0 reads c = d in place, as an accumulating GEMM does. */
+ * rounding). beta != 0 reads c = d in place, as an accumulating GEMM does. With a part, the two fp32 sums are added
+ * in fp32 first (as a GEMM's beta-1 epilogue adds the second part over the first): the reference does the same. */
 static void check_round_case(const round_case *rc) {
     const int64_t m = rc->m, n = rc->n, ldd = m + 4;
-    float *sum = malloc((size_t)(m * n) * sizeof *sum);
+    float *sum = malloc((size_t)(m * n) * sizeof *sum), *part = malloc((size_t)(m * n) * sizeof *part);
     uint16_t *d = malloc((size_t)(n * ldd) * 2), *out = malloc((size_t)(n * ldd) * 2);
-    for (int64_t i = 0; i < m * n; ++i) sum[i] = (float)(rand() % 20001 - 10000) / 997.0f;
+    for (int64_t i = 0; i < m * n; ++i) {
+        sum[i] = (float)(rand() % 20001 - 10000) / 997.0f;
+        part[i] = (float)(rand() % 20001 - 10000) / 7919.0f; /* a tail's few rows: smaller */
+    }
     for (int64_t i = 0; i < n * ldd; ++i) /* old values where beta reads them, else a NaN to overwrite */
         d[i] = rc->beta != 0.0f && i % ldd < m ? encode(rc->d_type, exact_value()) : 0x7fff;
-    float *d_sum;
+    float *d_sum, *d_part = NULL;
     void *d_d;
     CUDA_OK(cudaMalloc((void **)&d_sum, (size_t)(m * n) * sizeof *sum));
+    if (rc->part) {
+        CUDA_OK(cudaMalloc((void **)&d_part, (size_t)(m * n) * sizeof *part));
+        CUDA_OK(cudaMemcpy(d_part, part, (size_t)(m * n) * sizeof *part, cudaMemcpyHostToDevice));
+    }
     CUDA_OK(cudaMalloc(&d_d, (size_t)(n * ldd) * 2));
     CUDA_OK(cudaMemcpy(d_sum, sum, (size_t)(m * n) * sizeof *sum, cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemcpy(d_d, d, (size_t)(n * ldd) * 2, cudaMemcpyHostToDevice));
     int sms = 0;
     CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-    CUDA_OK(gg_k_round_sum(d_sum, d_d, rc->beta, d_d, rc->d_type, m, n, ldd, sms, 0));
+    CUDA_OK(gg_k_round_sum(d_sum, d_part, d_d, rc->beta, d_d, rc->d_type, m, n, ldd, sms, 0));
     CUDA_OK(cudaDeviceSynchronize());
     CUDA_OK(cudaMemcpy(out, d_d, (size_t)(n * ldd) * 2, cudaMemcpyDeviceToHost));
     int64_t bad = 0, padding_written = 0;
@@ -72,7 +81,8 @@ static void check_round_case(const round_case *rc) {
                 padding_written += out[at] != d[at];
                 continue;
             }
-            double ref = sum[j * m + i], magnitude = fabs(ref);
+            const float sum32 = rc->part ? sum[j * m + i] + part[j * m + i] : sum[j * m + i];
+            double ref = sum32, magnitude = fabs(ref);
             if (rc->beta != 0.0f) {
                 const double t = rc->beta * decode(rc->d_type, d[at]);
                 ref += t;
@@ -87,32 +97,35 @@ static void check_round_case(const round_case *rc) {
             }
         }
     if (bad || padding_written)
-        fail_msg("gg_k_round_sum d %s, %lld x %lld, beta %g: %lld elements off, %lld padding elements written",
-                 rc->d_type == GG_DT_BF16 ? "bf16" : "fp16", (long long)m, (long long)n, rc->beta, (long long)bad,
-                 (long long)padding_written);
+        fail_msg("gg_k_round_sum d %s, %lld x %lld, beta %g, %s: %lld elements off, %lld padding elements written",
+                 rc->d_type == GG_DT_BF16 ? "bf16" : "fp16", (long long)m, (long long)n, rc->beta,
+                 rc->part ? "two parts" : "one part", (long long)bad, (long long)padding_written);
     CUDA_OK(cudaFree(d_sum));
+    if (d_part) CUDA_OK(cudaFree(d_part));
+    free(part);
     CUDA_OK(cudaFree(d_d));
     free(sum);
     free(d);
     free(out);
 }
 
-/* Both 16-bit types, with and without the old value; a single group of four rows, rows past one CTA's reach and
- * columns past the grid's (it strides over both). */
+/* Both 16-bit types, with and without the old value, with and without a second part; a single group of four rows,
+ * rows past one CTA's reach and columns past the grid's (it strides over both). */
 static void round_sum_rounds_once(void **state) {
     (void)state;
     REQUIRE_GPU();
     srand(20261204);
     const round_case cases[] = {
-        {GG_DT_BF16, 4, 1, 0.0f},    {GG_DT_BF16, 68, 70, 1.0f},     {GG_DT_F16, 132, 129, 0.0f},
-        {GG_DT_F16, 1540, 3, 1.0f},  {GG_DT_BF16, 768, 1536, 1.0f}, {GG_DT_BF16, 4, 70000, 0.0f},
-        {GG_DT_F16, 70000, 2, 0.0f},
+        {GG_DT_BF16, 4, 1, 0.0f, 0},    {GG_DT_BF16, 68, 70, 1.0f, 0},     {GG_DT_F16, 132, 129, 0.0f, 0},
+        {GG_DT_F16, 1540, 3, 1.0f, 0},  {GG_DT_BF16, 768, 1536, 1.0f, 0}, {GG_DT_BF16, 4, 70000, 0.0f, 0},
+        {GG_DT_F16, 70000, 2, 0.0f, 0}, {GG_DT_BF16, 4, 1, 0.0f, 1},      {GG_DT_BF16, 768, 1536, 1.0f, 1},
+        {GG_DT_F16, 1540, 3, 0.0f, 1},  {GG_DT_BF16, 4, 70000, 1.0f, 1},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; ++k) check_round_case(&cases[k]);
 }
 
 /* What the kernel cannot take is refused before any launch: rows or leading dimension not a multiple of 4, a leading
- * dimension short of the rows, a misaligned sum, an fp32 output. */
+ * dimension short of the rows, a misaligned sum or second part, an fp32 output. */
 static void round_sum_refuses_bad_arguments(void **state) {
     (void)state;
     REQUIRE_GPU();
@@ -120,12 +133,14 @@ static void round_sum_refuses_bad_arguments(void **state) {
     uint16_t *d;
     CUDA_OK(cudaMalloc((void **)&sum, 64 * 64 * sizeof *sum + 16));
     CUDA_OK(cudaMalloc((void **)&d, 64 * 64 * 2));
-    assert_int_equal(gg_k_round_sum(sum, NULL, 0.0f, d, GG_DT_BF16, 62, 64, 64, 132, 0), cudaErrorInvalidValue);
-    assert_int_equal(gg_k_round_sum(sum, NULL, 0.0f, d, GG_DT_BF16, 64, 64, 60, 132, 0), cudaErrorInvalidValue);
-    assert_int_equal(gg_k_round_sum(sum, NULL, 0.0f, d, GG_DT_BF16, 60, 64, 62, 132, 0), cudaErrorInvalidValue);
-    assert_int_equal(gg_k_round_sum(sum + 1, NULL, 0.0f, d, GG_DT_BF16, 64, 64, 64, 132, 0), cudaErrorInvalidValue);
-    assert_int_equal(gg_k_round_sum(sum, NULL, 0.0f, d, GG_DT_F32, 64, 64, 64, 132, 0), cudaErrorInvalidValue);
-    assert_int_equal(gg_k_round_sum(sum, NULL, 0.0f, d, GG_DT_BF16, 64, 64, 64, 132, 0), cudaSuccess);
+    assert_int_equal(gg_k_round_sum(sum, NULL, NULL, 0.0f, d, GG_DT_BF16, 62, 64, 64, 132, 0), cudaErrorInvalidValue);
+    assert_int_equal(gg_k_round_sum(sum, NULL, NULL, 0.0f, d, GG_DT_BF16, 64, 64, 60, 132, 0), cudaErrorInvalidValue);
+    assert_int_equal(gg_k_round_sum(sum, NULL, NULL, 0.0f, d, GG_DT_BF16, 60, 64, 62, 132, 0), cudaErrorInvalidValue);
+    assert_int_equal(gg_k_round_sum(sum + 1, NULL, NULL, 0.0f, d, GG_DT_BF16, 64, 64, 64, 132, 0), cudaErrorInvalidValue);
+    assert_int_equal(gg_k_round_sum(sum, NULL, NULL, 0.0f, d, GG_DT_F32, 64, 64, 64, 132, 0), cudaErrorInvalidValue);
+    assert_int_equal(gg_k_round_sum(sum, sum + 1, NULL, 0.0f, d, GG_DT_BF16, 64, 64, 64, 132, 0),
+                     cudaErrorInvalidValue); /* a misaligned second part */
+    assert_int_equal(gg_k_round_sum(sum, NULL, NULL, 0.0f, d, GG_DT_BF16, 64, 64, 64, 132, 0), cudaSuccess);
     CUDA_OK(cudaDeviceSynchronize());
     CUDA_OK(cudaFree(sum));
     CUDA_OK(cudaFree(d));
