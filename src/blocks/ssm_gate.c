@@ -140,26 +140,18 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     return GG_SUCCESS;
 }
 
-/* dW = dYᵀ @ gated, handed to the all-reduce as soon as it is final. `workspace`: the cuBLASLt workspace of stream s
- * in r (0: the caller's, 1: the side stream's). */
+/* dW = dYᵀ @ gated on stream s (`workspace`: s's cuBLASLt workspace in r, 0: the caller's, 1: the side stream's),
+ * handed to the all-reduce as soon as it is final. Where dW runs its k % 128 rows apart (its 16-bit sum:
+ * src/gemm/matmul.c), that tail runs on tail_stream after what is enqueued there (with the side stream's workspace),
+ * or after the first part where tail_stream is s. The narrow schedule puts it behind the chain, which ends before
+ * dW's first part and its split-k reduction: 079 at 17312 tokens ran the tail after them, 4.7 us and a launch on the
+ * block's last path. */
 static gg_status enqueue_weight_grad(gg_ctx *ctx, const gg_exec_res *r, const gg_block_plan *p, const gg_block_call *c,
-                                     int workspace, cudaStream_t s) {
-    void *const *t = c->t;
-    GG_TRY(gg_matmul_run_in(ctx, &p->gemm[GEMM_DW], t[T_GATED], t[T_DY], t[T_DW], c->accumulate,
-                            r->workspace[workspace], s));
-    return gg_dist_grad_ready(ctx, c, s, T_DW);
-}
-
-/* enqueue_weight_grad on the caller's stream with dW's tail, where it runs in two parts (k % 128 rows apart: its
- * 16-bit sum, src/gemm/matmul.c), on the side stream after what is enqueued there (the chain), which the chain
- * leaves before dW's first part and its split-k reduction end: 079 at 17312 tokens ran the tail GEMM after them,
- * 4.7 us and a launch on the block's last path. */
-static gg_status enqueue_weight_grad_tail_beside(gg_ctx *ctx, const gg_exec_res *r, const gg_block_plan *p,
-                                                 const gg_block_call *c, cudaStream_t main) {
+                                     int workspace, cudaStream_t s, cudaStream_t tail_stream) {
     void *const *t = c->t;
     GG_TRY(gg_matmul_run_split_in(ctx, &p->gemm[GEMM_DW], t[T_GATED], t[T_DY], t[T_DW], c->accumulate,
-                                  r->workspace[0], main, r->side, r->workspace[1], r->ev_conv));
-    return gg_dist_grad_ready(ctx, c, main, T_DW);
+                                  r->workspace[workspace], s, tail_stream, r->workspace[1], r->ev_conv));
+    return gg_dist_grad_ready(ctx, c, s, T_DW);
 }
 
 /* grad_bias = Σ of the rows of `in` ([rows, H]: dY itself, bf16, or the fused kernel's fp32 bias rows), handed to
@@ -180,7 +172,7 @@ static gg_status enqueue_bias_grad(gg_ctx *ctx, const gg_exec_res *r, const gg_b
 /* Both weight gradients, in that order, on the side stream s (its cuBLASLt workspace). */
 static gg_status enqueue_weight_grads(gg_ctx *ctx, const gg_exec_res *r, const gg_block_plan *p,
                                       const gg_block_call *c, cudaStream_t s) {
-    GG_TRY(enqueue_weight_grad(ctx, r, p, c, 1, s));
+    GG_TRY(enqueue_weight_grad(ctx, r, p, c, 1, s, s));
     return enqueue_bias_grad(ctx, r, p, c, s);
 }
 
@@ -219,7 +211,7 @@ static gg_status enqueue_narrow(gg_ctx *ctx, const gg_exec_res *r, const gg_bloc
     if (status == GG_SUCCESS) status = gg_stream_handoff(ctx, main, r->ev_fork, side); /* g is ready */
     if (status == GG_SUCCESS && bias == BIAS_BESIDE) status = gg_stream_handoff(ctx, main, r->ev_aux, aux);
     if (status == GG_SUCCESS) status = chain(ctx, r, p, c, own(p)->narrow_ctas, side);
-    if (status == GG_SUCCESS) status = enqueue_weight_grad_tail_beside(ctx, r, p, c, main);
+    if (status == GG_SUCCESS) status = enqueue_weight_grad(ctx, r, p, c, 0, main, side);
     /* last: so enqueued, its CTAs were measured to reach the SMs after dW's and the chain's (see narrow_rows) */
     if (status == GG_SUCCESS && bias == BIAS_BESIDE) status = enqueue_bias_grad(ctx, r, p, c, aux);
     gg_branch joins[2];
@@ -245,7 +237,7 @@ static gg_status enqueue_fused(gg_ctx *ctx, const gg_exec_res *r, const gg_block
                                 bias_rows, c->tokens, c->dim0, c->dim1, c->use_silu_gate, ctx->sm_count, side),
                  status, join);
     status = sum_bias(ctx, r, p, c, bias_rows, GG_DT_F32, fused_bias_rows(c->tokens), side);
-    if (status == GG_SUCCESS) status = enqueue_weight_grad(ctx, r, p, c, 0, main);
+    if (status == GG_SUCCESS) status = enqueue_weight_grad(ctx, r, p, c, 0, main, main);
 join:
     return gg_stream_join(ctx, status, main, side, r->ev_join);
 }
