@@ -373,11 +373,14 @@ static gg_status enqueue_overlapped(gg_ctx *ctx, const gg_block_plan *p, const g
      * greatest, so that G is not queued behind them (otherwise G starts microseconds late, which the few-token cases
      * feel). */
     GG_TRY(dy_first(ctx, p, c, &o, main));
+    /* The side stream forks after W2's copy: its copies and G then become ready together and G, of the greater
+     * priority, takes its SMs first (forked before, the copies took SMs while W2's copy drained and G started ~2 us
+     * later: 068 -0.6 to -1.1 %, docs/decisions.md). */
+    GG_TRY(to_f16_on(ctx, c, T_W2, o.w2, 0, ctx->priority_greatest, main));
     GG_TRY(gg_stream_handoff(ctx, main, o.r.ev_fork, side)); /* the side stream reads inputs */
     gg_status status = GG_SUCCESS; /* from here on, errors still join the side stream */
     GG_GOTO(to_f16_beside(ctx, p, c, &o, (const int[]){T_ACT, T_X, T_W1}, 3, ctx->priority_least, side, main), status,
             join);
-    GG_GOTO(to_f16_on(ctx, c, T_W2, o.w2, 0, ctx->priority_greatest, main), status, join);
     /* G runs alone first; then the side chain (dW2, and dW1 once R exists) overlaps the caller's (gelu', bias sums,
      * dX). Forking before G, so that dW2 and G start together, is slower: the two GEMMs share the SMs for their
      * whole length (docs/decisions.md). */
