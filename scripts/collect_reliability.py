@@ -3,14 +3,21 @@
 
 Usage: collect_reliability.py [--merge BASE_JSON] OUT_DIR OUT_JSON COMMIT COMMAND GPU
 
-With --merge (the multigpu stage, a call of its own on a machine with two GPUs): OUT_JSON is BASE_JSON (the official
-one, from the tests stage) with the two-GPU facts of OUT_DIR set over it: dead_rank_detected_s, multigpu_memcheck_errors
-(and multigpu_sanitizer_runs_cut) from sanitizer-multigpu.log, and multigpu_commit, multigpu_command, multigpu_gpu;
-every other field stays BASE_JSON's, with its own commit and command.
+With --merge (the stages that run after the tests stage, each in a call of its own): OUT_JSON is BASE_JSON (the tests
+stage's) with the facts of each stage whose logs OUT_DIR holds set over it; every other field stays BASE_JSON's, with
+its own commit and command:
+- the multigpu stage's (two GPUs; test_dist.log or sanitizer-multigpu.log there): dead_rank_detected_s,
+  multigpu_memcheck_errors (and multigpu_sanitizer_runs_cut) from sanitizer-multigpu.log, and multigpu_commit,
+  multigpu_command, multigpu_gpu;
+- the sanitizers stage's (sanitizer-kernels.log there): racecheck_hazards, synccheck_errors, initcheck_errors, those
+  three tools' entries of sanitizer_runs_cut (memcheck's, the tests stage's, kept), and sanitizers_commit,
+  sanitizers_command, sanitizers_gpu.
+OUT_DIR holding neither stage's logs is an error.
 
 Reads, from OUT_DIR: test_shapes_gpu-hopper1.log and -hopper0.log (the shape sweep's "SHAPES {json}" lines and
 "SHAPE FAIL" lines), test_blocks_gpu-hopper0.log (the 64 cases with the sm_90a-only kernels off: its RESULT lines)
-sanitizer.log (compute-sanitizer's "<tool> <test> exit <rc>" lines and error summaries), test_faults.log (its
+sanitizer.log (compute-sanitizer's "<tool> <test> exit <rc>" lines and error summaries: the tests stage runs memcheck,
+so the other tools are null there), test_faults.log (its
 'FAULTS {json}' line, with its 'FAULTS_STEP', 'FAULTS_OPTIM' and 'FAULTS_FORWARD' lines added to it),
 test_dist_faults.log (its 'NCCL_FAULTS {json}' line: fault injection on the NCCL calls), test_soak_gpu.log
 ('SOAK {json}'), test_dist.log (the multigpu stage's CTest log: test_dist_dead_rank's
@@ -92,6 +99,11 @@ def sanitizer_runs(name):
 
 
 tools, cut = sanitizer_runs("sanitizer.log")
+# each tool's field in the JSON
+FIELDS = {"memcheck": "memcheck_errors", "racecheck": "racecheck_hazards", "synccheck": "synccheck_errors",
+          "initcheck": "initcheck_errors"}
+KERNEL_TOOLS = ("racecheck", "synccheck", "initcheck")  # the sanitizers stage's
+
 
 def tagged(name, tag):
     """The JSON of the last line of `name` that starts with `tag `, or None."""
@@ -114,8 +126,10 @@ for line in lines("test_dist.log") or []:
     m = re.search(r"DEAD_RANK_DETECTED_S ([0-9.]+)", line)
     if m:
         dead_rank = float(m.group(1))
-if base is not None:  # the multigpu stage: its two-GPU facts over the official JSON, which keeps everything else
-    result = json.load(open(base))
+
+
+def merge_multigpu(result):
+    """The multigpu stage's two-GPU facts over `result`."""
     result["dead_rank_detected_s"] = dead_rank  # this run's (null when its test did not print it), never an older one
     mg_tools, mg_cut = sanitizer_runs("sanitizer-multigpu.log")
     result["multigpu_memcheck_errors"] = mg_tools["memcheck"]
@@ -123,10 +137,42 @@ if base is not None:  # the multigpu stage: its two-GPU facts over the official 
     if mg_cut:
         result["multigpu_sanitizer_runs_cut"] = mg_cut
     result.update({"multigpu_commit": commit, "multigpu_command": command, "multigpu_gpu": gpu})
+    return (f"dead_rank_detected_s {dead_rank}, multigpu memcheck {mg_tools['memcheck']} reports, "
+            f"{sum(mg_cut.values())} runs cut")
+
+
+def merge_sanitizers(result):
+    """The sanitizers stage's racecheck, synccheck and initcheck over `result`: this run's counts (null for a tool
+    none of whose runs finished) and runs cut replace the base's for those tools; memcheck's (the tests stage's)
+    stay."""
+    k_tools, k_cut = sanitizer_runs("sanitizer-kernels.log")
+    for tool in KERNEL_TOOLS:
+        result[FIELDS[tool]] = k_tools[tool]
+    runs_cut = {t: n for t, n in (result.get("sanitizer_runs_cut") or {}).items() if t not in KERNEL_TOOLS}
+    runs_cut.update({t: n for t, n in k_cut.items() if t in KERNEL_TOOLS})
+    if runs_cut:
+        result["sanitizer_runs_cut"] = runs_cut
+    else:
+        result.pop("sanitizer_runs_cut", None)
+    result.update({"sanitizers_commit": commit, "sanitizers_command": command, "sanitizers_gpu": gpu})
+    return ", ".join(f"{t} {k_tools[t]} reports" for t in KERNEL_TOOLS) + \
+        f", {sum(n for t, n in k_cut.items() if t in KERNEL_TOOLS)} runs cut"
+
+
+if base is not None:  # a later stage's facts over the tests stage's JSON, which keeps everything else
+    result = json.load(open(base))
+    merged = []
+    if lines("test_dist.log") is not None or lines("sanitizer-multigpu.log") is not None:
+        merged.append(merge_multigpu(result))
+    if lines("sanitizer-kernels.log") is not None:
+        merged.append(merge_sanitizers(result))
+    if not merged:
+        sys.exit(f"collect_reliability.py --merge: {out_dir} holds no multigpu (test_dist.log, "
+                 "sanitizer-multigpu.log) nor sanitizers (sanitizer-kernels.log) logs")
     json.dump(result, open(out, "w"), indent=2)
-    print(f"{out}: {base} with dead_rank_detected_s {dead_rank}, multigpu memcheck {mg_tools['memcheck']} reports, "
-          f"{sum(mg_cut.values())} runs cut")
+    print(f"{out}: {base} with " + "; ".join(merged))
     sys.exit(0)
+
 soak = tagged("test_soak_gpu.log", "SOAK")
 fuzz = tagged("fuzz.log", "FUZZ")
 if fuzz is None:

@@ -1,15 +1,26 @@
 #!/usr/bin/env bash
-# scripts/device.sh - everything the GPU machine does in one call: build for the chip, run the tests (CPU and
-# `gpu`, the shape sweep on both GPU paths), compute-sanitizer's four tools on the small-shape tests, and time all
-# 64 cases; logs and JSON land in $OUT.
+# scripts/device.sh - everything the GPU machine does: build for the chip, run the tests (CPU and `gpu`, the shape
+# sweep on both GPU paths), compute-sanitizer's four tools on the small-shape tests, and time all 64 cases; logs and
+# JSON land in $OUT. Each stage fits one call of the GPU machine (10 minutes at most); `all` runs every stage but
+# peers in one go.
 # On a machine with several GPUs, `multigpu` (part of `all` there) runs the `multigpu` tests, memcheck on two GPUs,
 # the step graph data-parallel on 2 GPUs (model_backward --gpus 2, the large and small residual MLP models) into
 # step-h200.json's "ddp", and the scaling example for blocks 068 and 073 at their largest cases.
 #
-#   GG_COMMIT=<sha> bash scripts/device.sh [all|tests|bench|peers|step|train|multigpu|build]
+#   GG_COMMIT=<sha> bash scripts/device.sh [all|tests|sanitizers|bench|peers|step|train|multigpu|build]
 #
-# tests: budgeted as step is (GG_TESTS_BUDGET, default 570 s from this script's start when run alone): the sanitizer
-# runs, last, get what is left, and one that no longer fits is skipped and counted as cut in reliability-h200.json.
+# tests: the tests, the sweeps, the faults, the soak and compute-sanitizer's memcheck (5 runs), into
+# reliability-h200.json (racecheck, synccheck and initcheck null there: the sanitizers stage runs them) and
+# correctness-h200.json. Budgeted as step is (GG_TESTS_BUDGET, default 570 s from this script's start when run
+# alone): the memcheck runs, last, get what is left, and one that no longer fits is skipped and counted as cut.
+#
+# sanitizers: compute-sanitizer's racecheck, synccheck and initcheck on the small-shape tests, both GPU paths (8 runs,
+# ~7-8 minutes with the build; one call of its own: they do not fit the tests stage's call), racecheck first and the
+# longest first (racecheck with the sm_90a kernels ~200 s, without ~60 s), each run's time logged. Budgeted
+# (GG_SANITIZERS_BUDGET, default 570 s from the script's start when run alone, 3600 from the stage's start in
+# `all`); a run that no longer fits is skipped and counted as cut. Its facts (racecheck_hazards, synccheck_errors,
+# initcheck_errors, those tools' sanitizer_runs_cut, sanitizers_commit/_command/_gpu) are merged into
+# reliability-h200.json: the tests stage's, here or in an earlier call into the same $OUT; else the official one.
 #
 # step: fits one 10-minute call on one H200 (GG_CUDA_ARCH=90a halves the build; only the two targets it runs are
 # built). Every piece has a time limit and the stage a budget, GG_STEP_BUDGET seconds from this script's start
@@ -30,7 +41,7 @@
 # (each compile bounded by GG_COMPILE_TIMEOUT_AUTOTUNE, default 240 s), counted beside the default mode's.
 # All of it lands in $OUT/step-h200.json (scripts/collect_step.py), with the sweep's verdict in its "config_sweep".
 # No sanitizer runs here: racecheck sees only races on shared memory inside a CTA, not two kernels of concurrent
-# layers on one scratch slot; tests/cpu/test_step_ring.c proves the slots' ordering, and the tests stage runs
+# layers on one scratch slot; tests/cpu/test_step_ring.c proves the slots' ordering, and the sanitizers stage runs
 # racecheck on the kernels themselves.
 #
 # train: examples/train, the character model (8 residual MLP layers) on tinyshakespeare, GG_TRAIN_STEPS (default
@@ -89,7 +100,7 @@ if [ ! -f "$cmocka/include/cmocka.h" ] && [ ! -f /usr/include/cmocka.h ] && [ ! 
 fi
 arch=${GG_CUDA_ARCH:-90a;100a} # the H200's and the B200's code
 # How the results were made, as recorded in their JSON: the settings that change them, then the command.
-run_cmd="GG_COMMIT=<sha> ${GG_CUDA_ARCH:+GG_CUDA_ARCH=$GG_CUDA_ARCH }${GG_STEP_SWEEP:+GG_STEP_SWEEP=$GG_STEP_SWEEP }${GG_STEP_BUDGET:+GG_STEP_BUDGET=$GG_STEP_BUDGET }${GG_STEP_TORCH_FORMS:+GG_STEP_TORCH_FORMS=$GG_STEP_TORCH_FORMS }${GG_STEP_TORCH_COMPILE_MODE:+GG_STEP_TORCH_COMPILE_MODE=$GG_STEP_TORCH_COMPILE_MODE }${GG_STEP_TORCH_AUTOTUNE+GG_STEP_TORCH_AUTOTUNE=$GG_STEP_TORCH_AUTOTUNE }${GG_SHAPES:+GG_SHAPES=$GG_SHAPES }${GG_SHAPES_SEED:+GG_SHAPES_SEED=$GG_SHAPES_SEED }${GG_SANITIZER_TIMEOUT:+GG_SANITIZER_TIMEOUT=$GG_SANITIZER_TIMEOUT }${GG_TESTS_BUDGET:+GG_TESTS_BUDGET=$GG_TESTS_BUDGET }${GG_MODES:+GG_MODES=$GG_MODES }${GG_ITERS:+GG_ITERS=$GG_ITERS }${GG_PEERS_COMPILE:+GG_PEERS_COMPILE=1 }${GG_PEERS_VARIANTS:+GG_PEERS_VARIANTS=$GG_PEERS_VARIANTS }${GG_PEERS_TIMEOUT:+GG_PEERS_TIMEOUT=$GG_PEERS_TIMEOUT }${GG_PEERS_COMPILE_TIMEOUT:+GG_PEERS_COMPILE_TIMEOUT=$GG_PEERS_COMPILE_TIMEOUT }${GG_PEERS_BLOCKS:+GG_PEERS_BLOCKS=$GG_PEERS_BLOCKS }${GG_PEERS_CASES:+GG_PEERS_CASES=$GG_PEERS_CASES }${GG_PEERS_BUDGET:+GG_PEERS_BUDGET=$GG_PEERS_BUDGET }${GG_STEPS:+GG_STEPS=$GG_STEPS }${GG_BUCKET_MIB:+GG_BUCKET_MIB=$GG_BUCKET_MIB }${GG_COMM_SMS:+GG_COMM_SMS=$GG_COMM_SMS }${GG_COPY_ENGINES:+GG_COPY_ENGINES=$GG_COPY_ENGINES }${GG_DDP_RUNS:+GG_DDP_RUNS=$GG_DDP_RUNS }${GG_TRAIN_STEPS:+GG_TRAIN_STEPS=$GG_TRAIN_STEPS }${GG_TRAIN_PRECISION:+GG_TRAIN_PRECISION=$GG_TRAIN_PRECISION }${GG_TRAIN_BUDGET:+GG_TRAIN_BUDGET=$GG_TRAIN_BUDGET }${GG_MULTIGPU_BUDGET:+GG_MULTIGPU_BUDGET=$GG_MULTIGPU_BUDGET }bash scripts/device.sh $stage"
+run_cmd="GG_COMMIT=<sha> ${GG_CUDA_ARCH:+GG_CUDA_ARCH=$GG_CUDA_ARCH }${GG_STEP_SWEEP:+GG_STEP_SWEEP=$GG_STEP_SWEEP }${GG_STEP_BUDGET:+GG_STEP_BUDGET=$GG_STEP_BUDGET }${GG_STEP_TORCH_FORMS:+GG_STEP_TORCH_FORMS=$GG_STEP_TORCH_FORMS }${GG_STEP_TORCH_COMPILE_MODE:+GG_STEP_TORCH_COMPILE_MODE=$GG_STEP_TORCH_COMPILE_MODE }${GG_STEP_TORCH_AUTOTUNE+GG_STEP_TORCH_AUTOTUNE=$GG_STEP_TORCH_AUTOTUNE }${GG_SHAPES:+GG_SHAPES=$GG_SHAPES }${GG_SHAPES_SEED:+GG_SHAPES_SEED=$GG_SHAPES_SEED }${GG_SANITIZER_TIMEOUT:+GG_SANITIZER_TIMEOUT=$GG_SANITIZER_TIMEOUT }${GG_TESTS_BUDGET:+GG_TESTS_BUDGET=$GG_TESTS_BUDGET }${GG_SANITIZERS_BUDGET:+GG_SANITIZERS_BUDGET=$GG_SANITIZERS_BUDGET }${GG_MODES:+GG_MODES=$GG_MODES }${GG_ITERS:+GG_ITERS=$GG_ITERS }${GG_PEERS_COMPILE:+GG_PEERS_COMPILE=1 }${GG_PEERS_VARIANTS:+GG_PEERS_VARIANTS=$GG_PEERS_VARIANTS }${GG_PEERS_TIMEOUT:+GG_PEERS_TIMEOUT=$GG_PEERS_TIMEOUT }${GG_PEERS_COMPILE_TIMEOUT:+GG_PEERS_COMPILE_TIMEOUT=$GG_PEERS_COMPILE_TIMEOUT }${GG_PEERS_BLOCKS:+GG_PEERS_BLOCKS=$GG_PEERS_BLOCKS }${GG_PEERS_CASES:+GG_PEERS_CASES=$GG_PEERS_CASES }${GG_PEERS_BUDGET:+GG_PEERS_BUDGET=$GG_PEERS_BUDGET }${GG_STEPS:+GG_STEPS=$GG_STEPS }${GG_BUCKET_MIB:+GG_BUCKET_MIB=$GG_BUCKET_MIB }${GG_COMM_SMS:+GG_COMM_SMS=$GG_COMM_SMS }${GG_COPY_ENGINES:+GG_COPY_ENGINES=$GG_COPY_ENGINES }${GG_DDP_RUNS:+GG_DDP_RUNS=$GG_DDP_RUNS }${GG_TRAIN_STEPS:+GG_TRAIN_STEPS=$GG_TRAIN_STEPS }${GG_TRAIN_PRECISION:+GG_TRAIN_PRECISION=$GG_TRAIN_PRECISION }${GG_TRAIN_BUDGET:+GG_TRAIN_BUDGET=$GG_TRAIN_BUDGET }${GG_MULTIGPU_BUDGET:+GG_MULTIGPU_BUDGET=$GG_MULTIGPU_BUDGET }bash scripts/device.sh $stage"
 build=$root/build-device
 shapes_seed=${GG_SHAPES_SEED:-$(date +%s)}
 status=0
@@ -98,13 +109,14 @@ status=0
 limit_by() { local l=$(( $1 - $(date +%s) - 25 )); [ "$l" -gt "$2" ] && l=$2; [ "$l" -ge 15 ] && echo "$l" || echo 0; }
 # sanitizer_run LOG DEADLINE WANT BUDGET TOOL EXE FILTER [NAME=VALUE...]: one compute-sanitizer run of the cmocka
 # test EXE (its cases matching FILTER, the environment given), for at most WANT seconds before DEADLINE, appended to
-# LOG as collect_reliability.py reads it: the tool's output, then "<tool> <exe> exit <rc>". A run that does not fit
-# the budget (BUDGET names its variable) is skipped; one stopped by its limit, skipped, or whose test ran no case
-# (every case skipped: no GPU for it) has exit 124 and counts as cut, never as a clean run. Returns nonzero unless
-# the run was clean.
+# LOG as collect_reliability.py reads it: the tool's output, then "<tool> <exe> exit <rc>", then (for planning
+# budgets) how long it took: "<tool> <exe> (<filter>, <environment>): <n> s (limit <l> s)", both lines in the
+# stage's output too. A run that does not fit the budget (BUDGET names its variable) is skipped; one stopped by its
+# limit, skipped, or whose test ran no case (every case skipped: no GPU for it) has exit 124 and counts as cut, never
+# as a clean run. Returns nonzero unless the run was clean.
 sanitizer_run() {
   local log=$1 deadline=$2 want=$3 budget=$4 tool=$5 exe=$6 filter=$7; shift 7
-  local opts=() limit rc
+  local opts=() limit rc t0
   case $tool in
     racecheck | synccheck) opts=(--kernel-name-exclude kns=nvjet) ;;
     initcheck) opts=(--nvtx true) ;;
@@ -114,13 +126,32 @@ sanitizer_run() {
     echo "$tool $exe: skipped, the stage's time budget is spent ($budget)" | tee -a "$log"
     echo "$tool $exe exit 124" >> "$log"; return 1
   fi
+  t0=$(date +%s)
   env GG_TEST_FILTER="$filter" "$@" timeout "$limit" compute-sanitizer --tool "$tool" ${opts[@]+"${opts[@]}"} \
     --error-exitcode 9 "$build/tests/$exe" > "$OUT/sanitizer-run.log" 2>&1
   rc=$?
   grep -q '^\[       OK \]' "$OUT/sanitizer-run.log" || { [ $rc = 0 ] && rc=124; }
   cat "$OUT/sanitizer-run.log" >> "$log"; rm -f "$OUT/sanitizer-run.log"
   echo "$tool $exe exit $rc" | tee -a "$log"
+  echo "$tool $exe ($filter${*:+, $*}): $(( $(date +%s) - t0 )) s (limit $limit s)" | tee -a "$log"
   [ $rc = 0 ]
+}
+# kernel_sanitizers LOG DEADLINE BUDGET RUN...: sanitizer_run of each RUN, "<tool> <exe> <filter> <hopper>", on the
+# GPU path GG_HOPPER_KERNELS=<hopper>, each for at most GG_SANITIZER_TIMEOUT seconds (default 240). racecheck and
+# synccheck check gradgraph's kernels only: cuBLASLt's own (nvjet) synchronize shared memory through TMA barriers,
+# which racecheck reports as races; racecheck also fails with a hardware exception on cuBLASLt's cluster kernels, so
+# its runs take clusters of one CTA (GG_GEMM_MAX_CLUSTER_CTAS=1; empty for the others: no limit, as gg_ctx_create
+# refuses 0). initcheck sees every kernel, with NVTX on: the GEMMs mark what their TMA stores write
+# (src/gemm/matmul.c). A tool's log ends with its summary. Returns nonzero unless every run was clean.
+kernel_sanitizers() {
+  local log=$1 deadline=$2 budget=$3 run tool exe filter hopper clusters rc=0; shift 3
+  for run in "$@"; do
+    read -r tool exe filter hopper <<< "$run"
+    clusters=$([ "$tool" != racecheck ] || echo 1)
+    sanitizer_run "$log" "$deadline" "${GG_SANITIZER_TIMEOUT:-240}" "$budget" "$tool" "$exe" "$filter" \
+      GG_HOPPER_KERNELS="$hopper" GG_GEMM_MAX_CLUSTER_CTAS="$clusters" || rc=1
+  done
+  return $rc
 }
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
@@ -148,7 +179,7 @@ fi
 if [ "$stage" = all ] || [ "$stage" = tests ]; then
   echo "== tests"
   # The stage's budget: GG_TESTS_BUDGET seconds from the script's start (default 570 for `tests` alone, one call of
-  # the GPU machine with room to pack; 3600 within `all`). The sanitizer runs, the last part, get what is left; one
+  # the GPU machine with room to pack; 3600 within `all`). The memcheck runs, the last part, get what is left; one
   # that no longer fits is skipped and counted as cut, so the JSON is always written, saying what ran.
   tests_deadline=$(( script_start + ${GG_TESTS_BUDGET:-$([ "$stage" = tests ] && echo 570 || echo 3600)} ))
   # Every test but the long GPU ones (run directly, so their RESULT lines are kept) and the multi-GPU ones (the
@@ -188,31 +219,41 @@ if [ "$stage" = all ] || [ "$stage" = tests ]; then
   echo "test_blocks_gpu, sm_90a-only kernels off: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/test_blocks_gpu-hopper0.log" | tr '\n' ' ')"
   python3 scripts/collect_correctness.py "$OUT/test_blocks_gpu.log" "$OUT/correctness-h200.json" \
     "${GG_COMMIT:-unknown}" "$run_cmd" "$(head -2 "$OUT/gpu.txt" | tail -1 | cut -d, -f1)"
-  echo "== compute-sanitizer: memcheck (eager and graph), racecheck, synccheck, initcheck (eager) on the small shapes"
+  echo "== compute-sanitizer: memcheck (eager and graph) on the small shapes"
   # memcheck on every block's small shapes (test_blocks_gpu), on a graph's capture, replay and rebinding
-  # (test_graphs_gpu), on the forwards, the optimizer and fp16 mode's copies and checks (test_fp16_gpu); the other
-  # three tools on the small shapes of every block, on both GPU paths (GG_HOPPER_KERNELS), and initcheck on the
-  # forwards and test_fp16_gpu too (their fp16 GEMMs take cuBLASLt's split-k with a fused epilogue). racecheck and synccheck check gradgraph's kernels only: cuBLASLt's own
-  # (nvjet) synchronize shared memory through TMA barriers, which racecheck reports as races; racecheck also fails
-  # with a hardware exception on cuBLASLt's cluster kernels, so its runs take clusters of one CTA
-  # (GG_GEMM_MAX_CLUSTER_CTAS=1). initcheck sees every kernel, with NVTX on: the GEMMs mark what their TMA stores
-  # write (src/gemm/matmul.c). A tool's log ends with its summary; any report fails the stage.
+  # (test_graphs_gpu), on the forwards, the optimizer and fp16 mode's copies and checks (test_fp16_gpu). Any report
+  # fails the stage. racecheck, synccheck and initcheck are the sanitizers stage's (they do not fit this call too).
   : > "$OUT/sanitizer.log"
-  # racecheck last, the longest run last: 207 s on an H200 with the sm_90a kernels, under a minute without; a run
-  # stopped by its time limit is counted as cut, not as a report
-  for run in "memcheck test_blocks_gpu *small* 1" "memcheck test_graphs_gpu *rebinding* 1" \
-             "memcheck test_forward_gpu * 1" "memcheck test_optim_gpu * 1" "memcheck test_fp16_gpu * 1" \
-             "synccheck test_blocks_gpu *small* 1" "synccheck test_blocks_gpu *small* 0" \
-             "initcheck test_blocks_gpu *small* 1" "initcheck test_blocks_gpu *small* 0" \
-             "initcheck test_forward_gpu * 1" "initcheck test_fp16_gpu * 1" \
-             "racecheck test_blocks_gpu *small* 0" "racecheck test_blocks_gpu *small* 1"; do
-    read -r tool exe filter hopper <<< "$run"
-    clusters=$([ "$tool" != racecheck ] || echo 1) # empty: no limit (gg_ctx_create refuses 0)
-    sanitizer_run "$OUT/sanitizer.log" "$tests_deadline" "${GG_SANITIZER_TIMEOUT:-240}" GG_TESTS_BUDGET "$tool" "$exe" \
-      "$filter" GG_HOPPER_KERNELS="$hopper" GG_GEMM_MAX_CLUSTER_CTAS="$clusters" || status=1
-  done
+  kernel_sanitizers "$OUT/sanitizer.log" "$tests_deadline" GG_TESTS_BUDGET \
+    "memcheck test_blocks_gpu *small* 1" "memcheck test_graphs_gpu *rebinding* 1" "memcheck test_forward_gpu * 1" \
+    "memcheck test_optim_gpu * 1" "memcheck test_fp16_gpu * 1" || status=1
   python3 scripts/collect_reliability.py "$OUT" "$OUT/reliability-h200.json" "${GG_COMMIT:-unknown}" "$run_cmd" \
     "$(head -2 "$OUT/gpu.txt" | tail -1 | cut -d, -f1)"
+fi
+
+if [ "$stage" = all ] || [ "$stage" = sanitizers ]; then
+  echo "== compute-sanitizer: racecheck, synccheck, initcheck on the small shapes, both GPU paths"
+  # The stage's budget: GG_SANITIZERS_BUDGET seconds from the script's start when run alone (default 570: one call
+  # of the GPU machine with room to pack), from here within `all` (default 3600). The runs go longest first, racecheck
+  # with the sm_90a-only kernels (~200 s on an H200) then without (~60 s), so that what the budget may cut is the
+  # short ones; one that no longer fits is skipped and counted as cut, so the JSON always says what ran.
+  sanitizers_start=$script_start sanitizers_budget=570
+  [ "$stage" = sanitizers ] || { sanitizers_start=$(date +%s); sanitizers_budget=3600; }
+  sanitizers_deadline=$(( sanitizers_start + ${GG_SANITIZERS_BUDGET:-$sanitizers_budget} ))
+  # racecheck, synccheck and initcheck on the small shapes of every block, on both GPU paths (GG_HOPPER_KERNELS), and
+  # initcheck on the forwards and test_fp16_gpu too (their fp16 GEMMs take cuBLASLt's split-k with a fused epilogue)
+  : > "$OUT/sanitizer-kernels.log"
+  kernel_sanitizers "$OUT/sanitizer-kernels.log" "$sanitizers_deadline" GG_SANITIZERS_BUDGET \
+    "racecheck test_blocks_gpu *small* 1" "racecheck test_blocks_gpu *small* 0" \
+    "synccheck test_blocks_gpu *small* 1" "synccheck test_blocks_gpu *small* 0" \
+    "initcheck test_blocks_gpu *small* 1" "initcheck test_blocks_gpu *small* 0" \
+    "initcheck test_forward_gpu * 1" "initcheck test_fp16_gpu * 1" || status=1
+  # The three tools' facts merged into the reliability JSON: the tests stage's, here or in an earlier call into the
+  # same $OUT; else the official one (which keeps its own commit; this run's is sanitizers_commit).
+  [ -f "$OUT/reliability-h200.json" ] || cp docs/results/reliability-h200.json "$OUT/reliability-h200.json"
+  python3 scripts/collect_reliability.py --merge "$OUT/reliability-h200.json" "$OUT" "$OUT/reliability-h200.json" \
+    "${GG_COMMIT:-unknown}" "$run_cmd" "$(head -2 "$OUT/gpu.txt" | tail -1 | cut -d, -f1)" || status=1
+  echo "sanitizers stage: $(( $(date +%s) - script_start )) s since the script started"
 fi
 
 if [ "$stage" = all ] || [ "$stage" = bench ]; then

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# scripts/file_run.sh - files an official run (scripts/official_run.sh's run-tests.tgz, run-bench.tgz and
-# run-peers.tgz) under docs/results: run-<sha>/ gets the JSON, CSV and log archives, the stages' output as
-# device-<stage>.log, the trace gzipped and the per-block plots; where the folder holds the bench run and peers
-# stages' autotuned peers (one archive per set of blocks), bench-h200.json is collected again from all of them.
+# scripts/file_run.sh - files an official run (scripts/official_run.sh's run-tests.tgz, run-sanitizers.tgz,
+# run-bench.tgz and run-peers.tgz) under docs/results: run-<sha>/ gets the JSON, CSV and log archives, the stages'
+# output as device-<stage>.log, the trace gzipped and the per-block plots; where the folder holds the bench run and
+# peers stages' autotuned peers (one archive per set of blocks), bench-h200.json is collected again from all of them.
 # bench-h200.json, graphs-h200.json, correctness-h200.json and reliability-h200.json are copied to docs/results/ (the
 # current official figures).
+# A sanitizers run's reliability-h200.json is the tests run's with racecheck, synccheck and initcheck merged in (it
+# names the tests run's commit, and its own as sanitizers_commit): file the tests run first, and run the sanitizers
+# stage after, on the tree with the tests run's JSON in docs/results/. Given with the tests archive in one call, the
+# sanitizers' JSON, which holds the tests', is the one filed, whatever the order of the archives.
 # docs/results keeps one run folder per kind: remove the previous run-<sha>/ in the same commit (git history keeps
 # it), and update the numbers the docs quote (docs/results/README.md lists them). Each archive alone files what it
 # holds.
@@ -19,8 +23,13 @@ sha=${1:?commit} && shift
 root=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 peers_runs=0
+first=() last=() # the sanitizers archives are extracted last: their reliability-h200.json is the one filed
 for tgz in "$@"; do
-  tar tzf "$tgz" | grep -q 'peers-autotune.json$' && peers_runs=$((peers_runs + 1))
+  members=$(tar tzf "$tgz")
+  grep -q 'peers-autotune.json$' <<< "$members" && peers_runs=$((peers_runs + 1))
+  if grep -qE '(^|/)sanitizers\.log$' <<< "$members"; then last+=("$tgz"); else first+=("$tgz"); fi
+done
+for tgz in ${first[@]+"${first[@]}"} ${last[@]+"${last[@]}"}; do
   tar xzf "$tgz" -C "$tmp"
 done
 # each peers archive holds a peers-autotune.json of its own blocks: one extracted over another would lose it
@@ -60,15 +69,20 @@ if [ -f "$tmp/step.log" ] || [ -f "$tmp/train.log" ]; then
     done
   fi
   echo "filed in $root/docs/results"
-  [ -f "$tmp/tests.log" ] || [ -f "$tmp/bench.log" ] || exit 0
+  [ -f "$tmp/tests.log" ] || [ -f "$tmp/sanitizers.log" ] || [ -f "$tmp/bench.log" ] || exit 0
 fi
 d=$root/docs/results/run-$sha
 mkdir -p "$d"
 for f in bench-h200.json bench.csv bench.json correctness-h200.json graphs-h200.json reliability-h200.json \
-  logs-bench.tgz logs-tests.tgz peers.json; do
+  logs-bench.tgz logs-tests.tgz logs-sanitizers.tgz peers.json; do
   [ -f "$tmp/$f" ] && cp "$tmp/$f" "$d/"
 done
-for stage in tests bench; do [ -f "$tmp/$stage.log" ] && cp "$tmp/$stage.log" "$d/device-$stage.log"; done
+for stage in tests sanitizers bench; do [ -f "$tmp/$stage.log" ] && cp "$tmp/$stage.log" "$d/device-$stage.log"; done
+# a sanitizers run's facts name their own commit
+if [ -f "$tmp/sanitizers.log" ] &&
+   ! grep -q "\"sanitizers_commit\": \"$sha" "$d/reliability-h200.json" 2>/dev/null; then
+  echo "warning: reliability-h200.json holds no sanitizers run of $sha" >&2
+fi
 # A peers stage runs the blocks GG_PEERS_BLOCKS names (one 10-minute call does not hold all four): its JSON, output
 # and logs are filed under those blocks (peers-autotune-068-073.json, device-peers-068-073.log, ...), so that the
 # runs of other blocks sit beside it.

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # scripts/official_run.sh - one stage of an official run at the commit given as $1, on a one-H200 machine:
-#   tests  `GG_SHAPES=300 GG_SANITIZER_TIMEOUT=240 scripts/device.sh tests` (7-9 minutes: the sweeps on both GPU paths,
-#          the sanitizers, racecheck last), into $OUT/run-tests.tgz;
+#   tests  `GG_SHAPES=300 GG_SANITIZER_TIMEOUT=240 scripts/device.sh tests` (about 5-7 minutes: the tests, the sweeps
+#          on both GPU paths, the faults, the soak, compute-sanitizer's memcheck), into $OUT/run-tests.tgz;
+#   sanitizers  `GG_SANITIZER_TIMEOUT=300 scripts/device.sh sanitizers` (about 7-8 minutes: racecheck, synccheck and
+#          initcheck on both GPU paths, racecheck with the sm_90a kernels first, ~200 s), into
+#          $OUT/run-sanitizers.tgz; its reliability-h200.json is the tests run's with those tools' facts merged in
+#          (the one in docs/results/ on the GPU machine's copy of the tree: file the tests run first);
 #   bench  `GG_PEERS_COMPILE=1 GG_PEERS_TIMEOUT=300 scripts/device.sh bench` (every mode), into $OUT/run-bench.tgz;
 #   peers  `GG_PEERS_BUDGET=560 scripts/device.sh peers` (PyTorch's autotuned peers of blocks 2 and 3, about 8
 #          minutes; a GG_PEERS_BUDGET set in the environment replaces the 560 s), into $OUT/run-peers.tgz, filed
@@ -13,12 +17,13 @@
 #   multigpu  `GG_CUDA_ARCH=90a scripts/device.sh multigpu` on a machine with two GPUs (nvidia-h200-x2): the
 #          multigpu tests, memcheck on two GPUs, the step graph and the blocks data-parallel, into
 #          $OUT/run-multigpu.tgz (filed on its own: file_run.sh SHA run-multigpu.tgz).
-# Each stage is one call of the GPU machine (10 minutes at most a call: tests and bench do not fit one together).
-# Each archive holds the stage's output (<stage>.log) and everything it wrote; scripts/file_run.sh <sha> files them
-# (tests and bench into run-<sha>/, step and train as the JSON and plots in results/).
-#   bash scripts/official_run.sh SHA tests|bench|peers|step|train|multigpu
+# Each stage is one call of the GPU machine (10 minutes at most a call: tests and bench do not fit one together, nor
+# tests and sanitizers). Each archive holds the stage's output (<stage>.log) and everything it wrote;
+# scripts/file_run.sh <sha> files them (tests, sanitizers and bench into run-<sha>/, step and train as the JSON and
+# plots in results/).
+#   bash scripts/official_run.sh SHA tests|sanitizers|bench|peers|step|train|multigpu
 set -uo pipefail
-sha=${1:?commit} stage=${2:?tests, bench, peers, step, train or multigpu}
+sha=${1:?commit} stage=${2:?tests, sanitizers, bench, peers, step, train or multigpu}
 out=${OUT:-$PWD/out}
 mkdir -p "$out"
 run=/tmp/run-$stage
@@ -29,12 +34,13 @@ t0=$(date +%s)
 log=/tmp/official-$stage.log
 case $stage in # each stage's settings, as the header lists them
   tests) settings=(GG_SHAPES=300 GG_SANITIZER_TIMEOUT=240) ;;
+  sanitizers) settings=(GG_SANITIZER_TIMEOUT=300) ;;
   bench) settings=(GG_PEERS_COMPILE=1 GG_PEERS_TIMEOUT=300) ;;
   peers) settings=(GG_PEERS_BUDGET=${GG_PEERS_BUDGET:-560}) ;; # less where less device time is left
   step) settings=(GG_CUDA_ARCH=90a GG_STEP_BUDGET=560) ;;
   train) settings=(GG_CUDA_ARCH=90a GG_TRAIN_BUDGET=330) ;;
   multigpu) settings=(GG_CUDA_ARCH=90a) ;;
-  *) echo "official_run.sh: stage '$stage': tests, bench, peers, step, train or multigpu" >&2; exit 2 ;;
+  *) echo "official_run.sh: stage '$stage': tests, sanitizers, bench, peers, step, train or multigpu" >&2; exit 2 ;;
 esac
 env GG_COMMIT="$sha" "${settings[@]}" OUT="$run" bash scripts/device.sh "$stage" > "$log" 2>&1
 rc=$?

@@ -42,11 +42,12 @@ class Machine:
             script(os.path.join(self.tree, "build-device", rel), text)
 
     def stage(self, name, out, gpus, **env):
-        """device.sh's stage `name` into OUT=out with `gpus` fake GPUs and env: (exit status, its output, the calls
-        the fakes logged)."""
+        """device.sh's stage `name` into OUT=out with `gpus` fake GPUs and env (GG_COMMIT abc1234 unless it says
+        otherwise): (exit status, its output, the calls the fakes logged, those of earlier stages into the same out
+        included)."""
         log = os.path.join(self.d, f"calls-{os.path.basename(out)}.log")
-        e = dict(os.environ, PATH=self.bin + os.pathsep + os.environ["PATH"], FAKE_GPUS=str(gpus), FAKE_LOG=log,
-                 OUT=out, GG_COMMIT="abc1234", **env)
+        e = dict(dict(os.environ, GG_COMMIT="abc1234"), PATH=self.bin + os.pathsep + os.environ["PATH"],
+                 FAKE_GPUS=str(gpus), FAKE_LOG=log, OUT=out, **env)  # env may name another GG_COMMIT
         p = subprocess.run(["bash", os.path.join(self.tree, "scripts", "device.sh"), name], capture_output=True,
                            text=True, env=e, timeout=120)
         return p.returncode, p.stdout + p.stderr, open(log).read() if os.path.exists(log) else ""

@@ -4,7 +4,11 @@ sanitizer runs counted per tool, a run stopped by its limit before any report co
 check that did not run recorded as null. A multigpu stage's, with --merge: the official JSON keeps every field of its
 own (and its commit), and gains this run's two-GPU facts (dead_rank_detected_s, multigpu_memcheck_errors, the runs
 cut) and the commit, command and GPU that made them; a dead-rank time the run did not print is null, never the older
-one. Usage: test_collect_reliability.py REPO_ROOT"""
+one. A sanitizers stage's (sanitizer-kernels.log), with --merge: racecheck's, synccheck's and initcheck's counts (null
+for a tool whose runs were all cut) and runs cut replace the base's, memcheck's runs cut and every other field (the
+two-GPU facts among them, the commit) stay, sanitizers_commit, _command and _gpu are recorded; a run without cuts
+drops the base's cuts of those tools. Both stages' logs in one folder (`all` on two GPUs): both merged. Neither:
+refused, nothing written. Usage: test_collect_reliability.py REPO_ROOT"""
 import json
 import os
 import subprocess
@@ -76,5 +80,60 @@ with tempfile.TemporaryDirectory() as d:
           m["multigpu_memcheck_errors"] is None and
           "multigpu_sanitizer_runs_cut" not in m, "a run without the figures records null, not the older ones",
           json.dumps(m))
+
+    # a sanitizers stage's output, over the JSON the multigpu stage left (with memcheck's runs cut as well)
+    base = dict(json.load(open(official)), dead_rank_detected_s=3.25, multigpu_memcheck_errors=0,
+                multigpu_commit="bbbbbbb", sanitizer_runs_cut={"memcheck": 1, "racecheck": 1})
+    json.dump(base, open(official, "w"))
+    san_out = os.path.join(d, "sanitizers")
+    os.makedirs(san_out)
+    write(san_out, "sanitizer-kernels.log",
+          "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)\nracecheck test_blocks_gpu exit 0\n"
+          "racecheck test_blocks_gpu (*small*, GG_HOPPER_KERNELS=1 GG_GEMM_MAX_CLUSTER_CTAS=1): 201 s (limit 300 s)\n"
+          "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)\nracecheck test_blocks_gpu exit 0\n"
+          "========= ERROR SUMMARY: 3 errors\nsynccheck test_blocks_gpu exit 9\n"
+          "synccheck test_blocks_gpu (*small*, GG_HOPPER_KERNELS=1 GG_GEMM_MAX_CLUSTER_CTAS=): 30 s (limit 300 s)\n"
+          "========= ERROR SUMMARY: 0 errors\nsynccheck test_blocks_gpu exit 0\n"
+          "initcheck test_blocks_gpu: skipped, the stage's time budget is spent (GG_SANITIZERS_BUDGET)\n"
+          "initcheck test_blocks_gpu exit 124\n")
+    merged = os.path.join(d, "reliability-sanitizers.json")
+    rc, out = collect(["--merge", official, san_out, merged, "ddddddd", "the sanitizers command", "NVIDIA H200"])
+    m = json.load(open(merged)) if rc == 0 and os.path.exists(merged) else {}
+    check(rc == 0 and m.get("racecheck_hazards") == 0 and m.get("synccheck_errors") == 3 and
+          "initcheck_errors" in m and m["initcheck_errors"] is None,
+          "a sanitizers stage's counts merged: each tool's reports summed, a tool whose runs were all cut null",
+          out + json.dumps(m))
+    check(m.get("sanitizer_runs_cut") == {"memcheck": 1, "initcheck": 1},
+          "its runs cut replace the base's for its tools (racecheck's gone), memcheck's kept", json.dumps(m))
+    check(m.get("commit") == "aaaaaaa" and m.get("command") == "the tests command" and
+          m.get("memcheck_errors") == 2 and m.get("dead_rank_detected_s") == 3.25 and
+          m.get("multigpu_commit") == "bbbbbbb" and m.get("multigpu_memcheck_errors") == 0,
+          "the base's fields, its commit and the two-GPU facts are kept", json.dumps(m))
+    check(m.get("sanitizers_commit") == "ddddddd" and m.get("sanitizers_command") == "the sanitizers command" and
+          m.get("sanitizers_gpu") == "NVIDIA H200", "the sanitizers facts name their commit, command and GPU",
+          json.dumps(m))
+
+    write(san_out, "sanitizer-kernels.log", "racecheck test_blocks_gpu exit 0\nsynccheck test_blocks_gpu exit 0\n"
+          "initcheck test_blocks_gpu exit 0\n")
+    json.dump(dict(base, sanitizer_runs_cut={"racecheck": 2}), open(official, "w"))
+    rc, out = collect(["--merge", official, san_out, merged, "ddddddd", "the sanitizers command", "NVIDIA H200"])
+    m = json.load(open(merged)) if rc == 0 else {}
+    check(rc == 0 and "sanitizer_runs_cut" not in m and m.get("racecheck_hazards") == 0 and
+          m.get("initcheck_errors") == 0, "a run with nothing cut drops the base's cuts of its tools", json.dumps(m))
+
+    # both stages' logs in one folder (`all` on two GPUs): both merged
+    write(san_out, "test_dist.log", "DEAD_RANK_DETECTED_S 1.5\n")
+    rc, out = collect(["--merge", official, san_out, merged, "eeeeeee", "the all command", "NVIDIA H200"])
+    m = json.load(open(merged)) if rc == 0 else {}
+    check(m.get("dead_rank_detected_s") == 1.5 and m.get("multigpu_commit") == "eeeeeee" and
+          m.get("sanitizers_commit") == "eeeeeee" and m.get("racecheck_hazards") == 0,
+          "both stages' logs in one folder: both merged", json.dumps(m))
+
+    empty = os.path.join(d, "empty")
+    os.makedirs(empty)
+    os.remove(merged)
+    rc, out = collect(["--merge", official, empty, merged, "fffffff", "a command", "NVIDIA H200"])
+    check(rc != 0 and "no multigpu" in out and not os.path.exists(merged),
+          "a folder without either stage's logs: refused, nothing written", out)
 
 finish("COLLECT_RELIABILITY")

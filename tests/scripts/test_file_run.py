@@ -9,7 +9,10 @@ run (the autotuned PyTorch peers) filed after the bench run of its commit has be
 both (scripts/collect_bench.py: the faster autotuned variant becomes the best peer where it passed, never where it
 failed; the bench's command kept, the peers run's recorded beside it); a run of some cases only (GG_PEERS_CASES) is
 filed under them, and its measurements count over another run's skips; filed where no bench run is, a peers run is
-kept and not collected, with a warning.
+kept and not collected, with a warning. A sanitizers run (racecheck, synccheck, initcheck merged into the tests run's
+reliability JSON) is filed into the run folder of its commit (its output as device-sanitizers.log, its logs), and its
+JSON in run-<sha>/ and results/ is the one filed: after the tests run's in a call of its own, or given with it in
+one call, before it or after; a sanitizers JSON that names no sanitizers run of the commit filed warns.
 Usage: test_file_run.py REPO_ROOT"""
 import io
 import json
@@ -234,5 +237,48 @@ with tempfile.TemporaryDirectory() as d:
           os.path.exists(os.path.join(results, "run-8888888", "peers-autotune-068.json")) and
           open(os.path.join(results, "bench-h200.json")).read() == before,
           "a peers run without its bench run: filed with a warning, results/bench-h200.json untouched", out)
+
+    # a tests run and the sanitizers run of the same commit: the sanitizers' JSON (the tests' with the three tools
+    # merged in) filed, in one call whatever the order, or after the tests run's in a call of its own
+    sha = "2222222"
+    tests_json = {"commit": sha, "command": "GG_COMMIT=<sha> bash scripts/device.sh tests", "memcheck_errors": 0,
+                  "racecheck_hazards": None, "synccheck_errors": None, "initcheck_errors": None}
+    san_json = dict(tests_json, racecheck_hazards=0, synccheck_errors=0, initcheck_errors=0, sanitizers_commit=sha,
+                    sanitizers_command="GG_COMMIT=<sha> GG_SANITIZER_TIMEOUT=300 bash scripts/device.sh sanitizers")
+    tests_run, san_run = os.path.join(d, "run-tests-2.tgz"), os.path.join(d, "run-sanitizers.tgz")
+    tgz(tests_run, {"./tests.log": "== tests\n", "./reliability-h200.json": json.dumps(tests_json),
+                    "./correctness-h200.json": json.dumps({"commit": sha}), "./logs-tests.tgz": "tests logs"})
+    tgz(san_run, {"./sanitizers.log": "== compute-sanitizer\n", "./reliability-h200.json": json.dumps(san_json),
+                  "./logs-sanitizers.tgz": "sanitizers logs"})
+    filed = os.path.join(results, f"run-{sha}")
+    rel = lambda path: json.load(open(path)) if os.path.exists(path) else {}
+    for order in ((san_run, tests_run), (tests_run, san_run)):
+        shutil.rmtree(filed, ignore_errors=True)
+        p = file_run(sha, *order)
+        out = p.stdout + p.stderr
+        first = "sanitizers" if order[0] == san_run else "tests"
+        check(p.returncode == 0 and "warning" not in out and
+              all(os.path.exists(os.path.join(filed, f)) for f in ("device-tests.log", "device-sanitizers.log",
+                                                                     "logs-tests.tgz", "logs-sanitizers.tgz",
+                                                                     "correctness-h200.json")),
+              f"a tests and a sanitizers run in one call ({first} first): both filed in run-<sha>/", out)
+        check(rel(os.path.join(filed, "reliability-h200.json")).get("sanitizers_commit") == sha and
+              rel(os.path.join(results, "reliability-h200.json")) == san_json,
+              f"({first} first) the sanitizers' JSON, which holds the tests', is the one in run-<sha>/ and results/",
+              json.dumps(rel(os.path.join(results, "reliability-h200.json"))))
+    shutil.rmtree(filed)
+    p, p2 = file_run(sha, tests_run), file_run(sha, san_run)
+    out = p.stdout + p.stderr + p2.stdout + p2.stderr
+    check(p.returncode == 0 and p2.returncode == 0 and "warning" not in out and
+          rel(os.path.join(results, "reliability-h200.json")) == san_json and
+          rel(os.path.join(filed, "reliability-h200.json")) == san_json and
+          os.path.exists(os.path.join(filed, "device-sanitizers.log")) and
+          os.path.exists(os.path.join(filed, "device-tests.log")),
+          "the sanitizers run filed after the tests run's: its JSON replaces the tests', in run-<sha>/ and results/",
+          out)
+    tgz(san_run, {"./sanitizers.log": "== compute-sanitizer\n", "./reliability-h200.json": json.dumps(tests_json)})
+    p = file_run(sha, san_run)
+    check(p.returncode == 0 and "holds no sanitizers run of 2222222" in p.stderr,
+          "a sanitizers JSON without this commit's sanitizers run warns", p.stdout + p.stderr)
 
 finish("FILE_RUN")
