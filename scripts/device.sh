@@ -15,8 +15,8 @@
 # alone): the memcheck runs, last, get what is left, and one that no longer fits is skipped and counted as cut.
 #
 # sanitizers: compute-sanitizer's racecheck, synccheck and initcheck on the small-shape tests, both GPU paths (8 runs,
-# ~7-8 minutes with the build; one call of its own: they do not fit the tests stage's call), racecheck first and the
-# longest first (racecheck with the sm_90a kernels ~200 s, without ~60 s), each run's time logged. Budgeted
+# 278 s with the build on an H200; a call of its own: they do not fit the tests stage's call), racecheck first and the
+# longest first (racecheck with the sm_90a kernels 185-207 s, without 60-79 s), each run's time logged. Budgeted
 # (GG_SANITIZERS_BUDGET, default 570 s from the script's start when run alone, 3600 from the stage's start in
 # `all`); a run that no longer fits is skipped and counted as cut. Its facts (racecheck_hazards, synccheck_errors,
 # initcheck_errors, those tools' sanitizer_runs_cut, sanitizers_commit/_command/_gpu) are merged into
@@ -235,7 +235,7 @@ if [ "$stage" = all ] || [ "$stage" = sanitizers ]; then
   echo "== compute-sanitizer: racecheck, synccheck, initcheck on the small shapes, both GPU paths"
   # The stage's budget: GG_SANITIZERS_BUDGET seconds from the script's start when run alone (default 570: one call
   # of the GPU machine with room to pack), from here within `all` (default 3600). The runs go longest first, racecheck
-  # with the sm_90a-only kernels (~200 s on an H200) then without (~60 s), so that what the budget may cut is the
+  # with the sm_90a-only kernels (185-207 s on an H200) then without (60-79 s), so that what the budget may cut is the
   # short ones; one that no longer fits is skipped and counted as cut, so the JSON always says what ran.
   sanitizers_start=$script_start sanitizers_budget=570
   [ "$stage" = sanitizers ] || { sanitizers_start=$(date +%s); sanitizers_budget=3600; }

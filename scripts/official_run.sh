@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # scripts/official_run.sh - one stage of an official run at the commit given as $1, on a one-H200 machine:
-#   tests  `GG_SHAPES=300 GG_SANITIZER_TIMEOUT=240 scripts/device.sh tests` (about 5-7 minutes: the tests, the sweeps
-#          on both GPU paths, the faults, the soak, compute-sanitizer's memcheck), into $OUT/run-tests.tgz;
-#   sanitizers  `GG_SANITIZER_TIMEOUT=300 scripts/device.sh sanitizers` (about 7-8 minutes: racecheck, synccheck and
-#          initcheck on both GPU paths, racecheck with the sm_90a kernels first, ~200 s), into
+#   tests  `GG_SHAPES=300 GG_SANITIZER_TIMEOUT=240 scripts/device.sh tests` (193 s at 44a780d: the tests, the
+#          sweeps on both GPU paths, the faults, the soak, compute-sanitizer's memcheck), into $OUT/run-tests.tgz;
+#   sanitizers  `GG_SANITIZER_TIMEOUT=300 scripts/device.sh sanitizers` (278 s at 44a780d: racecheck, synccheck and
+#          initcheck on both GPU paths, racecheck with the sm_90a kernels first, 185 s), into
 #          $OUT/run-sanitizers.tgz; its reliability-h200.json is the tests run's with those tools' facts merged in
 #          (the one in docs/results/ on the GPU machine's copy of the tree: file the tests run first);
 #   bench  `GG_PEERS_COMPILE=1 GG_PEERS_TIMEOUT=300 scripts/device.sh bench` (every mode), into $OUT/run-bench.tgz;
