@@ -14,6 +14,7 @@
  *   - the copies are really read: in the log of a graph's capture (fake_log, real address ranges with
  *     fake.device_space) some GEMM reads each given copy whole, no conversion touches it, and a weight's copy on a
  *     route that reads the fp32 weight is read by no cuBLASLt GEMM and written by no conversion;
+ *   - without copies, the narrow schedule's side stream (act's, X's and W1's conversions) forks after W2's conversion;
  *   - padded graph runs stage the [M, ...] copies, graphs run with and without copies and leak nothing, step graphs
  *     with copies finalize and run;
  *   - gg_to_fp16's checks, its one launch, and a failed launch that leaves the context usable;
@@ -550,6 +551,57 @@ static void copies_are_read_in_a_graph(void **state) {
                 EXPECT_EQ(kernels_in_log(CONVERT_KERNEL, &c), 0);
                 EXPECT(!gemm_touches(c));
             }
+            totals.graph_runs++;
+            fake_log_free();
+            gg_graph_destroy(g);
+            owned_free(&o);
+            destroy_ctx(ctx);
+        }
+}
+
+/* The index of the first kernel launch of the log whose name contains `name` and whose arguments point into s; -1:
+ * none. */
+static int first_kernel_in_log(const char *name, span s) {
+    for (int i = 0; i < fake_log.n; ++i) {
+        const fake_entry *e = &fake_log.entries[i];
+        if (e->op == FAKE_OP_KERNEL && e->kernel && strstr(e->kernel, name) && touches(e, s)) return i;
+    }
+    return -1;
+}
+
+/* The narrow schedule's fork (src/blocks/ffn.c, enqueue_overlapped): the side stream forks after W2's conversion,
+ * so that its conversions (act, X, W1) and G become ready together and G, of the greater priority, takes its SMs
+ * first (docs/decisions.md, "launch priorities"). In the capture of a call without copies at 4096 tokens: act's
+ * conversion comes after W2's, on another stream, which waits, after W2's conversion and before act's, on an event
+ * recorded on W2's stream after W2's conversion. */
+static void narrow_copies_fork_after_w2(void **state) {
+    (void)state;
+    for (size_t dv = 0; dv < COUNT(devices); ++dv)
+        for (int block = 2; block <= 3; ++block) {
+            const int cc = devices[dv];
+            gg_ctx *ctx = make_ctx(cc, 1);
+            owned o = {{0}, 0};
+            const bw b = bw_device(block, 4096, 1024, 4096, 0, &o);
+            const int64_t buckets[] = {4096};
+            gg_graph *g = NULL;
+            snprintf(where, sizeof where, "block %d cc=%d narrow schedule's fork", block, cc);
+            EXPECT_EQ(bw_list_graph(ctx, &b, buckets, 1, &g), GG_SUCCESS);
+            EXPECT_EQ(logged_graph_run(ctx, g, &b), 1);
+            const int w2 = first_kernel_in_log(CONVERT_KERNEL, source_span(&b, CP_W2));
+            const int act = first_kernel_in_log(CONVERT_KERNEL, source_span(&b, CP_ACT));
+            if (w2 < 0 || act < 0) fail_msg("%s: no conversion of W2 (%d) or act (%d)", where, w2, act);
+            if (act < w2) fail_msg("%s: act's conversion (%d) is enqueued before W2's (%d)", where, act, w2);
+            const cudaStream_t main = fake_log.entries[w2].stream, side = fake_log.entries[act].stream;
+            EXPECT(main != side);
+            int forked = 0;
+            for (int r = w2 + 1; r < act && !forked; ++r) {
+                const fake_entry *rec = &fake_log.entries[r];
+                if (rec->op != FAKE_OP_RECORD || rec->stream != main) continue;
+                for (int w = r + 1; w < act && !forked; ++w)
+                    forked = fake_log.entries[w].op == FAKE_OP_WAIT && fake_log.entries[w].stream == side &&
+                             fake_log.entries[w].event == rec->event;
+            }
+            if (!forked) fail_msg("%s: act's stream does not wait on W2's after W2's conversion", where);
             totals.graph_runs++;
             fake_log_free();
             gg_graph_destroy(g);
@@ -1098,6 +1150,7 @@ int main(void) {
         cmocka_unit_test(forward_copies_validated),
         cmocka_unit_test(copies_skip_conversions),
         cmocka_unit_test(copies_are_read_in_a_graph),
+        cmocka_unit_test(narrow_copies_fork_after_w2),
         cmocka_unit_test(padded_graph_with_and_without_copies),
         cmocka_unit_test(step_with_copies),
         cmocka_unit_test(to_fp16_validated_and_launched),
