@@ -7,6 +7,7 @@ import os
 import shutil
 import stat
 import subprocess
+import tarfile
 
 FAKES = {
     "nvidia-smi": 'if [ "$1" = -L ]; then for i in $(seq 1 "$FAKE_GPUS"); do echo "GPU $i: NVIDIA H200"; done\n'
@@ -23,6 +24,15 @@ def script(path, text):
         f.write("#!/bin/bash\n" + text)
     os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
 
+
+def archived_log(out, stage, name):
+    """The text of the file `name` in a stage's log archive, out/logs-<stage>.tgz ("" when either is missing)."""
+    path = os.path.join(out, f"logs-{stage}.tgz")
+    if not os.path.exists(path):
+        return ""
+    with tarfile.open(path) as t:
+        member = next((m for m in t.getmembers() if m.name.endswith(name)), None)
+        return t.extractfile(member).read().decode() if member else ""
 
 class Machine:
     """The scratch tree under d (d/tree) and its tools (d/bin): `copies` are paths below root copied into the tree,

@@ -11,11 +11,10 @@ rarely with two GPUs: this keeps the stage from breaking unseen in between. Usag
 import json
 import os
 import sys
-import tarfile
 import tempfile
 
 from checks import check, finish  # tests/scripts/checks.py
-from fake_device import Machine  # tests/scripts/fake_device.py
+from fake_device import Machine, archived_log  # tests/scripts/fake_device.py
 
 root = sys.argv[1]
 
@@ -82,12 +81,7 @@ with tempfile.TemporaryDirectory() as d:
 
     out = os.path.join(d, "torch")
     rc, text, calls = stage(2, out, FAKE_TORCH_FAIL="1")
-    logs = os.path.join(out, "logs-multigpu.tgz")
-    peer_log = ""
-    if os.path.exists(logs):
-        with tarfile.open(logs) as t:
-            member = next((m for m in t.getmembers() if m.name.endswith("torch-ddp.log")), None)
-            peer_log = t.extractfile(member).read().decode() if member else ""
+    peer_log = archived_log(out, "multigpu", "torch-ddp.log")
     check(rc != 0 and "no GPU here" in peer_log, "a piece that failed (PyTorch's DDP peer here) fails the stage",
           text)
 

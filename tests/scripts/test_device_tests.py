@@ -18,11 +18,10 @@ import json
 import os
 import re
 import sys
-import tarfile
 import tempfile
 
 from checks import check, finish  # tests/scripts/checks.py
-from fake_device import Machine  # tests/scripts/fake_device.py
+from fake_device import Machine, archived_log  # tests/scripts/fake_device.py
 
 root = sys.argv[1]
 
@@ -103,12 +102,7 @@ with tempfile.TemporaryDirectory() as d:
              if re.match(r"^(racecheck|synccheck|initcheck) test_\w+ \(.*\): \d+ s \(limit \d+ s\)$", line)]
     check(len(times) == 8 and "GG_HOPPER_KERNELS=1 GG_GEMM_MAX_CLUSTER_CTAS=1" in times[0],
           "each run's time in the stage's output, naming its settings", text)
-    logs = os.path.join(out, "logs-sanitizers.tgz")
-    log = ""
-    if os.path.exists(logs):
-        with tarfile.open(logs) as t:
-            member = next((m for m in t.getmembers() if m.name.endswith("sanitizer-kernels.log")), None)
-            log = t.extractfile(member).read().decode() if member else ""
+    log = archived_log(out, "sanitizers", "sanitizer-kernels.log")
     check(sum(1 for line in log.splitlines() if re.match(r"^racecheck test_blocks_gpu \(.*\): \d+ s", line)) == 2,
           "the runs' times in its log, sanitizer-kernels.log (in logs-sanitizers.tgz)", log)
     m = reliability(out)
