@@ -75,12 +75,18 @@ if log is not None:
         per_block[block] = min(per_block.get(block, n), n)
     non_hopper = sum(per_block.values()) if per_block else 0
 
+# each tool's field in the JSON
+FIELDS = {"memcheck": "memcheck_errors", "racecheck": "racecheck_hazards", "synccheck": "synccheck_errors",
+          "initcheck": "initcheck_errors"}
+KERNEL_TOOLS = ("racecheck", "synccheck", "initcheck")  # the sanitizers stage's
+
+
 # Each run's summary ("ERROR SUMMARY: N errors", racecheck's "RACECHECK SUMMARY: N hazards ...") comes before the
 # "<tool> <test> exit <rc>" line device.sh writes after it; a run that failed without a summary counts as one, except
 # one stopped by its time limit (exit 124) before any report: that run is counted as cut ("sanitizer_runs_cut").
 def sanitizer_runs(name):
     """Per tool, the reports in log `name` (None: no run of that tool), and the runs cut, per tool."""
-    tools = {"memcheck": None, "racecheck": None, "synccheck": None, "initcheck": None}
+    tools = dict.fromkeys(FIELDS)
     cut = {}
     found = 0
     for line in lines(name) or []:
@@ -99,10 +105,6 @@ def sanitizer_runs(name):
 
 
 tools, cut = sanitizer_runs("sanitizer.log")
-# each tool's field in the JSON
-FIELDS = {"memcheck": "memcheck_errors", "racecheck": "racecheck_hazards", "synccheck": "synccheck_errors",
-          "initcheck": "initcheck_errors"}
-KERNEL_TOOLS = ("racecheck", "synccheck", "initcheck")  # the sanitizers stage's
 
 
 def tagged(name, tag):
@@ -187,8 +189,7 @@ result = {
     "guard_violations": guard_bytes if shapes else None,
     "faults_injected": faults["injected"] if faults else None,
     "fault_failures": faults["failures"] if faults else None,
-    "memcheck_errors": tools["memcheck"], "racecheck_hazards": tools["racecheck"],
-    "synccheck_errors": tools["synccheck"], "initcheck_errors": tools["initcheck"],
+    **{FIELDS[t]: tools[t] for t in FIELDS},
     "soak_replays": soak["replays"] if soak else None, "soak_failures": soak["failures"] if soak else None,
     "soak_memory_drift_bytes": soak["memory_drift_bytes"] if soak else None,
     "fuzz_execs": fuzz["execs"] if fuzz else None,

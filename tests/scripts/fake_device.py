@@ -34,6 +34,7 @@ def archived_log(out, stage, name):
         member = next((m for m in t.getmembers() if m.name.endswith(name)), None)
         return t.extractfile(member).read().decode() if member else ""
 
+
 class Machine:
     """The scratch tree under d (d/tree) and its tools (d/bin): `copies` are paths below root copied into the tree,
     `tools` maps a tool's name to its bash body (over FAKES'), `programs` a path below build-device to its body."""
@@ -56,8 +57,8 @@ class Machine:
         otherwise): (exit status, its output, the calls the fakes logged, those of earlier stages into the same out
         included)."""
         log = os.path.join(self.d, f"calls-{os.path.basename(out)}.log")
-        e = dict(dict(os.environ, GG_COMMIT="abc1234"), PATH=self.bin + os.pathsep + os.environ["PATH"],
-                 FAKE_GPUS=str(gpus), FAKE_LOG=log, OUT=out, **env)  # env may name another GG_COMMIT
+        e = dict(os.environ, GG_COMMIT="abc1234")
+        e.update(PATH=self.bin + os.pathsep + os.environ["PATH"], FAKE_GPUS=str(gpus), FAKE_LOG=log, OUT=out, **env)
         p = subprocess.run(["bash", os.path.join(self.tree, "scripts", "device.sh"), name], capture_output=True,
                            text=True, env=e, timeout=120)
         return p.returncode, p.stdout + p.stderr, open(log).read() if os.path.exists(log) else ""
