@@ -278,14 +278,15 @@ static int gemm_touches(span s) {
         if (fake_log.entries[i].op == FAKE_OP_MATMUL && touches(&fake_log.entries[i], s)) return 1;
     return 0;
 }
+/* Whether log entry e is a kernel launch whose name contains `name` and (s not NULL) whose arguments point into s. */
+static int kernel_entry_is(const fake_entry *e, const char *name, const span *s) {
+    return e->op == FAKE_OP_KERNEL && e->kernel && strstr(e->kernel, name) && (!s || touches(e, *s));
+}
 /* Kernel launches of the log whose name contains `name`: all of them (s NULL), or those whose arguments point into
  * *s. */
 static int kernels_in_log(const char *name, const span *s) {
     int n = 0;
-    for (int i = 0; i < fake_log.n; ++i) {
-        const fake_entry *e = &fake_log.entries[i];
-        if (e->op == FAKE_OP_KERNEL && e->kernel && strstr(e->kernel, name) && (!s || touches(e, *s))) ++n;
-    }
+    for (int i = 0; i < fake_log.n; ++i) n += kernel_entry_is(&fake_log.entries[i], name, s);
     return n;
 }
 #define CONVERT_KERNEL "f32_to_f16_kernel"
@@ -562,10 +563,8 @@ static void copies_are_read_in_a_graph(void **state) {
 /* The index of the first kernel launch of the log whose name contains `name` and whose arguments point into s; -1:
  * none. */
 static int first_kernel_in_log(const char *name, span s) {
-    for (int i = 0; i < fake_log.n; ++i) {
-        const fake_entry *e = &fake_log.entries[i];
-        if (e->op == FAKE_OP_KERNEL && e->kernel && strstr(e->kernel, name) && touches(e, s)) return i;
-    }
+    for (int i = 0; i < fake_log.n; ++i)
+        if (kernel_entry_is(&fake_log.entries[i], name, &s)) return i;
     return -1;
 }
 
