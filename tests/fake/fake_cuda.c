@@ -59,7 +59,7 @@ static int fake_fault(fake_kind kind) {
 }
 
 /* A live handle: a unique address (malloc'd, so that a leak is also seen by the sanitizers). */
-static void *fake_handle(void) { return malloc(16); }
+static void *fake_handle(void) { return calloc(1, 16); }
 static void fake_release(void *handle) {
     if (!handle) return;
     --fake.live;
@@ -327,12 +327,28 @@ cudaError_t __wrap_cudaEventCreateWithFlags(cudaEvent_t *event, unsigned flags) 
     *event = (cudaEvent_t)fake_handle(); /* each event its own handle: the log tells them apart */
     return cudaSuccess;
 }
+cudaError_t __wrap_cudaEventCreate(cudaEvent_t *event) { return __wrap_cudaEventCreateWithFlags(event, 0); }
+/* A fake event is a 16-byte handle: its first 8 bytes hold the device clock of its last record (autotune's timing). */
+cudaError_t __wrap_cudaEventSynchronize(cudaEvent_t event) {
+    (void)event;
+    ++fake.cuda_calls;
+    return cudaSuccess;
+}
+cudaError_t __wrap_cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
+    ++fake.cuda_calls;
+    double t0, t1;
+    memcpy(&t0, (const void *)start, sizeof t0);
+    memcpy(&t1, (const void *)end, sizeof t1);
+    *ms = (float)((t1 - t0) / 1000.0);
+    return cudaSuccess;
+}
 cudaError_t __wrap_cudaEventDestroy(cudaEvent_t event) {
     fake_release(event);
     return cudaSuccess;
 }
 cudaError_t __wrap_cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     if (fake_fault(FAKE_EVENT_RECORD)) return cudaErrorLaunchFailure;
+    if (event) memcpy((void *)event, &fake.clock_us, sizeof fake.clock_us);
     ++fake.enqueued;
     fake_entry *e = log_entry(FAKE_OP_RECORD, stream);
     if (e) e->event = event;
@@ -810,14 +826,24 @@ cublasStatus_t __wrap_cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasL
     *found = 0;
     if (fake_fault(FAKE_HEURISTIC)) return CUBLAS_STATUS_NOT_SUPPORTED;
     if (requested < 1) return CUBLAS_STATUS_INVALID_VALUE;
-    memset(&results[0], 0, sizeof results[0]);
-    results[0].state = CUBLAS_STATUS_SUCCESS;
-    if (fake.heuristic_split_k > 0) { /* cuBLASLt's own setter: the algorithm's configuration is host data */
+    int offered = fake.heuristic_count > 1 ? fake.heuristic_count : 1;
+    offered = offered > FAKE_MAX_CANDIDATES ? FAKE_MAX_CANDIDATES : offered < requested ? offered : requested;
+    for (int i = 0; i < offered; ++i) {
+        memset(&results[i], 0, sizeof results[i]);
+        results[i].state = CUBLAS_STATUS_SUCCESS;
+        /* cuBLASLt's own setters: the algorithm's configuration is host data */
+        if (fake.heuristic_count > 1) { /* the tag: an option the library never reads (its ID cannot be set) */
+            const uint32_t tag = FAKE_ALGO_TAG0 + (uint32_t)i;
+            (void)cublasLtMatmulAlgoConfigSetAttribute(&results[i].algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &tag,
+                                                       sizeof tag);
+        }
+    }
+    if (fake.heuristic_split_k > 0) {
         const uint32_t split = (uint32_t)fake.heuristic_split_k;
         (void)cublasLtMatmulAlgoConfigSetAttribute(&results[0].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &split,
                                                    sizeof split);
     }
-    *found = 1;
+    *found = offered;
     return CUBLAS_STATUS_SUCCESS;
 }
 /* The real check would read the fakes' handles as its own: a re-shaped or re-configured algorithm (matmul.c) is
@@ -841,13 +867,30 @@ cublasStatus_t __wrap_cublasLtMatmulAlgoCheck(cublasLtHandle_t h, cublasLtMatmul
     }
     return CUBLAS_STATUS_NOT_SUPPORTED;
 }
+/* The fake heuristic's index of algo (its tag less FAKE_ALGO_TAG0), or -1: not one of its tagged candidates. */
+static int fake_candidate(const cublasLtMatmulAlgo_t *algo) {
+    uint32_t tag = 0;
+    size_t written = 0;
+    if (!algo || cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &tag, sizeof tag,
+                                                      &written) != CUBLAS_STATUS_SUCCESS)
+        return -1;
+    return tag >= FAKE_ALGO_TAG0 && tag < FAKE_ALGO_TAG0 + FAKE_MAX_CANDIDATES ? (int)(tag - FAKE_ALGO_TAG0) : -1;
+}
 cublasStatus_t __wrap_cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d, const void *alpha, const void *A,
                                      cublasLtMatrixLayout_t a, const void *B, cublasLtMatrixLayout_t b,
                                      const void *beta, const void *C, cublasLtMatrixLayout_t c, void *D,
                                      cublasLtMatrixLayout_t dl, const cublasLtMatmulAlgo_t *algo, void *ws,
                                      size_t ws_bytes, cudaStream_t stream) {
-    (void)h, (void)alpha, (void)beta, (void)algo;
+    (void)h, (void)alpha, (void)beta;
     if (fake_fault(FAKE_MATMUL)) return CUBLAS_STATUS_EXECUTION_FAILED;
+    const int candidate = fake_candidate(algo);
+    if (candidate >= 0 && (fake.algo_fail_mask >> candidate & 1u)) return CUBLAS_STATUS_NOT_SUPPORTED;
+    if (candidate >= 0) {
+        ++fake.algo_runs[candidate];
+        fake.clock_us += fake.algo_us[candidate];
+    } else {
+        ++fake.algo_runs_untagged;
+    }
     ++fake.enqueued;
     /* a tail after its first part, adding to its D on its stream; or before it, beside it on another stream into a sum
      * of its own (gg_matmul_run_split_in), the first part then starting where the tail's A and B begin */

@@ -4,7 +4,8 @@
  * counts what is alive, counts every call that would put work on a stream, writes the DOT files asked for (one
  * line), and fails on request: the N-th resource creation, or the k-th call of one kind (fault injection). Copies
  * between host and device copy nothing (device memory is a token), and queries of streams and events say done
- * unless told otherwise. Used by test_api, test_faults, test_routes, test_dist_faults and the fuzz target.
+ * unless told otherwise. Used by test_api, test_faults, test_routes, test_autotune, test_dist_faults and the fuzz
+ * target.
  * test_step_ring turns on the two parts below that are off by default: device addresses that stand for real sizes
  * (fake.device_space) and the log of enqueued work (fake_log).
  *
@@ -47,6 +48,8 @@ typedef enum fake_kind {
 extern const char *const fake_kind_names[FAKE_KINDS];
 
 #define FAKE_MAX_EPILOGUES 8
+#define FAKE_MAX_CANDIDATES 16      /* algorithms the fake heuristic offers at most */
+#define FAKE_ALGO_TAG0 100          /* CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION of its first */
 #define FAKE_MAX_CLUSTER 8          /* CTAs per cluster a launch may have (the portable limit) */
 #define FAKE_SMEM_DEFAULT 49152     /* dynamic shared memory a kernel may use without the opt-in */
 #define FAKE_SMEM_OPTIN 232448      /* ... and at most with it (cudaDevAttrMaxSharedMemoryPerBlockOptin: 227 KiB) */
@@ -111,6 +114,17 @@ typedef struct fake_state {
     int occupancy_queries; /* cudaOccupancyMaxActiveClusters calls */
     int tensor_maps;       /* cuTensorMapEncodeTiled calls */
     int refused_tensor_maps; /* ... refused for their arguments */
+    /* Autotune (test_autotune). The heuristic offers heuristic_count algorithms (0 counts as 1), candidate i tagged
+     * with CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION FAKE_ALGO_TAG0 + i; each cublasLtMatmul of candidate i advances the
+     * device clock by algo_us[i] microseconds and counts in algo_runs[i] (untagged algorithms count in
+     * algo_runs_untagged), unless bit i of algo_fail_mask makes it fail (CUBLAS_STATUS_NOT_SUPPORTED). cudaEventRecord
+     * stamps an event with the clock; cudaEventElapsedTime gives the difference of two stamps. */
+    int heuristic_count;
+    double algo_us[FAKE_MAX_CANDIDATES];
+    int algo_runs[FAKE_MAX_CANDIDATES];
+    int algo_runs_untagged;
+    unsigned algo_fail_mask;
+    double clock_us;
 } fake_state;
 
 extern fake_state fake;

@@ -1,0 +1,186 @@
+/* test_autotune.c - autotune (src/gemm/tune.c) on the CUDA fakes, which offer several cuBLASLt candidates, each with a
+ * run time of its own on a fake device clock (fake_cuda.h): a plan keeps the fastest candidate and caches it; a later
+ * context takes the cached choice without timing anything; a cached choice cuBLASLt no longer accepts is tuned again,
+ * with a warning; a candidate that does not run is passed over; true fp32 GEMMs are never tuned. Block 3's eager call
+ * (four GEMMs, every k a multiple of 128) drives each case. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "block_calls.h"
+#include "fake_cuda.h"
+#include "gradgraph.h"
+#include "tune_cache.h"
+
+enum { CANDIDATES = 4 };
+
+static char dir[64], cache_path[96], lock_path[104];
+static char warnings[4096];
+
+static void collect_warnings(void *user, gg_log_level level, const char *message) {
+    (void)user;
+    if (level <= GG_LOG_WARN && strlen(warnings) + strlen(message) + 2 < sizeof warnings) {
+        strcat(warnings, message);
+        strcat(warnings, "\n");
+    }
+}
+
+static int setup(void **state) {
+    (void)state;
+    snprintf(dir, sizeof dir, "/tmp/gg_autotune_XXXXXX");
+    if (!mkdtemp(dir)) return -1;
+    snprintf(cache_path, sizeof cache_path, "%s/tune.txt", dir);
+    snprintf(lock_path, sizeof lock_path, "%s.lock", cache_path); /* a save's lock file (tune_cache.c) */
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    unlink(cache_path);
+    unlink(lock_path);
+    return rmdir(dir);
+}
+
+/* A context with autotune on, its cache at cache_path, on fakes offering CANDIDATES candidates that run in us[i]. */
+static gg_ctx *make_ctx(const double *us) {
+    fake_reset(1);
+    fake.plan_ok = 1;
+    fake.algo_check_ok = 1;
+    fake.heuristic_count = CANDIDATES;
+    memcpy(fake.algo_us, us, CANDIDATES * sizeof *us);
+    warnings[0] = '\0';
+    gg_config config = GG_CONFIG_INIT;
+    config.autotune = 1;
+    config.tune_cache_path = cache_path;
+    config.log_fn = collect_warnings;
+    gg_ctx *ctx = NULL;
+    assert_int_equal(gg_ctx_create(&config, &ctx), GG_SUCCESS);
+    return ctx;
+}
+
+static const block_case mlp = {.block = 3, .tokens = 256, .dim0 = 256, .dim1 = 512, .precision = GG_PRECISION_TF32};
+
+static void runs_clear(void) {
+    memset(fake.algo_runs, 0, sizeof fake.algo_runs);
+    fake.algo_runs_untagged = 0;
+    memset(fake.calls, 0, sizeof fake.calls);
+}
+
+/* The call planned and run once (the plan tunes, or reads the cache), then run again: every GEMM of the second run
+ * must be candidate `expected`. */
+static void call_and_expect(gg_ctx *ctx, const block_case *c, int expected) {
+    runs_clear();
+    assert_int_equal(block_call_run(ctx, NULL, c, 0, 0), GG_SUCCESS);
+    runs_clear();
+    assert_int_equal(block_call_run(ctx, NULL, c, 0, 0), GG_SUCCESS);
+    assert_int_equal(fake.calls[FAKE_MATMUL], 4);
+    assert_int_equal(fake.algo_runs[expected], 4);
+    assert_int_equal(fake.algo_runs_untagged, 0);
+}
+
+/* Every entry of the cache file chose candidate `expected`, timed at `us` a run; returns how many there are. */
+static size_t cached_choices(int expected, double us) {
+    gg_tune_cache cache;
+    assert_int_equal(gg_tune_cache_open(&cache, cache_path), 0);
+    for (size_t i = 0; i < cache.count; ++i) {
+        cublasLtMatmulAlgo_t algo;
+        memcpy(&algo, cache.entries[i].algo, sizeof algo);
+        uint32_t tag = 0;
+        size_t written = 0;
+        assert_int_equal(cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &tag,
+                                                              sizeof tag, &written),
+                         CUBLAS_STATUS_SUCCESS);
+        assert_int_equal(tag, FAKE_ALGO_TAG0 + expected);
+        assert_true(cache.entries[i].us > 0.99 * us && cache.entries[i].us < 1.01 * us);
+    }
+    const size_t count = cache.count;
+    gg_tune_cache_close(&cache);
+    return count;
+}
+
+static void picks_the_fastest_and_caches_it(void **state) {
+    (void)state;
+    unlink(cache_path);
+    const double us[CANDIDATES] = {50, 40, 20, 30};
+    gg_ctx *ctx = make_ctx(us);
+    runs_clear();
+    assert_int_equal(block_call_run(ctx, NULL, &mlp, 0, 0), GG_SUCCESS);
+    for (int i = 0; i < CANDIDATES; ++i) assert_true(fake.algo_runs[i] > (i == 2 ? 1 : 0)); /* each one timed */
+    call_and_expect(ctx, &mlp, 2);
+    gg_ctx_destroy(ctx);
+    assert_int_equal(cached_choices(2, 20.0), 4); /* the four GEMM shapes */
+    assert_string_equal(warnings, "");
+}
+
+static void reuses_the_cached_choice(void **state) {
+    (void)state;
+    unlink(cache_path);
+    const double first[CANDIDATES] = {50, 40, 20, 30}, now[CANDIDATES] = {20, 30, 40, 50};
+    gg_ctx *ctx = make_ctx(first);
+    assert_int_equal(block_call_run(ctx, NULL, &mlp, 0, 0), GG_SUCCESS);
+    gg_ctx_destroy(ctx);
+    ctx = make_ctx(now); /* candidate 0 is now the fastest, but nothing is timed again */
+    call_and_expect(ctx, &mlp, 2);
+    runs_clear();
+    gg_ctx_destroy(ctx);
+    assert_int_equal(cached_choices(2, 20.0), 4);
+    assert_string_equal(warnings, "");
+}
+
+static void tunes_again_when_the_cached_choice_is_refused(void **state) {
+    (void)state;
+    unlink(cache_path);
+    const double first[CANDIDATES] = {50, 40, 20, 30}, now[CANDIDATES] = {20, 30, 40, 50};
+    gg_ctx *ctx = make_ctx(first);
+    assert_int_equal(block_call_run(ctx, NULL, &mlp, 0, 0), GG_SUCCESS);
+    gg_ctx_destroy(ctx);
+    ctx = make_ctx(now);
+    fake.algo_check_ok = 0; /* cuBLASLt (another version, say) no longer takes the cached algorithms */
+    call_and_expect(ctx, &mlp, 0);
+    assert_non_null(strstr(warnings, "is not valid here: tuning again"));
+    gg_ctx_destroy(ctx);
+    assert_int_equal(cached_choices(0, 20.0), 4); /* replaced, not added beside */
+}
+
+static void passes_over_a_candidate_that_does_not_run(void **state) {
+    (void)state;
+    unlink(cache_path);
+    const double us[CANDIDATES] = {50, 40, 30, 20};
+    gg_ctx *ctx = make_ctx(us);
+    fake.algo_fail_mask = 1u << 3; /* the fastest on paper, timed last, does not launch */
+    call_and_expect(ctx, &mlp, 2);
+    gg_ctx_destroy(ctx);
+    assert_int_equal(cached_choices(2, 30.0), 4);
+}
+
+static void true_fp32_is_not_tuned(void **state) {
+    (void)state;
+    unlink(cache_path);
+    const double us[CANDIDATES] = {50, 40, 20, 30};
+    gg_ctx *ctx = make_ctx(us);
+    block_case exact = mlp;
+    exact.precision = GG_PRECISION_FP32;
+    runs_clear();
+    assert_int_equal(block_call_run(ctx, NULL, &exact, 0, 0), GG_SUCCESS);
+    assert_int_equal(fake.algo_runs[0], 4); /* the heuristic's first, each GEMM once: nothing timed */
+    for (int i = 1; i < CANDIDATES; ++i) assert_int_equal(fake.algo_runs[i], 0);
+    gg_ctx_destroy(ctx);
+    assert_int_equal(cached_choices(0, 0.0), 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(picks_the_fastest_and_caches_it),
+        cmocka_unit_test(reuses_the_cached_choice),
+        cmocka_unit_test(tunes_again_when_the_cached_choice_is_refused),
+        cmocka_unit_test(passes_over_a_candidate_that_does_not_run),
+        cmocka_unit_test(true_fp32_is_not_tuned),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
