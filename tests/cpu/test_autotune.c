@@ -1,7 +1,8 @@
 /* test_autotune.c - autotune (src/gemm/tune.c) on the CUDA fakes, which offer several cuBLASLt candidates, each with a
  * run time of its own on a fake device clock (fake_cuda.h): a plan keeps the fastest candidate and caches it; a later
  * context takes the cached choice without timing anything; a cached choice cuBLASLt no longer accepts is tuned again,
- * with a warning; a candidate that does not run is passed over; true fp32 GEMMs are never tuned. Block 3's eager call
+ * with a warning; a candidate that does not run is passed over; true fp32 GEMMs are never tuned; a GEMM planned to
+ * leave SMs to other work is timed beside a neighbour on them and cached under a key of its own. Block 3's eager call
  * (four GEMMs, every k a multiple of 128) drives each case. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -174,6 +175,33 @@ static void true_fp32_is_not_tuned(void **state) {
     assert_int_equal(cached_choices(0, 0.0), 0);
 }
 
+
+/* fp16 mode's narrow schedule plans G on the SMs the copies leave (an SM target): it is timed beside a neighbour,
+ * fp32 -> fp16 passes on the other SMs, and cached under a key of its own ("sms<target>nb"). */
+static void a_gemm_with_an_sm_target_is_timed_beside_a_neighbour(void **state) {
+    (void)state;
+    unlink(cache_path);
+    const double us[CANDIDATES] = {50, 40, 20, 30};
+    gg_ctx *ctx = make_ctx(us);
+    block_case narrow = mlp;
+    narrow.precision = GG_PRECISION_FP16;
+    narrow.tokens = 4096; /* above the few-token routes */
+    const int before = fake_kernel_launches("f32_to_f16");
+    call_and_expect(ctx, &narrow, 2);
+    const int second = fake_kernel_launches("f32_to_f16"); /* the first call's conversions and the neighbour's */
+    assert_int_equal(block_call_run(ctx, NULL, &narrow, 0, 0), GG_SUCCESS);
+    const int per_call = fake_kernel_launches("f32_to_f16") - second;
+    assert_true(second - before - 2 * per_call >= CANDIDATES); /* each candidate timed beside passes */
+    gg_ctx_destroy(ctx);
+    gg_tune_cache cache;
+    assert_int_equal(gg_tune_cache_open(&cache, cache_path), 0);
+    int beside = 0;
+    for (size_t i = 0; i < cache.count; ++i) beside += strstr(cache.entries[i].key, "nb") != NULL;
+    gg_tune_cache_close(&cache);
+    assert_int_equal(beside, 1); /* G; dW2, dX and dW1 run on every SM */
+    assert_int_equal(cached_choices(2, 20.0), 5);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(picks_the_fastest_and_caches_it),
@@ -181,6 +209,7 @@ int main(void) {
         cmocka_unit_test(tunes_again_when_the_cached_choice_is_refused),
         cmocka_unit_test(passes_over_a_candidate_that_does_not_run),
         cmocka_unit_test(true_fp32_is_not_tuned),
+        cmocka_unit_test(a_gemm_with_an_sm_target_is_timed_beside_a_neighbour),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
