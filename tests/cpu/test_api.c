@@ -633,6 +633,36 @@ static void graph_run_checks_its_arguments(void **state) {
     destroy_ctx(ctx);
 }
 
+/* Past the largest bucket with eager_beyond_max: the call runs on the eager path (no capture, no graph launch, the
+ * block's kernel launched), and a later call within the buckets still replays a graph. */
+static void graph_runs_eagerly_past_its_largest_bucket_when_asked(void **state) {
+    (void)state;
+    gg_ctx *ctx = make_ctx();
+    gg_tanh_gate_desc td = tanh_desc();
+    gg_tanh_gate_args ta = tanh_args();
+    gg_graph *g = NULL;
+    gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
+    gc.max_tokens = 1024;
+    gc.eager_beyond_max = 1;
+    assert_int_equal(gg_tanh_gate_graph_create(ctx, &td, &gc, &g), GG_SUCCESS);
+    td.tokens = 2000;
+    fake.captures = fake.graph_launches = fake.launches = 0;
+    assert_int_equal(gg_tanh_gate_graph_run(g, &td, &ta, NULL), GG_SUCCESS);
+    assert_int_equal(fake.captures, 0);
+    assert_int_equal(fake.graph_launches, 0);
+    assert_int_equal(fake.launches, 1);
+    gg_graph_memory mem;
+    assert_int_equal(gg_graph_memory_info(g, -1, &mem), GG_SUCCESS);
+    assert_int_equal(mem.execs, 0); /* nothing instantiated for it */
+    td.tokens = 1024;
+    fake.launches = 0;
+    assert_int_equal(gg_tanh_gate_graph_run(g, &td, &ta, NULL), GG_SUCCESS);
+    assert_int_equal(fake.captures, 1);
+    assert_int_equal(fake.graph_launches, 1);
+    gg_graph_destroy(g);
+    destroy_ctx(ctx);
+}
+
 /* gg_graph_debug_dot: checks first, then a capture of the bucket's last run written out, nothing launched. */
 static void graph_debug_dot_captures_again(void **state) {
     (void)state;
@@ -1185,6 +1215,7 @@ int main(void) {
         cmocka_unit_test(graph_create_rejects_bad_config),
         cmocka_unit_test(graph_create_plans_and_cleans_up_on_failure),
         cmocka_unit_test(graph_run_checks_its_arguments),
+        cmocka_unit_test(graph_runs_eagerly_past_its_largest_bucket_when_asked),
         cmocka_unit_test(graph_debug_dot_captures_again),
         cmocka_unit_test(log_level_from_environment),
         cmocka_unit_test(gemm_cluster_limit_from_environment),
