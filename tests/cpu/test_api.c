@@ -663,6 +663,42 @@ static void graph_runs_eagerly_past_its_largest_bucket_when_asked(void **state) 
     destroy_ctx(ctx);
 }
 
+/* What the device holds in a device-selected graph's error counter, as the fake cudaMemcpy hands it back. */
+static void three_device_errors(void *dst, size_t bytes) {
+    const unsigned three = 3;
+    if (bytes == sizeof three) memcpy(dst, &three, sizeof three);
+}
+
+/* gg_graph_device_errors: its arguments named; a graph that does not select on the device has none and reads
+ * nothing; a device-selected one returns what its counter on the device holds. */
+static void graph_device_errors_reads_the_counter(void **state) {
+    (void)state;
+    gg_ctx *ctx = make_ctx();
+    unsigned count = 7;
+    assert_int_equal(gg_graph_device_errors(NULL, &count), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(NULL, "gg_graph_device_errors: graph is NULL");
+    gg_tanh_gate_desc td = tanh_desc();
+    gg_graph *host_selected = NULL, *device_selected = NULL;
+    gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
+    gc.max_tokens = 1024;
+    assert_int_equal(gg_tanh_gate_graph_create(ctx, &td, &gc, &host_selected), GG_SUCCESS);
+    assert_int_equal(gg_graph_device_errors(host_selected, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_graph_device_errors: count is NULL");
+    const int calls = fake.cuda_calls;
+    assert_int_equal(gg_graph_device_errors(host_selected, &count), GG_SUCCESS);
+    assert_int_equal(count, 0);
+    assert_int_equal(fake.cuda_calls, calls);
+    gc.device_select = 1;
+    assert_int_equal(gg_tanh_gate_graph_create(ctx, &td, &gc, &device_selected), GG_SUCCESS);
+    fake.on_sync_copy_to_host = three_device_errors;
+    assert_int_equal(gg_graph_device_errors(device_selected, &count), GG_SUCCESS);
+    fake.on_sync_copy_to_host = NULL;
+    assert_int_equal(count, 3);
+    gg_graph_destroy(device_selected);
+    gg_graph_destroy(host_selected);
+    destroy_ctx(ctx);
+}
+
 /* gg_graph_debug_dot: checks first, then a capture of the bucket's last run written out, nothing launched. */
 static void graph_debug_dot_captures_again(void **state) {
     (void)state;
@@ -1216,6 +1252,7 @@ int main(void) {
         cmocka_unit_test(graph_create_plans_and_cleans_up_on_failure),
         cmocka_unit_test(graph_run_checks_its_arguments),
         cmocka_unit_test(graph_runs_eagerly_past_its_largest_bucket_when_asked),
+        cmocka_unit_test(graph_device_errors_reads_the_counter),
         cmocka_unit_test(graph_debug_dot_captures_again),
         cmocka_unit_test(log_level_from_environment),
         cmocka_unit_test(gemm_cluster_limit_from_environment),
