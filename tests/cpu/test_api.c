@@ -633,6 +633,42 @@ static void graph_run_checks_its_arguments(void **state) {
     destroy_ctx(ctx);
 }
 
+/* A graph's run refuses what differs from the graph (the second dim, the precision), tokens that are not a bucket
+ * when padding is off, and device tokens that are not 8-byte aligned, each named, nothing enqueued. */
+static void graph_run_refuses_what_differs_from_the_graph(void **state) {
+    (void)state;
+    gg_ctx *ctx = make_ctx();
+    gg_mlp_desc md = mlp_desc();
+    gg_mlp_args ma = mlp_args();
+    gg_graph *g = NULL;
+    gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
+    gc.max_tokens = 1024;
+    gc.allow_padding = 0;
+    gc.device_select = 1;
+    fake.plan_ok = 1; /* the graph plans its GEMMs at create */
+    assert_int_equal(gg_mlp_graph_create(ctx, &md, &gc, &g), GG_SUCCESS);
+    fake.enqueued = 0;
+    md.ffn = 4096;
+    assert_int_equal(gg_mlp_graph_run(g, &md, &ma, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_mlp_graph_run: desc->ffn = 4096, but the graph was created for 8192");
+    md = mlp_desc();
+    md.precision = GG_PRECISION_TF32;
+    assert_int_equal(gg_mlp_graph_run(g, &md, &ma, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "desc->precision = tf32, but the graph was created for fp32");
+    md = mlp_desc();
+    md.tokens = 100;
+    assert_int_equal(gg_mlp_graph_run(g, &md, &ma, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "desc->tokens = 100 is not a bucket (next: 128) and config->allow_padding is 0");
+    md = mlp_desc();
+    const int64_t *misaligned = (const int64_t *)((uintptr_t)FAKE(20) + 4);
+    assert_int_equal(gg_mlp_graph_run_device(g, &md, misaligned, &ma, NULL), GG_ERROR_MISALIGNED);
+    assert_message_has(ctx, "gg_mlp_graph_run_device: device_tokens");
+    assert_message_has(ctx, "is not 8-byte aligned");
+    assert_int_equal(fake.enqueued, 0);
+    gg_graph_destroy(g);
+    destroy_ctx(ctx);
+}
+
 /* Past the largest bucket with eager_beyond_max: the call runs on the eager path (no capture, no graph launch, the
  * block's kernel launched), and a later call within the buckets still replays a graph. */
 static void graph_runs_eagerly_past_its_largest_bucket_when_asked(void **state) {
@@ -1251,6 +1287,7 @@ int main(void) {
         cmocka_unit_test(graph_create_rejects_bad_config),
         cmocka_unit_test(graph_create_plans_and_cleans_up_on_failure),
         cmocka_unit_test(graph_run_checks_its_arguments),
+        cmocka_unit_test(graph_run_refuses_what_differs_from_the_graph),
         cmocka_unit_test(graph_runs_eagerly_past_its_largest_bucket_when_asked),
         cmocka_unit_test(graph_device_errors_reads_the_counter),
         cmocka_unit_test(graph_debug_dot_captures_again),

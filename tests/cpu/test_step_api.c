@@ -142,6 +142,10 @@ static void add_checks_every_call(void **state) {
                                  FAKE(105), FAKE(106), FAKE(107), FAKE(108), FAKE(109)};
     assert_int_equal(gg_step_add_ssm_gate(step, &ssm, &sa), GG_ERROR_INVALID_ARGUMENT);
     assert_message_has(ctx, "gg_step_add_ssm_gate (call 2): args->gate is NULL");
+    const gg_tanh_gate_desc tanh = {.tokens = 1, .hidden = 512};
+    gg_tanh_gate_args ta = {FAKE(110), FAKE(111), FAKE(112), NULL, FAKE(114), FAKE(115), FAKE(116)};
+    assert_int_equal(gg_step_add_tanh_gate(step, &tanh, &ta), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_step_add_tanh_gate (call 2): args->mask is NULL");
     /* host memory where device memory is needed, as the eager calls refuse it */
     a1 = mlp_args(1);
     fake.host_lo = (uintptr_t)a1.weight2;
@@ -154,6 +158,9 @@ static void add_checks_every_call(void **state) {
 
     assert_int_equal(gg_step_add_mlp(step, &mlp, &l1), GG_SUCCESS);
     assert_int_equal(gg_step_call_count(step), 3);
+    ta.mask = FAKE(113);
+    assert_int_equal(gg_step_add_tanh_gate(step, &tanh, &ta), GG_SUCCESS);
+    assert_int_equal(gg_step_call_count(step), 4);
     gg_step_destroy(step);
     assert_null(ctx->hooks);
     assert_int_equal(fake.cuda_calls, fake.pointer_queries); /* no CUDA call but the host-pointer checks' */
