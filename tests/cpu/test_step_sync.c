@@ -469,6 +469,54 @@ static void optimizer_updates_each_bucket_as_it_lands(void **state) {
     end_ctx(ctx, comm);
 }
 
+/* (5c) the same optimizer with parameters whose gradients the step does not reduce (the caller's own, say), at the
+ * front, in the middle and two together at the end: the final stage updates exactly those, one launch pair per run of
+ * adjacent ones (3 runs), and every reduced parameter still once, behind its bucket. */
+static void optimizer_updates_the_rest_in_runs(void **state) {
+    (void)state;
+    ncclComm_t comm = NULL;
+    gg_ctx *ctx = dist_ctx(&comm);
+    gg_reduce_grad grads[4 * LAYERS + 1];
+    const int n_grads = expected_grads(grads);
+    gg_optim_config oc = GG_OPTIM_CONFIG_INIT;
+    oc.check_finite = 0;
+    gg_optim *opt = NULL;
+    assert_int_equal(gg_optim_create(ctx, &oc, &opt), GG_SUCCESS);
+    int extra = 0;
+    const gg_optim_param own = {.param = FAKE(300), .grad = FAKE(301), .count = 1024};
+    for (int i = 0; i <= n_grads; ++i) {
+        if (i == 0 || i == n_grads / 2 || i == n_grads) { /* the caller's own: front, middle, end (two there) */
+            for (int k = 0; k < (i == n_grads ? 2 : 1); ++k, ++extra) {
+                gg_optim_param p = own;
+                p.param = FAKE(300 + 2 * extra);
+                p.grad = FAKE(301 + 2 * extra);
+                assert_int_equal(gg_optim_add_param(opt, &p), GG_SUCCESS);
+            }
+        }
+        if (i == n_grads) break;
+        const gg_optim_param p = {.param = FAKE(200 + i), .grad = grads[i].ptr, .count = (int64_t)grads[i].count};
+        assert_int_equal(gg_optim_add_param(opt, &p), GG_SUCCESS);
+    }
+    assert_int_equal(gg_optim_finalize(opt), GG_SUCCESS);
+    gg_step *plain = mlp_step(ctx, 1, NULL), *with = mlp_step(ctx, 1, opt);
+    assert_int_equal(gg_step_finalize(plain), GG_SUCCESS);
+    assert_int_equal(gg_step_finalize(with), GG_SUCCESS);
+    int total[2];
+    gg_step *steps[2] = {plain, with};
+    for (int k = 0; k < 2; ++k) {
+        reset_counts();
+        assert_int_equal(gg_step_run(steps[k], TOKENS, 0, NULL), GG_SUCCESS);
+        total[k] = fake.calls[FAKE_LAUNCH];
+    }
+    /* a launch pair (the step counts, the update) per reduced parameter, and one per run of the caller's own */
+    assert_int_equal(extra, 4);
+    assert_int_equal(total[1] - total[0], 2 * n_grads + 2 * 3);
+    gg_step_destroy(plain);
+    gg_step_destroy(with);
+    gg_optim_destroy(opt);
+    end_ctx(ctx, comm);
+}
+
 /* (5c) reduce-scatter leaves each rank a shard of each gradient: a syncing step with an optimizer is refused at
  * finalize, naming why, and captures nothing. */
 static void optimizer_refused_under_reduce_scatter(void **state) {
@@ -567,6 +615,7 @@ int main(void) {
         cmocka_unit_test(detach_before_any_run),
         cmocka_unit_test(optimizer_after_the_reduction),
         cmocka_unit_test(optimizer_updates_each_bucket_as_it_lands),
+        cmocka_unit_test(optimizer_updates_the_rest_in_runs),
         cmocka_unit_test(optimizer_refused_under_reduce_scatter),
         cmocka_unit_test(fp16_copies_in_a_syncing_step),
         cmocka_unit_test(every_nccl_fault_in_a_run),
