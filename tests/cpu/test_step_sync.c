@@ -469,6 +469,47 @@ static void optimizer_updates_each_bucket_as_it_lands(void **state) {
     end_ctx(ctx, comm);
 }
 
+/* (6) block 4 data-parallel outside a step: a syncing graph's run (its capture takes the fork-first schedule, dW and
+ * the bias sum beside g) reduces the parameter gradients; past its largest bucket with eager_beyond_max the eager path
+ * reduces them too and launches no graph. */
+static void syncing_ssm_gate_graph_and_past_its_buckets(void **state) {
+    (void)state;
+    ncclComm_t comm = NULL;
+    gg_ctx *ctx = dist_ctx(&comm);
+    gg_ssm_gate_desc d = {.tokens = 4096, .hidden = 768, .expanded = 1536, .use_silu_gate = 1};
+    const gg_ssm_gate_args a = {FAKE(100), FAKE(101), FAKE(102), FAKE(103), FAKE(104),
+                                FAKE(105), FAKE(106), FAKE(107), FAKE(108), FAKE(109)};
+    gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
+    gc.max_tokens = 4096;
+    gc.eager_beyond_max = 1;
+    gg_graph *g = NULL;
+    assert_int_equal(gg_ssm_gate_graph_create(ctx, &d, &gc, &g), GG_SUCCESS);
+    reset_counts();
+    assert_int_equal(gg_ssm_gate_graph_run(g, &d, &a, NULL), GG_SUCCESS);
+    assert_int_equal(fake.graph_launches, 1);
+    assert_int_equal(fake.calls[FAKE_MATMUL], 2); /* g and dW */
+    const size_t in_graph = collectives_logged();
+    assert_true(in_graph >= 1);
+    d.tokens = 8192;
+    reset_counts();
+    assert_int_equal(gg_ssm_gate_graph_run(g, &d, &a, NULL), GG_SUCCESS);
+    assert_int_equal(fake.graph_launches, 0);
+    assert_int_equal(fake.calls[FAKE_MATMUL], 2);
+    assert_int_equal(collectives_logged(), in_graph); /* the same gradients, the same buckets */
+    /* the call's stream waits for the reductions before it returns: its last wait is on the collectives' stream, after
+     * the last of them */
+    int last = -1;
+    for (int i = 0; i < fake_nccl.logged; ++i)
+        if (fake_nccl.log[i].what >= FNC_ALL_REDUCE) last = i;
+    assert_true(last >= 0);
+    assert_ptr_equal(fake.last_wait_stream, NULL);
+    assert_ptr_equal(fake.last_wait_on, fake_nccl.log[last].stream);
+    assert_true(fake.last_wait_at > fake_nccl.log[last].enqueued);
+    assert_int_equal(fake.captures_open, 0);
+    gg_graph_destroy(g);
+    end_ctx(ctx, comm);
+}
+
 /* (5c) the same optimizer with parameters whose gradients the step does not reduce (the caller's own, say), at the
  * front, in the middle and two together at the end: the final stage updates exactly those, one launch pair per run of
  * adjacent ones (3 runs), and every reduced parameter still once, behind its bucket. */
@@ -616,6 +657,7 @@ int main(void) {
         cmocka_unit_test(optimizer_after_the_reduction),
         cmocka_unit_test(optimizer_updates_each_bucket_as_it_lands),
         cmocka_unit_test(optimizer_updates_the_rest_in_runs),
+        cmocka_unit_test(syncing_ssm_gate_graph_and_past_its_buckets),
         cmocka_unit_test(optimizer_refused_under_reduce_scatter),
         cmocka_unit_test(fp16_copies_in_a_syncing_step),
         cmocka_unit_test(every_nccl_fault_in_a_run),

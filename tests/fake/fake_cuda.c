@@ -328,7 +328,8 @@ cudaError_t __wrap_cudaEventCreateWithFlags(cudaEvent_t *event, unsigned flags) 
     return cudaSuccess;
 }
 cudaError_t __wrap_cudaEventCreate(cudaEvent_t *event) { return __wrap_cudaEventCreateWithFlags(event, 0); }
-/* A fake event is a 16-byte handle: its first 8 bytes hold the device clock of its last record (autotune's timing). */
+/* A fake event is a 16-byte handle: the device clock at its last record (autotune's timing), then that record's
+ * stream. */
 cudaError_t __wrap_cudaEventSynchronize(cudaEvent_t event) {
     (void)event;
     ++fake.cuda_calls;
@@ -348,7 +349,10 @@ cudaError_t __wrap_cudaEventDestroy(cudaEvent_t event) {
 }
 cudaError_t __wrap_cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     if (fake_fault(FAKE_EVENT_RECORD)) return cudaErrorLaunchFailure;
-    if (event) memcpy((void *)event, &fake.clock_us, sizeof fake.clock_us);
+    if (event) { /* the handle's 16 bytes: the clock, then the stream it was recorded on */
+        memcpy((void *)event, &fake.clock_us, sizeof fake.clock_us);
+        memcpy((char *)event + sizeof fake.clock_us, &stream, sizeof stream);
+    }
     ++fake.enqueued;
     fake_entry *e = log_entry(FAKE_OP_RECORD, stream);
     if (e) e->event = event;
@@ -358,6 +362,9 @@ cudaError_t __wrap_cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, u
     (void)flags;
     if (fake_fault(FAKE_WAIT_EVENT)) return cudaErrorInvalidResourceHandle;
     ++fake.enqueued;
+    fake.last_wait_stream = stream;
+    fake.last_wait_at = fake.enqueued;
+    if (event) memcpy(&fake.last_wait_on, (const char *)event + sizeof(double), sizeof fake.last_wait_on);
     fake_entry *e = log_entry(FAKE_OP_WAIT, stream);
     if (e) e->event = event;
     return cudaSuccess;

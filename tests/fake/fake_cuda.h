@@ -125,6 +125,9 @@ typedef struct fake_state {
     int algo_runs_untagged;
     unsigned algo_fail_mask;
     double clock_us;
+    cudaStream_t last_wait_stream; /* the stream of the last cudaStreamWaitEvent, */
+    cudaStream_t last_wait_on;     /* the stream its event was last recorded on, */
+    int last_wait_at;              /* and fake.enqueued just after it (what came before it is below) */
 } fake_state;
 
 extern fake_state fake;
