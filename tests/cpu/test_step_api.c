@@ -579,6 +579,40 @@ static void run_device_selects_on_the_gpu(void **state) {
     assert_int_equal(fake.live, 0);
 }
 
+/* A finalized step's run refuses tokens below 1, past the largest bucket, and off the buckets when padding is off, each
+ * named and nothing enqueued; a second finalize is refused. */
+static void run_checks_its_tokens(void **state) {
+    (void)state;
+    gg_ctx *ctx = fake_device_ctx();
+    gg_step *step = two_layer_step(ctx, 4); /* buckets 128, 256, 512; padding on */
+    fake.enqueued = 0;
+    assert_int_equal(gg_step_finalize(step), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_step_finalize: the step is finalized already");
+    assert_int_equal(gg_step_run(step, 0, 0, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_step_run: tokens = 0 must be at least 1");
+    assert_int_equal(gg_step_run(step, 513, 0, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_step_run: tokens = 513 exceeds the largest bucket (512, config->max_tokens)");
+    assert_int_equal(fake.enqueued, 0);
+    assert_int_equal(gg_step_run(step, 300, 0, NULL), GG_SUCCESS); /* padded to 512 */
+    gg_step_destroy(step);
+
+    gg_step_config sc = GG_STEP_CONFIG_INIT;
+    sc.max_tokens = 512;
+    sc.allow_padding = 0;
+    assert_int_equal(gg_step_create(ctx, &sc, &step), GG_SUCCESS);
+    const gg_mlp_args a0 = mlp_args(0);
+    assert_int_equal(gg_step_add_mlp(step, &mlp, &a0), GG_SUCCESS);
+    assert_int_equal(gg_step_finalize(step), GG_SUCCESS);
+    fake.enqueued = 0;
+    assert_int_equal(gg_step_run(step, 300, 0, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_step_run: tokens = 300 is not a bucket (next: 512) and config->allow_padding is 0");
+    assert_int_equal(fake.enqueued, 0);
+    assert_int_equal(gg_step_run(step, 256, 0, NULL), GG_SUCCESS);
+    gg_step_destroy(step);
+    gg_ctx_destroy(ctx);
+    assert_int_equal(fake.live, 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(create_checks_its_arguments),
@@ -588,6 +622,7 @@ int main(void) {
         cmocka_unit_test(queries_on_an_open_step),
         cmocka_unit_test(alternating_pointer_sets_capture_twice),
         cmocka_unit_test(one_exec_per_bucket_updates_in_place),
+        cmocka_unit_test(run_checks_its_tokens),
         cmocka_unit_test(run_device_selects_on_the_gpu),
         cmocka_unit_test(optimizer_in_the_step),
     };
