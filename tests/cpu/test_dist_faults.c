@@ -223,6 +223,44 @@ static void finalize_that_never_ends_is_aborted(void **state) {
     no_leaks();
 }
 
+/* A detach whose communication stream never drains (a peer that never joins its collective) is bounded: aborted at
+ * the peer timeout, the attached communicator aborted rather than left for the caller to destroy. */
+static void stream_that_never_drains_is_aborted_at_detach(void **state) {
+    (void)state;
+    ncclComm_t comm = NULL;
+    gg_ctx *ctx = attached_ctx(&comm);
+    atomic_store(&fake.streams_busy, 1);
+    setenv("GG_DIST_PEER_TIMEOUT_S", "1", 1);
+    const double t0 = now_s();
+    const gg_status st = gg_dist_detach(ctx);
+    const double took = now_s() - t0;
+    atomic_store(&fake.streams_busy, 0);
+    unsetenv("GG_DIST_PEER_TIMEOUT_S");
+    print_message("stream never drains: %s after %.2f s: %s\n", gg_status_string(st), took, gg_last_error(ctx));
+    assert_int_equal(st, GG_ERROR_NCCL);
+    assert_true(took >= 1.0 && took < 15.0);
+    contains(gg_last_error(ctx), "the communication stream had not drained after 1 s");
+    contains(gg_last_error(ctx), "do not destroy it");
+    assert_int_equal(atomic_load(&fake_nccl.aborts), 1);
+    assert_int_equal(gg_dist_size(ctx), 0);
+    gg_ctx_destroy(ctx);
+    no_leaks(); /* the aborted communicator is gone: the caller must not destroy it */
+}
+
+/* A context destroyed with its communicator still attached releases it (its destroy hook): the caller's attached
+ * communicator survives for the caller to destroy, nothing else is left. */
+static void context_destroyed_with_its_communicator(void **state) {
+    (void)state;
+    ncclComm_t comm = NULL;
+    gg_ctx *ctx = attached_ctx(&comm);
+    gg_ctx_destroy(ctx);
+    assert_int_equal(fake.live, 0);
+    assert_true(fake_nccl_is_live(comm));
+    assert_int_equal(atomic_load(&fake_nccl.aborts), 0);
+    fake_nccl_destroy(comm);
+    no_leaks();
+}
+
 /* The watchdog: an asynchronous error, then a replay past the step deadline. */
 static void async_error_is_aborted_by_the_watchdog(void **state) {
     (void)state;
@@ -644,6 +682,8 @@ int main(void) {
         cmocka_unit_test(fingerprint_mismatch_refused_on_every_field),
         cmocka_unit_test(init_that_never_completes_is_aborted),
         cmocka_unit_test(finalize_that_never_ends_is_aborted),
+        cmocka_unit_test(stream_that_never_drains_is_aborted_at_detach),
+        cmocka_unit_test(context_destroyed_with_its_communicator),
         cmocka_unit_test(async_error_is_aborted_by_the_watchdog),
         cmocka_unit_test(reduce_refuses_host_memory),
         cmocka_unit_test(replay_past_the_step_deadline_is_aborted),
