@@ -345,6 +345,30 @@ static void replay_past_the_step_deadline_is_aborted(void **state) {
     no_leaks();
 }
 
+/* A replay that fails on the GPU (its event reports a sticky error) is caught by the watchdog, which aborts the
+ * communicator; the next run names the error, eager calls work. */
+static void replay_failed_on_the_gpu_is_aborted(void **state) {
+    (void)state;
+    ncclComm_t comm = NULL;
+    gg_ctx *ctx = attached_ctx(&comm);
+    gg_graph *g = NULL;
+    assert_int_equal(tanh_graph(ctx, &g), GG_SUCCESS);
+    assert_int_equal(tanh_run(g), GG_SUCCESS);
+    atomic_store(&fake.events_error, (int)cudaErrorIllegalAddress);
+    assert_int_equal(tanh_run(g), GG_SUCCESS);
+    const double took = wait_for(&fake_nccl.aborts, 1, 15.0);
+    print_message("replay failed on the GPU: aborted after %.2f s\n", took);
+    assert_true(took < 15.0);
+    atomic_store(&fake.events_error, 0);
+    assert_int_equal(tanh_run(g), GG_ERROR_NCCL);
+    contains(gg_last_error(ctx), "a replay of a syncing graph failed on the GPU (cudaErrorIllegalAddress)");
+    assert_int_equal(tanh_eager(ctx), GG_SUCCESS);
+    gg_graph_destroy(g);
+    assert_int_equal(gg_dist_detach(ctx), GG_SUCCESS);
+    gg_ctx_destroy(ctx);
+    no_leaks(); /* aborted: the attached communicator is gone too */
+}
+
 /* ---- gg_dist_abort from another thread ---- */
 typedef struct abort_job {
     gg_ctx *ctx;
@@ -687,6 +711,7 @@ int main(void) {
         cmocka_unit_test(async_error_is_aborted_by_the_watchdog),
         cmocka_unit_test(reduce_refuses_host_memory),
         cmocka_unit_test(replay_past_the_step_deadline_is_aborted),
+        cmocka_unit_test(replay_failed_on_the_gpu_is_aborted),
         cmocka_unit_test(abort_from_another_thread),
         cmocka_unit_test(every_nccl_fault),
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)

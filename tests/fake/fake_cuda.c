@@ -3,6 +3,7 @@
 
 #include <cuda.h>
 #include <cudaTypedefs.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -429,6 +430,8 @@ cudaError_t __wrap_cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMod
 }
 cudaError_t __wrap_cudaEventQuery(cudaEvent_t event) {
     (void)event;
+    const int error = atomic_load(&fake.events_error);
+    if (error) return (cudaError_t)error;
     return fake.events_busy ? cudaErrorNotReady : cudaSuccess;
 }
 cudaError_t __wrap_cudaMemset(void *dst, int value, size_t bytes) {

@@ -88,6 +88,7 @@ typedef struct fake_state {
     void (*on_is_capturing)(void); /* called inside cudaStreamIsCapturing (a test's hook), NULL: none */
     /* The data-parallel path (test_dist_faults): */
     _Atomic int events_busy;  /* cudaEventQuery reports cudaErrorNotReady (work that never finishes) */
+    _Atomic int events_error; /* nonzero: cudaEventQuery reports this cudaError_t (work that failed on the GPU) */
     _Atomic int streams_busy; /* cudaStreamQuery reports cudaErrorNotReady */
     /* called by cudaMemcpyAsync device -> host with the host buffer (a test plays the other ranks), NULL: none */
     void (*on_copy_to_host)(void *dst, size_t bytes);
