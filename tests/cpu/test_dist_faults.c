@@ -223,6 +223,26 @@ static void finalize_that_never_ends_is_aborted(void **state) {
     no_leaks();
 }
 
+/* A communicator on another device than the context's is refused, named, before anything is made: the caller's
+ * communicator is left alone (not aborted), the context has none. */
+static void attach_refuses_a_communicator_on_another_device(void **state) {
+    (void)state;
+    gg_ctx *ctx = make_ctx();
+    fake_nccl_reset(0, 2);
+    fake_nccl.device = 1;
+    const gg_dist_config dc = dist_config();
+    ncclComm_t comm = fake_nccl_comm();
+    assert_int_equal(gg_dist_attach(ctx, comm, &dc), GG_ERROR_INVALID_ARGUMENT);
+    contains(gg_last_error(ctx), "gg_dist_attach: the communicator is on device 1, the context on 0");
+    assert_int_equal(gg_dist_size(ctx), 0);
+    assert_true(fake_nccl_is_live(comm));
+    assert_int_equal(atomic_load(&fake_nccl.aborts), 0);
+    assert_int_equal(fake_nccl.logged, 0); /* no collective */
+    gg_ctx_destroy(ctx);
+    fake_nccl_destroy(comm);
+    no_leaks();
+}
+
 /* A detach whose communication stream never drains (a peer that never joins its collective) is bounded: aborted at
  * the peer timeout, the attached communicator aborted rather than left for the caller to destroy. */
 static void stream_that_never_drains_is_aborted_at_detach(void **state) {
@@ -706,6 +726,7 @@ int main(void) {
         cmocka_unit_test(fingerprint_mismatch_refused_on_every_field),
         cmocka_unit_test(init_that_never_completes_is_aborted),
         cmocka_unit_test(finalize_that_never_ends_is_aborted),
+        cmocka_unit_test(attach_refuses_a_communicator_on_another_device),
         cmocka_unit_test(stream_that_never_drains_is_aborted_at_detach),
         cmocka_unit_test(context_destroyed_with_its_communicator),
         cmocka_unit_test(async_error_is_aborted_by_the_watchdog),

@@ -158,7 +158,7 @@ ncclResult_t __wrap_ncclCommDestroy(ncclComm_t comm) {
 ncclResult_t __wrap_ncclCommCuDevice(const ncclComm_t comm, int *device) {
     (void)comm;
     if (fault(FN_QUERY)) return ncclInvalidUsage;
-    *device = 0;
+    *device = fake_nccl.device;
     return ncclSuccess;
 }
 ncclResult_t __wrap_ncclCommUserRank(const ncclComm_t comm, int *rank) {

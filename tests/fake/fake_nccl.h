@@ -95,6 +95,7 @@ typedef struct fake_nccl_state {
     atomic_int misuse;            /* ncclMemFree of no live allocation, a window over other memory, a deregistration
                                      of no live window of that communicator, ncclGroupEnd outside a group */
     int version;                  /* what ncclGetVersion reports */
+    int device;                   /* what ncclCommCuDevice reports (fake_nccl_reset: 0) */
     int logged;                   /* calls logged since the reset or the last fake_nccl_clear_log; the first
                                      FAKE_NCCL_LOG are in log */
     fake_nccl_call log[FAKE_NCCL_LOG];
