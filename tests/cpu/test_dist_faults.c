@@ -243,6 +243,38 @@ static void attach_refuses_a_communicator_on_another_device(void **state) {
     no_leaks();
 }
 
+/* The warm-up all-reduce at attach never completes (the other rank never attaches), or fails on the GPU: bounded by
+ * the peer deadline, GG_ERROR_NCCL naming what happened, the attached communicator aborted, the context without one. */
+static void warm_up_that_never_completes_or_fails_is_aborted(void **state) {
+    (void)state;
+    for (int failed = 0; failed < 2; ++failed) {
+        gg_ctx *ctx = make_ctx();
+        fake_nccl_reset(0, 2);
+        const gg_dist_config dc = dist_config();
+        ncclComm_t comm = fake_nccl_comm();
+        if (failed) atomic_store(&fake.streams_error, (int)cudaErrorLaunchFailure);
+        else atomic_store(&fake.streams_busy, 1);
+        setenv("GG_DIST_PEER_TIMEOUT_S", "1", 1);
+        const double t0 = now_s();
+        const gg_status st = gg_dist_attach(ctx, comm, &dc);
+        const double took = now_s() - t0;
+        atomic_store(&fake.streams_busy, 0);
+        atomic_store(&fake.streams_error, 0);
+        unsetenv("GG_DIST_PEER_TIMEOUT_S");
+        print_message("warm-up %s: %s after %.2f s: %s\n", failed ? "fails" : "never completes", gg_status_string(st),
+                      took, gg_last_error(ctx));
+        assert_int_equal(st, GG_ERROR_NCCL);
+        assert_true(failed ? took < 15.0 : took >= 1.0 && took < 15.0);
+        contains(gg_last_error(ctx), failed ? "the warm-up all-reduce on rank 0 failed (unspecified launch failure)"
+                                            : "the warm-up all-reduce on rank 0 waited 1 s for the other ranks");
+        contains(gg_last_error(ctx), "do not destroy it");
+        assert_int_equal(atomic_load(&fake_nccl.aborts), 1);
+        assert_int_equal(gg_dist_size(ctx), 0);
+        gg_ctx_destroy(ctx);
+        no_leaks();
+    }
+}
+
 /* A detach whose communication stream never drains (a peer that never joins its collective) is bounded: aborted at
  * the peer timeout, the attached communicator aborted rather than left for the caller to destroy. */
 static void stream_that_never_drains_is_aborted_at_detach(void **state) {
@@ -727,6 +759,7 @@ int main(void) {
         cmocka_unit_test(init_that_never_completes_is_aborted),
         cmocka_unit_test(finalize_that_never_ends_is_aborted),
         cmocka_unit_test(attach_refuses_a_communicator_on_another_device),
+        cmocka_unit_test(warm_up_that_never_completes_or_fails_is_aborted),
         cmocka_unit_test(stream_that_never_drains_is_aborted_at_detach),
         cmocka_unit_test(context_destroyed_with_its_communicator),
         cmocka_unit_test(async_error_is_aborted_by_the_watchdog),

@@ -422,6 +422,8 @@ cudaError_t __wrap_cudaFreeHost(void *ptr) {
 /* Called from the watchdog's thread too: counts nothing. */
 cudaError_t __wrap_cudaStreamQuery(cudaStream_t stream) {
     (void)stream;
+    const int error = atomic_load(&fake.streams_error);
+    if (error) return (cudaError_t)error;
     return fake.streams_busy ? cudaErrorNotReady : cudaSuccess;
 }
 cudaError_t __wrap_cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode) {

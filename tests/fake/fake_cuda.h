@@ -90,6 +90,7 @@ typedef struct fake_state {
     _Atomic int events_busy;  /* cudaEventQuery reports cudaErrorNotReady (work that never finishes) */
     _Atomic int events_error; /* nonzero: cudaEventQuery reports this cudaError_t (work that failed on the GPU) */
     _Atomic int streams_busy; /* cudaStreamQuery reports cudaErrorNotReady */
+    _Atomic int streams_error; /* nonzero: cudaStreamQuery reports this cudaError_t */
     /* called by cudaMemcpyAsync device -> host with the host buffer (a test plays the other ranks), NULL: none */
     void (*on_copy_to_host)(void *dst, size_t bytes);
     /* called by cudaMemcpy device -> host (synchronous) with the host buffer, which the fake zeroed first (a test
