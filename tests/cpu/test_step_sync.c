@@ -510,6 +510,72 @@ static void syncing_ssm_gate_graph_and_past_its_buckets(void **state) {
     end_ctx(ctx, comm);
 }
 
+/* (7) rank 1 of 2 adopts rank 0's GEMM algorithms when a syncing graph is made: the broadcast brings other algorithms
+ * (the fakes' candidate 2 where this rank planned candidate 0), which the graph's GEMMs then run, with an INFO saying
+ * so; algorithms that do not fit here are not adopted (this rank's own run, and a WARN says why). */
+static char adopt_log[1024];
+static void adopt_logged(void *user, gg_log_level level, const char *message) {
+    (void)user;
+    if (strstr(message, "GEMM algorithms differed"))
+        snprintf(adopt_log, sizeof adopt_log, "%s: %s", level == GG_LOG_WARN ? "WARN" : "INFO", message);
+}
+static void rank0_algorithms(void *dst, size_t bytes) { /* what the broadcast from rank 0 brings back */
+    if (fake_nccl.logged < 1 || fake_nccl.log[fake_nccl.logged - 1].what != FNC_BROADCAST) return;
+    const uint32_t tag = FAKE_ALGO_TAG0 + 2;
+    static const cublasLtMatmulAlgo_t none;
+    for (size_t at = 0; at + sizeof none <= bytes; at += sizeof none) {
+        cublasLtMatmulAlgo_t *algo = (cublasLtMatmulAlgo_t *)((char *)dst + at);
+        if (memcmp(algo, &none, sizeof none)) /* a GEMM's slot */
+            (void)cublasLtMatmulAlgoConfigSetAttribute(algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &tag, sizeof tag);
+    }
+}
+
+static void other_ranks_adopt_rank_0s_algorithms(void **state) {
+    (void)state;
+    for (int fits = 1; fits >= 0; --fits) {
+        fake_reset(2);
+        fake.compute_capability = device_cc;
+        fake.plan_ok = 1;
+        fake.heuristic_count = 4; /* candidates tagged 0..3; without autotune a plan takes the first */
+        fake.algo_check_ok = fits;
+        gg_config c = GG_CONFIG_INIT;
+        c.autotune = 0;
+        c.log_fn = adopt_logged;
+        c.log_level = GG_LOG_INFO;
+        gg_ctx *ctx = NULL;
+        assert_int_equal(gg_ctx_create(&c, &ctx), GG_SUCCESS);
+        fake_nccl_reset(1, 2);
+        gg_dist_config dc = GG_DIST_CONFIG_INIT;
+        dc.bind_cpus = 0;
+        ncclComm_t comm = fake_nccl_comm();
+        assert_int_equal(gg_dist_attach(ctx, comm, &dc), GG_SUCCESS);
+        adopt_log[0] = '\0';
+        fake.on_copy_to_host = rank0_algorithms;
+        gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
+        static const int64_t bucket[] = {TOKENS};
+        gc.policy = GG_BUCKETS_LIST;
+        gc.bucket_tokens = bucket;
+        gc.n_buckets = 1;
+        gg_mlp_desc d = mlp;
+        d.tokens = TOKENS;
+        const gg_mlp_args a = mlp_args(0);
+        gg_graph *g = NULL;
+        assert_int_equal(gg_mlp_graph_create(ctx, &d, &gc, &g), GG_SUCCESS);
+        fake.on_copy_to_host = NULL;
+        memset(fake.algo_runs, 0, sizeof fake.algo_runs);
+        assert_int_equal(gg_mlp_graph_run(g, &d, &a, NULL), GG_SUCCESS); /* captures the four GEMMs */
+        print_message("%s\n", adopt_log);
+        assert_int_equal(fake.algo_runs[fits ? 2 : 0], 4);
+        assert_int_equal(fake.algo_runs[fits ? 0 : 2], 0);
+        assert_non_null(strstr(adopt_log, fits ? "INFO" : "WARN"));
+        assert_non_null(strstr(adopt_log, fits ? "rank 1: 4 of its GEMM algorithms differed from rank 0's; 4 adopted"
+                                               : "4 of its GEMM algorithms differed from rank 0's; 0 adopted (the "
+                                                 "others are not valid here"));
+        gg_graph_destroy(g);
+        end_ctx(ctx, comm);
+    }
+}
+
 /* (5c) the same optimizer with parameters whose gradients the step does not reduce (the caller's own, say), at the
  * front, in the middle and two together at the end: the final stage updates exactly those, one launch pair per run of
  * adjacent ones (3 runs), and every reduced parameter still once, behind its bucket. */
@@ -658,6 +724,7 @@ int main(void) {
         cmocka_unit_test(optimizer_updates_each_bucket_as_it_lands),
         cmocka_unit_test(optimizer_updates_the_rest_in_runs),
         cmocka_unit_test(syncing_ssm_gate_graph_and_past_its_buckets),
+        cmocka_unit_test(other_ranks_adopt_rank_0s_algorithms),
         cmocka_unit_test(optimizer_refused_under_reduce_scatter),
         cmocka_unit_test(fp16_copies_in_a_syncing_step),
         cmocka_unit_test(every_nccl_fault_in_a_run),
