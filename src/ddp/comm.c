@@ -323,7 +323,7 @@ gg_status gg_dist_init_env(gg_ctx *ctx, const char *id_path, const gg_dist_confi
     gg_process_defaults();
     ncclUniqueId id;
     if (id_path) {
-        if (rank == 0) GG_NCCL_TRY(ctx, ncclGetUniqueId(&id));
+        if (rank == 0) GG_NCCL_TRY(ctx, ncclGetUniqueId, (&id));
         GG_TRY(gg_bootstrap_share_id(ctx, fn, rank, id_path, &id, sizeof id, 120000));
         GG_TRY(init_from_id(ctx, fn, rank, size, &id, &c));
         /* Every rank has read the id (the communicator exists): remove it, so that the next launch's ranks cannot
@@ -366,7 +366,7 @@ gg_status gg_dist_init_mpi(gg_ctx *ctx, const void *mpi_comm, const gg_dist_conf
 static gg_status init_local_comms(gg_ctx *ctx, const char *fn, int count, const int *devices,
                                   const gg_dist_config *c, ncclComm_t *comms) {
     ncclUniqueId id;
-    GG_NCCL_TRY(ctx, ncclGetUniqueId(&id));
+    GG_NCCL_TRY(ctx, ncclGetUniqueId, (&id));
     int saved = 0;
     GG_CUDA_TRY(ctx, cudaGetDevice(&saved));
     ncclConfig_t config = comm_config(c);

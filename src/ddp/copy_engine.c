@@ -182,15 +182,15 @@ gg_status gg_ce_all_reduce(gg_ctx *ctx, void *p, size_t n, size_t elem) {
     size_t at = 0;
     for (size_t q; (q = gg_ce_share(n, at, d->size, piece)) != 0; at += q * ranks) {
         char *first = data + at * elem, *mine = first + (size_t)d->rank * q * elem;
-        GG_NCCL_TRY(ctx, ncclAlltoAll(first, shares, q, type, comm, d->stream)); /* rank j's share of mine -> row j */
+        GG_NCCL_TRY(ctx, ncclAlltoAll, (first, shares, q, type, comm, d->stream)); /* rank j's share of mine -> row j */
         GG_TRY(step_ok(ctx, d->stream, "ncclAlltoAll"));
         GG_CUDA_TRY(ctx, gg_k_sum_ranks(shares, mine, dtype, q, d->size, scale, ctx->sm_count, d->stream));
-        GG_NCCL_TRY(ctx, ncclAllGather(mine, first, q, type, comm, d->stream)); /* in place */
+        GG_NCCL_TRY(ctx, ncclAllGather, (mine, first, q, type, comm, d->stream)); /* in place */
         GG_TRY(step_ok(ctx, d->stream, "ncclAllGather"));
     }
     if (at < n) /* fewer than `ranks` elements */
-        GG_NCCL_TRY(ctx, ncclAllReduce(data + at * elem, data + at * elem, n - at, type,
-                                  d->config.op == GG_REDUCE_AVERAGE ? ncclAvg : ncclSum, comm, d->stream));
+        GG_NCCL_TRY(ctx, ncclAllReduce, (data + at * elem, data + at * elem, n - at, type,
+                                         d->config.op == GG_REDUCE_AVERAGE ? ncclAvg : ncclSum, comm, d->stream));
     return GG_SUCCESS;
 #else
     (void)p, (void)n, (void)elem;
@@ -202,8 +202,8 @@ gg_status gg_ce_all_gather(gg_ctx *ctx, void *base, size_t count, size_t elem) {
 #if GG_CE_BUILT
     gg_dist *d = ctx->dist;
     char *mine = (char *)base + (size_t)d->rank * count * elem;
-    GG_NCCL_TRY(ctx, ncclAllGather(mine, base, count, elem == 4 ? ncclFloat32 : ncclBfloat16, (ncclComm_t)d->comm,
-                                   d->stream));
+    GG_NCCL_TRY(ctx, ncclAllGather, (mine, base, count, elem == 4 ? ncclFloat32 : ncclBfloat16, (ncclComm_t)d->comm,
+                                     d->stream));
     return step_ok(ctx, d->stream, "ncclAllGather");
 #else
     (void)base, (void)count, (void)elem;

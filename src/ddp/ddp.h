@@ -212,9 +212,10 @@ gg_status gg_dist_fail_nccl(gg_ctx *ctx, int result, const char *what);
 
 /* The end of one NCCL call on ctx's communicator, which gradgraph makes non-blocking: ncclInProgress is waited out
  * (ncclCommGetAsyncError polled, with the peer timeout; past it the communicator is aborted); then GG_SUCCESS, or
- * GG_ERROR_NCCL naming `what`. GG_NCCL_TRY is the same as a statement that returns from the caller. */
+ * GG_ERROR_NCCL naming `what`. GG_NCCL_TRY(ctx, fn, (args)) calls fn args and is the same as a statement that returns
+ * from the caller, naming the call by fn alone (messages carry NCCL's function, not gradgraph's source text). */
 gg_status gg_dist_nccl_done(gg_ctx *ctx, int result, const char *what);
-#define GG_NCCL_TRY(ctx, call) GG_TRY(gg_dist_nccl_done((ctx), (int)(call), #call))
+#define GG_NCCL_TRY(ctx, fn, args) GG_TRY(gg_dist_nccl_done((ctx), (int)(fn args), #fn))
 
 /* Aborts ctx's communicator, if it still has one, and forgets it: every rank blocked on it is released, and
  * nobody destroys or uses it again (an attached one is freed too: its owner must not destroy it). why (NULL: "an

@@ -59,12 +59,17 @@ int gg_dist_wait_comm(void *comm, int timeout_s, gg_dist *d, int *expired) {
  * its reason). */
 static gg_status expired(gg_ctx *ctx, const char *what) {
     gg_dist *d = ctx->dist;
+    const int asked = atomic_load(&d->abort_requested);
     char why[GG_MSG_BYTES];
     snprintf(why, sizeof why, "%s was still in progress after %d s (%s)", what, gg_dist_timeout_s(GG_DIST_TIMEOUT_PEER),
              gg_dist_timeout_env(GG_DIST_TIMEOUT_PEER));
-    gg_dist_abort_now(ctx, atomic_load(&d->abort_requested) ? NULL : why);
-    return gg_fail(ctx, GG_ERROR_NCCL, "rank %d: %s: %s: the communicator is aborted (an attached one too: do not "
-                                       "destroy it)", d->rank, what, d->failure);
+    gg_dist_abort_now(ctx, asked ? NULL : why);
+    if (asked) /* d->failure: the other thread's reason */
+        return gg_fail(ctx, GG_ERROR_NCCL, "rank %d: %s: interrupted by an abort from another thread (%s): the "
+                                           "communicator is aborted (an attached one too: do not destroy it)",
+                       d->rank, what, d->failure);
+    return gg_fail(ctx, GG_ERROR_NCCL, "rank %d: %s: the communicator is aborted (an attached one too: do not destroy it)",
+                   d->rank, why);
 }
 
 gg_status gg_dist_nccl_done(gg_ctx *ctx, int result, const char *what) {

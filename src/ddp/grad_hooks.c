@@ -16,11 +16,11 @@ static gg_status reduce(gg_ctx *ctx, void *p, size_t count, size_t elem_bytes) {
     const ncclRedOp_t op = d->config.op == GG_REDUCE_AVERAGE ? ncclAvg : ncclSum;
     if (d->config.sync == GG_SYNC_REDUCE_SCATTER) {
         const size_t shard = count / (size_t)d->size; /* in place: this rank's shard of its own buffer */
-        GG_NCCL_TRY(ctx, ncclReduceScatter(p, (char *)p + (size_t)d->rank * shard * elem_bytes, shard, type, op,
-                                        (ncclComm_t)d->comm, d->stream));
+        GG_NCCL_TRY(ctx, ncclReduceScatter, (p, (char *)p + (size_t)d->rank * shard * elem_bytes, shard, type, op,
+                                             (ncclComm_t)d->comm, d->stream));
         return GG_SUCCESS;
     }
-    GG_NCCL_TRY(ctx, ncclAllReduce(p, p, count, type, op, (ncclComm_t)d->comm, d->stream));
+    GG_NCCL_TRY(ctx, ncclAllReduce, (p, p, count, type, op, (ncclComm_t)d->comm, d->stream));
     return GG_SUCCESS;
 }
 

@@ -24,7 +24,7 @@ static gg_status same_everywhere(gg_ctx *ctx, uint64_t value, const char *what, 
     char *host = (char *)d->agree_host + FINGERPRINT_OFFSET, *dev = (char *)d->agree_dev + FINGERPRINT_OFFSET;
     memcpy(host, words, sizeof words);
     GG_CUDA_TRY(ctx, cudaMemcpyAsync(dev, host, sizeof words, cudaMemcpyHostToDevice, d->stream));
-    GG_NCCL_TRY(ctx, ncclAllReduce(dev, dev, 4, ncclInt32, ncclMin, (ncclComm_t)d->comm, d->stream));
+    GG_NCCL_TRY(ctx, ncclAllReduce, (dev, dev, 4, ncclInt32, ncclMin, (ncclComm_t)d->comm, d->stream));
     GG_CUDA_TRY(ctx, cudaMemcpyAsync(host, dev, sizeof words, cudaMemcpyDeviceToHost, d->stream));
     GG_TRY(gg_dist_wait_comm_stream(ctx, what));
     *same = memcmp(host, words, sizeof words) == 0;
@@ -71,7 +71,7 @@ gg_status gg_dist_step_bucket(gg_ctx *ctx, const gg_reduce_layout *l, const gg_r
     for (int i = 0; i < n; ++i) GG_CUDA_TRY(ctx, cudaStreamWaitEvent(d->stream, events[i], 0));
     const gg_reduce_bucket *k = &l->buckets[b];
     /* one group: NCCL launches the bucket's collectives as one kernel, without copying them into a flat buffer */
-    GG_NCCL_TRY(ctx, ncclGroupStart());
+    GG_NCCL_TRY(ctx, ncclGroupStart, ());
     ncclResult_t first = ncclSuccess;
     for (int i = k->first; i < k->first + k->n && first == ncclSuccess; ++i)
         first = collective(d, &grads[l->pieces[i].grad], &l->pieces[i]);

@@ -275,6 +275,32 @@ static void warm_up_that_never_completes_or_fails_is_aborted(void **state) {
     }
 }
 
+/* A non-blocking NCCL call that stays in progress (its peer never joins) is bounded by the peer deadline:
+ * GG_ERROR_NCCL naming the call, the communicator aborted; eager calls that do not need it work. */
+static void call_that_stays_in_progress_is_aborted(void **state) {
+    (void)state;
+    ncclComm_t comm = NULL;
+    gg_ctx *ctx = attached_ctx(&comm);
+    fake_nccl.in_progress_calls = 1;
+    fake_nccl.calls_stay_in_progress = 1;
+    setenv("GG_DIST_PEER_TIMEOUT_S", "1", 1);
+    const double t0 = now_s();
+    const gg_status st = gg_dist_reduce(ctx, FAKE(8), 1024, 0, NULL);
+    const double took = now_s() - t0;
+    unsetenv("GG_DIST_PEER_TIMEOUT_S");
+    fake_nccl.in_progress_calls = fake_nccl.calls_stay_in_progress = 0;
+    print_message("call stays in progress: %s after %.2f s: %s\n", gg_status_string(st), took, gg_last_error(ctx));
+    assert_int_equal(st, GG_ERROR_NCCL);
+    assert_true(took >= 1.0 && took < 15.0);
+    contains(gg_last_error(ctx), "was still in progress after 1 s (GG_DIST_PEER_TIMEOUT_S)");
+    contains(gg_last_error(ctx), "do not destroy it");
+    assert_int_equal(atomic_load(&fake_nccl.aborts), 1);
+    assert_int_equal(tanh_eager(ctx), GG_SUCCESS);
+    assert_int_equal(gg_dist_detach(ctx), GG_SUCCESS);
+    gg_ctx_destroy(ctx);
+    no_leaks();
+}
+
 /* A detach whose communication stream never drains (a peer that never joins its collective) is bounded: aborted at
  * the peer timeout, the attached communicator aborted rather than left for the caller to destroy. */
 static void stream_that_never_drains_is_aborted_at_detach(void **state) {
@@ -760,6 +786,7 @@ int main(void) {
         cmocka_unit_test(finalize_that_never_ends_is_aborted),
         cmocka_unit_test(attach_refuses_a_communicator_on_another_device),
         cmocka_unit_test(warm_up_that_never_completes_or_fails_is_aborted),
+        cmocka_unit_test(call_that_stays_in_progress_is_aborted),
         cmocka_unit_test(stream_that_never_drains_is_aborted_at_detach),
         cmocka_unit_test(context_destroyed_with_its_communicator),
         cmocka_unit_test(async_error_is_aborted_by_the_watchdog),

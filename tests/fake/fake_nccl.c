@@ -130,8 +130,9 @@ ncclResult_t __wrap_ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *state) 
         return ncclSuccess;
     }
     *state = (ncclResult_t)atomic_load(&c->state);
-    /* an in-progress call completes once polled; an init or finalize told to stay in progress never does */
-    const int stuck = c->finalized ? fake_nccl.finalize_in_progress : fake_nccl.init_in_progress;
+    /* an in-progress call completes once polled; an init, a finalize or calls told to stay in progress never do */
+    const int stuck = c->finalized ? fake_nccl.finalize_in_progress
+                                   : fake_nccl.init_in_progress || fake_nccl.calls_stay_in_progress;
     if (*state == ncclInProgress && !stuck) atomic_store(&c->state, ncclSuccess);
     return ncclSuccess;
 }

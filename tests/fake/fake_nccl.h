@@ -85,6 +85,7 @@ typedef struct fake_nccl_state {
     int init_in_progress;         /* a new communicator stays ncclInProgress (the init never completes) */
     int finalize_in_progress;     /* a finalized communicator stays ncclInProgress */
     int in_progress_calls;        /* collectives and group ends return ncclInProgress, done at the next poll */
+    int calls_stay_in_progress;   /* ... and never done (a peer that never joins a non-blocking call) */
     fake_nccl_kind fail_kind;     /* with fail_at: the fail_at-th call of this kind fails */
     int fail_at;                  /* 0: no fault */
     int injected;
