@@ -85,11 +85,14 @@ static void call_and_expect(gg_ctx *ctx, const block_case *c, int expected) {
     assert_int_equal(fake.algo_runs_untagged, 0);
 }
 
-/* Every entry of the cache file chose candidate `expected`, timed at `us` a run; returns how many there are. */
-static size_t cached_choices(int expected, double us) {
+/* Every entry of the cache file chose candidate `expected`, timed at `us` a run; returns how many there are, and in
+ * *beside (if not NULL) how many were timed beside a neighbour (their keys end in "nb"). */
+static size_t cached_choices_beside(int expected, double us, size_t *beside) {
     gg_tune_cache cache;
     assert_int_equal(gg_tune_cache_open(&cache, cache_path), 0);
+    if (beside) *beside = 0;
     for (size_t i = 0; i < cache.count; ++i) {
+        if (beside) *beside += strstr(cache.entries[i].key, "nb") != NULL;
         cublasLtMatmulAlgo_t algo;
         memcpy(&algo, cache.entries[i].algo, sizeof algo);
         uint32_t tag = 0;
@@ -104,6 +107,8 @@ static size_t cached_choices(int expected, double us) {
     gg_tune_cache_close(&cache);
     return count;
 }
+
+static size_t cached_choices(int expected, double us) { return cached_choices_beside(expected, us, NULL); }
 
 static void picks_the_fastest_and_caches_it(void **state) {
     (void)state;
@@ -175,7 +180,6 @@ static void true_fp32_is_not_tuned(void **state) {
     assert_int_equal(cached_choices(0, 0.0), 0);
 }
 
-
 /* fp16 mode's narrow schedule plans G on the SMs the copies leave (an SM target): it is timed beside a neighbour,
  * fp32 -> fp16 passes on the other SMs, and cached under a key of its own ("sms<target>nb"). */
 static void a_gemm_with_an_sm_target_is_timed_beside_a_neighbour(void **state) {
@@ -193,13 +197,9 @@ static void a_gemm_with_an_sm_target_is_timed_beside_a_neighbour(void **state) {
     const int per_call = fake_kernel_launches("f32_to_f16") - second;
     assert_true(second - before - 2 * per_call >= CANDIDATES); /* each candidate timed beside passes */
     gg_ctx_destroy(ctx);
-    gg_tune_cache cache;
-    assert_int_equal(gg_tune_cache_open(&cache, cache_path), 0);
-    int beside = 0;
-    for (size_t i = 0; i < cache.count; ++i) beside += strstr(cache.entries[i].key, "nb") != NULL;
-    gg_tune_cache_close(&cache);
+    size_t beside = 0;
+    assert_int_equal(cached_choices_beside(2, 20.0, &beside), 5);
     assert_int_equal(beside, 1); /* G; dW2, dX and dW1 run on every SM */
-    assert_int_equal(cached_choices(2, 20.0), 5);
 }
 
 int main(void) {
