@@ -62,15 +62,18 @@ static void loss_callback(void *user, gg_stream stream, int64_t tokens) { (void)
 /* The fake device of the current group run: 0 (no sm_90a routes) or 90 (an H100/H200: the Hopper kernels' routes). */
 static int device_cc;
 
-static gg_ctx *dist_ctx_syncing(ncclComm_t *comm, gg_grad_sync sync) {
+/* A context attached as `rank` of 2 (its messages at INFO and above to log, when given). */
+static gg_ctx *dist_ctx_of(ncclComm_t *comm, gg_grad_sync sync, int rank, gg_log_fn log) {
     fake_reset(2);
     fake.compute_capability = device_cc;
     fake.plan_ok = 1;
     gg_config c = GG_CONFIG_INIT;
     c.autotune = 0;
+    c.log_fn = log;
+    if (log) c.log_level = GG_LOG_INFO;
     gg_ctx *ctx = NULL;
     assert_int_equal(gg_ctx_create(&c, &ctx), GG_SUCCESS);
-    fake_nccl_reset(0, 2);
+    fake_nccl_reset(rank, 2);
     gg_dist_config dc = GG_DIST_CONFIG_INIT;
     dc.bind_cpus = 0;
     dc.bucket_bytes = BUCKET_BYTES;
@@ -79,6 +82,8 @@ static gg_ctx *dist_ctx_syncing(ncclComm_t *comm, gg_grad_sync sync) {
     assert_int_equal(gg_dist_attach(ctx, *comm, &dc), GG_SUCCESS);
     return ctx;
 }
+
+static gg_ctx *dist_ctx_syncing(ncclComm_t *comm, gg_grad_sync sync) { return dist_ctx_of(comm, sync, 0, NULL); }
 
 static gg_ctx *dist_ctx(ncclComm_t *comm) { return dist_ctx_syncing(comm, GG_SYNC_ALL_REDUCE); }
 
@@ -410,6 +415,22 @@ static void fp16_copies_in_a_syncing_step(void **state) {
     assert_int_equal(collectives[1], collectives[0]);
 }
 
+/* An optimizer that updates parameters apart (neither clipping nor the finite check waits for every gradient). */
+static gg_optim *optimizer_updating_apart(gg_ctx *ctx) {
+    gg_optim_config oc = GG_OPTIM_CONFIG_INIT;
+    oc.check_finite = 0; /* and max_grad_norm 0 */
+    gg_optim *opt = NULL;
+    assert_int_equal(gg_optim_create(ctx, &oc, &opt), GG_SUCCESS);
+    return opt;
+}
+
+/* The kernel launches of one run of a finalized step (the run's NCCL calls are in fake_nccl's log after it). */
+static int launches_of(gg_step *step) {
+    reset_counts();
+    assert_int_equal(gg_step_run(step, TOKENS, 0, NULL), GG_SUCCESS);
+    return fake.calls[FAKE_LAUNCH];
+}
+
 /* (5b) an optimizer that updates parameters apart (no clipping, no finite check): each parameter's update is
  * launched right behind the group of the bucket that completes its gradient, before later buckets' groups; the final
  * stage updates only what no bucket completed (here nothing: every parameter's gradient is reduced). */
@@ -419,10 +440,7 @@ static void optimizer_updates_each_bucket_as_it_lands(void **state) {
     gg_ctx *ctx = dist_ctx(&comm);
     gg_reduce_grad grads[4 * LAYERS + 1];
     const int n_grads = expected_grads(grads);
-    gg_optim_config oc = GG_OPTIM_CONFIG_INIT;
-    oc.check_finite = 0; /* and max_grad_norm 0: nothing needs every gradient first */
-    gg_optim *opt = NULL;
-    assert_int_equal(gg_optim_create(ctx, &oc, &opt), GG_SUCCESS);
+    gg_optim *opt = optimizer_updating_apart(ctx);
     for (int i = 0; i < n_grads; ++i) {
         const gg_optim_param p = {.param = FAKE(200 + i), .grad = grads[i].ptr, .count = (int64_t)grads[i].count};
         assert_int_equal(gg_optim_add_param(opt, &p), GG_SUCCESS);
@@ -445,9 +463,7 @@ static void optimizer_updates_each_bucket_as_it_lands(void **state) {
     int before[2][256], total[2];
     gg_step *steps[2] = {plain, with};
     for (int k = 0; k < 2; ++k) {
-        reset_counts();
-        assert_int_equal(gg_step_run(steps[k], TOKENS, 0, NULL), GG_SUCCESS);
-        total[k] = fake.calls[FAKE_LAUNCH];
+        total[k] = launches_of(steps[k]);
         int b = 0;
         for (int i = 0; i < fake_nccl.logged; ++i)
             if (fake_nccl.log[i].what == FNC_GROUP_START && b < 256) before[k][b++] = fake_nccl.log[i].launches;
@@ -533,22 +549,10 @@ static void rank0_algorithms(void *dst, size_t bytes) { /* what the broadcast fr
 static void other_ranks_adopt_rank_0s_algorithms(void **state) {
     (void)state;
     for (int fits = 1; fits >= 0; --fits) {
-        fake_reset(2);
-        fake.compute_capability = device_cc;
-        fake.plan_ok = 1;
+        ncclComm_t comm = NULL;
+        gg_ctx *ctx = dist_ctx_of(&comm, GG_SYNC_ALL_REDUCE, 1, adopt_logged);
         fake.heuristic_count = 4; /* candidates tagged 0..3; without autotune a plan takes the first */
         fake.algo_check_ok = fits;
-        gg_config c = GG_CONFIG_INIT;
-        c.autotune = 0;
-        c.log_fn = adopt_logged;
-        c.log_level = GG_LOG_INFO;
-        gg_ctx *ctx = NULL;
-        assert_int_equal(gg_ctx_create(&c, &ctx), GG_SUCCESS);
-        fake_nccl_reset(1, 2);
-        gg_dist_config dc = GG_DIST_CONFIG_INIT;
-        dc.bind_cpus = 0;
-        ncclComm_t comm = fake_nccl_comm();
-        assert_int_equal(gg_dist_attach(ctx, comm, &dc), GG_SUCCESS);
         adopt_log[0] = '\0';
         fake.on_copy_to_host = rank0_algorithms;
         gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
@@ -585,10 +589,7 @@ static void optimizer_updates_the_rest_in_runs(void **state) {
     gg_ctx *ctx = dist_ctx(&comm);
     gg_reduce_grad grads[4 * LAYERS + 1];
     const int n_grads = expected_grads(grads);
-    gg_optim_config oc = GG_OPTIM_CONFIG_INIT;
-    oc.check_finite = 0;
-    gg_optim *opt = NULL;
-    assert_int_equal(gg_optim_create(ctx, &oc, &opt), GG_SUCCESS);
+    gg_optim *opt = optimizer_updating_apart(ctx);
     int extra = 0;
     const gg_optim_param own = {.param = FAKE(300), .grad = FAKE(301), .count = 1024};
     for (int i = 0; i <= n_grads; ++i) {
@@ -608,16 +609,9 @@ static void optimizer_updates_the_rest_in_runs(void **state) {
     gg_step *plain = mlp_step(ctx, 1, NULL), *with = mlp_step(ctx, 1, opt);
     assert_int_equal(gg_step_finalize(plain), GG_SUCCESS);
     assert_int_equal(gg_step_finalize(with), GG_SUCCESS);
-    int total[2];
-    gg_step *steps[2] = {plain, with};
-    for (int k = 0; k < 2; ++k) {
-        reset_counts();
-        assert_int_equal(gg_step_run(steps[k], TOKENS, 0, NULL), GG_SUCCESS);
-        total[k] = fake.calls[FAKE_LAUNCH];
-    }
     /* a launch pair (the step counts, the update) per reduced parameter, and one per run of the caller's own */
     assert_int_equal(extra, 4);
-    assert_int_equal(total[1] - total[0], 2 * n_grads + 2 * 3);
+    assert_int_equal(launches_of(with) - launches_of(plain), 2 * n_grads + 2 * 3);
     gg_step_destroy(plain);
     gg_step_destroy(with);
     gg_optim_destroy(opt);
