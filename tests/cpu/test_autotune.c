@@ -132,8 +132,10 @@ static void reuses_the_cached_choice(void **state) {
     assert_int_equal(block_call_run(ctx, NULL, &mlp, 0, 0), GG_SUCCESS);
     gg_ctx_destroy(ctx);
     ctx = make_ctx(now); /* candidate 0 is now the fastest, but nothing is timed again */
-    call_and_expect(ctx, &mlp, 2);
     runs_clear();
+    assert_int_equal(block_call_run(ctx, NULL, &mlp, 0, 0), GG_SUCCESS); /* plans from the cache */
+    for (int i = 0; i < CANDIDATES; ++i) assert_int_equal(fake.algo_runs[i], i == 2 ? 4 : 0);
+    call_and_expect(ctx, &mlp, 2);
     gg_ctx_destroy(ctx);
     assert_int_equal(cached_choices(2, 20.0), 4);
     assert_string_equal(warnings, "");
