@@ -1094,6 +1094,8 @@ static void check_finite_checks_and_launches(void **state) {
                           "gg_check_finite: device_flag overlaps data");
     expect_finite_refused(ctx, FAKE(0), SIZE_MAX / 2, 0, flag, GG_ERROR_INVALID_ARGUMENT,
                           "run past the end of memory");
+    expect_finite_refused(ctx, (void *)(UINTPTR_MAX & ~(uintptr_t)15), 8, 0, flag, GG_ERROR_INVALID_ARGUMENT,
+                          "gg_check_finite: data (0xfffffffffffffff0) and its 32 bytes run past the end of memory");
     fake.host_lo = (uintptr_t)FAKE(1);
     fake.host_hi = fake.host_lo + 16;
     expect_finite_refused(ctx, FAKE(0), 8, 0, flag, GG_ERROR_INVALID_ARGUMENT,

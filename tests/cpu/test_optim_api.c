@@ -178,6 +178,10 @@ static void add_param_checks_every_field(void **state) {
     bad[n].p.param = AT(p0.param, 3000), bad[n++].text = "(param 1): param->param overlaps param 0's param->param";
     bad[n].p.param = (float *)p0.grad, bad[n++].text = "(param 1): param->param overlaps param 0's param->grad";
     bad[n].p.grad = AT(p0.param, 16), bad[n++].text = "(param 1): param->grad overlaps param 0's param->param";
+    /* the largest count, far from everything: more chunks than the kernels' int index */
+    bad[n].p.count = (int64_t)1 << 52, bad[n].p.param = (float *)((uintptr_t)1 << 60);
+    bad[n].p.grad = (const float *)((uintptr_t)1 << 61);
+    bad[n++].text = "param->count = 4503599627370496: the parameters would need more than 2^31 - 1 chunks";
     for (int i = 0; i < n; ++i) {
         assert_int_equal(gg_optim_add_param(opt, &bad[i].p), bad[i].status);
         assert_message_has(ctx, "gg_optim_add_param (param 1): ");
