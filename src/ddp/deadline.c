@@ -68,8 +68,8 @@ static gg_status expired(gg_ctx *ctx, const char *what) {
         return gg_fail(ctx, GG_ERROR_NCCL, "rank %d: %s: interrupted by an abort from another thread (%s): the "
                                            "communicator is aborted (an attached one too: do not destroy it)",
                        d->rank, what, d->failure);
-    return gg_fail(ctx, GG_ERROR_NCCL, "rank %d: %s: the communicator is aborted (an attached one too: do not destroy it)",
-                   d->rank, why);
+    return gg_fail(ctx, GG_ERROR_NCCL,
+                   "rank %d: %s: the communicator is aborted (an attached one too: do not destroy it)", d->rank, why);
 }
 
 gg_status gg_dist_nccl_done(gg_ctx *ctx, int result, const char *what) {

@@ -200,6 +200,26 @@ static void init_that_never_completes_is_aborted(void **state) {
     no_leaks();
 }
 
+/* Starts a call bounded by the peer deadline, set to 1 s for it; returns when it started. */
+static double peer_deadline_1s(void) {
+    setenv("GG_DIST_PEER_TIMEOUT_S", "1", 1);
+    return now_s();
+}
+
+/* Ends such a call (the deadline unset) and checks what it must show: GG_ERROR_NCCL with `text` in its message, at
+ * least min_s and under 15 s after `start` (the upper bound leaves a loaded CI machine room), the communicator
+ * aborted once. */
+static void expect_aborted_at_deadline(gg_ctx *ctx, const char *what, gg_status st, double start, double min_s,
+                                       const char *text) {
+    const double took = now_s() - start;
+    unsetenv("GG_DIST_PEER_TIMEOUT_S");
+    print_message("%s: %s after %.2f s: %s\n", what, gg_status_string(st), took, gg_last_error(ctx));
+    assert_int_equal(st, GG_ERROR_NCCL);
+    assert_true(took >= min_s && took < 15.0);
+    contains(gg_last_error(ctx), text);
+    assert_int_equal(atomic_load(&fake_nccl.aborts), 1);
+}
+
 static void finalize_that_never_ends_is_aborted(void **state) {
     (void)state;
     gg_ctx *ctx = make_ctx();
@@ -207,18 +227,11 @@ static void finalize_that_never_ends_is_aborted(void **state) {
     const gg_dist_config dc = dist_config();
     assert_int_equal(gg_dist_init_threads(&ctx, 1, &dc), GG_SUCCESS);
     fake_nccl.finalize_in_progress = 1;
-    setenv("GG_DIST_PEER_TIMEOUT_S", "1", 1);
-    const double t0 = now_s();
+    const double start = peer_deadline_1s();
     const gg_status st = gg_dist_detach(ctx);
-    const double took = now_s() - t0;
-    print_message("finalize never ends: %s after %.2f s: %s\n", gg_status_string(st), took, gg_last_error(ctx));
-    assert_int_equal(st, GG_ERROR_NCCL);
-    assert_true(took >= 1.0 && took < 15.0); /* bounded; the upper bound leaves a loaded CI machine room */
-    contains(gg_last_error(ctx), "ncclCommFinalize had not ended");
-    assert_int_equal(atomic_load(&fake_nccl.aborts), 1);
+    expect_aborted_at_deadline(ctx, "finalize never ends", st, start, 1.0, "ncclCommFinalize had not ended");
     assert_int_equal(atomic_load(&fake_nccl.destroys), 0);
     assert_int_equal(gg_dist_size(ctx), 0);
-    unsetenv("GG_DIST_PEER_TIMEOUT_S");
     gg_ctx_destroy(ctx);
     no_leaks();
 }
@@ -254,21 +267,15 @@ static void warm_up_that_never_completes_or_fails_is_aborted(void **state) {
         ncclComm_t comm = fake_nccl_comm();
         if (failed) atomic_store(&fake.streams_error, (int)cudaErrorLaunchFailure);
         else atomic_store(&fake.streams_busy, 1);
-        setenv("GG_DIST_PEER_TIMEOUT_S", "1", 1);
-        const double t0 = now_s();
+        const double start = peer_deadline_1s();
         const gg_status st = gg_dist_attach(ctx, comm, &dc);
-        const double took = now_s() - t0;
         atomic_store(&fake.streams_busy, 0);
         atomic_store(&fake.streams_error, 0);
-        unsetenv("GG_DIST_PEER_TIMEOUT_S");
-        print_message("warm-up %s: %s after %.2f s: %s\n", failed ? "fails" : "never completes", gg_status_string(st),
-                      took, gg_last_error(ctx));
-        assert_int_equal(st, GG_ERROR_NCCL);
-        assert_true(failed ? took < 15.0 : took >= 1.0 && took < 15.0);
-        contains(gg_last_error(ctx), failed ? "the warm-up all-reduce on rank 0 failed (unspecified launch failure)"
-                                            : "the warm-up all-reduce on rank 0 waited 1 s for the other ranks");
+        expect_aborted_at_deadline(ctx, failed ? "warm-up fails" : "warm-up never completes", st, start,
+                                   failed ? 0.0 : 1.0,
+                                   failed ? "the warm-up all-reduce on rank 0 failed (unspecified launch failure)"
+                                          : "the warm-up all-reduce on rank 0 waited 1 s for the other ranks");
         contains(gg_last_error(ctx), "do not destroy it");
-        assert_int_equal(atomic_load(&fake_nccl.aborts), 1);
         assert_int_equal(gg_dist_size(ctx), 0);
         gg_ctx_destroy(ctx);
         no_leaks();
@@ -283,18 +290,12 @@ static void call_that_stays_in_progress_is_aborted(void **state) {
     gg_ctx *ctx = attached_ctx(&comm);
     fake_nccl.in_progress_calls = 1;
     fake_nccl.calls_stay_in_progress = 1;
-    setenv("GG_DIST_PEER_TIMEOUT_S", "1", 1);
-    const double t0 = now_s();
+    const double start = peer_deadline_1s();
     const gg_status st = gg_dist_reduce(ctx, FAKE(8), 1024, 0, NULL);
-    const double took = now_s() - t0;
-    unsetenv("GG_DIST_PEER_TIMEOUT_S");
     fake_nccl.in_progress_calls = fake_nccl.calls_stay_in_progress = 0;
-    print_message("call stays in progress: %s after %.2f s: %s\n", gg_status_string(st), took, gg_last_error(ctx));
-    assert_int_equal(st, GG_ERROR_NCCL);
-    assert_true(took >= 1.0 && took < 15.0);
-    contains(gg_last_error(ctx), "was still in progress after 1 s (GG_DIST_PEER_TIMEOUT_S)");
+    expect_aborted_at_deadline(ctx, "call stays in progress", st, start, 1.0,
+                               "rank 0: ncclAllReduce was still in progress after 1 s (GG_DIST_PEER_TIMEOUT_S)");
     contains(gg_last_error(ctx), "do not destroy it");
-    assert_int_equal(atomic_load(&fake_nccl.aborts), 1);
     assert_int_equal(tanh_eager(ctx), GG_SUCCESS);
     assert_int_equal(gg_dist_detach(ctx), GG_SUCCESS);
     gg_ctx_destroy(ctx);
@@ -308,18 +309,12 @@ static void stream_that_never_drains_is_aborted_at_detach(void **state) {
     ncclComm_t comm = NULL;
     gg_ctx *ctx = attached_ctx(&comm);
     atomic_store(&fake.streams_busy, 1);
-    setenv("GG_DIST_PEER_TIMEOUT_S", "1", 1);
-    const double t0 = now_s();
+    const double start = peer_deadline_1s();
     const gg_status st = gg_dist_detach(ctx);
-    const double took = now_s() - t0;
     atomic_store(&fake.streams_busy, 0);
-    unsetenv("GG_DIST_PEER_TIMEOUT_S");
-    print_message("stream never drains: %s after %.2f s: %s\n", gg_status_string(st), took, gg_last_error(ctx));
-    assert_int_equal(st, GG_ERROR_NCCL);
-    assert_true(took >= 1.0 && took < 15.0);
-    contains(gg_last_error(ctx), "the communication stream had not drained after 1 s");
+    expect_aborted_at_deadline(ctx, "stream never drains", st, start, 1.0,
+                               "the communication stream had not drained after 1 s");
     contains(gg_last_error(ctx), "do not destroy it");
-    assert_int_equal(atomic_load(&fake_nccl.aborts), 1);
     assert_int_equal(gg_dist_size(ctx), 0);
     gg_ctx_destroy(ctx);
     no_leaks(); /* the aborted communicator is gone: the caller must not destroy it */

@@ -116,6 +116,13 @@ static gg_step *mlp_step(gg_ctx *ctx, int sync_gradients, gg_optim *opt) {
     return step;
 }
 
+/* mlp_step syncing, finalized. */
+static gg_step *finalized_mlp_step(gg_ctx *ctx, gg_optim *opt) {
+    gg_step *step = mlp_step(ctx, 1, opt);
+    assert_int_equal(gg_step_finalize(step), GG_SUCCESS);
+    return step;
+}
+
 /* The gradients mlp_step reduces, in the order they are produced, written out from the block's table (dW1, dW2, db1,
  * db2 of each MLP call, produced by that call) rather than taken from the step. */
 static int expected_grads(gg_reduce_grad *g) {
@@ -345,9 +352,7 @@ static void optimizer_after_the_reduction(void **state) {
     const gg_optim_param p = {.param = FAKE(200), .grad = a0.grad_weight1, .count = (int64_t)FFN * HIDDEN};
     assert_int_equal(gg_optim_add_param(opt, &p), GG_SUCCESS);
     assert_int_equal(gg_optim_finalize(opt), GG_SUCCESS);
-    gg_step *plain = mlp_step(ctx, 1, NULL), *with = mlp_step(ctx, 1, opt);
-    assert_int_equal(gg_step_finalize(plain), GG_SUCCESS);
-    assert_int_equal(gg_step_finalize(with), GG_SUCCESS);
+    gg_step *plain = finalized_mlp_step(ctx, NULL), *with = finalized_mlp_step(ctx, opt);
     int total[2], after[2], at_last_group[2];
     gg_step *steps[2] = {plain, with};
     for (int k = 0; k < 2; ++k) {
@@ -446,9 +451,7 @@ static void optimizer_updates_each_bucket_as_it_lands(void **state) {
         assert_int_equal(gg_optim_add_param(opt, &p), GG_SUCCESS);
     }
     assert_int_equal(gg_optim_finalize(opt), GG_SUCCESS);
-    gg_step *plain = mlp_step(ctx, 1, NULL), *with = mlp_step(ctx, 1, opt);
-    assert_int_equal(gg_step_finalize(plain), GG_SUCCESS);
-    assert_int_equal(gg_step_finalize(with), GG_SUCCESS);
+    gg_step *plain = finalized_mlp_step(ctx, NULL), *with = finalized_mlp_step(ctx, opt);
     gg_reduce_layout layout;
     assert_int_equal(gg_reduce_layout_make(grads, n_grads, BUCKET_BYTES, 0, &layout), 0);
     /* per bucket, the gradients it completes (their last piece) */
@@ -606,9 +609,7 @@ static void optimizer_updates_the_rest_in_runs(void **state) {
         assert_int_equal(gg_optim_add_param(opt, &p), GG_SUCCESS);
     }
     assert_int_equal(gg_optim_finalize(opt), GG_SUCCESS);
-    gg_step *plain = mlp_step(ctx, 1, NULL), *with = mlp_step(ctx, 1, opt);
-    assert_int_equal(gg_step_finalize(plain), GG_SUCCESS);
-    assert_int_equal(gg_step_finalize(with), GG_SUCCESS);
+    gg_step *plain = finalized_mlp_step(ctx, NULL), *with = finalized_mlp_step(ctx, opt);
     /* a launch pair (the step counts, the update) per reduced parameter, and one per run of the caller's own */
     assert_int_equal(extra, 4);
     assert_int_equal(launches_of(with) - launches_of(plain), 2 * n_grads + 2 * 3);

@@ -325,12 +325,12 @@ cudaError_t __wrap_cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCap
 cudaError_t __wrap_cudaEventCreateWithFlags(cudaEvent_t *event, unsigned flags) {
     (void)flags;
     if (!fake_create()) return cudaErrorUnknown;
-    *event = (cudaEvent_t)fake_handle(); /* each event its own handle: the log tells them apart */
+    /* each event its own handle (the log tells them apart), whose 16 bytes hold the device clock at its last record
+     * (autotune's timing, cudaEventElapsedTime) and that record's stream (what a wait waits on) */
+    *event = (cudaEvent_t)fake_handle();
     return cudaSuccess;
 }
 cudaError_t __wrap_cudaEventCreate(cudaEvent_t *event) { return __wrap_cudaEventCreateWithFlags(event, 0); }
-/* A fake event is a 16-byte handle: the device clock at its last record (autotune's timing), then that record's
- * stream. */
 cudaError_t __wrap_cudaEventSynchronize(cudaEvent_t event) {
     (void)event;
     ++fake.cuda_calls;
@@ -350,7 +350,7 @@ cudaError_t __wrap_cudaEventDestroy(cudaEvent_t event) {
 }
 cudaError_t __wrap_cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     if (fake_fault(FAKE_EVENT_RECORD)) return cudaErrorLaunchFailure;
-    if (event) { /* the handle's 16 bytes: the clock, then the stream it was recorded on */
+    if (event) {
         memcpy((void *)event, &fake.clock_us, sizeof fake.clock_us);
         memcpy((char *)event + sizeof fake.clock_us, &stream, sizeof stream);
     }
