@@ -76,14 +76,29 @@ gg_status gg_fail_cuda(gg_ctx *ctx, cudaError_t err, const char *what) {
     if (err == cudaErrorMemoryAllocation) status = GG_ERROR_OUT_OF_MEMORY;
     if (err == cudaErrorNoDevice || err == cudaErrorInvalidDevice || err == cudaErrorInsufficientDriver)
         status = GG_ERROR_NO_DEVICE;
-    /* the call's text is cut at 160 characters, so that the error's name survives in a longer message */
-    return gg_fail(ctx, status, "%.160s failed: %s (%s)", what, cudaGetErrorName(err), cudaGetErrorString(err));
+    return gg_fail(ctx, status, "%s failed: %s (%s)", what, cudaGetErrorName(err), cudaGetErrorString(err));
 }
 
 gg_status gg_fail_cublas(gg_ctx *ctx, cublasStatus_t st, const char *what) {
     gg_status status = st == CUBLAS_STATUS_ALLOC_FAILED ? GG_ERROR_OUT_OF_MEMORY : GG_ERROR_CUBLAS;
-    return gg_fail(ctx, status, "%.160s failed: %s (%s)", what, cublasLtGetStatusName(st),
-                   cublasLtGetStatusString(st));
+    return gg_fail(ctx, status, "%s failed: %s (%s)", what, cublasLtGetStatusName(st), cublasLtGetStatusString(st));
+}
+
+/* The function a call's source text calls: "cudaMemcpyAsync(dst, src, ...)" -> "cudaMemcpyAsync". */
+static const char *called_function(const char *call_text, char *name, size_t size) {
+    while (*call_text == ' ') ++call_text;
+    snprintf(name, size, "%.*s", (int)strcspn(call_text, "( "), call_text);
+    return name;
+}
+
+gg_status gg_fail_cuda_call(gg_ctx *ctx, cudaError_t err, const char *call_text) {
+    char name[96];
+    return gg_fail_cuda(ctx, err, called_function(call_text, name, sizeof name));
+}
+
+gg_status gg_fail_cublas_call(gg_ctx *ctx, cublasStatus_t st, const char *call_text) {
+    char name[96];
+    return gg_fail_cublas(ctx, st, called_function(call_text, name, sizeof name));
 }
 
 gg_status gg_check_config_version(gg_ctx *ctx, const char *fn, size_t struct_size, size_t expected_size,

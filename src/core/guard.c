@@ -82,15 +82,19 @@ gg_status gg_block_enqueue_failed(gg_ctx *ctx, const gg_block_call *c, gg_status
     (void)cudaGetLastError();
     char grads[256] = "";
     size_t used = 0;
+    int n_grads = 0;
     for (int i = 0; i < c->info->n_tensors && c->accumulate; ++i) {
         const gg_tensor_spec *s = &c->info->tensors[i];
         if (!s->is_output || s->rows == GG_EXT_TOKENS || used >= sizeof grads) continue;
         used += (size_t)snprintf(grads + used, sizeof grads - used, "%sargs->%s", used ? ", " : "", s->name);
+        ++n_grads;
     }
     char cause[GG_MSG_BYTES];
     snprintf(cause, sizeof cause, "%s", ctx->last_error);
     return gg_fail(ctx, GG_ERROR_PARTIAL,
                    "%s: failed after enqueueing part of its work, every output is undefined%s%s%s: %s: %s", c->info->fn,
-                   used ? "; the accumulated " : "", grads, used ? " hold an unknown part of this call: recompute them"
-                   : "", gg_status_string(status), cause);
+                   used ? "; the accumulated " : "", grads,
+                   !used ? "" : n_grads > 1 ? " hold an unknown part of this call: recompute them"
+                                            : " holds an unknown part of this call: recompute it",
+                   gg_status_string(status), cause);
 }

@@ -98,9 +98,14 @@ gg_status gg_fail(gg_ctx *ctx, gg_status status, const char *fmt, ...)
 #endif
     ;
 
-/* The same for CUDA and cuBLAS errors. Clears CUDA's last error so the next call starts clean. */
+/* The same for CUDA and cuBLAS errors: "<what> failed: <error's name> (<its description>)". Clears CUDA's last error
+ * so the next call starts clean. */
 gg_status gg_fail_cuda(gg_ctx *ctx, cudaError_t err, const char *what);
 gg_status gg_fail_cublas(gg_ctx *ctx, cublasStatus_t st, const char *what);
+/* The same for the check macros below, given a call's source text: the message names the function called, not its
+ * arguments (gradgraph's own expressions mean nothing to the caller). */
+gg_status gg_fail_cuda_call(gg_ctx *ctx, cudaError_t err, const char *call_text);
+gg_status gg_fail_cublas_call(gg_ctx *ctx, cublasStatus_t st, const char *call_text);
 
 /* The common check of a versioned config struct (gg_config, gg_graph_config, gg_dist_config): struct_size and version
  * must be this library's, else GG_ERROR_VERSION with a message naming the field and the initializer to use. */
@@ -119,14 +124,14 @@ void gg_log(const gg_ctx *ctx, gg_log_level level, const char *fmt, ...)
 #define GG_CUDA_TRY(ctx, call)                                                                                     \
     do {                                                                                                           \
         cudaError_t gg_e_ = (call);                                                                                \
-        if (gg_e_ != cudaSuccess) return gg_fail_cuda((ctx), gg_e_, #call);                                        \
+        if (gg_e_ != cudaSuccess) return gg_fail_cuda_call((ctx), gg_e_, #call);                                    \
     } while (0)
 
 #define GG_CUDA_GOTO(ctx, call, status, label)                                                                     \
     do {                                                                                                           \
         cudaError_t gg_e_ = (call);                                                                                \
         if (gg_e_ != cudaSuccess) {                                                                                \
-            (status) = gg_fail_cuda((ctx), gg_e_, #call);                                                          \
+            (status) = gg_fail_cuda_call((ctx), gg_e_, #call);                                                     \
             goto label;                                                                                            \
         }                                                                                                          \
     } while (0)
@@ -135,7 +140,7 @@ void gg_log(const gg_ctx *ctx, gg_log_level level, const char *fmt, ...)
     do {                                                                                                           \
         cublasStatus_t gg_s_ = (call);                                                                             \
         if (gg_s_ != CUBLAS_STATUS_SUCCESS) {                                                                      \
-            (status) = gg_fail_cublas((ctx), gg_s_, #call);                                                        \
+            (status) = gg_fail_cublas_call((ctx), gg_s_, #call);                                                   \
             goto label;                                                                                            \
         }                                                                                                          \
     } while (0)

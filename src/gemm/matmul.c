@@ -403,11 +403,12 @@ typedef struct tail_place {
 
 /* The last k % 128 rows of a GEMM run in two (mm->tail_a): out = alpha tail(A) @ tail(B) + beta out, on stream, with
  * the tail algorithm's workspace at algo_workspace. */
-static cublasStatus_t run_tail(gg_ctx *ctx, const gg_matmul *mm, const float *alpha, const void *A, const void *B,
-                               const float *beta, void *out, void *algo_workspace, cudaStream_t stream) {
-    return cublasLtMatmul(ctx->lt, mm->op, alpha, (const char *)A + mm->tail_a_offset, mm->tail_a,
-                          (const char *)B + mm->tail_b_offset, mm->tail_b, beta, out, mm->d, out, mm->d, &mm->tail_algo,
-                          algo_workspace, mm->tail_workspace_bytes, stream);
+static gg_status run_tail(gg_ctx *ctx, const gg_matmul *mm, const float *alpha, const void *A, const void *B,
+                          const float *beta, void *out, void *algo_workspace, cudaStream_t stream) {
+    const cublasStatus_t st = cublasLtMatmul(ctx->lt, mm->op, alpha, (const char *)A + mm->tail_a_offset, mm->tail_a,
+                                             (const char *)B + mm->tail_b_offset, mm->tail_b, beta, out, mm->d, out,
+                                             mm->d, &mm->tail_algo, algo_workspace, mm->tail_workspace_bytes, stream);
+    return st == CUBLAS_STATUS_SUCCESS ? GG_SUCCESS : gg_fail_cublas(ctx, st, "cublasLtMatmul (the last k % 128 rows)");
 }
 
 /* The body of every run function. A tail beside the first part writes its own fp32 sum at the start of its
@@ -429,10 +430,8 @@ static gg_status run_parts(gg_ctx *ctx, const gg_matmul *mm, const void *A, cons
     const float zero = 0.0f, one = 1.0f;
     if (apart) { /* first: the tail's stream may have room before the first part's ends */
         mark_written(beside->stream, part, mm->sum_bytes);
-        GG_CUBLAS_GOTO(ctx,
-                       run_tail(ctx, mm, &alpha, A, B, &zero, part, (char *)beside->workspace + mm->sum_bytes,
-                                beside->stream),
-                       status, done);
+        GG_GOTO(run_tail(ctx, mm, &alpha, A, B, &zero, part, (char *)beside->workspace + mm->sum_bytes, beside->stream),
+                status, done);
         GG_GOTO(gg_stream_mark(ctx, beside->stream, beside->done, stream), status, done);
     }
     GG_CUBLAS_GOTO(ctx,
@@ -441,7 +440,7 @@ static gg_status run_parts(gg_ctx *ctx, const gg_matmul *mm, const void *A, cons
                                   mm->workspace_bytes, stream),
                    status, done);
     if (mm->tail_a && !apart) /* the last k % 128 rows, added to what the others wrote */
-        GG_CUBLAS_GOTO(ctx, run_tail(ctx, mm, &alpha, A, B, &one, sum, algo_workspace, stream), status, done);
+        GG_GOTO(run_tail(ctx, mm, &alpha, A, B, &one, sum, algo_workspace, stream), status, done);
     if (apart) GG_GOTO(gg_stream_wait(ctx, beside->stream, beside->done, stream), status, done);
     if (mm->sum_bytes)
         GG_CUDA_GOTO(ctx,
