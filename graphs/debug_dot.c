@@ -15,7 +15,7 @@ static gg_status debug_dot(gg_graph *g, const char *fn, int bucket, const char *
                        "config->device_select = 0",
                        fn);
     int saved = 0;
-    GG_TRY(gg_device_enter(ctx, &saved));
+    GG_TRY(gg_device_enter(ctx, fn, &saved));
     cudaGraph_t graph = NULL;
     gg_status status = gg_graph_capture_again(g, fn, bucket, &graph);
     if (status == GG_SUCCESS) {

@@ -57,7 +57,7 @@ void gg_exec_destroy_all(gg_exec_cache *cache) {
 void gg_graph_destroy(gg_graph *g) {
     if (!g) return;
     int saved = 0;
-    const int entered = gg_device_enter(g->ctx, &saved) == GG_SUCCESS;
+    const int entered = gg_device_enter(g->ctx, "gg_graph_destroy", &saved) == GG_SUCCESS;
     (void)cudaDeviceSynchronize(); /* replays of these graphs may still be running */
     for (int b = 0; b < GG_MAX_BUCKETS; ++b) gg_exec_destroy_all(&g->execs[b]);
     gg_exec_destroy_all(&g->device_execs);
@@ -163,7 +163,7 @@ static gg_status create(gg_ctx *ctx, const char *fn, const gg_block_call *shape,
     g->hook = (gg_ctx_hook){.destroy = destroy_hook, .obj = g};
     gg_ctx_hook_add(ctx, &g->hook, GG_HOOK_EARLY);
     int saved = 0;
-    status = gg_device_enter(ctx, &saved);
+    status = gg_device_enter(ctx, fn, &saved);
     if (status != GG_SUCCESS) {
         gg_graph_destroy(g);
         return status;
@@ -352,7 +352,7 @@ static gg_status build_device_graph(gg_graph *g, const gg_block_call *call, cons
 gg_status gg_exec_replay(gg_ctx *ctx, const char *fn, gg_exec_cache *cache, const gg_exec_key *key, int sync,
                          int *holds_nccl, gg_build_fn build, void *user, cudaStream_t stream) {
     int saved = 0;
-    GG_TRY(gg_device_enter(ctx, &saved));
+    GG_TRY(gg_device_enter(ctx, fn, &saved));
     gg_status status = sync ? gg_dist_enter(ctx, fn) : GG_SUCCESS;
     if (status != GG_SUCCESS) {
         gg_device_leave(ctx, saved);
@@ -409,7 +409,7 @@ static gg_status run_eager_beyond_max(gg_ctx *ctx, const char *fn, const gg_bloc
     GG_TRY(gg_dist_enter(ctx, fn)); /* as a replay: the communicator is not aborted under the enqueue */
     const gg_status ran = gg_block_run_eager(ctx, call, stream);
     int saved = 0;
-    gg_status ended = gg_device_enter(ctx, &saved);
+    gg_status ended = gg_device_enter(ctx, fn, &saved);
     if (ended == GG_SUCCESS) {
         ended = ran == GG_SUCCESS ? gg_dist_finish(ctx, call, stream) : gg_dist_join(ctx, call, stream);
         gg_device_leave(ctx, saved);
@@ -666,7 +666,7 @@ gg_status gg_graph_device_errors(gg_graph *g, unsigned *count) {
     *count = 0;
     if (!g->device_errors) return GG_SUCCESS;
     int saved = 0;
-    GG_TRY(gg_device_enter(g->ctx, &saved));
+    GG_TRY(gg_device_enter(g->ctx, "gg_graph_device_errors", &saved));
     const cudaError_t err = cudaMemcpy(count, g->device_errors, sizeof *count, cudaMemcpyDeviceToHost);
     gg_device_leave(g->ctx, saved);
     if (err != cudaSuccess) return gg_fail_cuda(g->ctx, err, "cudaMemcpy(device_errors)");

@@ -89,7 +89,7 @@ static int has_device_state(const gg_step *s) { return s->finalized != 0; }
 void gg_step_destroy(gg_step *s) {
     if (!s) return;
     int saved = 0;
-    const int entered = has_device_state(s) && gg_device_enter(s->ctx, &saved) == GG_SUCCESS;
+    const int entered = has_device_state(s) && gg_device_enter(s->ctx, "gg_step_destroy", &saved) == GG_SUCCESS;
     if (entered) {
         (void)cudaDeviceSynchronize(); /* runs of the step may still be going */
         for (int b = 0; b < GG_MAX_BUCKETS; ++b) gg_exec_destroy_all(&s->execs[b]);
@@ -672,7 +672,7 @@ static gg_status finalize(gg_step *s, const char *fn) {
     s->finalized = -1;
     status = make_ptrsets(s, fn);
     int saved = 0;
-    if (status == GG_SUCCESS) status = gg_device_enter(ctx, &saved);
+    if (status == GG_SUCCESS) status = gg_device_enter(ctx, fn, &saved);
     if (status == GG_SUCCESS) {
         status = make_device_state(s);
         if (syncs) {
@@ -1028,7 +1028,7 @@ gg_status gg_step_device_errors(gg_step *s, unsigned *count) {
     *count = 0;
     if (!s->device_errors) return GG_SUCCESS; /* not finalized: nothing ran */
     int saved = 0;
-    GG_TRY(gg_device_enter(s->ctx, &saved));
+    GG_TRY(gg_device_enter(s->ctx, fn, &saved));
     const cudaError_t err = cudaMemcpy(count, s->device_errors, sizeof *count, cudaMemcpyDeviceToHost);
     gg_device_leave(s->ctx, saved);
     if (err != cudaSuccess) return gg_fail_cuda(s->ctx, err, "cudaMemcpy(device_errors)");

@@ -34,8 +34,8 @@ static gg_status validate_config(const gg_config *c) {
     return GG_SUCCESS;
 }
 
-gg_status gg_device_enter(gg_ctx *ctx, int *saved_device) {
-    GG_TRY(gg_ctx_claim(ctx, "gradgraph"));
+gg_status gg_device_enter(gg_ctx *ctx, const char *fn, int *saved_device) {
+    GG_TRY(gg_ctx_claim(ctx, fn));
     const char *what = "cudaGetDevice";
     cudaError_t err = cudaGetDevice(saved_device);
     if (err == cudaSuccess && *saved_device != ctx->config.device) {
@@ -166,7 +166,7 @@ gg_status gg_ctx_create(const gg_config *config, gg_ctx **out) {
 
     gg_status status = GG_SUCCESS;
     int saved = 0;
-    GG_GOTO(gg_device_enter(ctx, &saved), status, fail_no_device);
+    GG_GOTO(gg_device_enter(ctx, "gg_ctx_create", &saved), status, fail_no_device);
     GG_CUDA_GOTO(ctx, cudaDeviceGetAttribute(&ctx->sm_count, cudaDevAttrMultiProcessorCount, config->device),
                  status, fail);
     GG_CUDA_GOTO(ctx, cudaDeviceGetAttribute(&ctx->l2_bytes, cudaDevAttrL2CacheSize, config->device), status, fail);
@@ -250,7 +250,7 @@ fail_no_device:
 void gg_ctx_destroy(gg_ctx *ctx) {
     if (!ctx) return;
     int saved = 0;
-    int entered = gg_device_enter(ctx, &saved) == GG_SUCCESS;
+    int entered = gg_device_enter(ctx, "gg_ctx_destroy", &saved) == GG_SUCCESS;
     release(ctx);
     if (entered) gg_device_leave(ctx, saved);
     free(ctx);

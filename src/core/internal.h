@@ -161,9 +161,9 @@ void gg_log(const gg_ctx *ctx, gg_log_level level, const char *fmt, ...)
  * caller). Growing frees the old arena, which synchronizes the device: only ever called while building a plan. */
 gg_status gg_ctx_reserve_scratch(gg_ctx *ctx, size_t bytes);
 
-/* Makes ctx's device current for the duration of a call, claiming ctx for the calling thread (gg_ctx_claim);
+/* Makes ctx's device current for the duration of a call, claiming ctx for the calling thread (gg_ctx_claim, for fn);
  * gg_device_leave restores the caller's device and releases the claim. */
-gg_status gg_device_enter(gg_ctx *ctx, int *saved_device);
+gg_status gg_device_enter(gg_ctx *ctx, const char *fn, int *saved_device);
 void gg_device_leave(gg_ctx *ctx, int saved_device);
 
 /* Claims ctx for the calling thread for the length of a public call (nested claims by the same thread count):

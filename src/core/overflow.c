@@ -14,7 +14,7 @@ gg_status gg_fp16_overflow(gg_ctx *ctx, int *found, int clear) {
     if (!found) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "gg_fp16_overflow: found is NULL");
     *found = 0;
     int saved = 0;
-    GG_TRY(gg_device_enter(ctx, &saved));
+    GG_TRY(gg_device_enter(ctx, "gg_fp16_overflow", &saved));
     unsigned word = 0;
     gg_status status = GG_SUCCESS;
     GG_CUDA_GOTO(ctx, cudaDeviceSynchronize(), status, done); /* the work enqueued before, on any stream */

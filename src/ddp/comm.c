@@ -160,7 +160,7 @@ static gg_status make_dist(gg_ctx *ctx, const char *fn, ncclComm_t comm, int own
     d->hook = (gg_ctx_hook){.destroy = release_hook, .obj = ctx};
     gg_ctx_hook_add(ctx, &d->hook, GG_HOOK_LATE);
     int saved = 0;
-    gg_status status = gg_device_enter(ctx, &saved);
+    gg_status status = gg_device_enter(ctx, fn, &saved);
     if (status != GG_SUCCESS) {
         release(ctx);
         return status;
@@ -284,7 +284,7 @@ static gg_status wait_made(gg_ctx *ctx, const char *fn, ncclComm_t comm, ncclRes
 static gg_status init_from_id(gg_ctx *ctx, const char *fn, int rank, int size, const ncclUniqueId *id,
                               const gg_dist_config *c) {
     int saved = 0;
-    GG_TRY(gg_device_enter(ctx, &saved));
+    GG_TRY(gg_device_enter(ctx, fn, &saved));
     ncclComm_t comm = NULL;
     ncclConfig_t config = comm_config(c);
     const ncclResult_t r = ncclCommInitRankConfig(&comm, size, *id, rank, &config);
@@ -445,7 +445,7 @@ gg_status gg_dist_detach(gg_ctx *ctx) {
                        "gg_dist_detach: graphs or steps that captured NCCL work still exist; gg_graph_destroy / "
                        "gg_step_destroy them first (ncclCommDestroy would wait for them forever)");
     int saved = 0;
-    const int entered = gg_device_enter(ctx, &saved) == GG_SUCCESS;
+    const int entered = gg_device_enter(ctx, "gg_dist_detach", &saved) == GG_SUCCESS;
     const int rank = ctx->dist->rank;
     char why[GG_MSG_BYTES] = "";
     const int clean = release_bounded(ctx, why, sizeof why);

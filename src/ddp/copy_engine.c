@@ -45,7 +45,7 @@ gg_status gg_ce_alloc(gg_ctx *ctx, const char *fn) {
     gg_dist *d = ctx->dist;
     d->ce_piece_bytes = d->config.bucket_bytes & ~(size_t)4095;
     int saved = 0;
-    GG_TRY(gg_device_enter(ctx, &saved));
+    GG_TRY(gg_device_enter(ctx, fn, &saved));
     const ncclResult_t r = ncclMemAlloc(&d->ce_staging, 2 * d->ce_piece_bytes);
     gg_device_leave(ctx, saved);
     if (r != ncclSuccess) {
@@ -265,7 +265,7 @@ gg_status gg_dist_alloc(gg_ctx *ctx, size_t bytes, void **out) {
     gg_dist_buffer *grown = realloc(d->buffers, (size_t)(d->n_buffers + 1) * sizeof *grown);
     if (grown) d->buffers = grown;
     int saved = 0;
-    const gg_status entered = gg_device_enter(ctx, &saved);
+    const gg_status entered = gg_device_enter(ctx, fn, &saved);
     if (entered != GG_SUCCESS) {
         gg_dist_leave(ctx);
         return entered;
@@ -319,7 +319,7 @@ gg_status gg_dist_free(gg_ctx *ctx, void *ptr) {
                            ? gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
                                      "%s: ptr was not allocated by gg_dist_alloc on this context (or was freed "
                                      "already)", fn)
-                           : gg_device_enter(ctx, &saved);
+                           : gg_device_enter(ctx, fn, &saved);
     if (status != GG_SUCCESS) {
         pthread_mutex_unlock(&d->lock);
         return status;

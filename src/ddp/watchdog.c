@@ -162,7 +162,7 @@ gg_status gg_watchdog_start(gg_ctx *ctx, const char *fn) {
     if (!w) return gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
     w->ctx = ctx;
     int saved = 0;
-    gg_status status = gg_device_enter(ctx, &saved);
+    gg_status status = gg_device_enter(ctx, fn, &saved);
     if (status != GG_SUCCESS) {
         free(w);
         return status;

@@ -52,7 +52,7 @@ void gg_optim_destroy(gg_optim *o) {
     if (!o) return;
     if (o->device) {
         int saved = 0;
-        const int entered = gg_device_enter(o->ctx, &saved) == GG_SUCCESS;
+        const int entered = gg_device_enter(o->ctx, "gg_optim_destroy", &saved) == GG_SUCCESS;
         (void)cudaDeviceSynchronize(); /* steps may still be running */
         (void)cudaFree(o->device);
         (void)cudaGetLastError();
@@ -237,7 +237,7 @@ static gg_status finalize(gg_optim *o, const char *fn) {
     if (!o->chunk_first) return gg_fail(o->ctx, GG_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
     make_layout(o, &o->layout);
     int saved = 0;
-    GG_TRY(gg_device_enter(o->ctx, &saved));
+    GG_TRY(gg_device_enter(o->ctx, fn, &saved));
     const gg_status status = make_device_state(o, fn);
     gg_device_leave(o->ctx, saved);
     if (status != GG_SUCCESS) return status;

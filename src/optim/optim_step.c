@@ -77,7 +77,7 @@ static gg_status enqueue(gg_optim *o, const char *fn, int first, int count, int 
 /* gg_device_enter, then the step, in an NVTX range named after the entry point. */
 static gg_status run_step(gg_optim *o, const char *fn, int first, int count, int partial, gg_stream stream) {
     int saved = 0;
-    GG_TRY(gg_device_enter(o->ctx, &saved));
+    GG_TRY(gg_device_enter(o->ctx, fn, &saved));
     nvtxRangePushA(fn);
     const gg_status status = enqueue(o, fn, first, count, partial, (cudaStream_t)stream);
     nvtxRangePop();
@@ -145,12 +145,12 @@ gg_status gg_optim_step_params(gg_optim *o, int first, int count, gg_stream stre
 /* ---- the device words ---- */
 
 /* Enqueues *word = value on stream. */
-static gg_status set_word(gg_optim *o, float *word, float value, const char *what, gg_stream stream) {
+static gg_status set_word(gg_optim *o, const char *fn, float *word, float value, gg_stream stream) {
     int saved = 0;
-    GG_TRY(gg_device_enter(o->ctx, &saved));
+    GG_TRY(gg_device_enter(o->ctx, fn, &saved));
     const cudaError_t err = gg_k_optim_set_word(word, value, (cudaStream_t)stream);
     gg_device_leave(o->ctx, saved);
-    if (err != cudaSuccess) return gg_fail_cuda(o->ctx, err, what);
+    if (err != cudaSuccess) return launch_failed(o->ctx, fn, "gg_k_optim_set_word", err);
     return GG_SUCCESS;
 }
 
@@ -158,7 +158,7 @@ static gg_status set_lr(gg_optim *o, const char *fn, float lr, gg_stream stream)
     GG_TRY(check_ready(o, fn));
     if (!(isfinite(lr) && lr >= 0.0f))
         return gg_fail(o->ctx, GG_ERROR_INVALID_ARGUMENT, "%s: lr = %g must be finite and >= 0", fn, (double)lr);
-    return set_word(o, &gg_optim_scalars(o)->lr, lr, "gg_optim_set_lr: gg_k_optim_set_word", stream);
+    return set_word(o, fn, &gg_optim_scalars(o)->lr, lr, stream);
 }
 
 gg_status gg_optim_set_lr(gg_optim *o, float lr, gg_stream stream) {
@@ -179,7 +179,7 @@ static gg_status set_loss_scale(gg_optim *o, const char *fn, float scale, gg_str
     if (!isnormal(inv))
         return gg_fail(o->ctx, GG_ERROR_INVALID_ARGUMENT, "%s: scale = %g: its inverse is not a normal fp32 number",
                        fn, (double)scale);
-    return set_word(o, &gg_optim_scalars(o)->inv_scale, inv, "gg_optim_set_loss_scale: gg_k_optim_set_word", stream);
+    return set_word(o, fn, &gg_optim_scalars(o)->inv_scale, inv, stream);
 }
 
 gg_status gg_optim_set_loss_scale(gg_optim *o, float scale, gg_stream stream) {
@@ -211,7 +211,7 @@ static gg_status last_step(gg_optim *o, const char *fn, int *found_inf, float *g
     if (!found_inf && !grad_norm)
         return gg_fail(o->ctx, GG_ERROR_INVALID_ARGUMENT, "%s: found_inf and grad_norm are both NULL", fn);
     int saved = 0;
-    GG_TRY(gg_device_enter(o->ctx, &saved));
+    GG_TRY(gg_device_enter(o->ctx, fn, &saved));
     gg_k_optim_scalars s;
     gg_status status = GG_SUCCESS;
     GG_CUDA_GOTO(o->ctx, cudaDeviceSynchronize(), status, done); /* the steps enqueued before, on any stream */

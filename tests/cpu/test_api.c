@@ -1246,6 +1246,9 @@ static void second_thread_is_refused(void **state) {
     assert_int_equal(gg_mlp_graph_create(ctx, &md, NULL, &g2), GG_ERROR_INVALID_ARGUMENT);
     assert_null(g2);
     assert_message_has(NULL, "gg_mlp_graph_create: the context is in use by another thread");
+    int found = 7; /* an entry point that claims the context as it makes its device current */
+    assert_int_equal(gg_fp16_overflow(ctx, &found, 0), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(NULL, "gg_fp16_overflow: the context is in use by another thread");
     assert_string_equal(gg_last_error(ctx), ""); /* thread A's message is untouched */
     assert_int_equal(fake.enqueued, enqueued);
     pthread_mutex_lock(&held.lock);
