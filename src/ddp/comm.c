@@ -268,7 +268,8 @@ static ncclConfig_t comm_config(const gg_dist_config *c) {
 static gg_status wait_made(gg_ctx *ctx, const char *fn, ncclComm_t comm, ncclResult_t r, const char *what) {
     const int limit = gg_dist_timeout_s(GG_DIST_TIMEOUT_INIT);
     int late = 0;
-    if (comm && (r == ncclSuccess || r == ncclInProgress)) r = (ncclResult_t)gg_dist_wait_comm(comm, limit, NULL, &late);
+    if (comm && (r == ncclSuccess || r == ncclInProgress))
+        r = (ncclResult_t)gg_dist_wait_comm(comm, limit, NULL, &late);
     if (r == ncclSuccess) return GG_SUCCESS;
     if (comm) (void)ncclCommAbort(comm);
     if (late)

@@ -56,8 +56,8 @@ static gg_mlp_args mlp_args(void) {
 }
 static gg_gelu_ffn_desc ffn_desc(void) { return (gg_gelu_ffn_desc){.tokens = 64, .hidden = 1536, .ffn = 6144}; }
 static gg_gelu_ffn_args ffn_args(void) {
-    return (gg_gelu_ffn_args){FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5), FAKE(6), FAKE(7), FAKE(8), FAKE(9), NULL,
-                              NULL, NULL, NULL, NULL, NULL};
+    return (gg_gelu_ffn_args){FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5), FAKE(6),
+                              FAKE(7), FAKE(8), FAKE(9), NULL,    NULL,    NULL,    NULL,    NULL, NULL};
 }
 static gg_ssm_gate_desc ssm_desc(int silu) {
     return (gg_ssm_gate_desc){.tokens = 64, .hidden = 768, .expanded = 1536, .use_silu_gate = silu};
