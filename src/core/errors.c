@@ -61,6 +61,9 @@ void gg_log(const gg_ctx *ctx, gg_log_level level, const char *fmt, ...) {
 }
 
 gg_status gg_fail(gg_ctx *ctx, gg_status status, const char *fmt, ...) {
+    /* A call refused before it claimed ctx (its arguments checked first) while another thread is inside ctx: the
+     * message is this thread's, as the refusal of the claim itself is; the other thread's stays whole. */
+    if (ctx && gg_ctx_claimed_elsewhere(ctx)) ctx = NULL;
     char *buffer = ctx ? ctx->last_error : g_thread_error;
     va_list ap;
     va_start(ap, fmt);

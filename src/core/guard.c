@@ -30,6 +30,11 @@ void gg_ctx_release(gg_ctx *ctx) {
     if (--ctx->guard.depth == 0) atomic_store(&ctx->guard.owner, 0);
 }
 
+int gg_ctx_claimed_elsewhere(const gg_ctx *ctx) {
+    const uintptr_t owner = atomic_load(&ctx->guard.owner);
+    return owner != 0 && owner != (uintptr_t)&g_thread_token;
+}
+
 static int known_device(const gg_guard *g, const void *p) {
     for (int i = 0; i < GG_KNOWN_DEVICE_PTRS; ++i)
         if (g->known[i] == p) return 1;

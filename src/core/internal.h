@@ -171,6 +171,8 @@ void gg_device_leave(gg_ctx *ctx, int saved_device);
  * (gg_last_error(NULL)), since the context's belongs to the other thread. gg_ctx_release ends one claim. */
 gg_status gg_ctx_claim(gg_ctx *ctx, const char *fn);
 void gg_ctx_release(gg_ctx *ctx);
+/* Whether another thread than the caller is inside a public call of ctx (gg_fail then leaves ctx's message alone). */
+int gg_ctx_claimed_elsewhere(const gg_ctx *ctx);
 
 /* GG_ERROR_INVALID_ARGUMENT, naming `name` ("param->grad"), unless p is device or managed memory: one driver query
  * (src/core/guard.c), for pointers checked once, so they stay out of the ring of the blocks' known pointers, which
