@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/test.sh - configure, build (kernels for sm_90a and sm_100a) and run every test; then build the host code
-# again with AddressSanitizer + UBSan and run the CPU tests under them; then fuzz the API's validation with libFuzzer
-# (clang) for GG_FUZZ_SECONDS (default 60). On a machine without a GPU the `gpu` and `multigpu` tests report SKIPPED.
+# again with AddressSanitizer + UBSan and run the CPU tests under them, and with ThreadSanitizer for the CPU tests that
+# run threads; then fuzz the API's validation with libFuzzer (clang) for GG_FUZZ_SECONDS (default 60). On a machine without a GPU the `gpu` and `multigpu` tests report SKIPPED.
 # When something is missing it stops and prints the command that installs it.
 #
 #   scripts/test.sh [build-dir]        (default: build)
@@ -38,6 +38,17 @@ cmake -S "$root" -B "$sanitize" "${generator[@]}" -DCMAKE_BUILD_TYPE=Debug -DGG_
   -DCMAKE_CUDA_ARCHITECTURES=90a -DGG_BUILD_BENCH=OFF > "$sanitize/build.log" || { cat "$sanitize/build.log"; exit 1; }
 cmake --build "$sanitize" --parallel "$(nproc)" >> "$sanitize/build.log" || { tail -40 "$sanitize/build.log"; exit 1; }
 ctest --test-dir "$sanitize" --output-on-failure -L cpu
+
+echo "== the CPU tests that run threads (label threads) under ThreadSanitizer"
+# A second thread inside a claimed context, the data-parallel watchdog thread, the tune cache's concurrent savers.
+tsan=$build-tsan
+mkdir -p "$tsan"
+cmake -S "$root" -B "$tsan" "${generator[@]}" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang -DGG_TSAN=ON \
+  -DCMAKE_CUDA_ARCHITECTURES=90a -DGG_BUILD_BENCH=OFF -DGG_BUILD_EXAMPLES=OFF > "$tsan/build.log" ||
+  { cat "$tsan/build.log"; exit 1; }
+cmake --build "$tsan" --parallel "$(nproc)" --target gg_threads_tests >> "$tsan/build.log" ||
+  { tail -40 "$tsan/build.log"; exit 1; }
+ctest --test-dir "$tsan" --output-on-failure -L threads
 
 echo "== libFuzzer over the API's validation, on the CUDA fakes (${GG_FUZZ_SECONDS:-60} s)"
 # tests/fuzz/fuzz_api.c: the host code built by clang with coverage, ASan and UBSan; a crash fails the run and leaves

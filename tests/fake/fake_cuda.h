@@ -71,7 +71,7 @@ typedef struct fake_state {
     int tail_matmuls;      /* cublasLtMatmul calls that add to the D the previous one on their stream wrote, from A
                             * and B further in (a k run in two, gg_matmul_tail_apart); also in calls[FAKE_MATMUL] */
     int tail_matmuls_beside; /* those that ran first, on another stream than their first part (its sum apart) */
-    int cuda_calls;        /* every faked call */
+    _Atomic int cuda_calls; /* every faked call (the watchdog thread makes some) */
     int capturing;         /* cudaStreamIsCapturing reports an active capture on any stream but the capture's own */
     int captures_open;     /* captures begun and not ended (must be 0 after every call) */
     int captures;          /* captures begun (successfully) since the last fake_reset */
