@@ -31,35 +31,35 @@ cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DGG_W
 cmake --build "$build" --parallel "$(nproc)"
 ctest --test-dir "$build" --output-on-failure
 
+# variant DIR TARGET CMAKE_ARGS...: the tree configured into DIR with those arguments (sm_90a kernels, no bench) and
+# TARGET built (all when empty); the log in DIR/build.log, shown when a step fails.
+variant() {
+  local dir=$1 target=$2
+  shift 2
+  mkdir -p "$dir"
+  cmake -S "$root" -B "$dir" "${generator[@]}" -DCMAKE_CUDA_ARCHITECTURES=90a -DGG_BUILD_BENCH=OFF "$@" \
+    > "$dir/build.log" || { cat "$dir/build.log"; exit 1; }
+  cmake --build "$dir" --parallel "$(nproc)" ${target:+--target "$target"} >> "$dir/build.log" ||
+    { tail -40 "$dir/build.log"; exit 1; }
+}
+
 echo "== CPU tests under AddressSanitizer and UBSan"
 sanitize=$build-sanitize
-mkdir -p "$sanitize"
-cmake -S "$root" -B "$sanitize" "${generator[@]}" -DCMAKE_BUILD_TYPE=Debug -DGG_WERROR=ON -DGG_SANITIZE=ON \
-  -DCMAKE_CUDA_ARCHITECTURES=90a -DGG_BUILD_BENCH=OFF > "$sanitize/build.log" || { cat "$sanitize/build.log"; exit 1; }
-cmake --build "$sanitize" --parallel "$(nproc)" >> "$sanitize/build.log" || { tail -40 "$sanitize/build.log"; exit 1; }
+variant "$sanitize" "" -DCMAKE_BUILD_TYPE=Debug -DGG_WERROR=ON -DGG_SANITIZE=ON
 ctest --test-dir "$sanitize" --output-on-failure -L cpu
 
 echo "== the CPU tests that run threads (label threads) under ThreadSanitizer"
 # A second thread inside a claimed context, the data-parallel watchdog thread, the tune cache's concurrent savers.
 tsan=$build-tsan
-mkdir -p "$tsan"
-cmake -S "$root" -B "$tsan" "${generator[@]}" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang -DGG_TSAN=ON \
-  -DCMAKE_CUDA_ARCHITECTURES=90a -DGG_BUILD_BENCH=OFF -DGG_BUILD_EXAMPLES=OFF > "$tsan/build.log" ||
-  { cat "$tsan/build.log"; exit 1; }
-cmake --build "$tsan" --parallel "$(nproc)" --target gg_threads_tests >> "$tsan/build.log" ||
-  { tail -40 "$tsan/build.log"; exit 1; }
+variant "$tsan" gg_threads_tests -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang -DGG_TSAN=ON -DGG_BUILD_EXAMPLES=OFF
 ctest --test-dir "$tsan" --output-on-failure -L threads
 
 echo "== libFuzzer over the API's validation, on the CUDA fakes (${GG_FUZZ_SECONDS:-60} s)"
 # tests/fuzz/fuzz_api.c: the host code built by clang with coverage, ASan and UBSan; a crash fails the run and leaves
 # its input in $fuzz/. The last line, FUZZ {...}, is what scripts/collect_reliability.py reads.
 fuzz=$build-fuzz
+variant "$fuzz" fuzz_api -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang -DGG_FUZZ=ON -DGG_BUILD_EXAMPLES=OFF
 mkdir -p "$fuzz/corpus"
-cmake -S "$root" -B "$fuzz" "${generator[@]}" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang -DGG_FUZZ=ON \
-  -DCMAKE_CUDA_ARCHITECTURES=90a -DGG_BUILD_BENCH=OFF -DGG_BUILD_EXAMPLES=OFF > "$fuzz/build.log" ||
-  { cat "$fuzz/build.log"; exit 1; }
-cmake --build "$fuzz" --parallel "$(nproc)" --target fuzz_api >> "$fuzz/build.log" ||
-  { tail -40 "$fuzz/build.log"; exit 1; }
 t0=$(date +%s)
 "$fuzz/tests/fuzz_api" -max_total_time="${GG_FUZZ_SECONDS:-60}" -print_final_stats=1 -artifact_prefix="$fuzz/" \
   "$fuzz/corpus" > "$fuzz/fuzz.log" 2>&1 || { tail -60 "$fuzz/fuzz.log"; exit 1; }
