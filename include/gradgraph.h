@@ -23,7 +23,9 @@
  * nothing allocated or enqueued) instead of invalidating your capture.
  *
  * Errors. Every function that can fail returns a gg_status; gg_last_error(ctx) returns a message that names the
- * argument and the problem, e.g. "args->grad_output (0x7f..04) is not 16-byte aligned". A call checks its
+ * call, the argument and the problem, e.g. "gg_mlp_backward: args->grad_output (0x7f..04) is not 16-byte aligned",
+ * or the call, the CUDA, cuBLASLt or NCCL function that failed and its error, e.g. "gg_mlp_graph_run:
+ * cudaGraphInstantiate failed: cudaErrorInvalidValue (invalid argument)". A call checks its
  * arguments, finds or builds its plan (cuBLASLt heuristics, scratch memory) and only then enqueues: on every
  * failure of those steps nothing has been enqueued and no output has been written. What can fail after that is
  * the CUDA runtime or cuBLASLt refusing to enqueue one piece of work (a launch, a GEMM, an event): an eager call

@@ -241,7 +241,7 @@ fail:
     gg_device_leave(ctx, saved);
 fail_no_device:
     /* The context's message is the one to keep: it moves to the thread's buffer before the context goes. */
-    gg_fail(NULL, status, "gg_ctx_create: %s", ctx->last_error);
+    gg_fail(NULL, status, "gg_ctx_create: %s", gg_after_entry(ctx->last_error, "gg_ctx_create"));
     release(ctx);
     free(ctx);
     return status;

@@ -73,18 +73,31 @@ gg_status gg_fail(gg_ctx *ctx, gg_status status, const char *fmt, ...) {
     return status;
 }
 
+const char *gg_after_entry(const char *msg, const char *fn) {
+    if (!fn) return msg;
+    const size_t n = strlen(fn);
+    return strncmp(msg, fn, n) == 0 && msg[n] == ':' && msg[n + 1] == ' ' ? msg + n + 2 : msg;
+}
+
+gg_status gg_fail_call(gg_ctx *ctx, gg_status status, const char *what, const char *name, const char *text) {
+    const char *entry = ctx ? gg_ctx_entry(ctx) : NULL;
+    if (entry && strstr(what, entry)) entry = NULL; /* what names it already */
+    return gg_fail(ctx, status, "%s%s%s failed: %s%s%s%s", entry ? entry : "", entry ? ": " : "", what, name,
+                   text && *text ? " (" : "", text ? text : "", text && *text ? ")" : "");
+}
+
 gg_status gg_fail_cuda(gg_ctx *ctx, cudaError_t err, const char *what) {
     (void)cudaGetLastError(); /* clear the non-sticky error so the next call starts clean */
     gg_status status = GG_ERROR_CUDA;
     if (err == cudaErrorMemoryAllocation) status = GG_ERROR_OUT_OF_MEMORY;
     if (err == cudaErrorNoDevice || err == cudaErrorInvalidDevice || err == cudaErrorInsufficientDriver)
         status = GG_ERROR_NO_DEVICE;
-    return gg_fail(ctx, status, "%s failed: %s (%s)", what, cudaGetErrorName(err), cudaGetErrorString(err));
+    return gg_fail_call(ctx, status, what, cudaGetErrorName(err), cudaGetErrorString(err));
 }
 
 gg_status gg_fail_cublas(gg_ctx *ctx, cublasStatus_t st, const char *what) {
-    gg_status status = st == CUBLAS_STATUS_ALLOC_FAILED ? GG_ERROR_OUT_OF_MEMORY : GG_ERROR_CUBLAS;
-    return gg_fail(ctx, status, "%s failed: %s (%s)", what, cublasLtGetStatusName(st), cublasLtGetStatusString(st));
+    const gg_status status = st == CUBLAS_STATUS_ALLOC_FAILED ? GG_ERROR_OUT_OF_MEMORY : GG_ERROR_CUBLAS;
+    return gg_fail_call(ctx, status, what, cublasLtGetStatusName(st), cublasLtGetStatusString(st));
 }
 
 /* The function a call's source text calls: "cudaMemcpyAsync(dst, src, ...)" -> "cudaMemcpyAsync". */

@@ -13,6 +13,7 @@ gg_status gg_ctx_claim(gg_ctx *ctx, const char *fn) {
     uintptr_t owner = 0;
     if (atomic_compare_exchange_strong(&ctx->guard.owner, &owner, self)) {
         ctx->guard.depth = 1;
+        ctx->guard.fn = fn;
         return GG_SUCCESS;
     }
     if (owner == self) {
@@ -28,6 +29,10 @@ gg_status gg_ctx_claim(gg_ctx *ctx, const char *fn) {
 
 void gg_ctx_release(gg_ctx *ctx) {
     if (--ctx->guard.depth == 0) atomic_store(&ctx->guard.owner, 0);
+}
+
+const char *gg_ctx_entry(const gg_ctx *ctx) {
+    return atomic_load(&ctx->guard.owner) == (uintptr_t)&g_thread_token ? ctx->guard.fn : NULL;
 }
 
 int gg_ctx_claimed_elsewhere(const gg_ctx *ctx) {
@@ -94,8 +99,8 @@ gg_status gg_block_enqueue_failed(gg_ctx *ctx, const gg_block_call *c, gg_status
         used += (size_t)snprintf(grads + used, sizeof grads - used, "%sargs->%s", used ? ", " : "", s->name);
         ++n_grads;
     }
-    char cause[GG_MSG_BYTES];
-    snprintf(cause, sizeof cause, "%s", ctx->last_error);
+    char cause[GG_MSG_BYTES]; /* what failed, without the name of the call it failed in (said first) */
+    snprintf(cause, sizeof cause, "%s", gg_after_entry(ctx->last_error, gg_ctx_entry(ctx)));
     return gg_fail(ctx, GG_ERROR_PARTIAL,
                    "%s: failed after enqueueing part of its work, every output is undefined%s%s%s: %s: %s", c->info->fn,
                    used ? "; the accumulated " : "", grads,

@@ -16,6 +16,7 @@ typedef struct gg_guard {
     unsigned next;                           /* the slot the next new pointer takes (a ring: the oldest goes) */
     _Atomic uintptr_t owner;                 /* the thread inside a public call of the context, 0 when none */
     int depth;                               /* the owner's nested claims (written by the owner only) */
+    const char *fn;                          /* the public call the owner is in (its outermost claim's) */
 } gg_guard;
 
 #endif

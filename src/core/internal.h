@@ -98,8 +98,11 @@ gg_status gg_fail(gg_ctx *ctx, gg_status status, const char *fmt, ...)
 #endif
     ;
 
-/* The same for CUDA and cuBLAS errors: "<what> failed: <error's name> (<its description>)". Clears CUDA's last error
- * so the next call starts clean. */
+/* A failed call (CUDA's, cuBLASLt's, NCCL's): "<entry>: <what> failed: <name> (<text>)", entry the public call the
+ * thread is in (gg_ctx_entry; left out outside a call, or when what names it already), no parentheses for an empty
+ * text. gg_fail_cuda and gg_fail_cublas fill in the error's name and description, and gg_fail_cuda clears CUDA's
+ * last error so the next call starts clean. */
+gg_status gg_fail_call(gg_ctx *ctx, gg_status status, const char *what, const char *name, const char *text);
 gg_status gg_fail_cuda(gg_ctx *ctx, cudaError_t err, const char *what);
 gg_status gg_fail_cublas(gg_ctx *ctx, cublasStatus_t st, const char *what);
 /* The same for the check macros below, given a call's source text: the message names the function called, not its
@@ -173,6 +176,12 @@ gg_status gg_ctx_claim(gg_ctx *ctx, const char *fn);
 void gg_ctx_release(gg_ctx *ctx);
 /* Whether another thread than the caller is inside a public call of ctx (gg_fail then leaves ctx's message alone). */
 int gg_ctx_claimed_elsewhere(const gg_ctx *ctx);
+/* The public call the calling thread is in on ctx ("gg_mlp_backward"), NULL when it holds no claim: the name
+ * gg_fail_cuda and gg_fail_cublas put in front of a failed call's ("gg_mlp_backward: cudaMalloc failed: ..."). */
+const char *gg_ctx_entry(const gg_ctx *ctx);
+/* msg past its leading "fn: ", or msg when it does not begin so (or fn is NULL): for a message quoted inside another
+ * of fn's. */
+const char *gg_after_entry(const char *msg, const char *fn);
 
 /* GG_ERROR_INVALID_ARGUMENT, naming `name` ("param->grad"), unless p is device or managed memory: one driver query
  * (src/core/guard.c), for pointers checked once, so they stay out of the ring of the blocks' known pointers, which

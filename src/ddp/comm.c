@@ -38,8 +38,7 @@ static gg_status check_dist_config(gg_ctx *ctx, const char *fn, const gg_dist_co
 
 
 gg_status gg_dist_fail_nccl(gg_ctx *ctx, int result, const char *what) {
-    return gg_fail(ctx, GG_ERROR_NCCL, "%s failed: %s (%s)", what, ncclGetErrorString((ncclResult_t)result),
-                   ncclGetLastError(NULL));
+    return gg_fail_call(ctx, GG_ERROR_NCCL, what, ncclGetErrorString((ncclResult_t)result), ncclGetLastError(NULL));
 }
 
 /* NVLink multicast stays off unless the user chose otherwise: it can take a shared host's GPUs out of service. NCCL
@@ -231,8 +230,18 @@ fail:
     return status;
 }
 
-gg_status gg_dist_attach(gg_ctx *ctx, void *nccl_comm, const gg_dist_config *config) {
-    static const char fn[] = "gg_dist_attach";
+/* A call that makes or attaches ctx's communicator, body(ctx, fn, arg, config), with ctx claimed for its whole length
+ * (a second thread is refused, as by every other call). */
+typedef gg_status (*comm_maker)(gg_ctx *ctx, const char *fn, const void *arg, const gg_dist_config *config);
+static gg_status claimed(gg_ctx *ctx, const char *fn, comm_maker body, const void *arg, const gg_dist_config *config) {
+    if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
+    GG_TRY(gg_ctx_claim(ctx, fn));
+    const gg_status status = body(ctx, fn, arg, config);
+    gg_ctx_release(ctx);
+    return status;
+}
+
+static gg_status attach(gg_ctx *ctx, const char *fn, const void *nccl_comm, const gg_dist_config *config) {
     gg_dist_config c;
     GG_TRY(begin(ctx, fn, config, &c));
     if (!nccl_comm) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: nccl_comm is NULL", fn);
@@ -242,6 +251,10 @@ gg_status gg_dist_attach(gg_ctx *ctx, void *nccl_comm, const gg_dist_config *con
                        "are set up with it); use gg_dist_init_env / _init_mpi / _init_threads, or copy_engines = 0",
                        fn);
     return install(ctx, fn, (ncclComm_t)nccl_comm, 0, &c);
+}
+
+gg_status gg_dist_attach(gg_ctx *ctx, void *nccl_comm, const gg_dist_config *config) {
+    return claimed(ctx, "gg_dist_attach", attach, nccl_comm, config);
 }
 
 /* The configuration of the communicators gradgraph makes. With comm_sms > 0 (overlap on), NCCL runs on exactly
@@ -315,8 +328,8 @@ static gg_status share_id_mpi(gg_ctx *ctx, const char *fn, const void *mpi_comm,
     return GG_SUCCESS;
 }
 
-gg_status gg_dist_init_env(gg_ctx *ctx, const char *id_path, const gg_dist_config *config) {
-    static const char fn[] = "gg_dist_init_env";
+static gg_status init_env(gg_ctx *ctx, const char *fn, const void *path, const gg_dist_config *config) {
+    const char *id_path = path;
     gg_dist_config c;
     GG_TRY(begin(ctx, fn, config, &c));
     int rank = -1, size = 0;
@@ -349,8 +362,11 @@ gg_status gg_dist_init_env(gg_ctx *ctx, const char *id_path, const gg_dist_confi
     return init_from_id(ctx, fn, rank, size, &id, &c);
 }
 
-gg_status gg_dist_init_mpi(gg_ctx *ctx, const void *mpi_comm, const gg_dist_config *config) {
-    static const char fn[] = "gg_dist_init_mpi";
+gg_status gg_dist_init_env(gg_ctx *ctx, const char *id_path, const gg_dist_config *config) {
+    return claimed(ctx, "gg_dist_init_env", init_env, id_path, config);
+}
+
+static gg_status init_mpi(gg_ctx *ctx, const char *fn, const void *mpi_comm, const gg_dist_config *config) {
     gg_dist_config c;
     GG_TRY(begin(ctx, fn, config, &c));
     int rank = -1, size = 0;
@@ -359,6 +375,10 @@ gg_status gg_dist_init_mpi(gg_ctx *ctx, const void *mpi_comm, const gg_dist_conf
     ncclUniqueId id;
     GG_TRY(share_id_mpi(ctx, fn, mpi_comm, rank, &id));
     return init_from_id(ctx, fn, rank, size, &id, &c);
+}
+
+gg_status gg_dist_init_mpi(gg_ctx *ctx, const void *mpi_comm, const gg_dist_config *config) {
+    return claimed(ctx, "gg_dist_init_mpi", init_mpi, mpi_comm, config);
 }
 
 /* One communicator per device, all in this process (what ncclCommInitAll does, with gradgraph's configuration): every
@@ -394,16 +414,10 @@ static gg_status init_local_comms(gg_ctx *ctx, const char *fn, int count, const 
     return status;
 }
 
-gg_status gg_dist_init_threads(gg_ctx *const *ctxs, int count, const gg_dist_config *config) {
-    static const char fn[] = "gg_dist_init_threads";
-    if (!ctxs) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctxs is NULL", fn);
-    if (count < 1 || count > GG_DIST_MAX_LOCAL_RANKS)
-        return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: count = %d is outside [1, %d]", fn, count,
-                       GG_DIST_MAX_LOCAL_RANKS);
+static gg_status init_threads(gg_ctx *const *ctxs, int count, const gg_dist_config *config, const char *fn) {
     int devices[GG_DIST_MAX_LOCAL_RANKS];
     gg_dist_config c;
     for (int i = 0; i < count; ++i) {
-        if (!ctxs[i]) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctxs[%d] is NULL", fn, i);
         GG_TRY(begin(ctxs[i], fn, config, &c));
         devices[i] = ctxs[i]->config.device;
         for (int j = 0; j < i; ++j)
@@ -438,8 +452,24 @@ gg_status gg_dist_init_threads(gg_ctx *const *ctxs, int count, const gg_dist_con
     return GG_SUCCESS;
 }
 
-gg_status gg_dist_detach(gg_ctx *ctx) {
-    if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_dist_detach: ctx is NULL");
+gg_status gg_dist_init_threads(gg_ctx *const *ctxs, int count, const gg_dist_config *config) {
+    static const char fn[] = "gg_dist_init_threads";
+    if (!ctxs) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctxs is NULL", fn);
+    if (count < 1 || count > GG_DIST_MAX_LOCAL_RANKS)
+        return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: count = %d is outside [1, %d]", fn, count,
+                       GG_DIST_MAX_LOCAL_RANKS);
+    for (int i = 0; i < count; ++i)
+        if (!ctxs[i]) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctxs[%d] is NULL", fn, i);
+    /* every context claimed for the whole call: none may be in use by a worker thread meanwhile */
+    gg_status status = GG_SUCCESS;
+    int claimed_n = 0;
+    while (claimed_n < count && (status = gg_ctx_claim(ctxs[claimed_n], fn)) == GG_SUCCESS) ++claimed_n;
+    if (status == GG_SUCCESS) status = init_threads(ctxs, count, config, fn);
+    while (claimed_n > 0) gg_ctx_release(ctxs[--claimed_n]);
+    return status;
+}
+
+static gg_status detach(gg_ctx *ctx) {
     if (!ctx->dist) return GG_SUCCESS;
     if (ctx->dist->graphs_holding > 0)
         return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
@@ -456,6 +486,14 @@ gg_status gg_dist_detach(gg_ctx *ctx) {
                    "gg_dist_detach: rank %d: %s: the communicator was aborted instead (an attached one too: do not "
                    "destroy it); the context has no communicator now",
                    rank, why);
+}
+
+gg_status gg_dist_detach(gg_ctx *ctx) {
+    if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_dist_detach: ctx is NULL");
+    GG_TRY(gg_ctx_claim(ctx, "gg_dist_detach")); /* never while another thread is inside the context */
+    const gg_status status = detach(ctx);
+    gg_ctx_release(ctx);
+    return status;
 }
 
 gg_status gg_dist_check(gg_ctx *ctx) {

@@ -64,12 +64,16 @@ static gg_status expired(gg_ctx *ctx, const char *what) {
     snprintf(why, sizeof why, "%s was still in progress after %d s (%s)", what, gg_dist_timeout_s(GG_DIST_TIMEOUT_PEER),
              gg_dist_timeout_env(GG_DIST_TIMEOUT_PEER));
     gg_dist_abort_now(ctx, asked ? NULL : why);
+    const char *entry = gg_ctx_entry(ctx); /* the public call that waited, when there is one */
+    const char *sep = entry ? ": " : "";
+    if (!entry) entry = "";
     if (asked) /* d->failure: the other thread's reason */
-        return gg_fail(ctx, GG_ERROR_NCCL, "rank %d: %s: interrupted by an abort from another thread (%s): the "
+        return gg_fail(ctx, GG_ERROR_NCCL, "%s%srank %d: %s: interrupted by an abort from another thread (%s): the "
                                            "communicator is aborted (an attached one too: do not destroy it)",
-                       d->rank, what, d->failure);
+                       entry, sep, d->rank, what, d->failure);
     return gg_fail(ctx, GG_ERROR_NCCL,
-                   "rank %d: %s: the communicator is aborted (an attached one too: do not destroy it)", d->rank, why);
+                   "%s%srank %d: %s: the communicator is aborted (an attached one too: do not destroy it)", entry, sep,
+                   d->rank, why);
 }
 
 gg_status gg_dist_nccl_done(gg_ctx *ctx, int result, const char *what) {

@@ -65,7 +65,7 @@ static gg_status enqueue(gg_optim *o, const char *fn, int first, int count, int 
     if (err != cudaSuccess) {
         const gg_status cause = launch_failed(ctx, fn, "gg_k_optim_update", err);
         char message[GG_MSG_BYTES];
-        snprintf(message, sizeof message, "%s", ctx->last_error);
+        snprintf(message, sizeof message, "%s", gg_after_entry(ctx->last_error, fn)); /* fn is said first */
         return gg_fail(ctx, GG_ERROR_PARTIAL,
                        "%s: failed after enqueueing part of the step: the step counts of parameters %d .. %d advance "
                        "(unless a gradient is not finite) without their update, which did not run: %s: %s",

@@ -1249,6 +1249,9 @@ static void second_thread_is_refused(void **state) {
     int found = 7; /* an entry point that claims the context as it makes its device current */
     assert_int_equal(gg_fp16_overflow(ctx, &found, 0), GG_ERROR_INVALID_ARGUMENT);
     assert_message_has(NULL, "gg_fp16_overflow: the context is in use by another thread");
+    /* the communicator calls claim the context too, gg_dist_detach even with nothing to detach */
+    assert_int_equal(gg_dist_detach(ctx), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(NULL, "gg_dist_detach: the context is in use by another thread");
     /* refused for its arguments before it claims the context: the message is this thread's all the same */
     assert_int_equal(gg_fp16_overflow(ctx, NULL, 0), GG_ERROR_INVALID_ARGUMENT);
     assert_message_has(NULL, "gg_fp16_overflow: found is NULL");

@@ -94,6 +94,15 @@ const char *faults_error_name(fake_kind kind) {
     }
 }
 
+/* Whether a message begins with the public call that failed: block's entry point of that suffix ("backward",
+ * "graph_run", ...) and a colon. */
+static int names_entry(const char *msg, int block, const char *suffix) {
+    static const char *const stems[] = {"", "gg_tanh_gate_", "gg_gelu_ffn_", "gg_mlp_", "gg_ssm_gate_"};
+    char entry[64];
+    snprintf(entry, sizeof entry, "%s%s: ", stems[block], suffix);
+    return strncmp(msg, entry, strlen(entry)) == 0;
+}
+
 /* Whether a message quotes a call's source text (its arguments, gradgraph's own expressions) instead of naming the
  * function that failed. */
 static int quotes_source(const char *msg) {
@@ -124,6 +133,8 @@ static void eager_faults(const scenario *s) {
                 check(strstr(msg, faults_error_name((fake_kind)kind)) != NULL, s, "eager", kind, k,
                       "message \"%s\" does not name %s", msg, faults_error_name((fake_kind)kind));
                 check(!quotes_source(msg), s, "eager", kind, k, "message \"%s\" quotes gradgraph's source", msg);
+                check(names_entry(msg, s->call.block, "backward"), s, "eager", kind, k,
+                      "message \"%s\" does not begin with the call's name", msg);
                 if (planning) check(fake.enqueued == 0, s, "eager", kind, k, "%d enqueued", fake.enqueued);
                 if (want == GG_ERROR_PARTIAL && s->call.accumulate)
                     check(strstr(msg, "recompute") != NULL, s, "eager", kind, k, "\"%s\" names no gradients", msg);
@@ -177,6 +188,9 @@ static void graph_faults(const scenario *s, int device) {
                       gg_status_string(st));
                 check(strstr(msg, faults_error_name((fake_kind)kind)) != NULL, s, path, kind, k,
                       "message \"%s\" does not name %s", msg, faults_error_name((fake_kind)kind));
+                const char *entry = step == 0 ? "graph_create" : device ? "graph_run_device" : "graph_run";
+                check(names_entry(msg, s->call.block, entry), s, path, kind, k,
+                      "message \"%s\" does not begin with the call's name", msg);
                 check(fake.graph_launches == launches, s, path, kind, k, "a graph was launched");
                 check(step > 0 || g == NULL, s, path, kind, k, "a failed create left a graph");
             } else {
