@@ -56,6 +56,8 @@ void gg_exec_destroy_all(gg_exec_cache *cache) {
 
 void gg_graph_destroy(gg_graph *g) {
     if (!g) return;
+    gg_ctx *ctx = g->ctx;
+    if (gg_ctx_claim(ctx, "gg_graph_destroy") != GG_SUCCESS) return; /* as gg_ctx_destroy: nothing destroyed */
     int saved = 0;
     const int entered = gg_device_enter(g->ctx, "gg_graph_destroy", &saved) == GG_SUCCESS;
     (void)cudaDeviceSynchronize(); /* replays of these graphs may still be running */
@@ -69,6 +71,7 @@ void gg_graph_destroy(gg_graph *g) {
     gg_ctx_hook_remove(g->ctx, &g->hook);
     if (entered) gg_device_leave(g->ctx, saved);
     free(g);
+    gg_ctx_release(ctx);
 }
 
 static void destroy_hook(void *g) { gg_graph_destroy(g); }

@@ -88,6 +88,8 @@ static int has_device_state(const gg_step *s) { return s->finalized != 0; }
 
 void gg_step_destroy(gg_step *s) {
     if (!s) return;
+    gg_ctx *ctx = s->ctx;
+    if (gg_ctx_claim(ctx, "gg_step_destroy") != GG_SUCCESS) return; /* as gg_ctx_destroy: nothing destroyed */
     int saved = 0;
     const int entered = has_device_state(s) && gg_device_enter(s->ctx, "gg_step_destroy", &saved) == GG_SUCCESS;
     if (entered) {
@@ -123,6 +125,7 @@ void gg_step_destroy(gg_step *s) {
         if (s->ops[i].kind == OP_FINAL && s->ops[i].final.release) s->ops[i].final.release(s->ops[i].final.user);
     free(s->ops);
     free(s);
+    gg_ctx_release(ctx);
 }
 
 static void destroy_hook(void *s) { gg_step_destroy(s); }

@@ -40,8 +40,10 @@
  * Threads. A context serves one host thread at a time (one context per thread is fine). Every call that uses a
  * context claims it for its length; a call from a second thread meanwhile is refused with
  * GG_ERROR_INVALID_ARGUMENT and does nothing: its message is in gg_last_error(NULL) of the refused thread (the
- * context's message belongs to the thread inside it). Concurrent use is detected, never waited for: serialize calls
- * yourself if several threads share a context.
+ * context's message belongs to the thread inside it). The destroy functions (gg_ctx_destroy, gg_graph_destroy,
+ * gg_step_destroy, gg_optim_destroy) are refused the same way: they destroy nothing (a leak rather than memory freed
+ * under the other thread) and say so in gg_last_error(NULL). Concurrent use is detected, never waited for: serialize
+ * calls yourself if several threads share a context.
  * Streams. The work a context enqueues (eager calls and graph replays) must not run concurrently with other work of
  * the same context on the GPU: it shares the context's scratch memory and reduction counters. Calls on one stream,
  * or streams ordered with events, are fine; work that must overlap needs one context each.

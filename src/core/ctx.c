@@ -249,6 +249,9 @@ fail_no_device:
 
 void gg_ctx_destroy(gg_ctx *ctx) {
     if (!ctx) return;
+    /* Never while another thread is inside the context: nothing is destroyed (a leak, not a use after free), and the
+     * refusal's message is in this thread's gg_last_error(NULL). */
+    if (gg_ctx_claim(ctx, "gg_ctx_destroy") != GG_SUCCESS) return;
     int saved = 0;
     int entered = gg_device_enter(ctx, "gg_ctx_destroy", &saved) == GG_SUCCESS;
     release(ctx);

@@ -50,6 +50,8 @@ static gg_status check_config(gg_ctx *ctx, const gg_optim_config *c) {
 
 void gg_optim_destroy(gg_optim *o) {
     if (!o) return;
+    gg_ctx *ctx = o->ctx;
+    if (gg_ctx_claim(ctx, "gg_optim_destroy") != GG_SUCCESS) return; /* as gg_ctx_destroy: nothing destroyed */
     if (o->device) {
         int saved = 0;
         const int entered = gg_device_enter(o->ctx, "gg_optim_destroy", &saved) == GG_SUCCESS;
@@ -62,6 +64,7 @@ void gg_optim_destroy(gg_optim *o) {
     free(o->params);
     free(o->chunk_first);
     free(o);
+    gg_ctx_release(ctx);
 }
 
 static void destroy_hook(void *o) { gg_optim_destroy(o); }

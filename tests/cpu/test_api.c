@@ -1226,6 +1226,10 @@ static void second_thread_is_refused(void **state) {
     gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
     gc.max_tokens = 1024;
     assert_int_equal(gg_tanh_gate_graph_create(ctx, &td, &gc, &g), GG_SUCCESS);
+    gg_step *step = NULL;
+    gg_optim *opt = NULL;
+    assert_int_equal(gg_step_create(ctx, NULL, &step), GG_SUCCESS);
+    assert_int_equal(gg_optim_create(ctx, NULL, &opt), GG_SUCCESS);
     held.ctx = ctx;
     held.inside = held.release = 0;
     fake.on_is_capturing = hold_inside;
@@ -1252,6 +1256,15 @@ static void second_thread_is_refused(void **state) {
     /* the communicator calls claim the context too, gg_dist_detach even with nothing to detach */
     assert_int_equal(gg_dist_detach(ctx), GG_ERROR_INVALID_ARGUMENT);
     assert_message_has(NULL, "gg_dist_detach: the context is in use by another thread");
+    /* destroying what the other thread may be using is refused too: nothing is freed (ASan would see a use after free) */
+    gg_graph_destroy(g);
+    assert_message_has(NULL, "gg_graph_destroy: the context is in use by another thread");
+    gg_step_destroy(step);
+    assert_message_has(NULL, "gg_step_destroy: the context is in use by another thread");
+    gg_optim_destroy(opt);
+    assert_message_has(NULL, "gg_optim_destroy: the context is in use by another thread");
+    gg_ctx_destroy(ctx);
+    assert_message_has(NULL, "gg_ctx_destroy: the context is in use by another thread");
     /* refused for its arguments before it claims the context: the message is this thread's all the same */
     assert_int_equal(gg_fp16_overflow(ctx, NULL, 0), GG_ERROR_INVALID_ARGUMENT);
     assert_message_has(NULL, "gg_fp16_overflow: found is NULL");
@@ -1266,6 +1279,8 @@ static void second_thread_is_refused(void **state) {
     /* released: this thread may use the context now */
     assert_int_equal(gg_tanh_gate_backward(ctx, &td, &ta, NULL), GG_SUCCESS);
     assert_int_equal(gg_tanh_gate_graph_run(g, &td, &ta, NULL), GG_SUCCESS);
+    gg_step_destroy(step);
+    gg_optim_destroy(opt);
     gg_graph_destroy(g);
     destroy_ctx(ctx);
 }
