@@ -722,9 +722,14 @@ static gg_status join_op(gg_ctx *ctx, step_op *op, cudaStream_t main) {
 /* Test hooks (step.h): read here, set only by tests/cpu/test_step_ring.c; zero, they change nothing. */
 gg_step_test_hooks gg_step_test;
 
+/* Slot slot's (> 0) scratch in the ring; NULL when the step's calls need no scratch (no ring). */
+static void *slot_scratch(const gg_step *s, int slot) {
+    return s->ring ? (char *)s->ring + s->slot_bytes * (size_t)(slot - 1) : NULL;
+}
+
 int gg_step_slot_region(const gg_step *s, int slot, void **scratch, size_t *scratch_bytes, void **counter,
                         size_t *counter_bytes) {
-    *scratch = slot > 0 ? (char *)s->ring + s->slot_bytes * (size_t)(slot - 1) : s->ctx->scratch;
+    *scratch = slot > 0 ? slot_scratch(s, slot) : s->ctx->scratch;
     *counter = slot > 0 ? s->counters + (size_t)GG_COUNTER_REDUCTION_WORDS * (size_t)(slot - 1) : s->ctx->counter;
     *scratch_bytes = s->slot_bytes;
     *counter_bytes = sizeof(unsigned) * GG_COUNTER_REDUCTION_WORDS;
@@ -737,7 +742,7 @@ static gg_exec_res op_res(const gg_step *s, step_op *op, cudaStream_t main) {
     gg_exec_res r = gg_exec_res_ctx(ctx, main);
     const int slot = op->block % s->slots;
     if (slot > 0) {
-        r.scratch = (char *)s->ring + s->slot_bytes * (size_t)(slot - 1);
+        r.scratch = slot_scratch(s, slot);
         r.counter = s->counters + (size_t)GG_COUNTER_REDUCTION_WORDS * (size_t)(slot - 1);
     }
     const int k = s->sides ? op->block % s->sides : 0;

@@ -1,6 +1,7 @@
 /*
  * fuzz_api.c - libFuzzer over the public API's validation, on the CUDA fakes (tests/fake): no GPU needed. Each input
  * is read as a sequence of choices: which entry point (a block's eager call or forward, a graph's create and run, a
+ * step's life (create, adds, finalize, runs), an optimizer's (create, parameters, finalize, setters, steps), a
  * context's create with a config, gg_to_fp16, gg_check_finite), its desc fields (any int64, including negative and huge), its pointers (NULL,
  * misaligned, device, host, pinned, managed, overlapping) and the graph config's fields. Every call must return a gg_status, a
  * message on failure, and a rejected argument must enqueue nothing; ASan and UBSan watch the host code.
@@ -63,70 +64,199 @@ static void check_result(gg_status st, const gg_ctx *c) {
     }
 }
 
-static gg_status block_call(reader *r, int graph) {
+/* One block's desc and args, fuzzed: sizes, precision, flags and pointers (the same for an eager call, a graph and a
+ * step's call). */
+typedef struct fuzz_block {
+    int block; /* 1..4 */
+    gg_tanh_gate_desc d1;
+    gg_tanh_gate_args a1;
+    gg_gelu_ffn_desc d2;
+    gg_gelu_ffn_args a2;
+    gg_mlp_desc d3;
+    gg_mlp_args a3;
+    gg_ssm_gate_desc d4;
+    gg_ssm_gate_args a4;
+} fuzz_block;
+
+static void take_block(reader *r, fuzz_block *b) {
     void *p[16]; /* blocks 2 and 3: the fp16 copies last, NULL half the time (any mode refuses them but fp16) */
     for (int i = 0; i < 16; ++i) p[i] = i >= 11 && take(r, 1) % 2 ? NULL : pointer_of(r, i);
-    const int block = (int)(take(r, 1) % 4) + 1;
+    b->block = (int)(take(r, 1) % 4) + 1;
     const int64_t tokens = size_of(r), d0 = size_of(r), d1 = size_of(r);
     const gg_precision precision = (gg_precision)(int)(take(r, 1) % 7) - 1;
     const int accumulate = (int)(take(r, 1) % 3), silu = (int)(take(r, 1) % 2);
+    b->d1 = (gg_tanh_gate_desc){tokens, d0, accumulate};
+    b->a1 = (gg_tanh_gate_args){p[0], p[1], p[2], p[3], p[4], p[5], p[6]};
+    b->d2 = (gg_gelu_ffn_desc){tokens, d0, d1, precision, accumulate};
+    b->a2 = (gg_gelu_ffn_args){p[0], p[1], p[2],  p[3],  p[4],  p[5],  p[6], p[7],
+                               p[8], p[9], p[10], p[12], p[13], p[14], p[15]};
+    b->d3 = (gg_mlp_desc){tokens, d0, d1, precision, accumulate};
+    b->a3 = (gg_mlp_args){p[0], p[1], p[2],  p[3],  p[4],  p[5],  p[6],  p[7],
+                          p[8], p[9], p[10], p[11], p[12], p[13], p[14], p[15]};
+    b->d4 = (gg_ssm_gate_desc){tokens, d0, d1, silu, accumulate};
+    b->a4 = (gg_ssm_gate_args){p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9]};
+}
+
+/* Bucket fields shared by gg_graph_config and gg_step_config, fuzzed; list holds the n_buckets entries the config
+ * says (the caller's side of the contract). */
+#define TAKE_BUCKETS(r, c, list)                                                                                   \
+    do {                                                                                                           \
+        for (int i_ = 0; i_ < 70; ++i_)                                                                            \
+            (list)[i_] = i_ < 4 ? size_of(r) : (int64_t)((uint64_t)(list)[i_ % 4] + (uint64_t)i_);                 \
+        (c).policy = (gg_bucket_policy)(int)(take(r, 1) % 4);                                                      \
+        (c).bucket_tokens = take(r, 1) % 8 ? (list) : NULL;                                                        \
+        (c).n_buckets = (int)(take(r, 1) % 71) - 1;                                                                \
+        (c).min_tokens = size_of(r);                                                                               \
+        (c).step = size_of(r);                                                                                     \
+        (c).max_tokens = size_of(r) % 100000;                                                                      \
+        (c).allow_padding = (int)(take(r, 1) % 2);                                                                 \
+        (c).execs_per_bucket = (int)(take(r, 1) % 6);                                                              \
+    } while (0)
+
+static gg_status block_call(reader *r, int graph) {
+    fuzz_block b;
+    take_block(r, &b);
     gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
-    int64_t list[70]; /* a list holds the n_buckets entries the config says (the caller's side of the contract) */
-    for (int i = 0; i < 70; ++i) list[i] = i < 4 ? size_of(r) : (int64_t)((uint64_t)list[i % 4] + (uint64_t)i);
-    gc.policy = (gg_bucket_policy)(int)(take(r, 1) % 4);
-    gc.bucket_tokens = take(r, 1) % 8 ? list : NULL;
-    gc.n_buckets = (int)(take(r, 1) % 71) - 1;
-    gc.min_tokens = size_of(r);
-    gc.step = size_of(r);
-    gc.max_tokens = size_of(r) % 100000;
-    gc.allow_padding = (int)(take(r, 1) % 2);
-    gc.execs_per_bucket = (int)(take(r, 1) % 6);
+    int64_t list[70];
+    TAKE_BUCKETS(r, gc, list);
     gc.eager_beyond_max = (int)(take(r, 1) % 2);
     if (take(r, 1) % 16 == 0) gc.version = 99;
     gg_graph *g = NULL;
     gg_status st;
     fake.enqueued = 0;
-    switch (block) {
-    case 1: {
-        gg_tanh_gate_desc d = {tokens, d0, accumulate};
-        gg_tanh_gate_args a = {p[0], p[1], p[2], p[3], p[4], p[5], p[6]};
-        if (!graph) return gg_tanh_gate_backward(ctx, &d, &a, NULL);
-        st = gg_tanh_gate_graph_create(ctx, &d, &gc, &g);
+    switch (b.block) {
+    case 1:
+        if (!graph) return gg_tanh_gate_backward(ctx, &b.d1, &b.a1, NULL);
+        st = gg_tanh_gate_graph_create(ctx, &b.d1, &gc, &g);
         check_result(st, ctx);
-        if (st == GG_SUCCESS) fake.enqueued = 0, st = gg_tanh_gate_graph_run(g, &d, &a, NULL);
+        if (st == GG_SUCCESS) fake.enqueued = 0, st = gg_tanh_gate_graph_run(g, &b.d1, &b.a1, NULL);
         break;
-    }
-    case 2: {
-        gg_gelu_ffn_desc d = {tokens, d0, d1, precision, accumulate};
-        gg_gelu_ffn_args a = {p[0], p[1], p[2], p[3], p[4],  p[5],  p[6],  p[7],
-                              p[8], p[9], p[10], p[12], p[13], p[14], p[15]};
-        if (!graph) return gg_gelu_ffn_backward(ctx, &d, &a, NULL);
-        st = gg_gelu_ffn_graph_create(ctx, &d, &gc, &g);
+    case 2:
+        if (!graph) return gg_gelu_ffn_backward(ctx, &b.d2, &b.a2, NULL);
+        st = gg_gelu_ffn_graph_create(ctx, &b.d2, &gc, &g);
         check_result(st, ctx);
-        if (st == GG_SUCCESS) fake.enqueued = 0, st = gg_gelu_ffn_graph_run(g, &d, &a, NULL);
+        if (st == GG_SUCCESS) fake.enqueued = 0, st = gg_gelu_ffn_graph_run(g, &b.d2, &b.a2, NULL);
         break;
-    }
-    case 3: {
-        gg_mlp_desc d = {tokens, d0, d1, precision, accumulate};
-        gg_mlp_args a = {p[0], p[1], p[2],  p[3],  p[4],  p[5],  p[6],  p[7],
-                         p[8], p[9], p[10], p[11], p[12], p[13], p[14], p[15]};
-        if (!graph) return gg_mlp_backward(ctx, &d, &a, NULL);
-        st = gg_mlp_graph_create(ctx, &d, &gc, &g);
+    case 3:
+        if (!graph) return gg_mlp_backward(ctx, &b.d3, &b.a3, NULL);
+        st = gg_mlp_graph_create(ctx, &b.d3, &gc, &g);
         check_result(st, ctx);
-        if (st == GG_SUCCESS) fake.enqueued = 0, st = gg_mlp_graph_run(g, &d, &a, NULL);
+        if (st == GG_SUCCESS) fake.enqueued = 0, st = gg_mlp_graph_run(g, &b.d3, &b.a3, NULL);
         break;
-    }
-    default: {
-        gg_ssm_gate_desc d = {tokens, d0, d1, silu, accumulate};
-        gg_ssm_gate_args a = {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9]};
-        if (!graph) return gg_ssm_gate_backward(ctx, &d, &a, NULL);
-        st = gg_ssm_gate_graph_create(ctx, &d, &gc, &g);
+    default:
+        if (!graph) return gg_ssm_gate_backward(ctx, &b.d4, &b.a4, NULL);
+        st = gg_ssm_gate_graph_create(ctx, &b.d4, &gc, &g);
         check_result(st, ctx);
-        if (st == GG_SUCCESS) fake.enqueued = 0, st = gg_ssm_gate_graph_run(g, &d, &a, NULL);
+        if (st == GG_SUCCESS) fake.enqueued = 0, st = gg_ssm_gate_graph_run(g, &b.d4, &b.a4, NULL);
         break;
-    }
     }
     gg_graph_destroy(g);
+    return st;
+}
+
+static void no_work(void *user, gg_stream stream, int64_t tokens) { (void)user, (void)stream, (void)tokens; }
+
+/* A step's life with fuzzed pieces: its config, up to four adds (block calls, callbacks, reductions), finalize, a
+ * host- and a device-selected run; every call checked as it returns. */
+static gg_status step_call(reader *r) {
+    gg_step_config sc = GG_STEP_CONFIG_INIT;
+    int64_t list[70];
+    TAKE_BUCKETS(r, sc, list);
+    sc.side_streams = (int)(take(r, 1) % 7) - 1;
+    sc.scratch_slots = (int)(take(r, 1) % 11) - 1;
+    sc.sync_gradients = (int)(take(r, 1) % 3);
+    if (take(r, 1) % 16 == 0) sc.version = 99;
+    gg_step *step = (gg_step *)&list; /* must be NULL after a failed create */
+    fake.enqueued = 0;
+    gg_status st = gg_step_create(ctx, take(r, 1) % 8 ? &sc : NULL, &step);
+    if ((st == GG_SUCCESS) != (step != NULL)) abort();
+    if (st != GG_SUCCESS) return st;
+    for (int n = (int)(take(r, 1) % 5), i = 0; i < n; ++i) {
+        fake.enqueued = 0;
+        switch ((unsigned)take(r, 1) % 4) {
+        case 0: st = gg_step_add_callback(step, take(r, 1) % 4 ? no_work : NULL, NULL); break;
+        case 1: {
+            void *grad = pointer_of(r, 20 + i);
+            const size_t count = take(r, 1) % 4 ? (size_t)take(r, 2) : (size_t)take(r, 8);
+            st = gg_step_add_reduce(step, grad, count, (int)(take(r, 1) % 2));
+            break;
+        }
+        default: {
+            fuzz_block b;
+            take_block(r, &b);
+            st = b.block == 1   ? gg_step_add_tanh_gate(step, &b.d1, &b.a1)
+                 : b.block == 2 ? gg_step_add_gelu_ffn(step, &b.d2, &b.a2)
+                 : b.block == 3 ? gg_step_add_mlp(step, &b.d3, &b.a3)
+                                : gg_step_add_ssm_gate(step, &b.d4, &b.a4);
+            break;
+        }
+        }
+        check_result(st, ctx);
+    }
+    fake.enqueued = 0;
+    check_result(gg_step_finalize(step), ctx);
+    const int64_t tokens = take(r, 1) % 4 ? size_of(r) % 5000 : (int64_t)take(r, 8);
+    const int accumulate = (int)(take(r, 1) % 3);
+    fake.enqueued = 0;
+    check_result(gg_step_run(step, tokens, accumulate, NULL), ctx);
+    fake.enqueued = 0;
+    st = gg_step_run_device(step, (const int64_t *)pointer_of(r, 30), accumulate, NULL);
+    gg_step_destroy(step);
+    return st;
+}
+
+/* A float: mostly a plausible value (or one just outside the range), sometimes any bits. */
+static float float_of(reader *r) {
+    static const float plausible[] = {0.0f, 1e-8f, 1e-3f, 0.1f, 0.5f, 0.9f, 0.999f, 1.0f, 2.0f, -0.5f, -1.0f, 65504.0f};
+    const unsigned kind = (unsigned)take(r, 1);
+    if (kind % 4) return plausible[kind % (sizeof plausible / sizeof plausible[0])];
+    const uint32_t bits = (uint32_t)take(r, 4);
+    float f;
+    memcpy(&f, &bits, sizeof f); /* NaN, Inf, subnormals, anything */
+    return f;
+}
+
+/* An optimizer's life with fuzzed pieces: its config, up to three parameters, finalize, steps, the setters. */
+static gg_status optim_call(reader *r) {
+    gg_optim_config oc = GG_OPTIM_CONFIG_INIT;
+    oc.kind = (gg_optim_kind)(int)(take(r, 1) % 4) - 1;
+    if (take(r, 1) % 2) oc.lr = float_of(r);
+    if (take(r, 1) % 4 == 0) oc.beta1 = float_of(r), oc.beta2 = float_of(r), oc.eps = float_of(r);
+    if (take(r, 1) % 4 == 0) oc.weight_decay = float_of(r);
+    if (take(r, 1) % 4 == 0) oc.momentum = float_of(r), oc.dampening = float_of(r), oc.nesterov = (int)take(r, 1) % 2;
+    if (take(r, 1) % 4 == 0) oc.max_grad_norm = float_of(r);
+    oc.check_finite = (int)(take(r, 1) % 3);
+    if (take(r, 1) % 16 == 0) oc.version = 99;
+    gg_optim *opt = NULL;
+    fake.enqueued = 0;
+    gg_status st = gg_optim_create(ctx, take(r, 1) % 8 ? &oc : NULL, &opt);
+    if ((st == GG_SUCCESS) != (opt != NULL)) abort();
+    if (st != GG_SUCCESS) return st;
+    for (int n = (int)(take(r, 1) % 4), i = 0; i < n; ++i) {
+        gg_optim_param p = {0};
+        p.param = (float *)pointer_of(r, 3 * i);
+        p.grad = pointer_of(r, 3 * i + 1);
+        p.grad_dtype = (gg_optim_dtype)(int)(take(r, 1) % 4) - 1;
+        /* counts a device could hold, or the extremes (larger valid ones only grow the host tables: test_optim_api) */
+        static const int64_t extremes[] = {INT64_MAX, INT64_MIN, -1, (int64_t)1 << 62};
+        p.count = take(r, 1) % 8 ? (int64_t)take(r, 3) - 8 : extremes[take(r, 1) % 4];
+        p.copy = take(r, 1) % 2 ? pointer_of(r, 3 * i + 2) : NULL;
+        p.copy_dtype = (gg_optim_dtype)(int)(take(r, 1) % 4) - 1;
+        p.no_weight_decay = (int)(take(r, 1) % 2);
+        fake.enqueued = 0;
+        check_result(gg_optim_add_param(opt, take(r, 1) % 16 ? &p : NULL), ctx);
+    }
+    fake.enqueued = 0;
+    check_result(gg_optim_finalize(opt), ctx);
+    fake.enqueued = 0;
+    check_result(gg_optim_set_lr(opt, float_of(r), NULL), ctx);
+    fake.enqueued = 0;
+    check_result(gg_optim_set_loss_scale(opt, float_of(r), NULL), ctx);
+    fake.enqueued = 0;
+    check_result(gg_optim_step_params(opt, (int)(int8_t)take(r, 1), (int)(int8_t)take(r, 1), NULL), ctx);
+    fake.enqueued = 0;
+    st = gg_optim_step(opt, NULL);
+    gg_optim_destroy(opt);
     return st;
 }
 
@@ -204,11 +334,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fake.managed_hi = BASE(41) + 64;
     fake.host_pinned = (int)(take(&r, 1) % 2);
     fake.enqueued = 0;
-    switch ((unsigned)take(&r, 1) % 6) {
+    switch ((unsigned)take(&r, 1) % 8) {
     case 0: check_result(ctx_create(&r), NULL); break;
     case 5: check_result(numerics_call(&r), ctx); break;
     case 1: check_result(block_call(&r, 1), ctx); break;
     case 4: check_result(forward_call(&r), ctx); break;
+    case 6: check_result(step_call(&r), ctx); break;
+    case 7: check_result(optim_call(&r), ctx); break;
     default: check_result(block_call(&r, 0), ctx); break;
     }
     return 0;
