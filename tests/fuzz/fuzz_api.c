@@ -2,9 +2,10 @@
  * fuzz_api.c - libFuzzer over the public API's validation, on the CUDA fakes (tests/fake): no GPU needed. Each input
  * is read as a sequence of choices: which entry point (a block's eager call or forward, a graph's create and run, a
  * step's life (create, adds, finalize, runs), an optimizer's (create, parameters, finalize, setters, steps), a
- * context's create with a config, gg_to_fp16, gg_check_finite), its desc fields (any int64, including negative and huge), its pointers (NULL,
- * misaligned, device, host, pinned, managed, overlapping) and the graph config's fields. Every call must return a gg_status, a
- * message on failure, and a rejected argument must enqueue nothing; ASan and UBSan watch the host code.
+ * context's create with a config, gg_to_fp16, gg_check_finite), its desc fields (any int64, including negative and
+ * huge), its pointers (NULL, misaligned, device, host, pinned, managed, overlapping), the configs' fields and floats
+ * (NaN, Inf, out of range). Every call must return a gg_status, a message on failure, and a rejected argument must
+ * enqueue nothing; ASan and UBSan watch the host code.
  *   scripts/test.sh runs it for GG_FUZZ_SECONDS (default 60); a crash input is written to the fuzz build folder.
  */
 #include <stdint.h>
