@@ -334,6 +334,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fake.managed_lo = BASE(41);
     fake.managed_hi = BASE(41) + 64;
     fake.host_pinned = (int)(take(&r, 1) % 2);
+    fake.plan_ok = (int)(take(&r, 1) % 2); /* cuBLASLt plans (deeper: planning, captures) or refuses them */
     fake.enqueued = 0;
     switch ((unsigned)take(&r, 1) % 8) {
     case 0: check_result(ctx_create(&r), NULL); break;
