@@ -172,8 +172,11 @@ static gg_status step_call(reader *r) {
     gg_status st = gg_step_create(ctx, take(r, 1) % 8 ? &sc : NULL, &step);
     if ((st == GG_SUCCESS) != (step != NULL)) abort();
     if (st != GG_SUCCESS) return st;
+    int kinds[4] = {0}; /* the block of each call added (0: a callback or a reduction), for gg_step_set_args */
+    int n_calls = 0;
     for (int n = (int)(take(r, 1) % 5), i = 0; i < n; ++i) {
         fake.enqueued = 0;
+        int kind = 0;
         switch ((unsigned)take(r, 1) % 4) {
         case 0: st = gg_step_add_callback(step, take(r, 1) % 4 ? no_work : NULL, NULL); break;
         case 1: {
@@ -189,19 +192,40 @@ static gg_status step_call(reader *r) {
                  : b.block == 2 ? gg_step_add_gelu_ffn(step, &b.d2, &b.a2)
                  : b.block == 3 ? gg_step_add_mlp(step, &b.d3, &b.a3)
                                 : gg_step_add_ssm_gate(step, &b.d4, &b.a4);
+            kind = b.block;
             break;
         }
         }
         check_result(st, ctx);
+        if (st == GG_SUCCESS) kinds[n_calls++] = kind; /* a refused reduction is no call; an added one is */
     }
     fake.enqueued = 0;
     check_result(gg_step_finalize(step), ctx);
+    gg_step_memory mem;
+    fake.enqueued = 0;
+    check_result(gg_step_memory_info(step, take(r, 1) % 8 ? &mem : NULL), ctx);
+    fake.enqueued = 0;
+    check_result(gg_step_set_sync(step, (int)(take(r, 1) % 3)), ctx);
+    { /* new pointers for one call: its own block's args (the contract), or NULL, or an index out of range */
+        const int index = (int)(take(r, 1) % 6) - 1;
+        fuzz_block b;
+        take_block(r, &b);
+        const int kind = index >= 0 && index < n_calls ? kinds[index] : 0;
+        const void *args = kind == 1 ? (const void *)&b.a1 : kind == 2 ? (const void *)&b.a2
+                           : kind == 3 ? (const void *)&b.a3 : kind == 4 ? (const void *)&b.a4 : NULL;
+        fake.enqueued = 0;
+        if (kind || take(r, 1) % 2) check_result(gg_step_set_args(step, index, take(r, 1) % 8 ? args : NULL), ctx);
+    }
     const int64_t tokens = take(r, 1) % 4 ? size_of(r) % 5000 : (int64_t)take(r, 8);
     const int accumulate = (int)(take(r, 1) % 3);
     fake.enqueued = 0;
     check_result(gg_step_run(step, tokens, accumulate, NULL), ctx);
     fake.enqueued = 0;
     st = gg_step_run_device(step, (const int64_t *)pointer_of(r, 30), accumulate, NULL);
+    check_result(st, ctx);
+    unsigned errors = 0;
+    fake.enqueued = 0;
+    st = gg_step_device_errors(step, take(r, 1) % 8 ? &errors : NULL);
     gg_step_destroy(step);
     return st;
 }
@@ -256,7 +280,18 @@ static gg_status optim_call(reader *r) {
     fake.enqueued = 0;
     check_result(gg_optim_step_params(opt, (int)(int8_t)take(r, 1), (int)(int8_t)take(r, 1), NULL), ctx);
     fake.enqueued = 0;
-    st = gg_optim_step(opt, NULL);
+    check_result(gg_optim_step(opt, NULL), ctx);
+    gg_optim_memory mem;
+    fake.enqueued = 0;
+    check_result(gg_optim_memory_info(opt, take(r, 1) % 8 ? &mem : NULL), ctx);
+    gg_optim_device_ptrs ptrs;
+    fake.enqueued = 0;
+    check_result(gg_optim_device_pointers(opt, take(r, 1) % 8 ? &ptrs : NULL), ctx);
+    int found_inf = 0;
+    float grad_norm = 0.0f;
+    const unsigned outs = (unsigned)take(r, 1);
+    fake.enqueued = 0;
+    st = gg_optim_last_step(opt, outs & 1 ? &found_inf : NULL, outs & 2 ? &grad_norm : NULL);
     gg_optim_destroy(opt);
     return st;
 }
