@@ -320,6 +320,7 @@ static gg_status add_reduce(gg_step *s, void *grad, size_t count, int bf16) {
         return gg_fail(s->ctx, GG_ERROR_MISALIGNED, "%s (call %d): grad (%p) is not aligned to its %zu-byte elements",
                        fn, s->n_ops, grad, elem);
     GG_TRY(gg_check_device_pointer(s->ctx, fn, "grad", grad));
+    GG_TRY(gg_check_device_extent(s->ctx, fn, "grad", grad, count * elem));
     const step_op op = {.kind = OP_REDUCE, .grad = grad, .count = count, .elem_bytes = (int)elem};
     return append(s, fn, &op);
 }

@@ -804,8 +804,9 @@ GG_API gg_status gg_step_add_optimizer(gg_step *step, gg_optim *opt);
  * it in place with the block calls' gradients (see "Data parallelism"); other steps leave it alone. After this
  * point no callback may read or write it (the reduction may still run). It must not overlap a block call's
  * parameter gradient or another entry (checked at gg_step_finalize); with reduce-scatter count must be divisible
- * by the number of ranks (checked there too). Refused after gg_step_finalize. Returns GG_SUCCESS or
- * GG_ERROR_INVALID_ARGUMENT / GG_ERROR_MISALIGNED naming the argument (nothing added). */
+ * by the number of ranks (checked there too). grad and its last byte must be device (or managed) memory. Refused
+ * after gg_step_finalize. Returns GG_SUCCESS or GG_ERROR_INVALID_ARGUMENT / GG_ERROR_MISALIGNED naming the argument
+ * (nothing added). */
 GG_API gg_status gg_step_add_reduce(gg_step *step, void *grad, size_t count, int bf16);
 
 /* Ends the description: checks what only the whole chain shows (at least one block call; no two calls write
@@ -1208,7 +1209,9 @@ GG_API gg_status gg_dist_check(gg_ctx *ctx);
  * syncing graphs: keep them in one stream order. A graph that captured it holds NCCL work: destroy it before
  * gg_dist_detach / gg_ctx_destroy. Reduce-scatter needs count divisible by the number of ranks. Argument errors
  * enqueue nothing; an NCCL or CUDA error after the first piece leaves the ranks out of step: treat it as fatal for
- * the communicator. data must be device (or managed) memory: host memory is refused, one query per new pointer. */
+ * the communicator. data must be device (or managed) memory: host memory is refused, one query per new pointer,
+ * and so is a count whose last byte is not device memory (a count larger than the buffer, where it runs past every
+ * allocation). */
 GG_API gg_status gg_dist_reduce(gg_ctx *ctx, void *data, size_t count, int bf16, gg_stream stream);
 
 /* Device memory for parameter gradients that syncing graphs (and gg_dist_reduce) all-reduce in place through the

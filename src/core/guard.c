@@ -46,19 +46,33 @@ static int known_device(const gg_guard *g, const void *p) {
     return 0;
 }
 
+/* What memory p points into (one driver query). */
+static enum cudaMemoryType memory_type(const void *p) {
+    struct cudaPointerAttributes attr;
+    memset(&attr, 0, sizeof attr);
+    if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) { /* before CUDA 11 an unregistered pointer was an error */
+        (void)cudaGetLastError();
+        return cudaMemoryTypeUnregistered;
+    }
+    return attr.type;
+}
+
+static int gpu_addressable(enum cudaMemoryType type) {
+    return type == cudaMemoryTypeDevice || type == cudaMemoryTypeManaged;
+}
+
+static void remember(gg_guard *g, const void *p) {
+    g->known[g->next] = p;
+    g->next = (g->next + 1) % GG_KNOWN_DEVICE_PTRS;
+}
+
 /* Whether p is memory the GPU can address as a kernel operand: device or managed memory (one driver query). The
  * message names it as prefix + name ("args->weight2"). */
 static gg_status check_pointer(gg_ctx *ctx, const char *fn, const char *prefix, const char *name, const void *p) {
-    struct cudaPointerAttributes attr;
-    memset(&attr, 0, sizeof attr);
-    const cudaError_t err = cudaPointerGetAttributes(&attr, p);
-    if (err != cudaSuccess) { /* before CUDA 11 an unregistered host pointer was an error */
-        (void)cudaGetLastError();
-        attr.type = cudaMemoryTypeUnregistered;
-    }
-    if (attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged) return GG_SUCCESS;
+    const enum cudaMemoryType type = memory_type(p);
+    if (gpu_addressable(type)) return GG_SUCCESS;
     return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: %s%s (%p) is %s memory; gradgraph needs device memory", fn,
-                   prefix, name, p, attr.type == cudaMemoryTypeHost ? "pinned host" : "host");
+                   prefix, name, p, type == cudaMemoryTypeHost ? "pinned host" : "host");
 }
 
 /* check_pointer once per pointer: the pointers found to be device memory are remembered (a ring). */
@@ -66,8 +80,7 @@ static gg_status check_remembered(gg_ctx *ctx, const char *fn, const char *prefi
     gg_guard *g = &ctx->guard;
     if (known_device(g, p)) return GG_SUCCESS;
     GG_TRY(check_pointer(ctx, fn, prefix, name, p));
-    g->known[g->next] = p;
-    g->next = (g->next + 1) % GG_KNOWN_DEVICE_PTRS;
+    remember(g, p);
     return GG_SUCCESS;
 }
 
@@ -83,6 +96,23 @@ gg_status gg_check_device_pointer(gg_ctx *ctx, const char *fn, const char *name,
 
 gg_status gg_check_device_pointer_known(gg_ctx *ctx, const char *fn, const char *name, const void *p) {
     return check_remembered(ctx, fn, "", name, p);
+}
+
+gg_status gg_check_device_extent(gg_ctx *ctx, const char *fn, const char *name, const void *p, size_t bytes) {
+    if (bytes == 0) return GG_SUCCESS;
+    if ((uintptr_t)p > UINTPTR_MAX - (bytes - 1))
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: %s (%p) and its %zu bytes run past the end of memory", fn,
+                       name, p, bytes);
+    const void *last = (const char *)p + (bytes - 1);
+    gg_guard *g = &ctx->guard;
+    if (known_device(g, last)) return GG_SUCCESS;
+    if (!gpu_addressable(memory_type(last)))
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
+                       "%s: the last byte of %s's %zu bytes (%p) is not device memory: the buffer is smaller than the "
+                       "count says",
+                       fn, name, bytes, last);
+    remember(g, last);
+    return GG_SUCCESS;
 }
 
 gg_status gg_block_enqueue_failed(gg_ctx *ctx, const gg_block_call *c, gg_status status) {

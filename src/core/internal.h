@@ -192,4 +192,11 @@ gg_status gg_check_device_pointer(gg_ctx *ctx, const char *fn, const char *name,
  * device_tokens): checked once, then remembered in that ring. */
 gg_status gg_check_device_pointer_known(gg_ctx *ctx, const char *fn, const char *name, const void *p);
 
+/* For a buffer whose length the caller states as a count (gg_dist_reduce, gg_step_add_reduce):
+ * GG_ERROR_INVALID_ARGUMENT unless its bytes stay within the address space and its last byte is device or managed memory too, remembered as
+ * the pointers are. A count larger than the buffer is caught where it runs past every allocation (one driver query
+ * cannot see into a neighbouring one), instead of a collective over memory that is not there (and, over pieces of
+ * bucket_bytes, billions of NCCL calls for a garbage count). */
+gg_status gg_check_device_extent(gg_ctx *ctx, const char *fn, const char *name, const void *p, size_t bytes);
+
 #endif

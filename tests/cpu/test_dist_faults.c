@@ -376,6 +376,19 @@ static void reduce_refuses_host_memory(void **state) {
     contains(gg_last_error(ctx), "is host memory; gradgraph needs device memory");
     assert_int_equal(atomic_load(&fake_nccl.collectives), collectives);
     assert_int_equal(fake.enqueued, 0);
+    /* a count larger than the buffer: its last byte is no device memory (here the host range just past FAKE(8)'s
+     * 1024 floats' first 4095 bytes) */
+    fake.host_lo = (uintptr_t)FAKE(8) + 4095;
+    fake.host_hi = fake.host_lo + 1;
+    assert_int_equal(gg_dist_reduce(ctx, FAKE(8), 1023, 0, NULL), GG_SUCCESS); /* 4092 bytes: within */
+    assert_int_equal(gg_dist_reduce(ctx, FAKE(8), 1024, 0, NULL), GG_ERROR_INVALID_ARGUMENT);
+    contains(gg_last_error(ctx), "gg_dist_reduce: the last byte of data's 4096 bytes (");
+    contains(gg_last_error(ctx), "is not device memory: the buffer is smaller than the count says");
+    const int before = atomic_load(&fake_nccl.collectives);
+    fake.enqueued = 0;
+    assert_int_equal(gg_dist_reduce(ctx, FAKE(8), 1024, 0, NULL), GG_ERROR_INVALID_ARGUMENT); /* never remembered */
+    assert_int_equal(atomic_load(&fake_nccl.collectives), before);
+    assert_int_equal(fake.enqueued, 0);
     fake.host_lo = fake.host_hi = 0;
     assert_int_equal(gg_dist_reduce(ctx, FAKE(8), 1024, 0, NULL), GG_SUCCESS);
     assert_int_equal(gg_dist_detach(ctx), GG_SUCCESS);

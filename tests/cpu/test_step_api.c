@@ -242,6 +242,11 @@ static void reduce_entries_and_sync(void **state) {
     assert_int_equal(gg_step_add_reduce(step, FAKE(201), 8, 0), GG_ERROR_INVALID_ARGUMENT);
     assert_message_has(ctx, "gg_step_add_reduce: grad (");
     assert_message_has(ctx, "is host memory; gradgraph needs device memory");
+    fake.host_lo = (uintptr_t)FAKE(202) + 31; /* a count larger than the buffer: its last byte no device memory */
+    fake.host_hi = fake.host_lo + 1;
+    assert_int_equal(gg_step_add_reduce(step, FAKE(202), 8, 0), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_step_add_reduce: the last byte of grad's 32 bytes (");
+    assert_message_has(ctx, "is not device memory: the buffer is smaller than the count says");
     fake.host_lo = fake.host_hi = 0;
     assert_int_equal(gg_step_call_count(step), 1); /* the refused adds added nothing */
 

@@ -15,6 +15,9 @@
 
 #include "fake_cuda.h"
 #include "gradgraph.h"
+#ifdef GG_FUZZ_DIST
+#include "fake_nccl.h"
+#endif
 
 typedef struct reader {
     const uint8_t *data;
@@ -338,6 +341,81 @@ static gg_status numerics_call(reader *r) {
     return gg_check_finite(ctx, a, count, (int)(take(r, 1) % 2), b, NULL);
 }
 
+#ifdef GG_FUZZ_DIST
+/* A context of its own with a fake communicator of 1-3 ranks attached by a fuzzed config, then what a data-parallel
+ * loop calls: gg_dist_reduce, gg_dist_alloc / _free, a syncing graph of block 1 (planned without cuBLASLt), and
+ * gg_dist_detach. The fake collectives complete at once; the deadlines are 1 s (main) so nothing can wait longer. */
+static gg_status dist_call(reader *r) {
+    gg_config c = GG_CONFIG_INIT;
+    c.autotune = 0;
+    gg_ctx *dctx = NULL;
+    if (gg_ctx_create(&c, &dctx) != GG_SUCCESS) abort();
+    fake_nccl_reset((int)(take(r, 1) % 2), (int)(take(r, 1) % 3) + 1);
+    ncclComm_t comm = fake_nccl_comm();
+    gg_dist_config dc = GG_DIST_CONFIG_INIT;
+    dc.bind_cpus = 0; /* no thread binding in a fuzzer */
+    dc.op = (gg_reduce_op)(int)(take(r, 1) % 4) - 1;
+    dc.sync = (gg_grad_sync)(int)(take(r, 1) % 4) - 1;
+    dc.bucket_bytes = take(r, 1) % 4 ? (size_t)take(r, 1) << (take(r, 1) % 28) : (size_t)take(r, 8);
+    dc.overlap = (int)(take(r, 1) % 3) - 1;
+    dc.comm_sms = (int)(int8_t)take(r, 1);
+    dc.copy_engines = (int)(take(r, 1) % 3);
+    if (take(r, 1) % 16 == 0) dc.version = 99;
+    fake.enqueued = 0;
+    gg_status st = gg_dist_attach(dctx, take(r, 1) % 16 ? (void *)comm : NULL, take(r, 1) % 8 ? &dc : NULL);
+    check_result(st, dctx);
+    if (st == GG_SUCCESS) {
+        for (int n = (int)(take(r, 1) % 4), i = 0; i < n; ++i) {
+            fake.enqueued = 0;
+            switch ((unsigned)take(r, 1) % 3) {
+            case 0: {
+                void *data = pointer_of(r, i);
+                /* small counts, or extremes: the fakes call all memory outside the host ranges device memory, so a
+                 * count of terabytes that a GPU's driver would refuse (its last byte in no allocation) passes here,
+                 * and only loops over its billion pieces (one NCCL call per bucket_bytes) */
+                static const size_t extremes[] = {SIZE_MAX, SIZE_MAX / 2, SIZE_MAX / 2 + 1, 0};
+                const size_t count = take(r, 1) % 8 ? (size_t)take(r, 2) : extremes[take(r, 1) % 4];
+                check_result(gg_dist_reduce(dctx, data, count, (int)(take(r, 1) % 2), NULL), dctx);
+                break;
+            }
+            case 1: {
+                void *buffer = NULL;
+                const size_t bytes = take(r, 1) % 8 ? (size_t)take(r, 3) : SIZE_MAX >> (take(r, 1) % 4);
+                st = gg_dist_alloc(dctx, bytes, take(r, 1) % 16 ? &buffer : NULL);
+                check_result(st, dctx);
+                if ((st == GG_SUCCESS) != (buffer != NULL)) abort();
+                fake.enqueued = 0;
+                check_result(gg_dist_free(dctx, take(r, 1) % 16 ? buffer : (void *)BASE(7)), dctx);
+                if (buffer) (void)gg_dist_free(dctx, buffer); /* after a refused free */
+                break;
+            }
+            default: {
+                fuzz_block b;
+                take_block(r, &b);
+                b.d1.tokens = take(r, 1) % 4 ? 64 : b.d1.tokens;
+                b.d1.hidden = take(r, 1) % 4 ? 4096 : b.d1.hidden;
+                gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
+                gc.max_tokens = 128;
+                gc.sync_gradients = 1;
+                gg_graph *g = NULL;
+                st = gg_tanh_gate_graph_create(dctx, &b.d1, &gc, &g);
+                check_result(st, dctx);
+                fake.enqueued = 0;
+                if (st == GG_SUCCESS) check_result(gg_tanh_gate_graph_run(g, &b.d1, &b.a1, NULL), dctx);
+                gg_graph_destroy(g);
+                break;
+            }
+            }
+        }
+        fake.enqueued = 0;
+        check_result(gg_dist_detach(dctx), dctx);
+    }
+    gg_ctx_destroy(dctx);
+    fake_nccl_destroy(comm);
+    return GG_SUCCESS;
+}
+#endif
+
 static gg_status ctx_create(reader *r) {
     gg_config c = GG_CONFIG_INIT;
     c.device = (int)(int8_t)take(r, 1) % 3;
@@ -357,6 +435,11 @@ static gg_status ctx_create(reader *r) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     reader r = {data, size, 0};
+    if (!ctx) { /* nothing may wait on another rank for long (the fake collectives never leave one waiting) */
+        setenv("GG_DIST_PEER_TIMEOUT_S", "1", 1);
+        setenv("GG_DIST_STEP_TIMEOUT_S", "1", 1);
+        setenv("GG_DIST_INIT_TIMEOUT_S", "1", 1);
+    }
     if (!ctx || ++calls % 1000 == 0) { /* a fresh context now and then: plans of new shapes accumulate */
         gg_ctx_destroy(ctx);
         fake_reset(2);
@@ -371,7 +454,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fake.host_pinned = (int)(take(&r, 1) % 2);
     fake.plan_ok = (int)(take(&r, 1) % 2); /* cuBLASLt plans (deeper: planning, captures) or refuses them */
     fake.enqueued = 0;
-    switch ((unsigned)take(&r, 1) % 8) {
+    switch ((unsigned)take(&r, 1) % 9) {
+#ifdef GG_FUZZ_DIST
+    case 8: check_result(dist_call(&r), NULL); break;
+#endif
     case 0: check_result(ctx_create(&r), NULL); break;
     case 5: check_result(numerics_call(&r), ctx); break;
     case 1: check_result(block_call(&r, 1), ctx); break;
