@@ -139,9 +139,13 @@ static gg_status check_param(gg_optim *o, const char *where, const gg_optim_para
         return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
                        "%s: param->copy_dtype = %d: a copy is GG_OPTIM_FP16 or GG_OPTIM_BF16", where,
                        (int)p->copy_dtype);
+    const size_t n = (size_t)p->count; /* <= 2^52: no tensor's bytes overflow */
     GG_TRY(check_pointer(o, where, "param->param", p->param, 4));
+    GG_TRY(gg_check_device_extent(ctx, where, "param->param", p->param, n * 4));
     GG_TRY(check_pointer(o, where, "param->grad", p->grad, elem_bytes(p->grad_dtype)));
+    GG_TRY(gg_check_device_extent(ctx, where, "param->grad", p->grad, n * elem_bytes(p->grad_dtype)));
     if (p->copy) GG_TRY(check_pointer(o, where, "param->copy", p->copy, 2));
+    if (p->copy) GG_TRY(gg_check_device_extent(ctx, where, "param->copy", p->copy, n * 2));
     span mine[3], theirs[3];
     spans_of(p, mine);
     for (int a = 0; a < 3; ++a)

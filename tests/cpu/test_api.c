@@ -1100,6 +1100,12 @@ static void check_finite_checks_and_launches(void **state) {
     fake.host_hi = fake.host_lo + 16;
     expect_finite_refused(ctx, FAKE(0), 8, 0, flag, GG_ERROR_INVALID_ARGUMENT,
                           "gg_check_finite: device_flag (0x200000000000) is host memory");
+    /* a count larger than the buffer: its last byte no device memory (a count whose last byte no call checked yet:
+     * the ones found to be device memory are remembered) */
+    fake.host_lo = (uintptr_t)FAKE(0) + 35;
+    fake.host_hi = fake.host_lo + 1;
+    expect_finite_refused(ctx, FAKE(0), 9, 0, flag, GG_ERROR_INVALID_ARGUMENT,
+                          "gg_check_finite: the last byte of data's 36 bytes (0x100000000023) is not device memory");
     fake.host_lo = fake.host_hi = 0;
     const int launches = fake_kernel_launches("check_finite_kernel");
     assert_int_equal(gg_check_finite(ctx, FAKE(0), 0, 0, flag, NULL), GG_SUCCESS); /* nothing to check */

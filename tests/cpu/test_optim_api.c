@@ -195,6 +195,15 @@ static void add_param_checks_every_field(void **state) {
     assert_int_equal(gg_optim_add_param(opt, &host), GG_ERROR_INVALID_ARGUMENT);
     assert_message_has(ctx, "gg_optim_add_param (param 1): param->grad (0xc00000000000) is host memory; gradgraph "
                             "needs device memory");
+    /* a count larger than the buffer: the copy's last byte (of 1000 fp16) in no device memory */
+    host = param(1, 1000);
+    host.copy = FAKE(12);
+    host.copy_dtype = GG_OPTIM_FP16;
+    fake.host_lo = (uintptr_t)host.copy + 1999;
+    fake.host_hi = fake.host_lo + 1;
+    assert_int_equal(gg_optim_add_param(opt, &host), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_optim_add_param (param 1): the last byte of param->copy's 2000 bytes (");
+    assert_message_has(ctx, "is not device memory: the buffer is smaller than the count says");
     fake.host_lo = fake.host_hi = 0;
     assert_int_equal(param_count(opt), 1); /* the refused adds added nothing */
 
