@@ -234,8 +234,9 @@ GG_API gg_status gg_fp16_overflow(gg_ctx *ctx, int *found, int clear);
 /* Writes count fp32 elements at src to dst in fp16, rounded to nearest even, exactly as fp16 mode rounds the GEMMs'
  * operands, and sets the overflow word above for a value past ±65504, an Inf or a NaN: the copies blocks 2 and 3 take
  * as their *_fp16 operands, made from tensors of your own (activations your kernels produce). Enqueued on stream,
- * no host sync: it may be captured. src and dst device (or managed) memory, GG_ALIGNMENT-aligned, not overlapping;
- * count 0 enqueues nothing. */
+ * no host sync: it may be captured. src and dst device (or managed) memory, their last elements too (a count larger
+ * than a buffer is refused where it runs past every allocation), GG_ALIGNMENT-aligned, not overlapping; count 0
+ * enqueues nothing. */
 GG_API gg_status gg_to_fp16(gg_ctx *ctx, const float *src, void *dst, size_t count, gg_stream stream);
 
 /* The gradients' Inf/NaN check, for a training loop without gradgraph's optimizer (gg_optim checks its gradients
@@ -243,8 +244,8 @@ GG_API gg_status gg_to_fp16(gg_ctx *ctx, const float *src, void *dst, size_t cou
  * bf16 is nonzero) is Inf or NaN, and leaves it as it is otherwise (clear it yourself, like the overflow word, whose
  * address gg_fp16_overflow_flag gives: passing it makes one found-inf word for both, as AMP's). Enqueued on stream,
  * no host sync: it may be captured; after a backward, on the stream the backward ran on (a step graph or a block
- * call has joined its gradients by then). data and device_flag device (or managed) memory, data GG_ALIGNMENT-aligned
- * and device_flag 4-byte aligned, not overlapping; count 0 enqueues nothing. */
+ * call has joined its gradients by then). data (its last element too) and device_flag device (or managed) memory,
+ * data GG_ALIGNMENT-aligned and device_flag 4-byte aligned, not overlapping; count 0 enqueues nothing. */
 GG_API gg_status gg_check_finite(gg_ctx *ctx, const void *data, size_t count, int bf16, unsigned *device_flag,
                                  gg_stream stream);
 
@@ -981,8 +982,8 @@ typedef struct gg_optim_param {
 GG_API gg_status gg_optim_create(gg_ctx *ctx, const gg_optim_config *config, gg_optim **out);
 
 /* Appends a parameter (*param is copied; its index is the number of parameters added before it). Checked: param
- * and grad non-NULL; count >= 1; the dtypes; every pointer device or managed memory and aligned to its element
- * (else GG_ERROR_MISALIGNED); no two of the parameter's tensors overlapping; its weights and copy overlapping no
+ * and grad non-NULL; count >= 1; the dtypes; every pointer device or managed memory (each tensor's last element too)
+ * and aligned to its element (else GG_ERROR_MISALIGNED); no two of the parameter's tensors overlapping; its weights and copy overlapping no
  * tensor of an earlier parameter, and its gradient no earlier parameter's weights or copy. Refused after
  * gg_optim_finalize. A refused add adds nothing. */
 GG_API gg_status gg_optim_add_param(gg_optim *opt, const gg_optim_param *param);
