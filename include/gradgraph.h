@@ -983,9 +983,9 @@ GG_API gg_status gg_optim_create(gg_ctx *ctx, const gg_optim_config *config, gg_
 
 /* Appends a parameter (*param is copied; its index is the number of parameters added before it). Checked: param
  * and grad non-NULL; count >= 1; the dtypes; every pointer device or managed memory (each tensor's last element too)
- * and aligned to its element (else GG_ERROR_MISALIGNED); no two of the parameter's tensors overlapping; its weights and copy overlapping no
- * tensor of an earlier parameter, and its gradient no earlier parameter's weights or copy. Refused after
- * gg_optim_finalize. A refused add adds nothing. */
+ * and aligned to its element (else GG_ERROR_MISALIGNED); no two of the parameter's tensors overlapping; its weights
+ * and copy overlapping no tensor of an earlier parameter, and its gradient no earlier parameter's weights or copy.
+ * Refused after gg_optim_finalize. A refused add adds nothing. */
 GG_API gg_status gg_optim_add_param(gg_optim *opt, const gg_optim_param *param);
 
 /* Ends the description and makes the device state, in one allocation: the moments, zeroed (AdamW two fp32 words
