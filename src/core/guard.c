@@ -40,10 +40,21 @@ int gg_ctx_claimed_elsewhere(const gg_ctx *ctx) {
     return owner != 0 && owner != (uintptr_t)&g_thread_token;
 }
 
+/* p's first slot in the set: a 64-bit mix of the address (allocations are aligned: the low bits alone would
+ * collide). */
+static unsigned slot_of(const void *p) {
+    uint64_t x = (uint64_t)(uintptr_t)p;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return (unsigned)x & (GG_KNOWN_DEVICE_PTRS - 1);
+}
+
 static int known_device(const gg_guard *g, const void *p) {
-    for (int i = 0; i < GG_KNOWN_DEVICE_PTRS; ++i)
+    for (unsigned i = slot_of(p);; i = (i + 1) & (GG_KNOWN_DEVICE_PTRS - 1)) { /* ends: a quarter stays empty */
         if (g->known[i] == p) return 1;
-    return 0;
+        if (!g->known[i]) return 0;
+    }
 }
 
 /* What memory p points into (one driver query). */
@@ -62,8 +73,17 @@ static int gpu_addressable(enum cudaMemoryType type) {
 }
 
 static void remember(gg_guard *g, const void *p) {
-    g->known[g->next] = p;
-    g->next = (g->next + 1) % GG_KNOWN_DEVICE_PTRS;
+    if (g->n_known >= GG_KNOWN_DEVICE_PTRS / 4 * 3) {
+        memset(g->known, 0, sizeof g->known);
+        g->n_known = 0;
+    }
+    unsigned i = slot_of(p);
+    while (g->known[i]) {
+        if (g->known[i] == p) return;
+        i = (i + 1) & (GG_KNOWN_DEVICE_PTRS - 1);
+    }
+    g->known[i] = p;
+    ++g->n_known;
 }
 
 /* Whether p is memory the GPU can address as a kernel operand: device or managed memory (one driver query). The
@@ -75,7 +95,7 @@ static gg_status check_pointer(gg_ctx *ctx, const char *fn, const char *prefix, 
                    prefix, name, p, type == cudaMemoryTypeHost ? "pinned host" : "host");
 }
 
-/* check_pointer once per pointer: the pointers found to be device memory are remembered (a ring). */
+/* check_pointer once per pointer: the pointers found to be device memory are remembered. */
 static gg_status check_remembered(gg_ctx *ctx, const char *fn, const char *prefix, const char *name, const void *p) {
     gg_guard *g = &ctx->guard;
     if (known_device(g, p)) return GG_SUCCESS;
@@ -84,9 +104,31 @@ static gg_status check_remembered(gg_ctx *ctx, const char *fn, const char *prefi
     return GG_SUCCESS;
 }
 
+/* The last byte of [p, p + bytes) is device memory too (remembered); the message names it as prefix + name. */
+static gg_status check_extent(gg_ctx *ctx, const char *fn, const char *prefix, const char *name, const void *p,
+                              size_t bytes) {
+    if (bytes == 0) return GG_SUCCESS;
+    if ((uintptr_t)p > UINTPTR_MAX - (bytes - 1))
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: %s%s (%p) and its %zu bytes run past the end of memory",
+                       fn, prefix, name, p, bytes);
+    const void *last = (const char *)p + (bytes - 1);
+    gg_guard *g = &ctx->guard;
+    if (known_device(g, last)) return GG_SUCCESS;
+    if (!gpu_addressable(memory_type(last)))
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
+                       "%s: the last byte of %s%s's %zu bytes (%p) is not device memory: the buffer is smaller than "
+                       "the call says",
+                       fn, prefix, name, bytes, last);
+    remember(g, last);
+    return GG_SUCCESS;
+}
+
 gg_status gg_check_device_pointers(gg_ctx *ctx, const char *fn, const gg_block_call *c) {
-    for (int i = 0; i < c->info->n_tensors; ++i)
-        if (gg_tensor_used(c, i)) GG_TRY(check_remembered(ctx, fn, "args->", c->info->tensors[i].name, c->t[i]));
+    for (int i = 0; i < c->info->n_tensors; ++i) {
+        if (!gg_tensor_used(c, i)) continue;
+        GG_TRY(check_remembered(ctx, fn, "args->", c->info->tensors[i].name, c->t[i]));
+        GG_TRY(check_extent(ctx, fn, "args->", c->info->tensors[i].name, c->t[i], gg_tensor_bytes(c, i)));
+    }
     return GG_SUCCESS;
 }
 
@@ -99,21 +141,9 @@ gg_status gg_check_device_pointer_known(gg_ctx *ctx, const char *fn, const char 
 }
 
 gg_status gg_check_device_extent(gg_ctx *ctx, const char *fn, const char *name, const void *p, size_t bytes) {
-    if (bytes == 0) return GG_SUCCESS;
-    if ((uintptr_t)p > UINTPTR_MAX - (bytes - 1))
-        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: %s (%p) and its %zu bytes run past the end of memory", fn,
-                       name, p, bytes);
-    const void *last = (const char *)p + (bytes - 1);
-    gg_guard *g = &ctx->guard;
-    if (known_device(g, last)) return GG_SUCCESS;
-    if (!gpu_addressable(memory_type(last)))
-        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
-                       "%s: the last byte of %s's %zu bytes (%p) is not device memory: the buffer is smaller than the "
-                       "count says",
-                       fn, name, bytes, last);
-    remember(g, last);
-    return GG_SUCCESS;
+    return check_extent(ctx, fn, "", name, p, bytes);
 }
+
 
 gg_status gg_block_enqueue_failed(gg_ctx *ctx, const gg_block_call *c, gg_status status) {
     /* Whatever was forked before the failure ends before the call returns, so the next call cannot overlap it. */

@@ -9,11 +9,15 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#define GG_KNOWN_DEVICE_PTRS 128 /* device pointers a context remembers (enough for several graphs' pointer sets) */
+/* Addresses a context remembers as device memory: the first and last bytes of every tensor of a few dozen layers'
+ * calls and graphs, looked up in constant time. A power of two. */
+#define GG_KNOWN_DEVICE_PTRS 2048
 
 typedef struct gg_guard {
-    const void *known[GG_KNOWN_DEVICE_PTRS]; /* pointers cudaPointerGetAttributes found to be device or managed */
-    unsigned next;                           /* the slot the next new pointer takes (a ring: the oldest goes) */
+    /* addresses cudaPointerGetAttributes found to be device or managed memory: an open-addressing set (NULL: an
+     * empty slot), emptied when three quarters full (a program that keeps making new buffers starts over) */
+    const void *known[GG_KNOWN_DEVICE_PTRS];
+    unsigned n_known;
     _Atomic uintptr_t owner;                 /* the thread inside a public call of the context, 0 when none */
     int depth;                               /* the owner's nested claims (written by the owner only) */
     const char *fn;                          /* the public call the owner is in (its outermost claim's) */

@@ -1174,7 +1174,8 @@ static void host_pointers_are_refused(void **state) {
     destroy_ctx(ctx);
 }
 
-/* One driver query per new pointer: repeated eager calls and replays with the same pointers look them up. */
+/* Two driver queries per new tensor (its first and its last byte): repeated eager calls and replays with the same
+ * pointers look them up, also across a few hundred tensors; a tensor smaller than the dims say is refused. */
 static void device_pointers_are_queried_once(void **state) {
     (void)state;
     gg_ctx *ctx = make_ctx();
@@ -1182,18 +1183,37 @@ static void device_pointers_are_queried_once(void **state) {
     gg_tanh_gate_args ta = tanh_args();
     fake.pointer_queries = 0;
     assert_int_equal(gg_tanh_gate_backward(ctx, &td, &ta, NULL), GG_SUCCESS);
-    assert_int_equal(fake.pointer_queries, 7); /* block 1's seven tensors */
+    assert_int_equal(fake.pointer_queries, 14); /* block 1's seven tensors */
     assert_int_equal(gg_tanh_gate_backward(ctx, &td, &ta, NULL), GG_SUCCESS);
-    assert_int_equal(fake.pointer_queries, 7);
+    assert_int_equal(fake.pointer_queries, 14);
     gg_graph *g = NULL;
     gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
     gc.max_tokens = 1024;
     assert_int_equal(gg_tanh_gate_graph_create(ctx, &td, &gc, &g), GG_SUCCESS);
     for (int i = 0; i < 3; ++i) assert_int_equal(gg_tanh_gate_graph_run(g, &td, &ta, NULL), GG_SUCCESS);
-    assert_int_equal(fake.pointer_queries, 7);
-    ta.grad_gate = FAKE(9); /* one new pointer: one query */
+    assert_int_equal(fake.pointer_queries, 14);
+    ta.grad_gate = FAKE(9); /* one new tensor: two queries */
     assert_int_equal(gg_tanh_gate_backward(ctx, &td, &ta, NULL), GG_SUCCESS);
-    assert_int_equal(fake.pointer_queries, 8);
+    assert_int_equal(fake.pointer_queries, 16);
+    /* 300 more tensors (a large model's eager loop): remembered all, so a second pass makes no query */
+    for (int pass = 0; pass < 2; ++pass)
+        for (int k = 0; k < 300; ++k) {
+            ta.grad_gate = FAKE(100 + k);
+            assert_int_equal(gg_tanh_gate_backward(ctx, &td, &ta, NULL), GG_SUCCESS);
+        }
+    assert_int_equal(fake.pointer_queries, 16 + 600);
+    /* hidden_states smaller than tokens x hidden: its last byte is no device memory */
+    ta = tanh_args();
+    ta.hidden_states = FAKE(10);
+    const size_t bytes = (size_t)td.tokens * (size_t)td.hidden * 2;
+    fake.host_lo = (uintptr_t)FAKE(10) + bytes - 1;
+    fake.host_hi = fake.host_lo + 1;
+    fake.enqueued = 0;
+    assert_int_equal(gg_tanh_gate_backward(ctx, &td, &ta, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_tanh_gate_backward: the last byte of args->hidden_states's 524288 bytes (");
+    assert_message_has(ctx, "is not device memory: the buffer is smaller than the call says");
+    assert_int_equal(fake.enqueued, 0);
+    fake.host_lo = fake.host_hi = 0;
     gg_graph_destroy(g);
     destroy_ctx(ctx);
 }

@@ -383,7 +383,7 @@ static void reduce_refuses_host_memory(void **state) {
     assert_int_equal(gg_dist_reduce(ctx, FAKE(8), 1023, 0, NULL), GG_SUCCESS); /* 4092 bytes: within */
     assert_int_equal(gg_dist_reduce(ctx, FAKE(8), 1024, 0, NULL), GG_ERROR_INVALID_ARGUMENT);
     contains(gg_last_error(ctx), "gg_dist_reduce: the last byte of data's 4096 bytes (");
-    contains(gg_last_error(ctx), "is not device memory: the buffer is smaller than the count says");
+    contains(gg_last_error(ctx), "is not device memory: the buffer is smaller than the call says");
     const int before = atomic_load(&fake_nccl.collectives);
     fake.enqueued = 0;
     assert_int_equal(gg_dist_reduce(ctx, FAKE(8), 1024, 0, NULL), GG_ERROR_INVALID_ARGUMENT); /* never remembered */

@@ -203,7 +203,7 @@ static void add_param_checks_every_field(void **state) {
     fake.host_hi = fake.host_lo + 1;
     assert_int_equal(gg_optim_add_param(opt, &host), GG_ERROR_INVALID_ARGUMENT);
     assert_message_has(ctx, "gg_optim_add_param (param 1): the last byte of param->copy's 2000 bytes (");
-    assert_message_has(ctx, "is not device memory: the buffer is smaller than the count says");
+    assert_message_has(ctx, "is not device memory: the buffer is smaller than the call says");
     fake.host_lo = fake.host_hi = 0;
     assert_int_equal(param_count(opt), 1); /* the refused adds added nothing */
 

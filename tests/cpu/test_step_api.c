@@ -246,7 +246,7 @@ static void reduce_entries_and_sync(void **state) {
     fake.host_hi = fake.host_lo + 1;
     assert_int_equal(gg_step_add_reduce(step, FAKE(202), 8, 0), GG_ERROR_INVALID_ARGUMENT);
     assert_message_has(ctx, "gg_step_add_reduce: the last byte of grad's 32 bytes (");
-    assert_message_has(ctx, "is not device memory: the buffer is smaller than the count says");
+    assert_message_has(ctx, "is not device memory: the buffer is smaller than the call says");
     fake.host_lo = fake.host_hi = 0;
     assert_int_equal(gg_step_call_count(step), 1); /* the refused adds added nothing */
 
