@@ -1,5 +1,6 @@
-/* guard.c - misuse a context detects before it touches the GPU: host pointers where device memory is needed, and a
- * second thread inside a context another thread is using. */
+/* guard.c - misuse a context detects before it touches the GPU: host pointers where device memory is needed, buffers
+ * that end before the call says (their last byte in no allocation), and a second thread inside a context another
+ * thread is using. */
 #include <stdio.h>
 #include <string.h>
 
@@ -143,7 +144,6 @@ gg_status gg_check_device_pointer_known(gg_ctx *ctx, const char *fn, const char 
 gg_status gg_check_device_extent(gg_ctx *ctx, const char *fn, const char *name, const void *p, size_t bytes) {
     return check_extent(ctx, fn, "", name, p, bytes);
 }
-
 
 gg_status gg_block_enqueue_failed(gg_ctx *ctx, const gg_block_call *c, gg_status status) {
     /* Whatever was forked before the failure ends before the call returns, so the next call cannot overlap it. */
