@@ -1,7 +1,8 @@
 /*
- * guard.h - misuse a context detects: host memory passed as a device pointer (one cudaPointerGetAttributes per new
- * pointer, then a lookup in the context's cache of pointers known to be device memory) and two threads using one
- * context at once (the context is claimed by a thread for the length of each public call).
+ * guard.h - misuse a context detects: host memory passed as a device pointer, or a buffer that ends before the call
+ * says (one cudaPointerGetAttributes per new address, a tensor's first and last byte, then a lookup in the context's
+ * set of addresses known to be device memory), and two threads using one context at once (the context is claimed by
+ * a thread for the length of each public call).
  */
 #ifndef GG_GUARD_H
 #define GG_GUARD_H
