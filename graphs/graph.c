@@ -517,7 +517,7 @@ static gg_status run_device(gg_graph *g, const char *fn, gg_block_call *call, gg
     if ((uintptr_t)device_tokens % sizeof(int64_t) != 0)
         return gg_fail(ctx, GG_ERROR_MISALIGNED, "%s: device_tokens (%p) is not 8-byte aligned", fn,
                        (const void *)device_tokens);
-    GG_TRY(gg_check_device_pointer_known(ctx, fn, "device_tokens", device_tokens));
+    GG_TRY(gg_check_device_buffer(ctx, fn, "device_tokens", device_tokens, sizeof *device_tokens));
     GG_TRY(check_run(g, fn, call, requested)); /* desc->tokens is the capacity */
     gg_exec_key key = make_key(call, KEY_DEVICE);
     key.device_tokens = device_tokens;

@@ -319,8 +319,7 @@ static gg_status add_reduce(gg_step *s, void *grad, size_t count, int bf16) {
     if ((uintptr_t)grad % elem)
         return gg_fail(s->ctx, GG_ERROR_MISALIGNED, "%s (call %d): grad (%p) is not aligned to its %zu-byte elements",
                        fn, s->n_ops, grad, elem);
-    GG_TRY(gg_check_device_pointer(s->ctx, fn, "grad", grad));
-    GG_TRY(gg_check_device_extent(s->ctx, fn, "grad", grad, count * elem));
+    GG_TRY(gg_check_device_buffer(s->ctx, fn, "grad", grad, count * elem));
     const step_op op = {.kind = OP_REDUCE, .grad = grad, .count = count, .elem_bytes = (int)elem};
     return append(s, fn, &op);
 }
@@ -1006,7 +1005,7 @@ static gg_status step_run_device(gg_step *s, const char *fn, const int64_t *devi
     if ((uintptr_t)device_tokens % sizeof(int64_t) != 0)
         return gg_fail(ctx, GG_ERROR_MISALIGNED, "%s: device_tokens (%p) is not 8-byte aligned", fn,
                        (const void *)device_tokens);
-    GG_TRY(gg_check_device_pointer_known(ctx, fn, "device_tokens", device_tokens));
+    GG_TRY(gg_check_device_buffer(ctx, fn, "device_tokens", device_tokens, sizeof *device_tokens));
     if (s->reduces && s->sync_on)
         return gg_fail(ctx, GG_ERROR_UNSUPPORTED,
                        "%s: the step reduces gradients across ranks, and NCCL cannot run inside the conditional node "

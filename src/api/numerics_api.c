@@ -41,12 +41,7 @@ static gg_status check_spans(gg_ctx *ctx, const char *fn, span *s, int n, size_t
             if (s[i].bytes && s[j].bytes && a0 < b1 && b0 < a1)
                 return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: %s overlaps %s", fn, s[j].name, s[i].name);
         }
-    /* remembered after the first check: a training loop passes the same buffers every step; a counted buffer's last
-     * byte too (a count larger than the buffer) */
-    for (int i = 0; i < n; ++i) {
-        GG_TRY(gg_check_device_pointer_known(ctx, fn, s[i].name, s[i].p));
-        if (s[i].elem) GG_TRY(gg_check_device_extent(ctx, fn, s[i].name, s[i].p, s[i].bytes));
-    }
+    for (int i = 0; i < n; ++i) GG_TRY(gg_check_device_buffer(ctx, fn, s[i].name, s[i].p, s[i].bytes));
     return GG_SUCCESS;
 }
 

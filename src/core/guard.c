@@ -105,10 +105,11 @@ static gg_status check_remembered(gg_ctx *ctx, const char *fn, const char *prefi
     return GG_SUCCESS;
 }
 
-/* The last byte of [p, p + bytes) is device memory too (remembered); the message names it as prefix + name. */
-static gg_status check_extent(gg_ctx *ctx, const char *fn, const char *prefix, const char *name, const void *p,
+/* check_remembered for the first and the last byte of [p, p + bytes); the message names it as prefix + name. */
+static gg_status check_buffer(gg_ctx *ctx, const char *fn, const char *prefix, const char *name, const void *p,
                               size_t bytes) {
-    if (bytes == 0) return GG_SUCCESS;
+    GG_TRY(check_remembered(ctx, fn, prefix, name, p));
+    if (bytes <= 1) return GG_SUCCESS;
     if ((uintptr_t)p > UINTPTR_MAX - (bytes - 1))
         return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: %s%s (%p) and its %zu bytes run past the end of memory",
                        fn, prefix, name, p, bytes);
@@ -127,22 +128,13 @@ static gg_status check_extent(gg_ctx *ctx, const char *fn, const char *prefix, c
 gg_status gg_check_device_pointers(gg_ctx *ctx, const char *fn, const gg_block_call *c) {
     for (int i = 0; i < c->info->n_tensors; ++i) {
         if (!gg_tensor_used(c, i)) continue;
-        GG_TRY(check_remembered(ctx, fn, "args->", c->info->tensors[i].name, c->t[i]));
-        GG_TRY(check_extent(ctx, fn, "args->", c->info->tensors[i].name, c->t[i], gg_tensor_bytes(c, i)));
+        GG_TRY(check_buffer(ctx, fn, "args->", c->info->tensors[i].name, c->t[i], gg_tensor_bytes(c, i)));
     }
     return GG_SUCCESS;
 }
 
-gg_status gg_check_device_pointer(gg_ctx *ctx, const char *fn, const char *name, const void *p) {
-    return check_pointer(ctx, fn, "", name, p);
-}
-
-gg_status gg_check_device_pointer_known(gg_ctx *ctx, const char *fn, const char *name, const void *p) {
-    return check_remembered(ctx, fn, "", name, p);
-}
-
-gg_status gg_check_device_extent(gg_ctx *ctx, const char *fn, const char *name, const void *p, size_t bytes) {
-    return check_extent(ctx, fn, "", name, p, bytes);
+gg_status gg_check_device_buffer(gg_ctx *ctx, const char *fn, const char *name, const void *p, size_t bytes) {
+    return check_buffer(ctx, fn, "", name, p, bytes);
 }
 
 gg_status gg_block_enqueue_failed(gg_ctx *ctx, const gg_block_call *c, gg_status status) {

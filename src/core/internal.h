@@ -183,20 +183,13 @@ const char *gg_ctx_entry(const gg_ctx *ctx);
  * of fn's. */
 const char *gg_after_entry(const char *msg, const char *fn);
 
-/* GG_ERROR_INVALID_ARGUMENT, naming `name` ("param->grad"), unless p is device or managed memory: one driver query
- * (src/core/guard.c), for pointers checked once, so they stay out of the ring of the blocks' known pointers, which
- * every eager call and replay looks its tensors up in (gg_check_device_pointers). */
-gg_status gg_check_device_pointer(gg_ctx *ctx, const char *fn, const char *name, const void *p);
-
-/* The same for pointers a program passes again and again (gg_dist_reduce's data, gg_*_graph_run_device's
- * device_tokens): checked once, then remembered in that ring. */
-gg_status gg_check_device_pointer_known(gg_ctx *ctx, const char *fn, const char *name, const void *p);
-
-/* For a buffer whose length the caller states as a count (gg_dist_reduce, gg_step_add_reduce):
- * GG_ERROR_INVALID_ARGUMENT unless its bytes stay within the address space and its last byte is device or managed memory too, remembered as
- * the pointers are. A count larger than the buffer is caught where it runs past every allocation (one driver query
- * cannot see into a neighbouring one), instead of a collective over memory that is not there (and, over pieces of
- * bucket_bytes, billions of NCCL calls for a garbage count). */
-gg_status gg_check_device_extent(gg_ctx *ctx, const char *fn, const char *name, const void *p, size_t bytes);
+/* GG_ERROR_INVALID_ARGUMENT, naming `name` ("param->grad"), unless the `bytes` bytes at p (at least 1) are device or
+ * managed memory as far as their first and last byte show: one driver query for each address the context has not
+ * seen, then a lookup in its set (src/core/guard.c), so a program that passes the same buffers every step makes no
+ * driver call. Host memory is refused, and so is a buffer smaller than the call says where it runs past every
+ * allocation (one query cannot see into a neighbouring one): no kernel or collective over memory that is not there,
+ * and for gg_dist_reduce no billions of NCCL calls for a garbage count. The blocks' tensors are checked the same way
+ * (gg_check_device_pointers). */
+gg_status gg_check_device_buffer(gg_ctx *ctx, const char *fn, const char *name, const void *p, size_t bytes);
 
 #endif

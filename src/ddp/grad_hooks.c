@@ -61,8 +61,7 @@ gg_status gg_dist_reduce(gg_ctx *ctx, void *data, size_t count, int bf16, gg_str
         return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
                        "%s: count = %zu is not divisible by the %d ranks: reduce-scatter cannot shard it", fn, count,
                        d->size);
-    GG_TRY(gg_check_device_pointer_known(ctx, fn, "data", data));
-    GG_TRY(gg_check_device_extent(ctx, fn, "data", data, count * elem));
+    GG_TRY(gg_check_device_buffer(ctx, fn, "data", data, count * elem));
     GG_TRY(gg_dist_poll(ctx, fn)); /* aborted, or an asynchronous NCCL error (aborted now): nothing enqueued */
     GG_TRY(gg_dist_enter(ctx, fn));
     int saved = 0;

@@ -117,11 +117,13 @@ static int overlap(const span *a, const span *b) {
     return a->lo < a->hi && b->lo < b->hi && a->lo < b->hi && b->lo < a->hi;
 }
 
-static gg_status check_pointer(gg_optim *o, const char *where, const char *name, const void *p, size_t align) {
+/* A tensor of n elements of align bytes each: aligned to its element, device memory to its last byte. */
+static gg_status check_tensor(gg_optim *o, const char *where, const char *name, const void *p, size_t align,
+                              size_t n) {
     if ((uintptr_t)p % align != 0)
         return gg_fail(o->ctx, GG_ERROR_MISALIGNED, "%s: %s (%p) is not %zu-byte aligned (its element size)", where,
                        name, p, align);
-    return gg_check_device_pointer(o->ctx, where, name, p);
+    return gg_check_device_buffer(o->ctx, where, name, p, n * align);
 }
 
 /* The parameter's own checks, then against every earlier parameter: no write races, no read of a written tensor. */
@@ -140,12 +142,9 @@ static gg_status check_param(gg_optim *o, const char *where, const gg_optim_para
                        "%s: param->copy_dtype = %d: a copy is GG_OPTIM_FP16 or GG_OPTIM_BF16", where,
                        (int)p->copy_dtype);
     const size_t n = (size_t)p->count; /* <= 2^52: no tensor's bytes overflow */
-    GG_TRY(check_pointer(o, where, "param->param", p->param, 4));
-    GG_TRY(gg_check_device_extent(ctx, where, "param->param", p->param, n * 4));
-    GG_TRY(check_pointer(o, where, "param->grad", p->grad, elem_bytes(p->grad_dtype)));
-    GG_TRY(gg_check_device_extent(ctx, where, "param->grad", p->grad, n * elem_bytes(p->grad_dtype)));
-    if (p->copy) GG_TRY(check_pointer(o, where, "param->copy", p->copy, 2));
-    if (p->copy) GG_TRY(gg_check_device_extent(ctx, where, "param->copy", p->copy, n * 2));
+    GG_TRY(check_tensor(o, where, "param->param", p->param, 4, n));
+    GG_TRY(check_tensor(o, where, "param->grad", p->grad, elem_bytes(p->grad_dtype), n));
+    if (p->copy) GG_TRY(check_tensor(o, where, "param->copy", p->copy, 2, n));
     span mine[3], theirs[3];
     spans_of(p, mine);
     for (int a = 0; a < 3; ++a)
