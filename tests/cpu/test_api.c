@@ -71,6 +71,22 @@ static gg_tanh_gate_args tanh_args(void) {
 }
 
 /* Runs an MLP call that must be rejected with `status` and a message containing `text`, with nothing enqueued. */
+/* The graph config of most graph tests: buckets of 128 .. 1024 tokens, the rest the defaults. */
+static gg_graph_config config_to_1024(void) {
+    gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
+    gc.max_tokens = 1024;
+    return gc;
+}
+
+/* Block 1's graph (tanh_desc) made with gc, which must succeed. */
+static gg_graph *tanh_graph(gg_ctx *ctx, const gg_graph_config *gc) {
+    const gg_tanh_gate_desc td = tanh_desc();
+    gg_graph *g = NULL;
+    assert_int_equal(gg_tanh_gate_graph_create(ctx, &td, gc, &g), GG_SUCCESS);
+    assert_non_null(g);
+    return g;
+}
+
 static void expect_mlp_rejected(gg_ctx *ctx, const gg_mlp_desc *d, const gg_mlp_args *a, gg_status status,
                                 const char *text) {
     fake.enqueued = fake.planned = 0;
@@ -604,10 +620,8 @@ static void graph_run_checks_its_arguments(void **state) {
     gg_tanh_gate_args ta = tanh_args();
     assert_int_equal(gg_tanh_gate_graph_run(NULL, &td, &ta, NULL), GG_ERROR_INVALID_ARGUMENT);
     assert_message_has(NULL, "gg_tanh_gate_graph_run: graph is NULL");
-    gg_graph *g = NULL;
-    gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
-    gc.max_tokens = 1024;
-    assert_int_equal(gg_tanh_gate_graph_create(ctx, &td, &gc, &g), GG_SUCCESS);
+    gg_graph_config gc = config_to_1024();
+    gg_graph *g = tanh_graph(ctx, &gc);
     fake.enqueued = 0;
     gg_ssm_gate_desc sd = ssm_desc(0);
     gg_ssm_gate_args sa = ssm_args();
@@ -676,11 +690,9 @@ static void graph_runs_eagerly_past_its_largest_bucket_when_asked(void **state) 
     gg_ctx *ctx = make_ctx();
     gg_tanh_gate_desc td = tanh_desc();
     gg_tanh_gate_args ta = tanh_args();
-    gg_graph *g = NULL;
-    gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
-    gc.max_tokens = 1024;
+    gg_graph_config gc = config_to_1024();
     gc.eager_beyond_max = 1;
-    assert_int_equal(gg_tanh_gate_graph_create(ctx, &td, &gc, &g), GG_SUCCESS);
+    gg_graph *g = tanh_graph(ctx, &gc);
     td.tokens = 2000;
     fake.captures = fake.graph_launches = fake.launches = 0;
     assert_int_equal(gg_tanh_gate_graph_run(g, &td, &ta, NULL), GG_SUCCESS);
@@ -744,10 +756,8 @@ static void graph_debug_dot_captures_again(void **state) {
     assert_message_has(NULL, "gg_graph_debug_dot: graph is NULL");
     gg_tanh_gate_desc td = tanh_desc();
     gg_tanh_gate_args ta = tanh_args();
-    gg_graph *g = NULL;
-    gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
-    gc.max_tokens = 1024;
-    assert_int_equal(gg_tanh_gate_graph_create(ctx, &td, &gc, &g), GG_SUCCESS);
+    gg_graph_config gc = config_to_1024();
+    gg_graph *g = tanh_graph(ctx, &gc);
     assert_int_equal(gg_graph_debug_dot(g, 0, NULL, 0), GG_ERROR_INVALID_ARGUMENT);
     assert_message_has(ctx, "gg_graph_debug_dot: path is NULL");
     assert_int_equal(gg_graph_debug_dot(g, 0, "", 0), GG_ERROR_INVALID_ARGUMENT);
@@ -1146,10 +1156,8 @@ static void host_pointers_are_refused(void **state) {
     /* the graph path checks the same way */
     gg_tanh_gate_desc td = tanh_desc();
     gg_tanh_gate_args ta = tanh_args();
-    gg_graph *g = NULL;
-    gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
-    gc.max_tokens = 1024;
-    assert_int_equal(gg_tanh_gate_graph_create(ctx, &td, &gc, &g), GG_SUCCESS);
+    gg_graph_config gc = config_to_1024();
+    gg_graph *g = tanh_graph(ctx, &gc);
     ta.mask = FAKE(30); /* FAKE(3) is known to be device memory now: the call above cached it */
     fake.host_lo = (uintptr_t)FAKE(30);
     fake.host_hi = fake.host_lo + 16;
@@ -1186,10 +1194,8 @@ static void device_pointers_are_queried_once(void **state) {
     assert_int_equal(fake.pointer_queries, 14); /* block 1's seven tensors */
     assert_int_equal(gg_tanh_gate_backward(ctx, &td, &ta, NULL), GG_SUCCESS);
     assert_int_equal(fake.pointer_queries, 14);
-    gg_graph *g = NULL;
-    gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
-    gc.max_tokens = 1024;
-    assert_int_equal(gg_tanh_gate_graph_create(ctx, &td, &gc, &g), GG_SUCCESS);
+    gg_graph_config gc = config_to_1024();
+    gg_graph *g = tanh_graph(ctx, &gc);
     for (int i = 0; i < 3; ++i) assert_int_equal(gg_tanh_gate_graph_run(g, &td, &ta, NULL), GG_SUCCESS);
     assert_int_equal(fake.pointer_queries, 14);
     ta.grad_gate = FAKE(9); /* one new tensor: two queries */
@@ -1248,10 +1254,8 @@ static void second_thread_is_refused(void **state) {
     gg_ctx *ctx = make_ctx();
     gg_tanh_gate_desc td = tanh_desc();
     gg_tanh_gate_args ta = tanh_args();
-    gg_graph *g = NULL;
-    gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
-    gc.max_tokens = 1024;
-    assert_int_equal(gg_tanh_gate_graph_create(ctx, &td, &gc, &g), GG_SUCCESS);
+    gg_graph_config gc = config_to_1024();
+    gg_graph *g = tanh_graph(ctx, &gc);
     gg_step *step = NULL;
     gg_optim *opt = NULL;
     assert_int_equal(gg_step_create(ctx, NULL, &step), GG_SUCCESS);
