@@ -1088,8 +1088,11 @@ GG_API void gg_optim_destroy(gg_optim *opt);
  *     waiting, so a cudaStreamSynchronize of yours returns) when a replay has not finished by its deadline or NCCL
  *     reports an asynchronous error; gg_dist_check (also called by every graph run) does the latter on demand.
  *     Afterwards every call that needs the communicator returns GG_ERROR_NCCL saying what happened (the deadline,
- *     NCCL's error, gg_dist_abort) and on which rank; eager calls and local graphs keep working. The watchdog may
- *     call the context's log callback from its own thread (one ERROR line when it aborts).
+ *     NCCL's error, gg_dist_abort) and on which rank; eager calls and local graphs keep working. A wait on the
+ *     other ranks that lasts logs a WARN line through the context's log callback after 10 s (half the limit, when
+ *     that is shorter) and every 30 s after, naming the call, the rank, what it waits for and when it gives up. The
+ *     watchdog may call the log callback from its own thread (those lines for a replay, one ERROR line when it
+ *     aborts).
  * ------------------------------------------------------------------------------------------------------------- */
 typedef enum gg_reduce_op { GG_REDUCE_AVERAGE = 0, GG_REDUCE_SUM = 1 } gg_reduce_op;
 
@@ -1153,11 +1156,11 @@ GG_API gg_status gg_dist_attach(gg_ctx *ctx, void *nccl_comm, const gg_dist_conf
 
 /* One process per GPU: rank and world size from the environment (RANK, WORLD_SIZE; or OMPI_COMM_WORLD_RANK/_SIZE,
  * or SLURM_PROCID/SLURM_NTASKS; one launcher's pair, never mixed). Rank 0 writes NCCL's unique id to id_path (a
- * file on a path every rank can read; rank 0 removes it once the communicator exists), the others wait for it (up
- * to 120 s). id_path NULL: the id is broadcast over MPI's world communicator instead (GG_WITH_MPI builds; MPI
- * initialized by the caller; its ranks must be the environment's). ctx must be on the GPU of the process's
- * node-local rank (the caller picks it, e.g. config->device = LOCAL_RANK). gradgraph owns the communicator it
- * makes. */
+ * file on a path every rank can read; rank 0 removes it once the communicator exists), the others wait for it
+ * (within GG_DIST_INIT_TIMEOUT_S). id_path NULL: the id is broadcast over MPI's world communicator instead
+ * (GG_WITH_MPI builds; MPI initialized by the caller; its ranks must be the environment's). ctx must be on the GPU
+ * of the process's node-local rank (the caller picks it, e.g. config->device = LOCAL_RANK). gradgraph owns the
+ * communicator it makes. */
 GG_API gg_status gg_dist_init_env(gg_ctx *ctx, const char *id_path, const gg_dist_config *config);
 
 /* One process per GPU under MPI (builds with GG_WITH_MPI): rank and world size are those of *mpi_comm (mpi_comm

@@ -1,5 +1,6 @@
 /* bootstrap.c - rank, size and NCCL's unique id for one-process-per-GPU launches (see bootstrap.h). */
 #include "bootstrap.h"
+#include "waiting.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -40,8 +41,7 @@ gg_status gg_bootstrap_rank_size(gg_ctx *ctx, const char *fn, int *rank, int *si
                    fn);
 }
 
-gg_status gg_bootstrap_share_id(gg_ctx *ctx, const char *fn, int rank, const char *path, void *id, size_t bytes,
-                                int timeout_ms) {
+gg_status gg_bootstrap_share_id(gg_ctx *ctx, const char *fn, int rank, const char *path, void *id, size_t bytes) {
     if (rank == 0) {
         char tmp[4096];
         snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
@@ -60,7 +60,11 @@ gg_status gg_bootstrap_share_id(gg_ctx *ctx, const char *fn, int rank, const cha
         }
         return GG_SUCCESS;
     }
-    for (int waited_ms = 0; waited_ms <= timeout_ms; waited_ms += 50) {
+    char what[4200];
+    snprintf(what, sizeof what, "the NCCL id from rank 0 in %s", path);
+    gg_dist_wait w;
+    gg_dist_wait_begin(&w, ctx, rank, what, GG_DIST_TIMEOUT_INIT);
+    do {
         FILE *f = fopen(path, "rb");
         if (f) {
             const size_t got = fread(id, bytes, 1, f);
@@ -69,7 +73,7 @@ gg_status gg_bootstrap_share_id(gg_ctx *ctx, const char *fn, int rank, const cha
         }
         const struct timespec pause = {0, 50 * 1000 * 1000};
         nanosleep(&pause, NULL);
-    }
-    return gg_fail(ctx, GG_ERROR_NCCL, "%s: rank %d waited %d ms for rank 0 to write the NCCL id to %s", fn, rank,
-                   timeout_ms, path);
+    } while (!gg_dist_wait_over(&w));
+    return gg_fail(ctx, GG_ERROR_NCCL, "%s: rank %d waited %d s for rank 0 to write the NCCL id to %s (%s)", fn, rank,
+                   w.limit_s, path, gg_dist_timeout_env(GG_DIST_TIMEOUT_INIT));
 }

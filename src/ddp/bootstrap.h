@@ -15,9 +15,9 @@
 gg_status gg_bootstrap_rank_size(gg_ctx *ctx, const char *fn, int *rank, int *size);
 
 /* Rank 0 writes the `bytes` of id to path (a temporary file, then an atomic rename); every other rank waits until
- * it can read them, polling every 50 ms for up to timeout_ms. */
-gg_status gg_bootstrap_share_id(gg_ctx *ctx, const char *fn, int rank, const char *path, void *id, size_t bytes,
-                                int timeout_ms);
+ * it can read them, polling every 50 ms, within the init deadline (GG_DIST_INIT_TIMEOUT_S, waiting.h; its notices
+ * in ctx's log). */
+gg_status gg_bootstrap_share_id(gg_ctx *ctx, const char *fn, int rank, const char *path, void *id, size_t bytes);
 
 /* MPI (builds with GG_WITH_MPI): rank and size of *comm (comm points at an MPI_Comm; NULL: MPI_COMM_WORLD), and
  * `bytes` at data broadcast from rank 0 of it to every rank. MPI must be initialized and not finalized, else

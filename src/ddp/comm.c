@@ -58,11 +58,14 @@ static cudaError_t create_comm_stream(cudaStream_t *stream) {
 /* The end of an owned communicator that cannot wait forever: ncclCommFinalize (non-blocking: it flushes what was
  * issued) polled until the communicator is quiescent, then ncclCommDestroy, which no longer waits; a finalize that
  * fails or does not end within the peer timeout aborts it instead. why: what happened, when it did not end well. */
-static int finalize(gg_dist *d, char *why, size_t bytes) {
-    const int limit = gg_dist_timeout_s(GG_DIST_TIMEOUT_PEER);
+static int finalize(gg_ctx *ctx, char *why, size_t bytes) {
+    gg_dist *d = ctx->dist;
+    gg_dist_wait w;
+    gg_dist_wait_begin(&w, ctx, d->rank, "ncclCommFinalize", GG_DIST_TIMEOUT_PEER);
+    const int limit = w.limit_s;
     ncclResult_t r = ncclCommFinalize((ncclComm_t)d->comm);
     int late = 0;
-    if (r == ncclInProgress || r == ncclSuccess) r = (ncclResult_t)gg_dist_wait_comm(d->comm, limit, d, &late);
+    if (r == ncclInProgress || r == ncclSuccess) r = (ncclResult_t)gg_dist_wait_comm(d->comm, &w, d, &late);
     if (r == ncclSuccess) r = ncclCommDestroy((ncclComm_t)d->comm);
     if (r == ncclSuccess) return 1;
     if (late)
@@ -78,10 +81,11 @@ static int finalize(gg_dist *d, char *why, size_t bytes) {
  * aborted, which ends NCCL's kernels still waiting for a peer. */
 static int drain(gg_ctx *ctx, char *why, size_t bytes) {
     gg_dist *d = ctx->dist;
-    const int limit = gg_dist_timeout_s(GG_DIST_TIMEOUT_PEER);
-    const double start = gg_dist_now_s();
+    gg_dist_wait w;
+    gg_dist_wait_begin(&w, ctx, d->rank, "draining the communication stream", GG_DIST_TIMEOUT_PEER);
+    const int limit = w.limit_s;
     cudaError_t e;
-    while ((e = cudaStreamQuery(d->stream)) == cudaErrorNotReady && gg_dist_now_s() - start < limit) gg_dist_pause();
+    while ((e = cudaStreamQuery(d->stream)) == cudaErrorNotReady && !gg_dist_wait_over(&w)) gg_dist_pause();
     if (e == cudaSuccess) return 1;
     (void)cudaGetLastError();
     if (e == cudaErrorNotReady)
@@ -104,7 +108,7 @@ static int release_bounded(gg_ctx *ctx, char *why, size_t bytes) {
     int clean = 1;
     if (d->stream && d->comm) clean = drain(ctx, why, bytes);
     else if (d->stream) (void)cudaStreamSynchronize(d->stream); /* aborted: nothing of NCCL's waits any more */
-    if (d->owned && d->comm) clean = finalize(d, why, bytes) && clean; /* NULL once aborted: nothing to free */
+    if (d->owned && d->comm) clean = finalize(ctx, why, bytes) && clean; /* NULL once aborted: nothing to free */
     gg_ce_free(ctx); /* after the communicator, which took the windows with it */
     gg_ctx_hook_remove(ctx, &d->hook);
     if (d->ev_ready) (void)cudaEventDestroy(d->ev_ready);
@@ -278,11 +282,13 @@ static ncclConfig_t comm_config(const gg_dist_config *c) {
 
 /* Waits for a communicator being made (non-blocking) with the init deadline; aborts it when it fails or is late.
  * r: what ncclCommInitRankConfig (or the group's end) returned. */
-static gg_status wait_made(gg_ctx *ctx, const char *fn, ncclComm_t comm, ncclResult_t r, const char *what) {
-    const int limit = gg_dist_timeout_s(GG_DIST_TIMEOUT_INIT);
+static gg_status wait_made(gg_ctx *ctx, const char *fn, ncclComm_t comm, ncclResult_t r, int rank,
+                           const char *what) {
+    gg_dist_wait w;
+    gg_dist_wait_begin(&w, ctx, rank, what, GG_DIST_TIMEOUT_INIT);
+    const int limit = w.limit_s;
     int late = 0;
-    if (comm && (r == ncclSuccess || r == ncclInProgress))
-        r = (ncclResult_t)gg_dist_wait_comm(comm, limit, NULL, &late);
+    if (comm && (r == ncclSuccess || r == ncclInProgress)) r = (ncclResult_t)gg_dist_wait_comm(comm, &w, NULL, &late);
     if (r == ncclSuccess) return GG_SUCCESS;
     if (comm) (void)ncclCommAbort(comm);
     if (late)
@@ -302,7 +308,7 @@ static gg_status init_from_id(gg_ctx *ctx, const char *fn, int rank, int size, c
     ncclComm_t comm = NULL;
     ncclConfig_t config = comm_config(c);
     const ncclResult_t r = ncclCommInitRankConfig(&comm, size, *id, rank, &config);
-    const gg_status made = wait_made(ctx, fn, comm, r, "ncclCommInitRankConfig");
+    const gg_status made = wait_made(ctx, fn, comm, r, rank, "ncclCommInitRankConfig");
     gg_device_leave(ctx, saved);
     GG_TRY(made);
     return install(ctx, fn, comm, 1, c); /* aborts comm on failure */
@@ -338,7 +344,7 @@ static gg_status init_env(gg_ctx *ctx, const char *fn, const void *path, const g
     ncclUniqueId id;
     if (id_path) {
         if (rank == 0) GG_NCCL_TRY(ctx, ncclGetUniqueId, (&id));
-        GG_TRY(gg_bootstrap_share_id(ctx, fn, rank, id_path, &id, sizeof id, 120000));
+        GG_TRY(gg_bootstrap_share_id(ctx, fn, rank, id_path, &id, sizeof id));
         GG_TRY(init_from_id(ctx, fn, rank, size, &id, &c));
         /* Every rank has read the id (the communicator exists): remove it, so that the next launch's ranks cannot
          * read this stale id before its rank 0 has written a new one. */
@@ -404,7 +410,7 @@ static gg_status init_local_comms(gg_ctx *ctx, const char *fn, int count, const 
     gg_status status = GG_SUCCESS;
     for (int i = 0; i < count && status == GG_SUCCESS; ++i) { /* wait_made aborts the one that failed */
         (void)cudaSetDevice(devices[i]);
-        status = wait_made(ctx, fn, comms[i], r, "ncclCommInitRankConfig (one per device, grouped)");
+        status = wait_made(ctx, fn, comms[i], r, i, "ncclCommInitRankConfig (one per device, grouped)");
         if (status != GG_SUCCESS) comms[i] = NULL;
     }
     if (status != GG_SUCCESS)

@@ -1,53 +1,21 @@
 /*
- * deadline.c - how long gradgraph waits on NCCL and on the other ranks, and the wait itself for a communicator
- * gradgraph made non-blocking (every NCCL call on it may return ncclInProgress: the work goes on in NCCL's threads,
- * and ncclCommGetAsyncError says when it is done).
+ * deadline.c - the wait, with its deadline, for a communicator gradgraph made non-blocking (every NCCL call on it may
+ * return ncclInProgress: the work goes on in NCCL's threads, and ncclCommGetAsyncError says when it is done).
  */
 #include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
 
 #include <nccl.h>
 
 #include "comm_internal.h"
 
-static const struct {
-    const char *env;
-    int default_s;
-} timeouts[GG_DIST_TIMEOUTS] = {
-    [GG_DIST_TIMEOUT_INIT] = {"GG_DIST_INIT_TIMEOUT_S", 300},
-    [GG_DIST_TIMEOUT_PEER] = {"GG_DIST_PEER_TIMEOUT_S", 300},
-    [GG_DIST_TIMEOUT_STEP] = {"GG_DIST_STEP_TIMEOUT_S", 300},
-};
-
-int gg_dist_timeout_s(gg_dist_timeout which) {
-    const char *v = getenv(timeouts[which].env);
-    const long s = v ? strtol(v, NULL, 10) : 0;
-    return s >= 1 && s <= 86400 ? (int)s : timeouts[which].default_s;
-}
-
-const char *gg_dist_timeout_env(gg_dist_timeout which) { return timeouts[which].env; }
-
-double gg_dist_now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-void gg_dist_pause(void) {
-    const struct timespec pause = {0, 100000}; /* 0.1 ms: NCCL's own waits poll as often */
-    nanosleep(&pause, NULL);
-}
-
-int gg_dist_wait_comm(void *comm, int timeout_s, gg_dist *d, int *expired) {
+int gg_dist_wait_comm(void *comm, gg_dist_wait *w, gg_dist *d, int *expired) {
     *expired = 0;
-    const double start = gg_dist_now_s();
     for (;;) {
         ncclResult_t state = ncclSuccess;
         const ncclResult_t r = ncclCommGetAsyncError((ncclComm_t)comm, &state);
         if (r != ncclSuccess) return r;
         if (state != ncclInProgress) return state;
-        if ((d && atomic_load(&d->abort_requested)) || gg_dist_now_s() - start >= timeout_s) {
+        if ((d && atomic_load(&d->abort_requested)) || gg_dist_wait_over(w)) {
             *expired = 1;
             return ncclInProgress;
         }
@@ -80,7 +48,9 @@ gg_status gg_dist_nccl_done(gg_ctx *ctx, int result, const char *what) {
     ncclResult_t r = (ncclResult_t)result;
     if (r == ncclInProgress && ctx->dist && ctx->dist->comm) {
         int late = 0;
-        r = (ncclResult_t)gg_dist_wait_comm(ctx->dist->comm, gg_dist_timeout_s(GG_DIST_TIMEOUT_PEER), ctx->dist, &late);
+        gg_dist_wait w;
+        gg_dist_wait_begin(&w, ctx, ctx->dist->rank, what, GG_DIST_TIMEOUT_PEER);
+        r = (ncclResult_t)gg_dist_wait_comm(ctx->dist->comm, &w, ctx->dist, &late);
         if (late) return expired(ctx, what);
     }
     return r == ncclSuccess ? GG_SUCCESS : gg_dist_fail_nccl(ctx, r, what);

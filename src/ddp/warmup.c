@@ -18,10 +18,12 @@ typedef enum { POLL_DONE, POLL_CUDA_ERROR, POLL_NCCL_ERROR, POLL_TIMEOUT, POLL_A
 /* Polls the communication streams of ctxs until every one is idle, without blocking in the driver: stops at the
  * first CUDA error or asynchronous NCCL error (*which: that context's index, *cuda: the CUDA error), after
  * peer_timeout_s(), or at once when another thread asks to abort. Aborts nothing: the caller decides what the
- * outcome means for its communicators. */
-static poll_outcome poll_comm_streams(gg_ctx *const *ctxs, int count, int *which, cudaError_t *cuda) {
-    const double start = gg_dist_now_s();
-    const int timeout = peer_timeout_s();
+ * outcome means for its communicators. what: the step, for the wait's notices (in the log of the context waited
+ * for). */
+static poll_outcome poll_comm_streams(gg_ctx *const *ctxs, int count, int *which, cudaError_t *cuda,
+                                      const char *what) {
+    gg_dist_wait w;
+    gg_dist_wait_begin(&w, ctxs[0], ctxs[0]->dist->rank, what, GG_DIST_TIMEOUT_PEER);
     for (;;) {
         int busy = -1; /* the first context still waiting */
         for (int i = 0; i < count; ++i) {
@@ -40,7 +42,9 @@ static poll_outcome poll_comm_streams(gg_ctx *const *ctxs, int count, int *which
         }
         if (busy < 0) return POLL_DONE;
         *which = busy;
-        if (gg_dist_now_s() - start >= timeout) return POLL_TIMEOUT;
+        w.ctx = ctxs[busy];
+        w.rank = ctxs[busy]->dist->rank;
+        if (gg_dist_wait_over(&w)) return POLL_TIMEOUT;
         gg_dist_pause();
     }
 }
@@ -51,7 +55,7 @@ static poll_outcome poll_comm_streams(gg_ctx *const *ctxs, int count, int *which
 gg_status gg_dist_wait_comm_stream(gg_ctx *ctx, const char *what) {
     int which = 0;
     cudaError_t cuda = cudaSuccess;
-    const poll_outcome outcome = poll_comm_streams(&ctx, 1, &which, &cuda);
+    const poll_outcome outcome = poll_comm_streams(&ctx, 1, &which, &cuda, what);
     if (outcome == POLL_DONE) return GG_SUCCESS;
     if (outcome == POLL_NCCL_ERROR) return gg_dist_poll(ctx, what); /* aborts, with NCCL's message */
     gg_dist_abort_now(ctx, NULL); /* releases this rank's stream; the others time out too */
@@ -75,7 +79,7 @@ gg_status gg_dist_wait_comm_stream(gg_ctx *ctx, const char *what) {
 static gg_status warm_up_wait(gg_ctx *const *ctxs, int count, const char *fn) {
     int which = 0;
     cudaError_t cuda = cudaSuccess;
-    const poll_outcome outcome = poll_comm_streams(ctxs, count, &which, &cuda);
+    const poll_outcome outcome = poll_comm_streams(ctxs, count, &which, &cuda, "the warm-up all-reduce");
     if (outcome == POLL_DONE) return GG_SUCCESS;
     gg_ctx *ctx = ctxs[which];
     for (int i = 0; i < count; ++i) gg_dist_abort_now(ctxs[i], NULL);

@@ -101,9 +101,10 @@ static void check_async(gg_dist *d, char *why, size_t bytes) {
     pthread_mutex_unlock(&d->lock);
 }
 
-/* The replays watched, oldest first: complete (dropped), failed on the GPU, or past the deadline (why set).
- * Called with w->mu held. */
-static void check_replays(gg_watchdog *w, char *why, size_t bytes) {
+/* The replays watched, oldest first: complete (dropped), failed on the GPU, or past the deadline (why set); else
+ * *running_since: when the oldest replay still running was launched (-1: none). Called with w->mu held. */
+static void check_replays(gg_watchdog *w, char *why, size_t bytes, double *running_since) {
+    *running_since = -1.0;
     cudaError_t e = cudaSuccess;
     while (w->pending > 0 && (e = cudaEventQuery(w->ev[w->oldest])) == cudaSuccess) {
         w->oldest = (w->oldest + 1) % WATCH_SLOTS;
@@ -119,6 +120,8 @@ static void check_replays(gg_watchdog *w, char *why, size_t bytes) {
         snprintf(why, bytes,
                  "a replay of a syncing graph had not finished after %d s (%s): another rank stopped, or is stuck",
                  limit, gg_dist_timeout_env(GG_DIST_TIMEOUT_STEP));
+    else
+        *running_since = w->since[w->oldest];
 }
 
 static void *watch(void *arg) {
@@ -129,6 +132,8 @@ static void *watch(void *arg) {
      * mode (the application's own, say). */
     enum cudaStreamCaptureMode relaxed = cudaStreamCaptureModeRelaxed;
     (void)cudaThreadExchangeStreamCaptureMode(&relaxed);
+    gg_dist_wait replay; /* the notices of the oldest replay still running, which began at `watched` */
+    double watched = -1.0;
     pthread_mutex_lock(&w->mu);
     while (!w->stop) {
         struct timespec until;
@@ -138,8 +143,17 @@ static void *watch(void *arg) {
         (void)pthread_cond_timedwait(&w->wake, &w->mu, &until);
         if (w->stop) break;
         char why[GG_MSG_BYTES] = "";
-        check_replays(w, why, sizeof why);
+        double running_since = -1.0;
+        check_replays(w, why, sizeof why, &running_since);
         pthread_mutex_unlock(&w->mu);
+        if (running_since >= 0.0) { /* a notice when one is due (outside w->mu: the callback is the user's) */
+            if (running_since != watched) {
+                gg_dist_wait_begin(&replay, ctx, ctx->dist->rank, "a replay of a syncing graph", GG_DIST_TIMEOUT_STEP);
+                gg_dist_wait_since(&replay, running_since);
+                watched = running_since;
+            }
+            (void)gg_dist_wait_over(&replay); /* the deadline itself is check_replays' */
+        }
         if (!why[0]) check_async(ctx->dist, why, sizeof why);
         if (why[0]) {
             abort_from_outside(ctx, why);

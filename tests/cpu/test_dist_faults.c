@@ -1,19 +1,19 @@
 /*
- * test_dist_faults.c - the data-parallel path's failures on the CPU, with NCCL and the CUDA runtime faked at link
- * time (tests/fake): a communicator whose init never completes is aborted at the init deadline; an asynchronous NCCL
- * error and a replay past the step deadline are caught by the watchdog thread, which aborts the communicator, after
- * which calls that need it say why and the rest of the context works; a finalize that never ends is aborted at the
- * teardown deadline; gg_dist_abort from another thread, also while the owner waits in a collective step; the
- * fingerprint of a syncing graph, each field's difference named (as a pure function and through the collective
- * comparison); and fault injection on every kind of NCCL call (fake_nccl.h) along attach or init, making a syncing
- * graph, replays, gg_dist_reduce and detach: each fault GG_ERROR_NCCL with NCCL's error in the message, nothing
- * leaked (CUDA resources and communicators), the context usable after. Then the same with copy engines on (NCCL
- * 2.28+): two ranks made from this thread (the staging, its window, the copy-engine warm-up), a gg_dist_alloc buffer
- * each holding an MLP's weight gradients (its syncing graph takes the two-rank split reduction, gg_dist_reduce the
- * all-to-all path), gg_dist_free, detach; NCCL memory's faults give their documented outcome (a failed staging
- * leaves the ranks on SMs with a WARN, gg_dist_alloc's is GG_ERROR_OUT_OF_MEMORY, a free at detach is a WARN and
- * that memory lost), and no window or NCCL allocation is left, no call made that NCCL would refuse. Prints
- * `NCCL_FAULTS {"injected": n, "failures": m}` over both paths.
+ * test_dist_faults.c - the data-parallel path's failures on the CPU, with NCCL and the CUDA runtime faked at link time
+ * (tests/fake): a communicator whose init never completes is aborted at the init deadline (every wait that runs to its
+ * deadline logs one notice half-way, naming what it waits for); an asynchronous NCCL error and a replay past the step
+ * deadline are caught by the watchdog thread, which aborts the communicator, after which calls that need it say why and
+ * the rest of the context works; a finalize that never ends is aborted at the teardown deadline; gg_dist_abort from
+ * another thread, also while the owner waits in a collective step; the fingerprint of a syncing graph, each field's
+ * difference named (as a pure function and through the collective comparison); and fault injection on every kind of
+ * NCCL call (fake_nccl.h) along attach or init, making a syncing graph, replays, gg_dist_reduce and detach: each fault
+ * GG_ERROR_NCCL with NCCL's error in the message, nothing leaked (CUDA resources and communicators), the context usable
+ * after. Then the same with copy engines on (NCCL 2.28+): two ranks made from this thread (the staging, its window, the
+ * copy-engine warm-up), a gg_dist_alloc buffer each holding an MLP's weight gradients (its syncing graph takes the
+ * two-rank split reduction, gg_dist_reduce the all-to-all path), gg_dist_free, detach; NCCL memory's faults give their
+ * documented outcome (a failed staging leaves the ranks on SMs with a WARN, gg_dist_alloc's is GG_ERROR_OUT_OF_MEMORY,
+ * a free at detach is a WARN and that memory lost), and no window or NCCL allocation is left, no call made that NCCL
+ * would refuse. Prints `NCCL_FAULTS {"injected": n, "failures": m}` over both paths.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
@@ -53,11 +53,56 @@ static double wait_for(atomic_int *value, int want, double seconds) {
     return now_s() - t0;
 }
 
+/* The progress notices of waits on the other ranks (waiting.h) that the contexts below log, from the owner's thread
+ * or the watchdog's: how many, and the last. */
+static pthread_mutex_t notices_mu = PTHREAD_MUTEX_INITIALIZER;
+static int n_notices;
+static char last_notice[GG_MSG_BYTES];
+static void notice_log(void *user, gg_log_level level, const char *message) {
+    (void)user;
+    if (level != GG_LOG_WARN || !strstr(message, "not finished after")) return;
+    pthread_mutex_lock(&notices_mu);
+    ++n_notices;
+    snprintf(last_notice, sizeof last_notice, "%s", message);
+    pthread_mutex_unlock(&notices_mu);
+}
+
+/* Starts counting notices afresh. */
+static void notices_reset(void) {
+    pthread_mutex_lock(&notices_mu);
+    n_notices = 0;
+    last_notice[0] = '\0';
+    pthread_mutex_unlock(&notices_mu);
+}
+
+static int notices(void) {
+    pthread_mutex_lock(&notices_mu);
+    const int n = n_notices;
+    pthread_mutex_unlock(&notices_mu);
+    return n;
+}
+
+/* A wait bounded at 1 s said once, half-way, that it was still waiting: its notice names `what` and the variable. */
+static void noticed_once(const char *what, const char *variable) {
+    pthread_mutex_lock(&notices_mu);
+    const int n = n_notices;
+    char notice[GG_MSG_BYTES];
+    snprintf(notice, sizeof notice, "%s", last_notice);
+    pthread_mutex_unlock(&notices_mu);
+    print_message("notice: %s\n", notice);
+    assert_int_equal(n, 1);
+    if (!strstr(notice, what) || !strstr(notice, variable) || !strstr(notice, "gradgraph gives up at 1 s"))
+        fail_msg("the notice \"%s\" does not name \"%s\" and %s's 1 s", notice, what, variable);
+}
+
 static gg_ctx *make_ctx(void) {
     fake_reset(2);
     fake.plan_ok = 1;
+    notices_reset();
     gg_config c = GG_CONFIG_INIT;
     c.autotune = 0;
+    c.log_fn = notice_log;
+    c.log_level = GG_LOG_WARN;
     gg_ctx *ctx = NULL;
     assert_int_equal(gg_ctx_create(&c, &ctx), GG_SUCCESS);
     return ctx;
@@ -186,6 +231,8 @@ static void init_that_never_completes_is_aborted(void **state) {
     assert_true(took >= 1.0 && took < 15.0); /* bounded; the upper bound leaves a loaded CI machine room */
     contains(gg_last_error(ctx), "GG_DIST_INIT_TIMEOUT_S");
     contains(gg_last_error(ctx), "aborted");
+    noticed_once("gg_dist_init_threads: rank 0: ncclCommInitRankConfig (one per device, grouped): not finished after",
+                 "GG_DIST_INIT_TIMEOUT_S");
     assert_int_equal(atomic_load(&fake_nccl.aborts), 1);
     assert_int_equal(gg_dist_size(ctx), 0);
     /* usable: the next init works, and its teardown finalizes and destroys */
@@ -203,14 +250,16 @@ static void init_that_never_completes_is_aborted(void **state) {
 /* Starts a call bounded by the peer deadline, set to 1 s for it; returns when it started. */
 static double peer_deadline_1s(void) {
     setenv("GG_DIST_PEER_TIMEOUT_S", "1", 1);
+    notices_reset();
     return now_s();
 }
 
 /* Ends such a call (the deadline unset) and checks what it must show: GG_ERROR_NCCL with `text` in its message, at
  * least min_s and under 15 s after `start` (the upper bound leaves a loaded CI machine room), the communicator
- * aborted once. */
+ * aborted once; a call that waited out the deadline (notice not NULL) said half-way that it was still waiting, in a
+ * notice that holds `notice`. */
 static void expect_aborted_at_deadline(gg_ctx *ctx, const char *what, gg_status st, double start, double min_s,
-                                       const char *text) {
+                                       const char *text, const char *notice) {
     const double took = now_s() - start;
     unsetenv("GG_DIST_PEER_TIMEOUT_S");
     print_message("%s: %s after %.2f s: %s\n", what, gg_status_string(st), took, gg_last_error(ctx));
@@ -219,6 +268,7 @@ static void expect_aborted_at_deadline(gg_ctx *ctx, const char *what, gg_status 
     contains(gg_last_error(ctx), text);
     contains(gg_last_error(ctx), "do not destroy it"); /* an aborted communicator, the caller's attached one too */
     assert_int_equal(atomic_load(&fake_nccl.aborts), 1);
+    if (notice) noticed_once(notice, "GG_DIST_PEER_TIMEOUT_S");
 }
 
 static void finalize_that_never_ends_is_aborted(void **state) {
@@ -230,7 +280,8 @@ static void finalize_that_never_ends_is_aborted(void **state) {
     fake_nccl.finalize_in_progress = 1;
     const double start = peer_deadline_1s();
     const gg_status st = gg_dist_detach(ctx);
-    expect_aborted_at_deadline(ctx, "finalize never ends", st, start, 1.0, "ncclCommFinalize had not ended");
+    expect_aborted_at_deadline(ctx, "finalize never ends", st, start, 1.0, "ncclCommFinalize had not ended",
+                               "gg_dist_detach: rank 0: ncclCommFinalize: not finished after");
     assert_int_equal(atomic_load(&fake_nccl.destroys), 0);
     assert_int_equal(gg_dist_size(ctx), 0);
     gg_ctx_destroy(ctx);
@@ -275,7 +326,8 @@ static void warm_up_that_never_completes_or_fails_is_aborted(void **state) {
         expect_aborted_at_deadline(ctx, failed ? "warm-up fails" : "warm-up never completes", st, start,
                                    failed ? 0.0 : 1.0,
                                    failed ? "the warm-up all-reduce on rank 0 failed (unspecified launch failure)"
-                                          : "the warm-up all-reduce on rank 0 waited 1 s for the other ranks");
+                                          : "the warm-up all-reduce on rank 0 waited 1 s for the other ranks",
+                                   failed ? NULL : "gg_dist_attach: rank 0: the warm-up all-reduce: not finished");
         assert_int_equal(gg_dist_size(ctx), 0);
         gg_ctx_destroy(ctx);
         no_leaks();
@@ -294,7 +346,8 @@ static void call_that_stays_in_progress_is_aborted(void **state) {
     const gg_status st = gg_dist_reduce(ctx, FAKE(8), 1024, 0, NULL);
     fake_nccl.in_progress_calls = fake_nccl.calls_stay_in_progress = 0;
     expect_aborted_at_deadline(ctx, "call stays in progress", st, start, 1.0,
-                               "rank 0: ncclAllReduce was still in progress after 1 s (GG_DIST_PEER_TIMEOUT_S)");
+                               "rank 0: ncclAllReduce was still in progress after 1 s (GG_DIST_PEER_TIMEOUT_S)",
+                               "gg_dist_reduce: rank 0: ncclAllReduce: not finished after");
     assert_int_equal(tanh_eager(ctx), GG_SUCCESS);
     assert_int_equal(gg_dist_detach(ctx), GG_SUCCESS);
     gg_ctx_destroy(ctx);
@@ -312,7 +365,8 @@ static void stream_that_never_drains_is_aborted_at_detach(void **state) {
     const gg_status st = gg_dist_detach(ctx);
     atomic_store(&fake.streams_busy, 0);
     expect_aborted_at_deadline(ctx, "stream never drains", st, start, 1.0,
-                               "the communication stream had not drained after 1 s");
+                               "the communication stream had not drained after 1 s",
+                               "gg_dist_detach: rank 0: draining the communication stream: not finished after");
     assert_int_equal(gg_dist_size(ctx), 0);
     gg_ctx_destroy(ctx);
     no_leaks(); /* the aborted communicator is gone: the caller must not destroy it */
@@ -406,16 +460,19 @@ static void replay_past_the_step_deadline_is_aborted(void **state) {
     gg_graph *g = NULL;
     assert_int_equal(tanh_graph(ctx, &g), GG_SUCCESS);
     /* replays that finish are never aborted, however long the run */
+    notices_reset();
     for (int i = 0; i < 40; ++i) assert_int_equal(tanh_run(g), GG_SUCCESS);
     const struct timespec wait = {1, 300000000};
     nanosleep(&wait, NULL);
     assert_int_equal(atomic_load(&fake_nccl.aborts), 0);
+    assert_int_equal(notices(), 0); /* nor do they say they are waiting */
     /* a replay that never finishes (its peer is gone) */
     fake.events_busy = 1;
     assert_int_equal(tanh_run(g), GG_SUCCESS);
     const double took = wait_for(&fake_nccl.aborts, 1, 15.0);
     print_message("replay never finishes: aborted after %.2f s\n", took);
     assert_true(took >= 0.9 && took < 15.0); /* bounded; the upper bound leaves a loaded CI machine room */
+    noticed_once("rank 0: a replay of a syncing graph: not finished after", "GG_DIST_STEP_TIMEOUT_S");
     assert_int_equal(tanh_run(g), GG_ERROR_NCCL);
     contains(gg_last_error(ctx), "gg_tanh_gate_graph_run");
     contains(gg_last_error(ctx), "had not finished after 1 s");
