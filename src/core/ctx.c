@@ -110,7 +110,7 @@ static gg_status open_tune_cache(gg_ctx *ctx, const gg_config *config) {
     const char *path = config->tune_cache_path ? config->tune_cache_path : gg_tune_cache_default_path(buf, sizeof buf);
     ctx->tune = malloc(sizeof *ctx->tune);
     if (!ctx->tune || gg_tune_cache_open(ctx->tune, path) != 0)
-        return gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "out of host memory loading the autotune cache");
+        return gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "gg_ctx_create: out of host memory loading the autotune cache");
     if (ctx->tune->skipped)
         gg_log(ctx, GG_LOG_WARN, "autotune cache %s: %zu malformed lines ignored", path, ctx->tune->skipped);
     gg_log(ctx, GG_LOG_INFO, "autotune cache: %s (%zu entries)", ctx->tune->path ? ctx->tune->path : "none",

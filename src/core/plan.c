@@ -25,13 +25,15 @@ gg_status gg_plan_get(gg_ctx *ctx, const gg_plan_key *key, gg_plan_build_fn buil
         return GG_SUCCESS;
     }
     plan = calloc(1, plan_bytes > sizeof *plan ? plan_bytes : sizeof *plan);
-    if (!plan) return gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "out of host memory for a plan");
+    const char *fn = gg_ctx_entry(ctx); /* the public call planning (always one: every call claims its context) */
+    if (!fn) fn = "gradgraph";
+    if (!plan) return gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "%s: out of host memory for a plan", fn);
     plan->key = *key;
     gg_status status;
     GG_GOTO(build(ctx, plan), status, fail);
     GG_GOTO(gg_ctx_reserve_scratch(ctx, plan->scratch_bytes), status, fail);
     if (gg_plan_cache_insert(&ctx->plans, key, plan) != 0) {
-        status = gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "out of host memory for the plan cache");
+        status = gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "%s: out of host memory for the plan cache", fn);
         goto fail;
     }
     gg_log(ctx, GG_LOG_INFO, "plan: block %d, M=%lld, dims %lld/%lld, %s, %zu KiB scratch", (int)key->block,

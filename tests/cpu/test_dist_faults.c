@@ -560,6 +560,7 @@ static void abort_from_another_thread(void **state) {
 
 /* ---- fault injection on every kind of NCCL call ---- */
 static int injected, failures;
+static int host_injected, host_failures; /* the host-memory faults' (FAULTS_HOST_MEMORY) */
 
 static void check(int ok, fake_nccl_kind kind, int k, const char *path, const char *fmt, ...) {
     if (ok) return;
@@ -641,6 +642,51 @@ static void every_nccl_fault(void **state) {
     printf("NCCL faults on the SM path: %d injected, %d failures\n", injected, failures);
     assert_true(injected >= 15);
     assert_int_equal(failures, 0);
+}
+
+/* The k-th host allocation fails (fake.fail_kind FAKE_HOST_MEMORY) along a data-parallel life, made and attached,
+ * for every k the life reaches: GG_ERROR_OUT_OF_MEMORY with a message that begins with the call's name and says
+ * so, nothing leaked (CUDA resources and communicators here, host memory under the sanitizers), the context usable
+ * after (an eager call, a whole life again). */
+static void every_host_memory_fault(void **state) {
+    (void)state;
+    int hits = 0, misses = failures;
+    for (int owned = 0; owned < 2; ++owned)
+        for (int k = 1;; ++k) {
+            const char *path = owned ? "made, host memory" : "attached, host memory";
+            gg_ctx *ctx = make_ctx();
+            fake_nccl_reset(0, owned ? 1 : 2);
+            fake.fail_kind = FAKE_HOST_MEMORY;
+            fake.fail_at = k;
+            const int before = fake.injected;
+            ncclComm_t comm = NULL;
+            char message[GG_MSG_BYTES] = "";
+            const gg_status st = life(ctx, owned, &comm, message, sizeof message);
+            const int hit = fake.injected > before;
+            fake.fail_at = 0;
+            hits += hit;
+            if (hit) {
+                check(st == GG_ERROR_OUT_OF_MEMORY, 0, k, path, "status %s: %s", gg_status_string(st), message);
+                check(strncmp(message, "gg_", 3) == 0 && strstr(message, ": out of host memory"), 0, k, path,
+                      "\"%s\" does not begin with the call's name and say it ran out of host memory", message);
+            } else {
+                check(st == GG_SUCCESS, 0, k, path, "no fault, status %s: %s", gg_status_string(st), message);
+            }
+            check(tanh_eager(ctx) == GG_SUCCESS, 0, k, path, "eager after the fault: %s", gg_last_error(ctx));
+            check(life(ctx, owned, &comm, message, sizeof message) == GG_SUCCESS, 0, k, path,
+                  "again after the fault: %s", message);
+            gg_ctx_destroy(ctx);
+            check(fake.live == 0, 0, k, path, "%d CUDA resources leaked", fake.live);
+            check(atomic_load(&fake_nccl.live) == 0, 0, k, path, "%d communicators leaked",
+                  atomic_load(&fake_nccl.live));
+            if (!hit) break;
+        }
+    printf("host memory faults along a data-parallel life: %d injected, %d failures\n", hits, failures - misses);
+    host_injected += hits;
+    host_failures += failures - misses;
+    failures = misses; /* counted in FAULTS_HOST_MEMORY, not NCCL_FAULTS */
+    assert_true(hits >= 4);
+    assert_int_equal(host_failures, 0);
 }
 
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
@@ -832,13 +878,61 @@ static void every_nccl_fault_copy_engines(void **state) {
     assert_true(ce_injected >= 30);
     assert_int_equal(ce_failures, 0);
 }
+
+/* The k-th host allocation fails along the copy-engine life (gg_dist_alloc and gg_dist_free too), for every k it
+ * reaches: as every_host_memory_fault, and no window or NCCL allocation is left. */
+static void every_host_memory_fault_copy_engines(void **state) {
+    (void)state;
+    int hits = 0, misses = failures;
+    for (int k = 1;; ++k) {
+        const char *path = "copy engines, host memory";
+        gg_ctx *ctxs[CE_RANKS];
+        make_ce_ctxs(ctxs);
+        fake_nccl_reset(0, CE_RANKS);
+        fake.fail_kind = FAKE_HOST_MEMORY;
+        fake.fail_at = k;
+        const int before = fake.injected;
+        const ce_outcome o = ce_life(ctxs);
+        const int hit = fake.injected > before;
+        fake.fail_at = 0;
+        hits += hit;
+        if (hit)
+            check(o.status == GG_ERROR_OUT_OF_MEMORY && strncmp(o.message, "gg_", 3) == 0 &&
+                      strstr(o.message, ": out of host memory"),
+                  0, k, path, "%s: status %s, \"%s\"", o.step, gg_status_string(o.status), o.message);
+        else
+            check(o.status == GG_SUCCESS && o.ce_on, 0, k, path, "no fault: %s in %s: %s",
+                  gg_status_string(o.status), o.step, o.message);
+        for (int i = 0; i < CE_RANKS; ++i)
+            check(tanh_eager(ctxs[i]) == GG_SUCCESS, 0, k, path, "eager after the fault: %s", gg_last_error(ctxs[i]));
+        const ce_outcome again = ce_life(ctxs);
+        check(again.status == GG_SUCCESS && again.ce_on, 0, k, path, "again after the fault: %s in %s: %s",
+              gg_status_string(again.status), again.step, again.message);
+        for (int i = 0; i < CE_RANKS; ++i) gg_ctx_destroy(ctxs[i]);
+        check(fake.live == 0, 0, k, path, "%d CUDA resources leaked", fake.live);
+        check(atomic_load(&fake_nccl.live) == 0, 0, k, path, "%d communicators leaked", atomic_load(&fake_nccl.live));
+        check(atomic_load(&fake_nccl.windows) == 0, 0, k, path, "%d windows leaked", atomic_load(&fake_nccl.windows));
+        check(atomic_load(&fake_nccl.memory) == 0, 0, k, path, "%d NCCL allocations left",
+              atomic_load(&fake_nccl.memory));
+        if (!hit) break;
+    }
+    printf("host memory faults on the copy-engine path: %d injected, %d failures\n", hits, failures - misses);
+    host_injected += hits;
+    host_failures += failures - misses;
+    failures = misses; /* counted in FAULTS_HOST_MEMORY, not NCCL_FAULTS */
+    assert_true(hits >= 4);
+    assert_int_equal(host_failures, 0);
+}
 #endif
 
-/* After both fault loops: the line scripts/collect_reliability.py reads. */
+/* After the fault loops: the lines scripts/collect_reliability.py reads (the NCCL calls' faults; the host-memory
+ * faults, which it adds to test_faults' totals). */
 static void nccl_fault_totals(void **state) {
     (void)state;
     printf("NCCL_FAULTS {\"injected\": %d, \"failures\": %d}\n", injected, failures);
+    printf("FAULTS_HOST_MEMORY {\"injected\": %d, \"failures\": %d}\n", host_injected, host_failures);
     assert_int_equal(failures, 0);
+    assert_int_equal(host_failures, 0);
 }
 
 int main(void) {
@@ -858,8 +952,10 @@ int main(void) {
         cmocka_unit_test(replay_failed_on_the_gpu_is_aborted),
         cmocka_unit_test(abort_from_another_thread),
         cmocka_unit_test(every_nccl_fault),
+        cmocka_unit_test(every_host_memory_fault),
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
         cmocka_unit_test(every_nccl_fault_copy_engines),
+        cmocka_unit_test(every_host_memory_fault_copy_engines),
 #endif
         cmocka_unit_test(nccl_fault_totals),
     };

@@ -90,6 +90,7 @@ const char *faults_error_name(fake_kind kind) {
     case FAKE_END_CAPTURE: return "cudaErrorStreamCaptureInvalidated";
     case FAKE_INSTANTIATE: return "cudaErrorInvalidValue";
     case FAKE_GRAPH_LAUNCH: return "cudaErrorLaunchFailure";
+    case FAKE_HOST_MEMORY: return "out of host memory";
     default: return "";
     }
 }
@@ -124,8 +125,8 @@ static void eager_faults(const scenario *s) {
             fake.fail_at = 0;
             if (hit) {
                 const char *msg = gg_last_error(ctx);
-                const int planning = kind == FAKE_MALLOC || kind == FAKE_HEURISTIC;
-                const gg_status want = kind == FAKE_MALLOC      ? GG_ERROR_OUT_OF_MEMORY
+                const int planning = kind == FAKE_MALLOC || kind == FAKE_HEURISTIC || kind == FAKE_HOST_MEMORY;
+                const gg_status want = kind == FAKE_MALLOC || kind == FAKE_HOST_MEMORY ? GG_ERROR_OUT_OF_MEMORY
                                        : kind == FAKE_HEURISTIC ? GG_ERROR_CUBLAS
                                                                 : GG_ERROR_PARTIAL;
                 check(st == want, s, "eager", kind, k, "status %s, expected %s", gg_status_string(st),
@@ -184,7 +185,8 @@ static void graph_faults(const scenario *s, int device) {
                 const char *msg = gg_last_error(ctx);
                 check(st != GG_SUCCESS && st != GG_ERROR_PARTIAL, s, path, kind, k, "status %s",
                       gg_status_string(st));
-                check(kind != FAKE_MALLOC || st == GG_ERROR_OUT_OF_MEMORY, s, path, kind, k, "status %s",
+                check((kind != FAKE_MALLOC && kind != FAKE_HOST_MEMORY) || st == GG_ERROR_OUT_OF_MEMORY, s, path,
+                      kind, k, "status %s",
                       gg_status_string(st));
                 check(strstr(msg, faults_error_name((fake_kind)kind)) != NULL, s, path, kind, k,
                       "message \"%s\" does not name %s", msg, faults_error_name((fake_kind)kind));

@@ -123,7 +123,7 @@ static void inject(const path *p, const void *cfg, const char *label) {
                           "message \"%s\" does not name %s", msg, fake_kind_names[kind]);
                 if (p->is_graph_run(failed))
                     check(fake.graph_launches == launches, p, failed, (fake_kind)kind, k, "a graph was launched");
-                if (kind == FAKE_MALLOC || kind == FAKE_HEURISTIC) /* planning: before anything is enqueued */
+                if (kind == FAKE_MALLOC || kind == FAKE_HEURISTIC || kind == FAKE_HOST_MEMORY) /* before any enqueue */
                     check(fake.enqueued == enqueued, p, failed, (fake_kind)kind, k, "%d enqueued",
                           fake.enqueued - enqueued);
             }
@@ -249,7 +249,7 @@ static gg_status step_stage(world *w, int stage) {
 
 static gg_status step_expect(const world *w, int stage, fake_kind kind, int nth) {
     (void)w, (void)nth;
-    if (kind == FAKE_MALLOC) return GG_ERROR_OUT_OF_MEMORY;
+    if (kind == FAKE_MALLOC || kind == FAKE_HOST_MEMORY) return GG_ERROR_OUT_OF_MEMORY;
     if (kind == FAKE_HEURISTIC || kind == FAKE_MATMUL) return GG_ERROR_CUBLAS;
     if (kind == FAKE_EXEC_UPDATE && stage >= STEP_FIRST_RUN) return GG_SUCCESS; /* falls back to instantiating */
     return GG_ERROR_CUDA; /* a run's capture, instantiation or launch, the optimizer's launches in it included */
@@ -317,7 +317,7 @@ static gg_status optim_stage(world *w, int stage) {
  * update. Only the update's failure comes after something that changes state (the step counts): GG_ERROR_PARTIAL. */
 static gg_status optim_expect(const world *w, int stage, fake_kind kind, int nth) {
     const optim_cfg *c = w->cfg;
-    if (kind == FAKE_MALLOC) return GG_ERROR_OUT_OF_MEMORY;
+    if (kind == FAKE_MALLOC || kind == FAKE_HOST_MEMORY) return GG_ERROR_OUT_OF_MEMORY;
     if (kind == FAKE_LAUNCH && stage >= OPTIM_FIRST_STEP) {
         const int launches = c->check_finite || c->max_grad_norm > 0.0f ? 3 : 2;
         return nth == launches ? GG_ERROR_PARTIAL : GG_ERROR_CUDA;
@@ -383,7 +383,7 @@ static gg_status forward_stage(world *w, int stage) {
  * the GELU to gradgraph's kernel, and the call succeeds. */
 static gg_status forward_expect(const world *w, int stage, fake_kind kind, int nth) {
     const forward_cfg *c = w->cfg;
-    if (kind == FAKE_MALLOC) return GG_ERROR_OUT_OF_MEMORY;
+    if (kind == FAKE_MALLOC || kind == FAKE_HOST_MEMORY) return GG_ERROR_OUT_OF_MEMORY;
     if (kind == FAKE_HEURISTIC) return (c->block == 2 || c->block == 3) && stage == 0 && nth == 1 ? GG_SUCCESS
                                                                                                   : GG_ERROR_CUBLAS;
     return GG_ERROR_PARTIAL;

@@ -15,7 +15,7 @@ fake_log_state fake_log;
 const char *const fake_kind_names[FAKE_KINDS] = {
     "cublasLtMatmul",         "kernel launch",        "cudaEventRecord",         "cudaStreamWaitEvent",
     "cudaMalloc",             "cublasLtMatmulAlgoGetHeuristic", "cudaStreamBeginCapture", "cudaStreamEndCapture",
-    "cudaGraphInstantiate",   "cudaGraphExecUpdate",  "cudaGraphLaunch"};
+    "cudaGraphInstantiate",   "cudaGraphExecUpdate",  "cudaGraphLaunch", "host memory"};
 
 /* An H200's capacity for clusters of 1..8 CTAs of gemm_f32w.cu's kernel (cudaOccupancyMaxActiveClusters): a cluster's
  * CTAs share a GPC, so fewer clusters of 8 fit than 132 / 8. */
@@ -58,6 +58,22 @@ static int fake_fault(fake_kind kind) {
     ++fake.injected;
     return 1;
 }
+
+/* Host memory: the k-th allocation fails while FAKE_HOST_MEMORY is the kind asked for (counted only then, so that
+ * other threads' allocations, the watchdog's, never touch the counts). The fakes' own allocations come from the real
+ * allocator (fake_alloc.h). */
+void *__real_malloc(size_t bytes);
+void *__real_calloc(size_t count, size_t bytes);
+void *__real_realloc(void *p, size_t bytes);
+char *__real_strdup(const char *s);
+static int host_memory_fault(void) {
+    return fake.fail_kind == FAKE_HOST_MEMORY && fake.fail_at && fake_fault(FAKE_HOST_MEMORY);
+}
+void *__wrap_malloc(size_t bytes) { return host_memory_fault() ? NULL : __real_malloc(bytes); }
+void *__wrap_calloc(size_t count, size_t bytes) { return host_memory_fault() ? NULL : __real_calloc(count, bytes); }
+void *__wrap_realloc(void *p, size_t bytes) { return host_memory_fault() ? NULL : __real_realloc(p, bytes); }
+char *__wrap_strdup(const char *s) { return host_memory_fault() ? NULL : __real_strdup(s); }
+#include "fake_alloc.h"
 
 /* A live handle: a unique address (malloc'd, so that a leak is also seen by the sanitizers). */
 static void *fake_handle(void) { return calloc(1, 16); }

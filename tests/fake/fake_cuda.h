@@ -1,11 +1,11 @@
 /*
  * fake_cuda.h - the CUDA runtime and cuBLASLt as the CPU tests see them: every call the library makes is replaced at
  * link time (-Wl,--wrap; the list is GG_FAKED_CUDA in tests/CMakeLists.txt) by a fake that hands out fake handles,
- * counts what is alive, counts every call that would put work on a stream, writes the DOT files asked for (one
- * line), and fails on request: the N-th resource creation, or the k-th call of one kind (fault injection). Copies
- * between host and device copy nothing (device memory is a token), and queries of streams and events say done
- * unless told otherwise. Used by test_api, test_faults, test_routes, test_autotune, test_dist_faults and the fuzz
- * target.
+ * counts what is alive, counts every call that would put work on a stream, writes the DOT files asked for (one line),
+ * and fails on request: the N-th resource creation, or the k-th call of one kind (fault injection; host memory is one
+ * kind: the library's malloc, calloc, realloc and strdup, wrapped too). Copies between host and device copy nothing
+ * (device memory is a token), and queries of streams and events say done unless told otherwise. Used by test_api,
+ * test_faults, test_routes, test_autotune, test_dist_faults and the fuzz target.
  * test_step_ring turns on the two parts below that are off by default: device addresses that stand for real sizes
  * (fake.device_space) and the log of enqueued work (fake_log).
  *
@@ -42,6 +42,7 @@ typedef enum fake_kind {
     FAKE_INSTANTIATE,   /* cudaGraphInstantiate */
     FAKE_EXEC_UPDATE,   /* cudaGraphExecUpdate */
     FAKE_GRAPH_LAUNCH,  /* cudaGraphLaunch */
+    FAKE_HOST_MEMORY,   /* malloc, calloc, realloc, strdup: the library's host memory (and a test's own) */
     FAKE_KINDS
 } fake_kind;
 

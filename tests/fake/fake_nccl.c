@@ -8,6 +8,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "fake_alloc.h"
+
 fake_nccl_state fake_nccl;
 
 const char *const fake_nccl_kind_names[FN_KINDS] = {

@@ -4,8 +4,9 @@
  * step's life (create, adds, finalize, runs), an optimizer's (create, parameters, finalize, setters, steps), a
  * context's create with a config, gg_to_fp16, gg_check_finite), its desc fields (any int64, including negative and
  * huge), its pointers (NULL, misaligned, device, host, pinned, managed, overlapping), the configs' fields and floats
- * (NaN, Inf, out of range). Every call must return a gg_status, a message on failure, and a rejected argument must
- * enqueue nothing; ASan and UBSan watch the host code.
+ * (NaN, Inf, out of range), and in a quarter of the inputs which call of the CUDA fakes fails (the k-th of a kind,
+ * host memory among them). Every call must return a gg_status, a message on failure, and a rejected argument must
+ * enqueue nothing; ASan (leaks included) and UBSan watch the host code.
  *   scripts/test.sh runs it for GG_FUZZ_SECONDS (default 60); a crash input is written to the fuzz build folder.
  */
 #include <stdint.h>
@@ -349,7 +350,11 @@ static gg_status dist_call(reader *r) {
     gg_config c = GG_CONFIG_INIT;
     c.autotune = 0;
     gg_ctx *dctx = NULL;
-    if (gg_ctx_create(&c, &dctx) != GG_SUCCESS) abort();
+    const gg_status made = gg_ctx_create(&c, &dctx);
+    if (made != GG_SUCCESS) { /* only an injected fault may stop it */
+        if (!fake.fail_at) abort();
+        return made;
+    }
     fake_nccl_reset((int)(take(r, 1) % 2), (int)(take(r, 1) % 3) + 1);
     ncclComm_t comm = fake_nccl_comm();
     gg_dist_config dc = GG_DIST_CONFIG_INIT;
@@ -454,6 +459,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fake.host_pinned = (int)(take(&r, 1) % 2);
     fake.plan_ok = (int)(take(&r, 1) % 2); /* cuBLASLt plans (deeper: planning, captures) or refuses them */
     fake.enqueued = 0;
+    /* A quarter of the inputs also fail one call the library makes: the k-th of a kind of fake_cuda.h (host memory
+     * among them), counted from here. Any status may come back then, but with a message, and ASan sees what leaks. */
+    const unsigned fault = (unsigned)take(&r, 1);
+    memset(fake.calls, 0, sizeof fake.calls);
+    if (fault % 4 == 0) {
+        fake.fail_kind = (fake_kind)(fault / 4 % FAKE_KINDS);
+        fake.fail_at = (int)(take(&r, 1) % 16) + 1;
+    }
     switch ((unsigned)take(&r, 1) % 9) {
 #ifdef GG_FUZZ_DIST
     case 8: check_result(dist_call(&r), NULL); break;
@@ -466,5 +479,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     case 7: check_result(optim_call(&r), ctx); break;
     default: check_result(block_call(&r, 0), ctx); break;
     }
+    fake.fail_at = 0;
     return 0;
 }
