@@ -352,7 +352,9 @@ static int parse(int argc, char **argv, options *o) {
         else if (!strcmp(a, "--json")) o->json = v;
         else if (!strcmp(a, "--trace")) o->trace = v;
         else if (!strcmp(a, "--precision"))
-            o->precision = !strcmp(v, "fp32") ? GG_PRECISION_FP32 : !strcmp(v, "tf32") ? GG_PRECISION_TF32 : GG_PRECISION_FP16;
+            o->precision = !strcmp(v, "fp32")   ? GG_PRECISION_FP32
+                           : !strcmp(v, "tf32") ? GG_PRECISION_TF32
+                                                : GG_PRECISION_FP16;
         else return 1;
     }
     return (o->block != 2 && o->block != 3) || o->steps < 1 || o->gpus < 0;
@@ -402,7 +404,8 @@ int main(int argc, char **argv) {
 #endif
 
     fprintf(stderr, "ddp_scaling: %s, M = %lld tokens per GPU, %s, buckets of %.1f MiB, overlap %s\n", c.block,
-            (long long)c.tokens, gg_precision_string(o.precision), o.bucket_bytes / 1048576.0, o.overlap ? "on" : "off");
+            (long long)c.tokens, gg_precision_string(o.precision), o.bucket_bytes / 1048576.0,
+            o.overlap ? "on" : "off");
     const double step1_before = single_gpu_step(&c, &o);
     fprintf(stderr, "  1 GPU: %.1f us per step\n", step1_before);
 
@@ -442,9 +445,11 @@ int main(int argc, char **argv) {
         FILE *f = fopen(o.json, "w");
         if (!f) { perror(o.json); return 1; }
         fprintf(f, "{\"block\": \"%s\", \"M\": %lld, \"gpus\": %d, \"precision\": \"%s\", \"bucket_bytes\": %zu, "
-                   "\"overlap\": %d, \"comm_sms\": %d, \"copy_engines\": %d, \"cold_l2\": %d, \"steps\": %d, \"step_us_1gpu\": %.2f, \"step_us_1gpu_before\": %.2f, "
+                   "\"overlap\": %d, \"comm_sms\": %d, \"copy_engines\": %d, \"cold_l2\": %d, \"steps\": %d, "
+                   "\"step_us_1gpu\": %.2f, \"step_us_1gpu_before\": %.2f, "
                    "\"step_us_1gpu_after\": %.2f, \"step_us_ngpu\": %.2f, \"local_step_us_ngpu\": %.2f, "
-                   "\"allreduce_us\": %.2f, \"allreduce_hidden_fraction\": %.4f, \"speedup\": %.4f, \"efficiency\": %.4f}\n",
+                   "\"allreduce_us\": %.2f, \"allreduce_hidden_fraction\": %.4f, \"speedup\": %.4f, "
+                   "\"efficiency\": %.4f}\n",
                 c.block, (long long)c.tokens, o.gpus, gg_precision_string(o.precision), o.bucket_bytes, o.overlap,
                 o.comm_sms, o.copy_engines, o.cold_l2, o.steps,
                 step1, step1_before, step1_after, step, local, ar, hidden, speedup, speedup / o.gpus);

@@ -326,7 +326,8 @@ int main(int argc, char **argv) {
                     "\"own_bytes\": %zu, \"staging_bytes\": 0}, \"rounds\": %d, \"steps_per_round\": %d, "
                     "\"configs\": [",
                     name, c.layers, (long long)c.hidden, (long long)c.ffn, (long long)c.max_tokens,
-                    gg_precision_string(c.precision), c.fused_residual ? "true" : "false", configs[best].sides, configs[best].slots, sol_us, step_ms * 1e3,
+                    gg_precision_string(c.precision), c.fused_residual ? "true" : "false", configs[best].sides,
+                    configs[best].slots, sol_us, step_ms * 1e3,
                     graphs_ms * 1e3, eager_ms * 1e3, mem->scratch_bytes, mem->slot_bytes, mem->exec_bytes,
                     mem->own_bytes, rounds, steps);
             for (int i = 0; i < n_configs; ++i) {

@@ -244,7 +244,8 @@ gg_status sm_use_activations(sm_model *m, int set, gg_step *step) {
         }
         point_at(y, set, 1);
         /* the step's calls, last layer first: the MLP, then its callback */
-        const gg_status st = step ? gg_step_set_args(step, (m->config.fused_residual ? 1 : 2) * (m->config.layers - 1 - l), &y->mlp) : GG_SUCCESS;
+        const int call = (m->config.fused_residual ? 1 : 2) * (m->config.layers - 1 - l);
+        const gg_status st = step ? gg_step_set_args(step, call, &y->mlp) : GG_SUCCESS;
         if (st != GG_SUCCESS) return st;
     }
     return GG_SUCCESS;

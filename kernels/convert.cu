@@ -114,9 +114,9 @@ namespace {
  * NULL or a second fp32 sum of the same layout; c of d's type; beta 0: not read): columns along y, four consecutive
  * rows per thread along x, both grid-stride, no division per element. The fp32 sums are read once (evict-first). */
 template <typename T>
-__global__ void __launch_bounds__(kThreads) round_sum_kernel(const float *__restrict__ sum, const float *__restrict__ part,
-                                                             const T *c, float beta, T *d, int64_t m, int64_t n,
-                                                             int64_t ldd) {
+__global__ void __launch_bounds__(kThreads)
+    round_sum_kernel(const float *__restrict__ sum, const float *__restrict__ part, const T *c, float beta, T *d,
+                     int64_t m, int64_t n, int64_t ldd) {
     const int64_t groups = m / 4, x_stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t j = blockIdx.y; j < n; j += gridDim.y)
         for (int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; g < groups; g += x_stride) {

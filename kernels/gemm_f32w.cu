@@ -73,7 +73,8 @@ static_assert(kTokens <= 256 && kExtraTokens <= 256 && kBK * 2 == 128, "TMA boxe
 /* The launch's scalars; A and B reach the kernel as its tensor maps (A's twice: its wide tile's extra rows). */
 struct F32wArgs {
     void *c; /* [M, N], fp32 or fp16 */
-    const float *addend; /* NULL, or [M, N] fp32 (16-byte aligned: N is a multiple of kCols) added before c is written */
+    const float *addend; /* NULL, or [M, N] fp32 (16-byte aligned: N is a multiple of kCols), added before c is
+                            written */
     int c_half;
     int64_t M, N;
     int split;      /* CTAs per cluster; rank r takes k-tiles [r k_tiles / split, (r + 1) k_tiles / split) */

@@ -120,13 +120,13 @@ int gg_k_col_sum_chunks(int64_t M, int64_t N, gg_dtype in_type, int sm_count);
 cudaError_t gg_k_sum_ranks(const void *in, void *out, gg_dtype type, size_t chunk, int ranks, float scale,
                            int sm_count, cudaStream_t stream);
 
-/* Blocks 2/3's weight GEMMs at few tokens (gemm_f32w.cu, sm_90a): C[M,N] = A[M,K] @ B[K,N], A fp16, B fp32 rounded
- * to fp16 (nearest even) as it is loaded, fp32 accumulation, C of c_type (GG_DT_F16 or GG_DT_F32); all row-major and
+/* Blocks 2/3's weight GEMMs at few tokens (gemm_f32w.cu, sm_90a): C[M,N] = A[M,K] @ B[K,N], A fp16, B fp32 rounded to
+ * fp16 (nearest even) as it is loaded, fp32 accumulation, C of c_type (GG_DT_F16 or GG_DT_F32); all row-major and
  * dense. addend: NULL, or (c_type GG_DT_F32 only) an fp32 [M,N] added to the product before C is written (one
- * rounding: a residual connection's gradient). Deterministic. gg_k_gemm_f32w_supported: whether it handles the shape (N a multiple of 128, K of 64); the
- * caller also checks that the device runs sm_90a code (gg_ctx's has_wgmma). gg_k_gemm_f32w_capacity, once per device
- * before the first launch: how many clusters of s CTAs (capacity[s], s = 1..GG_F32W_MAX_SPLIT) fit on it at once,
- * which bounds how far each launch splits k. */
+ * rounding: a residual connection's gradient). Deterministic. gg_k_gemm_f32w_supported: whether it handles the shape
+ * (N a multiple of 128, K of 64); the caller also checks that the device runs sm_90a code (gg_ctx's has_wgmma).
+ * gg_k_gemm_f32w_capacity, once per device before the first launch: how many clusters of s CTAs (capacity[s], s =
+ * 1..GG_F32W_MAX_SPLIT) fit on it at once, which bounds how far each launch splits k. */
 #define GG_F32W_MAX_SPLIT 8
 int gg_k_gemm_f32w_supported(int64_t M, int64_t N, int64_t K);
 cudaError_t gg_k_gemm_f32w_capacity(int capacity[GG_F32W_MAX_SPLIT + 1]);

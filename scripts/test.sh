@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/test.sh - configure, build (kernels for sm_90a and sm_100a) and run every test; then build the host code
 # again with AddressSanitizer + UBSan and run the CPU tests under them, and with ThreadSanitizer for the CPU tests that
-# run threads; then fuzz the API's validation with libFuzzer (clang) for GG_FUZZ_SECONDS (default 60). On a machine without a GPU the `gpu` and `multigpu` tests report SKIPPED.
+# run threads; then fuzz the API's validation with libFuzzer (clang) for GG_FUZZ_SECONDS (default 60). On a machine
+# without a GPU the `gpu` and `multigpu` tests report SKIPPED.
 # When something is missing it stops and prints the command that installs it.
 #
 #   scripts/test.sh [build-dir]        (default: build)

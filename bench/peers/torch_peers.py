@@ -353,7 +353,8 @@ def main():
     want = {int(b) for b in opt.block.split(",") if int(b)}
     cases = []
     for r in csv.DictReader(open(CASES)):
-        c = {k: (float(v) if k in ("atol", "rtol", "sol_us_b200") else v if k == "block" else int(v)) for k, v in r.items()}
+        c = {k: (float(v) if k in ("atol", "rtol", "sol_us_b200") else v if k == "block" else int(v))
+             for k, v in r.items()}
         if (not want or c["block_id"] in want) and (not opt.max_tokens or c["tokens"] <= opt.max_tokens) and \
                 (not only or c["index"] in only):
             cases.append(c)

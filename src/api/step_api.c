@@ -84,7 +84,8 @@ gg_status gg_step_add_optimizer(gg_step *step, gg_optim *opt) {
         return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s (call %d): opt is not finalized (call gg_optim_finalize)",
                        fn, gg_step_call_count(step));
     optimizer_stage *st = calloc(1, sizeof *st + (size_t)opt->n_params);
-    if (!st) return gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "%s (call %d): out of host memory", fn, gg_step_call_count(step));
+    if (!st)
+        return gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "%s (call %d): out of host memory", fn, gg_step_call_count(step));
     st->opt = opt;
     st->n_params = opt->n_params;
     const gg_step_final final = {stage_run, stage_begin, stage_early, 1, free, st};

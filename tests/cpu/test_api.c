@@ -1286,7 +1286,8 @@ static void second_thread_is_refused(void **state) {
     /* the communicator calls claim the context too, gg_dist_detach even with nothing to detach */
     assert_int_equal(gg_dist_detach(ctx), GG_ERROR_INVALID_ARGUMENT);
     assert_message_has(NULL, "gg_dist_detach: the context is in use by another thread");
-    /* destroying what the other thread may be using is refused too: nothing is freed (ASan would see a use after free) */
+    /* destroying what the other thread may be using is refused too: nothing is freed (ASan would see a use after
+     * free) */
     gg_graph_destroy(g);
     assert_message_has(NULL, "gg_graph_destroy: the context is in use by another thread");
     gg_step_destroy(step);

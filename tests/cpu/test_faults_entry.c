@@ -164,8 +164,8 @@ static const gg_mlp_desc mlp_shape = {.tokens = 1, .hidden = 256, .ffn = 1024};
 /* Layer l's MLP args (set 1: the other activation buffers), grad_output the previous layer's grad_hidden_states. */
 static gg_mlp_args mlp_args(int l, int set) {
     const int b = 16 * l;
-    gg_mlp_args a = {FAKE(b + 0), FAKE(b + 1), FAKE(b + 2), FAKE(b + 3), FAKE(b + 4), FAKE(b + 5),
-                     FAKE(b + 6), FAKE(b + 7), FAKE(b + 8), FAKE(b + 9), FAKE(b + 10), NULL, NULL, NULL, NULL, NULL, NULL};
+    gg_mlp_args a = {FAKE(b + 0), FAKE(b + 1), FAKE(b + 2), FAKE(b + 3), FAKE(b + 4), FAKE(b + 5), FAKE(b + 6),
+                     FAKE(b + 7), FAKE(b + 8), FAKE(b + 9), FAKE(b + 10), NULL, NULL, NULL, NULL, NULL, NULL};
     if (l > 0) a.grad_output = FAKE(16 * (l - 1) + 6);
     if (set) {
         a.hidden_states = FAKE(200 + 4 * l);
@@ -367,7 +367,8 @@ static gg_status forward_stage(world *w, int stage) {
     }
     case 3: {
         const gg_mlp_desc d = {c->tokens, c->dim0, c->dim1, c->precision, 0};
-        const gg_mlp_fwd_args a = {FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5), FAKE(6), FAKE(7), NULL, NULL, NULL, NULL, NULL};
+        const gg_mlp_fwd_args a = {FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5), FAKE(6), FAKE(7),
+                                   NULL,    NULL,    NULL,    NULL,    NULL};
         return gg_mlp_forward(w->ctx, &d, &a, NULL);
     }
     default: {

@@ -44,8 +44,8 @@ static const gg_mlp_desc mlp = {.tokens = 1, .hidden = 256, .ffn = 1024, .precis
 /* Layer l's MLP args: its own tensors, grad_output the previous layer's grad_hidden_states (l > 0). */
 static gg_mlp_args mlp_args(int l) {
     const int b = 16 * l;
-    gg_mlp_args a = {FAKE(b + 0), FAKE(b + 1), FAKE(b + 2), FAKE(b + 3), FAKE(b + 4), FAKE(b + 5),
-                     FAKE(b + 6), FAKE(b + 7), FAKE(b + 8), FAKE(b + 9), FAKE(b + 10), NULL, NULL, NULL, NULL, NULL, NULL};
+    gg_mlp_args a = {FAKE(b + 0), FAKE(b + 1), FAKE(b + 2), FAKE(b + 3), FAKE(b + 4), FAKE(b + 5), FAKE(b + 6),
+                     FAKE(b + 7), FAKE(b + 8), FAKE(b + 9), FAKE(b + 10), NULL, NULL, NULL, NULL, NULL, NULL};
     if (l > 0) a.grad_output = FAKE(16 * (l - 1) + 6);
     return a;
 }

@@ -368,7 +368,8 @@ static void ffn_backward_of_forward(gg_ctx *ctx, int mlp) {
     GG_OK(ctx, ffn_forward(ctx, &io, GG_PRECISION_FP32, 1, NULL));
     if (mlp) {
         const gg_mlp_desc d = {.tokens = M, .hidden = D, .ffn = F, .precision = GG_PRECISION_FP32};
-        const gg_mlp_args a = {ddy, io.dx, io.dw1, io.dw2, io.pre, io.act, gx, gw1, gb1, gw2, gb2, NULL, NULL, NULL, NULL, NULL, NULL};
+        const gg_mlp_args a = {ddy, io.dx, io.dw1, io.dw2, io.pre, io.act, gx, gw1, gb1, gw2, gb2,
+                               NULL, NULL, NULL, NULL, NULL, NULL};
         GG_OK(ctx, gg_mlp_backward(ctx, &d, &a, NULL));
     } else {
         const gg_gelu_ffn_desc d = {.tokens = M, .hidden = D, .ffn = F, .precision = GG_PRECISION_FP32};

@@ -136,7 +136,8 @@ static void round_sum_refuses_bad_arguments(void **state) {
     assert_int_equal(gg_k_round_sum(sum, NULL, NULL, 0.0f, d, GG_DT_BF16, 62, 64, 64, 132, 0), cudaErrorInvalidValue);
     assert_int_equal(gg_k_round_sum(sum, NULL, NULL, 0.0f, d, GG_DT_BF16, 64, 64, 60, 132, 0), cudaErrorInvalidValue);
     assert_int_equal(gg_k_round_sum(sum, NULL, NULL, 0.0f, d, GG_DT_BF16, 60, 64, 62, 132, 0), cudaErrorInvalidValue);
-    assert_int_equal(gg_k_round_sum(sum + 1, NULL, NULL, 0.0f, d, GG_DT_BF16, 64, 64, 64, 132, 0), cudaErrorInvalidValue);
+    assert_int_equal(gg_k_round_sum(sum + 1, NULL, NULL, 0.0f, d, GG_DT_BF16, 64, 64, 64, 132, 0),
+                     cudaErrorInvalidValue);
     assert_int_equal(gg_k_round_sum(sum, NULL, NULL, 0.0f, d, GG_DT_F32, 64, 64, 64, 132, 0), cudaErrorInvalidValue);
     assert_int_equal(gg_k_round_sum(sum, sum + 1, NULL, 0.0f, d, GG_DT_BF16, 64, 64, 64, 132, 0),
                      cudaErrorInvalidValue); /* a misaligned second part */
