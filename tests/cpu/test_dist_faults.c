@@ -644,6 +644,17 @@ static void every_nccl_fault(void **state) {
     assert_int_equal(failures, 0);
 }
 
+/* The end of a host-memory fault loop that began with `misses` failures: its faults and failures move from the NCCL
+ * calls' counts to FAULTS_HOST_MEMORY's; it must have injected some and failed none. */
+static void host_memory_totals(const char *what, int hits, int misses) {
+    printf("host memory faults %s: %d injected, %d failures\n", what, hits, failures - misses);
+    host_injected += hits;
+    host_failures += failures - misses;
+    failures = misses;
+    assert_true(hits >= 4);
+    assert_int_equal(host_failures, 0);
+}
+
 /* The k-th host allocation fails (fake.fail_kind FAKE_HOST_MEMORY) along a data-parallel life, made and attached,
  * for every k the life reaches: GG_ERROR_OUT_OF_MEMORY with a message that begins with the call's name and says
  * so, nothing leaked (CUDA resources and communicators here, host memory under the sanitizers), the context usable
@@ -681,12 +692,7 @@ static void every_host_memory_fault(void **state) {
                   atomic_load(&fake_nccl.live));
             if (!hit) break;
         }
-    printf("host memory faults along a data-parallel life: %d injected, %d failures\n", hits, failures - misses);
-    host_injected += hits;
-    host_failures += failures - misses;
-    failures = misses; /* counted in FAULTS_HOST_MEMORY, not NCCL_FAULTS */
-    assert_true(hits >= 4);
-    assert_int_equal(host_failures, 0);
+    host_memory_totals("along a data-parallel life", hits, misses);
 }
 
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
@@ -916,12 +922,7 @@ static void every_host_memory_fault_copy_engines(void **state) {
               atomic_load(&fake_nccl.memory));
         if (!hit) break;
     }
-    printf("host memory faults on the copy-engine path: %d injected, %d failures\n", hits, failures - misses);
-    host_injected += hits;
-    host_failures += failures - misses;
-    failures = misses; /* counted in FAULTS_HOST_MEMORY, not NCCL_FAULTS */
-    assert_true(hits >= 4);
-    assert_int_equal(host_failures, 0);
+    host_memory_totals("on the copy-engine path", hits, misses);
 }
 #endif
 
