@@ -43,8 +43,9 @@ gg_status gg_device_enter(gg_ctx *ctx, const char *fn, int *saved_device) {
         err = cudaSetDevice(ctx->config.device);
     }
     if (err == cudaSuccess) return GG_SUCCESS;
+    const gg_status status = gg_fail_cuda(ctx, err, what); /* still claimed: the message names fn */
     gg_ctx_release(ctx);
-    return gg_fail_cuda(ctx, err, what);
+    return status;
 }
 
 void gg_device_leave(gg_ctx *ctx, int saved_device) {

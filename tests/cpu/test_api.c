@@ -1085,6 +1085,49 @@ static void expect_finite_refused(gg_ctx *ctx, const void *data, size_t count, i
     assert_int_equal(fake.enqueued, enqueued);
 }
 
+static void word_is_set(void *dst, size_t bytes) {
+    if (bytes == sizeof(unsigned)) *(unsigned *)dst = 1u;
+}
+
+/* The fp16 overflow word: gg_fp16_overflow_flag's refusals and its device address, which gg_fp16_overflow reads
+ * (a synchronous copy after the device's work) and reports; clear = 1 zeroes a set word and nothing else, clear = 0
+ * leaves it; a failed query leaves found 0 and names the call. */
+static void fp16_overflow_word_read_and_cleared(void **state) {
+    (void)state;
+    unsigned *flag = NULL;
+    assert_int_equal(gg_fp16_overflow_flag(NULL, &flag), GG_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(gg_last_error(NULL), "gg_fp16_overflow_flag: ctx is NULL"));
+    gg_ctx *ctx = make_ctx();
+    assert_int_equal(gg_fp16_overflow_flag(ctx, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_fp16_overflow_flag: device_flag is NULL");
+    assert_int_equal(gg_fp16_overflow_flag(ctx, &flag), GG_SUCCESS);
+    assert_non_null(flag);
+    int found = -1;
+    assert_int_equal(gg_fp16_overflow(NULL, &found, 0), GG_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(gg_last_error(NULL), "gg_fp16_overflow: ctx is NULL"));
+    fake.memsets = 0;
+    assert_int_equal(gg_fp16_overflow(ctx, &found, 1), GG_SUCCESS); /* the fakes' word reads 0 */
+    assert_int_equal(found, 0);
+    assert_ptr_equal(fake.sync_copy_from, flag);
+    assert_int_equal(fake.memsets, 0); /* nothing to clear */
+    fake.on_sync_copy_to_host = word_is_set;
+    assert_int_equal(gg_fp16_overflow(ctx, &found, 0), GG_SUCCESS);
+    assert_int_equal(found, 1);
+    assert_int_equal(fake.memsets, 0); /* left set */
+    assert_int_equal(gg_fp16_overflow(ctx, &found, 1), GG_SUCCESS);
+    assert_int_equal(found, 1);
+    assert_int_equal(fake.memsets, 1);
+    assert_ptr_equal(fake.memset_at, flag);
+    fake.on_sync_copy_to_host = NULL;
+    fake.fail_get_device = 1; /* the device cannot be made current: nothing is read */
+    found = -1;
+    assert_int_not_equal(gg_fp16_overflow(ctx, &found, 1), GG_SUCCESS);
+    assert_int_equal(found, 0);
+    assert_message_has(ctx, "gg_fp16_overflow");
+    fake.fail_get_device = 0;
+    destroy_ctx(ctx);
+}
+
 /* Every argument checked and named (NULL, misaligned, overlapping, host memory, past the end of memory), nothing
  * enqueued when refused; count 0 enqueues nothing; otherwise one launch, fp32 or bf16, at any count; a failed launch
  * is named and the context works after it. */
@@ -1354,6 +1397,7 @@ int main(void) {
         cmocka_unit_test(bf16_tail_apart_rounds_once),
         cmocka_unit_test(dist_entry_points_check_arguments),
         cmocka_unit_test(check_finite_checks_and_launches),
+        cmocka_unit_test(fp16_overflow_word_read_and_cleared),
         cmocka_unit_test(host_pointers_are_refused),
         cmocka_unit_test(device_pointers_are_queried_once),
         cmocka_unit_test(second_thread_is_refused),

@@ -288,6 +288,68 @@ static void finalize_that_never_ends_is_aborted(void **state) {
     no_leaks();
 }
 
+/* One process per GPU from the launcher's environment and a file on a shared path (gg_dist_init_env), on the fakes:
+ * without RANK and WORLD_SIZE the call is refused naming them; rank 0 of 1 writes NCCL's id, makes its communicator
+ * and removes the file; rank 1 of 2 reads the id that rank 0 left there and makes its own; a rank 1 whose rank 0
+ * never writes gives up at GG_DIST_INIT_TIMEOUT_S (1 s here), naming the file and the variable, after one notice
+ * half-way, with no communicator and the context usable. */
+static void init_env_through_an_id_file(void **state) {
+    (void)state;
+    static const char *const launchers[] = {"RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                                            "SLURM_PROCID", "SLURM_NTASKS"};
+    for (size_t i = 0; i < sizeof launchers / sizeof launchers[0]; ++i) unsetenv(launchers[i]);
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/gg_dist_faults_id_%d", (int)getpid());
+    (void)remove(path);
+    const gg_dist_config dc = dist_config();
+    gg_ctx *ctx = make_ctx();
+    fake_nccl_reset(0, 1);
+    assert_int_equal(gg_dist_init_env(ctx, path, &dc), GG_ERROR_INVALID_ARGUMENT);
+    contains(gg_last_error(ctx), "gg_dist_init_env: no valid rank and world size in the environment");
+    contains(gg_last_error(ctx), "RANK/WORLD_SIZE");
+
+    setenv("RANK", "0", 1);
+    setenv("WORLD_SIZE", "1", 1);
+    assert_int_equal(gg_dist_init_env(ctx, path, &dc), GG_SUCCESS);
+    assert_int_equal(gg_dist_size(ctx), 1);
+    assert_int_equal(access(path, F_OK), -1); /* removed once the communicator exists */
+    assert_int_equal(gg_dist_detach(ctx), GG_SUCCESS);
+    assert_int_equal(atomic_load(&fake_nccl.destroys), 1); /* gradgraph's own: finalized and destroyed */
+
+    fake_nccl_reset(1, 2);
+    setenv("RANK", "1", 1);
+    setenv("WORLD_SIZE", "2", 1);
+    FILE *f = fopen(path, "wb"); /* what rank 0 would have written */
+    assert_non_null(f);
+    const ncclUniqueId id = {{7}};
+    assert_int_equal(fwrite(&id, sizeof id, 1, f), 1);
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(gg_dist_init_env(ctx, path, &dc), GG_SUCCESS);
+    assert_int_equal(gg_dist_size(ctx), 2);
+    assert_int_equal(gg_dist_detach(ctx), GG_SUCCESS);
+    assert_int_equal(remove(path), 0); /* rank 1 leaves it: rank 0 removes it */
+
+    setenv("GG_DIST_INIT_TIMEOUT_S", "1", 1);
+    notices_reset();
+    const double t0 = now_s();
+    const gg_status st = gg_dist_init_env(ctx, path, &dc);
+    const double took = now_s() - t0;
+    unsetenv("GG_DIST_INIT_TIMEOUT_S");
+    print_message("rank 0 never writes: %s after %.2f s: %s\n", gg_status_string(st), took, gg_last_error(ctx));
+    assert_int_equal(st, GG_ERROR_NCCL);
+    assert_true(took >= 1.0 && took < 15.0);
+    contains(gg_last_error(ctx), "gg_dist_init_env: rank 1 waited 1 s for rank 0 to write the NCCL id to");
+    contains(gg_last_error(ctx), path);
+    contains(gg_last_error(ctx), "(GG_DIST_INIT_TIMEOUT_S)");
+    noticed_once("gg_dist_init_env: rank 1: the NCCL id from rank 0 in", "GG_DIST_INIT_TIMEOUT_S");
+    assert_int_equal(gg_dist_size(ctx), 0);
+    assert_int_equal(tanh_eager(ctx), GG_SUCCESS);
+    unsetenv("RANK");
+    unsetenv("WORLD_SIZE");
+    gg_ctx_destroy(ctx);
+    no_leaks();
+}
+
 /* A communicator on another device than the context's is refused, named, before anything is made: the caller's
  * communicator is left alone (not aborted), the context has none. */
 static void attach_refuses_a_communicator_on_another_device(void **state) {
@@ -942,6 +1004,7 @@ int main(void) {
         cmocka_unit_test(fingerprint_mismatch_refused_on_every_field),
         cmocka_unit_test(init_that_never_completes_is_aborted),
         cmocka_unit_test(finalize_that_never_ends_is_aborted),
+        cmocka_unit_test(init_env_through_an_id_file),
         cmocka_unit_test(attach_refuses_a_communicator_on_another_device),
         cmocka_unit_test(warm_up_that_never_completes_or_fails_is_aborted),
         cmocka_unit_test(call_that_stays_in_progress_is_aborted),

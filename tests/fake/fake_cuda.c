@@ -411,7 +411,7 @@ cudaError_t __wrap_cudaGetLastError(void) {
 cudaError_t __wrap_cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind) {
     (void)src, (void)kind;
     ++fake.cuda_calls;
-    if (kind == cudaMemcpyDeviceToHost) memset(dst, 0, bytes);
+    if (kind == cudaMemcpyDeviceToHost) memset(dst, 0, bytes), fake.sync_copy_from = src;
     if (kind == cudaMemcpyDeviceToHost && fake.on_sync_copy_to_host) fake.on_sync_copy_to_host(dst, bytes);
     return cudaSuccess;
 }
@@ -453,8 +453,10 @@ cudaError_t __wrap_cudaEventQuery(cudaEvent_t event) {
     return fake.events_busy ? cudaErrorNotReady : cudaSuccess;
 }
 cudaError_t __wrap_cudaMemset(void *dst, int value, size_t bytes) {
-    (void)dst, (void)value, (void)bytes;
+    (void)value, (void)bytes;
     ++fake.cuda_calls;
+    fake.memset_at = dst;
+    ++fake.memsets;
     return cudaSuccess;
 }
 cudaError_t __wrap_cudaMemsetAsync(void *dst, int value, size_t bytes, cudaStream_t stream) {

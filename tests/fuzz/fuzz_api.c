@@ -5,8 +5,9 @@
  * context's create with a config, gg_to_fp16, gg_check_finite), its desc fields (any int64, including negative and
  * huge), its pointers (NULL, misaligned, device, host, pinned, managed, overlapping), the configs' fields and floats
  * (NaN, Inf, out of range), and in a quarter of the inputs which call of the CUDA fakes fails (the k-th of a kind,
- * host memory among them). Every call must return a gg_status, a message on failure, and a rejected argument must
- * enqueue nothing; ASan (leaks included) and UBSan watch the host code.
+ * host memory among them; in one of 32, every cudaGetDevice). Every call must return a gg_status, a message on
+ * failure that begins with the public call's name, and a rejected argument must enqueue nothing; ASan (leaks
+ * included) and UBSan watch the host code.
  *   scripts/test.sh runs it for GG_FUZZ_SECONDS (default 60); a crash input is written to the fuzz build folder.
  */
 #include <stdint.h>
@@ -61,6 +62,11 @@ static void check_result(gg_status st, const gg_ctx *c) {
     if (st == GG_SUCCESS) return;
     const char *msg = gg_last_error(c);
     if (!msg[0] && !gg_last_error(NULL)[0]) abort(); /* a failure always says why */
+    const char *said = msg[0] ? msg : gg_last_error(NULL);
+    if (strncmp(said, "gg_", 3) != 0) { /* ... beginning with the public call that failed */
+        fprintf(stderr, "a message that does not name its call: %s\n", said);
+        abort();
+    }
     const int rejected = st == GG_ERROR_INVALID_ARGUMENT || st == GG_ERROR_MISALIGNED || st == GG_ERROR_UNSUPPORTED ||
                          st == GG_ERROR_VERSION;
     if (rejected && fake.enqueued) { /* a rejected call enqueues nothing */
@@ -352,7 +358,7 @@ static gg_status dist_call(reader *r) {
     gg_ctx *dctx = NULL;
     const gg_status made = gg_ctx_create(&c, &dctx);
     if (made != GG_SUCCESS) { /* only an injected fault may stop it */
-        if (!fake.fail_at) abort();
+        if (!fake.fail_at && !fake.fail_get_device) abort();
         return made;
     }
     fake_nccl_reset((int)(take(r, 1) % 2), (int)(take(r, 1) % 3) + 1);
@@ -467,6 +473,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         fake.fail_kind = (fake_kind)(fault / 4 % FAKE_KINDS);
         fake.fail_at = (int)(take(&r, 1) % 16) + 1;
     }
+    fake.fail_get_device = fault % 32 == 1; /* and now and then the device cannot be made current */
     switch ((unsigned)take(&r, 1) % 9) {
 #ifdef GG_FUZZ_DIST
     case 8: check_result(dist_call(&r), NULL); break;
@@ -480,5 +487,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     default: check_result(block_call(&r, 0), ctx); break;
     }
     fake.fail_at = 0;
+    fake.fail_get_device = 0;
     return 0;
 }
