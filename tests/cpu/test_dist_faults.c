@@ -622,7 +622,6 @@ static void abort_from_another_thread(void **state) {
 
 /* ---- fault injection on every kind of NCCL call ---- */
 static int injected, failures;
-static int host_injected, host_failures; /* the host-memory faults' (FAULTS_HOST_MEMORY) */
 
 static void check(int ok, fake_nccl_kind kind, int k, const char *path, const char *fmt, ...) {
     if (ok) return;
@@ -706,45 +705,76 @@ static void every_nccl_fault(void **state) {
     assert_int_equal(failures, 0);
 }
 
-/* The end of a host-memory fault loop that began with `misses` failures: its faults and failures move from the NCCL
- * calls' counts to FAULTS_HOST_MEMORY's; it must have injected some and failed none. */
-static void host_memory_totals(const char *what, int hits, int misses) {
-    printf("host memory faults %s: %d injected, %d failures\n", what, hits, failures - misses);
-    host_injected += hits;
-    host_failures += failures - misses;
-    failures = misses;
-    assert_true(hits >= 4);
-    assert_int_equal(host_failures, 0);
+/* The faults a data-parallel life meets besides NCCL's: the k-th host allocation (fake.fail_kind FAKE_HOST_MEMORY),
+ * or the k-th CUDA resource made from now on (fake.fail_create_at: streams, events, device and pinned memory,
+ * cuBLASLt handles and descriptors). */
+typedef enum { LIFE_HOST_MEMORY, LIFE_CUDA_RESOURCE, LIFE_FAULTS } life_fault;
+static const char *const life_fault_names[LIFE_FAULTS] = {"host memory", "CUDA resource"};
+static int life_hits[LIFE_FAULTS], life_failures[LIFE_FAULTS]; /* FAULTS_HOST_MEMORY, FAULTS_CUDA_RESOURCES */
+
+/* Arms fault f at k; returns what life_fault_hit compares with. */
+static int arm_life_fault(life_fault f, int k) {
+    if (f == LIFE_HOST_MEMORY) {
+        fake.fail_kind = FAKE_HOST_MEMORY;
+        fake.fail_at = k;
+        return fake.injected;
+    }
+    fake.fail_create_at = fake.creates + k;
+    return fake.fail_create_at;
 }
 
-/* The k-th host allocation fails (fake.fail_kind FAKE_HOST_MEMORY) along a data-parallel life, made and attached,
- * for every k the life reaches: GG_ERROR_OUT_OF_MEMORY with a message that begins with the call's name and says
- * so, nothing leaked (CUDA resources and communicators here, host memory under the sanitizers), the context usable
- * after (an eager call, a whole life again). */
-static void every_host_memory_fault(void **state) {
-    (void)state;
+/* Whether the armed fault was met (and disarms it). */
+static int life_fault_hit(life_fault f, int armed) {
+    const int hit = f == LIFE_HOST_MEMORY ? fake.injected > armed : fake.creates >= armed;
+    fake.fail_at = 0;
+    fake.fail_create_at = 0;
+    return hit;
+}
+
+/* What a call that met fault f must say: a failure (GG_ERROR_OUT_OF_MEMORY for host memory; a CUDA, cuBLAS or
+ * out-of-memory status for a CUDA resource), its message beginning with the public call's name (and, for host
+ * memory, saying so). */
+static void check_life_fault(life_fault f, gg_status st, const char *message, int k, const char *path) {
+    if (f == LIFE_HOST_MEMORY) {
+        check(st == GG_ERROR_OUT_OF_MEMORY, 0, k, path, "status %s: %s", gg_status_string(st), message);
+        check(strstr(message, ": out of host memory") != NULL, 0, k, path, "\"%s\" does not say host memory", message);
+    } else {
+        check(st == GG_ERROR_CUDA || st == GG_ERROR_OUT_OF_MEMORY || st == GG_ERROR_CUBLAS, 0, k, path, "status %s: %s",
+              gg_status_string(st), message);
+    }
+    check(strncmp(message, "gg_", 3) == 0, 0, k, path, "\"%s\" does not begin with the call's name", message);
+}
+
+/* The end of a fault loop that began with `misses` failures: its faults and failures move from the NCCL calls'
+ * counts to fault f's line; it must have injected some and failed none. */
+static void life_fault_totals(life_fault f, const char *what, int hits, int misses) {
+    printf("%s faults %s: %d injected, %d failures\n", life_fault_names[f], what, hits, failures - misses);
+    life_hits[f] += hits;
+    life_failures[f] += failures - misses;
+    failures = misses;
+    assert_true(hits >= 4);
+    assert_int_equal(life_failures[f], 0);
+}
+
+/* Fault f at every k a data-parallel life reaches, made and attached: the call that meets it fails as
+ * check_life_fault says, nothing leaks (CUDA resources and communicators here, host memory under the sanitizers),
+ * the context is usable after (an eager call, a whole life again). */
+static void every_life_fault(life_fault f) {
     int hits = 0, misses = failures;
     for (int owned = 0; owned < 2; ++owned)
         for (int k = 1;; ++k) {
-            const char *path = owned ? "made, host memory" : "attached, host memory";
+            char path[64];
+            snprintf(path, sizeof path, "%s, %s", owned ? "made" : "attached", life_fault_names[f]);
             gg_ctx *ctx = make_ctx();
             fake_nccl_reset(0, owned ? 1 : 2);
-            fake.fail_kind = FAKE_HOST_MEMORY;
-            fake.fail_at = k;
-            const int before = fake.injected;
+            const int armed = arm_life_fault(f, k);
             ncclComm_t comm = NULL;
             char message[GG_MSG_BYTES] = "";
             const gg_status st = life(ctx, owned, &comm, message, sizeof message);
-            const int hit = fake.injected > before;
-            fake.fail_at = 0;
+            const int hit = life_fault_hit(f, armed);
             hits += hit;
-            if (hit) {
-                check(st == GG_ERROR_OUT_OF_MEMORY, 0, k, path, "status %s: %s", gg_status_string(st), message);
-                check(strncmp(message, "gg_", 3) == 0 && strstr(message, ": out of host memory"), 0, k, path,
-                      "\"%s\" does not begin with the call's name and say it ran out of host memory", message);
-            } else {
-                check(st == GG_SUCCESS, 0, k, path, "no fault, status %s: %s", gg_status_string(st), message);
-            }
+            if (hit) check_life_fault(f, st, message, k, path);
+            else check(st == GG_SUCCESS, 0, k, path, "no fault, status %s: %s", gg_status_string(st), message);
             check(tanh_eager(ctx) == GG_SUCCESS, 0, k, path, "eager after the fault: %s", gg_last_error(ctx));
             check(life(ctx, owned, &comm, message, sizeof message) == GG_SUCCESS, 0, k, path,
                   "again after the fault: %s", message);
@@ -754,7 +784,17 @@ static void every_host_memory_fault(void **state) {
                   atomic_load(&fake_nccl.live));
             if (!hit) break;
         }
-    host_memory_totals("along a data-parallel life", hits, misses);
+    life_fault_totals(f, "along a data-parallel life", hits, misses);
+}
+
+static void every_host_memory_fault(void **state) {
+    (void)state;
+    every_life_fault(LIFE_HOST_MEMORY);
+}
+
+static void every_cuda_resource_fault(void **state) {
+    (void)state;
+    every_life_fault(LIFE_CUDA_RESOURCE);
 }
 
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
@@ -947,27 +987,21 @@ static void every_nccl_fault_copy_engines(void **state) {
     assert_int_equal(ce_failures, 0);
 }
 
-/* The k-th host allocation fails along the copy-engine life (gg_dist_alloc and gg_dist_free too), for every k it
- * reaches: as every_host_memory_fault, and no window or NCCL allocation is left. */
-static void every_host_memory_fault_copy_engines(void **state) {
-    (void)state;
+/* Fault f at every k the copy-engine life reaches (gg_dist_alloc and gg_dist_free too): as every_life_fault, and no
+ * window or NCCL allocation is left. */
+static void every_life_fault_copy_engines(life_fault f) {
     int hits = 0, misses = failures;
     for (int k = 1;; ++k) {
-        const char *path = "copy engines, host memory";
+        char path[64];
+        snprintf(path, sizeof path, "copy engines, %s", life_fault_names[f]);
         gg_ctx *ctxs[CE_RANKS];
         make_ce_ctxs(ctxs);
         fake_nccl_reset(0, CE_RANKS);
-        fake.fail_kind = FAKE_HOST_MEMORY;
-        fake.fail_at = k;
-        const int before = fake.injected;
+        const int armed = arm_life_fault(f, k);
         const ce_outcome o = ce_life(ctxs);
-        const int hit = fake.injected > before;
-        fake.fail_at = 0;
+        const int hit = life_fault_hit(f, armed);
         hits += hit;
-        if (hit)
-            check(o.status == GG_ERROR_OUT_OF_MEMORY && strncmp(o.message, "gg_", 3) == 0 &&
-                      strstr(o.message, ": out of host memory"),
-                  0, k, path, "%s: status %s, \"%s\"", o.step, gg_status_string(o.status), o.message);
+        if (hit) check_life_fault(f, o.status, o.message, k, path);
         else
             check(o.status == GG_SUCCESS && o.ce_on, 0, k, path, "no fault: %s in %s: %s",
                   gg_status_string(o.status), o.step, o.message);
@@ -984,7 +1018,17 @@ static void every_host_memory_fault_copy_engines(void **state) {
               atomic_load(&fake_nccl.memory));
         if (!hit) break;
     }
-    host_memory_totals("on the copy-engine path", hits, misses);
+    life_fault_totals(f, "on the copy-engine path", hits, misses);
+}
+
+static void every_host_memory_fault_copy_engines(void **state) {
+    (void)state;
+    every_life_fault_copy_engines(LIFE_HOST_MEMORY);
+}
+
+static void every_cuda_resource_fault_copy_engines(void **state) {
+    (void)state;
+    every_life_fault_copy_engines(LIFE_CUDA_RESOURCE);
 }
 #endif
 
@@ -993,9 +1037,12 @@ static void every_host_memory_fault_copy_engines(void **state) {
 static void nccl_fault_totals(void **state) {
     (void)state;
     printf("NCCL_FAULTS {\"injected\": %d, \"failures\": %d}\n", injected, failures);
-    printf("FAULTS_HOST_MEMORY {\"injected\": %d, \"failures\": %d}\n", host_injected, host_failures);
+    printf("FAULTS_HOST_MEMORY {\"injected\": %d, \"failures\": %d}\n", life_hits[LIFE_HOST_MEMORY],
+           life_failures[LIFE_HOST_MEMORY]);
+    printf("FAULTS_CUDA_RESOURCES {\"injected\": %d, \"failures\": %d}\n", life_hits[LIFE_CUDA_RESOURCE],
+           life_failures[LIFE_CUDA_RESOURCE]);
     assert_int_equal(failures, 0);
-    assert_int_equal(host_failures, 0);
+    assert_int_equal(life_failures[LIFE_HOST_MEMORY] + life_failures[LIFE_CUDA_RESOURCE], 0);
 }
 
 int main(void) {
@@ -1017,9 +1064,11 @@ int main(void) {
         cmocka_unit_test(abort_from_another_thread),
         cmocka_unit_test(every_nccl_fault),
         cmocka_unit_test(every_host_memory_fault),
+        cmocka_unit_test(every_cuda_resource_fault),
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
         cmocka_unit_test(every_nccl_fault_copy_engines),
         cmocka_unit_test(every_host_memory_fault_copy_engines),
+        cmocka_unit_test(every_cuda_resource_fault_copy_engines),
 #endif
         cmocka_unit_test(nccl_fault_totals),
     };

@@ -1,15 +1,15 @@
 #!/usr/bin/env python3
 """test_collect_reliability.py - scripts/collect_reliability.py on stage outputs made up here. A tests stage's: the
 sanitizer runs counted per tool, the fault injection's totals (test_faults' lines summed with test_dist_faults'
-host-memory line, its NCCL line apart), a run stopped by its limit before any report counted as cut (not as a report), a
-check that did not run recorded as null. A multigpu stage's, with --merge: the official JSON keeps every field of its
-own (and its commit), and gains this run's two-GPU facts (dead_rank_detected_s, multigpu_memcheck_errors, the runs
-cut) and the commit, command and GPU that made them; a dead-rank time the run did not print is null, never the older
-one. A sanitizers stage's (sanitizer-kernels.log), with --merge: racecheck's, synccheck's and initcheck's counts (null
-for a tool whose runs were all cut) and runs cut replace the base's, memcheck's runs cut and every other field (the
-two-GPU facts among them, the commit) stay, sanitizers_commit, _command and _gpu are recorded; a run without cuts
-drops the base's cuts of those tools. Both stages' logs in one folder (`all` on two GPUs): both merged. Neither:
-refused, nothing written. Usage: test_collect_reliability.py REPO_ROOT"""
+host-memory and CUDA-resource lines, its NCCL line apart), a run stopped by its limit before any report counted as cut
+(not as a report), a check that did not run recorded as null. A multigpu stage's, with --merge: the official JSON keeps
+every field of its own (and its commit), and gains this run's two-GPU facts (dead_rank_detected_s,
+multigpu_memcheck_errors, the runs cut) and the commit, command and GPU that made them; a dead-rank time the run did not
+print is null, never the older one. A sanitizers stage's (sanitizer-kernels.log), with --merge: racecheck's, synccheck's
+and initcheck's counts (null for a tool whose runs were all cut) and runs cut replace the base's, memcheck's runs cut
+and every other field (the two-GPU facts among them, the commit) stay, sanitizers_commit, _command and _gpu are
+recorded; a run without cuts drops the base's cuts of those tools. Both stages' logs in one folder (`all` on two GPUs):
+both merged. Neither: refused, nothing written. Usage: test_collect_reliability.py REPO_ROOT"""
 import json
 import os
 import subprocess
@@ -51,11 +51,12 @@ with tempfile.TemporaryDirectory() as d:
     write(tests_out, "test_faults.log", 'FAULTS {"injected": 100, "failures": 0}\n'
           'FAULTS_STEP {"injected": 20, "failures": 1}\nFAULTS_FORWARD {"injected": 3, "failures": 0}\n')
     write(tests_out, "test_dist_faults.log", 'NCCL_FAULTS {"injected": 50, "failures": 0}\n'
-          'FAULTS_HOST_MEMORY {"injected": 7, "failures": 2}\n')
+          'FAULTS_HOST_MEMORY {"injected": 7, "failures": 2}\nFAULTS_CUDA_RESOURCES {"injected": 5, "failures": 0}\n')
     rc, out = collect([tests_out, official, "aaaaaaa", "the tests command", "NVIDIA H200"])
     r = json.load(open(official))
-    check(rc == 0 and r["faults_injected"] == 130 and r["fault_failures"] == 3,
-          "the faults: the blocks', the steps', the forwards' and the data-parallel path's host memory added",
+    check(rc == 0 and r["faults_injected"] == 135 and r["fault_failures"] == 3,
+          "the faults: the blocks', the steps', the forwards' and the data-parallel path's host memory and CUDA "
+          "resources added",
           json.dumps(r))
     check(r["nccl_faults_injected"] == 50 and r["nccl_fault_failures"] == 0, "the NCCL calls' faults on their own")
     r["dead_rank_detected_s"] = 9.9  # as if an older two-GPU run had set it
