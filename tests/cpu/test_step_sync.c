@@ -12,7 +12,9 @@
  * copies given, a syncing step converts nothing and reduces the same. Then every NCCL call of a syncing run is
  * failed in turn (fake_nccl.h's fault injection), half of the runs with non-blocking calls that return
  * ncclInProgress: GG_ERROR_NCCL naming the call and NCCL's error, no capture left open, nothing leaked, and the
- * context (and the step) usable afterwards. Prints `STEP_SYNC_FAULTS {"injected": n, "failures": m}`.
+ * context (and the step) usable afterwards. Prints `STEP_SYNC_FAULTS {"injected": n, "failures": m}`. Last, every
+ * host allocation and every CUDA resource creation along a syncing step's life (finalize's agreement and reduction
+ * layout included) is failed in turn: a failure naming the call, nothing leaked, the context usable after.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
@@ -711,6 +713,82 @@ static void every_nccl_fault_in_a_run(void **state) {
     assert_int_equal(failures, 0);
 }
 
+/* A syncing step's whole life without asserting along the way: create, the calls of mlp_step, finalize (collective),
+ * a run, an accumulating run, destroy. The first failure's status, its message in `message`. */
+static gg_status syncing_step_life(gg_ctx *ctx, char *message, size_t bytes) {
+    gg_step_config sc = GG_STEP_CONFIG_INIT;
+    sc.max_tokens = TOKENS;
+    gg_step *step = NULL;
+    gg_status st = gg_step_create(ctx, &sc, &step);
+    if (st == GG_SUCCESS) st = gg_step_add_callback(step, loss_callback, NULL);
+    for (int l = 0; l < LAYERS && st == GG_SUCCESS; ++l) {
+        const gg_mlp_args a = mlp_args(l);
+        st = gg_step_add_mlp(step, &mlp, &a);
+    }
+    if (st == GG_SUCCESS) st = gg_step_add_callback(step, loss_callback, NULL);
+    if (st == GG_SUCCESS) st = gg_step_add_reduce(step, reduce_buffer, REDUCE_COUNT, 0);
+    if (st == GG_SUCCESS) st = gg_step_finalize(step);
+    if (st == GG_SUCCESS) st = gg_step_run(step, TOKENS, 0, NULL);
+    if (st == GG_SUCCESS) st = gg_step_run(step, TOKENS / 2, 1, NULL);
+    if (st != GG_SUCCESS) snprintf(message, bytes, "%s", gg_last_error(ctx));
+    gg_step_destroy(step);
+    return st;
+}
+
+/* The k-th host allocation, then the k-th CUDA resource made, failed along a syncing step's life for every k it
+ * reaches (on a context already attached): a failure status whose message begins with the call's name
+ * (GG_ERROR_OUT_OF_MEMORY saying so for host memory), no capture left open, the context runs a whole syncing step's
+ * life afterwards, and nothing is left once it is destroyed (end_ctx; the plans it keeps are its own until then). */
+static void every_host_memory_and_resource_fault_in_a_life(void **state) {
+    (void)state;
+    int hits[2] = {0, 0}, misses = 0;
+    for (int kind = 0; kind < 2; ++kind)
+        for (int k = 1;; ++k) {
+            ncclComm_t comm = NULL;
+            gg_ctx *ctx = dist_ctx(&comm);
+            const int before = fake.injected;
+            if (kind == 0) {
+                fake.fail_kind = FAKE_HOST_MEMORY;
+                fake.fail_at = k;
+            } else {
+                fake.fail_create_at = fake.creates + k;
+            }
+            const int armed = fake.fail_create_at;
+            char message[GG_MSG_BYTES] = "";
+            const gg_status st = syncing_step_life(ctx, message, sizeof message);
+            const int hit = kind == 0 ? fake.injected > before : fake.creates >= armed;
+            fake.fail_at = fake.fail_create_at = 0;
+            hits[kind] += hit;
+            const char *what = kind == 0 ? "host memory" : "CUDA resource";
+            if (hit) {
+                const int ok = strncmp(message, "gg_", 3) == 0 &&
+                               (kind == 0 ? st == GG_ERROR_OUT_OF_MEMORY && strstr(message, ": out of host memory")
+                                          : st == GG_ERROR_CUDA || st == GG_ERROR_OUT_OF_MEMORY ||
+                                                st == GG_ERROR_CUBLAS);
+                if (!ok) printf("STEP SYNC FAULT FAIL %s #%d: status %s: %s\n", what, k, gg_status_string(st), message);
+                misses += !ok;
+            } else if (st != GG_SUCCESS) {
+                printf("STEP SYNC FAULT FAIL %s #%d: no fault, status %s: %s\n", what, k, gg_status_string(st), message);
+                ++misses;
+            }
+            if (fake.captures_open != 0) {
+                printf("STEP SYNC FAULT FAIL %s #%d: a capture left open\n", what, k);
+                ++misses;
+            }
+            char again[GG_MSG_BYTES] = "";
+            if (syncing_step_life(ctx, again, sizeof again) != GG_SUCCESS) {
+                printf("STEP SYNC FAULT FAIL %s #%d: a life after the fault: %s\n", what, k, again);
+                ++misses;
+            }
+            end_ctx(ctx, comm);
+            if (!hit) break;
+        }
+    printf("STEP_SYNC_HOST_FAULTS {\"device_cc\": %d, \"host_memory\": %d, \"cuda_resources\": %d, "
+           "\"failures\": %d}\n", device_cc, hits[0], hits[1], misses);
+    assert_true(hits[0] >= 5 && hits[1] >= 5);
+    assert_int_equal(misses, 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(captures_one_group_per_bucket),
@@ -723,6 +801,7 @@ int main(void) {
         cmocka_unit_test(optimizer_refused_under_reduce_scatter),
         cmocka_unit_test(fp16_copies_in_a_syncing_step),
         cmocka_unit_test(every_nccl_fault_in_a_run),
+        cmocka_unit_test(every_host_memory_and_resource_fault_in_a_life),
     };
     int failed = cmocka_run_group_tests_name("step_sync", tests, NULL, NULL);
     device_cc = 90; /* the same on a device with the sm_90a routes */
