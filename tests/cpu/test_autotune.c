@@ -2,8 +2,9 @@
  * run time of its own on a fake device clock (fake_cuda.h): a plan keeps the fastest candidate and caches it; a later
  * context takes the cached choice without timing anything; a cached choice cuBLASLt no longer accepts is tuned again,
  * with a warning; a candidate that does not run is passed over; true fp32 GEMMs are never tuned; a GEMM planned to
- * leave SMs to other work is timed beside a neighbour on them and cached under a key of its own. Block 3's eager call
- * (four GEMMs, every k a multiple of 128) drives each case. */
+ * leave SMs to other work is timed beside a neighbour on them and cached under a key of its own; a fault while tuning
+ * fails the call cleanly or is passed by with a warning. Block 3's eager call (four GEMMs, every k a multiple of 128)
+ * drives each case. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -66,6 +67,49 @@ static gg_ctx *make_ctx(const double *us) {
 }
 
 static const block_case mlp = {.block = 3, .tokens = 256, .dim0 = 256, .dim1 = 512, .precision = GG_PRECISION_TF32};
+
+static void runs_clear(void);
+
+/* Faults while a plan tunes (fp16 mode's narrow schedule: scratch operands, a neighbour's buffers and passes, timing
+ * events, the cache's entries and file): the k-th device allocation, host allocation, kernel launch or event record
+ * fails, for every k the call reaches. The call either goes on without what failed and succeeds (autotune skipped
+ * or the choice not saved, with a WARN; a candidate whose timing failed passed over, as one that does not run), or
+ * fails with a status and a message that begin with its name; either way the next call succeeds and nothing is left
+ * once the context is gone. */
+static void faults_while_tuning_fail_cleanly_or_fall_back(void **state) {
+    (void)state;
+    static const fake_kind kinds[] = {FAKE_MALLOC, FAKE_HOST_MEMORY, FAKE_LAUNCH, FAKE_EVENT_RECORD};
+    const double us[CANDIDATES] = {50, 40, 20, 30};
+    block_case narrow = mlp;
+    narrow.precision = GG_PRECISION_FP16;
+    narrow.tokens = 4096;
+    int injected = 0, fell_back = 0;
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; ++i)
+        for (int k = 1;; ++k) {
+            unlink(cache_path); /* every plan tunes */
+            gg_ctx *ctx = make_ctx(us);
+            memset(fake.calls, 0, sizeof fake.calls);
+            fake.fail_kind = kinds[i];
+            fake.fail_at = k;
+            const int before = fake.injected;
+            const gg_status st = block_call_run(ctx, NULL, &narrow, 0, 0);
+            const int hit = fake.injected > before;
+            fake.fail_at = 0;
+            injected += hit;
+            if (st == GG_SUCCESS) {
+                fell_back += hit && strstr(warnings, "autotune") != NULL;
+            } else if (!hit || strncmp(gg_last_error(ctx), "gg_mlp_backward: ", 17) != 0) {
+                fail_msg("%s #%d: %s: \"%s\"", fake_kind_names[kinds[i]], k, gg_status_string(st), gg_last_error(ctx));
+            }
+            assert_int_equal(fake.captures_open, 0);
+            assert_int_equal(block_call_run(ctx, NULL, &narrow, 0, 0), GG_SUCCESS);
+            gg_ctx_destroy(ctx);
+            assert_int_equal(fake.live, 0);
+            if (!hit) break;
+        }
+    print_message("%d faults while tuning, %d of them passed by with a WARN\n", injected, fell_back);
+    assert_true(injected > 20 && fell_back > 0);
+}
 
 static void runs_clear(void) {
     memset(fake.algo_runs, 0, sizeof fake.algo_runs);
@@ -212,6 +256,7 @@ int main(void) {
         cmocka_unit_test(passes_over_a_candidate_that_does_not_run),
         cmocka_unit_test(true_fp32_is_not_tuned),
         cmocka_unit_test(a_gemm_with_an_sm_target_is_timed_beside_a_neighbour),
+        cmocka_unit_test(faults_while_tuning_fail_cleanly_or_fall_back),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
