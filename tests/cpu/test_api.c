@@ -230,6 +230,29 @@ static void create_failure_paths_leak_nothing(void **state) {
         assert_int_equal(fake.live, 0);
         assert_message_has(NULL, "gg_ctx_create: ");
     }
+    /* and every host allocation (the context, its autotune cache and its path): GG_ERROR_OUT_OF_MEMORY saying so */
+    int hits = 0;
+    for (int k = 1;; ++k) {
+        fake_reset(1);
+        fake.fail_kind = FAKE_HOST_MEMORY;
+        fake.fail_at = k;
+        ctx = (gg_ctx *)FAKE(0);
+        const gg_status st = gg_ctx_create(NULL, &ctx);
+        const int hit = fake.injected > 0;
+        fake.fail_at = 0;
+        if (!hit) {
+            assert_int_equal(st, GG_SUCCESS);
+            gg_ctx_destroy(ctx);
+            assert_int_equal(fake.live, 0);
+            break;
+        }
+        ++hits;
+        assert_int_equal(st, GG_ERROR_OUT_OF_MEMORY);
+        assert_null(ctx);
+        assert_int_equal(fake.live, 0);
+        assert_message_has(NULL, "gg_ctx_create: out of host memory");
+    }
+    assert_true(hits >= 3);
 }
 
 static int log_calls;
