@@ -212,6 +212,77 @@ static void graph_faults(const scenario *s, int device) {
         }
 }
 
+/* CUDA and cuBLASLt resources made while planning and capturing (streams and events of a graph, device memory,
+ * cuBLASLt descriptors, layouts and preferences, graphs and executables): the k-th one made fails, for every k the
+ * path reaches, on the eager path and on the graph path (create, run, run with other outputs; device-selected too).
+ * The call fails with a CUDA, cuBLAS or out-of-memory status and a message beginning with its name, launches no graph,
+ * leaves no capture open, the same calls succeed next and nothing is left once the context is gone. */
+static int resource_injected;
+static void resource_check(int ok, const scenario *s, const char *path, int k, const char *what, const char *msg) {
+    if (ok) return;
+    ++failures;
+    printf("FAULT FAIL %s %s%s: CUDA resource #%d: %s: \"%s\"\n", s->name, path,
+           faults_device_cc ? " (9.0 device)" : "", k, what, msg);
+}
+
+static void resource_faults(const scenario *s, int graph, int device) {
+    const char *path = !graph ? "eager" : device ? "device graph" : "graph";
+    for (int k = 1;; ++k) {
+        gg_ctx *ctx = faults_make_ctx();
+        fake.fail_create_at = fake.creates + k;
+        const int armed = fake.fail_create_at;
+        int launches = fake.graph_launches; /* before the step that runs last */
+        gg_graph *g = NULL;
+        int step = 0;
+        gg_status st = graph ? block_call_graph(ctx, &s->call, device, &g) : block_call_run(ctx, NULL, &s->call, 0, 0);
+        for (int out = 0; graph && out < 2 && st == GG_SUCCESS; ++out) {
+            ++step;
+            launches = fake.graph_launches;
+            st = block_call_run(ctx, g, &s->call, out, device);
+        }
+        const int hit = fake.creates >= armed;
+        fake.fail_create_at = 0;
+        resource_injected += hit;
+        const char *msg = gg_last_error(ctx);
+        if (hit) {
+            const char *entry = !graph ? "backward" : step == 0 ? "graph_create" : device ? "graph_run_device"
+                                                                                      : "graph_run";
+            resource_check(st == GG_ERROR_CUDA || st == GG_ERROR_CUBLAS || st == GG_ERROR_OUT_OF_MEMORY, s, path, k,
+                           gg_status_string(st), msg);
+            resource_check(names_entry(msg, s->call.block, entry), s, path, k, "does not begin with the call", msg);
+            resource_check(fake.graph_launches == launches, s, path, k, "a graph was launched", msg);
+        } else {
+            resource_check(st == GG_SUCCESS, s, path, k, "no fault", msg);
+        }
+        resource_check(fake.captures_open == 0, s, path, k, "a capture is left open", msg);
+        gg_status again = graph && step == 0 ? block_call_graph(ctx, &s->call, device, &g) : GG_SUCCESS;
+        if (again == GG_SUCCESS) again = block_call_run(ctx, g, &s->call, 0, device);
+        if (again == GG_SUCCESS) again = block_call_run(ctx, g, &s->call, 1, graph ? device : 0);
+        resource_check(again == GG_SUCCESS, s, path, k, "the next calls", gg_last_error(ctx));
+        gg_graph_destroy(g);
+        gg_ctx_destroy(ctx);
+        char left[32];
+        snprintf(left, sizeof left, "%d resources leaked", fake.live);
+        resource_check(fake.live == 0, s, path, k, left, "");
+        if (!hit) break;
+    }
+}
+
+static void every_resource_fault_of_every_block(void **state) {
+    (void)state;
+    const int before = failures;
+    for (faults_device_cc = 0; faults_device_cc <= 90; faults_device_cc += 90)
+        for (size_t i = 0; i < sizeof scenarios / sizeof scenarios[0]; ++i) {
+            resource_faults(&scenarios[i], 0, 0);
+            resource_faults(&scenarios[i], 1, 0);
+            resource_faults(&scenarios[i], 1, 1);
+        }
+    faults_device_cc = 0;
+    printf("FAULTS_RESOURCES {\"injected\": %d, \"failures\": %d}\n", resource_injected, failures - before);
+    assert_true(resource_injected > 100);
+    assert_int_equal(failures, before);
+}
+
 static void every_fault_of_every_block(void **state) {
     (void)state;
     /* a device without and with the sm_90a routes */
@@ -230,6 +301,7 @@ static void every_fault_of_every_block(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(every_fault_of_every_block),
+                                       cmocka_unit_test(every_resource_fault_of_every_block),
                                        cmocka_unit_test(faults_of_steps_optimizers_forwards)};
     return cmocka_run_group_tests_name("faults", tests, NULL, NULL);
 }

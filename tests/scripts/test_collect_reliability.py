@@ -49,14 +49,15 @@ with tempfile.TemporaryDirectory() as d:
     check(r["dead_rank_detected_s"] is None, "no two-GPU run: dead_rank_detected_s is null")
     check(r["faults_injected"] is None and r["nccl_faults_injected"] is None, "no fault test's log: null")
     write(tests_out, "test_faults.log", 'FAULTS {"injected": 100, "failures": 0}\n'
+          'FAULTS_RESOURCES {"injected": 10, "failures": 0}\n'
           'FAULTS_STEP {"injected": 20, "failures": 1}\nFAULTS_FORWARD {"injected": 3, "failures": 0}\n')
     write(tests_out, "test_dist_faults.log", 'NCCL_FAULTS {"injected": 50, "failures": 0}\n'
           'FAULTS_HOST_MEMORY {"injected": 7, "failures": 2}\nFAULTS_CUDA_RESOURCES {"injected": 5, "failures": 0}\n')
     rc, out = collect([tests_out, official, "aaaaaaa", "the tests command", "NVIDIA H200"])
     r = json.load(open(official))
-    check(rc == 0 and r["faults_injected"] == 135 and r["fault_failures"] == 3,
-          "the faults: the blocks', the steps', the forwards' and the data-parallel path's host memory and CUDA "
-          "resources added",
+    check(rc == 0 and r["faults_injected"] == 145 and r["fault_failures"] == 3,
+          "the faults: the blocks' (their CUDA resources too), the steps', the forwards' and the data-parallel "
+          "path's host memory and CUDA resources added",
           json.dumps(r))
     check(r["nccl_faults_injected"] == 50 and r["nccl_fault_failures"] == 0, "the NCCL calls' faults on their own")
     r["dead_rank_detected_s"] = 9.9  # as if an older two-GPU run had set it
