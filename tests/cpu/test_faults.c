@@ -1,14 +1,15 @@
 /*
  * test_faults.c - fault injection on the CPU: every call of the kinds in fake_cuda.h (GEMMs, kernel launches, event
- * records and waits, allocations and heuristics while planning, graph capture, instantiation, update and launch) is
- * failed in turn, the k-th for every k until the call runs through, for every block on the eager path, the graph
- * path and a device-selected graph's (gg_*_graph_run_device), on a fake device without and with the sm_90a-only
- * routes (fake.compute_capability 0 and 90: blocks 2/3's gemm_f32w, block 4's small and fused kernels), blocks 2/3
- * in fp16 mode also with the fp16 copies of their operands given (G on every SM in the narrow schedule). Each
- * injected fault must give its status and a message, leave no stream capturing, leak nothing (the fakes count what
- * is alive), leave the context usable (the same call succeeds next), and on the graph path enqueue
- * nothing. Prints `FAULTS {"injected": n, "failures": m}` for scripts/collect_reliability.py. The step graphs,
- * optimizers and forwards are test_faults_entry.c's.
+ * records and waits, allocations and heuristics while planning, graph capture, instantiation, update and launch, host
+ * memory) is failed in turn, the k-th for every k until the call runs through, for every block on the eager path, the
+ * graph path and a device-selected graph's (gg_*_graph_run_device), on a fake device without and with the sm_90a-only
+ * routes (fake.compute_capability 0 and 90: blocks 2/3's gemm_f32w, block 4's small and fused kernels), blocks 2/3 in
+ * fp16 mode also with the fp16 copies of their operands given (G on every SM in the narrow schedule); then, on the same
+ * paths, the k-th CUDA or cuBLASLt resource made. Each injected fault must give its status and a message that begins
+ * with the call's name, leave no stream capturing, leak nothing (the fakes count what is alive), leave the context
+ * usable (the same call succeeds next), and on the graph path enqueue nothing. Prints `FAULTS {"injected": n,
+ * "failures": m}` and `FAULTS_RESOURCES {...}` for scripts/collect_reliability.py. The step graphs, optimizers and
+ * forwards are test_faults_entry.c's.
  */
 #include <setjmp.h>
 #include <stdarg.h>
