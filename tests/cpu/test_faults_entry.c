@@ -8,7 +8,8 @@
  * with a message naming the failed call; a graph run launches nothing; no stream is left capturing; then the path
  * goes on from the failed stage (or, where the header says the object can only be destroyed, it is refused with
  * a message saying so, destroyed, and the whole path runs again) and must succeed; nothing is alive once the
- * context is destroyed. Prints `FAULTS_STEP`, `FAULTS_OPTIM` and `FAULTS_FORWARD {"injected": n, "failures": m}`
+ * context is destroyed. Then, along the same paths, the k-th CUDA or cuBLASLt resource made fails, for every k.
+ * Prints `FAULTS_STEP`, `FAULTS_OPTIM`, `FAULTS_FORWARD` and `FAULTS_ENTRY_RESOURCES {"injected": n, "failures": m}`
  * lines for scripts/collect_reliability.py.
  */
 #include <setjmp.h>
@@ -148,6 +149,62 @@ static void inject(const path *p, const void *cfg, const char *label) {
             check(fake.live == 0, p, failed, (fake_kind)kind, k, "%d resources leaked", fake.live);
             if (!hit) break;
         }
+}
+
+/* The k-th CUDA or cuBLASLt resource made along the path fails (fake.fail_create_at), for every k the path reaches:
+ * the stage that makes it fails with a CUDA, cuBLAS or out-of-memory status (or GG_ERROR_PARTIAL, for a call the
+ * header allows it) and a message beginning with the stage's entry point, a graph run launches nothing, no stream is
+ * left capturing; then the path goes on (or is refused, destroyed and run again) as in inject, and nothing is alive
+ * once the context is gone. */
+static void inject_resources(const path *p, const void *cfg, const char *label) {
+    current_label = label;
+    for (int k = 1;; ++k) {
+        world w = {faults_make_ctx(), NULL, NULL, cfg};
+        const int armed = fake.fail_create_at = fake.creates + k;
+        gg_status st = GG_SUCCESS;
+        int failed = p->n_stages, launches = 0;
+        for (int s = 0; s < p->n_stages && st == GG_SUCCESS; ++s) {
+            launches = fake.graph_launches;
+            st = p->run(&w, s);
+            if (st != GG_SUCCESS) failed = s;
+        }
+        const int hit = fake.creates >= armed;
+        fake.fail_create_at = 0;
+        current->injected += hit;
+        const char *msg = gg_last_error(w.ctx);
+        if (hit && st != GG_SUCCESS) {
+            check(st == GG_ERROR_CUDA || st == GG_ERROR_CUBLAS || st == GG_ERROR_OUT_OF_MEMORY ||
+                      st == GG_ERROR_PARTIAL,
+                  p, failed, FAKE_MALLOC, k, "a CUDA resource: status %s: %s", gg_status_string(st), msg);
+            /* the stage's entry point where its label names one ("gg_step_run 512"), else a public call's name */
+            char entry[64];
+            snprintf(entry, sizeof entry, "%.*s: ", (int)strcspn(p->stages[failed], " "), p->stages[failed]);
+            if (strncmp(entry, "gg_", 3) != 0) snprintf(entry, sizeof entry, "gg_");
+            check(strncmp(msg, entry, strlen(entry)) == 0, p, failed, FAKE_MALLOC, k,
+                  "a CUDA resource: \"%s\" does not begin with %s", msg, entry);
+            if (p->is_graph_run(failed))
+                check(fake.graph_launches == launches, p, failed, FAKE_MALLOC, k, "a CUDA resource: a graph was "
+                      "launched");
+        } else {
+            check(st == GG_SUCCESS, p, failed, FAKE_MALLOC, k, "a CUDA resource: %s without its fault: %s",
+                  gg_status_string(st), msg);
+        }
+        check(fake.captures_open == 0, p, failed, FAKE_MALLOC, k, "a CUDA resource: a stream is left capturing");
+        if (st != GG_SUCCESS) {
+            int from = failed, dummy = -1, n = 0, l = 0, e = 0;
+            if (p->refused_after(&w, failed) != GG_SUCCESS) {
+                p->reset(&w);
+                from = 0;
+            }
+            st = run_from(p, &w, from, &failed, FAKE_MALLOC, &dummy, &n, &l, &e);
+            check(st == GG_SUCCESS, p, failed, FAKE_MALLOC, k, "a CUDA resource: after the fault: %s",
+                  gg_last_error(w.ctx));
+        }
+        p->reset(&w);
+        gg_ctx_destroy(w.ctx);
+        check(fake.live == 0, p, failed, FAKE_MALLOC, k, "a CUDA resource: %d resources leaked", fake.live);
+        if (!hit) break;
+    }
 }
 
 /* ---- the step graph: a 2-layer MLP with a callback between, and an optimizer ---- */
@@ -421,7 +478,7 @@ void faults_of_steps_optimizers_forwards(void **state) {
         {"ssm_gate silu", 4, 4001, 768, 1536, GG_PRECISION_DEFAULT, 1, 0},
         {"ssm_gate", 4, 64, 768, 1536, GG_PRECISION_DEFAULT, 0, 0},
     };
-    tally step = {0, 0}, optim = {0, 0}, forward = {0, 0};
+    tally step = {0, 0}, optim = {0, 0}, forward = {0, 0}, resources = {0, 0};
     /* a device without and with the sm_90a routes */
     for (faults_device_cc = 0; faults_device_cc <= 90; faults_device_cc += 90) {
         current = &step;
@@ -431,13 +488,22 @@ void faults_of_steps_optimizers_forwards(void **state) {
         current = &forward;
         for (size_t i = 0; i < sizeof forwards / sizeof forwards[0]; ++i)
             inject(&forward_path, &forwards[i], forwards[i].name);
+        current = &resources;
+        for (size_t i = 0; i < sizeof steps / sizeof steps[0]; ++i)
+            inject_resources(&step_path, &steps[i], steps[i].name);
+        for (size_t i = 0; i < sizeof optims / sizeof optims[0]; ++i)
+            inject_resources(&optim_path, &optims[i], optims[i].name);
+        for (size_t i = 0; i < sizeof forwards / sizeof forwards[0]; ++i)
+            inject_resources(&forward_path, &forwards[i], forwards[i].name);
     }
     faults_device_cc = 0;
     report("FAULTS_STEP", &step);
     report("FAULTS_OPTIM", &optim);
     report("FAULTS_FORWARD", &forward);
+    report("FAULTS_ENTRY_RESOURCES", &resources);
     assert_true(step.injected > 100);
     assert_true(optim.injected > 10);
     assert_true(forward.injected > 20);
-    assert_int_equal(step.failures + optim.failures + forward.failures, 0);
+    assert_true(resources.injected > 100);
+    assert_int_equal(step.failures + optim.failures + forward.failures + resources.failures, 0);
 }
