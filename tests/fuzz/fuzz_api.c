@@ -1,13 +1,13 @@
 /*
- * fuzz_api.c - libFuzzer over the public API's validation, on the CUDA fakes (tests/fake): no GPU needed. Each input
- * is read as a sequence of choices: which entry point (a block's eager call or forward, a graph's create and run, a
- * step's life (create, adds, finalize, runs), an optimizer's (create, parameters, finalize, setters, steps), a
- * context's create with a config, gg_to_fp16, gg_check_finite), its desc fields (any int64, including negative and
- * huge), its pointers (NULL, misaligned, device, host, pinned, managed, overlapping), the configs' fields and floats
- * (NaN, Inf, out of range), and in a quarter of the inputs which call of the CUDA fakes fails (the k-th of a kind,
- * host memory among them; in one of 32, every cudaGetDevice). Every call must return a gg_status, a message on
- * failure that begins with the public call's name, and a rejected argument must enqueue nothing; ASan (leaks
- * included) and UBSan watch the host code.
+ * fuzz_api.c - libFuzzer over the public API's validation, on the CUDA fakes (tests/fake): no GPU needed. Each input is
+ * read as a sequence of choices: which entry point (a block's eager call or forward, a graph's create and run, a step's
+ * life (create, adds, finalize, runs), an optimizer's (create, parameters, finalize, setters, steps), a context's
+ * create with a config, gg_to_fp16, gg_check_finite), its desc fields (any int64, including negative and huge), its
+ * pointers (NULL, misaligned, device, host, pinned, managed, overlapping), the configs' fields and floats (NaN, Inf,
+ * out of range), and in a quarter of the inputs which call of the CUDA fakes fails (the k-th of a kind, host memory
+ * among them; in an eighth, the k-th CUDA resource made; in one of 32, every cudaGetDevice). Every call must return a
+ * gg_status, a message on failure that begins with the public call's name, and a rejected argument must enqueue
+ * nothing; ASan (leaks included) and UBSan watch the host code.
  *   scripts/test.sh runs it for GG_FUZZ_SECONDS (default 60); a crash input is written to the fuzz build folder.
  */
 #include <stdint.h>
@@ -358,7 +358,7 @@ static gg_status dist_call(reader *r) {
     gg_ctx *dctx = NULL;
     const gg_status made = gg_ctx_create(&c, &dctx);
     if (made != GG_SUCCESS) { /* only an injected fault may stop it */
-        if (!fake.fail_at && !fake.fail_get_device) abort();
+        if (!fake.fail_at && !fake.fail_create_at && !fake.fail_get_device) abort();
         return made;
     }
     fake_nccl_reset((int)(take(r, 1) % 2), (int)(take(r, 1) % 3) + 1);
@@ -472,6 +472,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (fault % 4 == 0) {
         fake.fail_kind = (fake_kind)(fault / 4 % FAKE_KINDS);
         fake.fail_at = (int)(take(&r, 1) % 16) + 1;
+    } else if (fault % 8 == 2) { /* or the k-th CUDA or cuBLASLt resource made from here */
+        fake.fail_create_at = fake.creates + (int)(take(&r, 1) % 32) + 1;
     }
     fake.fail_get_device = fault % 32 == 1; /* and now and then the device cannot be made current */
     switch ((unsigned)take(&r, 1) % 9) {
@@ -486,7 +488,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     case 7: check_result(optim_call(&r), ctx); break;
     default: check_result(block_call(&r, 0), ctx); break;
     }
-    fake.fail_at = 0;
+    fake.fail_at = fake.fail_create_at = 0;
     fake.fail_get_device = 0;
     return 0;
 }
