@@ -9,7 +9,9 @@
  * runs an exec of its own without collectives, and 1 finds the first exec again. gg_step_run_device refuses a
  * syncing step before capturing anything; gg_dist_detach refuses while a step holds NCCL work. With
  * gg_step_add_optimizer every optimizer launch comes after the last group. In fp16 mode with the operands' fp16
- * copies given, a syncing step converts nothing and reduces the same. Then every NCCL call of a syncing run is
+ * copies given, a syncing step converts nothing and reduces the same. Every collective of a syncing step's capture,
+ * and of syncing block graphs', is ordered by the capture's streams and events against every operation on its bytes
+ * (fake_log's vector clocks, the collectives logged among the CUDA work). Then every NCCL call of a syncing run is
  * failed in turn (fake_nccl.h's fault injection), half of the runs with non-blocking calls that return
  * ncclInProgress: GG_ERROR_NCCL naming the call and NCCL's error, no capture left open, nothing leaked, and the
  * context (and the step) usable afterwards. Prints `STEP_SYNC_FAULTS {"injected": n, "failures": m}`. Last, every
@@ -642,6 +644,176 @@ static void optimizer_refused_under_reduce_scatter(void **state) {
     end_ctx(ctx, comm);
 }
 
+/* ---- (7) every collective ordered against every other access to its buffers ---- */
+
+enum { HB_STREAMS = 16 };
+
+/* One logged operation (not a record, a wait or a mark) with its vector clock: per stream, how many operations of
+ * that stream happen before it or are it (program order per stream, a wait taking its event's record's clock). */
+typedef struct hb_op {
+    int entry, stream;
+    int clock[HB_STREAMS];
+} hb_op;
+
+/* The logged capture's operations with their clocks, in the order they were enqueued; returns how many. */
+static int clocked_ops(hb_op *ops) {
+    cudaStream_t streams[HB_STREAMS];
+    int n_streams = 0, n = 0, clock[HB_STREAMS][HB_STREAMS] = {{0}};
+    struct {
+        cudaEvent_t event;
+        int clock[HB_STREAMS];
+    } *records = calloc((size_t)fake_log.n + 1, sizeof *records);
+    assert_non_null(records);
+    int n_records = 0;
+    for (int i = 0; i < fake_log.n; ++i) {
+        const fake_entry *e = &fake_log.entries[i];
+        if (e->op == FAKE_OP_MARK) continue;
+        int s = 0;
+        while (s < n_streams && streams[s] != e->stream) ++s;
+        if (s == n_streams) {
+            assert_true(n_streams < HB_STREAMS);
+            streams[n_streams++] = e->stream;
+        }
+        if (e->op == FAKE_OP_WAIT) { /* the latest record of that event before this wait */
+            int r = n_records - 1;
+            while (r >= 0 && records[r].event != e->event) --r;
+            if (r < 0) fail_msg("entry %d waits for an event never recorded in the capture", i);
+            for (int t = 0; t < HB_STREAMS; ++t)
+                if (records[r].clock[t] > clock[s][t]) clock[s][t] = records[r].clock[t];
+            continue;
+        }
+        clock[s][s]++;
+        if (e->op == FAKE_OP_RECORD) {
+            records[n_records].event = e->event;
+            memcpy(records[n_records++].clock, clock[s], sizeof clock[s]);
+            continue;
+        }
+        ops[n] = (hb_op){.entry = i, .stream = s};
+        memcpy(ops[n++].clock, clock[s], sizeof clock[s]);
+    }
+    free(records);
+    return n;
+}
+
+static int entries_overlap(const fake_entry *a, const fake_entry *b) {
+    for (int i = 0; i < a->n_ranges; ++i)
+        for (int j = 0; j < b->n_ranges; ++j)
+            if (a->ranges[i].lo < b->ranges[j].hi && b->ranges[j].lo < a->ranges[i].hi) return 1;
+    return 0;
+}
+
+/* Whether a happens before b. */
+static int happens_before(const hb_op *a, const hb_op *b) { return a->clock[a->stream] <= b->clock[a->stream]; }
+
+/* The caller's own gradient, written in the callback before its gg_step_add_reduce (a memset: its whole range). */
+static void write_own_gradient(void *user, gg_stream stream, int64_t tokens) {
+    (void)user, (void)tokens;
+    (void)cudaMemsetAsync(reduce_buffer, 0, REDUCE_COUNT * sizeof(float), (cudaStream_t)stream);
+}
+
+/* The ordering rule of the two tests below over the logged capture: how many collectives, operations on their bytes
+ * and unordered pairs of the two (printed, the first few). */
+static int unordered_collectives(int *collectives, int *pairs) {
+    assert_int_equal(fake_log.truncated, 0);
+    hb_op *ops = calloc((size_t)fake_log.n + 1, sizeof *ops);
+    assert_non_null(ops);
+    const int n = clocked_ops(ops);
+    int violations = 0;
+    *collectives = *pairs = 0;
+    for (int c = 0; c < n; ++c) {
+        const fake_entry *ce = &fake_log.entries[ops[c].entry];
+        if (ce->op != FAKE_OP_COLLECTIVE) continue;
+        ++*collectives;
+        for (int o = 0; o < n; ++o) {
+            const fake_entry *oe = &fake_log.entries[ops[o].entry];
+            if (o == c || oe->op == FAKE_OP_COLLECTIVE || !entries_overlap(ce, oe)) continue;
+            ++*pairs;
+            const int ordered = o < c ? happens_before(&ops[o], &ops[c]) : happens_before(&ops[c], &ops[o]);
+            if (!ordered && ++violations <= 5)
+                print_message("collective (entry %d, stream %d) and %s (entry %d, stream %d) touch the same bytes "
+                              "unordered\n", ops[c].entry, ops[c].stream, oe->kernel ? oe->kernel : "a GEMM or copy",
+                              ops[o].entry, ops[o].stream);
+        }
+    }
+    print_message("%d collectives, %d operations on their bytes, %d unordered\n", *collectives, *pairs, violations);
+    free(ops);
+    fake_log_free();
+    return violations;
+}
+
+/* A syncing step's first run, its capture logged with the collectives among the CUDA work: every operation that
+ * touches a collective's buffers (a GEMM writing a weight gradient, a column sum at a bias gradient, the callback's
+ * write of the caller's gradient) is ordered with it by the capture's streams and events, before it when enqueued
+ * before it and after it when enqueued after: a bucket is reduced only once its gradients are final, and nothing
+ * touches them while it is. The buckets cut the weight gradients into pieces, so pieces of one gradient are reduced
+ * by several collectives. (Kernels are seen at their pointer arguments only, so this checks the order of what it sees,
+ * not what a kernel reaches past them.) */
+static void collectives_ordered_against_their_buffers(void **state) {
+    (void)state;
+    ncclComm_t comm = NULL;
+    gg_ctx *ctx = dist_ctx(&comm);
+    gg_step_config sc = GG_STEP_CONFIG_INIT;
+    sc.max_tokens = TOKENS;
+    gg_step *step = NULL;
+    assert_int_equal(gg_step_create(ctx, &sc, &step), GG_SUCCESS);
+    assert_int_equal(gg_step_add_callback(step, loss_callback, NULL), GG_SUCCESS);
+    for (int l = 0; l < LAYERS; ++l) {
+        const gg_mlp_args a = mlp_args(l);
+        assert_int_equal(gg_step_add_mlp(step, &mlp, &a), GG_SUCCESS);
+    }
+    assert_int_equal(gg_step_add_callback(step, write_own_gradient, NULL), GG_SUCCESS);
+    assert_int_equal(gg_step_add_reduce(step, reduce_buffer, REDUCE_COUNT, 0), GG_SUCCESS);
+    assert_int_equal(gg_step_finalize(step), GG_SUCCESS);
+    fake_log_start();
+    assert_int_equal(gg_step_run(step, TOKENS, 0, NULL), GG_SUCCESS);
+    fake_log_stop();
+    int collectives = 0, pairs = 0;
+    const int violations = unordered_collectives(&collectives, &pairs);
+    assert_true(collectives >= LAYERS * 4); /* every gradient reduced, the weights' in several pieces */
+    assert_true(pairs >= LAYERS * 4 + 1);   /* each gradient's producer at least, and the caller's write */
+    assert_int_equal(violations, 0);
+    gg_step_destroy(step);
+    end_ctx(ctx, comm);
+}
+
+/* The same for a syncing block graph's capture (each weight gradient reduced from the block as soon as it is final,
+ * gg_dist_grad_ready), an MLP in fp32 and in fp16 mode's narrow schedule, and block 4. */
+static void block_graph_collectives_ordered_against_their_buffers(void **state) {
+    (void)state;
+    static const gg_mlp_desc mlps[] = {{.tokens = 512, .hidden = HIDDEN, .ffn = FFN, .precision = GG_PRECISION_FP32},
+                                       {.tokens = 4096, .hidden = HIDDEN, .ffn = FFN, .precision = GG_PRECISION_FP16}};
+    for (int i = 0; i < 3; ++i) {
+        ncclComm_t comm = NULL;
+        gg_ctx *ctx = dist_ctx(&comm);
+        gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
+        gc.max_tokens = 4096;
+        gg_graph *g = NULL;
+        gg_status st;
+        if (i < 2) {
+            assert_int_equal(gg_mlp_graph_create(ctx, &mlps[i], &gc, &g), GG_SUCCESS);
+            const gg_mlp_args a = mlp_args(0);
+            fake_log_start(); /* the run's capture only */
+            st = gg_mlp_graph_run(g, &mlps[i], &a, NULL);
+        } else {
+            const gg_ssm_gate_desc d = {.tokens = 4096, .hidden = 768, .expanded = 1536, .use_silu_gate = 1};
+            const gg_ssm_gate_args a = {FAKE(100), FAKE(101), FAKE(102), FAKE(103), FAKE(104),
+                                        FAKE(105), FAKE(106), FAKE(107), FAKE(108), FAKE(109)};
+            assert_int_equal(gg_ssm_gate_graph_create(ctx, &d, &gc, &g), GG_SUCCESS);
+            fake_log_start();
+            st = gg_ssm_gate_graph_run(g, &d, &a, NULL);
+        }
+        fake_log_stop();
+        assert_int_equal(st, GG_SUCCESS);
+        int collectives = 0, pairs = 0;
+        const int violations = unordered_collectives(&collectives, &pairs);
+        assert_true(collectives >= 2 && pairs >= collectives);
+        assert_int_equal(violations, 0);
+        gg_graph_destroy(g);
+        end_ctx(ctx, comm);
+    }
+}
+
+
 /* ---- (6) every NCCL call of a syncing run failed in turn ---- */
 static int injected, failures;
 
@@ -800,6 +972,8 @@ int main(void) {
         cmocka_unit_test(other_ranks_adopt_rank_0s_algorithms),
         cmocka_unit_test(optimizer_refused_under_reduce_scatter),
         cmocka_unit_test(fp16_copies_in_a_syncing_step),
+        cmocka_unit_test(collectives_ordered_against_their_buffers),
+        cmocka_unit_test(block_graph_collectives_ordered_against_their_buffers),
         cmocka_unit_test(every_nccl_fault_in_a_run),
         cmocka_unit_test(every_host_memory_and_resource_fault_in_a_life),
     };

@@ -122,6 +122,12 @@ static void log_range(fake_entry *e, const void *p, size_t bytes) {
     }
     e->ranges[e->n_ranges++] = (fake_range){(uintptr_t)p, (uintptr_t)p + bytes};
 }
+void fake_log_collective(cudaStream_t stream, const void *send, size_t send_bytes, const void *recv,
+                         size_t recv_bytes) {
+    fake_entry *e = log_entry(FAKE_OP_COLLECTIVE, stream);
+    log_range(e, send, send_bytes);
+    log_range(e, recv, recv_bytes);
+}
 void fake_log_mark(int mark) {
     fake_entry *e = log_entry(FAKE_OP_MARK, NULL);
     if (e) e->mark = mark;

@@ -7,7 +7,7 @@
  * (device memory is a token), and queries of streams and events say done unless told otherwise. Used by test_api,
  * test_faults, test_routes, test_autotune, test_dist_faults and the fuzz target.
  * test_step_ring turns on the two parts below that are off by default: device addresses that stand for real sizes
- * (fake.device_space) and the log of enqueued work (fake_log).
+ * (fake.device_space) and the log of enqueued work (fake_log; fake_nccl.c adds its collectives to it).
  *
  * The device: by default cudaDeviceGetAttribute answers 132 to everything (132 SMs; a compute capability of
  * 132.132, so the library's sm_90a-only routes stay off). fake.compute_capability = 90 makes it an H100/H200 (9.0,
@@ -147,6 +147,7 @@ extern fake_state fake;
  * and writes are not told apart. */
 typedef enum fake_op {
     FAKE_OP_KERNEL, FAKE_OP_MATMUL, FAKE_OP_MEMSET, FAKE_OP_MEMCPY, FAKE_OP_RECORD, FAKE_OP_WAIT, FAKE_OP_GRAPH,
+    FAKE_OP_COLLECTIVE, /* an NCCL collective (fake_nccl.c): its send and receive buffers */
     FAKE_OP_MARK /* fake_log_mark: a test's note of where it stands (which call the entries after it belong to) */
 } fake_op;
 
@@ -180,6 +181,10 @@ void fake_log_start(void); /* clears the log and logs from now on */
 void fake_log_stop(void);  /* stops logging; the entries stay until fake_log_free or the next start */
 void fake_log_free(void);
 void fake_log_mark(int mark);
+/* An NCCL collective on `stream`, logged like the CUDA work (inside a capture, while logging): its send and receive
+ * buffers' ranges. */
+void fake_log_collective(cudaStream_t stream, const void *send, size_t send_bytes, const void *recv,
+                         size_t recv_bytes);
 
 /* Clears everything (the launch counts per kernel too); a machine with device_count default devices (no
  * compute_capability) with an H200's cluster_capacity, whose cuBLASLt refuses to plan. */

@@ -59,7 +59,23 @@ void fake_nccl_reset(int rank, int size) {
 void fake_nccl_clear_log(void) { fake_nccl.logged = 0; }
 
 /* Appends a call to the log, with where it stands among the CUDA fakes' work; returns its result. */
+static size_t type_bytes(ncclDataType_t type) {
+    switch (type) {
+    case ncclInt8: case ncclUint8: return 1;
+    case ncclFloat16: case ncclBfloat16: return 2;
+    case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
+    default: return 4;
+    }
+}
+
 static ncclResult_t logged(fake_nccl_call call, ncclResult_t result) {
+    if (call.what >= FNC_ALL_REDUCE && (result == ncclSuccess || result == ncclInProgress)) {
+        /* the buffers' extents: a reduce-scatter sends, an all-gather receives, an all-to-all both, `size` counts */
+        const size_t one = call.count * type_bytes(call.type), all = one * (size_t)fake_nccl.size;
+        const size_t send = call.what == FNC_REDUCE_SCATTER || call.what == FNC_ALL_TO_ALL ? all : one;
+        const size_t recv = call.what == FNC_ALL_GATHER || call.what == FNC_ALL_TO_ALL ? all : one;
+        fake_log_collective(call.stream, call.send, send, call.recv, recv);
+    }
     call.depth = group_depth;
     call.captures_open = fake.captures_open;
     call.captures = fake.captures;
