@@ -12,8 +12,9 @@
  * is checked too: blocks 2/3 run their four GEMMs exactly once each, in cuBLASLt or gemm_f32w.cu (a GEMM that no
  * route plans, the bug 5808b6b fixed, is caught here even without matmul.c's check), block 4 its one-launch kernel,
  * its fused kernel and dW, or its two GEMMs; the sm_90a kernels only on the 9.0 device, in fp16 mode, on shapes they
- * take; no launch or tensor map the runtime would refuse. Prints `ROUTES {...}`; GG_ROUTES_VERBOSE=1 prints every
- * failure (else the first 40).
+ * take; no launch or tensor map the runtime would refuse. Every graph's capture is free of races (fake_order.h: two
+ * operations on the same bytes, one writing, neither before the other by the capture's streams and events). Prints
+ * `ROUTES {...}`; GG_ROUTES_VERBOSE=1 prints every failure (else the first 40).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -27,6 +28,7 @@
 
 #include "block_calls.h"
 #include "fake_cuda.h"
+#include "fake_order.h"
 #include "gradgraph.h"
 #include "internal.h"
 
@@ -57,6 +59,7 @@ static struct {
     int f32w_one, f32w_two, fused, small;
     int f32w_default; /* ... on the default device: must stay 0 */
     int tails;    /* eager calls that ran a dW GEMM's tail apart (matmul.c) */
+    long race_pairs; /* pairs of operations on the same bytes, one writing, checked for order in the captures */
 } sweep;
 
 static const char *prec_name(gg_precision p) {
@@ -139,6 +142,7 @@ static gg_ctx *make_ctx(int cc) {
     fake_reset(1);
     fake.plan_ok = 1;
     fake.compute_capability = cc;
+    fake.device_space = 1; /* device memory at addresses as far apart as its sizes: the captures' ranges are real */
     gg_config config = GG_CONFIG_INIT;
     config.autotune = 0;
     gg_ctx *ctx = NULL;
@@ -161,7 +165,17 @@ static void graph_path(gg_ctx *ctx, const route_case *c, int device) {
                                   : (run ? "graph replay" : "graph run");
         counts_clear();
         ++sweep.calls;
+        if (run == 0) fake_log_start();
         st = block_call_run(ctx, g, &c->call, 0, device);
+        if (run == 0) { /* the capture: every pair of operations on the same bytes, one writing, is ordered */
+            fake_log_stop();
+            const fake_races r = fake_check_races(0, sweep.verbose ? 3 : 0);
+            sweep.race_pairs += r.pairs;
+            if (r.races || fake_log.truncated)
+                route_fail(c, path, "%d races among %d ops (%d pairs on shared bytes), %d entries truncated",
+                           r.races, r.ops, r.pairs, fake_log.truncated);
+            fake_log_free();
+        }
         if (st != GG_SUCCESS) route_fail(c, path, "%s: %s", gg_status_string(st), gg_last_error(ctx));
         if (fake.captures_open) route_fail(c, path, "a stream is left capturing");
         if (st != GG_SUCCESS) break;
@@ -246,9 +260,9 @@ static void every_route(void **state) {
     sweep_ffn(0);
     sweep_ssm(0);
     printf("ROUTES {\"calls\": %d, \"failures\": %d, \"shapes\": %d, \"f32w_one\": %d, \"f32w_both\": %d, "
-           "\"ssm_fused\": %d, \"ssm_small\": %d, \"tail_apart\": %d}\n",
+           "\"ssm_fused\": %d, \"ssm_small\": %d, \"tail_apart\": %d, \"race_pairs\": %ld}\n",
            sweep.calls, sweep.failures, sweep.cases, sweep.f32w_one, sweep.f32w_two, sweep.fused, sweep.small,
-           sweep.tails);
+           sweep.tails, sweep.race_pairs);
     /* the sweep reached the sm_90a routes on the 9.0 device (else it proves nothing about them), never elsewhere */
     assert_true(sweep.f32w_one > 0);
     assert_true(sweep.f32w_two > 0);

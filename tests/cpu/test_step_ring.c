@@ -9,10 +9,12 @@
  * different block calls that touch the same slot (its scratch bytes or its reduction counters) must be ordered.
  * Also checked: each call touches no slot but its own (block index mod K), every slot is used, and every stream
  * in the capture joined it through a recorded event. The negative control drops the slot wait
- * (gg_step_test.skip_slot_wait) and must find violations. What the fake cannot see: where a kernel reaches from
- * the pointers it is handed (a kernel's use of a slot is found by its pointer arguments falling in the slot).
- * Prints `RING_PROOF {"steps": n, "captures": c, "pairs_checked": m, "violations": 0,
- * "negative_control_violations": k}`.
+ * (gg_step_test.skip_slot_wait) and must find violations. Every capture is also checked for races over all the bytes
+ * it touches, slots or not (fake_order.h: two operations on the same bytes, one writing, neither before the other),
+ * which the negative control makes too. What the fake cannot see: where a kernel reaches from the pointers it is
+ * handed (a kernel's use of a slot is found by its pointer arguments falling in the slot). Prints `RING_PROOF
+ * {"steps": n, "captures": c, "pairs_checked": m, "violations": 0, "negative_control_violations": k, ...,
+ * "race_pairs": p, "races": 0, "negative_control_races": q}`.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,6 +27,7 @@
 #include <cmocka.h>
 
 #include "fake_cuda.h"
+#include "fake_order.h"
 #include "gradgraph.h"
 #include "internal.h"
 #include "step.h"
@@ -38,6 +41,7 @@ typedef enum { KIND_MLP, KIND_SSM } kind;
 static struct {
     int steps, captures;
     long pairs, violations, negative_violations;
+    long race_pairs, races, negative_races; /* fake_order.h's check of every pair on shared bytes, one writing */
     long kernel_uses, gemm_uses, other_uses; /* slot-touching operations seen, by what the fake read them from */
 } totals;
 
@@ -257,6 +261,12 @@ static long run_and_check(built *b, int layers, int loud) {
             assert_int_equal(fake.captures, captures + 1);
             assert_int_equal(current_block, layers - 1);
             violations += check_capture(b->step, &used, loud);
+            /* and every pair of operations on the same bytes, one writing, across the whole step */
+            const fake_races r = fake_check_races(0, loud ? 3 : 0);
+            totals.race_pairs += r.pairs;
+            if (gg_step_test.skip_slot_wait) totals.negative_races += r.races;
+            else totals.races += r.races;
+            violations += r.races;
             totals.captures++;
         }
     fake_log_free();
@@ -288,7 +298,8 @@ static void concurrent_calls_never_share_a_slot(void **state) {
                 }
     gg_step_test.before_block = NULL;
     assert_int_equal(totals.violations, 0);
-    assert_true(totals.pairs > 0);
+    assert_int_equal(totals.races, 0);
+    assert_true(totals.pairs > 0 && totals.race_pairs > 0);
 }
 
 /* Without the slot wait the same checker finds calls that race on a slot, in every configuration tried. */
@@ -318,8 +329,10 @@ int main(void) {
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     printf("RING_PROOF {\"steps\": %d, \"captures\": %d, \"pairs_checked\": %ld, \"violations\": %ld, "
-           "\"negative_control_violations\": %ld, \"slot_uses\": {\"kernel\": %ld, \"gemm\": %ld, \"other\": %ld}}\n",
+           "\"negative_control_violations\": %ld, \"slot_uses\": {\"kernel\": %ld, \"gemm\": %ld, \"other\": %ld}, "
+           "\"race_pairs\": %ld, \"races\": %ld, \"negative_control_races\": %ld}\n",
            totals.steps, totals.captures, totals.pairs, totals.violations, totals.negative_violations,
-           totals.kernel_uses, totals.gemm_uses, totals.other_uses);
+           totals.kernel_uses, totals.gemm_uses, totals.other_uses, totals.race_pairs, totals.races,
+           totals.negative_races);
     return failed;
 }

@@ -32,6 +32,7 @@
 #include "ddp.h"
 #include "fake_cuda.h"
 #include "fake_nccl.h"
+#include "fake_order.h"
 #include "gradgraph.h"
 #include "internal.h"
 #include "step_reduce.h"
@@ -71,6 +72,7 @@ static gg_ctx *dist_ctx_of(ncclComm_t *comm, gg_grad_sync sync, int rank, gg_log
     fake_reset(2);
     fake.compute_capability = device_cc;
     fake.plan_ok = 1;
+    fake.device_space = 1; /* device memory at addresses as far apart as its sizes: the captures' ranges are real */
     gg_config c = GG_CONFIG_INIT;
     c.autotune = 0;
     c.log_fn = log;
@@ -646,100 +648,12 @@ static void optimizer_refused_under_reduce_scatter(void **state) {
 
 /* ---- (7) every collective ordered against every other access to its buffers ---- */
 
-enum { HB_STREAMS = 16 };
-
-/* One logged operation (not a record, a wait or a mark) with its vector clock: per stream, how many operations of
- * that stream happen before it or are it (program order per stream, a wait taking its event's record's clock). */
-typedef struct hb_op {
-    int entry, stream;
-    int clock[HB_STREAMS];
-} hb_op;
-
-/* The logged capture's operations with their clocks, in the order they were enqueued; returns how many. */
-static int clocked_ops(hb_op *ops) {
-    cudaStream_t streams[HB_STREAMS];
-    int n_streams = 0, n = 0, clock[HB_STREAMS][HB_STREAMS] = {{0}};
-    struct {
-        cudaEvent_t event;
-        int clock[HB_STREAMS];
-    } *records = calloc((size_t)fake_log.n + 1, sizeof *records);
-    assert_non_null(records);
-    int n_records = 0;
-    for (int i = 0; i < fake_log.n; ++i) {
-        const fake_entry *e = &fake_log.entries[i];
-        if (e->op == FAKE_OP_MARK) continue;
-        int s = 0;
-        while (s < n_streams && streams[s] != e->stream) ++s;
-        if (s == n_streams) {
-            assert_true(n_streams < HB_STREAMS);
-            streams[n_streams++] = e->stream;
-        }
-        if (e->op == FAKE_OP_WAIT) { /* the latest record of that event before this wait */
-            int r = n_records - 1;
-            while (r >= 0 && records[r].event != e->event) --r;
-            if (r < 0) fail_msg("entry %d waits for an event never recorded in the capture", i);
-            for (int t = 0; t < HB_STREAMS; ++t)
-                if (records[r].clock[t] > clock[s][t]) clock[s][t] = records[r].clock[t];
-            continue;
-        }
-        clock[s][s]++;
-        if (e->op == FAKE_OP_RECORD) {
-            records[n_records].event = e->event;
-            memcpy(records[n_records++].clock, clock[s], sizeof clock[s]);
-            continue;
-        }
-        ops[n] = (hb_op){.entry = i, .stream = s};
-        memcpy(ops[n++].clock, clock[s], sizeof clock[s]);
-    }
-    free(records);
-    return n;
-}
-
-static int entries_overlap(const fake_entry *a, const fake_entry *b) {
-    for (int i = 0; i < a->n_ranges; ++i)
-        for (int j = 0; j < b->n_ranges; ++j)
-            if (a->ranges[i].lo < b->ranges[j].hi && b->ranges[j].lo < a->ranges[i].hi) return 1;
-    return 0;
-}
-
-/* Whether a happens before b. */
-static int happens_before(const hb_op *a, const hb_op *b) { return a->clock[a->stream] <= b->clock[a->stream]; }
-
 /* The caller's own gradient, written in the callback before its gg_step_add_reduce (a memset: its whole range). */
 static void write_own_gradient(void *user, gg_stream stream, int64_t tokens) {
     (void)user, (void)tokens;
     (void)cudaMemsetAsync(reduce_buffer, 0, REDUCE_COUNT * sizeof(float), (cudaStream_t)stream);
 }
 
-/* The ordering rule of the two tests below over the logged capture: how many collectives, operations on their bytes
- * and unordered pairs of the two (printed, the first few). */
-static int unordered_collectives(int *collectives, int *pairs) {
-    assert_int_equal(fake_log.truncated, 0);
-    hb_op *ops = calloc((size_t)fake_log.n + 1, sizeof *ops);
-    assert_non_null(ops);
-    const int n = clocked_ops(ops);
-    int violations = 0;
-    *collectives = *pairs = 0;
-    for (int c = 0; c < n; ++c) {
-        const fake_entry *ce = &fake_log.entries[ops[c].entry];
-        if (ce->op != FAKE_OP_COLLECTIVE) continue;
-        ++*collectives;
-        for (int o = 0; o < n; ++o) {
-            const fake_entry *oe = &fake_log.entries[ops[o].entry];
-            if (o == c || oe->op == FAKE_OP_COLLECTIVE || !entries_overlap(ce, oe)) continue;
-            ++*pairs;
-            const int ordered = o < c ? happens_before(&ops[o], &ops[c]) : happens_before(&ops[c], &ops[o]);
-            if (!ordered && ++violations <= 5)
-                print_message("collective (entry %d, stream %d) and %s (entry %d, stream %d) touch the same bytes "
-                              "unordered\n", ops[c].entry, ops[c].stream, oe->kernel ? oe->kernel : "a GEMM or copy",
-                              ops[o].entry, ops[o].stream);
-        }
-    }
-    print_message("%d collectives, %d operations on their bytes, %d unordered\n", *collectives, *pairs, violations);
-    free(ops);
-    fake_log_free();
-    return violations;
-}
 
 /* A syncing step's first run, its capture logged with the collectives among the CUDA work: every operation that
  * touches a collective's buffers (a GEMM writing a weight gradient, a column sum at a bias gradient, the callback's
@@ -767,11 +681,13 @@ static void collectives_ordered_against_their_buffers(void **state) {
     fake_log_start();
     assert_int_equal(gg_step_run(step, TOKENS, 0, NULL), GG_SUCCESS);
     fake_log_stop();
-    int collectives = 0, pairs = 0;
-    const int violations = unordered_collectives(&collectives, &pairs);
-    assert_true(collectives >= LAYERS * 4); /* every gradient reduced, the weights' in several pieces */
-    assert_true(pairs >= LAYERS * 4 + 1);   /* each gradient's producer at least, and the caller's write */
-    assert_int_equal(violations, 0);
+    assert_int_equal(fake_log.truncated, 0);
+    const fake_races r = fake_check_races(1, 5);
+    fake_log_free();
+    print_message("%d collectives, %d pairs with one on shared bytes, %d unordered\n", r.collectives, r.pairs, r.races);
+    assert_true(r.collectives >= LAYERS * 4); /* every gradient reduced, the weights' in several pieces */
+    assert_true(r.pairs >= LAYERS * 4 + 1);   /* each gradient's producer at least, and the caller's write */
+    assert_int_equal(r.races, 0);
     gg_step_destroy(step);
     end_ctx(ctx, comm);
 }
@@ -804,10 +720,13 @@ static void block_graph_collectives_ordered_against_their_buffers(void **state) 
         }
         fake_log_stop();
         assert_int_equal(st, GG_SUCCESS);
-        int collectives = 0, pairs = 0;
-        const int violations = unordered_collectives(&collectives, &pairs);
-        assert_true(collectives >= 2 && pairs >= collectives);
-        assert_int_equal(violations, 0);
+        assert_int_equal(fake_log.truncated, 0);
+        const fake_races r = fake_check_races(0, 5); /* every pair on shared bytes, the collectives among them */
+        fake_log_free();
+        print_message("%d operations, %d collectives, %d pairs on shared bytes, %d unordered\n", r.ops, r.collectives,
+                      r.pairs, r.races);
+        assert_true(r.collectives >= 2 && r.pairs >= r.collectives);
+        assert_int_equal(r.races, 0);
         gg_graph_destroy(g);
         end_ctx(ctx, comm);
     }

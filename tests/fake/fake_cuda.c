@@ -22,6 +22,7 @@ const char *const fake_kind_names[FAKE_KINDS] = {
 static const int h200_clusters[FAKE_MAX_CLUSTER + 1] = {0, 132, 66, 39, 30, 22, 17, 15, 15};
 
 static void kernel_counts_reset(void);
+static void device_space_rewind(void);
 
 /* The last cublasLtMatmul's stream, matrices and layouts (fake.tail_matmuls). */
 typedef struct fake_layout {
@@ -41,6 +42,7 @@ void fake_reset(int device_count) {
     fake.device_count = device_count;
     memcpy(fake.cluster_capacity, h200_clusters, sizeof h200_clusters);
     kernel_counts_reset();
+    device_space_rewind();
 }
 
 /* A resource creation: fails when it is the N-th and N was asked for. */
@@ -114,19 +116,20 @@ static fake_entry *log_entry(fake_op op, cudaStream_t stream) {
     e->stream = stream;
     return e;
 }
-static void log_range(fake_entry *e, const void *p, size_t bytes) {
+enum { READS, WRITES, ATOMICALLY, MAYBE };
+static void log_range(fake_entry *e, const void *p, size_t bytes, int writes) {
     if (!e || !p || !bytes) return;
     if (e->n_ranges == FAKE_LOG_RANGES) {
         ++fake_log.truncated;
         return;
     }
-    e->ranges[e->n_ranges++] = (fake_range){(uintptr_t)p, (uintptr_t)p + bytes};
+    e->ranges[e->n_ranges++] = (fake_range){(uintptr_t)p, (uintptr_t)p + bytes, writes};
 }
 void fake_log_collective(cudaStream_t stream, const void *send, size_t send_bytes, const void *recv,
                          size_t recv_bytes) {
     fake_entry *e = log_entry(FAKE_OP_COLLECTIVE, stream);
-    log_range(e, send, send_bytes);
-    log_range(e, recv, recv_bytes);
+    log_range(e, send, send_bytes, READS);
+    log_range(e, recv, recv_bytes, WRITES);
 }
 void fake_log_mark(int mark) {
     fake_entry *e = log_entry(FAKE_OP_MARK, NULL);
@@ -181,6 +184,26 @@ static int is_pointer_type(const char *b, const char *e) {
     return e > b && e[-1] == '*';
 }
 
+/* Whether the pointer type at [b, e) points to const ("float const*", "const float*", "__half const* __restrict__"):
+ * the kernel only reads through it. */
+static int points_to_const(const char *b, const char *e) {
+    const char *star = e;
+    while (star > b && star[-1] != '*') --star;
+    if (star == b) return 0;
+    const char *t = star - 1; /* the '*' */
+    while (t > b && t[-1] == ' ') --t;
+    if (t - b >= 5 && !strncmp(t - 5, "const", 5)) return 1;
+    while (b < t && *b == ' ') ++b;
+    return !strncmp(b, "const ", 6);
+}
+
+/* Whether the pointer type at [b, e) points to unsigned int: the kernels' counters and flags (the last CTA's count,
+ * the overflow word, the device error count), which they update with atomics. */
+static int points_to_unsigned(const char *b, const char *e) {
+    while (b < e && *b == ' ') ++b;
+    return !strncmp(b, "unsigned int*", 13) || !strncmp(b, "unsigned int *", 14);
+}
+
 /* Whether [b, e) names a type of the language's own (an argument that holds no address), not a class. */
 static int is_scalar_type(const char *b, const char *e) {
     while (b < e && *b == ' ') ++b;
@@ -227,11 +250,12 @@ static void log_kernel_args(fake_entry *e, const void *fn, void **args) {
         if (p > b && !(p - b == 4 && !strncmp(b, "void", 4))) {
             const void *at = args[arg++];
             if (is_pointer_type(b, p)) {
-                log_range(e, (const void *)peek_word(at), 1);
+                log_range(e, (const void *)peek_word(at), 1,
+                          points_to_const(b, p) ? READS : points_to_unsigned(b, p) ? ATOMICALLY : WRITES);
             } else if (!is_scalar_type(b, p) && (uintptr_t)at % sizeof(uintptr_t) == 0) {
                 for (size_t off = 0; off < FAKE_CLASS_SCAN; off += sizeof(uintptr_t)) {
                     const uintptr_t w = peek_word((const char *)at + off);
-                    if (w) log_range(e, (const void *)w, 1);
+                    if (w) log_range(e, (const void *)w, 1, MAYBE); /* a class's words, and what the frame holds past it */
                 }
             }
         }
@@ -257,6 +281,9 @@ static int in_device_space(const void *p) {
     return device_space && (const char *)p >= device_space &&
            (const char *)p < device_space + ((size_t)1 << DEVICE_SPACE_BITS);
 }
+/* A reset's device space starts over (what an earlier context held is gone with it). */
+static void device_space_rewind(void) { device_next = device_space; }
+
 static void *device_space_take(size_t bytes) {
     if (!device_space) {
         void *m = mmap(NULL, (size_t)1 << DEVICE_SPACE_BITS, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
@@ -426,8 +453,8 @@ cudaError_t __wrap_cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enu
     ++fake.cuda_calls;
     ++fake.enqueued;
     fake_entry *e = log_entry(FAKE_OP_MEMCPY, stream);
-    log_range(e, src, bytes);
-    log_range(e, dst, bytes);
+    log_range(e, src, bytes, READS);
+    log_range(e, dst, bytes, WRITES);
     if (kind == cudaMemcpyDeviceToHost && fake.on_copy_to_host) fake.on_copy_to_host(dst, bytes);
     return cudaSuccess;
 }
@@ -469,7 +496,7 @@ cudaError_t __wrap_cudaMemsetAsync(void *dst, int value, size_t bytes, cudaStrea
     (void)value;
     ++fake.cuda_calls;
     ++fake.enqueued;
-    log_range(log_entry(FAKE_OP_MEMSET, stream), dst, bytes);
+    log_range(log_entry(FAKE_OP_MEMSET, stream), dst, bytes, WRITES);
     return cudaSuccess;
 }
 cudaError_t __wrap_cudaMemGetInfo(size_t *free_bytes, size_t *total) {
@@ -945,13 +972,13 @@ cublasStatus_t __wrap_cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d,
     if (b) previous_matmul.b = *(const fake_layout *)b;
     fake_entry *e = log_entry(FAKE_OP_MATMUL, stream);
     if (!e) return CUBLAS_STATUS_SUCCESS;
-    log_range(e, A, layout_bytes(a));
-    log_range(e, B, layout_bytes(b));
-    log_range(e, C, layout_bytes(c));
-    log_range(e, D, layout_bytes(dl));
-    log_range(e, ws, ws_bytes);
+    log_range(e, A, layout_bytes(a), READS);
+    log_range(e, B, layout_bytes(b), READS);
+    log_range(e, C, layout_bytes(c), READS);
+    log_range(e, D, layout_bytes(dl), WRITES);
+    log_range(e, ws, ws_bytes, WRITES);
     const fake_desc *fd = (const fake_desc *)d;
-    log_range(e, fd->bias, 1);
-    log_range(e, fd->aux, 1);
+    log_range(e, fd->bias, 1, WRITES); /* read or written by the epilogue: the order is checked either way */
+    log_range(e, fd->aux, 1, WRITES);
     return CUBLAS_STATUS_SUCCESS;
 }

@@ -155,6 +155,9 @@ enum { FAKE_LOG_RANGES = 32, FAKE_CLASS_SCAN = 128 };
 
 typedef struct fake_range {
     uintptr_t lo, hi; /* [lo, hi) */
+    int writes; /* 1: the operation may write it (a kernel's pointer to non-const, a GEMM's D, a copy's dst, ...); 2: a
+                   kernel's unsigned int *, the counters and flags kernels update atomically; 0: it reads it; 3: a
+                   word found in a kernel's class argument (or past it, in the launching frame): maybe an address */
 } fake_range;
 
 typedef struct fake_entry {
