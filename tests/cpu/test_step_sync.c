@@ -859,7 +859,8 @@ static void every_host_memory_and_resource_fault_in_a_life(void **state) {
                 if (!ok) printf("STEP SYNC FAULT FAIL %s #%d: status %s: %s\n", what, k, gg_status_string(st), message);
                 misses += !ok;
             } else if (st != GG_SUCCESS) {
-                printf("STEP SYNC FAULT FAIL %s #%d: no fault, status %s: %s\n", what, k, gg_status_string(st), message);
+                printf("STEP SYNC FAULT FAIL %s #%d: no fault, status %s: %s\n", what, k, gg_status_string(st),
+                       message);
                 ++misses;
             }
             if (fake.captures_open != 0) {

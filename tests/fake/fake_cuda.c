@@ -255,7 +255,7 @@ static void log_kernel_args(fake_entry *e, const void *fn, void **args) {
             } else if (!is_scalar_type(b, p) && (uintptr_t)at % sizeof(uintptr_t) == 0) {
                 for (size_t off = 0; off < FAKE_CLASS_SCAN; off += sizeof(uintptr_t)) {
                     const uintptr_t w = peek_word((const char *)at + off);
-                    if (w) log_range(e, (const void *)w, 1, MAYBE); /* a class's words, and what the frame holds past it */
+                    if (w) log_range(e, (const void *)w, 1, MAYBE); /* a class's words, or the frame's past it */
                 }
             }
         }
