@@ -36,6 +36,7 @@
 #include <cmocka.h>
 
 #include "fake_cuda.h"
+#include "fake_order.h"
 #include "gradgraph.h"
 #include "internal.h" /* gg_ctx's has_wgmma: whether the 9.0 device's routes are on */
 
@@ -73,6 +74,7 @@ static struct {
     int logged_reads;    /* copies found read whole by a GEMM in a capture's log */
     int unread_weights;  /* weight copies found untouched on a route that reads the fp32 weight */
     int graph_runs, step_runs, to_fp16_calls;
+    long race_pairs;     /* pairs of operations on shared bytes, one writing, found ordered in the captures */
 } totals;
 
 /* A context on the fakes: device cc (0 or 90), cuBLASLt plans succeed, no autotuning nor tune cache;
@@ -200,6 +202,11 @@ static int logged_graph_run(gg_ctx *ctx, gg_graph *g, const bw *b) {
     fake_log_stop();
     if (st != GG_SUCCESS) fail_msg("%s: %s: %s", where, gg_status_string(st), gg_last_error(ctx));
     EXPECT_EQ(fake.captures_open, 0);
+    if (fake.device_space && fake.captures > captures) { /* the capture orders every access to shared bytes */
+        const fake_races r = fake_check_races(0, 3);
+        if (r.races) fail_msg("%s: %d races in the capture (fake_order.h)", where, r.races);
+        totals.race_pairs += r.pairs;
+    }
     return fake.captures - captures;
 }
 
@@ -1159,8 +1166,8 @@ int main(void) {
     };
     const int failed = cmocka_run_group_tests_name("fp16_copies", tests, NULL, NULL);
     printf("FP16_COPIES {\"refusals\": %d, \"eager_calls\": %d, \"logged_reads\": %d, \"unread_weight_copies\": %d, "
-           "\"graph_runs\": %d, \"step_runs\": %d, \"to_fp16_calls\": %d}\n",
+           "\"graph_runs\": %d, \"step_runs\": %d, \"to_fp16_calls\": %d, \"race_pairs\": %ld}\n",
            totals.refusals, totals.eager_calls, totals.logged_reads, totals.unread_weights, totals.graph_runs,
-           totals.step_runs, totals.to_fp16_calls);
+           totals.step_runs, totals.to_fp16_calls, totals.race_pairs);
     return failed;
 }
