@@ -634,6 +634,19 @@ static void check(int ok, fake_nccl_kind kind, int k, const char *path, const ch
     printf("NCCL FAULT FAIL %s %s #%d: %s\n", path, fake_nccl_kind_names[kind], k, what);
 }
 
+/* What every fault loop's run must leave once its contexts are destroyed: no CUDA resource, communicator or window,
+ * `memory_left` NCCL allocations (what a failed free at detach loses), no call NCCL would refuse. */
+static void check_nothing_left(fake_nccl_kind kind, int k, const char *path, int memory_left) {
+    check(fake.live == 0, kind, k, path, "%d CUDA resources leaked", fake.live);
+    check(atomic_load(&fake_nccl.live) == 0, kind, k, path, "%d communicators leaked", atomic_load(&fake_nccl.live));
+    check(atomic_load(&fake_nccl.windows) == 0, kind, k, path, "%d windows leaked", atomic_load(&fake_nccl.windows));
+    check(atomic_load(&fake_nccl.memory) == memory_left, kind, k, path, "%d NCCL allocations left, %d expected",
+          atomic_load(&fake_nccl.memory), memory_left);
+    check(atomic_load(&fake_nccl.misuse) == 0, kind, k, path,
+          "%d calls NCCL would refuse (a free or window of memory it never handed out, a group ended outside a group)",
+          atomic_load(&fake_nccl.misuse));
+}
+
 /* One data-parallel life: a communicator (made: owned = 1; else attached, two ranks), a syncing graph made and
  * replayed twice, gg_dist_reduce, the graph destroyed, detach. Stops at the first failure (returned, its message
  * in *message). *comm: the attached communicator. */
@@ -693,11 +706,7 @@ static void every_nccl_fault(void **state) {
                 const gg_status again = life(ctx, owned, &comm, message, sizeof message);
                 check(again == GG_SUCCESS, kind, k, path, "again after the fault: %s", message);
                 gg_ctx_destroy(ctx);
-                check(fake.live == 0, kind, k, path, "%d CUDA resources leaked", fake.live);
-                check(atomic_load(&fake_nccl.live) == 0, kind, k, path, "%d communicators leaked",
-                      atomic_load(&fake_nccl.live));
-                check(atomic_load(&fake_nccl.misuse) == 0, kind, k, path, "%d calls NCCL would refuse (a group "
-                      "ended outside a group)", atomic_load(&fake_nccl.misuse));
+                check_nothing_left(kind, k, path, 0);
                 if (!hit) break;
             }
     printf("NCCL faults on the SM path: %d injected, %d failures\n", injected, failures);
@@ -779,9 +788,7 @@ static void every_life_fault(life_fault f) {
             check(life(ctx, owned, &comm, message, sizeof message) == GG_SUCCESS, 0, k, path,
                   "again after the fault: %s", message);
             gg_ctx_destroy(ctx);
-            check(fake.live == 0, 0, k, path, "%d CUDA resources leaked", fake.live);
-            check(atomic_load(&fake_nccl.live) == 0, 0, k, path, "%d communicators leaked",
-                  atomic_load(&fake_nccl.live));
+            check_nothing_left(0, k, path, 0);
             if (!hit) break;
         }
     life_fault_totals(f, "along a data-parallel life", hits, misses);
@@ -968,16 +975,7 @@ static void every_nccl_fault_copy_engines(void **state) {
             check(again.status == GG_SUCCESS && again.ce_on, kind, k, path, "again after the fault: %s in %s: %s",
                   gg_status_string(again.status), again.step, again.message);
             for (int i = 0; i < CE_RANKS; ++i) gg_ctx_destroy(ctxs[i]);
-            check(fake.live == 0, kind, k, path, "%d CUDA resources leaked", fake.live);
-            check(atomic_load(&fake_nccl.live) == 0, kind, k, path, "%d communicators leaked",
-                  atomic_load(&fake_nccl.live));
-            check(atomic_load(&fake_nccl.windows) == 0, kind, k, path, "%d windows leaked",
-                  atomic_load(&fake_nccl.windows));
-            check(atomic_load(&fake_nccl.memory) == lost, kind, k, path, "%d NCCL allocations left, %d expected",
-                  atomic_load(&fake_nccl.memory), lost);
-            check(atomic_load(&fake_nccl.misuse) == 0, kind, k, path,
-                  "%d calls NCCL would refuse (a free or window of memory it never handed out, a group ended outside "
-                  "a group)", atomic_load(&fake_nccl.misuse));
+            check_nothing_left(kind, k, path, lost);
             if (!hit) break;
         }
     injected += ce_injected;
@@ -1011,11 +1009,7 @@ static void every_life_fault_copy_engines(life_fault f) {
         check(again.status == GG_SUCCESS && again.ce_on, 0, k, path, "again after the fault: %s in %s: %s",
               gg_status_string(again.status), again.step, again.message);
         for (int i = 0; i < CE_RANKS; ++i) gg_ctx_destroy(ctxs[i]);
-        check(fake.live == 0, 0, k, path, "%d CUDA resources leaked", fake.live);
-        check(atomic_load(&fake_nccl.live) == 0, 0, k, path, "%d communicators leaked", atomic_load(&fake_nccl.live));
-        check(atomic_load(&fake_nccl.windows) == 0, 0, k, path, "%d windows leaked", atomic_load(&fake_nccl.windows));
-        check(atomic_load(&fake_nccl.memory) == 0, 0, k, path, "%d NCCL allocations left",
-              atomic_load(&fake_nccl.memory));
+        check_nothing_left(0, k, path, 0);
         if (!hit) break;
     }
     life_fault_totals(f, "on the copy-engine path", hits, misses);

@@ -103,22 +103,35 @@ static void end_ctx(gg_ctx *ctx, ncclComm_t comm) {
     assert_int_equal(fake.captures_open, 0);
 }
 
+/* The caller's own gradient, written in the callback before its gg_step_add_reduce (a memset: its whole range). */
+static void write_own_gradient(void *user, gg_stream stream, int64_t tokens) {
+    (void)user, (void)tokens;
+    (void)cudaMemsetAsync(reduce_buffer, 0, REDUCE_COUNT * sizeof(float), (cudaStream_t)stream);
+}
+
 /* The step: the loss callback, the LAYERS MLP calls (calls 1 .. LAYERS), a callback that writes the caller's own
- * gradient, that gradient's gg_step_add_reduce, and the optimizer when given. Not finalized. */
-static gg_step *mlp_step(gg_ctx *ctx, int sync_gradients, gg_optim *opt) {
+ * gradient, that gradient's gg_step_add_reduce, and the optimizer when given. Not finalized. Made without asserting
+ * (*step NULL if it could not be created): the first failure's status. */
+static gg_status make_mlp_step(gg_ctx *ctx, int sync_gradients, gg_optim *opt, gg_step **step) {
     gg_step_config sc = GG_STEP_CONFIG_INIT;
     sc.max_tokens = TOKENS;
     sc.sync_gradients = sync_gradients;
-    gg_step *step = NULL;
-    assert_int_equal(gg_step_create(ctx, &sc, &step), GG_SUCCESS);
-    assert_int_equal(gg_step_add_callback(step, loss_callback, NULL), GG_SUCCESS);
-    for (int l = 0; l < LAYERS; ++l) {
+    gg_status st = gg_step_create(ctx, &sc, step);
+    if (st == GG_SUCCESS) st = gg_step_add_callback(*step, loss_callback, NULL);
+    for (int l = 0; l < LAYERS && st == GG_SUCCESS; ++l) {
         const gg_mlp_args a = mlp_args(l);
-        assert_int_equal(gg_step_add_mlp(step, &mlp, &a), GG_SUCCESS);
+        st = gg_step_add_mlp(*step, &mlp, &a);
     }
-    assert_int_equal(gg_step_add_callback(step, loss_callback, NULL), GG_SUCCESS);
-    assert_int_equal(gg_step_add_reduce(step, reduce_buffer, REDUCE_COUNT, 0), GG_SUCCESS);
-    if (opt) assert_int_equal(gg_step_add_optimizer(step, opt), GG_SUCCESS);
+    if (st == GG_SUCCESS) st = gg_step_add_callback(*step, write_own_gradient, NULL);
+    if (st == GG_SUCCESS) st = gg_step_add_reduce(*step, reduce_buffer, REDUCE_COUNT, 0);
+    if (st == GG_SUCCESS && opt) st = gg_step_add_optimizer(*step, opt);
+    return st;
+}
+
+/* make_mlp_step, which must succeed. */
+static gg_step *mlp_step(gg_ctx *ctx, int sync_gradients, gg_optim *opt) {
+    gg_step *step = NULL;
+    assert_int_equal(make_mlp_step(ctx, sync_gradients, opt, &step), GG_SUCCESS);
     return step;
 }
 
@@ -648,11 +661,6 @@ static void optimizer_refused_under_reduce_scatter(void **state) {
 
 /* ---- (7) every collective ordered against every other access to its buffers ---- */
 
-/* The caller's own gradient, written in the callback before its gg_step_add_reduce (a memset: its whole range). */
-static void write_own_gradient(void *user, gg_stream stream, int64_t tokens) {
-    (void)user, (void)tokens;
-    (void)cudaMemsetAsync(reduce_buffer, 0, REDUCE_COUNT * sizeof(float), (cudaStream_t)stream);
-}
 
 
 /* A syncing step's first run, its capture logged with the collectives among the CUDA work: every operation that
@@ -666,18 +674,7 @@ static void collectives_ordered_against_their_buffers(void **state) {
     (void)state;
     ncclComm_t comm = NULL;
     gg_ctx *ctx = dist_ctx(&comm);
-    gg_step_config sc = GG_STEP_CONFIG_INIT;
-    sc.max_tokens = TOKENS;
-    gg_step *step = NULL;
-    assert_int_equal(gg_step_create(ctx, &sc, &step), GG_SUCCESS);
-    assert_int_equal(gg_step_add_callback(step, loss_callback, NULL), GG_SUCCESS);
-    for (int l = 0; l < LAYERS; ++l) {
-        const gg_mlp_args a = mlp_args(l);
-        assert_int_equal(gg_step_add_mlp(step, &mlp, &a), GG_SUCCESS);
-    }
-    assert_int_equal(gg_step_add_callback(step, write_own_gradient, NULL), GG_SUCCESS);
-    assert_int_equal(gg_step_add_reduce(step, reduce_buffer, REDUCE_COUNT, 0), GG_SUCCESS);
-    assert_int_equal(gg_step_finalize(step), GG_SUCCESS);
+    gg_step *step = finalized_mlp_step(ctx, NULL);
     fake_log_start();
     assert_int_equal(gg_step_run(step, TOKENS, 0, NULL), GG_SUCCESS);
     fake_log_stop();
@@ -804,20 +801,11 @@ static void every_nccl_fault_in_a_run(void **state) {
     assert_int_equal(failures, 0);
 }
 
-/* A syncing step's whole life without asserting along the way: create, the calls of mlp_step, finalize (collective),
+/* A syncing step's whole life without asserting along the way: make_mlp_step, finalize (collective),
  * a run, an accumulating run, destroy. The first failure's status, its message in `message`. */
 static gg_status syncing_step_life(gg_ctx *ctx, char *message, size_t bytes) {
-    gg_step_config sc = GG_STEP_CONFIG_INIT;
-    sc.max_tokens = TOKENS;
     gg_step *step = NULL;
-    gg_status st = gg_step_create(ctx, &sc, &step);
-    if (st == GG_SUCCESS) st = gg_step_add_callback(step, loss_callback, NULL);
-    for (int l = 0; l < LAYERS && st == GG_SUCCESS; ++l) {
-        const gg_mlp_args a = mlp_args(l);
-        st = gg_step_add_mlp(step, &mlp, &a);
-    }
-    if (st == GG_SUCCESS) st = gg_step_add_callback(step, loss_callback, NULL);
-    if (st == GG_SUCCESS) st = gg_step_add_reduce(step, reduce_buffer, REDUCE_COUNT, 0);
+    gg_status st = make_mlp_step(ctx, 1, NULL, &step);
     if (st == GG_SUCCESS) st = gg_step_finalize(step);
     if (st == GG_SUCCESS) st = gg_step_run(step, TOKENS, 0, NULL);
     if (st == GG_SUCCESS) st = gg_step_run(step, TOKENS / 2, 1, NULL);
