@@ -94,7 +94,10 @@ static void scratch_free(scratch *x) {
     (void)cudaGetLastError();
 }
 
-/* Operands of the problem's sizes, filled with small finite values (0x3c bytes: ~1.06 in fp16, ~0.012 in fp32). */
+/* Operands of the problem's sizes, filled with small finite values (0x3c bytes: ~1.06 in fp16, ~0.012 in fp32).
+ * The outputs (D, the epilogue's aux) are zeroed too: cuBLASLt stores its tiles by TMA, which compute-sanitizer's
+ * initcheck does not track, and its split-k reduction then reads D (see mark_written in matmul.c); zeros keep the
+ * timed runs from reading memory nothing wrote. */
 static int scratch_alloc(const gg_gemm_shape *s, scratch *x, cudaStream_t stream) {
     const size_t ab = gg_gemm_type_bytes(s->ab_type);
     const size_t a_bytes = (size_t)s->lda * (size_t)(s->trans_a ? s->m : s->k) * ab;
@@ -103,11 +106,13 @@ static int scratch_alloc(const gg_gemm_shape *s, scratch *x, cudaStream_t stream
     const size_t bias_bytes = (size_t)s->m * gg_gemm_type_bytes(s->d_type);
     if (s->epilogue &&
         (cudaMalloc(&x->bias, bias_bytes) != cudaSuccess || cudaMalloc(&x->aux, d_bytes) != cudaSuccess ||
-         cudaMemsetAsync(x->bias, 0, bias_bytes, stream) != cudaSuccess))
+         cudaMemsetAsync(x->bias, 0, bias_bytes, stream) != cudaSuccess ||
+         cudaMemsetAsync(x->aux, 0, d_bytes, stream) != cudaSuccess))
         return 1;
     return cudaMalloc(&x->a, a_bytes) != cudaSuccess || cudaMalloc(&x->b, b_bytes) != cudaSuccess ||
            cudaMalloc(&x->d, d_bytes) != cudaSuccess || cudaMemsetAsync(x->a, 0x3c, a_bytes, stream) != cudaSuccess ||
            cudaMemsetAsync(x->b, 0x3c, b_bytes, stream) != cudaSuccess ||
+           cudaMemsetAsync(x->d, 0, d_bytes, stream) != cudaSuccess ||
            cudaEventCreate(&x->start) != cudaSuccess || cudaEventCreate(&x->stop) != cudaSuccess;
 }
 
