@@ -5,8 +5,8 @@
  * Geometry: a thread owns V consecutive columns (one 16-byte load of the input); a CTA covers a group of kThreads
  * columns with kThreads / V threads per row and V row lanes; blockIdx.y picks a chunk of rows. Each thread keeps
  * 4 rows of loads in flight. Per chunk the lanes are added in a fixed order into partials[chunk, N]; the last chunk
- * to finish a column group (counters[blockIdx.x]) adds the chunks in order, one column per thread, 8 loads in
- * flight, and writes the result: the same bits on every run. Groups of kThreads columns keep that finish short
+ * to finish a column group (counters[blockIdx.x]) adds the chunks in order, one column per thread, up to 32 loads
+ * in flight, and writes the result: the same bits on every run. Groups of kThreads columns keep that finish short
  * (measured: groups of up to 2048 columns made the finish a serial tail of up to 200 us).
  *
  * Op: struct with `static constexpr int V`, a type `Raw` (what a row segment loads), `__device__ Raw load(int64_t r,
@@ -108,6 +108,13 @@ __global__ void __launch_bounds__(kThreads) col_sum_kernel(Op op, int64_t M, int
         if (col >= N) continue;
         float s = 0.0f;
         unsigned c = 0;
+        for (; c + 32 <= chunks; c += 32) { /* the finish is a serial tail on few SMs: many loads in flight */
+            float p[32];
+#pragma unroll
+            for (int k = 0; k < 32; ++k) p[k] = __ldcg(&partials[(int64_t)(c + k) * N + col]);
+#pragma unroll
+            for (int k = 0; k < 32; ++k) s += p[k];
+        }
         for (; c + 8 <= chunks; c += 8) {
             float p[8];
 #pragma unroll
