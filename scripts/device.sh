@@ -183,7 +183,8 @@ if [ "$stage" != peers ]; then # the peers stage runs PyTorch alone
     { tail -40 "$OUT/build.log"; exit 1; }
   [ -n "${want_mpi:-}" ] && cmake --build "$build" --target help 2>/dev/null | grep -q '^test_dist_mpi:' &&
     targets+=(test_dist_mpi)
-  cmake --build "$build" ${targets[@]+"${targets[@]}"} >> "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+  cmake --build "$build" ${targets[@]+"${targets[@]}"} >> "$OUT/build.log" 2>&1 ||
+    { tail -40 "$OUT/build.log"; exit 1; }
   echo "built in $(( $(date +%s) - t0 )) s"
 fi
 
@@ -195,7 +196,8 @@ if [ "$stage" = all ] || [ "$stage" = tests ]; then
   tests_deadline=$(( script_start + ${GG_TESTS_BUDGET:-$([ "$stage" = tests ] && echo 570 || echo 3600)} ))
   # Every test but the long GPU ones (run directly, so their RESULT lines are kept) and the multi-GPU ones (the
   # multigpu stage) through CTest.
-  ctest --test-dir "$build" --output-on-failure -E 'test_(blocks|graphs|shapes|soak)_gpu' -LE multigpu 2>&1 | tee "$OUT/ctest.log" | tail -12
+  ctest --test-dir "$build" --output-on-failure -E 'test_(blocks|graphs|shapes|soak)_gpu' -LE multigpu 2>&1 |
+    tee "$OUT/ctest.log" | tail -12
   grep -q "100% tests passed" "$OUT/ctest.log" || status=1
   # fault injection (CPU, fakes) and the soak (100 000 replays across buckets), for their FAULTS and SOAK lines
   "$build/tests/test_faults" > "$OUT/test_faults.log" 2>&1 || status=1
@@ -227,7 +229,8 @@ if [ "$stage" = all ] || [ "$stage" = tests ]; then
   done
   GG_HOPPER_KERNELS=0 GG_TEST_FILTER='*all_cases*' timeout 600 "$build/tests/test_blocks_gpu" \
     > "$OUT/test_blocks_gpu-hopper0.log" 2>&1 || status=1
-  echo "test_blocks_gpu, sm_90a-only kernels off: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/test_blocks_gpu-hopper0.log" | tr '\n' ' ')"
+  echo "test_blocks_gpu, sm_90a-only kernels off: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/test_blocks_gpu-hopper0.log" |
+    tr '\n' ' ')"
   python3 scripts/collect_correctness.py "$OUT/test_blocks_gpu.log" "$OUT/correctness-h200.json" \
     "${GG_COMMIT:-unknown}" "$run_cmd" "$(head -2 "$OUT/gpu.txt" | tail -1 | cut -d, -f1)"
   echo "== compute-sanitizer: memcheck (eager and graph) on the small shapes"
@@ -269,24 +272,28 @@ fi
 
 if [ "$stage" = all ] || [ "$stage" = bench ]; then
   echo "== timing: eager path and graph replay (CUDA events, cold L2)"
-  "$build/bench/gg_bench" --iters "${GG_ITERS:-50}" --warmup "${GG_WARMUP:-10}" --modes "${GG_MODES:-all}" --overlap "${GG_OVERLAP:-auto}" --trace "$OUT/trace.csv" --json "$OUT/bench.json" \
-    --csv "$OUT/bench.csv" 2> "$OUT/bench-progress.log" | tee "$OUT/bench.txt" || status=1
+  "$build/bench/gg_bench" --iters "${GG_ITERS:-50}" --warmup "${GG_WARMUP:-10}" --modes "${GG_MODES:-all}" \
+    --overlap "${GG_OVERLAP:-auto}" --trace "$OUT/trace.csv" --json "$OUT/bench.json" --csv "$OUT/bench.csv" \
+    2> "$OUT/bench-progress.log" | tee "$OUT/bench.txt" || status=1
   python3 scripts/collect_graphs.py "$OUT/bench.json" "$OUT/graphs-h200.json" "${GG_COMMIT:-unknown}" "$run_cmd"
   echo "== PyTorch peers (eager${GG_PEERS_COMPILE:+ and torch.compile}, CUDA graphs, cold L2)"
   # every variant (TF32/native, fp16 operands, autocast fp16; GG_PEERS_VARIANTS selects), each torch.compile bounded
   # (GG_PEERS_COMPILE_TIMEOUT s) and the whole run budgeted 30 s inside GG_PEERS_TIMEOUT, so that it ends by itself
   peers_timeout=${GG_PEERS_TIMEOUT:-400}
-  PYTHONUNBUFFERED=1 timeout "$peers_timeout" python3 bench/peers/torch_peers.py --iters "${GG_ITERS:-50}" --warmup "${GG_WARMUP:-10}" \
-    ${GG_PEERS_COMPILE:+--compile} --variants "${GG_PEERS_VARIANTS:-base,fp16,autocast}" --compile-timeout "${GG_PEERS_COMPILE_TIMEOUT:-90}" \
+  PYTHONUNBUFFERED=1 timeout "$peers_timeout" python3 bench/peers/torch_peers.py --iters "${GG_ITERS:-50}" \
+    --warmup "${GG_WARMUP:-10}" ${GG_PEERS_COMPILE:+--compile} --variants "${GG_PEERS_VARIANTS:-base,fp16,autocast}" \
+    --compile-timeout "${GG_PEERS_COMPILE_TIMEOUT:-90}" \
     --budget $(( peers_timeout > 60 ? peers_timeout - 30 : peers_timeout / 2 )) \
     --json "$OUT/peers.json" 2> "$OUT/peers-progress.log" | tee "$OUT/peers.txt" || status=1
   python3 scripts/collect_bench.py "$OUT/bench.json" "$OUT/peers.json" "$OUT/bench-h200.json" "${GG_COMMIT:-unknown}" \
     "$run_cmd" || status=1
   # against the official results in the tree: which blocks moved beyond the noise between runs (information: a run
   # on another machine, or a change meant to move them, moves them)
-  python3 scripts/compare_bench.py docs/results/bench-h200.json "$OUT/bench-h200.json" 2>&1 | tee "$OUT/bench-compare.txt"
+  python3 scripts/compare_bench.py docs/results/bench-h200.json "$OUT/bench-h200.json" 2>&1 |
+    tee "$OUT/bench-compare.txt"
   mkdir -p "$OUT/plots"
-  python3 bench/plot.py "$OUT/bench.json" "$OUT/peers.json" "$OUT/plots" > /dev/null 2>> "$OUT/peers-progress.log" || true
+  python3 bench/plot.py "$OUT/bench.json" "$OUT/peers.json" "$OUT/plots" > /dev/null 2>> "$OUT/peers-progress.log" ||
+    true
 fi
 if [ "$stage" = peers ]; then
   echo "== PyTorch's autotuned peers (torch.compile max-autotune, each shape compiled), blocks ${GG_PEERS_BLOCKS:-2,3}"
@@ -322,7 +329,8 @@ if [ "$stage" = all ] || [ "$stage" = step ]; then
   rm -f "$OUT/step-trace.csv"
   # the SM clock and power while the models run: a sustained step runs at the clock the power limit allows, a single
   # traced step (after idle) faster
-  nvidia-smi --query-gpu=clocks.sm,power.draw --format=csv,noheader,nounits -lms 250 > "$OUT/step-clocks.csv" 2>/dev/null &
+  nvidia-smi --query-gpu=clocks.sm,power.draw --format=csv,noheader,nounits -lms 250 > "$OUT/step-clocks.csv" \
+    2>/dev/null &
   clocks_pid=$!
   for model in "large:150:" "large_fused:120:--fused-residual" "large_fused_copies:120:--fused-residual --fp16-copies" \
                "small:45:--small" "small_fused:45:--small --fused-residual" \
@@ -346,8 +354,8 @@ if [ "$stage" = all ] || [ "$stage" = step ]; then
           c[int(n / 2)], c[0], n }' | tee -a "$OUT/step.log"
   if [ -s "$OUT/step-trace.csv" ]; then
     mkdir -p "$OUT/plots"
-    timeout 60 python3 scripts/plot_step_timeline.py "$OUT/step-trace.csv" "$OUT/plots" --json "$OUT/step-timeline.json" \
-      2>&1 | tee -a "$OUT/step.log"
+    timeout 60 python3 scripts/plot_step_timeline.py "$OUT/step-trace.csv" "$OUT/plots" \
+      --json "$OUT/step-timeline.json" 2>&1 | tee -a "$OUT/step.log"
   fi
   # step_peers NAME WANT COMPILE_TIMEOUT ARGS...: one bench/peers/step_torch.py pass into $OUT/NAME.json (its output
   # NAME.txt, progress NAME-progress.log), for at most WANT seconds of the stage's budget
@@ -388,22 +396,28 @@ if [ "$stage" = all ] || [ "$stage" = train ]; then
       if [ "$t" -gt 0 ]; then
         timeout "$t" "${train[@]}" $([ $mode = eager ] && echo --eager) --log-every 250 --json "$OUT/train-$mode.json" \
           2>&1 | tee -a "$OUT/train.log" | grep -E '^train:|^step .*(500|1000|1500|2000) |rror' || status=1
-      else echo "train $mode: skipped, the stage's time budget is spent (GG_TRAIN_BUDGET)" | tee -a "$OUT/train.log"; status=1; fi
+      else
+        echo "train $mode: skipped, the stage's time budget is spent (GG_TRAIN_BUDGET)" | tee -a "$OUT/train.log"
+        status=1
+      fi
     done
     t=$(limit_by "$train_deadline" 330)
     if [ "$t" -gt 0 ]; then
-      PYTHONUNBUFFERED=1 timeout "$t" python3 bench/peers/train_torch.py --init "$init" --steps "${GG_TRAIN_STEPS:-2000}" \
-        --precision "${GG_TRAIN_PRECISION:-fp32}" --log-every 250 --budget $(( t - 10 )) --json "$OUT/train-torch.json" \
-        2>> "$OUT/train.log" > /dev/null || status=1
+      PYTHONUNBUFFERED=1 timeout "$t" python3 bench/peers/train_torch.py --init "$init" \
+        --steps "${GG_TRAIN_STEPS:-2000}" --precision "${GG_TRAIN_PRECISION:-fp32}" --log-every 250 \
+        --budget $(( t - 10 )) --json "$OUT/train-torch.json" 2>> "$OUT/train.log" > /dev/null || status=1
       grep -E '^(eager|graph|compile):' "$OUT/train.log"
-    else echo "train_torch.py: skipped, the stage's time budget is spent (GG_TRAIN_BUDGET)" | tee -a "$OUT/train.log"; fi
+    else
+      echo "train_torch.py: skipped, the stage's time budget is spent (GG_TRAIN_BUDGET)" | tee -a "$OUT/train.log"
+    fi
   else tail -5 "$OUT/train.log"; status=1; fi
   rm -f "$init"
   runs=(); for f in train-graph train-eager train-torch; do [ -s "$OUT/$f.json" ] && runs+=("$OUT/$f.json"); done
   [ ${#runs[@]} -gt 0 ] && { timeout 60 python3 scripts/plot_loss.py "$OUT/train-loss-h200.png" "${runs[@]}" \
     2>&1 | tee -a "$OUT/train.log" || true; }
   python3 scripts/collect_train.py "$OUT/train-graph.json" "$OUT/train-eager.json" "$OUT/train-torch.json" \
-    "$OUT/train-h200.json" "${GG_COMMIT:-unknown}" "$run_cmd" "$(head -2 "$OUT/gpu.txt" | tail -1 | cut -d, -f1)" || status=1
+    "$OUT/train-h200.json" "${GG_COMMIT:-unknown}" "$run_cmd" "$(head -2 "$OUT/gpu.txt" | tail -1 | cut -d, -f1)" ||
+    status=1
   echo "train stage: $(( $(date +%s) - script_start )) s since the script started"
   # the runs' own JSON (every step's loss) go into the stage's log archive: at most 8 files come back
   tar -C "$OUT" -czf "$OUT/train-runs.tgz" train-graph.json train-eager.json train-torch.json 2>/dev/null &&
@@ -478,12 +492,14 @@ if { [ "$stage" = all ] && [ "$gpus" -ge 2 ]; } || [ "$stage" = multigpu ]; then
       t=$(limit 120)
       if [ "$t" = 0 ]; then skipped "ddp_scaling --block $b, run $r"; continue; fi
       ce=${GG_COPY_ENGINES:-$([ $b = 2 ] && echo 1 || echo 0)}
-      timeout "$t" "$build/examples/ddp_scaling" --block $b --steps "${GG_STEPS:-30}" ${GG_BUCKET_MIB:+--bucket-mib "$GG_BUCKET_MIB"} \
-        ${GG_COMM_SMS:+--comm-sms "$GG_COMM_SMS"} --copy-engines "$ce" --json "$OUT/ddp-block$b-run$r.json" 2>&1 | tee -a "$OUT/ddp.log" | tail -1 || status=1
+      timeout "$t" "$build/examples/ddp_scaling" --block $b --steps "${GG_STEPS:-30}" \
+        ${GG_BUCKET_MIB:+--bucket-mib "$GG_BUCKET_MIB"} ${GG_COMM_SMS:+--comm-sms "$GG_COMM_SMS"} --copy-engines "$ce" \
+        --json "$OUT/ddp-block$b-run$r.json" 2>&1 | tee -a "$OUT/ddp.log" | tail -1 || status=1
     done
   done
   ls "$OUT"/ddp-block*-run*.json > /dev/null 2>&1 &&
-    python3 scripts/collect_ddp.py "$OUT/ddp-h200x$gpus.json" "${GG_COMMIT:-unknown}" "$run_cmd" "$OUT"/ddp-block*-run*.json &&
+    python3 scripts/collect_ddp.py "$OUT/ddp-h200x$gpus.json" "${GG_COMMIT:-unknown}" "$run_cmd" \
+      "$OUT"/ddp-block*-run*.json &&
     rm -f "$OUT"/ddp-block*-run*.json
   echo "multigpu stage: $(( $(date +%s) - script_start )) s since the script started"
 fi

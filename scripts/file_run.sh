@@ -33,7 +33,8 @@ for tgz in ${first[@]+"${first[@]}"} ${last[@]+"${last[@]}"}; do
   tar xzf "$tgz" -C "$tmp"
 done
 # each peers archive holds a peers-autotune.json of its own blocks: one extracted over another would lose it
-[ "$peers_runs" -le 1 ] || { echo "file_run.sh: $peers_runs peers archives: file each in a call of its own" >&2; exit 2; }
+[ "$peers_runs" -le 1 ] ||
+  { echo "file_run.sh: $peers_runs peers archives: file each in a call of its own" >&2; exit 2; }
 if [ -f "$tmp/multigpu.log" ]; then
   d=$root/docs/results/multigpu-$sha
   mkdir -p "$d"
@@ -93,7 +94,8 @@ p = json.load(open(sys.argv[1]))
 name = "-".join(sorted({r["block"][:3] for r in p["results"]})) or "none"
 print(name + ("-cases-" + "-".join(str(i) for i in p["cases"]) if p.get("cases") else ""))' \
     "$tmp/peers-autotune.json")
-  grep -q "\"commit\": \"$sha" "$tmp/peers-autotune.json" || echo "warning: peers-autotune.json names another commit" >&2
+  grep -q "\"commit\": \"$sha" "$tmp/peers-autotune.json" ||
+    echo "warning: peers-autotune.json names another commit" >&2
   cp "$tmp/peers-autotune.json" "$d/peers-autotune-$blocks.json"
   [ -f "$tmp/peers.log" ] && cp "$tmp/peers.log" "$d/device-peers-$blocks.log"
   [ -f "$tmp/logs-peers.tgz" ] && cp "$tmp/logs-peers.tgz" "$d/logs-peers-$blocks.tgz"
@@ -107,7 +109,8 @@ if [ -n "$autotuned" ]; then
     python3 "$root/scripts/collect_bench.py" "$d/bench.json" "$d/peers.json,$autotuned" \
       "$d/bench-h200.json" "$sha" "$cmd" > /dev/null
   else
-    echo "warning: run-$sha/ holds no bench run: the autotuned peers are filed, not collected (file $sha's bench run)" >&2
+    echo "warning: run-$sha/ holds no bench run: the autotuned peers are filed, not collected" \
+      "(file $sha's bench run)" >&2
   fi
 fi
 [ -f "$tmp/trace.csv" ] && gzip -c "$tmp/trace.csv" > "$d/trace.csv.gz"

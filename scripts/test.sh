@@ -19,9 +19,12 @@ missing() {
 command -v cmake >/dev/null || missing cmake "sudo apt-get install -y cmake"
 if ! command -v nvcc >/dev/null; then
   if [ -x /usr/local/cuda/bin/nvcc ]; then export PATH=/usr/local/cuda/bin:$PATH
-  else missing "the CUDA toolkit (nvcc)" "see https://developer.nvidia.com/cuda-downloads (CUDA 12.8 or newer for sm_100a)"; fi
+  else
+    missing "the CUDA toolkit (nvcc)" "see https://developer.nvidia.com/cuda-downloads (CUDA 12.8 or newer for sm_100a)"
+  fi
 fi
-[ -f /usr/include/cmocka.h ] || [ -n "${CMAKE_PREFIX_PATH:-}" ] || missing cmocka "sudo apt-get install -y libcmocka-dev"
+[ -f /usr/include/cmocka.h ] || [ -n "${CMAKE_PREFIX_PATH:-}" ] ||
+  missing cmocka "sudo apt-get install -y libcmocka-dev"
 command -v pkg-config >/dev/null || missing pkg-config "sudo apt-get install -y pkg-config"
 command -v clang >/dev/null && [ -f "$(clang -print-resource-dir)/lib/linux/libclang_rt.fuzzer-x86_64.a" ] ||
   missing "clang with libFuzzer" "sudo apt-get install -y clang libclang-rt-14-dev   (Debian 12)"
