@@ -1,4 +1,5 @@
 /* tune.c - autotune of one GEMM's algorithm (see tune.h). */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -222,8 +223,13 @@ gg_status gg_matmul_tune(gg_ctx *ctx, const gg_gemm_shape *s, const gg_matmul *m
     memcpy(e.algo, &chosen->algo, sizeof e.algo);
     e.workspace_bytes = chosen->workspaceSize;
     e.us = best;
-    if (gg_tune_cache_put(ctx->tune, &e) != 0 || gg_tune_cache_save(ctx->tune) != 0)
-        gg_log(ctx, GG_LOG_WARN, "autotune cache %s not written: the choice lasts as long as the context",
-               ctx->tune->path ? ctx->tune->path : "(memory)");
+    if (gg_tune_cache_put(ctx->tune, &e) != 0) {
+        gg_log(ctx, GG_LOG_WARN, "autotune cache %s: out of host memory for the entry: the choice lasts as long as "
+               "the context", ctx->tune->path ? ctx->tune->path : "(memory)");
+    } else if (gg_tune_cache_save(ctx->tune) != 0) {
+        const int err = errno;
+        gg_log(ctx, GG_LOG_WARN, "autotune cache %s not written (%s): the choice lasts as long as the context",
+               ctx->tune->path, err == EWOULDBLOCK ? "another process held its lock too long" : strerror(err));
+    }
     return GG_SUCCESS;
 }

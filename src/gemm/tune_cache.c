@@ -122,17 +122,18 @@ static void make_parent_dirs(const char *path) {
 }
 
 /* An exclusive flock on "<path>.lock", held while a save reads the file, merges and replaces it: concurrent savers
- * (threads or processes) then never overwrite each other's entries. Waits up to GG_TUNE_LOCK_WAIT_MS for a holder
- * (the cache is an optimization: a save that cannot lock fails rather than waits without limit). Returns the lock's
- * file descriptor (close it to unlock), or -1. */
+ * (threads or processes) then never overwrite each other's entries. Waits up to wait_ms (0: GG_TUNE_LOCK_WAIT_MS) for
+ * a holder (the cache is an optimization: a save that cannot lock fails rather than waits without limit). Returns the
+ * lock's file descriptor (close it to unlock), or -1. */
 #define GG_TUNE_LOCK_WAIT_MS 10000
-static int lock_cache(const char *path) {
+static int lock_cache(const char *path, int wait_ms) {
+    if (wait_ms <= 0) wait_ms = GG_TUNE_LOCK_WAIT_MS;
     char lock[4200];
     if (snprintf(lock, sizeof lock, "%s.lock", path) >= (int)sizeof lock) return -1;
     const int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) return -1;
     for (int waited_ms = 0; flock(fd, LOCK_EX | LOCK_NB) != 0; waited_ms += 5) {
-        if ((errno != EWOULDBLOCK && errno != EINTR) || waited_ms >= GG_TUNE_LOCK_WAIT_MS) {
+        if ((errno != EWOULDBLOCK && errno != EINTR) || waited_ms >= wait_ms) {
             const int saved = errno;
             close(fd);
             errno = saved;
@@ -181,7 +182,7 @@ static int replace_file(const gg_tune_cache *merged, const char *path) {
 int gg_tune_cache_save(const gg_tune_cache *cache) {
     if (!cache->path) return 0;
     make_parent_dirs(cache->path);
-    const int lock = lock_cache(cache->path);
+    const int lock = lock_cache(cache->path, cache->lock_wait_ms);
     if (lock < 0) return -1;
     gg_tune_cache merged = {0};
     size_t skipped = 0;

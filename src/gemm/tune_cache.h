@@ -27,8 +27,9 @@ typedef struct gg_tune_entry {
 typedef struct gg_tune_cache {
     gg_tune_entry *entries;
     size_t count, capacity;
-    char *path;     /* NULL: in memory only */
-    size_t skipped; /* malformed lines seen by the last load */
+    char *path;       /* NULL: in memory only */
+    size_t skipped;   /* malformed lines seen by the last load */
+    int lock_wait_ms; /* how long a save waits for another saver's lock; 0 (gg_tune_cache_open's): 10 s */
 } gg_tune_cache;
 
 /* Starts an empty cache bound to path (NULL or "": never touches a file) and loads the file if it exists.
@@ -43,7 +44,8 @@ int gg_tune_cache_put(gg_tune_cache *cache, const gg_tune_entry *e);
 /* Merges the cache into its file as described above (creating the file's directory if needed), under an exclusive
  * lock on "<path>.lock" (left beside the file), so that concurrent savers in threads or processes all keep their
  * entries; the new file is written under a unique temporary name and renamed over the old. Returns 0, or -1 with
- * errno set when the file cannot be written or the lock is held past 10 s; 0 without a path. */
+ * errno set when the file cannot be written or the lock is held past cache->lock_wait_ms (EWOULDBLOCK); 0 without a
+ * path. */
 int gg_tune_cache_save(const gg_tune_cache *cache);
 
 /* The default file: $GG_TUNE_CACHE, else $XDG_CACHE_HOME/gradgraph/gemm-algos.txt, else

@@ -200,6 +200,28 @@ static void tunes_again_when_the_cached_choice_is_refused(void **state) {
     assert_int_equal(cached_choices(0, 20.0), 4); /* replaced, not added beside */
 }
 
+/* A cache file that cannot be written (its directory is a regular file): the call succeeds with the fastest choice,
+ * and a WARN names the file and why it was not written. */
+static void an_unwritable_cache_warns_and_keeps_the_choice(void **state) {
+    (void)state;
+    char blocker[96], saved[sizeof cache_path];
+    snprintf(blocker, sizeof blocker, "%s/not-a-dir", dir);
+    FILE *f = fopen(blocker, "w");
+    assert_non_null(f);
+    fclose(f);
+    memcpy(saved, cache_path, sizeof saved);
+    snprintf(cache_path, sizeof cache_path, "%s/not-a-dir/tune.txt", dir);
+    const double us[CANDIDATES] = {50, 40, 20, 30};
+    gg_ctx *ctx = make_ctx(us);
+    call_and_expect(ctx, &mlp, 2);
+    const int said = strstr(warnings, "not written (Not a directory): the choice lasts as long as the context") &&
+                     strstr(warnings, cache_path);
+    gg_ctx_destroy(ctx);
+    memcpy(cache_path, saved, sizeof saved); /* the other tests' file, before anything can fail */
+    unlink(blocker);
+    if (!said) fail_msg("warnings: %s", warnings);
+}
+
 static void passes_over_a_candidate_that_does_not_run(void **state) {
     (void)state;
     unlink(cache_path);
@@ -253,6 +275,7 @@ int main(void) {
         cmocka_unit_test(picks_the_fastest_and_caches_it),
         cmocka_unit_test(reuses_the_cached_choice),
         cmocka_unit_test(tunes_again_when_the_cached_choice_is_refused),
+        cmocka_unit_test(an_unwritable_cache_warns_and_keeps_the_choice),
         cmocka_unit_test(passes_over_a_candidate_that_does_not_run),
         cmocka_unit_test(true_fp32_is_not_tuned),
         cmocka_unit_test(a_gemm_with_an_sm_target_is_timed_beside_a_neighbour),

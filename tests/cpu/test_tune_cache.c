@@ -1,5 +1,5 @@
-/* test_tune_cache.c - the autotune cache file: round trip, merging between writers, bad lines, bad paths,
- * and the default location (CPU only). */
+/* test_tune_cache.c - the autotune cache file: round trip, merging between writers, bad lines, bad paths, a lock
+ * held too long, and the default location (CPU only). */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
 #include <stdarg.h>
@@ -9,9 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -180,6 +184,51 @@ static void failed_rename_leaves_no_temporary_file(void **state) {
     gg_tune_cache_close(&c);
 }
 
+/* Another saver holds the lock (another open file description of "<path>.lock", flocked) past the cache's wait: the
+ * save fails with EWOULDBLOCK after about that wait, not longer, leaving the file as it was and no temporary file;
+ * once the lock is released the same save succeeds. */
+static void a_lock_held_too_long_fails_the_save(void **state) {
+    (void)state;
+    char path[300], lock[320];
+    path_in_dir(path, sizeof path, "held.txt");
+    snprintf(lock, sizeof lock, "%s.lock", path);
+    gg_tune_cache c;
+    assert_int_equal(gg_tune_cache_open(&c, path), 0);
+    const gg_tune_entry a = entry("first", 1), b = entry("second", 2);
+    assert_int_equal(gg_tune_cache_put(&c, &a), 0);
+    assert_int_equal(gg_tune_cache_save(&c), 0);
+    const int holder = open(lock, O_RDWR | O_CLOEXEC);
+    assert_true(holder >= 0);
+    assert_int_equal(flock(holder, LOCK_EX | LOCK_NB), 0);
+    c.lock_wait_ms = 50;
+    assert_int_equal(gg_tune_cache_put(&c, &b), 0);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    errno = 0;
+    assert_int_equal(gg_tune_cache_save(&c), -1);
+    assert_int_equal(errno, EWOULDBLOCK);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    const double waited_ms = 1e3 * (double)(t1.tv_sec - t0.tv_sec) + 1e-6 * (double)(t1.tv_nsec - t0.tv_nsec);
+    if (waited_ms < 45 || waited_ms > 2000) fail_msg("the save gave up after %.0f ms (its wait: 50)", waited_ms);
+    gg_tune_cache on_disk;
+    assert_int_equal(gg_tune_cache_open(&on_disk, path), 0); /* as it was: the first entry only */
+    assert_int_equal(on_disk.count, 1);
+    assert_non_null(gg_tune_cache_find(&on_disk, "first"));
+    gg_tune_cache_close(&on_disk);
+    DIR *listing = opendir(dir);
+    assert_non_null(listing);
+    for (const struct dirent *e; (e = readdir(listing));)
+        if (strstr(e->d_name, ".tmp.")) fail_msg("%s was left behind", e->d_name);
+    closedir(listing);
+    close(holder); /* released: the same save goes through */
+    assert_int_equal(gg_tune_cache_save(&c), 0);
+    assert_int_equal(gg_tune_cache_open(&on_disk, path), 0);
+    assert_int_equal(on_disk.count, 2);
+    assert_non_null(gg_tune_cache_find(&on_disk, "second"));
+    gg_tune_cache_close(&on_disk);
+    gg_tune_cache_close(&c);
+}
+
 /* Concurrent savers: WRITER_PROCS processes of WRITER_THREADS threads, each saving WRITER_SAVES times a cache that
  * holds only its own new key. Every key must be in the file at the end: a save reads, merges and replaces the file
  * under the lock, and each writes its own temporary file (without the lock, savers overwrite each other's merges and
@@ -269,6 +318,7 @@ int main(void) {
         cmocka_unit_test(malformed_lines_are_skipped_and_counted),
         cmocka_unit_test(unwritable_path_fails_without_a_torn_file),
         cmocka_unit_test(failed_rename_leaves_no_temporary_file),
+        cmocka_unit_test(a_lock_held_too_long_fails_the_save),
         cmocka_unit_test(concurrent_writers_lose_nothing),
         cmocka_unit_test(default_path_follows_the_environment),
     };
