@@ -30,6 +30,15 @@ gg_exec_entry *gg_exec_cache_find(gg_exec_cache *c, const gg_exec_key *key, uint
     return NULL;
 }
 
+const gg_exec_entry *gg_exec_cache_latest(const gg_exec_cache *c) {
+    const gg_exec_entry *last = NULL;
+    for (int i = 0; i < c->capacity; ++i) {
+        const gg_exec_entry *e = &c->entries[i];
+        if (e->exec && (!last || e->last_used > last->last_used)) last = e;
+    }
+    return last;
+}
+
 gg_exec_entry *gg_exec_cache_slot(gg_exec_cache *c, const gg_exec_key *key, uint64_t generation) {
     gg_exec_entry *slot = NULL;
     for (int i = 0; i < c->capacity && !slot; ++i)

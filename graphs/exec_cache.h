@@ -40,6 +40,9 @@ void gg_exec_cache_free(gg_exec_cache *cache); /* the caller destroys the execs 
 /* The entry for key captured against generation, marked as just used; NULL if none. */
 gg_exec_entry *gg_exec_cache_find(gg_exec_cache *cache, const gg_exec_key *key, uint64_t generation);
 
+/* The most recently used entry that holds an exec (what the bucket's last run launched); NULL if none. */
+const gg_exec_entry *gg_exec_cache_latest(const gg_exec_cache *cache);
+
 /* The slot a new graph goes to: a free one if any (exec NULL), else the least recently used (exec set: update or
  * replace it). The slot's key, generation and last_used are set for the new graph. */
 gg_exec_entry *gg_exec_cache_slot(gg_exec_cache *cache, const gg_exec_key *key, uint64_t generation);

@@ -528,12 +528,7 @@ static gg_status run_device(gg_graph *g, const char *fn, gg_block_call *call, gg
 
 gg_status gg_graph_capture_again(gg_graph *g, const char *fn, int b, cudaGraph_t *out) {
     *out = NULL;
-    const gg_exec_cache *cache = b < 0 ? &g->device_execs : &g->execs[b];
-    const gg_exec_entry *last = NULL;
-    for (int i = 0; i < cache->capacity; ++i) {
-        const gg_exec_entry *e = &cache->entries[i];
-        if (e->exec && (!last || e->last_used > last->last_used)) last = e;
-    }
+    const gg_exec_entry *last = gg_exec_cache_latest(b < 0 ? &g->device_execs : &g->execs[b]);
     if (!last)
         return gg_fail(g->ctx, GG_ERROR_INVALID_ARGUMENT,
                        "%s: bucket = %d has not run yet (its graph is captured by its first run)", fn, b);

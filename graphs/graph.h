@@ -41,6 +41,13 @@ gg_status gg_block_graph_run_device(gg_graph *graph, const gg_block_info *info, 
  * device is entered by the caller; `fn` names the entry point in messages. */
 gg_status gg_graph_capture_again(gg_graph *graph, const char *fn, int b, cudaGraph_t *out);
 
+/* What gg_graph_debug_dot and gg_step_debug_dot share: checks path and bucket (in [-1, n_buckets); -1 only with
+ * device_select), enters the device, has again(owner, fn, bucket, &graph) capture the bucket's graph, writes it as
+ * DOT (verbose: every node's parameters) and destroys it. Nothing is launched. */
+typedef gg_status (*gg_capture_again_fn)(void *owner, const char *fn, int bucket, cudaGraph_t *out);
+gg_status gg_debug_dot(gg_ctx *ctx, const char *fn, int n_buckets, int device_select, gg_capture_again_fn again,
+                       void *owner, int bucket, const char *path, int verbose);
+
 /* Puts a captured graph into cache under key (captured against the context's scratch generation): updates the least
  * recently used exec in place when the topology allows, else instantiates (with node priorities). Consumes graph.
  * Shared by per-block graphs and step graphs. */

@@ -958,11 +958,16 @@ static gg_status check_comm(gg_step *s, const char *fn) {
     return gg_dist_check(ctx); /* an asynchronous NCCL error: aborted, nothing enqueued */
 }
 
+/* A run (or a capture again) needs a finalized step. */
+static gg_status check_finalized(gg_step *s, const char *fn) {
+    if (s->finalized == 1) return GG_SUCCESS;
+    return gg_fail(s->ctx, GG_ERROR_INVALID_ARGUMENT, "%s: the step is not finalized%s", fn,
+                   s->finalized < 0 ? " (gg_step_finalize failed: destroy it)" : " (call gg_step_finalize)");
+}
+
 static gg_status step_run(gg_step *s, const char *fn, int64_t tokens, int accumulate, gg_stream stream) {
     gg_ctx *ctx = s->ctx;
-    if (s->finalized != 1)
-        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: the step is not finalized%s", fn,
-                       s->finalized < 0 ? " (gg_step_finalize failed: destroy it)" : " (call gg_step_finalize)");
+    GG_TRY(check_finalized(s, fn));
     if (tokens < 1)
         return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: tokens = %lld must be at least 1", fn, (long long)tokens);
     const int b = gg_buckets_select(s->buckets, s->n_buckets, tokens);
@@ -998,9 +1003,7 @@ gg_status gg_step_run(gg_step *s, int64_t tokens, int accumulate, gg_stream stre
 static gg_status step_run_device(gg_step *s, const char *fn, const int64_t *device_tokens, int accumulate,
                                  gg_stream stream) {
     gg_ctx *ctx = s->ctx;
-    if (s->finalized != 1)
-        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: the step is not finalized%s", fn,
-                       s->finalized < 0 ? " (gg_step_finalize failed: destroy it)" : " (call gg_step_finalize)");
+    GG_TRY(check_finalized(s, fn));
     if (!device_tokens) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: device_tokens is NULL", fn);
     if ((uintptr_t)device_tokens % sizeof(int64_t) != 0)
         return gg_fail(ctx, GG_ERROR_MISALIGNED, "%s: device_tokens (%p) is not 8-byte aligned", fn,
@@ -1025,6 +1028,43 @@ gg_status gg_step_run_device(gg_step *s, const int64_t *device_tokens, int accum
     if (!s) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: step is NULL", fn);
     GG_TRY(gg_ctx_claim(s->ctx, fn));
     const gg_status status = step_run_device(s, fn, device_tokens, accumulate, stream);
+    gg_ctx_release(s->ctx);
+    return status;
+}
+
+/* ---- what a replay runs, for gg_step_debug_dot ---- */
+
+/* Bucket b's graph (b = -1: the device-selected one) captured again as its most recent run captured it (its tokens,
+ * accumulate and sync, the device buffer of M), with the calls' current arguments: build_step_graph, as a replay
+ * would, without instantiating or launching. A syncing capture issues NCCL calls, inside the communicator's section
+ * as a replay's are. */
+static gg_status capture_again(void *step, const char *fn, int b, cudaGraph_t *out) {
+    gg_step *s = step;
+    *out = NULL;
+    const gg_exec_entry *last = gg_exec_cache_latest(b < 0 ? &s->device_execs : &s->execs[b]);
+    if (!last)
+        return gg_fail(s->ctx, GG_ERROR_INVALID_ARGUMENT,
+                       "%s: bucket = %d has not run yet (its graph is captured by its first run)", fn, b);
+    const gg_exec_key *key = &last->key;
+    const int sync = (key->flags & KEY_SYNC) != 0;
+    if (sync) {
+        GG_TRY(check_comm(s, fn));
+        GG_TRY(gg_dist_enter(s->ctx, fn));
+    }
+    const step_build x = {s, fn, key, b, key->tokens, b < 0 ? (const int64_t *)key->ptr[1] : NULL,
+                          (key->flags & KEY_ACCUMULATE) != 0};
+    const gg_status status = build_step_graph((void *)&x, out);
+    if (sync) gg_dist_leave(s->ctx);
+    return status;
+}
+
+gg_status gg_step_debug_dot(gg_step *s, int bucket, const char *path, int verbose) {
+    static const char fn[] = "gg_step_debug_dot";
+    if (!s) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: step is NULL", fn);
+    GG_TRY(gg_ctx_claim(s->ctx, fn));
+    gg_status status = check_finalized(s, fn);
+    if (status == GG_SUCCESS)
+        status = gg_debug_dot(s->ctx, fn, s->n_buckets, 1, capture_again, s, bucket, path, verbose);
     gg_ctx_release(s->ctx);
     return status;
 }

@@ -876,6 +876,18 @@ typedef struct gg_step_memory {
 
 GG_API gg_status gg_step_memory_info(const gg_step *step, gg_step_memory *out);
 
+/* Writes what a replay of one bucket of the step runs as a Graphviz DOT file, as gg_graph_debug_dot does for a
+ * block's graph: every block call's kernels and GEMMs, the callbacks' work, the side streams and the reductions, and
+ * the edges between them. The bucket's step is captured again for this, with the tokens, accumulate and sync of its
+ * most recent run and the calls' current arguments; nothing is launched.
+ *   bucket   a bucket index, or -1 for the device-selected graph (gg_step_run_device);
+ *   path     the file to write (replaced if it exists);
+ *   verbose  nonzero: every node's parameters too (launch shapes, addresses).
+ * Returns GG_ERROR_INVALID_ARGUMENT for a NULL step or path, a step not finalized, a bucket out of range, a bucket
+ * that has not run yet or a path that cannot be written; GG_ERROR_CUDA if the capture fails. A syncing step's
+ * capture includes its NCCL calls: call this on every rank for the same bucket at the same point, as its runs are. */
+GG_API gg_status gg_step_debug_dot(gg_step *step, int bucket, const char *path, int verbose);
+
 /* The number of calls added (block calls and callbacks); 0 for NULL. */
 GG_API int gg_step_call_count(const gg_step *step);
 

@@ -12,6 +12,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -585,6 +586,79 @@ static void run_device_selects_on_the_gpu(void **state) {
     assert_int_equal(fake.live, 0);
 }
 
+/* gg_step_debug_dot: its checks first (nothing captured), then a bucket's step captured again as its last run
+ * captured it (the same tokens: the callback sees the padded run's bucket rows; the accumulate flag) and written
+ * out, nothing launched and nothing left; the device-selected graph likewise. */
+static void debug_dot_captures_a_bucket_again(void **state) {
+    (void)state;
+    const char *path = "test_step_api_step.dot";
+    remove(path);
+    assert_int_equal(gg_step_debug_dot(NULL, 0, path, 0), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(NULL, "gg_step_debug_dot: step is NULL");
+    gg_ctx *ctx = hand_made_ctx();
+    gg_step *open = new_step(ctx);
+    assert_int_equal(gg_step_debug_dot(open, 0, path, 0), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_step_debug_dot: the step is not finalized (call gg_step_finalize)");
+    gg_step_destroy(open);
+    assert_int_equal(fake.cuda_calls, fake.pointer_queries);
+    free(ctx);
+
+    ctx = fake_device_ctx();
+    gg_step *step = two_layer_step(ctx, 4); /* buckets 128, 256, 512 */
+    assert_int_equal(gg_step_debug_dot(step, 0, NULL, 0), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_step_debug_dot: path is NULL");
+    assert_int_equal(gg_step_debug_dot(step, 0, "", 0), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_step_debug_dot: path is empty");
+    assert_int_equal(gg_step_debug_dot(step, 3, path, 0), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_step_debug_dot: bucket = 3 is not in [-1, 3)");
+    assert_int_equal(gg_step_debug_dot(step, -2, path, 0), GG_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(gg_step_debug_dot(step, 2, path, 0), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_step_debug_dot: bucket = 2 has not run yet");
+    assert_int_equal(gg_step_debug_dot(step, -1, path, 0), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_step_debug_dot: bucket = -1 has not run yet");
+    assert_int_equal(fake.calls[FAKE_BEGIN_CAPTURE], 0);
+    FILE *f = fopen(path, "r");
+    assert_null(f); /* a refused call writes nothing */
+
+    assert_int_equal(gg_step_run(step, 300, 1, NULL), GG_SUCCESS); /* bucket 2 (512), padded, accumulating */
+    assert_int_equal(fake.calls[FAKE_BEGIN_CAPTURE], 1);
+    const int live = fake.live, launches = fake.calls[FAKE_GRAPH_LAUNCH];
+    n_seen = 0;
+    assert_int_equal(gg_step_debug_dot(step, 2, path, 1), GG_SUCCESS);
+    assert_int_equal(fake.calls[FAKE_BEGIN_CAPTURE], 2);               /* captured again ... */
+    assert_int_equal(fake.calls[FAKE_GRAPH_LAUNCH], launches);         /* ... never launched */
+    assert_int_equal(fake.calls[FAKE_INSTANTIATE], 1);                 /* nor instantiated */
+    assert_int_equal(fake.live, live);                                 /* the captured graph is destroyed */
+    assert_int_equal(fake.dot_flags, cudaGraphDebugDotFlagsVerbose);
+    assert_int_equal(n_seen, 1);
+    assert_int_equal(seen_tokens[0], 512); /* the padded run's capture: the callback has the bucket's rows */
+    f = fopen(path, "r");
+    assert_non_null(f);
+    fclose(f);
+    remove(path);
+    assert_int_equal(gg_step_debug_dot(step, 2, path, 0), GG_SUCCESS);
+    assert_int_equal(fake.dot_flags, 0);
+    remove(path);
+    assert_int_equal(gg_step_debug_dot(step, 2, "no-such-directory/step.dot", 0), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_step_debug_dot: path \"no-such-directory/step.dot\" cannot be written");
+    assert_int_equal(gg_step_debug_dot(step, 0, path, 0), GG_ERROR_INVALID_ARGUMENT); /* bucket 0 never ran */
+
+    /* the device-selected graph: the selection and every bucket's body, captured again */
+    const int64_t *tokens = (const int64_t *)FAKE(300);
+    assert_int_equal(gg_step_run_device(step, tokens, 0, NULL), GG_SUCCESS);
+    const int captures = fake.calls[FAKE_BEGIN_CAPTURE];
+    assert_int_equal(gg_step_debug_dot(step, -1, path, 0), GG_SUCCESS);
+    assert_int_equal(fake.calls[FAKE_BEGIN_CAPTURE], captures + 1 + 3);
+    assert_int_equal(fake.live, live + 1); /* the device-selected run's exec, no more */
+    remove(path);
+    assert_int_equal(fake.captures_open, 0);
+    assert_int_equal(gg_step_run(step, 512, 0, NULL), GG_SUCCESS); /* still runs */
+    assert_int_equal(fake.captures_open, 0);
+    gg_step_destroy(step);
+    gg_ctx_destroy(ctx);
+    assert_int_equal(fake.live, 0);
+}
+
 /* A finalized step's run refuses tokens below 1, past the largest bucket, and off the buckets when padding is off, each
  * named and nothing enqueued; a second finalize is refused; a step left alive is destroyed with its context. */
 static void run_checks_its_tokens(void **state) {
@@ -667,6 +741,7 @@ int main(void) {
         cmocka_unit_test(run_checks_its_tokens),
         cmocka_unit_test(step_without_scratch_runs),
         cmocka_unit_test(run_device_selects_on_the_gpu),
+        cmocka_unit_test(debug_dot_captures_a_bucket_again),
         cmocka_unit_test(optimizer_in_the_step),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
