@@ -6,7 +6,7 @@
  *   model_backward [--small] [--gated] [--fused-residual] [--fp16-copies] [--layers L] [--hidden D] [--ffn F]
  *                  [--tokens M] [--precision fp32|tf32|fp16]
  *                  [--side-streams S] [--scratch-slots K] [--sweep S:K,S:K,...] [--rounds R] [--steps N]
- *                  [--json FILE] [--trace FILE] [--gpus N]
+ *                  [--json FILE] [--trace FILE] [--dot FILE] [--gpus N]
  *
  * --fused-residual: the residual MLPs add the residual's gradient in their dX GEMM (gg_mlp_args.grad_residual)
  * instead of in a callback (a cuBLAS axpy) after each layer.
@@ -23,8 +23,10 @@
  * the clock the power limit allows, which drifts over a run. Every configuration is
  * checked against eager calls at the largest bucket, the first also padded. --trace appends the CUPTI kernel
  * records of one replay of the fastest configuration's step and of one per-block-graph step (built with the bench:
- * CUPTI) to FILE, for scripts/plot_step_timeline.py. Exit 0 when every check passes (bitwise in fp32 mode and for the
- * bf16 blocks at the largest bucket, else within 1e-3 of the largest gradient), 1 otherwise, 77 without a GPU.
+ * CUPTI) to FILE, for scripts/plot_step_timeline.py. --dot writes what a replay of the fastest configuration's step
+ * runs at the largest bucket, as a Graphviz DOT file (gg_step_debug_dot). Exit 0 when every check passes (bitwise
+ * in fp32 mode and for the bf16 blocks at the largest bucket, else within 1e-3 of the largest gradient), 1
+ * otherwise, 77 without a GPU.
  *
  * --gpus N (N >= 2): the same model data-parallel instead, one thread and one context per GPU (gg_dist_init_threads),
  * each rank its own inputs: checked (every rank's parameter gradients the mean of the ranks' eager ones, bitwise
@@ -150,7 +152,7 @@ int main(int argc, char **argv) {
     sm_config c = {.layers = 8, .hidden = 2048, .ffn = 8192, .max_tokens = 8192, .precision = GG_PRECISION_FP16};
     const gg_step_config defaults = GG_STEP_CONFIG_INIT;
     int steps = 20, rounds = 3, sides = defaults.side_streams, slots = defaults.scratch_slots;
-    const char *json = NULL, *sweep = NULL, *trace = NULL;
+    const char *json = NULL, *sweep = NULL, *trace = NULL, *dot = NULL;
     int gpus = 0;
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
@@ -169,6 +171,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--steps")) steps = atoi(v), ++i;
         else if (!strcmp(a, "--json")) json = v, ++i;
         else if (!strcmp(a, "--trace")) trace = v, ++i;
+        else if (!strcmp(a, "--dot")) dot = v, ++i;
         else if (!strcmp(a, "--gpus")) gpus = atoi(v), ++i;
         else if (!strcmp(a, "--precision")) {
             c.precision = !strcmp(v, "fp32") ? GG_PRECISION_FP32 : !strcmp(v, "tf32") ? GG_PRECISION_TF32
@@ -193,7 +196,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (gpus) {
-        if (sweep || trace) fprintf(stderr, "--gpus: --sweep and --trace are ignored (one step configuration)\n");
+        if (sweep || trace || dot)
+            fprintf(stderr, "--gpus: --sweep, --trace and --dot are ignored (one step configuration)\n");
         return md_run(&c, gpus, steps, rounds, json);
     }
     int n = 0;
@@ -291,6 +295,8 @@ int main(int argc, char **argv) {
            configs[best].sides, configs[best].slots, graphs_ms * 1e3, eager_ms * 1e3, mem->scratch_bytes >> 20,
            mem->slot_bytes >> 20, mem->exec_bytes >> 20);
 
+    if (dot && gg_step_debug_dot(configs[best].step, mem->buckets - 1, dot, 0) != GG_SUCCESS)
+        fprintf(stderr, "--dot: %s\n", gg_last_error(ctx));
     if (trace) {
 #ifdef GG_HAVE_TRACE
         FILE *f = fopen(trace, "a");

@@ -30,7 +30,8 @@
 # sweep of side streams x scratch slots, GG_STEP_SWEEP, default 2:0,3:0,2:2 with K = 0 the default
 # S + 1 slots; interleaved rounds), per-block graphs and eager calls, with a CUPTI trace of one step of each model
 # (the fastest configuration, and as per-block graphs) drawn by scripts/plot_step_timeline.py into the log archive
-# (plots/step-timeline-<model>.png; the trace itself is $OUT/step-trace.csv); the *_fused models add each layer's
+# (plots/step-timeline-<model>.png; the trace itself is $OUT/step-trace.csv) and what a replay of that step runs as
+# Graphviz DOT (step-<model>.dot, gg_step_debug_dot, in the log archive); the *_fused models add each layer's
 # residual gradient in its dX GEMM (gg_mlp_args.grad_residual) instead of in a callback, the *_copies ones also hand
 # every MLP the fp16 copies of its operands (--fp16-copies); GG_STEP_MODELS="large_fused small_fused ..." runs only
 # those models (default: all); then bench/peers/step_torch.py (PyTorch eager, CUDA graph, torch.compile, each compile
@@ -343,6 +344,7 @@ if [ "$stage" = all ] || [ "$stage" = step ]; then
       # shellcheck disable=SC2086 # the model's options split on purpose
       timeout "$t" "$build/examples/gg_example_model_backward" $model_opts --sweep "${GG_STEP_SWEEP:-2:0,3:0,2:2}" \
         --rounds 5 --steps "${GG_STEPS:-20}" --json "$OUT/step-$name.json" --trace "$OUT/step-trace.csv" \
+        --dot "$OUT/step-$name.dot" \
         > "$OUT/step-$name.log" 2>&1 || status=1
       echo "model_backward $name ($(( $(date +%s) - t0 )) s, limit $t s; 124: stopped by it):"
       grep -E 'FAILED|^step graph,|of SOL|^trace |--trace|rror' "$OUT/step-$name.log"
