@@ -1,13 +1,13 @@
 /*
  * fuzz_api.c - libFuzzer over the public API's validation, on the CUDA fakes (tests/fake): no GPU needed. Each input is
  * read as a sequence of choices: which entry point (a block's eager call or forward, a graph's create and run, a step's
- * life (create, adds, finalize, runs), an optimizer's (create, parameters, finalize, setters, steps), a context's
- * create with a config, gg_to_fp16, gg_check_finite), its desc fields (any int64, including negative and huge), its
- * pointers (NULL, misaligned, device, host, pinned, managed, overlapping), the configs' fields and floats (NaN, Inf,
- * out of range), and in a quarter of the inputs which call of the CUDA fakes fails (the k-th of a kind, host memory
- * among them; in an eighth, the k-th CUDA resource made; in one of 32, every cudaGetDevice). Every call must return a
- * gg_status, a message on failure that begins with the public call's name, and a rejected argument must enqueue
- * nothing; ASan (leaks included) and UBSan watch the host code.
+ * life (create, adds, finalize, runs, its DOT), an optimizer's (create, parameters, finalize, setters, steps), a
+ * context's create with a config, gg_to_fp16, gg_check_finite), its desc fields (any int64, including negative and
+ * huge), its pointers (NULL, misaligned, device, host, pinned, managed, overlapping), the configs' fields and floats
+ * (NaN, Inf, out of range), and in a quarter of the inputs which call of the CUDA fakes fails (the k-th of a kind,
+ * host memory among them; in an eighth, the k-th CUDA resource made; in one of 32, every cudaGetDevice). Every call
+ * must return a gg_status, a message on failure that begins with the public call's name, and a rejected argument
+ * must enqueue nothing; ASan (leaks included) and UBSan watch the host code.
  *   scripts/test.sh runs it for GG_FUZZ_SECONDS (default 60); a crash input is written to the fuzz build folder.
  */
 #include <stdint.h>
@@ -233,6 +233,15 @@ static gg_status step_call(reader *r) {
     fake.enqueued = 0;
     st = gg_step_run_device(step, (const int64_t *)pointer_of(r, 30), accumulate, NULL);
     check_result(st, ctx);
+    { /* what a bucket's replay runs, as DOT: any bucket, a path that is NULL, empty, writable or not */
+        static const char *const paths[] = {NULL, "", "/tmp/gg_fuzz_step.dot", "/nonexistent-gg-dir/step.dot"};
+        const int bucket = (int)(take(r, 1) % 8) - 2;
+        fake.enqueued = 0;
+        st = gg_step_debug_dot(step, bucket, paths[take(r, 1) % 4], (int)(take(r, 1) % 2));
+        /* a path found unwritable only after the capture: the captured graph is discarded, nothing launched */
+        if (st == GG_ERROR_INVALID_ARGUMENT && strstr(gg_last_error(ctx), "cannot be written")) fake.enqueued = 0;
+        check_result(st, ctx);
+    }
     unsigned errors = 0;
     fake.enqueued = 0;
     st = gg_step_device_errors(step, take(r, 1) % 8 ? &errors : NULL);
