@@ -9,7 +9,9 @@
  * runs an exec of its own without collectives, and 1 finds the first exec again. gg_step_run_device refuses a
  * syncing step before capturing anything; gg_dist_detach refuses while a step holds NCCL work. With
  * gg_step_add_optimizer every optimizer launch comes after the last group. In fp16 mode with the operands' fp16
- * copies given, a syncing step converts nothing and reduces the same. Every collective of a syncing step's capture,
+ * copies given, a syncing step converts nothing and reduces the same. Under reduce-scatter each piece goes into this
+ * rank's shard of itself (a step's gradients kept whole, gg_dist_reduce's buffer too), and what the ranks cannot
+ * share is refused first (gg_dist_reduce's count; a graph's or step's weight gradients, named). Every collective of a syncing step's capture,
  * and of syncing block graphs', is ordered by the capture's streams and events against every operation on its bytes
  * (fake_log's vector clocks, the collectives logged among the CUDA work). Then every NCCL call of a syncing run is
  * failed in turn (fake_nccl.h's fault injection), half of the runs with non-blocking calls that return
@@ -67,8 +69,8 @@ static void loss_callback(void *user, gg_stream stream, int64_t tokens) { (void)
 /* The fake device of the current group run: 0 (no sm_90a routes) or 90 (an H100/H200: the Hopper kernels' routes). */
 static int device_cc;
 
-/* A context attached as `rank` of 2 (its messages at INFO and above to log, when given). */
-static gg_ctx *dist_ctx_of(ncclComm_t *comm, gg_grad_sync sync, int rank, gg_log_fn log) {
+/* A context attached as `rank` of `size` (its messages at INFO and above to log, when given). */
+static gg_ctx *dist_ctx_in(ncclComm_t *comm, gg_grad_sync sync, int rank, int size, gg_log_fn log) {
     fake_reset(2);
     fake.compute_capability = device_cc;
     fake.plan_ok = 1;
@@ -79,7 +81,7 @@ static gg_ctx *dist_ctx_of(ncclComm_t *comm, gg_grad_sync sync, int rank, gg_log
     if (log) c.log_level = GG_LOG_INFO;
     gg_ctx *ctx = NULL;
     assert_int_equal(gg_ctx_create(&c, &ctx), GG_SUCCESS);
-    fake_nccl_reset(rank, 2);
+    fake_nccl_reset(rank, size);
     gg_dist_config dc = GG_DIST_CONFIG_INIT;
     dc.bind_cpus = 0;
     dc.bucket_bytes = BUCKET_BYTES;
@@ -87,6 +89,10 @@ static gg_ctx *dist_ctx_of(ncclComm_t *comm, gg_grad_sync sync, int rank, gg_log
     *comm = fake_nccl_comm();
     assert_int_equal(gg_dist_attach(ctx, *comm, &dc), GG_SUCCESS);
     return ctx;
+}
+
+static gg_ctx *dist_ctx_of(ncclComm_t *comm, gg_grad_sync sync, int rank, gg_log_fn log) {
+    return dist_ctx_in(comm, sync, rank, 2, log);
 }
 
 static gg_ctx *dist_ctx_syncing(ncclComm_t *comm, gg_grad_sync sync) { return dist_ctx_of(comm, sync, 0, NULL); }
@@ -164,10 +170,14 @@ static size_t collectives_logged(void) {
     return n;
 }
 
-/* The log holds exactly the layout's buckets: per bucket a group start, one in-place all-reduce (mean, fp32) per
- * piece at the piece's address and count on the communication stream, and a group end, all inside one capture. */
+/* The log holds exactly the layout's buckets: per bucket a group start, one in-place collective (mean, fp32) per
+ * piece on the communication stream, and a group end, all inside one capture. The collective is an all-reduce at
+ * the piece's address and count, or under reduce-scatter one from the piece into this rank's shard of it (a count
+ * of the piece's over the ranks). */
 static void log_is_the_layout(const gg_ctx *ctx, ncclComm_t comm, const gg_reduce_layout *l,
                               const gg_reduce_grad *g) {
+    const int scatter = ctx->dist->config.sync == GG_SYNC_REDUCE_SCATTER, rank = ctx->dist->rank;
+    const size_t ranks = (size_t)ctx->dist->size;
     assert_true(fake_nccl.logged <= FAKE_NCCL_LOG);
     int at = 0;
     const int capture = fake.captures;
@@ -181,10 +191,11 @@ static void log_is_the_layout(const gg_ctx *ctx, ncclComm_t comm, const gg_reduc
             const fake_nccl_call *c = &fake_nccl.log[at++];
             const gg_reduce_piece *p = &l->pieces[i];
             const char *expect = (const char *)g[p->grad].ptr + p->offset * 4;
-            assert_int_equal(c->what, FNC_ALL_REDUCE);
+            const size_t count = scatter ? p->count / ranks : p->count;
+            assert_int_equal(c->what, scatter ? FNC_REDUCE_SCATTER : FNC_ALL_REDUCE);
             assert_ptr_equal(c->send, expect);
-            assert_ptr_equal(c->recv, expect); /* in place */
-            assert_int_equal(c->count, p->count);
+            assert_ptr_equal(c->recv, expect + (scatter ? (size_t)rank * count * 4 : 0)); /* in place */
+            assert_int_equal(c->count, count);
             assert_int_equal(c->type, ncclFloat32);
             assert_int_equal(c->op, ncclAvg); /* GG_REDUCE_AVERAGE */
             assert_ptr_equal(c->comm, comm);
@@ -659,6 +670,69 @@ static void optimizer_refused_under_reduce_scatter(void **state) {
     end_ctx(ctx, comm);
 }
 
+/* (5d) reduce-scatter, rank 1 of 2: a syncing step's capture reduce-scatters each gradient whole (the layout made
+ * with whole gradients), every piece into this rank's shard of it; rank 1 of 3: gg_dist_reduce refuses a count the
+ * ranks cannot share before any NCCL call and reduce-scatters one they can (fp32 and bf16) into its shard, and a
+ * syncing graph or step whose weight gradients the ranks cannot share is refused, naming the gradient. */
+static void reduce_scatter_shards_each_gradient(void **state) {
+    (void)state;
+    ncclComm_t comm = NULL;
+    gg_ctx *ctx = dist_ctx_in(&comm, GG_SYNC_REDUCE_SCATTER, 1, 2, NULL);
+    gg_step *step = finalized_mlp_step(ctx, NULL);
+    gg_reduce_grad grads[4 * LAYERS + 1];
+    const int n_grads = expected_grads(grads);
+    gg_reduce_layout layout;
+    assert_int_equal(gg_reduce_layout_make(grads, n_grads, BUCKET_BYTES, 1, &layout), 0);
+    reset_counts();
+    assert_int_equal(gg_step_run(step, TOKENS, 0, NULL), GG_SUCCESS);
+    log_is_the_layout(ctx, comm, &layout, grads);
+    assert_true(collectives_logged() >= (size_t)n_grads); /* every gradient, none cut across buckets */
+    gg_reduce_layout_free(&layout);
+    gg_step_destroy(step);
+    end_ctx(ctx, comm);
+
+    ctx = dist_ctx_in(&comm, GG_SYNC_REDUCE_SCATTER, 1, 3, NULL);
+    reset_counts();
+    assert_int_equal(gg_dist_reduce(ctx, FAKE(300), 1000, 0, NULL), GG_ERROR_INVALID_ARGUMENT);
+    contains(gg_last_error(ctx), "gg_dist_reduce: count = 1000 is not divisible by the 3 ranks: reduce-scatter "
+                                 "cannot shard it");
+    assert_int_equal(fake_nccl.logged, 0);
+    assert_int_equal(fake.enqueued, 0);
+    for (int bf16 = 0; bf16 <= 1; ++bf16) {
+        reset_counts();
+        assert_int_equal(gg_dist_reduce(ctx, FAKE(300), 999, bf16, NULL), GG_SUCCESS);
+        size_t scatters = 0;
+        for (int i = 0; i < fake_nccl.logged; ++i) {
+            const fake_nccl_call *c = &fake_nccl.log[i];
+            if (c->what < FNC_ALL_REDUCE) continue;
+            assert_int_equal(c->what, FNC_REDUCE_SCATTER);
+            assert_ptr_equal(c->send, FAKE(300));
+            assert_ptr_equal(c->recv, (const char *)FAKE(300) + 333 * (bf16 ? 2 : 4)); /* rank 1's third */
+            assert_int_equal(c->count, 333);
+            assert_int_equal(c->type, bf16 ? ncclBfloat16 : ncclFloat32);
+            assert_int_equal(c->op, ncclAvg);
+            ++scatters;
+        }
+        assert_int_equal(scatters, 1); /* whole: not cut at bucket_bytes */
+    }
+    /* 1024 x 256 weight gradients do not split in thirds: refused where the graph or the step is made */
+    gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
+    gc.max_tokens = TOKENS;
+    const gg_mlp_desc d = {.tokens = TOKENS, .hidden = HIDDEN, .ffn = FFN, .precision = GG_PRECISION_FP32};
+    gg_graph *g = NULL;
+    reset_counts();
+    assert_int_equal(gg_mlp_graph_create(ctx, &d, &gc, &g), GG_ERROR_UNSUPPORTED);
+    contains(gg_last_error(ctx), "grad_weight1 has 262144 elements, not divisible by the 3 ranks: reduce-scatter "
+                                 "cannot shard it");
+    assert_null(g);
+    step = mlp_step(ctx, 1, NULL);
+    assert_int_equal(gg_step_finalize(step), GG_ERROR_UNSUPPORTED);
+    contains(gg_last_error(ctx), "not divisible by the 3 ranks");
+    assert_int_equal(fake.calls[FAKE_BEGIN_CAPTURE], 0);
+    gg_step_destroy(step);
+    end_ctx(ctx, comm);
+}
+
 /* ---- (7) every collective ordered against every other access to its buffers ---- */
 
 
@@ -879,6 +953,7 @@ int main(void) {
         cmocka_unit_test(syncing_ssm_gate_graph_and_past_its_buckets),
         cmocka_unit_test(other_ranks_adopt_rank_0s_algorithms),
         cmocka_unit_test(optimizer_refused_under_reduce_scatter),
+        cmocka_unit_test(reduce_scatter_shards_each_gradient),
         cmocka_unit_test(fp16_copies_in_a_syncing_step),
         cmocka_unit_test(collectives_ordered_against_their_buffers),
         cmocka_unit_test(block_graph_collectives_ordered_against_their_buffers),
