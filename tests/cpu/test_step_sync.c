@@ -11,7 +11,8 @@
  * gg_step_add_optimizer every optimizer launch comes after the last group. In fp16 mode with the operands' fp16
  * copies given, a syncing step converts nothing and reduces the same. Under reduce-scatter each piece goes into this
  * rank's shard of itself (a step's gradients kept whole, gg_dist_reduce's buffer too), and what the ranks cannot
- * share is refused first (gg_dist_reduce's count; a graph's or step's weight gradients, named). Every collective of a syncing step's capture,
+ * share is refused first (gg_dist_reduce's count; a graph's or step's weight gradients, named). With overlap off, a
+ * syncing graph reduces after the block's whole backward. Every collective of a syncing step's capture,
  * and of syncing block graphs', is ordered by the capture's streams and events against every operation on its bytes
  * (fake_log's vector clocks, the collectives logged among the CUDA work). Then every NCCL call of a syncing run is
  * failed in turn (fake_nccl.h's fault injection), half of the runs with non-blocking calls that return
@@ -65,12 +66,12 @@ static void contains(const char *message, const char *part) {
 
 static void loss_callback(void *user, gg_stream stream, int64_t tokens) { (void)user, (void)stream, (void)tokens; }
 
-/* A context on the fakes with a fake communicator attached as rank 0 of 2 (*comm: the caller's to destroy). */
 /* The fake device of the current group run: 0 (no sm_90a routes) or 90 (an H100/H200: the Hopper kernels' routes). */
 static int device_cc;
 
-/* A context attached as `rank` of `size` (its messages at INFO and above to log, when given). */
-static gg_ctx *dist_ctx_in(ncclComm_t *comm, gg_grad_sync sync, int rank, int size, gg_log_fn log) {
+/* A context on the fakes with a fake communicator attached with dc (cpus left unbound, BUCKET_BYTES) as `rank` of
+ * `size` (*comm: the caller's to destroy; its messages at INFO and above to log, when given). */
+static gg_ctx *dist_ctx_with(ncclComm_t *comm, gg_dist_config dc, int rank, int size, gg_log_fn log) {
     fake_reset(2);
     fake.compute_capability = device_cc;
     fake.plan_ok = 1;
@@ -82,13 +83,17 @@ static gg_ctx *dist_ctx_in(ncclComm_t *comm, gg_grad_sync sync, int rank, int si
     gg_ctx *ctx = NULL;
     assert_int_equal(gg_ctx_create(&c, &ctx), GG_SUCCESS);
     fake_nccl_reset(rank, size);
-    gg_dist_config dc = GG_DIST_CONFIG_INIT;
     dc.bind_cpus = 0;
     dc.bucket_bytes = BUCKET_BYTES;
-    dc.sync = sync;
     *comm = fake_nccl_comm();
     assert_int_equal(gg_dist_attach(ctx, *comm, &dc), GG_SUCCESS);
     return ctx;
+}
+
+static gg_ctx *dist_ctx_in(ncclComm_t *comm, gg_grad_sync sync, int rank, int size, gg_log_fn log) {
+    gg_dist_config dc = GG_DIST_CONFIG_INIT;
+    dc.sync = sync;
+    return dist_ctx_with(comm, dc, rank, size, log);
 }
 
 static gg_ctx *dist_ctx_of(ncclComm_t *comm, gg_grad_sync sync, int rank, gg_log_fn log) {
@@ -804,6 +809,44 @@ static void block_graph_collectives_ordered_against_their_buffers(void **state) 
 }
 
 
+/* With gg_dist_config.overlap off a syncing graph reduces its weight gradients after the block's whole backward
+ * (gg_dist_finish): in an MLP graph's capture every collective comes after the last GEMM and kernel, still ordered
+ * against its buffers; with overlap on (the control) dW2's reduction comes before dX's GEMM. */
+static void overlap_off_reduces_after_the_backward(void **state) {
+    (void)state;
+    static const gg_mlp_desc d = {.tokens = 512, .hidden = HIDDEN, .ffn = FFN, .precision = GG_PRECISION_FP32};
+    for (int overlap = 0; overlap <= 1; ++overlap) {
+        gg_dist_config dc = GG_DIST_CONFIG_INIT;
+        dc.overlap = overlap;
+        ncclComm_t comm = NULL;
+        gg_ctx *ctx = dist_ctx_with(&comm, dc, 0, 2, NULL);
+        gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
+        gc.max_tokens = 512;
+        gg_graph *g = NULL;
+        assert_int_equal(gg_mlp_graph_create(ctx, &d, &gc, &g), GG_SUCCESS);
+        const gg_mlp_args a = mlp_args(0);
+        fake_log_start();
+        assert_int_equal(gg_mlp_graph_run(g, &d, &a, NULL), GG_SUCCESS);
+        fake_log_stop();
+        assert_int_equal(fake_log.truncated, 0);
+        int first_collective = -1, collectives = 0, last_compute = -1;
+        for (int i = 0; i < fake_log.n; ++i) {
+            const fake_op op = fake_log.entries[i].op;
+            if (op == FAKE_OP_COLLECTIVE && collectives++ == 0) first_collective = i;
+            if (op == FAKE_OP_KERNEL || op == FAKE_OP_MATMUL) last_compute = i;
+        }
+        const fake_races r = fake_check_races(1, 5);
+        fake_log_free();
+        assert_true(collectives >= 4); /* dW1, dW2 (in pieces), db1, db2 */
+        if (overlap ? first_collective > last_compute : first_collective < last_compute)
+            fail_msg("overlap %d: the first collective at %d, the last GEMM or kernel at %d", overlap,
+                     first_collective, last_compute);
+        assert_int_equal(r.races, 0);
+        gg_graph_destroy(g);
+        end_ctx(ctx, comm);
+    }
+}
+
 /* ---- (6) every NCCL call of a syncing run failed in turn ---- */
 static int injected, failures;
 
@@ -954,6 +997,7 @@ int main(void) {
         cmocka_unit_test(other_ranks_adopt_rank_0s_algorithms),
         cmocka_unit_test(optimizer_refused_under_reduce_scatter),
         cmocka_unit_test(reduce_scatter_shards_each_gradient),
+        cmocka_unit_test(overlap_off_reduces_after_the_backward),
         cmocka_unit_test(fp16_copies_in_a_syncing_step),
         cmocka_unit_test(collectives_ordered_against_their_buffers),
         cmocka_unit_test(block_graph_collectives_ordered_against_their_buffers),
