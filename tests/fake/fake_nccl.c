@@ -16,7 +16,7 @@ const char *const fake_nccl_kind_names[FN_KINDS] = {
     "ncclCommInitRankConfig", "ncclCommCuDevice/UserRank/Count", "ncclGroupStart", "ncclGroupEnd", "ncclAllReduce",
     "ncclBroadcast",          "ncclCommFinalize",                 "ncclCommDestroy", "ncclGetVersion", "ncclMemAlloc",
     "ncclMemFree",            "ncclCommWindowRegister",           "ncclCommWindowDeregister", "ncclAlltoAll",
-    "ncclAllGather"};
+    "ncclAllGather",          "ncclGetUniqueId"};
 
 /* A window (ncclCommWindowRegister), on its communicator's list. */
 typedef struct fake_window {
@@ -50,6 +50,7 @@ void fake_nccl_reset(int rank, int size) {
     fake_nccl.rank = rank;
     fake_nccl.size = size;
     fake_nccl.version = NCCL_VERSION_CODE;
+    fake_nccl.id_byte = 7;
     group_comm = NULL;
     group_depth = 0;
     memset(allocs, 0, sizeof allocs); /* what a test left allocated (a failed free) is forgotten */
@@ -129,11 +130,13 @@ static ncclResult_t issue(fake_nccl_kind kind, ncclComm_t comm) {
 }
 
 ncclResult_t __wrap_ncclGetUniqueId(ncclUniqueId *id) {
-    memset(id, 7, sizeof *id);
+    if (fault(FN_UNIQUE_ID)) return ncclSystemError;
+    memset(id, fake_nccl.id_byte, sizeof *id);
     return ncclSuccess;
 }
 ncclResult_t __wrap_ncclCommInitRankConfig(ncclComm_t *comm, int n, ncclUniqueId id, int rank, ncclConfig_t *config) {
-    (void)n, (void)id, (void)rank, (void)config;
+    (void)n, (void)rank, (void)config;
+    fake_nccl.init_id = id;
     *comm = NULL;
     if (fault(FN_INIT)) return ncclSystemError;
     *comm = (ncclComm_t)make(fake_nccl.init_in_progress);

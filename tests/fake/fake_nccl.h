@@ -40,6 +40,7 @@ typedef enum fake_nccl_kind {
     FN_WIN_DEREGISTER, /* ncclCommWindowDeregister (a failed one leaves the window) */
     FN_ALL_TO_ALL,  /* ncclAlltoAll */
     FN_ALL_GATHER,  /* ncclAllGather */
+    FN_UNIQUE_ID,   /* ncclGetUniqueId */
     FN_KINDS
 } fake_nccl_kind;
 
@@ -97,6 +98,8 @@ typedef struct fake_nccl_state {
                                      of no live window of that communicator, ncclGroupEnd outside a group */
     int version;                  /* what ncclGetVersion reports */
     int device;                   /* what ncclCommCuDevice reports (fake_nccl_reset: 0) */
+    unsigned char id_byte;        /* ncclGetUniqueId's id: every byte this (fake_nccl_reset: 7) */
+    ncclUniqueId init_id;         /* the id the last ncclCommInitRankConfig was given */
     int logged;                   /* calls logged since the reset or the last fake_nccl_clear_log; the first
                                      FAKE_NCCL_LOG are in log */
     fake_nccl_call log[FAKE_NCCL_LOG];

@@ -1,0 +1,139 @@
+/* test_dist_init_mpi.c - gg_dist_init_mpi, and gg_dist_init_env without an id file, across real MPI processes on the
+ * CPU: CTest launches two ranks, each a context on the CUDA fakes with NCCL's fakes (tests/fake), so MPI's part of
+ * the bootstrap is real and NCCL's is not (each process's fake collectives are its own). Every rank makes its
+ * communicator from rank 0's unique id, with MPI's rank and size; rank 0's failure to make the id fails every rank
+ * at once (none waits for a communicator that will not come); without an id file, MPI's world must be the
+ * environment's, else nothing is made. Each rank agrees with the others before asserting, so a rank that failed
+ * alone never leaves the others waiting in a collective, and mpiexec fails when any rank does. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <mpi.h>
+
+#include "fake_cuda.h"
+#include "fake_nccl.h"
+#include "gradgraph.h"
+
+static int mpi_rank, mpi_size;
+
+static int all_ranks_ok(int ok) {
+    int all = 0;
+    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    return all;
+}
+
+/* A context on the fakes; NCCL's fakes say this process is MPI's rank of MPI's size. */
+static gg_ctx *fake_ctx(void) {
+    fake_reset(1);
+    fake.plan_ok = 1;
+    fake_nccl_reset(mpi_rank, mpi_size);
+    gg_config c = GG_CONFIG_INIT;
+    c.autotune = 0;
+    gg_ctx *ctx = NULL;
+    assert_int_equal(gg_ctx_create(&c, &ctx), GG_SUCCESS);
+    return ctx;
+}
+
+static gg_dist_config dist_config(void) {
+    gg_dist_config dc = GG_DIST_CONFIG_INIT;
+    dc.bind_cpus = 0;
+    return dc;
+}
+
+/* Destroys the context; 1 when it left no CUDA resource and no communicator behind. */
+static int destroyed_cleanly(gg_ctx *ctx) {
+    gg_ctx_destroy(ctx);
+    return fake.live == 0 && atomic_load(&fake_nccl.live) == 0;
+}
+
+/* Every rank's communicator comes from rank 0's id (each process's fake makes ids of its own bytes, so an id that did
+ * not travel shows), with MPI's rank and size. */
+static int made_from_rank_0s_id(gg_ctx *ctx, gg_status st) {
+    ncclUniqueId expect;
+    memset(&expect, 17, sizeof expect); /* rank 0's id_byte */
+    const int ok = st == GG_SUCCESS && gg_dist_rank(ctx) == mpi_rank && gg_dist_size(ctx) == mpi_size &&
+                   fake_nccl.calls[FN_INIT] == 1 && memcmp(&fake_nccl.init_id, &expect, sizeof expect) == 0;
+    if (!ok)
+        print_message("rank %d: status %s (%s), rank %d of %d, %d inits\n", mpi_rank, gg_status_string(st),
+                      gg_last_error(ctx), gg_dist_rank(ctx), gg_dist_size(ctx), fake_nccl.calls[FN_INIT]);
+    return ok;
+}
+
+static void init_mpi_makes_every_rank_from_rank_0s_id(void **state) {
+    (void)state;
+    gg_ctx *ctx = fake_ctx();
+    fake_nccl.id_byte = (unsigned char)(17 + mpi_rank);
+    const gg_dist_config dc = dist_config();
+    int ok = made_from_rank_0s_id(ctx, gg_dist_init_mpi(ctx, NULL, &dc));
+    ok = destroyed_cleanly(ctx) && ok;
+    assert_true(all_ranks_ok(ok));
+}
+
+/* Rank 0's ncclGetUniqueId fails: rank 0 says so, every other rank that rank 0 could not make the id; no rank makes a
+ * communicator, and each context is still usable (attached to nothing) and destroyed cleanly. */
+static void rank_0_without_an_id_fails_every_rank(void **state) {
+    (void)state;
+    gg_ctx *ctx = fake_ctx();
+    if (mpi_rank == 0) fake_nccl.fail_kind = FN_UNIQUE_ID, fake_nccl.fail_at = 1;
+    const gg_dist_config dc = dist_config();
+    const gg_status st = gg_dist_init_mpi(ctx, NULL, &dc);
+    const char *said = gg_last_error(ctx);
+    const char *expect = mpi_rank == 0 ? "ncclGetUniqueId" : "gg_dist_init_mpi: rank 0 could not make NCCL's unique id";
+    int ok = st == GG_ERROR_NCCL && strstr(said, expect) && strncmp(said, "gg_dist_init_mpi: ", 18) == 0 &&
+             fake_nccl.calls[FN_INIT] == 0 && gg_dist_size(ctx) == 0 && gg_dist_rank(ctx) == -1;
+    if (!ok) print_message("rank %d: status %s: %s\n", mpi_rank, gg_status_string(st), said);
+    ok = destroyed_cleanly(ctx) && ok;
+    assert_true(all_ranks_ok(ok));
+}
+
+/* gg_dist_init_env(ctx, NULL, ...): the id travels through MPI's world when the environment's rank and size are
+ * MPI's (mpiexec's OMPI_COMM_WORLD_* here, RANK/WORLD_SIZE unset); with RANK naming another rank, every rank refuses
+ * before making anything. */
+static void init_env_without_a_file_takes_mpis_world(void **state) {
+    (void)state;
+    unsetenv("RANK");
+    unsetenv("WORLD_SIZE");
+    gg_ctx *ctx = fake_ctx();
+    fake_nccl.id_byte = (unsigned char)(17 + mpi_rank);
+    const gg_dist_config dc = dist_config();
+    int ok = made_from_rank_0s_id(ctx, gg_dist_init_env(ctx, NULL, &dc));
+    ok = destroyed_cleanly(ctx) && ok;
+
+    char other[16], size[16];
+    snprintf(other, sizeof other, "%d", (mpi_rank + 1) % mpi_size);
+    snprintf(size, sizeof size, "%d", mpi_size);
+    setenv("RANK", other, 1);
+    setenv("WORLD_SIZE", size, 1);
+    ctx = fake_ctx();
+    const gg_status st = gg_dist_init_env(ctx, NULL, &dc);
+    char expect[128];
+    snprintf(expect, sizeof expect, "MPI's world (rank %d of %d) is not the environment's (rank %s of %d)", mpi_rank,
+             mpi_size, other, mpi_size);
+    const int refused = st == GG_ERROR_INVALID_ARGUMENT && strstr(gg_last_error(ctx), expect) &&
+                        fake_nccl.calls[FN_INIT] == 0;
+    if (!refused) print_message("rank %d: status %s: %s\n", mpi_rank, gg_status_string(st), gg_last_error(ctx));
+    ok = destroyed_cleanly(ctx) && refused && ok;
+    unsetenv("RANK");
+    unsetenv("WORLD_SIZE");
+    assert_true(all_ranks_ok(ok));
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &mpi_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &mpi_size);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(init_mpi_makes_every_rank_from_rank_0s_id),
+        cmocka_unit_test(rank_0_without_an_id_fails_every_rank),
+        cmocka_unit_test(init_env_without_a_file_takes_mpis_world),
+    };
+    int failed = mpi_size >= 2 ? cmocka_run_group_tests(tests, NULL, NULL) : 1; /* one rank tests no sharing */
+    MPI_Finalize();
+    return failed;
+}
