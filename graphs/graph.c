@@ -666,7 +666,8 @@ gg_status gg_graph_device_errors(gg_graph *g, unsigned *count) {
     int saved = 0;
     GG_TRY(gg_device_enter(g->ctx, "gg_graph_device_errors", &saved));
     const cudaError_t err = cudaMemcpy(count, g->device_errors, sizeof *count, cudaMemcpyDeviceToHost);
+    /* failed while the call still holds the context: the message names it */
+    const gg_status status = err == cudaSuccess ? GG_SUCCESS : gg_fail_cuda(g->ctx, err, "cudaMemcpy(device_errors)");
     gg_device_leave(g->ctx, saved);
-    if (err != cudaSuccess) return gg_fail_cuda(g->ctx, err, "cudaMemcpy(device_errors)");
-    return GG_SUCCESS;
+    return status;
 }

@@ -1078,9 +1078,10 @@ gg_status gg_step_device_errors(gg_step *s, unsigned *count) {
     int saved = 0;
     GG_TRY(gg_device_enter(s->ctx, fn, &saved));
     const cudaError_t err = cudaMemcpy(count, s->device_errors, sizeof *count, cudaMemcpyDeviceToHost);
+    /* failed while the call still holds the context: the message names it */
+    const gg_status status = err == cudaSuccess ? GG_SUCCESS : gg_fail_cuda(s->ctx, err, "cudaMemcpy(device_errors)");
     gg_device_leave(s->ctx, saved);
-    if (err != cudaSuccess) return gg_fail_cuda(s->ctx, err, "cudaMemcpy(device_errors)");
-    return GG_SUCCESS;
+    return status;
 }
 
 static gg_status set_args(gg_step *s, const char *fn, int index, const void *args) {

@@ -30,8 +30,7 @@ int gg_affinity_gpu_cpuset(hwloc_topology_t topology, const char *pci_bus_id, hw
     return 1;
 }
 
-gg_status gg_dist_bind_thread(gg_ctx *ctx) {
-    if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_dist_bind_thread: ctx is NULL");
+static gg_status bind_thread(gg_ctx *ctx) {
     char bus_id[32];
     GG_CUDA_TRY(ctx, cudaDeviceGetPCIBusId(bus_id, (int)sizeof bus_id, ctx->config.device));
     hwloc_topology_t topology;
@@ -54,6 +53,17 @@ gg_status gg_dist_bind_thread(gg_ctx *ctx) {
     }
     hwloc_bitmap_free(set);
     hwloc_topology_destroy(topology);
+    return status;
+}
+
+/* The call holds the context (nested inside gg_dist_attach / _init_*, which bind when asked): its failures name it,
+ * and a second thread is refused rather than logging through a context another thread is using. */
+gg_status gg_dist_bind_thread(gg_ctx *ctx) {
+    static const char fn[] = "gg_dist_bind_thread";
+    if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
+    GG_TRY(gg_ctx_claim(ctx, fn));
+    const gg_status status = bind_thread(ctx);
+    gg_ctx_release(ctx);
     return status;
 }
 

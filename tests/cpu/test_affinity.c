@@ -1,13 +1,17 @@
-/* test_affinity.c - the choice of CPUs for a GPU's host thread, on hwloc XML topology fixtures (CPU only). */
+/* test_affinity.c - the choice of CPUs for a GPU's host thread, on hwloc XML topology fixtures (CPU only), and
+ * gg_dist_bind_thread's glue around it on a context of the CUDA fakes. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
 
 #include "affinity.h"
+#include "fake_cuda.h"
+#include "gradgraph.h"
 
 static hwloc_topology_t load(const char *name) {
     char path[512];
@@ -75,12 +79,46 @@ static void restricted_process_gets_the_intersection(void **state) {
     hwloc_topology_destroy(t);
 }
 
+static char logged[1024];
+static void keep_log(void *user, gg_log_level level, const char *message) {
+    (void)user, (void)level;
+    snprintf(logged, sizeof logged, "%s", message);
+}
+
+/* gg_dist_bind_thread on a context (the CUDA fakes, whose GPU sits on a PCI bus this machine lacks): NULL refused,
+ * named; the binding left alone with the reason at INFO; a failed bus-id query named with the call it was in. */
+static void bind_thread_says_why_it_leaves_the_binding(void **state) {
+    (void)state;
+    assert_int_equal(gg_dist_bind_thread(NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_string_equal(gg_last_error(NULL), "gg_dist_bind_thread: ctx is NULL");
+    fake_reset(1);
+    gg_config c = GG_CONFIG_INIT;
+    c.autotune = 0;
+    c.log_fn = keep_log;
+    c.log_level = GG_LOG_INFO;
+    gg_ctx *ctx = NULL;
+    assert_int_equal(gg_ctx_create(&c, &ctx), GG_SUCCESS);
+    logged[0] = '\0';
+    assert_int_equal(gg_dist_bind_thread(ctx), GG_SUCCESS);
+    if (!strstr(logged, "gg_dist_bind_thread: binding left alone: PCI device 0000:99:00.0 is not in the hwloc "
+                        "topology"))
+        fail_msg("logged: \"%s\"", logged);
+    fake.fail_pci_bus_id = 1;
+    assert_int_equal(gg_dist_bind_thread(ctx), GG_ERROR_CUDA);
+    fake.fail_pci_bus_id = 0;
+    if (strncmp(gg_last_error(ctx), "gg_dist_bind_thread: cudaDeviceGetPCIBusId failed: ", 51) != 0)
+        fail_msg("message: \"%s\"", gg_last_error(ctx));
+    gg_ctx_destroy(ctx);
+    assert_int_equal(fake.live, 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(two_sockets_each_gpu_gets_its_socket),
         cmocka_unit_test(one_socket_leaves_binding_alone),
         cmocka_unit_test(unknown_gpu_leaves_binding_alone),
         cmocka_unit_test(restricted_process_gets_the_intersection),
+        cmocka_unit_test(bind_thread_says_why_it_leaves_the_binding),
     };
     return cmocka_run_group_tests_name("affinity", tests, NULL, NULL);
 }

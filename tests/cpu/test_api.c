@@ -741,7 +741,7 @@ static void three_device_errors(void *dst, size_t bytes) {
 }
 
 /* gg_graph_device_errors: its arguments named; a graph that does not select on the device has none and reads
- * nothing; a device-selected one returns what its counter on the device holds. */
+ * nothing; a device-selected one returns what its counter on the device holds, and a failed read names the call. */
 static void graph_device_errors_reads_the_counter(void **state) {
     (void)state;
     gg_ctx *ctx = make_ctx();
@@ -765,6 +765,11 @@ static void graph_device_errors_reads_the_counter(void **state) {
     assert_int_equal(gg_graph_device_errors(device_selected, &count), GG_SUCCESS);
     fake.on_sync_copy_to_host = NULL;
     assert_int_equal(count, 3);
+    fake.calls[FAKE_MEMCPY] = 0, fake.fail_kind = FAKE_MEMCPY, fake.fail_at = 1; /* the read fails: named */
+    assert_int_equal(gg_graph_device_errors(device_selected, &count), GG_ERROR_CUDA);
+    fake.fail_at = 0;
+    assert_message_has(ctx, "gg_graph_device_errors: cudaMemcpy(device_errors) failed: cudaErrorLaunchFailure");
+    assert_int_equal(gg_graph_device_errors(device_selected, &count), GG_SUCCESS);
     gg_graph_destroy(device_selected);
     gg_graph_destroy(host_selected);
     destroy_ctx(ctx);

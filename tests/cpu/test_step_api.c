@@ -580,6 +580,10 @@ static void run_device_selects_on_the_gpu(void **state) {
     assert_int_equal(mem.execs, 4);
     assert_int_equal(gg_step_device_errors(step, &count), GG_SUCCESS);
     assert_int_equal(count, 0);
+    fake.calls[FAKE_MEMCPY] = 0, fake.fail_kind = FAKE_MEMCPY, fake.fail_at = 1; /* the read fails: named */
+    assert_int_equal(gg_step_device_errors(step, &count), GG_ERROR_CUDA);
+    fake.fail_at = 0;
+    assert_message_has(ctx, "gg_step_device_errors: cudaMemcpy(device_errors) failed: cudaErrorLaunchFailure");
     assert_int_equal(fake.captures_open, 0);
     gg_step_destroy(step);
     gg_ctx_destroy(ctx);

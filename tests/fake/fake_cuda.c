@@ -15,7 +15,7 @@ fake_log_state fake_log;
 const char *const fake_kind_names[FAKE_KINDS] = {
     "cublasLtMatmul",         "kernel launch",        "cudaEventRecord",         "cudaStreamWaitEvent",
     "cudaMalloc",             "cublasLtMatmulAlgoGetHeuristic", "cudaStreamBeginCapture", "cudaStreamEndCapture",
-    "cudaGraphInstantiate",   "cudaGraphExecUpdate",  "cudaGraphLaunch", "host memory"};
+    "cudaGraphInstantiate",   "cudaGraphExecUpdate",  "cudaGraphLaunch", "host memory", "cudaMemcpy"};
 
 /* An H200's capacity for clusters of 1..8 CTAs of gemm_f32w.cu's kernel (cudaOccupancyMaxActiveClusters): a cluster's
  * CTAs share a GPC, so fewer clusters of 8 fit than 132 / 8. */
@@ -309,6 +309,14 @@ cudaError_t __wrap_cudaGetDeviceCount(int *count) {
     *count = fake.device_count;
     return fake.device_count ? cudaSuccess : cudaErrorNoDevice;
 }
+cudaError_t __wrap_cudaDeviceGetPCIBusId(char *id, int len, int device) {
+    (void)device;
+    ++fake.cuda_calls;
+    if (fake.fail_pci_bus_id) return cudaErrorInvalidValue;
+    snprintf(id, (size_t)len, "0000:99:00.0");
+    return cudaSuccess;
+}
+
 cudaError_t __wrap_cudaGetDevice(int *device) {
     ++fake.cuda_calls;
     *device = 0;
@@ -443,7 +451,7 @@ cudaError_t __wrap_cudaGetLastError(void) {
 }
 cudaError_t __wrap_cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind) {
     (void)src, (void)kind;
-    ++fake.cuda_calls;
+    if (fake_fault(FAKE_MEMCPY)) return cudaErrorLaunchFailure; /* counts the call */
     if (kind == cudaMemcpyDeviceToHost) memset(dst, 0, bytes), fake.sync_copy_from = src;
     if (kind == cudaMemcpyDeviceToHost && fake.on_sync_copy_to_host) fake.on_sync_copy_to_host(dst, bytes);
     return cudaSuccess;

@@ -43,6 +43,7 @@ typedef enum fake_kind {
     FAKE_EXEC_UPDATE,   /* cudaGraphExecUpdate */
     FAKE_GRAPH_LAUNCH,  /* cudaGraphLaunch */
     FAKE_HOST_MEMORY,   /* malloc, calloc, realloc, strdup: the library's host memory (and a test's own) */
+    FAKE_MEMCPY,        /* cudaMemcpy (the synchronous copies: uploads at planning, reads of device words) */
     FAKE_KINDS
 } fake_kind;
 
@@ -58,6 +59,7 @@ extern const char *const fake_kind_names[FAKE_KINDS];
 typedef struct fake_state {
     int device_count;      /* what cudaGetDeviceCount reports */
     int fail_get_device;   /* cudaGetDevice fails (the call then stops before planning) */
+    int fail_pci_bus_id;   /* cudaDeviceGetPCIBusId fails (else it says "0000:99:00.0", a bus no machine here has) */
     int fail_create_at;    /* the N-th resource creation fails (0: none) */
     int creates;           /* resource creations so far */
     int live;              /* resources created and not destroyed (streams, events, memory, handles, graphs) */
