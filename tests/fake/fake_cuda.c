@@ -312,7 +312,7 @@ cudaError_t __wrap_cudaGetDeviceCount(int *count) {
 cudaError_t __wrap_cudaDeviceGetPCIBusId(char *id, int len, int device) {
     (void)device;
     ++fake.cuda_calls;
-    if (fake.fail_pci_bus_id) return cudaErrorInvalidValue;
+    if (!fake.pci_bus_id) return cudaErrorNoDevice;
     snprintf(id, (size_t)len, "0000:99:00.0");
     return cudaSuccess;
 }

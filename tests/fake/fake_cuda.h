@@ -59,7 +59,9 @@ extern const char *const fake_kind_names[FAKE_KINDS];
 typedef struct fake_state {
     int device_count;      /* what cudaGetDeviceCount reports */
     int fail_get_device;   /* cudaGetDevice fails (the call then stops before planning) */
-    int fail_pci_bus_id;   /* cudaDeviceGetPCIBusId fails (else it says "0000:99:00.0", a bus no machine here has) */
+    int pci_bus_id;        /* 1: cudaDeviceGetPCIBusId says "0000:99:00.0", a bus no machine here has; 0 (default): it
+                              fails, as without a GPU, so that binding a thread stops before loading hwloc's topology
+                              (whose plugins leak) */
     int fail_create_at;    /* the N-th resource creation fails (0: none) */
     int creates;           /* resource creations so far */
     int live;              /* resources created and not destroyed (streams, events, memory, handles, graphs) */
