@@ -18,11 +18,11 @@ Reads, from OUT_DIR: test_shapes_gpu-hopper1.log and -hopper0.log (the shape swe
 "SHAPE FAIL" lines), test_blocks_gpu-hopper0.log (the 64 cases with the sm_90a-only kernels off: its RESULT lines)
 sanitizer.log (compute-sanitizer's "<tool> <test> exit <rc>" lines and error summaries: the tests stage runs memcheck,
 so the other tools are null there), test_faults.log (its 'FAULTS {json}' line, with its 'FAULTS_RESOURCES',
-'FAULTS_STEP', 'FAULTS_OPTIM', 'FAULTS_FORWARD' and 'FAULTS_ENTRY_RESOURCES' lines added to it), test_dist_faults.log (its 'NCCL_FAULTS {json}'
-line: fault injection on the NCCL calls; its 'FAULTS_HOST_MEMORY' and 'FAULTS_CUDA_RESOURCES' lines are added to the
-faults), test_soak_gpu.log ('SOAK {json}'), test_dist.log (the multigpu stage's CTest log: test_dist_dead_rank's
-'DEAD_RANK_DETECTED_S <s>' line) and, when present, fuzz.log (scripts/test.sh's 'FUZZ {json}' line, or libFuzzer's
-stat::number_of_executed_units). A check that the run did not make is recorded as null, never as zero.
+'FAULTS_STEP', 'FAULTS_OPTIM', 'FAULTS_FORWARD' and 'FAULTS_ENTRY_RESOURCES' lines added to it), test_dist_faults.log
+(its 'NCCL_FAULTS {json}' line: fault injection on the NCCL calls; its 'FAULTS_HOST_MEMORY', 'FAULTS_CUDA_RESOURCES'
+and 'FAULTS_CUDA_CALLS' lines are added to the faults), test_soak_gpu.log ('SOAK {json}'), test_dist.log (the
+multigpu stage's CTest log: test_dist_dead_rank's 'DEAD_RANK_DETECTED_S <s>' line) and, when present, fuzz.log
+(scripts/test.sh's 'FUZZ {json}' line, or libFuzzer's stat::number_of_executed_units). A check that the run did not make is recorded as null, never as zero.
 """
 import json
 import os
@@ -118,11 +118,11 @@ def tagged(name, tag):
 
 faults = tagged("test_faults.log", "FAULTS")
 # the step graphs', optimizers' and forwards' faults count with the blocks' (same test, lines of their own)
-# and the data-parallel path's host-memory and CUDA-resource faults (test_dist_faults, lines of their own)
+# and the data-parallel path's host-memory, CUDA-resource and CUDA-call faults (test_dist_faults, lines of their own)
 for log, tag in (("test_faults.log", "FAULTS_RESOURCES"), ("test_faults.log", "FAULTS_STEP"),
                  ("test_faults.log", "FAULTS_OPTIM"), ("test_faults.log", "FAULTS_ENTRY_RESOURCES"),
                  ("test_faults.log", "FAULTS_FORWARD"), ("test_dist_faults.log", "FAULTS_HOST_MEMORY"),
-                 ("test_dist_faults.log", "FAULTS_CUDA_RESOURCES")):
+                 ("test_dist_faults.log", "FAULTS_CUDA_RESOURCES"), ("test_dist_faults.log", "FAULTS_CUDA_CALLS")):
     more = tagged(log, tag)
     if faults and more:
         faults = {"injected": faults["injected"] + more["injected"], "failures": faults["failures"] + more["failures"]}

@@ -52,12 +52,13 @@ with tempfile.TemporaryDirectory() as d:
           'FAULTS_RESOURCES {"injected": 10, "failures": 0}\n'
           'FAULTS_STEP {"injected": 20, "failures": 1}\nFAULTS_FORWARD {"injected": 3, "failures": 0}\n')
     write(tests_out, "test_dist_faults.log", 'NCCL_FAULTS {"injected": 50, "failures": 0}\n'
-          'FAULTS_HOST_MEMORY {"injected": 7, "failures": 2}\nFAULTS_CUDA_RESOURCES {"injected": 5, "failures": 0}\n')
+          'FAULTS_HOST_MEMORY {"injected": 7, "failures": 2}\nFAULTS_CUDA_RESOURCES {"injected": 5, "failures": 0}\n'
+          'FAULTS_CUDA_CALLS {"injected": 4, "failures": 1}\n')
     rc, out = collect([tests_out, official, "aaaaaaa", "the tests command", "NVIDIA H200"])
     r = json.load(open(official))
-    check(rc == 0 and r["faults_injected"] == 145 and r["fault_failures"] == 3,
+    check(rc == 0 and r["faults_injected"] == 149 and r["fault_failures"] == 4,
           "the faults: the blocks' (their CUDA resources too), the steps', the forwards' and the data-parallel "
-          "path's host memory and CUDA resources added",
+          "path's host memory, CUDA resources and CUDA calls added",
           json.dumps(r))
     check(r["nccl_faults_injected"] == 50 and r["nccl_fault_failures"] == 0, "the NCCL calls' faults on their own")
     r["dead_rank_detected_s"] = 9.9  # as if an older two-GPU run had set it
