@@ -579,6 +579,44 @@ static void replay_failed_on_the_gpu_is_aborted(void **state) {
     no_leaks(); /* aborted: the attached communicator is gone too */
 }
 
+/* The communication stream fails (a sticky error on it) while a syncing graph's creation waits for the ranks'
+ * agreement, then in an attach's warm-up: each call returns GG_ERROR_NCCL naming itself and the stream's error, the
+ * communicator is aborted (the attached one with it), and eager calls work. */
+static void stream_failed_in_an_agreement_is_aborted(void **state) {
+    (void)state;
+    ncclComm_t comm = NULL;
+    gg_ctx *ctx = attached_ctx(&comm);
+    atomic_store(&fake.streams_error, (int)cudaErrorIllegalAddress);
+    gg_graph *g = NULL;
+    const gg_status st = tanh_graph(ctx, &g);
+    atomic_store(&fake.streams_error, 0);
+    assert_int_equal(st, GG_ERROR_NCCL);
+    assert_null(g);
+    const char *said = gg_last_error(ctx);
+    if (strncmp(said, "gg_tanh_gate_graph_create: ", 27) != 0 ||
+        !strstr(said, "the communication stream failed (an illegal memory access was encountered): the communicator "
+                      "is aborted"))
+        fail_msg("message: \"%s\"", said);
+    assert_int_equal(atomic_load(&fake_nccl.aborts), 1);
+    assert_int_equal(tanh_eager(ctx), GG_SUCCESS);
+    assert_int_equal(gg_dist_detach(ctx), GG_SUCCESS);
+    /* the same in the warm-up of an attach: refused, the communicator aborted, the context without one */
+    comm = fake_nccl_comm();
+    const gg_dist_config dc = dist_config();
+    atomic_store(&fake.streams_error, (int)cudaErrorIllegalAddress);
+    const gg_status attached = gg_dist_attach(ctx, comm, &dc);
+    atomic_store(&fake.streams_error, 0);
+    assert_int_equal(attached, GG_ERROR_NCCL);
+    said = gg_last_error(ctx);
+    if (strncmp(said, "gg_dist_attach: ", 16) != 0 || !strstr(said, "the warm-up all-reduce on rank 0 failed"))
+        fail_msg("message: \"%s\"", said);
+    assert_int_equal(atomic_load(&fake_nccl.aborts), 2);
+    assert_int_equal(gg_dist_size(ctx), 0);
+    assert_int_equal(tanh_eager(ctx), GG_SUCCESS);
+    gg_ctx_destroy(ctx);
+    no_leaks(); /* aborted: the attached communicators are gone too */
+}
+
 /* ---- gg_dist_abort from another thread ---- */
 typedef struct abort_job {
     gg_ctx *ctx;
@@ -1091,6 +1129,7 @@ int main(void) {
         cmocka_unit_test(reduce_refuses_host_memory),
         cmocka_unit_test(replay_past_the_step_deadline_is_aborted),
         cmocka_unit_test(replay_failed_on_the_gpu_is_aborted),
+        cmocka_unit_test(stream_failed_in_an_agreement_is_aborted),
         cmocka_unit_test(abort_from_another_thread),
         cmocka_unit_test(every_nccl_fault),
         cmocka_unit_test(every_host_memory_fault),
