@@ -827,35 +827,37 @@ static void life_fault_totals(life_fault f, const char *what, int hits, int miss
 static void every_life_fault(life_fault f) {
     int hits = 0, misses = failures;
     const int kinds = f == LIFE_CUDA_CALL ? (int)(sizeof life_cuda_kinds / sizeof life_cuda_kinds[0]) : 1;
-    for (int kind = 0; kind < kinds; ++kind)
-    for (int owned = 0; owned < 2; ++owned)
-        for (int k = 1;; ++k) {
-            life_kind = life_cuda_kinds[kind];
-            char path[96];
-            snprintf(path, sizeof path, "%s, %s%s%s", owned ? "made" : "attached", life_fault_names[f],
-                     f == LIFE_CUDA_CALL ? ": " : "", f == LIFE_CUDA_CALL ? fake_kind_names[life_kind] : "");
-            gg_ctx *ctx = make_ctx();
-            fake_nccl_reset(0, owned ? 1 : 2);
-            const int armed = arm_life_fault(f, k);
-            ncclComm_t comm = NULL;
-            char message[GG_MSG_BYTES] = "";
-            const gg_status st = life(ctx, owned, &comm, message, sizeof message);
-            const int hit = life_fault_hit(f, armed);
-            hits += hit;
-            /* the one fault a life goes on through: the watchdog's record after a replay, which leaves that replay
-             * unwatched and says so */
-            const int unwatched = f == LIFE_CUDA_CALL && life_kind == FAKE_EVENT_RECORD && st == GG_SUCCESS &&
-                                  not_watched > 0;
-            if (hit && !unwatched) check_life_fault(f, st, message, k, path);
-            else if (!hit)
-                check(st == GG_SUCCESS, 0, k, path, "no fault, status %s: %s", gg_status_string(st), message);
-            check(tanh_eager(ctx) == GG_SUCCESS, 0, k, path, "eager after the fault: %s", gg_last_error(ctx));
-            check(life(ctx, owned, &comm, message, sizeof message) == GG_SUCCESS, 0, k, path,
-                  "again after the fault: %s", message);
-            gg_ctx_destroy(ctx);
-            check_nothing_left(0, k, path, 0);
-            if (!hit) break;
-        }
+    for (int kind = 0; kind < kinds; ++kind) {
+        life_kind = life_cuda_kinds[kind]; /* used by LIFE_CUDA_CALL only */
+        for (int owned = 0; owned < 2; ++owned)
+            for (int k = 1;; ++k) {
+                char path[96];
+                snprintf(path, sizeof path, "%s, %s%s%s", owned ? "made" : "attached", life_fault_names[f],
+                         f == LIFE_CUDA_CALL ? ": " : "", f == LIFE_CUDA_CALL ? fake_kind_names[life_kind] : "");
+                gg_ctx *ctx = make_ctx();
+                fake_nccl_reset(0, owned ? 1 : 2);
+                const int armed = arm_life_fault(f, k);
+                ncclComm_t comm = NULL;
+                char message[GG_MSG_BYTES] = "";
+                const gg_status st = life(ctx, owned, &comm, message, sizeof message);
+                const int hit = life_fault_hit(f, armed);
+                hits += hit;
+                /* the one fault a life goes on through: the watchdog's record after a replay, which leaves that
+                 * replay unwatched and says so */
+                const int unwatched = f == LIFE_CUDA_CALL && life_kind == FAKE_EVENT_RECORD && st == GG_SUCCESS &&
+                                      not_watched > 0;
+                if (!hit)
+                    check(st == GG_SUCCESS, 0, k, path, "no fault, status %s: %s", gg_status_string(st), message);
+                else if (!unwatched)
+                    check_life_fault(f, st, message, k, path);
+                check(tanh_eager(ctx) == GG_SUCCESS, 0, k, path, "eager after the fault: %s", gg_last_error(ctx));
+                check(life(ctx, owned, &comm, message, sizeof message) == GG_SUCCESS, 0, k, path,
+                      "again after the fault: %s", message);
+                gg_ctx_destroy(ctx);
+                check_nothing_left(0, k, path, 0);
+                if (!hit) break;
+            }
+    }
     life_fault_totals(f, "along a data-parallel life", hits, misses);
 }
 

@@ -60,6 +60,11 @@ static gg_mlp_args mlp_args(int l) {
 }
 static float *const reduce_buffer = FAKE(100);
 
+/* Block 4 in its syncing graphs: 4096 tokens, its tensors at FAKE(100) .. FAKE(109). */
+static const gg_ssm_gate_desc ssm_desc = {.tokens = 4096, .hidden = 768, .expanded = 1536, .use_silu_gate = 1};
+static const gg_ssm_gate_args ssm_args = {FAKE(100), FAKE(101), FAKE(102), FAKE(103), FAKE(104),
+                                          FAKE(105), FAKE(106), FAKE(107), FAKE(108), FAKE(109)};
+
 static void contains(const char *message, const char *part) {
     if (!strstr(message, part)) fail_msg("\"%s\" does not say \"%s\"", message, part);
 }
@@ -530,9 +535,8 @@ static void syncing_ssm_gate_graph_and_past_its_buckets(void **state) {
     (void)state;
     ncclComm_t comm = NULL;
     gg_ctx *ctx = dist_ctx(&comm);
-    gg_ssm_gate_desc d = {.tokens = 4096, .hidden = 768, .expanded = 1536, .use_silu_gate = 1};
-    const gg_ssm_gate_args a = {FAKE(100), FAKE(101), FAKE(102), FAKE(103), FAKE(104),
-                                FAKE(105), FAKE(106), FAKE(107), FAKE(108), FAKE(109)};
+    gg_ssm_gate_desc d = ssm_desc;
+    const gg_ssm_gate_args a = ssm_args;
     gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
     gc.max_tokens = 4096;
     gc.eager_beyond_max = 1;
@@ -740,8 +744,6 @@ static void reduce_scatter_shards_each_gradient(void **state) {
 
 /* ---- (7) every collective ordered against every other access to its buffers ---- */
 
-
-
 /* A syncing step's first run, its capture logged with the collectives among the CUDA work: every operation that
  * touches a collective's buffers (a GEMM writing a weight gradient, a column sum at a bias gradient, the callback's
  * write of the caller's gradient) is ordered with it by the capture's streams and events, before it when enqueued
@@ -787,12 +789,9 @@ static void block_graph_collectives_ordered_against_their_buffers(void **state) 
             fake_log_start(); /* the run's capture only */
             st = gg_mlp_graph_run(g, &mlps[i], &a, NULL);
         } else {
-            const gg_ssm_gate_desc d = {.tokens = 4096, .hidden = 768, .expanded = 1536, .use_silu_gate = 1};
-            const gg_ssm_gate_args a = {FAKE(100), FAKE(101), FAKE(102), FAKE(103), FAKE(104),
-                                        FAKE(105), FAKE(106), FAKE(107), FAKE(108), FAKE(109)};
-            assert_int_equal(gg_ssm_gate_graph_create(ctx, &d, &gc, &g), GG_SUCCESS);
+            assert_int_equal(gg_ssm_gate_graph_create(ctx, &ssm_desc, &gc, &g), GG_SUCCESS);
             fake_log_start();
-            st = gg_ssm_gate_graph_run(g, &d, &a, NULL);
+            st = gg_ssm_gate_graph_run(g, &ssm_desc, &ssm_args, NULL);
         }
         fake_log_stop();
         assert_int_equal(st, GG_SUCCESS);
@@ -807,7 +806,6 @@ static void block_graph_collectives_ordered_against_their_buffers(void **state) 
         end_ctx(ctx, comm);
     }
 }
-
 
 /* With gg_dist_config.overlap off a syncing graph reduces its weight gradients after the block's whole backward
  * (gg_dist_finish): in an MLP graph's capture every collective comes after the last GEMM and kernel, still ordered

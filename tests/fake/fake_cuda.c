@@ -116,8 +116,7 @@ static fake_entry *log_entry(fake_op op, cudaStream_t stream) {
     e->stream = stream;
     return e;
 }
-enum { READS, WRITES, ATOMICALLY, MAYBE };
-static void log_range(fake_entry *e, const void *p, size_t bytes, int writes) {
+static void log_range(fake_entry *e, const void *p, size_t bytes, fake_access writes) {
     if (!e || !p || !bytes) return;
     if (e->n_ranges == FAKE_LOG_RANGES) {
         ++fake_log.truncated;
@@ -128,8 +127,8 @@ static void log_range(fake_entry *e, const void *p, size_t bytes, int writes) {
 void fake_log_collective(cudaStream_t stream, const void *send, size_t send_bytes, const void *recv,
                          size_t recv_bytes) {
     fake_entry *e = log_entry(FAKE_OP_COLLECTIVE, stream);
-    log_range(e, send, send_bytes, READS);
-    log_range(e, recv, recv_bytes, WRITES);
+    log_range(e, send, send_bytes, FAKE_READS);
+    log_range(e, recv, recv_bytes, FAKE_WRITES);
 }
 void fake_log_mark(int mark) {
     fake_entry *e = log_entry(FAKE_OP_MARK, NULL);
@@ -251,11 +250,13 @@ static void log_kernel_args(fake_entry *e, const void *fn, void **args) {
             const void *at = args[arg++];
             if (is_pointer_type(b, p)) {
                 log_range(e, (const void *)peek_word(at), 1,
-                          points_to_const(b, p) ? READS : points_to_unsigned(b, p) ? ATOMICALLY : WRITES);
+                          points_to_const(b, p)      ? FAKE_READS
+                          : points_to_unsigned(b, p) ? FAKE_ATOMICALLY
+                                                     : FAKE_WRITES);
             } else if (!is_scalar_type(b, p) && (uintptr_t)at % sizeof(uintptr_t) == 0) {
                 for (size_t off = 0; off < FAKE_CLASS_SCAN; off += sizeof(uintptr_t)) {
                     const uintptr_t w = peek_word((const char *)at + off);
-                    if (w) log_range(e, (const void *)w, 1, MAYBE); /* a class's words, or the frame's past it */
+                    if (w) log_range(e, (const void *)w, 1, FAKE_MAYBE); /* a class's words, or the frame's past it */
                 }
             }
         }
@@ -461,8 +462,8 @@ cudaError_t __wrap_cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enu
     ++fake.cuda_calls;
     ++fake.enqueued;
     fake_entry *e = log_entry(FAKE_OP_MEMCPY, stream);
-    log_range(e, src, bytes, READS);
-    log_range(e, dst, bytes, WRITES);
+    log_range(e, src, bytes, FAKE_READS);
+    log_range(e, dst, bytes, FAKE_WRITES);
     if (kind == cudaMemcpyDeviceToHost && fake.on_copy_to_host) fake.on_copy_to_host(dst, bytes);
     return cudaSuccess;
 }
@@ -504,7 +505,7 @@ cudaError_t __wrap_cudaMemsetAsync(void *dst, int value, size_t bytes, cudaStrea
     (void)value;
     ++fake.cuda_calls;
     ++fake.enqueued;
-    log_range(log_entry(FAKE_OP_MEMSET, stream), dst, bytes, WRITES);
+    log_range(log_entry(FAKE_OP_MEMSET, stream), dst, bytes, FAKE_WRITES);
     return cudaSuccess;
 }
 cudaError_t __wrap_cudaMemGetInfo(size_t *free_bytes, size_t *total) {
@@ -980,13 +981,13 @@ cublasStatus_t __wrap_cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d,
     if (b) previous_matmul.b = *(const fake_layout *)b;
     fake_entry *e = log_entry(FAKE_OP_MATMUL, stream);
     if (!e) return CUBLAS_STATUS_SUCCESS;
-    log_range(e, A, layout_bytes(a), READS);
-    log_range(e, B, layout_bytes(b), READS);
-    log_range(e, C, layout_bytes(c), READS);
-    log_range(e, D, layout_bytes(dl), WRITES);
-    log_range(e, ws, ws_bytes, WRITES);
+    log_range(e, A, layout_bytes(a), FAKE_READS);
+    log_range(e, B, layout_bytes(b), FAKE_READS);
+    log_range(e, C, layout_bytes(c), FAKE_READS);
+    log_range(e, D, layout_bytes(dl), FAKE_WRITES);
+    log_range(e, ws, ws_bytes, FAKE_WRITES);
     const fake_desc *fd = (const fake_desc *)d;
-    log_range(e, fd->bias, 1, WRITES); /* read or written by the epilogue: the order is checked either way */
-    log_range(e, fd->aux, 1, WRITES);
+    log_range(e, fd->bias, 1, FAKE_WRITES); /* read or written by the epilogue: the order is checked either way */
+    log_range(e, fd->aux, 1, FAKE_WRITES);
     return CUBLAS_STATUS_SUCCESS;
 }

@@ -157,11 +157,18 @@ typedef enum fake_op {
 
 enum { FAKE_LOG_RANGES = 32, FAKE_CLASS_SCAN = 128 };
 
+/* How an operation touches a range. */
+typedef enum fake_access {
+    FAKE_READS,      /* it reads it */
+    FAKE_WRITES,     /* it may write it (a kernel's pointer to non-const, a GEMM's D, a copy's dst, ...) */
+    FAKE_ATOMICALLY, /* a kernel's unsigned int *: the counters and flags kernels update atomically */
+    FAKE_MAYBE       /* a word found in a kernel's class argument (or past it, in the launching frame): maybe an
+                        address */
+} fake_access;
+
 typedef struct fake_range {
     uintptr_t lo, hi; /* [lo, hi) */
-    int writes; /* 1: the operation may write it (a kernel's pointer to non-const, a GEMM's D, a copy's dst, ...); 2: a
-                   kernel's unsigned int *, the counters and flags kernels update atomically; 0: it reads it; 3: a
-                   word found in a kernel's class argument (or past it, in the launching frame): maybe an address */
+    fake_access writes;
 } fake_range;
 
 typedef struct fake_entry {

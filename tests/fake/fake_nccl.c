@@ -59,7 +59,7 @@ void fake_nccl_reset(int rank, int size) {
 
 void fake_nccl_clear_log(void) { fake_nccl.logged = 0; }
 
-/* Appends a call to the log, with where it stands among the CUDA fakes' work; returns its result. */
+/* The bytes of one element of `type`. */
 static size_t type_bytes(ncclDataType_t type) {
     switch (type) {
     case ncclInt8: case ncclUint8: return 1;
@@ -69,6 +69,8 @@ static size_t type_bytes(ncclDataType_t type) {
     }
 }
 
+/* Appends a call to the log, with where it stands among the CUDA fakes' work (a collective also to fake_log, with its
+ * buffers' extents); returns its result. */
 static ncclResult_t logged(fake_nccl_call call, ncclResult_t result) {
     if (call.what >= FNC_ALL_REDUCE && (result == ncclSuccess || result == ncclInProgress)) {
         /* the buffers' extents: a reduce-scatter sends, an all-gather receives, an all-to-all both, `size` counts */

@@ -67,9 +67,9 @@ static int clock_ops(clocked *ops) {
 static int conflict(const fake_entry *a, const fake_entry *b) {
     for (int i = 0; i < a->n_ranges; ++i)
         for (int j = 0; j < b->n_ranges; ++j)
-            if (a->ranges[i].writes != 3 && b->ranges[j].writes != 3 &&
-                (a->ranges[i].writes == 1 || b->ranges[j].writes == 1) && a->ranges[i].lo < b->ranges[j].hi &&
-                b->ranges[j].lo < a->ranges[i].hi)
+            if (a->ranges[i].writes != FAKE_MAYBE && b->ranges[j].writes != FAKE_MAYBE &&
+                (a->ranges[i].writes == FAKE_WRITES || b->ranges[j].writes == FAKE_WRITES) &&
+                a->ranges[i].lo < b->ranges[j].hi && b->ranges[j].lo < a->ranges[i].hi)
                 return 1;
     return 0;
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """test_troubleshooting.py - docs/troubleshooting.md quotes the library's messages: every quoted part in the left
 column of its tables must still occur, to the letter, in the sources that write the messages (src/, graphs/; a number
-in the quote may stand for a printf conversion there), so the page cannot drift from what users see. Usage: test_troubleshooting.py REPO_ROOT"""
+in the quote may stand for a printf conversion there), so the page cannot drift from what users see.
+Usage: test_troubleshooting.py REPO_ROOT"""
 import glob
 import os
 import re
