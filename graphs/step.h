@@ -1,7 +1,7 @@
 /*
  * step.h - step graphs (the public gg_step): a model's backward, an ordered list of block calls and callbacks,
  * captured as one CUDA graph per bucket. The public gg_step_add_<block> (src/api) hand the block's table to
- * gg_step_add_block; the rest of the public gg_step_* live in step.c.
+ * gg_step_add_block; the rest of the public gg_step_* live in step.c and the parts step_internal.h lists.
  */
 #ifndef GG_STEP_H
 #define GG_STEP_H

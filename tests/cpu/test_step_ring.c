@@ -1,20 +1,19 @@
 /*
- * test_step_ring.c - the scratch ring of step graphs (graphs/step.c) on the CUDA fakes: block calls that may run
- * at the same time never share a scratch slot. Every capture of steps of 4 to 12 MLP and SSM-gate calls (each
- * kind alone and mixed), with 1 to 3 side streams and 1 to 4 slots, at every bucket, is logged by fake_cuda
- * (fake_log: each enqueued operation with its stream, event records and waits, the device ranges of GEMMs,
- * memsets and copies, and the pointer arguments of kernels), and cut into block calls by step.c's test hook. The
- * happens-before relation of the captured graph is built as stream capture makes it: program order on each
- * stream, and an edge from an event's last record to each wait on it. Then every pair of operations of two
- * different block calls that touch the same slot (its scratch bytes or its reduction counters) must be ordered.
- * Also checked: each call touches no slot but its own (block index mod K), every slot is used, and every stream
- * in the capture joined it through a recorded event. The negative control drops the slot wait
- * (gg_step_test.skip_slot_wait) and must find violations. Every capture is also checked for races over all the bytes
- * it touches, slots or not (fake_order.h: two operations on the same bytes, one writing, neither before the other),
- * which the negative control makes too. What the fake cannot see: where a kernel reaches from the pointers it is
- * handed (a kernel's use of a slot is found by its pointer arguments falling in the slot). Prints `RING_PROOF
- * {"steps": n, "captures": c, "pairs_checked": m, "violations": 0, "negative_control_violations": k, ...,
- * "race_pairs": p, "races": 0, "negative_control_races": q}`.
+ * test_step_ring.c - the scratch ring of step graphs (graphs/step_capture.c) on the CUDA fakes: block calls that may
+ * run at the same time never share a scratch slot. Every capture of steps of 4 to 12 MLP and SSM-gate calls (each kind
+ * alone and mixed), with 1 to 3 side streams and 1 to 4 slots, at every bucket, is logged by fake_cuda (fake_log: each
+ * enqueued operation with its stream, event records and waits, the device ranges of GEMMs, memsets and copies, and the
+ * pointer arguments of kernels), and cut into block calls by step_capture.c's test hook. The happens-before relation of
+ * the captured graph is built as stream capture makes it: program order on each stream, and an edge from an event's
+ * last record to each wait on it. Then every pair of operations of two different block calls that touch the same slot
+ * (its scratch bytes or its reduction counters) must be ordered. Also checked: each call touches no slot but its own
+ * (block index mod K), every slot is used, and every stream in the capture joined it through a recorded event. The
+ * negative control drops the slot wait (gg_step_test.skip_slot_wait) and must find violations. Every capture is also
+ * checked for races over all the bytes it touches, slots or not (fake_order.h: two operations on the same bytes, one
+ * writing, neither before the other), which the negative control makes too. What the fake cannot see: where a kernel
+ * reaches from the pointers it is handed (a kernel's use of a slot is found by its pointer arguments falling in the
+ * slot). Prints `RING_PROOF {"steps": n, "captures": c, "pairs_checked": m, "violations": 0,
+ * "negative_control_violations": k, ..., "race_pairs": p, "races": 0, "negative_control_races": q}`.
  */
 #include <setjmp.h>
 #include <stdarg.h>

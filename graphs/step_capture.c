@@ -1,0 +1,225 @@
+/* step_capture.c - one bucket's backward enqueued on the capturing stream: per block call its scratch slot and side
+ * stream, the waits for earlier calls' deferred work, the padding rows zeroed, the reductions launched as gradients
+ * become final, every branch joined at the end; and the graph a replay builds from it (one bucket, or every bucket
+ * behind the device-side selection). */
+#include "step_internal.h"
+
+#include <nvtx3/nvToolsExt.h>
+
+#include "kernels/gg_kernels.h"
+
+/* The main stream waits for op's deferred branches (once per capture). */
+static gg_status join_op(gg_ctx *ctx, step_op *op, cudaStream_t main) {
+    if (op->joined) return GG_SUCCESS;
+    op->joined = 1;
+    if (op->deferred & GG_DEFERRED_SIDE) GG_CUDA_TRY(ctx, cudaStreamWaitEvent(main, op->ev_join, 0));
+    if (op->deferred & GG_DEFERRED_AUX) GG_CUDA_TRY(ctx, cudaStreamWaitEvent(main, op->ev_aux_join, 0));
+    return GG_SUCCESS;
+}
+
+/* Test hooks (step.h): read here, set only by tests/cpu/test_step_ring.c; zero, they change nothing. */
+gg_step_test_hooks gg_step_test;
+
+/* Slot slot's (> 0) scratch in the ring; NULL when the step's calls need no scratch (no ring). */
+static void *slot_scratch(const gg_step *s, int slot) {
+    return s->ring ? (char *)s->ring + s->slot_bytes * (size_t)(slot - 1) : NULL;
+}
+
+int gg_step_slot_region(const gg_step *s, int slot, void **scratch, size_t *scratch_bytes, void **counter,
+                        size_t *counter_bytes) {
+    *scratch = slot > 0 ? slot_scratch(s, slot) : s->ctx->scratch;
+    *counter = slot > 0 ? s->counters + (size_t)GG_COUNTER_REDUCTION_WORDS * (size_t)(slot - 1) : s->ctx->counter;
+    *scratch_bytes = s->slot_bytes;
+    *counter_bytes = sizeof(unsigned) * GG_COUNTER_REDUCTION_WORDS;
+    return s->slots;
+}
+
+/* What block call `op` runs with: slot block % K, side stream block % S (none: the main stream). */
+static gg_exec_res op_res(const gg_step *s, step_op *op, cudaStream_t main) {
+    const gg_ctx *ctx = s->ctx;
+    gg_exec_res r = gg_exec_res_ctx(ctx, main);
+    const int slot = op->block % s->slots;
+    if (slot > 0) {
+        r.scratch = slot_scratch(s, slot);
+        r.counter = s->counters + (size_t)GG_COUNTER_REDUCTION_WORDS * (size_t)(slot - 1);
+    }
+    const int k = s->sides ? op->block % s->sides : 0;
+    r.side = s->sides ? s->side[k] : main;
+    r.aux = s->sides ? s->aux[k] : main;
+    r.workspace[1] = s->sides ? s->workspace[k] : ctx->workspace[1];
+    r.ev_join = op->ev_join;
+    r.ev_aux_join = op->ev_aux_join;
+    r.defer_join = 1;
+    r.deferred = &op->deferred;
+    return r;
+}
+
+/* Rows tokens .. bucket-1 of the first block call's grad_output (tensor 0 of every block) are zeroed; with
+ * device_rows, rows M .. bucket-1 for the M the GPU reads there when the graph runs. */
+static gg_status zero_padding(gg_ctx *ctx, const gg_block_call *c, int64_t tokens, const int64_t *device_rows,
+                              int64_t bucket, cudaStream_t st) {
+    const size_t row = (size_t)gg_extent_value(c, c->info->tensors[0].cols) * c->info->tensors[0].elem_bytes;
+    if (device_rows)
+        GG_CUDA_TRY(ctx, gg_k_zero_rows(c->t[0], (int64_t)row, device_rows, bucket, ctx->sm_count, st));
+    else if (tokens < bucket)
+        GG_CUDA_TRY(ctx, cudaMemsetAsync((char *)c->t[0] + row * (size_t)tokens, 0, row * (size_t)(bucket - tokens),
+                                         st));
+    return GG_SUCCESS;
+}
+
+/* Bucket b is launched: every gradient it completes (its last piece) goes to the final calls' early hooks, on the
+ * communication stream behind the bucket. */
+static gg_status gradients_reduced(gg_step *s, int b) {
+    const gg_reduce_bucket *k = &s->layout.buckets[b];
+    for (int p = k->first; p < k->first + k->n; ++p) {
+        const gg_reduce_piece *piece = &s->layout.pieces[p];
+        const gg_reduce_grad *g = &s->grads[piece->grad];
+        if (piece->offset + piece->count != g->count) continue; /* not its last piece */
+        for (int i = 0; i < s->n_ops; ++i)
+            if (s->ops[i].kind == OP_FINAL && s->ops[i].final.early)
+                GG_TRY(s->ops[i].final.early(s->ops[i].final.user, g->ptr, g->count, g->elem_bytes,
+                                             s->ctx->dist->stream));
+    }
+    return GG_SUCCESS;
+}
+
+/* The buckets whose last gradient call i produced (*next: the first bucket not launched yet) go to the
+ * communication stream, after call i's work on main and its deferred weight-gradient branches. */
+static gg_status launch_ready(gg_step *s, int i, cudaStream_t main, int *next, int *forked) {
+    const step_op *op = &s->ops[i];
+    cudaEvent_t events[2];
+    int n = 0;
+    if (op->kind == OP_BLOCK && (op->deferred & GG_DEFERRED_SIDE)) events[n++] = op->ev_join;
+    if (op->kind == OP_BLOCK && (op->deferred & GG_DEFERRED_AUX)) events[n++] = op->ev_aux_join;
+    for (; *next < s->layout.n_buckets && s->layout.buckets[*next].ready == i; ++*next) {
+        *forked = 1;
+        GG_TRY(gg_dist_step_bucket(s->ctx, &s->layout, s->grads, *next, main, events, n));
+        GG_TRY(gradients_reduced(s, *next));
+    }
+    return GG_SUCCESS;
+}
+
+/* Enqueues the whole backward at `bucket` rows on main (capturing); the real rows are tokens, or with device_rows
+ * the M the GPU reads there; sync: the gradients are reduced across the ranks as they are final. */
+static gg_status enqueue_step(gg_step *s, int64_t tokens, const int64_t *device_rows, int64_t bucket, int accumulate,
+                              int sync, cudaStream_t main) {
+    gg_ctx *ctx = s->ctx;
+    gg_status status = GG_SUCCESS;
+    int first_block = 1, next_bucket = 0, forked = 0;
+    if (sync) gg_step_list_grads(s, s->grads); /* the pointers as they are now (gg_step_set_args) */
+    for (int i = 0; i < s->n_ops; ++i) {
+        s->ops[i].deferred = 0, s->ops[i].joined = 0;
+        if (s->ops[i].kind == OP_FINAL && s->ops[i].final.begin) s->ops[i].final.begin(s->ops[i].final.user);
+    }
+    for (int i = 0; i < s->n_ops && status == GG_SUCCESS; ++i) {
+        step_op *op = &s->ops[i];
+        if (sync && op->kind == OP_REDUCE) status = launch_ready(s, i, main, &next_bucket, &forked);
+        if (op->kind == OP_REDUCE) continue; /* final on main here: launched above */
+        if (op->kind == OP_FINAL) { /* every earlier gradient final on main first: computed, and reduced */
+            for (int e = 0; e < i && status == GG_SUCCESS; ++e)
+                if (s->ops[e].kind == OP_BLOCK) status = join_op(ctx, &s->ops[e], main);
+            if (status == GG_SUCCESS && forked) status = gg_dist_step_join(ctx, main);
+            if (status == GG_SUCCESS) status = op->final.run(op->final.user, main);
+            continue;
+        }
+        if (op->kind == OP_CALLBACK) {
+            op->fn(op->user, (gg_stream)main, bucket);
+            enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+            const cudaError_t err = cudaStreamIsCapturing(main, &cs);
+            if (err != cudaSuccess || cs != cudaStreamCaptureStatusActive)
+                status = gg_fail(ctx, GG_ERROR_CUDA,
+                                 "gg_step_run: the callback of call %d broke the capture (%s): a callback may only "
+                                 "enqueue capturable work on the stream it is handed",
+                                 i, err != cudaSuccess ? cudaGetErrorName(err) : "capture invalidated");
+            continue;
+        }
+        gg_block_call c = op->call;
+        c.tokens = bucket;
+        c.accumulate = accumulate;
+        gg_block_plan *plan = NULL;
+        status = gg_block_plan_for(ctx, &c, &plan); /* made at finalize: a lookup */
+        if (status == GG_SUCCESS && first_block) status = zero_padding(ctx, &c, tokens, device_rows, bucket, main);
+        first_block = 0;
+        /* the slot's previous user, and every earlier call whose deferred work this one would disturb */
+        for (int e = 0; e < i && status == GG_SUCCESS; ++e) {
+            step_op *a = &s->ops[e];
+            if (a->kind != OP_BLOCK || a->joined || !a->deferred) continue;
+            const int slot_wait = a->block == op->block - s->slots && !gg_step_test.skip_slot_wait;
+            if (slot_wait || gg_step_hazard(&a->call, &op->call)) status = join_op(ctx, a, main);
+        }
+        if (status != GG_SUCCESS) break;
+        const gg_exec_res r = op_res(s, op, main);
+        c.res = &r;
+        if (gg_step_test.before_block) gg_step_test.before_block(op->block);
+        nvtxRangePushA(c.info->fn);
+        status = c.info->enqueue(ctx, plan, &c, main);
+        nvtxRangePop();
+        if (status == GG_SUCCESS && sync) status = launch_ready(s, i, main, &next_bucket, &forked);
+    }
+    if (forked) { /* the communication stream rejoins main, on every path */
+        const gg_status joined = gg_dist_step_join(ctx, main);
+        if (status == GG_SUCCESS) status = joined;
+    }
+    /* every forked stream rejoins main, or the capture could not end */
+    for (int i = 0; i < s->n_ops; ++i) {
+        if (s->ops[i].kind != OP_BLOCK) continue;
+        const gg_status joined = join_op(ctx, &s->ops[i], main);
+        if (status == GG_SUCCESS) status = joined;
+    }
+    return status;
+}
+
+typedef struct step_body {
+    gg_step *s;
+    int64_t tokens;
+    const int64_t *device_rows;
+    int64_t bucket;
+    int accumulate, sync;
+} step_body;
+
+static gg_status enqueue_step_body(void *user, cudaStream_t stream) {
+    const step_body *d = user;
+    return enqueue_step(d->s, d->tokens, d->device_rows, d->bucket, d->accumulate, d->sync, stream);
+}
+
+/* Captures bucket b's step into *graph (gg_capture: a new graph, or a SWITCH node's body). */
+static gg_status capture(gg_step *s, int64_t tokens, const int64_t *device_rows, int b, int accumulate, int sync,
+                         cudaGraph_t *graph) {
+    step_body d = {s, tokens, device_rows, s->buckets[b], accumulate, sync};
+    return gg_capture(s->ctx, enqueue_step_body, &d, graph);
+}
+
+typedef struct device_branch {
+    gg_step *s;
+    const int64_t *device_tokens;
+    int accumulate;
+} device_branch;
+
+static gg_status capture_branch(void *user, int b, cudaGraph_t body) {
+    const device_branch *d = user;
+    return capture(d->s, 0, d->device_tokens, b, d->accumulate, 0, &body); /* never syncs: run_device refuses */
+}
+
+/* ---- the graph a replay builds ---- */
+
+gg_status gg_step_build_graph(void *user, cudaGraph_t *graph) {
+    const gg_step_build *x = user;
+    gg_step *s = x->s;
+    gg_ctx *ctx = s->ctx;
+    /* slot 0 is the context's arena: it holds a slot unless a failed allocation lost it since finalize */
+    GG_TRY(gg_ctx_reserve_scratch(ctx, s->slot_bytes));
+    gg_status status;
+    if (x->device_tokens) {
+        device_branch d = {s, x->device_tokens, x->accumulate};
+        status = gg_switch_graph_build(ctx, x->device_tokens, s->device_buckets, s->n_buckets, gg_step_max_tokens(s),
+                                       s->device_errors, capture_branch, &d, graph);
+    } else {
+        status = capture(s, x->tokens, NULL, x->b, x->accumulate, (x->key->flags & KEY_SYNC) != 0, graph);
+    }
+    if (status == GG_SUCCESS)
+        gg_log(ctx, GG_LOG_DEBUG, "%s: captured %s (pointer set %llu, accumulate %d%s)", x->fn,
+               x->device_tokens ? "every bucket, device-selected" : "a bucket",
+               (unsigned long long)(uintptr_t)x->key->ptr[0], x->accumulate,
+               x->key->flags & KEY_PADDED ? ", padded" : "");
+    return status;
+}
