@@ -3,7 +3,7 @@
    collect_step.py --ddp RESULT [--commit SHA] [--torch TORCH_DDP_JSON] DDP_JSON... - fills the models' "ddp" in
    RESULT from the multigpu stage (each "ddp" records SHA as its "commit": RESULT's own commit is the step stage's),
    with PyTorch DDP's figures on the same model (bench/peers/step_ddp_torch.py) as "torch_ddp_speedup" and
-   "torch_ddp".
+   "torch_ddp" (its variant with the shorter backward: eager or CUDA-graphed), and both as "torch_ddp_variants".
 
 Reads model_backward's JSON per model (OUT/step-<model>.json: the step configurations it swept, side streams x
 scratch slots, each checked and timed in interleaved rounds; the fastest is the step graph's time), the timeline
@@ -75,7 +75,10 @@ if len(sys.argv) > 2 and sys.argv[1] == "--ddp":
         m = model(t["name"])
         m["ddp"] = dict(m.get("ddp") or {}, torch_ddp_speedup=t["torch_ddp"]["speedup"],
                         torch_ddp=dict(t["torch_ddp"], torch=torch_ddp.get("torch")))
-        print(f"{result}: {t['name']}: PyTorch DDP speedup {t['torch_ddp']['speedup']:.2f}x")
+        if "torch_ddp_variants" in t:  # eager and CUDA-graphed; torch_ddp is the one with the shorter backward
+            m["ddp"]["torch_ddp_variants"] = t["torch_ddp_variants"]
+        print(f"{result}: {t['name']}: PyTorch DDP speedup {t['torch_ddp']['speedup']:.2f}x "
+              f"({t['torch_ddp'].get('variant', 'eager')})")
     with open(result, "w") as f:
         json.dump(doc, f, indent=1)
     sys.exit(0)

@@ -52,8 +52,10 @@ with tempfile.TemporaryDirectory() as d:
     json.dump(ddp_run, open(os.path.join(d, "step-ddp-small.json"), "w"))
     merged = os.path.join(d, "merged.json")
     json.dump(doc, open(merged, "w"))
-    torch_ddp = {"torch": "2.11", "gpus": 2, "models": [{"name": "residual_mlp_small", "torch_ddp": {
-        "gpus": 2, "speedup": 1.71, "step_us": 2100.0, "step_us_no_sync": 1795.5}}]}
+    graphed = {"gpus": 2, "variant": "cuda_graph", "speedup": 1.71, "step_us": 2100.0, "step_us_no_sync": 1795.5}
+    eager = {"gpus": 2, "variant": "eager", "speedup": 1.64, "step_us": 2250.0, "step_us_no_sync": 1845.0}
+    torch_ddp = {"torch": "2.11", "gpus": 2, "models": [{"name": "residual_mlp_small", "torch_ddp": graphed,
+                                                         "torch_ddp_variants": [eager, graphed]}]}
     json.dump(torch_ddp, open(os.path.join(d, "step-ddp-torch.json"), "w"))
     p = subprocess.run([sys.executable, os.path.join(root, "scripts", "collect_step.py"), "--ddp", merged, "--commit",
                         "def5678", "--torch", os.path.join(d, "step-ddp-torch.json"),
@@ -66,6 +68,8 @@ check(ddp.get("speedup") == 1.93 and ddp.get("commit") == "def5678" and ddp.get(
       "--ddp: the two-GPU figures and their commit in the model's ddp")
 check(ddp.get("torch_ddp_speedup") == 1.71 and ddp.get("torch_ddp", {}).get("step_us") == 2100.0,
       "--ddp --torch: PyTorch DDP's speedup beside gradgraph's")
+check([v.get("variant") for v in ddp.get("torch_ddp_variants", [])] == ["eager", "cuda_graph"],
+      "--ddp --torch: both of PyTorch DDP's variants kept")
 check(after["commit"] == "abc1234" and merged_models["residual_mlp_small"]["step_us"] ==
       {m["name"]: m for m in doc["models"]}["residual_mlp_small"]["step_us"],
       "--ddp: the step stage's commit and figures kept")
