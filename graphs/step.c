@@ -63,6 +63,7 @@ void gg_step_destroy(gg_step *s) {
     if (s->holds_nccl) gg_dist_graph_released(s->ctx);
     gg_reduce_layout_free(&s->layout);
     free(s->grads);
+    free(s->bucket_waits);
     gg_ptrset_free(&s->ptrsets);
     free(s->ptrset_row);
     gg_ctx_hook_remove(s->ctx, &s->hook);

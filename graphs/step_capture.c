@@ -83,17 +83,32 @@ static gg_status gradients_reduced(gg_step *s, int b) {
     return GG_SUCCESS;
 }
 
+/* What bucket b waits for beside the main stream, into events (room for two per call): the deferred weight-gradient
+ * branches of every call that produced one of its pieces and that main does not wait for yet. Not only the last
+ * producer's: a bucket spans calls, and an earlier call's branch on another side stream may still be writing its
+ * gradient. Returns how many. */
+static int bucket_waits(const gg_step *s, int b, cudaEvent_t *events) {
+    const gg_reduce_bucket *k = &s->layout.buckets[b];
+    int n = 0, last = -1;
+    for (int p = k->first; p < k->first + k->n; ++p) {
+        const int producer = s->grads[s->layout.pieces[p].grad].producer;
+        if (producer == last) continue; /* pieces in production order: one producer's are adjacent */
+        last = producer;
+        const step_op *op = &s->ops[producer];
+        if (op->kind != OP_BLOCK || op->joined) continue; /* its gradients are final on main */
+        if (op->deferred & GG_DEFERRED_SIDE) events[n++] = op->ev_join;
+        if (op->deferred & GG_DEFERRED_AUX) events[n++] = op->ev_aux_join;
+    }
+    return n;
+}
+
 /* The buckets whose last gradient call i produced (*next: the first bucket not launched yet) go to the
- * communication stream, after call i's work on main and its deferred weight-gradient branches. */
+ * communication stream, after the work on main so far and the deferred branches of each bucket's producers. */
 static gg_status launch_ready(gg_step *s, int i, cudaStream_t main, int *next, int *forked) {
-    const step_op *op = &s->ops[i];
-    cudaEvent_t events[2];
-    int n = 0;
-    if (op->kind == OP_BLOCK && (op->deferred & GG_DEFERRED_SIDE)) events[n++] = op->ev_join;
-    if (op->kind == OP_BLOCK && (op->deferred & GG_DEFERRED_AUX)) events[n++] = op->ev_aux_join;
     for (; *next < s->layout.n_buckets && s->layout.buckets[*next].ready == i; ++*next) {
         *forked = 1;
-        GG_TRY(gg_dist_step_bucket(s->ctx, &s->layout, s->grads, *next, main, events, n));
+        const int n = bucket_waits(s, *next, s->bucket_waits);
+        GG_TRY(gg_dist_step_bucket(s->ctx, &s->layout, s->grads, *next, main, s->bucket_waits, n));
         GG_TRY(gradients_reduced(s, *next));
     }
     return GG_SUCCESS;

@@ -58,13 +58,17 @@ static gg_status make_layout(gg_step *s, const char *fn) {
     gg_step_list_grads(s, s->grads);
     if (gg_reduce_layout_make(s->grads, s->n_grads, ctx->dist->config.bucket_bytes, whole, &s->layout) != 0)
         return gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "%s: out of host memory (the reduction's buckets)", fn);
+    s->bucket_waits = calloc((size_t)2 * (size_t)s->n_ops, sizeof *s->bucket_waits);
+    if (!s->bucket_waits) return gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
     return GG_SUCCESS;
 }
 
 static void drop_layout(gg_step *s) {
     gg_reduce_layout_free(&s->layout);
     free(s->grads);
+    free(s->bucket_waits);
     s->grads = NULL;
+    s->bucket_waits = NULL;
     s->n_grads = 0;
 }
 

@@ -66,6 +66,7 @@ struct gg_step {
     gg_reduce_grad *grads;   /* every gradient to reduce, in production order (pointers refreshed at capture) */
     int n_grads;
     gg_reduce_layout layout;
+    cudaEvent_t *bucket_waits; /* room for the events one bucket waits for: two per call (step_capture.c) */
 };
 
 /* The largest bucket's tokens: the rows every buffer of the step holds. */

@@ -713,7 +713,7 @@ GG_API gg_status gg_graph_debug_dot(gg_graph *graph, int bucket, const char *pat
  * produced (the step's call order, which is backward order), into buckets of at most gg_dist_config.bucket_bytes
  * across layer boundaries (a gradient larger than a bucket is split into bucket-sized pieces; with reduce-scatter it
  * is reduced whole). Each bucket is one NCCL group of in-place collectives per gradient (no copies), launched on
- * the context's communication stream as soon as the call that produces its last gradient has finished (its weight-
+ * the context's communication stream as soon as the calls that produce its gradients have finished (their weight-
  * gradient streams' events), so it overlaps the rest of the backward; the step's stream waits for the communication
  * stream once, at the step's end. op (mean or sum) and sync (all-reduce or reduce-scatter) are gg_dist_config's;
  * copy_engines and comm_sms do not apply to steps (NCCL's own collectives, on SMs). Activation gradients stay local.

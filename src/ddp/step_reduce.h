@@ -63,8 +63,9 @@ void gg_fingerprint_layout(uint64_t *hash, const gg_reduce_layout *layout);
 gg_status gg_dist_step_agree(gg_ctx *ctx, const char *fn, int ok, uint64_t fingerprint);
 
 /* Launches bucket b of layout on the communication stream (capturing): it waits for everything on main so far and
- * for the n events (the producer's weight-gradient branches), then one NCCL group with one in-place collective per
- * piece (the context's op and sync). The communication stream is left forked from main: gg_dist_step_join ends it. */
+ * for the n events (the weight-gradient branches of the bucket's producers), then one NCCL group with one in-place
+ * collective per piece (the context's op and sync). The communication stream is left forked from main:
+ * gg_dist_step_join ends it. */
 gg_status gg_dist_step_bucket(gg_ctx *ctx, const gg_reduce_layout *layout, const gg_reduce_grad *grads, int b,
                               cudaStream_t main, const cudaEvent_t *events, int n);
 

@@ -47,6 +47,8 @@ enum { LAYERS = 3, HIDDEN = 256, FFN = 1024, REDUCE_COUNT = 5000, TOKENS = 512 }
 /* 1 MiB weight gradients in pieces of 99968 floats (bucket_bytes rounded down to 256 bytes): three each, the last
  * piece of one gradient sharing a bucket with the next gradient's first */
 #define BUCKET_BYTES ((size_t)400000)
+/* What dist_ctx_with gives the communicator: BUCKET_BYTES, unless a test wants other buckets (and restores it). */
+static size_t bucket_bytes = BUCKET_BYTES;
 
 static const gg_mlp_desc mlp = {.tokens = 1, .hidden = HIDDEN, .ffn = FFN, .precision = GG_PRECISION_FP32};
 
@@ -74,7 +76,7 @@ static void loss_callback(void *user, gg_stream stream, int64_t tokens) { (void)
 /* The fake device of the current group run: 0 (no sm_90a routes) or 90 (an H100/H200: the Hopper kernels' routes). */
 static int device_cc;
 
-/* A context on the fakes with a fake communicator attached with dc (cpus left unbound, BUCKET_BYTES) as `rank` of
+/* A context on the fakes with a fake communicator attached with dc (cpus left unbound, bucket_bytes) as `rank` of
  * `size` (*comm: the caller's to destroy; its messages at INFO and above to log, when given). */
 static gg_ctx *dist_ctx_with(ncclComm_t *comm, gg_dist_config dc, int rank, int size, gg_log_fn log) {
     fake_reset(2);
@@ -89,7 +91,7 @@ static gg_ctx *dist_ctx_with(ncclComm_t *comm, gg_dist_config dc, int rank, int 
     assert_int_equal(gg_ctx_create(&c, &ctx), GG_SUCCESS);
     fake_nccl_reset(rank, size);
     dc.bind_cpus = 0;
-    dc.bucket_bytes = BUCKET_BYTES;
+    dc.bucket_bytes = bucket_bytes;
     *comm = fake_nccl_comm();
     assert_int_equal(gg_dist_attach(ctx, *comm, &dc), GG_SUCCESS);
     return ctx;
@@ -748,26 +750,33 @@ static void reduce_scatter_shards_each_gradient(void **state) {
  * touches a collective's buffers (a GEMM writing a weight gradient, a column sum at a bias gradient, the callback's
  * write of the caller's gradient) is ordered with it by the capture's streams and events, before it when enqueued
  * before it and after it when enqueued after: a bucket is reduced only once its gradients are final, and nothing
- * touches them while it is. The buckets cut the weight gradients into pieces, so pieces of one gradient are reduced
- * by several collectives. (Kernels are seen at their pointer arguments only, so this checks the order of what it sees,
- * not what a kernel reaches past them.) */
+ * touches them while it is. Two layouts: BUCKET_BYTES cuts the weight gradients into pieces, reduced by several
+ * collectives; the default 25 MiB puts every layer's gradients into one bucket, which must wait for the weight-
+ * gradient branches of every layer, each on its own side stream, not only for the last layer's. (Kernels are seen at
+ * their pointer arguments only, so this checks the order of what it sees, not what a kernel reaches past them.) */
 static void collectives_ordered_against_their_buffers(void **state) {
     (void)state;
-    ncclComm_t comm = NULL;
-    gg_ctx *ctx = dist_ctx(&comm);
-    gg_step *step = finalized_mlp_step(ctx, NULL);
-    fake_log_start();
-    assert_int_equal(gg_step_run(step, TOKENS, 0, NULL), GG_SUCCESS);
-    fake_log_stop();
-    assert_int_equal(fake_log.truncated, 0);
-    const fake_races r = fake_check_races(1, 5);
-    fake_log_free();
-    print_message("%d collectives, %d pairs with one on shared bytes, %d unordered\n", r.collectives, r.pairs, r.races);
-    assert_true(r.collectives >= LAYERS * 4); /* every gradient reduced, the weights' in several pieces */
-    assert_true(r.pairs >= LAYERS * 4 + 1);   /* each gradient's producer at least, and the caller's write */
-    assert_int_equal(r.races, 0);
-    gg_step_destroy(step);
-    end_ctx(ctx, comm);
+    const size_t layouts[] = {BUCKET_BYTES, (size_t)25 << 20};
+    for (int i = 0; i < 2; ++i) {
+        bucket_bytes = layouts[i];
+        ncclComm_t comm = NULL;
+        gg_ctx *ctx = dist_ctx(&comm);
+        bucket_bytes = BUCKET_BYTES;
+        gg_step *step = finalized_mlp_step(ctx, NULL);
+        fake_log_start();
+        assert_int_equal(gg_step_run(step, TOKENS, 0, NULL), GG_SUCCESS);
+        fake_log_stop();
+        assert_int_equal(fake_log.truncated, 0);
+        const fake_races r = fake_check_races(1, 5);
+        fake_log_free();
+        print_message("buckets of %zu bytes: %d collectives, %d pairs with one on shared bytes, %d unordered\n",
+                      layouts[i], r.collectives, r.pairs, r.races);
+        assert_true(r.collectives >= LAYERS * 4); /* every gradient reduced (the weights' in several pieces) */
+        assert_true(r.pairs >= LAYERS * 4 + 1);   /* each gradient's producer at least, and the caller's write */
+        assert_int_equal(r.races, 0);
+        gg_step_destroy(step);
+        end_ctx(ctx, comm);
+    }
 }
 
 /* The same for a syncing block graph's capture (each weight gradient reduced from the block as soon as it is final,
