@@ -779,6 +779,99 @@ static void collectives_ordered_against_their_buffers(void **state) {
     }
 }
 
+/* (7b) The same order over the configurations a user picks, every pair of operations on shared bytes this time
+ * (slots, gradients, the optimizer's parameters and moments, not only the collectives'): 1-3 side streams, the
+ * default ring (S + 1 slots) and a single slot, buckets of 4 KiB (one or two pieces a bucket), BUCKET_BYTES and
+ * 25 MiB (every call in one bucket), steps of MLP calls in fp32 and in fp16 mode, of block-4 calls, and mixed, each
+ * ending with an optimizer that updates each parameter behind the bucket that completes its gradient (its early
+ * updates on the communication stream). */
+enum { SWEEP_CALLS = 3, SWEEP_TOKENS = 4096, SWEEP_MAX_GRADS = 4 * SWEEP_CALLS };
+typedef enum { SWEEP_MLP_FP32, SWEEP_MLP_FP16, SWEEP_SSM, SWEEP_MIXED } sweep_model;
+static const char *const sweep_names[] = {"MLP fp32", "MLP fp16", "block 4", "mixed"};
+
+/* Block 4's call l in the sweep: its own tensors at FAKE(400 + 16 l) ... */
+static gg_ssm_gate_args sweep_ssm_args(int l) {
+    const int b = 400 + 16 * l;
+    return (gg_ssm_gate_args){FAKE(b), FAKE(b + 1), FAKE(b + 2), FAKE(b + 3), FAKE(b + 4),
+                              FAKE(b + 5), FAKE(b + 6), FAKE(b + 7), FAKE(b + 8), FAKE(b + 9)};
+}
+
+/* Adds the model's calls to step; their parameter gradients (pointer, count, bf16) into grads. Returns how many. */
+static int add_sweep_calls(gg_step *step, sweep_model m, gg_optim_param *grads) {
+    int n = 0, mlps = 0;
+    for (int l = 0; l < SWEEP_CALLS; ++l) {
+        const int ssm = m == SWEEP_SSM || (m == SWEEP_MIXED && l == 1);
+        if (ssm) {
+            const gg_ssm_gate_args a = sweep_ssm_args(l);
+            gg_ssm_gate_desc d = ssm_desc;
+            d.tokens = SWEEP_TOKENS;
+            assert_int_equal(gg_step_add_ssm_gate(step, &d, &a), GG_SUCCESS);
+            const int64_t counts[2] = {d.hidden * d.expanded, d.hidden};
+            void *const g[2] = {a.grad_weight, a.grad_bias};
+            for (int k = 0; k < 2; ++k)
+                grads[n++] = (gg_optim_param){.grad = g[k], .grad_dtype = GG_OPTIM_BF16, .count = counts[k]};
+            continue;
+        }
+        const gg_mlp_args a = mlp_args(mlps++); /* chained to the previous MLP call's dX */
+        gg_mlp_desc d = mlp;
+        d.tokens = SWEEP_TOKENS;
+        d.precision = m == SWEEP_MLP_FP16 ? GG_PRECISION_FP16 : GG_PRECISION_FP32;
+        assert_int_equal(gg_step_add_mlp(step, &d, &a), GG_SUCCESS);
+        const int64_t counts[4] = {(int64_t)FFN * HIDDEN, (int64_t)HIDDEN * FFN, FFN, HIDDEN};
+        void *const g[4] = {a.grad_weight1, a.grad_weight2, a.grad_bias1, a.grad_bias2};
+        for (int k = 0; k < 4; ++k) grads[n++] = (gg_optim_param){.grad = g[k], .count = counts[k]};
+    }
+    return n;
+}
+
+static void every_syncing_step_configuration_is_ordered(void **state) {
+    (void)state;
+    const size_t layouts[] = {4096, BUCKET_BYTES, (size_t)25 << 20};
+    int configurations = 0, pairs = 0;
+    for (int m = SWEEP_MLP_FP32; m <= SWEEP_MIXED; ++m)
+        for (int sides = 1; sides <= 3; ++sides)
+            for (int one_slot = 0; one_slot < 2; ++one_slot)
+                for (int k = 0; k < 3; ++k) {
+                    bucket_bytes = layouts[k];
+                    ncclComm_t comm = NULL;
+                    gg_ctx *ctx = dist_ctx(&comm);
+                    bucket_bytes = BUCKET_BYTES;
+                    gg_step_config sc = GG_STEP_CONFIG_INIT;
+                    sc.max_tokens = SWEEP_TOKENS;
+                    sc.side_streams = sides;
+                    sc.scratch_slots = one_slot;
+                    gg_step *step = NULL;
+                    assert_int_equal(gg_step_create(ctx, &sc, &step), GG_SUCCESS);
+                    gg_optim_param params[SWEEP_MAX_GRADS];
+                    const int n = add_sweep_calls(step, (sweep_model)m, params);
+                    gg_optim *opt = optimizer_updating_apart(ctx);
+                    for (int i = 0; i < n; ++i) {
+                        params[i].param = FAKE(600 + i);
+                        assert_int_equal(gg_optim_add_param(opt, &params[i]), GG_SUCCESS);
+                    }
+                    assert_int_equal(gg_optim_finalize(opt), GG_SUCCESS);
+                    assert_int_equal(gg_step_add_optimizer(step, opt), GG_SUCCESS);
+                    assert_int_equal(gg_step_finalize(step), GG_SUCCESS);
+                    fake_log_start();
+                    assert_int_equal(gg_step_run(step, SWEEP_TOKENS, 0, NULL), GG_SUCCESS);
+                    fake_log_stop();
+                    assert_int_equal(fake_log.truncated, 0);
+                    const fake_races r = fake_check_races(0, 3);
+                    fake_log_free();
+                    if (r.races != 0 || r.collectives < n)
+                        fail_msg("%s, %d side streams, %s, buckets of %zu bytes: %d collectives, %d unordered pairs "
+                                 "of %d", sweep_names[m], sides, one_slot ? "one slot" : "the default ring",
+                                 layouts[k], r.collectives, r.races, r.pairs);
+                    ++configurations;
+                    pairs += r.pairs;
+                    gg_step_destroy(step);
+                    gg_optim_destroy(opt);
+                    end_ctx(ctx, comm);
+                }
+    print_message("%d syncing step configurations, %d pairs of operations on shared bytes, none unordered\n",
+                  configurations, pairs);
+}
+
 /* The same for a syncing block graph's capture (each weight gradient reduced from the block as soon as it is final,
  * gg_dist_grad_ready), an MLP in fp32 and in fp16 mode's narrow schedule, and block 4. */
 static void block_graph_collectives_ordered_against_their_buffers(void **state) {
@@ -1007,6 +1100,7 @@ int main(void) {
         cmocka_unit_test(overlap_off_reduces_after_the_backward),
         cmocka_unit_test(fp16_copies_in_a_syncing_step),
         cmocka_unit_test(collectives_ordered_against_their_buffers),
+        cmocka_unit_test(every_syncing_step_configuration_is_ordered),
         cmocka_unit_test(block_graph_collectives_ordered_against_their_buffers),
         cmocka_unit_test(every_nccl_fault_in_a_run),
         cmocka_unit_test(every_host_memory_and_resource_fault_in_a_life),
