@@ -72,7 +72,7 @@ static float extra_value(int rank, int i) { return (float)((rank + 1) * (i % 97)
 /* The parameter gradients after `runs` runs (step NULL: eager), every gradient poisoned first. */
 static int param_grads(job *j, sm_model *m, gg_step *step, int runs, int first_accumulates, cudaStream_t st,
                        void **out) {
-    if (!first_accumulates) sm_clear(m, 0x7f); /* NaN bytes: an element no run writes fails */
+    if (!first_accumulates) sm_clear(m, 0xff); /* NaN bytes: an element no run writes fails */
     for (int r = 0; r < runs; ++r) {
         const int acc = r > 0 || first_accumulates;
         const gg_status s = step ? gg_step_run(step, TOKENS, acc, (gg_stream)st) : sm_run_eager(m, TOKENS, acc, st);
