@@ -872,41 +872,83 @@ static void every_syncing_step_configuration_is_ordered(void **state) {
                   configurations, pairs);
 }
 
-/* The same for a syncing block graph's capture (each weight gradient reduced from the block as soon as it is final,
- * gg_dist_grad_ready), an MLP in fp32 and in fp16 mode's narrow schedule, and block 4. */
-static void block_graph_collectives_ordered_against_their_buffers(void **state) {
-    (void)state;
-    static const gg_mlp_desc mlps[] = {{.tokens = 512, .hidden = HIDDEN, .ffn = FFN, .precision = GG_PRECISION_FP32},
-                                       {.tokens = 4096, .hidden = HIDDEN, .ffn = FFN, .precision = GG_PRECISION_FP16}};
-    for (int i = 0; i < 3; ++i) {
-        ncclComm_t comm = NULL;
-        gg_ctx *ctx = dist_ctx(&comm);
-        gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
-        gc.max_tokens = 4096;
-        gg_graph *g = NULL;
-        gg_status st;
-        if (i < 2) {
-            assert_int_equal(gg_mlp_graph_create(ctx, &mlps[i], &gc, &g), GG_SUCCESS);
-            const gg_mlp_args a = mlp_args(0);
-            fake_log_start(); /* the run's capture only */
-            st = gg_mlp_graph_run(g, &mlps[i], &a, NULL);
+/* (7c) Syncing block graphs (each weight gradient reduced from the block as soon as it is final, gg_dist_grad_ready)
+ * over what a user can pick (an eager call enqueues the same work as the capture): every block (the FFN blocks in fp32,
+ * TF32 and fp16 mode, at 256, 1024 and 4096 tokens: the few-token routes and the wide ones), buckets of 4 KiB, 400 000
+ * bytes and 25 MiB, all-reduce and reduce-scatter (block 1's one-element gradient cannot be sharded), overlap on and
+ * off: every pair of operations on shared bytes in the capture ordered. */
+enum { BLOCK_CALLS = 1 + 2 * 3 * 3 + 1 };
+
+/* Block call c of the sweep as a graph on ctx, made and run once (its capture): the first failing status. */
+static gg_status sweep_block_graph(gg_ctx *ctx, int c) {
+    static const gg_precision precisions[] = {GG_PRECISION_FP32, GG_PRECISION_TF32, GG_PRECISION_FP16};
+    static const int64_t tokens[] = {256, 1024, 4096};
+    gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
+    gc.max_tokens = 4096;
+    gg_graph *g = NULL;
+    gg_status st;
+    if (c == 0) { /* block 1 */
+        const gg_tanh_gate_desc d = {.tokens = 4096, .hidden = 1024};
+        const gg_tanh_gate_args a = {FAKE(500), FAKE(501), FAKE(502), FAKE(503), FAKE(504), FAKE(505), FAKE(506)};
+        st = gg_tanh_gate_graph_create(ctx, &d, &gc, &g);
+        if (st == GG_SUCCESS) st = gg_tanh_gate_graph_run(g, &d, &a, NULL);
+    } else if (c == BLOCK_CALLS - 1) { /* block 4 */
+        st = gg_ssm_gate_graph_create(ctx, &ssm_desc, &gc, &g);
+        if (st == GG_SUCCESS) st = gg_ssm_gate_graph_run(g, &ssm_desc, &ssm_args, NULL);
+    } else { /* blocks 2 and 3 */
+        const int k = c - 1, p = k / 2 % 3, m = k / 6;
+        const gg_mlp_args a = mlp_args(0);
+        if (k % 2) {
+            const gg_mlp_desc d = {.tokens = tokens[m], .hidden = HIDDEN, .ffn = FFN, .precision = precisions[p]};
+            st = gg_mlp_graph_create(ctx, &d, &gc, &g);
+            if (st == GG_SUCCESS) st = gg_mlp_graph_run(g, &d, &a, NULL);
         } else {
-            assert_int_equal(gg_ssm_gate_graph_create(ctx, &ssm_desc, &gc, &g), GG_SUCCESS);
-            fake_log_start();
-            st = gg_ssm_gate_graph_run(g, &ssm_desc, &ssm_args, NULL);
+            const gg_gelu_ffn_desc d = {.tokens = tokens[m], .hidden = HIDDEN, .ffn = FFN, .precision = precisions[p]};
+            const gg_gelu_ffn_args f = {a.grad_output, a.hidden_states, a.weight1, a.weight2, a.intermediate,
+                                        FAKE(510), a.intermediate_activated, a.grad_hidden_states, a.grad_weight1,
+                                        a.grad_weight2, NULL, NULL, NULL, NULL, NULL, NULL};
+            st = gg_gelu_ffn_graph_create(ctx, &d, &gc, &g);
+            if (st == GG_SUCCESS) st = gg_gelu_ffn_graph_run(g, &d, &f, NULL);
         }
-        fake_log_stop();
-        assert_int_equal(st, GG_SUCCESS);
-        assert_int_equal(fake_log.truncated, 0);
-        const fake_races r = fake_check_races(0, 5); /* every pair on shared bytes, the collectives among them */
-        fake_log_free();
-        print_message("%d operations, %d collectives, %d pairs on shared bytes, %d unordered\n", r.ops, r.collectives,
-                      r.pairs, r.races);
-        assert_true(r.collectives >= 2 && r.pairs >= r.collectives);
-        assert_int_equal(r.races, 0);
-        gg_graph_destroy(g);
-        end_ctx(ctx, comm);
     }
+    gg_graph_destroy(g);
+    return st;
+}
+
+static void every_syncing_block_graph_is_ordered(void **state) {
+    (void)state;
+    const size_t layouts[] = {4096, BUCKET_BYTES, (size_t)25 << 20};
+    int graphs = 0, pairs = 0, collectives = 0;
+    for (int c = 0; c < BLOCK_CALLS; ++c)
+        for (int k = 0; k < 3; ++k)
+            for (int sync = GG_SYNC_ALL_REDUCE; sync <= GG_SYNC_REDUCE_SCATTER; ++sync)
+                for (int overlap = 0; overlap <= 1; ++overlap) {
+                    if (c == 0 && sync == GG_SYNC_REDUCE_SCATTER) continue;
+                    gg_dist_config dc = GG_DIST_CONFIG_INIT;
+                    dc.sync = (gg_grad_sync)sync;
+                    dc.overlap = overlap;
+                    bucket_bytes = layouts[k];
+                    ncclComm_t comm = NULL;
+                    gg_ctx *ctx = dist_ctx_with(&comm, dc, 0, 2, NULL);
+                    bucket_bytes = BUCKET_BYTES;
+                    fake_log_start();
+                    const gg_status st = sweep_block_graph(ctx, c);
+                    fake_log_stop();
+                    if (st != GG_SUCCESS) fail_msg("block graph %d: %s", c, gg_last_error(ctx));
+                    assert_int_equal(fake_log.truncated, 0);
+                    const fake_races r = fake_check_races(0, 3);
+                    fake_log_free();
+                    if (r.races != 0 || r.collectives < 1)
+                        fail_msg("block graph %d, buckets of %zu bytes, %s, overlap %d: %d collectives, %d unordered "
+                                 "pairs of %d", c, layouts[k], sync ? "reduce-scatter" : "all-reduce", overlap,
+                                 r.collectives, r.races, r.pairs);
+                    ++graphs;
+                    pairs += r.pairs;
+                    collectives += r.collectives;
+                    end_ctx(ctx, comm);
+                }
+    print_message("%d syncing block graphs, %d collectives, %d pairs of operations on shared bytes, none unordered\n",
+                  graphs, collectives, pairs);
 }
 
 /* With gg_dist_config.overlap off a syncing graph reduces its weight gradients after the block's whole backward
@@ -1101,7 +1143,7 @@ int main(void) {
         cmocka_unit_test(fp16_copies_in_a_syncing_step),
         cmocka_unit_test(collectives_ordered_against_their_buffers),
         cmocka_unit_test(every_syncing_step_configuration_is_ordered),
-        cmocka_unit_test(block_graph_collectives_ordered_against_their_buffers),
+        cmocka_unit_test(every_syncing_block_graph_is_ordered),
         cmocka_unit_test(every_nccl_fault_in_a_run),
         cmocka_unit_test(every_host_memory_and_resource_fault_in_a_life),
     };
