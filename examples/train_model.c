@@ -92,8 +92,7 @@ static void use_stream(tm_model *m, gg_stream stream) {
 /* ---- the step's pieces: each a gg_step callback, called directly by the eager path ---- */
 
 /* The batch, the embedding, every layer (x[l+1] = x[l] + MLP(x[l])) and the logits. The step's first call: no
- * earlier call's weight-gradient work can still be reading the context's scratch, which gg_mlp_forward's FP16 mode
- * writes its operands into, so every precision may run here (gradgraph.h, "Forward passes"). */
+ * earlier call's weight-gradient work to wait for, so the forward keeps the whole GPU (gradgraph.h, "Callbacks"). */
 static void forward(void *user, gg_stream stream, int64_t rows) {
     tm_model *m = user;
     const cudaStream_t s = (cudaStream_t)stream;

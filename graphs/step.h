@@ -40,13 +40,15 @@ typedef struct gg_step_final {
 /* `fn` names the public entry point that adds it (for messages). */
 gg_status gg_step_add_final(gg_step *step, const char *fn, const gg_step_final *final);
 
-/* Test hooks, for tests/cpu/test_step_ring.c only (no public header names them; both are zero unless a test sets
+/* Test hooks, for tests/cpu/test_step_ring.c only (no public header names them; all are zero unless a test sets
  * them). before_block(block) is called while capturing, right before block call `block` enqueues its work, so that
  * a log of the enqueued work can be cut into calls. skip_slot_wait 1 drops the wait of a block call for the
- * deferred work of the call that used its scratch slot before it: the negative control, whose graphs race. */
+ * deferred work of the call that used its scratch slot before it, and skip_callback_join 1 the wait of an eager call
+ * inside a callback for the earlier calls' deferred work: the negative controls, whose graphs race. */
 typedef struct gg_step_test_hooks {
     void (*before_block)(int block);
     int skip_slot_wait;
+    int skip_callback_join;
 } gg_step_test_hooks;
 extern gg_step_test_hooks gg_step_test;
 

@@ -114,6 +114,31 @@ static gg_status launch_ready(gg_step *s, int i, cudaStream_t main, int *next, i
     return GG_SUCCESS;
 }
 
+/* A callback being captured: the step, its call index, the main stream. */
+typedef struct callback_scope {
+    gg_step *s;
+    int at;
+    cudaStream_t main;
+} callback_scope;
+
+/* The context's callback_join while a callback runs: an eager gradgraph call inside it shares the context's scratch
+ * (slot 0) and second workspace with the deferred work of earlier calls, so its stream waits for all of that work
+ * first (on main: joined for good; on a stream the callback forked, only that stream waits). */
+static gg_status join_before_eager(void *user, cudaStream_t stream) {
+    const callback_scope *c = user;
+    for (int e = 0; e < c->at; ++e) {
+        step_op *op = &c->s->ops[e];
+        if (op->kind != OP_BLOCK) continue;
+        if (stream == c->main) {
+            GG_TRY(join_op(c->s->ctx, op, stream));
+            continue;
+        }
+        if (op->deferred & GG_DEFERRED_SIDE) GG_CUDA_TRY(c->s->ctx, cudaStreamWaitEvent(stream, op->ev_join, 0));
+        if (op->deferred & GG_DEFERRED_AUX) GG_CUDA_TRY(c->s->ctx, cudaStreamWaitEvent(stream, op->ev_aux_join, 0));
+    }
+    return GG_SUCCESS;
+}
+
 /* Enqueues the whole backward at `bucket` rows on main (capturing); the real rows are tokens, or with device_rows
  * the M the GPU reads there; sync: the gradients are reduced across the ranks as they are final. */
 static gg_status enqueue_step(gg_step *s, int64_t tokens, const int64_t *device_rows, int64_t bucket, int accumulate,
@@ -138,7 +163,11 @@ static gg_status enqueue_step(gg_step *s, int64_t tokens, const int64_t *device_
             continue;
         }
         if (op->kind == OP_CALLBACK) {
+            callback_scope scope = {s, i, main};
+            if (!gg_step_test.skip_callback_join)
+                ctx->callback_join = join_before_eager, ctx->callback_join_user = &scope;
             op->fn(op->user, (gg_stream)main, bucket);
+            ctx->callback_join = NULL, ctx->callback_join_user = NULL;
             enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
             const cudaError_t err = cudaStreamIsCapturing(main, &cs);
             if (err != cudaSuccess || cs != cudaStreamCaptureStatusActive)

@@ -84,6 +84,11 @@ struct gg_ctx {
     gg_plan_cache plans;
     gg_ctx_hook *hooks;   /* what is destroyed with the context: live graphs, the communicator */
     struct gg_dist *dist; /* the data-parallel state (its communicator and stream; src/ddp), or NULL */
+    /* Set by a step graph's capture while one of its callbacks runs (graphs/step_capture.c), NULL otherwise: an eager
+     * call inside the callback first has its stream wait for the step's earlier calls' weight-gradient work still in
+     * flight, which may be using the context's scratch arena (slot 0) and second workspace (side stream 0). */
+    gg_status (*callback_join)(void *user, cudaStream_t stream);
+    void *callback_join_user;
     struct gg_tune_cache *tune; /* autotuned GEMM algorithms (src/gemm/tune_cache.h), NULL without autotune */
     char tune_device[128];      /* the GPU, cuBLASLt and driver part of tune keys ("" until first needed) */
     gg_guard guard;             /* the thread inside a call, device pointers already checked (src/core/guard.c) */

@@ -321,10 +321,132 @@ static void negative_control_finds_races(void **state) {
     gg_step_test.before_block = NULL;
 }
 
+/* ---- gradgraph's eager calls inside a callback ---- */
+
+/* A callback may run gradgraph's eager calls (a forward before the next layers, a block the step does not hold):
+ * they use the context's scratch arena, which is slot 0, and its second GEMM workspace, which is side stream 0's,
+ * while the weight-gradient work of the step's earlier calls may still be running there. Each such call first has its
+ * stream wait for that work. Checked on steps of an fp16 MLP and a block-4 call, then a callback running an fp16
+ * forward, an fp16 or fp32 backward, on the stream it is handed or on one it forks, with 1-3 side streams: every pair
+ * of operations on shared bytes ordered; without the wait (gg_step_test.skip_callback_join) the check finds races
+ * wherever the earlier work can still be running (with one side stream, block 4's call joins it before the callback).
+ */
+enum { CB_TOKENS = 1024 };
+typedef enum { CB_FORWARD_FP16, CB_BACKWARD_FP16, CB_BACKWARD_FP32, CB_FORWARD_FP16_FORKED, CB_KINDS } cb_kind;
+static const char *const cb_names[] = {"an fp16 forward", "an fp16 backward", "an fp32 backward",
+                                       "an fp16 forward on a forked stream"};
+
+typedef struct cb_state {
+    gg_ctx *ctx;
+    cb_kind kind;
+    gg_mlp_fwd_args fwd;
+    gg_mlp_args bwd;
+    cudaStream_t fork;
+    cudaEvent_t forked, joined;
+    gg_status status;
+} cb_state;
+
+static gg_mlp_desc cb_desc(const cb_state *c, int64_t rows) {
+    const gg_precision p = c->kind == CB_BACKWARD_FP32 ? GG_PRECISION_FP32 : GG_PRECISION_FP16;
+    return (gg_mlp_desc){.tokens = rows, .hidden = HIDDEN, .ffn = FFN, .precision = p};
+}
+
+/* The callback's (or, before the step, the planning) call: forward or backward, on `stream`. */
+static gg_status cb_call(const cb_state *c, int64_t rows, gg_stream stream) {
+    const gg_mlp_desc d = cb_desc(c, rows);
+    const int forward = c->kind == CB_FORWARD_FP16 || c->kind == CB_FORWARD_FP16_FORKED;
+    return forward ? gg_mlp_forward(c->ctx, &d, &c->fwd, stream) : gg_mlp_backward(c->ctx, &d, &c->bwd, stream);
+}
+
+static void eager_callback(void *user, gg_stream stream, int64_t rows) {
+    cb_state *c = user;
+    if (c->kind != CB_FORWARD_FP16_FORKED) {
+        c->status = cb_call(c, rows, stream);
+        return;
+    }
+    cudaEventRecord(c->forked, (cudaStream_t)stream);
+    cudaStreamWaitEvent(c->fork, c->forked, 0);
+    c->status = cb_call(c, rows, (gg_stream)c->fork);
+    cudaEventRecord(c->joined, c->fork);
+    cudaStreamWaitEvent((cudaStream_t)stream, c->joined, 0);
+}
+
+/* The races of one capture: a step of an fp16 MLP call and a block-4 call, then the callback. */
+static int callback_races(cb_kind kind, int sides) {
+    fake_reset(1);
+    fake.plan_ok = 1;
+    fake.device_space = 1;
+    void *owned[48];
+    int n = 0;
+    cb_state c = {.kind = kind};
+    gg_config config = GG_CONFIG_INIT;
+    config.autotune = 0;
+    assert_int_equal(gg_ctx_create(&config, &c.ctx), GG_SUCCESS);
+    gg_step_config sc = GG_STEP_CONFIG_INIT;
+    sc.min_tokens = sc.max_tokens = CB_TOKENS;
+    sc.side_streams = sides;
+    gg_step *step = NULL;
+    assert_int_equal(gg_step_create(c.ctx, &sc, &step), GG_SUCCESS);
+    const gg_mlp_desc mlp = {.tokens = 1, .hidden = HIDDEN, .ffn = FFN, .precision = GG_PRECISION_FP16};
+    gg_mlp_args a = {device(owned, &n), device(owned, &n), device(owned, &n), device(owned, &n), device(owned, &n),
+                     device(owned, &n), device(owned, &n), device(owned, &n), device(owned, &n), device(owned, &n),
+                     device(owned, &n), NULL, NULL, NULL, NULL, NULL, NULL};
+    assert_int_equal(gg_step_add_mlp(step, &mlp, &a), GG_SUCCESS);
+    const gg_ssm_gate_desc ssm = {.tokens = 1, .hidden = HIDDEN, .expanded = EXPANDED, .use_silu_gate = 1};
+    const gg_ssm_gate_args s = {device(owned, &n), device(owned, &n), device(owned, &n), device(owned, &n),
+                                device(owned, &n), device(owned, &n), device(owned, &n), device(owned, &n),
+                                device(owned, &n), device(owned, &n)};
+    assert_int_equal(gg_step_add_ssm_gate(step, &ssm, &s), GG_SUCCESS);
+    c.fwd = (gg_mlp_fwd_args){.hidden_states = device(owned, &n), .weight1 = device(owned, &n),
+                              .bias1 = device(owned, &n), .weight2 = device(owned, &n), .bias2 = device(owned, &n),
+                              .intermediate = device(owned, &n), .intermediate_activated = device(owned, &n),
+                              .output = device(owned, &n)};
+    c.bwd = (gg_mlp_args){device(owned, &n), device(owned, &n), device(owned, &n), device(owned, &n),
+                          device(owned, &n), device(owned, &n), device(owned, &n), device(owned, &n),
+                          device(owned, &n), device(owned, &n), device(owned, &n), NULL, NULL, NULL, NULL, NULL, NULL};
+    assert_int_equal(cb_call(&c, CB_TOKENS, NULL), GG_SUCCESS); /* planned outside the capture */
+    assert_int_equal(cudaStreamCreateWithFlags(&c.fork, cudaStreamNonBlocking), cudaSuccess);
+    assert_int_equal(cudaEventCreateWithFlags(&c.forked, cudaEventDisableTiming), cudaSuccess);
+    assert_int_equal(cudaEventCreateWithFlags(&c.joined, cudaEventDisableTiming), cudaSuccess);
+    assert_int_equal(gg_step_add_callback(step, eager_callback, &c), GG_SUCCESS);
+    assert_int_equal(gg_step_finalize(step), GG_SUCCESS);
+    fake_log_start();
+    assert_int_equal(gg_step_run(step, CB_TOKENS, 0, NULL), GG_SUCCESS);
+    fake_log_stop();
+    assert_int_equal(c.status, GG_SUCCESS);
+    assert_int_equal(fake_log.truncated, 0);
+    const fake_races r = fake_check_races(0, 0);
+    fake_log_free();
+    gg_step_destroy(step);
+    cudaEventDestroy(c.forked);
+    cudaEventDestroy(c.joined);
+    cudaStreamDestroy(c.fork);
+    for (int i = 0; i < n; ++i) assert_int_equal(cudaFree(owned[i]), cudaSuccess);
+    gg_ctx_destroy(c.ctx);
+    assert_int_equal(fake.live, 0);
+    return r.races;
+}
+
+static void eager_calls_in_callbacks_wait_for_earlier_work(void **state) {
+    (void)state;
+    for (int kind = 0; kind < CB_KINDS; ++kind)
+        for (int sides = 1; sides <= 3; ++sides) {
+            const int races = callback_races((cb_kind)kind, sides);
+            gg_step_test.skip_callback_join = 1;
+            const int unjoined = callback_races((cb_kind)kind, sides);
+            gg_step_test.skip_callback_join = 0;
+            print_message("%s in a callback, %d side streams: %d races (%d without the wait)\n", cb_names[kind],
+                          sides, races, unjoined);
+            assert_int_equal(races, 0);
+            if (sides > 1) assert_true(unjoined > 0); /* with one, block 4's join of its chain orders them already */
+        }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(concurrent_calls_never_share_a_slot),
         cmocka_unit_test(negative_control_finds_races),
+        cmocka_unit_test(eager_calls_in_callbacks_wait_for_earlier_work),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     printf("RING_PROOF {\"steps\": %d, \"captures\": %d, \"pairs_checked\": %ld, \"violations\": %ld, "
