@@ -16,12 +16,12 @@ static int peer_timeout_s(void) { return gg_dist_timeout_s(GG_DIST_TIMEOUT_PEER)
 typedef enum { POLL_DONE, POLL_CUDA_ERROR, POLL_NCCL_ERROR, POLL_TIMEOUT, POLL_ABORTED } poll_outcome;
 
 /* Polls the communication streams of ctxs until every one is idle, without blocking in the driver: stops at the
- * first CUDA error or asynchronous NCCL error (*which: that context's index, *cuda: the CUDA error), after
- * peer_timeout_s(), or at once when another thread asks to abort. Aborts nothing: the caller decides what the
+ * first CUDA error or asynchronous NCCL error (*which: that context's index, *cuda: the CUDA error, *nccl: NCCL's),
+ * after peer_timeout_s(), or at once when another thread asks to abort. Aborts nothing: the caller decides what the
  * outcome means for its communicators. what: the step, for the wait's notices (in the log of the context waited
  * for). */
 static poll_outcome poll_comm_streams(gg_ctx *const *ctxs, int count, int *which, cudaError_t *cuda,
-                                      const char *what) {
+                                      ncclResult_t *nccl, const char *what) {
     gg_dist_wait w;
     gg_dist_wait_begin(&w, ctxs[0], ctxs[0]->dist->rank, what, GG_DIST_TIMEOUT_PEER);
     for (;;) {
@@ -38,7 +38,10 @@ static poll_outcome poll_comm_streams(gg_ctx *const *ctxs, int count, int *which
             if (atomic_load(&ctxs[i]->dist->abort_requested)) return POLL_ABORTED;
             ncclResult_t async = ncclSuccess;
             const ncclResult_t r = ncclCommGetAsyncError((ncclComm_t)ctxs[i]->dist->comm, &async);
-            if (r != ncclSuccess || (async != ncclSuccess && async != ncclInProgress)) return POLL_NCCL_ERROR;
+            if (r != ncclSuccess || (async != ncclSuccess && async != ncclInProgress)) {
+                *nccl = r != ncclSuccess ? r : async;
+                return POLL_NCCL_ERROR;
+            }
         }
         if (busy < 0) return POLL_DONE;
         *which = busy;
@@ -55,7 +58,8 @@ static poll_outcome poll_comm_streams(gg_ctx *const *ctxs, int count, int *which
 gg_status gg_dist_wait_comm_stream(gg_ctx *ctx, const char *what) {
     int which = 0;
     cudaError_t cuda = cudaSuccess;
-    const poll_outcome outcome = poll_comm_streams(&ctx, 1, &which, &cuda, what);
+    ncclResult_t nccl = ncclSuccess;
+    const poll_outcome outcome = poll_comm_streams(&ctx, 1, &which, &cuda, &nccl, what);
     if (outcome == POLL_DONE) return GG_SUCCESS;
     if (outcome == POLL_NCCL_ERROR) return gg_dist_poll(ctx, what); /* aborts, with NCCL's message */
     gg_dist_abort_now(ctx, NULL); /* releases this rank's stream; the others time out too */
@@ -79,7 +83,8 @@ gg_status gg_dist_wait_comm_stream(gg_ctx *ctx, const char *what) {
 static gg_status warm_up_wait(gg_ctx *const *ctxs, int count, const char *fn) {
     int which = 0;
     cudaError_t cuda = cudaSuccess;
-    const poll_outcome outcome = poll_comm_streams(ctxs, count, &which, &cuda, "the warm-up all-reduce");
+    ncclResult_t nccl = ncclSuccess;
+    const poll_outcome outcome = poll_comm_streams(ctxs, count, &which, &cuda, &nccl, "the warm-up all-reduce");
     if (outcome == POLL_DONE) return GG_SUCCESS;
     gg_ctx *ctx = ctxs[which];
     for (int i = 0; i < count; ++i) gg_dist_abort_now(ctxs[i], NULL);
@@ -90,9 +95,9 @@ static gg_status warm_up_wait(gg_ctx *const *ctxs, int count, const char *fn) {
                        fn, ctx->dist->rank, cudaGetErrorString(cuda));
     if (outcome == POLL_NCCL_ERROR)
         return gg_fail(ctx, GG_ERROR_NCCL,
-                       "%s: NCCL reported an error in the warm-up all-reduce on rank %d: the communicator is aborted "
-                       "(an attached one too: do not destroy it)",
-                       fn, ctx->dist->rank);
+                       "%s: NCCL reported an error in the warm-up all-reduce on rank %d (%s): the communicator is "
+                       "aborted (an attached one too: do not destroy it)",
+                       fn, ctx->dist->rank, ncclGetErrorString(nccl));
     return gg_fail(ctx, GG_ERROR_NCCL,
                    "%s: the warm-up all-reduce on rank %d waited %d s for the other ranks, which did not join (every "
                    "rank attaches or inits at the same time; GG_DIST_PEER_TIMEOUT_S sets the wait): the communicator "

@@ -377,26 +377,31 @@ static void attach_refuses_a_communicator_on_another_device(void **state) {
     no_leaks();
 }
 
-/* The warm-up all-reduce at attach never completes (the other rank never attaches), or fails on the GPU: bounded by
- * the peer deadline, GG_ERROR_NCCL naming what happened, the attached communicator aborted, the context without one. */
+/* The warm-up all-reduce at attach never completes (the other rank never attaches), fails on the GPU, or NCCL reports
+ * an asynchronous error while it runs: bounded by the peer deadline, GG_ERROR_NCCL naming what happened (NCCL's error
+ * in its words), the attached communicator aborted, the context without one. */
 static void warm_up_that_never_completes_or_fails_is_aborted(void **state) {
     (void)state;
-    for (int failed = 0; failed < 2; ++failed) {
+    static const char *const said[] = {"the warm-up all-reduce on rank 0 waited 1 s for the other ranks",
+                                       "the warm-up all-reduce on rank 0 failed (unspecified launch failure)",
+                                       "NCCL reported an error in the warm-up all-reduce on rank 0 ("}; /* and why */
+    static const char *const what[] = {"warm-up never completes", "warm-up fails", "NCCL fails during the warm-up"};
+    for (int outcome = 0; outcome < 3; ++outcome) { /* the peer never joins; the stream fails; NCCL reports an error */
         gg_ctx *ctx = make_ctx();
         fake_nccl_reset(0, 2);
         const gg_dist_config dc = dist_config();
         ncclComm_t comm = fake_nccl_comm();
-        if (failed) atomic_store(&fake.streams_error, (int)cudaErrorLaunchFailure);
+        if (outcome == 1) atomic_store(&fake.streams_error, (int)cudaErrorLaunchFailure);
         else atomic_store(&fake.streams_busy, 1);
+        if (outcome == 2) atomic_store(&fake_nccl.async_error, ncclRemoteError);
         const double start = peer_deadline_1s();
         const gg_status st = gg_dist_attach(ctx, comm, &dc);
         atomic_store(&fake.streams_busy, 0);
         atomic_store(&fake.streams_error, 0);
-        expect_aborted_at_deadline(ctx, failed ? "warm-up fails" : "warm-up never completes", st, start,
-                                   failed ? 0.0 : 1.0,
-                                   failed ? "the warm-up all-reduce on rank 0 failed (unspecified launch failure)"
-                                          : "the warm-up all-reduce on rank 0 waited 1 s for the other ranks",
-                                   failed ? NULL : "gg_dist_attach: rank 0: the warm-up all-reduce: not finished");
+        atomic_store(&fake_nccl.async_error, ncclSuccess);
+        expect_aborted_at_deadline(ctx, what[outcome], st, start, outcome == 0 ? 1.0 : 0.0, said[outcome],
+                                   outcome == 0 ? "gg_dist_attach: rank 0: the warm-up all-reduce: not finished"
+                                                : NULL);
         assert_int_equal(gg_dist_size(ctx), 0);
         gg_ctx_destroy(ctx);
         no_leaks();
