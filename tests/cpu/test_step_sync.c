@@ -47,8 +47,6 @@ enum { LAYERS = 3, HIDDEN = 256, FFN = 1024, REDUCE_COUNT = 5000, TOKENS = 512 }
 /* 1 MiB weight gradients in pieces of 99968 floats (bucket_bytes rounded down to 256 bytes): three each, the last
  * piece of one gradient sharing a bucket with the next gradient's first */
 #define BUCKET_BYTES ((size_t)400000)
-/* What dist_ctx_with gives the communicator: BUCKET_BYTES, unless a test wants other buckets (and restores it). */
-static size_t bucket_bytes = BUCKET_BYTES;
 
 static const gg_mlp_desc mlp = {.tokens = 1, .hidden = HIDDEN, .ffn = FFN, .precision = GG_PRECISION_FP32};
 
@@ -76,9 +74,9 @@ static void loss_callback(void *user, gg_stream stream, int64_t tokens) { (void)
 /* The fake device of the current group run: 0 (no sm_90a routes) or 90 (an H100/H200: the Hopper kernels' routes). */
 static int device_cc;
 
-/* A context on the fakes with a fake communicator attached with dc (cpus left unbound, bucket_bytes) as `rank` of
- * `size` (*comm: the caller's to destroy; its messages at INFO and above to log, when given). */
-static gg_ctx *dist_ctx_with(ncclComm_t *comm, gg_dist_config dc, int rank, int size, gg_log_fn log) {
+/* A context on the fakes with a fake communicator attached with dc (cpus left unbound) as `rank` of `size` (*comm:
+ * the caller's to destroy; its messages at INFO and above to log, when given). */
+static gg_ctx *dist_ctx_sized(ncclComm_t *comm, gg_dist_config dc, int rank, int size, gg_log_fn log) {
     fake_reset(2);
     fake.compute_capability = device_cc;
     fake.plan_ok = 1;
@@ -91,10 +89,21 @@ static gg_ctx *dist_ctx_with(ncclComm_t *comm, gg_dist_config dc, int rank, int 
     assert_int_equal(gg_ctx_create(&c, &ctx), GG_SUCCESS);
     fake_nccl_reset(rank, size);
     dc.bind_cpus = 0;
-    dc.bucket_bytes = bucket_bytes;
     *comm = fake_nccl_comm();
     assert_int_equal(gg_dist_attach(ctx, *comm, &dc), GG_SUCCESS);
     return ctx;
+}
+
+/* The same with buckets of BUCKET_BYTES. */
+static gg_ctx *dist_ctx_with(ncclComm_t *comm, gg_dist_config dc, int rank, int size, gg_log_fn log) {
+    dc.bucket_bytes = BUCKET_BYTES;
+    return dist_ctx_sized(comm, dc, rank, size, log);
+}
+
+/* Rank 0 of 2 with buckets of `bytes`. */
+static gg_ctx *dist_ctx_buckets(ncclComm_t *comm, gg_dist_config dc, size_t bytes) {
+    dc.bucket_bytes = bytes;
+    return dist_ctx_sized(comm, dc, 0, 2, NULL);
 }
 
 static gg_ctx *dist_ctx_in(ncclComm_t *comm, gg_grad_sync sync, int rank, int size, gg_log_fn log) {
@@ -746,6 +755,17 @@ static void reduce_scatter_shards_each_gradient(void **state) {
 
 /* ---- (7) every collective ordered against every other access to its buffers ---- */
 
+/* A step's run at `tokens` with its capture logged: fake_check_races over the log (only_collectives, loud). */
+static fake_races races_of_run(gg_step *step, int64_t tokens, int only_collectives, int loud) {
+    fake_log_start();
+    assert_int_equal(gg_step_run(step, tokens, 0, NULL), GG_SUCCESS);
+    fake_log_stop();
+    assert_int_equal(fake_log.truncated, 0);
+    const fake_races r = fake_check_races(only_collectives, loud);
+    fake_log_free();
+    return r;
+}
+
 /* A syncing step's first run, its capture logged with the collectives among the CUDA work: every operation that
  * touches a collective's buffers (a GEMM writing a weight gradient, a column sum at a bias gradient, the callback's
  * write of the caller's gradient) is ordered with it by the capture's streams and events, before it when enqueued
@@ -758,17 +778,10 @@ static void collectives_ordered_against_their_buffers(void **state) {
     (void)state;
     const size_t layouts[] = {BUCKET_BYTES, (size_t)25 << 20};
     for (int i = 0; i < 2; ++i) {
-        bucket_bytes = layouts[i];
         ncclComm_t comm = NULL;
-        gg_ctx *ctx = dist_ctx(&comm);
-        bucket_bytes = BUCKET_BYTES;
+        gg_ctx *ctx = dist_ctx_buckets(&comm, (gg_dist_config)GG_DIST_CONFIG_INIT, layouts[i]);
         gg_step *step = finalized_mlp_step(ctx, NULL);
-        fake_log_start();
-        assert_int_equal(gg_step_run(step, TOKENS, 0, NULL), GG_SUCCESS);
-        fake_log_stop();
-        assert_int_equal(fake_log.truncated, 0);
-        const fake_races r = fake_check_races(1, 5);
-        fake_log_free();
+        const fake_races r = races_of_run(step, TOKENS, 1, 5);
         print_message("buckets of %zu bytes: %d collectives, %d pairs with one on shared bytes, %d unordered\n",
                       layouts[i], r.collectives, r.pairs, r.races);
         assert_true(r.collectives >= LAYERS * 4); /* every gradient reduced (the weights' in several pieces) */
@@ -832,10 +845,8 @@ static void every_syncing_step_configuration_is_ordered(void **state) {
         for (int sides = 1; sides <= 3; ++sides)
             for (int one_slot = 0; one_slot < 2; ++one_slot)
                 for (int k = 0; k < 3; ++k) {
-                    bucket_bytes = layouts[k];
                     ncclComm_t comm = NULL;
-                    gg_ctx *ctx = dist_ctx(&comm);
-                    bucket_bytes = BUCKET_BYTES;
+                    gg_ctx *ctx = dist_ctx_buckets(&comm, (gg_dist_config)GG_DIST_CONFIG_INIT, layouts[k]);
                     gg_step_config sc = GG_STEP_CONFIG_INIT;
                     sc.max_tokens = SWEEP_TOKENS;
                     sc.side_streams = sides;
@@ -852,12 +863,7 @@ static void every_syncing_step_configuration_is_ordered(void **state) {
                     assert_int_equal(gg_optim_finalize(opt), GG_SUCCESS);
                     assert_int_equal(gg_step_add_optimizer(step, opt), GG_SUCCESS);
                     assert_int_equal(gg_step_finalize(step), GG_SUCCESS);
-                    fake_log_start();
-                    assert_int_equal(gg_step_run(step, SWEEP_TOKENS, 0, NULL), GG_SUCCESS);
-                    fake_log_stop();
-                    assert_int_equal(fake_log.truncated, 0);
-                    const fake_races r = fake_check_races(0, 3);
-                    fake_log_free();
+                    const fake_races r = races_of_run(step, SWEEP_TOKENS, 0, 3);
                     if (r.races != 0 || r.collectives < n)
                         fail_msg("%s, %d side streams, %s, buckets of %zu bytes: %d collectives, %d unordered pairs "
                                  "of %d", sweep_names[m], sides, one_slot ? "one slot" : "the default ring",
@@ -927,10 +933,8 @@ static void every_syncing_block_graph_is_ordered(void **state) {
                     gg_dist_config dc = GG_DIST_CONFIG_INIT;
                     dc.sync = (gg_grad_sync)sync;
                     dc.overlap = overlap;
-                    bucket_bytes = layouts[k];
                     ncclComm_t comm = NULL;
-                    gg_ctx *ctx = dist_ctx_with(&comm, dc, 0, 2, NULL);
-                    bucket_bytes = BUCKET_BYTES;
+                    gg_ctx *ctx = dist_ctx_buckets(&comm, dc, layouts[k]);
                     fake_log_start();
                     const gg_status st = sweep_block_graph(ctx, c);
                     fake_log_stop();
