@@ -793,11 +793,12 @@ static void collectives_ordered_against_their_buffers(void **state) {
 }
 
 /* (7b) The same order over the configurations a user picks, every pair of operations on shared bytes this time
- * (slots, gradients, the optimizer's parameters and moments, not only the collectives'): 1-3 side streams, the
- * default ring (S + 1 slots) and a single slot, buckets of 4 KiB (one or two pieces a bucket), BUCKET_BYTES and
- * 25 MiB (every call in one bucket), steps of MLP calls in fp32 and in fp16 mode, of block-4 calls, and mixed, each
- * ending with an optimizer that updates each parameter behind the bucket that completes its gradient (its early
- * updates on the communication stream). */
+ * (slots, workspaces, gradients, not only the collectives'): 1-3 side streams, the default ring (S + 1 slots) and a
+ * single slot, buckets of 4 KiB (one or two pieces a bucket), BUCKET_BYTES and 25 MiB (every call in one bucket),
+ * steps of MLP calls in fp32 and in fp16 mode, of block-4 calls, and mixed, each ending with an optimizer that updates
+ * each parameter behind the bucket that completes its gradient (its early updates on the communication stream) and
+ * whose parameters are the weights the calls read. (The optimizer's kernels reach their parameters through a table
+ * in device memory, which the fake does not see into: what they touch there is not checked here.) */
 enum { SWEEP_CALLS = 3, SWEEP_TOKENS = 4096, SWEEP_MAX_GRADS = 4 * SWEEP_CALLS };
 typedef enum { SWEEP_MLP_FP32, SWEEP_MLP_FP16, SWEEP_SSM, SWEEP_MIXED } sweep_model;
 static const char *const sweep_names[] = {"MLP fp32", "MLP fp16", "block 4", "mixed"};
@@ -809,8 +810,10 @@ static gg_ssm_gate_args sweep_ssm_args(int l) {
                               FAKE(b + 5), FAKE(b + 6), FAKE(b + 7), FAKE(b + 8), FAKE(b + 9)};
 }
 
-/* Adds the model's calls to step; their parameter gradients (pointer, count, bf16) into grads. Returns how many. */
-static int add_sweep_calls(gg_step *step, sweep_model m, gg_optim_param *grads) {
+/* Adds the model's calls to step, and into params what the optimizer updates, as a training step has it: the
+ * weights the calls read (an MLP's fp32 weights, and in fp16 mode the fp16 copies the calls read too, rewritten by
+ * the update; block 4's bf16 weight as the copy of an fp32 master), the biases apart. Returns how many. */
+static int add_sweep_calls(gg_step *step, sweep_model m, gg_optim_param *params) {
     int n = 0, mlps = 0;
     for (int l = 0; l < SWEEP_CALLS; ++l) {
         const int ssm = m == SWEEP_SSM || (m == SWEEP_MIXED && l == 1);
@@ -819,20 +822,33 @@ static int add_sweep_calls(gg_step *step, sweep_model m, gg_optim_param *grads) 
             gg_ssm_gate_desc d = ssm_desc;
             d.tokens = SWEEP_TOKENS;
             assert_int_equal(gg_step_add_ssm_gate(step, &d, &a), GG_SUCCESS);
-            const int64_t counts[2] = {d.hidden * d.expanded, d.hidden};
-            void *const g[2] = {a.grad_weight, a.grad_bias};
-            for (int k = 0; k < 2; ++k)
-                grads[n++] = (gg_optim_param){.grad = g[k], .grad_dtype = GG_OPTIM_BF16, .count = counts[k]};
+            params[n] = (gg_optim_param){.param = FAKE(600 + n), .grad = a.grad_weight, .grad_dtype = GG_OPTIM_BF16,
+                                         .count = d.hidden * d.expanded, .copy = (void *)a.weight,
+                                         .copy_dtype = GG_OPTIM_BF16};
+            ++n;
+            params[n] = (gg_optim_param){.param = FAKE(600 + n), .grad = a.grad_bias, .grad_dtype = GG_OPTIM_BF16,
+                                         .count = d.hidden};
+            ++n;
             continue;
         }
-        const gg_mlp_args a = mlp_args(mlps++); /* chained to the previous MLP call's dX */
+        gg_mlp_args a = mlp_args(mlps++); /* chained to the previous MLP call's dX */
         gg_mlp_desc d = mlp;
         d.tokens = SWEEP_TOKENS;
         d.precision = m == SWEEP_MLP_FP16 ? GG_PRECISION_FP16 : GG_PRECISION_FP32;
+        const void *weights[2] = {a.weight1, a.weight2};
+        const void *grads[4] = {a.grad_weight1, a.grad_weight2, a.grad_bias1, a.grad_bias2};
+        void *copies[2] = {NULL, NULL};
+        if (m == SWEEP_MLP_FP16) { /* the fp16 copies the calls read, which the update writes */
+            a.weight1_fp16 = copies[0] = FAKE(700 + 2 * l);
+            a.weight2_fp16 = copies[1] = FAKE(701 + 2 * l);
+        }
         assert_int_equal(gg_step_add_mlp(step, &d, &a), GG_SUCCESS);
         const int64_t counts[4] = {(int64_t)FFN * HIDDEN, (int64_t)HIDDEN * FFN, FFN, HIDDEN};
-        void *const g[4] = {a.grad_weight1, a.grad_weight2, a.grad_bias1, a.grad_bias2};
-        for (int k = 0; k < 4; ++k) grads[n++] = (gg_optim_param){.grad = g[k], .count = counts[k]};
+        for (int k = 0; k < 4; ++k, ++n) {
+            params[n] = (gg_optim_param){.param = k < 2 ? (float *)weights[k] : FAKE(600 + n), .grad = grads[k],
+                                         .count = counts[k]};
+            if (k < 2 && copies[k]) params[n].copy = copies[k], params[n].copy_dtype = GG_OPTIM_FP16;
+        }
     }
     return n;
 }
@@ -856,10 +872,7 @@ static void every_syncing_step_configuration_is_ordered(void **state) {
                     gg_optim_param params[SWEEP_MAX_GRADS];
                     const int n = add_sweep_calls(step, (sweep_model)m, params);
                     gg_optim *opt = optimizer_updating_apart(ctx);
-                    for (int i = 0; i < n; ++i) {
-                        params[i].param = FAKE(600 + i);
-                        assert_int_equal(gg_optim_add_param(opt, &params[i]), GG_SUCCESS);
-                    }
+                    for (int i = 0; i < n; ++i) assert_int_equal(gg_optim_add_param(opt, &params[i]), GG_SUCCESS);
                     assert_int_equal(gg_optim_finalize(opt), GG_SUCCESS);
                     assert_int_equal(gg_step_add_optimizer(step, opt), GG_SUCCESS);
                     assert_int_equal(gg_step_finalize(step), GG_SUCCESS);
