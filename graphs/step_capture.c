@@ -8,13 +8,18 @@
 
 #include "kernels/gg_kernels.h"
 
+/* `stream` waits for op's deferred branches (their join events). */
+static gg_status wait_deferred(gg_ctx *ctx, const step_op *op, cudaStream_t stream) {
+    if (op->deferred & GG_DEFERRED_SIDE) GG_CUDA_TRY(ctx, cudaStreamWaitEvent(stream, op->ev_join, 0));
+    if (op->deferred & GG_DEFERRED_AUX) GG_CUDA_TRY(ctx, cudaStreamWaitEvent(stream, op->ev_aux_join, 0));
+    return GG_SUCCESS;
+}
+
 /* The main stream waits for op's deferred branches (once per capture). */
 static gg_status join_op(gg_ctx *ctx, step_op *op, cudaStream_t main) {
     if (op->joined) return GG_SUCCESS;
     op->joined = 1;
-    if (op->deferred & GG_DEFERRED_SIDE) GG_CUDA_TRY(ctx, cudaStreamWaitEvent(main, op->ev_join, 0));
-    if (op->deferred & GG_DEFERRED_AUX) GG_CUDA_TRY(ctx, cudaStreamWaitEvent(main, op->ev_aux_join, 0));
-    return GG_SUCCESS;
+    return wait_deferred(ctx, op, main);
 }
 
 /* Test hooks (step.h): read here, set only by tests/cpu/test_step_ring.c; zero, they change nothing. */
@@ -128,13 +133,8 @@ static gg_status join_before_eager(void *user, cudaStream_t stream) {
     const callback_scope *c = user;
     for (int e = 0; e < c->at; ++e) {
         step_op *op = &c->s->ops[e];
-        if (op->kind != OP_BLOCK) continue;
-        if (stream == c->main) {
-            GG_TRY(join_op(c->s->ctx, op, stream));
-            continue;
-        }
-        if (op->deferred & GG_DEFERRED_SIDE) GG_CUDA_TRY(c->s->ctx, cudaStreamWaitEvent(stream, op->ev_join, 0));
-        if (op->deferred & GG_DEFERRED_AUX) GG_CUDA_TRY(c->s->ctx, cudaStreamWaitEvent(stream, op->ev_aux_join, 0));
+        if (op->kind == OP_BLOCK)
+            GG_TRY(stream == c->main ? join_op(c->s->ctx, op, stream) : wait_deferred(c->s->ctx, op, stream));
     }
     return GG_SUCCESS;
 }
