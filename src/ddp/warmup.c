@@ -72,8 +72,8 @@ gg_status gg_dist_wait_comm_stream(gg_ctx *ctx, const char *what) {
                        "one too: do not destroy it)",
                        what, ctx->dist->rank, cudaGetErrorString(cuda));
     return gg_fail(ctx, GG_ERROR_NCCL,
-                   "%s: rank %d waited %d s for the other ranks, which did not join: the communicator is aborted (an "
-                   "attached one too: do not destroy it)",
+                   "%s: rank %d waited %d s for the other ranks, which did not join (GG_DIST_PEER_TIMEOUT_S sets the "
+                   "wait): the communicator is aborted (an attached one too: do not destroy it)",
                    what, ctx->dist->rank, peer_timeout_s());
 }
 

@@ -622,6 +622,29 @@ static void stream_failed_in_an_agreement_is_aborted(void **state) {
     no_leaks(); /* aborted: the attached communicators are gone too */
 }
 
+/* The other ranks never join a syncing graph's agreement (its collective stays in flight): bounded by the peer
+ * deadline, GG_ERROR_NCCL naming the creation and the wait, the communicator aborted, eager calls working. */
+static void agreement_the_peers_never_join_is_aborted(void **state) {
+    (void)state;
+    ncclComm_t comm = NULL;
+    gg_ctx *ctx = attached_ctx(&comm);
+    atomic_store(&fake.streams_busy, 1);
+    const double start = peer_deadline_1s();
+    gg_graph *g = NULL;
+    const gg_status st = tanh_graph(ctx, &g);
+    atomic_store(&fake.streams_busy, 0);
+    expect_aborted_at_deadline(ctx, "agreement never joined", st, start, 1.0,
+                               "rank 0 waited 1 s for the other ranks, which did not join (GG_DIST_PEER_TIMEOUT_S",
+                               "gg_tanh_gate_graph_create: rank 0:");
+    assert_null(g);
+    if (strncmp(gg_last_error(ctx), "gg_tanh_gate_graph_create: ", 27) != 0)
+        fail_msg("message: \"%s\"", gg_last_error(ctx));
+    assert_int_equal(tanh_eager(ctx), GG_SUCCESS);
+    assert_int_equal(gg_dist_detach(ctx), GG_SUCCESS);
+    gg_ctx_destroy(ctx);
+    no_leaks();
+}
+
 /* ---- gg_dist_abort from another thread ---- */
 typedef struct abort_job {
     gg_ctx *ctx;
@@ -1137,6 +1160,7 @@ int main(void) {
         cmocka_unit_test(replay_past_the_step_deadline_is_aborted),
         cmocka_unit_test(replay_failed_on_the_gpu_is_aborted),
         cmocka_unit_test(stream_failed_in_an_agreement_is_aborted),
+        cmocka_unit_test(agreement_the_peers_never_join_is_aborted),
         cmocka_unit_test(abort_from_another_thread),
         cmocka_unit_test(every_nccl_fault),
         cmocka_unit_test(every_host_memory_fault),
