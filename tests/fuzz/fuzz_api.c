@@ -167,6 +167,21 @@ static gg_status block_call(reader *r, int graph) {
 
 static void no_work(void *user, gg_stream stream, int64_t tokens) { (void)user, (void)stream, (void)tokens; }
 
+/* A callback that runs one of gradgraph's eager calls on its stream (block 1's forward, which plans nothing and so
+ * runs in a capture at any shape): the step makes it wait for the earlier calls' weight-gradient work first. Its
+ * fuzzed hidden size and tensors; the call's status is the callback's business. */
+typedef struct eager_in_callback {
+    int64_t hidden;
+    gg_tanh_gate_fwd_args args;
+} eager_in_callback;
+static eager_in_callback callback_calls[4];
+
+static void eager_work(void *user, gg_stream stream, int64_t tokens) {
+    const eager_in_callback *e = user;
+    const gg_tanh_gate_desc d = {tokens, e->hidden, 0};
+    (void)gg_tanh_gate_forward(ctx, &d, &e->args, stream);
+}
+
 /* A step's life with fuzzed pieces: its config, up to four adds (block calls, callbacks, reductions), finalize, a
  * host- and a device-selected run; every call checked as it returns. */
 static gg_status step_call(reader *r) {
@@ -188,7 +203,15 @@ static gg_status step_call(reader *r) {
         fake.enqueued = 0;
         int kind = 0;
         switch ((unsigned)take(r, 1) % 4) {
-        case 0: st = gg_step_add_callback(step, take(r, 1) % 4 ? no_work : NULL, NULL); break;
+        case 0: {
+            const unsigned which = (unsigned)take(r, 1) % 4;
+            eager_in_callback *e = &callback_calls[i];
+            if (which == 1) /* tensors of their own (at or near slots 24-28), or bad ones */
+                *e = (eager_in_callback){size_of(r), {pointer_of(r, 24), pointer_of(r, 25), pointer_of(r, 26),
+                                                      pointer_of(r, 27), pointer_of(r, 28)}};
+            st = gg_step_add_callback(step, which == 0 ? NULL : which == 1 ? eager_work : no_work, e);
+            break;
+        }
         case 1: {
             void *grad = pointer_of(r, 20 + i);
             const size_t count = take(r, 1) % 4 ? (size_t)take(r, 2) : (size_t)take(r, 8);
