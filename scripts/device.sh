@@ -54,8 +54,9 @@
 #
 # multigpu: fits one 10-minute call on two H200s (GG_CUDA_ARCH=90a; only its targets are built), budgeted as step is
 # (GG_MULTIGPU_BUDGET, default 570 s from the script's start): the multigpu tests, memcheck on two GPUs (into
-# reliability-h200.json, merged over the tests stage's or the official one), the step graph data-parallel (into
-# step-h200.json's "ddp", likewise), then the blocks' scaling (ddp-h200x2.json) as far as the budget goes.
+# reliability-h200.json, merged over the tests stage's or the official one), the step graph data-parallel (the
+# large, small and gated models, and PyTorch DDP eager and CUDA-graphed on the first two, into step-h200.json's
+# "ddp", likewise), then the blocks' scaling (ddp-h200x2.json) as far as the budget goes.
 # GG_DDP_RUNS (default 3) runs per block, GG_STEPS (default 30) steps per measurement, GG_BUCKET_MIB
 # (default: the library's 25 MiB) pieces, GG_COMM_SMS (default: the library's) SMs and NCCL CTAs for communication,
 # GG_COPY_ENGINES=0|1 the weight gradients on SMs or through NCCL's copy engines (gg_dist_config.copy_engines) for
@@ -480,6 +481,13 @@ if { [ "$stage" = all ] && [ "$gpus" -ge 2 ]; } || [ "$stage" = multigpu ]; then
       --steps "${GG_STEPS:-20}" --json "$OUT/torch-ddp.json" > "$OUT/torch-ddp.log" 2>&1 || status=1
     grep -E '^(large|small):|rror' "$OUT/torch-ddp.log"
   else skipped "step_ddp_torch.py"; status=1; fi
+  # The gated bf16 stack (blocks 1 and 4) data-parallel too, after PyTorch's peer (which has no gated form).
+  t=$(limit 90)
+  if [ "$t" -gt 0 ]; then
+    timeout "$t" "$build/examples/gg_example_model_backward" --gated --tokens 8192 --gpus 2 --rounds 3 \
+      --steps "${GG_STEPS:-20}" --json "$OUT/step-ddp-gated.json" > "$OUT/step-ddp-gated.log" 2>&1 || status=1
+    grep -E '^check|speedup|rror' "$OUT/step-ddp-gated.log"
+  else skipped "model_backward gated --gpus 2"; status=1; fi
   torch_ddp=(); [ -f "$OUT/torch-ddp.json" ] && torch_ddp=(--torch "$OUT/torch-ddp.json")
   ls "$OUT"/step-ddp-*.json > /dev/null 2>&1 &&
     python3 scripts/collect_step.py --ddp "$OUT/step-h200.json" --commit "${GG_COMMIT:-unknown}" \
