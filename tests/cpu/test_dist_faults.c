@@ -32,6 +32,7 @@
 #include "ddp.h"
 #include "fake_cuda.h"
 #include "fake_nccl.h"
+#include "fake_order.h"
 #include "gradgraph.h"
 
 #define FAKE(i) ((void *)(uintptr_t)(0x100000000000ull * (uint64_t)((i) + 1)))
@@ -1115,6 +1116,46 @@ static void every_life_fault_copy_engines(life_fault f) {
     life_fault_totals(f, "on the copy-engine path", hits, misses);
 }
 
+/* The copy-engine path's graphs ordered: rank 0's syncing MLP graph with its weight gradients in gg_dist_alloc memory
+ * (each GEMM split in halves between the two ranks, the peer's half sent by all-gather and added in the GEMM's
+ * epilogue, then the result all-gathered) captured with the CUDA work and the collectives logged: every pair of
+ * operations on shared bytes ordered by the capture's streams and events (fake_order.h), the collectives among them. */
+static void copy_engine_graph_is_ordered(void **state) {
+    (void)state;
+    gg_ctx *ctxs[CE_RANKS];
+    make_ce_ctxs(ctxs);
+    fake.device_space = 1; /* device memory at addresses as far apart as its sizes: the capture's ranges are real */
+    gg_dist_config dc = dist_config();
+    dc.copy_engines = 1;
+    assert_int_equal(gg_dist_init_threads(ctxs, CE_RANKS, &dc), GG_SUCCESS);
+    assert_true(ctxs[0]->dist->ce_on && ctxs[1]->dist->ce_on);
+    void *buf[CE_RANKS] = {NULL};
+    gg_graph *g[CE_RANKS] = {NULL};
+    gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
+    for (int i = 0; i < CE_RANKS; ++i) {
+        assert_int_equal(gg_dist_alloc(ctxs[i], 2 * CE_GRAD_BYTES, &buf[i]), GG_SUCCESS);
+        assert_int_equal(gg_mlp_graph_create(ctxs[i], &ce_mlp, &gc, &g[i]), GG_SUCCESS);
+    }
+    const gg_mlp_args a = ce_args(0, buf[0]);
+    fake_log_start();
+    assert_int_equal(gg_mlp_graph_run(g[0], &ce_mlp, &a, NULL), GG_SUCCESS);
+    fake_log_stop();
+    assert_int_equal(fake_log.truncated, 0);
+    const fake_races r = fake_check_races(0, 5);
+    fake_log_free();
+    print_message("copy-engine graph: %d operations, %d collectives, %d pairs on shared bytes, %d unordered\n", r.ops,
+                  r.collectives, r.pairs, r.races);
+    assert_true(r.collectives >= 2 && r.pairs >= r.collectives);
+    assert_int_equal(r.races, 0);
+    for (int i = 0; i < CE_RANKS; ++i) {
+        gg_graph_destroy(g[i]);
+        assert_int_equal(gg_dist_free(ctxs[i], buf[i]), GG_SUCCESS);
+    }
+    for (int i = 0; i < CE_RANKS; ++i) assert_int_equal(gg_dist_detach(ctxs[i]), GG_SUCCESS);
+    for (int i = 0; i < CE_RANKS; ++i) gg_ctx_destroy(ctxs[i]);
+    no_leaks();
+}
+
 static void every_host_memory_fault_copy_engines(void **state) {
     (void)state;
     every_life_fault_copy_engines(LIFE_HOST_MEMORY);
@@ -1167,6 +1208,7 @@ int main(void) {
         cmocka_unit_test(every_cuda_resource_fault),
         cmocka_unit_test(every_cuda_call_fault),
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
+        cmocka_unit_test(copy_engine_graph_is_ordered),
         cmocka_unit_test(every_nccl_fault_copy_engines),
         cmocka_unit_test(every_host_memory_fault_copy_engines),
         cmocka_unit_test(every_cuda_resource_fault_copy_engines),
