@@ -124,6 +124,33 @@ static void take_block(reader *r, fuzz_block *b) {
         (c).execs_per_bucket = (int)(take(r, 1) % 6);                                                              \
     } while (0)
 
+/* The rest of a made graph's life after its run: a device-selected run (any device_tokens pointer), and the
+ * queries (any bucket: memory, DOT to a path that is NULL, empty, writable or not, the device-side errors, the
+ * buckets); every call checked as it returns. */
+static void graph_life(reader *r, gg_graph *g, const fuzz_block *b) {
+    const int64_t *device_tokens = (const int64_t *)pointer_of(r, 30);
+    fake.enqueued = 0;
+    const gg_status st = b->block == 1   ? gg_tanh_gate_graph_run_device(g, &b->d1, device_tokens, &b->a1, NULL)
+                         : b->block == 2 ? gg_gelu_ffn_graph_run_device(g, &b->d2, device_tokens, &b->a2, NULL)
+                         : b->block == 3 ? gg_mlp_graph_run_device(g, &b->d3, device_tokens, &b->a3, NULL)
+                                         : gg_ssm_gate_graph_run_device(g, &b->d4, device_tokens, &b->a4, NULL);
+    check_result(st, ctx);
+    const int bucket = (int)(take(r, 1) % 8) - 2;
+    gg_graph_memory mem;
+    fake.enqueued = 0;
+    check_result(gg_graph_memory_info(g, bucket, take(r, 1) % 8 ? &mem : NULL), ctx);
+    static const char *const paths[] = {NULL, "", "/tmp/gg_fuzz_graph.dot", "/nonexistent-gg-dir/graph.dot"};
+    fake.enqueued = 0;
+    gg_status dot = gg_graph_debug_dot(g, bucket, paths[take(r, 1) % 4], (int)(take(r, 1) % 2));
+    /* a path found unwritable only after the capture: the captured graph is discarded, nothing launched */
+    if (dot == GG_ERROR_INVALID_ARGUMENT && strstr(gg_last_error(ctx), "cannot be written")) fake.enqueued = 0;
+    check_result(dot, ctx);
+    unsigned errors = 0;
+    fake.enqueued = 0;
+    check_result(gg_graph_device_errors(g, take(r, 1) % 8 ? &errors : NULL), ctx);
+    for (int i = -1; i <= gg_graph_bucket_count(g); ++i) (void)gg_graph_bucket_tokens(g, i);
+}
+
 static gg_status block_call(reader *r, int graph) {
     fuzz_block b;
     take_block(r, &b);
@@ -131,6 +158,7 @@ static gg_status block_call(reader *r, int graph) {
     int64_t list[70];
     TAKE_BUCKETS(r, gc, list);
     gc.eager_beyond_max = (int)(take(r, 1) % 2);
+    gc.device_select = (int)(take(r, 1) % 3) - (take(r, 1) % 8 == 0); /* mostly 0 or 1, sometimes out of range */
     if (take(r, 1) % 16 == 0) gc.version = 99;
     gg_graph *g = NULL;
     gg_status st;
@@ -160,6 +188,11 @@ static gg_status block_call(reader *r, int graph) {
         check_result(st, ctx);
         if (st == GG_SUCCESS) fake.enqueued = 0, st = gg_ssm_gate_graph_run(g, &b.d4, &b.a4, NULL);
         break;
+    }
+    if (g) { /* the run checked here: the caller's check of st must not see the life's work */
+        check_result(st, ctx);
+        graph_life(r, g, &b);
+        fake.enqueued = 0;
     }
     gg_graph_destroy(g);
     return st;
