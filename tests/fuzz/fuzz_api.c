@@ -405,12 +405,27 @@ static gg_status forward_call(reader *r) {
 }
 
 /* gg_to_fp16 or gg_check_finite with fuzzed pointers and counts (any size_t). */
+/* The numerics: a conversion or a finite check over fuzzed buffers, or the fp16 overflow word read (found or its
+ * pointer NULL, cleared or not) or its device address asked for; the context's queries and the strings beside. */
 static gg_status numerics_call(reader *r) {
     void *a = pointer_of(r, 0), *b = pointer_of(r, 1);
     const size_t count = take(r, 1) % 4 ? (size_t)take(r, 2) : (size_t)take(r, 8);
     fake.enqueued = 0;
-    if (take(r, 1) % 2) return gg_to_fp16(ctx, a, b, count, NULL);
-    return gg_check_finite(ctx, a, count, (int)(take(r, 1) % 2), b, NULL);
+    (void)gg_ctx_device_bytes(take(r, 1) % 8 ? ctx : NULL);
+    (void)gg_status_string((gg_status)(int)take(r, 1));
+    (void)gg_precision_string((gg_precision)(int)take(r, 1));
+    switch ((unsigned)take(r, 1) % 4) {
+    case 0: return gg_to_fp16(ctx, a, b, count, NULL);
+    case 1: return gg_check_finite(ctx, a, count, (int)(take(r, 1) % 2), b, NULL);
+    case 2: {
+        int found = 0;
+        return gg_fp16_overflow(take(r, 1) % 8 ? ctx : NULL, take(r, 1) % 8 ? &found : NULL, (int)(take(r, 1) % 3));
+    }
+    default: {
+        unsigned *flag = NULL;
+        return gg_fp16_overflow_flag(take(r, 1) % 8 ? ctx : NULL, take(r, 1) % 8 ? &flag : NULL);
+    }
+    }
 }
 
 #ifdef GG_FUZZ_DIST
