@@ -198,6 +198,54 @@ static gg_status block_call(reader *r, int graph) {
     return st;
 }
 
+/* A float: mostly a plausible value (or one just outside the range), sometimes any bits. */
+static float float_of(reader *r) {
+    static const float plausible[] = {0.0f, 1e-8f, 1e-3f, 0.1f, 0.5f, 0.9f, 0.999f, 1.0f, 2.0f, -0.5f, -1.0f, 65504.0f};
+    const unsigned kind = (unsigned)take(r, 1);
+    if (kind % 4) return plausible[kind % (sizeof plausible / sizeof plausible[0])];
+    const uint32_t bits = (uint32_t)take(r, 4);
+    float f;
+    memcpy(&f, &bits, sizeof f); /* NaN, Inf, subnormals, anything */
+    return f;
+}
+
+/* A fuzzed optimizer: its config, up to three fuzzed parameters, finalized (every call checked as it returns);
+ * *out NULL when its creation failed (the status returned then). */
+static gg_status fuzzed_optim(reader *r, gg_optim **out) {
+    gg_optim_config oc = GG_OPTIM_CONFIG_INIT;
+    oc.kind = (gg_optim_kind)(int)(take(r, 1) % 4) - 1;
+    if (take(r, 1) % 2) oc.lr = float_of(r);
+    if (take(r, 1) % 4 == 0) oc.beta1 = float_of(r), oc.beta2 = float_of(r), oc.eps = float_of(r);
+    if (take(r, 1) % 4 == 0) oc.weight_decay = float_of(r);
+    if (take(r, 1) % 4 == 0) oc.momentum = float_of(r), oc.dampening = float_of(r), oc.nesterov = (int)take(r, 1) % 2;
+    if (take(r, 1) % 4 == 0) oc.max_grad_norm = float_of(r);
+    oc.check_finite = (int)(take(r, 1) % 3);
+    if (take(r, 1) % 16 == 0) oc.version = 99;
+    gg_optim *opt = NULL;
+    fake.enqueued = 0;
+    gg_status st = gg_optim_create(ctx, take(r, 1) % 8 ? &oc : NULL, &opt);
+    if ((st == GG_SUCCESS) != (opt != NULL)) abort();
+    *out = opt;
+    if (st != GG_SUCCESS) return st;
+    for (int n = (int)(take(r, 1) % 4), i = 0; i < n; ++i) {
+        gg_optim_param p = {0};
+        p.param = (float *)pointer_of(r, 3 * i);
+        p.grad = pointer_of(r, 3 * i + 1);
+        p.grad_dtype = (gg_optim_dtype)(int)(take(r, 1) % 4) - 1;
+        /* counts a device could hold, or the extremes (larger valid ones only grow the host tables: test_optim_api) */
+        static const int64_t extremes[] = {INT64_MAX, INT64_MIN, -1, (int64_t)1 << 62};
+        p.count = take(r, 1) % 8 ? (int64_t)take(r, 3) - 8 : extremes[take(r, 1) % 4];
+        p.copy = take(r, 1) % 2 ? pointer_of(r, 3 * i + 2) : NULL;
+        p.copy_dtype = (gg_optim_dtype)(int)(take(r, 1) % 4) - 1;
+        p.no_weight_decay = (int)(take(r, 1) % 2);
+        fake.enqueued = 0;
+        check_result(gg_optim_add_param(opt, take(r, 1) % 16 ? &p : NULL), ctx);
+    }
+    fake.enqueued = 0;
+    check_result(gg_optim_finalize(opt), ctx);
+    return GG_SUCCESS;
+}
+
 static void no_work(void *user, gg_stream stream, int64_t tokens) { (void)user, (void)stream, (void)tokens; }
 
 /* A callback that runs one of gradgraph's eager calls on its stream (block 1's forward, which plans nothing and so
@@ -231,11 +279,20 @@ static gg_status step_call(reader *r) {
     if ((st == GG_SUCCESS) != (step != NULL)) abort();
     if (st != GG_SUCCESS) return st;
     int kinds[4] = {0}; /* the block of each call added (0: a callback or a reduction), for gg_step_set_args */
+    gg_optim *step_opts[4] = {NULL}; /* the optimizers made for the adds, destroyed after the step */
     int n_calls = 0;
     for (int n = (int)(take(r, 1) % 5), i = 0; i < n; ++i) {
         fake.enqueued = 0;
         int kind = 0;
-        switch ((unsigned)take(r, 1) % 4) {
+        switch ((unsigned)take(r, 1) % 5) {
+        case 4: { /* an optimizer's step, or none (NULL); the optimizer outlives the step */
+            gg_optim *opt = NULL;
+            check_result(fuzzed_optim(r, &opt), ctx);
+            step_opts[i] = opt;
+            fake.enqueued = 0;
+            st = gg_step_add_optimizer(step, take(r, 1) % 8 ? opt : NULL);
+            break;
+        }
         case 0: {
             const unsigned which = (unsigned)take(r, 1) % 4;
             eager_in_callback *e = &callback_calls[i];
@@ -302,52 +359,16 @@ static gg_status step_call(reader *r) {
     fake.enqueued = 0;
     st = gg_step_device_errors(step, take(r, 1) % 8 ? &errors : NULL);
     gg_step_destroy(step);
+    for (int i = 0; i < 4; ++i) gg_optim_destroy(step_opts[i]);
     return st;
 }
 
-/* A float: mostly a plausible value (or one just outside the range), sometimes any bits. */
-static float float_of(reader *r) {
-    static const float plausible[] = {0.0f, 1e-8f, 1e-3f, 0.1f, 0.5f, 0.9f, 0.999f, 1.0f, 2.0f, -0.5f, -1.0f, 65504.0f};
-    const unsigned kind = (unsigned)take(r, 1);
-    if (kind % 4) return plausible[kind % (sizeof plausible / sizeof plausible[0])];
-    const uint32_t bits = (uint32_t)take(r, 4);
-    float f;
-    memcpy(&f, &bits, sizeof f); /* NaN, Inf, subnormals, anything */
-    return f;
-}
 
 /* An optimizer's life with fuzzed pieces: its config, up to three parameters, finalize, steps, the setters. */
 static gg_status optim_call(reader *r) {
-    gg_optim_config oc = GG_OPTIM_CONFIG_INIT;
-    oc.kind = (gg_optim_kind)(int)(take(r, 1) % 4) - 1;
-    if (take(r, 1) % 2) oc.lr = float_of(r);
-    if (take(r, 1) % 4 == 0) oc.beta1 = float_of(r), oc.beta2 = float_of(r), oc.eps = float_of(r);
-    if (take(r, 1) % 4 == 0) oc.weight_decay = float_of(r);
-    if (take(r, 1) % 4 == 0) oc.momentum = float_of(r), oc.dampening = float_of(r), oc.nesterov = (int)take(r, 1) % 2;
-    if (take(r, 1) % 4 == 0) oc.max_grad_norm = float_of(r);
-    oc.check_finite = (int)(take(r, 1) % 3);
-    if (take(r, 1) % 16 == 0) oc.version = 99;
     gg_optim *opt = NULL;
-    fake.enqueued = 0;
-    gg_status st = gg_optim_create(ctx, take(r, 1) % 8 ? &oc : NULL, &opt);
-    if ((st == GG_SUCCESS) != (opt != NULL)) abort();
-    if (st != GG_SUCCESS) return st;
-    for (int n = (int)(take(r, 1) % 4), i = 0; i < n; ++i) {
-        gg_optim_param p = {0};
-        p.param = (float *)pointer_of(r, 3 * i);
-        p.grad = pointer_of(r, 3 * i + 1);
-        p.grad_dtype = (gg_optim_dtype)(int)(take(r, 1) % 4) - 1;
-        /* counts a device could hold, or the extremes (larger valid ones only grow the host tables: test_optim_api) */
-        static const int64_t extremes[] = {INT64_MAX, INT64_MIN, -1, (int64_t)1 << 62};
-        p.count = take(r, 1) % 8 ? (int64_t)take(r, 3) - 8 : extremes[take(r, 1) % 4];
-        p.copy = take(r, 1) % 2 ? pointer_of(r, 3 * i + 2) : NULL;
-        p.copy_dtype = (gg_optim_dtype)(int)(take(r, 1) % 4) - 1;
-        p.no_weight_decay = (int)(take(r, 1) % 2);
-        fake.enqueued = 0;
-        check_result(gg_optim_add_param(opt, take(r, 1) % 16 ? &p : NULL), ctx);
-    }
-    fake.enqueued = 0;
-    check_result(gg_optim_finalize(opt), ctx);
+    gg_status st = fuzzed_optim(r, &opt);
+    if (!opt) return st;
     fake.enqueued = 0;
     check_result(gg_optim_set_lr(opt, float_of(r), NULL), ctx);
     fake.enqueued = 0;
