@@ -3,6 +3,7 @@
 
 #include "fake_cuda.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +30,13 @@ typedef struct fake_comm {
     atomic_int state; /* ncclSuccess or ncclInProgress */
     int finalized;
     fake_window *windows;
+    struct fake_comm *next_gone; /* once destroyed or aborted: kept until the next reset (fake_nccl_is_live) */
 } fake_comm;
+
+/* Communicators destroyed or aborted since the last reset: their memory stays readable (magic 0), so that a test can
+ * ask whether gradgraph aborted the one it attached (fake_nccl_is_live) before destroying it itself. */
+static fake_comm *gone;
+static pthread_mutex_t gone_lock = PTHREAD_MUTEX_INITIALIZER; /* the watchdog thread may abort one */
 #define FAKE_COMM_MAGIC 0x6e63636cu
 
 /* NCCL memory: address ranges in a reservation that nothing is mapped at (never dereferenced, but each as long as
@@ -53,6 +60,13 @@ void fake_nccl_reset(int rank, int size) {
     fake_nccl.id_byte = 7;
     group_comm = NULL;
     group_depth = 0;
+    pthread_mutex_lock(&gone_lock);
+    while (gone) {
+        fake_comm *c = gone;
+        gone = c->next_gone;
+        free(c);
+    }
+    pthread_mutex_unlock(&gone_lock);
     memset(allocs, 0, sizeof allocs); /* what a test left allocated (a failed free) is forgotten */
     nccl_next = nccl_space;
 }
@@ -114,7 +128,10 @@ static void drop(fake_comm *c) {
     }
     c->magic = 0;
     atomic_fetch_sub(&fake_nccl.live, 1);
-    free(c);
+    pthread_mutex_lock(&gone_lock);
+    c->next_gone = gone;
+    gone = c;
+    pthread_mutex_unlock(&gone_lock);
 }
 
 ncclComm_t fake_nccl_comm(void) { return (ncclComm_t)make(0); }

@@ -479,7 +479,16 @@ static gg_status dist_call(reader *r) {
     if (st == GG_SUCCESS) {
         for (int n = (int)(take(r, 1) % 4), i = 0; i < n; ++i) {
             fake.enqueued = 0;
-            switch ((unsigned)take(r, 1) % 3) {
+            switch ((unsigned)take(r, 1) % 5) {
+            case 3: /* the queries, on the context or NULL */
+                (void)gg_dist_rank(take(r, 1) % 8 ? dctx : NULL);
+                (void)gg_dist_size(take(r, 1) % 8 ? dctx : NULL);
+                (void)gg_dist_comm(take(r, 1) % 8 ? dctx : NULL);
+                check_result(gg_dist_check(take(r, 1) % 8 ? dctx : NULL), dctx);
+                break;
+            case 4: /* an abort (the context then has no communicator: later calls are refused, detach works) */
+                check_result(gg_dist_abort(take(r, 1) % 8 ? dctx : NULL), dctx);
+                break;
             case 0: {
                 void *data = pointer_of(r, i);
                 /* small counts, or extremes: the fakes call all memory outside the host ranges device memory, so a
@@ -523,7 +532,7 @@ static gg_status dist_call(reader *r) {
         check_result(gg_dist_detach(dctx), dctx);
     }
     gg_ctx_destroy(dctx);
-    fake_nccl_destroy(comm);
+    if (fake_nccl_is_live(comm)) fake_nccl_destroy(comm); /* an abort ends the attached communicator itself */
     return GG_SUCCESS;
 }
 #endif
