@@ -15,6 +15,7 @@ gg_status gg_debug_dot(gg_ctx *ctx, const char *fn, int n_buckets, int device_se
                        "%s: bucket = -1 is the device-selected graph, but the graph was created with "
                        "config->device_select = 0",
                        fn);
+    GG_TRY(gg_refuse_in_step_callback(ctx, fn));
     int saved = 0;
     GG_TRY(gg_device_enter(ctx, fn, &saved));
     cudaGraph_t graph = NULL;

@@ -164,17 +164,32 @@ static gg_status enqueue_step(gg_step *s, int64_t tokens, const int64_t *device_
         }
         if (op->kind == OP_CALLBACK) {
             callback_scope scope = {s, i, main};
+            gg_status (*const outer)(void *, cudaStream_t) = ctx->callback_join; /* restored after: scopes nest */
+            void *const outer_user = ctx->callback_join_user;
             if (!gg_step_test.skip_callback_join)
                 ctx->callback_join = join_before_eager, ctx->callback_join_user = &scope;
+            const gg_status outer_failure = ctx->callback_failure;
+            ctx->callback_failure = GG_SUCCESS;
+            ++ctx->in_step_callback;
             op->fn(op->user, (gg_stream)main, bucket);
-            ctx->callback_join = NULL, ctx->callback_join_user = NULL;
+            --ctx->in_step_callback;
+            const gg_status failed = ctx->callback_failure;
+            ctx->callback_failure = outer_failure;
+            ctx->callback_join = outer, ctx->callback_join_user = outer_user;
+            const char *fn = gg_ctx_entry(ctx) ? gg_ctx_entry(ctx) : "gg_step_run";
             enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
             const cudaError_t err = cudaStreamIsCapturing(main, &cs);
-            if (err != cudaSuccess || cs != cudaStreamCaptureStatusActive)
+            if (failed != GG_SUCCESS) { /* the callback's work is incomplete: nothing of this capture may run */
+                char said[GG_MSG_BYTES];
+                snprintf(said, sizeof said, "%s", ctx->last_error);
+                status = gg_fail(ctx, failed, "%s: a gradgraph call inside the callback of call %d failed, so the "
+                                              "step is not captured (nothing runs): %s", fn, i, said);
+            } else if (err != cudaSuccess || cs != cudaStreamCaptureStatusActive) {
                 status = gg_fail(ctx, GG_ERROR_CUDA,
-                                 "gg_step_run: the callback of call %d broke the capture (%s): a callback may only "
-                                 "enqueue capturable work on the stream it is handed",
-                                 i, err != cudaSuccess ? cudaGetErrorName(err) : "capture invalidated");
+                                 "%s: the callback of call %d broke the capture (%s): a callback may only enqueue "
+                                 "capturable work on the stream it is handed",
+                                 fn, i, err != cudaSuccess ? cudaGetErrorName(err) : "capture invalidated");
+            }
             continue;
         }
         gg_block_call c = op->call;

@@ -703,7 +703,10 @@ GG_API gg_status gg_graph_debug_dot(gg_graph *graph, int bucket, const char *pat
  * does not hold) may run inside a callback, on `stream` or a stream forked from it, once their shape has been planned
  * outside any capture: each first makes its stream wait for the earlier calls' weight-gradient work, with which it
  * shares the context's scratch memory and workspaces (on `stream`, that work is then joined for the rest of the step:
- * less overlap, never a race). All work is complete when the step's work on the run's stream is.
+ * less overlap, never a race). A graph's run (a per-block graph's or another step's) inside a callback is refused.
+ * When a gradgraph call inside a callback fails, the step's run fails too (its status, the inner message quoted) and
+ * nothing of that capture runs: the callback's work would be missing from the graph. All work is complete when the
+ * step's work on the run's stream is.
  *
  * Errors. Every function checks its arguments and, on failure, returns a status with a message (gg_last_error(ctx))
  * that names the function, the call index ("gg_step_add_mlp (call 3): args->grad_output is NULL") and the field; a
@@ -831,8 +834,9 @@ GG_API gg_status gg_step_finalize(gg_step *step);
  * instantiates it (or updates an exec in place); every later one is one cudaGraphLaunch.
  * Returns GG_SUCCESS, GG_ERROR_INVALID_ARGUMENT (not finalized, tokens < 1 or past the largest bucket, padding
  * off and tokens not a bucket), or a CUDA/cuBLAS error from the capture (a callback that broke the capture is
- * named); a syncing run also GG_ERROR_NCCL (an asynchronous NCCL error: gg_dist_check) or GG_ERROR_INVALID_ARGUMENT
- * when the communicator the step was finalized with is gone. */
+ * named); a gradgraph call inside a callback that failed fails the run with that call's status, its message quoted
+ * (nothing of the capture runs); a syncing run also GG_ERROR_NCCL (an asynchronous NCCL error: gg_dist_check) or
+ * GG_ERROR_INVALID_ARGUMENT when the communicator the step was finalized with is gone. */
 GG_API gg_status gg_step_run(gg_step *step, int64_t tokens, int accumulate, gg_stream stream);
 
 /* Whether the following runs of a syncing step reduce their gradients across the ranks (sync 1, the default)

@@ -89,6 +89,8 @@ struct gg_ctx {
      * flight, which may be using the context's scratch arena (slot 0) and second workspace (side stream 0). */
     gg_status (*callback_join)(void *user, cudaStream_t stream);
     void *callback_join_user;
+    int in_step_callback;        /* > 0 while a step graph's callback is being captured: graph runs are refused */
+    gg_status callback_failure;  /* the first failure (gg_fail) inside it, which fails the step's capture */
     struct gg_tune_cache *tune; /* autotuned GEMM algorithms (src/gemm/tune_cache.h), NULL without autotune */
     char tune_device[128];      /* the GPU, cuBLASLt and driver part of tune keys ("" until first needed) */
     gg_guard guard;             /* the thread inside a call, device pointers already checked (src/core/guard.c) */

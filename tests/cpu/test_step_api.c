@@ -670,6 +670,85 @@ static void debug_dot_captures_a_bucket_again(void **state) {
     assert_int_equal(fake.live, 0);
 }
 
+/* ---- gradgraph's calls inside a callback ---- */
+
+/* What the callback of nested_step runs: 0 another step's run, 1 a per-block graph's run, 2 an eager MLP forward at
+ * the bucket's rows (planned at 512 rows only, so refused at others), 3 the same forward at 512 rows. */
+static struct {
+    gg_ctx *ctx;
+    int what;
+    gg_step *other;
+    gg_graph *graph;
+    gg_status status; /* what the call returned */
+} nested;
+
+static void nested_call(void *user, gg_stream stream, int64_t tokens) {
+    (void)user;
+    const gg_mlp_args a = mlp_args(5);
+    const gg_mlp_desc d = {tokens, mlp.hidden, mlp.ffn, GG_PRECISION_FP32, 0};
+    const gg_mlp_fwd_args f = {.hidden_states = FAKE(100), .weight1 = FAKE(101), .bias1 = FAKE(102),
+                               .weight2 = FAKE(103), .bias2 = FAKE(104), .intermediate = FAKE(105),
+                               .intermediate_activated = FAKE(106), .output = FAKE(107)};
+    nested.status = nested.what == 0   ? gg_step_run(nested.other, 512, 0, stream)
+                    : nested.what == 1 ? gg_mlp_graph_run(nested.graph, &d, &a, stream)
+                                       : gg_mlp_forward(nested.ctx, &d, &f, stream);
+}
+
+/* A callback's gradgraph call that fails (a graph's run or another step's, refused inside a capture; an eager
+ * forward whose shape has no plan) fails the step's run: its status, a message naming the call index and quoting
+ * the inner failure, nothing instantiated or launched, no capture left open, every run alike; an eager forward that
+ * succeeds there leaves the run alone. */
+static void failed_calls_inside_callbacks_fail_the_run(void **state) {
+    (void)state;
+    gg_ctx *ctx = fake_device_ctx();
+    nested.ctx = ctx;
+    nested.other = two_layer_step(ctx, 4);
+    gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
+    gc.max_tokens = 512;
+    const gg_mlp_desc planned = {512, mlp.hidden, mlp.ffn, GG_PRECISION_FP32, 0};
+    assert_int_equal(gg_mlp_graph_create(ctx, &planned, &gc, &nested.graph), GG_SUCCESS);
+    nested.what = 3;
+    nested_call(NULL, NULL, 512); /* plans the forward at 512 rows, outside any capture */
+    assert_int_equal(nested.status, GG_SUCCESS);
+    static const char *const inner[] = {"gg_step_run: called inside a step graph's callback",
+                                        "gg_mlp_graph_run: called inside a step graph's callback",
+                                        "has no plan ready"};
+    for (int what = 0; what < 4; ++what) {
+        gg_step_config sc = GG_STEP_CONFIG_INIT;
+        sc.max_tokens = 512;
+        gg_step *step = NULL;
+        assert_int_equal(gg_step_create(ctx, &sc, &step), GG_SUCCESS);
+        const gg_mlp_args a = mlp_args(0);
+        assert_int_equal(gg_step_add_mlp(step, &mlp, &a), GG_SUCCESS);
+        assert_int_equal(gg_step_add_callback(step, nested_call, NULL), GG_SUCCESS);
+        assert_int_equal(gg_step_finalize(step), GG_SUCCESS);
+        nested.what = what;
+        const int64_t tokens = what == 2 ? 256 : 512;
+        for (int run = 0; run < 2; ++run) {
+            memset(fake.calls, 0, sizeof fake.calls);
+            const gg_status st = gg_step_run(step, tokens, 0, NULL);
+            assert_int_equal(fake.captures_open, 0);
+            if (what == 3) { /* a forward that works there: the step runs */
+                assert_int_equal(st, GG_SUCCESS);
+                assert_int_equal(nested.status, GG_SUCCESS);
+                continue;
+            }
+            assert_int_not_equal(nested.status, GG_SUCCESS);
+            assert_int_equal(st, nested.status);
+            assert_message_has(ctx, "gg_step_run: a gradgraph call inside the callback of call 1 failed, so the "
+                                    "step is not captured (nothing runs): ");
+            assert_message_has(ctx, inner[what]);
+            assert_int_equal(fake.calls[FAKE_INSTANTIATE], 0);
+            assert_int_equal(fake.calls[FAKE_GRAPH_LAUNCH], 0);
+        }
+        gg_step_destroy(step);
+    }
+    gg_graph_destroy(nested.graph);
+    gg_step_destroy(nested.other);
+    gg_ctx_destroy(ctx);
+    assert_int_equal(fake.live, 0);
+}
+
 /* A finalized step's run refuses tokens below 1, past the largest bucket, and off the buckets when padding is off, each
  * named and nothing enqueued; a second finalize is refused; a step left alive is destroyed with its context. */
 static void run_checks_its_tokens(void **state) {
@@ -754,6 +833,7 @@ int main(void) {
         cmocka_unit_test(run_device_selects_on_the_gpu),
         cmocka_unit_test(debug_dot_captures_a_bucket_again),
         cmocka_unit_test(optimizer_in_the_step),
+        cmocka_unit_test(failed_calls_inside_callbacks_fail_the_run),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
