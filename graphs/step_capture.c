@@ -139,6 +139,43 @@ static gg_status join_before_eager(void *user, cudaStream_t stream) {
     return GG_SUCCESS;
 }
 
+/* Captures callback i on main with the bucket's rows: gradgraph's eager calls inside it wait for the earlier
+ * calls' deferred work (join_before_eager), and a gradgraph call that fails inside it, or a callback that breaks the
+ * capture, fails the step's capture. The context's callback state is saved and restored around it. */
+static gg_status run_callback(gg_step *s, int i, cudaStream_t main, int64_t bucket) {
+    gg_ctx *ctx = s->ctx;
+    const step_op *op = &s->ops[i];
+    callback_scope scope = {s, i, main};
+    gg_status (*const outer)(void *, cudaStream_t) = ctx->callback_join; /* restored after: scopes nest */
+    void *const outer_user = ctx->callback_join_user;
+    const gg_status outer_failure = ctx->callback_failure;
+    if (!gg_step_test.skip_callback_join) ctx->callback_join = join_before_eager, ctx->callback_join_user = &scope;
+    ctx->callback_failure = GG_SUCCESS;
+    ++ctx->in_step_callback;
+    op->fn(op->user, (gg_stream)main, bucket);
+    --ctx->in_step_callback;
+    const gg_status failed = ctx->callback_failure;
+    ctx->callback_failure = outer_failure;
+    ctx->callback_join = outer, ctx->callback_join_user = outer_user;
+    const char *fn = gg_ctx_entry(ctx) ? gg_ctx_entry(ctx) : "gg_step_run";
+    if (failed != GG_SUCCESS) { /* the callback's work is incomplete: nothing of this capture may run */
+        char said[GG_MSG_BYTES];
+        snprintf(said, sizeof said, "%s", ctx->last_error);
+        return gg_fail(ctx, failed,
+                       "%s: a gradgraph call inside the callback of call %d failed, so the step is not captured "
+                       "(nothing runs): %s",
+                       fn, i, said);
+    }
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    const cudaError_t err = cudaStreamIsCapturing(main, &cs);
+    if (err != cudaSuccess || cs != cudaStreamCaptureStatusActive)
+        return gg_fail(ctx, GG_ERROR_CUDA,
+                       "%s: the callback of call %d broke the capture (%s): a callback may only enqueue capturable "
+                       "work on the stream it is handed",
+                       fn, i, err != cudaSuccess ? cudaGetErrorName(err) : "capture invalidated");
+    return GG_SUCCESS;
+}
+
 /* Enqueues the whole backward at `bucket` rows on main (capturing); the real rows are tokens, or with device_rows
  * the M the GPU reads there; sync: the gradients are reduced across the ranks as they are final. */
 static gg_status enqueue_step(gg_step *s, int64_t tokens, const int64_t *device_rows, int64_t bucket, int accumulate,
@@ -163,33 +200,7 @@ static gg_status enqueue_step(gg_step *s, int64_t tokens, const int64_t *device_
             continue;
         }
         if (op->kind == OP_CALLBACK) {
-            callback_scope scope = {s, i, main};
-            gg_status (*const outer)(void *, cudaStream_t) = ctx->callback_join; /* restored after: scopes nest */
-            void *const outer_user = ctx->callback_join_user;
-            if (!gg_step_test.skip_callback_join)
-                ctx->callback_join = join_before_eager, ctx->callback_join_user = &scope;
-            const gg_status outer_failure = ctx->callback_failure;
-            ctx->callback_failure = GG_SUCCESS;
-            ++ctx->in_step_callback;
-            op->fn(op->user, (gg_stream)main, bucket);
-            --ctx->in_step_callback;
-            const gg_status failed = ctx->callback_failure;
-            ctx->callback_failure = outer_failure;
-            ctx->callback_join = outer, ctx->callback_join_user = outer_user;
-            const char *fn = gg_ctx_entry(ctx) ? gg_ctx_entry(ctx) : "gg_step_run";
-            enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-            const cudaError_t err = cudaStreamIsCapturing(main, &cs);
-            if (failed != GG_SUCCESS) { /* the callback's work is incomplete: nothing of this capture may run */
-                char said[GG_MSG_BYTES];
-                snprintf(said, sizeof said, "%s", ctx->last_error);
-                status = gg_fail(ctx, failed, "%s: a gradgraph call inside the callback of call %d failed, so the "
-                                              "step is not captured (nothing runs): %s", fn, i, said);
-            } else if (err != cudaSuccess || cs != cudaStreamCaptureStatusActive) {
-                status = gg_fail(ctx, GG_ERROR_CUDA,
-                                 "%s: the callback of call %d broke the capture (%s): a callback may only enqueue "
-                                 "capturable work on the stream it is handed",
-                                 fn, i, err != cudaSuccess ? cudaGetErrorName(err) : "capture invalidated");
-            }
+            status = run_callback(s, i, main, bucket);
             continue;
         }
         gg_block_call c = op->call;
