@@ -25,10 +25,15 @@ gg_ctx *gg_step_context(const gg_step *step);
  *     producer, so the producer's reads of its weights are done): it may enqueue what needs only that gradient
  *     there, and run then does the rest;
  *   - whole_gradients: it needs every gradient whole and reduced (refused at finalize with reduce-scatter);
+ *   - synced (may be NULL), in a syncing step only: synced(user, ctx, fn, grads, n) is called when the step is
+ *     finalized, with every gradient the step reduces (so that what the final work reads beyond them can be said);
  *   - release(user) (may be NULL) frees user when the step is destroyed, or when the add fails. */
+struct gg_reduce_grad;
 typedef gg_status (*gg_step_final_fn)(void *user, cudaStream_t stream);
 typedef gg_status (*gg_step_early_fn)(void *user, const void *grad, size_t count, int elem_bytes,
                                       cudaStream_t stream);
+typedef void (*gg_step_synced_fn)(void *user, gg_ctx *ctx, const char *fn, const struct gg_reduce_grad *grads,
+                                  int n_grads);
 typedef struct gg_step_final {
     gg_step_final_fn run;
     void (*begin)(void *user);
@@ -36,6 +41,7 @@ typedef struct gg_step_final {
     int whole_gradients;
     void (*release)(void *user);
     void *user;
+    gg_step_synced_fn synced;
 } gg_step_final;
 /* `fn` names the public entry point that adds it (for messages). */
 gg_status gg_step_add_final(gg_step *step, const char *fn, const gg_step_final *final);

@@ -218,6 +218,9 @@ static gg_status finalize(gg_step *s, const char *fn) {
     if (syncs)
         gg_log(ctx, GG_LOG_INFO, "%s: rank %d of %d reduces %d gradients in %d buckets of at most %zu bytes", fn,
                ctx->dist->rank, ctx->dist->size, s->n_grads, s->layout.n_buckets, ctx->dist->config.bucket_bytes);
+    for (int i = 0; i < s->n_ops && syncs; ++i)
+        if (s->ops[i].kind == OP_FINAL && s->ops[i].final.synced)
+            s->ops[i].final.synced(s->ops[i].final.user, ctx, fn, s->grads, s->n_grads);
     return GG_SUCCESS;
 }
 

@@ -799,7 +799,9 @@ typedef struct gg_optim gg_optim; /* "Optimizer" below */
  * parameter whose gradient is exactly a reduced gradient of the step (same pointer, count and type) is updated on
  * the communication stream as soon as the bucket completing that gradient is reduced, overlapping the rest of the
  * backward: no call after that point may read the parameter's weights (the usual case: a layer's weights are read
- * by its own call, before its gradient is final). The others are updated at the end. With reduce-scatter
+ * by its own call, before its gradient is final). The others are updated at the end. A parameter whose gradient
+ * lies in no gradient the data-parallel step reduces (no block call makes it, no gg_step_add_reduce buffer holds
+ * it) would be updated on each rank from its own gradient: gg_step_finalize logs a WARN naming it. With reduce-scatter
  * (gg_dist_config.sync) gg_step_finalize refuses a step with an optimizer: each rank would hold only a shard of
  * each reduced gradient. Add it after every block call and gg_step_add_reduce (gg_step_finalize refuses one that
  * follows it: its gradients would miss the update); callbacks may follow. opt must be finalized and made on the

@@ -7,6 +7,7 @@
 #include "blocks.h"
 #include "src/optim/optim.h"
 #include "step.h"
+#include "step_reduce.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +71,28 @@ static gg_status stage_run(void *user, cudaStream_t stream) {
     return GG_SUCCESS;
 }
 
+/* A syncing step's finalize: a parameter whose gradient lies in none of the gradients the step reduces would be
+ * updated on every rank from that rank's own gradient, the ranks' weights drifting apart: a WARN names it. */
+static void stage_synced(void *user, gg_ctx *ctx, const char *fn, const gg_reduce_grad *grads, int n_grads) {
+    const optimizer_stage *st = user;
+    for (int i = 0; i < st->n_params; ++i) {
+        const gg_optim_param *p = &st->opt->params[i];
+        const uintptr_t lo = (uintptr_t)p->grad;
+        const uintptr_t hi = lo + (uintptr_t)p->count * (p->grad_dtype == GG_OPTIM_FP32 ? 4u : 2u);
+        int reduced = 0;
+        for (int k = 0; k < n_grads && !reduced; ++k) {
+            const uintptr_t g = (uintptr_t)grads[k].ptr;
+            reduced = g <= lo && hi <= g + grads[k].count * (size_t)grads[k].elem_bytes;
+        }
+        if (!reduced)
+            gg_log(ctx, GG_LOG_WARN,
+                   "%s: the optimizer's parameter %d has a gradient (%p, %lld elements) that the step does not "
+                   "reduce (no block call makes it and no gg_step_add_reduce holds it): every rank will update it "
+                   "from its own gradient, and the ranks' weights will drift apart",
+                   fn, i, p->grad, (long long)p->count);
+    }
+}
+
 gg_status gg_step_add_optimizer(gg_step *step, gg_optim *opt) {
     const char *fn = "gg_step_add_optimizer";
     const gg_step_final none = {0};
@@ -88,6 +111,6 @@ gg_status gg_step_add_optimizer(gg_step *step, gg_optim *opt) {
         return gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "%s (call %d): out of host memory", fn, gg_step_call_count(step));
     st->opt = opt;
     st->n_params = opt->n_params;
-    const gg_step_final final = {stage_run, stage_begin, stage_early, 1, free, st};
+    const gg_step_final final = {stage_run, stage_begin, stage_early, 1, free, st, stage_synced};
     return gg_step_add_final(step, fn, &final); /* frees st when it fails */
 }

@@ -471,6 +471,52 @@ static void fp16_copies_in_a_syncing_step(void **state) {
     assert_int_equal(collectives[1], collectives[0]);
 }
 
+/* (5c) A parameter whose gradient the step does not reduce would be updated on each rank from its own gradient:
+ * finalizing the syncing step says so in a WARN naming the parameter; parameters whose gradients are the step's, or
+ * lie inside a gg_step_add_reduce buffer, are not named; a step without a communicator says nothing. */
+static char sync_warnings[4096];
+static void keep_warnings(void *user, gg_log_level level, const char *message) {
+    (void)user;
+    const size_t used = strlen(sync_warnings);
+    if (level == GG_LOG_WARN && used + 2 < sizeof sync_warnings)
+        snprintf(sync_warnings + used, sizeof sync_warnings - used, "%s\n", message);
+}
+
+static void optimizer_parameter_not_reduced_is_named(void **state) {
+    (void)state;
+    for (int syncing = 1; syncing >= 0; --syncing) {
+        sync_warnings[0] = '\0';
+        ncclComm_t comm = NULL;
+        gg_ctx *ctx = dist_ctx_of(&comm, GG_SYNC_ALL_REDUCE, 0, keep_warnings);
+        gg_optim *opt = NULL;
+        assert_int_equal(gg_optim_create(ctx, NULL, &opt), GG_SUCCESS);
+        const gg_mlp_args a0 = mlp_args(0);
+        const gg_optim_param params[] = {
+            {.param = FAKE(200), .grad = a0.grad_weight1, .count = (int64_t)FFN * HIDDEN}, /* a block call's */
+            {.param = FAKE(201), .grad = (char *)reduce_buffer + 400, .count = 1000},       /* inside an add_reduce */
+            {.param = FAKE(202), .grad = FAKE(203), .count = 77},                           /* nobody's */
+        };
+        for (int i = 0; i < 3; ++i) assert_int_equal(gg_optim_add_param(opt, &params[i]), GG_SUCCESS);
+        assert_int_equal(gg_optim_finalize(opt), GG_SUCCESS);
+        gg_step *step = mlp_step(ctx, syncing, opt);
+        assert_int_equal(gg_step_finalize(step), GG_SUCCESS);
+        print_message("%s step's warnings: %s\n", syncing ? "syncing" : "local", sync_warnings);
+        if (syncing) {
+            if (!strstr(sync_warnings, "gg_step_finalize: the optimizer's parameter 2 has a gradient") ||
+                !strstr(sync_warnings, "77 elements) that the step does not reduce") ||
+                !strstr(sync_warnings, "the ranks' weights will drift apart"))
+                fail_msg("no WARN naming parameter 2: \"%s\"", sync_warnings);
+            assert_null(strstr(sync_warnings, "parameter 0 "));
+            assert_null(strstr(sync_warnings, "parameter 1 "));
+        } else {
+            assert_null(strstr(sync_warnings, "does not reduce"));
+        }
+        gg_step_destroy(step);
+        gg_optim_destroy(opt);
+        end_ctx(ctx, comm);
+    }
+}
+
 /* An optimizer that updates parameters apart (neither clipping nor the finite check waits for every gradient). */
 static gg_optim *optimizer_updating_apart(gg_ctx *ctx) {
     gg_optim_config oc = GG_OPTIM_CONFIG_INIT;
@@ -1152,6 +1198,7 @@ int main(void) {
         cmocka_unit_test(optimizer_after_the_reduction),
         cmocka_unit_test(optimizer_updates_each_bucket_as_it_lands),
         cmocka_unit_test(optimizer_updates_the_rest_in_runs),
+        cmocka_unit_test(optimizer_parameter_not_reduced_is_named),
         cmocka_unit_test(syncing_ssm_gate_graph_and_past_its_buckets),
         cmocka_unit_test(other_ranks_adopt_rank_0s_algorithms),
         cmocka_unit_test(optimizer_refused_under_reduce_scatter),
