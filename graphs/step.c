@@ -283,6 +283,15 @@ gg_status gg_step_set_sync(gg_step *s, int sync) {
         return gg_fail(s->ctx, GG_ERROR_INVALID_ARGUMENT, "%s: sync = %d is not 0 or 1", fn, sync);
     GG_TRY(gg_ctx_claim(s->ctx, fn));
     s->sync_on = sync;
+    /* an optimizer's update in a run that does not reduce: each rank's weights from its own gradients */
+    int optimizer = 0;
+    for (int i = 0; i < s->n_ops; ++i) optimizer |= s->ops[i].kind == OP_FINAL && s->ops[i].final.whole_gradients;
+    if (!sync && optimizer && s->config.sync_gradients && s->ctx->dist)
+        gg_log(s->ctx, GG_LOG_WARN,
+               "%s: sync off on a step with an optimizer: its runs update each rank's weights from that rank's own "
+               "gradients, and the ranks' weights drift apart; for micro-batches, run a step without the optimizer "
+               "with sync off, then this one with sync on",
+               fn);
     gg_ctx_release(s->ctx);
     return GG_SUCCESS;
 }

@@ -844,9 +844,10 @@ GG_API gg_status gg_step_run(gg_step *step, int64_t tokens, int accumulate, gg_s
 /* Whether the following runs of a syncing step reduce their gradients across the ranks (sync 1, the default)
  * or only accumulate them locally (0: PyTorch DDP's no_sync; run every micro-batch but the last so, then the last
  * with sync on and accumulate 1). Each setting has its own executable graphs (captured at its first run). Every
- * rank must use the same setting for the same run. On a step that does not reduce it changes nothing. Allowed
- * before and after gg_step_finalize. Returns GG_SUCCESS or GG_ERROR_INVALID_ARGUMENT (step NULL, sync not 0 or
- * 1). */
+ * rank must use the same setting for the same run. On a step that does not reduce it changes nothing. Sync off on
+ * a step with an optimizer logs a WARN: its runs would update each rank's weights from that rank's own gradients.
+ * Allowed before and after gg_step_finalize. Returns GG_SUCCESS or GG_ERROR_INVALID_ARGUMENT (step NULL, sync not
+ * 0 or 1). */
 GG_API gg_status gg_step_set_sync(gg_step *step, int sync);
 
 /* Runs the backward with the token count M read from device memory when the graph runs (an int64 the GPU writes,

@@ -473,7 +473,8 @@ static void fp16_copies_in_a_syncing_step(void **state) {
 
 /* (5c) A parameter whose gradient the step does not reduce would be updated on each rank from its own gradient:
  * finalizing the syncing step says so in a WARN naming the parameter; parameters whose gradients are the step's, or
- * lie inside a gg_step_add_reduce buffer, are not named; a step without a communicator says nothing. */
+ * lie inside a gg_step_add_reduce buffer, are not named; a local step says nothing. Turning sync off on a syncing step
+ * with an optimizer WARNs likewise. */
 static char sync_warnings[4096];
 static void keep_warnings(void *user, gg_log_level level, const char *message) {
     (void)user;
@@ -501,6 +502,11 @@ static void optimizer_parameter_not_reduced_is_named(void **state) {
         gg_step *step = mlp_step(ctx, syncing, opt);
         assert_int_equal(gg_step_finalize(step), GG_SUCCESS);
         print_message("%s step's warnings: %s\n", syncing ? "syncing" : "local", sync_warnings);
+        /* sync off on a step with an optimizer: a WARN that the weights would drift apart (syncing steps only) */
+        assert_int_equal(gg_step_set_sync(step, 0), GG_SUCCESS);
+        assert_int_equal(gg_step_set_sync(step, 1), GG_SUCCESS);
+        if (syncing != (strstr(sync_warnings, "gg_step_set_sync: sync off on a step with an optimizer") != NULL))
+            fail_msg("%s step, sync off: \"%s\"", syncing ? "syncing" : "local", sync_warnings);
         if (syncing) {
             if (!strstr(sync_warnings, "gg_step_finalize: the optimizer's parameter 2 has a gradient") ||
                 !strstr(sync_warnings, "77 elements) that the step does not reduce") ||
