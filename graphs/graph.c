@@ -356,7 +356,8 @@ gg_status gg_refuse_in_step_callback(gg_ctx *ctx, const char *fn) {
     if (!ctx->in_step_callback) return GG_SUCCESS;
     return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
                    "%s: called inside a step graph's callback, while the step is being captured: a callback may "
-                   "enqueue kernels, copies and gradgraph's eager calls, not a graph's run or capture",
+                   "enqueue kernels, copies and gradgraph's eager calls; graphs and steps are not run, captured or "
+                   "changed there",
                    fn);
 }
 
@@ -434,6 +435,7 @@ static gg_status run(gg_graph *g, const char *fn, gg_block_call *call, gg_precis
                      cudaStream_t stream) {
     gg_ctx *ctx = g->ctx;
     GG_TRY(check_run(g, fn, call, requested));
+    GG_TRY(gg_refuse_in_step_callback(ctx, fn)); /* its eager path past the buckets too */
     const int b = gg_buckets_select(g->buckets, g->n_buckets, call->tokens);
     if (b < 0) {
         if (g->config.eager_beyond_max) return run_eager_beyond_max(ctx, fn, call, stream);

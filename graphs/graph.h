@@ -70,15 +70,17 @@ typedef gg_status (*gg_enqueue_fn)(void *user, cudaStream_t stream);
 gg_status gg_capture(gg_ctx *ctx, gg_enqueue_fn enqueue, void *user, cudaGraph_t *graph);
 
 /* GG_ERROR_INVALID_ARGUMENT, naming fn, while a step graph's callback is being captured (a graph's run or capture
- * inside it would capture into, or launch onto, the step's capture); GG_SUCCESS otherwise. */
+ * inside it would capture into, or launch onto, the step's capture; a step's rebinding would change the capture
+ * under way); GG_SUCCESS otherwise. */
 gg_status gg_refuse_in_step_callback(gg_ctx *ctx, const char *fn);
 
 /* The replay shared by per-block graphs and step graphs: in the context's device and, when `sync`, holding the
  * communicator from before a capture to the launch (it is never aborted under the capture or between the check and
  * the launch of a graph whose NCCL kernels use it), finds key's exec in cache or, missing, has build(user, &graph)
- * make its graph and installs it (gg_exec_install), then launches it on stream (refused inside a step's callback). The first syncing exec sets
- * *holds_nccl and tells the communicator (gg_dist_graph_holds: it is not destroyed under an exec that holds NCCL
- * work); a syncing launch is watched from then (gg_dist_replay_launched). `fn` names the entry point. */
+ * make its graph and installs it (gg_exec_install), then launches it on stream (refused inside a step's callback).
+ * The first syncing exec sets *holds_nccl and tells the communicator (gg_dist_graph_holds: it is not destroyed under
+ * an exec that holds NCCL work); a syncing launch is watched from then (gg_dist_replay_launched). `fn` names the
+ * entry point. */
 typedef gg_status (*gg_build_fn)(void *user, cudaGraph_t *graph);
 gg_status gg_exec_replay(gg_ctx *ctx, const char *fn, gg_exec_cache *cache, const gg_exec_key *key, int sync,
                          int *holds_nccl, gg_build_fn build, void *user, cudaStream_t stream);

@@ -34,6 +34,11 @@ static int has_device_state(const gg_step *s) { return s->finalized != 0; }
 void gg_step_destroy(gg_step *s) {
     if (!s) return;
     gg_ctx *ctx = s->ctx;
+    if (ctx->in_step_callback) { /* a step may be the one being captured: nothing destroyed, the capture fails */
+        (void)gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "gg_step_destroy: called inside a step graph's callback, while "
+                                                      "the step is being captured: nothing was destroyed");
+        return;
+    }
     if (gg_ctx_claim(ctx, "gg_step_destroy") != GG_SUCCESS) return; /* as gg_ctx_destroy: nothing destroyed */
     int saved = 0;
     const int entered = has_device_state(s) && gg_device_enter(s->ctx, "gg_step_destroy", &saved) == GG_SUCCESS;
@@ -286,7 +291,8 @@ gg_status gg_step_set_sync(gg_step *s, int sync) {
     /* an optimizer's update in a run that does not reduce: each rank's weights from its own gradients */
     int optimizer = 0;
     for (int i = 0; i < s->n_ops; ++i) optimizer |= s->ops[i].kind == OP_FINAL && s->ops[i].final.whole_gradients;
-    if (!sync && optimizer && s->config.sync_gradients && s->ctx->dist)
+    const int reduces = s->finalized == 1 ? s->reduces : s->config.sync_gradients && s->ctx->dist;
+    if (!sync && optimizer && reduces)
         gg_log(s->ctx, GG_LOG_WARN,
                "%s: sync off on a step with an optimizer: its runs update each rank's weights from that rank's own "
                "gradients, and the ranks' weights drift apart; for micro-batches, run a step without the optimizer "
@@ -301,6 +307,8 @@ int gg_step_call_count(const gg_step *s) { return s ? s->n_ops : 0; }
 /* ---- rebinding ---- */
 
 static gg_status set_args(gg_step *s, const char *fn, int index, const void *args) {
+    /* inside a callback the capture under way would be kept under the old pointers' key with some of the new ones */
+    GG_TRY(gg_refuse_in_step_callback(s->ctx, fn));
     if (index < 0 || index >= s->n_ops)
         return gg_fail(s->ctx, GG_ERROR_INVALID_ARGUMENT, "%s: index = %d is not in [0, %d)", fn, index, s->n_ops);
     step_op *op = &s->ops[index];

@@ -126,15 +126,18 @@ typedef struct callback_scope {
     cudaStream_t main;
 } callback_scope;
 
-/* The context's callback_join while a callback runs: an eager gradgraph call inside it shares the context's scratch
- * (slot 0) and second workspace with the deferred work of earlier calls, so its stream waits for all of that work
- * first (on main: joined for good; on a stream the callback forked, only that stream waits). */
+/* The context's callback_join while a callback runs: an eager gradgraph call inside it uses the context's scratch
+ * and counters (slot 0) and its second workspace (side stream 0's), so its stream waits for the deferred work of the
+ * earlier calls that use them (on main: joined for good; on a stream the callback forked, only that stream waits).
+ * The other calls' deferred work goes on beside it. */
 static gg_status join_before_eager(void *user, cudaStream_t stream) {
     const callback_scope *c = user;
+    const gg_step *s = c->s;
     for (int e = 0; e < c->at; ++e) {
-        step_op *op = &c->s->ops[e];
-        if (op->kind == OP_BLOCK)
-            GG_TRY(stream == c->main ? join_op(c->s->ctx, op, stream) : wait_deferred(c->s->ctx, op, stream));
+        step_op *op = &s->ops[e];
+        const int shares = op->block % s->slots == 0 || (s->sides && op->block % s->sides == 0);
+        if (op->kind == OP_BLOCK && shares)
+            GG_TRY(stream == c->main ? join_op(s->ctx, op, stream) : wait_deferred(s->ctx, op, stream));
     }
     return GG_SUCCESS;
 }
@@ -160,7 +163,7 @@ static gg_status run_callback(gg_step *s, int i, cudaStream_t main, int64_t buck
     const char *fn = gg_ctx_entry(ctx) ? gg_ctx_entry(ctx) : "gg_step_run";
     if (failed != GG_SUCCESS) { /* the callback's work is incomplete: nothing of this capture may run */
         char said[GG_MSG_BYTES];
-        snprintf(said, sizeof said, "%s", ctx->last_error);
+        memcpy(said, ctx->callback_message, sizeof said); /* the first failure's, as its status */
         return gg_fail(ctx, failed,
                        "%s: a gradgraph call inside the callback of call %d failed, so the step is not captured "
                        "(nothing runs): %s",

@@ -509,7 +509,7 @@ GG_API gg_status gg_ssm_gate_forward(gg_ctx *ctx, const gg_ssm_gate_desc *desc, 
  * its shape must have been planned by an earlier forward call outside any capture: otherwise it is refused with
  * GG_ERROR_INVALID_ARGUMENT and nothing is enqueued (a step callback runs at the bucket's token count: run the
  * forward once eagerly at each bucket first). Captured, a forward replays bitwise what the eager call computes.
- * Inside a step graph's callback a forward (or any eager call) shares the context's scratch memory with the
+ * Inside a step graph's callback a forward (or any eager block call) shares the context's scratch memory with the
  * weight-gradient work of the step's earlier calls, which may still be running: it first makes its stream wait for
  * that work (see "Callbacks" below), so every precision is safe there. */
 
@@ -701,12 +701,12 @@ GG_API gg_status gg_graph_debug_dot(gg_graph *graph, int bucket, const char *pat
  * callback must not write a tensor an earlier call reads (its grad_output, saved activations, weights) nor read an
  * earlier call's parameter gradients. gradgraph's eager calls on the step's context (a forward, a backward the step
  * does not hold) may run inside a callback, on `stream` or a stream forked from it, once their shape has been planned
- * outside any capture: each first makes its stream wait for the earlier calls' weight-gradient work, with which it
- * shares the context's scratch memory and workspaces (on `stream`, that work is then joined for the rest of the step:
- * less overlap, never a race). A graph's run (a per-block graph's or another step's) inside a callback is refused.
- * When a gradgraph call inside a callback fails, the step's run fails too (its status, the inner message quoted) and
- * nothing of that capture runs: the callback's work would be missing from the graph. All work is complete when the
- * step's work on the run's stream is.
+ * outside any capture: each first makes its stream wait for the weight-gradient work of the earlier calls that share
+ * the context's scratch memory and workspaces with it (on `stream`, that work is then joined for the rest of the
+ * step: less overlap, never a race). A graph's run (a per-block graph's or another step's), gg_step_set_args and
+ * gg_step_destroy inside a callback are refused. When a gradgraph call inside a callback fails, the step's run fails
+ * too (the first failure's status, its message quoted) and nothing of that capture runs: the callback's work would be
+ * missing from the graph. All work is complete when the step's work on the run's stream is.
  *
  * Errors. Every function checks its arguments and, on failure, returns a status with a message (gg_last_error(ctx))
  * that names the function, the call index ("gg_step_add_mlp (call 3): args->grad_output is NULL") and the field; a

@@ -153,15 +153,22 @@ def worker(rank, gpus, port, a, queue):
         results.append(entry)
         report(rank, a, name, results, variants[-1])
         if a.cuda_graph:
-            graphs = []
+            graphs, error = [], None
             try:
                 graphs = [capture_step(plain, x, dy, a.precision), capture_step(ddp, x, dy, a.precision)]
+            except Exception as e:  # noqa: BLE001 - any failure of the graphed form leaves the eager one standing
+                error = f"{type(e).__name__}: {e}"
+            # every rank goes on only if every rank captured: a rank that replays a graph holding NCCL work while
+            # another does not would wait for ever (NCCL's watchdog does not see captured collectives)
+            captured = torch.tensor([0 if error else 1], device="cuda")
+            dist.all_reduce(captured, op=dist.ReduceOp.MIN)
+            if captured.item() == 1:
                 local, sync = timed_rounds(partial(graphed_backward_ms, graphs[0], a.steps),
                                            partial(graphed_backward_ms, graphs[1], a.steps), a.rounds)
                 variants.append(ddp_figures(gpus, a.precision, "cuda_graph", local, sync,
                                             gradients_equal_across_ranks(model)))
-            except Exception as e:  # noqa: BLE001 - any failure of the graphed form leaves the eager one standing
-                variants.append({"variant": "cuda_graph", "error": f"{type(e).__name__}: {e}"})
+            else:
+                variants.append({"variant": "cuda_graph", "error": error or "another rank's capture failed"})
             torch.cuda.synchronize()
             del graphs  # before the process group goes: a graph holding NCCL work blocks the communicator's end
             best = [v for v in variants if "step_us" in v]

@@ -65,12 +65,16 @@ gg_status gg_fail(gg_ctx *ctx, gg_status status, const char *fmt, ...) {
      * message is this thread's, as the refusal of the claim itself is; the other thread's stays whole. */
     if (ctx && gg_ctx_claimed_elsewhere(ctx)) ctx = NULL;
     char *buffer = ctx ? ctx->last_error : g_thread_error;
-    /* inside a step's callback: the work the callback meant to capture is incomplete, so the step's run fails too */
-    if (ctx && ctx->in_step_callback && ctx->callback_failure == GG_SUCCESS) ctx->callback_failure = status;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(buffer, GG_MSG_BYTES, fmt, ap);
     va_end(ap);
+    /* inside a step's callback: the work the callback meant to capture is incomplete, so the step's run fails too,
+     * with the first failure's status and message */
+    if (ctx && ctx->in_step_callback && ctx->callback_failure == GG_SUCCESS) {
+        ctx->callback_failure = status;
+        memcpy(ctx->callback_message, buffer, GG_MSG_BYTES);
+    }
     log_message(ctx, GG_LOG_ERROR, buffer);
     return status;
 }

@@ -91,6 +91,7 @@ struct gg_ctx {
     void *callback_join_user;
     int in_step_callback;        /* > 0 while a step graph's callback is being captured: graph runs are refused */
     gg_status callback_failure;  /* the first failure (gg_fail) inside it, which fails the step's capture */
+    char callback_message[GG_MSG_BYTES]; /* ... and its message */
     struct gg_tune_cache *tune; /* autotuned GEMM algorithms (src/gemm/tune_cache.h), NULL without autotune */
     char tune_device[128];      /* the GPU, cuBLASLt and driver part of tune keys ("" until first needed) */
     gg_guard guard;             /* the thread inside a call, device pointers already checked (src/core/guard.c) */

@@ -673,7 +673,8 @@ static void debug_dot_captures_a_bucket_again(void **state) {
 /* ---- gradgraph's calls inside a callback ---- */
 
 /* What the callback of nested_step runs: 0 another step's run, 1 a per-block graph's run, 2 an eager MLP forward at
- * the bucket's rows (planned at 512 rows only, so refused at others), 3 the same forward at 512 rows. */
+ * the bucket's rows (planned at 512 rows only, so refused at others), 3 the same forward at 512 rows, 4 another
+ * step's gg_step_set_args, 5 its gg_step_destroy. */
 static struct {
     gg_ctx *ctx;
     int what;
@@ -689,15 +690,22 @@ static void nested_call(void *user, gg_stream stream, int64_t tokens) {
     const gg_mlp_fwd_args f = {.hidden_states = FAKE(100), .weight1 = FAKE(101), .bias1 = FAKE(102),
                                .weight2 = FAKE(103), .bias2 = FAKE(104), .intermediate = FAKE(105),
                                .intermediate_activated = FAKE(106), .output = FAKE(107)};
+    if (nested.what == 5) { /* void: refused, it records the failure */
+        gg_step_destroy(nested.other);
+        nested.status = GG_ERROR_INVALID_ARGUMENT;
+        return;
+    }
     nested.status = nested.what == 0   ? gg_step_run(nested.other, 512, 0, stream)
                     : nested.what == 1 ? gg_mlp_graph_run(nested.graph, &d, &a, stream)
+                    : nested.what == 4 ? gg_step_set_args(nested.other, 0, &a)
                                        : gg_mlp_forward(nested.ctx, &d, &f, stream);
 }
 
-/* A callback's gradgraph call that fails (a graph's run or another step's, refused inside a capture; an eager
- * forward whose shape has no plan) fails the step's run: its status, a message naming the call index and quoting
- * the inner failure, nothing instantiated or launched, no capture left open, every run alike; an eager forward that
- * succeeds there leaves the run alone. */
+/* A callback's gradgraph call that fails (a graph's run or another step's, a step's rebinding or destruction, each
+ * refused inside a capture; an eager forward whose shape has no plan) fails the step's run: its status, a message
+ * naming the call index and quoting the inner failure, nothing instantiated or launched, no capture left open, every
+ * run alike (the other step still there, and usable after); an eager forward that succeeds there leaves the run
+ * alone. */
 static void failed_calls_inside_callbacks_fail_the_run(void **state) {
     (void)state;
     gg_ctx *ctx = fake_device_ctx();
@@ -712,8 +720,11 @@ static void failed_calls_inside_callbacks_fail_the_run(void **state) {
     assert_int_equal(nested.status, GG_SUCCESS);
     static const char *const inner[] = {"gg_step_run: called inside a step graph's callback",
                                         "gg_mlp_graph_run: called inside a step graph's callback",
-                                        "has no plan ready"};
-    for (int what = 0; what < 4; ++what) {
+                                        "has no plan ready", "",
+                                        "gg_step_set_args: called inside a step graph's callback",
+                                        "gg_step_destroy: called inside a step graph's callback, while the step is "
+                                        "being captured: nothing was destroyed"};
+    for (int what = 0; what < 6; ++what) {
         gg_step_config sc = GG_STEP_CONFIG_INIT;
         sc.max_tokens = 512;
         gg_step *step = NULL;
@@ -743,6 +754,7 @@ static void failed_calls_inside_callbacks_fail_the_run(void **state) {
         }
         gg_step_destroy(step);
     }
+    assert_int_equal(gg_step_run(nested.other, 512, 0, NULL), GG_SUCCESS); /* neither destroyed nor rebound */
     gg_graph_destroy(nested.graph);
     gg_step_destroy(nested.other);
     gg_ctx_destroy(ctx);
