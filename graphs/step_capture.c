@@ -4,6 +4,8 @@
  * behind the device-side selection). */
 #include "step_internal.h"
 
+#include <string.h>
+
 #include <nvtx3/nvToolsExt.h>
 
 #include "kernels/gg_kernels.h"
@@ -229,6 +231,9 @@ static gg_status enqueue_step(gg_step *s, int64_t tokens, const int64_t *device_
         nvtxRangePop();
         if (status == GG_SUCCESS && sync) status = launch_ready(s, i, main, &next_bucket, &forked);
     }
+    /* a failure's message, which a failing join below must not overwrite: the status is the first failure's */
+    char first[GG_MSG_BYTES] = "";
+    if (status != GG_SUCCESS) memcpy(first, ctx->last_error, sizeof first);
     if (forked) { /* the communication stream rejoins main, on every path */
         const gg_status joined = gg_dist_step_join(ctx, main);
         if (status == GG_SUCCESS) status = joined;
@@ -239,6 +244,7 @@ static gg_status enqueue_step(gg_step *s, int64_t tokens, const int64_t *device_
         const gg_status joined = join_op(ctx, &s->ops[i], main);
         if (status == GG_SUCCESS) status = joined;
     }
+    if (first[0] && strcmp(first, ctx->last_error) != 0) (void)gg_fail(ctx, status, "%s", first);
     return status;
 }
 
