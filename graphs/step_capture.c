@@ -162,7 +162,7 @@ static gg_status run_callback(gg_step *s, int i, cudaStream_t main, int64_t buck
     const gg_status failed = ctx->callback_failure;
     ctx->callback_failure = outer_failure;
     ctx->callback_join = outer, ctx->callback_join_user = outer_user;
-    const char *fn = gg_ctx_entry(ctx) ? gg_ctx_entry(ctx) : "gg_step_run";
+    const char *entry = gg_ctx_entry(ctx), *fn = entry ? entry : "gg_step_run";
     if (failed != GG_SUCCESS) { /* the callback's work is incomplete: nothing of this capture may run */
         char said[GG_MSG_BYTES];
         memcpy(said, ctx->callback_message, sizeof said); /* the first failure's, as its status */

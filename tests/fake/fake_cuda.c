@@ -791,6 +791,13 @@ cudaError_t __wrap_cudaGraphDebugDotPrint(cudaGraph_t graph, const char *path, u
     return cudaSuccess;
 }
 
+int fake_dot_written(const char *path, unsigned flags) {
+    FILE *f = fopen(path, "r");
+    if (f) fclose(f);
+    remove(path);
+    return f != NULL && fake.dot_flags == flags;
+}
+
 /* ---- cuBLASLt ---- */
 
 /* A matmul descriptor's pointers and a layout's shape, behind their handles. */

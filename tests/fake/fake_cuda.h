@@ -191,6 +191,9 @@ typedef struct fake_log_state {
 
 extern fake_log_state fake_log;
 
+/* Whether the last cudaGraphDebugDotPrint wrote `path` with `flags`; the file is removed either way. */
+int fake_dot_written(const char *path, unsigned flags);
+
 void fake_log_start(void); /* clears the log and logs from now on */
 void fake_log_stop(void);  /* stops logging; the entries stay until fake_log_free or the next start */
 void fake_log_free(void);
