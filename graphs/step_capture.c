@@ -4,8 +4,6 @@
  * behind the device-side selection). */
 #include "step_internal.h"
 
-#include <string.h>
-
 #include <nvtx3/nvToolsExt.h>
 
 #include "kernels/gg_kernels.h"
@@ -163,14 +161,11 @@ static gg_status run_callback(gg_step *s, int i, cudaStream_t main, int64_t buck
     ctx->callback_failure = outer_failure;
     ctx->callback_join = outer, ctx->callback_join_user = outer_user;
     const char *entry = gg_ctx_entry(ctx), *fn = entry ? entry : "gg_step_run";
-    if (failed != GG_SUCCESS) { /* the callback's work is incomplete: nothing of this capture may run */
-        char said[GG_MSG_BYTES];
-        memcpy(said, ctx->callback_message, sizeof said); /* the first failure's, as its status */
+    if (failed != GG_SUCCESS) /* the callback's work is incomplete: nothing of this capture may run */
         return gg_fail(ctx, failed,
                        "%s: a gradgraph call inside the callback of call %d failed, so the step is not captured "
                        "(nothing runs): %s",
-                       fn, i, said);
-    }
+                       fn, i, ctx->callback_message); /* the first failure's, as its status */
     enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     const cudaError_t err = cudaStreamIsCapturing(main, &cs);
     if (err != cudaSuccess || cs != cudaStreamCaptureStatusActive)
@@ -231,9 +226,8 @@ static gg_status enqueue_step(gg_step *s, int64_t tokens, const int64_t *device_
         nvtxRangePop();
         if (status == GG_SUCCESS && sync) status = launch_ready(s, i, main, &next_bucket, &forked);
     }
-    /* a failure's message, which a failing join below must not overwrite: the status is the first failure's */
-    char first[GG_MSG_BYTES] = "";
-    if (status != GG_SUCCESS) memcpy(first, ctx->last_error, sizeof first);
+    char first[GG_MSG_BYTES];
+    gg_failure_save(ctx, status, first); /* a failing join below keeps the first failure's message */
     if (forked) { /* the communication stream rejoins main, on every path */
         const gg_status joined = gg_dist_step_join(ctx, main);
         if (status == GG_SUCCESS) status = joined;
@@ -244,7 +238,7 @@ static gg_status enqueue_step(gg_step *s, int64_t tokens, const int64_t *device_
         const gg_status joined = join_op(ctx, &s->ops[i], main);
         if (status == GG_SUCCESS) status = joined;
     }
-    if (first[0] && strcmp(first, ctx->last_error) != 0) (void)gg_fail(ctx, status, "%s", first);
+    gg_failure_restore(ctx, first);
     return status;
 }
 

@@ -79,6 +79,15 @@ gg_status gg_fail(gg_ctx *ctx, gg_status status, const char *fmt, ...) {
     return status;
 }
 
+void gg_failure_save(const gg_ctx *ctx, gg_status status, char saved[GG_MSG_BYTES]) {
+    saved[0] = '\0';
+    if (status != GG_SUCCESS) memcpy(saved, ctx->last_error, GG_MSG_BYTES);
+}
+
+void gg_failure_restore(gg_ctx *ctx, const char saved[GG_MSG_BYTES]) {
+    if (saved[0]) memcpy(ctx->last_error, saved, GG_MSG_BYTES);
+}
+
 const char *gg_after_entry(const char *msg, const char *fn) {
     if (!fn) return msg;
     const size_t n = strlen(fn);

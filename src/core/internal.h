@@ -98,6 +98,12 @@ struct gg_ctx {
     char last_error[GG_MSG_BYTES];
 };
 
+/* Clean-up after a failure may fail too, and its message would replace the first one, which the status names:
+ * gg_failure_save keeps ctx's message when status is a failure (else an empty one), gg_failure_restore puts it back
+ * after the clean-up. */
+void gg_failure_save(const gg_ctx *ctx, gg_status status, char saved[GG_MSG_BYTES]);
+void gg_failure_restore(gg_ctx *ctx, const char saved[GG_MSG_BYTES]);
+
 /* Records a failure: formats the message into ctx->last_error (or the thread's own buffer when ctx is NULL),
  * sends it to the log callback, and returns status so callers can write `return gg_fail(...)`. */
 gg_status gg_fail(gg_ctx *ctx, gg_status status, const char *fmt, ...)

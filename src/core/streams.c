@@ -27,10 +27,13 @@ gg_status gg_stream_handoff(gg_ctx *ctx, cudaStream_t from, cudaEvent_t event, c
 }
 
 gg_status gg_stream_join_all(gg_ctx *ctx, gg_status status, cudaStream_t main, const gg_branch *branches, int n) {
+    char first[GG_MSG_BYTES];
+    gg_failure_save(ctx, status, first); /* a failing join after a failure keeps the first's message */
     for (int i = 0; i < n; ++i) {
         const gg_status joined = gg_stream_handoff(ctx, branches[i].stream, branches[i].join, main);
         if (status == GG_SUCCESS) status = joined;
     }
+    gg_failure_restore(ctx, first);
     return status;
 }
 
