@@ -82,8 +82,7 @@ static gg_status gradients_reduced(gg_step *s, int b) {
         if (piece->offset + piece->count != g->count) continue; /* not its last piece */
         for (int i = 0; i < s->n_ops; ++i)
             if (s->ops[i].kind == OP_FINAL && s->ops[i].final.early)
-                GG_TRY(s->ops[i].final.early(s->ops[i].final.user, g->ptr, g->count, g->elem_bytes,
-                                             s->ctx->dist->stream));
+                GG_TRY(s->ops[i].final.early(s->ops[i].final.user, s, g, s->ctx->dist->stream));
     }
     return GG_SUCCESS;
 }

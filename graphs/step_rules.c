@@ -62,13 +62,24 @@ int gg_step_hazard(const gg_block_call *a, const gg_block_call *b) {
     return 0;
 }
 
-/* ---- the gradients a syncing step reduces ---- */
-
 /* Whether [p, p + n) and [q, q + m) share a byte. */
 static int bytes_overlap(const void *p, size_t n, const void *q, size_t m) {
     const uintptr_t a = (uintptr_t)p, b = (uintptr_t)q;
     return a < b + m && b < a + n;
 }
+
+int gg_step_other_user(const gg_step *s, int producer, const void *p, size_t bytes) {
+    if (!p || !bytes) return -1;
+    for (int i = 0; i < s->n_ops; ++i) {
+        const gg_block_call *c = &s->ops[i].call;
+        if (s->ops[i].kind != OP_BLOCK || i == producer) continue;
+        for (int t = 0; t < c->info->n_tensors; ++t)
+            if (gg_tensor_used(c, t) && bytes_overlap(p, bytes, c->t[t], gg_tensor_bytes(c, t))) return i;
+    }
+    return -1;
+}
+
+/* ---- the gradients a syncing step reduces ---- */
 
 /* gg_step_add_reduce's entries must not overlap a block call's parameter gradient or each other (each would be
  * reduced twice, by collectives that race). */

@@ -798,8 +798,10 @@ typedef struct gg_optim gg_optim; /* "Optimizer" below */
  * that updates parameters apart (max_grad_norm 0 and check_finite 0: nothing waits for every gradient), each
  * parameter whose gradient is exactly a reduced gradient of the step (same pointer, count and type) is updated on
  * the communication stream as soon as the bucket completing that gradient is reduced, overlapping the rest of the
- * backward: no call after that point may read the parameter's weights (the usual case: a layer's weights are read
- * by its own call, before its gradient is final). The others are updated at the end. A parameter whose gradient
+ * backward (the usual case: a layer's weights are read by its own call only, before its gradient is final). A
+ * parameter whose weights or copy another block call of the step uses too (weights tied between calls) is updated
+ * at the end instead, as are the others; a callback after that point must not read the weights (callbacks are not
+ * looked into). A parameter whose gradient
  * lies in no gradient the data-parallel step reduces (no block call makes it, no gg_step_add_reduce buffer holds
  * it) would be updated on each rank from its own gradient: gg_step_finalize logs a WARN naming it. With reduce-scatter
  * (gg_dist_config.sync) gg_step_finalize refuses a step with an optimizer: each rank would hold only a shard of

@@ -41,12 +41,25 @@ static void stage_begin(void *user) {
 }
 
 /* A syncing step's gradient is reduced: its parameter's update on the communication stream behind it, when the
- * optimizer updates parameters apart (neither clipping nor the finite check waits for every gradient). */
-static gg_status stage_early(void *user, const void *grad, size_t count, int elem_bytes, cudaStream_t stream) {
+ * optimizer updates parameters apart (neither clipping nor the finite check waits for every gradient) and no block
+ * call but the gradient's producer touches the weights or their copy (weights tied between calls: that call's reads
+ * would run beside the update); such a parameter is updated at the end with the rest. */
+static gg_status stage_early(void *user, const gg_step *step, const gg_reduce_grad *grad, cudaStream_t stream) {
     optimizer_stage *st = user;
     if (!gg_optim_updates_apart(st->opt)) return GG_SUCCESS;
-    const int p = gg_optim_param_of(st->opt, grad, count, elem_bytes);
+    const int p = gg_optim_param_of(st->opt, grad->ptr, grad->count, grad->elem_bytes);
     if (p < 0 || st->done[p]) return GG_SUCCESS;
+    const gg_optim_param *param = &st->opt->params[p];
+    int reader = gg_step_other_user(step, grad->producer, param->param, (size_t)param->count * sizeof(float));
+    if (reader < 0 && param->copy)
+        reader = gg_step_other_user(step, grad->producer, param->copy, (size_t)param->count * 2);
+    if (reader >= 0) {
+        gg_log(st->opt->ctx, GG_LOG_DEBUG,
+               "gg_step_run: the optimizer's parameter %d is updated at the end of the step, not as its gradient is "
+               "reduced: call %d uses its weights too",
+               p, reader);
+        return GG_SUCCESS;
+    }
     st->done[p] = 1;
     return gg_optim_step_range_captured(st->opt, p, 1, stream);
 }

@@ -38,6 +38,7 @@
 #include "fake_order.h"
 #include "gradgraph.h"
 #include "internal.h"
+#include "optim.h"
 #include "step_reduce.h"
 
 /* Distinct, aligned fake device addresses, far apart so that no two buffers overlap. */
@@ -845,15 +846,44 @@ static void collectives_ordered_against_their_buffers(void **state) {
 }
 
 /* (7b) The same order over the configurations a user picks, every pair of operations on shared bytes this time
- * (slots, workspaces, gradients, not only the collectives'): 1-3 side streams, the default ring (S + 1 slots) and a
- * single slot, buckets of 4 KiB (one or two pieces a bucket), BUCKET_BYTES and 25 MiB (every call in one bucket),
- * steps of MLP calls in fp32 and in fp16 mode, of block-4 calls, and mixed, each ending with an optimizer that updates
- * each parameter behind the bucket that completes its gradient (its early updates on the communication stream) and
- * whose parameters are the weights the calls read. (The optimizer's kernels reach their parameters through a table
- * in device memory, which the fake does not see into: what they touch there is not checked here.) */
+ * (slots, workspaces, gradients, the weights, not only the collectives'): 1-3 side streams, the default ring (S + 1
+ * slots) and a single slot, buckets of 4 KiB (one or two pieces a bucket), BUCKET_BYTES and 25 MiB (every call in one
+ * bucket), steps of MLP calls in fp32 and in fp16 mode, of block-4 calls, mixed, and MLP calls whose last one reads
+ * the first one's W1 (weights tied between calls), each ending with an optimizer that updates each parameter behind
+ * the bucket that completes its gradient (its early updates on the communication stream) and whose parameters are
+ * the weights the calls read. The optimizer's kernels reach their parameters through a table in device memory, which
+ * the fake does not see into: optimizer_reach adds what they touch there (each chunk's parameter: its gradient read,
+ * its weights and their copy written) from the optimizer's host tables. */
 enum { SWEEP_CALLS = 3, SWEEP_TOKENS = 4096, SWEEP_MAX_GRADS = 4 * SWEEP_CALLS };
-typedef enum { SWEEP_MLP_FP32, SWEEP_MLP_FP16, SWEEP_SSM, SWEEP_MIXED } sweep_model;
-static const char *const sweep_names[] = {"MLP fp32", "MLP fp16", "block 4", "mixed"};
+typedef enum { SWEEP_MLP_FP32, SWEEP_MLP_FP16, SWEEP_SSM, SWEEP_MIXED, SWEEP_TIED } sweep_model;
+static const char *const sweep_names[] = {"MLP fp32", "MLP fp16", "block 4", "mixed", "tied W1"};
+
+/* The optimizer whose kernels optimizer_reach reads (NULL: none), and the update launches it saw. */
+static const gg_optim *reached_optimizer;
+static int reached_updates;
+
+/* fake_kernel_reach for reached_optimizer's sum-of-squares and update kernels (arguments: the parameter table, the
+ * chunk table at the step's first chunk, ...; one CTA per chunk): the parameters of the chunks the launch covers,
+ * their gradients read, their fp32 weights and copies written by the update. */
+static void optimizer_reach(fake_entry *e, const char *kernel, void **args, dim3 grid) {
+    const gg_optim *o = reached_optimizer;
+    const int update = kernel && strstr(kernel, "update_kernel"), sums = kernel && strstr(kernel, "sum_squares");
+    if (!o || !(update || sums) || !strstr(kernel, "gg_k_optim_param")) return;
+    const gg_k_optim_chunk *table = (const gg_k_optim_chunk *)((const char *)o->device + o->layout.chunks);
+    const gg_k_optim_chunk *chunks = *(const gg_k_optim_chunk *const *)args[1];
+    const int first = (int)(chunks - table), end = first + (int)grid.x;
+    assert_true(first >= 0 && end <= o->n_chunks);
+    reached_updates += update != 0;
+    for (int i = 0; i < o->n_params; ++i) {
+        if (o->chunk_first[i + 1] <= first || o->chunk_first[i] >= end) continue;
+        const gg_optim_param *p = &o->params[i];
+        const size_t n = (size_t)p->count;
+        fake_log_range(e, p->grad, n * (p->grad_dtype == GG_OPTIM_FP32 ? 4 : 2), FAKE_READS);
+        if (!update) continue;
+        fake_log_range(e, p->param, n * sizeof(float), FAKE_WRITES);
+        fake_log_range(e, p->copy, n * 2, FAKE_WRITES);
+    }
+}
 
 /* Block 4's call l in the sweep: its own tensors at FAKE(400 + 16 l) ... */
 static gg_ssm_gate_args sweep_ssm_args(int l) {
@@ -866,6 +896,7 @@ static gg_ssm_gate_args sweep_ssm_args(int l) {
  * weights the calls read (an MLP's fp32 weights, and in fp16 mode the fp16 copies the calls read too, rewritten by
  * the update; block 4's bf16 weight as the copy of an fp32 master), the biases apart. Returns how many. */
 static int add_sweep_calls(gg_step *step, sweep_model m, gg_optim_param *params) {
+    const int tied = m == SWEEP_TIED;
     int n = 0, mlps = 0;
     for (int l = 0; l < SWEEP_CALLS; ++l) {
         const int ssm = m == SWEEP_SSM || (m == SWEEP_MIXED && l == 1);
@@ -884,6 +915,8 @@ static int add_sweep_calls(gg_step *step, sweep_model m, gg_optim_param *params)
             continue;
         }
         gg_mlp_args a = mlp_args(mlps++); /* chained to the previous MLP call's dX */
+        const int reads_tied = tied && l == SWEEP_CALLS - 1; /* reads call 0's W1, updated as call 0's */
+        if (reads_tied) a.weight1 = mlp_args(0).weight1;
         gg_mlp_desc d = mlp;
         d.tokens = SWEEP_TOKENS;
         d.precision = m == SWEEP_MLP_FP16 ? GG_PRECISION_FP16 : GG_PRECISION_FP32;
@@ -896,10 +929,12 @@ static int add_sweep_calls(gg_step *step, sweep_model m, gg_optim_param *params)
         }
         assert_int_equal(gg_step_add_mlp(step, &d, &a), GG_SUCCESS);
         const int64_t counts[4] = {(int64_t)FFN * HIDDEN, (int64_t)HIDDEN * FFN, FFN, HIDDEN};
-        for (int k = 0; k < 4; ++k, ++n) {
+        for (int k = 0; k < 4; ++k) {
+            if (reads_tied && k == 0) continue; /* the weights of call 0's parameter */
             params[n] = (gg_optim_param){.param = k < 2 ? (float *)weights[k] : FAKE(600 + n), .grad = grads[k],
                                          .count = counts[k]};
             if (k < 2 && copies[k]) params[n].copy = copies[k], params[n].copy_dtype = GG_OPTIM_FP16;
+            ++n;
         }
     }
     return n;
@@ -909,7 +944,9 @@ static void every_syncing_step_configuration_is_ordered(void **state) {
     (void)state;
     const size_t layouts[] = {4096, BUCKET_BYTES, (size_t)25 << 20};
     int configurations = 0, pairs = 0;
-    for (int m = SWEEP_MLP_FP32; m <= SWEEP_MIXED; ++m)
+    fake_kernel_reach = optimizer_reach;
+    reached_updates = 0;
+    for (int m = SWEEP_MLP_FP32; m <= SWEEP_TIED; ++m)
         for (int sides = 1; sides <= 3; ++sides)
             for (int one_slot = 0; one_slot < 2; ++one_slot)
                 for (int k = 0; k < 3; ++k) {
@@ -928,7 +965,9 @@ static void every_syncing_step_configuration_is_ordered(void **state) {
                     assert_int_equal(gg_optim_finalize(opt), GG_SUCCESS);
                     assert_int_equal(gg_step_add_optimizer(step, opt), GG_SUCCESS);
                     assert_int_equal(gg_step_finalize(step), GG_SUCCESS);
+                    reached_optimizer = opt;
                     const fake_races r = races_of_run(step, SWEEP_TOKENS, 0, 3);
+                    reached_optimizer = NULL;
                     if (r.races != 0 || r.collectives < n)
                         fail_msg("%s, %d side streams, %s, buckets of %zu bytes: %d collectives, %d unordered pairs "
                                  "of %d", sweep_names[m], sides, one_slot ? "one slot" : "the default ring",
@@ -939,8 +978,11 @@ static void every_syncing_step_configuration_is_ordered(void **state) {
                     gg_optim_destroy(opt);
                     end_ctx(ctx, comm);
                 }
-    print_message("%d syncing step configurations, %d pairs of operations on shared bytes, none unordered\n",
-                  configurations, pairs);
+    fake_kernel_reach = NULL;
+    assert_true(reached_updates >= configurations * SWEEP_CALLS); /* the early updates were seen, each a launch */
+    print_message("%d syncing step configurations, %d pairs of operations on shared bytes (%d optimizer updates "
+                  "seen into), none unordered\n",
+                  configurations, pairs, reached_updates);
 }
 
 /* (7c) Syncing block graphs (each weight gradient reduced from the block as soon as it is final, gg_dist_grad_ready)

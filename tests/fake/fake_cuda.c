@@ -116,7 +116,9 @@ static fake_entry *log_entry(fake_op op, cudaStream_t stream) {
     e->stream = stream;
     return e;
 }
-static void log_range(fake_entry *e, const void *p, size_t bytes, fake_access writes) {
+void (*fake_kernel_reach)(fake_entry *e, const char *kernel, void **args, dim3 grid);
+
+void fake_log_range(fake_entry *e, const void *p, size_t bytes, fake_access writes) {
     if (!e || !p || !bytes) return;
     if (e->n_ranges == FAKE_LOG_RANGES) {
         ++fake_log.truncated;
@@ -127,8 +129,8 @@ static void log_range(fake_entry *e, const void *p, size_t bytes, fake_access wr
 void fake_log_collective(cudaStream_t stream, const void *send, size_t send_bytes, const void *recv,
                          size_t recv_bytes) {
     fake_entry *e = log_entry(FAKE_OP_COLLECTIVE, stream);
-    log_range(e, send, send_bytes, FAKE_READS);
-    log_range(e, recv, recv_bytes, FAKE_WRITES);
+    fake_log_range(e, send, send_bytes, FAKE_READS);
+    fake_log_range(e, recv, recv_bytes, FAKE_WRITES);
 }
 void fake_log_mark(int mark) {
     fake_entry *e = log_entry(FAKE_OP_MARK, NULL);
@@ -249,14 +251,14 @@ static void log_kernel_args(fake_entry *e, const void *fn, void **args) {
         if (p > b && !(p - b == 4 && !strncmp(b, "void", 4))) {
             const void *at = args[arg++];
             if (is_pointer_type(b, p)) {
-                log_range(e, (const void *)peek_word(at), 1,
+                fake_log_range(e, (const void *)peek_word(at), 1,
                           points_to_const(b, p)      ? FAKE_READS
                           : points_to_unsigned(b, p) ? FAKE_ATOMICALLY
                                                      : FAKE_WRITES);
             } else if (!is_scalar_type(b, p) && (uintptr_t)at % sizeof(uintptr_t) == 0) {
                 for (size_t off = 0; off < FAKE_CLASS_SCAN; off += sizeof(uintptr_t)) {
                     const uintptr_t w = peek_word((const char *)at + off);
-                    if (w) log_range(e, (const void *)w, 1, FAKE_MAYBE); /* a class's words, or the frame's past it */
+                    if (w) fake_log_range(e, (const void *)w, 1, FAKE_MAYBE); /* a class's words, or the frame's past it */
                 }
             }
         }
@@ -462,8 +464,8 @@ cudaError_t __wrap_cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enu
     ++fake.cuda_calls;
     ++fake.enqueued;
     fake_entry *e = log_entry(FAKE_OP_MEMCPY, stream);
-    log_range(e, src, bytes, FAKE_READS);
-    log_range(e, dst, bytes, FAKE_WRITES);
+    fake_log_range(e, src, bytes, FAKE_READS);
+    fake_log_range(e, dst, bytes, FAKE_WRITES);
     if (kind == cudaMemcpyDeviceToHost && fake.on_copy_to_host) fake.on_copy_to_host(dst, bytes);
     return cudaSuccess;
 }
@@ -505,7 +507,7 @@ cudaError_t __wrap_cudaMemsetAsync(void *dst, int value, size_t bytes, cudaStrea
     (void)value;
     ++fake.cuda_calls;
     ++fake.enqueued;
-    log_range(log_entry(FAKE_OP_MEMSET, stream), dst, bytes, FAKE_WRITES);
+    fake_log_range(log_entry(FAKE_OP_MEMSET, stream), dst, bytes, FAKE_WRITES);
     return cudaSuccess;
 }
 cudaError_t __wrap_cudaMemGetInfo(size_t *free_bytes, size_t *total) {
@@ -548,15 +550,18 @@ static cudaError_t launch_refused(const kernel_entry *k, dim3 grid, dim3 block, 
     return cudaSuccess;
 }
 
-/* A launch that passed (`cluster`: with a cluster-dimension attribute): counted for its kernel. */
-static void launched(const void *fn, cudaStream_t stream, void **args, int cluster) {
+/* A launch that passed (`cluster`: with a cluster-dimension attribute): counted for its kernel, logged with what
+ * fake_kernel_reach adds. */
+static void launched(const void *fn, cudaStream_t stream, void **args, dim3 grid, int cluster) {
     ++fake.enqueued;
     ++fake.launches;
     fake.cluster_launches += cluster != 0;
     kernel_entry *k = kernel_of(fn);
     if (k) ++k->launches;
     else ++fake.unnamed_launches;
-    log_kernel_args(log_entry(FAKE_OP_KERNEL, stream), fn, args);
+    fake_entry *e = log_entry(FAKE_OP_KERNEL, stream);
+    log_kernel_args(e, fn, args);
+    if (e && fake_kernel_reach) fake_kernel_reach(e, e->kernel, args, grid);
 }
 
 /* A failed launch leaves its error for cudaGetLastError, as the runtime does for <<<>>>. */
@@ -569,7 +574,7 @@ cudaError_t __wrap___cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block
         ++fake.refused_launches;
         return fake.pending = refused;
     }
-    launched(fn, stream, args, 0);
+    launched(fn, stream, args, grid, 0);
     return cudaSuccess;
 }
 /* The cluster shape of a cudaLaunchConfig_t ({1, 1, 1} without the attribute); *has: whether it has one. */
@@ -597,7 +602,7 @@ cudaError_t __wrap_cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const v
         ++fake.refused_launches;
         return refused;
     }
-    launched(func, config->stream, args, has_cluster);
+    launched(func, config->stream, args, config->gridDim, has_cluster);
     return cudaSuccess;
 }
 /* The opt-in to more than 48 KiB of dynamic shared memory (up to FAKE_SMEM_OPTIN), which launches and occupancy
@@ -988,13 +993,13 @@ cublasStatus_t __wrap_cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d,
     if (b) previous_matmul.b = *(const fake_layout *)b;
     fake_entry *e = log_entry(FAKE_OP_MATMUL, stream);
     if (!e) return CUBLAS_STATUS_SUCCESS;
-    log_range(e, A, layout_bytes(a), FAKE_READS);
-    log_range(e, B, layout_bytes(b), FAKE_READS);
-    log_range(e, C, layout_bytes(c), FAKE_READS);
-    log_range(e, D, layout_bytes(dl), FAKE_WRITES);
-    log_range(e, ws, ws_bytes, FAKE_WRITES);
+    fake_log_range(e, A, layout_bytes(a), FAKE_READS);
+    fake_log_range(e, B, layout_bytes(b), FAKE_READS);
+    fake_log_range(e, C, layout_bytes(c), FAKE_READS);
+    fake_log_range(e, D, layout_bytes(dl), FAKE_WRITES);
+    fake_log_range(e, ws, ws_bytes, FAKE_WRITES);
     const fake_desc *fd = (const fake_desc *)d;
-    log_range(e, fd->bias, 1, FAKE_WRITES); /* read or written by the epilogue: the order is checked either way */
-    log_range(e, fd->aux, 1, FAKE_WRITES);
+    fake_log_range(e, fd->bias, 1, FAKE_WRITES); /* read or written by the epilogue: the order is checked either way */
+    fake_log_range(e, fd->aux, 1, FAKE_WRITES);
     return CUBLAS_STATUS_SUCCESS;
 }

@@ -194,6 +194,15 @@ extern fake_log_state fake_log;
 /* Whether the last cudaGraphDebugDotPrint wrote `path` with `flags`; the file is removed either way. */
 int fake_dot_written(const char *path, unsigned flags);
 
+/* A test's knowledge of what a kernel reaches past its pointer arguments (an optimizer's parameter table, say): when
+ * set, called for every logged kernel launch (kernel its mangled name or NULL, args its arguments, grid its grid), and
+ * may add ranges to e with fake_log_range. Not cleared by fake_reset or fake_log_start: the test that sets it clears
+ * it. */
+extern void (*fake_kernel_reach)(fake_entry *e, const char *kernel, void **args, dim3 grid);
+/* Adds [p, p + bytes) to e as `access` (nothing when e or p is NULL or bytes is 0; counted in truncated when e is
+ * full). */
+void fake_log_range(fake_entry *e, const void *p, size_t bytes, fake_access access);
+
 void fake_log_start(void); /* clears the log and logs from now on */
 void fake_log_stop(void);  /* stops logging; the entries stay until fake_log_free or the next start */
 void fake_log_free(void);
