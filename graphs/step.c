@@ -221,20 +221,29 @@ gg_status gg_step_add_block(gg_step *s, const gg_block_info *info, const char *f
     return status;
 }
 
-static gg_status add_callback(gg_step *s, gg_step_callback_fn fn, void *user) {
-    GG_TRY(check_open(s, "gg_step_add_callback"));
-    if (!fn)
-        return gg_fail(s->ctx, GG_ERROR_INVALID_ARGUMENT, "gg_step_add_callback (call %d): fn is NULL", s->n_ops);
-    const step_op op = {.kind = OP_CALLBACK, .fn = fn, .user = user};
-    return append(s, "gg_step_add_callback", &op);
+static gg_status add_callback(gg_step *s, const char *name, gg_step_callback_fn fn, void *user,
+                              int after_gradients) {
+    GG_TRY(check_open(s, name));
+    if (!fn) return gg_fail(s->ctx, GG_ERROR_INVALID_ARGUMENT, "%s (call %d): fn is NULL", name, s->n_ops);
+    const step_op op = {.kind = OP_CALLBACK, .fn = fn, .user = user, .after_gradients = after_gradients};
+    return append(s, name, &op);
+}
+
+static gg_status claim_add_callback(gg_step *s, const char *name, gg_step_callback_fn fn, void *user,
+                                    int after_gradients) {
+    if (!s) return check_open(s, name);
+    GG_TRY(gg_ctx_claim(s->ctx, name));
+    const gg_status status = add_callback(s, name, fn, user, after_gradients);
+    gg_ctx_release(s->ctx);
+    return status;
 }
 
 gg_status gg_step_add_callback(gg_step *s, gg_step_callback_fn fn, void *user) {
-    if (!s) return check_open(s, "gg_step_add_callback");
-    GG_TRY(gg_ctx_claim(s->ctx, "gg_step_add_callback"));
-    const gg_status status = add_callback(s, fn, user);
-    gg_ctx_release(s->ctx);
-    return status;
+    return claim_add_callback(s, "gg_step_add_callback", fn, user, 0);
+}
+
+gg_status gg_step_add_gradient_callback(gg_step *s, gg_step_callback_fn fn, void *user) {
+    return claim_add_callback(s, "gg_step_add_gradient_callback", fn, user, 1);
 }
 
 gg_ctx *gg_step_context(const gg_step *s) { return s->ctx; }

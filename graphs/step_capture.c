@@ -73,14 +73,15 @@ static gg_status zero_padding(gg_ctx *ctx, const gg_block_call *c, int64_t token
 }
 
 /* Bucket b is launched: every gradient it completes (its last piece) goes to the final calls' early hooks, on the
- * communication stream behind the bucket. */
+ * communication stream behind the bucket; not to those after a gradient callback, which may change the gradients
+ * first. */
 static gg_status gradients_reduced(gg_step *s, int b) {
     const gg_reduce_bucket *k = &s->layout.buckets[b];
     for (int p = k->first; p < k->first + k->n; ++p) {
         const gg_reduce_piece *piece = &s->layout.pieces[p];
         const gg_reduce_grad *g = &s->grads[piece->grad];
         if (piece->offset + piece->count != g->count) continue; /* not its last piece */
-        for (int i = 0; i < s->n_ops; ++i)
+        for (int i = 0; i < s->n_ops && !(s->ops[i].kind == OP_CALLBACK && s->ops[i].after_gradients); ++i)
             if (s->ops[i].kind == OP_FINAL && s->ops[i].final.early)
                 GG_TRY(s->ops[i].final.early(s->ops[i].final.user, s, g, s->ctx->dist->stream));
     }
@@ -191,15 +192,18 @@ static gg_status enqueue_step(gg_step *s, int64_t tokens, const int64_t *device_
         step_op *op = &s->ops[i];
         if (sync && op->kind == OP_REDUCE) status = launch_ready(s, i, main, &next_bucket, &forked);
         if (op->kind == OP_REDUCE) continue; /* final on main here: launched above */
-        if (op->kind == OP_FINAL) { /* every earlier gradient final on main first: computed, and reduced */
+        /* every earlier gradient final on main first: computed, and reduced */
+        if (op->kind == OP_FINAL || gg_step_needs_gradients(op)) {
             for (int e = 0; e < i && status == GG_SUCCESS; ++e)
                 if (s->ops[e].kind == OP_BLOCK) status = join_op(ctx, &s->ops[e], main);
             if (status == GG_SUCCESS && forked) status = gg_dist_step_join(ctx, main);
+        }
+        if (op->kind == OP_FINAL) {
             if (status == GG_SUCCESS) status = op->final.run(op->final.user, main);
             continue;
         }
         if (op->kind == OP_CALLBACK) {
-            status = run_callback(s, i, main, bucket);
+            if (status == GG_SUCCESS) status = run_callback(s, i, main, bucket);
             continue;
         }
         gg_block_call c = op->call;

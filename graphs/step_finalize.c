@@ -25,6 +25,8 @@ static uint64_t fingerprint(const gg_step *s) {
             v[4] = (uint64_t)o->call.precision, v[5] = (uint64_t)o->call.use_silu_gate;
         } else if (o->kind == OP_REDUCE) {
             v[1] = o->count, v[2] = (uint64_t)o->elem_bytes;
+        } else if (o->kind == OP_CALLBACK) {
+            v[1] = (uint64_t)o->after_gradients; /* where the step joins its gradients */
         }
         gg_fingerprint_add(&h, v, sizeof v);
     }

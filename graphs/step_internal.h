@@ -26,6 +26,7 @@ typedef struct step_op {
     gg_block_call call; /* OP_BLOCK: dims, precision, pointers; tokens the largest bucket */
     int block;          /* OP_BLOCK: its index among the block calls (slot block % K, side stream block % S) */
     gg_step_callback_fn fn; /* OP_CALLBACK */
+    int after_gradients;    /* OP_CALLBACK: runs once every gradient is final (gg_step_add_gradient_callback) */
     gg_step_final final;    /* OP_FINAL */
     void *user;
     void *grad;        /* OP_REDUCE: count elements of elem_bytes */
@@ -79,7 +80,9 @@ static inline int64_t gg_step_max_tokens(const gg_step *s) { return s->buckets[s
 gg_status gg_step_check_chain(gg_step *s, const char *fn, int later);
 /* gg_step_add_reduce's entries overlap neither a block call's parameter gradient nor each other. */
 gg_status gg_step_check_reduce_entries(gg_step *s, const char *fn);
-/* Work that needs every gradient final (an optimizer) comes after every call that makes one. */
+/* Whether op needs every gradient of the step final (an optimizer, a gradient callback). */
+int gg_step_needs_gradients(const step_op *op);
+/* Work that needs every gradient final comes after every call that makes one. */
 gg_status gg_step_check_final_last(gg_step *s, const char *fn);
 /* Whether block call b must wait for the deferred work of the earlier block call a. */
 int gg_step_hazard(const gg_block_call *a, const gg_block_call *b);

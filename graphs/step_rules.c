@@ -130,18 +130,24 @@ int gg_step_list_grads(const gg_step *s, gg_reduce_grad *grads) {
     return n;
 }
 
-/* Work that needs every gradient final (an optimizer) comes after every call that makes one: a gradient made later
- * would miss the update it runs before. Callbacks may follow it. */
+int gg_step_needs_gradients(const step_op *op) {
+    return (op->kind == OP_FINAL && op->final.whole_gradients) || (op->kind == OP_CALLBACK && op->after_gradients);
+}
+
+/* Work that needs every gradient final (an optimizer, a gradient callback) comes after every call that makes one: a
+ * gradient made later would miss it. Plain callbacks may follow it. */
 gg_status gg_step_check_final_last(gg_step *s, const char *fn) {
     int final = -1;
     for (int i = 0; i < s->n_ops; ++i) {
         const op_kind k = s->ops[i].kind;
-        if (k == OP_FINAL && s->ops[i].final.whole_gradients && final < 0) final = i;
+        if (gg_step_needs_gradients(&s->ops[i]) && final < 0) final = i;
         if (final >= 0 && (k == OP_BLOCK || k == OP_REDUCE))
             return gg_fail(s->ctx, GG_ERROR_INVALID_ARGUMENT,
-                           "%s (call %d): a %s after the optimizer (call %d), whose update would run before its "
-                           "gradients are made: add the optimizer last",
-                           fn, i, k == OP_BLOCK ? "block call" : "gg_step_add_reduce", final);
+                           "%s (call %d): a %s after the %s (call %d), which needs every gradient final and would run "
+                           "before this one is made: add the %s after every block call and gg_step_add_reduce",
+                           fn, i, k == OP_BLOCK ? "block call" : "gg_step_add_reduce",
+                           s->ops[final].kind == OP_FINAL ? "optimizer" : "gradient callback", final,
+                           s->ops[final].kind == OP_FINAL ? "optimizer" : "gradient callback");
     }
     return GG_SUCCESS;
 }

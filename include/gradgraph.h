@@ -699,9 +699,9 @@ GG_API gg_status gg_graph_debug_dot(gg_graph *graph, int bucket, const char *pat
  * `stream` with events), and `tokens` is the bucket's row count. It runs after the activation gradients of every
  * earlier call are complete; the weight-gradient work of earlier calls may still be running beside it, so a
  * callback must not write a tensor an earlier call reads (its grad_output, saved activations, weights) nor read an
- * earlier call's parameter gradients. gradgraph's eager calls on the step's context (a forward, a backward the step
- * does not hold) may run inside a callback, on `stream` or a stream forked from it, once their shape has been planned
- * outside any capture: each first makes its stream wait for the weight-gradient work of the earlier calls that share
+ * earlier call's parameter gradients (a gradient callback may: gg_step_add_gradient_callback). gradgraph's eager
+ * calls on the step's context (a forward, a backward the step does not hold) may run inside a callback, on `stream`
+ * or a stream forked from it, once their shape has been planned outside any capture: each first makes its stream wait for the weight-gradient work of the earlier calls that share
  * the context's scratch memory and workspaces with it (on `stream`, that work is then joined for the rest of the
  * step: less overlap, never a race). A graph's run (a per-block graph's or another step's), gg_step_set_args and
  * gg_step_destroy inside a callback are refused. When a gradgraph call inside a callback fails, the step's run fails
@@ -787,6 +787,16 @@ GG_API gg_status gg_step_add_ssm_gate(gg_step *step, const gg_ssm_gate_desc *des
 
 /* Appends a callback (fn non-NULL; user is passed through). Refused after gg_step_finalize. */
 GG_API gg_status gg_step_add_callback(gg_step *step, gg_step_callback_fn fn, void *user);
+
+/* Appends a gradient callback: a callback (see "Callbacks") that runs once every parameter gradient of the step is
+ * final -- every earlier call's weight-gradient work joined and, in a data-parallel step, every reduction complete
+ * (with reduce-scatter, each gradient's shard of this rank) -- so it may read and write the gradients and the weights:
+ * an optimizer of your own, clipping or scaling of your own, the sum of the gradients of weights tied between calls.
+ * Like gg_step_add_optimizer it must follow every block call and gg_step_add_reduce (gg_step_finalize refuses one
+ * after it); callbacks, gradient callbacks and an optimizer may follow. An optimizer added after it updates every
+ * parameter there (no parameter is updated as its bucket is reduced: the callback may change the gradients first).
+ * The cost: nothing of the backward overlaps it. Returns as gg_step_add_callback. */
+GG_API gg_status gg_step_add_gradient_callback(gg_step *step, gg_step_callback_fn fn, void *user);
 
 typedef struct gg_optim gg_optim; /* "Optimizer" below */
 

@@ -488,6 +488,19 @@ static void optimizer_in_the_step(void **state) {
     assert_int_equal(gg_step_finalize(late), GG_ERROR_INVALID_ARGUMENT);
     assert_message_has(ctx, "gg_step_finalize (call 2): a block call after the optimizer (call 1)");
     gg_step_destroy(late);
+    /* the same for a gradient callback, which needs every gradient final too; a plain callback may follow it */
+    assert_int_equal(gg_step_create(ctx, &sc, &late), GG_SUCCESS);
+    assert_int_equal(gg_step_add_gradient_callback(NULL, callback, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(NULL, "gg_step_add_gradient_callback: step is NULL");
+    assert_int_equal(gg_step_add_mlp(late, &mlp, &a0), GG_SUCCESS);
+    assert_int_equal(gg_step_add_gradient_callback(late, NULL, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_step_add_gradient_callback (call 1): fn is NULL");
+    assert_int_equal(gg_step_add_gradient_callback(late, callback, NULL), GG_SUCCESS);
+    assert_int_equal(gg_step_add_callback(late, callback, NULL), GG_SUCCESS);
+    assert_int_equal(gg_step_add_reduce(late, FAKE(90), 16, 0), GG_SUCCESS);
+    assert_int_equal(gg_step_finalize(late), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_step_finalize (call 3): a gg_step_add_reduce after the gradient callback (call 1)");
+    gg_step_destroy(late);
     /* the same step without the optimizer: what the optimizer adds to a capture is its own launches */
     gg_step *plain = NULL;
     assert_int_equal(gg_step_create(ctx, &sc, &plain), GG_SUCCESS);

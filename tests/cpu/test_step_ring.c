@@ -331,8 +331,11 @@ static void negative_control_finds_races(void **state) {
  * of operations on shared bytes ordered; without the wait (gg_step_test.skip_callback_join) the check finds races
  * wherever the earlier work can still be running (with one side stream, block 4's call joins it before the callback).
  */
-enum { CB_TOKENS = 1024 };
-typedef enum { CB_FORWARD_FP16, CB_BACKWARD_FP16, CB_BACKWARD_FP32, CB_FORWARD_FP16_FORKED, CB_KINDS } cb_kind;
+enum { CB_TOKENS = 1024, CB_GRADS = 6 };
+typedef enum {
+    CB_FORWARD_FP16, CB_BACKWARD_FP16, CB_BACKWARD_FP32, CB_FORWARD_FP16_FORKED, CB_KINDS,
+    CB_WRITE_GRADIENTS = CB_KINDS /* not an eager call: a write of every parameter gradient of the step's calls */
+} cb_kind;
 static const char *const cb_names[] = {"an fp16 forward", "an fp16 backward", "an fp32 backward",
                                        "an fp16 forward on a forked stream"};
 
@@ -343,6 +346,7 @@ typedef struct cb_state {
     gg_mlp_args bwd;
     cudaStream_t fork;
     cudaEvent_t forked, joined;
+    void *grads[CB_GRADS]; /* the step's calls' parameter gradients */
     gg_status status;
 } cb_state;
 
@@ -360,6 +364,12 @@ static gg_status cb_call(const cb_state *c, int64_t rows, gg_stream stream) {
 
 static void eager_callback(void *user, gg_stream stream, int64_t rows) {
     cb_state *c = user;
+    if (c->kind == CB_WRITE_GRADIENTS) { /* what an optimizer of the caller's, or a clipping pass, would do */
+        for (int i = 0; i < CB_GRADS; ++i)
+            if (cudaMemsetAsync(c->grads[i], 0, TENSOR_BYTES, (cudaStream_t)stream) != cudaSuccess)
+                c->status = GG_ERROR_CUDA;
+        return;
+    }
     if (c->kind != CB_FORWARD_FP16_FORKED) {
         c->status = cb_call(c, rows, stream);
         return;
@@ -371,8 +381,9 @@ static void eager_callback(void *user, gg_stream stream, int64_t rows) {
     cudaStreamWaitEvent((cudaStream_t)stream, c->joined, 0);
 }
 
-/* The races of one capture: a step of an fp16 MLP call and a block-4 call, then the callback. */
-static int callback_races(cb_kind kind, int sides) {
+/* The races of one capture: a step of an fp16 MLP call and a block-4 call, then the callback (a gradient callback
+ * when after_gradients). */
+static int callback_races(cb_kind kind, int sides, int after_gradients) {
     fake_reset(1);
     fake.plan_ok = 1;
     fake.device_space = 1;
@@ -397,6 +408,9 @@ static int callback_races(cb_kind kind, int sides) {
                                 device(owned, &n), device(owned, &n), device(owned, &n), device(owned, &n),
                                 device(owned, &n), device(owned, &n)};
     assert_int_equal(gg_step_add_ssm_gate(step, &ssm, &s), GG_SUCCESS);
+    void *const grads[CB_GRADS] = {a.grad_weight1, a.grad_bias1, a.grad_weight2, a.grad_bias2, s.grad_weight,
+                                   s.grad_bias};
+    memcpy(c.grads, grads, sizeof grads);
     c.fwd = (gg_mlp_fwd_args){.hidden_states = device(owned, &n), .weight1 = device(owned, &n),
                               .bias1 = device(owned, &n), .weight2 = device(owned, &n), .bias2 = device(owned, &n),
                               .intermediate = device(owned, &n), .intermediate_activated = device(owned, &n),
@@ -404,11 +418,12 @@ static int callback_races(cb_kind kind, int sides) {
     c.bwd = (gg_mlp_args){device(owned, &n), device(owned, &n), device(owned, &n), device(owned, &n),
                           device(owned, &n), device(owned, &n), device(owned, &n), device(owned, &n),
                           device(owned, &n), device(owned, &n), device(owned, &n), NULL, NULL, NULL, NULL, NULL, NULL};
-    assert_int_equal(cb_call(&c, CB_TOKENS, NULL), GG_SUCCESS); /* planned outside the capture */
+    if (kind != CB_WRITE_GRADIENTS) assert_int_equal(cb_call(&c, CB_TOKENS, NULL), GG_SUCCESS); /* planned first */
     assert_int_equal(cudaStreamCreateWithFlags(&c.fork, cudaStreamNonBlocking), cudaSuccess);
     assert_int_equal(cudaEventCreateWithFlags(&c.forked, cudaEventDisableTiming), cudaSuccess);
     assert_int_equal(cudaEventCreateWithFlags(&c.joined, cudaEventDisableTiming), cudaSuccess);
-    assert_int_equal(gg_step_add_callback(step, eager_callback, &c), GG_SUCCESS);
+    assert_int_equal((after_gradients ? gg_step_add_gradient_callback : gg_step_add_callback)(step, eager_callback, &c),
+                     GG_SUCCESS);
     assert_int_equal(gg_step_finalize(step), GG_SUCCESS);
     fake_log_start();
     assert_int_equal(gg_step_run(step, CB_TOKENS, 0, NULL), GG_SUCCESS);
@@ -431,9 +446,9 @@ static void eager_calls_in_callbacks_wait_for_earlier_work(void **state) {
     (void)state;
     for (int kind = 0; kind < CB_KINDS; ++kind)
         for (int sides = 1; sides <= 3; ++sides) {
-            const int races = callback_races((cb_kind)kind, sides);
+            const int races = callback_races((cb_kind)kind, sides, 0);
             gg_step_test.skip_callback_join = 1;
-            const int unjoined = callback_races((cb_kind)kind, sides);
+            const int unjoined = callback_races((cb_kind)kind, sides, 0);
             gg_step_test.skip_callback_join = 0;
             print_message("%s in a callback, %d side streams: %d races (%d without the wait)\n", cb_names[kind],
                           sides, races, unjoined);
@@ -442,11 +457,33 @@ static void eager_calls_in_callbacks_wait_for_earlier_work(void **state) {
         }
 }
 
+/* A gradient callback (gg_step_add_gradient_callback) runs once every earlier call's weight-gradient work is joined:
+ * one that writes every parameter gradient of the step (an optimizer of the caller's, clipping) races with nothing,
+ * with 1-3 side streams, where the same callback added as a plain one races with that work; an eager call inside a
+ * gradient callback needs no wait of its own. */
+static void gradient_callbacks_run_after_every_gradient(void **state) {
+    (void)state;
+    for (int sides = 1; sides <= 3; ++sides) {
+        const int races = callback_races(CB_WRITE_GRADIENTS, sides, 1);
+        const int plain = callback_races(CB_WRITE_GRADIENTS, sides, 0);
+        gg_step_test.skip_callback_join = 1;
+        const int eager = callback_races(CB_BACKWARD_FP16, sides, 1);
+        gg_step_test.skip_callback_join = 0;
+        print_message("the parameter gradients written in a gradient callback, %d side streams: %d races (%d in a "
+                      "plain callback); an fp16 backward there without its own wait: %d races\n",
+                      sides, races, plain, eager);
+        assert_int_equal(races, 0);
+        assert_true(plain > 0);
+        assert_int_equal(eager, 0);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(concurrent_calls_never_share_a_slot),
         cmocka_unit_test(negative_control_finds_races),
         cmocka_unit_test(eager_calls_in_callbacks_wait_for_earlier_work),
+        cmocka_unit_test(gradient_callbacks_run_after_every_gradient),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     printf("RING_PROOF {\"steps\": %d, \"captures\": %d, \"pairs_checked\": %ld, \"violations\": %ld, "

@@ -592,6 +592,103 @@ static void optimizer_updates_each_bucket_as_it_lands(void **state) {
     end_ctx(ctx, comm);
 }
 
+/* ---- (5c) a gradient callback in a syncing step ---- */
+
+/* A step's run at `tokens` with its capture logged: fake_check_races over the log (only_collectives, loud). */
+static fake_races races_of_run(gg_step *step, int64_t tokens, int only_collectives, int loud) {
+    fake_log_start();
+    assert_int_equal(gg_step_run(step, tokens, 0, NULL), GG_SUCCESS);
+    fake_log_stop();
+    assert_int_equal(fake_log.truncated, 0);
+    const fake_races r = fake_check_races(only_collectives, loud);
+    fake_log_free();
+    return r;
+}
+
+/* A gradient callback's (or, as the negative control, a plain callback's) work: a write of every gradient the step
+ * reduces, as the caller's own optimizer or clipping would. */
+static void write_every_gradient(void *user, gg_stream stream, int64_t tokens) {
+    (void)user, (void)tokens;
+    gg_reduce_grad g[4 * LAYERS + 1];
+    const int n = expected_grads(g);
+    for (int i = 0; i < n; ++i) (void)cudaMemsetAsync(g[i].ptr, 0, g[i].count * 4, (cudaStream_t)stream);
+}
+
+/* mlp_step (the optimizer first when opt_first) with write_every_gradient after it, added as a gradient callback or
+ * a plain one, then the optimizer when not opt_first; finalized. */
+static gg_step *step_writing_gradients(gg_ctx *ctx, int gradient_callback, gg_optim *opt, int opt_first) {
+    gg_step *step = mlp_step(ctx, 1, opt_first ? opt : NULL);
+    assert_int_equal((gradient_callback ? gg_step_add_gradient_callback : gg_step_add_callback)(
+                         step, write_every_gradient, NULL),
+                     GG_SUCCESS);
+    if (opt && !opt_first) assert_int_equal(gg_step_add_optimizer(step, opt), GG_SUCCESS);
+    assert_int_equal(gg_step_finalize(step), GG_SUCCESS);
+    return step;
+}
+
+/* The first run's capture logged: the optimizer's update launches (*updates), and whether every one of them was
+ * enqueued after the callback's writes. */
+static int updates_follow_the_callback(gg_step *step, int *updates) {
+    fake_log_start();
+    assert_int_equal(gg_step_run(step, TOKENS, 0, NULL), GG_SUCCESS);
+    fake_log_stop();
+    const uintptr_t first_grad = (uintptr_t)mlp_args(0).grad_weight1; /* the callback's first write */
+    int written_at = -1, first_update = -1;
+    *updates = 0;
+    for (int i = 0; i < fake_log.n; ++i) {
+        const fake_entry *e = &fake_log.entries[i];
+        if (e->op == FAKE_OP_MEMSET && e->n_ranges && e->ranges[0].lo == first_grad) written_at = i;
+        if (e->op == FAKE_OP_KERNEL && e->kernel && strstr(e->kernel, "update_kernel")) {
+            if (first_update < 0) first_update = i;
+            ++*updates;
+        }
+    }
+    fake_log_free();
+    assert_true(written_at >= 0 && *updates > 0);
+    return first_update > written_at;
+}
+
+/* A gradient callback (gg_step_add_gradient_callback) runs once every gradient is final and reduced: its writes of
+ * every reduced gradient are ordered against every collective and every call's weight-gradient work (0 unordered
+ * pairs; the same callback added as a plain one races with them). An optimizer after it updates every parameter
+ * there, after its writes, in one launch (none as its bucket is reduced: the callback may change the gradients
+ * first); an optimizer before it still updates each parameter as its bucket lands. */
+static void gradient_callback_sees_reduced_gradients(void **state) {
+    (void)state;
+    ncclComm_t comm = NULL;
+    gg_ctx *ctx = dist_ctx(&comm);
+    int races[2];
+    for (int gradient_callback = 0; gradient_callback < 2; ++gradient_callback) {
+        gg_step *step = step_writing_gradients(ctx, gradient_callback, NULL, 0);
+        const fake_races r = races_of_run(step, TOKENS, 0, gradient_callback ? 3 : 0);
+        races[gradient_callback] = r.races;
+        gg_step_destroy(step);
+    }
+    gg_reduce_grad grads[4 * LAYERS + 1];
+    const int n_grads = expected_grads(grads);
+    gg_optim *opt = optimizer_updating_apart(ctx);
+    for (int i = 0; i < n_grads; ++i) {
+        const gg_optim_param p = {.param = FAKE(200 + i), .grad = grads[i].ptr, .count = (int64_t)grads[i].count};
+        assert_int_equal(gg_optim_add_param(opt, &p), GG_SUCCESS);
+    }
+    assert_int_equal(gg_optim_finalize(opt), GG_SUCCESS);
+    int updates_after = 0, updates_before = 0;
+    gg_step *after = step_writing_gradients(ctx, 1, opt, 0), *before = step_writing_gradients(ctx, 1, opt, 1);
+    assert_true(updates_follow_the_callback(after, &updates_after));
+    assert_false(updates_follow_the_callback(before, &updates_before));
+    print_message("every reduced gradient written in a gradient callback: %d unordered pairs (%d in a plain "
+                  "callback); an optimizer after it: %d update launch(es), all after the callback; before it: %d\n",
+                  races[1], races[0], updates_after, updates_before);
+    assert_int_equal(races[1], 0);
+    assert_true(races[0] > 0);
+    assert_int_equal(updates_after, 1);
+    assert_int_equal(updates_before, n_grads);
+    gg_step_destroy(after);
+    gg_step_destroy(before);
+    gg_optim_destroy(opt);
+    end_ctx(ctx, comm);
+}
+
 /* (6) block 4 data-parallel outside a step: a syncing graph's run (its capture takes the fork-first schedule, dW and
  * the bias sum beside g) reduces the parameter gradients; past its largest bucket with eager_beyond_max the eager path
  * reduces them too and launches no graph. */
@@ -807,17 +904,6 @@ static void reduce_scatter_shards_each_gradient(void **state) {
 }
 
 /* ---- (7) every collective ordered against every other access to its buffers ---- */
-
-/* A step's run at `tokens` with its capture logged: fake_check_races over the log (only_collectives, loud). */
-static fake_races races_of_run(gg_step *step, int64_t tokens, int only_collectives, int loud) {
-    fake_log_start();
-    assert_int_equal(gg_step_run(step, tokens, 0, NULL), GG_SUCCESS);
-    fake_log_stop();
-    assert_int_equal(fake_log.truncated, 0);
-    const fake_races r = fake_check_races(only_collectives, loud);
-    fake_log_free();
-    return r;
-}
 
 /* A syncing step's first run, its capture logged with the collectives among the CUDA work: every operation that
  * touches a collective's buffers (a GEMM writing a weight gradient, a column sum at a bias gradient, the callback's
@@ -1246,6 +1332,7 @@ int main(void) {
         cmocka_unit_test(optimizer_after_the_reduction),
         cmocka_unit_test(optimizer_updates_each_bucket_as_it_lands),
         cmocka_unit_test(optimizer_updates_the_rest_in_runs),
+        cmocka_unit_test(gradient_callback_sees_reduced_gradients),
         cmocka_unit_test(optimizer_parameter_not_reduced_is_named),
         cmocka_unit_test(syncing_ssm_gate_graph_and_past_its_buckets),
         cmocka_unit_test(other_ranks_adopt_rank_0s_algorithms),

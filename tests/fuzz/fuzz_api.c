@@ -300,12 +300,13 @@ static gg_status step_call(reader *r) {
             break;
         }
         case 0: {
-            const unsigned which = (unsigned)take(r, 1) % 4;
+            const unsigned which = (unsigned)take(r, 1) % 6; /* 4, 5: a gradient callback */
             eager_in_callback *e = &callback_calls[i];
-            if (which == 1) /* tensors of their own (at or near slots 24-28), or bad ones */
+            if (which % 4 == 1) /* tensors of their own (at or near slots 24-28), or bad ones */
                 *e = (eager_in_callback){size_of(r), {pointer_of(r, 24), pointer_of(r, 25), pointer_of(r, 26),
                                                       pointer_of(r, 27), pointer_of(r, 28)}};
-            st = gg_step_add_callback(step, which == 0 ? NULL : which == 1 ? eager_work : no_work, e);
+            gg_step_callback_fn fn = which == 0 ? NULL : which % 4 == 1 ? eager_work : no_work;
+            st = (which >= 4 ? gg_step_add_gradient_callback : gg_step_add_callback)(step, fn, e);
             break;
         }
         case 1: {
