@@ -5,7 +5,9 @@
  * twice one; the scratch ring with 1 and 3 slots and 1 and 2 side streams gives the same bits; alternating two
  * activation sets (gg_step_set_args) equals eager for each and captures only twice; the device-selected step
  * (gg_step_run_device) equals eager at exact and padded counts, captures once, and counts bad counts; a step with
- * the optimizer in it (gg_step_add_optimizer) leaves the weights bitwise where eager calls and gg_optim_step do.
+ * the optimizer in it (gg_step_add_optimizer) leaves the weights bitwise where eager calls and gg_optim_step do; a
+ * gradient callback (gg_step_add_gradient_callback) that copies every parameter gradient sees them final: its copies
+ * equal what the run leaves, bit for bit.
  */
 #include "gpu_test.h"
 
@@ -361,6 +363,78 @@ static void step_with_optimizer(void **state) {
     teardown(&f);
 }
 
+/* ---- a gradient callback ---- */
+
+enum { SNAPSHOT_MAX = 64 };
+typedef struct snapshot {
+    int n;
+    void *grads[SNAPSHOT_MAX], *copies[SNAPSHOT_MAX];
+    size_t bytes[SNAPSHOT_MAX];
+} snapshot;
+
+/* The gradient callback: every parameter gradient copied as it is when the callback's work runs. */
+static void copy_gradients(void *user, gg_stream stream, int64_t tokens) {
+    const snapshot *s = user;
+    (void)tokens;
+    for (int i = 0; i < s->n; ++i)
+        (void)cudaMemcpyAsync(s->copies[i], s->grads[i], s->bytes[i], cudaMemcpyDeviceToDevice, (cudaStream_t)stream);
+}
+
+/* With 1-3 side streams (the weight-gradient work of every layer on one of them), at an exact and a padded count: the
+ * copies (NaN first) equal the gradients the run leaves (poisoned first), bit for bit. In a plain callback the copies
+ * could read gradients still being written. */
+static void gradient_callback_sees_final_gradients(void **state) {
+    (void)state;
+    REQUIRE_GPU();
+    fixture f;
+    setup(&f, 0);
+    snapshot s;
+    size_t counts[SNAPSHOT_MAX];
+    s.n = sm_param_grads(f.model, s.grads, counts, SNAPSHOT_MAX);
+    assert_true(s.n > 0);
+    for (int i = 0; i < s.n; ++i) {
+        s.bytes[i] = counts[i] * sizeof(float); /* the fp32 stack */
+        CUDA_OK(cudaMalloc(&s.copies[i], s.bytes[i]));
+    }
+    for (int sides = 1; sides <= 3; ++sides) {
+        gg_step *step = NULL;
+        gg_step_config sc = GG_STEP_CONFIG_INIT;
+        sc.min_tokens = 128;
+        sc.max_tokens = MAX_TOKENS;
+        sc.side_streams = sides;
+        GG_OK(f.ctx, gg_step_create(f.ctx, &sc, &step));
+        GG_OK(f.ctx, sm_add_to_step(f.model, step));
+        GG_OK(f.ctx, gg_step_add_gradient_callback(step, copy_gradients, &s));
+        GG_OK(f.ctx, gg_step_finalize(step));
+        const int64_t counts_run[] = {512, 300};
+        for (int k = 0; k < 2; ++k) {
+            sm_clear(f.model, 0x7f);
+            for (int i = 0; i < s.n; ++i) CUDA_OK(cudaMemset(s.copies[i], 0xff, s.bytes[i])); /* NaN */
+            GG_OK(f.ctx, gg_step_run(step, counts_run[k], 0, (gg_stream)f.stream));
+            CUDA_OK(cudaStreamSynchronize(f.stream));
+            size_t differ = 0, total = 0;
+            for (int i = 0; i < s.n; ++i) {
+                unsigned char *a = malloc(s.bytes[i]), *b = malloc(s.bytes[i]);
+                assert_non_null(a);
+                assert_non_null(b);
+                CUDA_OK(cudaMemcpy(a, s.grads[i], s.bytes[i], cudaMemcpyDeviceToHost));
+                CUDA_OK(cudaMemcpy(b, s.copies[i], s.bytes[i], cudaMemcpyDeviceToHost));
+                for (size_t j = 0; j < s.bytes[i]; j += sizeof(float)) differ += memcmp(a + j, b + j, 4) != 0;
+                total += s.bytes[i] / sizeof(float);
+                free(a);
+                free(b);
+            }
+            printf("RESULT gradient callback, %d side streams, %lld tokens: %zu of %zu gradient elements differ "
+                   "from its copies\n",
+                   sides, (long long)counts_run[k], differ, total);
+            assert_int_equal(differ, 0);
+        }
+        gg_step_destroy(step);
+    }
+    for (int i = 0; i < s.n; ++i) cudaFree(s.copies[i]);
+    teardown(&f);
+}
+
 int main(void) {
     apply_test_filter(); /* GG_TEST_FILTER=pattern runs a subset (e.g. under compute-sanitizer) */
     const struct CMUnitTest tests[] = {
@@ -371,6 +445,7 @@ int main(void) {
         cmocka_unit_test(alternating_pointer_sets),
         cmocka_unit_test(device_selected_step),
         cmocka_unit_test(step_with_optimizer),
+        cmocka_unit_test(gradient_callback_sees_final_gradients),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
