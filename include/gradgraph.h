@@ -790,9 +790,9 @@ GG_API gg_status gg_step_add_callback(gg_step *step, gg_step_callback_fn fn, voi
 
 /* Appends a gradient callback: a callback (see "Callbacks") that runs once every parameter gradient of the step is
  * final -- every earlier call's weight-gradient work joined and, in a data-parallel step, every reduction complete
- * (with reduce-scatter, each gradient's shard of this rank) -- so it may read and write the gradients and the weights:
- * an optimizer of your own, clipping or scaling of your own, the sum of the gradients of weights tied between calls.
- * Like gg_step_add_optimizer it must follow every block call and gg_step_add_reduce (gg_step_finalize refuses one
+ * (with reduce-scatter, each gradient's shard of this rank; with gg_step_set_sync 0, none: the local gradients) -- so
+ * it may read and write the gradients and the weights: an optimizer of your own, clipping or scaling of your own, the
+ * sum of the gradients of weights tied between calls. Like gg_step_add_optimizer it must follow every block call and gg_step_add_reduce (gg_step_finalize refuses one
  * after it); callbacks, gradient callbacks and an optimizer may follow. An optimizer added after it updates every
  * parameter there (no parameter is updated as its bucket is reduced: the callback may change the gradients first).
  * The cost: nothing of the backward overlaps it. Returns as gg_step_add_callback. */
