@@ -701,7 +701,8 @@ GG_API gg_status gg_graph_debug_dot(gg_graph *graph, int bucket, const char *pat
  * callback must not write a tensor an earlier call reads (its grad_output, saved activations, weights) nor read an
  * earlier call's parameter gradients (a gradient callback may: gg_step_add_gradient_callback). gradgraph's eager
  * calls on the step's context (a forward, a backward the step does not hold) may run inside a callback, on `stream`
- * or a stream forked from it, once their shape has been planned outside any capture: each first makes its stream wait for the weight-gradient work of the earlier calls that share
+ * or a stream forked from it (on any other stream they are refused), once their shape has been planned outside any
+ * capture: each first makes its stream wait for the weight-gradient work of the earlier calls that share
  * the context's scratch memory and workspaces with it (on `stream`, that work is then joined for the rest of the
  * step: less overlap, never a race). A graph's run (a per-block graph's or another step's), gg_step_set_args and
  * gg_step_destroy inside a callback are refused. When a gradgraph call inside a callback fails, the step's run fails

@@ -86,8 +86,9 @@ struct gg_ctx {
     struct gg_dist *dist; /* the data-parallel state (its communicator and stream; src/ddp), or NULL */
     /* Set by a step graph's capture while one of its callbacks runs (graphs/step_capture.c), NULL otherwise: an eager
      * call inside the callback first has its stream wait for the step's earlier calls' weight-gradient work still in
-     * flight, which may be using the context's scratch arena (slot 0) and second workspace (side stream 0). */
-    gg_status (*callback_join)(void *user, cudaStream_t stream);
+     * flight, which may be using the context's scratch arena (slot 0) and second workspace (side stream 0); fn names
+     * the eager call (its messages). */
+    gg_status (*callback_join)(void *user, cudaStream_t stream, const char *fn);
     void *callback_join_user;
     int in_step_callback;        /* > 0 while a step graph's callback is being captured: graph runs are refused */
     gg_status callback_failure;  /* the first failure (gg_fail) inside it, which fails the step's capture */

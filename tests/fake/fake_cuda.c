@@ -304,6 +304,19 @@ static void *device_space_take(size_t bytes) {
 
 static char fake_handles[64];
 static cudaStream_t capture_stream;
+/* The streams the open capture holds, as the runtime tracks them: the capturing stream, and every stream that waited
+ * for an event recorded on one of them (cudaStreamIsCapturing says Active for those only). */
+enum { CAPTURED_MAX = 64 };
+static cudaStream_t captured[CAPTURED_MAX];
+static int n_captured;
+static int is_captured(cudaStream_t stream) {
+    for (int i = 0; i < n_captured; ++i)
+        if (captured[i] == stream) return 1;
+    return 0;
+}
+static void join_capture(cudaStream_t stream) {
+    if (!is_captured(stream) && n_captured < CAPTURED_MAX) captured[n_captured++] = stream;
+}
 static cudaGraph_t capture_into; /* the graph a cudaStreamBeginCaptureToGraph captures into, NULL: a new one */
 static char fake_bodies[64];     /* a conditional node's body graphs: owned by its graph, never destroyed alone */
 
@@ -378,7 +391,7 @@ cudaError_t __wrap_cudaStreamSynchronize(cudaStream_t stream) {
 cudaError_t __wrap_cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus *status) {
     ++fake.cuda_calls;
     if (fake.on_is_capturing) fake.on_is_capturing();
-    const int capturing = fake.capturing || (fake.captures_open > 0 && stream == capture_stream);
+    const int capturing = fake.capturing || (fake.captures_open > 0 && is_captured(stream));
     *status = capturing ? cudaStreamCaptureStatusActive : cudaStreamCaptureStatusNone;
     return cudaSuccess;
 }
@@ -426,6 +439,7 @@ cudaError_t __wrap_cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, u
     fake.last_wait_stream = stream;
     fake.last_wait_at = fake.enqueued;
     if (event) memcpy(&fake.last_wait_on, (const char *)event + sizeof(double), sizeof fake.last_wait_on);
+    if (event && fake.captures_open > 0 && is_captured(fake.last_wait_on)) join_capture(stream);
     fake_entry *e = log_entry(FAKE_OP_WAIT, stream);
     if (e) e->event = event;
     return cudaSuccess;
@@ -694,6 +708,8 @@ cudaError_t __wrap_cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCa
     if (fake_fault(FAKE_BEGIN_CAPTURE)) return cudaErrorStreamCaptureUnsupported;
     capture_stream = stream;
     capture_into = NULL;
+    if (fake.captures_open == 0) n_captured = 0;
+    join_capture(stream);
     ++fake.captures_open;
     ++fake.captures;
     return cudaSuccess;
@@ -709,6 +725,7 @@ cudaError_t __wrap_cudaStreamBeginCaptureToGraph(cudaStream_t stream, cudaGraph_
 cudaError_t __wrap_cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph) {
     (void)stream;
     --fake.captures_open; /* ends the capture even when it fails, as the runtime does */
+    if (fake.captures_open == 0) n_captured = 0;
     *graph = NULL;
     if (fake_fault(FAKE_END_CAPTURE)) return cudaErrorStreamCaptureInvalidated;
     if (capture_into) { /* the runtime hands back the graph captured into: nothing new is alive */
