@@ -533,6 +533,17 @@ static gg_optim *optimizer_updating_apart(gg_ctx *ctx) {
     return opt;
 }
 
+/* optimizer_updating_apart, finalized, with a parameter for each of the n gradients (its weights at FAKE(200 + i)). */
+static gg_optim *optimizer_of_every_gradient(gg_ctx *ctx, const gg_reduce_grad *grads, int n) {
+    gg_optim *opt = optimizer_updating_apart(ctx);
+    for (int i = 0; i < n; ++i) {
+        const gg_optim_param p = {.param = FAKE(200 + i), .grad = grads[i].ptr, .count = (int64_t)grads[i].count};
+        assert_int_equal(gg_optim_add_param(opt, &p), GG_SUCCESS);
+    }
+    assert_int_equal(gg_optim_finalize(opt), GG_SUCCESS);
+    return opt;
+}
+
 /* The kernel launches of one run of a finalized step (the run's NCCL calls are in fake_nccl's log after it). */
 static int launches_of(gg_step *step) {
     reset_counts();
@@ -549,12 +560,7 @@ static void optimizer_updates_each_bucket_as_it_lands(void **state) {
     gg_ctx *ctx = dist_ctx(&comm);
     gg_reduce_grad grads[4 * LAYERS + 1];
     const int n_grads = expected_grads(grads);
-    gg_optim *opt = optimizer_updating_apart(ctx);
-    for (int i = 0; i < n_grads; ++i) {
-        const gg_optim_param p = {.param = FAKE(200 + i), .grad = grads[i].ptr, .count = (int64_t)grads[i].count};
-        assert_int_equal(gg_optim_add_param(opt, &p), GG_SUCCESS);
-    }
-    assert_int_equal(gg_optim_finalize(opt), GG_SUCCESS);
+    gg_optim *opt = optimizer_of_every_gradient(ctx, grads, n_grads);
     gg_step *plain = finalized_mlp_step(ctx, NULL), *with = finalized_mlp_step(ctx, opt);
     gg_reduce_layout layout;
     assert_int_equal(gg_reduce_layout_make(grads, n_grads, BUCKET_BYTES, 0, &layout), 0);
@@ -666,12 +672,7 @@ static void gradient_callback_sees_reduced_gradients(void **state) {
     }
     gg_reduce_grad grads[4 * LAYERS + 1];
     const int n_grads = expected_grads(grads);
-    gg_optim *opt = optimizer_updating_apart(ctx);
-    for (int i = 0; i < n_grads; ++i) {
-        const gg_optim_param p = {.param = FAKE(200 + i), .grad = grads[i].ptr, .count = (int64_t)grads[i].count};
-        assert_int_equal(gg_optim_add_param(opt, &p), GG_SUCCESS);
-    }
-    assert_int_equal(gg_optim_finalize(opt), GG_SUCCESS);
+    gg_optim *opt = optimizer_of_every_gradient(ctx, grads, n_grads);
     int updates_after = 0, updates_before = 0;
     gg_step *after = step_writing_gradients(ctx, 1, opt, 0), *before = step_writing_gradients(ctx, 1, opt, 1);
     assert_true(updates_follow_the_callback(after, &updates_after));
