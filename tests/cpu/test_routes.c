@@ -1,8 +1,8 @@
 /*
  * test_routes.c - every route of blocks 2, 3 and 4 planned and run on the CPU, on the CUDA fakes
  * (tests/fake/fake_cuda.c) as a 9.0 device (fake.compute_capability = 90: an H100/H200, so the context has
- * has_wgmma and blocks 2/3 in fp16 mode run G and/or dX in gemm_f32w.cu, block 4 its fused kernel) and as the
- * default device (no sm_90a route). Blocks 2 and 3 in every precision over tokens at and around every threshold of
+ * has_wgmma and blocks 2/3 in fp16 mode run G and/or dX in gemm_f32w.cu, block 4 its fused kernel), as a 10.0 device
+ * (a B200: sm_90a code does not run there, so no sm_90a route) and as the default device (no sm_90a route). Blocks 2 and 3 in every precision over tokens at and around every threshold of
  * src/blocks/ffn.c (the route's 512 and 1024, the TF32 G's 512, ...) and a few large (odd k: cuBLASLt's split-k
  * not trusted), hidden and ffn from a set of multiples of 64 (and 1544, which no fast route takes), in
  * pairs, both orders; block 4 over src/blocks/ssm_gate.c's thresholds (the one-launch route's 256, the narrow rows'
@@ -49,7 +49,7 @@ static const gg_precision precisions[] = {GG_PRECISION_FP32, GG_PRECISION_TF32, 
 /* One block call (block_calls.h: blocks 2, 3 or 4) on one fake device. */
 typedef struct route_case {
     block_case call;
-    int cc; /* fake.compute_capability: 90 or 0 */
+    int cc; /* fake.compute_capability: 90, 100 or 0 */
 } route_case;
 
 static struct {
@@ -257,6 +257,8 @@ static void every_route(void **state) {
     sweep.verbose = verbose && *verbose && strcmp(verbose, "0") != 0;
     sweep_ffn(90);
     sweep_ssm(90);
+    sweep_ffn(100); /* a B200 */
+    sweep_ssm(100);
     sweep_ffn(0);
     sweep_ssm(0);
     printf("ROUTES {\"calls\": %d, \"failures\": %d, \"shapes\": %d, \"f32w_one\": %d, \"f32w_both\": %d, "

@@ -343,8 +343,8 @@ cudaError_t __wrap_cudaSetDevice(int device) {
     return device < fake.device_count ? cudaSuccess : cudaErrorInvalidDevice;
 }
 /* Without fake.compute_capability, 132 whatever is asked (the SM count; the compute capability 132.132 is no 9.0, so
- * the library takes no sm_90a route). With it, an H100/H200 of that compute capability: 132 SMs, 50 MiB of L2, the
- * 227 KiB shared-memory opt-in; 132 for anything else. */
+ * the library takes no sm_90a route). With it, an H100/H200 of that compute capability (a B200 for 100: 148 SMs,
+ * 126 MiB of L2): 132 SMs, 50 MiB of L2, the 227 KiB shared-memory opt-in; 132 for anything else. */
 cudaError_t __wrap_cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device) {
     (void)device;
     ++fake.cuda_calls;
@@ -353,8 +353,8 @@ cudaError_t __wrap_cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, 
     switch (attr) {
     case cudaDevAttrComputeCapabilityMajor: *value = fake.compute_capability / 10; break;
     case cudaDevAttrComputeCapabilityMinor: *value = fake.compute_capability % 10; break;
-    case cudaDevAttrMultiProcessorCount: *value = 132; break;
-    case cudaDevAttrL2CacheSize: *value = 50 << 20; break;
+    case cudaDevAttrMultiProcessorCount: *value = fake.compute_capability >= 100 ? 148 : 132; break;
+    case cudaDevAttrL2CacheSize: *value = (fake.compute_capability >= 100 ? 126 : 50) << 20; break;
     case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = FAKE_SMEM_OPTIN; break;
     case cudaDevAttrMaxThreadsPerBlock: *value = 1024; break;
     case cudaDevAttrWarpSize: *value = 32; break;
