@@ -112,6 +112,36 @@ static void bind_thread_says_why_it_leaves_the_binding(void **state) {
     assert_int_equal(fake.live, 0);
 }
 
+/* gg_dist_bind_thread where the GPU's bus is in the topology (hwloc reads tests/data/topology/two_sockets.xml through
+ * HWLOC_XMLFILE, the fake GPU on its first socket's bus): it picks that socket's CPUs and binds to them, which on a
+ * topology hwloc is told is not this machine's does nothing and succeeds, or fails and is said at WARN; either way the
+ * call succeeds and says which. */
+static void bind_thread_binds_near_the_gpu(void **state) {
+    (void)state;
+    char path[512];
+    snprintf(path, sizeof path, "%s/two_sockets.xml", GG_TOPOLOGY_DIR);
+    setenv("HWLOC_XMLFILE", path, 1);
+    fake_reset(1);
+    gg_config c = GG_CONFIG_INIT;
+    c.autotune = 0;
+    c.log_fn = keep_log;
+    c.log_level = GG_LOG_INFO;
+    gg_ctx *ctx = NULL;
+    assert_int_equal(gg_ctx_create(&c, &ctx), GG_SUCCESS);
+    logged[0] = '\0';
+    fake.pci_bus_id = 1;
+    fake.pci_bus_id_string = "0000:17:00.0";
+    assert_int_equal(gg_dist_bind_thread(ctx), GG_SUCCESS);
+    fake.pci_bus_id_string = NULL;
+    unsetenv("HWLOC_XMLFILE");
+    print_message("logged: %s\n", logged);
+    if (!strstr(logged, "gg_dist_bind_thread: thread bound to CPUs 0-3 near GPU 0000:17:00.0") &&
+        !strstr(logged, "gg_dist_bind_thread: hwloc_set_cpubind failed; binding left alone"))
+        fail_msg("logged: \"%s\"", logged);
+    gg_ctx_destroy(ctx);
+    assert_int_equal(fake.live, 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(two_sockets_each_gpu_gets_its_socket),
@@ -119,6 +149,7 @@ int main(void) {
         cmocka_unit_test(unknown_gpu_leaves_binding_alone),
         cmocka_unit_test(restricted_process_gets_the_intersection),
         cmocka_unit_test(bind_thread_says_why_it_leaves_the_binding),
+        cmocka_unit_test(bind_thread_binds_near_the_gpu),
     };
     return cmocka_run_group_tests_name("affinity", tests, NULL, NULL);
 }

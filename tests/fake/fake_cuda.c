@@ -329,7 +329,7 @@ cudaError_t __wrap_cudaDeviceGetPCIBusId(char *id, int len, int device) {
     (void)device;
     ++fake.cuda_calls;
     if (!fake.pci_bus_id) return cudaErrorNoDevice;
-    snprintf(id, (size_t)len, "0000:99:00.0");
+    snprintf(id, (size_t)len, "%s", fake.pci_bus_id_string ? fake.pci_bus_id_string : "0000:99:00.0");
     return cudaSuccess;
 }
 

@@ -62,6 +62,7 @@ typedef struct fake_state {
     int pci_bus_id;        /* 1: cudaDeviceGetPCIBusId says "0000:99:00.0", a bus no machine here has; 0 (default): it
                               fails, as without a GPU, so that binding a thread stops before loading hwloc's topology
                               (whose plugins leak) */
+    const char *pci_bus_id_string; /* with pci_bus_id 1: the bus it says instead of "0000:99:00.0" (NULL: that one) */
     int fail_create_at;    /* the N-th resource creation fails (0: none) */
     int creates;           /* resource creations so far */
     int live;              /* resources created and not destroyed (streams, events, memory, handles, graphs) */
