@@ -331,14 +331,15 @@ static gg_status set_args(gg_step *s, const char *fn, int index, const void *arg
     GG_TRY(validate_call(s, fn, index, &c, c.precision));
     const gg_block_call old = op->call;
     op->call = c;
-    /* the chain's rules against every other call */
-    for (int i = 0; i <= s->n_ops; ++i) {
-        if (i < s->n_ops && s->ops[i].kind != OP_BLOCK) continue;
-        const gg_status st = i < s->n_ops ? gg_step_check_chain(s, fn, i) : gg_step_check_reduce_entries(s, fn);
-        if (st != GG_SUCCESS) {
-            op->call = old;
-            return st;
-        }
+    /* the chain's rules against every other call (a step that reduces: finalize's reads rule too) */
+    gg_status st = GG_SUCCESS;
+    for (int i = 0; i < s->n_ops && st == GG_SUCCESS; ++i)
+        if (s->ops[i].kind == OP_BLOCK) st = gg_step_check_chain(s, fn, i);
+    if (st == GG_SUCCESS) st = gg_step_check_reduce_entries(s, fn);
+    if (st == GG_SUCCESS && s->finalized == 1 && s->reduces) st = gg_step_check_reduced_reads(s, fn);
+    if (st != GG_SUCCESS) {
+        op->call = old;
+        return st;
     }
     s->ptrset = 0; /* looked up at the next run: a set seen before finds its execs again */
     return GG_SUCCESS;

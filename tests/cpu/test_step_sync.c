@@ -822,6 +822,57 @@ static void optimizer_updates_the_rest_in_runs(void **state) {
 
 /* (5c) reduce-scatter leaves each rank a shard of each gradient: a syncing step with an optimizer is refused at
  * finalize, naming why, and captures nothing. */
+/* A block call that reads a gradient an earlier call reduces (an earlier call's parameter gradient, an earlier
+ * gg_step_add_reduce buffer) would read it while its in-place reduction may run: a syncing step's finalize refuses
+ * it, naming both calls, and stays open (rebound, it finalizes; rebound to the read again, gg_step_set_args refuses
+ * it); the same step without reduction finalizes. */
+static void reads_of_reduced_gradients_refused(void **state) {
+    (void)state;
+    ncclComm_t comm = NULL;
+    gg_ctx *ctx = dist_ctx(&comm);
+    for (int reads_reduce_buffer = 0; reads_reduce_buffer < 2; ++reads_reduce_buffer)
+        for (int syncing = 0; syncing < 2; ++syncing) {
+            gg_step_config sc = GG_STEP_CONFIG_INIT;
+            sc.max_tokens = TOKENS;
+            sc.sync_gradients = syncing;
+            gg_step *step = NULL;
+            assert_int_equal(gg_step_create(ctx, &sc, &step), GG_SUCCESS);
+            const gg_mlp_args a0 = mlp_args(0), a1 = mlp_args(1);
+            gg_mlp_args a2 = mlp_args(2);
+            a2.hidden_states = reads_reduce_buffer ? reduce_buffer : a0.grad_weight1; /* call 0 or 2 reduces it */
+            assert_int_equal(gg_step_add_mlp(step, &mlp, &a0), GG_SUCCESS);
+            assert_int_equal(gg_step_add_callback(step, write_own_gradient, NULL), GG_SUCCESS);
+            assert_int_equal(gg_step_add_reduce(step, reduce_buffer, REDUCE_COUNT, 0), GG_SUCCESS);
+            assert_int_equal(gg_step_add_mlp(step, &mlp, &a1), GG_SUCCESS);
+            assert_int_equal(gg_step_add_mlp(step, &mlp, &a2), GG_SUCCESS);
+            reset_counts();
+            if (!syncing) {
+                assert_int_equal(gg_step_finalize(step), GG_SUCCESS);
+                gg_step_destroy(step);
+                continue;
+            }
+            assert_int_equal(gg_step_finalize(step), GG_ERROR_INVALID_ARGUMENT);
+            contains(gg_last_error(ctx), reads_reduce_buffer
+                                             ? "gg_step_finalize: call 4's args->hidden_states overlaps call 2's "
+                                               "gg_step_add_reduce buffer, which the step reduces across the ranks"
+                                             : "gg_step_finalize: call 4's args->hidden_states overlaps call 0's "
+                                               "parameter gradient args->grad_weight1, which the step reduces "
+                                               "across the ranks");
+            contains(gg_last_error(ctx), "gg_step_add_gradient_callback");
+            assert_int_equal(fake.calls[FAKE_BEGIN_CAPTURE], 0);
+            const gg_mlp_args reads = a2;
+            a2.hidden_states = mlp_args(2).hidden_states;
+            assert_int_equal(gg_step_set_args(step, 4, &a2), GG_SUCCESS);
+            assert_int_equal(gg_step_finalize(step), GG_SUCCESS);
+            /* rebound so again after finalize: refused by gg_step_set_args, the call left as it was */
+            assert_int_equal(gg_step_set_args(step, 4, &reads), GG_ERROR_INVALID_ARGUMENT);
+            contains(gg_last_error(ctx), "gg_step_set_args: call 4's args->hidden_states overlaps call ");
+            assert_int_equal(gg_step_run(step, TOKENS, 0, NULL), GG_SUCCESS);
+            gg_step_destroy(step);
+        }
+    end_ctx(ctx, comm);
+}
+
 static void optimizer_refused_under_reduce_scatter(void **state) {
     (void)state;
     ncclComm_t comm = NULL;
@@ -1337,6 +1388,7 @@ int main(void) {
         cmocka_unit_test(optimizer_parameter_not_reduced_is_named),
         cmocka_unit_test(syncing_ssm_gate_graph_and_past_its_buckets),
         cmocka_unit_test(other_ranks_adopt_rank_0s_algorithms),
+        cmocka_unit_test(reads_of_reduced_gradients_refused),
         cmocka_unit_test(optimizer_refused_under_reduce_scatter),
         cmocka_unit_test(reduce_scatter_shards_each_gradient),
         cmocka_unit_test(overlap_off_reduces_after_the_backward),
