@@ -892,26 +892,31 @@ static void optimizer_refused_under_reduce_scatter(void **state) {
     end_ctx(ctx, comm);
 }
 
-/* (5d) reduce-scatter, rank 1 of 2: a syncing step's capture reduce-scatters each gradient whole (the layout made
- * with whole gradients), every piece into this rank's shard of it; rank 1 of 3: gg_dist_reduce refuses a count the
+/* (5d) reduce-scatter, every rank of 2, 4 and 8 (a node of B200s): a syncing step's capture reduce-scatters each
+ * gradient whole (the layout made with whole gradients), every piece into this rank's shard of it; rank 1 of 3: gg_dist_reduce refuses a count the
  * ranks cannot share before any NCCL call and reduce-scatters one they can (fp32 and bf16) into its shard, and a
  * syncing graph or step whose weight gradients the ranks cannot share is refused, naming the gradient. */
 static void reduce_scatter_shards_each_gradient(void **state) {
     (void)state;
     ncclComm_t comm = NULL;
-    gg_ctx *ctx = dist_ctx_in(&comm, GG_SYNC_REDUCE_SCATTER, 1, 2, NULL);
-    gg_step *step = finalized_mlp_step(ctx, NULL);
-    gg_reduce_grad grads[4 * LAYERS + 1];
-    const int n_grads = expected_grads(grads);
-    gg_reduce_layout layout;
-    assert_int_equal(gg_reduce_layout_make(grads, n_grads, BUCKET_BYTES, 1, &layout), 0);
-    reset_counts();
-    assert_int_equal(gg_step_run(step, TOKENS, 0, NULL), GG_SUCCESS);
-    log_is_the_layout(ctx, comm, &layout, grads);
-    assert_true(collectives_logged() >= (size_t)n_grads); /* every gradient, none cut across buckets */
-    gg_reduce_layout_free(&layout);
-    gg_step_destroy(step);
-    end_ctx(ctx, comm);
+    gg_ctx *ctx = NULL;
+    gg_step *step = NULL;
+    for (int size = 2; size <= 8; size *= 2)
+        for (int rank = 0; rank < size; ++rank) {
+            ctx = dist_ctx_in(&comm, GG_SYNC_REDUCE_SCATTER, rank, size, NULL);
+            step = finalized_mlp_step(ctx, NULL);
+            gg_reduce_grad grads[4 * LAYERS + 1];
+            const int n_grads = expected_grads(grads);
+            gg_reduce_layout layout;
+            assert_int_equal(gg_reduce_layout_make(grads, n_grads, BUCKET_BYTES, 1, &layout), 0);
+            reset_counts();
+            assert_int_equal(gg_step_run(step, TOKENS, 0, NULL), GG_SUCCESS);
+            log_is_the_layout(ctx, comm, &layout, grads);
+            assert_true(collectives_logged() >= (size_t)n_grads); /* every gradient, none cut across buckets */
+            gg_reduce_layout_free(&layout);
+            gg_step_destroy(step);
+            end_ctx(ctx, comm);
+        }
 
     ctx = dist_ctx_in(&comm, GG_SYNC_REDUCE_SCATTER, 1, 3, NULL);
     reset_counts();
