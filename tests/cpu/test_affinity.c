@@ -85,12 +85,8 @@ static void keep_log(void *user, gg_log_level level, const char *message) {
     snprintf(logged, sizeof logged, "%s", message);
 }
 
-/* gg_dist_bind_thread on a context (the CUDA fakes, whose GPU sits on a PCI bus this machine lacks): NULL refused,
- * named; the binding left alone with the reason at INFO; a failed bus-id query named with the call it was in. */
-static void bind_thread_says_why_it_leaves_the_binding(void **state) {
-    (void)state;
-    assert_int_equal(gg_dist_bind_thread(NULL), GG_ERROR_INVALID_ARGUMENT);
-    assert_string_equal(gg_last_error(NULL), "gg_dist_bind_thread: ctx is NULL");
+/* A context on the CUDA fakes whose messages from INFO up land in `logged`, its GPU on a PCI bus. */
+static gg_ctx *logging_ctx(void) {
     fake_reset(1);
     gg_config c = GG_CONFIG_INIT;
     c.autotune = 0;
@@ -100,6 +96,16 @@ static void bind_thread_says_why_it_leaves_the_binding(void **state) {
     assert_int_equal(gg_ctx_create(&c, &ctx), GG_SUCCESS);
     logged[0] = '\0';
     fake.pci_bus_id = 1;
+    return ctx;
+}
+
+/* gg_dist_bind_thread on a context (the CUDA fakes, whose GPU sits on a PCI bus this machine lacks): NULL refused,
+ * named; the binding left alone with the reason at INFO; a failed bus-id query named with the call it was in. */
+static void bind_thread_says_why_it_leaves_the_binding(void **state) {
+    (void)state;
+    assert_int_equal(gg_dist_bind_thread(NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_string_equal(gg_last_error(NULL), "gg_dist_bind_thread: ctx is NULL");
+    gg_ctx *ctx = logging_ctx();
     assert_int_equal(gg_dist_bind_thread(ctx), GG_SUCCESS);
     if (!strstr(logged, "gg_dist_bind_thread: binding left alone: PCI device 0000:99:00.0 is not in the hwloc "
                         "topology"))
@@ -121,15 +127,7 @@ static void bind_thread_binds_near_the_gpu(void **state) {
     char path[512];
     snprintf(path, sizeof path, "%s/two_sockets.xml", GG_TOPOLOGY_DIR);
     setenv("HWLOC_XMLFILE", path, 1);
-    fake_reset(1);
-    gg_config c = GG_CONFIG_INIT;
-    c.autotune = 0;
-    c.log_fn = keep_log;
-    c.log_level = GG_LOG_INFO;
-    gg_ctx *ctx = NULL;
-    assert_int_equal(gg_ctx_create(&c, &ctx), GG_SUCCESS);
-    logged[0] = '\0';
-    fake.pci_bus_id = 1;
+    gg_ctx *ctx = logging_ctx();
     fake.pci_bus_id_string = "0000:17:00.0";
     assert_int_equal(gg_dist_bind_thread(ctx), GG_SUCCESS);
     fake.pci_bus_id_string = NULL;

@@ -137,6 +137,67 @@ static inline gg_precision speed_mode(int block_id) {
     return block_id == 2 || block_id == 3 ? GG_PRECISION_FP16 : GG_PRECISION_BF16;
 }
 
+/* A step's gradient callback for the step tests (gg_step_add_gradient_callback): copies of gradient buffers as they
+ * are when the callback's work runs, to hold against the buffers the run leaves. */
+enum { GRAD_COPIES_MAX = 64 };
+typedef struct grad_copies {
+    int n;
+    void *grads[GRAD_COPIES_MAX], *copies[GRAD_COPIES_MAX];
+    size_t bytes[GRAD_COPIES_MAX];
+} grad_copies;
+
+/* n buffers (grads[i], bytes[i] each) and a copy of each (cudaMalloc); returns 0, or -1 (what it made is freed by
+ * grad_copies_free). */
+static inline int grad_copies_make(grad_copies *g, void *const *grads, const size_t *bytes, int n) {
+    memset(g, 0, sizeof *g);
+    if (n < 1 || n > GRAD_COPIES_MAX) return -1;
+    for (int i = 0; i < n; ++i) {
+        g->grads[i] = grads[i], g->bytes[i] = bytes[i];
+        if (cudaMalloc(&g->copies[i], bytes[i]) != cudaSuccess) return -1;
+        g->n = i + 1;
+    }
+    return 0;
+}
+
+/* The callback: every copy enqueued on the step's stream. */
+static inline void grad_copies_take(void *user, gg_stream stream, int64_t tokens) {
+    const grad_copies *g = user;
+    (void)tokens;
+    for (int i = 0; i < g->n; ++i)
+        (void)cudaMemcpyAsync(g->copies[i], g->grads[i], g->bytes[i], cudaMemcpyDeviceToDevice, (cudaStream_t)stream);
+}
+
+/* Poisons the copies (0xff bytes: NaN), so that a copy the callback did not make differs. */
+static inline int grad_copies_poison(const grad_copies *g) {
+    for (int i = 0; i < g->n; ++i)
+        if (cudaMemset(g->copies[i], 0xff, g->bytes[i]) != cudaSuccess) return -1;
+    return 0;
+}
+
+/* How many elem-byte elements of the buffers differ from their copies now (the device synchronized first); *total:
+ * how many were compared. Returns (size_t)-1 when a copy to the host fails. */
+static inline size_t grad_copies_differ(const grad_copies *g, size_t elem, size_t *total) {
+    size_t differ = 0;
+    *total = 0;
+    if (cudaDeviceSynchronize() != cudaSuccess) return (size_t)-1;
+    for (int i = 0; i < g->n; ++i) {
+        unsigned char *a = malloc(g->bytes[i]), *b = malloc(g->bytes[i]);
+        const int ok = a && b && cudaMemcpy(a, g->grads[i], g->bytes[i], cudaMemcpyDeviceToHost) == cudaSuccess &&
+                       cudaMemcpy(b, g->copies[i], g->bytes[i], cudaMemcpyDeviceToHost) == cudaSuccess;
+        for (size_t j = 0; ok && j + elem <= g->bytes[i]; j += elem) differ += memcmp(a + j, b + j, elem) != 0;
+        *total += g->bytes[i] / elem;
+        free(a);
+        free(b);
+        if (!ok) return (size_t)-1;
+    }
+    return differ;
+}
+
+static inline void grad_copies_free(grad_copies *g) {
+    for (int i = 0; i < g->n; ++i) cudaFree(g->copies[i]);
+    g->n = 0;
+}
+
 /* Runs the tests whose names match GG_TEST_FILTER (a cmocka pattern) when it is set. */
 static inline void apply_test_filter(void) {
     if (getenv("GG_TEST_FILTER")) cmocka_set_test_filter(getenv("GG_TEST_FILTER"));

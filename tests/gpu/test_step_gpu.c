@@ -365,37 +365,20 @@ static void step_with_optimizer(void **state) {
 
 /* ---- a gradient callback ---- */
 
-enum { SNAPSHOT_MAX = 64 };
-typedef struct snapshot {
-    int n;
-    void *grads[SNAPSHOT_MAX], *copies[SNAPSHOT_MAX];
-    size_t bytes[SNAPSHOT_MAX];
-} snapshot;
-
-/* The gradient callback: every parameter gradient copied as it is when the callback's work runs. */
-static void copy_gradients(void *user, gg_stream stream, int64_t tokens) {
-    const snapshot *s = user;
-    (void)tokens;
-    for (int i = 0; i < s->n; ++i)
-        (void)cudaMemcpyAsync(s->copies[i], s->grads[i], s->bytes[i], cudaMemcpyDeviceToDevice, (cudaStream_t)stream);
-}
-
 /* With 1-3 side streams (the weight-gradient work of every layer on one of them), at an exact and a padded count: the
- * copies (NaN first) equal the gradients the run leaves (poisoned first), bit for bit. In a plain callback the copies
- * could read gradients still being written. */
+ * callback's copies of the parameter gradients (NaN first) equal the gradients the run leaves (poisoned first), bit
+ * for bit. In a plain callback the copies could read gradients still being written. */
 static void gradient_callback_sees_final_gradients(void **state) {
     (void)state;
     REQUIRE_GPU();
     fixture f;
     setup(&f, 0);
-    snapshot s;
-    size_t counts[SNAPSHOT_MAX];
-    s.n = sm_param_grads(f.model, s.grads, counts, SNAPSHOT_MAX);
-    assert_true(s.n > 0);
-    for (int i = 0; i < s.n; ++i) {
-        s.bytes[i] = counts[i] * sizeof(float); /* the fp32 stack */
-        CUDA_OK(cudaMalloc(&s.copies[i], s.bytes[i]));
-    }
+    void *grads[GRAD_COPIES_MAX];
+    size_t counts[GRAD_COPIES_MAX], bytes[GRAD_COPIES_MAX];
+    const int n = sm_param_grads(f.model, grads, counts, GRAD_COPIES_MAX);
+    for (int i = 0; i < n; ++i) bytes[i] = counts[i] * sizeof(float); /* the fp32 stack */
+    grad_copies copies;
+    if (grad_copies_make(&copies, grads, bytes, n) != 0) fail_msg("grad_copies_make");
     for (int sides = 1; sides <= 3; ++sides) {
         gg_step *step = NULL;
         gg_step_config sc = GG_STEP_CONFIG_INIT;
@@ -404,34 +387,23 @@ static void gradient_callback_sees_final_gradients(void **state) {
         sc.side_streams = sides;
         GG_OK(f.ctx, gg_step_create(f.ctx, &sc, &step));
         GG_OK(f.ctx, sm_add_to_step(f.model, step));
-        GG_OK(f.ctx, gg_step_add_gradient_callback(step, copy_gradients, &s));
+        GG_OK(f.ctx, gg_step_add_gradient_callback(step, grad_copies_take, &copies));
         GG_OK(f.ctx, gg_step_finalize(step));
-        const int64_t counts_run[] = {512, 300};
+        const int64_t tokens[] = {512, 300};
         for (int k = 0; k < 2; ++k) {
             sm_clear(f.model, 0x7f);
-            for (int i = 0; i < s.n; ++i) CUDA_OK(cudaMemset(s.copies[i], 0xff, s.bytes[i])); /* NaN */
-            GG_OK(f.ctx, gg_step_run(step, counts_run[k], 0, (gg_stream)f.stream));
-            CUDA_OK(cudaStreamSynchronize(f.stream));
-            size_t differ = 0, total = 0;
-            for (int i = 0; i < s.n; ++i) {
-                unsigned char *a = malloc(s.bytes[i]), *b = malloc(s.bytes[i]);
-                assert_non_null(a);
-                assert_non_null(b);
-                CUDA_OK(cudaMemcpy(a, s.grads[i], s.bytes[i], cudaMemcpyDeviceToHost));
-                CUDA_OK(cudaMemcpy(b, s.copies[i], s.bytes[i], cudaMemcpyDeviceToHost));
-                for (size_t j = 0; j < s.bytes[i]; j += sizeof(float)) differ += memcmp(a + j, b + j, 4) != 0;
-                total += s.bytes[i] / sizeof(float);
-                free(a);
-                free(b);
-            }
+            if (grad_copies_poison(&copies) != 0) fail_msg("grad_copies_poison");
+            GG_OK(f.ctx, gg_step_run(step, tokens[k], 0, (gg_stream)f.stream));
+            size_t total = 0;
+            const size_t differ = grad_copies_differ(&copies, sizeof(float), &total);
             printf("RESULT gradient callback, %d side streams, %lld tokens: %zu of %zu gradient elements differ "
                    "from its copies\n",
-                   sides, (long long)counts_run[k], differ, total);
+                   sides, (long long)tokens[k], differ, total);
             assert_int_equal(differ, 0);
         }
         gg_step_destroy(step);
     }
-    for (int i = 0; i < s.n; ++i) cudaFree(s.copies[i]);
+    grad_copies_free(&copies);
     teardown(&f);
 }
 

@@ -10,6 +10,8 @@
  *  - no_sync: a run with gg_step_set_sync(step, 0) leaves the local gradients (bitwise the eager ones, which run
  *    after finalize: with the GEMM algorithms every rank adopted from rank 0), and the next
  *    run with sync on and accumulate 1 reduces the accumulated sums (the mean of twice the local gradients);
+ *  - a gradient callback (gg_step_add_gradient_callback) that copies every parameter gradient sees them reduced: its
+ *    copies equal the gradients the synced run leaves, bit for bit;
  *  - gg_step_run_device refuses a syncing step; gg_dist_detach refuses while the step holds NCCL work;
  *  - ranks that build different steps are refused at finalize, on every rank.
  * Every gradient buffer is poisoned (NaN bytes) before each run, so an unwritten element fails.
@@ -33,6 +35,7 @@ typedef struct job {
     size_t bucket_bytes;
     int differ;                       /* build a step that differs on rank 1 (the fingerprint test) */
     void *local, *synced, *no_sync, *accumulated; /* host copies of the parameter gradients */
+    size_t callback_differ, callback_compared;    /* the gradient callback's copies against the synced run's */
     float extra_synced[EXTRA];
     size_t bytes;
     gg_status finalize_status;
@@ -98,6 +101,7 @@ static void *rank_main(void *arg) {
     gg_step *step = NULL;
     cudaStream_t st = NULL;
     extra_grad extra = {NULL, NULL};
+    grad_copies copies = {0};
     const sm_config mc = {.layers = LAYERS, .hidden = HIDDEN, .ffn = FFN, .max_tokens = TOKENS,
                           .precision = GG_PRECISION_FP32, .seed = base_seed + (unsigned)j->rank};
     if (sm_create(j->ctx, &mc, &m) != 0) {
@@ -119,6 +123,15 @@ static void *rank_main(void *arg) {
     CHECK(gg_step_add_callback(step, write_extra, &extra));
     const size_t extra_count = j->differ && j->rank == 1 ? EXTRA - 1 : EXTRA;
     CHECK(gg_step_add_reduce(step, extra.grad, extra_count, 0));
+    void *grads[GRAD_COPIES_MAX];
+    size_t counts[GRAD_COPIES_MAX], bytes[GRAD_COPIES_MAX];
+    const int n_grads = sm_param_grads(m, grads, counts, GRAD_COPIES_MAX);
+    for (int i = 0; i < n_grads; ++i) bytes[i] = counts[i] * sizeof(float);
+    if (grad_copies_make(&copies, grads, bytes, n_grads) != 0) {
+        snprintf(j->error, sizeof j->error, "grad_copies_make failed");
+        goto out;
+    }
+    CHECK(gg_step_add_gradient_callback(step, grad_copies_take, &copies));
     j->finalize_status = gg_step_finalize(step);
     if (j->differ) {
         snprintf(j->error, sizeof j->error, "%s", gg_last_error(j->ctx));
@@ -129,7 +142,12 @@ static void *rank_main(void *arg) {
      * rank 0 (shared plans), and a step without reduction must give their bits */
     if (param_grads(j, m, NULL, 1, 0, st, &j->local) != 0) goto out;
 
+    if (grad_copies_poison(&copies) != 0) {
+        snprintf(j->error, sizeof j->error, "grad_copies_poison failed");
+        goto out;
+    }
     if (param_grads(j, m, step, 1, 0, st, &j->synced) != 0) goto out;
+    j->callback_differ = grad_copies_differ(&copies, sizeof(float), &j->callback_compared);
     CHECK_CUDA(cudaMemcpy(j->extra_synced, extra.grad, sizeof host, cudaMemcpyDeviceToHost));
     /* the device-selected run cannot hold NCCL; the communicator cannot go while the step holds NCCL work */
     if (gg_step_run_device(step, (const int64_t *)extra.source, 0, (gg_stream)st) != GG_ERROR_UNSUPPORTED ||
@@ -148,6 +166,7 @@ static void *rank_main(void *arg) {
     if (param_grads(j, m, step, 1, 1, st, &j->accumulated) != 0) goto out;
 out:
     gg_step_destroy(step);
+    grad_copies_free(&copies);
     if (extra.grad) cudaFree(extra.grad);
     if (extra.source) cudaFree(extra.source);
     if (st) cudaStreamDestroy(st);
@@ -217,6 +236,12 @@ static void step_gradients_are_the_mean(size_t bucket_bytes) {
     check_mean(jobs, offsetof(job, synced), 1, "synced step");
     check_mean(jobs, offsetof(job, accumulated), 2, "no_sync run, then a synced accumulating run");
     for (int r = 0; r < world; ++r) {
+        if (jobs[r].callback_differ != 0 || jobs[r].callback_compared == 0)
+            fail_msg("rank %d: %zu of %zu elements of the gradient callback's copies differ from the reduced "
+                     "gradients", r, jobs[r].callback_differ, jobs[r].callback_compared);
+        if (r == 0)
+            printf("RESULT the gradient callback's copies: the reduced gradients bit for bit (%zu elements a rank)\n",
+                   jobs[r].callback_compared);
         if (memcmp(jobs[r].no_sync, jobs[r].local, jobs[r].bytes) != 0)
             fail_msg("rank %d: a run with sync off changed the local gradients (not the eager bits)", r);
         for (int i = 0; i < EXTRA; ++i) { /* small integers / 8: the mean is exact */
