@@ -209,9 +209,9 @@ static float float_of(reader *r) {
     return f;
 }
 
-/* A fuzzed optimizer: its config, up to three fuzzed parameters, finalized (every call checked as it returns);
- * *out NULL when its creation failed (the status returned then). */
-static gg_status fuzzed_optim(reader *r, gg_optim **out) {
+/* A fuzzed optimizer on context `on`: its config, up to three fuzzed parameters, finalized (every call checked as it
+ * returns); *out NULL when its creation failed (the status returned then). */
+static gg_status fuzzed_optim(reader *r, gg_ctx *on, gg_optim **out) {
     gg_optim_config oc = GG_OPTIM_CONFIG_INIT;
     oc.kind = (gg_optim_kind)(int)(take(r, 1) % 4) - 1;
     if (take(r, 1) % 2) oc.lr = float_of(r);
@@ -223,7 +223,7 @@ static gg_status fuzzed_optim(reader *r, gg_optim **out) {
     if (take(r, 1) % 16 == 0) oc.version = 99;
     gg_optim *opt = NULL;
     fake.enqueued = 0;
-    gg_status st = gg_optim_create(ctx, take(r, 1) % 8 ? &oc : NULL, &opt);
+    gg_status st = gg_optim_create(on, take(r, 1) % 8 ? &oc : NULL, &opt);
     if ((st == GG_SUCCESS) != (opt != NULL)) abort();
     *out = opt;
     if (st != GG_SUCCESS) return st;
@@ -239,10 +239,10 @@ static gg_status fuzzed_optim(reader *r, gg_optim **out) {
         p.copy_dtype = (gg_optim_dtype)(int)(take(r, 1) % 4) - 1;
         p.no_weight_decay = (int)(take(r, 1) % 2);
         fake.enqueued = 0;
-        check_result(gg_optim_add_param(opt, take(r, 1) % 16 ? &p : NULL), ctx);
+        check_result(gg_optim_add_param(opt, take(r, 1) % 16 ? &p : NULL), on);
     }
     fake.enqueued = 0;
-    check_result(gg_optim_finalize(opt), ctx);
+    check_result(gg_optim_finalize(opt), on);
     return GG_SUCCESS;
 }
 
@@ -252,6 +252,7 @@ static void no_work(void *user, gg_stream stream, int64_t tokens) { (void)user, 
  * runs in a capture at any shape): the step makes it wait for the earlier calls' weight-gradient work first. Its
  * fuzzed hidden size and tensors; the call's status is the callback's business. */
 typedef struct eager_in_callback {
+    gg_ctx *ctx; /* the step's */
     int64_t hidden;
     gg_tanh_gate_fwd_args args;
 } eager_in_callback;
@@ -260,7 +261,7 @@ static eager_in_callback callback_calls[4];
 static void eager_work(void *user, gg_stream stream, int64_t tokens) {
     const eager_in_callback *e = user;
     const gg_tanh_gate_desc d = {tokens, e->hidden, 0};
-    (void)gg_tanh_gate_forward(ctx, &d, &e->args, stream);
+    (void)gg_tanh_gate_forward(e->ctx, &d, &e->args, stream);
 }
 
 /* A step run (or capture again) that a callback's failed gradgraph call failed: its capture held the work before the
@@ -269,9 +270,10 @@ static void discarded_capture(gg_status st) {
     if (st != GG_SUCCESS && strstr(gg_last_error(ctx), "inside the callback of call")) fake.enqueued = 0;
 }
 
-/* A step's life with fuzzed pieces: its config, up to four adds (block calls, callbacks, reductions), finalize, a
- * host- and a device-selected run; every call checked as it returns. */
-static gg_status step_call(reader *r) {
+/* A step's life on context `on` with fuzzed pieces: its config, up to four adds (block calls, callbacks, gradient
+ * callbacks, reductions, an optimizer), finalize, a host- and a device-selected run; every call checked as it
+ * returns. On a context with a communicator the step may reduce its gradients (dist_call). */
+static gg_status step_life(reader *r, gg_ctx *on) {
     gg_step_config sc = GG_STEP_CONFIG_INIT;
     int64_t list[70];
     TAKE_BUCKETS(r, sc, list);
@@ -281,7 +283,7 @@ static gg_status step_call(reader *r) {
     if (take(r, 1) % 16 == 0) sc.version = 99;
     gg_step *step = (gg_step *)&list; /* must be NULL after a failed create */
     fake.enqueued = 0;
-    gg_status st = gg_step_create(ctx, take(r, 1) % 8 ? &sc : NULL, &step);
+    gg_status st = gg_step_create(on, take(r, 1) % 8 ? &sc : NULL, &step);
     if ((st == GG_SUCCESS) != (step != NULL)) abort();
     if (st != GG_SUCCESS) return st;
     int kinds[4] = {0}; /* the block of each call added (0: a callback or a reduction), for gg_step_set_args */
@@ -293,7 +295,7 @@ static gg_status step_call(reader *r) {
         switch ((unsigned)take(r, 1) % 5) {
         case 4: { /* an optimizer's step, or none (NULL); the optimizer outlives the step */
             gg_optim *opt = NULL;
-            check_result(fuzzed_optim(r, &opt), ctx);
+            check_result(fuzzed_optim(r, on, &opt), on);
             step_opts[i] = opt;
             fake.enqueued = 0;
             st = gg_step_add_optimizer(step, take(r, 1) % 8 ? opt : NULL);
@@ -303,8 +305,8 @@ static gg_status step_call(reader *r) {
             const unsigned which = (unsigned)take(r, 1) % 6; /* 4, 5: a gradient callback */
             eager_in_callback *e = &callback_calls[i];
             if (which % 4 == 1) /* tensors of their own (at or near slots 24-28), or bad ones */
-                *e = (eager_in_callback){size_of(r), {pointer_of(r, 24), pointer_of(r, 25), pointer_of(r, 26),
-                                                      pointer_of(r, 27), pointer_of(r, 28)}};
+                *e = (eager_in_callback){on, size_of(r), {pointer_of(r, 24), pointer_of(r, 25), pointer_of(r, 26),
+                                                          pointer_of(r, 27), pointer_of(r, 28)}};
             gg_step_callback_fn fn = which == 0 ? NULL : which % 4 == 1 ? eager_work : no_work;
             st = (which >= 4 ? gg_step_add_gradient_callback : gg_step_add_callback)(step, fn, e);
             break;
@@ -326,16 +328,21 @@ static gg_status step_call(reader *r) {
             break;
         }
         }
-        check_result(st, ctx);
+        check_result(st, on);
         if (st == GG_SUCCESS) kinds[n_calls++] = kind; /* a refused reduction is no call; an added one is */
     }
     fake.enqueued = 0;
-    check_result(gg_step_finalize(step), ctx);
+    st = gg_step_finalize(step);
+    /* A syncing step's finalize is collective: refused by its own checks it still takes part in the ranks' agreement,
+     * so that the others learn of the failure instead of waiting (gg_dist_all_ok, and with the checks passed the
+     * fingerprints: two copies of gradgraph's own words each, on its communication stream, waited for). */
+    if (st != GG_SUCCESS && gg_dist_comm(on) && fake.enqueued <= 4) fake.enqueued = 0;
+    check_result(st, on);
     gg_step_memory mem;
     fake.enqueued = 0;
-    check_result(gg_step_memory_info(step, take(r, 1) % 8 ? &mem : NULL), ctx);
+    check_result(gg_step_memory_info(step, take(r, 1) % 8 ? &mem : NULL), on);
     fake.enqueued = 0;
-    check_result(gg_step_set_sync(step, (int)(take(r, 1) % 3)), ctx);
+    check_result(gg_step_set_sync(step, (int)(take(r, 1) % 3)), on);
     { /* new pointers for one call: its own block's args (the contract), or NULL, or an index out of range */
         const int index = (int)(take(r, 1) % 6) - 1;
         fuzz_block b;
@@ -344,27 +351,27 @@ static gg_status step_call(reader *r) {
         const void *args = kind == 1 ? (const void *)&b.a1 : kind == 2 ? (const void *)&b.a2
                            : kind == 3 ? (const void *)&b.a3 : kind == 4 ? (const void *)&b.a4 : NULL;
         fake.enqueued = 0;
-        if (kind || take(r, 1) % 2) check_result(gg_step_set_args(step, index, take(r, 1) % 8 ? args : NULL), ctx);
+        if (kind || take(r, 1) % 2) check_result(gg_step_set_args(step, index, take(r, 1) % 8 ? args : NULL), on);
     }
     const int64_t tokens = take(r, 1) % 4 ? size_of(r) % 5000 : (int64_t)take(r, 8);
     const int accumulate = (int)(take(r, 1) % 3);
     fake.enqueued = 0;
     st = gg_step_run(step, tokens, accumulate, NULL);
     discarded_capture(st);
-    check_result(st, ctx);
+    check_result(st, on);
     fake.enqueued = 0;
     st = gg_step_run_device(step, (const int64_t *)pointer_of(r, 30), accumulate, NULL);
     discarded_capture(st);
-    check_result(st, ctx);
+    check_result(st, on);
     { /* what a bucket's replay runs, as DOT: any bucket, a path that is NULL, empty, writable or not */
         static const char *const paths[] = {NULL, "", "/tmp/gg_fuzz_step.dot", "/nonexistent-gg-dir/step.dot"};
         const int bucket = (int)(take(r, 1) % 8) - 2;
         fake.enqueued = 0;
         st = gg_step_debug_dot(step, bucket, paths[take(r, 1) % 4], (int)(take(r, 1) % 2));
         /* a path found unwritable only after the capture: the captured graph is discarded, nothing launched */
-        if (st == GG_ERROR_INVALID_ARGUMENT && strstr(gg_last_error(ctx), "cannot be written")) fake.enqueued = 0;
+        if (st == GG_ERROR_INVALID_ARGUMENT && strstr(gg_last_error(on), "cannot be written")) fake.enqueued = 0;
         discarded_capture(st);
-        check_result(st, ctx);
+        check_result(st, on);
     }
     unsigned errors = 0;
     fake.enqueued = 0;
@@ -374,11 +381,13 @@ static gg_status step_call(reader *r) {
     return st;
 }
 
+static gg_status step_call(reader *r) { return step_life(r, ctx); }
+
 
 /* An optimizer's life with fuzzed pieces: its config, up to three parameters, finalize, steps, the setters. */
 static gg_status optim_call(reader *r) {
     gg_optim *opt = NULL;
-    gg_status st = fuzzed_optim(r, &opt);
+    gg_status st = fuzzed_optim(r, ctx, &opt);
     if (!opt) return st;
     fake.enqueued = 0;
     check_result(gg_optim_set_lr(opt, float_of(r), NULL), ctx);
@@ -462,8 +471,8 @@ static gg_status numerics_call(reader *r) {
 
 #ifdef GG_FUZZ_DIST
 /* A context of its own with a fake communicator of 1-3 ranks attached by a fuzzed config, then what a data-parallel
- * loop calls: gg_dist_reduce, gg_dist_alloc / _free, a syncing graph of block 1 (planned without cuBLASLt), and
- * gg_dist_detach. The fake collectives complete at once; the deadlines are 1 s (main) so nothing can wait longer. */
+ * loop calls: gg_dist_reduce, gg_dist_alloc / _free, a syncing graph of block 1 (planned without cuBLASLt), a step's
+ * life (step_life: syncing unless its config says not), and gg_dist_detach. The fake collectives complete at once; the deadlines are 1 s (main) so nothing can wait longer. */
 static gg_status dist_call(reader *r) {
     gg_config c = GG_CONFIG_INIT;
     c.autotune = 0;
@@ -490,7 +499,10 @@ static gg_status dist_call(reader *r) {
     if (st == GG_SUCCESS) {
         for (int n = (int)(take(r, 1) % 4), i = 0; i < n; ++i) {
             fake.enqueued = 0;
-            switch ((unsigned)take(r, 1) % 5) {
+            switch ((unsigned)take(r, 1) % 6) {
+            case 5: /* a step on the data-parallel context: its reduction's layout, rules and captured collectives */
+                check_result(step_life(r, dctx), dctx);
+                break;
             case 3: /* the queries, on the context or NULL */
                 (void)gg_dist_rank(take(r, 1) % 8 ? dctx : NULL);
                 (void)gg_dist_size(take(r, 1) % 8 ? dctx : NULL);
