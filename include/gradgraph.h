@@ -796,7 +796,9 @@ GG_API gg_status gg_step_add_callback(gg_step *step, gg_step_callback_fn fn, voi
  * sum of the gradients of weights tied between calls. Like gg_step_add_optimizer it must follow every block call and gg_step_add_reduce (gg_step_finalize refuses one
  * after it); callbacks, gradient callbacks and an optimizer may follow. An optimizer added after it updates every
  * parameter there (no parameter is updated as its bucket is reduced: the callback may change the gradients first).
- * The cost: nothing of the backward overlaps it. Returns as gg_step_add_callback. */
+ * Every run of the step runs it: for accumulation over micro-batches, as with the optimizer, run a second step
+ * without it for all but the last micro-batch. The cost: nothing of the backward overlaps it. Returns as
+ * gg_step_add_callback. */
 GG_API gg_status gg_step_add_gradient_callback(gg_step *step, gg_step_callback_fn fn, void *user);
 
 typedef struct gg_optim gg_optim; /* "Optimizer" below */
