@@ -56,7 +56,9 @@
 # (GG_MULTIGPU_BUDGET, default 570 s from the script's start): the multigpu tests, memcheck on two GPUs (into
 # reliability-h200.json, merged over the tests stage's or the official one), the step graph data-parallel (the
 # large, small and gated models, and PyTorch DDP eager and CUDA-graphed on the first two, into step-h200.json's
-# "ddp", likewise), then the blocks' scaling (ddp-h200x2.json) as far as the budget goes.
+# "ddp", likewise), then the blocks' scaling (ddp-h200x2.json) as far as the budget goes. GG_MULTIGPU_PARTS (a comma
+# list of tests, memcheck, step, blocks; default all four) runs only those pieces, so that the stage can be spread
+# over several calls (each into its own $OUT) when one call's budget cannot hold it all.
 # GG_DDP_RUNS (default 3) runs per block, GG_STEPS (default 30) steps per measurement, GG_BUCKET_MIB
 # (default: the library's 25 MiB) pieces, GG_COMM_SMS (default: the library's) SMs and NCCL CTAs for communication,
 # GG_COPY_ENGINES=0|1 the weight gradients on SMs or through NCCL's copy engines (gg_dist_config.copy_engines) for
@@ -266,9 +268,11 @@ if [ "$stage" = all ] || [ "$stage" = sanitizers ]; then
     "initcheck test_forward_gpu * 1" "initcheck test_fp16_gpu * 1" || status=1
   # The three tools' facts merged into the reliability JSON: the tests stage's, here or in an earlier call into the
   # same $OUT; else the official one (which keeps its own commit; this run's is sanitizers_commit).
-  [ -f "$OUT/reliability-h200.json" ] || cp docs/results/reliability-h200.json "$OUT/reliability-h200.json"
-  python3 scripts/collect_reliability.py --merge "$OUT/reliability-h200.json" "$OUT" "$OUT/reliability-h200.json" \
-    "${GG_COMMIT:-unknown}" "$run_cmd" "$(head -2 "$OUT/gpu.txt" | tail -1 | cut -d, -f1)" || status=1
+  if part tests || part memcheck; then
+    [ -f "$OUT/reliability-h200.json" ] || cp docs/results/reliability-h200.json "$OUT/reliability-h200.json"
+    python3 scripts/collect_reliability.py --merge "$OUT/reliability-h200.json" "$OUT" "$OUT/reliability-h200.json" \
+      "${GG_COMMIT:-unknown}" "$run_cmd" "$(head -2 "$OUT/gpu.txt" | tail -1 | cut -d, -f1)" || status=1
+  fi
   echo "sanitizers stage: $(( $(date +%s) - script_start )) s since the script started"
 fi
 
@@ -438,19 +442,29 @@ if { [ "$stage" = all ] && [ "$gpus" -ge 2 ]; } || [ "$stage" = multigpu ]; then
   multigpu_deadline=$(( $([ "$stage" = multigpu ] && echo "$script_start" || date +%s) + ${GG_MULTIGPU_BUDGET:-570} ))
   limit() { limit_by "$multigpu_deadline" "$1"; }
   skipped() { echo "$1: skipped, the stage's time budget is spent (GG_MULTIGPU_BUDGET)" | tee -a "$OUT/multigpu.log"; }
+  parts=${GG_MULTIGPU_PARTS:-tests,memcheck,step,blocks}
+  part() { case ",$parts," in *",$1,"*) return 0 ;; esac; return 1; }
+  for piece in ${parts//,/ }; do
+    case $piece in
+      tests|memcheck|step|blocks) ;;
+      *) echo "multigpu: GG_MULTIGPU_PARTS: '$piece' is not tests, memcheck, step or blocks" >&2; exit 2 ;;
+    esac
+  done
+  echo "multigpu: parts $parts"
   # 1. The multigpu tests through CTest, verbose so the log keeps them: test_dist (threads), test_step_dist, the
   # timeouts, test_dist_dead_rank (two processes: a rank that dies mid-training, a rank with another bucket_bytes;
   # it prints DEAD_RANK_DETECTED_S), test_dist_mpi with MPI, the training example on two GPUs.
   t=$(limit 300)
-  if [ "$t" -gt 0 ]; then
+  if ! part tests; then :
+  elif [ "$t" -gt 0 ]; then
     timeout "$t" ctest --test-dir "$build" -L multigpu -V > "$OUT/test_dist.log" 2>&1 || status=1
     grep -E '^[0-9]+/[0-9]+ Test|tests passed|DEAD_RANK_DETECTED_S' "$OUT/test_dist.log"
     grep -E '\[  ERROR|\[  FAILED|differ|hung|FAILED' "$OUT/test_dist.log" | head -10
   else skipped "ctest -L multigpu"; status=1; fi
   # 2. memcheck on two GPUs (one process, a thread per GPU): eager and graph reductions, the two-rank split through
   # the copy engines, a data-parallel step graph; logged and counted as the tests stage's runs are.
-  : > "$OUT/sanitizer-multigpu.log"
-  for run in "test_dist *synced_equals_sum_of_local*" "test_dist *two_rank_split_reduction*" \
+  part memcheck && : > "$OUT/sanitizer-multigpu.log"
+  part memcheck && for run in "test_dist *synced_equals_sum_of_local*" "test_dist *two_rank_split_reduction*" \
              "test_step_dist *default_buckets*"; do
     read -r exe filter <<< "$run"
     sanitizer_run "$OUT/sanitizer-multigpu.log" "$multigpu_deadline" 120 GG_MULTIGPU_BUDGET memcheck "$exe" \
@@ -458,14 +472,16 @@ if { [ "$stage" = all ] && [ "$gpus" -ge 2 ]; } || [ "$stage" = multigpu ]; then
   done
   # The two-GPU facts (dead_rank_detected_s, multigpu_memcheck_errors) merged into the reliability JSON: the tests
   # stage's, here or in an earlier call into the same $OUT; else the official one.
-  [ -f "$OUT/reliability-h200.json" ] || cp docs/results/reliability-h200.json "$OUT/reliability-h200.json"
-  python3 scripts/collect_reliability.py --merge "$OUT/reliability-h200.json" "$OUT" "$OUT/reliability-h200.json" \
-    "${GG_COMMIT:-unknown}" "$run_cmd" "$(head -2 "$OUT/gpu.txt" | tail -1 | cut -d, -f1)" || status=1
+  if part tests || part memcheck; then
+    [ -f "$OUT/reliability-h200.json" ] || cp docs/results/reliability-h200.json "$OUT/reliability-h200.json"
+    python3 scripts/collect_reliability.py --merge "$OUT/reliability-h200.json" "$OUT" "$OUT/reliability-h200.json" \
+      "${GG_COMMIT:-unknown}" "$run_cmd" "$(head -2 "$OUT/gpu.txt" | tail -1 | cut -d, -f1)" || status=1
+  fi
   # 3. The step graph data-parallel on 2 GPUs (model_backward --gpus 2) and PyTorch DDP on the same models: their
   # "ddp", with this run's commit, merged into step-h200.json (the step stage's, here or in an earlier call into the
   # same $OUT; else the official one).
-  [ -f "$OUT/step-h200.json" ] || cp docs/results/step-h200.json "$OUT/step-h200.json"
-  for model in "large:" "small:--small"; do
+  part step && { [ -f "$OUT/step-h200.json" ] || cp docs/results/step-h200.json "$OUT/step-h200.json"; }
+  part step && for model in "large:" "small:--small"; do
     name=${model%%:*}; model_opts=${model#*:}
     t=$(limit 150)
     if [ "$t" = 0 ]; then skipped "model_backward $name --gpus 2"; status=1; continue; fi
@@ -476,14 +492,16 @@ if { [ "$stage" = all ] && [ "$gpus" -ge 2 ]; } || [ "$stage" = multigpu ]; then
   done
   # PyTorch DDP on the same models and GPUs (bench/peers/step_ddp_torch.py): torch_ddp_speedup beside gradgraph's
   t=$(limit 240)
-  if [ "$t" -gt 0 ]; then
+  if ! part step; then :
+  elif [ "$t" -gt 0 ]; then
     PYTHONUNBUFFERED=1 timeout "$t" python3 bench/peers/step_ddp_torch.py --gpus 2 --models large,small \
       --steps "${GG_STEPS:-20}" --json "$OUT/torch-ddp.json" > "$OUT/torch-ddp.log" 2>&1 || status=1
     grep -E '^(large|small):|rror' "$OUT/torch-ddp.log"
   else skipped "step_ddp_torch.py"; status=1; fi
   # The gated bf16 stack (blocks 1 and 4) data-parallel too, after PyTorch's peer (which has no gated form).
   t=$(limit 90)
-  if [ "$t" -gt 0 ]; then
+  if ! part step; then :
+  elif [ "$t" -gt 0 ]; then
     timeout "$t" "$build/examples/gg_example_model_backward" --gated --tokens 8192 --gpus 2 --rounds 3 \
       --steps "${GG_STEPS:-20}" --json "$OUT/step-ddp-gated.json" > "$OUT/step-ddp-gated.log" 2>&1 || status=1
     grep -E '^check|speedup|rror' "$OUT/step-ddp-gated.log"
@@ -497,7 +515,7 @@ if { [ "$stage" = all ] && [ "$gpus" -ge 2 ]; } || [ "$stage" = multigpu ]; then
   # clocks), as many as the budget leaves; the JSON holds each block's median run by speedup, and every run.
   # Each block with its best setting unless GG_COPY_ENGINES says otherwise: block 2 (068, a short backward with large
   # gradients) through the copy engines and the two-rank split reduction, block 3 (073) on SMs (docs/distributed.md).
-  for r in $(seq 1 "${GG_DDP_RUNS:-3}"); do
+  part blocks && for r in $(seq 1 "${GG_DDP_RUNS:-3}"); do
     for b in 2 3; do
       t=$(limit 120)
       if [ "$t" = 0 ]; then skipped "ddp_scaling --block $b, run $r"; continue; fi

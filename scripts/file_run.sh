@@ -15,7 +15,8 @@
 # A step or train run (run-step.tgz, run-train.tgz) puts its JSON and plots in docs/results/, with no run folder.
 # A multigpu run (official_run.sh's run-multigpu.tgz, two GPUs) is filed on its own: multigpu-<sha>/ gets its logs
 # and ddp-h200x2.json, and reliability-h200.json, step-h200.json and ddp-h200x2.json go to docs/results/ (the first
-# two are the official ones with the two-GPU facts merged in, each saying which commit made them).
+# two are the official ones with the two-GPU facts merged in, each saying which commit made them). A stage spread over
+# calls (GG_MULTIGPU_PARTS) is filed call by call: the later calls' logs are appended, their archives numbered.
 #   [GG_FUZZ_LOG=test-sh.log] bash scripts/file_run.sh SHA RUN_TGZ...
 set -euo pipefail
 sha=${1:?commit} && shift
@@ -38,8 +39,16 @@ done
 if [ -f "$tmp/multigpu.log" ]; then
   d=$root/docs/results/multigpu-$sha
   mkdir -p "$d"
-  cp "$tmp/multigpu.log" "$d/device-multigpu.log"
-  for f in logs-multigpu.tgz ddp-h200x2.json; do [ -f "$tmp/$f" ] && cp "$tmp/$f" "$d/"; done
+  # a stage spread over calls (GG_MULTIGPU_PARTS), filed in turn: each call's log appended, its archive numbered
+  if [ -f "$d/device-multigpu.log" ]; then
+    cat "$tmp/multigpu.log" >> "$d/device-multigpu.log"
+    n=2; while [ -f "$d/logs-multigpu-$n.tgz" ]; do n=$((n + 1)); done
+    [ -f "$tmp/logs-multigpu.tgz" ] && cp "$tmp/logs-multigpu.tgz" "$d/logs-multigpu-$n.tgz"
+  else
+    cp "$tmp/multigpu.log" "$d/device-multigpu.log"
+    [ -f "$tmp/logs-multigpu.tgz" ] && cp "$tmp/logs-multigpu.tgz" "$d/"
+  fi
+  [ -f "$tmp/ddp-h200x2.json" ] && cp "$tmp/ddp-h200x2.json" "$d/"
   for f in reliability-h200.json step-h200.json ddp-h200x2.json; do
     [ -f "$tmp/$f" ] || continue
     cp "$tmp/$f" "$root/docs/results/"

@@ -16,7 +16,8 @@
 #          into $OUT/run-train.tgz;
 #   multigpu  `GG_CUDA_ARCH=90a scripts/device.sh multigpu` on a machine with two GPUs (nvidia-h200-x2): the
 #          multigpu tests, memcheck on two GPUs, the step graph and the blocks data-parallel, into
-#          $OUT/run-multigpu.tgz (filed on its own: file_run.sh SHA run-multigpu.tgz).
+#          $OUT/run-multigpu.tgz (filed on its own: file_run.sh SHA run-multigpu.tgz); GG_MULTIGPU_PARTS set in the
+#          environment runs only those pieces (device.sh), to spread the stage over calls, each filed in turn.
 # Each stage is one call of the GPU machine (10 minutes at most a call: tests and bench do not fit one together, nor
 # tests and sanitizers). Each archive holds the stage's output (<stage>.log) and everything it wrote;
 # scripts/file_run.sh <sha> files them (tests, sanitizers and bench into run-<sha>/, step and train as the JSON and
@@ -39,7 +40,7 @@ case $stage in # each stage's settings, as the header lists them
   peers) settings=(GG_PEERS_BUDGET=${GG_PEERS_BUDGET:-560}) ;; # less where less device time is left
   step) settings=(GG_CUDA_ARCH=90a GG_STEP_BUDGET=560) ;;
   train) settings=(GG_CUDA_ARCH=90a GG_TRAIN_BUDGET=330) ;;
-  multigpu) settings=(GG_CUDA_ARCH=90a) ;;
+  multigpu) settings=(GG_CUDA_ARCH=90a ${GG_MULTIGPU_PARTS:+GG_MULTIGPU_PARTS=$GG_MULTIGPU_PARTS}) ;;
   *) echo "official_run.sh: stage '$stage': tests, sanitizers, bench, peers, step, train or multigpu" >&2; exit 2 ;;
 esac
 env GG_COMMIT="$sha" "${settings[@]}" OUT="$run" bash scripts/device.sh "$stage" > "$log" 2>&1

@@ -93,6 +93,25 @@ with tempfile.TemporaryDirectory() as d:
     check(r.get("multigpu_sanitizer_runs_cut") == {"memcheck": 3} and r.get("dead_rank_detected_s") is None,
           "a spent budget: the memcheck runs cut, no dead-rank time", json.dumps(r))
 
+    # the stage spread over calls (GG_MULTIGPU_PARTS): the step graph's pieces alone, then the tests and memcheck
+    out = os.path.join(d, "parts-step")
+    rc, text, calls = stage(2, out, GG_MULTIGPU_PARTS="step")
+    check(rc == 0 and "ctest" not in calls and "memcheck" not in calls and
+          not os.path.exists(os.path.join(out, "ddp-h200x2.json")) and
+          os.path.exists(os.path.join(out, "step-h200.json")) and
+          not os.path.exists(os.path.join(out, "reliability-h200.json")),
+          "parts step: the step graph's pieces only, merged into step-h200.json", text + calls)
+    out = os.path.join(d, "parts-tests")
+    rc, text, calls = stage(2, out, GG_MULTIGPU_PARTS="tests,memcheck")
+    check(rc == 0 and "-L multigpu" in calls and "memcheck" in calls and
+          not os.path.exists(os.path.join(out, "ddp-h200x2.json")) and
+          os.path.exists(os.path.join(out, "reliability-h200.json")) and
+          not os.path.exists(os.path.join(out, "step-h200.json")),
+          "parts tests,memcheck: the tests and memcheck only, into the reliability JSON", text + calls)
+    rc, text, calls = stage(2, os.path.join(d, "parts-bad"), GG_MULTIGPU_PARTS="tests,bench")
+    check(rc != 0 and "'bench' is not tests, memcheck, step or blocks" in text and "ctest -" not in calls,
+          "an unknown part is refused before anything runs", text + calls)
+
     out = os.path.join(d, "one")
     rc, text, calls = stage(1, out)
     check(rc != 0 and "needs 2 GPUs" in text and not os.path.exists(os.path.join(out, "reliability-h200.json")) and

@@ -101,6 +101,16 @@ with tempfile.TemporaryDirectory() as d:
     check(os.path.exists(os.path.join(results, "ddp-h200x2.json")), "ddp-h200x2.json in results/")
     check("multigpu-ccccccc" in out and "ddp-ddddddd" in out and "run-aaaaaaa" not in out and "warning" not in out,
           "the older multigpu and ddp folders are named for removal, nothing else", out)
+    # the same stage's second call (GG_MULTIGPU_PARTS): its log appended, its archive numbered, the first kept
+    mg2 = os.path.join(d, "run-multigpu-2.tgz")
+    tgz(mg2, {"multigpu.log": "== multigpu (2 GPUs), parts step\n", "logs-multigpu.tgz": "the second archive"})
+    p = subprocess.run(["bash", os.path.join(d, "scripts", "file_run.sh"), "7654321", mg2], capture_output=True,
+                       text=True)
+    log = open(os.path.join(filed, "device-multigpu.log")).read()
+    check(p.returncode == 0 and log == "== multigpu (2 GPUs)\n== multigpu (2 GPUs), parts step\n" and
+          open(os.path.join(filed, "logs-multigpu-2.tgz")).read() == "the second archive" and
+          open(os.path.join(filed, "logs-multigpu.tgz")).read() == "not a real archive",
+          "a second call of the stage: its log appended, its archive numbered", p.stdout + p.stderr + log)
 
     # a step run and a train run: their JSON and plots in results/, the fused_copies models' timelines renamed
     logs = os.path.join(d, "logs-step.tgz")
