@@ -266,8 +266,8 @@ static void eager_work(void *user, gg_stream stream, int64_t tokens) {
 
 /* A step run (or capture again) that a callback's failed gradgraph call failed: its capture held the work before the
  * callback and is discarded, nothing launched; what the fakes counted as enqueued there never ran. */
-static void discarded_capture(gg_status st) {
-    if (st != GG_SUCCESS && strstr(gg_last_error(ctx), "inside the callback of call")) fake.enqueued = 0;
+static void discarded_capture(gg_status st, const gg_ctx *on) {
+    if (st != GG_SUCCESS && strstr(gg_last_error(on), "inside the callback of call")) fake.enqueued = 0;
 }
 
 /* A step's life on context `on` with fuzzed pieces: its config, up to four adds (block calls, callbacks, gradient
@@ -357,11 +357,11 @@ static gg_status step_life(reader *r, gg_ctx *on) {
     const int accumulate = (int)(take(r, 1) % 3);
     fake.enqueued = 0;
     st = gg_step_run(step, tokens, accumulate, NULL);
-    discarded_capture(st);
+    discarded_capture(st, on);
     check_result(st, on);
     fake.enqueued = 0;
     st = gg_step_run_device(step, (const int64_t *)pointer_of(r, 30), accumulate, NULL);
-    discarded_capture(st);
+    discarded_capture(st, on);
     check_result(st, on);
     { /* what a bucket's replay runs, as DOT: any bucket, a path that is NULL, empty, writable or not */
         static const char *const paths[] = {NULL, "", "/tmp/gg_fuzz_step.dot", "/nonexistent-gg-dir/step.dot"};
@@ -370,7 +370,7 @@ static gg_status step_life(reader *r, gg_ctx *on) {
         st = gg_step_debug_dot(step, bucket, paths[take(r, 1) % 4], (int)(take(r, 1) % 2));
         /* a path found unwritable only after the capture: the captured graph is discarded, nothing launched */
         if (st == GG_ERROR_INVALID_ARGUMENT && strstr(gg_last_error(on), "cannot be written")) fake.enqueued = 0;
-        discarded_capture(st);
+        discarded_capture(st, on);
         check_result(st, on);
     }
     unsigned errors = 0;
