@@ -336,7 +336,7 @@ static gg_status set_args(gg_step *s, const char *fn, int index, const void *arg
     for (int i = 0; i < s->n_ops && st == GG_SUCCESS; ++i)
         if (s->ops[i].kind == OP_BLOCK) st = gg_step_check_chain(s, fn, i);
     if (st == GG_SUCCESS) st = gg_step_check_reduce_entries(s, fn);
-    if (st == GG_SUCCESS && s->finalized == 1 && s->reduces) st = gg_step_check_reduced_reads(s, fn);
+    if (st == GG_SUCCESS && s->finalized == 1 && s->reduces) st = gg_step_check_reduced_uses(s, fn);
     if (st != GG_SUCCESS) {
         op->call = old;
         return st;

@@ -129,22 +129,11 @@ typedef struct callback_scope {
 /* The context's callback_join while a callback runs: an eager gradgraph call inside it uses the context's scratch
  * and counters (slot 0) and its second workspace (side stream 0's), so its stream waits for the deferred work of the
  * earlier calls that use them (on main: joined for good; on a stream the callback forked, only that stream waits).
- * The other calls' deferred work goes on beside it. A stream outside the capture is refused: the call would run once,
- * now, instead of in the step (or the wait would pull the stream into the capture and break it). */
-static gg_status join_before_eager(void *user, cudaStream_t stream, const char *fn) {
+ * The other calls' deferred work goes on beside it. (A stream outside the capture was refused before:
+ * gg_device_enter_stream.) */
+static gg_status join_before_eager(void *user, cudaStream_t stream) {
     const callback_scope *c = user;
     const gg_step *s = c->s;
-    if (stream != c->main) {
-        enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-        const cudaError_t err = cudaStreamIsCapturing(stream, &cs);
-        if (err != cudaSuccess) (void)cudaGetLastError();
-        if (err != cudaSuccess || cs != cudaStreamCaptureStatusActive)
-            return gg_fail(s->ctx, GG_ERROR_INVALID_ARGUMENT,
-                           "%s: called inside the step callback of call %d on a stream that is not part of the "
-                           "step's capture%s: enqueue on the stream the callback is handed, or on one forked from it "
-                           "(an event recorded there and waited for)",
-                           fn, c->at, err != cudaSuccess ? " (cudaStreamIsCapturing failed)" : "");
-    }
     for (int e = 0; e < c->at; ++e) {
         step_op *op = &s->ops[e];
         const int shares = op->block % s->slots == 0 || (s->sides && op->block % s->sides == 0);
@@ -162,7 +151,7 @@ static gg_status run_callback(gg_step *s, int i, cudaStream_t main, int64_t buck
     const step_op *op = &s->ops[i];
     callback_scope scope = {s, i, main};
     /* restored after: scopes nest */
-    gg_status (*const outer)(void *, cudaStream_t, const char *) = ctx->callback_join;
+    gg_status (*const outer)(void *, cudaStream_t) = ctx->callback_join;
     void *const outer_user = ctx->callback_join_user;
     const gg_status outer_failure = ctx->callback_failure;
     if (!gg_step_test.skip_callback_join) ctx->callback_join = join_before_eager, ctx->callback_join_user = &scope;

@@ -39,7 +39,7 @@ static uint64_t fingerprint(const gg_step *s) {
 static gg_status make_layout(gg_step *s, const char *fn) {
     gg_ctx *ctx = s->ctx;
     const int whole = ctx->dist->config.sync == GG_SYNC_REDUCE_SCATTER;
-    GG_TRY(gg_step_check_reduced_reads(s, fn));
+    GG_TRY(gg_step_check_reduced_uses(s, fn));
     for (int i = 0; i < s->n_ops; ++i) {
         const step_op *o = &s->ops[i];
         char where[96];

@@ -82,8 +82,8 @@ gg_status gg_step_check_chain(gg_step *s, const char *fn, int later);
 gg_status gg_step_check_reduce_entries(gg_step *s, const char *fn);
 /* Whether op needs every gradient of the step final (an optimizer, a gradient callback). */
 int gg_step_needs_gradients(const step_op *op);
-/* A syncing step's block calls read no gradient an earlier call reduces. */
-gg_status gg_step_check_reduced_reads(gg_step *s, const char *fn);
+/* A syncing step's block calls read or write no gradient an earlier call reduces. */
+gg_status gg_step_check_reduced_uses(gg_step *s, const char *fn);
 /* Work that needs every gradient final comes after every call that makes one. */
 gg_status gg_step_check_final_last(gg_step *s, const char *fn);
 /* Whether block call b must wait for the deferred work of the earlier block call a. */

@@ -108,15 +108,16 @@ gg_status gg_step_check_reduce_entries(gg_step *s, const char *fn) {
     return GG_SUCCESS;
 }
 
-/* In a syncing step no block call reads a gradient an earlier call reduces (an earlier block call's parameter
- * gradient, an earlier gg_step_add_reduce buffer): its reduction, in place on the communication stream, may run
- * beside the call, and beside the call's deferred work, which no bucket waits for. */
-gg_status gg_step_check_reduced_reads(gg_step *s, const char *fn) {
+/* In a syncing step no block call reads or writes a gradient an earlier call reduces (an earlier block call's
+ * parameter gradient, an earlier gg_step_add_reduce buffer): its reduction, in place on the communication stream, may
+ * run beside the call, and beside the call's deferred work, which no bucket waits for. (A write into an earlier
+ * call's parameter gradient is refused by gg_step_check_chain already, reduced or not.) */
+gg_status gg_step_check_reduced_uses(gg_step *s, const char *fn) {
     for (int r = 0; r < s->n_ops; ++r) {
         const step_op *b = &s->ops[r];
         if (b->kind != OP_BLOCK) continue;
         for (int j = 0; j < b->call.info->n_tensors; ++j) {
-            if (b->call.info->tensors[j].is_output || !gg_tensor_used(&b->call, j)) continue;
+            if (!gg_tensor_used(&b->call, j)) continue;
             const void *p = b->call.t[j];
             const size_t bytes = gg_tensor_bytes(&b->call, j);
             const char *bn = b->call.info->tensors[j].name;
@@ -125,7 +126,7 @@ gg_status gg_step_check_reduced_reads(gg_step *s, const char *fn) {
                 if (a->kind == OP_REDUCE && bytes_overlap(p, bytes, a->grad, a->count * (size_t)a->elem_bytes))
                     return gg_fail(s->ctx, GG_ERROR_INVALID_ARGUMENT,
                                    "%s: call %d's args->%s overlaps call %d's gg_step_add_reduce buffer, which the "
-                                   "step reduces across the ranks while this call may read it (read reduced "
+                                   "step reduces across the ranks while this call may use it (use reduced "
                                    "gradients in a gradient callback: gg_step_add_gradient_callback)",
                                    fn, r, bn, e);
                 if (a->kind != OP_BLOCK) continue;
@@ -134,7 +135,7 @@ gg_status gg_step_check_reduced_reads(gg_step *s, const char *fn) {
                         bytes_overlap(p, bytes, a->call.t[t], gg_tensor_bytes(&a->call, t)))
                         return gg_fail(s->ctx, GG_ERROR_INVALID_ARGUMENT,
                                        "%s: call %d's args->%s overlaps call %d's parameter gradient args->%s, which "
-                                       "the step reduces across the ranks while this call may read it (read reduced "
+                                       "the step reduces across the ranks while this call may use it (use reduced "
                                        "gradients in a gradient callback: gg_step_add_gradient_callback)",
                                        fn, r, bn, e, a->call.info->tensors[t].name);
             }

@@ -836,8 +836,8 @@ GG_API gg_status gg_step_add_reduce(gg_step *step, void *grad, size_t count, int
 
 /* Ends the description: checks what only the whole chain shows (at least one block call; no two calls write
  * overlapping parameter gradients; an input that overlaps an earlier call's activation gradient is exactly that
- * tensor; in a syncing step, no input overlaps a gradient an earlier call reduces -- a parameter gradient or a
- * gg_step_add_reduce buffer -- whose reduction may still run: read reduced gradients in a gradient callback), plans every block call at every bucket (cuBLASLt, autotune: allocates and synchronizes the device, never
+ * tensor; in a syncing step, no tensor of a call overlaps a gradient an earlier call reduces -- a parameter gradient
+ * or a gg_step_add_reduce buffer -- whose reduction may still run: use reduced gradients in a gradient callback), plans every block call at every bucket (cuBLASLt, autotune: allocates and synchronizes the device, never
  * inside a capture), and allocates the scratch ring's other slots, the side streams and their workspaces. Nothing
  * is captured yet. Returns GG_SUCCESS or an error naming the call. A failed check leaves the step open (fix the call
  * with gg_step_set_args and finalize again); a failure after the checks (planning, allocation) leaves a step that

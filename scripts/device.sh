@@ -86,6 +86,15 @@ cd "$root"
 OUT=${OUT:-$root/out}
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0} # NVLink multicast must stay off on the shared machines
+# The multigpu stage's pieces (GG_MULTIGPU_PARTS), checked before anything is built or run.
+multigpu_parts=${GG_MULTIGPU_PARTS:-tests,memcheck,step,blocks}
+IFS=, read -ra multigpu_pieces <<< "$multigpu_parts"
+for piece in "${multigpu_pieces[@]}"; do
+  case $piece in
+    tests|memcheck|step|blocks) ;;
+    *) echo "device.sh: GG_MULTIGPU_PARTS: '$piece' is not tests, memcheck, step or blocks" >&2; exit 2 ;;
+  esac
+done
 export GG_TUNE_CACHE=${GG_TUNE_CACHE:-$root/build-device/gemm-algos.txt}
 cmocka=$root/carry/cmocka/usr
 export LD_LIBRARY_PATH=$cmocka/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -440,15 +449,8 @@ if { [ "$stage" = all ] && [ "$gpus" -ge 2 ]; } || [ "$stage" = multigpu ]; then
   multigpu_deadline=$(( $([ "$stage" = multigpu ] && echo "$script_start" || date +%s) + ${GG_MULTIGPU_BUDGET:-570} ))
   limit() { limit_by "$multigpu_deadline" "$1"; }
   skipped() { echo "$1: skipped, the stage's time budget is spent (GG_MULTIGPU_BUDGET)" | tee -a "$OUT/multigpu.log"; }
-  parts=${GG_MULTIGPU_PARTS:-tests,memcheck,step,blocks}
-  part() { case ",$parts," in *",$1,"*) return 0 ;; esac; return 1; }
-  for piece in ${parts//,/ }; do
-    case $piece in
-      tests|memcheck|step|blocks) ;;
-      *) echo "multigpu: GG_MULTIGPU_PARTS: '$piece' is not tests, memcheck, step or blocks" >&2; exit 2 ;;
-    esac
-  done
-  echo "multigpu: parts $parts"
+  part() { case ",$multigpu_parts," in *",$1,"*) return 0 ;; esac; return 1; } # checked at the top
+  echo "multigpu: parts $multigpu_parts"
   # 1. The multigpu tests through CTest, verbose so the log keeps them: test_dist (threads), test_step_dist, the
   # timeouts, test_dist_dead_rank (two processes: a rank that dies mid-training, a rank with another bucket_bytes;
   # it prints DEAD_RANK_DETECTED_S), test_dist_mpi with MPI, the training example on two GPUs.

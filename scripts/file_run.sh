@@ -23,11 +23,12 @@ sha=${1:?commit} && shift
 [ $# -ge 1 ] || { echo "usage: file_run.sh SHA RUN_TGZ..." >&2; exit 2; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-peers_runs=0
+peers_runs=0 multigpu_runs=0
 first=() last=() # the sanitizers archives are extracted last: their reliability-h200.json is the one filed
 for tgz in "$@"; do
   members=$(tar tzf "$tgz")
   grep -q 'peers-autotune.json$' <<< "$members" && peers_runs=$((peers_runs + 1))
+  grep -qE '(^|/)multigpu\.log$' <<< "$members" && multigpu_runs=$((multigpu_runs + 1))
   if grep -qE '(^|/)sanitizers\.log$' <<< "$members"; then last+=("$tgz"); else first+=("$tgz"); fi
 done
 for tgz in ${first[@]+"${first[@]}"} ${last[@]+"${last[@]}"}; do
@@ -36,6 +37,9 @@ done
 # each peers archive holds a peers-autotune.json of its own blocks: one extracted over another would lose it
 [ "$peers_runs" -le 1 ] ||
   { echo "file_run.sh: $peers_runs peers archives: file each in a call of its own" >&2; exit 2; }
+# likewise the multigpu stage's calls (GG_MULTIGPU_PARTS): each holds a multigpu.log and logs-multigpu.tgz
+[ "$multigpu_runs" -le 1 ] ||
+  { echo "file_run.sh: $multigpu_runs multigpu archives: file each in a call of its own" >&2; exit 2; }
 if [ -f "$tmp/multigpu.log" ]; then
   d=$root/docs/results/multigpu-$sha
   mkdir -p "$d"

@@ -52,7 +52,8 @@ static gg_status run(gg_ctx *ctx, const char *fn, span *s, int n, size_t count, 
                      const char *what, gg_stream stream) {
     if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
     int saved = 0;
-    GG_TRY(gg_device_enter(ctx, fn, &saved)); /* claims ctx: the checks below write its message */
+    /* claims ctx: the checks below write its message */
+    GG_TRY(gg_device_enter_stream(ctx, fn, (cudaStream_t)stream, &saved));
     gg_status status = check_spans(ctx, fn, s, n, count);
     if (status == GG_SUCCESS && count) {
         const cudaError_t err = launch(ctx, s, count, flag, (cudaStream_t)stream);

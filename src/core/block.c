@@ -174,10 +174,10 @@ static gg_status check_capture(gg_ctx *ctx, const gg_block_call *c, cudaStream_t
 
 gg_status gg_block_run_eager(gg_ctx *ctx, const gg_block_call *c, cudaStream_t stream) {
     int saved = 0;
-    GG_TRY(gg_device_enter(ctx, c->info->fn, &saved));
+    GG_TRY(gg_device_enter_stream(ctx, c->info->fn, stream, &saved));
     gg_status status = check_capture(ctx, c, stream);
     if (status == GG_SUCCESS && ctx->callback_join)
-        status = ctx->callback_join(ctx->callback_join_user, stream, c->info->fn);
+        status = ctx->callback_join(ctx->callback_join_user, stream);
     if (status != GG_SUCCESS) {
         gg_device_leave(ctx, saved);
         return status;

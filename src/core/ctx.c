@@ -48,6 +48,23 @@ gg_status gg_device_enter(gg_ctx *ctx, const char *fn, int *saved_device) {
     return status;
 }
 
+gg_status gg_device_enter_stream(gg_ctx *ctx, const char *fn, cudaStream_t stream, int *saved_device) {
+    GG_TRY(gg_device_enter(ctx, fn, saved_device));
+    if (!ctx->in_step_callback) return GG_SUCCESS;
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    const cudaError_t err = cudaStreamIsCapturing(stream, &cs);
+    if (err == cudaSuccess && cs == cudaStreamCaptureStatusActive) return GG_SUCCESS;
+    if (err != cudaSuccess) (void)cudaGetLastError();
+    const gg_status status =
+        gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
+                "%s: called inside a step graph's callback on a stream that is not part of the step's capture%s: "
+                "enqueue on the stream the callback is handed, or on one forked from it (an event recorded there and "
+                "waited for)",
+                fn, err != cudaSuccess ? " (cudaStreamIsCapturing failed)" : "");
+    gg_device_leave(ctx, *saved_device);
+    return status;
+}
+
 void gg_device_leave(gg_ctx *ctx, int saved_device) {
     (void)cudaSetDevice(saved_device);
     gg_ctx_release(ctx);

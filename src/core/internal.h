@@ -86,9 +86,8 @@ struct gg_ctx {
     struct gg_dist *dist; /* the data-parallel state (its communicator and stream; src/ddp), or NULL */
     /* Set by a step graph's capture while one of its callbacks runs (graphs/step_capture.c), NULL otherwise: an eager
      * call inside the callback first has its stream wait for the step's earlier calls' weight-gradient work still in
-     * flight, which may be using the context's scratch arena (slot 0) and second workspace (side stream 0); fn names
-     * the eager call (its messages). */
-    gg_status (*callback_join)(void *user, cudaStream_t stream, const char *fn);
+     * flight, which may be using the context's scratch arena (slot 0) and second workspace (side stream 0). */
+    gg_status (*callback_join)(void *user, cudaStream_t stream);
     void *callback_join_user;
     int in_step_callback;        /* > 0 while a step graph's callback is being captured: graph runs are refused */
     gg_status callback_failure;  /* the first failure (gg_fail) inside it, which fails the step's capture */
@@ -183,6 +182,9 @@ gg_status gg_ctx_reserve_scratch(gg_ctx *ctx, size_t bytes);
  * gg_device_leave restores the caller's device and releases the claim. */
 gg_status gg_device_enter(gg_ctx *ctx, const char *fn, int *saved_device);
 void gg_device_leave(gg_ctx *ctx, int saved_device);
+/* gg_device_enter for an eager call that enqueues on the caller's `stream`: inside a step graph's callback, a stream
+ * the step's capture does not hold is refused (the work would run once, now, instead of in the step). */
+gg_status gg_device_enter_stream(gg_ctx *ctx, const char *fn, cudaStream_t stream, int *saved_device);
 
 /* Claims ctx for the calling thread for the length of a public call (nested claims by the same thread count):
  * GG_ERROR_INVALID_ARGUMENT while another thread holds it, with the message in that thread's own buffer

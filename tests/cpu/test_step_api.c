@@ -682,13 +682,15 @@ static void debug_dot_captures_a_bucket_again(void **state) {
 
 /* What the callback of nested_step runs: 0 another step's run, 1 a per-block graph's run, 2 an eager MLP forward at
  * the bucket's rows (planned at 512 rows only, so refused at others), 3 the same forward at 512 rows, 4 another
- * step's gg_step_set_args, 5 its gg_step_destroy, 6 the forward at 512 rows on a stream outside the capture. */
+ * step's gg_step_set_args, 5 its gg_step_destroy, 6 the forward at 512 rows on a stream outside the capture, 7 an
+ * optimizer's step there. */
 static struct {
     gg_ctx *ctx;
     int what;
     gg_step *other;
     gg_graph *graph;
     cudaStream_t outside; /* never forked from the callback's stream */
+    gg_optim *opt;
     gg_status status; /* what the call returned */
 } nested;
 
@@ -708,11 +710,13 @@ static void nested_call(void *user, gg_stream stream, int64_t tokens) {
                     : nested.what == 1 ? gg_mlp_graph_run(nested.graph, &d, &a, stream)
                     : nested.what == 4 ? gg_step_set_args(nested.other, 0, &a)
                     : nested.what == 6 ? gg_mlp_forward(nested.ctx, &d, &f, (gg_stream)nested.outside)
+                    : nested.what == 7 ? gg_optim_step(nested.opt, (gg_stream)nested.outside)
                                        : gg_mlp_forward(nested.ctx, &d, &f, stream);
 }
 
 /* A callback's gradgraph call that fails (a graph's run or another step's, a step's rebinding or destruction, each
- * refused inside a capture; an eager forward whose shape has no plan, or on a stream outside the capture) fails the step's run: its status, a message
+ * refused inside a capture; an eager forward whose shape has no plan, or an eager forward or optimizer step on a
+ * stream outside the capture) fails the step's run: its status, a message
  * naming the call index and quoting the inner failure, nothing instantiated or launched, no capture left open, every
  * run alike (the other step still there, and usable after); an eager forward that succeeds there leaves the run
  * alone. */
@@ -734,11 +738,17 @@ static void failed_calls_inside_callbacks_fail_the_run(void **state) {
                                         "gg_step_set_args: called inside a step graph's callback",
                                         "gg_step_destroy: called inside a step graph's callback, while the step is "
                                         "being captured: nothing was destroyed",
-                                        "gg_mlp_forward: called inside the step callback of call 1 on a stream that "
-                                        "is not part of the step's capture: enqueue on the stream the callback is "
-                                        "handed, or on one forked from it"};
+                                        "gg_mlp_forward: called inside a step graph's callback on a stream that is "
+                                        "not part of the step's capture: enqueue on the stream the callback is handed, "
+                                        "or on one forked from it",
+                                        "gg_optim_step: called inside a step graph's callback on a stream that is not "
+                                        "part of the step's capture"};
     assert_int_equal(cudaStreamCreateWithFlags(&nested.outside, cudaStreamNonBlocking), cudaSuccess);
-    for (int what = 0; what < 7; ++what) {
+    assert_int_equal(gg_optim_create(ctx, NULL, &nested.opt), GG_SUCCESS);
+    const gg_optim_param p = {.param = FAKE(300), .grad = FAKE(301), .count = 1024};
+    assert_int_equal(gg_optim_add_param(nested.opt, &p), GG_SUCCESS);
+    assert_int_equal(gg_optim_finalize(nested.opt), GG_SUCCESS);
+    for (int what = 0; what < 8; ++what) {
         gg_step_config sc = GG_STEP_CONFIG_INIT;
         sc.max_tokens = 512;
         gg_step *step = NULL;
@@ -770,6 +780,7 @@ static void failed_calls_inside_callbacks_fail_the_run(void **state) {
     }
     assert_int_equal(gg_step_run(nested.other, 512, 0, NULL), GG_SUCCESS); /* neither destroyed nor rebound */
     assert_int_equal(cudaStreamDestroy(nested.outside), cudaSuccess);
+    gg_optim_destroy(nested.opt);
     gg_graph_destroy(nested.graph);
     gg_step_destroy(nested.other);
     gg_ctx_destroy(ctx);

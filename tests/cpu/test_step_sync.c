@@ -820,17 +820,15 @@ static void optimizer_updates_the_rest_in_runs(void **state) {
     end_ctx(ctx, comm);
 }
 
-/* (5c) reduce-scatter leaves each rank a shard of each gradient: a syncing step with an optimizer is refused at
- * finalize, naming why, and captures nothing. */
-/* A block call that reads a gradient an earlier call reduces (an earlier call's parameter gradient, an earlier
- * gg_step_add_reduce buffer) would read it while its in-place reduction may run: a syncing step's finalize refuses
- * it, naming both calls, and stays open (rebound, it finalizes; rebound to the read again, gg_step_set_args refuses
- * it); the same step without reduction finalizes. */
-static void reads_of_reduced_gradients_refused(void **state) {
+/* A block call that reads or writes a gradient an earlier call reduces (it reads an earlier call's parameter
+ * gradient or an earlier gg_step_add_reduce buffer, or writes its dX into that buffer) would use it while its
+ * in-place reduction may run: a syncing step's finalize refuses it, naming both calls, and stays open (rebound, it
+ * finalizes; rebound to the overlap again, gg_step_set_args refuses it); the same step without reduction finalizes. */
+static void uses_of_reduced_gradients_refused(void **state) {
     (void)state;
     ncclComm_t comm = NULL;
     gg_ctx *ctx = dist_ctx(&comm);
-    for (int reads_reduce_buffer = 0; reads_reduce_buffer < 2; ++reads_reduce_buffer)
+    for (int overlap = 0; overlap < 3; ++overlap) /* 0: reads dW1 of call 0, 1: reads the buffer, 2: writes it */
         for (int syncing = 0; syncing < 2; ++syncing) {
             gg_step_config sc = GG_STEP_CONFIG_INIT;
             sc.max_tokens = TOKENS;
@@ -839,7 +837,8 @@ static void reads_of_reduced_gradients_refused(void **state) {
             assert_int_equal(gg_step_create(ctx, &sc, &step), GG_SUCCESS);
             const gg_mlp_args a0 = mlp_args(0), a1 = mlp_args(1);
             gg_mlp_args a2 = mlp_args(2);
-            a2.hidden_states = reads_reduce_buffer ? reduce_buffer : a0.grad_weight1; /* call 0 or 2 reduces it */
+            if (overlap == 2) a2.grad_hidden_states = reduce_buffer; /* call 2 reduces it */
+            else a2.hidden_states = overlap ? reduce_buffer : a0.grad_weight1; /* call 2 or 0 reduces it */
             assert_int_equal(gg_step_add_mlp(step, &mlp, &a0), GG_SUCCESS);
             assert_int_equal(gg_step_add_callback(step, write_own_gradient, NULL), GG_SUCCESS);
             assert_int_equal(gg_step_add_reduce(step, reduce_buffer, REDUCE_COUNT, 0), GG_SUCCESS);
@@ -852,27 +851,32 @@ static void reads_of_reduced_gradients_refused(void **state) {
                 continue;
             }
             assert_int_equal(gg_step_finalize(step), GG_ERROR_INVALID_ARGUMENT);
-            contains(gg_last_error(ctx), reads_reduce_buffer
-                                             ? "gg_step_finalize: call 4's args->hidden_states overlaps call 2's "
-                                               "gg_step_add_reduce buffer, which the step reduces across the ranks"
-                                             : "gg_step_finalize: call 4's args->hidden_states overlaps call 0's "
-                                               "parameter gradient args->grad_weight1, which the step reduces "
-                                               "across the ranks");
+            static const char *const said[] = {
+                "gg_step_finalize: call 4's args->hidden_states overlaps call 0's parameter gradient "
+                "args->grad_weight1, which the step reduces across the ranks",
+                "gg_step_finalize: call 4's args->hidden_states overlaps call 2's gg_step_add_reduce buffer, which "
+                "the step reduces across the ranks",
+                "gg_step_finalize: call 4's args->grad_hidden_states overlaps call 2's gg_step_add_reduce buffer, "
+                "which the step reduces across the ranks"};
+            contains(gg_last_error(ctx), said[overlap]);
             contains(gg_last_error(ctx), "gg_step_add_gradient_callback");
             assert_int_equal(fake.calls[FAKE_BEGIN_CAPTURE], 0);
             const gg_mlp_args reads = a2;
-            a2.hidden_states = mlp_args(2).hidden_states;
+            a2 = mlp_args(2);
             assert_int_equal(gg_step_set_args(step, 4, &a2), GG_SUCCESS);
             assert_int_equal(gg_step_finalize(step), GG_SUCCESS);
             /* rebound so again after finalize: refused by gg_step_set_args, the call left as it was */
             assert_int_equal(gg_step_set_args(step, 4, &reads), GG_ERROR_INVALID_ARGUMENT);
-            contains(gg_last_error(ctx), "gg_step_set_args: call 4's args->hidden_states overlaps call ");
+            contains(gg_last_error(ctx), overlap == 2 ? "gg_step_set_args: call 4's args->grad_hidden_states overlaps"
+                                                      : "gg_step_set_args: call 4's args->hidden_states overlaps");
             assert_int_equal(gg_step_run(step, TOKENS, 0, NULL), GG_SUCCESS);
             gg_step_destroy(step);
         }
     end_ctx(ctx, comm);
 }
 
+/* (5c) reduce-scatter leaves each rank a shard of each gradient: a syncing step with an optimizer is refused at
+ * finalize, naming why, and captures nothing. */
 static void optimizer_refused_under_reduce_scatter(void **state) {
     (void)state;
     ncclComm_t comm = NULL;
@@ -991,15 +995,17 @@ static void collectives_ordered_against_their_buffers(void **state) {
 /* (7b) The same order over the configurations a user picks, every pair of operations on shared bytes this time
  * (slots, workspaces, gradients, the weights, not only the collectives'): 1-3 side streams, the default ring (S + 1
  * slots) and a single slot, buckets of 4 KiB (one or two pieces a bucket), BUCKET_BYTES and 25 MiB (every call in one
- * bucket), steps of MLP calls in fp32 and in fp16 mode, of block-4 calls, mixed, and MLP calls whose last one reads
- * the first one's W1 (weights tied between calls), each ending with an optimizer that updates each parameter behind
+ * bucket), steps of MLP calls in fp32 and in fp16 mode, of block-4 calls, mixed, MLP calls whose last one reads
+ * the first one's W1 and block-4 calls whose last one reads the first one's bf16 weight (the copy of an fp32 master
+ * the optimizer updates: weights tied between calls, the copy the only tensor shared), each ending with an optimizer that updates each parameter behind
  * the bucket that completes its gradient (its early updates on the communication stream) and whose parameters are
  * the weights the calls read. The optimizer's kernels reach their parameters through a table in device memory, which
  * the fake does not see into: optimizer_reach adds what they touch there (each chunk's parameter: its gradient read,
  * its weights and their copy written) from the optimizer's host tables. */
 enum { SWEEP_CALLS = 3, SWEEP_TOKENS = 4096, SWEEP_MAX_GRADS = 4 * SWEEP_CALLS };
-typedef enum { SWEEP_MLP_FP32, SWEEP_MLP_FP16, SWEEP_SSM, SWEEP_MIXED, SWEEP_TIED } sweep_model;
-static const char *const sweep_names[] = {"MLP fp32", "MLP fp16", "block 4", "mixed", "tied W1"};
+typedef enum { SWEEP_MLP_FP32, SWEEP_MLP_FP16, SWEEP_SSM, SWEEP_MIXED, SWEEP_TIED, SWEEP_TIED_SSM } sweep_model;
+static const char *const sweep_names[] = {"MLP fp32", "MLP fp16", "block 4", "mixed", "tied W1",
+                                          "block 4, tied weight"};
 
 /* The optimizer whose kernels optimizer_reach reads (NULL: none), and the update launches it saw. */
 static const gg_optim *reached_optimizer;
@@ -1039,26 +1045,29 @@ static gg_ssm_gate_args sweep_ssm_args(int l) {
  * weights the calls read (an MLP's fp32 weights, and in fp16 mode the fp16 copies the calls read too, rewritten by
  * the update; block 4's bf16 weight as the copy of an fp32 master), the biases apart. Returns how many. */
 static int add_sweep_calls(gg_step *step, sweep_model m, gg_optim_param *params) {
-    const int tied = m == SWEEP_TIED;
+    const int tied = m == SWEEP_TIED || m == SWEEP_TIED_SSM;
     int n = 0, mlps = 0;
     for (int l = 0; l < SWEEP_CALLS; ++l) {
-        const int ssm = m == SWEEP_SSM || (m == SWEEP_MIXED && l == 1);
+        const int ssm = m == SWEEP_SSM || m == SWEEP_TIED_SSM || (m == SWEEP_MIXED && l == 1);
+        const int reads_tied = tied && l == SWEEP_CALLS - 1; /* reads call 0's weight, updated as call 0's */
         if (ssm) {
-            const gg_ssm_gate_args a = sweep_ssm_args(l);
+            gg_ssm_gate_args a = sweep_ssm_args(l);
+            if (reads_tied) a.weight = sweep_ssm_args(0).weight;
             gg_ssm_gate_desc d = ssm_desc;
             d.tokens = SWEEP_TOKENS;
             assert_int_equal(gg_step_add_ssm_gate(step, &d, &a), GG_SUCCESS);
-            params[n] = (gg_optim_param){.param = FAKE(600 + n), .grad = a.grad_weight, .grad_dtype = GG_OPTIM_BF16,
-                                         .count = d.hidden * d.expanded, .copy = (void *)a.weight,
-                                         .copy_dtype = GG_OPTIM_BF16};
-            ++n;
+            if (!reads_tied) {
+                params[n] = (gg_optim_param){.param = FAKE(600 + n), .grad = a.grad_weight,
+                                             .grad_dtype = GG_OPTIM_BF16, .count = d.hidden * d.expanded,
+                                             .copy = (void *)a.weight, .copy_dtype = GG_OPTIM_BF16};
+                ++n;
+            }
             params[n] = (gg_optim_param){.param = FAKE(600 + n), .grad = a.grad_bias, .grad_dtype = GG_OPTIM_BF16,
                                          .count = d.hidden};
             ++n;
             continue;
         }
         gg_mlp_args a = mlp_args(mlps++); /* chained to the previous MLP call's dX */
-        const int reads_tied = tied && l == SWEEP_CALLS - 1; /* reads call 0's W1, updated as call 0's */
         if (reads_tied) a.weight1 = mlp_args(0).weight1;
         gg_mlp_desc d = mlp;
         d.tokens = SWEEP_TOKENS;
@@ -1089,7 +1098,7 @@ static void every_syncing_step_configuration_is_ordered(void **state) {
     int configurations = 0, pairs = 0;
     fake_kernel_reach = optimizer_reach;
     reached_updates = 0;
-    for (int m = SWEEP_MLP_FP32; m <= SWEEP_TIED; ++m)
+    for (int m = SWEEP_MLP_FP32; m <= SWEEP_TIED_SSM; ++m)
         for (int sides = 1; sides <= 3; ++sides)
             for (int one_slot = 0; one_slot < 2; ++one_slot)
                 for (int k = 0; k < 3; ++k) {
@@ -1393,7 +1402,7 @@ int main(void) {
         cmocka_unit_test(optimizer_parameter_not_reduced_is_named),
         cmocka_unit_test(syncing_ssm_gate_graph_and_past_its_buckets),
         cmocka_unit_test(other_ranks_adopt_rank_0s_algorithms),
-        cmocka_unit_test(reads_of_reduced_gradients_refused),
+        cmocka_unit_test(uses_of_reduced_gradients_refused),
         cmocka_unit_test(optimizer_refused_under_reduce_scatter),
         cmocka_unit_test(reduce_scatter_shards_each_gradient),
         cmocka_unit_test(overlap_off_reduces_after_the_backward),

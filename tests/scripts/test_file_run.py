@@ -101,6 +101,11 @@ with tempfile.TemporaryDirectory() as d:
     check(os.path.exists(os.path.join(results, "ddp-h200x2.json")), "ddp-h200x2.json in results/")
     check("multigpu-ccccccc" in out and "ddp-ddddddd" in out and "run-aaaaaaa" not in out and "warning" not in out,
           "the older multigpu and ddp folders are named for removal, nothing else", out)
+    # two multigpu archives in one call would overwrite each other's log: refused, nothing filed
+    p = subprocess.run(["bash", os.path.join(d, "scripts", "file_run.sh"), "7654321", mg, mg], capture_output=True,
+                       text=True)
+    check(p.returncode != 0 and "2 multigpu archives: file each in a call of its own" in p.stderr,
+          "two multigpu archives in one call are refused", p.stdout + p.stderr)
     # the same stage's second call (GG_MULTIGPU_PARTS): its log appended, its archive numbered, the first kept
     mg2 = os.path.join(d, "run-multigpu-2.tgz")
     tgz(mg2, {"multigpu.log": "== multigpu (2 GPUs), parts step\n", "logs-multigpu.tgz": "the second archive"})
