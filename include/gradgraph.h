@@ -720,10 +720,11 @@ GG_API gg_status gg_graph_debug_dot(gg_graph *graph, int bucket, const char *pat
  * grad_gate, and the buffers registered with gg_step_add_reduce. At finalize they are packed, in the order they are
  * produced (the step's call order, which is backward order), into buckets of at most gg_dist_config.bucket_bytes
  * across layer boundaries (a gradient larger than a bucket is split into bucket-sized pieces; with reduce-scatter it
- * is reduced whole). Each bucket is one NCCL group of in-place collectives per gradient (no copies), launched on
- * the context's communication stream as soon as the calls that produce its gradients have finished (their weight-
- * gradient streams' events), so it overlaps the rest of the backward; the step's stream waits for the communication
- * stream once, at the step's end. op (mean or sum) and sync (all-reduce or reduce-scatter) are gg_dist_config's;
+ * is reduced whole; a layout of more than 65536 collectives -- bucket_bytes small against the gradients -- is
+ * refused with GG_ERROR_UNSUPPORTED). Each bucket is one NCCL group of in-place collectives per gradient (no copies),
+ * launched on the context's communication stream as soon as the calls that produce its gradients have finished
+ * (their weight-gradient streams' events), so it overlaps the rest of the backward; the step's stream waits for the
+ * communication stream once, at the step's end. op (mean or sum) and sync (all-reduce or reduce-scatter) are gg_dist_config's;
  * copy_engines and comm_sms do not apply to steps (NCCL's own collectives, on SMs). Activation gradients stay local.
  * Finalizing a syncing step is collective: every rank finalizes at the same time, a rank that fails makes it fail on
  * every rank (GG_ERROR_PEER on the others), the ranks compare a fingerprint of their steps (calls, blocks, dims,

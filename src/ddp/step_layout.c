@@ -3,6 +3,7 @@
  * the fingerprint the ranks compare. Plain C, no device: tested on the CPU (tests/cpu/test_step_layout.c).
  */
 #include <limits.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,6 +31,12 @@ static int count_pieces(const gg_reduce_grad *g, int n, size_t bucket_bytes, int
     }
     *pieces = total;
     return 0;
+}
+
+size_t gg_reduce_layout_pieces(const gg_reduce_grad *g, int n, size_t bucket_bytes, int whole) {
+    size_t pieces = 0;
+    if (n < 0 || bucket_bytes < 256 || count_pieces(g, n, bucket_bytes, whole, &pieces) != 0) return SIZE_MAX;
+    return pieces;
 }
 
 int gg_reduce_layout_make(const gg_reduce_grad *g, int n, size_t bucket_bytes, int whole, gg_reduce_layout *out) {

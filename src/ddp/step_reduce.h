@@ -48,6 +48,11 @@ typedef struct gg_reduce_layout {
 /* Packs n gradients (producers non-decreasing, counts >= 1) into *out by the rule above. bucket_bytes >= 256.
  * Returns 0, or -1 when host memory ran out or the pieces would exceed INT_MAX (*out then empty). */
 int gg_reduce_layout_make(const gg_reduce_grad *grads, int n, size_t bucket_bytes, int whole, gg_reduce_layout *out);
+/* The pieces (collectives) such a layout holds, counted without making it; SIZE_MAX past INT_MAX. */
+size_t gg_reduce_layout_pieces(const gg_reduce_grad *grads, int n, size_t bucket_bytes, int whole);
+/* The most collectives a step's graph holds: a layout of more (bucket_bytes small against the gradients) is refused,
+ * its graph would take minutes to capture and instantiate. */
+#define GG_STEP_MAX_COLLECTIVES 65536
 void gg_reduce_layout_free(gg_reduce_layout *layout);
 
 /* FNV-1a over bytes, continuing from *hash (start from GG_FINGERPRINT_INIT): the fingerprint the ranks compare. */

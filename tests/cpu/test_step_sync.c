@@ -875,6 +875,38 @@ static void uses_of_reduced_gradients_refused(void **state) {
     end_ctx(ctx, comm);
 }
 
+/* Gradients far larger than bucket_bytes: two 8192 x 8192 weight gradients (256 MiB each) in 4 KiB pieces would be
+ * 131 088 collectives (the biases' 16 too) in one graph, which would take minutes to capture and instantiate:
+ * finalize refuses it, naming bucket_bytes and the count, before anything is allocated or captured; with 25 MiB
+ * buckets it finalizes. */
+static void too_many_collectives_refused(void **state) {
+    (void)state;
+    for (int small = 1; small >= 0; --small) {
+        ncclComm_t comm = NULL;
+        gg_ctx *ctx = dist_ctx_buckets(&comm, (gg_dist_config)GG_DIST_CONFIG_INIT, small ? 4096 : (size_t)25 << 20);
+        gg_step_config sc = GG_STEP_CONFIG_INIT;
+        sc.max_tokens = TOKENS;
+        gg_step *step = NULL;
+        assert_int_equal(gg_step_create(ctx, &sc, &step), GG_SUCCESS);
+        const gg_mlp_desc big = {.tokens = 1, .hidden = 8192, .ffn = 8192, .precision = GG_PRECISION_FP32};
+        const gg_mlp_args a = mlp_args(0);
+        assert_int_equal(gg_step_add_mlp(step, &big, &a), GG_SUCCESS);
+        reset_counts();
+        const gg_status st = gg_step_finalize(step);
+        if (small) {
+            assert_int_equal(st, GG_ERROR_UNSUPPORTED);
+            contains(gg_last_error(ctx), "gg_step_finalize: the step's gradients in pieces of at most "
+                                         "gg_dist_config.bucket_bytes = 4096 take 131088 collectives a step, more "
+                                         "than the 65536 one graph may hold: raise bucket_bytes");
+            assert_int_equal(fake.calls[FAKE_BEGIN_CAPTURE], 0);
+        } else {
+            assert_int_equal(st, GG_SUCCESS);
+        }
+        gg_step_destroy(step);
+        end_ctx(ctx, comm);
+    }
+}
+
 /* (5c) reduce-scatter leaves each rank a shard of each gradient: a syncing step with an optimizer is refused at
  * finalize, naming why, and captures nothing. */
 static void optimizer_refused_under_reduce_scatter(void **state) {
@@ -1403,6 +1435,7 @@ int main(void) {
         cmocka_unit_test(syncing_ssm_gate_graph_and_past_its_buckets),
         cmocka_unit_test(other_ranks_adopt_rank_0s_algorithms),
         cmocka_unit_test(uses_of_reduced_gradients_refused),
+        cmocka_unit_test(too_many_collectives_refused),
         cmocka_unit_test(optimizer_refused_under_reduce_scatter),
         cmocka_unit_test(reduce_scatter_shards_each_gradient),
         cmocka_unit_test(overlap_off_reduces_after_the_backward),
