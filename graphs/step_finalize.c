@@ -63,12 +63,12 @@ static gg_status make_layout(gg_step *s, const char *fn) {
     gg_step_list_grads(s, s->grads);
     const size_t bucket_bytes = ctx->dist->config.bucket_bytes;
     const size_t pieces = gg_reduce_layout_pieces(s->grads, s->n_grads, bucket_bytes, whole);
-    if (pieces > GG_STEP_MAX_COLLECTIVES)
+    if (pieces > GG_DIST_MAX_COLLECTIVES)
         return gg_fail(ctx, GG_ERROR_UNSUPPORTED,
                        "%s: the step's gradients in pieces of at most gg_dist_config.bucket_bytes = %zu take %s%zu "
                        "collectives a step, more than the %d one graph may hold: raise bucket_bytes",
                        fn, bucket_bytes, pieces == SIZE_MAX ? "over " : "",
-                       pieces == SIZE_MAX ? (size_t)INT_MAX : pieces, GG_STEP_MAX_COLLECTIVES);
+                       pieces == SIZE_MAX ? (size_t)INT_MAX : pieces, GG_DIST_MAX_COLLECTIVES);
     if (gg_reduce_layout_make(s->grads, s->n_grads, bucket_bytes, whole, &s->layout) != 0)
         return gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "%s: out of host memory (the reduction's buckets)", fn);
     s->bucket_waits = calloc((size_t)2 * (size_t)s->n_ops, sizeof *s->bucket_waits);

@@ -1149,7 +1149,8 @@ typedef struct gg_dist_config {
     uint32_t version;    /* GG_DIST_CONFIG_VERSION */
     gg_reduce_op op;     /* default GG_REDUCE_AVERAGE (data-parallel mean of the ranks' gradients) */
     gg_grad_sync sync;   /* default GG_SYNC_ALL_REDUCE */
-    size_t bucket_bytes; /* the largest piece of a gradient reduced in one NCCL call; default 25 MiB */
+    size_t bucket_bytes; /* the largest piece of a gradient reduced in one NCCL call; default 25 MiB, at least 4096;
+                            a graph or step whose gradients take more than 65536 pieces is refused */
     int overlap;         /* default 1: reduce each gradient as soon as it is final; 0: all after the backward */
     int bind_cpus;       /* default 1: gg_dist_attach / _init_env / _init_mpi bind the calling thread near the GPU */
     int comm_sms;        /* SMs that a gradient-syncing graph's GEMMs running beside a reduction (blocks 2/3:

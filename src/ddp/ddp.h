@@ -135,7 +135,8 @@ int gg_dist_overlaps(const gg_ctx *ctx, const gg_block_call *call);
 int gg_tensor_is_param(const gg_block_call *call, int tensor);
 
 /* Checks that a graph's parameter gradients can be synced with the context's settings (reduce-scatter needs
- * element counts divisible by the number of ranks). */
+ * element counts divisible by the number of ranks; all-reduce's pieces of bucket_bytes at most
+ * GG_DIST_MAX_COLLECTIVES). */
 gg_status gg_dist_check_shape(gg_ctx *ctx, const char *fn, const gg_block_call *shape);
 
 /* The collective end of making a syncing graph, so that every rank runs the same GEMM kernels: first every rank says

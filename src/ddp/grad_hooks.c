@@ -7,6 +7,7 @@
 
 #include "copy_engine.h"
 #include "ddp.h"
+#include "step_reduce.h"
 #include "streams.h"
 
 /* One reduction of count elements at p, on the communication stream. */
@@ -101,7 +102,21 @@ gg_status gg_dist_finish(gg_ctx *ctx, const gg_block_call *c, cudaStream_t main)
 }
 
 gg_status gg_dist_check_shape(gg_ctx *ctx, const char *fn, const gg_block_call *c) {
-    if (!ctx->dist || ctx->dist->config.sync != GG_SYNC_REDUCE_SCATTER) return GG_SUCCESS;
+    if (!ctx->dist) return GG_SUCCESS;
+    if (ctx->dist->config.sync != GG_SYNC_REDUCE_SCATTER) { /* all-reduce: pieces of at most bucket_bytes */
+        size_t pieces = 0;
+        for (int i = 0; i < c->info->n_tensors; ++i) {
+            if (!gg_tensor_is_param(c, i)) continue;
+            const size_t per = ctx->dist->config.bucket_bytes / c->info->tensors[i].elem_bytes;
+            pieces += (gg_tensor_elems(c, i) + per - 1) / per;
+        }
+        if (pieces > GG_DIST_MAX_COLLECTIVES)
+            return gg_fail(ctx, GG_ERROR_UNSUPPORTED,
+                           "%s: the call's gradients in pieces of at most gg_dist_config.bucket_bytes = %zu take %zu "
+                           "collectives, more than the %d one graph may hold: raise bucket_bytes",
+                           fn, ctx->dist->config.bucket_bytes, pieces, GG_DIST_MAX_COLLECTIVES);
+        return GG_SUCCESS;
+    }
     for (int i = 0; i < c->info->n_tensors; ++i)
         if (gg_tensor_is_param(c, i) && gg_tensor_elems(c, i) % (size_t)ctx->dist->size != 0)
             return gg_fail(ctx, GG_ERROR_UNSUPPORTED,

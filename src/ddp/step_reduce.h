@@ -50,9 +50,9 @@ typedef struct gg_reduce_layout {
 int gg_reduce_layout_make(const gg_reduce_grad *grads, int n, size_t bucket_bytes, int whole, gg_reduce_layout *out);
 /* The pieces (collectives) such a layout holds, counted without making it; SIZE_MAX past INT_MAX. */
 size_t gg_reduce_layout_pieces(const gg_reduce_grad *grads, int n, size_t bucket_bytes, int whole);
-/* The most collectives a step's graph holds: a layout of more (bucket_bytes small against the gradients) is refused,
- * its graph would take minutes to capture and instantiate. */
-#define GG_STEP_MAX_COLLECTIVES 65536
+/* The most collectives one graph holds (a step's, or a syncing block graph's): more -- bucket_bytes small against the
+ * gradients -- are refused, such a graph would take minutes to capture and instantiate. */
+#define GG_DIST_MAX_COLLECTIVES 65536
 void gg_reduce_layout_free(gg_reduce_layout *layout);
 
 /* FNV-1a over bytes, continuing from *hash (start from GG_FINGERPRINT_INIT): the fingerprint the ranks compare. */

@@ -875,10 +875,11 @@ static void uses_of_reduced_gradients_refused(void **state) {
     end_ctx(ctx, comm);
 }
 
-/* Gradients far larger than bucket_bytes: two 8192 x 8192 weight gradients (256 MiB each) in 4 KiB pieces would be
- * 131 088 collectives (the biases' 16 too) in one graph, which would take minutes to capture and instantiate:
- * finalize refuses it, naming bucket_bytes and the count, before anything is allocated or captured; with 25 MiB
- * buckets it finalizes. */
+/* Gradients far larger than bucket_bytes, whose collectives would take minutes to capture and instantiate in one
+ * graph: three MLP calls with 4096 x 4096 weights (64 MiB gradients) in 4 KiB pieces are 98 328 collectives a step
+ * (32 776 a call): finalize refuses the step, naming bucket_bytes and the count, before anything is allocated or
+ * captured; a syncing graph of one 8192 x 8192 call (131 088) is refused where it is made. With 25 MiB buckets both
+ * are made. */
 static void too_many_collectives_refused(void **state) {
     (void)state;
     for (int small = 1; small >= 0; --small) {
@@ -888,21 +889,38 @@ static void too_many_collectives_refused(void **state) {
         sc.max_tokens = TOKENS;
         gg_step *step = NULL;
         assert_int_equal(gg_step_create(ctx, &sc, &step), GG_SUCCESS);
-        const gg_mlp_desc big = {.tokens = 1, .hidden = 8192, .ffn = 8192, .precision = GG_PRECISION_FP32};
-        const gg_mlp_args a = mlp_args(0);
-        assert_int_equal(gg_step_add_mlp(step, &big, &a), GG_SUCCESS);
+        const gg_mlp_desc wide = {.tokens = 1, .hidden = 4096, .ffn = 4096, .precision = GG_PRECISION_FP32};
+        for (int l = 0; l < LAYERS; ++l) {
+            const gg_mlp_args a = mlp_args(l);
+            assert_int_equal(gg_step_add_mlp(step, &wide, &a), GG_SUCCESS);
+        }
         reset_counts();
-        const gg_status st = gg_step_finalize(step);
+        gg_status st = gg_step_finalize(step);
         if (small) {
             assert_int_equal(st, GG_ERROR_UNSUPPORTED);
             contains(gg_last_error(ctx), "gg_step_finalize: the step's gradients in pieces of at most "
-                                         "gg_dist_config.bucket_bytes = 4096 take 131088 collectives a step, more "
-                                         "than the 65536 one graph may hold: raise bucket_bytes");
+                                         "gg_dist_config.bucket_bytes = 4096 take 98328 collectives a step, more than "
+                                         "the 65536 one graph may hold: raise bucket_bytes");
             assert_int_equal(fake.calls[FAKE_BEGIN_CAPTURE], 0);
         } else {
             assert_int_equal(st, GG_SUCCESS);
         }
         gg_step_destroy(step);
+        gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
+        gc.max_tokens = TOKENS;
+        const gg_mlp_desc big = {.tokens = TOKENS, .hidden = 8192, .ffn = 8192, .precision = GG_PRECISION_FP32};
+        gg_graph *g = NULL;
+        st = gg_mlp_graph_create(ctx, &big, &gc, &g);
+        if (small) {
+            assert_int_equal(st, GG_ERROR_UNSUPPORTED);
+            contains(gg_last_error(ctx), "gg_mlp_graph_create: the call's gradients in pieces of at most "
+                                         "gg_dist_config.bucket_bytes = 4096 take 131088 collectives, more than the "
+                                         "65536 one graph may hold");
+            assert_null(g);
+        } else {
+            assert_int_equal(st, GG_SUCCESS);
+        }
+        gg_graph_destroy(g);
         end_ctx(ctx, comm);
     }
 }
