@@ -143,6 +143,7 @@ static gg_status step_create(gg_ctx *ctx, const gg_step_config *config, gg_step 
     s->ctx = ctx;
     s->config = *config;
     s->sync_on = 1;
+    s->update_on = 1;
     s->n_buckets = n;
     memcpy(s->buckets, buckets, sizeof(int64_t) * (size_t)n);
     s->sides = ctx->config.overlap == GG_OVERLAP_NEVER ? 0 : config->side_streams;
@@ -296,17 +297,18 @@ gg_status gg_step_set_sync(gg_step *s, int sync) {
     if (sync != 0 && sync != 1)
         return gg_fail(s->ctx, GG_ERROR_INVALID_ARGUMENT, "%s: sync = %d is not 0 or 1", fn, sync);
     GG_TRY(gg_ctx_claim(s->ctx, fn));
-    s->sync_on = sync;
-    /* an optimizer's update in a run that does not reduce: each rank's weights from its own gradients */
-    int optimizer = 0;
-    for (int i = 0; i < s->n_ops; ++i) optimizer |= s->ops[i].kind == OP_FINAL && s->ops[i].final.whole_gradients;
-    const int reduces = s->finalized == 1 ? s->reduces : s->config.sync_gradients && s->ctx->dist;
-    if (!sync && optimizer && reduces)
-        gg_log(s->ctx, GG_LOG_WARN,
-               "%s: sync off on a step with an optimizer: its runs update each rank's weights from that rank's own "
-               "gradients, and the ranks' weights drift apart; for micro-batches, run a step without the optimizer "
-               "with sync off, then this one with sync on",
-               fn);
+    s->sync_on = sync; /* a run with sync off and the update on WARNs when it is captured (step_capture.c) */
+    gg_ctx_release(s->ctx);
+    return GG_SUCCESS;
+}
+
+gg_status gg_step_set_update(gg_step *s, int update) {
+    const char *fn = "gg_step_set_update";
+    if (!s) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: step is NULL", fn);
+    if (update != 0 && update != 1)
+        return gg_fail(s->ctx, GG_ERROR_INVALID_ARGUMENT, "%s: update = %d is not 0 or 1", fn, update);
+    GG_TRY(gg_ctx_claim(s->ctx, fn));
+    s->update_on = update;
     gg_ctx_release(s->ctx);
     return GG_SUCCESS;
 }

@@ -108,13 +108,14 @@ static int bucket_waits(const gg_step *s, int b, cudaEvent_t *events) {
 }
 
 /* The buckets whose last gradient call i produced (*next: the first bucket not launched yet) go to the
- * communication stream, after the work on main so far and the deferred branches of each bucket's producers. */
-static gg_status launch_ready(gg_step *s, int i, cudaStream_t main, int *next, int *forked) {
+ * communication stream, after the work on main so far and the deferred branches of each bucket's producers; with
+ * update, the final work's early hooks follow each. */
+static gg_status launch_ready(gg_step *s, int i, cudaStream_t main, int update, int *next, int *forked) {
     for (; *next < s->layout.n_buckets && s->layout.buckets[*next].ready == i; ++*next) {
         *forked = 1;
         const int n = bucket_waits(s, *next, s->bucket_waits);
         GG_TRY(gg_dist_step_bucket(s->ctx, &s->layout, s->grads, *next, main, s->bucket_waits, n));
-        GG_TRY(gradients_reduced(s, *next));
+        if (update) GG_TRY(gradients_reduced(s, *next));
     }
     return GG_SUCCESS;
 }
@@ -179,9 +180,10 @@ static gg_status run_callback(gg_step *s, int i, cudaStream_t main, int64_t buck
 }
 
 /* Enqueues the whole backward at `bucket` rows on main (capturing); the real rows are tokens, or with device_rows
- * the M the GPU reads there; sync: the gradients are reduced across the ranks as they are final. */
+ * the M the GPU reads there; sync: the gradients are reduced across the ranks as they are final; update 0: the work
+ * on the final gradients (the optimizer, gradient callbacks) is left out. */
 static gg_status enqueue_step(gg_step *s, int64_t tokens, const int64_t *device_rows, int64_t bucket, int accumulate,
-                              int sync, cudaStream_t main) {
+                              int sync, int update, cudaStream_t main) {
     gg_ctx *ctx = s->ctx;
     gg_status status = GG_SUCCESS;
     int first_block = 1, next_bucket = 0, forked = 0;
@@ -192,8 +194,9 @@ static gg_status enqueue_step(gg_step *s, int64_t tokens, const int64_t *device_
     }
     for (int i = 0; i < s->n_ops && status == GG_SUCCESS; ++i) {
         step_op *op = &s->ops[i];
-        if (sync && op->kind == OP_REDUCE) status = launch_ready(s, i, main, &next_bucket, &forked);
+        if (sync && op->kind == OP_REDUCE) status = launch_ready(s, i, main, update, &next_bucket, &forked);
         if (op->kind == OP_REDUCE) continue; /* final on main here: launched above */
+        if (!update && (op->kind == OP_FINAL || gg_step_needs_gradients(op))) continue;
         /* every earlier gradient final on main first: computed, and reduced */
         if (op->kind == OP_FINAL || gg_step_needs_gradients(op)) {
             for (int e = 0; e < i && status == GG_SUCCESS; ++e)
@@ -229,7 +232,7 @@ static gg_status enqueue_step(gg_step *s, int64_t tokens, const int64_t *device_
         nvtxRangePushA(c.info->fn);
         status = c.info->enqueue(ctx, plan, &c, main);
         nvtxRangePop();
-        if (status == GG_SUCCESS && sync) status = launch_ready(s, i, main, &next_bucket, &forked);
+        if (status == GG_SUCCESS && sync) status = launch_ready(s, i, main, update, &next_bucket, &forked);
     }
     char first[GG_MSG_BYTES];
     gg_failure_save(ctx, status, first); /* a failing join below keeps the first failure's message */
@@ -252,30 +255,45 @@ typedef struct step_body {
     int64_t tokens;
     const int64_t *device_rows;
     int64_t bucket;
-    int accumulate, sync;
+    int accumulate, sync, update;
 } step_body;
 
 static gg_status enqueue_step_body(void *user, cudaStream_t stream) {
     const step_body *d = user;
-    return enqueue_step(d->s, d->tokens, d->device_rows, d->bucket, d->accumulate, d->sync, stream);
+    return enqueue_step(d->s, d->tokens, d->device_rows, d->bucket, d->accumulate, d->sync, d->update, stream);
 }
 
 /* Captures bucket b's step into *graph (gg_capture: a new graph, or a SWITCH node's body). */
 static gg_status capture(gg_step *s, int64_t tokens, const int64_t *device_rows, int b, int accumulate, int sync,
-                         cudaGraph_t *graph) {
-    step_body d = {s, tokens, device_rows, s->buckets[b], accumulate, sync};
+                         int update, cudaGraph_t *graph) {
+    step_body d = {s, tokens, device_rows, s->buckets[b], accumulate, sync, update};
     return gg_capture(s->ctx, enqueue_step_body, &d, graph);
 }
 
 typedef struct device_branch {
     gg_step *s;
     const int64_t *device_tokens;
-    int accumulate;
+    int accumulate, update;
 } device_branch;
 
 static gg_status capture_branch(void *user, int b, cudaGraph_t body) {
     const device_branch *d = user;
-    return capture(d->s, 0, d->device_tokens, b, d->accumulate, 0, &body); /* never syncs: run_device refuses */
+    /* never syncs: run_device refuses */
+    return capture(d->s, 0, d->device_tokens, b, d->accumulate, 0, d->update, &body);
+}
+
+/* A syncing step captured without reduction but with its optimizer: each rank's weights from its own gradients. */
+static void warn_local_update(gg_step *s, const char *fn, unsigned flags) {
+    if (!s->reduces || (flags & (KEY_SYNC | KEY_NO_UPDATE))) return;
+    for (int i = 0; i < s->n_ops; ++i)
+        if (s->ops[i].kind == OP_FINAL && s->ops[i].final.whole_gradients) {
+            gg_log(s->ctx, GG_LOG_WARN,
+                   "%s: a run with sync off on a step with an optimizer updates each rank's weights from that rank's "
+                   "own gradients, and the ranks' weights drift apart; for micro-batches, leave the update out of "
+                   "such runs (gg_step_set_update(step, 0))",
+                   fn);
+            return;
+        }
 }
 
 /* ---- the graph a replay builds ---- */
@@ -287,17 +305,19 @@ gg_status gg_step_build_graph(void *user, cudaGraph_t *graph) {
     /* slot 0 is the context's arena: it holds a slot unless a failed allocation lost it since finalize */
     GG_TRY(gg_ctx_reserve_scratch(ctx, s->slot_bytes));
     gg_status status;
+    const int update = !(x->key->flags & KEY_NO_UPDATE);
+    warn_local_update(s, x->fn, x->key->flags);
     if (x->device_tokens) {
-        device_branch d = {s, x->device_tokens, x->accumulate};
+        device_branch d = {s, x->device_tokens, x->accumulate, update};
         status = gg_switch_graph_build(ctx, x->device_tokens, s->device_buckets, s->n_buckets, gg_step_max_tokens(s),
                                        s->device_errors, capture_branch, &d, graph);
     } else {
-        status = capture(s, x->tokens, NULL, x->b, x->accumulate, (x->key->flags & KEY_SYNC) != 0, graph);
+        status = capture(s, x->tokens, NULL, x->b, x->accumulate, (x->key->flags & KEY_SYNC) != 0, update, graph);
     }
     if (status == GG_SUCCESS)
-        gg_log(ctx, GG_LOG_DEBUG, "%s: captured %s (pointer set %llu, accumulate %d%s)", x->fn,
+        gg_log(ctx, GG_LOG_DEBUG, "%s: captured %s (pointer set %llu, accumulate %d%s%s)", x->fn,
                x->device_tokens ? "every bucket, device-selected" : "a bucket",
                (unsigned long long)(uintptr_t)x->key->ptr[0], x->accumulate,
-               x->key->flags & KEY_PADDED ? ", padded" : "");
+               x->key->flags & KEY_PADDED ? ", padded" : "", update ? "" : ", no update");
     return status;
 }

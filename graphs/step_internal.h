@@ -17,7 +17,7 @@
 #include "graph.h"
 #include "step_reduce.h"
 
-enum { KEY_ACCUMULATE = 1, KEY_PADDED = 2, KEY_DEVICE = 4, KEY_SYNC = 8 };
+enum { KEY_ACCUMULATE = 1, KEY_PADDED = 2, KEY_DEVICE = 4, KEY_SYNC = 8, KEY_NO_UPDATE = 16 };
 
 typedef enum { OP_BLOCK, OP_CALLBACK, OP_REDUCE, OP_FINAL } op_kind;
 
@@ -62,6 +62,7 @@ struct gg_step {
     /* reduction across ranks (finalized with a communicator and config.sync_gradients) */
     int reduces;             /* the step has a layout and reduces on runs with sync_on */
     int sync_on;             /* gg_step_set_sync: 1 (default) or 0 */
+    int update_on;           /* gg_step_set_update: 1 (default) or 0 (the final work left out) */
     int holds_nccl;          /* an exec captured NCCL work (counted in gg_dist_graph_holds) */
     const void *comm;        /* the communicator finalize agreed on */
     gg_reduce_grad *grads;   /* every gradient to reduce, in production order (pointers refreshed at capture) */

@@ -68,7 +68,8 @@ static gg_status step_run(gg_step *s, const char *fn, int64_t tokens, int accumu
     memset(&key, 0, sizeof key);
     key.ptr[0] = (const void *)(uintptr_t)pointer_set(s);
     key.tokens = tokens;
-    key.flags = (accumulate ? KEY_ACCUMULATE : 0) | (padded ? KEY_PADDED : 0) | (sync ? KEY_SYNC : 0);
+    key.flags = (accumulate ? KEY_ACCUMULATE : 0) | (padded ? KEY_PADDED : 0) | (sync ? KEY_SYNC : 0) |
+                (s->update_on ? 0 : KEY_NO_UPDATE);
     return replay(s, fn, &s->execs[b], &key, b, tokens, NULL, accumulate != 0, stream);
 }
 
@@ -100,7 +101,7 @@ static gg_status step_run_device(gg_step *s, const char *fn, const int64_t *devi
     memset(&key, 0, sizeof key);
     key.ptr[0] = (const void *)(uintptr_t)pointer_set(s);
     key.ptr[1] = device_tokens;
-    key.flags = KEY_DEVICE | (accumulate ? KEY_ACCUMULATE : 0);
+    key.flags = KEY_DEVICE | (accumulate ? KEY_ACCUMULATE : 0) | (s->update_on ? 0 : KEY_NO_UPDATE);
     return replay(s, fn, &s->device_execs, &key, -1, 0, device_tokens, accumulate != 0, stream);
 }
 

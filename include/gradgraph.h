@@ -797,8 +797,8 @@ GG_API gg_status gg_step_add_callback(gg_step *step, gg_step_callback_fn fn, voi
  * sum of the gradients of weights tied between calls. Like gg_step_add_optimizer it must follow every block call and gg_step_add_reduce (gg_step_finalize refuses one
  * after it); callbacks, gradient callbacks and an optimizer may follow. An optimizer added after it updates every
  * parameter there (no parameter is updated as its bucket is reduced: the callback may change the gradients first).
- * Every run of the step runs it: for accumulation over micro-batches, as with the optimizer, run a second step
- * without it for all but the last micro-batch. The cost: nothing of the backward overlaps it. Returns as
+ * Every run of the step runs it unless the update is off: for accumulation over micro-batches, as with the
+ * optimizer, turn it off for all but the last micro-batch (gg_step_set_update). The cost: nothing of the backward overlaps it. Returns as
  * gg_step_add_callback. */
 GG_API gg_status gg_step_add_gradient_callback(gg_step *step, gg_step_callback_fn fn, void *user);
 
@@ -807,8 +807,8 @@ typedef struct gg_optim gg_optim; /* "Optimizer" below */
 /* Appends an optimizer's step (gg_optim_step, see "Optimizer" below): it runs once every earlier call's parameter
  * gradients are final (their weight-gradient work on the side streams and, in a data-parallel step, their
  * reductions joined), so the whole training step -- forward (in callbacks), backward, reduction, update -- is one
- * graph launch. Every run of the step then updates the parameters: for accumulation over micro-batches, run a
- * second step without the optimizer for all but the last micro-batch. In a data-parallel step with an optimizer
+ * graph launch. Every run of the step then updates the parameters: for accumulation over micro-batches, turn the
+ * update off for all but the last micro-batch (gg_step_set_update). In a data-parallel step with an optimizer
  * that updates parameters apart (max_grad_norm 0 and check_finite 0: nothing waits for every gradient), each
  * parameter whose gradient is exactly a reduced gradient of the step (same pointer, count and type) is updated on
  * the communication stream as soon as the bucket completing that gradient is reduced, overlapping the rest of the
@@ -861,11 +861,19 @@ GG_API gg_status gg_step_run(gg_step *step, int64_t tokens, int accumulate, gg_s
 /* Whether the following runs of a syncing step reduce their gradients across the ranks (sync 1, the default)
  * or only accumulate them locally (0: PyTorch DDP's no_sync; run every micro-batch but the last so, then the last
  * with sync on and accumulate 1). Each setting has its own executable graphs (captured at its first run). Every
- * rank must use the same setting for the same run. On a step that does not reduce it changes nothing. Sync off on
- * a step with an optimizer logs a WARN: its runs would update each rank's weights from that rank's own gradients.
- * Allowed before and after gg_step_finalize. Returns GG_SUCCESS or GG_ERROR_INVALID_ARGUMENT (step NULL, sync not
- * 0 or 1). */
+ * rank must use the same setting for the same run. On a step that does not reduce it changes nothing. A run with
+ * sync off on a step with an optimizer whose update is on (gg_step_set_update) logs a WARN when it is captured: it
+ * would update each rank's weights from that rank's own gradients. Allowed before and after gg_step_finalize.
+ * Returns GG_SUCCESS or GG_ERROR_INVALID_ARGUMENT (step NULL, sync not 0 or 1). */
 GG_API gg_status gg_step_set_sync(gg_step *step, int sync);
+
+/* Whether the following runs include the step's work on the final gradients -- its optimizer and gradient callbacks
+ * (update 1, the default) -- or leave it out (0), so that one step serves every micro-batch of an accumulation: the
+ * micro-batches but the last with update 0 (and, in a data-parallel step, sync 0), the last with update 1, sync 1
+ * and accumulate 1. With update 0 a run only computes (and, with sync on, reduces) its gradients; no parameter is
+ * updated. Each setting has its own executable graphs (captured at its first run). Allowed before and after
+ * gg_step_finalize. Returns GG_SUCCESS or GG_ERROR_INVALID_ARGUMENT (step NULL, update not 0 or 1). */
+GG_API gg_status gg_step_set_update(gg_step *step, int update);
 
 /* Runs the backward with the token count M read from device memory when the graph runs (an int64 the GPU writes,
  * say, so the host never waits for it): the smallest bucket >= M, chosen on the GPU (see "Device-side selection").

@@ -534,6 +534,69 @@ static void optimizer_in_the_step(void **state) {
     assert_int_equal(fake.live, 0);
 }
 
+/* Counts the runs of a gradient callback's capture. */
+static int gradient_callbacks;
+static void count_gradient_callback(void *user, gg_stream stream, int64_t tokens) {
+    (void)user, (void)stream, (void)tokens;
+    ++gradient_callbacks;
+}
+
+/* gg_step_set_update: refusals named; with the update off a run leaves out the optimizer's launches and the gradient
+ * callback (the micro-batches of an accumulation) in an executable graph of its own, host- and device-selected; on
+ * again, the first graph is found (no capture) and runs both. */
+static void update_off_leaves_out_the_final_work(void **state) {
+    (void)state;
+    gg_ctx *ctx = fake_device_ctx();
+    gg_optim *opt = fake_optim(ctx, 1);
+    gg_step_config sc = GG_STEP_CONFIG_INIT;
+    sc.max_tokens = 512;
+    gg_step *step = NULL;
+    assert_int_equal(gg_step_create(ctx, &sc, &step), GG_SUCCESS);
+    const gg_mlp_args a0 = mlp_args(0);
+    assert_int_equal(gg_step_add_mlp(step, &mlp, &a0), GG_SUCCESS);
+    assert_int_equal(gg_step_add_gradient_callback(step, count_gradient_callback, NULL), GG_SUCCESS);
+    assert_int_equal(gg_step_add_optimizer(step, opt), GG_SUCCESS);
+    assert_int_equal(gg_step_set_update(NULL, 0), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(NULL, "gg_step_set_update: step is NULL");
+    assert_int_equal(gg_step_set_update(step, 2), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_step_set_update: update = 2 is not 0 or 1");
+    assert_int_equal(gg_step_finalize(step), GG_SUCCESS);
+    const int settings[] = {1, 0, 1, 0};
+    int updates[4], captures[4], callbacks[4];
+    for (int k = 0; k < 4; ++k) {
+        assert_int_equal(gg_step_set_update(step, settings[k]), GG_SUCCESS);
+        memset(fake.calls, 0, sizeof fake.calls);
+        gradient_callbacks = 0;
+        const int before = fake_kernel_launches("update_kernel");
+        assert_int_equal(gg_step_run(step, 512, 0, NULL), GG_SUCCESS);
+        updates[k] = fake_kernel_launches("update_kernel") - before;
+        captures[k] = fake.calls[FAKE_BEGIN_CAPTURE];
+        callbacks[k] = gradient_callbacks;
+    }
+    print_message("update on, off, on, off: %d %d %d %d update launches, %d %d %d %d captures\n", updates[0],
+                  updates[1], updates[2], updates[3], captures[0], captures[1], captures[2], captures[3]);
+    assert_true(updates[0] >= 1 && callbacks[0] == 1); /* captured: the optimizer and the callback */
+    assert_int_equal(updates[1], 0);                    /* off: neither, a graph of its own */
+    assert_int_equal(callbacks[1], 0);
+    assert_int_equal(captures[1], 1);
+    assert_int_equal(captures[2], 0); /* on again, off again: both graphs found */
+    assert_int_equal(captures[3], 0);
+    /* device-selected: off leaves them out of every bucket's branch too */
+    assert_int_equal(gg_step_set_update(step, 0), GG_SUCCESS);
+    const int before = fake_kernel_launches("update_kernel");
+    gradient_callbacks = 0;
+    assert_int_equal(gg_step_run_device(step, (const int64_t *)FAKE(300), 0, NULL), GG_SUCCESS);
+    assert_int_equal(fake_kernel_launches("update_kernel"), before);
+    assert_int_equal(gradient_callbacks, 0);
+    assert_int_equal(gg_step_set_update(step, 1), GG_SUCCESS);
+    assert_int_equal(gg_step_run_device(step, (const int64_t *)FAKE(300), 0, NULL), GG_SUCCESS);
+    assert_true(fake_kernel_launches("update_kernel") > before && gradient_callbacks > 0);
+    gg_step_destroy(step);
+    gg_optim_destroy(opt);
+    gg_ctx_destroy(ctx);
+    assert_int_equal(fake.live, 0);
+}
+
 /* gg_step_run_device: its refusals come before any capture; then one capture of the selection and one per bucket
  * (the callback once per bucket), one instantiation, and replays; the pointer set and accumulate are keys. */
 static void run_device_selects_on_the_gpu(void **state) {
@@ -744,10 +807,7 @@ static void failed_calls_inside_callbacks_fail_the_run(void **state) {
                                         "gg_optim_step: called inside a step graph's callback on a stream that is not "
                                         "part of the step's capture"};
     assert_int_equal(cudaStreamCreateWithFlags(&nested.outside, cudaStreamNonBlocking), cudaSuccess);
-    assert_int_equal(gg_optim_create(ctx, NULL, &nested.opt), GG_SUCCESS);
-    const gg_optim_param p = {.param = FAKE(300), .grad = FAKE(301), .count = 1024};
-    assert_int_equal(gg_optim_add_param(nested.opt, &p), GG_SUCCESS);
-    assert_int_equal(gg_optim_finalize(nested.opt), GG_SUCCESS);
+    nested.opt = fake_optim(ctx, 1);
     for (int what = 0; what < 8; ++what) {
         gg_step_config sc = GG_STEP_CONFIG_INIT;
         sc.max_tokens = 512;
@@ -872,6 +932,7 @@ int main(void) {
         cmocka_unit_test(debug_dot_captures_a_bucket_again),
         cmocka_unit_test(optimizer_in_the_step),
         cmocka_unit_test(failed_calls_inside_callbacks_fail_the_run),
+        cmocka_unit_test(update_off_leaves_out_the_final_work),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -474,8 +474,9 @@ static void fp16_copies_in_a_syncing_step(void **state) {
 
 /* (5c) A parameter whose gradient the step does not reduce would be updated on each rank from its own gradient:
  * finalizing the syncing step says so in a WARN naming the parameter; parameters whose gradients are the step's, or
- * lie inside a gg_step_add_reduce buffer, are not named; a local step says nothing. Turning sync off on a syncing step
- * with an optimizer WARNs likewise. */
+ * lie inside a gg_step_add_reduce buffer, are not named; a local step says nothing. A run with sync off and the
+ * update on, on a syncing step with an optimizer, WARNs likewise when it is captured; with the update off too (the
+ * micro-batches of an accumulation) it says nothing. */
 static char sync_warnings[4096];
 static void keep_warnings(void *user, gg_log_level level, const char *message) {
     (void)user;
@@ -503,11 +504,23 @@ static void optimizer_parameter_not_reduced_is_named(void **state) {
         gg_step *step = mlp_step(ctx, syncing, opt);
         assert_int_equal(gg_step_finalize(step), GG_SUCCESS);
         print_message("%s step's warnings: %s\n", syncing ? "syncing" : "local", sync_warnings);
-        /* sync off on a step with an optimizer: a WARN that the weights would drift apart (syncing steps only) */
-        assert_int_equal(gg_step_set_sync(step, 0), GG_SUCCESS);
+        char finalized[sizeof sync_warnings];
+        memcpy(finalized, sync_warnings, sizeof finalized);
+        /* sync off: with the update off nothing is said; with it on, a WARN that the weights would drift apart
+         * (syncing steps only) */
+        for (int update = 0; update <= 1; ++update) {
+            sync_warnings[0] = '\0';
+            assert_int_equal(gg_step_set_sync(step, 0), GG_SUCCESS);
+            assert_int_equal(gg_step_set_update(step, update), GG_SUCCESS);
+            assert_int_equal(gg_step_run(step, TOKENS, 0, NULL), GG_SUCCESS);
+            const int warned = strstr(sync_warnings, "gg_step_run: a run with sync off on a step with an optimizer "
+                                                     "updates each rank's weights") != NULL;
+            if (warned != (syncing && update))
+                fail_msg("%s step, sync off, update %d: \"%s\"", syncing ? "syncing" : "local", update,
+                         sync_warnings);
+        }
         assert_int_equal(gg_step_set_sync(step, 1), GG_SUCCESS);
-        if (syncing != (strstr(sync_warnings, "gg_step_set_sync: sync off on a step with an optimizer") != NULL))
-            fail_msg("%s step, sync off: \"%s\"", syncing ? "syncing" : "local", sync_warnings);
+        memcpy(sync_warnings, finalized, sizeof finalized);
         if (syncing) {
             if (!strstr(sync_warnings, "gg_step_finalize: the optimizer's parameter 2 has a gradient") ||
                 !strstr(sync_warnings, "77 elements) that the step does not reduce") ||
@@ -686,6 +699,35 @@ static void gradient_callback_sees_reduced_gradients(void **state) {
     assert_int_equal(updates_before, n_grads);
     gg_step_destroy(after);
     gg_step_destroy(before);
+    gg_optim_destroy(opt);
+    end_ctx(ctx, comm);
+}
+
+/* (5e) The micro-batches of an accumulation in one syncing step: with the update off and sync off a run captures
+ * neither collectives nor the optimizer; with the update off and sync on, the collectives but no optimizer launch
+ * (its early updates left out too); with both on, both. */
+static void update_off_in_a_syncing_step(void **state) {
+    (void)state;
+    ncclComm_t comm = NULL;
+    gg_ctx *ctx = dist_ctx(&comm);
+    gg_reduce_grad grads[4 * LAYERS + 1];
+    const int n_grads = expected_grads(grads);
+    gg_optim *opt = optimizer_of_every_gradient(ctx, grads, n_grads);
+    gg_step *step = finalized_mlp_step(ctx, opt);
+    static const int sync[] = {0, 1, 1}, update[] = {0, 0, 1};
+    for (int k = 0; k < 3; ++k) {
+        assert_int_equal(gg_step_set_sync(step, sync[k]), GG_SUCCESS);
+        assert_int_equal(gg_step_set_update(step, update[k]), GG_SUCCESS);
+        reset_counts();
+        const int before = fake_kernel_launches("update_kernel");
+        assert_int_equal(gg_step_run(step, TOKENS, k == 2, NULL), GG_SUCCESS);
+        const int updates = fake_kernel_launches("update_kernel") - before;
+        print_message("sync %d, update %d: %zu collectives, %d update launches\n", sync[k], update[k],
+                      collectives_logged(), updates);
+        assert_int_equal(collectives_logged() > 0, sync[k]);
+        assert_int_equal(updates, update[k] ? n_grads : 0); /* apart: one a parameter, as its bucket lands */
+    }
+    gg_step_destroy(step);
     gg_optim_destroy(opt);
     end_ctx(ctx, comm);
 }
@@ -1449,6 +1491,7 @@ int main(void) {
         cmocka_unit_test(optimizer_updates_each_bucket_as_it_lands),
         cmocka_unit_test(optimizer_updates_the_rest_in_runs),
         cmocka_unit_test(gradient_callback_sees_reduced_gradients),
+        cmocka_unit_test(update_off_in_a_syncing_step),
         cmocka_unit_test(optimizer_parameter_not_reduced_is_named),
         cmocka_unit_test(syncing_ssm_gate_graph_and_past_its_buckets),
         cmocka_unit_test(other_ranks_adopt_rank_0s_algorithms),

@@ -343,6 +343,8 @@ static gg_status step_life(reader *r, gg_ctx *on) {
     check_result(gg_step_memory_info(step, take(r, 1) % 8 ? &mem : NULL), on);
     fake.enqueued = 0;
     check_result(gg_step_set_sync(step, (int)(take(r, 1) % 3)), on);
+    fake.enqueued = 0;
+    check_result(gg_step_set_update(take(r, 1) % 16 ? step : NULL, (int)(take(r, 1) % 3)), on);
     { /* new pointers for one call: its own block's args (the contract), or NULL, or an index out of range */
         const int index = (int)(take(r, 1) % 6) - 1;
         fuzz_block b;
