@@ -5,7 +5,8 @@
  * twice one; the scratch ring with 1 and 3 slots and 1 and 2 side streams gives the same bits; alternating two
  * activation sets (gg_step_set_args) equals eager for each and captures only twice; the device-selected step
  * (gg_step_run_device) equals eager at exact and padded counts, captures once, and counts bad counts; a step with
- * the optimizer in it (gg_step_add_optimizer) leaves the weights bitwise where eager calls and gg_optim_step do; a
+ * the optimizer in it (gg_step_add_optimizer) leaves the weights bitwise where eager calls and gg_optim_step do, and
+ * with its update off (gg_step_set_update) gives the eager gradients and moves no weight; a
  * gradient callback (gg_step_add_gradient_callback) that copies every parameter gradient sees them final: its copies
  * equal what the run leaves, bit for bit.
  */
@@ -354,6 +355,20 @@ static void step_with_optimizer(void **state) {
     int found_inf = -1;
     GG_OK(f.ctx, gg_optim_last_step(in_step, &found_inf, NULL));
     assert_int_equal(found_inf, 0);
+    /* the update off (a micro-batch): the gradients as eager calls make them, bit for bit, and no weight moves */
+    GG_OK(f.ctx, gg_step_set_update(step, 0));
+    expect_equal(&f, step, MAX_TOKENS, 0, "step with the update off vs eager");
+    size_t changed = 0;
+    size_t offset = 0;
+    for (int i = 0; i < n; offset += p[i].count, ++i) {
+        float *now = malloc(p[i].count * sizeof *now);
+        assert_non_null(now);
+        CUDA_OK(cudaMemcpy(now, p[i].weight, p[i].count * sizeof(float), cudaMemcpyDeviceToHost));
+        for (size_t j = 0; j < p[i].count; ++j) changed += memcmp(&now[j], &got[offset + j], sizeof(float)) != 0;
+        free(now);
+    }
+    printf("RESULT step with the update off: %zu of %zu weights changed\n", changed, total);
+    assert_int_equal(changed, 0);
     free(ref);
     free(got);
     gg_step_destroy(step);
