@@ -353,7 +353,7 @@ static gg_status build_device_graph(gg_graph *g, const gg_block_call *call, cons
                                     cudaGraph_t *out);
 
 gg_status gg_refuse_in_step_callback(gg_ctx *ctx, const char *fn) {
-    if (!ctx->in_step_callback) return GG_SUCCESS;
+    if (!gg_in_step_callback(ctx)) return GG_SUCCESS;
     return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
                    "%s: called inside a step graph's callback, while the step is being captured: a callback may "
                    "enqueue kernels, copies and gradgraph's eager calls; graphs and steps are not run, captured or "

@@ -34,7 +34,7 @@ static int has_device_state(const gg_step *s) { return s->finalized != 0; }
 void gg_step_destroy(gg_step *s) {
     if (!s) return;
     gg_ctx *ctx = s->ctx;
-    if (ctx->in_step_callback) { /* a step may be the one being captured: nothing destroyed, the capture fails */
+    if (gg_in_step_callback(ctx)) { /* a step may be the one being captured: nothing destroyed, the capture fails */
         (void)gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "gg_step_destroy: called inside a step graph's callback, while "
                                                       "the step is being captured: nothing was destroyed");
         return;
@@ -291,26 +291,25 @@ gg_status gg_step_add_reduce(gg_step *s, void *grad, size_t count, int bf16) {
     return status;
 }
 
-gg_status gg_step_set_sync(gg_step *s, int sync) {
-    const char *fn = "gg_step_set_sync";
+/* A setting of the following runs, 0 or 1, each value with executable graphs of its own (sync, update). A run with
+ * sync off and the update on WARNs when it is captured (step_capture.c): again after any change. */
+static gg_status set_run_setting(gg_step *s, const char *fn, const char *name, int value, int *setting) {
     if (!s) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: step is NULL", fn);
-    if (sync != 0 && sync != 1)
-        return gg_fail(s->ctx, GG_ERROR_INVALID_ARGUMENT, "%s: sync = %d is not 0 or 1", fn, sync);
+    if (value != 0 && value != 1)
+        return gg_fail(s->ctx, GG_ERROR_INVALID_ARGUMENT, "%s: %s = %d is not 0 or 1", fn, name, value);
     GG_TRY(gg_ctx_claim(s->ctx, fn));
-    s->sync_on = sync; /* a run with sync off and the update on WARNs when it is captured (step_capture.c) */
+    *setting = value;
+    s->warned_local_update = 0;
     gg_ctx_release(s->ctx);
     return GG_SUCCESS;
 }
 
+gg_status gg_step_set_sync(gg_step *s, int sync) {
+    return set_run_setting(s, "gg_step_set_sync", "sync", sync, s ? &s->sync_on : NULL);
+}
+
 gg_status gg_step_set_update(gg_step *s, int update) {
-    const char *fn = "gg_step_set_update";
-    if (!s) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: step is NULL", fn);
-    if (update != 0 && update != 1)
-        return gg_fail(s->ctx, GG_ERROR_INVALID_ARGUMENT, "%s: update = %d is not 0 or 1", fn, update);
-    GG_TRY(gg_ctx_claim(s->ctx, fn));
-    s->update_on = update;
-    gg_ctx_release(s->ctx);
-    return GG_SUCCESS;
+    return set_run_setting(s, "gg_step_set_update", "update", update, s ? &s->update_on : NULL);
 }
 
 int gg_step_call_count(const gg_step *s) { return s ? s->n_ops : 0; }

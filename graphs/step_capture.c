@@ -158,7 +158,9 @@ static gg_status run_callback(gg_step *s, int i, cudaStream_t main, int64_t buck
     if (!gg_step_test.skip_callback_join) ctx->callback_join = join_before_eager, ctx->callback_join_user = &scope;
     ctx->callback_failure = GG_SUCCESS;
     ++ctx->in_step_callback;
+    gg_ctx *const outer_ctx = gg_step_callback_swap(ctx); /* calls on other contexts belong to this capture too */
     op->fn(op->user, (gg_stream)main, bucket);
+    (void)gg_step_callback_swap(outer_ctx);
     --ctx->in_step_callback;
     const gg_status failed = ctx->callback_failure;
     ctx->callback_failure = outer_failure;
@@ -282,9 +284,10 @@ static gg_status capture_branch(void *user, int b, cudaGraph_t body) {
     return capture(d->s, 0, d->device_tokens, b, d->accumulate, 0, d->update, &body);
 }
 
-/* A syncing step captured without reduction but with its optimizer: each rank's weights from its own gradients. */
+/* A syncing step captured without reduction but with its optimizer: each rank's weights from its own gradients (once
+ * until gg_step_set_sync or gg_step_set_update is called again). */
 static void warn_local_update(gg_step *s, const char *fn, unsigned flags) {
-    if (!s->reduces || (flags & (KEY_SYNC | KEY_NO_UPDATE))) return;
+    if (!s->reduces || (flags & (KEY_SYNC | KEY_NO_UPDATE)) || s->warned_local_update) return;
     for (int i = 0; i < s->n_ops; ++i)
         if (s->ops[i].kind == OP_FINAL && s->ops[i].final.whole_gradients) {
             gg_log(s->ctx, GG_LOG_WARN,
@@ -292,6 +295,7 @@ static void warn_local_update(gg_step *s, const char *fn, unsigned flags) {
                    "own gradients, and the ranks' weights drift apart; for micro-batches, leave the update out of "
                    "such runs (gg_step_set_update(step, 0))",
                    fn);
+            s->warned_local_update = 1;
             return;
         }
 }

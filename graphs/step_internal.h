@@ -63,6 +63,7 @@ struct gg_step {
     int reduces;             /* the step has a layout and reduces on runs with sync_on */
     int sync_on;             /* gg_step_set_sync: 1 (default) or 0 */
     int update_on;           /* gg_step_set_update: 1 (default) or 0 (the final work left out) */
+    int warned_local_update; /* the WARN about an optimizer's update with sync off, said once per setting */
     int holds_nccl;          /* an exec captured NCCL work (counted in gg_dist_graph_holds) */
     const void *comm;        /* the communicator finalize agreed on */
     gg_reduce_grad *grads;   /* every gradient to reduce, in production order (pointers refreshed at capture) */
@@ -83,6 +84,9 @@ gg_status gg_step_check_chain(gg_step *s, const char *fn, int later);
 gg_status gg_step_check_reduce_entries(gg_step *s, const char *fn);
 /* Whether op needs every gradient of the step final (an optimizer, a gradient callback). */
 int gg_step_needs_gradients(const step_op *op);
+/* Whether the step has work on the final gradients (an optimizer's step, a gradient callback): what update 0 leaves
+ * out (gg_step_set_update). */
+int gg_step_has_final_work(const gg_step *s);
 /* A syncing step's block calls read or write no gradient an earlier call reduces. */
 gg_status gg_step_check_reduced_uses(gg_step *s, const char *fn);
 /* Work that needs every gradient final comes after every call that makes one. */

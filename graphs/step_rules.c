@@ -170,6 +170,12 @@ int gg_step_needs_gradients(const step_op *op) {
     return (op->kind == OP_FINAL && op->final.whole_gradients) || (op->kind == OP_CALLBACK && op->after_gradients);
 }
 
+int gg_step_has_final_work(const gg_step *s) {
+    for (int i = 0; i < s->n_ops; ++i)
+        if (s->ops[i].kind == OP_FINAL || gg_step_needs_gradients(&s->ops[i])) return 1;
+    return 0;
+}
+
 /* Work that needs every gradient final (an optimizer, a gradient callback) comes after every call that makes one: a
  * gradient made later would miss it. Plain callbacks may follow it. */
 gg_status gg_step_check_final_last(gg_step *s, const char *fn) {

@@ -39,6 +39,9 @@ static gg_status check_comm(gg_step *s, const char *fn) {
     return gg_dist_check(ctx); /* an asynchronous NCCL error: aborted, nothing enqueued */
 }
 
+/* The exec key's flag for update off, on a step that has work to leave out (else the same graph under two keys). */
+static unsigned no_update(const gg_step *s) { return !s->update_on && gg_step_has_final_work(s) ? KEY_NO_UPDATE : 0; }
+
 /* A run (or a capture again) needs a finalized step. */
 static gg_status check_finalized(gg_step *s, const char *fn) {
     if (s->finalized == 1) return GG_SUCCESS;
@@ -68,8 +71,7 @@ static gg_status step_run(gg_step *s, const char *fn, int64_t tokens, int accumu
     memset(&key, 0, sizeof key);
     key.ptr[0] = (const void *)(uintptr_t)pointer_set(s);
     key.tokens = tokens;
-    key.flags = (accumulate ? KEY_ACCUMULATE : 0) | (padded ? KEY_PADDED : 0) | (sync ? KEY_SYNC : 0) |
-                (s->update_on ? 0 : KEY_NO_UPDATE);
+    key.flags = (accumulate ? KEY_ACCUMULATE : 0) | (padded ? KEY_PADDED : 0) | (sync ? KEY_SYNC : 0) | no_update(s);
     return replay(s, fn, &s->execs[b], &key, b, tokens, NULL, accumulate != 0, stream);
 }
 
@@ -101,7 +103,7 @@ static gg_status step_run_device(gg_step *s, const char *fn, const int64_t *devi
     memset(&key, 0, sizeof key);
     key.ptr[0] = (const void *)(uintptr_t)pointer_set(s);
     key.ptr[1] = device_tokens;
-    key.flags = KEY_DEVICE | (accumulate ? KEY_ACCUMULATE : 0) | (s->update_on ? 0 : KEY_NO_UPDATE);
+    key.flags = KEY_DEVICE | (accumulate ? KEY_ACCUMULATE : 0) | no_update(s);
     return replay(s, fn, &s->device_execs, &key, -1, 0, device_tokens, accumulate != 0, stream);
 }
 

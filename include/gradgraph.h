@@ -753,7 +753,7 @@ typedef struct gg_step_config {
                                      4096 */
     int allow_padding;            /* default 1; 0: a run whose tokens is not a bucket fails */
     int execs_per_bucket;         /* executable graphs kept per bucket (pointer sets, accumulate on/off, padded
-                                     token counts); default 4, 1..64 */
+                                     token counts, the sync and update settings); default 4, 1..64 */
     int side_streams;             /* streams for the calls' weight-gradient work, 1..GG_STEP_MAX_SIDE_STREAMS;
                                      default 2. The context's overlap = GG_OVERLAP_NEVER runs everything on one */
     int scratch_slots;            /* the scratch ring's slots, 1..GG_STEP_MAX_SCRATCH_SLOTS; 0 (default):
@@ -871,8 +871,12 @@ GG_API gg_status gg_step_set_sync(gg_step *step, int sync);
  * (update 1, the default) -- or leave it out (0), so that one step serves every micro-batch of an accumulation: the
  * micro-batches but the last with update 0 (and, in a data-parallel step, sync 0), the last with update 1, sync 1
  * and accumulate 1. With update 0 a run only computes (and, with sync on, reduces) its gradients; no parameter is
- * updated. Each setting has its own executable graphs (captured at its first run). Allowed before and after
- * gg_step_finalize. Returns GG_SUCCESS or GG_ERROR_INVALID_ARGUMENT (step NULL, update not 0 or 1). */
+ * updated; plain callbacks after the final work still run, without the join it made. Each setting has its own
+ * executable graphs (captured at its first run; on a step without final work the setting changes nothing), which
+ * share the bucket's execs_per_bucket: that recipe takes three a pointer set (accumulate 0 and 1 with update 0,
+ * accumulate 1 with update 1), so with double-buffered activations set execs_per_bucket to 6 or more, or every
+ * micro-batch captures again. Allowed before and after gg_step_finalize. Returns GG_SUCCESS or
+ * GG_ERROR_INVALID_ARGUMENT (step NULL, update not 0 or 1). */
 GG_API gg_status gg_step_set_update(gg_step *step, int update);
 
 /* Runs the backward with the token count M read from device memory when the graph runs (an int64 the GPU writes,

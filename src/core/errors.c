@@ -7,6 +7,18 @@
 /* The message of the last failed call that had no context (gg_ctx_create), per thread. */
 static _Thread_local char g_thread_error[GG_MSG_BYTES];
 
+/* The context whose step graph's callback this thread is running, NULL outside one: a gradgraph call there on any
+ * context (the step's or another) belongs to the capture. */
+static _Thread_local gg_ctx *g_step_callback_ctx;
+
+gg_ctx *gg_step_callback_swap(gg_ctx *ctx) {
+    gg_ctx *const outer = g_step_callback_ctx;
+    g_step_callback_ctx = ctx;
+    return outer;
+}
+
+int gg_in_step_callback(const gg_ctx *ctx) { return (ctx && ctx->in_step_callback) || g_step_callback_ctx; }
+
 const char *gg_status_string(gg_status status) {
     switch (status) {
     case GG_SUCCESS: return "GG_SUCCESS: no error";
@@ -69,11 +81,13 @@ gg_status gg_fail(gg_ctx *ctx, gg_status status, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(buffer, GG_MSG_BYTES, fmt, ap);
     va_end(ap);
-    /* inside a step's callback: the work the callback meant to capture is incomplete, so the step's run fails too,
-     * with the first failure's status and message */
-    if (ctx && ctx->in_step_callback && ctx->callback_failure == GG_SUCCESS) {
-        ctx->callback_failure = status;
-        memcpy(ctx->callback_message, buffer, GG_MSG_BYTES);
+    /* inside a step's callback (a call on the step's context, or on another from the callback's thread): the work the
+     * callback meant to capture is incomplete, so the step's run fails too, with the first failure's status and
+     * message */
+    gg_ctx *const capturing = ctx && ctx->in_step_callback ? ctx : g_step_callback_ctx;
+    if (capturing && capturing->callback_failure == GG_SUCCESS) {
+        capturing->callback_failure = status;
+        memcpy(capturing->callback_message, buffer, GG_MSG_BYTES);
     }
     log_message(ctx, GG_LOG_ERROR, buffer);
     return status;

@@ -104,6 +104,13 @@ struct gg_ctx {
 void gg_failure_save(const gg_ctx *ctx, gg_status status, char saved[GG_MSG_BYTES]);
 void gg_failure_restore(gg_ctx *ctx, const char saved[GG_MSG_BYTES]);
 
+/* The context whose step callback the calling thread runs from now (NULL: none); returns the one before (callbacks
+ * nest). While it is set, a failure on any context fails that step's capture (gg_fail), and an eager call on any
+ * context refuses a stream outside the capture (gg_device_enter_stream). */
+gg_ctx *gg_step_callback_swap(gg_ctx *ctx);
+/* Whether a call on ctx runs inside a step graph's callback: ctx's own step's, or any on this thread. */
+int gg_in_step_callback(const gg_ctx *ctx);
+
 /* Records a failure: formats the message into ctx->last_error (or the thread's own buffer when ctx is NULL),
  * sends it to the log callback, and returns status so callers can write `return gg_fail(...)`. */
 gg_status gg_fail(gg_ctx *ctx, gg_status status, const char *fmt, ...)

@@ -543,7 +543,7 @@ static void count_gradient_callback(void *user, gg_stream stream, int64_t tokens
 
 /* gg_step_set_update: refusals named; with the update off a run leaves out the optimizer's launches and the gradient
  * callback (the micro-batches of an accumulation) in an executable graph of its own, host- and device-selected; on
- * again, the first graph is found (no capture) and runs both. */
+ * again, the first graph is found (no capture) and runs both; on a step without final work it changes nothing. */
 static void update_off_leaves_out_the_final_work(void **state) {
     (void)state;
     gg_ctx *ctx = fake_device_ctx();
@@ -591,6 +591,14 @@ static void update_off_leaves_out_the_final_work(void **state) {
     assert_int_equal(gg_step_set_update(step, 1), GG_SUCCESS);
     assert_int_equal(gg_step_run_device(step, (const int64_t *)FAKE(300), 0, NULL), GG_SUCCESS);
     assert_true(fake_kernel_launches("update_kernel") > before && gradient_callbacks > 0);
+    gg_step_destroy(step);
+    /* a step without final work: the setting changes nothing, its graph is found again (no second capture) */
+    step = two_layer_step(ctx, 4);
+    assert_int_equal(gg_step_run(step, 512, 0, NULL), GG_SUCCESS);
+    assert_int_equal(gg_step_set_update(step, 0), GG_SUCCESS);
+    memset(fake.calls, 0, sizeof fake.calls);
+    assert_int_equal(gg_step_run(step, 512, 0, NULL), GG_SUCCESS);
+    assert_int_equal(fake.calls[FAKE_BEGIN_CAPTURE], 0);
     gg_step_destroy(step);
     gg_optim_destroy(opt);
     gg_ctx_destroy(ctx);
@@ -745,15 +753,16 @@ static void debug_dot_captures_a_bucket_again(void **state) {
 
 /* What the callback of nested_step runs: 0 another step's run, 1 a per-block graph's run, 2 an eager MLP forward at
  * the bucket's rows (planned at 512 rows only, so refused at others), 3 the same forward at 512 rows, 4 another
- * step's gg_step_set_args, 5 its gg_step_destroy, 6 the forward at 512 rows on a stream outside the capture, 7 an
- * optimizer's step there. */
+ * step's gg_step_set_args, 5 its gg_step_destroy, and on a stream outside the capture: 6 the forward at 512 rows, 7
+ * an optimizer's step, 8 gg_to_fp16, 9 gg_check_finite, 10 gg_optim_set_lr, 11 gg_optim_set_loss_scale, 12 the step
+ * of an optimizer on another context. */
 static struct {
     gg_ctx *ctx;
     int what;
     gg_step *other;
     gg_graph *graph;
     cudaStream_t outside; /* never forked from the callback's stream */
-    gg_optim *opt;
+    gg_optim *opt, *other_opt; /* on the step's context, on another */
     gg_status status; /* what the call returned */
 } nested;
 
@@ -774,12 +783,18 @@ static void nested_call(void *user, gg_stream stream, int64_t tokens) {
                     : nested.what == 4 ? gg_step_set_args(nested.other, 0, &a)
                     : nested.what == 6 ? gg_mlp_forward(nested.ctx, &d, &f, (gg_stream)nested.outside)
                     : nested.what == 7 ? gg_optim_step(nested.opt, (gg_stream)nested.outside)
+                    : nested.what == 8 ? gg_to_fp16(nested.ctx, FAKE(110), FAKE(111), 1024, (gg_stream)nested.outside)
+                    : nested.what == 9 ? gg_check_finite(nested.ctx, FAKE(112), 1024, 0, FAKE(113),
+                                                         (gg_stream)nested.outside)
+                    : nested.what == 10 ? gg_optim_set_lr(nested.opt, 1e-4f, (gg_stream)nested.outside)
+                    : nested.what == 11 ? gg_optim_set_loss_scale(nested.opt, 1024.0f, (gg_stream)nested.outside)
+                    : nested.what == 12 ? gg_optim_step(nested.other_opt, (gg_stream)nested.outside)
                                        : gg_mlp_forward(nested.ctx, &d, &f, stream);
 }
 
 /* A callback's gradgraph call that fails (a graph's run or another step's, a step's rebinding or destruction, each
- * refused inside a capture; an eager forward whose shape has no plan, or an eager forward or optimizer step on a
- * stream outside the capture) fails the step's run: its status, a message
+ * refused inside a capture; an eager forward whose shape has no plan; an eager call on a stream outside the capture:
+ * a forward, an optimizer's step or setter, a conversion, a finite check, on the step's context or another) fails the step's run: its status, a message
  * naming the call index and quoting the inner failure, nothing instantiated or launched, no capture left open, every
  * run alike (the other step still there, and usable after); an eager forward that succeeds there leaves the run
  * alone. */
@@ -805,10 +820,25 @@ static void failed_calls_inside_callbacks_fail_the_run(void **state) {
                                         "not part of the step's capture: enqueue on the stream the callback is handed, "
                                         "or on one forked from it",
                                         "gg_optim_step: called inside a step graph's callback on a stream that is not "
+                                        "part of the step's capture",
+                                        "gg_to_fp16: called inside a step graph's callback on a stream that is not "
+                                        "part of the step's capture",
+                                        "gg_check_finite: called inside a step graph's callback on a stream that is "
+                                        "not part of the step's capture",
+                                        "gg_optim_set_lr: called inside a step graph's callback on a stream that is "
+                                        "not part of the step's capture",
+                                        "gg_optim_set_loss_scale: called inside a step graph's callback on a stream "
+                                        "that is not part of the step's capture",
+                                        "gg_optim_step: called inside a step graph's callback on a stream that is not "
                                         "part of the step's capture"};
     assert_int_equal(cudaStreamCreateWithFlags(&nested.outside, cudaStreamNonBlocking), cudaSuccess);
     nested.opt = fake_optim(ctx, 1);
-    for (int what = 0; what < 8; ++what) {
+    gg_ctx *other = NULL;
+    gg_config oc = GG_CONFIG_INIT;
+    oc.autotune = 0;
+    assert_int_equal(gg_ctx_create(&oc, &other), GG_SUCCESS);
+    nested.other_opt = fake_optim(other, 1);
+    for (int what = 0; what < 13; ++what) {
         gg_step_config sc = GG_STEP_CONFIG_INIT;
         sc.max_tokens = 512;
         gg_step *step = NULL;
@@ -841,6 +871,8 @@ static void failed_calls_inside_callbacks_fail_the_run(void **state) {
     assert_int_equal(gg_step_run(nested.other, 512, 0, NULL), GG_SUCCESS); /* neither destroyed nor rebound */
     assert_int_equal(cudaStreamDestroy(nested.outside), cudaSuccess);
     gg_optim_destroy(nested.opt);
+    gg_optim_destroy(nested.other_opt);
+    gg_ctx_destroy(other);
     gg_graph_destroy(nested.graph);
     gg_step_destroy(nested.other);
     gg_ctx_destroy(ctx);

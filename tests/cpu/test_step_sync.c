@@ -732,6 +732,51 @@ static void update_off_in_a_syncing_step(void **state) {
     end_ctx(ctx, comm);
 }
 
+/* gg_dist_reduce inside a step's callback on a stream outside the step's capture would reduce once, now, outside the
+ * graph: refused, and the step's run fails quoting it (nothing instantiated or launched); on the stream the callback
+ * is handed it is captured with the step. */
+static struct {
+    gg_ctx *ctx;
+    cudaStream_t stream; /* NULL: the handed one */
+    gg_status status;
+} reduce_in_callback;
+
+static void reduce_own_gradient(void *user, gg_stream stream, int64_t tokens) {
+    (void)user, (void)tokens;
+    const gg_stream on = reduce_in_callback.stream ? (gg_stream)reduce_in_callback.stream : stream;
+    reduce_in_callback.status = gg_dist_reduce(reduce_in_callback.ctx, reduce_buffer, REDUCE_COUNT, 0, on);
+}
+
+static void dist_reduce_in_a_callback_on_an_outside_stream(void **state) {
+    (void)state;
+    ncclComm_t comm = NULL;
+    gg_ctx *ctx = dist_ctx(&comm);
+    cudaStream_t outside = NULL;
+    assert_int_equal(cudaStreamCreateWithFlags(&outside, cudaStreamNonBlocking), cudaSuccess);
+    for (int handed = 0; handed < 2; ++handed) {
+        reduce_in_callback.ctx = ctx;
+        reduce_in_callback.stream = handed ? NULL : outside;
+        gg_step *step = mlp_step(ctx, 0, NULL); /* a local step: the callback reduces the caller's gradient itself */
+        assert_int_equal(gg_step_add_callback(step, reduce_own_gradient, NULL), GG_SUCCESS);
+        assert_int_equal(gg_step_finalize(step), GG_SUCCESS);
+        reset_counts();
+        const gg_status st = gg_step_run(step, TOKENS, 0, NULL);
+        if (handed) {
+            assert_int_equal(st, GG_SUCCESS);
+            assert_true(collectives_logged() > 0);
+        } else {
+            assert_int_equal(st, GG_ERROR_INVALID_ARGUMENT);
+            contains(gg_last_error(ctx), "gg_dist_reduce: called inside a step graph's callback on a stream that is "
+                                         "not part of the step's capture");
+            assert_int_equal(fake.calls[FAKE_INSTANTIATE], 0);
+            assert_int_equal(fake.calls[FAKE_GRAPH_LAUNCH], 0);
+        }
+        gg_step_destroy(step);
+    }
+    assert_int_equal(cudaStreamDestroy(outside), cudaSuccess);
+    end_ctx(ctx, comm);
+}
+
 /* (6) block 4 data-parallel outside a step: a syncing graph's run (its capture takes the fork-first schedule, dW and
  * the bias sum beside g) reduces the parameter gradients; past its largest bucket with eager_beyond_max the eager path
  * reduces them too and launches no graph. */
@@ -1492,6 +1537,7 @@ int main(void) {
         cmocka_unit_test(optimizer_updates_the_rest_in_runs),
         cmocka_unit_test(gradient_callback_sees_reduced_gradients),
         cmocka_unit_test(update_off_in_a_syncing_step),
+        cmocka_unit_test(dist_reduce_in_a_callback_on_an_outside_stream),
         cmocka_unit_test(optimizer_parameter_not_reduced_is_named),
         cmocka_unit_test(syncing_ssm_gate_graph_and_past_its_buckets),
         cmocka_unit_test(other_ranks_adopt_rank_0s_algorithms),
