@@ -704,10 +704,10 @@ GG_API gg_status gg_graph_debug_dot(gg_graph *graph, int bucket, const char *pat
  * or a stream forked from it (on any other stream they are refused), once their shape has been planned outside any
  * capture: each first makes its stream wait for the weight-gradient work of the earlier calls that share
  * the context's scratch memory and workspaces with it (on `stream`, that work is then joined for the rest of the
- * step: less overlap, never a race). A graph's run (a per-block graph's or another step's), gg_step_set_args and
- * gg_step_destroy inside a callback are refused. When a gradgraph call inside a callback fails, the step's run fails
- * too (the first failure's status, its message quoted) and nothing of that capture runs: the callback's work would be
- * missing from the graph. All work is complete when the step's work on the run's stream is.
+ * step: less overlap, never a race). A graph's run (a per-block graph's or another step's), gg_step_set_args,
+ * gg_step_destroy, gg_graph_destroy and gg_optim_destroy inside a callback are refused (on any context). When a
+ * gradgraph call inside a callback fails (on any context), the step's run fails too (the first failure's status, its
+ * message quoted) and nothing of that capture runs: the callback's work would be missing from the graph. All work is complete when the step's work on the run's stream is.
  *
  * Errors. Every function checks its arguments and, on failure, returns a status with a message (gg_last_error(ctx))
  * that names the function, the call index ("gg_step_add_mlp (call 3): args->grad_output is NULL") and the field; a

@@ -755,7 +755,7 @@ static void debug_dot_captures_a_bucket_again(void **state) {
  * the bucket's rows (planned at 512 rows only, so refused at others), 3 the same forward at 512 rows, 4 another
  * step's gg_step_set_args, 5 its gg_step_destroy, and on a stream outside the capture: 6 the forward at 512 rows, 7
  * an optimizer's step, 8 gg_to_fp16, 9 gg_check_finite, 10 gg_optim_set_lr, 11 gg_optim_set_loss_scale, 12 the step
- * of an optimizer on another context. */
+ * of an optimizer on another context; 13 gg_graph_destroy, 14 gg_optim_destroy (refused: nothing destroyed). */
 static struct {
     gg_ctx *ctx;
     int what;
@@ -773,8 +773,10 @@ static void nested_call(void *user, gg_stream stream, int64_t tokens) {
     const gg_mlp_fwd_args f = {.hidden_states = FAKE(100), .weight1 = FAKE(101), .bias1 = FAKE(102),
                                .weight2 = FAKE(103), .bias2 = FAKE(104), .intermediate = FAKE(105),
                                .intermediate_activated = FAKE(106), .output = FAKE(107)};
-    if (nested.what == 5) { /* void: refused, it records the failure */
-        gg_step_destroy(nested.other);
+    if (nested.what == 5 || nested.what == 13 || nested.what == 14) { /* void: refused, it records the failure */
+        if (nested.what == 5) gg_step_destroy(nested.other);
+        if (nested.what == 13) gg_graph_destroy(nested.graph);
+        if (nested.what == 14) gg_optim_destroy(nested.opt);
         nested.status = GG_ERROR_INVALID_ARGUMENT;
         return;
     }
@@ -830,7 +832,10 @@ static void failed_calls_inside_callbacks_fail_the_run(void **state) {
                                         "gg_optim_set_loss_scale: called inside a step graph's callback on a stream "
                                         "that is not part of the step's capture",
                                         "gg_optim_step: called inside a step graph's callback on a stream that is not "
-                                        "part of the step's capture"};
+                                        "part of the step's capture",
+                                        "gg_graph_destroy: called inside a step graph's callback",
+                                        "gg_optim_destroy: called inside a step graph's callback, while the step is "
+                                        "being captured: nothing was destroyed"};
     assert_int_equal(cudaStreamCreateWithFlags(&nested.outside, cudaStreamNonBlocking), cudaSuccess);
     nested.opt = fake_optim(ctx, 1);
     gg_ctx *other = NULL;
@@ -838,7 +843,7 @@ static void failed_calls_inside_callbacks_fail_the_run(void **state) {
     oc.autotune = 0;
     assert_int_equal(gg_ctx_create(&oc, &other), GG_SUCCESS);
     nested.other_opt = fake_optim(other, 1);
-    for (int what = 0; what < 13; ++what) {
+    for (int what = 0; what < 15; ++what) {
         gg_step_config sc = GG_STEP_CONFIG_INIT;
         sc.max_tokens = 512;
         gg_step *step = NULL;
