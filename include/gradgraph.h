@@ -707,7 +707,8 @@ GG_API gg_status gg_graph_debug_dot(gg_graph *graph, int bucket, const char *pat
  * step: less overlap, never a race). A graph's run (a per-block graph's or another step's), gg_step_set_args,
  * gg_step_destroy, gg_graph_destroy and gg_optim_destroy inside a callback are refused (on any context). When a
  * gradgraph call inside a callback fails (on any context), the step's run fails too (the first failure's status, its
- * message quoted) and nothing of that capture runs: the callback's work would be missing from the graph. All work is complete when the step's work on the run's stream is.
+ * message quoted) and nothing of that capture runs: the callback's work would be missing from the graph. All work
+ * is complete when the step's work on the run's stream is.
  *
  * Errors. Every function checks its arguments and, on failure, returns a status with a message (gg_last_error(ctx))
  * that names the function, the call index ("gg_step_add_mlp (call 3): args->grad_output is NULL") and the field; a
@@ -724,8 +725,9 @@ GG_API gg_status gg_graph_debug_dot(gg_graph *graph, int bucket, const char *pat
  * refused with GG_ERROR_UNSUPPORTED). Each bucket is one NCCL group of in-place collectives per gradient (no copies),
  * launched on the context's communication stream as soon as the calls that produce its gradients have finished
  * (their weight-gradient streams' events), so it overlaps the rest of the backward; the step's stream waits for the
- * communication stream once, at the step's end. op (mean or sum) and sync (all-reduce or reduce-scatter) are gg_dist_config's;
- * copy_engines and comm_sms do not apply to steps (NCCL's own collectives, on SMs). Activation gradients stay local.
+ * communication stream once, at the step's end. op (mean or sum) and sync (all-reduce or reduce-scatter) are
+ * gg_dist_config's; copy_engines and comm_sms do not apply to steps (NCCL's own collectives, on SMs). Activation
+ * gradients stay local.
  * Finalizing a syncing step is collective: every rank finalizes at the same time, a rank that fails makes it fail on
  * every rank (GG_ERROR_PEER on the others), the ranks compare a fingerprint of their steps (calls, blocks, dims,
  * precisions, reduce entries, buckets, bucket layout, op, sync, bucket_bytes: GG_ERROR_INVALID_ARGUMENT on every rank
@@ -794,12 +796,12 @@ GG_API gg_status gg_step_add_callback(gg_step *step, gg_step_callback_fn fn, voi
  * final -- every earlier call's weight-gradient work joined and, in a data-parallel step, every reduction complete
  * (with reduce-scatter, each gradient's shard of this rank; with gg_step_set_sync 0, none: the local gradients) -- so
  * it may read and write the gradients and the weights: an optimizer of your own, clipping or scaling of your own, the
- * sum of the gradients of weights tied between calls. Like gg_step_add_optimizer it must follow every block call and gg_step_add_reduce (gg_step_finalize refuses one
- * after it); callbacks, gradient callbacks and an optimizer may follow. An optimizer added after it updates every
- * parameter there (no parameter is updated as its bucket is reduced: the callback may change the gradients first).
- * Every run of the step runs it unless the update is off: for accumulation over micro-batches, as with the
- * optimizer, turn it off for all but the last micro-batch (gg_step_set_update). The cost: nothing of the backward overlaps it. Returns as
- * gg_step_add_callback. */
+ * sum of the gradients of weights tied between calls. Like gg_step_add_optimizer it must follow every block call and
+ * gg_step_add_reduce (gg_step_finalize refuses one after it); callbacks, gradient callbacks and an optimizer may
+ * follow. An optimizer added after it updates every parameter there (no parameter is updated as its bucket is
+ * reduced: the callback may change the gradients first). Every run of the step runs it unless the update is off: for
+ * accumulation over micro-batches, as with the optimizer, turn it off for all but the last micro-batch
+ * (gg_step_set_update). The cost: nothing of the backward overlaps it. Returns as gg_step_add_callback. */
 GG_API gg_status gg_step_add_gradient_callback(gg_step *step, gg_step_callback_fn fn, void *user);
 
 typedef struct gg_optim gg_optim; /* "Optimizer" below */
@@ -838,8 +840,9 @@ GG_API gg_status gg_step_add_reduce(gg_step *step, void *grad, size_t count, int
 /* Ends the description: checks what only the whole chain shows (at least one block call; no two calls write
  * overlapping parameter gradients; an input that overlaps an earlier call's activation gradient is exactly that
  * tensor; in a syncing step, no tensor of a call overlaps a gradient an earlier call reduces -- a parameter gradient
- * or a gg_step_add_reduce buffer -- whose reduction may still run: use reduced gradients in a gradient callback), plans every block call at every bucket (cuBLASLt, autotune: allocates and synchronizes the device, never
- * inside a capture), and allocates the scratch ring's other slots, the side streams and their workspaces. Nothing
+ * or a gg_step_add_reduce buffer -- whose reduction may still run: use reduced gradients in a gradient callback),
+ * plans every block call at every bucket (cuBLASLt, autotune: allocates and synchronizes the device, never inside a
+ * capture), and allocates the scratch ring's other slots, the side streams and their workspaces. Nothing
  * is captured yet. Returns GG_SUCCESS or an error naming the call. A failed check leaves the step open (fix the call
  * with gg_step_set_args and finalize again); a failure after the checks (planning, allocation) leaves a step that
  * can only be destroyed. A syncing step (see "Data parallelism") also packs its gradients into buckets and agrees

@@ -1,20 +1,20 @@
 /*
  * test_routes.c - every route of blocks 2, 3 and 4 planned and run on the CPU, on the CUDA fakes
- * (tests/fake/fake_cuda.c) as a 9.0 device (fake.compute_capability = 90: an H100/H200, so the context has
- * has_wgmma and blocks 2/3 in fp16 mode run G and/or dX in gemm_f32w.cu, block 4 its fused kernel), as a 10.0 device
- * (a B200: sm_90a code does not run there, so no sm_90a route) and as the default device (no sm_90a route). Blocks 2 and 3 in every precision over tokens at and around every threshold of
- * src/blocks/ffn.c (the route's 512 and 1024, the TF32 G's 512, ...) and a few large (odd k: cuBLASLt's split-k
- * not trusted), hidden and ffn from a set of multiples of 64 (and 1544, which no fast route takes), in
- * pairs, both orders; block 4 over src/blocks/ssm_gate.c's thresholds (the one-launch route's 256, the narrow rows'
- * 1500 and 10000, the fused route's 32768, the bias sum's place) with SiLU on and off. Each shape: an eager call
- * and the first and second run of a graph with that one bucket must return GG_SUCCESS, leave no stream capturing,
- * and, with context and graph destroyed, leave nothing alive (the fakes count every resource). What each call ran
- * is checked too: blocks 2/3 run their four GEMMs exactly once each, in cuBLASLt or gemm_f32w.cu (a GEMM that no
- * route plans, the bug 5808b6b fixed, is caught here even without matmul.c's check), block 4 its one-launch kernel,
- * its fused kernel and dW, or its two GEMMs; the sm_90a kernels only on the 9.0 device, in fp16 mode, on shapes they
- * take; no launch or tensor map the runtime would refuse. Every graph's capture is free of races (fake_order.h: two
- * operations on the same bytes, one writing, neither before the other by the capture's streams and events). Prints
- * `ROUTES {...}`; GG_ROUTES_VERBOSE=1 prints every failure (else the first 40).
+ * (tests/fake/fake_cuda.c) as a 9.0 device (fake.compute_capability = 90: an H100/H200, so the context has has_wgmma
+ * and blocks 2/3 in fp16 mode run G and/or dX in gemm_f32w.cu, block 4 its fused kernel), as a 10.0 device (a B200:
+ * sm_90a code does not run there, so no sm_90a route) and as the default device (no sm_90a route). Blocks 2 and 3 in
+ * every precision over tokens at and around every threshold of src/blocks/ffn.c (the route's 512 and 1024, the TF32 G's
+ * 512, ...) and a few large (odd k: cuBLASLt's split-k not trusted), hidden and ffn from a set of multiples of 64 (and
+ * 1544, which no fast route takes), in pairs, both orders; block 4 over src/blocks/ssm_gate.c's thresholds (the
+ * one-launch route's 256, the narrow rows' 1500 and 10000, the fused route's 32768, the bias sum's place) with SiLU on
+ * and off. Each shape: an eager call and the first and second run of a graph with that one bucket must return
+ * GG_SUCCESS, leave no stream capturing, and, with context and graph destroyed, leave nothing alive (the fakes count
+ * every resource). What each call ran is checked too: blocks 2/3 run their four GEMMs exactly once each, in cuBLASLt or
+ * gemm_f32w.cu (a GEMM that no route plans, the bug 5808b6b fixed, is caught here even without matmul.c's check), block
+ * 4 its one-launch kernel, its fused kernel and dW, or its two GEMMs; the sm_90a kernels only on the 9.0 device, in
+ * fp16 mode, on shapes they take; no launch or tensor map the runtime would refuse. Every graph's capture is free of
+ * races (fake_order.h: two operations on the same bytes, one writing, neither before the other by the capture's streams
+ * and events). Prints `ROUTES {...}`; GG_ROUTES_VERBOSE=1 prints every failure (else the first 40).
  */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -795,11 +795,11 @@ static void nested_call(void *user, gg_stream stream, int64_t tokens) {
 }
 
 /* A callback's gradgraph call that fails (a graph's run or another step's, a step's rebinding or destruction, each
- * refused inside a capture; an eager forward whose shape has no plan; an eager call on a stream outside the capture:
- * a forward, an optimizer's step or setter, a conversion, a finite check, on the step's context or another) fails the step's run: its status, a message
- * naming the call index and quoting the inner failure, nothing instantiated or launched, no capture left open, every
- * run alike (the other step still there, and usable after); an eager forward that succeeds there leaves the run
- * alone. */
+ * refused inside a capture; an eager forward whose shape has no plan; an eager call on a stream outside the capture: a
+ * forward, an optimizer's step or setter, a conversion, a finite check, on the step's context or another) fails the
+ * step's run: its status, a message naming the call index and quoting the inner failure, nothing instantiated or
+ * launched, no capture left open, every run alike (the other step still there, and usable after); an eager forward that
+ * succeeds there leaves the run alone. */
 static void failed_calls_inside_callbacks_fail_the_run(void **state) {
     (void)state;
     gg_ctx *ctx = fake_device_ctx();

@@ -1034,9 +1034,10 @@ static void optimizer_refused_under_reduce_scatter(void **state) {
 }
 
 /* (5d) reduce-scatter, every rank of 2, 4 and 8 (a node of B200s): a syncing step's capture reduce-scatters each
- * gradient whole (the layout made with whole gradients), every piece into this rank's shard of it; rank 1 of 3: gg_dist_reduce refuses a count the
- * ranks cannot share before any NCCL call and reduce-scatters one they can (fp32 and bf16) into its shard, and a
- * syncing graph or step whose weight gradients the ranks cannot share is refused, naming the gradient. */
+ * gradient whole (the layout made with whole gradients), every piece into this rank's shard of it; rank 1 of 3:
+ * gg_dist_reduce refuses a count the ranks cannot share before any NCCL call and reduce-scatters one they can (fp32 and
+ * bf16) into its shard, and a syncing graph or step whose weight gradients the ranks cannot share is refused, naming
+ * the gradient. */
 static void reduce_scatter_shards_each_gradient(void **state) {
     (void)state;
     ncclComm_t comm = NULL;
@@ -1129,16 +1130,16 @@ static void collectives_ordered_against_their_buffers(void **state) {
     }
 }
 
-/* (7b) The same order over the configurations a user picks, every pair of operations on shared bytes this time
- * (slots, workspaces, gradients, the weights, not only the collectives'): 1-3 side streams, the default ring (S + 1
- * slots) and a single slot, buckets of 4 KiB (one or two pieces a bucket), BUCKET_BYTES and 25 MiB (every call in one
- * bucket), steps of MLP calls in fp32 and in fp16 mode, of block-4 calls, mixed, MLP calls whose last one reads
- * the first one's W1 and block-4 calls whose last one reads the first one's bf16 weight (the copy of an fp32 master
- * the optimizer updates: weights tied between calls, the copy the only tensor shared), each ending with an optimizer that updates each parameter behind
- * the bucket that completes its gradient (its early updates on the communication stream) and whose parameters are
- * the weights the calls read. The optimizer's kernels reach their parameters through a table in device memory, which
- * the fake does not see into: optimizer_reach adds what they touch there (each chunk's parameter: its gradient read,
- * its weights and their copy written) from the optimizer's host tables. */
+/* (7b) The same order over the configurations a user picks, every pair of operations on shared bytes this time (slots,
+ * workspaces, gradients, the weights, not only the collectives'): 1-3 side streams, the default ring (S + 1 slots) and
+ * a single slot, buckets of 4 KiB (one or two pieces a bucket), BUCKET_BYTES and 25 MiB (every call in one bucket),
+ * steps of MLP calls in fp32 and in fp16 mode, of block-4 calls, mixed, MLP calls whose last one reads the first one's
+ * W1 and block-4 calls whose last one reads the first one's bf16 weight (the copy of an fp32 master the optimizer
+ * updates: weights tied between calls, the copy the only tensor shared), each ending with an optimizer that updates
+ * each parameter behind the bucket that completes its gradient (its early updates on the communication stream) and
+ * whose parameters are the weights the calls read. The optimizer's kernels reach their parameters through a table in
+ * device memory, which the fake does not see into: optimizer_reach adds what they touch there (each chunk's parameter:
+ * its gradient read, its weights and their copy written) from the optimizer's host tables. */
 enum { SWEEP_CALLS = 3, SWEEP_TOKENS = 4096, SWEEP_MAX_GRADS = 4 * SWEEP_CALLS };
 typedef enum { SWEEP_MLP_FP32, SWEEP_MLP_FP16, SWEEP_SSM, SWEEP_MIXED, SWEEP_TIED, SWEEP_TIED_SSM } sweep_model;
 static const char *const sweep_names[] = {"MLP fp32", "MLP fp16", "block 4", "mixed", "tied W1",

@@ -258,7 +258,8 @@ static void log_kernel_args(fake_entry *e, const void *fn, void **args) {
             } else if (!is_scalar_type(b, p) && (uintptr_t)at % sizeof(uintptr_t) == 0) {
                 for (size_t off = 0; off < FAKE_CLASS_SCAN; off += sizeof(uintptr_t)) {
                     const uintptr_t w = peek_word((const char *)at + off);
-                    if (w) fake_log_range(e, (const void *)w, 1, FAKE_MAYBE); /* a class's words, or the frame's past it */
+                    /* a class's words, or the frame's past it */
+                    if (w) fake_log_range(e, (const void *)w, 1, FAKE_MAYBE);
                 }
             }
         }

@@ -474,7 +474,8 @@ static gg_status numerics_call(reader *r) {
 #ifdef GG_FUZZ_DIST
 /* A context of its own with a fake communicator of 1-3 ranks attached by a fuzzed config, then what a data-parallel
  * loop calls: gg_dist_reduce, gg_dist_alloc / _free, a syncing graph of block 1 (planned without cuBLASLt), a step's
- * life (step_life: syncing unless its config says not), and gg_dist_detach. The fake collectives complete at once; the deadlines are 1 s (main) so nothing can wait longer. */
+ * life (step_life: syncing unless its config says not), and gg_dist_detach. The fake collectives complete at once; the
+ * deadlines are 1 s (main) so nothing can wait longer. */
 static gg_status dist_call(reader *r) {
     gg_config c = GG_CONFIG_INIT;
     c.autotune = 0;
