@@ -354,15 +354,6 @@ static gg_status check_run(gg_graph *g, const char *fn, gg_block_call *call, gg_
 static gg_status build_device_graph(gg_graph *g, const gg_block_call *call, const int64_t *device_tokens,
                                     cudaGraph_t *out);
 
-gg_status gg_refuse_in_step_callback(gg_ctx *ctx, const char *fn) {
-    if (!gg_in_step_callback(ctx)) return GG_SUCCESS;
-    return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
-                   "%s: called inside a step graph's callback, while the step is being captured: a callback may "
-                   "enqueue kernels, copies and gradgraph's eager calls; graphs and steps are not run, captured or "
-                   "changed there",
-                   fn);
-}
-
 gg_status gg_exec_replay(gg_ctx *ctx, const char *fn, gg_exec_cache *cache, const gg_exec_key *key, int sync,
                          int *holds_nccl, gg_build_fn build, void *user, cudaStream_t stream) {
     GG_TRY(gg_refuse_in_step_callback(ctx, fn));

@@ -69,11 +69,6 @@ gg_status gg_switch_graph_build(gg_ctx *ctx, const int64_t *device_tokens, const
 typedef gg_status (*gg_enqueue_fn)(void *user, cudaStream_t stream);
 gg_status gg_capture(gg_ctx *ctx, gg_enqueue_fn enqueue, void *user, cudaGraph_t *graph);
 
-/* GG_ERROR_INVALID_ARGUMENT, naming fn, while a step graph's callback is being captured (a graph's run or capture
- * inside it would capture into, or launch onto, the step's capture; a step's rebinding would change the capture
- * under way); GG_SUCCESS otherwise. */
-gg_status gg_refuse_in_step_callback(gg_ctx *ctx, const char *fn);
-
 /* The replay shared by per-block graphs and step graphs: in the context's device and, when `sync`, holding the
  * communicator from before a capture to the launch (it is never aborted under the capture or between the check and
  * the launch of a graph whose NCCL kernels use it), finds key's exec in cache or, missing, has build(user, &graph)

@@ -157,11 +157,9 @@ static gg_status run_callback(gg_step *s, int i, cudaStream_t main, int64_t buck
     const gg_status outer_failure = ctx->callback_failure;
     if (!gg_step_test.skip_callback_join) ctx->callback_join = join_before_eager, ctx->callback_join_user = &scope;
     ctx->callback_failure = GG_SUCCESS;
-    ++ctx->in_step_callback;
-    gg_ctx *const outer_ctx = gg_step_callback_swap(ctx); /* calls on other contexts belong to this capture too */
+    gg_ctx *const outer_ctx = gg_step_callback_swap(ctx); /* calls on any context belong to this capture */
     op->fn(op->user, (gg_stream)main, bucket);
     (void)gg_step_callback_swap(outer_ctx);
-    --ctx->in_step_callback;
     const gg_status failed = ctx->callback_failure;
     ctx->callback_failure = outer_failure;
     ctx->callback_join = outer, ctx->callback_join_user = outer_user;

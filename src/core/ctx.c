@@ -50,7 +50,7 @@ gg_status gg_device_enter(gg_ctx *ctx, const char *fn, int *saved_device) {
 
 gg_status gg_device_enter_stream(gg_ctx *ctx, const char *fn, cudaStream_t stream, int *saved_device) {
     GG_TRY(gg_device_enter(ctx, fn, saved_device));
-    if (!gg_in_step_callback(ctx)) return GG_SUCCESS;
+    if (!gg_in_step_callback()) return GG_SUCCESS;
     enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     const cudaError_t err = cudaStreamIsCapturing(stream, &cs);
     if (err == cudaSuccess && cs == cudaStreamCaptureStatusActive) return GG_SUCCESS;

@@ -17,7 +17,16 @@ gg_ctx *gg_step_callback_swap(gg_ctx *ctx) {
     return outer;
 }
 
-int gg_in_step_callback(const gg_ctx *ctx) { return (ctx && ctx->in_step_callback) || g_step_callback_ctx; }
+int gg_in_step_callback(void) { return g_step_callback_ctx != NULL; }
+
+gg_status gg_refuse_in_step_callback(gg_ctx *ctx, const char *fn) {
+    if (!gg_in_step_callback()) return GG_SUCCESS;
+    return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
+                   "%s: called inside a step graph's callback, while the step is being captured: nothing was done (a "
+                   "callback may enqueue kernels, copies and gradgraph's eager calls; graphs, steps and optimizers are "
+                   "not run, captured, changed or destroyed there)",
+                   fn);
+}
 
 const char *gg_status_string(gg_status status) {
     switch (status) {
@@ -81,10 +90,9 @@ gg_status gg_fail(gg_ctx *ctx, gg_status status, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(buffer, GG_MSG_BYTES, fmt, ap);
     va_end(ap);
-    /* inside a step's callback (a call on the step's context, or on another from the callback's thread): the work the
-     * callback meant to capture is incomplete, so the step's run fails too, with the first failure's status and
-     * message */
-    gg_ctx *const capturing = ctx && ctx->in_step_callback ? ctx : g_step_callback_ctx;
+    /* inside a step's callback (a call on any context from the callback's thread): the work the callback meant to
+     * capture is incomplete, so the step's run fails too, with the first failure's status and message */
+    gg_ctx *const capturing = g_step_callback_ctx;
     if (capturing && capturing->callback_failure == GG_SUCCESS) {
         capturing->callback_failure = status;
         memcpy(capturing->callback_message, buffer, GG_MSG_BYTES);

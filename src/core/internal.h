@@ -89,8 +89,8 @@ struct gg_ctx {
      * flight, which may be using the context's scratch arena (slot 0) and second workspace (side stream 0). */
     gg_status (*callback_join)(void *user, cudaStream_t stream);
     void *callback_join_user;
-    int in_step_callback;        /* > 0 while a step graph's callback is being captured: graph runs are refused */
-    gg_status callback_failure;  /* the first failure (gg_fail) inside it, which fails the step's capture */
+    gg_status callback_failure;  /* the first failure (gg_fail) inside a callback of this context's step (on any
+                                    context: gg_step_callback_swap), which fails the step's capture */
     char callback_message[GG_MSG_BYTES]; /* ... and its message */
     struct gg_tune_cache *tune; /* autotuned GEMM algorithms (src/gemm/tune_cache.h), NULL without autotune */
     char tune_device[128];      /* the GPU, cuBLASLt and driver part of tune keys ("" until first needed) */
@@ -108,8 +108,12 @@ void gg_failure_restore(gg_ctx *ctx, const char saved[GG_MSG_BYTES]);
  * nest). While it is set, a failure on any context fails that step's capture (gg_fail), and an eager call on any
  * context refuses a stream outside the capture (gg_device_enter_stream). */
 gg_ctx *gg_step_callback_swap(gg_ctx *ctx);
-/* Whether a call on ctx runs inside a step graph's callback: ctx's own step's, or any on this thread. */
-int gg_in_step_callback(const gg_ctx *ctx);
+/* Whether the calling thread runs inside a step graph's callback (any context's step). */
+int gg_in_step_callback(void);
+/* GG_ERROR_INVALID_ARGUMENT, naming fn, inside a step graph's callback: what may not happen there (a graph's run or
+ * capture would capture into, or launch onto, the step's capture; a step's rebinding would change the capture under
+ * way; a destruction synchronizes the device, and the step may hold what it destroys); GG_SUCCESS otherwise. */
+gg_status gg_refuse_in_step_callback(gg_ctx *ctx, const char *fn);
 
 /* Records a failure: formats the message into ctx->last_error (or the thread's own buffer when ctx is NULL),
  * sends it to the log callback, and returns status so callers can write `return gg_fail(...)`. */

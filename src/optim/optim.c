@@ -51,11 +51,8 @@ static gg_status check_config(gg_ctx *ctx, const gg_optim_config *c) {
 void gg_optim_destroy(gg_optim *o) {
     if (!o) return;
     gg_ctx *ctx = o->ctx;
-    if (gg_in_step_callback(ctx)) { /* its synchronization would break the capture; a step may hold it */
-        (void)gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "gg_optim_destroy: called inside a step graph's callback, while "
-                                                      "the step is being captured: nothing was destroyed");
-        return;
-    }
+    /* its synchronization would break the capture, and a step may hold it: nothing destroyed */
+    if (gg_refuse_in_step_callback(ctx, "gg_optim_destroy") != GG_SUCCESS) return;
     if (gg_ctx_claim(ctx, "gg_optim_destroy") != GG_SUCCESS) return; /* as gg_ctx_destroy: nothing destroyed */
     if (o->device) {
         int saved = 0;

@@ -335,6 +335,17 @@ static void record_tokens(void *user, gg_stream stream, int64_t tokens) {
     if (n_seen < 16) seen_tokens[n_seen++] = tokens;
 }
 
+/* A step of up to 512 tokens holding one MLP call (layer 0's tensors), not finalized. */
+static gg_step *one_call_step(gg_ctx *ctx) {
+    gg_step_config sc = GG_STEP_CONFIG_INIT;
+    sc.max_tokens = 512;
+    gg_step *step = NULL;
+    assert_int_equal(gg_step_create(ctx, &sc, &step), GG_SUCCESS);
+    const gg_mlp_args a0 = mlp_args(0);
+    assert_int_equal(gg_step_add_mlp(step, &mlp, &a0), GG_SUCCESS);
+    return step;
+}
+
 /* Two MLP layers (the second's grad_output the first's grad_hidden_states) with a callback between, finalized:
  * buckets 128, 256, 512. */
 static gg_step *two_layer_step(gg_ctx *ctx, int execs_per_bucket) {
@@ -459,12 +470,7 @@ static void optimizer_in_the_step(void **state) {
     c.autotune = 0;
     assert_int_equal(gg_ctx_create(&c, &other), GG_SUCCESS);
     gg_optim *open = fake_optim(ctx, 0), *ready = fake_optim(ctx, 1), *foreign = fake_optim(other, 1);
-    gg_step_config sc = GG_STEP_CONFIG_INIT;
-    sc.max_tokens = 512;
-    gg_step *step = NULL;
-    assert_int_equal(gg_step_create(ctx, &sc, &step), GG_SUCCESS);
-    const gg_mlp_args a0 = mlp_args(0);
-    assert_int_equal(gg_step_add_mlp(step, &mlp, &a0), GG_SUCCESS);
+    gg_step *step = one_call_step(ctx);
     assert_int_equal(gg_step_add_optimizer(NULL, ready), GG_ERROR_INVALID_ARGUMENT);
     assert_int_equal(gg_step_add_optimizer(step, NULL), GG_ERROR_INVALID_ARGUMENT);
     assert_message_has(ctx, "gg_step_add_optimizer (call 1): opt is NULL");
@@ -479,20 +485,17 @@ static void optimizer_in_the_step(void **state) {
     assert_int_equal(gg_step_add_optimizer(step, ready), GG_ERROR_INVALID_ARGUMENT);
     assert_message_has(ctx, "the step is finalized");
     /* a block call after the optimizer would make gradients the update has already run without */
-    gg_step *late = NULL;
+    gg_step *late = one_call_step(ctx);
     const gg_mlp_args a1 = mlp_args(1);
-    assert_int_equal(gg_step_create(ctx, &sc, &late), GG_SUCCESS);
-    assert_int_equal(gg_step_add_mlp(late, &mlp, &a0), GG_SUCCESS);
     assert_int_equal(gg_step_add_optimizer(late, ready), GG_SUCCESS);
     assert_int_equal(gg_step_add_mlp(late, &mlp, &a1), GG_SUCCESS);
     assert_int_equal(gg_step_finalize(late), GG_ERROR_INVALID_ARGUMENT);
     assert_message_has(ctx, "gg_step_finalize (call 2): a block call after the optimizer (call 1)");
     gg_step_destroy(late);
     /* the same for a gradient callback, which needs every gradient final too; a plain callback may follow it */
-    assert_int_equal(gg_step_create(ctx, &sc, &late), GG_SUCCESS);
     assert_int_equal(gg_step_add_gradient_callback(NULL, callback, NULL), GG_ERROR_INVALID_ARGUMENT);
     assert_message_has(NULL, "gg_step_add_gradient_callback: step is NULL");
-    assert_int_equal(gg_step_add_mlp(late, &mlp, &a0), GG_SUCCESS);
+    late = one_call_step(ctx);
     assert_int_equal(gg_step_add_gradient_callback(late, NULL, NULL), GG_ERROR_INVALID_ARGUMENT);
     assert_message_has(ctx, "gg_step_add_gradient_callback (call 1): fn is NULL");
     assert_int_equal(gg_step_add_gradient_callback(late, callback, NULL), GG_SUCCESS);
@@ -502,9 +505,7 @@ static void optimizer_in_the_step(void **state) {
     assert_message_has(ctx, "gg_step_finalize (call 3): a gg_step_add_reduce after the gradient callback (call 1)");
     gg_step_destroy(late);
     /* the same step without the optimizer: what the optimizer adds to a capture is its own launches */
-    gg_step *plain = NULL;
-    assert_int_equal(gg_step_create(ctx, &sc, &plain), GG_SUCCESS);
-    assert_int_equal(gg_step_add_mlp(plain, &mlp, &a0), GG_SUCCESS);
+    gg_step *plain = one_call_step(ctx);
     assert_int_equal(gg_step_finalize(plain), GG_SUCCESS);
     int enqueued[2];
     gg_step *steps[2] = {plain, step};
@@ -548,12 +549,7 @@ static void update_off_leaves_out_the_final_work(void **state) {
     (void)state;
     gg_ctx *ctx = fake_device_ctx();
     gg_optim *opt = fake_optim(ctx, 1);
-    gg_step_config sc = GG_STEP_CONFIG_INIT;
-    sc.max_tokens = 512;
-    gg_step *step = NULL;
-    assert_int_equal(gg_step_create(ctx, &sc, &step), GG_SUCCESS);
-    const gg_mlp_args a0 = mlp_args(0);
-    assert_int_equal(gg_step_add_mlp(step, &mlp, &a0), GG_SUCCESS);
+    gg_step *step = one_call_step(ctx);
     assert_int_equal(gg_step_add_gradient_callback(step, count_gradient_callback, NULL), GG_SUCCESS);
     assert_int_equal(gg_step_add_optimizer(step, opt), GG_SUCCESS);
     assert_int_equal(gg_step_set_update(NULL, 0), GG_ERROR_INVALID_ARGUMENT);
@@ -817,7 +813,7 @@ static void failed_calls_inside_callbacks_fail_the_run(void **state) {
                                         "has no plan ready", "",
                                         "gg_step_set_args: called inside a step graph's callback",
                                         "gg_step_destroy: called inside a step graph's callback, while the step is "
-                                        "being captured: nothing was destroyed",
+                                        "being captured: nothing was done",
                                         "gg_mlp_forward: called inside a step graph's callback on a stream that is "
                                         "not part of the step's capture: enqueue on the stream the callback is handed, "
                                         "or on one forked from it",
@@ -833,9 +829,10 @@ static void failed_calls_inside_callbacks_fail_the_run(void **state) {
                                         "that is not part of the step's capture",
                                         "gg_optim_step: called inside a step graph's callback on a stream that is not "
                                         "part of the step's capture",
-                                        "gg_graph_destroy: called inside a step graph's callback",
+                                        "gg_graph_destroy: called inside a step graph's callback, while the step is "
+                                        "being captured: nothing was done",
                                         "gg_optim_destroy: called inside a step graph's callback, while the step is "
-                                        "being captured: nothing was destroyed"};
+                                        "being captured: nothing was done"};
     assert_int_equal(cudaStreamCreateWithFlags(&nested.outside, cudaStreamNonBlocking), cudaSuccess);
     nested.opt = fake_optim(ctx, 1);
     gg_ctx *other = NULL;
@@ -844,12 +841,7 @@ static void failed_calls_inside_callbacks_fail_the_run(void **state) {
     assert_int_equal(gg_ctx_create(&oc, &other), GG_SUCCESS);
     nested.other_opt = fake_optim(other, 1);
     for (int what = 0; what < 15; ++what) {
-        gg_step_config sc = GG_STEP_CONFIG_INIT;
-        sc.max_tokens = 512;
-        gg_step *step = NULL;
-        assert_int_equal(gg_step_create(ctx, &sc, &step), GG_SUCCESS);
-        const gg_mlp_args a = mlp_args(0);
-        assert_int_equal(gg_step_add_mlp(step, &mlp, &a), GG_SUCCESS);
+        gg_step *step = one_call_step(ctx);
         assert_int_equal(gg_step_add_callback(step, nested_call, NULL), GG_SUCCESS);
         assert_int_equal(gg_step_finalize(step), GG_SUCCESS);
         nested.what = what;

@@ -546,10 +546,13 @@ static gg_optim *optimizer_updating_apart(gg_ctx *ctx) {
     return opt;
 }
 
-/* optimizer_updating_apart, finalized, with a parameter for each of the n gradients (its weights at FAKE(200 + i)). */
-static gg_optim *optimizer_of_every_gradient(gg_ctx *ctx, const gg_reduce_grad *grads, int n) {
+/* optimizer_updating_apart, finalized, with a parameter for each gradient mlp_step reduces (expected_grads; gradient
+ * i's weights at FAKE(200 + i)); *n: how many. */
+static gg_optim *optimizer_of_every_gradient(gg_ctx *ctx, int *n) {
+    gg_reduce_grad grads[4 * LAYERS + 1];
+    *n = expected_grads(grads);
     gg_optim *opt = optimizer_updating_apart(ctx);
-    for (int i = 0; i < n; ++i) {
+    for (int i = 0; i < *n; ++i) {
         const gg_optim_param p = {.param = FAKE(200 + i), .grad = grads[i].ptr, .count = (int64_t)grads[i].count};
         assert_int_equal(gg_optim_add_param(opt, &p), GG_SUCCESS);
     }
@@ -573,7 +576,9 @@ static void optimizer_updates_each_bucket_as_it_lands(void **state) {
     gg_ctx *ctx = dist_ctx(&comm);
     gg_reduce_grad grads[4 * LAYERS + 1];
     const int n_grads = expected_grads(grads);
-    gg_optim *opt = optimizer_of_every_gradient(ctx, grads, n_grads);
+    int n_params = 0;
+    gg_optim *opt = optimizer_of_every_gradient(ctx, &n_params);
+    assert_int_equal(n_params, n_grads);
     gg_step *plain = finalized_mlp_step(ctx, NULL), *with = finalized_mlp_step(ctx, opt);
     gg_reduce_layout layout;
     assert_int_equal(gg_reduce_layout_make(grads, n_grads, BUCKET_BYTES, 0, &layout), 0);
@@ -683,9 +688,8 @@ static void gradient_callback_sees_reduced_gradients(void **state) {
         races[gradient_callback] = r.races;
         gg_step_destroy(step);
     }
-    gg_reduce_grad grads[4 * LAYERS + 1];
-    const int n_grads = expected_grads(grads);
-    gg_optim *opt = optimizer_of_every_gradient(ctx, grads, n_grads);
+    int n_grads = 0;
+    gg_optim *opt = optimizer_of_every_gradient(ctx, &n_grads);
     int updates_after = 0, updates_before = 0;
     gg_step *after = step_writing_gradients(ctx, 1, opt, 0), *before = step_writing_gradients(ctx, 1, opt, 1);
     assert_true(updates_follow_the_callback(after, &updates_after));
@@ -710,9 +714,8 @@ static void update_off_in_a_syncing_step(void **state) {
     (void)state;
     ncclComm_t comm = NULL;
     gg_ctx *ctx = dist_ctx(&comm);
-    gg_reduce_grad grads[4 * LAYERS + 1];
-    const int n_grads = expected_grads(grads);
-    gg_optim *opt = optimizer_of_every_gradient(ctx, grads, n_grads);
+    int n_grads = 0;
+    gg_optim *opt = optimizer_of_every_gradient(ctx, &n_grads);
     gg_step *step = finalized_mlp_step(ctx, opt);
     static const int sync[] = {0, 1, 1}, update[] = {0, 0, 1};
     for (int k = 0; k < 3; ++k) {
