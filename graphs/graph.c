@@ -583,6 +583,7 @@ gg_status gg_block_graph_create(gg_ctx *ctx, const gg_block_info *info, const vo
     graph_fn(fn, sizeof fn, info, "create");
     if (out) *out = NULL;
     if (!ctx) return gg_check_desc(ctx, fn, desc);
+    GG_TRY(gg_refuse_in_step_callback(ctx, fn));
     GG_TRY(gg_ctx_claim(ctx, fn)); /* the whole call is this thread's */
     const gg_status status = graph_create(ctx, info, fn, desc, config, out);
     gg_ctx_release(ctx);
@@ -666,6 +667,7 @@ gg_status gg_graph_device_errors(gg_graph *g, unsigned *count) {
     if (!g) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_graph_device_errors: graph is NULL");
     if (!count) return gg_fail(g->ctx, GG_ERROR_INVALID_ARGUMENT, "gg_graph_device_errors: count is NULL");
     *count = 0;
+    GG_TRY(gg_refuse_in_step_callback(g->ctx, "gg_graph_device_errors")); /* a synchronous copy */
     if (!g->device_errors) return GG_SUCCESS;
     int saved = 0;
     GG_TRY(gg_device_enter(g->ctx, "gg_graph_device_errors", &saved));

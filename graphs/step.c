@@ -159,6 +159,7 @@ static gg_status step_create(gg_ctx *ctx, const gg_step_config *config, gg_step 
 gg_status gg_step_create(gg_ctx *ctx, const gg_step_config *config, gg_step **out) {
     if (out) *out = NULL;
     if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_step_create: ctx is NULL");
+    GG_TRY(gg_refuse_in_step_callback(ctx, "gg_step_create"));
     GG_TRY(gg_ctx_claim(ctx, "gg_step_create")); /* the whole call is this thread's, as every entry point's */
     const gg_status status = step_create(ctx, config, out);
     gg_ctx_release(ctx);
@@ -170,6 +171,7 @@ gg_status gg_step_create(gg_ctx *ctx, const gg_step_config *config, gg_step **ou
 /* step non-NULL and still open for adds. */
 static gg_status check_open(gg_step *s, const char *fn) {
     if (!s) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: step is NULL", fn);
+    GG_TRY(gg_refuse_in_step_callback(s->ctx, fn));
     if (s->finalized)
         return gg_fail(s->ctx, GG_ERROR_INVALID_ARGUMENT, "%s (call %d): the step is finalized; make a new one", fn,
                        s->n_ops);
@@ -292,6 +294,7 @@ gg_status gg_step_add_reduce(gg_step *s, void *grad, size_t count, int bf16) {
  * sync off and the update on WARNs when it is captured (step_capture.c): again after any change. */
 static gg_status set_run_setting(gg_step *s, const char *fn, const char *name, int value, int *setting) {
     if (!s) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: step is NULL", fn);
+    GG_TRY(gg_refuse_in_step_callback(s->ctx, fn)); /* the capture under way has its setting from its key */
     if (value != 0 && value != 1)
         return gg_fail(s->ctx, GG_ERROR_INVALID_ARGUMENT, "%s: %s = %d is not 0 or 1", fn, name, value);
     GG_TRY(gg_ctx_claim(s->ctx, fn));

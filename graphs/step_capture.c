@@ -308,7 +308,6 @@ gg_status gg_step_build_graph(void *user, cudaGraph_t *graph) {
     GG_TRY(gg_ctx_reserve_scratch(ctx, s->slot_bytes));
     gg_status status;
     const int update = !(x->key->flags & KEY_NO_UPDATE);
-    warn_local_update(s, x->fn, x->key->flags);
     if (x->device_tokens) {
         device_branch d = {s, x->device_tokens, x->accumulate, update};
         status = gg_switch_graph_build(ctx, x->device_tokens, s->device_buckets, s->n_buckets, gg_step_max_tokens(s),
@@ -316,6 +315,7 @@ gg_status gg_step_build_graph(void *user, cudaGraph_t *graph) {
     } else {
         status = capture(s, x->tokens, NULL, x->b, x->accumulate, (x->key->flags & KEY_SYNC) != 0, update, graph);
     }
+    if (status == GG_SUCCESS) warn_local_update(s, x->fn, x->key->flags); /* once a capture of the setting succeeds */
     if (status == GG_SUCCESS)
         gg_log(ctx, GG_LOG_DEBUG, "%s: captured %s (pointer set %llu, accumulate %d%s%s)", x->fn,
                x->device_tokens ? "every bucket, device-selected" : "a bucket",

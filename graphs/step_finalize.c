@@ -240,6 +240,7 @@ static gg_status finalize(gg_step *s, const char *fn) {
 gg_status gg_step_finalize(gg_step *s) {
     const char *fn = "gg_step_finalize";
     if (!s) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: step is NULL", fn);
+    GG_TRY(gg_refuse_in_step_callback(s->ctx, fn));
     GG_TRY(gg_ctx_claim(s->ctx, fn));
     const gg_status status = finalize(s, fn);
     gg_ctx_release(s->ctx);

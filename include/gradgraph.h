@@ -704,8 +704,12 @@ GG_API gg_status gg_graph_debug_dot(gg_graph *graph, int bucket, const char *pat
  * or a stream forked from it (on any other stream they are refused), once their shape has been planned outside any
  * capture: each first makes its stream wait for the weight-gradient work of the earlier calls that share
  * the context's scratch memory and workspaces with it (on `stream`, that work is then joined for the rest of the
- * step: less overlap, never a race). A graph's run (a per-block graph's or another step's), gg_step_set_args,
- * gg_step_destroy, gg_graph_destroy and gg_optim_destroy inside a callback are refused (on any context). When a
+ * step: less overlap, never a race). Every call that makes, changes, finalizes, runs, waits for or destroys a
+ * context, graph, step, optimizer or communicator is refused inside a callback, on any context (gg_ctx_create and
+ * _destroy, gg_*_graph_create / _run, gg_step_create / _add_* / _finalize / _run / _set_* / _destroy, gg_optim_create /
+ * _add_param / _finalize / _last_step / _destroy, gg_dist_attach / _init_* / _detach / _alloc / _free,
+ * gg_fp16_overflow, the *_device_errors queries): they allocate or synchronize, which breaks the capture, or change
+ * what it holds. So is gg_dist_reduce: reduce what a callback writes with gg_step_add_reduce. When a
  * gradgraph call inside a callback fails (on any context), the step's run fails too (the first failure's status, its
  * message quoted) and nothing of that capture runs: the callback's work would be missing from the graph. All work
  * is complete when the step's work on the run's stream is.
@@ -1271,7 +1275,8 @@ GG_API gg_status gg_dist_check(gg_ctx *ctx);
  * enqueue nothing; an NCCL or CUDA error after the first piece leaves the ranks out of step: treat it as fatal for
  * the communicator. data must be device (or managed) memory: host memory is refused, one query per new pointer,
  * and so is a count whose last byte is not device memory (a count larger than the buffer, where it runs past every
- * allocation). */
+ * allocation). Refused inside a step graph's callback: the step's graph would hold a collective it does not account
+ * for (gg_step_add_reduce reduces a buffer inside the step). */
 GG_API gg_status gg_dist_reduce(gg_ctx *ctx, void *data, size_t count, int bf16, gg_stream stream);
 
 /* Device memory for parameter gradients that syncing graphs (and gg_dist_reduce) all-reduce in place through the

@@ -54,10 +54,11 @@ static gg_status stage_early(void *user, const gg_step *step, const gg_reduce_gr
     if (reader < 0 && param->copy)
         reader = gg_step_other_user(step, grad->producer, param->copy, (size_t)param->count * 2);
     if (reader >= 0) {
+        const char *entry = gg_ctx_entry(st->opt->ctx); /* gg_step_run, or gg_step_debug_dot capturing again */
         gg_log(st->opt->ctx, GG_LOG_DEBUG,
-               "gg_step_run: the optimizer's parameter %d is updated at the end of the step, not as its gradient is "
-               "reduced: call %d uses its weights too",
-               p, reader);
+               "%s: the optimizer's parameter %d is updated at the end of the step, not as its gradient is reduced: "
+               "call %d uses its weights too",
+               entry ? entry : "gg_step_run", p, reader);
         return GG_SUCCESS;
     }
     st->done[p] = 1;

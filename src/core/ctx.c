@@ -154,6 +154,7 @@ static gg_status gemm_cluster_limit_from_env(int *limit) {
 gg_status gg_ctx_create(const gg_config *config, gg_ctx **out) {
     if (!out) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_ctx_create: out is NULL");
     *out = NULL;
+    GG_TRY(gg_refuse_in_step_callback(NULL, "gg_ctx_create"));
     const gg_config defaults = GG_CONFIG_INIT;
     if (!config) config = &defaults;
     GG_TRY(validate_config(config));
@@ -267,6 +268,8 @@ fail_no_device:
 
 void gg_ctx_destroy(gg_ctx *ctx) {
     if (!ctx) return;
+    /* inside a step's callback its graphs would go under the capture (and the capturing context with them) */
+    if (gg_refuse_in_step_callback(ctx, "gg_ctx_destroy") != GG_SUCCESS) return;
     /* Never while another thread is inside the context: nothing is destroyed (a leak, not a use after free), and the
      * refusal's message is in this thread's gg_last_error(NULL). */
     if (gg_ctx_claim(ctx, "gg_ctx_destroy") != GG_SUCCESS) return;

@@ -23,8 +23,8 @@ gg_status gg_refuse_in_step_callback(gg_ctx *ctx, const char *fn) {
     if (!gg_in_step_callback()) return GG_SUCCESS;
     return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
                    "%s: called inside a step graph's callback, while the step is being captured: nothing was done (a "
-                   "callback may enqueue kernels, copies and gradgraph's eager calls; graphs, steps and optimizers are "
-                   "not run, captured, changed or destroyed there)",
+                   "callback may enqueue kernels, copies and gradgraph's eager calls; contexts, graphs, steps, "
+                   "optimizers and communicators are not made, changed, run, waited for or destroyed there)",
                    fn);
 }
 

@@ -111,8 +111,10 @@ gg_ctx *gg_step_callback_swap(gg_ctx *ctx);
 /* Whether the calling thread runs inside a step graph's callback (any context's step). */
 int gg_in_step_callback(void);
 /* GG_ERROR_INVALID_ARGUMENT, naming fn, inside a step graph's callback: what may not happen there (a graph's run or
- * capture would capture into, or launch onto, the step's capture; a step's rebinding would change the capture under
- * way; a destruction synchronizes the device, and the step may hold what it destroys); GG_SUCCESS otherwise. */
+ * capture would capture into, or launch onto, the step's capture; a step's rebinding or setting would change the
+ * capture under way; making, finalizing, waiting for or destroying anything allocates or synchronizes, which breaks
+ * the capture, and the step may hold what is destroyed); GG_SUCCESS otherwise. Every public call that is not an
+ * eager enqueue or a query calls it first. */
 gg_status gg_refuse_in_step_callback(gg_ctx *ctx, const char *fn);
 
 /* Records a failure: formats the message into ctx->last_error (or the thread's own buffer when ctx is NULL),

@@ -13,6 +13,7 @@ gg_status gg_fp16_overflow(gg_ctx *ctx, int *found, int clear) {
     if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_fp16_overflow: ctx is NULL");
     if (!found) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "gg_fp16_overflow: found is NULL");
     *found = 0;
+    GG_TRY(gg_refuse_in_step_callback(ctx, "gg_fp16_overflow")); /* it synchronizes the device */
     int saved = 0;
     GG_TRY(gg_device_enter(ctx, "gg_fp16_overflow", &saved));
     unsigned word = 0;

@@ -239,6 +239,7 @@ fail:
 typedef gg_status (*comm_maker)(gg_ctx *ctx, const char *fn, const void *arg, const gg_dist_config *config);
 static gg_status claimed(gg_ctx *ctx, const char *fn, comm_maker body, const void *arg, const gg_dist_config *config) {
     if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
+    GG_TRY(gg_refuse_in_step_callback(ctx, fn));
     GG_TRY(gg_ctx_claim(ctx, fn));
     const gg_status status = body(ctx, fn, arg, config);
     gg_ctx_release(ctx);
@@ -466,6 +467,7 @@ gg_status gg_dist_init_threads(gg_ctx *const *ctxs, int count, const gg_dist_con
                        GG_DIST_MAX_LOCAL_RANKS);
     for (int i = 0; i < count; ++i)
         if (!ctxs[i]) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctxs[%d] is NULL", fn, i);
+    GG_TRY(gg_refuse_in_step_callback(NULL, fn));
     /* every context claimed for the whole call: none may be in use by a worker thread meanwhile */
     gg_status status = GG_SUCCESS;
     int claimed_n = 0;
@@ -496,6 +498,8 @@ static gg_status detach(gg_ctx *ctx) {
 
 gg_status gg_dist_detach(gg_ctx *ctx) {
     if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_dist_detach: ctx is NULL");
+    /* a step being captured may hold the communicator without having counted it yet */
+    GG_TRY(gg_refuse_in_step_callback(ctx, "gg_dist_detach"));
     GG_TRY(gg_ctx_claim(ctx, "gg_dist_detach")); /* never while another thread is inside the context */
     const gg_status status = detach(ctx);
     gg_ctx_release(ctx);

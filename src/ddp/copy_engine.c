@@ -257,6 +257,7 @@ gg_status gg_dist_alloc(gg_ctx *ctx, size_t bytes, void **out) {
     static const char fn[] = "gg_dist_alloc";
     if (out) *out = NULL;
     if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
+    GG_TRY(gg_refuse_in_step_callback(ctx, fn));
     if (!out) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: out is NULL", fn);
     if (bytes == 0) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: bytes is 0", fn);
     gg_dist *d = ctx->dist;
@@ -305,6 +306,7 @@ static gg_status free_listed(gg_ctx *ctx, int i) {
 gg_status gg_dist_free(gg_ctx *ctx, void *ptr) {
     static const char fn[] = "gg_dist_free";
     if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
+    GG_TRY(gg_refuse_in_step_callback(ctx, fn));
     if (!ptr) return GG_SUCCESS;
     gg_dist *d = ctx->dist;
     if (!d)

@@ -91,6 +91,7 @@ static gg_status optim_create(gg_ctx *ctx, const gg_optim_config *config, gg_opt
 gg_status gg_optim_create(gg_ctx *ctx, const gg_optim_config *config, gg_optim **out) {
     if (out) *out = NULL;
     if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_optim_create: ctx is NULL");
+    GG_TRY(gg_refuse_in_step_callback(ctx, "gg_optim_create"));
     GG_TRY(gg_ctx_claim(ctx, "gg_optim_create"));
     const gg_status status = optim_create(ctx, config, out);
     gg_ctx_release(ctx);
@@ -195,6 +196,7 @@ static gg_status add_param(gg_optim *o, const char *fn, const gg_optim_param *p)
 gg_status gg_optim_add_param(gg_optim *o, const gg_optim_param *param) {
     const char *fn = "gg_optim_add_param";
     if (!o) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: opt is NULL", fn);
+    GG_TRY(gg_refuse_in_step_callback(o->ctx, fn));
     GG_TRY(gg_ctx_claim(o->ctx, fn));
     const gg_status status = add_param(o, fn, param);
     gg_ctx_release(o->ctx);
@@ -259,6 +261,7 @@ static gg_status finalize(gg_optim *o, const char *fn) {
 gg_status gg_optim_finalize(gg_optim *o) {
     const char *fn = "gg_optim_finalize";
     if (!o) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: opt is NULL", fn);
+    GG_TRY(gg_refuse_in_step_callback(o->ctx, fn));
     GG_TRY(gg_ctx_claim(o->ctx, fn));
     const gg_status status = finalize(o, fn);
     gg_ctx_release(o->ctx);

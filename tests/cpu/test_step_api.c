@@ -876,6 +876,136 @@ static void failed_calls_inside_callbacks_fail_the_run(void **state) {
     assert_int_equal(fake.live, 0);
 }
 
+/* What lifecycle's callback calls: every public call that makes, changes, finalizes, waits for or destroys something,
+ * each refused inside a callback on any context (they allocate or synchronize, which would break the capture, or
+ * change what the capture under way reads). */
+enum {
+    LC_CTX_CREATE, LC_CTX_DESTROY, LC_FP16_OVERFLOW, LC_GRAPH_CREATE, LC_GRAPH_DEVICE_ERRORS, LC_STEP_CREATE,
+    LC_STEP_ADD_MLP, LC_STEP_ADD_CALLBACK, LC_STEP_ADD_GRADIENT_CALLBACK, LC_STEP_ADD_REDUCE, LC_STEP_ADD_OPTIMIZER,
+    LC_STEP_FINALIZE, LC_STEP_SET_SYNC, LC_STEP_SET_UPDATE, LC_STEP_DEVICE_ERRORS, LC_OPTIM_CREATE,
+    LC_OPTIM_ADD_PARAM, LC_OPTIM_FINALIZE, LC_OPTIM_LAST_STEP, LC_DIST_INIT_THREADS, LC_CALLS
+};
+static const char *const lc_names[LC_CALLS] = {
+    "gg_ctx_create", "gg_ctx_destroy", "gg_fp16_overflow", "gg_mlp_graph_create", "gg_graph_device_errors",
+    "gg_step_create", "gg_step_add_mlp", "gg_step_add_callback", "gg_step_add_gradient_callback",
+    "gg_step_add_reduce", "gg_step_add_optimizer", "gg_step_finalize", "gg_step_set_sync", "gg_step_set_update",
+    "gg_step_device_errors", "gg_optim_create", "gg_optim_add_param", "gg_optim_finalize", "gg_optim_last_step",
+    "gg_dist_init_threads"};
+static struct {
+    int what;
+    gg_ctx *ctx, *other;      /* the step's context, another one */
+    gg_step *open, *finalized; /* on the other context: one still open for adds, one that ran */
+    gg_graph *graph;
+    gg_optim *open_opt, *opt;
+    gg_status status;
+} lifecycle;
+
+static void noop_callback(void *user, gg_stream stream, int64_t tokens) { (void)user, (void)stream, (void)tokens; }
+
+static void lifecycle_call(void *user, gg_stream stream, int64_t tokens) {
+    (void)user, (void)stream, (void)tokens;
+    gg_ctx *made = NULL;
+    gg_graph *graph = NULL;
+    gg_step *step = NULL;
+    gg_optim *opt = NULL;
+    unsigned count = 0;
+    int found = 0;
+    const gg_mlp_desc d = {512, mlp.hidden, mlp.ffn, GG_PRECISION_FP32, 0};
+    const gg_mlp_args a = mlp_args(7);
+    const gg_optim_param p = {.param = FAKE(210), .grad = FAKE(211), .count = 1000};
+    gg_status st = GG_SUCCESS;
+    switch (lifecycle.what) {
+    case LC_CTX_CREATE: st = gg_ctx_create(NULL, &made); break;
+    case LC_CTX_DESTROY: gg_ctx_destroy(lifecycle.other), st = GG_ERROR_INVALID_ARGUMENT; break; /* void */
+    case LC_FP16_OVERFLOW: st = gg_fp16_overflow(lifecycle.ctx, &found, 1); break;
+    case LC_GRAPH_CREATE: st = gg_mlp_graph_create(lifecycle.other, &d, NULL, &graph); break;
+    case LC_GRAPH_DEVICE_ERRORS: st = gg_graph_device_errors(lifecycle.graph, &count); break;
+    case LC_STEP_CREATE: st = gg_step_create(lifecycle.ctx, NULL, &step); break;
+    case LC_STEP_ADD_MLP: st = gg_step_add_mlp(lifecycle.open, &d, &a); break;
+    case LC_STEP_ADD_CALLBACK: st = gg_step_add_callback(lifecycle.open, noop_callback, NULL); break;
+    case LC_STEP_ADD_GRADIENT_CALLBACK: st = gg_step_add_gradient_callback(lifecycle.open, noop_callback, NULL); break;
+    case LC_STEP_ADD_REDUCE: st = gg_step_add_reduce(lifecycle.open, FAKE(212), 1000, 0); break;
+    case LC_STEP_ADD_OPTIMIZER: st = gg_step_add_optimizer(lifecycle.open, lifecycle.opt); break;
+    case LC_STEP_FINALIZE: st = gg_step_finalize(lifecycle.open); break;
+    case LC_STEP_SET_SYNC: st = gg_step_set_sync(lifecycle.finalized, 0); break;
+    case LC_STEP_SET_UPDATE: st = gg_step_set_update(lifecycle.finalized, 0); break;
+    case LC_STEP_DEVICE_ERRORS: st = gg_step_device_errors(lifecycle.finalized, &count); break;
+    case LC_OPTIM_CREATE: st = gg_optim_create(lifecycle.other, NULL, &opt); break;
+    case LC_OPTIM_ADD_PARAM: st = gg_optim_add_param(lifecycle.open_opt, &p); break;
+    case LC_OPTIM_FINALIZE: st = gg_optim_finalize(lifecycle.open_opt); break;
+    case LC_OPTIM_LAST_STEP: st = gg_optim_last_step(lifecycle.opt, &found, NULL); break;
+    case LC_DIST_INIT_THREADS: st = gg_dist_init_threads(&lifecycle.other, 1, NULL); break;
+    default: break;
+    }
+    lifecycle.status = st;
+    assert_null(made); /* nothing made */
+    assert_null(graph);
+    assert_null(step);
+    assert_null(opt);
+}
+
+/* Every call that makes, changes, finalizes, waits for or destroys a context, graph, step, optimizer or communicator,
+ * called inside a step's callback (on the step's context or another), is refused by name before it does anything,
+ * and the step's run fails quoting it (nothing instantiated or launched, no capture left open); afterwards the open
+ * step and optimizer take their adds and finalize, the other context and its objects work and are destroyed. */
+static void lifecycle_calls_inside_callbacks_are_refused(void **state) {
+    (void)state;
+    gg_ctx *ctx = fake_device_ctx();
+    gg_config oc = GG_CONFIG_INIT;
+    oc.autotune = 0;
+    assert_int_equal(gg_ctx_create(&oc, &lifecycle.other), GG_SUCCESS);
+    lifecycle.ctx = ctx;
+    lifecycle.open = one_call_step(lifecycle.other);
+    lifecycle.finalized = one_call_step(lifecycle.other);
+    assert_int_equal(gg_step_finalize(lifecycle.finalized), GG_SUCCESS);
+    assert_int_equal(gg_step_run(lifecycle.finalized, 512, 0, NULL), GG_SUCCESS);
+    gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
+    gc.max_tokens = 512;
+    const gg_mlp_desc planned = {512, mlp.hidden, mlp.ffn, GG_PRECISION_FP32, 0};
+    assert_int_equal(gg_mlp_graph_create(ctx, &planned, &gc, &lifecycle.graph), GG_SUCCESS);
+    lifecycle.open_opt = fake_optim(ctx, 0);
+    lifecycle.opt = fake_optim(lifecycle.other, 1);
+    const int open_calls = gg_step_call_count(lifecycle.open);
+    for (int what = 0; what < LC_CALLS; ++what) {
+        gg_step *step = one_call_step(ctx);
+        assert_int_equal(gg_step_add_callback(step, lifecycle_call, NULL), GG_SUCCESS);
+        assert_int_equal(gg_step_finalize(step), GG_SUCCESS);
+        lifecycle.what = what;
+        lifecycle.status = GG_SUCCESS;
+        memset(fake.calls, 0, sizeof fake.calls);
+        const gg_status st = gg_step_run(step, 512, 0, NULL);
+        assert_int_equal(fake.captures_open, 0);
+        if (lifecycle.status != GG_ERROR_INVALID_ARGUMENT)
+            fail_msg("%s inside a callback was not refused", lc_names[what]);
+        assert_int_equal(st, GG_ERROR_INVALID_ARGUMENT);
+        char inner[160];
+        snprintf(inner, sizeof inner, "%s: called inside a step graph's callback, while the step is being captured: "
+                 "nothing was done", lc_names[what]);
+        assert_message_has(ctx, "gg_step_run: a gradgraph call inside the callback of call 1 failed");
+        assert_message_has(ctx, inner);
+        assert_int_equal(fake.calls[FAKE_INSTANTIATE], 0);
+        assert_int_equal(fake.calls[FAKE_GRAPH_LAUNCH], 0);
+        gg_step_destroy(step);
+    }
+    /* nothing was changed: the open step and optimizer are as they were and take what they were refused */
+    assert_int_equal(gg_step_call_count(lifecycle.open), open_calls);
+    assert_int_equal(gg_step_add_callback(lifecycle.open, noop_callback, NULL), GG_SUCCESS);
+    assert_int_equal(gg_step_finalize(lifecycle.open), GG_SUCCESS);
+    assert_int_equal(gg_step_run(lifecycle.open, 512, 0, NULL), GG_SUCCESS);
+    assert_int_equal(gg_step_run(lifecycle.finalized, 512, 0, NULL), GG_SUCCESS);
+    const gg_optim_param p = {.param = FAKE(210), .grad = FAKE(211), .count = 1000};
+    assert_int_equal(gg_optim_add_param(lifecycle.open_opt, &p), GG_SUCCESS);
+    assert_int_equal(gg_optim_finalize(lifecycle.open_opt), GG_SUCCESS);
+    gg_optim_destroy(lifecycle.open_opt);
+    gg_optim_destroy(lifecycle.opt);
+    gg_graph_destroy(lifecycle.graph);
+    gg_step_destroy(lifecycle.open);
+    gg_step_destroy(lifecycle.finalized);
+    gg_ctx_destroy(lifecycle.other); /* not destroyed inside the callback: destroyed now, nothing left */
+    gg_ctx_destroy(ctx);
+    assert_int_equal(fake.live, 0);
+}
+
 /* A finalized step's run refuses tokens below 1, past the largest bucket, and off the buckets when padding is off, each
  * named and nothing enqueued; a second finalize is refused; a step left alive is destroyed with its context. */
 static void run_checks_its_tokens(void **state) {
@@ -961,6 +1091,7 @@ int main(void) {
         cmocka_unit_test(debug_dot_captures_a_bucket_again),
         cmocka_unit_test(optimizer_in_the_step),
         cmocka_unit_test(failed_calls_inside_callbacks_fail_the_run),
+        cmocka_unit_test(lifecycle_calls_inside_callbacks_are_refused),
         cmocka_unit_test(update_off_leaves_out_the_final_work),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

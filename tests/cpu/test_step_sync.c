@@ -735,48 +735,74 @@ static void update_off_in_a_syncing_step(void **state) {
     end_ctx(ctx, comm);
 }
 
-/* gg_dist_reduce inside a step's callback on a stream outside the step's capture would reduce once, now, outside the
- * graph: refused, and the step's run fails quoting it (nothing instantiated or launched); on the stream the callback
- * is handed it is captured with the step. */
+/* Communicator calls inside a step's callback, on a syncing and on a local step, are refused and fail the step's run
+ * (nothing instantiated or launched): gg_dist_reduce on the handed stream (its collective would be in the step's graph
+ * without the step knowing: not counted against detach, not watched, captured with sync off too) and on a stream
+ * outside the capture, gg_dist_detach (the step being captured is not counted yet: detach would free the communicator
+ * under the capture), gg_dist_alloc and gg_dist_free. The communicator stays attached and the steps run after. */
+enum { IN_CALLBACK_REDUCE, IN_CALLBACK_REDUCE_OUTSIDE, IN_CALLBACK_DETACH, IN_CALLBACK_ALLOC, IN_CALLBACK_FREE,
+       IN_CALLBACK_CALLS };
 static struct {
     gg_ctx *ctx;
-    cudaStream_t stream; /* NULL: the handed one */
+    int what;
+    cudaStream_t outside;
     gg_status status;
-} reduce_in_callback;
+} comm_in_callback;
 
-static void reduce_own_gradient(void *user, gg_stream stream, int64_t tokens) {
+static void comm_call(void *user, gg_stream stream, int64_t tokens) {
     (void)user, (void)tokens;
-    const gg_stream on = reduce_in_callback.stream ? (gg_stream)reduce_in_callback.stream : stream;
-    reduce_in_callback.status = gg_dist_reduce(reduce_in_callback.ctx, reduce_buffer, REDUCE_COUNT, 0, on);
+    gg_ctx *ctx = comm_in_callback.ctx;
+    void *buffer = NULL;
+    switch (comm_in_callback.what) {
+    case IN_CALLBACK_REDUCE:
+        comm_in_callback.status = gg_dist_reduce(ctx, reduce_buffer, REDUCE_COUNT, 0, stream);
+        break;
+    case IN_CALLBACK_REDUCE_OUTSIDE:
+        comm_in_callback.status =
+            gg_dist_reduce(ctx, reduce_buffer, REDUCE_COUNT, 0, (gg_stream)comm_in_callback.outside);
+        break;
+    case IN_CALLBACK_DETACH: comm_in_callback.status = gg_dist_detach(ctx); break;
+    case IN_CALLBACK_ALLOC: comm_in_callback.status = gg_dist_alloc(ctx, 1 << 20, &buffer); break;
+    case IN_CALLBACK_FREE: comm_in_callback.status = gg_dist_free(ctx, FAKE(101)); break;
+    default: break; /* nothing: the step runs */
+    }
 }
 
-static void dist_reduce_in_a_callback_on_an_outside_stream(void **state) {
+static void communicator_calls_in_a_callback_are_refused(void **state) {
     (void)state;
     ncclComm_t comm = NULL;
     gg_ctx *ctx = dist_ctx(&comm);
-    cudaStream_t outside = NULL;
-    assert_int_equal(cudaStreamCreateWithFlags(&outside, cudaStreamNonBlocking), cudaSuccess);
-    for (int handed = 0; handed < 2; ++handed) {
-        reduce_in_callback.ctx = ctx;
-        reduce_in_callback.stream = handed ? NULL : outside;
-        gg_step *step = mlp_step(ctx, 0, NULL); /* a local step: the callback reduces the caller's gradient itself */
-        assert_int_equal(gg_step_add_callback(step, reduce_own_gradient, NULL), GG_SUCCESS);
-        assert_int_equal(gg_step_finalize(step), GG_SUCCESS);
-        reset_counts();
-        const gg_status st = gg_step_run(step, TOKENS, 0, NULL);
-        if (handed) {
-            assert_int_equal(st, GG_SUCCESS);
-            assert_true(collectives_logged() > 0);
-        } else {
+    comm_in_callback.ctx = ctx;
+    assert_int_equal(cudaStreamCreateWithFlags(&comm_in_callback.outside, cudaStreamNonBlocking), cudaSuccess);
+    static const char *const fns[IN_CALLBACK_CALLS] = {"gg_dist_reduce", "gg_dist_reduce", "gg_dist_detach",
+                                                       "gg_dist_alloc", "gg_dist_free"};
+    for (int syncing = 0; syncing < 2; ++syncing)
+        for (int what = 0; what < IN_CALLBACK_CALLS; ++what) {
+            comm_in_callback.what = what;
+            comm_in_callback.status = GG_SUCCESS;
+            gg_step *step = mlp_step(ctx, syncing, NULL);
+            assert_int_equal(gg_step_add_callback(step, comm_call, NULL), GG_SUCCESS);
+            assert_int_equal(gg_step_finalize(step), GG_SUCCESS);
+            reset_counts();
+            const gg_status st = gg_step_run(step, TOKENS, 0, NULL);
+            assert_int_equal(comm_in_callback.status, GG_ERROR_INVALID_ARGUMENT);
             assert_int_equal(st, GG_ERROR_INVALID_ARGUMENT);
-            contains(gg_last_error(ctx), "gg_dist_reduce: called inside a step graph's callback on a stream that is "
-                                         "not part of the step's capture");
+            char expected[160];
+            snprintf(expected, sizeof expected, "%s: called inside a step graph's callback", fns[what]);
+            contains(gg_last_error(ctx), expected);
+            contains(gg_last_error(ctx), "nothing was done");
+            if (what <= IN_CALLBACK_REDUCE_OUTSIDE) contains(gg_last_error(ctx), "gg_step_add_reduce");
             assert_int_equal(fake.calls[FAKE_INSTANTIATE], 0);
             assert_int_equal(fake.calls[FAKE_GRAPH_LAUNCH], 0);
+            assert_int_equal(fake.captures_open, 0);
+            assert_int_equal(gg_dist_size(ctx), 2); /* still attached */
+            comm_in_callback.what = IN_CALLBACK_CALLS; /* the callback calls nothing now: the step runs */
+            assert_int_equal(gg_step_run(step, TOKENS, 0, NULL), GG_SUCCESS);
+            assert_int_equal(fake.graph_launches, 1);
+            assert_int_equal(collectives_logged() > 0, syncing);
+            gg_step_destroy(step);
         }
-        gg_step_destroy(step);
-    }
-    assert_int_equal(cudaStreamDestroy(outside), cudaSuccess);
+    assert_int_equal(cudaStreamDestroy(comm_in_callback.outside), cudaSuccess);
     end_ctx(ctx, comm);
 }
 
@@ -1541,7 +1567,7 @@ int main(void) {
         cmocka_unit_test(optimizer_updates_the_rest_in_runs),
         cmocka_unit_test(gradient_callback_sees_reduced_gradients),
         cmocka_unit_test(update_off_in_a_syncing_step),
-        cmocka_unit_test(dist_reduce_in_a_callback_on_an_outside_stream),
+        cmocka_unit_test(communicator_calls_in_a_callback_are_refused),
         cmocka_unit_test(optimizer_parameter_not_reduced_is_named),
         cmocka_unit_test(syncing_ssm_gate_graph_and_past_its_buckets),
         cmocka_unit_test(other_ranks_adopt_rank_0s_algorithms),
