@@ -666,8 +666,8 @@ gg_status gg_graph_memory_info(const gg_graph *g, int bucket, gg_graph_memory *o
 gg_status gg_graph_device_errors(gg_graph *g, unsigned *count) {
     if (!g) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_graph_device_errors: graph is NULL");
     if (!count) return gg_fail(g->ctx, GG_ERROR_INVALID_ARGUMENT, "gg_graph_device_errors: count is NULL");
-    *count = 0;
     GG_TRY(gg_refuse_in_step_callback(g->ctx, "gg_graph_device_errors")); /* a synchronous copy */
+    *count = 0;
     if (!g->device_errors) return GG_SUCCESS;
     int saved = 0;
     GG_TRY(gg_device_enter(g->ctx, "gg_graph_device_errors", &saved));

@@ -157,8 +157,8 @@ gg_status gg_step_device_errors(gg_step *s, unsigned *count) {
     const char *fn = "gg_step_device_errors";
     if (!s) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: step is NULL", fn);
     if (!count) return gg_fail(s->ctx, GG_ERROR_INVALID_ARGUMENT, "%s: count is NULL", fn);
-    *count = 0;
     GG_TRY(gg_refuse_in_step_callback(s->ctx, fn)); /* a synchronous copy */
+    *count = 0;
     if (!s->device_errors) return GG_SUCCESS; /* not finalized: nothing ran */
     int saved = 0;
     GG_TRY(gg_device_enter(s->ctx, fn, &saved));

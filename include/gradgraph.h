@@ -1109,7 +1109,9 @@ typedef struct gg_optim_memory {
 
 GG_API gg_status gg_optim_memory_info(const gg_optim *opt, gg_optim_memory *out);
 
-/* Waits for the device, then frees the optimizer's device memory and the optimizer. NULL is a no-op. */
+/* Waits for the device, then frees the optimizer's device memory and the optimizer. NULL is a no-op. Refused (nothing
+ * destroyed, the message in gg_last_error) while a step it was added to (gg_step_add_optimizer) still exists:
+ * destroy the step first (gg_ctx_destroy destroys steps before optimizers). */
 GG_API void gg_optim_destroy(gg_optim *opt);
 
 /* ---------------------------------------------------------------------------------------------------------------

@@ -87,6 +87,13 @@ static gg_status stage_run(void *user, cudaStream_t stream) {
 
 /* A syncing step's finalize: a parameter whose gradient lies in none of the gradients the step reduces would be
  * updated on every rank from that rank's own gradient, the ranks' weights drifting apart: a WARN names it. */
+/* The stage's end (the step destroyed, or the add refused): the optimizer is no longer held by it. */
+static void stage_release(void *user) {
+    optimizer_stage *st = user;
+    st->opt->held_by_steps--;
+    free(st);
+}
+
 static void stage_synced(void *user, gg_ctx *ctx, const char *fn, const gg_reduce_grad *grads, int n_grads) {
     const optimizer_stage *st = user;
     for (int i = 0; i < st->n_params; ++i) {
@@ -125,6 +132,7 @@ gg_status gg_step_add_optimizer(gg_step *step, gg_optim *opt) {
         return gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "%s (call %d): out of host memory", fn, gg_step_call_count(step));
     st->opt = opt;
     st->n_params = opt->n_params;
-    const gg_step_final final = {stage_run, stage_begin, stage_early, 1, free, st, stage_synced};
-    return gg_step_add_final(step, fn, &final); /* frees st when it fails */
+    opt->held_by_steps++; /* gg_optim_destroy refuses while a step holds it */
+    const gg_step_final final = {stage_run, stage_begin, stage_early, 1, stage_release, st, stage_synced};
+    return gg_step_add_final(step, fn, &final); /* releases st when it fails */
 }

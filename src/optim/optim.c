@@ -54,6 +54,14 @@ void gg_optim_destroy(gg_optim *o) {
     /* its synchronization would break the capture, and a step may hold it: nothing destroyed */
     if (gg_refuse_in_step_callback(ctx, "gg_optim_destroy") != GG_SUCCESS) return;
     if (gg_ctx_claim(ctx, "gg_optim_destroy") != GG_SUCCESS) return; /* as gg_ctx_destroy: nothing destroyed */
+    if (o->held_by_steps > 0) { /* their graphs update through its device block and capture again through it */
+        gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
+                "gg_optim_destroy: %d step graph%s hold%s the optimizer (gg_step_add_optimizer): gg_step_destroy "
+                "them first; nothing was destroyed",
+                o->held_by_steps, o->held_by_steps == 1 ? "" : "s", o->held_by_steps == 1 ? "s" : "");
+        gg_ctx_release(ctx);
+        return;
+    }
     if (o->device) {
         int saved = 0;
         const int entered = gg_device_enter(o->ctx, "gg_optim_destroy", &saved) == GG_SUCCESS;
@@ -83,7 +91,7 @@ static gg_status optim_create(gg_ctx *ctx, const gg_optim_config *config, gg_opt
     if (o->config.weight_decay == GG_OPTIM_DEFAULT_WEIGHT_DECAY)
         o->config.weight_decay = config->kind == GG_OPTIM_ADAMW ? 1e-2f : 0.0f;
     o->hook = (gg_ctx_hook){.destroy = destroy_hook, .obj = o};
-    gg_ctx_hook_add(ctx, &o->hook, GG_HOOK_EARLY);
+    gg_ctx_hook_add(ctx, &o->hook, GG_HOOK_LATE); /* after the steps that may hold it, at gg_ctx_destroy */
     *out = o;
     return GG_SUCCESS;
 }

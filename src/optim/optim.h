@@ -53,6 +53,7 @@ struct gg_optim {
     int finalized;          /* 1: ready; -1: finalize failed (destroy only) */
     void *device;           /* the one allocation, laid out as `layout` */
     gg_optim_layout layout;
+    int held_by_steps;      /* steps it was added to (gg_step_add_optimizer) that still exist */
     gg_ctx_hook hook;
 };
 

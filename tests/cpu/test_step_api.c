@@ -526,10 +526,26 @@ static void optimizer_in_the_step(void **state) {
     printf("RESULT enqueued by a capture: %d without the optimizer, %d with it\n", enqueued[0], enqueued[1]);
     assert_true(enqueued[1] >= enqueued[0] + 3);
     gg_step_destroy(plain);
+    /* the optimizer's destruction is refused while a step holds it (its graph updates through the optimizer's memory);
+     * nothing is destroyed: the step still runs */
+    const int live = fake.live;
+    gg_optim_destroy(ready);
+    assert_message_has(ctx, "gg_optim_destroy: 1 step graph holds the optimizer (gg_step_add_optimizer): "
+                            "gg_step_destroy them first; nothing was destroyed");
+    assert_int_equal(fake.live, live);
+    assert_int_equal(gg_step_run(step, 512, 0, NULL), GG_SUCCESS);
     gg_step_destroy(step);
     gg_optim_destroy(open);
-    gg_optim_destroy(ready);
+    const int before = fake.live;
+    gg_optim_destroy(ready); /* no step holds it now: its device block goes */
+    assert_int_equal(fake.live, before - 1);
     gg_optim_destroy(foreign);
+    /* a step made before the optimizer it holds, both left to gg_ctx_destroy: the step goes first, nothing leaks */
+    gg_step *first = one_call_step(ctx);
+    gg_optim *after = fake_optim(ctx, 1);
+    assert_int_equal(gg_step_add_optimizer(first, after), GG_SUCCESS);
+    assert_int_equal(gg_step_finalize(first), GG_SUCCESS);
+    assert_int_equal(gg_step_run(first, 512, 0, NULL), GG_SUCCESS);
     gg_ctx_destroy(other);
     gg_ctx_destroy(ctx);
     assert_int_equal(fake.live, 0);
