@@ -224,7 +224,7 @@ static gg_status finalize(gg_step *s, const char *fn) {
     if (status != GG_SUCCESS) return status;
     s->finalized = 1;
     s->reduces = syncs;
-    s->comm = syncs ? ctx->dist->comm : NULL;
+    s->comm_generation = syncs ? ctx->dist->generation : 0;
     gg_log(ctx, GG_LOG_INFO, "%s: %d calls (%d blocks), %d buckets up to %lld tokens, %d side streams, %d scratch "
                              "slots of %zu MiB", fn, s->n_ops, s->n_blocks, s->n_buckets,
            (long long)gg_step_max_tokens(s), s->sides, s->slots, s->slot_bytes >> 20);

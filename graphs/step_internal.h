@@ -65,7 +65,7 @@ struct gg_step {
     int update_on;           /* gg_step_set_update: 1 (default) or 0 (the final work left out) */
     int warned_local_update; /* the WARN about an optimizer's update with sync off, said once per setting */
     int holds_nccl;          /* an exec captured NCCL work (counted in gg_dist_graph_holds) */
-    const void *comm;        /* the communicator finalize agreed on */
+    uint64_t comm_generation; /* the attachment of the communicator finalize agreed on (gg_dist.generation) */
     gg_reduce_grad *grads;   /* every gradient to reduce, in production order (pointers refreshed at capture) */
     int n_grads;
     gg_reduce_layout layout;

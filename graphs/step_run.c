@@ -31,7 +31,7 @@ static gg_status replay(gg_step *s, const char *fn, gg_exec_cache *cache, const 
 /* A syncing run needs the communicator the ranks agreed on at finalize, without an asynchronous error. */
 static gg_status check_comm(gg_step *s, const char *fn) {
     gg_ctx *ctx = s->ctx;
-    if (!ctx->dist || ctx->dist->comm != s->comm)
+    if (!ctx->dist || !ctx->dist->comm || ctx->dist->generation != s->comm_generation)
         return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
                        "%s: the step reduces gradients, but the communicator it was finalized with is gone (detached "
                        "or aborted): make a new step, or gg_step_set_sync(step, 0) for local gradients",

@@ -1170,7 +1170,7 @@ typedef struct gg_dist_config {
     uint32_t version;    /* GG_DIST_CONFIG_VERSION */
     gg_reduce_op op;     /* default GG_REDUCE_AVERAGE (data-parallel mean of the ranks' gradients) */
     gg_grad_sync sync;   /* default GG_SYNC_ALL_REDUCE */
-    size_t bucket_bytes; /* the largest piece of a gradient reduced in one NCCL call; default 25 MiB, at least 4096;
+    size_t bucket_bytes; /* the largest piece of a gradient reduced in one NCCL call; default 25 MiB, 4096 to 2^40;
                             a graph or step whose gradients take more than 65536 pieces is refused */
     int overlap;         /* default 1: reduce each gradient as soon as it is final; 0: all after the backward */
     int bind_cpus;       /* default 1: gg_dist_attach / _init_env / _init_mpi bind the calling thread near the GPU */
@@ -1218,7 +1218,9 @@ GG_API gg_status gg_dist_attach(gg_ctx *ctx, void *nccl_comm, const gg_dist_conf
 
 /* One process per GPU: rank and world size from the environment (RANK, WORLD_SIZE; or OMPI_COMM_WORLD_RANK/_SIZE,
  * or SLURM_PROCID/SLURM_NTASKS; one launcher's pair, never mixed). Rank 0 writes NCCL's unique id to id_path (a
- * file on a path every rank can read; rank 0 removes it once the communicator exists), the others wait for it
+ * file on a path every rank can read; rank 0 removes it once the communicator exists or the init failed; a killed
+ * launch leaves it, and the next launch's ranks could read that stale id before its rank 0 writes a new one: use a
+ * path per launch, e.g. with the job's id in it, or remove the file first), the others wait for it
  * (within GG_DIST_INIT_TIMEOUT_S). id_path NULL: the id is broadcast over MPI's world communicator instead
  * (GG_WITH_MPI builds; MPI initialized by the caller; its ranks must be the environment's). ctx must be on the GPU
  * of the process's node-local rank (the caller picks it, e.g. config->device = LOCAL_RANK). gradgraph owns the

@@ -4,6 +4,7 @@
  * events, detaching and releasing (bounded: finalize with a deadline, else abort), and polling for asynchronous
  * errors. The warm-up that follows is in warmup.c, the watchdog and aborting in watchdog.c.
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,9 @@ static gg_status check_dist_config(gg_ctx *ctx, const char *fn, const gg_dist_co
     if (c->bucket_bytes < 4096)
         return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: config->bucket_bytes = %zu is below 4096", fn,
                        c->bucket_bytes);
+    if (c->bucket_bytes > GG_DIST_MAX_BUCKET_BYTES) /* twice it is the copy engines' staging: no wrap-around */
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: config->bucket_bytes = %zu is above %zu (1 TiB)", fn,
+                       c->bucket_bytes, GG_DIST_MAX_BUCKET_BYTES);
     if (c->comm_sms < 0 || c->comm_sms > ctx->sm_count / 2)
         return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: config->comm_sms = %d is outside [0, %d] (half the SMs)",
                        fn, c->comm_sms, ctx->sm_count / 2);
@@ -147,7 +151,10 @@ static gg_status make_dist(gg_ctx *ctx, const char *fn, ncclComm_t comm, int own
                            const gg_dist_config *config) {
     gg_dist *d = calloc(1, sizeof *d);
     if (!d) return gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
-    *d = (gg_dist){.comm = comm, .rank = rank, .size = size, .config = *config};
+    static _Atomic uint64_t attachments; /* what steps finalized on a communicator compare: the same address may be
+                                           * handed out again after a detach, to a communicator agreed otherwise */
+    *d = (gg_dist){.comm = comm, .generation = atomic_fetch_add(&attachments, 1) + 1, .rank = rank, .size = size,
+                   .config = *config};
     pthread_mutexattr_t attr;
     int made = pthread_mutexattr_init(&attr);
     if (made == 0) made = pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
@@ -346,11 +353,11 @@ static gg_status init_env(gg_ctx *ctx, const char *fn, const void *path, const g
     if (id_path) {
         if (rank == 0) GG_NCCL_TRY(ctx, ncclGetUniqueId, (&id));
         GG_TRY(gg_bootstrap_share_id(ctx, fn, rank, id_path, &id, sizeof id));
-        GG_TRY(init_from_id(ctx, fn, rank, size, &id, &c));
-        /* Every rank has read the id (the communicator exists): remove it, so that the next launch's ranks cannot
-         * read this stale id before its rank 0 has written a new one. */
+        const gg_status made = init_from_id(ctx, fn, rank, size, &id, &c);
+        /* Every rank has read the id (the communicator exists), or this launch failed: remove it either way, so that
+         * the next launch's ranks cannot read this stale id before its rank 0 has written a new one. */
         if (rank == 0) (void)remove(id_path);
-        return GG_SUCCESS;
+        return made;
     }
     /* No file: the id travels through MPI's world communicator, whose ranks must be the environment's. */
     int mpi_rank = -1, mpi_size = 0;

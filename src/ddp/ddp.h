@@ -29,8 +29,12 @@ typedef struct gg_dist_buffer {
 struct gg_watchdog;          /* watchdog.c */
 struct gg_dist_fingerprint; /* below */
 
+/* gg_dist_config.bucket_bytes' largest value (a bucket larger than any GPU's memory is no bucket). */
+#define GG_DIST_MAX_BUCKET_BYTES ((size_t)1 << 40)
+
 typedef struct gg_dist {
     void *comm;          /* ncclComm_t; NULL once aborted (no more collectives): `failure` says why */
+    uint64_t generation; /* this attachment's number, unique in the process (an address may come again) */
     int owned;           /* gradgraph made it, so gradgraph destroys it */
     int rank, size;
     gg_dist_config config;

@@ -1027,6 +1027,9 @@ static void dist_entry_points_check_arguments(void **state) {
     dc.bucket_bytes = 100;
     assert_int_equal(gg_dist_attach(ctx, FAKE(1), &dc), GG_ERROR_INVALID_ARGUMENT);
     assert_message_has(ctx, "config->bucket_bytes = 100 is below 4096");
+    dc.bucket_bytes = ((size_t)1 << 63) + 4096; /* twice it would wrap around: the copy engines' staging */
+    assert_int_equal(gg_dist_attach(ctx, FAKE(1), &dc), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "config->bucket_bytes = 9223372036854779904 is above 1099511627776 (1 TiB)");
     dc = (gg_dist_config)GG_DIST_CONFIG_INIT;
     dc.comm_sms = 67; /* more than half of the fake device's 132 SMs */
     assert_int_equal(gg_dist_attach(ctx, FAKE(1), &dc), GG_ERROR_INVALID_ARGUMENT);

@@ -298,7 +298,7 @@ static void finalize_that_never_ends_is_aborted(void **state) {
 
 /* One process per GPU from the launcher's environment and a file on a shared path (gg_dist_init_env), on the fakes:
  * without RANK and WORLD_SIZE the call is refused naming them; rank 0 of 1 writes NCCL's id, makes its communicator
- * and removes the file; rank 1 of 2 reads the id that rank 0 left there and makes its own; a rank 1 whose rank 0
+ * and removes the file, and removes it too when its init fails; rank 1 of 2 reads the id that rank 0 left there and makes its own; a rank 1 whose rank 0
  * never writes gives up at GG_DIST_INIT_TIMEOUT_S (1 s here), naming the file and the variable, after one notice
  * half-way, with no communicator and the context usable. */
 static void init_env_through_an_id_file(void **state) {
@@ -323,6 +323,13 @@ static void init_env_through_an_id_file(void **state) {
     assert_int_equal(access(path, F_OK), -1); /* removed once the communicator exists */
     assert_int_equal(gg_dist_detach(ctx), GG_SUCCESS);
     assert_int_equal(atomic_load(&fake_nccl.destroys), 1); /* gradgraph's own: finalized and destroyed */
+    fake_nccl_reset(0, 1); /* rank 0's init fails: the id it wrote goes too (a next launch must not read it) */
+    fake_nccl.fail_kind = FN_INIT;
+    fake_nccl.fail_at = 1;
+    assert_int_equal(gg_dist_init_env(ctx, path, &dc), GG_ERROR_NCCL);
+    assert_int_equal(fake_nccl.injected, 1);
+    assert_int_equal(access(path, F_OK), -1);
+    assert_int_equal(gg_dist_size(ctx), 0);
 
     fake_nccl_reset(1, 2);
     setenv("RANK", "1", 1);

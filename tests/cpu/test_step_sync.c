@@ -364,7 +364,8 @@ static void captures_one_group_per_bucket(void **state) {
 }
 
 /* A syncing step that never ran holds no NCCL work: detach is accepted, and the step then refuses to sync without
- * its communicator (sync off, it still runs). */
+ * its communicator (sync off, it still runs); the same communicator attached again (the same address, other
+ * buckets: the ranks have not agreed on this step's layout under it) is refused too. */
 static void detach_before_any_run(void **state) {
     (void)state;
     ncclComm_t comm = NULL;
@@ -380,6 +381,16 @@ static void detach_before_any_run(void **state) {
     assert_int_equal(fake_nccl.logged, 0);
     assert_int_equal(gg_step_set_sync(step, 0), GG_SUCCESS);
     assert_int_equal(gg_step_run(step, TOKENS, 0, NULL), GG_SUCCESS);
+    assert_int_equal(fake_nccl.logged, 0);
+    gg_dist_config dc = GG_DIST_CONFIG_INIT;
+    dc.bind_cpus = 0;
+    dc.bucket_bytes = 2 * BUCKET_BYTES;
+    assert_int_equal(gg_dist_attach(ctx, comm, &dc), GG_SUCCESS);
+    assert_int_equal(gg_step_set_sync(step, 1), GG_SUCCESS);
+    reset_counts();
+    assert_int_equal(gg_step_run(step, TOKENS, 0, NULL), GG_ERROR_INVALID_ARGUMENT);
+    contains(gg_last_error(ctx), "the communicator it was finalized with is gone");
+    assert_int_equal(fake.calls[FAKE_BEGIN_CAPTURE], 0);
     assert_int_equal(fake_nccl.logged, 0);
     gg_step_destroy(step);
     end_ctx(ctx, comm);
