@@ -105,7 +105,8 @@ typedef enum gg_status {
     GG_ERROR_CUDA = 7,             /* the CUDA runtime reported an error (message has its name) */
     GG_ERROR_CUBLAS = 8,           /* cuBLASLt reported an error or found no algorithm */
     GG_ERROR_INTERNAL = 9,         /* a bug in gradgraph; please report it with the message */
-    GG_ERROR_NCCL = 10,            /* NCCL reported an error (the communicator is aborted: make a new one) */
+    GG_ERROR_NCCL = 10,            /* NCCL reported an error; where the message says the communicator is aborted,
+                                      make a new one (an attached one was freed by the abort: do not destroy it) */
     GG_ERROR_PEER = 11,            /* another rank failed the same collective call (its own status says why);
                                       nothing was made on any rank, the communicator is intact */
     GG_ERROR_PARTIAL = 12          /* an eager call failed after it began to enqueue (a kernel launch, a GEMM or an
@@ -1210,7 +1211,9 @@ typedef struct gg_dist_config {
  * and destroys it after gg_dist_detach / gg_ctx_destroy — unless gradgraph returned GG_ERROR_NCCL (an asynchronous
  * NCCL error, a failed warm-up, or a warm-up the other ranks did not join within GG_DIST_PEER_TIMEOUT_S seconds,
  * default 300; on a communicator never used before, NCCL itself may instead wait for them inside its first
- * collective): then it has aborted the communicator (so that no rank hangs), which frees it. Runs the warm-up
+ * collective): then it has aborted the communicator (so that no rank hangs), which frees it, and the message says
+ * so. A communicator NCCL cannot query (ncclCommCuDevice and the like fail) is refused as GG_ERROR_INVALID_ARGUMENT
+ * and left alone. Runs the warm-up
  * all-reduce, so every rank must call this at the same time. Make the communicator after gg_ctx_create, or set
  * NCCL_NVLS_ENABLE yourself: gradgraph sets it to 0 when unset, and NCCL reads it when a communicator is made.
  * config NULL: GG_DIST_CONFIG_INIT. */

@@ -204,13 +204,19 @@ static void log_ready(gg_ctx *ctx, const char *fn) {
 }
 
 /* Puts comm on ctx (streams, events), checks it is on ctx's device, runs the warm-up, binds the thread. On failure
- * ctx has no communicator state and an owned comm has been aborted (a failed warm-up aborts an attached one too). */
+ * ctx has no communicator state and an owned comm has been aborted (a warm-up that fails with GG_ERROR_NCCL aborts an
+ * attached one too); an attached comm NCCL cannot query is refused as an argument, untouched. */
 static gg_status install(gg_ctx *ctx, const char *fn, ncclComm_t comm, int owned, const gg_dist_config *config) {
     int device = -1, rank = -1, size = 0;
     gg_status status = GG_SUCCESS;
     ncclResult_t r = ncclCommCuDevice(comm, &device);
     if (r == ncclSuccess) r = ncclCommUserRank(comm, &rank);
     if (r == ncclSuccess) r = ncclCommCount(comm, &size);
+    if (r != ncclSuccess && !owned) /* the caller's: perhaps no communicator at all, so never aborted */
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
+                       "%s: nccl_comm is not a usable communicator: ncclCommCuDevice/UserRank/Count failed: %s; nothing "
+                       "was done",
+                       fn, ncclGetErrorString(r));
     if (r != ncclSuccess) {
         status = gg_dist_fail_nccl(ctx, r, "ncclCommCuDevice/UserRank/Count");
         goto fail;
@@ -223,8 +229,18 @@ static gg_status install(gg_ctx *ctx, const char *fn, ncclComm_t comm, int owned
     GG_GOTO(make_dist(ctx, fn, comm, 0, rank, size, config), status, fail); /* owned only once the warm-up worked */
     status = gg_dist_warm_up(&ctx, 1, fn);
     if (status != GG_SUCCESS) {
-        if (!ctx->dist->comm) owned = 0; /* the warm-up aborted it */
-        release(ctx);            /* not owned yet: the comm survives this */
+        const int aborted = !ctx->dist->comm; /* by the warm-up (a deadline, an asynchronous error) */
+        release(ctx);                          /* not owned yet: the comm survives this */
+        if (aborted) return status;
+        /* NCCL's own failure (a call that returned an error): aborted, an attached one too, as the header says of
+         * GG_ERROR_NCCL, so that no rank waits on it; other failures leave an attached one to its caller */
+        if (status == GG_ERROR_NCCL) {
+            char first[GG_MSG_BYTES];
+            snprintf(first, sizeof first, "%s", ctx->last_error);
+            status = gg_fail(ctx, GG_ERROR_NCCL, "%s: the communicator is aborted (an attached one too: do not "
+                                                 "destroy it)", first);
+            owned = 1;
+        }
         goto fail;
     }
     ctx->dist->owned = owned;

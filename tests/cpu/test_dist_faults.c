@@ -728,17 +728,25 @@ static void check_nothing_left(fake_nccl_kind kind, int k, const char *path, int
           atomic_load(&fake_nccl.misuse));
 }
 
+/* Whether the last life's gg_dist_attach returned GG_ERROR_NCCL with the communicator still alive, or without saying
+ * it was aborted: the header says attach's GG_ERROR_NCCL means gradgraph aborted it (a caller who follows it would
+ * leak it otherwise). */
+static int attached_alive_after_nccl_error;
+
 /* One data-parallel life: a communicator (made: owned = 1; else attached, two ranks), a syncing graph made and
  * replayed twice, gg_dist_reduce, the graph destroyed, detach. Stops at the first failure (returned, its message
  * in *message). *comm: the attached communicator. */
 static gg_status life(gg_ctx *ctx, int owned, ncclComm_t *comm, char *message, size_t bytes) {
     const gg_dist_config dc = dist_config();
     gg_status st;
+    attached_alive_after_nccl_error = 0;
     if (owned) {
         st = gg_dist_init_threads(&ctx, 1, &dc);
     } else {
         *comm = fake_nccl_comm();
         st = gg_dist_attach(ctx, *comm, &dc);
+        attached_alive_after_nccl_error = st == GG_ERROR_NCCL && (fake_nccl_is_live(*comm) ||
+                                                                  !strstr(gg_last_error(ctx), "communicator is aborted"));
     }
     gg_graph *g = NULL;
     if (st == GG_SUCCESS) st = tanh_graph(ctx, &g);
@@ -775,9 +783,14 @@ static void every_nccl_fault(void **state) {
                 if (hit) {
                     ++injected;
                     const ncclResult_t err = kind == FN_QUERY ? ncclInvalidUsage : ncclSystemError;
-                    check(st == GG_ERROR_NCCL, kind, k, path, "status %s: %s", gg_status_string(st), message);
+                    /* an attached communicator NCCL cannot query is a bad argument, left to its caller */
+                    const gg_status want = kind == FN_QUERY && !owned ? GG_ERROR_INVALID_ARGUMENT : GG_ERROR_NCCL;
+                    check(st == want, kind, k, path, "status %s: %s", gg_status_string(st), message);
                     check(strstr(message, ncclGetErrorString(err)) != NULL, kind, k, path,
                           "\"%s\" does not name NCCL's error", message);
+                    check(!attached_alive_after_nccl_error, kind, k, path,
+                          "gg_dist_attach: GG_ERROR_NCCL, but the communicator was not aborted, or the message does not "
+                          "say so: %s", message);
                 } else {
                     check(st == GG_SUCCESS, kind, k, path, "no fault, status %s: %s", gg_status_string(st), message);
                 }
