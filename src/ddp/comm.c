@@ -339,12 +339,24 @@ static gg_status init_from_id(gg_ctx *ctx, const char *fn, int rank, int size, c
 }
 
 /* NCCL's unique id from rank 0 of the MPI communicator (NULL: the world) to every rank, with rank 0's outcome: when
- * ncclGetUniqueId fails there, every rank returns instead of waiting for a communicator that will not come. */
-static gg_status share_id_mpi(gg_ctx *ctx, const char *fn, const void *mpi_comm, int rank, ncclUniqueId *id) {
+ * rank 0 refused its own arguments (checked: its status) or ncclGetUniqueId failed there, every rank returns instead
+ * of waiting for a communicator that will not come. A rank whose own check failed still takes part in the broadcast
+ * (rank 0 would wait in it), then returns its failure (the others give up at the init deadline). */
+static gg_status share_id_mpi(gg_ctx *ctx, const char *fn, const void *mpi_comm, int rank, gg_status checked,
+                              ncclUniqueId *id) {
     struct {
         int32_t ok;
         ncclUniqueId id;
     } shared = {0};
+    if (checked != GG_SUCCESS) {
+        char first[GG_MSG_BYTES];
+        snprintf(first, sizeof first, "%s", ctx->last_error);
+        /* rank 0 tells the others it will not make the id (shared.ok stays 0); any rank takes part */
+        const gg_status shared_status = gg_bootstrap_mpi_broadcast(ctx, fn, mpi_comm, &shared, sizeof shared);
+        (void)shared_status;
+        snprintf(ctx->last_error, sizeof ctx->last_error, "%s", first); /* the check's message, not the broadcast's */
+        return checked;
+    }
     ncclResult_t made = ncclSuccess;
     if (rank == 0) {
         made = ncclGetUniqueId(&shared.id);
@@ -353,42 +365,63 @@ static gg_status share_id_mpi(gg_ctx *ctx, const char *fn, const void *mpi_comm,
     GG_TRY(gg_bootstrap_mpi_broadcast(ctx, fn, mpi_comm, &shared, sizeof shared));
     if (made != ncclSuccess) return gg_dist_fail_nccl(ctx, made, "ncclGetUniqueId");
     if (!shared.ok)
-        return gg_fail(ctx, GG_ERROR_NCCL, "%s: rank 0 could not make NCCL's unique id (its status says why)", fn);
+        return gg_fail(ctx, GG_ERROR_PEER,
+                       "%s: rank 0 refused its arguments or could not make NCCL's unique id (its status says why)", fn);
     *id = shared.id;
     return GG_SUCCESS;
 }
 
-static gg_status init_env(gg_ctx *ctx, const char *fn, const void *path, const gg_dist_config *config) {
-    const char *id_path = path;
+/* first's failure (and its message) when there is one, else then's: the argument check is said before MPI's. */
+static gg_status first_failure(gg_ctx *ctx, gg_status first, const char saved[GG_MSG_BYTES], gg_status then) {
+    if (first == GG_SUCCESS) return then;
+    gg_failure_restore(ctx, saved);
+    return first;
+}
+
+/* The file path: rank 0 writes the id, the others read it within the init deadline (a rank that refuses its own
+ * arguments never writes or reads: the others give up at the deadline). */
+static gg_status init_env_file(gg_ctx *ctx, const char *fn, const char *id_path, const gg_dist_config *config) {
     gg_dist_config c;
     GG_TRY(begin(ctx, fn, config, &c));
     int rank = -1, size = 0;
     GG_TRY(gg_bootstrap_rank_size(ctx, fn, &rank, &size));
     gg_process_defaults();
     ncclUniqueId id;
-    if (id_path) {
-        if (rank == 0) GG_NCCL_TRY(ctx, ncclGetUniqueId, (&id));
-        GG_TRY(gg_bootstrap_share_id(ctx, fn, rank, id_path, &id, sizeof id));
-        const gg_status made = init_from_id(ctx, fn, rank, size, &id, &c);
-        /* Every rank has read the id (the communicator exists), or this launch failed: remove it either way, so that
-         * the next launch's ranks cannot read this stale id before its rank 0 has written a new one. */
-        if (rank == 0) (void)remove(id_path);
-        return made;
-    }
-    /* No file: the id travels through MPI's world communicator, whose ranks must be the environment's. */
+    if (rank == 0) GG_NCCL_TRY(ctx, ncclGetUniqueId, (&id));
+    GG_TRY(gg_bootstrap_share_id(ctx, fn, rank, id_path, &id, sizeof id));
+    const gg_status made = init_from_id(ctx, fn, rank, size, &id, &c);
+    /* Every rank has read the id (the communicator exists), or this launch failed: remove it either way, so that
+     * the next launch's ranks cannot read this stale id before its rank 0 has written a new one. */
+    if (rank == 0) (void)remove(id_path);
+    return made;
+}
+
+static gg_status init_env(gg_ctx *ctx, const char *fn, const void *path, const gg_dist_config *config) {
+    if (path) return init_env_file(ctx, fn, path, config);
+    /* No file: the id travels through MPI's world communicator, whose ranks must be the environment's. Every rank
+     * takes part in its broadcast whatever its own checks found (share_id_mpi): MPI_Bcast has no deadline. */
+    gg_dist_config c;
+    int rank = -1, size = 0;
+    gg_status checked = begin(ctx, fn, config, &c);
+    if (checked == GG_SUCCESS) checked = gg_bootstrap_rank_size(ctx, fn, &rank, &size);
+    char saved[GG_MSG_BYTES];
+    gg_failure_save(ctx, checked, saved);
     int mpi_rank = -1, mpi_size = 0;
-    const gg_status mpi = gg_bootstrap_mpi_rank_size(ctx, fn, NULL, &mpi_rank, &mpi_size);
+    gg_status mpi = gg_bootstrap_mpi_rank_size(ctx, fn, NULL, &mpi_rank, &mpi_size);
     if (mpi == GG_ERROR_UNSUPPORTED)
-        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
-                       "%s: id_path is NULL and gradgraph was built without MPI (GG_WITH_MPI=OFF): pass a file path "
-                       "every rank can read",
-                       fn);
-    if (mpi != GG_SUCCESS) return mpi;
-    if (mpi_rank != rank || mpi_size != size)
-        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
-                       "%s: id_path is NULL, but MPI's world (rank %d of %d) is not the environment's (rank %d of %d)",
-                       fn, mpi_rank, mpi_size, rank, size);
-    GG_TRY(share_id_mpi(ctx, fn, NULL, rank, &id));
+        mpi = gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
+                      "%s: id_path is NULL and gradgraph was built without MPI (GG_WITH_MPI=OFF): pass a file path "
+                      "every rank can read",
+                      fn);
+    if (mpi != GG_SUCCESS) return first_failure(ctx, checked, saved, mpi); /* no broadcast without MPI */
+    if (checked == GG_SUCCESS && (mpi_rank != rank || mpi_size != size))
+        checked = gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
+                          "%s: id_path is NULL, but MPI's world (rank %d of %d) is not the environment's (rank %d of "
+                          "%d)",
+                          fn, mpi_rank, mpi_size, rank, size);
+    if (checked == GG_SUCCESS) gg_process_defaults();
+    ncclUniqueId id;
+    GG_TRY(share_id_mpi(ctx, fn, NULL, mpi_rank, checked, &id));
     return init_from_id(ctx, fn, rank, size, &id, &c);
 }
 
@@ -397,13 +430,18 @@ gg_status gg_dist_init_env(gg_ctx *ctx, const char *id_path, const gg_dist_confi
 }
 
 static gg_status init_mpi(gg_ctx *ctx, const char *fn, const void *mpi_comm, const gg_dist_config *config) {
+    /* this rank's own checks, then the broadcast every rank takes part in, whatever they found: a rank 0 that
+     * returned before it would leave the others in MPI_Bcast, which has no deadline */
     gg_dist_config c;
-    GG_TRY(begin(ctx, fn, config, &c));
+    const gg_status checked = begin(ctx, fn, config, &c);
+    char saved[GG_MSG_BYTES];
+    gg_failure_save(ctx, checked, saved);
     int rank = -1, size = 0;
-    GG_TRY(gg_bootstrap_mpi_rank_size(ctx, fn, mpi_comm, &rank, &size));
-    gg_process_defaults();
+    const gg_status mpi = gg_bootstrap_mpi_rank_size(ctx, fn, mpi_comm, &rank, &size);
+    if (mpi != GG_SUCCESS) return first_failure(ctx, checked, saved, mpi); /* no broadcast without MPI */
+    if (checked == GG_SUCCESS) gg_process_defaults();
     ncclUniqueId id;
-    GG_TRY(share_id_mpi(ctx, fn, mpi_comm, rank, &id));
+    GG_TRY(share_id_mpi(ctx, fn, mpi_comm, rank, checked, &id));
     return init_from_id(ctx, fn, rank, size, &id, &c);
 }
 

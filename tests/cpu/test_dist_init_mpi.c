@@ -84,9 +84,30 @@ static void rank_0_without_an_id_fails_every_rank(void **state) {
     const gg_dist_config dc = dist_config();
     const gg_status st = gg_dist_init_mpi(ctx, NULL, &dc);
     const char *said = gg_last_error(ctx);
-    const char *expect = mpi_rank == 0 ? "ncclGetUniqueId" : "gg_dist_init_mpi: rank 0 could not make NCCL's unique id";
-    int ok = st == GG_ERROR_NCCL && strstr(said, expect) && strncmp(said, "gg_dist_init_mpi: ", 18) == 0 &&
+    const char *expect = mpi_rank == 0 ? "ncclGetUniqueId"
+                                       : "gg_dist_init_mpi: rank 0 refused its arguments or could not make NCCL's "
+                                         "unique id";
+    int ok = st == (mpi_rank == 0 ? GG_ERROR_NCCL : GG_ERROR_PEER) && strstr(said, expect) && strncmp(said, "gg_dist_init_mpi: ", 18) == 0 &&
              fake_nccl.calls[FN_INIT] == 0 && gg_dist_size(ctx) == 0 && gg_dist_rank(ctx) == -1;
+    if (!ok) print_message("rank %d: status %s: %s\n", mpi_rank, gg_status_string(st), said);
+    ok = destroyed_cleanly(ctx) && ok;
+    assert_true(all_ranks_ok(ok));
+}
+
+/* Rank 0 alone refuses its arguments (its bucket_bytes): it still takes part in the id's broadcast, so every rank
+ * returns at once (before, the others waited in MPI_Bcast forever): rank 0 naming its argument, the others that rank 0
+ * refused; no rank makes a communicator. */
+static void rank_0_refusing_its_arguments_fails_every_rank(void **state) {
+    (void)state;
+    gg_ctx *ctx = fake_ctx();
+    gg_dist_config dc = dist_config();
+    if (mpi_rank == 0) dc.bucket_bytes = 100;
+    const gg_status st = gg_dist_init_mpi(ctx, NULL, &dc);
+    const char *said = gg_last_error(ctx);
+    const char *expect = mpi_rank == 0 ? "gg_dist_init_mpi: config->bucket_bytes = 100 is below 4096"
+                                       : "gg_dist_init_mpi: rank 0 refused its arguments";
+    int ok = st == (mpi_rank == 0 ? GG_ERROR_INVALID_ARGUMENT : GG_ERROR_PEER) && strstr(said, expect) &&
+             fake_nccl.calls[FN_INIT] == 0 && gg_dist_size(ctx) == 0;
     if (!ok) print_message("rank %d: status %s: %s\n", mpi_rank, gg_status_string(st), said);
     ok = destroyed_cleanly(ctx) && ok;
     assert_true(all_ranks_ok(ok));
@@ -131,6 +152,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(init_mpi_makes_every_rank_from_rank_0s_id),
         cmocka_unit_test(rank_0_without_an_id_fails_every_rank),
+        cmocka_unit_test(rank_0_refusing_its_arguments_fails_every_rank),
         cmocka_unit_test(init_env_without_a_file_takes_mpis_world),
     };
     int failed = mpi_size >= 2 ? cmocka_run_group_tests(tests, NULL, NULL) : 1; /* one rank tests no sharing */
