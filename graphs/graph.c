@@ -367,8 +367,18 @@ gg_status gg_exec_replay(gg_ctx *ctx, const char *fn, gg_exec_cache *cache, cons
     nvtxRangePushA(fn);
     gg_exec_entry *e = gg_exec_cache_find(cache, key, ctx->scratch_generation);
     if (!e) {
+        /* A build whose plan lookups grew the scratch arena (one lost to a failed growth is made again, bucket by
+         * bucket) captured its earlier work on an arena freed since: built again, on the arena as it is now. */
         cudaGraph_t graph = NULL;
-        status = build(user, &graph);
+        for (int attempt = 0; status == GG_SUCCESS; ++attempt) {
+            const uint64_t generation = ctx->scratch_generation;
+            status = build(user, &graph);
+            if (status != GG_SUCCESS || ctx->scratch_generation == generation) break;
+            (void)cudaGraphDestroy(graph);
+            graph = NULL;
+            if (attempt == 2)
+                status = gg_fail(ctx, GG_ERROR_CUDA, "%s: the scratch arena moved at every capture; nothing ran", fn);
+        }
         if (status == GG_SUCCESS) status = gg_exec_install(ctx, cache, key, graph, &e);
     }
     if (status == GG_SUCCESS && sync && !*holds_nccl) {

@@ -17,5 +17,7 @@ const char *faults_error_name(fake_kind kind);
 
 /* test_faults_entry.c: steps, optimizers and forwards (a cmocka test). */
 void faults_of_steps_optimizers_forwards(void **state);
+/* test_faults_entry.c: a device-selected graph first built after a failed growth lost the scratch arena. */
+void device_graph_built_after_a_lost_arena(void **state);
 
 #endif

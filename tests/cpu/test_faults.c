@@ -303,6 +303,7 @@ static void every_fault_of_every_block(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(every_fault_of_every_block),
                                        cmocka_unit_test(every_resource_fault_of_every_block),
-                                       cmocka_unit_test(faults_of_steps_optimizers_forwards)};
+                                       cmocka_unit_test(faults_of_steps_optimizers_forwards),
+                                       cmocka_unit_test(device_graph_built_after_a_lost_arena)};
     return cmocka_run_group_tests_name("faults", tests, NULL, NULL);
 }

@@ -24,6 +24,7 @@
 #include "fake_cuda.h"
 #include "faults.h"
 #include "gradgraph.h"
+#include "internal.h"
 
 #define FAKE(i) ((void *)(uintptr_t)(0x100000000000ull * (uint64_t)((i) + 1)))
 
@@ -506,4 +507,66 @@ void faults_of_steps_optimizers_forwards(void **state) {
     assert_true(forward.injected > 20);
     assert_true(resources.injected > 100);
     assert_int_equal(step.failures + optim.failures + forward.failures + resources.failures, 0);
+}
+
+/* A device-selected graph first built after a failed growth lost the context's scratch arena: its buckets' plan
+ * lookups make the arena again, growing it bucket by bucket, so the branches captured first would hold addresses in
+ * arenas freed before the exec is installed (and replayed from then on). The build is made again on the arena as it
+ * ends up: no captured operation touches a freed arena, and the next run replays that exec. */
+void device_graph_built_after_a_lost_arena(void **state) {
+    (void)state;
+    fake_reset(1);
+    fake.device_space = 1; /* device memory at addresses as far apart as its sizes: the captures' ranges are real */
+    fake.plan_ok = 1;
+    gg_ctx *ctx = NULL;
+    assert_int_equal(gg_ctx_create(NULL, &ctx), GG_SUCCESS);
+    const gg_mlp_desc md = {.tokens = 1024, .hidden = 2048, .ffn = 8192};
+    gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
+    gc.max_tokens = 1024;
+    gc.device_select = 1;
+    gg_graph *g = NULL;
+    assert_int_equal(gg_mlp_graph_create(ctx, &md, &gc, &g), GG_SUCCESS);
+    const gg_mlp_args a = {FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5), FAKE(6), FAKE(7), FAKE(8), FAKE(9),
+                           FAKE(10), NULL, NULL, NULL, NULL, NULL, NULL};
+    const int64_t *device_tokens = (const int64_t *)FAKE(20);
+    fake_log_start(); /* one build's work, on the arena made at create */
+    assert_int_equal(gg_mlp_graph_run_device(g, &md, device_tokens, &a, NULL), GG_SUCCESS);
+    fake_log_stop();
+    const int one_build = fake_log.n;
+    gg_graph_config big = GG_GRAPH_CONFIG_INIT; /* its growth fails at the k-th allocation until the arena is lost */
+    big.max_tokens = 16384;
+    for (int k = 1; k < 50 && ctx->scratch; ++k) {
+        gg_graph *other = NULL;
+        fake.fail_kind = FAKE_MALLOC;
+        fake.fail_at = fake.calls[FAKE_MALLOC] + k;
+        if (gg_mlp_graph_create(ctx, &md, &big, &other) == GG_SUCCESS) gg_graph_destroy(other);
+        fake.fail_at = 0;
+    }
+    assert_null(ctx->scratch);
+    void *first_free = NULL; /* where the next allocation starts: arenas made from here on and freed lie above it */
+    assert_int_equal(cudaMalloc(&first_free, 1), cudaSuccess);
+    assert_int_equal(cudaFree(first_free), cudaSuccess);
+    fake_log_start(); /* the exec is built again (the arena moved): the same work, once or more */
+    assert_int_equal(gg_mlp_graph_run_device(g, &md, device_tokens, &a, NULL), GG_SUCCESS);
+    fake_log_stop();
+    const int builds = fake_log.n / one_build;
+    assert_int_equal(fake_log.n % one_build, 0);
+    int stale = 0; /* in the build that was kept, the last one */
+    for (int i = fake_log.n - one_build; i < fake_log.n; ++i)
+        for (int r = 0; r < fake_log.entries[i].n_ranges; ++r) {
+            const uintptr_t lo = fake_log.entries[i].ranges[r].lo;
+            stale += lo >= (uintptr_t)first_free && lo < (uintptr_t)ctx->scratch;
+        }
+    fake_log_free();
+    printf("RESULT device-selected graph built after a lost arena: %d builds, %d captured ranges of the kept one in "
+           "freed arenas\n",
+           builds, stale);
+    assert_int_equal(stale, 0);
+    assert_true(builds >= 2); /* the first, made while the arena grew, was not kept */
+    const int captures = fake.captures;
+    assert_int_equal(gg_mlp_graph_run_device(g, &md, device_tokens, &a, NULL), GG_SUCCESS);
+    assert_int_equal(fake.captures, captures); /* the exec built above is replayed */
+    gg_graph_destroy(g);
+    gg_ctx_destroy(ctx);
+    assert_int_equal(fake.live, 0);
 }
