@@ -195,8 +195,8 @@ gg_status gg_optim_device_pointers(gg_optim *o, gg_optim_device_ptrs *out) {
     const char *fn = "gg_optim_device_pointers";
     if (!o) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: opt is NULL", fn);
     if (!out) return gg_fail(o->ctx, GG_ERROR_INVALID_ARGUMENT, "%s: out is NULL", fn);
+    GG_TRY(check_ready(o, fn)); /* refused: *out as it was */
     memset(out, 0, sizeof *out);
-    GG_TRY(check_ready(o, fn));
     gg_k_optim_scalars *s = gg_optim_scalars(o);
     out->lr = &s->lr;
     out->inv_loss_scale = &s->inv_scale;

@@ -245,6 +245,8 @@ static void calls_before_finalize_are_refused(void **state) {
         "gg_optim_finalize: the optimizer has no parameter (add them with gg_optim_add_param)",
     };
     gg_optim_device_ptrs ptrs;
+    memset(&ptrs, 0x5a, sizeof ptrs); /* a refused call writes nothing: still this after */
+    const gg_optim_device_ptrs poisoned = ptrs;
     int found = 0;
     for (int i = 0; i < 7; ++i) {
         gg_status st = GG_SUCCESS;
@@ -260,6 +262,7 @@ static void calls_before_finalize_are_refused(void **state) {
         assert_int_equal(st, GG_ERROR_INVALID_ARGUMENT);
         assert_message_has(ctx, expected[i]);
     }
+    assert_memory_equal(&ptrs, &poisoned, sizeof ptrs);
     /* and NULL, named */
     assert_int_equal(gg_optim_step(NULL, NULL), GG_ERROR_INVALID_ARGUMENT);
     assert_message_has(NULL, "gg_optim_step: opt is NULL");
