@@ -291,16 +291,20 @@ gg_status gg_dist_alloc(gg_ctx *ctx, size_t bytes, void **out) {
     return GG_SUCCESS;
 }
 
-/* gg_dist_free's end: frees the listed buffer i (its window released) and unlists it. A failed ncclMemFree keeps it
- * listed, so that the communicator's release tries again instead of losing it, and fails the call: the driver
+/* gg_dist_free's end, with the communicator's lock released: frees buffer b (unlisted, its window released). cudaFree
+ * waits for the device, and a replay stuck on a dead peer would keep it waiting: under the lock, the watchdog (and
+ * gg_dist_abort) could not take it to abort that replay, and nothing would ever end. A failed ncclMemFree lists the
+ * buffer again, so that the communicator's release tries again instead of losing it, and fails the call: the driver
  * refused to release NCCL memory, the device is in doubt, and GG_ERROR_NCCL promises an aborted communicator (the
  * ranks are in step: the collective part is over). */
-static gg_status free_listed(gg_ctx *ctx, int i) {
+static gg_status free_unlisted(gg_ctx *ctx, gg_dist_buffer b) {
     gg_dist *d = ctx->dist;
-    const ncclResult_t r = release_memory(d->buffers[i].ptr, d->buffers[i].nccl_memory);
-    if (r != ncclSuccess) return abort_after(ctx, r, "gg_dist_free: ncclMemFree");
-    d->buffers[i] = d->buffers[--d->n_buffers];
-    return GG_SUCCESS;
+    const ncclResult_t r = release_memory(b.ptr, b.nccl_memory);
+    if (r == ncclSuccess) return GG_SUCCESS;
+    pthread_mutex_lock(&d->lock);
+    d->buffers[d->n_buffers++] = b; /* its slot is still there: it was the last taken */
+    pthread_mutex_unlock(&d->lock);
+    return abort_after(ctx, r, "gg_dist_free: ncclMemFree");
 }
 
 gg_status gg_dist_free(gg_ctx *ctx, void *ptr) {
@@ -342,8 +346,13 @@ gg_status gg_dist_free(gg_ctx *ctx, void *ptr) {
         }
 #endif
     }
-    if (status == GG_SUCCESS) status = free_listed(ctx, i); /* else it stays listed: freed when the communicator goes */
-    gg_device_leave(ctx, saved);
+    gg_dist_buffer unlisted = {0}; /* else it stays listed: freed when the communicator goes */
+    if (status == GG_SUCCESS) {
+        unlisted = d->buffers[i];
+        d->buffers[i] = d->buffers[--d->n_buffers];
+    }
     pthread_mutex_unlock(&d->lock);
+    if (status == GG_SUCCESS) status = free_unlisted(ctx, unlisted);
+    gg_device_leave(ctx, saved);
     return status;
 }

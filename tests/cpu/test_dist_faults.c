@@ -701,6 +701,59 @@ static void abort_from_another_thread(void **state) {
     no_leaks();
 }
 
+/* gg_dist_free's cudaFree waits for the device, which a replay stuck on a dead peer keeps busy: the free must not hold
+ * the communicator's lock meanwhile, or the watchdog and gg_dist_abort, which take it to abort that replay, would
+ * wait for the free, and nothing would ever end. Here the free's cudaFree blocks until the abort returned. */
+static atomic_int free_entered, free_may_end;
+static void free_waits(void *ptr) {
+    (void)ptr;
+    atomic_store(&free_entered, 1);
+    const double t0 = now_s(); /* bounded: without the fix the abort never comes, and the test fails, not hangs */
+    while (!atomic_load(&free_may_end) && now_s() - t0 < 5.0) nanosleep(&(struct timespec){0, 1000000}, NULL);
+}
+
+typedef struct free_job {
+    gg_ctx *ctx;
+    void *ptr;
+    gg_status status;
+} free_job;
+
+static void *free_in_thread(void *arg) {
+    free_job *j = arg;
+    j->status = gg_dist_free(j->ctx, j->ptr);
+    return NULL;
+}
+
+static void abort_during_a_free_that_waits(void **state) {
+    (void)state;
+    ncclComm_t comm = NULL;
+    gg_ctx *ctx = attached_ctx(&comm);
+    void *buffer = NULL;
+    assert_int_equal(gg_dist_alloc(ctx, 1 << 20, &buffer), GG_SUCCESS);
+    atomic_store(&free_entered, 0);
+    atomic_store(&free_may_end, 0);
+    fake.on_free = free_waits;
+    free_job job = {ctx, buffer, GG_ERROR_INTERNAL};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, free_in_thread, &job), 0);
+    while (!atomic_load(&free_entered)) nanosleep(&(struct timespec){0, 1000000}, NULL);
+    const double t0 = now_s();
+    const gg_status aborted = gg_dist_abort(ctx); /* what the watchdog does at the step deadline */
+    const double took = now_s() - t0;
+    atomic_store(&free_may_end, 1);
+    pthread_join(t, NULL);
+    fake.on_free = NULL;
+    print_message("gg_dist_abort during a free waiting for the device: %s after %.3f s\n", gg_status_string(aborted),
+                  took);
+    assert_int_equal(aborted, GG_SUCCESS);
+    assert_true(took < 2.0); /* not behind the free (5 s) */
+    assert_int_equal(job.status, GG_SUCCESS);
+    assert_int_equal(atomic_load(&fake_nccl.aborts), 1);
+    assert_int_equal(gg_dist_detach(ctx), GG_SUCCESS);
+    gg_ctx_destroy(ctx);
+    no_leaks();
+}
+
 /* ---- fault injection on every kind of NCCL call ---- */
 static int injected, failures;
 
@@ -1223,6 +1276,7 @@ int main(void) {
         cmocka_unit_test(stream_failed_in_an_agreement_is_aborted),
         cmocka_unit_test(agreement_the_peers_never_join_is_aborted),
         cmocka_unit_test(abort_from_another_thread),
+        cmocka_unit_test(abort_during_a_free_that_waits),
         cmocka_unit_test(every_nccl_fault),
         cmocka_unit_test(every_host_memory_fault),
         cmocka_unit_test(every_cuda_resource_fault),

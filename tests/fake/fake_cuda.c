@@ -458,6 +458,7 @@ cudaError_t __wrap_cudaMalloc(void **ptr, size_t bytes) {
     return cudaSuccess;
 }
 cudaError_t __wrap_cudaFree(void *ptr) {
+    if (fake.on_free) fake.on_free(ptr);
     if (ptr) --fake.live;
     if (!in_device_space(ptr)) free(ptr);
     return cudaSuccess;

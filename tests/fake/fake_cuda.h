@@ -102,6 +102,7 @@ typedef struct fake_state {
     /* called by cudaMemcpy device -> host (synchronous) with the host buffer, which the fake zeroed first (a test
      * plays what the device would hold, e.g. the other ranks' part of the warm-up's result), NULL: none */
     void (*on_sync_copy_to_host)(void *dst, size_t bytes);
+    void (*on_free)(void *ptr); /* called as cudaFree begins (a test's stand-in for a free that waits for the GPU) */
     const void *sync_copy_from; /* the device address of the last cudaMemcpy device -> host */
     const void *memset_at;      /* the address of the last cudaMemset (synchronous), and how many there were */
     int memsets;
