@@ -1147,7 +1147,8 @@ GG_API void gg_optim_destroy(gg_optim *opt);
  *     waits for itself, the end of a non-blocking NCCL call and teardown (GG_DIST_PEER_TIMEOUT_S), and a replay of
  *     a syncing graph (GG_DIST_STEP_TIMEOUT_S). A watchdog thread per communicator (started with it, stopped at
  *     gg_dist_detach / gg_ctx_destroy) aborts the communicator (ncclCommAbort, which ends NCCL's kernels still
- *     waiting, so a cudaStreamSynchronize of yours returns) when a replay has not finished by its deadline or NCCL
+ *     waiting, so a cudaStreamSynchronize of yours returns) when a replay has not finished by its deadline (counted
+ *     from when it can run: its launch, or for one queued behind earlier replays the end of the one before) or NCCL
  *     reports an asynchronous error; gg_dist_check (also called by every graph run) does the latter on demand.
  *     Afterwards every call that needs the communicator returns GG_ERROR_NCCL saying what happened (the deadline,
  *     NCCL's error, gg_dist_abort) and on which rank; eager calls and local graphs keep working. A wait on the

@@ -31,7 +31,7 @@ typedef struct gg_watchdog {
     pthread_cond_t wake;
     int stop;
     cudaEvent_t ev[WATCH_SLOTS];
-    double since[WATCH_SLOTS]; /* when slot's replay was launched */
+    double since[WATCH_SLOTS]; /* when slot's replay began: launched, or the one before it seen complete */
     int oldest, pending;       /* the ring: `pending` slots from `oldest` recorded and not yet seen complete */
     int events;                /* events created */
     gg_ctx *ctx;
@@ -102,13 +102,21 @@ static void check_async(gg_dist *d, char *why, size_t bytes) {
 }
 
 /* The replays watched, oldest first: complete (dropped), failed on the GPU, or past the deadline (why set); else
- * *running_since: when the oldest replay still running was launched (-1: none). Called with w->mu held. */
+ * *running_since: when the oldest replay still running began (-1: none). A replay begins when it was launched or,
+ * queued behind earlier ones, when the one before it was seen complete: a host that runs far ahead of the GPU
+ * queues replays whose launch is long past by the time they run, and those are not late. Called with w->mu held. */
 static void check_replays(gg_watchdog *w, char *why, size_t bytes, double *running_since) {
     *running_since = -1.0;
     cudaError_t e = cudaSuccess;
+    int dropped = 0;
     while (w->pending > 0 && (e = cudaEventQuery(w->ev[w->oldest])) == cudaSuccess) {
         w->oldest = (w->oldest + 1) % WATCH_SLOTS;
         --w->pending;
+        dropped = 1;
+    }
+    if (dropped && w->pending > 0) { /* the next one runs from now at the latest */
+        const double now = gg_dist_now_s();
+        if (w->since[w->oldest] < now) w->since[w->oldest] = now;
     }
     if (w->pending == 0) return;
     if (e != cudaErrorNotReady) {

@@ -548,7 +548,19 @@ static void replay_past_the_step_deadline_is_aborted(void **state) {
     nanosleep(&wait, NULL);
     assert_int_equal(atomic_load(&fake_nccl.aborts), 0);
     assert_int_equal(notices(), 0); /* nor do they say they are waiting */
+    /* replays queued far ahead, each 0.4 s of GPU work after the one before (2.4 s in all, more than the deadline):
+     * each is timed from when it can run, so none is late */
+    fake.events_apart_s = 0.4;
+    fake.events_last_done_s = 0;
+    for (int i = 0; i < 6; ++i) assert_int_equal(tanh_run(g), GG_SUCCESS);
+    const struct timespec queue = {3, 0};
+    nanosleep(&queue, NULL);
+    fake.events_apart_s = 0;
+    print_message("6 replays queued ahead, 2.4 s of work against a 1 s deadline: %d aborts\n",
+                  atomic_load(&fake_nccl.aborts));
+    assert_int_equal(atomic_load(&fake_nccl.aborts), 0);
     /* a replay that never finishes (its peer is gone) */
+    notices_reset();
     fake.events_busy = 1;
     assert_int_equal(tanh_run(g), GG_SUCCESS);
     const double took = wait_for(&fake_nccl.aborts, 1, 15.0);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/mman.h>
 
 fake_state fake;
@@ -78,7 +79,14 @@ char *__wrap_strdup(const char *s) { return host_memory_fault() ? NULL : __real_
 #include "fake_alloc.h"
 
 /* A live handle: a unique address (malloc'd, so that a leak is also seen by the sanitizers). */
-static void *fake_handle(void) { return calloc(1, 16); }
+/* 24 bytes: an event's clock at its last record, that record's stream, and when its work is done (events_apart_s) */
+static void *fake_handle(void) { return calloc(1, 24); }
+
+static double monotonic_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
 static void fake_release(void *handle) {
     if (!handle) return;
     --fake.live;
@@ -427,6 +435,13 @@ cudaError_t __wrap_cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     if (event) {
         memcpy((void *)event, &fake.clock_us, sizeof fake.clock_us);
         memcpy((char *)event + sizeof fake.clock_us, &stream, sizeof stream);
+        double done = 0.0;
+        if (fake.events_apart_s > 0) {
+            const double now = monotonic_s();
+            done = (fake.events_last_done_s > now ? fake.events_last_done_s : now) + fake.events_apart_s;
+            fake.events_last_done_s = done;
+        }
+        memcpy((char *)event + 16, &done, sizeof done);
     }
     ++fake.enqueued;
     fake_entry *e = log_entry(FAKE_OP_RECORD, stream);
@@ -510,6 +525,9 @@ cudaError_t __wrap_cudaEventQuery(cudaEvent_t event) {
     (void)event;
     const int error = atomic_load(&fake.events_error);
     if (error) return (cudaError_t)error;
+    double done = 0.0;
+    if (event) memcpy(&done, (const char *)event + 16, sizeof done);
+    if (done > 0 && monotonic_s() < done) return cudaErrorNotReady;
     return fake.events_busy ? cudaErrorNotReady : cudaSuccess;
 }
 cudaError_t __wrap_cudaMemset(void *dst, int value, size_t bytes) {

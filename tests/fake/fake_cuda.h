@@ -94,6 +94,10 @@ typedef struct fake_state {
     void (*on_is_capturing)(void); /* called inside cudaStreamIsCapturing (a test's hook), NULL: none */
     /* The data-parallel path (test_dist_faults): */
     _Atomic int events_busy;  /* cudaEventQuery reports cudaErrorNotReady (work that never finishes) */
+    /* > 0: the work before each event recorded from now on takes this long after the previous one's (one stream's
+     * work in order): cudaEventQuery reports cudaErrorNotReady until then (replays queued far ahead) */
+    double events_apart_s;
+    double events_last_done_s; /* when the last such event is done (monotonic seconds) */
     _Atomic int events_error; /* nonzero: cudaEventQuery reports this cudaError_t (work that failed on the GPU) */
     _Atomic int streams_busy; /* cudaStreamQuery reports cudaErrorNotReady */
     _Atomic int streams_error; /* nonzero: cudaStreamQuery reports this cudaError_t */
