@@ -649,7 +649,7 @@ static void add_execs(const gg_exec_cache *cache, gg_graph_memory *m) {
         }
 }
 
-gg_status gg_graph_memory_info(const gg_graph *g, int bucket, gg_graph_memory *out) {
+static gg_status graph_memory_info(const gg_graph *g, int bucket, gg_graph_memory *out) {
     if (!g) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_graph_memory_info: graph is NULL");
     if (!out) return gg_fail(g->ctx, GG_ERROR_INVALID_ARGUMENT, "gg_graph_memory_info: out is NULL");
     if (bucket < -1 || bucket >= g->n_buckets)
@@ -671,6 +671,15 @@ gg_status gg_graph_memory_info(const gg_graph *g, int bucket, gg_graph_memory *o
     }
     out->total_bytes = out->exec_bytes + out->staging_bytes;
     return GG_SUCCESS;
+}
+
+/* A query claims the context as every call does: another thread inside it (changing the exec caches) is refused. */
+gg_status gg_graph_memory_info(const gg_graph *g, int bucket, gg_graph_memory *out) {
+    if (!g) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_graph_memory_info: graph is NULL");
+    GG_TRY(gg_ctx_claim(g->ctx, "gg_graph_memory_info"));
+    const gg_status status = graph_memory_info(g, bucket, out);
+    gg_ctx_release(g->ctx);
+    return status;
 }
 
 gg_status gg_graph_device_errors(gg_graph *g, unsigned *count) {

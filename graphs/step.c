@@ -357,7 +357,7 @@ gg_status gg_step_set_args(gg_step *s, int index, const void *args) {
 
 /* ---- queries ---- */
 
-gg_status gg_step_memory_info(const gg_step *s, gg_step_memory *out) {
+static gg_status step_memory_info(const gg_step *s, gg_step_memory *out) {
     if (!s) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_step_memory_info: step is NULL");
     if (!out) return gg_fail(s->ctx, GG_ERROR_INVALID_ARGUMENT, "gg_step_memory_info: out is NULL");
     memset(out, 0, sizeof *out);
@@ -374,4 +374,13 @@ gg_status gg_step_memory_info(const gg_step *s, gg_step_memory *out) {
     out->scratch_bytes = s->slot_bytes * (size_t)s->slots;
     out->own_bytes = s->own_bytes + out->exec_bytes;
     return GG_SUCCESS;
+}
+
+/* A query claims the context as every call does: another thread inside it (changing the exec caches) is refused. */
+gg_status gg_step_memory_info(const gg_step *s, gg_step_memory *out) {
+    if (!s) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_step_memory_info: step is NULL");
+    GG_TRY(gg_ctx_claim(s->ctx, "gg_step_memory_info"));
+    const gg_status status = step_memory_info(s, out);
+    gg_ctx_release(s->ctx);
+    return status;
 }

@@ -278,7 +278,7 @@ gg_status gg_optim_finalize(gg_optim *o) {
 
 /* ---- queries ---- */
 
-gg_status gg_optim_memory_info(const gg_optim *o, gg_optim_memory *out) {
+static gg_status optim_memory_info(const gg_optim *o, gg_optim_memory *out) {
     if (!o) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_optim_memory_info: opt is NULL");
     if (!out) return gg_fail(o->ctx, GG_ERROR_INVALID_ARGUMENT, "gg_optim_memory_info: out is NULL");
     gg_optim_layout l;
@@ -293,6 +293,15 @@ gg_status gg_optim_memory_info(const gg_optim *o, gg_optim_memory *out) {
     out->table_bytes = l.table_bytes;
     out->total_bytes = l.total;
     return GG_SUCCESS;
+}
+
+/* A query claims the context as every call does: another thread inside it (adding parameters) is refused. */
+gg_status gg_optim_memory_info(const gg_optim *o, gg_optim_memory *out) {
+    if (!o) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_optim_memory_info: opt is NULL");
+    GG_TRY(gg_ctx_claim(o->ctx, "gg_optim_memory_info"));
+    const gg_status status = optim_memory_info(o, out);
+    gg_ctx_release(o->ctx);
+    return status;
 }
 
 gg_k_optim_scalars *gg_optim_scalars(const gg_optim *o) {

@@ -1365,6 +1365,16 @@ static void second_thread_is_refused(void **state) {
     assert_message_has(NULL, "gg_optim_destroy: the context is in use by another thread");
     gg_ctx_destroy(ctx);
     assert_message_has(NULL, "gg_ctx_destroy: the context is in use by another thread");
+    /* and the queries that read what the other thread may be changing (exec caches, parameter lists) */
+    gg_graph_memory gm;
+    assert_int_equal(gg_graph_memory_info(g, 0, &gm), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(NULL, "gg_graph_memory_info: the context is in use by another thread");
+    gg_step_memory sm;
+    assert_int_equal(gg_step_memory_info(step, &sm), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(NULL, "gg_step_memory_info: the context is in use by another thread");
+    gg_optim_memory om;
+    assert_int_equal(gg_optim_memory_info(opt, &om), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(NULL, "gg_optim_memory_info: the context is in use by another thread");
     /* refused for its arguments before it claims the context: the message is this thread's all the same */
     assert_int_equal(gg_fp16_overflow(ctx, NULL, 0), GG_ERROR_INVALID_ARGUMENT);
     assert_message_has(NULL, "gg_fp16_overflow: found is NULL");
