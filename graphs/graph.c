@@ -650,7 +650,6 @@ static void add_execs(const gg_exec_cache *cache, gg_graph_memory *m) {
 }
 
 static gg_status graph_memory_info(const gg_graph *g, int bucket, gg_graph_memory *out) {
-    if (!g) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_graph_memory_info: graph is NULL");
     if (!out) return gg_fail(g->ctx, GG_ERROR_INVALID_ARGUMENT, "gg_graph_memory_info: out is NULL");
     if (bucket < -1 || bucket >= g->n_buckets)
         return gg_fail(g->ctx, GG_ERROR_INVALID_ARGUMENT, "gg_graph_memory_info: bucket = %d is not in [-1, %d)",

@@ -358,7 +358,6 @@ gg_status gg_step_set_args(gg_step *s, int index, const void *args) {
 /* ---- queries ---- */
 
 static gg_status step_memory_info(const gg_step *s, gg_step_memory *out) {
-    if (!s) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_step_memory_info: step is NULL");
     if (!out) return gg_fail(s->ctx, GG_ERROR_INVALID_ARGUMENT, "gg_step_memory_info: out is NULL");
     memset(out, 0, sizeof *out);
     out->buckets = s->n_buckets;

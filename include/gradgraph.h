@@ -1289,14 +1289,14 @@ GG_API gg_status gg_dist_check(gg_ctx *ctx);
  * for (gg_step_add_reduce reduces a buffer inside the step). */
 GG_API gg_status gg_dist_reduce(gg_ctx *ctx, void *data, size_t count, int bf16, gg_stream stream);
 
-/* Device memory for parameter gradients that syncing graphs (and gg_dist_reduce) all-reduce in place through the
- * copy engines (gg_dist_config.copy_engines = 1): NCCL memory registered as a symmetric window on ctx's
- * communicator. With copy engines off it is plain cudaMalloc memory, so the same code runs with them on or off (ctx
- * needs a communicator either way; GG_ERROR_UNSUPPORTED in builds without NCCL). Collective, like making a syncing
- * graph: every rank allocates the same sizes in the same order, each from its own thread or process; with copy
- * engines on the ranks agree first, so one rank's failure fails the call on all of them (GG_ERROR_PEER on the
- * others) instead of leaving them waiting (off, nothing collective happens: each rank's call is its own). Free with gg_dist_free (collective too; NULL is a no-op) before gg_dist_detach /
- * gg_ctx_destroy, which free what is left (the pointers are then invalid). */
+/* Device memory for parameter gradients that syncing graphs (and gg_dist_reduce) all-reduce in place through the copy
+ * engines (gg_dist_config.copy_engines = 1): NCCL memory registered as a symmetric window on ctx's communicator. With
+ * copy engines off it is plain cudaMalloc memory, so the same code runs with them on or off (ctx needs a communicator
+ * either way; GG_ERROR_UNSUPPORTED in builds without NCCL). Collective, like making a syncing graph: every rank
+ * allocates the same sizes in the same order, each from its own thread or process; with copy engines on the ranks agree
+ * first, so one rank's failure fails the call on all of them (GG_ERROR_PEER on the others) instead of leaving them
+ * waiting (off, nothing collective happens: each rank's call is its own). Free with gg_dist_free (collective too; NULL
+ * is a no-op) before gg_dist_detach / gg_ctx_destroy, which free what is left (the pointers are then invalid). */
 GG_API gg_status gg_dist_alloc(gg_ctx *ctx, size_t bytes, void **out);
 GG_API gg_status gg_dist_free(gg_ctx *ctx, void *ptr);
 

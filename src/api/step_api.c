@@ -85,8 +85,6 @@ static gg_status stage_run(void *user, cudaStream_t stream) {
     return GG_SUCCESS;
 }
 
-/* A syncing step's finalize: a parameter whose gradient lies in none of the gradients the step reduces would be
- * updated on every rank from that rank's own gradient, the ranks' weights drifting apart: a WARN names it. */
 /* The stage's end (the step destroyed, or the add refused): the optimizer is no longer held by it. */
 static void stage_release(void *user) {
     optimizer_stage *st = user;
@@ -94,6 +92,8 @@ static void stage_release(void *user) {
     free(st);
 }
 
+/* A syncing step's finalize: a parameter whose gradient lies in none of the gradients the step reduces would be
+ * updated on every rank from that rank's own gradient, the ranks' weights drifting apart: a WARN names it. */
 static void stage_synced(void *user, gg_ctx *ctx, const char *fn, const gg_reduce_grad *grads, int n_grads) {
     const optimizer_stage *st = user;
     for (int i = 0; i < st->n_params; ++i) {

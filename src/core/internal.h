@@ -29,8 +29,8 @@ enum { GG_COUNTER_TANH_GATE = 0, GG_COUNTER_SUM_A = 32, GG_COUNTER_SUM_B = 64, G
 /* Something hanging off a context that must be destroyed with it (a graph, a communicator), linked into the context
  * through a hook the object embeds. The context runs the hooks without knowing what they destroy: GG_HOOK_EARLY ones
  * first, newest first (graphs and steps, which may hold work on the communicator and optimizers), then GG_HOOK_LATE
- * ones, oldest first (optimizers, the communicator). A hook's destroy unlinks it (gg_ctx_hook_remove) or leaves it to the context, which unlinks each
- * hook before it runs it. */
+ * ones, oldest first (optimizers, the communicator). A hook's destroy unlinks it (gg_ctx_hook_remove) or leaves it to
+ * the context, which unlinks each hook before it runs it. */
 typedef struct gg_ctx_hook {
     void (*destroy)(void *obj);
     void *obj;

@@ -214,8 +214,8 @@ static gg_status install(gg_ctx *ctx, const char *fn, ncclComm_t comm, int owned
     if (r == ncclSuccess) r = ncclCommCount(comm, &size);
     if (r != ncclSuccess && !owned) /* the caller's: perhaps no communicator at all, so never aborted */
         return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
-                       "%s: nccl_comm is not a usable communicator: ncclCommCuDevice/UserRank/Count failed: %s; nothing "
-                       "was done",
+                       "%s: nccl_comm is not a usable communicator: ncclCommCuDevice/UserRank/Count failed: %s; "
+                       "nothing was done",
                        fn, ncclGetErrorString(r));
     if (r != ncclSuccess) {
         status = gg_dist_fail_nccl(ctx, r, "ncclCommCuDevice/UserRank/Count");
@@ -350,11 +350,10 @@ static gg_status share_id_mpi(gg_ctx *ctx, const char *fn, const void *mpi_comm,
     } shared = {0};
     if (checked != GG_SUCCESS) {
         char first[GG_MSG_BYTES];
-        snprintf(first, sizeof first, "%s", ctx->last_error);
+        gg_failure_save(ctx, checked, first);
         /* rank 0 tells the others it will not make the id (shared.ok stays 0); any rank takes part */
-        const gg_status shared_status = gg_bootstrap_mpi_broadcast(ctx, fn, mpi_comm, &shared, sizeof shared);
-        (void)shared_status;
-        snprintf(ctx->last_error, sizeof ctx->last_error, "%s", first); /* the check's message, not the broadcast's */
+        (void)gg_bootstrap_mpi_broadcast(ctx, fn, mpi_comm, &shared, sizeof shared);
+        gg_failure_restore(ctx, first); /* the check's message, not the broadcast's */
         return checked;
     }
     ncclResult_t made = ncclSuccess;

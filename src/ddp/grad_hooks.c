@@ -74,7 +74,7 @@ gg_status gg_dist_reduce(gg_ctx *ctx, void *data, size_t count, int bf16, gg_str
     GG_TRY(gg_dist_poll(ctx, fn)); /* aborted, or an asynchronous NCCL error (aborted now): nothing enqueued */
     GG_TRY(gg_dist_enter(ctx, fn));
     int saved = 0;
-    gg_status status = gg_device_enter_stream(ctx, fn, (cudaStream_t)stream, &saved);
+    gg_status status = gg_device_enter(ctx, fn, &saved); /* never inside a step's callback: refused above */
     if (status == GG_SUCCESS) {
         status = gg_stream_handoff(ctx, (cudaStream_t)stream, d->ev_ready, d->stream);
         if (status == GG_SUCCESS)

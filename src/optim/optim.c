@@ -279,7 +279,6 @@ gg_status gg_optim_finalize(gg_optim *o) {
 /* ---- queries ---- */
 
 static gg_status optim_memory_info(const gg_optim *o, gg_optim_memory *out) {
-    if (!o) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_optim_memory_info: opt is NULL");
     if (!out) return gg_fail(o->ctx, GG_ERROR_INVALID_ARGUMENT, "gg_optim_memory_info: out is NULL");
     gg_optim_layout l;
     if (o->finalized == 1)

@@ -297,10 +297,10 @@ static void finalize_that_never_ends_is_aborted(void **state) {
 }
 
 /* One process per GPU from the launcher's environment and a file on a shared path (gg_dist_init_env), on the fakes:
- * without RANK and WORLD_SIZE the call is refused naming them; rank 0 of 1 writes NCCL's id, makes its communicator
- * and removes the file, and removes it too when its init fails; rank 1 of 2 reads the id that rank 0 left there and makes its own; a rank 1 whose rank 0
- * never writes gives up at GG_DIST_INIT_TIMEOUT_S (1 s here), naming the file and the variable, after one notice
- * half-way, with no communicator and the context usable. */
+ * without RANK and WORLD_SIZE the call is refused naming them; rank 0 of 1 writes NCCL's id, makes its communicator and
+ * removes the file, and removes it too when its init fails; rank 1 of 2 reads the id that rank 0 left there and makes
+ * its own; a rank 1 whose rank 0 never writes gives up at GG_DIST_INIT_TIMEOUT_S (1 s here), naming the file and the
+ * variable, after one notice half-way, with no communicator and the context usable. */
 static void init_env_through_an_id_file(void **state) {
     (void)state;
     static const char *const launchers[] = {"RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
@@ -810,8 +810,8 @@ static gg_status life(gg_ctx *ctx, int owned, ncclComm_t *comm, char *message, s
     } else {
         *comm = fake_nccl_comm();
         st = gg_dist_attach(ctx, *comm, &dc);
-        attached_alive_after_nccl_error = st == GG_ERROR_NCCL && (fake_nccl_is_live(*comm) ||
-                                                                  !strstr(gg_last_error(ctx), "communicator is aborted"));
+        const int says_aborted = strstr(gg_last_error(ctx), "communicator is aborted") != NULL;
+        attached_alive_after_nccl_error = st == GG_ERROR_NCCL && (fake_nccl_is_live(*comm) || !says_aborted);
     }
     gg_graph *g = NULL;
     if (st == GG_SUCCESS) st = tanh_graph(ctx, &g);
@@ -854,8 +854,9 @@ static void every_nccl_fault(void **state) {
                     check(strstr(message, ncclGetErrorString(err)) != NULL, kind, k, path,
                           "\"%s\" does not name NCCL's error", message);
                     check(!attached_alive_after_nccl_error, kind, k, path,
-                          "gg_dist_attach: GG_ERROR_NCCL, but the communicator was not aborted, or the message does not "
-                          "say so: %s", message);
+                          "gg_dist_attach: GG_ERROR_NCCL, but the communicator was not aborted, or the message "
+                          "does not say so: %s",
+                          message);
                 } else {
                     check(st == GG_SUCCESS, kind, k, path, "no fault, status %s: %s", gg_status_string(st), message);
                 }

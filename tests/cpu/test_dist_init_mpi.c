@@ -87,7 +87,8 @@ static void rank_0_without_an_id_fails_every_rank(void **state) {
     const char *expect = mpi_rank == 0 ? "ncclGetUniqueId"
                                        : "gg_dist_init_mpi: rank 0 refused its arguments or could not make NCCL's "
                                          "unique id";
-    int ok = st == (mpi_rank == 0 ? GG_ERROR_NCCL : GG_ERROR_PEER) && strstr(said, expect) && strncmp(said, "gg_dist_init_mpi: ", 18) == 0 &&
+    const gg_status want = mpi_rank == 0 ? GG_ERROR_NCCL : GG_ERROR_PEER;
+    int ok = st == want && strstr(said, expect) && strncmp(said, "gg_dist_init_mpi: ", 18) == 0 &&
              fake_nccl.calls[FN_INIT] == 0 && gg_dist_size(ctx) == 0 && gg_dist_rank(ctx) == -1;
     if (!ok) print_message("rank %d: status %s: %s\n", mpi_rank, gg_status_string(st), said);
     ok = destroyed_cleanly(ctx) && ok;
