@@ -178,6 +178,11 @@ gg_status gg_ctx_create(const gg_config *config, gg_ctx **out) {
 
     gg_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return gg_fail(NULL, GG_ERROR_OUT_OF_MEMORY, "gg_ctx_create: out of host memory");
+    const int made = pthread_mutex_init(&ctx->dist_publish, NULL);
+    if (made != 0) {
+        free(ctx);
+        return gg_fail(NULL, GG_ERROR_OUT_OF_MEMORY, "gg_ctx_create: a mutex could not be made (error %d)", made);
+    }
     ctx->config = *config;
     ctx->gemm_max_cluster_ctas = cluster_limit;
     if (ctx->config.precision == GG_PRECISION_DEFAULT) ctx->config.precision = GG_PRECISION_FP32;
@@ -262,6 +267,7 @@ fail_no_device:
     /* The context's message is the one to keep: it moves to the thread's buffer before the context goes. */
     gg_fail(NULL, status, "gg_ctx_create: %s", gg_after_entry(ctx->last_error, "gg_ctx_create"));
     release(ctx);
+    (void)pthread_mutex_destroy(&ctx->dist_publish);
     free(ctx);
     return status;
 }
@@ -277,6 +283,7 @@ void gg_ctx_destroy(gg_ctx *ctx) {
     int entered = gg_device_enter(ctx, "gg_ctx_destroy", &saved) == GG_SUCCESS;
     release(ctx);
     if (entered) gg_device_leave(ctx, saved);
+    (void)pthread_mutex_destroy(&ctx->dist_publish);
     free(ctx);
 }
 

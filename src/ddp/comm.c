@@ -61,7 +61,8 @@ static cudaError_t create_comm_stream(cudaStream_t *stream) {
 
 /* The end of an owned communicator that cannot wait forever: ncclCommFinalize (non-blocking: it flushes what was
  * issued) polled until the communicator is quiescent, then ncclCommDestroy, which no longer waits; a finalize that
- * fails or does not end within the peer timeout aborts it instead. why: what happened, when it did not end well. */
+ * fails, does not end within the peer timeout or is interrupted by another thread's gg_dist_abort aborts it instead.
+ * why: what happened, when it did not end well. Called holding d->lock; d->comm is NULL after it. */
 static int finalize(gg_ctx *ctx, char *why, size_t bytes) {
     gg_dist *d = ctx->dist;
     gg_dist_wait w;
@@ -71,27 +72,45 @@ static int finalize(gg_ctx *ctx, char *why, size_t bytes) {
     int late = 0;
     if (r == ncclInProgress || r == ncclSuccess) r = (ncclResult_t)gg_dist_wait_comm(d->comm, &w, d, &late);
     if (r == ncclSuccess) r = ncclCommDestroy((ncclComm_t)d->comm);
-    if (r == ncclSuccess) return 1;
+    if (r == ncclSuccess) {
+        d->comm = NULL;
+        return 1;
+    }
+    if (late && atomic_load(&d->abort_requested)) {
+        gg_dist_abort_now(ctx, NULL); /* the other thread's reason */
+        snprintf(why, bytes, "ncclCommFinalize was interrupted by an abort from another thread (%s)", d->failure);
+        return 0;
+    }
     if (late)
         snprintf(why, bytes, "ncclCommFinalize had not ended after %d s (%s)", limit,
                  gg_dist_timeout_env(GG_DIST_TIMEOUT_PEER));
     else
         snprintf(why, bytes, "ncclCommFinalize / ncclCommDestroy failed: %s", ncclGetErrorString(r));
-    (void)ncclCommAbort((ncclComm_t)d->comm);
+    gg_dist_abort_now(ctx, why);
     return 0;
 }
 
-/* Waits for the communication stream, polling, for at most the peer timeout: past it the communicator is
- * aborted, which ends NCCL's kernels still waiting for a peer. */
+/* Waits for the communication stream, polling, for at most the peer timeout or until another thread's gg_dist_abort
+ * asks: then the communicator is aborted, which ends NCCL's kernels still waiting for a peer. Called holding
+ * d->lock. */
 static int drain(gg_ctx *ctx, char *why, size_t bytes) {
     gg_dist *d = ctx->dist;
     gg_dist_wait w;
     gg_dist_wait_begin(&w, ctx, d->rank, "draining the communication stream", GG_DIST_TIMEOUT_PEER);
     const int limit = w.limit_s;
     cudaError_t e;
-    while ((e = cudaStreamQuery(d->stream)) == cudaErrorNotReady && !gg_dist_wait_over(&w)) gg_dist_pause();
+    while ((e = cudaStreamQuery(d->stream)) == cudaErrorNotReady && !atomic_load(&d->abort_requested) &&
+           !gg_dist_wait_over(&w))
+        gg_dist_pause();
     if (e == cudaSuccess) return 1;
     (void)cudaGetLastError();
+    if (e == cudaErrorNotReady && atomic_load(&d->abort_requested)) {
+        gg_dist_abort_now(ctx, NULL); /* the other thread's reason */
+        snprintf(why, bytes, "draining the communication stream was interrupted by an abort from another thread (%s)",
+                 d->failure);
+        (void)cudaStreamSynchronize(d->stream);
+        return 0;
+    }
     if (e == cudaErrorNotReady)
         snprintf(why, bytes, "the communication stream had not drained after %d s (%s)", limit,
                  gg_dist_timeout_env(GG_DIST_TIMEOUT_PEER));
@@ -102,17 +121,33 @@ static int drain(gg_ctx *ctx, char *why, size_t bytes) {
     return 0;
 }
 
+/* Sets or clears ctx's communicator state where gg_dist_abort, from another thread, looks for it: never while an abort
+ * is using the state (it holds the same mutex throughout). */
+static void publish(gg_ctx *ctx, gg_dist *d) {
+    pthread_mutex_lock(&ctx->dist_publish);
+    ctx->dist = d;
+    pthread_mutex_unlock(&ctx->dist_publish);
+}
+
 /* Destroys the context's communicator state (owned communicator included), also as the context's destroy hook,
  * which runs after the graphs are gone. Never waits past the deadlines: returns 0, with why, when the
- * communicator had to be aborted on the way. */
-static int release_bounded(gg_ctx *ctx, char *why, size_t bytes) {
+ * communicator had to be aborted on the way. *comm_back (when not NULL): 1 when a communicator not owned yet was
+ * neither aborted here nor before (by the warm-up, the watchdog, another thread's gg_dist_abort): the caller's again;
+ * decided under the lock, so that no abort from another thread can come after it. Also 1 without a state. */
+static int release_bounded(gg_ctx *ctx, char *why, size_t bytes, int *comm_back) {
     gg_dist *d = ctx->dist;
+    if (comm_back) *comm_back = 1;
     if (!d) return 1;
-    gg_watchdog_stop(d); /* from here on only this thread touches the communicator */
+    gg_watchdog_stop(d);
+    /* Another thread's gg_dist_abort may still come: it asks the waits below to give up, then waits for the lock. */
+    pthread_mutex_lock(&d->lock);
     int clean = 1;
     if (d->stream && d->comm) clean = drain(ctx, why, bytes);
     else if (d->stream) (void)cudaStreamSynchronize(d->stream); /* aborted: nothing of NCCL's waits any more */
     if (d->owned && d->comm) clean = finalize(ctx, why, bytes) && clean; /* NULL once aborted: nothing to free */
+    if (comm_back) *comm_back = d->comm != NULL;
+    d->comm = NULL; /* destroyed, aborted, or the caller's again: no later abort touches it */
+    pthread_mutex_unlock(&d->lock);
     gg_ce_free(ctx); /* after the communicator, which took the windows with it */
     gg_ctx_hook_remove(ctx, &d->hook);
     if (d->ev_ready) (void)cudaEventDestroy(d->ev_ready);
@@ -121,16 +156,19 @@ static int release_bounded(gg_ctx *ctx, char *why, size_t bytes) {
     if (d->agree_host) (void)cudaFreeHost(d->agree_host);
     if (d->stream) (void)cudaStreamDestroy(d->stream);
     (void)cudaGetLastError();
+    publish(ctx, NULL); /* after it, no gg_dist_abort can be using d */
     if (d->lock_made) pthread_mutex_destroy(&d->lock);
     free(d);
-    ctx->dist = NULL;
     return clean;
 }
 
-static void release(gg_ctx *ctx) {
+/* release_bounded with its trouble logged; returns *comm_back. */
+static int release(gg_ctx *ctx) {
     char why[GG_MSG_BYTES] = "";
-    if (!release_bounded(ctx, why, sizeof why))
+    int back = 1;
+    if (!release_bounded(ctx, why, sizeof why, &back))
         gg_log(ctx, GG_LOG_WARN, "releasing the communicator: %s; it was aborted", why);
+    return back;
 }
 
 /* The checks every entry point that puts a communicator on a context starts with: ctx, no communicator there yet
@@ -143,17 +181,19 @@ static gg_status begin(gg_ctx *ctx, const char *fn, const gg_dist_config *config
     return check_dist_config(ctx, fn, out);
 }
 
-static void release_hook(void *ctx) { release(ctx); }
+static void release_hook(void *ctx) { (void)release(ctx); }
 
 /* Puts comm on ctx with its stream and events (no collective). On failure ctx has no communicator state, and an
- * owned comm is left to the caller to destroy. */
+ * owned comm is left to the caller to destroy. The state is on ctx (where another thread's gg_dist_abort finds it)
+ * before comm is in it: an abort that comes before comm is only asked for (abort_requested), and the warm-up gives
+ * up on it, so that nothing can abort comm before this returns success. */
 static gg_status make_dist(gg_ctx *ctx, const char *fn, ncclComm_t comm, int owned, int rank, int size,
                            const gg_dist_config *config) {
     gg_dist *d = calloc(1, sizeof *d);
     if (!d) return gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
     static _Atomic uint64_t attachments; /* what steps finalized on a communicator compare: the same address may be
                                            * handed out again after a detach, to a communicator agreed otherwise */
-    *d = (gg_dist){.comm = comm, .generation = atomic_fetch_add(&attachments, 1) + 1, .rank = rank, .size = size,
+    *d = (gg_dist){.generation = atomic_fetch_add(&attachments, 1) + 1, .rank = rank, .size = size,
                    .config = *config};
     pthread_mutexattr_t attr;
     int made = pthread_mutexattr_init(&attr);
@@ -166,7 +206,7 @@ static gg_status make_dist(gg_ctx *ctx, const char *fn, ncclComm_t comm, int own
                        made);
     }
     d->lock_made = 1;
-    ctx->dist = d;
+    publish(ctx, d);
     d->hook = (gg_ctx_hook){.destroy = release_hook, .obj = ctx};
     gg_ctx_hook_add(ctx, &d->hook, GG_HOOK_LATE);
     int saved = 0;
@@ -186,6 +226,9 @@ static gg_status make_dist(gg_ctx *ctx, const char *fn, ncclComm_t comm, int own
         release(ctx); /* d->owned is still 0: comm survives */
         return status;
     }
+    pthread_mutex_lock(&d->lock);
+    d->comm = comm;
+    pthread_mutex_unlock(&d->lock);
     /* Not fatal: the warm-up tells every rank, and all of them then reduce on SMs (the ranks must agree). */
     if (config->copy_engines == 1) {
         d->ce_on = gg_ce_alloc(ctx, fn) == GG_SUCCESS;
@@ -229,9 +272,9 @@ static gg_status install(gg_ctx *ctx, const char *fn, ncclComm_t comm, int owned
     GG_GOTO(make_dist(ctx, fn, comm, 0, rank, size, config), status, fail); /* owned only once the warm-up worked */
     status = gg_dist_warm_up(&ctx, 1, fn);
     if (status != GG_SUCCESS) {
-        const int aborted = !ctx->dist->comm; /* by the warm-up (a deadline, an asynchronous error) */
-        release(ctx);                          /* not owned yet: the comm survives this */
-        if (aborted) return status;
+        /* not owned yet: the comm survives this unless aborted (by the warm-up: a deadline, an asynchronous error;
+         * or by another thread's gg_dist_abort) */
+        if (!release(ctx)) return status;
         /* NCCL's own failure (a call that returned an error): aborted, an attached one too, as the header says of
          * GG_ERROR_NCCL, so that no rank waits on it; other failures leave an attached one to its caller */
         if (status == GG_ERROR_NCCL) {
@@ -502,9 +545,9 @@ static gg_status init_threads(gg_ctx *const *ctxs, int count, const gg_dist_conf
     if (status == GG_SUCCESS) status = gg_dist_warm_up(ctxs, count, fn); /* all ranks together, from this thread */
     if (status != GG_SUCCESS) {
         for (int i = 0; i < count; ++i) {
-            const int aborted = ctxs[i]->dist && !ctxs[i]->dist->comm; /* by the warm-up */
-            release(ctxs[i]);                 /* not owned yet: the communicators are destroyed here */
-            if (!aborted) (void)ncclCommAbort(comms[i]); /* never blocks, unlike destroy after a failed warm-up */
+            /* not owned yet: the communicators the warm-up (or gg_dist_abort) left are destroyed here; an abort
+             * never blocks, unlike a destroy after a failed warm-up */
+            if (release(ctxs[i])) (void)ncclCommAbort(comms[i]);
         }
         return status;
     }
@@ -547,7 +590,7 @@ static gg_status detach(gg_ctx *ctx) {
     const int entered = gg_device_enter(ctx, "gg_dist_detach", &saved) == GG_SUCCESS;
     const int rank = ctx->dist->rank;
     char why[GG_MSG_BYTES] = "";
-    const int clean = release_bounded(ctx, why, sizeof why);
+    const int clean = release_bounded(ctx, why, sizeof why, NULL);
     if (entered) gg_device_leave(ctx, saved);
     if (clean) return GG_SUCCESS;
     return gg_fail(ctx, GG_ERROR_NCCL,

@@ -26,6 +26,10 @@ static poll_outcome poll_comm_streams(gg_ctx *const *ctxs, int count, int *which
     gg_dist_wait_begin(&w, ctxs[0], ctxs[0]->dist->rank, what, GG_DIST_TIMEOUT_PEER);
     for (;;) {
         int busy = -1; /* the first context still waiting */
+        for (int i = 0; i < count; ++i) { /* asked before its stream drained or after: an abort was asked for */
+            *which = i;
+            if (atomic_load(&ctxs[i]->dist->abort_requested)) return POLL_ABORTED;
+        }
         for (int i = 0; i < count; ++i) {
             *which = i;
             const cudaError_t e = cudaStreamQuery(ctxs[i]->dist->stream);
@@ -35,7 +39,6 @@ static poll_outcome poll_comm_streams(gg_ctx *const *ctxs, int count, int *which
                 return POLL_CUDA_ERROR;
             }
             if (busy < 0) busy = i;
-            if (atomic_load(&ctxs[i]->dist->abort_requested)) return POLL_ABORTED;
             ncclResult_t async = ncclSuccess;
             const ncclResult_t r = ncclCommGetAsyncError((ncclComm_t)ctxs[i]->dist->comm, &async);
             if (r != ncclSuccess || (async != ncclSuccess && async != ncclInProgress)) {
@@ -98,6 +101,11 @@ static gg_status warm_up_wait(gg_ctx *const *ctxs, int count, const char *fn) {
                        "%s: NCCL reported an error in the warm-up all-reduce on rank %d (%s): the communicator is "
                        "aborted (an attached one too: do not destroy it)",
                        fn, ctx->dist->rank, ncclGetErrorString(nccl));
+    if (outcome == POLL_ABORTED)
+        return gg_fail(ctx, GG_ERROR_NCCL,
+                       "%s: the warm-up all-reduce on rank %d was interrupted by an abort from another thread (%s): "
+                       "the communicator is aborted (an attached one too: do not destroy it)",
+                       fn, ctx->dist->rank, ctx->dist->failure);
     return gg_fail(ctx, GG_ERROR_NCCL,
                    "%s: the warm-up all-reduce on rank %d waited %d s for the other ranks, which did not join (every "
                    "rank attaches or inits at the same time; GG_DIST_PEER_TIMEOUT_S sets the wait): the communicator "

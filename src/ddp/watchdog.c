@@ -85,7 +85,10 @@ static void abort_from_outside(gg_ctx *ctx, const char *why) {
 
 gg_status gg_dist_abort(gg_ctx *ctx) {
     if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_dist_abort: ctx is NULL");
+    /* the owner thread may be making or releasing the state at this moment (a failing attach, a detach) */
+    pthread_mutex_lock(&ctx->dist_publish);
     if (ctx->dist) abort_from_outside(ctx, "gg_dist_abort was called");
+    pthread_mutex_unlock(&ctx->dist_publish);
     return GG_SUCCESS;
 }
 

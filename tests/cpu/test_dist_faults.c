@@ -766,6 +766,103 @@ static void abort_during_a_free_that_waits(void **state) {
     no_leaks();
 }
 
+/* gg_dist_abort from another thread while gg_dist_detach waits on the communicator: the drain of its stream (an
+ * attached communicator whose stream stays busy) or ncclCommFinalize (an owned one that stays in progress). The wait
+ * gives up at once, the communicator is aborted exactly once (aborted twice, the fake's count of live communicators
+ * goes below zero) and the detach says that the abort interrupted it. The peer deadline is 30 s: a wait the abort
+ * does not end fails the time check. */
+static void abort_during_a_detach_that_waits(void **state) {
+    (void)state;
+    static const char *const waits[] = {"draining the communication stream", "ncclCommFinalize"};
+    for (int owned = 0; owned < 2; ++owned) {
+        gg_ctx *ctx = make_ctx();
+        fake_nccl_reset(0, owned ? 1 : 2);
+        const gg_dist_config dc = dist_config();
+        ncclComm_t comm = owned ? NULL : fake_nccl_comm();
+        assert_int_equal(owned ? gg_dist_init_threads(&ctx, 1, &dc) : gg_dist_attach(ctx, comm, &dc), GG_SUCCESS);
+        if (owned) fake_nccl.finalize_in_progress = 1;
+        else fake.streams_busy = 1;
+        setenv("GG_DIST_PEER_TIMEOUT_S", "30", 1);
+        abort_job job = {ctx, 0.2, GG_ERROR_INTERNAL};
+        pthread_t t;
+        assert_int_equal(pthread_create(&t, NULL, abort_later, &job), 0);
+        const double t0 = now_s();
+        const gg_status st = gg_dist_detach(ctx);
+        const double took = now_s() - t0;
+        pthread_join(t, NULL);
+        unsetenv("GG_DIST_PEER_TIMEOUT_S");
+        fake.streams_busy = 0;
+        fake_nccl.finalize_in_progress = 0;
+        print_message("gg_dist_abort during %s: gg_dist_detach %s after %.2f s: %s\n", waits[owned],
+                      gg_status_string(st), took, gg_last_error(ctx));
+        assert_int_equal(job.status, GG_SUCCESS);
+        assert_int_equal(st, GG_ERROR_NCCL);
+        assert_true(took < 15.0); /* the abort at 0.2 s, not the 30 s deadline (a loaded CI machine may be slow) */
+        contains(gg_last_error(ctx), waits[owned]);
+        contains(gg_last_error(ctx), "interrupted by an abort from another thread (gg_dist_abort was called)");
+        assert_int_equal(atomic_load(&fake_nccl.aborts), 1);
+        assert_int_equal(atomic_load(&fake_nccl.destroys), 0);
+        assert_int_equal(gg_dist_size(ctx), 0);
+        gg_ctx_destroy(ctx);
+        no_leaks(); /* the attached communicator too: the abort freed it */
+    }
+}
+
+/* gg_dist_abort called over and over from another thread while the owner makes and releases the communicator state:
+ * attaches whose warm-up fails, attaches then detaches, owned communicators made then detached. The abort must find
+ * the state whole or not at all (ThreadSanitizer and AddressSanitizer builds run this test: a state freed under the
+ * abort, or read while it is set, is a report there), abort each communicator at most once, and never leave one
+ * alive: whatever each call returned, the context ends without a communicator and nothing leaks. */
+typedef struct abort_loop_job {
+    gg_ctx *ctx;
+    atomic_int stop;
+    long calls;
+} abort_loop_job;
+
+static void *abort_in_a_loop(void *arg) {
+    abort_loop_job *j = arg;
+    while (!atomic_load(&j->stop)) {
+        if (gg_dist_abort(j->ctx) != GG_SUCCESS) return NULL;
+        ++j->calls;
+    }
+    return NULL;
+}
+
+static void abort_while_the_communicator_comes_and_goes(void **state) {
+    (void)state;
+    gg_ctx *ctx = make_ctx();
+    abort_loop_job job = {.ctx = ctx};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, abort_in_a_loop, &job), 0);
+    int outcomes[3][2] = {{0}}; /* per kind: made, refused or aborted */
+    for (int i = 0; i < 300; ++i) {
+        const int kind = i % 3; /* 0: warm-up fails; 1: attach, detach; 2: owned, detach */
+        fake_nccl_reset(0, kind == 2 ? 1 : 2);
+        const gg_dist_config dc = dist_config();
+        ncclComm_t comm = kind == 2 ? NULL : fake_nccl_comm();
+        if (kind == 0) atomic_store(&fake.streams_error, (int)cudaErrorLaunchFailure);
+        gg_status st = kind == 2 ? gg_dist_init_threads(&ctx, 1, &dc) : gg_dist_attach(ctx, comm, &dc);
+        atomic_store(&fake.streams_error, 0);
+        if (kind == 0) assert_int_not_equal(st, GG_SUCCESS);
+        if (st == GG_SUCCESS) st = gg_dist_detach(ctx);
+        ++outcomes[kind][st == GG_SUCCESS];
+        assert_int_equal(gg_dist_size(ctx), 0);
+        assert_int_equal(atomic_load(&fake_nccl.misuse), 0);
+        /* an attached communicator nobody aborted is the caller's again; aborted, it is gone (once) */
+        assert_true(atomic_load(&fake_nccl.aborts) <= 1);
+        if (comm && atomic_load(&fake_nccl.aborts) == 0) fake_nccl_destroy(comm);
+        assert_int_equal(atomic_load(&fake_nccl.live), 0);
+    }
+    atomic_store(&job.stop, 1);
+    pthread_join(t, NULL);
+    print_message("%ld aborts from another thread; warm-up failing: %d failed; attach/detach: %d clean, %d aborted; "
+                  "owned/detach: %d clean, %d aborted\n",
+                  job.calls, outcomes[0][0], outcomes[1][1], outcomes[1][0], outcomes[2][1], outcomes[2][0]);
+    assert_true(job.calls > 0);
+    gg_ctx_destroy(ctx);
+    no_leaks();
+}
+
 /* ---- fault injection on every kind of NCCL call ---- */
 static int injected, failures;
 
@@ -1290,6 +1387,8 @@ int main(void) {
         cmocka_unit_test(agreement_the_peers_never_join_is_aborted),
         cmocka_unit_test(abort_from_another_thread),
         cmocka_unit_test(abort_during_a_free_that_waits),
+        cmocka_unit_test(abort_during_a_detach_that_waits),
+        cmocka_unit_test(abort_while_the_communicator_comes_and_goes),
         cmocka_unit_test(every_nccl_fault),
         cmocka_unit_test(every_host_memory_fault),
         cmocka_unit_test(every_cuda_resource_fault),
