@@ -1261,8 +1261,11 @@ GG_API gg_status gg_dist_detach(gg_ctx *ctx);
  * GG_ERROR_NCCL ("gg_dist_abort was called"), gg_dist_comm returns NULL, eager calls and local graphs work, and to
  * go on: destroy the syncing graphs, gg_dist_detach, then make a new communicator. An attached communicator is
  * freed by the abort: do not destroy it. The other ranks are not told: their own deadlines or NCCL's errors end
- * their waits. Must not race with gg_dist_detach or gg_ctx_destroy of the same context. Returns GG_SUCCESS (also
- * without a communicator, or once it is aborted), GG_ERROR_INVALID_ARGUMENT for ctx NULL (message in
+ * their waits. May come while the owner thread attaches, makes or detaches the communicator: an abort during
+ * gg_dist_attach / _init_* fails that call with GG_ERROR_NCCL (the communicator aborted, an attached one too), an
+ * abort before the communicator exists is kept for its warm-up, and one during gg_dist_detach ends its waits (the
+ * detach returns GG_ERROR_NCCL saying the abort interrupted it). Must not race with gg_ctx_destroy of the same
+ * context (the context itself is freed). Returns GG_SUCCESS (also without a communicator, or once it is aborted), GG_ERROR_INVALID_ARGUMENT for ctx NULL (message in
  * gg_last_error(NULL) of the calling thread: the context's message belongs to its owner thread). */
 GG_API gg_status gg_dist_abort(gg_ctx *ctx);
 

@@ -148,7 +148,9 @@ static gg_status settle_copy_engines(gg_ctx *const *ctxs, int count, const float
 /* The warm-up all-reduce on every context at once (one NCCL group, from this thread): NCCL connects lazily on the
  * first collective, which must not happen inside a capture. Its value is each rank's copy-engine readiness, reduced
  * with min (settle_copy_engines). The buffers are all allocated before the group, so a failure cannot launch the
- * collective on some ranks only. The caller's current device is restored. */
+ * collective on some ranks only. The caller's current device is restored. Runs inside every context's section
+ * (gg_dist_enter): another thread's gg_dist_abort may come while the communicators are being made; it waits for the
+ * sections, and the waits here give up as soon as it asks. */
 gg_status gg_dist_warm_up(gg_ctx *const *ctxs, int count, const char *fn) {
     int caller_device = 0;
     (void)cudaGetDevice(&caller_device);
@@ -162,6 +164,9 @@ gg_status gg_dist_warm_up(gg_ctx *const *ctxs, int count, const char *fn) {
         if (e != cudaSuccess)
             status = gg_fail(ctxs[i], GG_ERROR_CUDA, "%s: the warm-up buffer on device %d", fn, ctxs[i]->config.device);
     }
+    int entered = 0;
+    while (status == GG_SUCCESS && entered < count && (status = gg_dist_enter(ctxs[entered], fn)) == GG_SUCCESS)
+        ++entered;
     if (status == GG_SUCCESS) {
         const ncclResult_t started = ncclGroupStart();
         ncclResult_t r = started;
@@ -181,6 +186,7 @@ gg_status gg_dist_warm_up(gg_ctx *const *ctxs, int count, const char *fn) {
         }
         if (status == GG_SUCCESS) status = settle_copy_engines(ctxs, count, ready, fn);
     }
+    while (entered > 0) gg_dist_leave(ctxs[--entered]);
     for (int i = 0; i < count; ++i)
         if (one[i]) {
             (void)cudaSetDevice(ctxs[i]->config.device);
