@@ -385,6 +385,7 @@ gg_status gg_exec_replay(gg_ctx *ctx, const char *fn, gg_exec_cache *cache, cons
         *holds_nccl = 1;
         gg_dist_graph_holds(ctx);
     }
+    if (status == GG_SUCCESS && sync) status = gg_dist_await_replay_slot(ctx, fn, stream);
     if (status == GG_SUCCESS) {
         const cudaError_t err = cudaGraphLaunch((cudaGraphExec_t)e->exec, stream);
         if (err != cudaSuccess) status = gg_fail_cuda(ctx, err, "cudaGraphLaunch");

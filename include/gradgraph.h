@@ -1149,7 +1149,9 @@ GG_API void gg_optim_destroy(gg_optim *opt);
  *     gg_dist_detach / gg_ctx_destroy) aborts the communicator (ncclCommAbort, which ends NCCL's kernels still
  *     waiting, so a cudaStreamSynchronize of yours returns) when a replay has not finished by its deadline (counted
  *     from when it can run: its launch, or for one queued behind earlier replays the end of the one before) or NCCL
- *     reports an asynchronous error; gg_dist_check (also called by every graph run) does the latter on demand.
+ *     reports an asynchronous error; gg_dist_check (also called by every graph run) does the latter on demand. At
+ *     most 16 replays of syncing graphs are in flight per communicator: a further run waits for the oldest to
+ *     finish before it launches (the host stays at most 16 steps ahead), and that wait ends with the abort too.
  *     Afterwards every call that needs the communicator returns GG_ERROR_NCCL saying what happened (the deadline,
  *     NCCL's error, gg_dist_abort) and on which rank; eager calls and local graphs keep working. A wait on the
  *     other ranks that lasts logs a WARN line through the context's log callback after 10 s (half the limit, when

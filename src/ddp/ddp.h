@@ -237,8 +237,13 @@ gg_status gg_dist_poll(gg_ctx *ctx, const char *fn);
 gg_status gg_dist_enter(gg_ctx *ctx, const char *fn);
 void gg_dist_leave(gg_ctx *ctx);
 
-/* A replay of a syncing graph was launched on `stream` (inside the section): the watchdog waits for it with the
- * step deadline (an event recorded after it). */
+/* Before a replay of a syncing graph is launched on `stream` (inside the section): while 16 replays are in flight,
+ * waits for the oldest to finish, polling; an abort asked meanwhile (the watchdog's, at the step deadline, or
+ * gg_dist_abort's) ends the wait with GG_ERROR_NCCL, the communicator aborted. No wait for a launch into a capture. */
+gg_status gg_dist_await_replay_slot(gg_ctx *ctx, const char *fn, cudaStream_t stream);
+
+/* A replay of a syncing graph was launched on `stream` (inside the section, after gg_dist_await_replay_slot): the
+ * watchdog waits for it with the step deadline (an event recorded after it). */
 void gg_dist_replay_launched(gg_ctx *ctx, cudaStream_t stream);
 
 /* Whether every rank says ok (an all-reduce of the flag with min, waited for with the peer timeout): the agreement

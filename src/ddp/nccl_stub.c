@@ -88,6 +88,10 @@ gg_status gg_dist_enter(gg_ctx *ctx, const char *fn) {
     return GG_SUCCESS;
 }
 void gg_dist_leave(gg_ctx *ctx) { (void)ctx; }
+gg_status gg_dist_await_replay_slot(gg_ctx *ctx, const char *fn, cudaStream_t stream) {
+    (void)ctx, (void)fn, (void)stream;
+    return GG_SUCCESS;
+}
 void gg_dist_replay_launched(gg_ctx *ctx, cudaStream_t stream) { (void)ctx, (void)stream; }
 gg_status gg_dist_abort(gg_ctx *ctx) {
     return ctx ? GG_SUCCESS : gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_dist_abort: ctx is NULL");

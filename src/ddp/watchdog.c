@@ -19,9 +19,10 @@
 
 #include "comm_internal.h"
 
-/* The replays in flight that the watchdog tells apart: a ring of events, each recorded after one replay. When
- * more are in flight, the newest slot is recorded again, so it stands for the later replays too (its deadline
- * then runs from the earlier launch: at most this many replays' time earlier). */
+/* The replays of syncing graphs in flight at most: a ring of events, each recorded after one replay. A further
+ * launch first waits for the oldest to finish (gg_dist_await_replay_slot), so every replay in flight is timed on its
+ * own, and the launch, made holding the communicator's lock, never waits inside CUDA's launch queue behind replays
+ * stuck on a dead peer, where no abort could reach it. 16 replays queued ahead hide any launch latency. */
 #define WATCH_SLOTS 16
 
 /* Between the owner thread (gg_dist_replay_launched) and the watchdog thread, under `mu`. */
@@ -108,8 +109,9 @@ static void check_async(gg_dist *d, char *why, size_t bytes) {
  * *running_since: when the oldest replay still running began (-1: none). A replay begins when it was launched or,
  * queued behind earlier ones, when the one before it was seen complete: a host that runs far ahead of the GPU
  * queues replays whose launch is long past by the time they run, and those are not late. Called with w->mu held. */
-static void check_replays(gg_watchdog *w, char *why, size_t bytes, double *running_since) {
-    *running_since = -1.0;
+/* Drops the replays seen complete, oldest first; returns the query of the oldest one left (cudaSuccess: none left).
+ * Called with w->mu held. */
+static cudaError_t drop_complete(gg_watchdog *w) {
     cudaError_t e = cudaSuccess;
     int dropped = 0;
     while (w->pending > 0 && (e = cudaEventQuery(w->ev[w->oldest])) == cudaSuccess) {
@@ -121,6 +123,12 @@ static void check_replays(gg_watchdog *w, char *why, size_t bytes, double *runni
         const double now = gg_dist_now_s();
         if (w->since[w->oldest] < now) w->since[w->oldest] = now;
     }
+    return w->pending > 0 ? e : cudaSuccess;
+}
+
+static void check_replays(gg_watchdog *w, char *why, size_t bytes, double *running_since) {
+    *running_since = -1.0;
+    const cudaError_t e = drop_complete(w);
     if (w->pending == 0) return;
     if (e != cudaErrorNotReady) {
         snprintf(why, bytes, "a replay of a syncing graph failed on the GPU (%s)", cudaGetErrorName(e));
@@ -238,24 +246,46 @@ void gg_watchdog_stop(gg_dist *d) {
     d->watchdog = NULL;
 }
 
+/* Launched into a stream being captured (the application's own graph): nothing runs yet, and an event recorded
+ * there cannot be queried. Watched when that graph runs is beyond gradgraph's view. */
+static int into_capture(cudaStream_t stream) {
+    enum cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream, &capturing) == cudaSuccess && capturing == cudaStreamCaptureStatusNone) return 0;
+    (void)cudaGetLastError();
+    return 1;
+}
+
+gg_status gg_dist_await_replay_slot(gg_ctx *ctx, const char *fn, cudaStream_t stream) {
+    gg_dist *d = ctx->dist;
+    gg_watchdog *w = d->watchdog;
+    if (!w || into_capture(stream)) return GG_SUCCESS;
+    for (;;) {
+        pthread_mutex_lock(&w->mu);
+        (void)drop_complete(w); /* a replay that failed stays: the watchdog aborts on it */
+        const int full = w->pending == WATCH_SLOTS;
+        pthread_mutex_unlock(&w->mu);
+        if (!full) return GG_SUCCESS;
+        if (atomic_load(&d->abort_requested)) { /* the watchdog's (a replay past the deadline), or gg_dist_abort */
+            gg_dist_abort_now(ctx, NULL);
+            return gg_fail(ctx, GG_ERROR_NCCL,
+                           "%s: rank %d: waiting for the oldest of %d replays of syncing graphs in flight was "
+                           "interrupted by an abort (%s): the communicator is aborted (an attached one too: do not "
+                           "destroy it)",
+                           fn, d->rank, WATCH_SLOTS, d->failure);
+        }
+        gg_dist_pause();
+    }
+}
+
 void gg_dist_replay_launched(gg_ctx *ctx, cudaStream_t stream) {
     gg_watchdog *w = ctx->dist->watchdog;
-    if (!w) return;
-    /* Launched into a stream being captured (the application's own graph): nothing runs yet, and an event recorded
-     * there cannot be queried. Watched when that graph runs is beyond gradgraph's view. */
-    enum cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-    if (cudaStreamIsCapturing(stream, &capturing) != cudaSuccess || capturing != cudaStreamCaptureStatusNone) {
-        (void)cudaGetLastError();
-        return;
-    }
+    if (!w || into_capture(stream)) return;
     pthread_mutex_lock(&w->mu);
-    const int full = w->pending == WATCH_SLOTS;
-    const int slot = (w->oldest + w->pending - full) % WATCH_SLOTS; /* full: the newest again, keeping its start */
-    const cudaError_t e = cudaEventRecord(w->ev[slot], stream);
-    if (e == cudaSuccess && !full) {
-        w->since[slot] = gg_dist_now_s();
-        ++w->pending;
-    }
+    /* gg_dist_await_replay_slot made room before the launch, in the same section (the watchdog only drops) */
+    const cudaError_t e =
+        w->pending < WATCH_SLOTS ? cudaEventRecord(w->ev[(w->oldest + w->pending) % WATCH_SLOTS], stream)
+                                 : cudaErrorNotReady;
+    if (e == cudaSuccess) w->since[(w->oldest + w->pending++) % WATCH_SLOTS] = gg_dist_now_s();
     pthread_mutex_unlock(&w->mu);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();

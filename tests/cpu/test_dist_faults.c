@@ -580,6 +580,53 @@ static void replay_past_the_step_deadline_is_aborted(void **state) {
     no_leaks();
 }
 
+/* At most 16 replays of syncing graphs in flight: a further run waits for the oldest to finish before its launch,
+ * which is made holding the communicator's lock, so that the launch never blocks in CUDA's launch queue behind
+ * replays stuck on a dead peer, out of the watchdog's reach. Replays of 20 ms each, 40 queued: all run, the host
+ * held back to 16 ahead. Replays that never finish: the 17th run waits without launching, and the watchdog's abort
+ * at the step deadline (1 s) ends the wait with GG_ERROR_NCCL. */
+static void runs_wait_for_a_replay_slot(void **state) {
+    (void)state;
+    ncclComm_t comm = NULL;
+    gg_ctx *ctx = attached_ctx(&comm);
+    gg_graph *g = NULL;
+    assert_int_equal(tanh_graph(ctx, &g), GG_SUCCESS);
+    assert_int_equal(tanh_run(g), GG_SUCCESS); /* captured */
+    nanosleep(&(struct timespec){0, 50000000}, NULL);
+    fake.events_apart_s = 0.02;
+    fake.events_last_done_s = 0;
+    double t0 = now_s();
+    for (int i = 0; i < 40; ++i) assert_int_equal(tanh_run(g), GG_SUCCESS);
+    const double queued = now_s() - t0;
+    nanosleep(&(struct timespec){1, 0}, NULL);
+    fake.events_apart_s = 0;
+    print_message("40 replays of 20 ms: the host returned after %.2f s (24 waited for a slot)\n", queued);
+    assert_true(queued >= 24 * 0.02 * 0.9); /* held back: 24 runs each waited for the oldest replay */
+    assert_int_equal(atomic_load(&fake_nccl.aborts), 0);
+
+    setenv("GG_DIST_STEP_TIMEOUT_S", "1", 1);
+    fake.events_busy = 1;
+    for (int i = 0; i < 16; ++i) assert_int_equal(tanh_run(g), GG_SUCCESS);
+    const int launches = fake.calls[FAKE_GRAPH_LAUNCH];
+    t0 = now_s();
+    const gg_status st = tanh_run(g);
+    const double took = now_s() - t0;
+    print_message("17th replay behind 16 that never finish: %s after %.2f s: %s\n", gg_status_string(st), took,
+                  gg_last_error(ctx));
+    assert_int_equal(st, GG_ERROR_NCCL);
+    assert_int_equal(fake.calls[FAKE_GRAPH_LAUNCH], launches); /* never launched */
+    assert_true(took >= 0.9 && took < 15.0);                    /* the step deadline's abort ended the wait */
+    contains(gg_last_error(ctx), "waiting for the oldest of 16 replays of syncing graphs in flight was interrupted");
+    contains(gg_last_error(ctx), "had not finished after 1 s (GG_DIST_STEP_TIMEOUT_S)");
+    assert_int_equal(atomic_load(&fake_nccl.aborts), 1);
+    fake.events_busy = 0;
+    unsetenv("GG_DIST_STEP_TIMEOUT_S");
+    gg_graph_destroy(g);
+    assert_int_equal(gg_dist_detach(ctx), GG_SUCCESS);
+    gg_ctx_destroy(ctx);
+    no_leaks(); /* aborted: the attached communicator is gone too */
+}
+
 /* A replay that fails on the GPU (its event reports a sticky error) is caught by the watchdog, which aborts the
  * communicator; the next run names the error, eager calls work. */
 static void replay_failed_on_the_gpu_is_aborted(void **state) {
@@ -1382,6 +1429,7 @@ int main(void) {
         cmocka_unit_test(async_error_is_aborted_by_the_watchdog),
         cmocka_unit_test(reduce_refuses_host_memory),
         cmocka_unit_test(replay_past_the_step_deadline_is_aborted),
+        cmocka_unit_test(runs_wait_for_a_replay_slot),
         cmocka_unit_test(replay_failed_on_the_gpu_is_aborted),
         cmocka_unit_test(stream_failed_in_an_agreement_is_aborted),
         cmocka_unit_test(agreement_the_peers_never_join_is_aborted),
