@@ -19,6 +19,10 @@
  * is all-reduced by NCCL). Pure arithmetic, tested on the CPU (tests/cpu/test_ce_layout.c). */
 size_t gg_ce_share(size_t n, size_t at, int ranks, size_t piece_elems);
 
+/* The collectives such an all-reduce issues: an all-to-all and an all-gather per piece, and one all-reduce for a
+ * tail; counted without walking the pieces. */
+size_t gg_ce_collectives(size_t n, int ranks, size_t piece_elems);
+
 /* Gradients smaller than this go through NCCL's all-reduce (biases, block 1's grad_gate): for them the fixed cost of
  * three steps outweighs the SMs saved. */
 #define GG_CE_MIN_BYTES ((size_t)1 << 20)

@@ -25,12 +25,16 @@ static gg_status reduce(gg_ctx *ctx, void *p, size_t count, size_t elem_bytes) {
     return GG_SUCCESS;
 }
 
+/* Whether n elements may be all-reduced through the copy engines (when their buffer is in a gg_dist_alloc window). */
+static int ce_may_take(const gg_dist *d, size_t n, size_t elem) {
+    return d->ce_on && d->size > 1 && d->config.sync == GG_SYNC_ALL_REDUCE && n * elem >= GG_CE_MIN_BYTES;
+}
+
 /* Reduces n elements at p in pieces of at most bucket_bytes (whole, for reduce-scatter): large ones in buffers from
  * gg_dist_alloc all-reduced through the copy engines when they are on. */
 static gg_status reduce_buffer(gg_ctx *ctx, void *p, size_t n, size_t elem) {
     const gg_dist *d = ctx->dist;
-    if (d->ce_on && d->size > 1 && d->config.sync == GG_SYNC_ALL_REDUCE && n * elem >= GG_CE_MIN_BYTES &&
-        gg_ce_in_window(d, p, n * elem)) {
+    if (ce_may_take(d, n, elem) && gg_ce_in_window(d, p, n * elem)) {
         gg_log(ctx, GG_LOG_DEBUG, "all-reducing %zu elements at %p in place through the copy engines", n, p);
         return gg_ce_all_reduce(ctx, p, n, elem); /* in pieces of at most bucket_bytes */
     }
@@ -111,18 +115,24 @@ gg_status gg_dist_finish(gg_ctx *ctx, const gg_block_call *c, cudaStream_t main)
 
 gg_status gg_dist_check_shape(gg_ctx *ctx, const char *fn, const gg_block_call *c) {
     if (!ctx->dist) return GG_SUCCESS;
-    if (ctx->dist->config.sync != GG_SYNC_REDUCE_SCATTER) { /* all-reduce: pieces of at most bucket_bytes */
+    const gg_dist *d = ctx->dist;
+    if (d->config.sync != GG_SYNC_REDUCE_SCATTER) { /* all-reduce: pieces of at most bucket_bytes */
         size_t pieces = 0;
         for (int i = 0; i < c->info->n_tensors; ++i) {
             if (!gg_tensor_is_param(c, i)) continue;
-            const size_t per = ctx->dist->config.bucket_bytes / c->info->tensors[i].elem_bytes;
-            pieces += (gg_tensor_elems(c, i) + per - 1) / per;
+            const size_t n = gg_tensor_elems(c, i), elem = c->info->tensors[i].elem_bytes;
+            const size_t per = d->config.bucket_bytes / elem;
+            /* the buffers are not known yet: where the copy engines may take it, their count (two a piece) */
+            pieces += ce_may_take(d, n, elem) ? gg_ce_collectives(n, d->size, d->ce_piece_bytes / elem)
+                                              : (n + per - 1) / per;
         }
         if (pieces > GG_DIST_MAX_COLLECTIVES)
             return gg_fail(ctx, GG_ERROR_UNSUPPORTED,
                            "%s: the call's gradients in pieces of at most gg_dist_config.bucket_bytes = %zu take %zu "
-                           "collectives, more than the %d one graph may hold: raise bucket_bytes",
-                           fn, ctx->dist->config.bucket_bytes, pieces, GG_DIST_MAX_COLLECTIVES);
+                           "collectives%s, more than the %d one graph may hold: raise bucket_bytes",
+                           fn, d->config.bucket_bytes, pieces,
+                           d->ce_on ? " (two a piece where the copy engines may take a gradient)" : "",
+                           GG_DIST_MAX_COLLECTIVES);
         return GG_SUCCESS;
     }
     for (int i = 0; i < c->info->n_tensors; ++i)

@@ -42,6 +42,8 @@ static void simulate(size_t n, int ranks, size_t piece_elems) {
     }
     assert_true(n - at < (size_t)ranks || piece_elems < (size_t)ranks); /* what is left is the tail */
     assert_true(pieces <= n / (size_t)ranks);
+    /* the count the graphs' collective limit uses: two per piece, one for a tail */
+    assert_int_equal(gg_ce_collectives(n, ranks, piece_elems), 2 * pieces + (at < n));
     for (size_t i = at; i < n; ++i) { /* the tail: NCCL's all-reduce */
         float acc = 0.0f;
         for (int j = 0; j < ranks; ++j) acc += orig[j][i];
@@ -80,6 +82,10 @@ static void ffn_gradients_take_the_expected_pieces(void **state) {
     assert_int_equal(gg_ce_share(5, 4, 2, 16), 0); /* one element left on two ranks: tail */
     assert_int_equal(gg_ce_share(5, 0, 0, 16), 0); /* no ranks */
     assert_int_equal(gg_ce_share(100, 0, 4, 2), 0); /* a piece cannot hold one element per rank: all tail */
+    assert_int_equal(gg_ce_collectives(dw073, 2, piece), 6); /* 3 pieces, no tail */
+    assert_int_equal(gg_ce_collectives(5, 2, 16), 3);        /* one piece of 2 x 2, a tail of 1 */
+    assert_int_equal(gg_ce_collectives(100, 4, 2), 1);       /* all tail */
+    assert_int_equal(gg_ce_collectives(0, 2, 16), 0);
 }
 
 int main(void) {

@@ -1386,6 +1386,43 @@ static void copy_engine_graph_is_ordered(void **state) {
     no_leaks();
 }
 
+/* The most collectives a graph may hold, counted as the copy engines issue them where they may take a gradient (an
+ * all-to-all and an all-gather a piece): an MLP with 24 Mi-element weight gradients in 4 KiB pieces takes 49 162 NCCL
+ * all-reduces (accepted with copy engines off) but 98 314 collectives through the copy engines (refused with them
+ * on, naming the count, before anything is captured). */
+static void collective_limit_counts_the_copy_engines(void **state) {
+    (void)state;
+    static const gg_mlp_desc big = {64, 4096, 6144, GG_PRECISION_FP32, 0};
+    for (int ce = 1; ce >= 0; --ce) {
+        gg_ctx *ctxs[CE_RANKS];
+        make_ce_ctxs(ctxs);
+        gg_dist_config dc = dist_config();
+        dc.copy_engines = ce;
+        dc.bucket_bytes = 4096;
+        assert_int_equal(gg_dist_init_threads(ctxs, CE_RANKS, &dc), GG_SUCCESS);
+        assert_int_equal(ctxs[0]->dist->ce_on, ce);
+        gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
+        gg_graph *g = NULL;
+        const int captures = fake.calls[FAKE_BEGIN_CAPTURE];
+        const gg_status st = gg_mlp_graph_create(ctxs[0], &big, &gc, &g);
+        print_message("copy engines %s: %s %s\n", ce ? "on" : "off", gg_status_string(st),
+                      st ? gg_last_error(ctxs[0]) : "");
+        if (ce) {
+            assert_int_equal(st, GG_ERROR_UNSUPPORTED);
+            contains(gg_last_error(ctxs[0]), "take 98314 collectives (two a piece where the copy engines may take a "
+                                             "gradient), more than the 65536 one graph may hold");
+            assert_null(g);
+            assert_int_equal(fake.calls[FAKE_BEGIN_CAPTURE], captures);
+        } else {
+            assert_int_equal(st, GG_SUCCESS);
+            gg_graph_destroy(g);
+        }
+        for (int i = 0; i < CE_RANKS; ++i) assert_int_equal(gg_dist_detach(ctxs[i]), GG_SUCCESS);
+        for (int i = 0; i < CE_RANKS; ++i) gg_ctx_destroy(ctxs[i]);
+        no_leaks();
+    }
+}
+
 static void every_host_memory_fault_copy_engines(void **state) {
     (void)state;
     every_life_fault_copy_engines(LIFE_HOST_MEMORY);
@@ -1443,6 +1480,7 @@ int main(void) {
         cmocka_unit_test(every_cuda_call_fault),
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
         cmocka_unit_test(copy_engine_graph_is_ordered),
+        cmocka_unit_test(collective_limit_counts_the_copy_engines),
         cmocka_unit_test(every_nccl_fault_copy_engines),
         cmocka_unit_test(every_host_memory_fault_copy_engines),
         cmocka_unit_test(every_cuda_resource_fault_copy_engines),
