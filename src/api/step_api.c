@@ -124,15 +124,23 @@ gg_status gg_step_add_optimizer(gg_step *step, gg_optim *opt) {
         return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
                        "%s (call %d): opt was made on another context than the step (one context: one stream order)",
                        fn, gg_step_call_count(step));
+    /* claimed before the optimizer's state is read or its holders counted: another thread inside the context may be
+     * finalizing or destroying it (gg_step_add_final claims again, nested) */
+    GG_TRY(gg_ctx_claim(ctx, fn));
+    gg_status status = GG_SUCCESS;
     if (opt->finalized != 1)
-        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s (call %d): opt is not finalized (call gg_optim_finalize)",
-                       fn, gg_step_call_count(step));
-    optimizer_stage *st = calloc(1, sizeof *st + (size_t)opt->n_params);
-    if (!st)
-        return gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "%s (call %d): out of host memory", fn, gg_step_call_count(step));
-    st->opt = opt;
-    st->n_params = opt->n_params;
-    opt->held_by_steps++; /* gg_optim_destroy refuses while a step holds it */
-    const gg_step_final final = {stage_run, stage_begin, stage_early, 1, stage_release, st, stage_synced};
-    return gg_step_add_final(step, fn, &final); /* releases st when it fails */
+        status = gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
+                         "%s (call %d): opt is not finalized (call gg_optim_finalize)", fn, gg_step_call_count(step));
+    optimizer_stage *st = status == GG_SUCCESS ? calloc(1, sizeof *st + (size_t)opt->n_params) : NULL;
+    if (status == GG_SUCCESS && !st)
+        status = gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "%s (call %d): out of host memory", fn, gg_step_call_count(step));
+    if (status == GG_SUCCESS) {
+        st->opt = opt;
+        st->n_params = opt->n_params;
+        opt->held_by_steps++; /* gg_optim_destroy refuses while a step holds it */
+        const gg_step_final final = {stage_run, stage_begin, stage_early, 1, stage_release, st, stage_synced};
+        status = gg_step_add_final(step, fn, &final); /* releases st when it fails */
+    }
+    gg_ctx_release(ctx);
+    return status;
 }

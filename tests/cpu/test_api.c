@@ -1375,6 +1375,9 @@ static void second_thread_is_refused(void **state) {
     gg_optim_memory om;
     assert_int_equal(gg_optim_memory_info(opt, &om), GG_ERROR_INVALID_ARGUMENT);
     assert_message_has(NULL, "gg_optim_memory_info: the context is in use by another thread");
+    /* adding an optimizer reads its state and counts the step among its holders: claimed first */
+    assert_int_equal(gg_step_add_optimizer(step, opt), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(NULL, "gg_step_add_optimizer: the context is in use by another thread");
     /* refused for its arguments before it claims the context: the message is this thread's all the same */
     assert_int_equal(gg_fp16_overflow(ctx, NULL, 0), GG_ERROR_INVALID_ARGUMENT);
     assert_message_has(NULL, "gg_fp16_overflow: found is NULL");
