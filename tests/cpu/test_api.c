@@ -46,9 +46,6 @@ static void destroy_ctx(gg_ctx *ctx) {
     assert_int_equal(fake.live, 0);
 }
 
-/* Distinct, 16-byte aligned fake device addresses, far apart so that no two tensors overlap. */
-#define FAKE(i) ((void *)(uintptr_t)(0x100000000000ull * (uint64_t)((i) + 1)))
-
 static gg_mlp_desc mlp_desc(void) { return (gg_mlp_desc){.tokens = 64, .hidden = 2048, .ffn = 8192}; }
 static gg_mlp_args mlp_args(void) {
     return (gg_mlp_args){FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5), FAKE(6), FAKE(7), FAKE(8), FAKE(9),

@@ -35,8 +35,6 @@
 #include "fake_order.h"
 #include "gradgraph.h"
 
-#define FAKE(i) ((void *)(uintptr_t)(0x100000000000ull * (uint64_t)((i) + 1)))
-
 static double now_s(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);

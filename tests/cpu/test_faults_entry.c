@@ -26,8 +26,6 @@
 #include "gradgraph.h"
 #include "internal.h"
 
-#define FAKE(i) ((void *)(uintptr_t)(0x100000000000ull * (uint64_t)((i) + 1)))
-
 /* What a path works on: the context and the objects its stages make. */
 typedef struct world {
     gg_ctx *ctx;

@@ -43,9 +43,6 @@ static void destroy_ctx(gg_ctx *ctx) {
     assert_int_equal(fake.live, 0);
 }
 
-/* Distinct, 16-byte aligned fake device addresses, far apart so that no two tensors overlap. */
-#define FAKE(i) ((void *)(uintptr_t)(0x100000000000ull * (uint64_t)((i) + 1)))
-
 /* ---- one table row per forward: its desc, args (all pointers FAKE(i) in field order) and call ---- */
 typedef struct fwd {
     const char *fn;

@@ -40,8 +40,6 @@
 #include "gradgraph.h"
 #include "internal.h" /* gg_ctx's has_wgmma: whether the 9.0 device's routes are on */
 
-/* Distinct, 16-byte aligned fake device addresses, far apart so that no two tensors overlap. */
-#define FAKE(i) ((void *)(uintptr_t)(0x100000000000ull * (uint64_t)((i) + 1)))
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 /* What cudaPointerGetAttributes calls host memory (fake.host_lo .. host_hi): below every FAKE(i). */
 #define HOST_LO ((uintptr_t)0x080000000000ull)

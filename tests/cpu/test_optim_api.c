@@ -26,8 +26,6 @@
         if (!strstr(msg_, (text))) fail_msg("message \"%s\" does not contain \"%s\"", msg_, (text));             \
     } while (0)
 
-/* Distinct, 16-byte aligned fake device addresses, far apart so that no two tensors overlap. */
-#define FAKE(i) ((void *)(uintptr_t)(0x100000000000ull * (uint64_t)((i) + 1)))
 #define AT(p, bytes) ((void *)((char *)(p) + (bytes)))
 
 /* A context with its configuration and nothing on a device: enough for every check that precedes CUDA. */

@@ -37,9 +37,6 @@ static gg_ctx *hand_made_ctx(void) {
     return ctx;
 }
 
-/* Distinct, 16-byte aligned fake device addresses, far apart so that no two tensors overlap. */
-#define FAKE(i) ((void *)(uintptr_t)(0x100000000000ull * (uint64_t)((i) + 1)))
-
 static const gg_mlp_desc mlp = {.tokens = 1, .hidden = 256, .ffn = 1024, .precision = GG_PRECISION_FP32};
 
 /* Layer l's MLP args: its own tensors, grad_output the previous layer's grad_hidden_states (l > 0). */

@@ -41,9 +41,6 @@
 #include "optim.h"
 #include "step_reduce.h"
 
-/* Distinct, aligned fake device addresses, far apart so that no two buffers overlap. */
-#define FAKE(i) ((void *)(uintptr_t)(0x100000000000ull * (uint64_t)((i) + 1)))
-
 enum { LAYERS = 3, HIDDEN = 256, FFN = 1024, REDUCE_COUNT = 5000, TOKENS = 512 };
 /* 1 MiB weight gradients in pieces of 99968 floats (bucket_bytes rounded down to 256 bytes): three each, the last
  * piece of one gradient sharing a bucket with the next gradient's first */

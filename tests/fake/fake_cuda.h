@@ -29,6 +29,10 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
+/* Distinct, 16-byte aligned fake device addresses for the tests' tensors, far apart so that no two overlap (nothing
+ * is mapped there: every address outside the host ranges is device memory to these fakes). */
+#define FAKE(i) ((void *)(uintptr_t)(0x100000000000ull * (uint64_t)((i) + 1)))
+
 /* The calls fault injection can fail, each counted on its own. */
 typedef enum fake_kind {
     FAKE_MATMUL,        /* cublasLtMatmul */
