@@ -78,7 +78,7 @@ static int finalize(gg_ctx *ctx, char *why, size_t bytes) {
     }
     if (late && atomic_load(&d->abort_requested)) {
         gg_dist_abort_now(ctx, NULL); /* the other thread's reason */
-        snprintf(why, bytes, "ncclCommFinalize was interrupted by an abort from another thread (%s)", d->failure);
+        snprintf(why, bytes, "ncclCommFinalize was interrupted by an abort from another thread (%.256s)", d->failure);
         return 0;
     }
     if (late)
@@ -106,7 +106,8 @@ static int drain(gg_ctx *ctx, char *why, size_t bytes) {
     (void)cudaGetLastError();
     if (e == cudaErrorNotReady && atomic_load(&d->abort_requested)) {
         gg_dist_abort_now(ctx, NULL); /* the other thread's reason */
-        snprintf(why, bytes, "draining the communication stream was interrupted by an abort from another thread (%s)",
+        snprintf(why, bytes,
+                 "draining the communication stream was interrupted by an abort from another thread (%.256s)",
                  d->failure);
         (void)cudaStreamSynchronize(d->stream);
         return 0;
