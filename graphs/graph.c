@@ -30,7 +30,10 @@ static const char *graph_fn(char *buf, size_t bytes, const gg_block_info *info, 
     return buf;
 }
 
-static int is_staged(const gg_block_call *c, int i) { return c->info->tensors[i].rows == GG_EXT_TOKENS; }
+/* Whether a graph of this shape stages tensor i when it pads (an [M, ...] tensor some call may read or write). */
+static int is_staged(const gg_block_call *c, int i) {
+    return c->info->tensors[i].rows == GG_EXT_TOKENS && gg_tensor_may_be_read(c, i);
+}
 
 static size_t row_bytes(const gg_block_call *c, int i) {
     const gg_tensor_spec *s = &c->info->tensors[i];
@@ -104,8 +107,13 @@ static gg_status prepare(gg_graph *g, const char *fn, gg_block_plan **plans) {
     if (config->allow_padding || config->device_select) {
         for (int i = 0; i < g->shape.info->n_tensors; ++i) {
             if (!is_staged(&g->shape, i)) continue;
+            const size_t bytes = gg_tensor_bytes(&g->shape, i); /* < 2^63: gg_block_validate_shape */
             g->staging_offset[i] = (g->staging_bytes + 255) & ~(size_t)255;
-            g->staging_bytes = g->staging_offset[i] + gg_tensor_bytes(&g->shape, i);
+            if (g->staging_bytes > SIZE_MAX - 255 || bytes > SIZE_MAX - g->staging_offset[i])
+                return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
+                               "%s: the staging of the largest bucket (M = %lld) would take more than 2^64 bytes", fn,
+                               (long long)g->shape.tokens);
+            g->staging_bytes = g->staging_offset[i] + bytes;
         }
         GG_CUDA_TRY(ctx, cudaMalloc(&g->staging, g->staging_bytes));
     }
@@ -210,7 +218,7 @@ static gg_status enqueue_body(gg_graph *g, const gg_block_call *call, const gg_b
     const int64_t rows = device_rows ? bucket : call->tokens; /* host M, or the grid bound for device M */
     if (stage) {
         for (int i = 0; i < call->info->n_tensors; ++i) {
-            if (!is_staged(call, i) || !gg_tensor_used(call, i)) continue;
+            if (!is_staged(call, i) || !gg_tensor_read(call, i)) continue;
             body.t[i] = (char *)g->staging + g->staging_offset[i];
             if (!call->info->tensors[i].is_output)
                 GG_CUDA_TRY(ctx, gg_k_stage(body.t[i], call->t[i], (int64_t)row_bytes(call, i), device_rows, rows,
@@ -224,7 +232,7 @@ static gg_status enqueue_body(gg_graph *g, const gg_block_call *call, const gg_b
     cudaError_t staged = cudaSuccess;
     if (stage)
         for (int i = 0; i < call->info->n_tensors && staged == cudaSuccess; ++i)
-            if (is_staged(call, i) && gg_tensor_used(call, i) && call->info->tensors[i].is_output)
+            if (is_staged(call, i) && gg_tensor_read(call, i) && call->info->tensors[i].is_output)
                 staged = gg_k_stage(call->t[i], body.t[i], (int64_t)row_bytes(call, i), device_rows, rows, 0,
                                     ctx->sm_count, stream);
     if (staged != cudaSuccess) return (void)gg_dist_join(ctx, &body, stream), gg_fail_cuda(ctx, staged, "staging out");
@@ -319,7 +327,7 @@ done:
 static gg_exec_key make_key(const gg_block_call *c, int flags) {
     gg_exec_key key;
     memset(&key, 0, sizeof key);
-    for (int i = 0; i < c->info->n_tensors; ++i) key.ptr[i] = gg_tensor_used(c, i) ? c->t[i] : NULL;
+    for (int i = 0; i < c->info->n_tensors; ++i) key.ptr[i] = gg_tensor_read(c, i) ? c->t[i] : NULL;
     key.tokens = c->tokens;
     key.flags = flags | (c->accumulate ? KEY_ACCUMULATE : 0) | (c->use_silu_gate ? KEY_SILU : 0) |
                 (c->sync_grads ? KEY_SYNC : 0);

@@ -13,7 +13,7 @@ static uint64_t pointer_set(gg_step *s) {
         if (s->ops[i].kind != OP_BLOCK) continue;
         const gg_block_call *c = &s->ops[i].call;
         for (int t = 0; t < GG_BLOCK_MAX_TENSORS; ++t)
-            *row++ = t < c->info->n_tensors && gg_tensor_used(c, t) ? c->t[t] : NULL;
+            *row++ = t < c->info->n_tensors && gg_tensor_read(c, t) ? c->t[t] : NULL;
     }
     s->ptrset = gg_ptrset_id(&s->ptrsets, s->ptrset_row);
     return s->ptrset;

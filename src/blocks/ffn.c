@@ -63,7 +63,7 @@ enum { BUF_G, BUF_DY16, BUF_W2_16, BUF_ACT16, BUF_X16, BUF_W1_16, BUF_PARTIALS1,
 
 static const gg_tensor_spec gelu_ffn_tensors[] = {
     COMMON_TENSORS(gg_gelu_ffn_args, linear1_out, gelu_out),
-    [T_TANH] = GG_TENSOR(gg_gelu_ffn_args, tanh_inner, GG_EXT_TOKENS, GG_EXT_DIM1, 4, 0, 0),
+    [T_TANH] = GG_TENSOR(gg_gelu_ffn_args, tanh_inner, GG_EXT_TOKENS, GG_EXT_DIM1, 4, 0, GG_TENSOR_UNREAD),
     [T_RES_FFN] = GG_TENSOR(gg_gelu_ffn_args, grad_residual, GG_EXT_TOKENS, GG_EXT_DIM0, 4, 0, GG_TENSOR_OPTIONAL),
     FP16_TENSORS(gg_gelu_ffn_args, T_F16_FFN, gelu_out_fp16, linear1_out_fp16),
 };

@@ -32,6 +32,18 @@ int gg_tensor_used(const gg_block_call *c, int i) {
     }
 }
 
+int gg_tensor_read(const gg_block_call *c, int i) {
+    return c->info->tensors[i].presence != GG_TENSOR_UNREAD && gg_tensor_used(c, i);
+}
+
+int gg_tensor_may_be_read(const gg_block_call *c, int i) {
+    switch ((gg_tensor_presence)c->info->tensors[i].presence) {
+    case GG_TENSOR_FP16_ONLY: return c->precision == GG_PRECISION_FP16;
+    case GG_TENSOR_UNREAD: return 0;
+    default: return 1;
+    }
+}
+
 static gg_status check_tokens(gg_ctx *ctx, const char *fn, int64_t value) {
     if (value == 0)
         return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
@@ -97,11 +109,6 @@ static gg_status check_tensors(gg_ctx *ctx, const char *fn, const gg_block_call 
         if ((uintptr_t)c->t[i] % GG_ALIGNMENT != 0)
             return gg_fail(ctx, GG_ERROR_MISALIGNED, "%s: args->%s (%p) is not %d-byte aligned", fn, s[i].name, c->t[i],
                            GG_ALIGNMENT);
-        if (checked_bytes(c, i) < 0)
-            return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
-                           "%s: args->%s of %lld x %lld elements does not fit in 2^63 bytes",
-                           fn, s[i].name, (long long)gg_extent_value(c, s[i].rows),
-                           (long long)gg_extent_value(c, s[i].cols));
     }
     /* Outputs never alias inputs or each other. */
     for (int i = 0; i < n; ++i) {
@@ -127,6 +134,13 @@ gg_status gg_block_validate_shape(gg_ctx *ctx, const char *fn, gg_block_call *c,
         GG_TRY(resolve_precision(ctx, fn, requested, &c->precision));
     else
         c->precision = GG_PRECISION_BF16;
+    /* every tensor of the table, used or not: a graph's staging and a plan's scratch hold them at this M */
+    for (int i = 0; i < info->n_tensors; ++i)
+        if (checked_bytes(c, i) < 0)
+            return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
+                           "%s: args->%s of %lld x %lld elements does not fit in 2^63 bytes", fn, info->tensors[i].name,
+                           (long long)gg_extent_value(c, info->tensors[i].rows),
+                           (long long)gg_extent_value(c, info->tensors[i].cols));
     return GG_SUCCESS;
 }
 

@@ -18,12 +18,15 @@ typedef enum gg_extent { GG_EXT_ONE = 0, GG_EXT_TOKENS, GG_EXT_DIM0, GG_EXT_DIM1
 
 /* When a tensor is part of a call: always, only with use_silu_gate (NULL allowed otherwise), when its pointer is not
  * NULL (an optional input such as blocks 2/3's grad_residual), or when its pointer is not NULL in fp16 mode (an fp16
- * copy of an fp32 operand that the caller already has: given in another mode, the call is refused). */
+ * copy of an fp32 operand that the caller already has: given in another mode, the call is refused). An unread tensor
+ * is required and validated like the first kind, but no kernel touches it (block 2's tanh_inner, which the API carries
+ * for the forward's sake): graphs neither stage it nor key their executables on it. */
 typedef enum gg_tensor_presence {
     GG_TENSOR_REQUIRED = 0,
     GG_TENSOR_SILU_ONLY = 1,
     GG_TENSOR_OPTIONAL = 2,
-    GG_TENSOR_FP16_ONLY = 3
+    GG_TENSOR_FP16_ONLY = 3,
+    GG_TENSOR_UNREAD = 4
 } gg_tensor_presence;
 
 typedef struct gg_tensor_spec {
@@ -122,6 +125,11 @@ size_t gg_tensor_bytes(const gg_block_call *call, int index);
 /* Whether the call reads/writes tensor `index` (gg_tensor_presence: block 4's gate only with the silu gate, an
  * optional tensor when given, an fp16 copy when given in fp16 mode). */
 int gg_tensor_used(const gg_block_call *call, int index);
+/* Whether the call's kernels touch tensor `index`: used, and not GG_TENSOR_UNREAD. */
+int gg_tensor_read(const gg_block_call *call, int index);
+/* Whether tensor `index` may be read or written by some call of this shape and precision, whatever its pointers and
+ * flags (use_silu_gate may change from call to call): not an fp16 copy outside fp16 mode, not GG_TENSOR_UNREAD. */
+int gg_tensor_may_be_read(const gg_block_call *call, int index);
 
 /* Checks the call's sizes, precision (requested: the desc's field) and every tensor (NULL, alignment, overlaps, and
  * device memory: gg_check_device_pointers); resolves precision. Nothing is enqueued. `fn` names the entry point in

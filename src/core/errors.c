@@ -93,12 +93,31 @@ gg_status gg_fail(gg_ctx *ctx, gg_status status, const char *fmt, ...) {
     /* inside a step's callback (a call on any context from the callback's thread): the work the callback meant to
      * capture is incomplete, so the step's run fails too, with the first failure's status and message */
     gg_ctx *const capturing = g_step_callback_ctx;
-    if (capturing && capturing->callback_failure == GG_SUCCESS) {
+    const int tentative = ctx && ctx->tentative > 0;
+    if (capturing && capturing->callback_failure == GG_SUCCESS && !tentative) {
         capturing->callback_failure = status;
         memcpy(capturing->callback_message, buffer, GG_MSG_BYTES);
     }
-    log_message(ctx, GG_LOG_ERROR, buffer);
+    log_message(ctx, tentative ? GG_LOG_DEBUG : GG_LOG_ERROR, buffer);
     return status;
+}
+
+void gg_tentative_begin(gg_ctx *ctx, char saved[GG_MSG_BYTES]) {
+    memcpy(saved, ctx->last_error, GG_MSG_BYTES);
+    ++ctx->tentative;
+}
+
+int gg_tentative_end(gg_ctx *ctx, const char saved[GG_MSG_BYTES], gg_status status, gg_status fallback,
+                     const char *what) {
+    --ctx->tentative;
+    if (status == GG_SUCCESS) return 0;
+    if (status != fallback) { /* a real failure: as gg_fail would have logged it */
+        log_message(ctx, GG_LOG_ERROR, ctx->last_error);
+        return 0;
+    }
+    gg_log(ctx, GG_LOG_INFO, "%s: %s", what, ctx->last_error);
+    memcpy(ctx->last_error, saved, GG_MSG_BYTES);
+    return 1;
 }
 
 void gg_failure_save(const gg_ctx *ctx, gg_status status, char saved[GG_MSG_BYTES]) {

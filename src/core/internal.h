@@ -100,6 +100,9 @@ struct gg_ctx {
     struct gg_tune_cache *tune; /* autotuned GEMM algorithms (src/gemm/tune_cache.h), NULL without autotune */
     char tune_device[128];      /* the GPU, cuBLASLt and driver part of tune keys ("" until first needed) */
     gg_guard guard;             /* the thread inside a call, device pointers already checked (src/core/guard.c) */
+    /* > 0 while a call tries something it has a fallback for: gg_fail still writes the message, but logs it at DEBUG
+     * and fails no step capture (the caller decides whether it was a failure: gg_tentative_end) */
+    int tentative;
     char last_error[GG_MSG_BYTES];
 };
 
@@ -108,6 +111,14 @@ struct gg_ctx {
  * after the clean-up. */
 void gg_failure_save(const gg_ctx *ctx, gg_status status, char saved[GG_MSG_BYTES]);
 void gg_failure_restore(gg_ctx *ctx, const char saved[GG_MSG_BYTES]);
+
+/* An attempt with a fallback: gg_tentative_begin keeps ctx's message in saved; gg_tentative_end(status), the attempt's
+ * outcome, returns whether its failure is absorbed (`fallback`: the failure status the caller falls back from), and
+ * then puts the message back (after logging the attempt's failure at INFO as `what`); any other failure is logged at
+ * ERROR, as gg_fail would have, and its message kept. */
+void gg_tentative_begin(gg_ctx *ctx, char saved[GG_MSG_BYTES]);
+int gg_tentative_end(gg_ctx *ctx, const char saved[GG_MSG_BYTES], gg_status status, gg_status fallback,
+                     const char *what);
 
 /* The context whose step callback the calling thread runs from now (NULL: none); returns the one before (callbacks
  * nest). While it is set, a failure on any context fails that step's capture (gg_fail), and an eager call on any

@@ -1,11 +1,15 @@
 /* plan.c - building, caching and destroying block plans. */
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "plan.h"
 
 size_t gg_plan_take(gg_block_plan *plan, size_t bytes) {
+    /* saturating: a plan whose scratch would not fit in size_t asks for SIZE_MAX bytes, which no allocation gives
+     * (its offsets are never used) */
+    if (plan->scratch_bytes > SIZE_MAX - 255) return 0;
     const size_t offset = (plan->scratch_bytes + 255) & ~(size_t)255;
-    plan->scratch_bytes = offset + bytes;
+    plan->scratch_bytes = bytes > SIZE_MAX - offset ? SIZE_MAX : offset + bytes;
     return offset;
 }
 

@@ -633,6 +633,57 @@ static void graph_create_plans_and_cleans_up_on_failure(void **state) {
     destroy_ctx(ctx); /* destroys the live graph too: no fake resource left */
 }
 
+/* A padding graph stages the [M, ...] tensors its runs read or write, and only those: not the fp16 copies outside fp16
+ * mode (refused there), not block 2's tanh_inner (validated, never read), which a padded run does not copy in and
+ * whose pointer does not key the executable. A shape whose tensors do not fit in 2^63 bytes at the largest bucket is
+ * refused at creation, as the eager call of that shape is, before any plan. */
+static void graph_staging_holds_what_runs_read(void **state) {
+    (void)state;
+    gg_ctx *ctx = make_ctx();
+    fake.plan_ok = 1;
+    const size_t M = 1024, D = 1536, F = 6144;
+    for (int fp16 = 0; fp16 < 2; ++fp16) {
+        gg_gelu_ffn_desc d = ffn_desc();
+        d.precision = fp16 ? GG_PRECISION_FP16 : GG_PRECISION_FP32;
+        gg_graph_config gc = config_to_1024();
+        gg_graph *g = NULL;
+        assert_int_equal(gg_gelu_ffn_graph_create(ctx, &d, &gc, &g), GG_SUCCESS);
+        gg_graph_memory mem;
+        assert_int_equal(gg_graph_memory_info(g, -1, &mem), GG_SUCCESS);
+        /* fp32: grad_output, hidden_states, grad_hidden_states, grad_residual [M, D]; linear1_out, gelu_out [M, F];
+         * fp16 adds hidden_states' copy [M, D] and the two activations' copies [M, F], two bytes an element */
+        const size_t want = M * (4 * D + 2 * F) * 4 + (fp16 ? M * (D + 2 * F) * 2 : 0);
+        print_message("%s gelu_ffn graph to %zu tokens: %zu MiB staging (%zu MiB expected)\n", fp16 ? "fp16" : "fp32",
+                      M, mem.staging_bytes >> 20, want >> 20);
+        assert_int_equal(mem.staging_bytes, want);
+        if (!fp16) { /* a padded run: four tensors staged in, one out; tanh_inner neither copied nor keyed */
+            gg_gelu_ffn_args a = ffn_args();
+            d.tokens = 100;
+            const int staged = fake_kernel_launches("stage_kernel"), captures = fake.captures;
+            assert_int_equal(gg_gelu_ffn_graph_run(g, &d, &a, NULL), GG_SUCCESS);
+            assert_int_equal(fake_kernel_launches("stage_kernel") - staged, 5);
+            assert_int_equal(fake.captures - captures, 1);
+            a.tanh_inner = FAKE(20);
+            assert_int_equal(gg_gelu_ffn_graph_run(g, &d, &a, NULL), GG_SUCCESS);
+            assert_int_equal(fake.captures - captures, 1); /* the same executable */
+            a.tanh_inner = NULL; /* still required */
+            assert_int_equal(gg_gelu_ffn_graph_run(g, &d, &a, NULL), GG_ERROR_INVALID_ARGUMENT);
+            assert_message_has(ctx, "args->tanh_inner is NULL");
+        }
+        gg_graph_destroy(g);
+    }
+    gg_mlp_desc huge = {.tokens = 64, .hidden = 2147483640, .ffn = 2147483640, .precision = GG_PRECISION_FP16};
+    gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
+    gc.max_tokens = (int64_t)1 << 30;
+    gg_graph *g = (gg_graph *)FAKE(0);
+    const int planned = fake.planned;
+    assert_int_equal(gg_mlp_graph_create(ctx, &huge, &gc, &g), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "x 2147483640 elements does not fit in 2^63 bytes");
+    assert_null(g);
+    assert_int_equal(fake.planned, planned);
+    destroy_ctx(ctx);
+}
+
 static void graph_run_checks_its_arguments(void **state) {
     (void)state;
     gg_ctx *ctx = make_ctx();
@@ -1422,6 +1473,7 @@ int main(void) {
         cmocka_unit_test(eager_call_in_a_capture_needs_a_plan_made_outside),
         cmocka_unit_test(graph_create_rejects_bad_config),
         cmocka_unit_test(graph_create_plans_and_cleans_up_on_failure),
+        cmocka_unit_test(graph_staging_holds_what_runs_read),
         cmocka_unit_test(graph_run_checks_its_arguments),
         cmocka_unit_test(graph_run_refuses_what_differs_from_the_graph),
         cmocka_unit_test(graph_runs_eagerly_past_its_largest_bucket_when_asked),

@@ -336,10 +336,25 @@ static void gelu_kernel_switch(void **state) {
     destroy_ctx(ctx);
 }
 
-/* When cuBLASLt has no algorithm with the GELU epilogue for a shape, the plan runs the GELU in the kernel instead. */
+static int error_lines, info_lines;
+static void count_lines(void *user, gg_log_level level, const char *message) {
+    (void)user, (void)message;
+    error_lines += level == GG_LOG_ERROR;
+    info_lines += level == GG_LOG_INFO;
+}
+
+/* When cuBLASLt has no algorithm with the GELU epilogue for a shape, the plan runs the GELU in the kernel instead: the
+ * call succeeds, logs no ERROR line (an INFO one says what happened) and leaves no message behind. */
 static void no_epilogue_algorithm_falls_back_to_the_kernel(void **state) {
     (void)state;
     gg_ctx *ctx = make_ctx(1);
+    gg_ctx_destroy(ctx);
+    gg_config config = GG_CONFIG_INIT;
+    config.tune_cache_path = "";
+    config.log_fn = count_lines;
+    config.log_level = GG_LOG_INFO;
+    assert_int_equal(gg_ctx_create(&config, &ctx), GG_SUCCESS);
+    error_lines = info_lines = 0;
     const fwd *f = &fwds[MLP];
     const any_args a = valid_args(f);
     fake.fail_kind = FAKE_HEURISTIC;
@@ -353,6 +368,9 @@ static void no_epilogue_algorithm_falls_back_to_the_kernel(void **state) {
     assert_int_equal(fake.epilogues[1], CUBLASLT_EPILOGUE_BIAS); /* planned again without the GELU */
     assert_int_equal(fake.calls[FAKE_LAUNCH], 1);                /* gg_k_gelu_forward */
     assert_int_equal(fake.calls[FAKE_MATMUL], 2);
+    assert_int_equal(error_lines, 0);
+    assert_true(info_lines >= 1);
+    assert_string_equal(gg_last_error(ctx), "");
     destroy_ctx(ctx);
 }
 
