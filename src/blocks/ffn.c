@@ -133,12 +133,14 @@ static int route(const gg_ctx *ctx, const gg_block_plan *p) {
     return r;
 }
 
-/* The narrow schedule (fp16 mode above the few-token route, calls that do not sync): G runs on all SMs but
- * GG_FFN_NARROW_CTAS, and the fp16 copies of act, X and W1 (needed only by the later GEMMs) run on those, one CTA of
- * 1024 threads per SM, instead of before G on every SM. A cuBLASLt GEMM holds every SM it may use to its end, so
- * without the SM target nothing runs beside it. */
+/* The narrow schedule (fp16 mode above the few-token route, calls that do not sync, a context whose chains run on
+ * two streams): G runs on all SMs but GG_FFN_NARROW_CTAS, and the fp16 copies of act, X and W1 (needed only by the
+ * later GEMMs) run on those, one CTA of 1024 threads per SM, instead of before G on every SM. A cuBLASLt GEMM holds
+ * every SM it may use to its end, so without the SM target nothing runs beside it; with overlap NEVER nothing does
+ * anyway (one stream), and the narrow copies would only run one after another on a few SMs. */
 static int narrow_ctas(const gg_ctx *ctx, const gg_block_plan *p) {
     const int on = p->key.precision == GG_PRECISION_FP16 && !own(p)->route && !p->key.sync_grads &&
+                   ctx->config.overlap != GG_OVERLAP_NEVER &&
                    ctx->sm_count >= GG_FFN_NARROW_MIN_SM_RATIO * GG_FFN_NARROW_CTAS;
     return on ? GG_FFN_NARROW_CTAS : 0;
 }

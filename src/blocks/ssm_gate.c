@@ -126,9 +126,12 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
         p->buffer[BUF_BIAS_ROWS] = gg_plan_take(p, (size_t)bias_rows * (size_t)H * sizeof(float));
         return GG_SUCCESS;
     }
-    /* The narrow schedule only for calls that do not sync (those order the work for their reductions). */
+    /* The narrow schedule only for calls that do not sync (those order the work for their reductions), and where the
+     * chain has a stream of its own to run beside dW (not with overlap NEVER: one stream, nothing beside). */
     const int narrow_ctas = narrow_rows[narrow_row(M)].narrow_ctas;
-    if (sm_target == 0 && !p->key.sync_grads && ctx->sm_count >= 2 * narrow_ctas) sp->narrow_ctas = narrow_ctas;
+    if (sm_target == 0 && !p->key.sync_grads && ctx->config.overlap != GG_OVERLAP_NEVER &&
+        ctx->sm_count >= 2 * narrow_ctas)
+        sp->narrow_ctas = narrow_ctas;
     const int dw_sm_target = sp->narrow_ctas ? ctx->sm_count - sp->narrow_ctas : sm_target;
     const gg_gemm_shape g = {0, 0, E, M, H, E, H, E, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, sm_target, 0};
     const gg_gemm_shape dw = {0, 1, E, H, M, E, H, E, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, dw_sm_target, 0};

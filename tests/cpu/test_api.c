@@ -684,6 +684,61 @@ static void graph_staging_holds_what_runs_read(void **state) {
     destroy_ctx(ctx);
 }
 
+/* The narrow schedules (block 2's fp16 copies and block 4's chain on a few SMs beside a GEMM planned for the rest)
+ * only where a second stream runs them beside it: with overlap NEVER (one stream) they take every SM. The smallest
+ * grid of those kernels in a call, per overlap mode. */
+static unsigned narrowest;
+static void note_grid(fake_entry *e, const char *kernel, void **args, dim3 grid) {
+    (void)e, (void)args;
+    if (kernel && (strstr(kernel, "f32_to_f16") || strstr(kernel, "ssm_gate_grad")) && grid.x < narrowest)
+        narrowest = grid.x;
+}
+
+static void narrow_schedules_only_beside_a_second_stream(void **state) {
+    (void)state;
+    for (int block = 2; block <= 4; block += 2) {
+        unsigned grids[2];
+        for (int never = 0; never < 2; ++never) {
+            fake_reset(1);
+            gg_config c = GG_CONFIG_INIT;
+            c.autotune = 0;
+            c.overlap = never ? GG_OVERLAP_NEVER : GG_OVERLAP_AUTO;
+            gg_ctx *ctx = NULL;
+            assert_int_equal(gg_ctx_create(&c, &ctx), GG_SUCCESS);
+            fake.plan_ok = 1;
+            narrowest = UINT_MAX;
+            gg_graph_config gc = GG_GRAPH_CONFIG_INIT; /* the fakes log what a capture enqueues */
+            gc.min_tokens = gc.max_tokens = 4096;
+            gg_graph *g = NULL;
+            fake_kernel_reach = note_grid;
+            fake_log_start();
+            if (block == 2) {
+                gg_gelu_ffn_desc d = ffn_desc();
+                d.tokens = 4096, d.precision = GG_PRECISION_FP16;
+                gg_gelu_ffn_args a = ffn_args();
+                assert_int_equal(gg_gelu_ffn_graph_create(ctx, &d, &gc, &g), GG_SUCCESS);
+                assert_int_equal(gg_gelu_ffn_graph_run(g, &d, &a, NULL), GG_SUCCESS);
+            } else {
+                gg_ssm_gate_desc d = ssm_desc(1);
+                d.tokens = 4096;
+                gg_ssm_gate_args a = ssm_args();
+                assert_int_equal(gg_ssm_gate_graph_create(ctx, &d, &gc, &g), GG_SUCCESS);
+                assert_int_equal(gg_ssm_gate_graph_run(g, &d, &a, NULL), GG_SUCCESS);
+            }
+            fake_log_stop();
+            fake_log_free();
+            fake_kernel_reach = NULL;
+            grids[never] = narrowest;
+            gg_graph_destroy(g);
+            destroy_ctx(ctx);
+        }
+        print_message("block %d at 4096 tokens: narrowest copy/chain grid %u with overlap, %u without\n", block,
+                      grids[0], grids[1]);
+        assert_true(grids[0] < 132 / 2);  /* narrow beside the GEMM */
+        assert_true(grids[1] >= 132);     /* every SM, on one stream */
+    }
+}
+
 static void graph_run_checks_its_arguments(void **state) {
     (void)state;
     gg_ctx *ctx = make_ctx();
@@ -1474,6 +1529,7 @@ int main(void) {
         cmocka_unit_test(graph_create_rejects_bad_config),
         cmocka_unit_test(graph_create_plans_and_cleans_up_on_failure),
         cmocka_unit_test(graph_staging_holds_what_runs_read),
+        cmocka_unit_test(narrow_schedules_only_beside_a_second_stream),
         cmocka_unit_test(graph_run_checks_its_arguments),
         cmocka_unit_test(graph_run_refuses_what_differs_from_the_graph),
         cmocka_unit_test(graph_runs_eagerly_past_its_largest_bucket_when_asked),
