@@ -542,6 +542,11 @@ static gg_status run_device(gg_graph *g, const char *fn, gg_block_call *call, gg
                        (const void *)device_tokens);
     GG_TRY(gg_check_device_buffer(ctx, fn, "device_tokens", device_tokens, sizeof *device_tokens));
     GG_TRY(check_run(g, fn, call, requested)); /* desc->tokens is the capacity */
+    const int written = gg_block_output_overlapping(call, device_tokens, sizeof *device_tokens);
+    if (written >= 0)
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
+                       "%s: device_tokens (%p) lies in output args->%s: the graph would change M while it runs", fn,
+                       (const void *)device_tokens, call->info->tensors[written].name);
     gg_exec_key key = make_key(call, KEY_DEVICE);
     key.device_tokens = device_tokens;
     return replay(g, fn, &g->device_execs, &key, call, -1, 1, device_tokens, stream);

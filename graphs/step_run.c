@@ -93,6 +93,16 @@ static gg_status step_run_device(gg_step *s, const char *fn, const int64_t *devi
         return gg_fail(ctx, GG_ERROR_MISALIGNED, "%s: device_tokens (%p) is not 8-byte aligned", fn,
                        (const void *)device_tokens);
     GG_TRY(gg_check_device_buffer(ctx, fn, "device_tokens", device_tokens, sizeof *device_tokens));
+    for (int i = 0; i < s->n_ops; ++i) {
+        if (s->ops[i].kind != OP_BLOCK) continue;
+        const gg_block_call *c = &s->ops[i].call;
+        const int written = gg_block_output_overlapping(c, device_tokens, sizeof *device_tokens);
+        if (written >= 0)
+            return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
+                           "%s: device_tokens (%p) lies in output args->%s of call %d: the step would change M while "
+                           "it runs",
+                           fn, (const void *)device_tokens, c->info->tensors[written].name, i);
+    }
     if (s->reduces && s->sync_on)
         return gg_fail(ctx, GG_ERROR_UNSUPPORTED,
                        "%s: the step reduces gradients across ranks, and NCCL cannot run inside the conditional node "

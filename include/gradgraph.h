@@ -573,16 +573,15 @@ typedef struct gg_graph_config {
 
 typedef struct gg_graph gg_graph;
 
-/* Creating: desc gives the dims, precision (and, for block 4, nothing else: use_silu_gate is per call); its tokens
- * and accumulate are ignored. Plans every bucket (cuBLASLt heuristics, scratch, staging): allocates, may
- * synchronize the device, never inside a stream capture. config NULL: GG_GRAPH_CONFIG_INIT.
- * Running: desc->tokens selects the bucket, desc->accumulate and use_silu_gate apply per call; desc's dims and
- * precision must equal the graph's. Arguments are checked exactly as by the eager entry point.
- * Running on the device (needs config->device_select): the GPU reads M from device_tokens (an int64 in device
- * memory; host memory is refused) when the graph runs and picks the bucket itself, so the host never needs M;
- * desc->tokens is then the capacity, the rows the [M, ...] tensors can hold. Every call stages (pads), since M is
- * unknown on the host. An M < 1, > capacity or > the largest bucket runs nothing and is counted
- * (gg_graph_device_errors). */
+/* Creating: desc gives the dims, precision (and, for block 4, nothing else: use_silu_gate is per call); its tokens and
+ * accumulate are ignored. Plans every bucket (cuBLASLt heuristics, scratch, staging): allocates, may synchronize the
+ * device, never inside a stream capture. config NULL: GG_GRAPH_CONFIG_INIT. Running: desc->tokens selects the bucket,
+ * desc->accumulate and use_silu_gate apply per call; desc's dims and precision must equal the graph's. Arguments are
+ * checked exactly as by the eager entry point. Running on the device (needs config->device_select): the GPU reads M
+ * from device_tokens (an int64 in device memory; host memory and an address inside one of the call's outputs are
+ * refused) when the graph runs and picks the bucket itself, so the host never needs M; desc->tokens is then the
+ * capacity, the rows the [M, ...] tensors can hold. Every call stages (pads), since M is unknown on the host. An M < 1,
+ * > capacity or > the largest bucket runs nothing and is counted (gg_graph_device_errors). */
 GG_API gg_status gg_tanh_gate_graph_create(gg_ctx *ctx, const gg_tanh_gate_desc *desc, const gg_graph_config *config,
                                            gg_graph **out);
 GG_API gg_status gg_tanh_gate_graph_run(gg_graph *graph, const gg_tanh_gate_desc *desc, const gg_tanh_gate_args *args,
@@ -893,7 +892,7 @@ GG_API gg_status gg_step_set_update(gg_step *step, int update);
  * pointer set and accumulate flag captures every bucket into one graph (every callback once per bucket) and
  * instantiates it; later runs are one cudaGraphLaunch. An M < 1 or past the largest bucket runs nothing and is
  * counted (gg_step_device_errors). Returns GG_SUCCESS, GG_ERROR_INVALID_ARGUMENT (step NULL or not finalized,
- * device_tokens NULL), GG_ERROR_MISALIGNED (device_tokens not 8-byte aligned), GG_ERROR_UNSUPPORTED (a syncing
+ * device_tokens NULL, or inside an output of one of the step's block calls), GG_ERROR_MISALIGNED (device_tokens not 8-byte aligned), GG_ERROR_UNSUPPORTED (a syncing
  * step with sync on: NCCL cannot run inside the conditional node; turn sync off with gg_step_set_sync and reduce
  * after the run with gg_dist_reduce, or use gg_step_run), or a CUDA/cuBLAS error from the capture. */
 GG_API gg_status gg_step_run_device(gg_step *step, const int64_t *device_tokens, int accumulate, gg_stream stream);

@@ -125,6 +125,16 @@ static gg_status check_tensors(gg_ctx *ctx, const char *fn, const gg_block_call 
     return GG_SUCCESS;
 }
 
+int gg_block_output_overlapping(const gg_block_call *c, const void *p, size_t bytes) {
+    const uintptr_t a0 = (uintptr_t)p, a1 = a0 + bytes;
+    for (int i = 0; i < c->info->n_tensors; ++i) {
+        if (!c->info->tensors[i].is_output || !gg_tensor_used(c, i)) continue;
+        const uintptr_t b0 = (uintptr_t)c->t[i], b1 = b0 + gg_tensor_bytes(c, i);
+        if (a0 < b1 && b0 < a1) return i;
+    }
+    return -1;
+}
+
 gg_status gg_block_validate_shape(gg_ctx *ctx, const char *fn, gg_block_call *c, gg_precision requested) {
     const gg_block_info *info = c->info;
     GG_TRY(check_tokens(ctx, fn, c->tokens));

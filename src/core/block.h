@@ -137,6 +137,9 @@ int gg_tensor_may_be_read(const gg_block_call *call, int index);
 gg_status gg_block_validate(gg_ctx *ctx, const char *fn, gg_block_call *call, gg_precision requested);
 /* The same without the tensors: sizes and precision only (a graph's shape). */
 gg_status gg_block_validate_shape(gg_ctx *ctx, const char *fn, gg_block_call *call, gg_precision requested);
+/* The output of the call that [p, p + bytes) overlaps (its table index), or -1: a device-side token count must not
+ * lie in what the call writes, or kernels after the write would read another M. */
+int gg_block_output_overlapping(const gg_block_call *call, const void *p, size_t bytes);
 
 /* The cached plan for the call's shape, built on first use (never call this inside a stream capture). */
 gg_status gg_block_plan_for(gg_ctx *ctx, const gg_block_call *call, gg_block_plan **out);

@@ -804,6 +804,9 @@ static void graph_run_refuses_what_differs_from_the_graph(void **state) {
     assert_int_equal(gg_mlp_graph_run_device(g, &md, misaligned, &ma, NULL), GG_ERROR_MISALIGNED);
     assert_message_has(ctx, "gg_mlp_graph_run_device: device_tokens");
     assert_message_has(ctx, "is not 8-byte aligned");
+    const int64_t *written = (const int64_t *)((const char *)ma.grad_hidden_states + 8);
+    assert_int_equal(gg_mlp_graph_run_device(g, &md, written, &ma, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "lies in output args->grad_hidden_states: the graph would change M while it runs");
     assert_int_equal(fake.enqueued, 0);
     gg_graph_destroy(g);
     destroy_ctx(ctx);

@@ -643,6 +643,10 @@ static void run_device_selects_on_the_gpu(void **state) {
     assert_int_equal(gg_step_run_device(step, (const int64_t *)((const char *)tokens + 4), 0, NULL),
                      GG_ERROR_MISALIGNED);
     assert_message_has(ctx, "is not 8-byte aligned");
+    /* inside what a block call writes: M would change while the step runs */
+    const int64_t *written = (const int64_t *)((const char *)mlp_args(1).grad_weight1 + 64);
+    assert_int_equal(gg_step_run_device(step, written, 0, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "lies in output args->grad_weight1 of call 2: the step would change M while it runs");
     assert_int_equal(fake.calls[FAKE_BEGIN_CAPTURE], 0);
     assert_int_equal(fake.calls[FAKE_GRAPH_LAUNCH], 0);
 
