@@ -177,7 +177,10 @@ typedef struct gg_config {
     const char *tune_cache_path; /* where autotune choices persist between runs, keyed by GPU, cuBLASLt and driver
                                     versions. NULL (default): $GG_TUNE_CACHE if set, else
                                     $XDG_CACHE_HOME/gradgraph/gemm-algos.txt or ~/.cache/gradgraph/gemm-algos.txt;
-                                    "": none (choices live as long as the context). Copied at gg_ctx_create. */
+                                    "": none (choices live as long as the context). Copied at gg_ctx_create, made
+                                    absolute and its symbolic links resolved there. A save merges under a lock
+                                    ("<file>.lock"): the last writer of a key wins, other lines are kept, the file
+                                    keeps its mode (src/gemm/tune_cache.h). */
 } gg_config;
 
 #define GG_CONFIG_INIT                                                                                             \

@@ -129,8 +129,11 @@ static gg_status open_tune_cache(gg_ctx *ctx, const gg_config *config) {
     ctx->tune = malloc(sizeof *ctx->tune);
     if (!ctx->tune || gg_tune_cache_open(ctx->tune, path) != 0)
         return gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "gg_ctx_create: out of host memory loading the autotune cache");
-    if (ctx->tune->skipped)
-        gg_log(ctx, GG_LOG_WARN, "autotune cache %s: %zu malformed lines ignored", path, ctx->tune->skipped);
+    if (ctx->tune->skipped) /* INFO: a file shared with another version of gradgraph always has some */
+        gg_log(ctx, GG_LOG_INFO,
+               "autotune cache %s: %zu lines this version does not read (another version's entries, or damaged "
+               "lines) are kept as they are",
+               ctx->tune->path, ctx->tune->skipped);
     gg_log(ctx, GG_LOG_INFO, "autotune cache: %s (%zu entries)", ctx->tune->path ? ctx->tune->path : "none",
            ctx->tune->count);
     return GG_SUCCESS;

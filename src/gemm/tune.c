@@ -45,11 +45,14 @@ static int neighbour_ctas(const gg_ctx *ctx, const gg_gemm_shape *s) {
 static void problem_key(gg_ctx *ctx, const gg_gemm_shape *s, char *key, size_t size) {
     char epilogue[16] = ""; /* "ep<cublasLtEpilogue_t>": a fused epilogue (keys without one have none) */
     if (s->epilogue) snprintf(epilogue, sizeof epilogue, "|ep%d", s->epilogue);
-    snprintf(key, size, "%s|%c%c|%lldx%lldx%lld|ld%lld,%lld,%lld|ab%d|d%d|c%d|ws%zu|sms%d%s%s", device_part(ctx),
+    /* "cl<CTAs>": chosen among the algorithms GG_GEMM_MAX_CLUSTER_CTAS leaves (keys without it had them all) */
+    char clusters[16] = "";
+    if (ctx->gemm_max_cluster_ctas > 0) snprintf(clusters, sizeof clusters, "|cl%d", ctx->gemm_max_cluster_ctas);
+    snprintf(key, size, "%s|%c%c|%lldx%lldx%lld|ld%lld,%lld,%lld|ab%d|d%d|c%d|ws%zu|sms%d%s%s%s", device_part(ctx),
              s->trans_a ? 'T' : 'N', s->trans_b ? 'T' : 'N', (long long)s->m, (long long)s->n, (long long)s->k,
              (long long)s->lda, (long long)s->ldb, (long long)s->ldd, (int)s->ab_type, (int)s->d_type, (int)s->compute,
              ctx->workspace[0] ? ctx->config.gemm_workspace_bytes : (size_t)0, s->sm_count_target,
-             neighbour_ctas(ctx, s) ? "nb" : "", epilogue);
+             neighbour_ctas(ctx, s) ? "nb" : "", epilogue, clusters);
 }
 
 /* The cached choice, if cuBLASLt still accepts it for these descriptors. */
@@ -177,6 +180,19 @@ static double time_candidate(gg_ctx *ctx, const gg_matmul *mm, const cublasLtMat
     return 1000.0 * (double)ms / reps;
 }
 
+/* Why the cache file was not written, naming the lock file when the lock is what failed (its owner or mode may
+ * differ from the cache file's). */
+static void log_unsaved(gg_ctx *ctx, int err) {
+    const gg_tune_cache *c = ctx->tune;
+    const int lock = c->failed_path && c->failed_path == c->lock_path;
+    if (lock && err == EWOULDBLOCK)
+        gg_log(ctx, GG_LOG_WARN, "autotune cache %s not written (another process held its lock %s too long): the "
+               "choice lasts as long as the context", c->path, c->lock_path);
+    else
+        gg_log(ctx, GG_LOG_WARN, "autotune cache %s not written (%s%s%s): the choice lasts as long as the context",
+               c->path, strerror(err), lock ? ", on its lock file " : "", lock ? c->lock_path : "");
+}
+
 gg_status gg_matmul_tune(gg_ctx *ctx, const gg_gemm_shape *s, const gg_matmul *mm,
                          const cublasLtMatmulHeuristicResult_t *candidates, int count,
                          cublasLtMatmulHeuristicResult_t *chosen) {
@@ -227,9 +243,7 @@ gg_status gg_matmul_tune(gg_ctx *ctx, const gg_gemm_shape *s, const gg_matmul *m
         gg_log(ctx, GG_LOG_WARN, "autotune cache %s: out of host memory for the entry: the choice lasts as long as "
                "the context", ctx->tune->path ? ctx->tune->path : "(memory)");
     } else if (gg_tune_cache_save(ctx->tune) != 0) {
-        const int err = errno;
-        gg_log(ctx, GG_LOG_WARN, "autotune cache %s not written (%s): the choice lasts as long as the context",
-               ctx->tune->path, err == EWOULDBLOCK ? "another process held its lock too long" : strerror(err));
+        log_unsaved(ctx, errno);
     }
     return GG_SUCCESS;
 }
