@@ -128,8 +128,27 @@ static int keep_fitting_clusters(gg_ctx *ctx, gg_matmul *mm, cublasLtMatmulHeuri
  * No k from a multiple of 128 was ever found wrong. Keeps the unsplit results in the heuristic's order; when the
  * heuristic offers none (at 1344 x 768 and 2880 x 1408 with k = 32769 and 65537 it offered only split-k (2) ones
  * among those with small clusters), the same algorithms re-configured to split-k 1 that cuBLASLt accepts. The new
- * count; `found` with a warning when neither exists. Where split-k matters, the GEMM runs its multiple of 128 apart
- * (tail_apart, below). */
+ * count: 0 when neither exists, and the plan fails (never runs an algorithm known to be wrong there). Where split-k
+ * matters, the GEMM runs its multiple of 128 apart (tail_apart, below). */
+static const char *type_name(cudaDataType_t t) {
+    switch (t) {
+    case CUDA_R_32F: return "fp32";
+    case CUDA_R_16F: return "fp16";
+    case CUDA_R_16BF: return "bf16";
+    default: return "another type";
+    }
+}
+
+static const char *compute_name(cublasComputeType_t c) {
+    switch (c) {
+    case CUBLAS_COMPUTE_32F: return "fp32";
+    case CUBLAS_COMPUTE_32F_FAST_TF32: return "tf32";
+    case CUBLAS_COMPUTE_32F_FAST_16F: return "fp16";
+    case CUBLAS_COMPUTE_32F_FAST_16BF: return "bf16";
+    default: return "another type";
+    }
+}
+
 static int split_k(const cublasLtMatmulAlgo_t *algo) {
     return (int)algo_attribute(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM);
 }
@@ -152,11 +171,8 @@ static int keep_unsplit(gg_ctx *ctx, gg_matmul *mm, cublasLtMatmulHeuristicResul
         r.workspaceSize = workspace;
         results[kept++] = r;
     }
-    if (kept == 0)
-        gg_log(ctx, GG_LOG_WARN, "a GEMM to run without split-k has only split-k algorithms (%d); it keeps them",
-               found);
-    mm->unsplit = kept > 0; /* also for algorithms from the tune cache or another rank (gg_matmul_algo_fits) */
-    return kept > 0 ? kept : found;
+    mm->unsplit = 1; /* also for algorithms from the tune cache or another rank (gg_matmul_algo_fits) */
+    return kept;
 }
 
 /* A GEMM that split-k serves, with a k split-k is not trusted at (gg_matmul_tail_apart), runs as two: the largest
@@ -273,13 +289,21 @@ static gg_status plan_one(gg_ctx *ctx, const gg_gemm_shape *s, size_t sum_bytes,
      * GEMM planned without a limit (a data-parallel plan sums what the eager path computes, test_dist_mpi). */
     const int exact = s->ab_type == CUDA_R_32F && s->compute == CUBLAS_COMPUTE_32F;
     if (found > 0 && mm->max_cluster_ctas) found = keep_fitting_clusters(ctx, mm, results, found, !exact);
+    const int offered = found;
     if (found > 0 && gg_matmul_split_k_untrusted(s->k)) found = keep_unsplit(ctx, mm, results, found);
     if (found > TUNE_CANDIDATES) found = TUNE_CANDIDATES;
     if (found < 1) {
+        const char *fn = gg_ctx_entry(ctx);
         status = gg_fail(ctx, GG_ERROR_CUBLAS,
-                         "cuBLASLt found no algorithm for a %lldx%lldx%lld GEMM (types %d/%d, compute %d)",
-                         (long long)s->m, (long long)s->n, (long long)s->k, (int)s->ab_type, (int)s->d_type,
-                         (int)s->compute);
+                         "%s%scuBLASLt offers %s for the %lld x %lld x %lld GEMM (%s operands, %s output, compute %s) "
+                         "with a %llu-byte workspace%s",
+                         fn ? fn : "", fn ? ": " : "",
+                         offered ? "only split-k algorithms, which it cannot re-configure without," : "no algorithm",
+                         (long long)s->m, (long long)s->n, (long long)s->k, type_name(s->ab_type),
+                         type_name(s->d_type), compute_name(s->compute), (unsigned long long)ws,
+                         offered ? "; split-k writes wrong results at a k that is not a multiple of 128 with this "
+                                   "cuBLASLt (docs/decisions.md), so nothing runs"
+                                 : "");
         goto fail;
     }
     cublasLtMatmulHeuristicResult_t result = results[0];

@@ -963,12 +963,11 @@ static void log_level_from_environment(void **state) {
 
 /* The plans' DEBUG lines ("GEMM MxNxK ...: ..., split-k S, ..."), for the split-k rule below. */
 static char gemm_log[64][256];
-static int gemm_logged, split_warnings;
+static int gemm_logged;
 static void on_debug(void *user, gg_log_level level, const char *message) {
     (void)user;
     if (level == GG_LOG_DEBUG && !strncmp(message, "GEMM ", 5) && gemm_logged < 64)
         snprintf(gemm_log[gemm_logged++], sizeof gemm_log[0], "%s", message);
-    split_warnings += level == GG_LOG_WARN && strstr(message, "has only split-k algorithms") != NULL;
 }
 
 /* The split-k the plan of the GEMM whose k is `k` logged (-1: none logged). */
@@ -986,22 +985,19 @@ static int logged_split_k(int64_t k) {
  * (2) algorithm. Block 3's dW GEMMs (k = the tokens): at 32768 they keep split-k 2; at another k from 10240 with a
  * small output (256 x 1024, fewer tiles than SMs) they run apart as the largest multiple of 128 rows of k (split-k 2)
  * and the rest (re-configured to split-k 1); with a large output (4096 x 4096), or below 10240, as one GEMM
- * re-configured to split-k 1. When cuBLASLt refuses the re-configured algorithm, the plans keep split-k 2 and warn,
- * once per dW GEMM. G (k = hidden, under the narrow schedule's SM target) and dX (k = ffn) keep split-k 2 throughout.
- * -1: no GEMM of that k. */
+ * re-configured to split-k 1. When cuBLASLt refuses the re-configured algorithm, the call fails (GG_ERROR_CUBLAS,
+ * saying why) rather than run an algorithm known to be wrong there. G (k = hidden, under the narrow schedule's SM
+ * target) and dX (k = ffn) keep split-k 2 throughout. -1: no GEMM of that k. */
 static void split_k_only_at_multiples_of_128(void **state) {
     (void)state;
     static const struct {
         int64_t tokens, hidden, ffn;
         int check_ok;         /* fake.algo_check_ok: a re-configured algorithm is accepted */
         int whole, head, tail; /* the split-k logged at k = tokens, k = its multiple of 128, k = tokens % 128 */
-        int warnings;
     } cases[] = {
-        {32768, 256, 1024, 1, 2, 2, -1, 0},   {32769, 256, 1024, 1, -1, 2, 1, 0},
-        {11912, 256, 1024, 1, -1, 2, 1, 0},   {32769, 256, 1024, 0, -1, 2, 2, 2},
-        {32769, 4096, 4096, 1, 1, -1, -1, 0}, {32769, 4096, 4096, 0, 2, -1, -1, 2},
-        {4225, 256, 1024, 1, 1, -1, -1, 0},   {513, 256, 1024, 1, 1, -1, -1, 0},
-        {10240, 256, 1024, 1, 2, 2, -1, 0},
+        {32768, 256, 1024, 1, 2, 2, -1},   {32769, 256, 1024, 1, -1, 2, 1}, {11912, 256, 1024, 1, -1, 2, 1},
+        {32769, 256, 1024, 0, -1, -1, -1}, {32769, 4096, 4096, 1, 1, -1, -1}, {32769, 4096, 4096, 0, -1, -1, -1},
+        {4225, 256, 1024, 1, 1, -1, -1},   {513, 256, 1024, 1, 1, -1, -1},  {10240, 256, 1024, 1, 2, 2, -1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
         fake_reset(1);
@@ -1012,20 +1008,28 @@ static void split_k_only_at_multiples_of_128(void **state) {
         c.autotune = 0;
         c.log_fn = on_debug;
         c.log_level = GG_LOG_DEBUG;
-        gemm_logged = split_warnings = 0;
+        gemm_logged = 0;
         gg_ctx *ctx = NULL;
         assert_int_equal(gg_ctx_create(&c, &ctx), GG_SUCCESS);
         const int64_t tokens = cases[i].tokens;
         gg_mlp_desc d = {.tokens = tokens, .hidden = cases[i].hidden, .ffn = cases[i].ffn,
                          .precision = GG_PRECISION_FP16};
         gg_mlp_args a = mlp_args();
+        if (!cases[i].check_ok) { /* only split-k (2) algorithms at k = tokens or its tail: refused */
+            assert_int_equal(gg_mlp_backward(ctx, &d, &a, NULL), GG_ERROR_CUBLAS);
+            assert_message_has(ctx, "gg_mlp_backward: cuBLASLt offers only split-k algorithms, which it cannot "
+                                    "re-configure without,");
+            assert_message_has(ctx, "split-k writes wrong results at a k that is not a multiple of 128");
+            assert_int_equal(fake.enqueued, 0);
+            destroy_ctx(ctx);
+            continue;
+        }
         assert_int_equal(gg_mlp_backward(ctx, &d, &a, NULL), GG_SUCCESS);
         assert_int_equal(logged_split_k(cases[i].ffn), 2);    /* dX: k = ffn, no SM target */
         assert_int_equal(logged_split_k(cases[i].hidden), 2); /* G: k = hidden, an SM target: trusted */
         assert_int_equal(logged_split_k(tokens), cases[i].whole);
         assert_int_equal(logged_split_k(tokens - tokens % 128), cases[i].head);
         assert_int_equal(logged_split_k(tokens % 128), cases[i].tail);
-        assert_int_equal(split_warnings, cases[i].warnings);
         assert_int_equal(fake.tail_matmuls, cases[i].tail >= 0 ? 2 : 0); /* dW1's and dW2's tails */
         destroy_ctx(ctx);
     }
