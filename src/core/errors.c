@@ -66,9 +66,16 @@ const char *gg_version_string(void) {
 
 const char *gg_last_error(const gg_ctx *ctx) { return ctx ? ctx->last_error : g_thread_error; }
 
+/* Nonzero while this thread runs a log callback: gradgraph calls made from it are refused (gg_ctx_claim). */
+static _Thread_local int g_in_log_callback;
+
+int gg_in_log_callback(void) { return g_in_log_callback; }
+
 static void log_message(const gg_ctx *ctx, gg_log_level level, const char *message) {
-    if (ctx && ctx->config.log_fn && level <= ctx->config.log_level)
-        ctx->config.log_fn(ctx->config.log_user_data, level, message);
+    if (!ctx || !ctx->config.log_fn || level > ctx->config.log_level) return;
+    ++g_in_log_callback;
+    ctx->config.log_fn(ctx->config.log_user_data, level, message);
+    --g_in_log_callback;
 }
 
 void gg_log(const gg_ctx *ctx, gg_log_level level, const char *fmt, ...) {

@@ -10,6 +10,13 @@
 static _Thread_local char g_thread_token;
 
 gg_status gg_ctx_claim(gg_ctx *ctx, const char *fn) {
+    /* The call that logged may be half way through (a plan being built, a context about to be used again): a call
+     * from the log callback could destroy or change what it is using. */
+    if (gg_in_log_callback())
+        return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT,
+                       "%s: called from inside a gradgraph log callback: gradgraph calls are refused there (the call "
+                       "that logged is still running); nothing was done",
+                       fn);
     const uintptr_t self = (uintptr_t)&g_thread_token;
     uintptr_t owner = 0;
     if (atomic_compare_exchange_strong(&ctx->guard.owner, &owner, self)) {

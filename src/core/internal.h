@@ -225,6 +225,8 @@ int gg_ctx_claimed_elsewhere(const gg_ctx *ctx);
 /* The public call the calling thread is in on ctx ("gg_mlp_backward"), NULL when it holds no claim: the name
  * gg_fail_cuda and gg_fail_cublas put in front of a failed call's ("gg_mlp_backward: cudaMalloc failed: ..."). */
 const char *gg_ctx_entry(const gg_ctx *ctx);
+/* Whether this thread is running a context's log callback (gg_ctx_claim refuses every call from there). */
+int gg_in_log_callback(void);
 /* msg past its leading "fn: ", or msg when it does not begin so (or fn is NULL): for a message quoted inside another
  * of fn's. */
 const char *gg_after_entry(const char *msg, const char *fn);
