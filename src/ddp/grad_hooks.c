@@ -49,17 +49,9 @@ static gg_status reduce_tensor(gg_ctx *ctx, const gg_block_call *c, int i) {
     return reduce_buffer(ctx, c->t[i], gg_tensor_elems(c, i), c->info->tensors[i].elem_bytes);
 }
 
-gg_status gg_dist_reduce(gg_ctx *ctx, void *data, size_t count, int bf16, gg_stream stream) {
-    static const char fn[] = "gg_dist_reduce";
-    if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
-    /* Inside a step's callback the collective would go into the step's graph, which would then hold NCCL work that
-     * the step does not know of: not counted against gg_dist_detach, not watched, and captured with sync off too. */
-    if (gg_in_step_callback())
-        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
-                       "%s: called inside a step graph's callback: nothing was done (the step's graph would hold a "
-                       "collective it does not account for); reduce the buffer inside the step with "
-                       "gg_step_add_reduce after the callback that writes it, or with gg_dist_reduce after the run",
-                       fn);
+/* gg_dist_reduce with the context claimed: the checks read the communicator and the known device pointers, which are
+ * the owner thread's. */
+static gg_status reduce_claimed(gg_ctx *ctx, const char *fn, void *data, size_t count, int bf16, gg_stream stream) {
     gg_dist *d = ctx->dist;
     if (!d) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: the context has no communicator", fn);
     if (!data) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: data is NULL", fn);
@@ -87,6 +79,23 @@ gg_status gg_dist_reduce(gg_ctx *ctx, void *data, size_t count, int bf16, gg_str
         gg_device_leave(ctx, saved);
     }
     gg_dist_leave(ctx);
+    return status;
+}
+
+gg_status gg_dist_reduce(gg_ctx *ctx, void *data, size_t count, int bf16, gg_stream stream) {
+    static const char fn[] = "gg_dist_reduce";
+    if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
+    /* Inside a step's callback the collective would go into the step's graph, which would then hold NCCL work that
+     * the step does not know of: not counted against gg_dist_detach, not watched, and captured with sync off too. */
+    if (gg_in_step_callback())
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
+                       "%s: called inside a step graph's callback: nothing was done (the step's graph would hold a "
+                       "collective it does not account for); reduce the buffer inside the step with "
+                       "gg_step_add_reduce after the callback that writes it, or with gg_dist_reduce after the run",
+                       fn);
+    GG_TRY(gg_ctx_claim(ctx, fn)); /* before anything reads the context: another thread may be inside it */
+    const gg_status status = reduce_claimed(ctx, fn, data, count, bf16, stream);
+    gg_ctx_release(ctx);
     return status;
 }
 

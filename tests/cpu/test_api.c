@@ -1512,6 +1512,10 @@ static void second_thread_is_refused(void **state) {
     /* the communicator calls claim the context too, gg_dist_detach even with nothing to detach */
     assert_int_equal(gg_dist_detach(ctx), GG_ERROR_INVALID_ARGUMENT);
     assert_message_has(NULL, "gg_dist_detach: the context is in use by another thread");
+    const int queries = fake.pointer_queries; /* refused before it reads the context (its known device pointers) */
+    assert_int_equal(gg_dist_reduce(ctx, FAKE(40), 16, 0, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(NULL, "gg_dist_reduce: the context is in use by another thread");
+    assert_int_equal(fake.pointer_queries, queries);
     /* destroying what the other thread may be using is refused too: nothing is freed (ASan would see a use after
      * free) */
     gg_graph_destroy(g);
