@@ -53,9 +53,12 @@
  * bit patterns (uint16_t); tensors named fp32 hold float. Outputs must not alias inputs or each other.
  * Every pointer must be a device pointer aligned to GG_ALIGNMENT bytes. Device (cudaMalloc, stream-ordered pools)
  * and managed memory are accepted; host memory, pageable or pinned, is refused with GG_ERROR_INVALID_ARGUMENT
- * ("args->weight (0x...) is host memory; gradgraph needs device memory"). A context asks the driver about each
- * pointer once (cudaPointerGetAttributes) and remembers the last 128 device pointers it saw, so repeated calls and
- * replays cost a lookup; a pointer freed and then reused for host memory is not seen again.
+ * ("args->weight (0x...) is host memory; gradgraph needs device memory"), and so is a tensor whose last byte is not
+ * device memory (a buffer smaller than the call says). A context asks the driver about the first and last byte of
+ * each tensor once (cudaPointerGetAttributes) and remembers up to 1536 such addresses found to be device memory
+ * (forgetting them all at once when full), so repeated calls and replays cost a lookup. What it remembers is not
+ * asked again: memory freed and then allocated again at the same address as host memory, or as a smaller buffer,
+ * passes those checks until the context forgets it.
  */
 #ifndef GRADGRAPH_H
 #define GRADGRAPH_H
