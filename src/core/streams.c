@@ -68,5 +68,7 @@ gg_status gg_stream_join_res(gg_ctx *ctx, const gg_exec_res *r, gg_status status
         if (status == GG_SUCCESS && r->deferred) *r->deferred |= b->join == r->ev_aux_join ? GG_DEFERRED_AUX
                                                                                             : GG_DEFERRED_SIDE;
     }
-    return status;
+    /* A failed mark or hand-off left this branch and the later ones forked: every branch rejoins now (again, for
+     * those already marked), as gg_stream_join_all promises; inside a capture a forked stream keeps it from ending. */
+    return status == GG_SUCCESS ? status : gg_stream_join_all(ctx, status, main, branches, n);
 }
