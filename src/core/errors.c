@@ -122,7 +122,7 @@ int gg_tentative_end(gg_ctx *ctx, const char saved[GG_MSG_BYTES], gg_status stat
         log_message(ctx, GG_LOG_ERROR, ctx->last_error);
         return 0;
     }
-    gg_log(ctx, GG_LOG_INFO, "%s: %s", what, ctx->last_error);
+    if (what) gg_log(ctx, GG_LOG_INFO, "%s: %s", what, ctx->last_error);
     memcpy(ctx->last_error, saved, GG_MSG_BYTES);
     return 1;
 }

@@ -115,7 +115,7 @@ void gg_failure_restore(gg_ctx *ctx, const char saved[GG_MSG_BYTES]);
 /* An attempt with a fallback: gg_tentative_begin keeps ctx's message in saved; gg_tentative_end(status), the attempt's
  * outcome, returns whether its failure is absorbed (`fallback`: the failure status the caller falls back from), and
  * then puts the message back (after logging the attempt's failure at INFO as `what`); any other failure is logged at
- * ERROR, as gg_fail would have, and its message kept. */
+ * ERROR, as gg_fail would have, and its message kept. what NULL: the caller says it (no INFO line). */
 void gg_tentative_begin(gg_ctx *ctx, char saved[GG_MSG_BYTES]);
 int gg_tentative_end(gg_ctx *ctx, const char saved[GG_MSG_BYTES], gg_status status, gg_status fallback,
                      const char *what);

@@ -206,11 +206,19 @@ gg_status gg_matmul_tune(gg_ctx *ctx, const gg_gemm_shape *s, const gg_matmul *m
     cudaStream_t stream = ctx->side;
     const int ctas = neighbour_ctas(ctx, s);
     /* A fused epilogue runs with scratch operands too; a run sets its own pointers (gg_matmul_run_epilogue). */
+    char why[GG_MSG_BYTES] = "";
     if (cudaDeviceSynchronize() != cudaSuccess || scratch_alloc(s, &x, stream) ||
-        (ctas > 0 && neighbour_alloc(ctx, ctas, &x)) ||
-        (s->epilogue && gg_matmul_set_epilogue_pointers(ctx, mm, x.bias, x.aux) != GG_SUCCESS)) {
-        gg_log(ctx, GG_LOG_WARN, "autotune of %s skipped (%s): using the heuristic's first algorithm", key,
-               cudaGetErrorString(cudaGetLastError()));
+        (ctas > 0 && neighbour_alloc(ctx, ctas, &x))) {
+        snprintf(why, sizeof why, "%s", cudaGetErrorString(cudaGetLastError()));
+    } else if (s->epilogue) { /* cuBLAS's failure: the plan goes on without tuning, no ERROR line, no message left */
+        char saved[GG_MSG_BYTES];
+        gg_tentative_begin(ctx, saved);
+        const gg_status set = gg_matmul_set_epilogue_pointers(ctx, mm, x.bias, x.aux);
+        if (set != GG_SUCCESS) memcpy(why, ctx->last_error, sizeof why);
+        (void)gg_tentative_end(ctx, saved, set, set, NULL);
+    }
+    if (why[0]) {
+        gg_log(ctx, GG_LOG_WARN, "autotune of %s skipped (%s): using the heuristic's first algorithm", key, why);
         scratch_free(&x);
         return GG_SUCCESS;
     }
