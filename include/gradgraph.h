@@ -51,8 +51,9 @@
  * Memory layout. Every tensor is row-major and contiguous. "tokens" is M = batch_size * seq_len; a tensor
  * described as [M, H] is the activation of all tokens viewed as a matrix. Tensors named bf16 hold IEEE bfloat16
  * bit patterns (uint16_t); tensors named fp32 hold float. Outputs must not alias inputs or each other.
- * Every pointer must be a device pointer aligned to GG_ALIGNMENT bytes. Device (cudaMalloc, stream-ordered pools)
- * and managed memory are accepted; host memory, pageable or pinned, is refused with GG_ERROR_INVALID_ARGUMENT
+ * Every pointer must be a device pointer aligned to GG_ALIGNMENT bytes. Device memory of the context's device
+ * (cudaMalloc, stream-ordered pools) and managed memory are accepted; another device's memory is refused (its kernels
+ * would fault), and so is host memory, pageable or pinned, with GG_ERROR_INVALID_ARGUMENT
  * ("args->weight (0x...) is host memory; gradgraph needs device memory"), and so is a tensor whose last byte is not
  * device memory (a buffer smaller than the call says). A context asks the driver about the first and last byte of
  * each tensor once (cudaPointerGetAttributes) and remembers up to 1536 such addresses found to be device memory

@@ -65,16 +65,19 @@ static int known_device(const gg_guard *g, const void *p) {
     }
 }
 
-/* What memory p points into (one driver query). */
-static enum cudaMemoryType memory_type(const void *p) {
+/* What memory p points into, and on which device (one driver query). */
+static struct cudaPointerAttributes pointer_attributes(const void *p) {
     struct cudaPointerAttributes attr;
     memset(&attr, 0, sizeof attr);
     if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) { /* before CUDA 11 an unregistered pointer was an error */
         (void)cudaGetLastError();
-        return cudaMemoryTypeUnregistered;
+        memset(&attr, 0, sizeof attr);
+        attr.type = cudaMemoryTypeUnregistered;
     }
-    return attr.type;
+    return attr;
 }
+
+static enum cudaMemoryType memory_type(const void *p) { return pointer_attributes(p).type; }
 
 static int gpu_addressable(enum cudaMemoryType type) {
     return type == cudaMemoryTypeDevice || type == cudaMemoryTypeManaged;
@@ -94,10 +97,17 @@ static void remember(gg_guard *g, const void *p) {
     ++g->n_known;
 }
 
-/* Whether p is memory the GPU can address as a kernel operand: device or managed memory (one driver query). The
- * message names it as prefix + name ("args->weight2"). */
+/* Whether p is memory the GPU can address as a kernel operand: managed memory, or device memory of the context's own
+ * device (another device's faults in the kernels, a sticky error that ends the process's use of the GPU) (one driver
+ * query). The message names it as prefix + name ("args->weight2"). */
 static gg_status check_pointer(gg_ctx *ctx, const char *fn, const char *prefix, const char *name, const void *p) {
-    const enum cudaMemoryType type = memory_type(p);
+    const struct cudaPointerAttributes attr = pointer_attributes(p);
+    const enum cudaMemoryType type = attr.type;
+    if (type == cudaMemoryTypeDevice && attr.device >= 0 && attr.device != ctx->config.device)
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
+                       "%s: %s%s (%p) is memory of device %d, and the context is on device %d: gradgraph needs the "
+                       "context's own device memory (or managed memory)",
+                       fn, prefix, name, p, attr.device, ctx->config.device);
     if (gpu_addressable(type)) return GG_SUCCESS;
     return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: %s%s (%p) is %s memory; gradgraph needs device memory", fn,
                    prefix, name, p, type == cudaMemoryTypeHost ? "pinned host" : "host");

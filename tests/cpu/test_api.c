@@ -1314,8 +1314,8 @@ static void check_finite_checks_and_launches(void **state) {
 
 /* ---- misuse: host memory, two threads ---- */
 
-/* Host memory (unregistered or pinned) is refused at validation, naming the argument, with nothing enqueued, on the
- * eager and the graph path; managed memory is accepted. */
+/* Host memory (unregistered or pinned) and another device's memory are refused at validation, naming the argument,
+ * with nothing enqueued, on the eager and the graph path; managed memory is accepted. */
 static void host_pointers_are_refused(void **state) {
     (void)state;
     gg_ctx *ctx = make_ctx();
@@ -1329,6 +1329,11 @@ static void host_pointers_are_refused(void **state) {
     fake.host_pinned = 1;
     expect_mlp_rejected(ctx, &d, &a, GG_ERROR_INVALID_ARGUMENT, "args->weight2 (0x400000000000) is pinned host memory");
     fake.host_lo = fake.host_hi = 0;
+    fake.foreign_lo = (uintptr_t)FAKE(3); /* device 1's memory for a context on device 0 */
+    fake.foreign_hi = fake.foreign_lo + 16;
+    expect_mlp_rejected(ctx, &d, &a, GG_ERROR_INVALID_ARGUMENT,
+                        "args->weight2 (0x400000000000) is memory of device 1, and the context is on device 0");
+    fake.foreign_lo = fake.foreign_hi = 0;
     fake.managed_lo = (uintptr_t)FAKE(3);
     fake.managed_hi = fake.managed_lo + 16;
     assert_int_equal(gg_mlp_backward(ctx, &d, &a, NULL), GG_ERROR_CUBLAS); /* through validation: planning refused */

@@ -554,8 +554,12 @@ cudaError_t __wrap_cudaPointerGetAttributes(struct cudaPointerAttributes *attr, 
     ++fake.cuda_calls;
     ++fake.pointer_queries;
     memset(attr, 0, sizeof *attr);
+    attr->device = -1;
     const uintptr_t p = (uintptr_t)ptr;
-    if (p >= fake.host_lo && p < fake.host_hi)
+    if (p >= fake.foreign_lo && p < fake.foreign_hi) {
+        attr->type = cudaMemoryTypeDevice;
+        attr->device = 1;
+    } else if (p >= fake.host_lo && p < fake.host_hi)
         attr->type = fake.host_pinned ? cudaMemoryTypeHost : cudaMemoryTypeUnregistered;
     else if (p >= fake.managed_lo && p < fake.managed_hi)
         attr->type = cudaMemoryTypeManaged;

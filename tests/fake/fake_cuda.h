@@ -89,6 +89,7 @@ typedef struct fake_state {
     uintptr_t host_lo, host_hi; /* [lo, hi): what cudaPointerGetAttributes calls host memory */
     int host_pinned;            /* ... pinned (cudaMemoryTypeHost) rather than unregistered */
     uintptr_t managed_lo, managed_hi; /* [lo, hi): managed memory */
+    uintptr_t foreign_lo, foreign_hi; /* [lo, hi): device memory of device 1; elsewhere the device is not said (-1) */
     int pointer_queries;   /* cudaPointerGetAttributes calls */
     fake_kind fail_kind;   /* with fail_at: the fail_at-th call of this kind fails */
     int fail_at;           /* 0: no fault */
