@@ -253,13 +253,8 @@ static gg_status alloc_window(gg_ctx *ctx, const char *fn, int host_ok, gg_dist_
 #endif
 }
 
-gg_status gg_dist_alloc(gg_ctx *ctx, size_t bytes, void **out) {
-    static const char fn[] = "gg_dist_alloc";
-    if (out) *out = NULL;
-    if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
-    GG_TRY(gg_refuse_in_step_callback(ctx, fn));
-    if (!out) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: out is NULL", fn);
-    if (bytes == 0) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: bytes is 0", fn);
+/* gg_dist_alloc with the context claimed: the communicator's state is the owner thread's. */
+static gg_status alloc_claimed(gg_ctx *ctx, const char *fn, size_t bytes, void **out) {
     gg_dist *d = ctx->dist;
     if (!d) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: the context has no communicator", fn);
     GG_TRY(gg_dist_enter(ctx, fn));
@@ -291,6 +286,19 @@ gg_status gg_dist_alloc(gg_ctx *ctx, size_t bytes, void **out) {
     return GG_SUCCESS;
 }
 
+gg_status gg_dist_alloc(gg_ctx *ctx, size_t bytes, void **out) {
+    static const char fn[] = "gg_dist_alloc";
+    if (out) *out = NULL;
+    if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
+    GG_TRY(gg_refuse_in_step_callback(ctx, fn));
+    if (!out) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: out is NULL", fn);
+    if (bytes == 0) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: bytes is 0", fn);
+    GG_TRY(gg_ctx_claim(ctx, fn)); /* before the communicator's state is read: another thread may be inside */
+    const gg_status status = alloc_claimed(ctx, fn, bytes, out);
+    gg_ctx_release(ctx);
+    return status;
+}
+
 /* gg_dist_free's end, with the communicator's lock released: frees buffer b (unlisted, its window released). cudaFree
  * waits for the device, and a replay stuck on a dead peer would keep it waiting: under the lock, the watchdog (and
  * gg_dist_abort) could not take it to abort that replay, and nothing would ever end. A failed ncclMemFree lists the
@@ -307,11 +315,8 @@ static gg_status free_unlisted(gg_ctx *ctx, gg_dist_buffer b) {
     return abort_after(ctx, r, "gg_dist_free: ncclMemFree");
 }
 
-gg_status gg_dist_free(gg_ctx *ctx, void *ptr) {
-    static const char fn[] = "gg_dist_free";
-    if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
-    GG_TRY(gg_refuse_in_step_callback(ctx, fn));
-    if (!ptr) return GG_SUCCESS;
+/* gg_dist_free with the context claimed. */
+static gg_status free_claimed(gg_ctx *ctx, const char *fn, void *ptr) {
     gg_dist *d = ctx->dist;
     if (!d)
         return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
@@ -354,5 +359,16 @@ gg_status gg_dist_free(gg_ctx *ctx, void *ptr) {
     pthread_mutex_unlock(&d->lock);
     if (status == GG_SUCCESS) status = free_unlisted(ctx, unlisted);
     gg_device_leave(ctx, saved);
+    return status;
+}
+
+gg_status gg_dist_free(gg_ctx *ctx, void *ptr) {
+    static const char fn[] = "gg_dist_free";
+    if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
+    GG_TRY(gg_refuse_in_step_callback(ctx, fn));
+    if (!ptr) return GG_SUCCESS;
+    GG_TRY(gg_ctx_claim(ctx, fn)); /* before the communicator's state is read: another thread may be inside */
+    const gg_status status = free_claimed(ctx, fn, ptr);
+    gg_ctx_release(ctx);
     return status;
 }

@@ -1521,6 +1521,12 @@ static void second_thread_is_refused(void **state) {
     assert_int_equal(gg_dist_reduce(ctx, FAKE(40), 16, 0, NULL), GG_ERROR_INVALID_ARGUMENT);
     assert_message_has(NULL, "gg_dist_reduce: the context is in use by another thread");
     assert_int_equal(fake.pointer_queries, queries);
+    void *buffer = FAKE(41);
+    assert_int_equal(gg_dist_alloc(ctx, 4096, &buffer), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(NULL, "gg_dist_alloc: the context is in use by another thread");
+    assert_null(buffer);
+    assert_int_equal(gg_dist_free(ctx, FAKE(41)), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(NULL, "gg_dist_free: the context is in use by another thread");
     /* destroying what the other thread may be using is refused too: nothing is freed (ASan would see a use after
      * free) */
     gg_graph_destroy(g);
