@@ -1284,7 +1284,8 @@ GG_API gg_status gg_dist_abort(gg_ctx *ctx);
  * communicator (no rank hangs on it; an attached one is freed by the abort: do not destroy it) and returns
  * GG_ERROR_NCCL, as do later runs of syncing graphs; once the communicator was aborted (an error, the watchdog,
  * gg_dist_abort) it returns GG_ERROR_NCCL saying why. To go on: destroy those graphs, gg_dist_detach, then attach or
- * make a new communicator; eager calls and local graphs keep working meanwhile. */
+ * make a new communicator; eager calls and local graphs keep working meanwhile. Like every call on the context, from
+ * one thread at a time (another thread is refused: gg_dist_abort is the call for other threads). */
 GG_API gg_status gg_dist_check(gg_ctx *ctx);
 
 /* Reduces count elements at data (fp32; bf16 when bf16 is nonzero) across the ranks exactly as syncing graphs

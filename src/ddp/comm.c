@@ -612,7 +612,11 @@ gg_status gg_dist_detach(gg_ctx *ctx) {
 
 gg_status gg_dist_check(gg_ctx *ctx) {
     if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_dist_check: ctx is NULL");
-    return gg_dist_poll(ctx, "gg_dist_check");
+    GG_TRY(gg_ctx_claim(ctx, "gg_dist_check")); /* before the communicator's state is read (another thread's abort
+                                                   is gg_dist_abort) */
+    const gg_status status = gg_dist_poll(ctx, "gg_dist_check");
+    gg_ctx_release(ctx);
+    return status;
 }
 
 gg_status gg_dist_poll(gg_ctx *ctx, const char *fn) {

@@ -1527,6 +1527,8 @@ static void second_thread_is_refused(void **state) {
     assert_null(buffer);
     assert_int_equal(gg_dist_free(ctx, FAKE(41)), GG_ERROR_INVALID_ARGUMENT);
     assert_message_has(NULL, "gg_dist_free: the context is in use by another thread");
+    assert_int_equal(gg_dist_check(ctx), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(NULL, "gg_dist_check: the context is in use by another thread");
     /* destroying what the other thread may be using is refused too: nothing is freed (ASan would see a use after
      * free) */
     gg_graph_destroy(g);
