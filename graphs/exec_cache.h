@@ -21,7 +21,7 @@ typedef struct gg_exec_key {
 
 typedef struct gg_exec_entry {
     gg_exec_key key;
-    uint64_t generation; /* the context's scratch generation the graph was captured against */
+    uint64_t generation; /* the context's capture generation the graph was captured against */
     uint64_t last_used;
     void *exec;          /* cudaGraphExec_t, or NULL while the slot is free */
     size_t bytes;        /* device memory the instantiation took */

@@ -295,7 +295,7 @@ static gg_status capture(gg_graph *g, const gg_block_call *call, int b, int stag
  * else instantiates. Consumes graph. */
 gg_status gg_exec_install(gg_ctx *ctx, gg_exec_cache *cache, const gg_exec_key *key, cudaGraph_t graph,
                           gg_exec_entry **out) {
-    gg_exec_entry *slot = gg_exec_cache_slot(cache, key, ctx->scratch_generation);
+    gg_exec_entry *slot = gg_exec_cache_slot(cache, key, ctx->capture_generation);
     gg_status status = GG_SUCCESS;
     if (slot->exec) {
         cudaGraphExecUpdateResultInfo info;
@@ -373,15 +373,15 @@ gg_status gg_exec_replay(gg_ctx *ctx, const char *fn, gg_exec_cache *cache, cons
         return status;
     }
     nvtxRangePushA(fn);
-    gg_exec_entry *e = gg_exec_cache_find(cache, key, ctx->scratch_generation);
+    gg_exec_entry *e = gg_exec_cache_find(cache, key, ctx->capture_generation);
     if (!e) {
         /* A build whose plan lookups grew the scratch arena (one lost to a failed growth is made again, bucket by
          * bucket) captured its earlier work on an arena freed since: built again, on the arena as it is now. */
         cudaGraph_t graph = NULL;
         for (int attempt = 0; status == GG_SUCCESS; ++attempt) {
-            const uint64_t generation = ctx->scratch_generation;
+            const uint64_t generation = ctx->capture_generation;
             status = build(user, &graph);
-            if (status != GG_SUCCESS || ctx->scratch_generation == generation) break;
+            if (status != GG_SUCCESS || ctx->capture_generation == generation) break;
             (void)cudaGraphDestroy(graph);
             graph = NULL;
             if (attempt == 2)

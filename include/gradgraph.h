@@ -1311,7 +1311,9 @@ GG_API gg_status gg_dist_reduce(gg_ctx *ctx, void *data, size_t count, int bf16,
  * allocates the same sizes in the same order, each from its own thread or process; with copy engines on the ranks agree
  * first, so one rank's failure fails the call on all of them (GG_ERROR_PEER on the others) instead of leaving them
  * waiting (off, nothing collective happens: each rank's call is its own). Free with gg_dist_free (collective too; NULL
- * is a no-op) before gg_dist_detach / gg_ctx_destroy, which free what is left (the pointers are then invalid). */
+ * is a no-op) before gg_dist_detach / gg_ctx_destroy, which free what is left (the pointers are then invalid). With
+ * copy engines on, a free makes every graph and step of the context capture again at its next run (a graph captured
+ * on a window exchanges its gradients there in place; memory later allocated at the same address is no window). */
 GG_API gg_status gg_dist_alloc(gg_ctx *ctx, size_t bytes, void **out);
 GG_API gg_status gg_dist_free(gg_ctx *ctx, void *ptr);
 

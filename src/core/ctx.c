@@ -300,11 +300,11 @@ gg_status gg_ctx_reserve_scratch(gg_ctx *ctx, size_t bytes) {
         ctx->device_bytes -= ctx->scratch_bytes;
         ctx->scratch = NULL;
         ctx->scratch_bytes = 0;
-        ctx->scratch_generation++; /* graphs captured on the old arena must not replay, even if the malloc fails */
+        ctx->capture_generation++; /* graphs captured on the old arena must not replay, even if the malloc fails */
     }
     GG_CUDA_TRY(ctx, cudaMalloc(&ctx->scratch, bytes));
     ctx->scratch_bytes = bytes;
-    ctx->scratch_generation++;
+    ctx->capture_generation++;
     ctx->device_bytes += bytes;
     gg_log(ctx, GG_LOG_DEBUG, "scratch arena grown to %zu MiB", bytes >> 20);
     return GG_SUCCESS;

@@ -80,7 +80,10 @@ struct gg_ctx {
     unsigned *tanh_partials;
     void *scratch; /* one arena shared by all plans; grown (never shrunk) to the largest plan's need */
     size_t scratch_bytes;
-    uint64_t scratch_generation; /* bumped whenever the arena moves: graphs captured before must be captured again */
+    /* Bumped whenever something captured graphs bake in changes: the scratch arena moves, or a gg_dist_alloc buffer
+     * (a copy-engine window, whose gradients a syncing graph exchanges in place) is freed. Graphs captured before are
+     * captured again at their next run. */
+    uint64_t capture_generation;
     size_t device_bytes; /* everything above, for gg_ctx_device_bytes */
     gg_plan_cache plans;
     gg_ctx_hook *hooks;   /* what is destroyed with the context: live graphs, the communicator */

@@ -355,6 +355,9 @@ static gg_status free_claimed(gg_ctx *ctx, const char *fn, void *ptr) {
     if (status == GG_SUCCESS) {
         unlisted = d->buffers[i];
         d->buffers[i] = d->buffers[--d->n_buffers];
+        /* a window's gradients were exchanged in place by the graphs captured on it: memory allocated later at the
+         * same address is no window, and a replay keyed on the address alone would exchange it all the same */
+        if (d->ce_on) ctx->capture_generation++;
     }
     pthread_mutex_unlock(&d->lock);
     if (status == GG_SUCCESS) status = free_unlisted(ctx, unlisted);

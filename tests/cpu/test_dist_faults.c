@@ -1421,6 +1421,49 @@ static void collective_limit_counts_the_copy_engines(void **state) {
     }
 }
 
+/* A syncing graph captured on gg_dist_alloc windows exchanges their gradients in place through the copy engines (the
+ * split reduction's all-gathers). Once the windows are freed, memory at the same addresses is no window: the next run
+ * with the same pointers captures again (no exchange, NCCL's all-reduce) instead of replaying the exchange. */
+static void freed_window_captures_again(void **state) {
+    (void)state;
+    gg_ctx *ctxs[CE_RANKS];
+    make_ce_ctxs(ctxs);
+    gg_dist_config dc = dist_config();
+    dc.copy_engines = 1;
+    assert_int_equal(gg_dist_init_threads(ctxs, CE_RANKS, &dc), GG_SUCCESS);
+    assert_true(ctxs[0]->dist->ce_on && ctxs[1]->dist->ce_on);
+    void *buf[CE_RANKS] = {NULL};
+    gg_graph *g[CE_RANKS] = {NULL};
+    gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
+    for (int i = 0; i < CE_RANKS; ++i) {
+        assert_int_equal(gg_dist_alloc(ctxs[i], 2 * CE_GRAD_BYTES, &buf[i]), GG_SUCCESS);
+        assert_int_equal(gg_mlp_graph_create(ctxs[i], &ce_mlp, &gc, &g[i]), GG_SUCCESS);
+    }
+    int captures[3], gathers[3];
+    for (int phase = 0; phase < 3; ++phase) { /* captured; replayed; the windows freed, the same pointers */
+        if (phase == 2)
+            for (int i = 0; i < CE_RANKS; ++i) assert_int_equal(gg_dist_free(ctxs[i], buf[i]), GG_SUCCESS);
+        const int c0 = fake.calls[FAKE_BEGIN_CAPTURE], a0 = fake_nccl.calls[FN_ALL_GATHER];
+        for (int i = 0; i < CE_RANKS; ++i) {
+            const gg_mlp_args a = ce_args(i, buf[i]);
+            assert_int_equal(gg_mlp_graph_run(g[i], &ce_mlp, &a, NULL), GG_SUCCESS);
+        }
+        captures[phase] = fake.calls[FAKE_BEGIN_CAPTURE] - c0;
+        gathers[phase] = fake_nccl.calls[FN_ALL_GATHER] - a0;
+    }
+    print_message("captures per phase %d %d %d, all-gathers %d %d %d\n", captures[0], captures[1], captures[2],
+                  gathers[0], gathers[1], gathers[2]);
+    assert_int_equal(captures[0], CE_RANKS);
+    assert_true(gathers[0] > 0); /* the exchange */
+    assert_int_equal(captures[1], 0);
+    assert_int_equal(captures[2], CE_RANKS); /* captured again on plain memory */
+    assert_int_equal(gathers[2], 0);
+    for (int i = 0; i < CE_RANKS; ++i) gg_graph_destroy(g[i]);
+    for (int i = 0; i < CE_RANKS; ++i) assert_int_equal(gg_dist_detach(ctxs[i]), GG_SUCCESS);
+    for (int i = 0; i < CE_RANKS; ++i) gg_ctx_destroy(ctxs[i]);
+    no_leaks();
+}
+
 static void every_host_memory_fault_copy_engines(void **state) {
     (void)state;
     every_life_fault_copy_engines(LIFE_HOST_MEMORY);
@@ -1479,6 +1522,7 @@ int main(void) {
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
         cmocka_unit_test(copy_engine_graph_is_ordered),
         cmocka_unit_test(collective_limit_counts_the_copy_engines),
+        cmocka_unit_test(freed_window_captures_again),
         cmocka_unit_test(every_nccl_fault_copy_engines),
         cmocka_unit_test(every_host_memory_fault_copy_engines),
         cmocka_unit_test(every_cuda_resource_fault_copy_engines),
