@@ -88,10 +88,11 @@ struct gg_ctx {
     gg_plan_cache plans;
     gg_ctx_hook *hooks;   /* what is destroyed with the context: live graphs, the communicator */
     struct gg_dist *dist; /* the data-parallel state (its communicator and stream; src/ddp), or NULL */
-    /* Held while `dist` is set or cleared by the owner thread, and by gg_dist_abort, which other threads may call at
-     * any time, for its whole length: a failing gg_dist_attach / _init_* or a gg_dist_detach never frees the state
-     * under an abort that read it (src/ddp/watchdog.c). */
+    /* Held while `dist` is set or cleared by the owner thread, and while gg_dist_abort (which other threads, and log
+     * callbacks, may call at any time) pins it: a failing gg_dist_attach / _init_* or a gg_dist_detach never frees the
+     * state under an abort that read it (src/ddp/watchdog.c). */
     pthread_mutex_t dist_publish;
+    atomic_int dist_aborters; /* gg_dist_abort calls using `dist` (pinned under dist_publish): it is not freed before */
     /* Set by a step graph's capture while one of its callbacks runs (graphs/step_capture.c), NULL otherwise: an eager
      * call inside the callback first has its stream wait for the step's earlier calls' weight-gradient work still in
      * flight, which may be using the context's scratch arena (slot 0) and second workspace (side stream 0). */

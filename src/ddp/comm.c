@@ -4,6 +4,7 @@
  * events, detaching and releasing (bounded: finalize with a deadline, else abort), and polling for asynchronous
  * errors. The warm-up that follows is in warmup.c, the watchdog and aborting in watchdog.c.
  */
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -122,10 +123,16 @@ static int drain(gg_ctx *ctx, char *why, size_t bytes) {
     return 0;
 }
 
-/* Sets or clears ctx's communicator state where gg_dist_abort, from another thread, looks for it: never while an abort
- * is using the state (it holds the same mutex throughout). */
+/* Sets or clears ctx's communicator state where gg_dist_abort, from another thread, looks for it: never cleared while
+ * an abort is using the state (it pins it under the same mutex). */
 static void publish(gg_ctx *ctx, gg_dist *d) {
     pthread_mutex_lock(&ctx->dist_publish);
+    /* an abort that pinned the state finishes first: it needs no lock this thread holds here */
+    while (!d && atomic_load(&ctx->dist_aborters) > 0) {
+        pthread_mutex_unlock(&ctx->dist_publish);
+        sched_yield();
+        pthread_mutex_lock(&ctx->dist_publish);
+    }
     ctx->dist = d;
     pthread_mutex_unlock(&ctx->dist_publish);
 }

@@ -11,11 +11,17 @@
 int gg_dist_wait_comm(void *comm, gg_dist_wait *w, gg_dist *d, int *expired) {
     *expired = 0;
     for (;;) {
+        /* before every poll: an abort asked for, or made (by this thread's own log callback during a notice, which
+         * the recursive lock lets through), has freed or will free comm */
+        if (d && (atomic_load(&d->abort_requested) || d->comm != comm)) {
+            *expired = 1;
+            return ncclInProgress;
+        }
         ncclResult_t state = ncclSuccess;
         const ncclResult_t r = ncclCommGetAsyncError((ncclComm_t)comm, &state);
         if (r != ncclSuccess) return r;
         if (state != ncclInProgress) return state;
-        if ((d && atomic_load(&d->abort_requested)) || gg_dist_wait_over(w)) {
+        if (gg_dist_wait_over(w)) {
             *expired = 1;
             return ncclInProgress;
         }

@@ -70,8 +70,10 @@ gg_status gg_dist_enter(gg_ctx *ctx, const char *fn) {
 
 void gg_dist_leave(gg_ctx *ctx) { pthread_mutex_unlock(&ctx->dist->lock); }
 
-/* The abort of another thread than the owner: tell the owner's waits to stop, then take the lock. */
-static void abort_from_outside(gg_ctx *ctx, const char *why) {
+/* The abort of another thread than the owner (or of the owner's own log callback): tell the owner's waits to stop,
+ * then take the lock. Returns whether this call aborted the communicator: its ERROR line is the caller's to log, with
+ * no lock held (the log callback may call gg_dist_abort itself). */
+static int abort_from_outside(gg_ctx *ctx, const char *why) {
     gg_dist *d = ctx->dist;
     int none = 0;
     if (atomic_compare_exchange_strong(&d->abort_requested, &none, 1)) {
@@ -79,17 +81,27 @@ static void abort_from_outside(gg_ctx *ctx, const char *why) {
         atomic_store(&d->abort_requested, 2);
     }
     pthread_mutex_lock(&d->lock);
-    if (d->comm) gg_log(ctx, GG_LOG_ERROR, "rank %d: %s: the communicator is aborted", d->rank, why);
+    const int alive = d->comm != NULL;
     gg_dist_abort_now(ctx, why);
     pthread_mutex_unlock(&d->lock);
+    return alive;
 }
 
 gg_status gg_dist_abort(gg_ctx *ctx) {
     if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_dist_abort: ctx is NULL");
-    /* the owner thread may be making or releasing the state at this moment (a failing attach, a detach) */
+    /* The owner thread may be making or releasing the state at this moment (a failing attach, a detach): the state is
+     * pinned under dist_publish, which is not held while this waits for the communicator's lock (the owner may be
+     * holding that lock in a log callback that calls gg_dist_abort too). */
+    static const char why[] = "gg_dist_abort was called";
     pthread_mutex_lock(&ctx->dist_publish);
-    if (ctx->dist) abort_from_outside(ctx, "gg_dist_abort was called");
+    const gg_dist *d = ctx->dist;
+    if (d) atomic_fetch_add(&ctx->dist_aborters, 1);
     pthread_mutex_unlock(&ctx->dist_publish);
+    if (!d) return GG_SUCCESS;
+    const int rank = d->rank;
+    const int aborted = abort_from_outside(ctx, why);
+    atomic_fetch_sub(&ctx->dist_aborters, 1); /* d may be freed from here on */
+    if (aborted) gg_log(ctx, GG_LOG_ERROR, "rank %d: %s: the communicator is aborted", rank, why);
     return GG_SUCCESS;
 }
 
@@ -175,7 +187,8 @@ static void *watch(void *arg) {
         }
         if (!why[0]) check_async(ctx->dist, why, sizeof why);
         if (why[0]) {
-            abort_from_outside(ctx, why);
+            if (abort_from_outside(ctx, why))
+                gg_log(ctx, GG_LOG_ERROR, "rank %d: %s: the communicator is aborted", ctx->dist->rank, why);
             pthread_mutex_lock(&w->mu);
             break; /* nothing left to watch */
         }

@@ -220,10 +220,12 @@ static int read_file(gg_tune_cache *cache, const char *path, file_read *r) {
     return rc;
 }
 
-/* path as an absolute one (as given without a working directory), or NULL when memory runs out. */
+/* path as an absolute one, or NULL (out of memory, or the working directory of a relative path is gone:
+ * gg_tune_cache_open checks that first). */
 static char *absolute_path(const char *path) {
     char cwd[PATH_MAX];
-    if (path[0] == '/' || !getcwd(cwd, sizeof cwd)) return strdup(path);
+    if (path[0] == '/') return strdup(path);
+    if (!getcwd(cwd, sizeof cwd)) return NULL;
     char *full = malloc(strlen(cwd) + strlen(path) + 2);
     if (full) sprintf(full, "%s/%s", cwd, path);
     return full;
@@ -273,6 +275,8 @@ static char *with_suffix(const char *path, const char *suffix) {
 int gg_tune_cache_open(gg_tune_cache *cache, const char *path) {
     memset(cache, 0, sizeof *cache);
     if (!path || !*path) return 0;
+    char cwd[PATH_MAX];
+    if (path[0] != '/' && !getcwd(cwd, sizeof cwd)) return 0; /* a relative path without a working directory: no file */
     cache->path = resolved_path(path);
     if (!cache->path) return -1;
     cache->lock_path = with_suffix(cache->path, ".lock");
@@ -321,10 +325,13 @@ static int make_parent_dirs(const char *path) {
     return rc;
 }
 
-/* The lock file's descriptor: read-only (flock needs no more), so that users who share a cache file but not the
- * lock file's ownership can all lock it; write-only for a lock file only its owner may read. */
+/* The lock file's descriptor: read-write where this user may (an exclusive flock on NFS, which emulates it with
+ * fcntl locks, needs a descriptor open for writing), else read-only (enough for a local flock), so that users who
+ * share a cache file but not the lock file's ownership can all lock it; write-only for a lock file only its owner may
+ * read. */
 static int open_lock(const char *lock) {
-    const int fd = open(lock, O_RDONLY | O_CREAT | O_CLOEXEC, 0666);
+    int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (fd < 0 && (errno == EACCES || errno == EROFS)) fd = open(lock, O_RDONLY | O_CLOEXEC);
     return fd >= 0 || errno != EACCES ? fd : open(lock, O_WRONLY | O_CLOEXEC);
 }
 

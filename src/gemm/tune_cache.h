@@ -44,7 +44,8 @@ typedef struct gg_tune_cache {
 /* Starts an empty cache bound to path (NULL or "": never touches a file) and loads the file if it exists. The path is
  * made absolute and its symbolic links resolved now (the file's, else its directory's), so a later chdir changes
  * nothing and a save replaces the link's target, not the link. Returns 0, or -1 when memory runs out. A missing or
- * unreadable file is an empty cache, not an error. */
+ * unreadable file is an empty cache, not an error; a relative path whose working directory is gone (removed) binds no
+ * file (path NULL: in memory only). */
 int gg_tune_cache_open(gg_tune_cache *cache, const char *path);
 void gg_tune_cache_close(gg_tune_cache *cache);
 

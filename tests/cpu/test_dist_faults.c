@@ -908,6 +908,85 @@ static void abort_while_the_communicator_comes_and_goes(void **state) {
     no_leaks();
 }
 
+/* gg_dist_abort from inside a log callback (the header allows it): on the abort's own ERROR line (a nested abort,
+ * nothing left to abort), and on a wait's notice, on the owner thread inside its section (the wait then stops before
+ * polling the freed communicator). Each run in a thread of its own, joined within 10 s: a deadlock fails the test
+ * instead of hanging it. */
+static gg_ctx *aborting_ctx;
+static atomic_int callback_aborts;
+static void abort_in_callback(void *user, gg_log_level level, const char *message) {
+    (void)user;
+    if (level == GG_LOG_ERROR || (level == GG_LOG_WARN && strstr(message, "not finished after"))) {
+        atomic_fetch_add(&callback_aborts, 1);
+        (void)gg_dist_abort(aborting_ctx);
+    }
+}
+
+typedef struct callback_case {
+    int notice; /* 0: gg_dist_abort's own ERROR line; 1: a reduce's wait notice */
+    gg_status status;
+    atomic_int done;
+    char message[GG_MSG_BYTES];
+} callback_case;
+
+static void *run_callback_case(void *arg) {
+    callback_case *k = arg;
+    fake_reset(2);
+    fake.plan_ok = 1;
+    gg_config c = GG_CONFIG_INIT;
+    c.autotune = 0;
+    c.log_fn = abort_in_callback;
+    c.log_level = GG_LOG_WARN;
+    gg_ctx *ctx = NULL;
+    assert_int_equal(gg_ctx_create(&c, &ctx), GG_SUCCESS);
+    fake_nccl_reset(0, 2);
+    const gg_dist_config dc = dist_config();
+    assert_int_equal(gg_dist_attach(ctx, fake_nccl_comm(), &dc), GG_SUCCESS);
+    aborting_ctx = ctx;
+    if (k->notice) {
+        setenv("GG_DIST_PEER_TIMEOUT_S", "4", 1); /* the notice at 2 s */
+        fake_nccl.in_progress_calls = fake_nccl.calls_stay_in_progress = 1;
+        k->status = gg_dist_reduce(ctx, FAKE(8), 1024, 0, NULL);
+        fake_nccl.in_progress_calls = fake_nccl.calls_stay_in_progress = 0;
+        unsetenv("GG_DIST_PEER_TIMEOUT_S");
+    } else {
+        k->status = gg_dist_abort(ctx);
+    }
+    snprintf(k->message, sizeof k->message, "%s", gg_last_error(ctx));
+    aborting_ctx = NULL;
+    assert_int_equal(gg_dist_detach(ctx), GG_SUCCESS);
+    gg_ctx_destroy(ctx);
+    atomic_store(&k->done, 1);
+    return NULL;
+}
+
+static void abort_from_a_log_callback(void **state) {
+    (void)state;
+    for (int notice = 0; notice < 2; ++notice) {
+        callback_case k = {.notice = notice};
+        atomic_store(&callback_aborts, 0);
+        pthread_t t;
+        assert_int_equal(pthread_create(&t, NULL, run_callback_case, &k), 0);
+        const double t0 = now_s();
+        while (!atomic_load(&k.done) && now_s() - t0 < 10.0) nanosleep(&(struct timespec){0, 10000000}, NULL);
+        if (!atomic_load(&k.done)) fail_msg("gg_dist_abort from a log callback (%s) did not return in 10 s",
+                                            notice ? "a wait's notice" : "its own ERROR line");
+        pthread_join(t, NULL);
+        print_message("%s: %s, %d aborts from the callback, %d of the communicator: %s\n",
+                      notice ? "notice" : "ERROR line", gg_status_string(k.status), atomic_load(&callback_aborts),
+                      atomic_load(&fake_nccl.aborts), k.message);
+        assert_int_equal(atomic_load(&fake_nccl.aborts), 1);
+        assert_true(atomic_load(&callback_aborts) >= 1);
+        if (notice) {
+            assert_int_equal(k.status, GG_ERROR_NCCL);
+            contains(k.message, "interrupted by an abort from another thread (gg_dist_abort was called)");
+        } else {
+            assert_int_equal(k.status, GG_SUCCESS);
+        }
+        no_leaks();
+    }
+}
+
 /* ---- fault injection on every kind of NCCL call ---- */
 static int injected, failures;
 
@@ -1515,6 +1594,7 @@ int main(void) {
         cmocka_unit_test(abort_during_a_free_that_waits),
         cmocka_unit_test(abort_during_a_detach_that_waits),
         cmocka_unit_test(abort_while_the_communicator_comes_and_goes),
+        cmocka_unit_test(abort_from_a_log_callback),
         cmocka_unit_test(every_nccl_fault),
         cmocka_unit_test(every_host_memory_fault),
         cmocka_unit_test(every_cuda_resource_fault),

@@ -643,6 +643,30 @@ static void a_relative_path_is_fixed_at_open(void **state) {
     assert_int_equal(access(in_b, F_OK), -1);
 }
 
+/* A relative path whose working directory was removed binds no file (it used to crash on the path without a slash):
+ * the cache works in memory, a save writes nothing. */
+static void a_relative_path_without_a_working_directory(void **state) {
+    (void)state;
+    char gone[300], cwd[1024];
+    path_in_dir(gone, sizeof gone, "cwd_gone");
+    assert_int_equal(mkdir(gone, 0755), 0);
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    assert_int_equal(chdir(gone), 0);
+    assert_int_equal(rmdir(gone), 0);
+    gg_tune_cache c;
+    const int opened = gg_tune_cache_open(&c, "rel.txt");
+    const gg_tune_entry e = entry("k", 1);
+    const int put = opened == 0 ? gg_tune_cache_put(&c, &e) : -2;
+    const int saved = opened == 0 ? gg_tune_cache_save(&c) : -2;
+    assert_int_equal(chdir(cwd), 0);
+    assert_int_equal(opened, 0);
+    assert_null(c.path);
+    assert_int_equal(put, 0);
+    assert_int_equal(saved, 0); /* nothing to write */
+    assert_non_null(gg_tune_cache_find(&c, "k"));
+    gg_tune_cache_close(&c);
+}
+
 /* A path too long for the lock file's name fails the save with ENAMETOOLONG (it used to fail with errno unset). */
 static void a_path_too_long_says_so(void **state) {
     (void)state;
@@ -734,6 +758,7 @@ int main(void) {
         cmocka_unit_test(a_nul_byte_spoils_its_line_only),
         cmocka_unit_test(a_cut_last_line_is_not_read),
         cmocka_unit_test(a_relative_path_is_fixed_at_open),
+        cmocka_unit_test(a_relative_path_without_a_working_directory),
         cmocka_unit_test(a_path_too_long_says_so),
         cmocka_unit_test(many_entries_round_trip),
         cmocka_unit_test(default_path_follows_the_environment),
