@@ -88,6 +88,16 @@ void gg_log(const gg_ctx *ctx, gg_log_level level, const char *fmt, ...) {
     log_message(ctx, level, message);
 }
 
+/* Inside a step's callback (a call on any context from the callback's thread): the work the callback meant to capture
+ * is incomplete, so the step's run fails too, with the first failure's status and message. */
+static void fail_step_capture(gg_status status, const char *message) {
+    gg_ctx *const capturing = g_step_callback_ctx;
+    if (capturing && capturing->callback_failure == GG_SUCCESS) {
+        capturing->callback_failure = status;
+        memcpy(capturing->callback_message, message, GG_MSG_BYTES);
+    }
+}
+
 gg_status gg_fail(gg_ctx *ctx, gg_status status, const char *fmt, ...) {
     /* A call refused before it claimed ctx (its arguments checked first) while another thread is inside ctx: the
      * message is this thread's, as the refusal of the claim itself is; the other thread's stays whole. */
@@ -97,14 +107,9 @@ gg_status gg_fail(gg_ctx *ctx, gg_status status, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(buffer, GG_MSG_BYTES, fmt, ap);
     va_end(ap);
-    /* inside a step's callback (a call on any context from the callback's thread): the work the callback meant to
-     * capture is incomplete, so the step's run fails too, with the first failure's status and message */
-    gg_ctx *const capturing = g_step_callback_ctx;
+    /* an attempt with a fallback: its caller decides whether this was a failure (gg_tentative_end) */
     const int tentative = ctx && ctx->tentative > 0;
-    if (capturing && capturing->callback_failure == GG_SUCCESS && !tentative) {
-        capturing->callback_failure = status;
-        memcpy(capturing->callback_message, buffer, GG_MSG_BYTES);
-    }
+    if (!tentative) fail_step_capture(status, buffer);
     log_message(ctx, tentative ? GG_LOG_DEBUG : GG_LOG_ERROR, buffer);
     return status;
 }
@@ -118,7 +123,8 @@ int gg_tentative_end(gg_ctx *ctx, const char saved[GG_MSG_BYTES], gg_status stat
                      const char *what) {
     --ctx->tentative;
     if (status == GG_SUCCESS) return 0;
-    if (status != fallback) { /* a real failure: as gg_fail would have logged it */
+    if (status != fallback) { /* a real failure: as gg_fail would have recorded and logged it */
+        fail_step_capture(status, ctx->last_error);
         log_message(ctx, GG_LOG_ERROR, ctx->last_error);
         return 0;
     }
