@@ -31,12 +31,14 @@ static gg_status replay(gg_step *s, const char *fn, gg_exec_cache *cache, const 
 /* A syncing run needs the communicator the ranks agreed on at finalize, without an asynchronous error. */
 static gg_status check_comm(gg_step *s, const char *fn) {
     gg_ctx *ctx = s->ctx;
-    if (!ctx->dist || !ctx->dist->comm || ctx->dist->generation != s->comm_generation)
+    if (!ctx->dist || ctx->dist->generation != s->comm_generation)
         return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
-                       "%s: the step reduces gradients, but the communicator it was finalized with is gone (detached "
-                       "or aborted): make a new step, or gg_step_set_sync(step, 0) for local gradients",
+                       "%s: the step reduces gradients, but the communicator it was finalized with is gone "
+                       "(detached): make a new step, or gg_step_set_sync(step, 0) for local gradients",
                        fn);
-    return gg_dist_check(ctx); /* an asynchronous NCCL error: aborted, nothing enqueued */
+    /* aborted (the watchdog may clear the communicator at any time: read under its lock), or an asynchronous NCCL
+     * error (aborted now): GG_ERROR_NCCL saying why, nothing enqueued */
+    return gg_dist_check(ctx);
 }
 
 /* The exec key's flag for update off, on a step that has work to leave out (else the same graph under two keys). */

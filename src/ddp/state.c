@@ -12,7 +12,14 @@ int gg_tensor_is_param(const gg_block_call *c, int i) {
 
 int gg_dist_rank(const gg_ctx *ctx) { return ctx && ctx->dist ? ctx->dist->rank : -1; }
 int gg_dist_size(const gg_ctx *ctx) { return ctx && ctx->dist ? ctx->dist->size : 0; }
-void *gg_dist_comm(const gg_ctx *ctx) { return ctx && ctx->dist ? ctx->dist->comm : NULL; }
+void *gg_dist_comm(const gg_ctx *ctx) {
+    if (!ctx || !ctx->dist) return NULL;
+    gg_dist *d = ctx->dist;
+    pthread_mutex_lock(&d->lock); /* the watchdog or gg_dist_abort may be clearing it */
+    void *comm = d->comm;
+    pthread_mutex_unlock(&d->lock);
+    return comm;
+}
 int gg_dist_comm_sms(const gg_ctx *ctx) {
     return ctx->dist && ctx->dist->config.overlap ? ctx->dist->config.comm_sms : 0;
 }

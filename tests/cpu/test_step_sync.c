@@ -360,6 +360,26 @@ static void captures_one_group_per_bucket(void **state) {
     end_ctx(ctx, comm);
 }
 
+/* A syncing step whose communicator was aborted (gg_dist_abort, the watchdog) refuses to run with GG_ERROR_NCCL saying
+ * why, capturing and enqueuing nothing; gg_dist_comm says NULL. */
+static void aborted_communicator_refuses_the_run(void **state) {
+    (void)state;
+    ncclComm_t comm = NULL;
+    gg_ctx *ctx = dist_ctx(&comm);
+    gg_step *step = mlp_step(ctx, 1, NULL);
+    assert_int_equal(gg_step_finalize(step), GG_SUCCESS);
+    assert_non_null(gg_dist_comm(ctx));
+    assert_int_equal(gg_dist_abort(ctx), GG_SUCCESS);
+    assert_null(gg_dist_comm(ctx));
+    reset_counts();
+    assert_int_equal(gg_step_run(step, TOKENS, 0, NULL), GG_ERROR_NCCL);
+    contains(gg_last_error(ctx), "the communicator was aborted: gg_dist_abort was called");
+    assert_int_equal(fake.calls[FAKE_BEGIN_CAPTURE], 0);
+    assert_int_equal(fake_nccl.logged, 0);
+    gg_step_destroy(step);
+    end_ctx(ctx, comm);
+}
+
 /* A syncing step that never ran holds no NCCL work: detach is accepted, and the step then refuses to sync without
  * its communicator (sync off, it still runs); the same communicator attached again (the same address, other
  * buckets: the ranks have not agreed on this step's layout under it) is refused too. */
@@ -1570,6 +1590,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(captures_one_group_per_bucket),
         cmocka_unit_test(detach_before_any_run),
+        cmocka_unit_test(aborted_communicator_refuses_the_run),
         cmocka_unit_test(optimizer_after_the_reduction),
         cmocka_unit_test(optimizer_updates_each_bucket_as_it_lands),
         cmocka_unit_test(optimizer_updates_the_rest_in_runs),
