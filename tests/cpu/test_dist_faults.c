@@ -1423,6 +1423,33 @@ static void every_life_fault_copy_engines(life_fault f) {
     life_fault_totals(f, "on the copy-engine path", hits, misses);
 }
 
+/* Both ranks with copy engines on (device memory at addresses as far apart as its sizes, so that a capture's ranges
+ * are real), a gg_dist_alloc buffer each for the MLP's weight gradients, and a syncing MLP graph each. */
+static void ce_graph_pair(gg_ctx *ctxs[CE_RANKS], void *buf[CE_RANKS], gg_graph *g[CE_RANKS]) {
+    make_ce_ctxs(ctxs);
+    fake.device_space = 1;
+    gg_dist_config dc = dist_config();
+    dc.copy_engines = 1;
+    assert_int_equal(gg_dist_init_threads(ctxs, CE_RANKS, &dc), GG_SUCCESS);
+    assert_true(ctxs[0]->dist->ce_on && ctxs[1]->dist->ce_on);
+    gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
+    for (int i = 0; i < CE_RANKS; ++i) {
+        assert_int_equal(gg_dist_alloc(ctxs[i], 2 * CE_GRAD_BYTES, &buf[i]), GG_SUCCESS);
+        assert_int_equal(gg_mlp_graph_create(ctxs[i], &ce_mlp, &gc, &g[i]), GG_SUCCESS);
+    }
+}
+
+/* Its end: the graphs destroyed, the buffers freed (buf NULL: freed already), detached, nothing left. */
+static void ce_graph_pair_end(gg_ctx *ctxs[CE_RANKS], void *buf[CE_RANKS], gg_graph *g[CE_RANKS]) {
+    for (int i = 0; i < CE_RANKS; ++i) {
+        gg_graph_destroy(g[i]);
+        if (buf) assert_int_equal(gg_dist_free(ctxs[i], buf[i]), GG_SUCCESS);
+    }
+    for (int i = 0; i < CE_RANKS; ++i) assert_int_equal(gg_dist_detach(ctxs[i]), GG_SUCCESS);
+    for (int i = 0; i < CE_RANKS; ++i) gg_ctx_destroy(ctxs[i]);
+    no_leaks();
+}
+
 /* The copy-engine path's graphs ordered: rank 0's syncing MLP graph with its weight gradients in gg_dist_alloc memory
  * (each GEMM split in halves between the two ranks, the peer's half sent by all-gather and added in the GEMM's
  * epilogue, then the result all-gathered) captured with the CUDA work and the collectives logged: every pair of
@@ -1430,19 +1457,9 @@ static void every_life_fault_copy_engines(life_fault f) {
 static void copy_engine_graph_is_ordered(void **state) {
     (void)state;
     gg_ctx *ctxs[CE_RANKS];
-    make_ce_ctxs(ctxs);
-    fake.device_space = 1; /* device memory at addresses as far apart as its sizes: the capture's ranges are real */
-    gg_dist_config dc = dist_config();
-    dc.copy_engines = 1;
-    assert_int_equal(gg_dist_init_threads(ctxs, CE_RANKS, &dc), GG_SUCCESS);
-    assert_true(ctxs[0]->dist->ce_on && ctxs[1]->dist->ce_on);
-    void *buf[CE_RANKS] = {NULL};
-    gg_graph *g[CE_RANKS] = {NULL};
-    gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
-    for (int i = 0; i < CE_RANKS; ++i) {
-        assert_int_equal(gg_dist_alloc(ctxs[i], 2 * CE_GRAD_BYTES, &buf[i]), GG_SUCCESS);
-        assert_int_equal(gg_mlp_graph_create(ctxs[i], &ce_mlp, &gc, &g[i]), GG_SUCCESS);
-    }
+    void *buf[CE_RANKS];
+    gg_graph *g[CE_RANKS];
+    ce_graph_pair(ctxs, buf, g);
     const gg_mlp_args a = ce_args(0, buf[0]);
     fake_log_start();
     assert_int_equal(gg_mlp_graph_run(g[0], &ce_mlp, &a, NULL), GG_SUCCESS);
@@ -1454,13 +1471,7 @@ static void copy_engine_graph_is_ordered(void **state) {
                   r.collectives, r.pairs, r.races);
     assert_true(r.collectives >= 2 && r.pairs >= r.collectives);
     assert_int_equal(r.races, 0);
-    for (int i = 0; i < CE_RANKS; ++i) {
-        gg_graph_destroy(g[i]);
-        assert_int_equal(gg_dist_free(ctxs[i], buf[i]), GG_SUCCESS);
-    }
-    for (int i = 0; i < CE_RANKS; ++i) assert_int_equal(gg_dist_detach(ctxs[i]), GG_SUCCESS);
-    for (int i = 0; i < CE_RANKS; ++i) gg_ctx_destroy(ctxs[i]);
-    no_leaks();
+    ce_graph_pair_end(ctxs, buf, g);
 }
 
 /* The most collectives a graph may hold, counted as the copy engines issue them where they may take a gradient (an
@@ -1506,18 +1517,9 @@ static void collective_limit_counts_the_copy_engines(void **state) {
 static void freed_window_captures_again(void **state) {
     (void)state;
     gg_ctx *ctxs[CE_RANKS];
-    make_ce_ctxs(ctxs);
-    gg_dist_config dc = dist_config();
-    dc.copy_engines = 1;
-    assert_int_equal(gg_dist_init_threads(ctxs, CE_RANKS, &dc), GG_SUCCESS);
-    assert_true(ctxs[0]->dist->ce_on && ctxs[1]->dist->ce_on);
-    void *buf[CE_RANKS] = {NULL};
-    gg_graph *g[CE_RANKS] = {NULL};
-    gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
-    for (int i = 0; i < CE_RANKS; ++i) {
-        assert_int_equal(gg_dist_alloc(ctxs[i], 2 * CE_GRAD_BYTES, &buf[i]), GG_SUCCESS);
-        assert_int_equal(gg_mlp_graph_create(ctxs[i], &ce_mlp, &gc, &g[i]), GG_SUCCESS);
-    }
+    void *buf[CE_RANKS];
+    gg_graph *g[CE_RANKS];
+    ce_graph_pair(ctxs, buf, g);
     int captures[3], gathers[3];
     for (int phase = 0; phase < 3; ++phase) { /* captured; replayed; the windows freed, the same pointers */
         if (phase == 2)
@@ -1537,10 +1539,7 @@ static void freed_window_captures_again(void **state) {
     assert_int_equal(captures[1], 0);
     assert_int_equal(captures[2], CE_RANKS); /* captured again on plain memory */
     assert_int_equal(gathers[2], 0);
-    for (int i = 0; i < CE_RANKS; ++i) gg_graph_destroy(g[i]);
-    for (int i = 0; i < CE_RANKS; ++i) assert_int_equal(gg_dist_detach(ctxs[i]), GG_SUCCESS);
-    for (int i = 0; i < CE_RANKS; ++i) gg_ctx_destroy(ctxs[i]);
-    no_leaks();
+    ce_graph_pair_end(ctxs, NULL, g);
 }
 
 static void every_host_memory_fault_copy_engines(void **state) {
