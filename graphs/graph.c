@@ -393,11 +393,12 @@ gg_status gg_exec_replay(gg_ctx *ctx, const char *fn, gg_exec_cache *cache, cons
         *holds_nccl = 1;
         gg_dist_graph_holds(ctx);
     }
-    if (status == GG_SUCCESS && sync) status = gg_dist_await_replay_slot(ctx, fn, stream);
+    int watched = 0;
+    if (status == GG_SUCCESS && sync) status = gg_dist_await_replay_slot(ctx, fn, stream, &watched);
     if (status == GG_SUCCESS) {
         const cudaError_t err = cudaGraphLaunch((cudaGraphExec_t)e->exec, stream);
         if (err != cudaSuccess) status = gg_fail_cuda(ctx, err, "cudaGraphLaunch");
-        else if (sync) gg_dist_replay_launched(ctx, stream); /* watched from now */
+        else if (watched) gg_dist_replay_launched(ctx, stream); /* watched from now */
     }
     nvtxRangePop();
     if (sync) gg_dist_leave(ctx);

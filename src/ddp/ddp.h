@@ -239,11 +239,12 @@ void gg_dist_leave(gg_ctx *ctx);
 
 /* Before a replay of a syncing graph is launched on `stream` (inside the section): while 16 replays are in flight,
  * waits for the oldest to finish, polling; an abort asked meanwhile (the watchdog's, at the step deadline, or
- * gg_dist_abort's) ends the wait with GG_ERROR_NCCL, the communicator aborted. No wait for a launch into a capture. */
-gg_status gg_dist_await_replay_slot(gg_ctx *ctx, const char *fn, cudaStream_t stream);
+ * gg_dist_abort's) ends the wait with GG_ERROR_NCCL, the communicator aborted. *watched: whether the replay is to be
+ * watched (a watchdog, and a launch not into a capture: nothing to wait for then either). */
+gg_status gg_dist_await_replay_slot(gg_ctx *ctx, const char *fn, cudaStream_t stream, int *watched);
 
-/* A replay of a syncing graph was launched on `stream` (inside the section, after gg_dist_await_replay_slot): the
- * watchdog waits for it with the step deadline (an event recorded after it). */
+/* A replay of a syncing graph was launched on `stream` (inside the section, after gg_dist_await_replay_slot said it is
+ * watched): the watchdog waits for it with the step deadline (an event recorded after it). */
 void gg_dist_replay_launched(gg_ctx *ctx, cudaStream_t stream);
 
 /* Whether every rank says ok (an all-reduce of the flag with min, waited for with the peer timeout): the agreement

@@ -268,14 +268,18 @@ static int into_capture(cudaStream_t stream) {
     return 1;
 }
 
-gg_status gg_dist_await_replay_slot(gg_ctx *ctx, const char *fn, cudaStream_t stream) {
+gg_status gg_dist_await_replay_slot(gg_ctx *ctx, const char *fn, cudaStream_t stream, int *watched) {
     gg_dist *d = ctx->dist;
     gg_watchdog *w = d->watchdog;
-    if (!w || into_capture(stream)) return GG_SUCCESS;
+    *watched = w && !into_capture(stream);
+    if (!*watched) return GG_SUCCESS;
     for (;;) {
         pthread_mutex_lock(&w->mu);
-        (void)drop_complete(w); /* a replay that failed stays: the watchdog aborts on it */
-        const int full = w->pending == WATCH_SLOTS;
+        int full = w->pending == WATCH_SLOTS;
+        if (full) { /* only then: no event query on the launch path otherwise */
+            (void)drop_complete(w); /* a replay that failed stays: the watchdog aborts on it */
+            full = w->pending == WATCH_SLOTS;
+        }
         pthread_mutex_unlock(&w->mu);
         if (!full) return GG_SUCCESS;
         if (atomic_load(&d->abort_requested)) { /* the watchdog's (a replay past the deadline), or gg_dist_abort */
@@ -292,7 +296,6 @@ gg_status gg_dist_await_replay_slot(gg_ctx *ctx, const char *fn, cudaStream_t st
 
 void gg_dist_replay_launched(gg_ctx *ctx, cudaStream_t stream) {
     gg_watchdog *w = ctx->dist->watchdog;
-    if (!w || into_capture(stream)) return;
     pthread_mutex_lock(&w->mu);
     /* gg_dist_await_replay_slot made room before the launch, in the same section (the watchdog only drops) */
     const cudaError_t e =
