@@ -62,7 +62,7 @@ void gg_graph_destroy(gg_graph *g) {
     gg_ctx *ctx = g->ctx;
     /* inside a step's callback its synchronization would break the capture: nothing destroyed */
     if (gg_refuse_in_step_callback(ctx, "gg_graph_destroy") != GG_SUCCESS) return;
-    if (gg_ctx_claim(ctx, "gg_graph_destroy") != GG_SUCCESS) return; /* as gg_ctx_destroy: nothing destroyed */
+    if (gg_ctx_claim_teardown(ctx, "gg_graph_destroy") != GG_SUCCESS) return; /* as gg_ctx_destroy: nothing destroyed */
     int saved = 0;
     const int entered = gg_device_enter(g->ctx, "gg_graph_destroy", &saved) == GG_SUCCESS;
     (void)cudaDeviceSynchronize(); /* replays of these graphs may still be running */
@@ -71,7 +71,7 @@ void gg_graph_destroy(gg_graph *g) {
     if (g->staging) (void)cudaFree(g->staging);
     if (g->device_buckets) (void)cudaFree(g->device_buckets);
     if (g->device_errors) (void)cudaFree(g->device_errors);
-    (void)cudaGetLastError();
+    gg_clear_own_cuda_error(ctx);
     if (g->has_nccl) gg_dist_graph_released(g->ctx);
     gg_ctx_hook_remove(g->ctx, &g->hook);
     if (entered) gg_device_leave(g->ctx, saved);

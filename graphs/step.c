@@ -36,7 +36,7 @@ void gg_step_destroy(gg_step *s) {
     gg_ctx *ctx = s->ctx;
     /* a step may be the one being captured: nothing destroyed, the capture fails */
     if (gg_refuse_in_step_callback(ctx, "gg_step_destroy") != GG_SUCCESS) return;
-    if (gg_ctx_claim(ctx, "gg_step_destroy") != GG_SUCCESS) return; /* as gg_ctx_destroy: nothing destroyed */
+    if (gg_ctx_claim_teardown(ctx, "gg_step_destroy") != GG_SUCCESS) return; /* as gg_ctx_destroy: nothing destroyed */
     int saved = 0;
     const int entered = has_device_state(s) && gg_device_enter(s->ctx, "gg_step_destroy", &saved) == GG_SUCCESS;
     if (entered) {
@@ -56,7 +56,7 @@ void gg_step_destroy(gg_step *s) {
         }
         if (s->ring) (void)cudaFree(s->ring);
         if (s->counters) (void)cudaFree(s->counters);
-        (void)cudaGetLastError();
+        gg_clear_own_cuda_error(ctx);
         gg_device_leave(s->ctx, saved);
     } else {
         for (int b = 0; b < GG_MAX_BUCKETS; ++b) gg_exec_cache_free(&s->execs[b]);

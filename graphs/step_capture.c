@@ -169,6 +169,14 @@ static gg_status run_callback(gg_step *s, int i, cudaStream_t main, int64_t buck
                        "%s: a gradgraph call inside the callback of call %d failed, so the step is not captured "
                        "(nothing runs): %s",
                        fn, i, ctx->callback_message); /* the first failure's, as its status */
+    const cudaError_t left = cudaPeekAtLastError();
+    if (left != cudaSuccess && left != cudaErrorNotReady) { /* reported here, so cleared: the callback's own */
+        (void)cudaGetLastError();
+        return gg_fail(ctx, GG_ERROR_CUDA,
+                       "%s: the callback of call %d left a CUDA error pending, %s (%s): a launch or CUDA call of its "
+                       "own failed, so the step is not captured (nothing runs)",
+                       fn, i, cudaGetErrorName(left), cudaGetErrorString(left));
+    }
     enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     const cudaError_t err = cudaStreamIsCapturing(main, &cs);
     if (err != cudaSuccess || cs != cudaStreamCaptureStatusActive)

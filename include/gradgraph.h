@@ -36,6 +36,13 @@
  * nothing and write nothing: it never returns GG_ERROR_PARTIAL (except past its largest bucket with
  * eager_beyond_max, which is an eager call). The library never prints (unless given a log callback or GG_LOG_LEVEL,
  * see gg_log_level), never calls exit() or abort(), and frees everything it allocated on every error path.
+ * A CUDA error your own code left pending on the calling thread (one cudaGetLastError would return: a launch or
+ * a runtime call of yours that failed and was not checked) is yours, not gradgraph's: every call but the destroy
+ * functions and gg_dist_detach refuses to run over it (GG_ERROR_CUDA, "a CUDA error is pending on this thread from
+ * earlier work that was not this call's: cudaErrorInvalidConfiguration ...", nothing done) and leaves it pending for
+ * you to read; cudaErrorNotReady, a query's answer, is not an error. A call never leaves an error of its own pending:
+ * its status reports it. In a step's callback, an error your work leaves pending fails the step's capture (its
+ * status and message name it; it is then cleared, having been reported).
  *
  * Threads. A context serves one host thread at a time (one context per thread is fine). Every call that uses a
  * context claims it for its length; a call from a second thread meanwhile is refused with

@@ -51,6 +51,13 @@ gg_status gg_device_enter(gg_ctx *ctx, const char *fn, int *saved_device) {
 gg_status gg_device_enter_stream(gg_ctx *ctx, const char *fn, cudaStream_t stream, int *saved_device) {
     GG_TRY(gg_device_enter(ctx, fn, saved_device));
     if (!gg_in_step_callback()) return GG_SUCCESS;
+    /* the callback's own failed launch, pending: the step's claim of ctx came before it, so the outermost claim did
+     * not see it (the step's capture fails with this call) */
+    gg_status pending = gg_refuse_pending_cuda_error(ctx, fn);
+    if (pending != GG_SUCCESS) {
+        gg_device_leave(ctx, *saved_device);
+        return pending;
+    }
     enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     const cudaError_t err = cudaStreamIsCapturing(stream, &cs);
     if (err == cudaSuccess && cs == cudaStreamCaptureStatusActive) return GG_SUCCESS;
@@ -117,7 +124,7 @@ static void release(gg_ctx *ctx) {
     if (ctx->tune) gg_tune_cache_close(ctx->tune);
     free(ctx->tune);
     ctx->tune = NULL;
-    (void)cudaGetLastError();
+    gg_clear_own_cuda_error(ctx);
 }
 
 /* Loads the autotune cache (the caller's path string is copied: the config keeps no pointer to it). */
@@ -158,6 +165,7 @@ gg_status gg_ctx_create(const gg_config *config, gg_ctx **out) {
     if (!out) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_ctx_create: out is NULL");
     *out = NULL;
     GG_TRY(gg_refuse_in_step_callback(NULL, "gg_ctx_create"));
+    GG_TRY(gg_refuse_pending_cuda_error(NULL, "gg_ctx_create")); /* the application's: see gg_ctx_claim */
     const gg_config defaults = GG_CONFIG_INIT;
     if (!config) config = &defaults;
     GG_TRY(validate_config(config));
@@ -281,7 +289,7 @@ void gg_ctx_destroy(gg_ctx *ctx) {
     if (gg_refuse_in_step_callback(ctx, "gg_ctx_destroy") != GG_SUCCESS) return;
     /* Never while another thread is inside the context: nothing is destroyed (a leak, not a use after free), and the
      * refusal's message is in this thread's gg_last_error(NULL). */
-    if (gg_ctx_claim(ctx, "gg_ctx_destroy") != GG_SUCCESS) return;
+    if (gg_ctx_claim_teardown(ctx, "gg_ctx_destroy") != GG_SUCCESS) return;
     int saved = 0;
     int entered = gg_device_enter(ctx, "gg_ctx_destroy", &saved) == GG_SUCCESS;
     release(ctx);

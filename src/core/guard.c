@@ -9,7 +9,37 @@
 /* A token per thread: the address of a thread-local object is unique among the live threads. */
 static _Thread_local char g_thread_token;
 
-gg_status gg_ctx_claim(gg_ctx *ctx, const char *fn) {
+/* The error the CUDA runtime holds for this thread (what cudaGetLastError would return), cudaSuccess when none.
+ * cudaErrorNotReady is a query's answer, not a failure: never taken for one. */
+static cudaError_t pending_cuda_error(void) {
+    const cudaError_t e = cudaPeekAtLastError();
+    return e == cudaErrorNotReady ? cudaSuccess : e;
+}
+
+static gg_status claim(gg_ctx *ctx, const char *fn, int teardown);
+
+gg_status gg_ctx_claim(gg_ctx *ctx, const char *fn) { return claim(ctx, fn, 0); }
+
+gg_status gg_ctx_claim_teardown(gg_ctx *ctx, const char *fn) { return claim(ctx, fn, 1); }
+
+gg_status gg_refuse_pending_cuda_error(gg_ctx *ctx, const char *fn) {
+    const cudaError_t e = pending_cuda_error();
+    if (e == cudaSuccess) return GG_SUCCESS;
+    /* Every launch of gradgraph's reads the runtime's last error, so the call would report this one as its own
+     * failure, part of its work enqueued; and clearing it would hide the application's. Not cleared. */
+    return gg_fail(ctx, GG_ERROR_CUDA,
+                   "%s: a CUDA error is pending on this thread from earlier work that was not this call's: %s (%s); "
+                   "read it with cudaGetLastError() (which clears it) and call again; if it stays (a sticky error: "
+                   "an illegal address, a kernel that faulted), the process's CUDA context is unusable; nothing was "
+                   "done",
+                   fn, cudaGetErrorName(e), cudaGetErrorString(e));
+}
+
+void gg_clear_own_cuda_error(const gg_ctx *ctx) {
+    if (!ctx->guard.entry_cuda_error) (void)cudaGetLastError();
+}
+
+static gg_status claim(gg_ctx *ctx, const char *fn, int teardown) {
     /* The call that logged may be half way through (a plan being built, a context about to be used again): a call
      * from the log callback could destroy or change what it is using. */
     if (gg_in_log_callback())
@@ -22,7 +52,11 @@ gg_status gg_ctx_claim(gg_ctx *ctx, const char *fn) {
     if (atomic_compare_exchange_strong(&ctx->guard.owner, &owner, self)) {
         ctx->guard.depth = 1;
         ctx->guard.fn = fn;
-        return GG_SUCCESS;
+        ctx->guard.entry_cuda_error = pending_cuda_error() != cudaSuccess;
+        if (!ctx->guard.entry_cuda_error || teardown) return GG_SUCCESS; /* a teardown frees what it can regardless */
+        const gg_status status = gg_refuse_pending_cuda_error(ctx, fn); /* claimed: the context's message */
+        gg_ctx_release(ctx);
+        return status;
     }
     if (owner == self) {
         ctx->guard.depth++;
@@ -36,7 +70,12 @@ gg_status gg_ctx_claim(gg_ctx *ctx, const char *fn) {
 }
 
 void gg_ctx_release(gg_ctx *ctx) {
-    if (--ctx->guard.depth == 0) atomic_store(&ctx->guard.owner, 0);
+    if (--ctx->guard.depth > 0) return;
+    /* The call began with no error pending: one pending now is gradgraph's own, a CUDA call whose failure it
+     * handled (or reported in its status), so the application's next call does not see it. A step's callbacks are
+     * checked as they return (step_capture.c), so none of theirs reaches here. */
+    gg_clear_own_cuda_error(ctx);
+    atomic_store(&ctx->guard.owner, 0);
 }
 
 const char *gg_ctx_entry(const gg_ctx *ctx) {

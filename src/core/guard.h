@@ -22,6 +22,9 @@ typedef struct gg_guard {
     _Atomic uintptr_t owner;                 /* the thread inside a public call of the context, 0 when none */
     int depth;                               /* the owner's nested claims (written by the owner only) */
     const char *fn;                          /* the public call the owner is in (its outermost claim's) */
+    int entry_cuda_error;                    /* a CUDA error was pending on the owner's thread at its outermost
+                                              * claim (a teardown's: any other call is refused then): the
+                                              * application's, which gradgraph leaves for it to read */
 } gg_guard;
 
 #endif

@@ -224,6 +224,14 @@ gg_status gg_device_enter_stream(gg_ctx *ctx, const char *fn, cudaStream_t strea
  * (gg_last_error(NULL)), since the context's belongs to the other thread. gg_ctx_release ends one claim. */
 gg_status gg_ctx_claim(gg_ctx *ctx, const char *fn);
 void gg_ctx_release(gg_ctx *ctx);
+/* A CUDA error pending on the calling thread (cudaPeekAtLastError) when a call begins is the application's: the
+ * outermost gg_ctx_claim refuses the call then (GG_ERROR_CUDA, via gg_refuse_pending_cuda_error, leaving the error
+ * pending), and its release clears what gradgraph's own CUDA calls left pending. The destroy calls claim with
+ * gg_ctx_claim_teardown instead: never refused for it, and what was pending stays (gg_clear_own_cuda_error, their
+ * way to clear their own failures, leaves it). */
+gg_status gg_ctx_claim_teardown(gg_ctx *ctx, const char *fn);
+gg_status gg_refuse_pending_cuda_error(gg_ctx *ctx, const char *fn);
+void gg_clear_own_cuda_error(const gg_ctx *ctx);
 /* Whether another thread than the caller is inside a public call of ctx (gg_fail then leaves ctx's message alone). */
 int gg_ctx_claimed_elsewhere(const gg_ctx *ctx);
 /* The public call the calling thread is in on ctx ("gg_mlp_backward"), NULL when it holds no claim: the name

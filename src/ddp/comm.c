@@ -104,7 +104,7 @@ static int drain(gg_ctx *ctx, char *why, size_t bytes) {
            !gg_dist_wait_over(&w))
         gg_dist_pause();
     if (e == cudaSuccess) return 1;
-    (void)cudaGetLastError();
+    gg_clear_own_cuda_error(ctx);
     if (e == cudaErrorNotReady && atomic_load(&d->abort_requested)) {
         gg_dist_abort_now(ctx, NULL); /* the other thread's reason */
         snprintf(why, bytes,
@@ -163,7 +163,7 @@ static int release_bounded(gg_ctx *ctx, char *why, size_t bytes, int *comm_back)
     if (d->agree_dev) (void)cudaFree(d->agree_dev);
     if (d->agree_host) (void)cudaFreeHost(d->agree_host);
     if (d->stream) (void)cudaStreamDestroy(d->stream);
-    (void)cudaGetLastError();
+    gg_clear_own_cuda_error(ctx);
     publish(ctx, NULL); /* after it, no gg_dist_abort can be using d */
     if (d->lock_made) pthread_mutex_destroy(&d->lock);
     free(d);
@@ -611,7 +611,7 @@ gg_status gg_dist_detach(gg_ctx *ctx) {
     if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_dist_detach: ctx is NULL");
     /* a step being captured may hold the communicator without having counted it yet */
     GG_TRY(gg_refuse_in_step_callback(ctx, "gg_dist_detach"));
-    GG_TRY(gg_ctx_claim(ctx, "gg_dist_detach")); /* never while another thread is inside the context */
+    GG_TRY(gg_ctx_claim_teardown(ctx, "gg_dist_detach")); /* never while another thread is inside the context */
     const gg_status status = detach(ctx);
     gg_ctx_release(ctx);
     return status;

@@ -53,7 +53,7 @@ void gg_optim_destroy(gg_optim *o) {
     gg_ctx *ctx = o->ctx;
     /* its synchronization would break the capture, and a step may hold it: nothing destroyed */
     if (gg_refuse_in_step_callback(ctx, "gg_optim_destroy") != GG_SUCCESS) return;
-    if (gg_ctx_claim(ctx, "gg_optim_destroy") != GG_SUCCESS) return; /* as gg_ctx_destroy: nothing destroyed */
+    if (gg_ctx_claim_teardown(ctx, "gg_optim_destroy") != GG_SUCCESS) return; /* as gg_ctx_destroy: nothing destroyed */
     if (o->held_by_steps > 0) { /* their graphs update through its device block and capture again through it */
         gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
                 "gg_optim_destroy: %d step graph%s hold%s the optimizer (gg_step_add_optimizer): gg_step_destroy "
@@ -67,7 +67,7 @@ void gg_optim_destroy(gg_optim *o) {
         const int entered = gg_device_enter(o->ctx, "gg_optim_destroy", &saved) == GG_SUCCESS;
         (void)cudaDeviceSynchronize(); /* steps may still be running */
         (void)cudaFree(o->device);
-        (void)cudaGetLastError();
+        gg_clear_own_cuda_error(o->ctx);
         if (entered) gg_device_leave(o->ctx, saved);
     }
     gg_ctx_hook_remove(o->ctx, &o->hook);

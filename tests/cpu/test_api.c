@@ -773,6 +773,55 @@ static void graph_run_checks_its_arguments(void **state) {
     destroy_ctx(ctx);
 }
 
+/* A CUDA error the application's own earlier work left pending on the thread (cudaGetLastError not called) is
+ * not taken for gradgraph's: the calls are refused before they do anything, the error stays pending for the
+ * application to read, and a call works again once it is read. cudaErrorNotReady (a query's answer) is no error.
+ * The destroy calls work with one pending and leave it so. Failed calls of gradgraph's own leave none behind
+ * (test_faults: the fakes leave every injected failure pending, and the call after each fault must succeed). */
+static void pending_cuda_error_is_the_applications(void **state) {
+    (void)state;
+    gg_ctx *ctx = make_ctx();
+    gg_graph_config gc = config_to_1024();
+    gg_graph *g = tanh_graph(ctx, &gc);
+    gg_graph *g2 = tanh_graph(ctx, &gc);
+    const gg_tanh_gate_desc td = tanh_desc();
+    const gg_tanh_gate_args ta = tanh_args();
+    const gg_mlp_desc md = mlp_desc();
+    const gg_mlp_args ma = mlp_args();
+    const int live = fake.live;
+    fake.enqueued = fake.planned = 0;
+    fake.pending = cudaErrorInvalidConfiguration; /* an application's launch that failed before the calls */
+    assert_int_equal(gg_tanh_gate_backward(ctx, &td, &ta, NULL), GG_ERROR_CUDA);
+    assert_message_has(ctx, "gg_tanh_gate_backward: a CUDA error is pending on this thread from earlier work that was not "
+                            "this call's: cudaErrorInvalidConfiguration");
+    assert_message_has(ctx, "nothing was done");
+    assert_int_equal(gg_mlp_backward(ctx, &md, &ma, NULL), GG_ERROR_CUDA); /* before its plan */
+    assert_message_has(ctx, "gg_mlp_backward: a CUDA error is pending");
+    assert_int_equal(gg_tanh_gate_graph_run(g, &td, &ta, NULL), GG_ERROR_CUDA);
+    assert_message_has(ctx, "gg_tanh_gate_graph_run: a CUDA error is pending");
+    gg_ctx *other = NULL;
+    assert_int_equal(gg_ctx_create(NULL, &other), GG_ERROR_CUDA);
+    assert_null(other);
+    assert_message_has(NULL, "gg_ctx_create: a CUDA error is pending");
+    assert_int_equal(fake.enqueued, 0);
+    assert_int_equal(fake.planned, 0);
+    assert_int_equal(fake.live, live);
+    assert_int_equal(fake.pending, cudaErrorInvalidConfiguration); /* still the application's to read */
+    gg_graph_destroy(g2); /* teardown works, and leaves it */
+    assert_int_equal(fake.live, live - 1);
+    assert_int_equal(fake.pending, cudaErrorInvalidConfiguration);
+    assert_int_equal(cudaGetLastError(), cudaErrorInvalidConfiguration); /* the application reads it */
+    assert_int_equal(gg_tanh_gate_backward(ctx, &td, &ta, NULL), GG_SUCCESS);
+    assert_int_equal(gg_tanh_gate_graph_run(g, &td, &ta, NULL), GG_SUCCESS);
+    fake.pending = cudaErrorNotReady; /* what a cudaStreamQuery of a busy stream answered: no failure */
+    assert_int_equal(gg_tanh_gate_graph_run(g, &td, &ta, NULL), GG_SUCCESS);
+    fake.pending = cudaErrorMemoryAllocation;
+    gg_graph_destroy(g);
+    gg_ctx_destroy(ctx);
+    assert_int_equal(fake.live, 0);
+    assert_int_equal(fake.pending, cudaErrorMemoryAllocation);
+}
+
 /* A graph's run refuses what differs from the graph (the second dim, the precision), tokens that are not a bucket
  * when padding is off, and device tokens that are not 8-byte aligned, each named, nothing enqueued. */
 static void graph_run_refuses_what_differs_from_the_graph(void **state) {
@@ -1602,6 +1651,7 @@ int main(void) {
         cmocka_unit_test(graph_staging_holds_what_runs_read),
         cmocka_unit_test(narrow_schedules_only_beside_a_second_stream),
         cmocka_unit_test(graph_run_checks_its_arguments),
+        cmocka_unit_test(pending_cuda_error_is_the_applications),
         cmocka_unit_test(graph_run_refuses_what_differs_from_the_graph),
         cmocka_unit_test(graph_runs_eagerly_past_its_largest_bucket_when_asked),
         cmocka_unit_test(graph_device_errors_reads_the_counter),

@@ -893,6 +893,58 @@ static void failed_calls_inside_callbacks_fail_the_run(void **state) {
     assert_int_equal(fake.live, 0);
 }
 
+static void noop_callback(void *user, gg_stream stream, int64_t tokens) { (void)user, (void)stream, (void)tokens; }
+
+/* A callback whose own launch failed (its error pending, as the runtime leaves it): 0 alone, 1 then an eager forward
+ * on the handed stream (the step's context, claimed already by the run). */
+static int own_failure_then;
+static void failing_launch(void *user, gg_stream stream, int64_t tokens) {
+    (void)user;
+    fake.pending = cudaErrorInvalidConfiguration;
+    if (own_failure_then == 1) {
+        const gg_mlp_desc d = {tokens, mlp.hidden, mlp.ffn, GG_PRECISION_FP32, 0};
+        const gg_mlp_fwd_args f = {.hidden_states = FAKE(100), .weight1 = FAKE(101), .bias1 = FAKE(102),
+                                   .weight2 = FAKE(103), .bias2 = FAKE(104), .intermediate = FAKE(105),
+                                   .intermediate_activated = FAKE(106), .output = FAKE(107)};
+        (void)gg_mlp_forward(nested.ctx, &d, &f, stream);
+    }
+}
+
+/* A CUDA error a callback's own work left pending fails the step's run with GG_ERROR_CUDA naming the callback and
+ * the error (not taken for gradgraph's next launch's failure), and is cleared, having been reported; a gradgraph call
+ * the callback makes after it is refused for it. Nothing instantiated or launched, no capture left open; the next
+ * run works. */
+static void a_callbacks_own_cuda_error_fails_the_run(void **state) {
+    (void)state;
+    gg_ctx *ctx = fake_device_ctx();
+    nested.ctx = ctx;
+    gg_step *step = one_call_step(ctx);
+    assert_int_equal(gg_step_add_callback(step, failing_launch, NULL), GG_SUCCESS);
+    assert_int_equal(gg_step_finalize(step), GG_SUCCESS);
+    static const char *const says[] = {
+        "gg_step_run: the callback of call 1 left a CUDA error pending, cudaErrorInvalidConfiguration",
+        "gg_step_run: a gradgraph call inside the callback of call 1 failed, so the step is not captured (nothing "
+        "runs): gg_mlp_forward: a CUDA error is pending on this thread from earlier work that was not this call's: "
+        "cudaErrorInvalidConfiguration"};
+    for (own_failure_then = 0; own_failure_then < 2; ++own_failure_then) {
+        memset(fake.calls, 0, sizeof fake.calls);
+        assert_int_equal(gg_step_run(step, 512, 0, NULL), GG_ERROR_CUDA);
+        assert_message_has(ctx, says[own_failure_then]);
+        assert_int_equal(fake.pending, cudaSuccess);
+        assert_int_equal(fake.captures_open, 0);
+        assert_int_equal(fake.calls[FAKE_INSTANTIATE], 0);
+        assert_int_equal(fake.calls[FAKE_GRAPH_LAUNCH], 0);
+    }
+    gg_step_destroy(step);
+    step = one_call_step(ctx);
+    assert_int_equal(gg_step_add_callback(step, noop_callback, NULL), GG_SUCCESS);
+    assert_int_equal(gg_step_finalize(step), GG_SUCCESS);
+    assert_int_equal(gg_step_run(step, 512, 0, NULL), GG_SUCCESS);
+    gg_step_destroy(step);
+    gg_ctx_destroy(ctx);
+    assert_int_equal(fake.live, 0);
+}
+
 /* What lifecycle's callback calls: every public call that makes, changes, finalizes, waits for or destroys something,
  * each refused inside a callback on any context (they allocate or synchronize, which would break the capture, or
  * change what the capture under way reads). */
@@ -917,7 +969,6 @@ static struct {
     gg_status status;
 } lifecycle;
 
-static void noop_callback(void *user, gg_stream stream, int64_t tokens) { (void)user, (void)stream, (void)tokens; }
 
 static void lifecycle_call(void *user, gg_stream stream, int64_t tokens) {
     (void)user, (void)stream, (void)tokens;
@@ -1108,6 +1159,7 @@ int main(void) {
         cmocka_unit_test(debug_dot_captures_a_bucket_again),
         cmocka_unit_test(optimizer_in_the_step),
         cmocka_unit_test(failed_calls_inside_callbacks_fail_the_run),
+        cmocka_unit_test(a_callbacks_own_cuda_error_fails_the_run),
         cmocka_unit_test(lifecycle_calls_inside_callbacks_are_refused),
         cmocka_unit_test(update_off_leaves_out_the_final_work),
     };

@@ -431,7 +431,7 @@ cudaError_t __wrap_cudaEventDestroy(cudaEvent_t event) {
     return cudaSuccess;
 }
 cudaError_t __wrap_cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
-    if (fake_fault(FAKE_EVENT_RECORD)) return cudaErrorLaunchFailure;
+    if (fake_fault(FAKE_EVENT_RECORD)) return fake.pending = cudaErrorLaunchFailure;
     if (event) {
         memcpy((void *)event, &fake.clock_us, sizeof fake.clock_us);
         memcpy((char *)event + sizeof fake.clock_us, &stream, sizeof stream);
@@ -450,7 +450,7 @@ cudaError_t __wrap_cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 }
 cudaError_t __wrap_cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned flags) {
     (void)flags;
-    if (fake_fault(FAKE_WAIT_EVENT)) return cudaErrorInvalidResourceHandle;
+    if (fake_fault(FAKE_WAIT_EVENT)) return fake.pending = cudaErrorInvalidResourceHandle;
     ++fake.enqueued;
     fake.last_wait_stream = stream;
     fake.last_wait_at = fake.enqueued;
@@ -461,7 +461,7 @@ cudaError_t __wrap_cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, u
     return cudaSuccess;
 }
 cudaError_t __wrap_cudaMalloc(void **ptr, size_t bytes) {
-    if (fake_fault(FAKE_MALLOC)) return cudaErrorMemoryAllocation;
+    if (fake_fault(FAKE_MALLOC)) return fake.pending = cudaErrorMemoryAllocation;
     void *p = fake.device_space ? device_space_take(bytes) : malloc(16); /* never dereferenced: with malloc, a unique
                                                                            * address whose leak the sanitizers see */
     if (!p) return cudaErrorMemoryAllocation;
@@ -483,9 +483,10 @@ cudaError_t __wrap_cudaGetLastError(void) {
     fake.pending = cudaSuccess;
     return e;
 }
+cudaError_t __wrap_cudaPeekAtLastError(void) { return fake.pending; }
 cudaError_t __wrap_cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind) {
     (void)src, (void)kind;
-    if (fake_fault(FAKE_MEMCPY)) return cudaErrorLaunchFailure; /* counts the call */
+    if (fake_fault(FAKE_MEMCPY)) return fake.pending = cudaErrorLaunchFailure; /* counts the call */
     if (kind == cudaMemcpyDeviceToHost) memset(dst, 0, bytes), fake.sync_copy_from = src;
     if (kind == cudaMemcpyDeviceToHost && fake.on_sync_copy_to_host) fake.on_sync_copy_to_host(dst, bytes);
     return cudaSuccess;
@@ -629,16 +630,16 @@ static dim3 config_cluster(const cudaLaunchConfig_t *config, int *has) {
 }
 /* cudaLaunchKernelEx (<cuda_runtime.h>'s template) with its attributes: a priority, a cluster shape. Counted as
  * every launch is (FAKE_LAUNCH's faults, fake.enqueued, the kernel's count, the log); a cluster launch also in
- * fake.cluster_launches. A refused launch leaves no error behind (the call returns it). */
+ * fake.cluster_launches. A refused launch leaves its error for cudaGetLastError too, as every failed runtime call does. */
 cudaError_t __wrap_cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args) {
-    if (fake_fault(FAKE_LAUNCH)) return cudaErrorLaunchOutOfResources;
+    if (fake_fault(FAKE_LAUNCH)) return fake.pending = cudaErrorLaunchOutOfResources;
     int has_cluster = 0;
     const dim3 cluster = config_cluster(config, &has_cluster);
     const cudaError_t refused =
         launch_refused(kernel_of(func), config->gridDim, config->blockDim, config->dynamicSmemBytes, cluster);
     if (refused != cudaSuccess) {
         ++fake.refused_launches;
-        return refused;
+        return fake.pending = refused;
     }
     launched(func, config->stream, args, config->gridDim, has_cluster);
     return cudaSuccess;
@@ -729,7 +730,7 @@ cudaError_t __wrap_cudaGetDriverEntryPointByVersion(const char *symbol, void **f
 /* ---- graphs ---- */
 cudaError_t __wrap_cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode) {
     (void)mode;
-    if (fake_fault(FAKE_BEGIN_CAPTURE)) return cudaErrorStreamCaptureUnsupported;
+    if (fake_fault(FAKE_BEGIN_CAPTURE)) return fake.pending = cudaErrorStreamCaptureUnsupported;
     capture_stream = stream;
     capture_into = NULL;
     if (fake.captures_open == 0) n_captured = 0;
@@ -751,7 +752,7 @@ cudaError_t __wrap_cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph)
     --fake.captures_open; /* ends the capture even when it fails, as the runtime does */
     if (fake.captures_open == 0) n_captured = 0;
     *graph = NULL;
-    if (fake_fault(FAKE_END_CAPTURE)) return cudaErrorStreamCaptureInvalidated;
+    if (fake_fault(FAKE_END_CAPTURE)) return fake.pending = cudaErrorStreamCaptureInvalidated;
     if (capture_into) { /* the runtime hands back the graph captured into: nothing new is alive */
         *graph = capture_into;
         capture_into = NULL;
@@ -802,7 +803,7 @@ cudaError_t __wrap_cudaGraphAddNode(cudaGraphNode_t *node, cudaGraph_t graph, co
 cudaError_t __wrap_cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags) {
     (void)graph, (void)flags;
     *exec = NULL;
-    if (fake_fault(FAKE_INSTANTIATE)) return cudaErrorInvalidValue;
+    if (fake_fault(FAKE_INSTANTIATE)) return fake.pending = cudaErrorInvalidValue;
     if (!fake_create()) return cudaErrorMemoryAllocation;
     *exec = (cudaGraphExec_t)fake_handle();
     return cudaSuccess;
@@ -810,7 +811,7 @@ cudaError_t __wrap_cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph
 cudaError_t __wrap_cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t graph, cudaGraphExecUpdateResultInfo *info) {
     (void)exec, (void)graph;
     memset(info, 0, sizeof *info);
-    if (fake_fault(FAKE_EXEC_UPDATE)) return cudaErrorGraphExecUpdateFailure;
+    if (fake_fault(FAKE_EXEC_UPDATE)) return fake.pending = cudaErrorGraphExecUpdateFailure;
     return cudaSuccess;
 }
 cudaError_t __wrap_cudaGraphExecDestroy(cudaGraphExec_t exec) {
@@ -819,7 +820,7 @@ cudaError_t __wrap_cudaGraphExecDestroy(cudaGraphExec_t exec) {
 }
 cudaError_t __wrap_cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
     (void)exec;
-    if (fake_fault(FAKE_GRAPH_LAUNCH)) return cudaErrorLaunchFailure;
+    if (fake_fault(FAKE_GRAPH_LAUNCH)) return fake.pending = cudaErrorLaunchFailure;
     ++fake.enqueued;
     (void)log_entry(FAKE_OP_GRAPH, stream);
     ++fake.graph_launches;

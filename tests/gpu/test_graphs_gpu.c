@@ -7,7 +7,8 @@
  *  - accumulation: 3 accumulating replays equal 3x one overwriting replay within tolerance;
  *  - 1000 replays stay correct and identical;
  *  - device-side bucket selection gives the eager result for several M, and runs nothing for a bad M;
- *  - destroying a context with live graphs returns device memory to where it started.
+ *  - destroying a context with live graphs returns device memory to where it started;
+ *  - an error the application left pending is refused as not the run's, and a busy stream's query is no error.
  */
 #include <math.h>
 
@@ -320,6 +321,50 @@ static void device_selected_bucket(void **state) {
     gg_ctx_destroy(ctx);
 }
 
+/* The CUDA runtime as gradgraph's refusal of an application's pending error assumes it (tests/cpu/test_api.c checks
+ * the rule on the fakes): a failed runtime call of the application's (a cudaMalloc too large) leaves its error for
+ * cudaGetLastError; the graph's run is refused for it and leaves it there, runs (and is right) once it is read; a
+ * cudaStreamQuery answering cudaErrorNotReady (a busy stream) does not refuse the next run. */
+static void pending_application_error_is_not_gradgraphs(void **state) {
+    (void)state;
+    REQUIRE_GPU();
+    gg_ctx *ctx = new_ctx();
+    probe p = probe_open(ctx, 1, 7);
+    void *huge = NULL;
+    assert_int_equal(cudaMalloc(&huge, (size_t)1 << 62), cudaErrorMemoryAllocation);
+    assert_int_equal(cudaPeekAtLastError(), cudaErrorMemoryAllocation);
+    CUDA_OK(gg_case_poison(p.run));
+    assert_int_equal(gg_case_graph_run(p.run, p.graph, p.precision), GG_ERROR_CUDA);
+    const char *msg = gg_last_error(ctx);
+    if (!strstr(msg, "a CUDA error is pending on this thread from earlier work that was not this call's: "
+                     "cudaErrorMemoryAllocation"))
+        fail_msg("refusal's message: %s", msg);
+    assert_int_equal(cudaGetLastError(), cudaErrorMemoryAllocation); /* still pending: the application reads it */
+    GG_OK(ctx, gg_case_graph_run(p.run, p.graph, p.precision));
+    gg_case_verdict v;
+    CUDA_OK(gg_case_check(p.run, &v));
+    assert_true(v.passed);
+    /* a busy stream's query: ~1 GiB of memset behind it */
+    const size_t bytes = (size_t)1 << 30;
+    void *big = NULL;
+    cudaStream_t busy = NULL;
+    CUDA_OK(cudaMalloc(&big, bytes));
+    CUDA_OK(cudaStreamCreateWithFlags(&busy, cudaStreamNonBlocking));
+    for (int i = 0; i < 8; ++i) CUDA_OK(cudaMemsetAsync(big, i, bytes, busy));
+    const cudaError_t q = cudaStreamQuery(busy);
+    print_message("cudaStreamQuery of the busy stream: %s, then cudaPeekAtLastError: %s\n", cudaGetErrorName(q),
+                  cudaGetErrorName(cudaPeekAtLastError()));
+    CUDA_OK(gg_case_poison(p.run));
+    GG_OK(ctx, gg_case_graph_run(p.run, p.graph, p.precision));
+    CUDA_OK(gg_case_check(p.run, &v));
+    assert_true(v.passed);
+    CUDA_OK(cudaStreamSynchronize(busy));
+    CUDA_OK(cudaStreamDestroy(busy));
+    CUDA_OK(cudaFree(big));
+    probe_close(&p);
+    gg_ctx_destroy(ctx);
+}
+
 /* One context's life: graphs made, run, and left alive for gg_ctx_destroy. */
 static void context_life(gg_case_run *r, int report) {
     gg_ctx *ctx = new_ctx();
@@ -368,6 +413,7 @@ int main(void) {
         cmocka_unit_test(thousand_replays_stay_correct),
         cmocka_unit_test(device_selected_bucket),
         cmocka_unit_test(context_teardown_returns_memory),
+        cmocka_unit_test(pending_application_error_is_not_gradgraphs),
         cmocka_unit_test(graph_equals_eager_bitwise_all_cases),
     };
     return cmocka_run_group_tests_name("graphs_gpu", tests, NULL, NULL);
