@@ -1253,7 +1253,8 @@ GG_API gg_status gg_dist_init_env(gg_ctx *ctx, const char *id_path, const gg_dis
  * points at an MPI_Comm; NULL: MPI_COMM_WORLD); rank 0 makes NCCL's unique id and broadcasts it over that
  * communicator. The caller initializes and finalizes MPI (MPI_Init before, MPI_Finalize after gg_ctx_destroy) and
  * puts ctx on the GPU of its node-local rank. Every rank of the communicator must call this at the same time.
- * A rank that refuses its own arguments still takes part in the broadcast: when rank 0 refuses, every other rank
+ * A rank that refuses its own arguments (or is refused before them: ctx NULL or in use by another thread, a CUDA
+ * error pending) still takes part in the broadcast: when rank 0 refuses, every other rank
  * returns GG_ERROR_PEER at once; when another rank refuses, the rest give up at GG_DIST_INIT_TIMEOUT_S.
  * gradgraph owns the NCCL communicator it makes. Built without MPI (or NCCL): GG_ERROR_UNSUPPORTED. */
 GG_API gg_status gg_dist_init_mpi(gg_ctx *ctx, const void *mpi_comm, const gg_dist_config *config);

@@ -308,14 +308,37 @@ fail:
     return status;
 }
 
+/* What rank 0 broadcasts through MPI: whether it made NCCL's unique id, and the id. */
+typedef struct id_message {
+    int32_t ok;
+    ncclUniqueId id;
+} id_message;
+
+/* A call refused before its own checks (ctx NULL or in use by another thread, a CUDA error pending, inside a step's
+ * callback) that would have shared NCCL's id through MPI takes part in the broadcast all the same, as a rank whose
+ * checks failed does (share_id_mpi): MPI_Bcast has no deadline, so the other ranks would wait in it forever. The
+ * refusal's message is kept (the context was not claimed, or is released: a broadcast's failure would go to this
+ * thread's buffer). */
+static gg_status refused_but_broadcast(const char *fn, const void *mpi_comm, gg_status refused) {
+    char message[GG_MSG_BYTES];
+    snprintf(message, sizeof message, "%s", gg_last_error(NULL));
+    id_message shared = {0}; /* from rank 0: "no id" */
+    if (gg_bootstrap_mpi_broadcast(NULL, fn, mpi_comm, &shared, sizeof shared) != GG_SUCCESS)
+        (void)gg_fail(NULL, refused, "%s", message);
+    return refused;
+}
+
 /* A call that makes or attaches ctx's communicator, body(ctx, fn, arg, config), with ctx claimed for its whole length
- * (a second thread is refused, as by every other call). */
+ * (a second thread is refused, as by every other call). `broadcasts`: body shares NCCL's id through MPI (mpi_comm,
+ * NULL for the world), which a refused call takes part in too. */
 typedef gg_status (*comm_maker)(gg_ctx *ctx, const char *fn, const void *arg, const gg_dist_config *config);
-static gg_status claimed(gg_ctx *ctx, const char *fn, comm_maker body, const void *arg, const gg_dist_config *config) {
-    if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
-    GG_TRY(gg_refuse_in_step_callback(ctx, fn));
-    GG_TRY(gg_ctx_claim(ctx, fn));
-    const gg_status status = body(ctx, fn, arg, config);
+static gg_status claimed(gg_ctx *ctx, const char *fn, comm_maker body, const void *arg, const gg_dist_config *config,
+                         int broadcasts, const void *mpi_comm) {
+    gg_status status = ctx ? gg_refuse_in_step_callback(ctx, fn)
+                           : gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
+    if (status == GG_SUCCESS) status = gg_ctx_claim(ctx, fn);
+    if (status != GG_SUCCESS) return broadcasts ? refused_but_broadcast(fn, mpi_comm, status) : status;
+    status = body(ctx, fn, arg, config);
     gg_ctx_release(ctx);
     return status;
 }
@@ -333,7 +356,7 @@ static gg_status attach(gg_ctx *ctx, const char *fn, const void *nccl_comm, cons
 }
 
 gg_status gg_dist_attach(gg_ctx *ctx, void *nccl_comm, const gg_dist_config *config) {
-    return claimed(ctx, "gg_dist_attach", attach, nccl_comm, config);
+    return claimed(ctx, "gg_dist_attach", attach, nccl_comm, config, 0, NULL);
 }
 
 /* The configuration of the communicators gradgraph makes. With comm_sms > 0 (overlap on), NCCL runs on exactly
@@ -395,10 +418,7 @@ static gg_status init_from_id(gg_ctx *ctx, const char *fn, int rank, int size, c
  * (rank 0 would wait in it), then returns its failure (the others give up at the init deadline). */
 static gg_status share_id_mpi(gg_ctx *ctx, const char *fn, const void *mpi_comm, int rank, gg_status checked,
                               ncclUniqueId *id) {
-    struct {
-        int32_t ok;
-        ncclUniqueId id;
-    } shared = {0};
+    id_message shared = {0};
     if (checked != GG_SUCCESS) {
         char first[GG_MSG_BYTES];
         gg_failure_save(ctx, checked, first);
@@ -476,7 +496,7 @@ static gg_status init_env(gg_ctx *ctx, const char *fn, const void *path, const g
 }
 
 gg_status gg_dist_init_env(gg_ctx *ctx, const char *id_path, const gg_dist_config *config) {
-    return claimed(ctx, "gg_dist_init_env", init_env, id_path, config);
+    return claimed(ctx, "gg_dist_init_env", init_env, id_path, config, id_path == NULL, NULL);
 }
 
 static gg_status init_mpi(gg_ctx *ctx, const char *fn, const void *mpi_comm, const gg_dist_config *config) {
@@ -496,7 +516,7 @@ static gg_status init_mpi(gg_ctx *ctx, const char *fn, const void *mpi_comm, con
 }
 
 gg_status gg_dist_init_mpi(gg_ctx *ctx, const void *mpi_comm, const gg_dist_config *config) {
-    return claimed(ctx, "gg_dist_init_mpi", init_mpi, mpi_comm, config);
+    return claimed(ctx, "gg_dist_init_mpi", init_mpi, mpi_comm, config, 1, mpi_comm);
 }
 
 /* One communicator per device, all in this process (what ncclCommInitAll does, with gradgraph's configuration): every

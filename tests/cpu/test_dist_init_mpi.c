@@ -114,6 +114,38 @@ static void rank_0_refusing_its_arguments_fails_every_rank(void **state) {
     assert_true(all_ranks_ok(ok));
 }
 
+/* Rank 0's call refused before its own checks: a CUDA error its application left pending (the refusal leaves it
+ * pending), or no context at all; gg_dist_init_mpi and gg_dist_init_env without an id file. Rank 0 still takes part
+ * in the id's broadcast (before, the others waited in MPI_Bcast forever): it says why it refused, the others that
+ * rank 0 refused; no rank makes a communicator. */
+static void rank_0_refused_before_its_checks_fails_every_rank(void **state) {
+    (void)state;
+    unsetenv("RANK");
+    unsetenv("WORLD_SIZE");
+    const gg_dist_config dc = dist_config();
+    for (int how = 0; how < 4; ++how) { /* bit 0: no context (else an error pending); bit 1: init_env */
+        gg_ctx *ctx = fake_ctx();
+        const int no_ctx = how & 1, env = how & 2;
+        gg_ctx *const given = mpi_rank == 0 && no_ctx ? NULL : ctx;
+        if (mpi_rank == 0 && !no_ctx) fake.pending = cudaErrorInvalidConfiguration;
+        const gg_status st = env ? gg_dist_init_env(given, NULL, &dc) : gg_dist_init_mpi(given, NULL, &dc);
+        const char *said = gg_last_error(given);
+        const char *fn = env ? "gg_dist_init_env" : "gg_dist_init_mpi";
+        const char *expect = mpi_rank != 0 ? "rank 0 refused its arguments"
+                             : no_ctx      ? "ctx is NULL"
+                                           : "a CUDA error is pending on this thread from earlier work that was not "
+                                             "this call's: cudaErrorInvalidConfiguration";
+        const gg_status want = mpi_rank != 0 ? GG_ERROR_PEER : no_ctx ? GG_ERROR_INVALID_ARGUMENT : GG_ERROR_CUDA;
+        int ok = st == want && strncmp(said, fn, strlen(fn)) == 0 && strstr(said, expect) &&
+                 fake_nccl.calls[FN_INIT] == 0 && gg_dist_size(ctx) == 0;
+        if (mpi_rank == 0 && !no_ctx) ok = ok && cudaGetLastError() == cudaErrorInvalidConfiguration;
+        if (!ok) print_message("rank %d, %s%s: status %s: %s\n", mpi_rank, fn, no_ctx ? " without a context" : "",
+                               gg_status_string(st), said);
+        ok = destroyed_cleanly(ctx) && ok;
+        assert_true(all_ranks_ok(ok));
+    }
+}
+
 /* gg_dist_init_env(ctx, NULL, ...): the id travels through MPI's world when the environment's rank and size are
  * MPI's (mpiexec's OMPI_COMM_WORLD_* here, RANK/WORLD_SIZE unset); with RANK naming another rank, every rank refuses
  * before making anything. */
@@ -155,6 +187,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(rank_0_without_an_id_fails_every_rank),
         cmocka_unit_test(rank_0_refusing_its_arguments_fails_every_rank),
         cmocka_unit_test(init_env_without_a_file_takes_mpis_world),
+        cmocka_unit_test(rank_0_refused_before_its_checks_fails_every_rank),
     };
     int failed = mpi_size >= 2 ? cmocka_run_group_tests(tests, NULL, NULL) : 1; /* one rank tests no sharing */
     MPI_Finalize();
