@@ -53,7 +53,9 @@
  * calls yourself if several threads share a context.
  * Streams. The work a context enqueues (eager calls and graph replays) must not run concurrently with other work of
  * the same context on the GPU: it shares the context's scratch memory and reduction counters. Calls on one stream,
- * or streams ordered with events, are fine; work that must overlap needs one context each.
+ * or streams ordered with events, are fine; work that must overlap needs one context each. A stream of another device
+ * than the context's is refused (GG_ERROR_INVALID_ARGUMENT, nothing enqueued; built with CUDA 12.8 or later, which
+ * can say a stream's device).
  *
  * Memory layout. Every tensor is row-major and contiguous. "tokens" is M = batch_size * seq_len; a tensor
  * described as [M, H] is the activation of all tokens viewed as a matrix. Tensors named bf16 hold IEEE bfloat16

@@ -48,8 +48,34 @@ gg_status gg_device_enter(gg_ctx *ctx, const char *fn, int *saved_device) {
     return status;
 }
 
+/* A launch into another device's stream fails (cudaErrorInvalidResourceHandle), an eager call's after part of its
+ * work was enqueued: the stream's device is asked first (a host-side query of the stream, also on a capturing one). A
+ * stream the runtime cannot say is let through: its first launch reports what is wrong. */
+static gg_status check_stream_device(gg_ctx *ctx, const char *fn, cudaStream_t stream) {
+#if CUDART_VERSION >= 12080 /* cudaStreamGetDevice */
+    int device = -1;
+    if (cudaStreamGetDevice(stream, &device) != cudaSuccess) {
+        gg_clear_own_cuda_error(ctx);
+        return GG_SUCCESS;
+    }
+    if (device != ctx->config.device)
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
+                       "%s: stream (%p) is a stream of device %d, and the context is on device %d: enqueue on a stream "
+                       "of the context's device; nothing was done",
+                       fn, (void *)stream, device, ctx->config.device);
+#else
+    (void)ctx, (void)fn, (void)stream;
+#endif
+    return GG_SUCCESS;
+}
+
 gg_status gg_device_enter_stream(gg_ctx *ctx, const char *fn, cudaStream_t stream, int *saved_device) {
     GG_TRY(gg_device_enter(ctx, fn, saved_device));
+    const gg_status on_device = check_stream_device(ctx, fn, stream);
+    if (on_device != GG_SUCCESS) {
+        gg_device_leave(ctx, *saved_device);
+        return on_device;
+    }
     if (!gg_in_step_callback()) return GG_SUCCESS;
     /* the callback's own failed launch, pending: the step's claim of ctx came before it, so the outermost claim did
      * not see it (the step's capture fails with this call) */

@@ -215,8 +215,9 @@ gg_status gg_ctx_reserve_scratch(gg_ctx *ctx, size_t bytes);
  * gg_device_leave restores the caller's device and releases the claim. */
 gg_status gg_device_enter(gg_ctx *ctx, const char *fn, int *saved_device);
 void gg_device_leave(gg_ctx *ctx, int saved_device);
-/* gg_device_enter for an eager call that enqueues on the caller's `stream`: inside a step graph's callback, a stream
- * the step's capture does not hold is refused (the work would run once, now, instead of in the step). */
+/* gg_device_enter for a call that enqueues on the caller's `stream`: a stream of another device than the context's is
+ * refused, and inside a step graph's callback a stream the step's capture does not hold (the work would run once,
+ * now, instead of in the step). */
 gg_status gg_device_enter_stream(gg_ctx *ctx, const char *fn, cudaStream_t stream, int *saved_device);
 
 /* Claims ctx for the calling thread for the length of a public call (nested claims by the same thread count):

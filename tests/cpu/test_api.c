@@ -822,6 +822,48 @@ static void pending_cuda_error_is_the_applications(void **state) {
     assert_int_equal(fake.pending, cudaErrorMemoryAllocation);
 }
 
+/* A stream of another device than the context's (its launches would fail: an eager call's after part of its work) is
+ * refused before anything is enqueued: an eager block call, a forward, a graph's run, gg_to_fp16, gg_check_finite;
+ * the context's own streams and the default one work. */
+static void a_stream_of_another_device_is_refused(void **state) {
+    (void)state;
+    gg_ctx *ctx = make_ctx();
+    gg_graph_config gc = config_to_1024();
+    gg_graph *g = tanh_graph(ctx, &gc);
+    const gg_tanh_gate_desc td = tanh_desc();
+    const gg_tanh_gate_args ta = tanh_args();
+    const gg_tanh_gate_fwd_args tf = {FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4)};
+    cudaStream_t mine = NULL, foreign = NULL;
+    assert_int_equal(cudaStreamCreateWithFlags(&mine, cudaStreamNonBlocking), cudaSuccess);
+    assert_int_equal(cudaStreamCreateWithFlags(&foreign, cudaStreamNonBlocking), cudaSuccess);
+    fake.foreign_stream = foreign;
+    fake.enqueued = 0;
+    char says[160];
+    snprintf(says, sizeof says, "stream (%p) is a stream of device 1, and the context is on device 0",
+             (void *)foreign);
+    assert_int_equal(gg_tanh_gate_backward(ctx, &td, &ta, (gg_stream)foreign), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_tanh_gate_backward: ");
+    assert_message_has(ctx, says);
+    assert_int_equal(gg_tanh_gate_forward(ctx, &td, &tf, (gg_stream)foreign), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, says);
+    assert_int_equal(gg_tanh_gate_graph_run(g, &td, &ta, (gg_stream)foreign), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_tanh_gate_graph_run: ");
+    assert_message_has(ctx, says);
+    assert_int_equal(gg_to_fp16(ctx, FAKE(10), FAKE(11), 1024, (gg_stream)foreign), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, says);
+    assert_int_equal(gg_check_finite(ctx, FAKE(12), 1024, 0, FAKE(13), (gg_stream)foreign),
+                     GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, says);
+    assert_int_equal(fake.enqueued, 0);
+    assert_int_equal(gg_tanh_gate_backward(ctx, &td, &ta, (gg_stream)mine), GG_SUCCESS);
+    assert_int_equal(gg_tanh_gate_graph_run(g, &td, &ta, (gg_stream)mine), GG_SUCCESS);
+    assert_int_equal(gg_tanh_gate_graph_run(g, &td, &ta, NULL), GG_SUCCESS);
+    assert_int_equal(cudaStreamDestroy(mine), cudaSuccess);
+    assert_int_equal(cudaStreamDestroy(foreign), cudaSuccess);
+    gg_graph_destroy(g);
+    destroy_ctx(ctx);
+}
+
 /* A graph's run refuses what differs from the graph (the second dim, the precision), tokens that are not a bucket
  * when padding is off, and device tokens that are not 8-byte aligned, each named, nothing enqueued. */
 static void graph_run_refuses_what_differs_from_the_graph(void **state) {
@@ -1652,6 +1694,7 @@ int main(void) {
         cmocka_unit_test(narrow_schedules_only_beside_a_second_stream),
         cmocka_unit_test(graph_run_checks_its_arguments),
         cmocka_unit_test(pending_cuda_error_is_the_applications),
+        cmocka_unit_test(a_stream_of_another_device_is_refused),
         cmocka_unit_test(graph_run_refuses_what_differs_from_the_graph),
         cmocka_unit_test(graph_runs_eagerly_past_its_largest_bucket_when_asked),
         cmocka_unit_test(graph_device_errors_reads_the_counter),

@@ -347,9 +347,19 @@ cudaError_t __wrap_cudaGetDevice(int *device) {
     *device = 0;
     return fake.fail_get_device ? cudaErrorDevicesUnavailable : cudaSuccess;
 }
+/* The device cudaSetDevice last made current on this thread: every stream but fake.foreign_stream is its (the
+ * default streams are the current device's; the fakes do not remember where a stream was made). */
+static _Thread_local int current_device;
+cudaError_t __wrap_cudaStreamGetDevice(cudaStream_t stream, int *device) {
+    ++fake.cuda_calls;
+    *device = fake.foreign_stream && stream == fake.foreign_stream ? 1 : current_device;
+    return cudaSuccess;
+}
 cudaError_t __wrap_cudaSetDevice(int device) {
     ++fake.cuda_calls;
-    return device < fake.device_count ? cudaSuccess : cudaErrorInvalidDevice;
+    if (device >= fake.device_count) return cudaErrorInvalidDevice;
+    current_device = device;
+    return cudaSuccess;
 }
 /* Without fake.compute_capability, 132 whatever is asked (the SM count; the compute capability 132.132 is no 9.0, so
  * the library takes no sm_90a route). With it, an H100/H200 of that compute capability (a B200 for 100: 148 SMs,

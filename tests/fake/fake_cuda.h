@@ -90,6 +90,8 @@ typedef struct fake_state {
     int host_pinned;            /* ... pinned (cudaMemoryTypeHost) rather than unregistered */
     uintptr_t managed_lo, managed_hi; /* [lo, hi): managed memory */
     uintptr_t foreign_lo, foreign_hi; /* [lo, hi): device memory of device 1; elsewhere the device is not said (-1) */
+    cudaStream_t foreign_stream;      /* a stream of device 1 (cudaStreamGetDevice); every other one is the current
+                                       * device's */
     int pointer_queries;   /* cudaPointerGetAttributes calls */
     fake_kind fail_kind;   /* with fail_at: the fail_at-th call of this kind fails */
     int fail_at;           /* 0: no fault */

@@ -8,7 +8,8 @@
  *  - 1000 replays stay correct and identical;
  *  - device-side bucket selection gives the eager result for several M, and runs nothing for a bad M;
  *  - destroying a context with live graphs returns device memory to where it started;
- *  - an error the application left pending is refused as not the run's, and a busy stream's query is no error.
+ *  - an error the application left pending is refused as not the run's, and a busy stream's query is no error;
+ *  - the default streams and a stream the application is capturing pass the stream's device check.
  */
 #include <math.h>
 
@@ -365,6 +366,51 @@ static void pending_application_error_is_not_gradgraphs(void **state) {
     gg_ctx_destroy(ctx);
 }
 
+/* The streams a call takes are asked their device (a stream of another device is refused; tests/cpu/test_api.c): the
+ * default streams are the context's device's, and asking a stream that the application is capturing (global mode)
+ * neither fails nor invalidates its capture: an eager call inside it is captured and right when the graph runs. */
+static void default_and_capturing_streams_are_the_devices(void **state) {
+    (void)state;
+    REQUIRE_GPU();
+    gg_ctx *ctx = new_ctx();
+    probe p = probe_open(ctx, 1, 11);
+    const gg_stream own = p.run->stream;
+    const gg_stream defaults[2] = {(gg_stream)cudaStreamPerThread, (gg_stream)cudaStreamLegacy};
+    gg_case_verdict v;
+    for (int k = 0; k < 2; ++k) {
+        p.run->stream = defaults[k];
+        CUDA_OK(gg_case_poison(p.run));
+        GG_OK(ctx, gg_case_graph_run(p.run, p.graph, p.precision));
+        GG_OK(ctx, gg_case_execute(p.run, ctx, p.precision));
+        CUDA_OK(gg_case_check(p.run, &v));
+        assert_true(v.passed);
+    }
+    cudaStream_t cap = NULL;
+    CUDA_OK(cudaStreamCreateWithFlags(&cap, cudaStreamNonBlocking));
+    p.run->stream = (gg_stream)cap;
+    GG_OK(ctx, gg_case_execute(p.run, ctx, p.precision)); /* planned outside the capture */
+    CUDA_OK(gg_case_poison(p.run));
+    CUDA_OK(cudaStreamSynchronize(cap));
+    CUDA_OK(cudaStreamBeginCapture(cap, cudaStreamCaptureModeGlobal));
+    const gg_status inside = gg_case_execute(p.run, ctx, p.precision);
+    cudaGraph_t graph = NULL;
+    const cudaError_t ended = cudaStreamEndCapture(cap, &graph);
+    if (inside != GG_SUCCESS) fail_msg("eager call inside the capture: %s", gg_last_error(ctx));
+    CUDA_OK(ended);
+    cudaGraphExec_t exec = NULL;
+    CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+    CUDA_OK(cudaGraphLaunch(exec, cap));
+    CUDA_OK(cudaStreamSynchronize(cap));
+    CUDA_OK(gg_case_check(p.run, &v));
+    assert_true(v.passed);
+    CUDA_OK(cudaGraphExecDestroy(exec));
+    CUDA_OK(cudaGraphDestroy(graph));
+    p.run->stream = own;
+    CUDA_OK(cudaStreamDestroy(cap));
+    probe_close(&p);
+    gg_ctx_destroy(ctx);
+}
+
 /* One context's life: graphs made, run, and left alive for gg_ctx_destroy. */
 static void context_life(gg_case_run *r, int report) {
     gg_ctx *ctx = new_ctx();
@@ -414,6 +460,7 @@ int main(void) {
         cmocka_unit_test(device_selected_bucket),
         cmocka_unit_test(context_teardown_returns_memory),
         cmocka_unit_test(pending_application_error_is_not_gradgraphs),
+        cmocka_unit_test(default_and_capturing_streams_are_the_devices),
         cmocka_unit_test(graph_equals_eager_bitwise_all_cases),
     };
     return cmocka_run_group_tests_name("graphs_gpu", tests, NULL, NULL);
