@@ -12,6 +12,7 @@
  *  - the default streams and a stream the application is capturing pass the stream's device check.
  */
 #include <math.h>
+#include <time.h>
 
 #include "gpu_test.h"
 
@@ -387,6 +388,14 @@ static void default_and_capturing_streams_are_the_devices(void **state) {
     }
     cudaStream_t cap = NULL;
     CUDA_OK(cudaStreamCreateWithFlags(&cap, cudaStreamNonBlocking));
+    /* what the check costs a call on the host (printed, not asserted) */
+    struct timespec t0, t1;
+    int device = -1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int i = 0; i < 100000; ++i) CUDA_OK(cudaStreamGetDevice(cap, &device));
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    print_message("cudaStreamGetDevice: %.3f us a call (100000 calls)\n",
+                  ((double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec)) / 1e3 / 100000);
     p.run->stream = (gg_stream)cap;
     GG_OK(ctx, gg_case_execute(p.run, ctx, p.precision)); /* planned outside the capture */
     CUDA_OK(gg_case_poison(p.run));
