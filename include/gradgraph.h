@@ -55,7 +55,7 @@
  * the same context on the GPU: it shares the context's scratch memory and reduction counters. Calls on one stream,
  * or streams ordered with events, are fine; work that must overlap needs one context each. A stream of another device
  * than the context's is refused (GG_ERROR_INVALID_ARGUMENT, nothing enqueued; built with CUDA 12.8 or later, which
- * can say a stream's device).
+ * can say a stream's device; a stream being captured is not asked, since asking invalidates its capture).
  *
  * Memory layout. Every tensor is row-major and contiguous. "tokens" is M = batch_size * seq_len; a tensor
  * described as [M, H] is the activation of all tokens viewed as a matrix. Tensors named bf16 hold IEEE bfloat16

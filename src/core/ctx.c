@@ -49,15 +49,21 @@ gg_status gg_device_enter(gg_ctx *ctx, const char *fn, int *saved_device) {
 }
 
 /* A launch into another device's stream fails (cudaErrorInvalidResourceHandle), an eager call's after part of its
- * work was enqueued: the stream's device is asked first (a host-side query of the stream, also on a capturing one). A
- * stream the runtime cannot say is let through: its first launch reports what is wrong. */
+ * work was enqueued: the stream's device is asked first. Not a stream being captured: the query invalidates its
+ * capture (CUDA 13.0, measured: tests/gpu/test_graphs_gpu.c); and asked in relaxed capture mode, so that another
+ * stream's capture in global mode does not take it for an unsafe call. A stream the runtime cannot say is let
+ * through: its first launch reports what is wrong. */
 static gg_status check_stream_device(gg_ctx *ctx, const char *fn, cudaStream_t stream) {
 #if CUDART_VERSION >= 12080 /* cudaStreamGetDevice */
+    enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);
+    enum cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
     int device = -1;
-    if (cudaStreamGetDevice(stream, &device) != cudaSuccess) {
-        gg_clear_own_cuda_error(ctx);
-        return GG_SUCCESS;
-    }
+    cudaError_t e = cudaStreamIsCapturing(stream, &capturing);
+    if (e == cudaSuccess && capturing == cudaStreamCaptureStatusNone) e = cudaStreamGetDevice(stream, &device);
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);
+    if (e != cudaSuccess) gg_clear_own_cuda_error(ctx);
+    if (e != cudaSuccess || capturing != cudaStreamCaptureStatusNone) return GG_SUCCESS;
     if (device != ctx->config.device)
         return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
                        "%s: stream (%p) is a stream of device %d, and the context is on device %d: enqueue on a stream "
@@ -71,19 +77,15 @@ static gg_status check_stream_device(gg_ctx *ctx, const char *fn, cudaStream_t s
 
 gg_status gg_device_enter_stream(gg_ctx *ctx, const char *fn, cudaStream_t stream, int *saved_device) {
     GG_TRY(gg_device_enter(ctx, fn, saved_device));
-    const gg_status on_device = check_stream_device(ctx, fn, stream);
-    if (on_device != GG_SUCCESS) {
+    /* Inside a step's callback, first the callback's own failed launch, pending: the step's claim of ctx came before
+     * it, so the outermost claim did not see it (the step's capture fails with this call). */
+    gg_status checked = gg_in_step_callback() ? gg_refuse_pending_cuda_error(ctx, fn) : GG_SUCCESS;
+    if (checked == GG_SUCCESS) checked = check_stream_device(ctx, fn, stream);
+    if (checked != GG_SUCCESS) {
         gg_device_leave(ctx, *saved_device);
-        return on_device;
+        return checked;
     }
     if (!gg_in_step_callback()) return GG_SUCCESS;
-    /* the callback's own failed launch, pending: the step's claim of ctx came before it, so the outermost claim did
-     * not see it (the step's capture fails with this call) */
-    gg_status pending = gg_refuse_pending_cuda_error(ctx, fn);
-    if (pending != GG_SUCCESS) {
-        gg_device_leave(ctx, *saved_device);
-        return pending;
-    }
     enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     const cudaError_t err = cudaStreamIsCapturing(stream, &cs);
     if (err == cudaSuccess && cs == cudaStreamCaptureStatusActive) return GG_SUCCESS;
@@ -191,7 +193,6 @@ gg_status gg_ctx_create(const gg_config *config, gg_ctx **out) {
     if (!out) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_ctx_create: out is NULL");
     *out = NULL;
     GG_TRY(gg_refuse_in_step_callback(NULL, "gg_ctx_create"));
-    GG_TRY(gg_refuse_pending_cuda_error(NULL, "gg_ctx_create")); /* the application's: see gg_ctx_claim */
     const gg_config defaults = GG_CONFIG_INIT;
     if (!config) config = &defaults;
     GG_TRY(validate_config(config));
@@ -212,6 +213,9 @@ gg_status gg_ctx_create(const gg_config *config, gg_ctx **out) {
     if (config->device >= count)
         return gg_fail(NULL, GG_ERROR_NO_DEVICE, "gg_ctx_create: config->device = %d but only %d device(s) are visible",
                        config->device, count);
+    /* the application's (see gg_ctx_claim); after the device count, whose failure (no driver, no device) the runtime
+     * also holds as the thread's last error, and which is GG_ERROR_NO_DEVICE */
+    GG_TRY(gg_refuse_pending_cuda_error(NULL, "gg_ctx_create"));
 
     gg_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return gg_fail(NULL, GG_ERROR_OUT_OF_MEMORY, "gg_ctx_create: out of host memory");

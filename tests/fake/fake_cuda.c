@@ -327,6 +327,7 @@ static void join_capture(cudaStream_t stream) {
     if (!is_captured(stream) && n_captured < CAPTURED_MAX) captured[n_captured++] = stream;
 }
 static cudaGraph_t capture_into; /* the graph a cudaStreamBeginCaptureToGraph captures into, NULL: a new one */
+static int capture_broken;        /* a call the runtime forbids on a capturing stream was made: the capture fails */
 static char fake_bodies[64];     /* a conditional node's body graphs: owned by its graph, never destroyed alone */
 
 cudaError_t __wrap_cudaGetDeviceCount(int *count) {
@@ -353,6 +354,8 @@ static _Thread_local int current_device;
 cudaError_t __wrap_cudaStreamGetDevice(cudaStream_t stream, int *device) {
     ++fake.cuda_calls;
     *device = fake.foreign_stream && stream == fake.foreign_stream ? 1 : current_device;
+    /* on a stream being captured the runtime answers, but the capture is invalidated (CUDA 13.0, measured) */
+    if (fake.capturing || (fake.captures_open > 0 && is_captured(stream))) capture_broken = 1;
     return cudaSuccess;
 }
 cudaError_t __wrap_cudaSetDevice(int device) {
@@ -762,7 +765,9 @@ cudaError_t __wrap_cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph)
     --fake.captures_open; /* ends the capture even when it fails, as the runtime does */
     if (fake.captures_open == 0) n_captured = 0;
     *graph = NULL;
-    if (fake_fault(FAKE_END_CAPTURE)) return fake.pending = cudaErrorStreamCaptureInvalidated;
+    const int broken = capture_broken;
+    capture_broken = 0;
+    if (fake_fault(FAKE_END_CAPTURE) || broken) return fake.pending = cudaErrorStreamCaptureInvalidated;
     if (capture_into) { /* the runtime hands back the graph captured into: nothing new is alive */
         *graph = capture_into;
         capture_into = NULL;

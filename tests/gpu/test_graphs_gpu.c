@@ -332,10 +332,10 @@ static void pending_application_error_is_not_gradgraphs(void **state) {
     REQUIRE_GPU();
     gg_ctx *ctx = new_ctx();
     probe p = probe_open(ctx, 1, 7);
+    CUDA_OK(gg_case_poison(p.run)); /* its launch reads the last error too */
     void *huge = NULL;
     assert_int_equal(cudaMalloc(&huge, (size_t)1 << 62), cudaErrorMemoryAllocation);
     assert_int_equal(cudaPeekAtLastError(), cudaErrorMemoryAllocation);
-    CUDA_OK(gg_case_poison(p.run));
     assert_int_equal(gg_case_graph_run(p.run, p.graph, p.precision), GG_ERROR_CUDA);
     const char *msg = gg_last_error(ctx);
     if (!strstr(msg, "a CUDA error is pending on this thread from earlier work that was not this call's: "
@@ -368,8 +368,9 @@ static void pending_application_error_is_not_gradgraphs(void **state) {
 }
 
 /* The streams a call takes are asked their device (a stream of another device is refused; tests/cpu/test_api.c): the
- * default streams are the context's device's, and asking a stream that the application is capturing (global mode)
- * neither fails nor invalidates its capture: an eager call inside it is captured and right when the graph runs. */
+ * default streams are the context's device's; an eager call on a stream the application is capturing (global mode)
+ * is captured and right when the graph runs (asking that stream its device would invalidate the capture: it is not
+ * asked), and one on another stream beside such a capture runs without invalidating it. */
 static void default_and_capturing_streams_are_the_devices(void **state) {
     (void)state;
     REQUIRE_GPU();
@@ -414,7 +415,19 @@ static void default_and_capturing_streams_are_the_devices(void **state) {
     assert_true(v.passed);
     CUDA_OK(cudaGraphExecDestroy(exec));
     CUDA_OK(cudaGraphDestroy(graph));
+    /* a call on a stream that is not capturing while this thread captures another in global mode: it runs, and the
+     * capture stays valid */
     p.run->stream = own;
+    CUDA_OK(gg_case_poison(p.run));
+    CUDA_OK(cudaStreamSynchronize((cudaStream_t)own));
+    CUDA_OK(cudaStreamBeginCapture(cap, cudaStreamCaptureModeGlobal));
+    const gg_status beside = gg_case_execute(p.run, ctx, p.precision);
+    const cudaError_t ended_beside = cudaStreamEndCapture(cap, &graph);
+    if (beside != GG_SUCCESS) fail_msg("eager call beside the capture: %s", gg_last_error(ctx));
+    CUDA_OK(ended_beside);
+    CUDA_OK(cudaGraphDestroy(graph));
+    CUDA_OK(gg_case_check(p.run, &v));
+    assert_true(v.passed);
     CUDA_OK(cudaStreamDestroy(cap));
     probe_close(&p);
     gg_ctx_destroy(ctx);
