@@ -165,7 +165,9 @@ typedef enum gg_log_level { GG_LOG_ERROR = 0, GG_LOG_WARN = 1, GG_LOG_INFO = 2, 
 /* Receives every message at or above the configured level. Called on the thread that called gradgraph (and, for a
  * data-parallel context, from its watchdog's thread: see gg_dist_attach). gradgraph calls that take a context made
  * from inside it are refused (GG_ERROR_INVALID_ARGUMENT, the message in that thread's gg_last_error(NULL)): the call
- * that logged is still running, and a destroy there would free what it uses. gg_last_error and gg_dist_abort work. */
+ * that logged is still running, and a destroy there would free what it uses. gg_last_error and gg_dist_abort work.
+ * It must return: leaving it by longjmp (or a C++ exception) abandons the call that logged half way (locks held,
+ * streams forked) and leaves the thread marked as inside the callback, so that its later calls are refused. */
 typedef void (*gg_log_fn)(void *user_data, gg_log_level level, const char *message);
 
 /* Whether a block's independent chains (dX and dW) run concurrently on two streams. AUTO (the default) overlaps:
