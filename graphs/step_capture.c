@@ -164,19 +164,23 @@ static gg_status run_callback(gg_step *s, int i, cudaStream_t main, int64_t buck
     ctx->callback_failure = outer_failure;
     ctx->callback_join = outer, ctx->callback_join_user = outer_user;
     const char *entry = gg_ctx_entry(ctx), *fn = entry ? entry : "gg_step_run";
+    /* An error left pending is the callback's own (a gradgraph call inside it leaves none, or was refused for it):
+     * reported here, so cleared; named also beside a gradgraph call's failure, which the status stays. */
+    const cudaError_t left = cudaPeekAtLastError();
+    const int left_one = left != cudaSuccess && left != cudaErrorNotReady;
+    if (left_one) (void)cudaGetLastError();
     if (failed != GG_SUCCESS) /* the callback's work is incomplete: nothing of this capture may run */
         return gg_fail(ctx, failed,
                        "%s: a gradgraph call inside the callback of call %d failed, so the step is not captured "
-                       "(nothing runs): %s",
-                       fn, i, ctx->callback_message); /* the first failure's, as its status */
-    const cudaError_t left = cudaPeekAtLastError();
-    if (left != cudaSuccess && left != cudaErrorNotReady) { /* reported here, so cleared: the callback's own */
-        (void)cudaGetLastError();
+                       "(nothing runs): %s%s%s%s",
+                       fn, i, ctx->callback_message, /* the first failure's, as its status */
+                       left_one ? "; the callback also left a CUDA error pending: " : "",
+                       left_one ? cudaGetErrorName(left) : "", left_one ? " (cleared)" : "");
+    if (left_one)
         return gg_fail(ctx, GG_ERROR_CUDA,
                        "%s: the callback of call %d left a CUDA error pending, %s (%s): a launch or CUDA call of its "
                        "own failed, so the step is not captured (nothing runs)",
                        fn, i, cudaGetErrorName(left), cudaGetErrorString(left));
-    }
     enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     const cudaError_t err = cudaStreamIsCapturing(main, &cs);
     if (err != cudaSuccess || cs != cudaStreamCaptureStatusActive)

@@ -37,11 +37,13 @@
  * eager_beyond_max, which is an eager call). The library never prints (unless given a log callback or GG_LOG_LEVEL,
  * see gg_log_level), never calls exit() or abort(), and frees everything it allocated on every error path.
  * A CUDA error your own code left pending on the calling thread (one cudaGetLastError would return: a launch or
- * a runtime call of yours that failed and was not checked) is yours, not gradgraph's: every call but the destroy
- * functions and gg_dist_detach refuses to run over it (GG_ERROR_CUDA, "a CUDA error is pending on this thread from
+ * a runtime call of yours that failed and was not checked) is yours, not gradgraph's: every call that works on a
+ * context, and gg_ctx_create, refuses to run over it (GG_ERROR_CUDA, "a CUDA error is pending on this thread from
  * earlier work that was not this call's: cudaErrorInvalidConfiguration ...", nothing done) and leaves it pending for
- * you to read; cudaErrorNotReady, a query's answer, is not an error. A call never leaves an error of its own pending:
- * its status reports it. In a step's callback, an error your work leaves pending fails the step's capture (its
+ * you to read; cudaErrorNotReady, a query's answer, is not an error. The calls that free (the destroy functions,
+ * gg_dist_detach, gg_dist_free) run regardless and leave yours pending (unless one of their own CUDA calls fails,
+ * whose error then takes its place: the runtime keeps one); gg_dist_abort, gg_last_error and the getters never look.
+ * Otherwise a call never leaves an error of its own pending: its status reports it. In a step's callback, an error your work leaves pending fails the step's capture (its
  * status and message name it; it is then cleared, having been reported).
  *
  * Threads. A context serves one host thread at a time (one context per thread is fine). Every call that uses a
@@ -1257,8 +1259,8 @@ GG_API gg_status gg_dist_init_env(gg_ctx *ctx, const char *id_path, const gg_dis
  * points at an MPI_Comm; NULL: MPI_COMM_WORLD); rank 0 makes NCCL's unique id and broadcasts it over that
  * communicator. The caller initializes and finalizes MPI (MPI_Init before, MPI_Finalize after gg_ctx_destroy) and
  * puts ctx on the GPU of its node-local rank. Every rank of the communicator must call this at the same time.
- * A rank that refuses its own arguments (or is refused before them: ctx NULL or in use by another thread, a CUDA
- * error pending) still takes part in the broadcast: when rank 0 refuses, every other rank
+ * A rank that refuses its own arguments (or is refused before them: ctx NULL, a CUDA error pending; not a context in
+ * use by another thread, which may be in this very broadcast) still takes part in the broadcast: when rank 0 refuses, every other rank
  * returns GG_ERROR_PEER at once; when another rank refuses, the rest give up at GG_DIST_INIT_TIMEOUT_S.
  * gradgraph owns the NCCL communicator it makes. Built without MPI (or NCCL): GG_ERROR_UNSUPPORTED. */
 GG_API gg_status gg_dist_init_mpi(gg_ctx *ctx, const void *mpi_comm, const gg_dist_config *config);

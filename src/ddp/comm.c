@@ -314,11 +314,10 @@ typedef struct id_message {
     ncclUniqueId id;
 } id_message;
 
-/* A call refused before its own checks (ctx NULL or in use by another thread, a CUDA error pending, inside a step's
- * callback) that would have shared NCCL's id through MPI takes part in the broadcast all the same, as a rank whose
- * checks failed does (share_id_mpi): MPI_Bcast has no deadline, so the other ranks would wait in it forever. The
- * refusal's message is kept (the context was not claimed, or is released: a broadcast's failure would go to this
- * thread's buffer). */
+/* A call refused before its own checks (ctx NULL, a CUDA error pending) that would have shared NCCL's id through MPI
+ * takes part in the broadcast all the same, as a rank whose checks failed does (share_id_mpi): MPI_Bcast has no
+ * deadline, so the other ranks would wait in it forever. The refusal's message is kept (the context was not claimed,
+ * or is released: a broadcast's failure would go to this thread's buffer). Which refusals do: see claimed. */
 static gg_status refused_but_broadcast(const char *fn, const void *mpi_comm, gg_status refused) {
     char message[GG_MSG_BYTES];
     snprintf(message, sizeof message, "%s", gg_last_error(NULL));
@@ -330,14 +329,23 @@ static gg_status refused_but_broadcast(const char *fn, const void *mpi_comm, gg_
 
 /* A call that makes or attaches ctx's communicator, body(ctx, fn, arg, config), with ctx claimed for its whole length
  * (a second thread is refused, as by every other call). `broadcasts`: body shares NCCL's id through MPI (mpi_comm,
- * NULL for the world), which a refused call takes part in too. */
+ * NULL for the world), which a call refused for a NULL ctx or a pending CUDA error takes part in too: this rank's
+ * own call, its part in the bootstrap. Not one refused inside a callback (a step's runs once per capture, a log
+ * callback maybe on the watchdog's thread) or because another thread is inside the context (that thread may be in
+ * this very bootstrap, broadcasting: a second broadcast on this rank would wait forever). */
 typedef gg_status (*comm_maker)(gg_ctx *ctx, const char *fn, const void *arg, const gg_dist_config *config);
 static gg_status claimed(gg_ctx *ctx, const char *fn, comm_maker body, const void *arg, const gg_dist_config *config,
                          int broadcasts, const void *mpi_comm) {
-    gg_status status = ctx ? gg_refuse_in_step_callback(ctx, fn)
-                           : gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
-    if (status == GG_SUCCESS) status = gg_ctx_claim(ctx, fn);
-    if (status != GG_SUCCESS) return broadcasts ? refused_but_broadcast(fn, mpi_comm, status) : status;
+    if (!ctx) {
+        const gg_status refused = gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
+        return broadcasts ? refused_but_broadcast(fn, mpi_comm, refused) : refused;
+    }
+    GG_TRY(gg_refuse_in_step_callback(ctx, fn));
+    gg_status status = gg_ctx_claim(ctx, fn);
+    /* GG_ERROR_CUDA from the claim: a CUDA error pending (in use elsewhere and inside a log callback are
+     * GG_ERROR_INVALID_ARGUMENT) */
+    if (status != GG_SUCCESS)
+        return broadcasts && status == GG_ERROR_CUDA ? refused_but_broadcast(fn, mpi_comm, status) : status;
     status = body(ctx, fn, arg, config);
     gg_ctx_release(ctx);
     return status;

@@ -370,7 +370,10 @@ gg_status gg_dist_free(gg_ctx *ctx, void *ptr) {
     if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
     GG_TRY(gg_refuse_in_step_callback(ctx, fn));
     if (!ptr) return GG_SUCCESS;
-    GG_TRY(gg_ctx_claim(ctx, fn)); /* before the communicator's state is read: another thread may be inside */
+    /* before the communicator's state is read (another thread may be inside); a release, run with an application's
+     * CUDA error pending too: with copy engines on it is collective, and a refused rank would leave the others
+     * waiting for it */
+    GG_TRY(gg_ctx_claim_teardown(ctx, fn));
     const gg_status status = free_claimed(ctx, fn, ptr);
     gg_ctx_release(ctx);
     return status;

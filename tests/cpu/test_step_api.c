@@ -896,24 +896,24 @@ static void failed_calls_inside_callbacks_fail_the_run(void **state) {
 static void noop_callback(void *user, gg_stream stream, int64_t tokens) { (void)user, (void)stream, (void)tokens; }
 
 /* A callback whose own launch failed (its error pending, as the runtime leaves it): 0 alone, 1 then an eager forward
- * on the handed stream (the step's context, claimed already by the run). */
+ * on the handed stream (the step's context, claimed already by the run), 2 after an eager forward on a stream outside
+ * the capture (refused for that). */
 static int own_failure_then;
 static void failing_launch(void *user, gg_stream stream, int64_t tokens) {
     (void)user;
+    const gg_mlp_desc d = {tokens, mlp.hidden, mlp.ffn, GG_PRECISION_FP32, 0};
+    const gg_mlp_fwd_args f = {.hidden_states = FAKE(100), .weight1 = FAKE(101), .bias1 = FAKE(102),
+                               .weight2 = FAKE(103), .bias2 = FAKE(104), .intermediate = FAKE(105),
+                               .intermediate_activated = FAKE(106), .output = FAKE(107)};
+    if (own_failure_then == 2) (void)gg_mlp_forward(nested.ctx, &d, &f, (gg_stream)nested.outside);
     fake.pending = cudaErrorInvalidConfiguration;
-    if (own_failure_then == 1) {
-        const gg_mlp_desc d = {tokens, mlp.hidden, mlp.ffn, GG_PRECISION_FP32, 0};
-        const gg_mlp_fwd_args f = {.hidden_states = FAKE(100), .weight1 = FAKE(101), .bias1 = FAKE(102),
-                                   .weight2 = FAKE(103), .bias2 = FAKE(104), .intermediate = FAKE(105),
-                                   .intermediate_activated = FAKE(106), .output = FAKE(107)};
-        (void)gg_mlp_forward(nested.ctx, &d, &f, stream);
-    }
+    if (own_failure_then == 1) (void)gg_mlp_forward(nested.ctx, &d, &f, stream);
 }
 
 /* A CUDA error a callback's own work left pending fails the step's run with GG_ERROR_CUDA naming the callback and
  * the error (not taken for gradgraph's next launch's failure), and is cleared, having been reported; a gradgraph call
- * the callback makes after it is refused for it. Nothing instantiated or launched, no capture left open; the next
- * run works. */
+ * the callback makes after it is refused for it; after a gradgraph call of the callback's that failed, the run says
+ * that failure and names the error too. Nothing instantiated or launched, no capture left open; the next run works. */
 static void a_callbacks_own_cuda_error_fails_the_run(void **state) {
     (void)state;
     gg_ctx *ctx = fake_device_ctx();
@@ -925,11 +925,19 @@ static void a_callbacks_own_cuda_error_fails_the_run(void **state) {
         "gg_step_run: the callback of call 1 left a CUDA error pending, cudaErrorInvalidConfiguration",
         "gg_step_run: a gradgraph call inside the callback of call 1 failed, so the step is not captured (nothing "
         "runs): gg_mlp_forward: a CUDA error is pending on this thread from earlier work that was not this call's: "
-        "cudaErrorInvalidConfiguration"};
-    for (own_failure_then = 0; own_failure_then < 2; ++own_failure_then) {
+        "cudaErrorInvalidConfiguration",
+        "gg_step_run: a gradgraph call inside the callback of call 1 failed, so the step is not captured (nothing "
+        "runs): gg_mlp_forward: called inside a step graph's callback on a stream that is not part of the step's "
+        "capture"};
+    assert_int_equal(cudaStreamCreateWithFlags(&nested.outside, cudaStreamNonBlocking), cudaSuccess);
+    for (own_failure_then = 0; own_failure_then < 3; ++own_failure_then) {
         memset(fake.calls, 0, sizeof fake.calls);
-        assert_int_equal(gg_step_run(step, 512, 0, NULL), GG_ERROR_CUDA);
+        assert_int_equal(gg_step_run(step, 512, 0, NULL),
+                         own_failure_then == 2 ? GG_ERROR_INVALID_ARGUMENT : GG_ERROR_CUDA);
         assert_message_has(ctx, says[own_failure_then]);
+        if (own_failure_then == 2)
+            assert_message_has(ctx, "; the callback also left a CUDA error pending: cudaErrorInvalidConfiguration "
+                                    "(cleared)");
         assert_int_equal(fake.pending, cudaSuccess);
         assert_int_equal(fake.captures_open, 0);
         assert_int_equal(fake.calls[FAKE_INSTANTIATE], 0);
@@ -941,6 +949,7 @@ static void a_callbacks_own_cuda_error_fails_the_run(void **state) {
     assert_int_equal(gg_step_finalize(step), GG_SUCCESS);
     assert_int_equal(gg_step_run(step, 512, 0, NULL), GG_SUCCESS);
     gg_step_destroy(step);
+    assert_int_equal(cudaStreamDestroy(nested.outside), cudaSuccess);
     gg_ctx_destroy(ctx);
     assert_int_equal(fake.live, 0);
 }

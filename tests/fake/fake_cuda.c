@@ -338,7 +338,7 @@ cudaError_t __wrap_cudaGetDeviceCount(int *count) {
 cudaError_t __wrap_cudaDeviceGetPCIBusId(char *id, int len, int device) {
     (void)device;
     ++fake.cuda_calls;
-    if (!fake.pci_bus_id) return cudaErrorNoDevice;
+    if (!fake.pci_bus_id) return fake.pending = cudaErrorNoDevice;
     snprintf(id, (size_t)len, "%s", fake.pci_bus_id_string ? fake.pci_bus_id_string : "0000:99:00.0");
     return cudaSuccess;
 }
@@ -346,7 +346,7 @@ cudaError_t __wrap_cudaDeviceGetPCIBusId(char *id, int len, int device) {
 cudaError_t __wrap_cudaGetDevice(int *device) {
     ++fake.cuda_calls;
     *device = 0;
-    return fake.fail_get_device ? cudaErrorDevicesUnavailable : cudaSuccess;
+    return fake.fail_get_device ? (fake.pending = cudaErrorDevicesUnavailable) : cudaSuccess;
 }
 /* The device cudaSetDevice last made current on this thread: every stream but fake.foreign_stream is its (the
  * default streams are the current device's; the fakes do not remember where a stream was made). */
@@ -360,7 +360,7 @@ cudaError_t __wrap_cudaStreamGetDevice(cudaStream_t stream, int *device) {
 }
 cudaError_t __wrap_cudaSetDevice(int device) {
     ++fake.cuda_calls;
-    if (device >= fake.device_count) return cudaErrorInvalidDevice;
+    if (device >= fake.device_count) return fake.pending = cudaErrorInvalidDevice;
     current_device = device;
     return cudaSuccess;
 }
@@ -387,13 +387,13 @@ cudaError_t __wrap_cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, 
 }
 cudaError_t __wrap_cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags) {
     (void)flags;
-    if (!fake_create()) return cudaErrorUnknown;
+    if (!fake_create()) return fake.pending = cudaErrorUnknown;
     *stream = (cudaStream_t)fake_handle(); /* each stream its own handle: a test can tell them apart */
     return cudaSuccess;
 }
 cudaError_t __wrap_cudaStreamCreateWithPriority(cudaStream_t *stream, unsigned flags, int priority) {
     (void)flags, (void)priority;
-    if (!fake_create()) return cudaErrorUnknown;
+    if (!fake_create()) return fake.pending = cudaErrorUnknown;
     *stream = (cudaStream_t)fake_handle();
     return cudaSuccess;
 }
@@ -419,7 +419,7 @@ cudaError_t __wrap_cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCap
 }
 cudaError_t __wrap_cudaEventCreateWithFlags(cudaEvent_t *event, unsigned flags) {
     (void)flags;
-    if (!fake_create()) return cudaErrorUnknown;
+    if (!fake_create()) return fake.pending = cudaErrorUnknown;
     /* each event its own handle (the log tells them apart), whose 16 bytes hold the device clock at its last record
      * (autotune's timing, cudaEventElapsedTime) and that record's stream (what a wait waits on) */
     *event = (cudaEvent_t)fake_handle();
@@ -477,10 +477,10 @@ cudaError_t __wrap_cudaMalloc(void **ptr, size_t bytes) {
     if (fake_fault(FAKE_MALLOC)) return fake.pending = cudaErrorMemoryAllocation;
     void *p = fake.device_space ? device_space_take(bytes) : malloc(16); /* never dereferenced: with malloc, a unique
                                                                            * address whose leak the sanitizers see */
-    if (!p) return cudaErrorMemoryAllocation;
+    if (!p) return fake.pending = cudaErrorMemoryAllocation;
     if (!fake_create()) {
         if (!in_device_space(p)) free(p);
-        return cudaErrorMemoryAllocation;
+        return fake.pending = cudaErrorMemoryAllocation;
     }
     *ptr = p;
     return cudaSuccess;
@@ -515,7 +515,7 @@ cudaError_t __wrap_cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enu
     return cudaSuccess;
 }
 cudaError_t __wrap_cudaMallocHost(void **ptr, size_t bytes) {
-    if (!fake_create()) return cudaErrorMemoryAllocation;
+    if (!fake_create()) return fake.pending = cudaErrorMemoryAllocation;
     *ptr = calloc(1, bytes); /* written and read by the host */
     return cudaSuccess;
 }
@@ -593,12 +593,12 @@ static cudaError_t launch_refused(const kernel_entry *k, dim3 grid, dim3 block, 
     const unsigned long long threads = (unsigned long long)block.x * block.y * block.z;
     if (!grid.x || !grid.y || !grid.z || grid.y > 65535 || grid.z > 65535 || grid.x > 0x7fffffffu || !threads ||
         threads > 1024)
-        return cudaErrorInvalidConfiguration;
+        return fake.pending = cudaErrorInvalidConfiguration;
     const size_t smem_max = k && k->max_dyn_smem > FAKE_SMEM_DEFAULT ? (size_t)k->max_dyn_smem : FAKE_SMEM_DEFAULT;
-    if (smem > smem_max) return cudaErrorInvalidValue;
+    if (smem > smem_max) return fake.pending = cudaErrorInvalidValue;
     const unsigned long long ctas = (unsigned long long)cluster.x * cluster.y * cluster.z;
     if (!ctas || ctas > FAKE_MAX_CLUSTER || grid.x % cluster.x || grid.y % cluster.y || grid.z % cluster.z)
-        return cudaErrorInvalidClusterSize;
+        return fake.pending = cudaErrorInvalidClusterSize;
     return cudaSuccess;
 }
 
@@ -663,7 +663,7 @@ cudaError_t __wrap_cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute
     ++fake.cuda_calls;
     ++fake.func_attributes;
     if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize) return cudaSuccess;
-    if (value < 0 || value > FAKE_SMEM_OPTIN) return cudaErrorInvalidValue;
+    if (value < 0 || value > FAKE_SMEM_OPTIN) return fake.pending = cudaErrorInvalidValue;
     kernel_entry *k = kernel_of(func);
     if (k) k->max_dyn_smem = value;
     return cudaSuccess;
@@ -675,7 +675,7 @@ cudaError_t __wrap_cudaOccupancyMaxActiveClusters(int *clusters, const void *fun
     ++fake.cuda_calls;
     ++fake.occupancy_queries;
     *clusters = 0;
-    if (fake.fail_occupancy) return cudaErrorInvalidDeviceFunction;
+    if (fake.fail_occupancy) return fake.pending = cudaErrorInvalidDeviceFunction;
     int has_cluster = 0;
     const dim3 cluster = config_cluster(config, &has_cluster);
     const dim3 one_cluster = {cluster.x, cluster.y, cluster.z}; /* the query's grid may be any: check one cluster */
@@ -773,13 +773,13 @@ cudaError_t __wrap_cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph)
         capture_into = NULL;
         return cudaSuccess;
     }
-    if (!fake_create()) return cudaErrorMemoryAllocation;
+    if (!fake_create()) return fake.pending = cudaErrorMemoryAllocation;
     *graph = (cudaGraph_t)fake_handle();
     return cudaSuccess;
 }
 cudaError_t __wrap_cudaGraphCreate(cudaGraph_t *graph, unsigned flags) {
     (void)flags;
-    if (!fake_create()) return cudaErrorMemoryAllocation;
+    if (!fake_create()) return fake.pending = cudaErrorMemoryAllocation;
     *graph = (cudaGraph_t)fake_handle();
     return cudaSuccess;
 }
@@ -808,7 +808,7 @@ cudaError_t __wrap_cudaGraphAddNode(cudaGraphNode_t *node, cudaGraph_t graph, co
     ++fake.cuda_calls;
     static cudaGraph_t bodies[sizeof fake_bodies];
     if (params->type == cudaGraphNodeTypeConditional) {
-        if (params->conditional.size > sizeof fake_bodies) return cudaErrorInvalidValue;
+        if (params->conditional.size > sizeof fake_bodies) return fake.pending = cudaErrorInvalidValue;
         for (unsigned i = 0; i < params->conditional.size; ++i) bodies[i] = (cudaGraph_t)&fake_bodies[i];
         params->conditional.phGraph_out = bodies;
     }
@@ -819,7 +819,7 @@ cudaError_t __wrap_cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph
     (void)graph, (void)flags;
     *exec = NULL;
     if (fake_fault(FAKE_INSTANTIATE)) return fake.pending = cudaErrorInvalidValue;
-    if (!fake_create()) return cudaErrorMemoryAllocation;
+    if (!fake_create()) return fake.pending = cudaErrorMemoryAllocation;
     *exec = (cudaGraphExec_t)fake_handle();
     return cudaSuccess;
 }
@@ -847,7 +847,7 @@ cudaError_t __wrap_cudaGraphDebugDotPrint(cudaGraph_t graph, const char *path, u
     ++fake.cuda_calls;
     fake.dot_flags = flags;
     FILE *f = fopen(path, "w");
-    if (!f) return cudaErrorOperatingSystem;
+    if (!f) return fake.pending = cudaErrorOperatingSystem;
     fputs("digraph fake {}\n", f);
     fclose(f);
     return cudaSuccess;

@@ -97,7 +97,8 @@ typedef struct fake_state {
     int fail_at;           /* 0: no fault */
     int injected;          /* faults injected so far */
     int calls[FAKE_KINDS]; /* calls of each kind since the last fake_reset */
-    cudaError_t pending;   /* the error a failed call left for cudaGetLastError (cudaPeekAtLastError reads it) */
+    cudaError_t pending;   /* the error a failed call left for cudaGetLastError (cudaPeekAtLastError reads it): one for
+                            * the process, where the runtime keeps one per thread */
     void (*on_is_capturing)(void); /* called inside cudaStreamIsCapturing (a test's hook), NULL: none */
     /* The data-parallel path (test_dist_faults): */
     _Atomic int events_busy;  /* cudaEventQuery reports cudaErrorNotReady (work that never finishes) */
