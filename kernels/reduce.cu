@@ -16,13 +16,17 @@ struct LoadRow<float> {
     using Raw = float4;
     const float *in;
     int64_t N;
-    __half *copy; /* NULL, or where the fp16 copy of the input goes */
+    __half *copy;       /* NULL, or where the fp16 copy of the input goes */
+    unsigned *overflow; /* with copy: set when a value is past fp16's range (col_sum's rows are not warp-uniform: no
+                         * vote, as GeluGradRow) */
     __device__ __forceinline__ Raw load(int64_t r, int64_t col) const {
         return __ldcs(reinterpret_cast<const float4 *>(in + r * N + col)); /* read once: stream it */
     }
     __device__ __forceinline__ void use(int64_t r, int64_t col, const Raw &x, float (&v)[V]) const {
         v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
-        if (copy) *reinterpret_cast<uint2 *>(copy + r * N + col) = pack_half4(x);
+        if (!copy) return;
+        *reinterpret_cast<uint2 *>(copy + r * N + col) = pack_half4(x);
+        if (overflow && past_half(x)) atomicOr(overflow, 1u); /* a branch never taken while in range */
     }
 };
 
@@ -56,15 +60,15 @@ extern "C" int gg_k_col_sum_chunks(int64_t M, int64_t N, gg_dtype in_type, int s
 
 extern "C" cudaError_t gg_k_col_sum(const void *in, gg_dtype in_type, int64_t M, int64_t N, int chunks,
                                     float *partials, unsigned *counters, void *out, gg_dtype out_type, int accumulate,
-                                    void *f16_copy, cudaStream_t stream) {
+                                    void *f16_copy, unsigned *overflow, cudaStream_t stream) {
     /* The pairs the blocks use (each a kernel instantiation): fp32 -> fp32 (block 3's grad_bias2), bf16 -> bf16
      * (block 4's grad_bias). */
     if (in_type == GG_DT_F32 && out_type == GG_DT_F32) {
-        const LoadRow<float> op{static_cast<const float *>(in), N, static_cast<__half *>(f16_copy)};
+        const LoadRow<float> op{static_cast<const float *>(in), N, static_cast<__half *>(f16_copy), overflow};
         return sum<float>(op, M, N, chunks, partials, counters, out, accumulate != 0, stream);
     }
     if (in_type == GG_DT_F32 && out_type == GG_DT_BF16 && !f16_copy) { /* block 4's grad_bias from row sums */
-        const LoadRow<float> op{static_cast<const float *>(in), N, nullptr};
+        const LoadRow<float> op{static_cast<const float *>(in), N, nullptr, nullptr};
         return sum<__nv_bfloat16>(op, M, N, chunks, partials, counters, out, accumulate != 0, stream);
     }
     if (in_type == GG_DT_BF16 && out_type == GG_DT_BF16 && !f16_copy) {

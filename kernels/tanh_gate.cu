@@ -153,9 +153,11 @@ extern "C" int gg_k_tanh_gate_slots(int sm_count) { return kMaxPerSm * (sm_count
 extern "C" int gg_k_tanh_gate_grid(int64_t M, int sm_count) {
     /* One wave of resident CTAs (a second, partial wave would leave SMs idle at the end), at most one per row. */
     int per_sm = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, tanh_gate_kernel, kThreads, 0) != cudaSuccess ||
-        per_sm < 1)
-        per_sm = 4;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, tanh_gate_kernel, kThreads, 0) != cudaSuccess) {
+        (void)cudaGetLastError(); /* handled here: the launch's check after it must not take it for its own */
+        per_sm = 0;
+    }
+    if (per_sm < 1) per_sm = 4;
     if (per_sm > kMaxPerSm) per_sm = kMaxPerSm; /* within gg_k_tanh_gate_slots */
     const int64_t cap = (int64_t)per_sm * (sm_count > 0 ? sm_count : 1);
     return (int)(M < cap ? M : cap);

@@ -303,7 +303,7 @@ static gg_status dy_first(gg_ctx *ctx, const gg_block_plan *p, const gg_block_ca
     void *copy = c->precision == GG_PRECISION_FP16 ? (void *)o->dy : NULL;
     GG_CUDA_TRY(ctx, gg_k_col_sum(c->t[T_DY], GG_DT_F32, c->tokens, c->dim0, own(p)->col_chunks[1],
                                   gg_res_buffer(&o->r, p, BUF_PARTIALS2), o->r.counter + GG_COUNTER_SUM_B, c->t[T_DB2],
-                                  GG_DT_F32, c->accumulate, copy, s));
+                                  GG_DT_F32, c->accumulate, copy, ctx->counter + GG_COUNTER_OVERFLOW, s));
     return gg_dist_grad_ready(ctx, c, s, T_DB2);
 }
 

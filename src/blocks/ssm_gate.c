@@ -162,7 +162,8 @@ static gg_status enqueue_weight_grad(gg_ctx *ctx, const gg_exec_res *r, const gg
 static gg_status sum_bias(gg_ctx *ctx, const gg_exec_res *r, const gg_block_plan *p, const gg_block_call *c,
                           const void *in, gg_dtype in_type, int64_t rows, cudaStream_t s) {
     GG_CUDA_TRY(ctx, gg_k_col_sum(in, in_type, rows, c->dim0, own(p)->col_chunks, gg_res_buffer(r, p, BUF_PARTIALS),
-                                  r->counter + GG_COUNTER_SUM_A, c->t[T_DB], GG_DT_BF16, c->accumulate, NULL, s));
+                                  r->counter + GG_COUNTER_SUM_A, c->t[T_DB], GG_DT_BF16, c->accumulate, NULL, NULL,
+                                  s));
     return gg_dist_grad_ready(ctx, c, s, T_DB);
 }
 

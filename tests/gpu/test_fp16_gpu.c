@@ -53,18 +53,23 @@ static void free_buffers(ffn_buffers *b) {
     for (size_t i = 0; i < sizeof *b / sizeof(float *); ++i) cudaFree(all[i]);
 }
 
-static void run_ffn(gg_ctx *ctx, const ffn_buffers *b, int block, gg_precision precision) {
+/* Block 2 or 3 at m tokens and ffn f (at most M and F: the buffers' sizes). */
+static void run_ffn_at(gg_ctx *ctx, const ffn_buffers *b, int block, gg_precision precision, int64_t m, int64_t f) {
     if (block == 2) {
-        gg_gelu_ffn_desc d = {M, D, F, precision, 0};
+        gg_gelu_ffn_desc d = {m, D, f, precision, 0};
         gg_gelu_ffn_args a = {b->dy, b->x, b->w1, b->w2, b->pre, b->act, b->act, b->dx, b->dw1, b->dw2, NULL,
                               NULL,  NULL,   NULL,   NULL,  NULL};
         GG_OK(ctx, gg_gelu_ffn_backward(ctx, &d, &a, NULL));
     } else {
-        gg_mlp_desc d = {M, D, F, precision, 0};
+        gg_mlp_desc d = {m, D, f, precision, 0};
         gg_mlp_args a = {b->dy, b->x, b->w1, b->w2, b->pre, b->act, b->dx, b->dw1, b->db1, b->dw2, b->db2, NULL,
                          NULL,  NULL,   NULL,   NULL,  NULL};
         GG_OK(ctx, gg_mlp_backward(ctx, &d, &a, NULL));
     }
+}
+
+static void run_ffn(gg_ctx *ctx, const ffn_buffers *b, int block, gg_precision precision) {
+    run_ffn_at(ctx, b, block, precision, M, F);
 }
 
 static int found(gg_ctx *ctx, int clear) {
@@ -108,6 +113,15 @@ static void overflow_sets_the_flag(void **state) {
         set_all(b.dy, (size_t)M * D, 1.0f);
         set_all(b.w2, (size_t)D * F, 0.01f);
         run_ffn(ctx, &b, block, GG_PRECISION_FP16);
+        assert_int_equal(found(ctx, 0), 0);
+        /* one element of grad_output past 65504 where G is computed in TF32 from the fp32 dY (64 tokens, F = 1000: no
+         * fp16 G route takes it), so that G and R stay finite and only dY's fp16 copy, dW2's operand, holds an Inf:
+         * the copy's conversion must set the word (block 3 makes it inside grad_bias2's column sum) */
+        CUDA_OK(cudaMemcpy(b.dy + 5, &big, sizeof big, cudaMemcpyHostToDevice));
+        run_ffn_at(ctx, &b, block, GG_PRECISION_FP16, 64, 1000);
+        assert_int_equal(found(ctx, 1), 1);
+        set_all(b.dy, (size_t)M * D, 1.0f);
+        run_ffn_at(ctx, &b, block, GG_PRECISION_FP16, 64, 1000);
         assert_int_equal(found(ctx, 0), 0);
         free_buffers(&b);
     }
