@@ -6,8 +6,14 @@ set(GG_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/gradgraph CACHE STRING
 mark_as_advanced(GG_INSTALL_CMAKEDIR)
 
 # cuBLASLt and NCCL often live outside the loader's path (the CUDA toolkit, a Python wheel): the installed library
-# keeps the directories it was linked against them from, as the build tree's library does.
+# keeps the directories it was linked against them from, as the build tree's library does. CMake leaves out of those
+# the directories it counts as a compiler's own, the CUDA toolkit's among them (nvcc's implicit link directory),
+# though the loader searches it only where ldconfig was told of it (not after a runfile install that skipped it):
+# the toolkit's library directory is added unless it is one the C compiler links from too (the system's).
 set_target_properties(gradgraph PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON)
+if(CUDAToolkit_LIBRARY_DIR AND NOT CUDAToolkit_LIBRARY_DIR IN_LIST CMAKE_C_IMPLICIT_LINK_DIRECTORIES)
+  set_property(TARGET gradgraph APPEND PROPERTY INSTALL_RPATH "${CUDAToolkit_LIBRARY_DIR}")
+endif()
 
 install(TARGETS gradgraph EXPORT gradgraphTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}

@@ -31,7 +31,15 @@ command -v clang >/dev/null && [ -f "$(clang -print-resource-dir)/lib/linux/libc
 
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
-cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DGG_WERROR=ON
+# configure DIR ARGS...: the tree configured into DIR, with Ninja where it is installed, unless DIR was configured
+# before: it keeps its generator (CMake refuses another, e.g. after docs/building.md's step-by-step build in build/)
+configure() {
+  local dir=$1
+  shift
+  if [ -f "$dir/CMakeCache.txt" ]; then cmake -S "$root" -B "$dir" "$@"
+  else cmake -S "$root" -B "$dir" "${generator[@]}" "$@"; fi
+}
+configure "$build" -DCMAKE_BUILD_TYPE=Release -DGG_WERROR=ON
 cmake --build "$build" --parallel "$(nproc)"
 ctest --test-dir "$build" --output-on-failure
 
@@ -41,8 +49,8 @@ variant() {
   local dir=$1 target=$2
   shift 2
   mkdir -p "$dir"
-  cmake -S "$root" -B "$dir" "${generator[@]}" -DCMAKE_CUDA_ARCHITECTURES=90a -DGG_BUILD_BENCH=OFF "$@" \
-    > "$dir/build.log" || { cat "$dir/build.log"; exit 1; }
+  configure "$dir" -DCMAKE_CUDA_ARCHITECTURES=90a -DGG_BUILD_BENCH=OFF "$@" > "$dir/build.log" ||
+    { cat "$dir/build.log"; exit 1; }
   cmake --build "$dir" --parallel "$(nproc)" ${target:+--target "$target"} >> "$dir/build.log" ||
     { tail -40 "$dir/build.log"; exit 1; }
 }
