@@ -4,10 +4,10 @@
 #   find_package   this directory's CMake project against the installed package;
 #   pkg_config     app.c compiled and linked with the README's pkg-config command against the installed library;
 #   subdirectory   this directory's project with gradgraph's source tree as a subdirectory (FetchContent's way);
-#   run            the three programs (on a machine without a GPU they report skipped: exit 77); the CMake-built
-#                  one also through the dynamic loader told to ignore its cache (ld.so --inhibit-cache), as on a
-#                  machine where ldconfig does not know the CUDA toolkit's directory: the installed library's run
-#                  path must find cuBLASLt and the rest (the program's own libraries are in its run path).
+#   run            the three programs (on a machine without a GPU they report skipped: exit 77).
+# install also lists the installed shared library's dependencies as the dynamic loader resolves them with its cache
+# ignored (ld.so --inhibit-cache --list), as on a machine where ldconfig does not know the CUDA toolkit's directory:
+# its run path must find cuBLASLt and the rest.
 # Settings come from the environment: GG_BUILD_DIR, GG_SOURCE_DIR, GG_WORK_DIR, GG_CMAKE, GG_GENERATOR,
 # GG_MAKE_PROGRAM, CC, GG_CUDA_COMPILER, GG_CUDA_ROOT, GG_CUDA_ARCHITECTURES, GG_C_LAUNCHER, GG_CUDA_LAUNCHER.
 set -euo pipefail
@@ -34,6 +34,17 @@ case $step in
 install)
   rm -rf "$prefix"
   "$GG_CMAKE" --install "$GG_BUILD_DIR" --prefix "$prefix"
+  loader=/lib64/ld-linux-x86-64.so.2
+  lib=$(find "$prefix" -name 'libgradgraph.so.*' -type f | head -1)
+  if [ -n "$lib" ] && [ -x "$loader" ] && "$loader" --help 2>/dev/null | grep -q -- --inhibit-cache; then
+    listed=0
+    deps=$("$loader" --inhibit-cache --list "$lib" 2>&1) || listed=$?
+    echo "$deps"
+    if [ $listed != 0 ] || grep -qE 'not found|cannot open shared object' <<< "$deps"; then
+      echo "the installed library's run path does not find every library above (without ldconfig's cache)" >&2
+      exit 1
+    fi
+  fi
   ;;
 find_package)
   readme_has "find_package(gradgraph 0.1 REQUIRED)"
@@ -68,15 +79,6 @@ run)
     set -e
     echo "$way: exit $code"
     case $code in 0) passed=$((passed + 1)) ;; 77) skipped=$((skipped + 1)) ;; esac
-    loader=/lib64/ld-linux-x86-64.so.2
-    if [ "$way" = find_package ] && [ -x "$loader" ] && "$loader" --help 2>/dev/null | grep -q -- --inhibit-cache; then
-      set +e
-      "$loader" --inhibit-cache "$GG_WORK_DIR/$way/app"
-      uncached=$?
-      set -e
-      echo "$way without the loader's cache: exit $uncached"
-      [ $uncached = $code ] || { echo "the installed library's dependencies are not in its run path" >&2; exit 1; }
-    fi
   done
   [ $ran -gt 0 ] || { echo "no program was built" >&2; exit 1; }
   [ $skipped = $ran ] && exit 77
