@@ -366,7 +366,7 @@ gg_status gg_exec_replay(gg_ctx *ctx, const char *fn, gg_exec_cache *cache, cons
                          int *holds_nccl, gg_build_fn build, void *user, cudaStream_t stream) {
     GG_TRY(gg_refuse_in_step_callback(ctx, fn));
     int saved = 0;
-    GG_TRY(gg_device_enter_stream(ctx, fn, stream, &saved));
+    GG_TRY(gg_device_enter_stream(ctx, fn, stream, &saved, NULL));
     gg_status status = sync ? gg_dist_enter(ctx, fn) : GG_SUCCESS;
     if (status != GG_SUCCESS) {
         gg_device_leave(ctx, saved);

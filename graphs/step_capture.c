@@ -166,8 +166,8 @@ static gg_status run_callback(gg_step *s, int i, cudaStream_t main, int64_t buck
     const char *entry = gg_ctx_entry(ctx), *fn = entry ? entry : "gg_step_run";
     /* An error left pending is the callback's own (a gradgraph call inside it leaves none, or was refused for it):
      * reported here, so cleared; named also beside a gradgraph call's failure, which the status stays. */
-    const cudaError_t left = cudaPeekAtLastError();
-    const int left_one = left != cudaSuccess && left != cudaErrorNotReady;
+    const cudaError_t left = gg_pending_cuda_error();
+    const int left_one = left != cudaSuccess;
     if (left_one) (void)cudaGetLastError();
     if (failed != GG_SUCCESS) /* the callback's work is incomplete: nothing of this capture may run */
         return gg_fail(ctx, failed,

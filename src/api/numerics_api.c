@@ -53,7 +53,7 @@ static gg_status run(gg_ctx *ctx, const char *fn, span *s, int n, size_t count, 
     if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
     int saved = 0;
     /* claims ctx: the checks below write its message */
-    GG_TRY(gg_device_enter_stream(ctx, fn, (cudaStream_t)stream, &saved));
+    GG_TRY(gg_device_enter_stream(ctx, fn, (cudaStream_t)stream, &saved, NULL));
     gg_status status = check_spans(ctx, fn, s, n, count);
     if (status == GG_SUCCESS && count) {
         const cudaError_t err = launch(ctx, s, count, flag, (cudaStream_t)stream);

@@ -181,9 +181,7 @@ gg_status gg_block_plan_for(gg_ctx *ctx, const gg_block_call *c, gg_block_plan *
 /* Inside the caller's own stream capture an eager call may only enqueue: making a plan allocates scratch memory and
  * times GEMM candidates (synchronizing), which would invalidate the capture with an obscure CUDA error. So a call
  * on a capturing stream needs the plan an earlier call of the same shape made outside any capture. */
-static gg_status check_capture(gg_ctx *ctx, const gg_block_call *c, cudaStream_t stream) {
-    enum cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-    GG_CUDA_TRY(ctx, cudaStreamIsCapturing(stream, &capturing));
+static gg_status check_capture(gg_ctx *ctx, const gg_block_call *c, enum cudaStreamCaptureStatus capturing) {
     if (capturing == cudaStreamCaptureStatusNone || c->info->plan_in_capture) return GG_SUCCESS;
     const gg_plan_key key = gg_block_plan_key(c);
     const gg_block_plan *plan = gg_plan_cache_find(&ctx->plans, &key);
@@ -198,8 +196,9 @@ static gg_status check_capture(gg_ctx *ctx, const gg_block_call *c, cudaStream_t
 
 gg_status gg_block_run_eager(gg_ctx *ctx, const gg_block_call *c, cudaStream_t stream) {
     int saved = 0;
-    GG_TRY(gg_device_enter_stream(ctx, c->info->fn, stream, &saved));
-    gg_status status = check_capture(ctx, c, stream);
+    enum cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    GG_TRY(gg_device_enter_stream(ctx, c->info->fn, stream, &saved, &capturing));
+    gg_status status = check_capture(ctx, c, capturing);
     if (status == GG_SUCCESS && ctx->callback_join)
         status = ctx->callback_join(ctx->callback_join_user, stream);
     if (status != GG_SUCCESS) {

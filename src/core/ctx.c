@@ -49,21 +49,21 @@ gg_status gg_device_enter(gg_ctx *ctx, const char *fn, int *saved_device) {
 }
 
 /* A launch into another device's stream fails (cudaErrorInvalidResourceHandle), an eager call's after part of its
- * work was enqueued: the stream's device is asked first. Not a stream being captured: the query invalidates its
- * capture (CUDA 13.0, measured: tests/gpu/test_graphs_gpu.c); and asked in relaxed capture mode, so that another
- * stream's capture in global mode does not take it for an unsafe call. A stream the runtime cannot say is let
- * through: its first launch reports what is wrong. */
+ * work was enqueued: the stream's device is asked first. Never a stream being captured (the caller knows): the query
+ * invalidates its capture (CUDA 13.0, measured: tests/gpu/test_graphs_gpu.c); and asked in relaxed capture mode, so
+ * that another stream's capture in global mode does not take it for an unsafe call. A stream the runtime cannot say
+ * is let through: its first launch reports what is wrong. */
 static gg_status check_stream_device(gg_ctx *ctx, const char *fn, cudaStream_t stream) {
 #if CUDART_VERSION >= 12080 /* cudaStreamGetDevice */
     enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
     (void)cudaThreadExchangeStreamCaptureMode(&mode);
-    enum cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
     int device = -1;
-    cudaError_t e = cudaStreamIsCapturing(stream, &capturing);
-    if (e == cudaSuccess && capturing == cudaStreamCaptureStatusNone) e = cudaStreamGetDevice(stream, &device);
+    const cudaError_t e = cudaStreamGetDevice(stream, &device);
     (void)cudaThreadExchangeStreamCaptureMode(&mode);
-    if (e != cudaSuccess) gg_clear_own_cuda_error(ctx);
-    if (e != cudaSuccess || capturing != cudaStreamCaptureStatusNone) return GG_SUCCESS;
+    if (e != cudaSuccess) {
+        gg_clear_own_cuda_error(ctx);
+        return GG_SUCCESS;
+    }
     if (device != ctx->config.device)
         return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
                        "%s: stream (%p) is a stream of device %d, and the context is on device %d: enqueue on a stream "
@@ -75,29 +75,34 @@ static gg_status check_stream_device(gg_ctx *ctx, const char *fn, cudaStream_t s
     return GG_SUCCESS;
 }
 
-gg_status gg_device_enter_stream(gg_ctx *ctx, const char *fn, cudaStream_t stream, int *saved_device) {
-    GG_TRY(gg_device_enter(ctx, fn, saved_device));
+/* What gg_device_enter_stream checks once the device is current; *capturing: the stream's capture status. */
+static gg_status check_stream(gg_ctx *ctx, const char *fn, cudaStream_t stream,
+                              enum cudaStreamCaptureStatus *capturing) {
     /* Inside a step's callback, first the callback's own failed launch, pending: the step's claim of ctx came before
      * it, so the outermost claim did not see it (the step's capture fails with this call). */
-    gg_status checked = gg_in_step_callback() ? gg_refuse_pending_cuda_error(ctx, fn) : GG_SUCCESS;
-    if (checked == GG_SUCCESS) checked = check_stream_device(ctx, fn, stream);
+    if (gg_in_step_callback()) GG_TRY(gg_refuse_pending_cuda_error(ctx, fn));
+    GG_CUDA_TRY(ctx, cudaStreamIsCapturing(stream, capturing));
+    if (*capturing == cudaStreamCaptureStatusNone) GG_TRY(check_stream_device(ctx, fn, stream));
+    if (gg_in_step_callback() && *capturing != cudaStreamCaptureStatusActive)
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
+                       "%s: called inside a step graph's callback on a stream that is not part of the step's capture: "
+                       "enqueue on the stream the callback is handed, or on one forked from it (an event recorded "
+                       "there and waited for)",
+                       fn);
+    return GG_SUCCESS;
+}
+
+gg_status gg_device_enter_stream(gg_ctx *ctx, const char *fn, cudaStream_t stream, int *saved_device,
+                                 enum cudaStreamCaptureStatus *capturing) {
+    GG_TRY(gg_device_enter(ctx, fn, saved_device));
+    enum cudaStreamCaptureStatus status_of_stream = cudaStreamCaptureStatusNone;
+    const gg_status checked = check_stream(ctx, fn, stream, &status_of_stream);
     if (checked != GG_SUCCESS) {
         gg_device_leave(ctx, *saved_device);
         return checked;
     }
-    if (!gg_in_step_callback()) return GG_SUCCESS;
-    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-    const cudaError_t err = cudaStreamIsCapturing(stream, &cs);
-    if (err == cudaSuccess && cs == cudaStreamCaptureStatusActive) return GG_SUCCESS;
-    if (err != cudaSuccess) (void)cudaGetLastError();
-    const gg_status status =
-        gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
-                "%s: called inside a step graph's callback on a stream that is not part of the step's capture%s: "
-                "enqueue on the stream the callback is handed, or on one forked from it (an event recorded there and "
-                "waited for)",
-                fn, err != cudaSuccess ? " (cudaStreamIsCapturing failed)" : "");
-    gg_device_leave(ctx, *saved_device);
-    return status;
+    if (capturing) *capturing = status_of_stream;
+    return GG_SUCCESS;
 }
 
 void gg_device_leave(gg_ctx *ctx, int saved_device) {

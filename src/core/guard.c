@@ -9,9 +9,7 @@
 /* A token per thread: the address of a thread-local object is unique among the live threads. */
 static _Thread_local char g_thread_token;
 
-/* The error the CUDA runtime holds for this thread (what cudaGetLastError would return), cudaSuccess when none.
- * cudaErrorNotReady is a query's answer, not a failure: never taken for one. */
-static cudaError_t pending_cuda_error(void) {
+cudaError_t gg_pending_cuda_error(void) {
     const cudaError_t e = cudaPeekAtLastError();
     return e == cudaErrorNotReady ? cudaSuccess : e;
 }
@@ -23,7 +21,7 @@ gg_status gg_ctx_claim(gg_ctx *ctx, const char *fn) { return claim(ctx, fn, 0); 
 gg_status gg_ctx_claim_teardown(gg_ctx *ctx, const char *fn) { return claim(ctx, fn, 1); }
 
 gg_status gg_refuse_pending_cuda_error(gg_ctx *ctx, const char *fn) {
-    const cudaError_t e = pending_cuda_error();
+    const cudaError_t e = gg_pending_cuda_error();
     if (e == cudaSuccess) return GG_SUCCESS;
     /* Every launch of gradgraph's reads the runtime's last error, so the call would report this one as its own
      * failure, part of its work enqueued; and clearing it would hide the application's. Not cleared. */
@@ -52,7 +50,7 @@ static gg_status claim(gg_ctx *ctx, const char *fn, int teardown) {
     if (atomic_compare_exchange_strong(&ctx->guard.owner, &owner, self)) {
         ctx->guard.depth = 1;
         ctx->guard.fn = fn;
-        ctx->guard.entry_cuda_error = pending_cuda_error() != cudaSuccess;
+        ctx->guard.entry_cuda_error = gg_pending_cuda_error() != cudaSuccess;
         if (!ctx->guard.entry_cuda_error || teardown) return GG_SUCCESS; /* a teardown frees what it can regardless */
         const gg_status status = gg_refuse_pending_cuda_error(ctx, fn); /* claimed: the context's message */
         gg_ctx_release(ctx);

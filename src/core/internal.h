@@ -217,8 +217,9 @@ gg_status gg_device_enter(gg_ctx *ctx, const char *fn, int *saved_device);
 void gg_device_leave(gg_ctx *ctx, int saved_device);
 /* gg_device_enter for a call that enqueues on the caller's `stream`: a stream of another device than the context's is
  * refused, and inside a step graph's callback a stream the step's capture does not hold (the work would run once,
- * now, instead of in the step). */
-gg_status gg_device_enter_stream(gg_ctx *ctx, const char *fn, cudaStream_t stream, int *saved_device);
+ * now, instead of in the step). *capturing (NULL: not wanted): the stream's capture status, asked once here. */
+gg_status gg_device_enter_stream(gg_ctx *ctx, const char *fn, cudaStream_t stream, int *saved_device,
+                                 enum cudaStreamCaptureStatus *capturing);
 
 /* Claims ctx for the calling thread for the length of a public call (nested claims by the same thread count):
  * GG_ERROR_INVALID_ARGUMENT while another thread holds it, with the message in that thread's own buffer
@@ -231,6 +232,9 @@ void gg_ctx_release(gg_ctx *ctx);
  * gg_ctx_claim_teardown instead: never refused for it, and what was pending stays (gg_clear_own_cuda_error, their
  * way to clear their own failures, leaves it). */
 gg_status gg_ctx_claim_teardown(gg_ctx *ctx, const char *fn);
+/* The error the CUDA runtime holds for this thread (what cudaGetLastError would return), cudaSuccess when none;
+ * cudaErrorNotReady is a query's answer, not a failure: never taken for one. */
+cudaError_t gg_pending_cuda_error(void);
 gg_status gg_refuse_pending_cuda_error(gg_ctx *ctx, const char *fn);
 void gg_clear_own_cuda_error(const gg_ctx *ctx);
 /* Whether another thread than the caller is inside a public call of ctx (gg_fail then leaves ctx's message alone). */

@@ -70,7 +70,7 @@ static gg_status reduce_claimed(gg_ctx *ctx, const char *fn, void *data, size_t 
     GG_TRY(gg_dist_poll(ctx, fn)); /* aborted, or an asynchronous NCCL error (aborted now): nothing enqueued */
     GG_TRY(gg_dist_enter(ctx, fn));
     int saved = 0;
-    gg_status status = gg_device_enter_stream(ctx, fn, (cudaStream_t)stream, &saved); /* never inside a step's
+    gg_status status = gg_device_enter_stream(ctx, fn, (cudaStream_t)stream, &saved, NULL); /* never inside a step's
                                                                                           callback: refused above */
     if (status == GG_SUCCESS) {
         status = gg_stream_handoff(ctx, (cudaStream_t)stream, d->ev_ready, d->stream);

@@ -77,7 +77,7 @@ static gg_status enqueue(gg_optim *o, const char *fn, int first, int count, int 
 /* gg_device_enter, then the step, in an NVTX range named after the entry point. */
 static gg_status run_step(gg_optim *o, const char *fn, int first, int count, int partial, gg_stream stream) {
     int saved = 0;
-    GG_TRY(gg_device_enter_stream(o->ctx, fn, (cudaStream_t)stream, &saved));
+    GG_TRY(gg_device_enter_stream(o->ctx, fn, (cudaStream_t)stream, &saved, NULL));
     nvtxRangePushA(fn);
     const gg_status status = enqueue(o, fn, first, count, partial, (cudaStream_t)stream);
     nvtxRangePop();
@@ -147,7 +147,7 @@ gg_status gg_optim_step_params(gg_optim *o, int first, int count, gg_stream stre
 /* Enqueues *word = value on stream. */
 static gg_status set_word(gg_optim *o, const char *fn, float *word, float value, gg_stream stream) {
     int saved = 0;
-    GG_TRY(gg_device_enter_stream(o->ctx, fn, (cudaStream_t)stream, &saved));
+    GG_TRY(gg_device_enter_stream(o->ctx, fn, (cudaStream_t)stream, &saved, NULL));
     const cudaError_t err = gg_k_optim_set_word(word, value, (cudaStream_t)stream);
     gg_device_leave(o->ctx, saved);
     if (err != cudaSuccess) return launch_failed(o->ctx, fn, "gg_k_optim_set_word", err);

@@ -746,7 +746,7 @@ cudaError_t __wrap_cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCa
     if (fake_fault(FAKE_BEGIN_CAPTURE)) return fake.pending = cudaErrorStreamCaptureUnsupported;
     capture_stream = stream;
     capture_into = NULL;
-    if (fake.captures_open == 0) n_captured = 0;
+    if (fake.captures_open == 0) n_captured = 0, capture_broken = 0;
     join_capture(stream);
     ++fake.captures_open;
     ++fake.captures;
