@@ -17,6 +17,7 @@
  * hundred from a fresh seed). Every failure prints the seed and the shape; GG_SHAPE=block,M,dim0,dim1,silu,autotune
  * runs one.
  * Each block prints "SHAPES {json}" with its counts, which scripts/device.sh collects.
+ * shapes_past_32_bit_indices checks one shape per block whose largest tensors pass 2^31 elements (see there).
  */
 #include "gpu_test.h"
 
@@ -318,10 +319,47 @@ static void shapes_found_wrong(void **state) {
     if (t.failures) fail_msg("%d of %d runs of shapes once found wrong failed again", t.failures, t.checked);
 }
 
+/* Tensors of more than 2^31 elements (8.7 GB in fp32), one shape per block, every mode: an element index or a byte
+ * offset held in 32 bits anywhere (a kernel, a launch's size, a GEMM's dimensions) would write the wrong elements or
+ * none. The sweep stays below 1.5e8 elements a tensor (its reference's memory); users' token counts per call reach
+ * these sizes (262144 tokens: 32 sequences of 8192). The largest needs ~50 GB of GPU memory (its inputs, the
+ * float64 reference's work and the plan's scratch): skipped, saying so, on a GPU with less than
+ * LARGE_TENSORS_MIN_GIB. */
+#define LARGE_TENSORS_MIN_GIB 64
+static void shapes_past_32_bit_indices(void **state) {
+    (void)state;
+    REQUIRE_GPU();
+    size_t free_bytes = 0, total = 0;
+    CUDA_OK(cudaMemGetInfo(&free_bytes, &total));
+    if (free_bytes < ((size_t)LARGE_TENSORS_MIN_GIB << 30)) {
+        printf("shapes_past_32_bit_indices: %zu MiB free, %d GiB needed: skipped\n", free_bytes >> 20,
+               LARGE_TENSORS_MIN_GIB);
+        skip();
+    }
+    static const shape large[] = {
+        {1, 270000, 8000, 0, 0, 0},  /* 2.16e9 elements a tensor */
+        {2, 262144, 64, 8320, 0, 1}, /* act, x and G: 2.18e9 */
+        {3, 262144, 64, 8320, 0, 0},
+        {4, 262144, 64, 8320, 1, 0}, /* the gate, the SSM output and g: 2.18e9 */
+    };
+    tally t = {0, 0, 0};
+    for (size_t i = 0; i < sizeof large / sizeof large[0]; ++i) {
+        const int64_t elems = large[i].M * (large[i].b ? large[i].b : large[i].a);
+        assert_true(elems > INT32_MAX); /* what this test is for */
+        gg_ctx *ctx = shape_ctx(large[i].autotune); /* one each: a plan's scratch stays with its context */
+        check_shape(ctx, &large[i], 4242 + i, &t);
+        gg_ctx_destroy(ctx);
+    }
+    printf("LARGE {\"checked\": %d, \"failures\": %d, \"guard_bytes_changed\": %zu}\n", t.checked, t.failures,
+           t.guard_bytes_changed);
+    if (t.failures) fail_msg("%d of %d runs with tensors past 2^31 elements failed", t.failures, t.checked);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(shapes_found_wrong), cmocka_unit_test(shapes_tanh_gate), cmocka_unit_test(shapes_gelu_ffn),
-        cmocka_unit_test(shapes_mlp),         cmocka_unit_test(shapes_ssm_gate),
+        cmocka_unit_test(shapes_found_wrong), cmocka_unit_test(shapes_tanh_gate),
+        cmocka_unit_test(shapes_gelu_ffn),    cmocka_unit_test(shapes_mlp),
+        cmocka_unit_test(shapes_ssm_gate),    cmocka_unit_test(shapes_past_32_bit_indices),
     };
     apply_test_filter();
     return cmocka_run_group_tests(tests, NULL, NULL);
