@@ -9,7 +9,8 @@
  *  - the backward fed with the forward's outputs against central finite differences of the CPU forward (blocks 2
  *    and 3, FP32 mode): the forward saves exactly what the backward needs;
  *  - a forward captured into a CUDA graph replays the eager call's bits; inside a capture an unplanned shape is
- *    refused (blocks 2-4) without breaking the capture, and block 1 plans inside it.
+ *    refused (blocks 2-4) without breaking the capture, and block 1 plans inside it;
+ *  - blocks 2 and 3 with tensors of more than 2^31 elements (forward_past_32_bit_indices), on GPUs with the memory.
  * Tolerance: an element matches when |got - ref| <= atol + rtol |ref|, and every output needs 99 % of its elements
  * matching and no NaN or Inf (the spec's rule). The bounds per mode are below (tol_for).
  */
@@ -581,6 +582,110 @@ static void capture_refuses_an_unplanned_shape(void **state) {
     gg_ctx_destroy(ctx);
 }
 
+/* ---- tensors past 2^31 elements ---- */
+/* Blocks 2 and 3's forwards write the pre-activation, the activation and tanh_inner, [M, F] each: at 262144 tokens
+ * and F = 8320 that is 2.18e9 elements (8.7 GB in fp32), so an element index or a byte offset held in 32 bits
+ * anywhere (the GELU kernel, cuBLASLt's epilogue, a launch's size) would write wrong elements or leave some
+ * poisoned. The tokens repeat one block of LARGE_P rows, so the CPU float64 reference of those rows is every row's:
+ * tiled over the M rows on the GPU and compared there (the rule above, and no element past 10 tol). Needs ~45 GB of
+ * GPU memory: skipped, saying so, with less than LARGE_MIN_GIB free. */
+enum { LARGE_P = 256, LARGE_D = 64, LARGE_F = 8320, LARGE_MIN_GIB = 64 };
+#define LARGE_M ((int64_t)262144)
+
+/* dst (count bytes) filled with copies of its first `block` bytes, doubling what is filled with each copy. */
+static void tile_in_place(void *dst, size_t block, size_t count) {
+    for (size_t filled = block; filled < count; filled *= 2)
+        CUDA_OK(cudaMemcpy((char *)dst + filled, dst, filled < count - filled ? filled : count - filled,
+                           cudaMemcpyDeviceToDevice));
+}
+
+/* The device output `got` ([M, cols] fp32) against the reference of the first LARGE_P rows `ref` (host, double),
+ * tiled into `tiled` (M x cols doubles on the device). */
+static void expect_tiled_match(const char *what, const void *got, const double *ref, int64_t cols, double *tiled,
+                               void *scratch, tol t) {
+    const size_t block = (size_t)(LARGE_P * cols) * sizeof(double), n = (size_t)(LARGE_M * cols);
+    CUDA_OK(cudaMemcpy(tiled, ref, block, cudaMemcpyHostToDevice));
+    tile_in_place(tiled, block, n * sizeof(double));
+    gg_h_compare_result r;
+    CUDA_OK(gg_h_compare_f32(got, tiled, n, t.atol, t.rtol, scratch, NULL, &r));
+    if (r.nonfinite || (double)r.matched < 0.99 * (double)r.n || r.worst_ratio > 10)
+        fail_msg("%s: %llu of %llu elements match, %llu not finite, worst err/tol %.3g", what,
+                 (unsigned long long)r.matched, (unsigned long long)r.n, (unsigned long long)r.nonfinite,
+                 r.worst_ratio);
+}
+
+static void forward_past_32_bit_indices(void **state) {
+    (void)state;
+    REQUIRE_GPU();
+    size_t free_bytes = 0, total = 0;
+    CUDA_OK(cudaMemGetInfo(&free_bytes, &total));
+    if (free_bytes < ((size_t)LARGE_MIN_GIB << 30)) {
+        printf("forward_past_32_bit_indices: %zu MiB free, %d GiB needed: skipped\n", free_bytes >> 20,
+               LARGE_MIN_GIB);
+        skip();
+    }
+    static const gg_precision modes[] = {GG_PRECISION_FP32, GG_PRECISION_TF32, GG_PRECISION_FP16};
+    const char *paths[] = {"epilogue", "kernel"};
+    const int64_t M = LARGE_M, P = LARGE_P, D = LARGE_D, F = LARGE_F;
+    assert_true(M * F > INT32_MAX); /* what this test is for */
+    double *tiled = dev_copy(NULL, (size_t)(M * F) * sizeof(double));
+    void *scratch = dev_copy(NULL, gg_h_compare_scratch_bytes());
+    int runs = 0;
+    for (int mlp = 0; mlp <= 1; ++mlp) {
+        /* the first P rows made as the small tests make theirs, then repeated down the M rows */
+        ffn_io small;
+        ffn_make(&small, mlp, P, D, F, base_seed() + 300 + (uint64_t)mlp);
+        ffn_io io = small;
+        io.M = M;
+        io.dx = dev_copy(NULL, (size_t)(M * D) * 4);
+        CUDA_OK(cudaMemcpy(io.dx, small.x, (size_t)(P * D) * 4, cudaMemcpyHostToDevice));
+        tile_in_place(io.dx, (size_t)(P * D) * 4, (size_t)(M * D) * 4);
+        const size_t MF = (size_t)(M * F) * 4;
+        io.pre = dev_copy(NULL, MF), io.act = dev_copy(NULL, MF), io.tanh_inner = dev_copy(NULL, MF);
+        io.out = dev_copy(NULL, (size_t)(M * D) * 4);
+        const size_t PD = (size_t)(P * D), PF = (size_t)(P * F), FD = (size_t)(F * D);
+        double *x = host_doubles(small.x, PD), *w1 = host_doubles(small.w1, FD), *w2 = host_doubles(small.w2, FD);
+        double *b1 = host_doubles(small.b1, (size_t)F), *b2 = host_doubles(small.b2, (size_t)D);
+        double *pre = malloc(PF * 8), *act = malloc(PF * 8), *t = malloc(PF * 8), *out = malloc(PD * 8);
+        assert_true(pre && act && t && out);
+        if (mlp) gg_ref_mlp_forward(P, D, F, x, w1, b1, w2, b2, pre, act, out);
+        else gg_ref_gelu_ffn_forward(P, D, F, x, w1, w2, pre, act, t, out);
+        for (int p = 0; p < 2; ++p) {
+            setenv("GG_FORWARD_GELU", paths[p], 1);
+            gg_ctx *ctx = new_ctx(); /* the GELU's place is read when a plan is made */
+            for (size_t m = 0; m < 3; ++m) {
+                GG_OK(ctx, ffn_forward(ctx, &io, modes[m], !mlp, NULL));
+                CUDA_OK(cudaDeviceSynchronize());
+                char what[160], name[200];
+                snprintf(what, sizeof what, "%s (GELU in the %s) %s M=%lld D=%lld F=%lld", mlp ? "mlp" : "gelu_ffn",
+                         paths[p], gg_precision_string(modes[m]), (long long)M, (long long)D, (long long)F);
+                const tol tl = tol_for(modes[m]);
+                snprintf(name, sizeof name, "%s: pre-activation", what);
+                expect_tiled_match(name, io.pre, pre, F, tiled, scratch, tl);
+                snprintf(name, sizeof name, "%s: activation", what);
+                expect_tiled_match(name, io.act, act, F, tiled, scratch, tl);
+                snprintf(name, sizeof name, "%s: output", what);
+                expect_tiled_match(name, io.out, out, D, tiled, scratch, tl);
+                if (!mlp) {
+                    snprintf(name, sizeof name, "%s: tanh_inner", what);
+                    expect_tiled_match(name, io.tanh_inner, t, F, tiled, scratch, tl);
+                }
+                ++runs;
+            }
+            gg_ctx_destroy(ctx);
+        }
+        unsetenv("GG_FORWARD_GELU");
+        double *all[] = {x, w1, w2, b1, b2, pre, act, t, out};
+        for (size_t i = 0; i < 9; ++i) free(all[i]);
+        void *big[] = {io.dx, io.pre, io.act, io.tanh_inner, io.out};
+        for (size_t i = 0; i < 5; ++i) CUDA_OK(cudaFree(big[i]));
+        ffn_free(&small);
+    }
+    CUDA_OK(cudaFree(tiled));
+    CUDA_OK(cudaFree(scratch));
+    printf("LARGE_FORWARD {\"runs\": %d, \"tokens\": %lld, \"ffn\": %lld}\n", runs, (long long)M, (long long)F);
+}
+
 int main(void) {
     apply_test_filter();
     const struct CMUnitTest tests[] = {
@@ -590,6 +695,7 @@ int main(void) {
         cmocka_unit_test(backward_of_forward_matches_finite_differences),
         cmocka_unit_test(captured_forward_replays_eager_bits),
         cmocka_unit_test(capture_refuses_an_unplanned_shape),
+        cmocka_unit_test(forward_past_32_bit_indices),
     };
     return cmocka_run_group_tests_name("forward_gpu", tests, NULL, NULL);
 }
