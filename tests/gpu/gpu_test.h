@@ -59,6 +59,18 @@ static inline void start_watchdog(unsigned seconds, const char *message) {
         if (rc_ != 0) fail_msg("%s: %s", #call, cudaGetErrorString((cudaError_t)rc_));                            \
     } while (0)
 
+/* A test that needs `gib` GiB of free GPU memory is skipped, saying so, on a GPU with less (tests of tensors past
+ * 2^31 elements: an H100's 80 GB holds them, smaller GPUs do not). */
+#define REQUIRE_FREE_GPU_GIB(gib)                                                                                  \
+    do {                                                                                                           \
+        size_t free_ = 0, total_ = 0;                                                                              \
+        CUDA_OK(cudaMemGetInfo(&free_, &total_));                                                                  \
+        if (free_ < ((size_t)(gib) << 30)) {                                                                       \
+            printf("%s: %zu MiB free, %d GiB needed: skipped\n", __func__, free_ >> 20, (int)(gib));               \
+            skip();                                                                                                \
+        }                                                                                                          \
+    } while (0)
+
 #define GG_OK(ctx, call)                                                                                           \
     do {                                                                                                           \
         gg_status st_ = (call);                                                                                    \

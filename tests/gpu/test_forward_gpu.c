@@ -617,13 +617,7 @@ static void expect_tiled_match(const char *what, const void *got, const double *
 static void forward_past_32_bit_indices(void **state) {
     (void)state;
     REQUIRE_GPU();
-    size_t free_bytes = 0, total = 0;
-    CUDA_OK(cudaMemGetInfo(&free_bytes, &total));
-    if (free_bytes < ((size_t)LARGE_MIN_GIB << 30)) {
-        printf("forward_past_32_bit_indices: %zu MiB free, %d GiB needed: skipped\n", free_bytes >> 20,
-               LARGE_MIN_GIB);
-        skip();
-    }
+    REQUIRE_FREE_GPU_GIB(LARGE_MIN_GIB);
     static const gg_precision modes[] = {GG_PRECISION_FP32, GG_PRECISION_TF32, GG_PRECISION_FP16};
     const char *paths[] = {"epilogue", "kernel"};
     const int64_t M = LARGE_M, P = LARGE_P, D = LARGE_D, F = LARGE_F;

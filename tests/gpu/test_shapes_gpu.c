@@ -329,13 +329,7 @@ static void shapes_found_wrong(void **state) {
 static void shapes_past_32_bit_indices(void **state) {
     (void)state;
     REQUIRE_GPU();
-    size_t free_bytes = 0, total = 0;
-    CUDA_OK(cudaMemGetInfo(&free_bytes, &total));
-    if (free_bytes < ((size_t)LARGE_TENSORS_MIN_GIB << 30)) {
-        printf("shapes_past_32_bit_indices: %zu MiB free, %d GiB needed: skipped\n", free_bytes >> 20,
-               LARGE_TENSORS_MIN_GIB);
-        skip();
-    }
+    REQUIRE_FREE_GPU_GIB(LARGE_TENSORS_MIN_GIB);
     static const shape large[] = {
         {1, 270000, 8000, 0, 0, 0},  /* 2.16e9 elements a tensor */
         {2, 262144, 64, 8320, 0, 1}, /* act, x and G: 2.18e9 */
