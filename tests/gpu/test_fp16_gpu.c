@@ -3,7 +3,8 @@
  * The overflow word: inputs in range leave it clear; an input past 65504 sets it (its conversion, or gg_to_fp16's),
  * and so do inputs in range whose G = grad_output @ W2 and R = G * gelu'(x) are not (the fp16 R, in blocks 2 and 3);
  * the synchronous query reads what the device word holds and clears it; fp32 mode never sets it. gg_check_finite
- * sets a word for an Inf or NaN anywhere in fp32 or bf16 data, and leaves it for finite data.
+ * sets a word for an Inf or NaN anywhere in fp32 or bf16 data, and leaves it for finite data; both over more than
+ * 2^31 elements where the GPU has the memory (numerics_past_32_bit_indices).
  * The fp16 copies of the operands (the *_fp16 args of blocks 2 and 3): on random inputs, at token counts on each
  * route (few tokens, where some GEMMs read the fp32 weights; the converting route; the narrow schedule), a call
  * given the copies (made by gg_to_fp16 or written by the forward) writes the same bits as the call without them,
@@ -457,6 +458,74 @@ static void check_finite_finds_inf_and_nan(void **state) {
     gg_ctx_destroy(ctx);
 }
 
+/* gg_to_fp16 and gg_check_finite over more than 2^31 elements (8.7 GB of fp32), where an element index or byte
+ * offset held in 32 bits would convert or check only part: src holds i % 2048 (exact in fp16), dst is poisoned
+ * first; every element of the last 2^26 (all those past 2^31) and of the first 2^20 is checked, and values planted
+ * past 2^31 must be found. */
+static void numerics_past_32_bit_indices(void **state) {
+    (void)state;
+    REQUIRE_GPU();
+    REQUIRE_FREE_GPU_GIB(16);
+    const size_t n = ((size_t)1 << 31) + ((size_t)1 << 25) + 3, far = ((size_t)1 << 31) + 7; /* a tail of 3 */
+    enum { PATTERN = 2048 };
+    gg_ctx *ctx = new_ctx();
+    float *src = NULL, pattern[PATTERN];
+    uint16_t *dst = NULL;
+    unsigned *flag = NULL, word = 7;
+    CUDA_OK(cudaMalloc((void **)&src, n * sizeof *src));
+    CUDA_OK(cudaMalloc((void **)&dst, n * sizeof *dst));
+    CUDA_OK(cudaMalloc((void **)&flag, sizeof *flag));
+    for (int i = 0; i < PATTERN; ++i) pattern[i] = (float)i;
+    CUDA_OK(cudaMemcpy(src, pattern, sizeof pattern, cudaMemcpyHostToDevice));
+    for (size_t filled = PATTERN; filled < n; filled *= 2) /* src[i] = i % PATTERN */
+        CUDA_OK(cudaMemcpy(src + filled, src, (filled < n - filled ? filled : n - filled) * sizeof *src,
+                           cudaMemcpyDeviceToDevice));
+    CUDA_OK(cudaMemset(dst, 0xff, n * sizeof *dst));
+    (void)found(ctx, 1);
+    GG_OK(ctx, gg_to_fp16(ctx, src, dst, n, NULL));
+    assert_int_equal(found(ctx, 1), 0);
+    const size_t tail = (size_t)1 << 26, head = (size_t)1 << 20;
+    uint16_t *got = malloc(tail * sizeof *got);
+    assert_non_null(got);
+    const size_t starts[2] = {0, n - tail}, counts[2] = {head, tail};
+    for (int part = 0; part < 2; ++part) {
+        CUDA_OK(cudaMemcpy(got, dst + starts[part], counts[part] * sizeof *got, cudaMemcpyDeviceToHost));
+        for (size_t k = 0; k < counts[part]; ++k) {
+            const size_t i = starts[part] + k;
+            const unsigned v = (unsigned)(i % PATTERN);
+            /* fp16 of the integer v < 2048: exponent 15 + floor(log2 v), 10 mantissa bits */
+            unsigned e = 0;
+            while ((2u << e) <= v) ++e;
+            const uint16_t want = v ? (uint16_t)((15 + e) << 10 | ((v << (10 - e)) & 0x3ff)) : 0;
+            if (got[k] != want)
+                fail_msg("gg_to_fp16: element %zu of %zu is 0x%04x, expected 0x%04x", i, n, got[k], want);
+        }
+    }
+    free(got);
+    /* gg_check_finite: all finite, then an Inf past 2^31 (fp32), a bf16 Inf there (dst's bits, read as bf16) */
+    for (int bf16 = 0; bf16 <= 1; ++bf16) {
+        const void *data = bf16 ? (const void *)dst : src;
+        CUDA_OK(cudaMemset(flag, 0, sizeof *flag));
+        GG_OK(ctx, gg_check_finite(ctx, data, n, bf16, flag, NULL));
+        CUDA_OK(cudaMemcpy(&word, flag, sizeof word, cudaMemcpyDeviceToHost));
+        if (word) fail_msg("gg_check_finite (%s): finite data set the word", bf16 ? "bf16" : "fp32");
+        const uint32_t inf = 0x7f800000u;
+        const uint16_t inf16 = 0x7f80;
+        if (bf16) CUDA_OK(cudaMemcpy(dst + far, &inf16, sizeof inf16, cudaMemcpyHostToDevice));
+        else CUDA_OK(cudaMemcpy(src + far, &inf, sizeof inf, cudaMemcpyHostToDevice));
+        GG_OK(ctx, gg_check_finite(ctx, data, n, bf16, flag, NULL));
+        CUDA_OK(cudaMemcpy(&word, flag, sizeof word, cudaMemcpyDeviceToHost));
+        if (!word)
+            fail_msg("gg_check_finite (%s): an Inf at element %zu of %zu not found", bf16 ? "bf16" : "fp32", far, n);
+    }
+    const float big = 70000.0f; /* past fp16's range, in the last elements: the overflow word */
+    CUDA_OK(cudaMemcpy(src + far, &big, sizeof big, cudaMemcpyHostToDevice));
+    GG_OK(ctx, gg_to_fp16(ctx, src, dst, n, NULL));
+    assert_int_equal(found(ctx, 1), 1);
+    cudaFree(src), cudaFree(dst), cudaFree(flag);
+    gg_ctx_destroy(ctx);
+}
+
 int main(void) {
     apply_test_filter(); /* GG_TEST_FILTER=pattern runs a subset (e.g. under compute-sanitizer) */
     const struct CMUnitTest tests[] = {cmocka_unit_test(overflow_sets_the_flag),
@@ -464,6 +533,7 @@ int main(void) {
                                        cmocka_unit_test(pre_activation_copy_within_tolerance),
                                        cmocka_unit_test(forward_writes_and_reads_copies),
                                        cmocka_unit_test(to_fp16_flags_and_converts),
-                                       cmocka_unit_test(check_finite_finds_inf_and_nan)};
+                                       cmocka_unit_test(check_finite_finds_inf_and_nan),
+                                       cmocka_unit_test(numerics_past_32_bit_indices)};
     return cmocka_run_group_tests_name("fp16_gpu", tests, NULL, NULL);
 }
