@@ -13,7 +13,8 @@
  *     the next finite step equals the reference's step that follows the last one taken;
  *   - a step captured in a CUDA graph and replayed 5 times (the learning rate set between replays) equals 5 eager
  *     steps bit for bit: weights, copies, step counts, norm;
- *   - steps of parameter ranges (gg_optim_step_params) equal whole steps bit for bit.
+ *   - steps of parameter ranges (gg_optim_step_params) equal whole steps bit for bit;
+ *   - one parameter of more than 2^31 elements (adamw_past_32_bit_indices), where the GPU has the memory.
  * Fresh random data every run: the seed is printed (GG_OPTIM_SEED=n repeats one).
  *
  * The rule. After S steps every weight satisfies |p - p_ref| <= 32 S 2^-24 scale, where scale is the reference's
@@ -522,6 +523,100 @@ static void step_params_equals_step(void **state) {
     gg_ctx_destroy(ctx);
 }
 
+/* One parameter of more than 2^31 elements (an embedding of 262144 x 8192 has as many), where an element's chunk
+ * offset or a count held in 32 bits would update the wrong elements or none: AdamW with clipping active (the global
+ * norm summed over its 131136 chunks), an fp16 copy. Weights and gradients repeat a block of PERIOD random
+ * elements, so the float64 reference of that block (and the norm, from the block's sum of squares times the number
+ * of repeats) is every element's; every weight is checked by the rule and every copy bit for bit, the norm too. */
+static void adamw_past_32_bit_indices(void **state) {
+    (void)state;
+    REQUIRE_GPU();
+    REQUIRE_FREE_GPU_GIB(48); /* weights, gradient, copy and moments: 39 GB */
+    enum { PERIOD = 4096 };
+    const size_t n = ((size_t)1 << 31) + ((size_t)1 << 20) + 3, part = (size_t)1 << 26;
+    rng_state = seed_for(9);
+    float hp[PERIOD], hg[PERIOD];
+    double rp[PERIOD], rm[PERIOD] = {0}, rv[PERIOD] = {0}, ap[PERIOD], am[PERIOD] = {0}, geff[PERIOD];
+    double block_sum = 0.0, head_sum = 0.0; /* the block's sum of squares, and of its first n % PERIOD elements */
+    for (int j = 0; j < PERIOD; ++j) {
+        hp[j] = (float)normal(), hg[j] = (float)normal();
+        rp[j] = hp[j], ap[j] = fabs((double)hp[j]);
+        block_sum += (double)hg[j] * hg[j];
+        if ((size_t)j < n % PERIOD) head_sum += (double)hg[j] * hg[j];
+    }
+    const double norm = sqrt(block_sum * (double)(n / PERIOD) + head_sum);
+    gg_optim_config c = GG_OPTIM_CONFIG_INIT;
+    c.lr = 1e-2f;
+    c.max_grad_norm = (float)(norm / 4); /* clipping active */
+    const double coef = gg_ref_clip_coef(norm, (double)c.max_grad_norm);
+    for (int j = 0; j < PERIOD; ++j) geff[j] = (double)hg[j] * coef;
+    const gg_ref_optim h = {.lr = c.lr, .beta1 = c.beta1, .beta2 = c.beta2, .eps = c.eps,
+                            .weight_decay = (double)(float)1e-2f};
+    gg_ref_optim_step(&h, PERIOD, rp, rm, rv, geff, 1, 1, ap, am);
+
+    float *p = NULL, *g = NULL;
+    uint16_t *copy = NULL;
+    CUDA_OK(cudaMalloc((void **)&p, n * 4));
+    CUDA_OK(cudaMalloc((void **)&g, n * 4));
+    CUDA_OK(cudaMalloc((void **)&copy, n * 2));
+    CUDA_OK(cudaMemcpy(p, hp, sizeof hp, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(g, hg, sizeof hg, cudaMemcpyHostToDevice));
+    for (size_t filled = PERIOD; filled < n; filled *= 2) { /* element i = element i % PERIOD */
+        const size_t k = filled < n - filled ? filled : n - filled;
+        CUDA_OK(cudaMemcpy(p + filled, p, k * 4, cudaMemcpyDeviceToDevice));
+        CUDA_OK(cudaMemcpy(g + filled, g, k * 4, cudaMemcpyDeviceToDevice));
+    }
+    CUDA_OK(cudaMemset(copy, 0xff, n * 2));
+    gg_ctx *ctx = new_ctx();
+    gg_optim *opt = NULL;
+    GG_OK(ctx, gg_optim_create(ctx, &c, &opt));
+    const gg_optim_param param = {.param = p, .grad = g, .count = (int64_t)n, .copy = copy,
+                                  .copy_dtype = GG_OPTIM_FP16};
+    GG_OK(ctx, gg_optim_add_param(opt, &param));
+    GG_OK(ctx, gg_optim_finalize(opt));
+    GG_OK(ctx, gg_optim_step(opt, NULL));
+    int found = -1;
+    float got_norm = 0.0f;
+    GG_OK(ctx, gg_optim_last_step(opt, &found, &got_norm));
+    assert_int_equal(found, 0);
+    if (!(fabs((double)got_norm - norm) <= 8 * 0x1p-24 * norm))
+        fail_msg("grad norm %.9g, reference %.12g (seed %llu)", (double)got_norm, norm, (unsigned long long)test_seed);
+    /* A block of PERIOD elements bit for bit the first block's needs no more; any other is checked element by
+     * element (the first block, and a block whose bits differ: the vector path's tail, or a wrong element). */
+    float *wp = host_alloc(part * 4), first_p[PERIOD];
+    uint16_t *wc = host_alloc(part * 2), first_c[PERIOD];
+    double worst = 0.0;
+    size_t checked = 0;
+    for (size_t at = 0; at < n; at += part) { /* part is a multiple of PERIOD: element at + i is i % PERIOD's */
+        const size_t k = part < n - at ? part : n - at;
+        CUDA_OK(cudaMemcpy(wp, p + at, k * 4, cudaMemcpyDeviceToHost));
+        CUDA_OK(cudaMemcpy(wc, copy + at, k * 2, cudaMemcpyDeviceToHost));
+        if (!at) memcpy(first_p, wp, sizeof first_p), memcpy(first_c, wc, sizeof first_c);
+        for (size_t b = 0; b < k; b += PERIOD) {
+            const size_t len = PERIOD < k - b ? PERIOD : k - b;
+            if (at + b && !memcmp(wp + b, first_p, len * 4) && !memcmp(wc + b, first_c, len * 2)) continue;
+            for (size_t i = b; i < b + len; ++i) {
+                const size_t j = i - b;
+                const double tol = 32.0 * 0x1p-24 * ap[j], err = fabs((double)wp[i] - rp[j]);
+                if (tol > 0 && err / tol > worst) worst = err / tol;
+                if (!(err <= tol))
+                    fail_msg("weight %zu of %zu: gpu %.9g, ref %.12g, |diff| %.3g > tol %.3g (seed %llu)", at + i, n,
+                             (double)wp[i], rp[j], err, tol, (unsigned long long)test_seed);
+                if (wc[i] != gg_ref_f32_to_f16(wp[i]))
+                    fail_msg("copy %zu of %zu: 0x%04x, the weight %.9g rounds to 0x%04x", at + i, n, wc[i],
+                             (double)wp[i], gg_ref_f32_to_f16(wp[i]));
+                ++checked;
+            }
+        }
+    }
+    printf("  AdamW over %zu elements: %zu checked one by one, the rest bit for bit the first %d's; worst |diff| / "
+           "tol = %.3f, norm %.9g\n", n, checked, PERIOD, worst, (double)got_norm);
+    free(wp), free(wc);
+    gg_optim_destroy(opt);
+    cudaFree(p), cudaFree(g), cudaFree(copy);
+    gg_ctx_destroy(ctx);
+}
+
 int main(void) {
     const char *env = getenv("GG_OPTIM_SEED");
     test_seed = env ? strtoull(env, NULL, 10) : (uint64_t)time(NULL);
@@ -532,6 +627,7 @@ int main(void) {
         cmocka_unit_test(adamw_matches_reference), cmocka_unit_test(adamw_clipped),
         cmocka_unit_test(sgd_matches_reference),   cmocka_unit_test(found_inf_skips_the_step),
         cmocka_unit_test(capture_replays_equal_eager), cmocka_unit_test(step_params_equals_step),
+        cmocka_unit_test(adamw_past_32_bit_indices),
     };
     return cmocka_run_group_tests_name("optim_gpu", tests, NULL, NULL);
 }
