@@ -60,8 +60,6 @@ void gg_exec_destroy_all(gg_exec_cache *cache) {
 void gg_graph_destroy(gg_graph *g) {
     if (!g) return;
     gg_ctx *ctx = g->ctx;
-    /* inside a step's callback its synchronization would break the capture: nothing destroyed */
-    if (gg_refuse_in_step_callback(ctx, "gg_graph_destroy") != GG_SUCCESS) return;
     if (gg_ctx_claim_teardown(ctx, "gg_graph_destroy") != GG_SUCCESS) return; /* as gg_ctx_destroy: nothing destroyed */
     int saved = 0;
     const int entered = gg_device_enter(g->ctx, "gg_graph_destroy", &saved) == GG_SUCCESS;

@@ -34,8 +34,6 @@ static int has_device_state(const gg_step *s) { return s->finalized != 0; }
 void gg_step_destroy(gg_step *s) {
     if (!s) return;
     gg_ctx *ctx = s->ctx;
-    /* a step may be the one being captured: nothing destroyed, the capture fails */
-    if (gg_refuse_in_step_callback(ctx, "gg_step_destroy") != GG_SUCCESS) return;
     if (gg_ctx_claim_teardown(ctx, "gg_step_destroy") != GG_SUCCESS) return; /* as gg_ctx_destroy: nothing destroyed */
     int saved = 0;
     const int entered = has_device_state(s) && gg_device_enter(s->ctx, "gg_step_destroy", &saved) == GG_SUCCESS;

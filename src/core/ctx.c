@@ -320,9 +320,8 @@ fail_no_device:
 
 void gg_ctx_destroy(gg_ctx *ctx) {
     if (!ctx) return;
-    /* inside a step's callback its graphs would go under the capture (and the capturing context with them) */
-    if (gg_refuse_in_step_callback(ctx, "gg_ctx_destroy") != GG_SUCCESS) return;
-    /* Never while another thread is inside the context: nothing is destroyed (a leak, not a use after free), and the
+    /* Never inside a step's callback (its graphs would go under the capture, and the capturing context with them),
+     * nor while another thread is inside the context: nothing is destroyed (a leak, not a use after free), and the
      * refusal's message is in this thread's gg_last_error(NULL). */
     if (gg_ctx_claim_teardown(ctx, "gg_ctx_destroy") != GG_SUCCESS) return;
     int saved = 0;

@@ -18,7 +18,11 @@ static gg_status claim(gg_ctx *ctx, const char *fn, int teardown);
 
 gg_status gg_ctx_claim(gg_ctx *ctx, const char *fn) { return claim(ctx, fn, 0); }
 
-gg_status gg_ctx_claim_teardown(gg_ctx *ctx, const char *fn) { return claim(ctx, fn, 1); }
+gg_status gg_ctx_claim_teardown(gg_ctx *ctx, const char *fn) {
+    /* A teardown synchronizes, or frees what a step being captured may hold: never inside a step's callback. */
+    GG_TRY(gg_refuse_in_step_callback(ctx, fn));
+    return claim(ctx, fn, 1);
+}
 
 gg_status gg_refuse_pending_cuda_error(gg_ctx *ctx, const char *fn) {
     const cudaError_t e = gg_pending_cuda_error();

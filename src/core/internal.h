@@ -231,7 +231,7 @@ void gg_ctx_release(gg_ctx *ctx);
  * pending), and its release clears what gradgraph's own CUDA calls left pending. The destroy calls claim with
  * gg_ctx_claim_teardown instead: never refused for it, and what was pending stays (gg_clear_own_cuda_error, their
  * way to clear their own failures, leaves it). */
-gg_status gg_ctx_claim_teardown(gg_ctx *ctx, const char *fn);
+gg_status gg_ctx_claim_teardown(gg_ctx *ctx, const char *fn); /* also refused inside a step's callback */
 /* The error the CUDA runtime holds for this thread (what cudaGetLastError would return), cudaSuccess when none;
  * cudaErrorNotReady is a query's answer, not a failure: never taken for one. */
 cudaError_t gg_pending_cuda_error(void);

@@ -637,9 +637,9 @@ static gg_status detach(gg_ctx *ctx) {
 
 gg_status gg_dist_detach(gg_ctx *ctx) {
     if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_dist_detach: ctx is NULL");
-    /* a step being captured may hold the communicator without having counted it yet */
-    GG_TRY(gg_refuse_in_step_callback(ctx, "gg_dist_detach"));
-    GG_TRY(gg_ctx_claim_teardown(ctx, "gg_dist_detach")); /* never while another thread is inside the context */
+    /* never inside a step's callback (a step being captured may hold the communicator without having counted it
+     * yet), nor while another thread is inside the context */
+    GG_TRY(gg_ctx_claim_teardown(ctx, "gg_dist_detach"));
     const gg_status status = detach(ctx);
     gg_ctx_release(ctx);
     return status;

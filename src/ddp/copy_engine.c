@@ -368,8 +368,7 @@ static gg_status free_claimed(gg_ctx *ctx, const char *fn, void *ptr) {
 gg_status gg_dist_free(gg_ctx *ctx, void *ptr) {
     static const char fn[] = "gg_dist_free";
     if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
-    GG_TRY(gg_refuse_in_step_callback(ctx, fn));
-    if (!ptr) return GG_SUCCESS;
+    if (!ptr) return gg_refuse_in_step_callback(ctx, fn); /* as gg_ctx_claim_teardown refuses the others there */
     /* before the communicator's state is read (another thread may be inside); a release, run with an application's
      * CUDA error pending too: with copy engines on it is collective, and a refused rank would leave the others
      * waiting for it */

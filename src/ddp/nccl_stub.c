@@ -29,7 +29,6 @@ gg_status gg_dist_init_mpi(gg_ctx *ctx, const void *mpi_comm, const gg_dist_conf
 }
 gg_status gg_dist_detach(gg_ctx *ctx) { /* nothing to detach, but refused as the real one is */
     if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_dist_detach: ctx is NULL");
-    GG_TRY(gg_refuse_in_step_callback(ctx, "gg_dist_detach"));
     GG_TRY(gg_ctx_claim_teardown(ctx, "gg_dist_detach"));
     gg_ctx_release(ctx);
     return GG_SUCCESS;

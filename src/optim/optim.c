@@ -51,8 +51,6 @@ static gg_status check_config(gg_ctx *ctx, const gg_optim_config *c) {
 void gg_optim_destroy(gg_optim *o) {
     if (!o) return;
     gg_ctx *ctx = o->ctx;
-    /* its synchronization would break the capture, and a step may hold it: nothing destroyed */
-    if (gg_refuse_in_step_callback(ctx, "gg_optim_destroy") != GG_SUCCESS) return;
     if (gg_ctx_claim_teardown(ctx, "gg_optim_destroy") != GG_SUCCESS) return; /* as gg_ctx_destroy: nothing destroyed */
     if (o->held_by_steps > 0) { /* their graphs update through its device block and capture again through it */
         gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
