@@ -1439,15 +1439,20 @@ static void ce_graph_pair(gg_ctx *ctxs[CE_RANKS], void *buf[CE_RANKS], gg_graph 
     }
 }
 
+/* The ranks' contexts detached and destroyed, nothing left. */
+static void ce_ctxs_end(gg_ctx *ctxs[CE_RANKS]) {
+    for (int i = 0; i < CE_RANKS; ++i) assert_int_equal(gg_dist_detach(ctxs[i]), GG_SUCCESS);
+    for (int i = 0; i < CE_RANKS; ++i) gg_ctx_destroy(ctxs[i]);
+    no_leaks();
+}
+
 /* Its end: the graphs destroyed, the buffers freed (buf NULL: freed already), detached, nothing left. */
 static void ce_graph_pair_end(gg_ctx *ctxs[CE_RANKS], void *buf[CE_RANKS], gg_graph *g[CE_RANKS]) {
     for (int i = 0; i < CE_RANKS; ++i) {
         gg_graph_destroy(g[i]);
         if (buf) assert_int_equal(gg_dist_free(ctxs[i], buf[i]), GG_SUCCESS);
     }
-    for (int i = 0; i < CE_RANKS; ++i) assert_int_equal(gg_dist_detach(ctxs[i]), GG_SUCCESS);
-    for (int i = 0; i < CE_RANKS; ++i) gg_ctx_destroy(ctxs[i]);
-    no_leaks();
+    ce_ctxs_end(ctxs);
 }
 
 /* The copy-engine path's graphs ordered: rank 0's syncing MLP graph with its weight gradients in gg_dist_alloc memory
@@ -1505,9 +1510,7 @@ static void collective_limit_counts_the_copy_engines(void **state) {
             assert_int_equal(st, GG_SUCCESS);
             gg_graph_destroy(g);
         }
-        for (int i = 0; i < CE_RANKS; ++i) assert_int_equal(gg_dist_detach(ctxs[i]), GG_SUCCESS);
-        for (int i = 0; i < CE_RANKS; ++i) gg_ctx_destroy(ctxs[i]);
-        no_leaks();
+        ce_ctxs_end(ctxs);
     }
 }
 

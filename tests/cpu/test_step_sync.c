@@ -360,6 +360,15 @@ static void captures_one_group_per_bucket(void **state) {
     end_ctx(ctx, comm);
 }
 
+/* A run of step refused with status and a message containing text: nothing captured, no NCCL work enqueued. */
+static void expect_run_refused(gg_ctx *ctx, gg_step *step, gg_status status, const char *text) {
+    reset_counts();
+    assert_int_equal(gg_step_run(step, TOKENS, 0, NULL), status);
+    contains(gg_last_error(ctx), text);
+    assert_int_equal(fake.calls[FAKE_BEGIN_CAPTURE], 0);
+    assert_int_equal(fake_nccl.logged, 0);
+}
+
 /* A syncing step whose communicator was aborted (gg_dist_abort, the watchdog) refuses to run with GG_ERROR_NCCL saying
  * why, capturing and enqueuing nothing; gg_dist_comm says NULL. */
 static void aborted_communicator_refuses_the_run(void **state) {
@@ -371,11 +380,7 @@ static void aborted_communicator_refuses_the_run(void **state) {
     assert_non_null(gg_dist_comm(ctx));
     assert_int_equal(gg_dist_abort(ctx), GG_SUCCESS);
     assert_null(gg_dist_comm(ctx));
-    reset_counts();
-    assert_int_equal(gg_step_run(step, TOKENS, 0, NULL), GG_ERROR_NCCL);
-    contains(gg_last_error(ctx), "the communicator was aborted: gg_dist_abort was called");
-    assert_int_equal(fake.calls[FAKE_BEGIN_CAPTURE], 0);
-    assert_int_equal(fake_nccl.logged, 0);
+    expect_run_refused(ctx, step, GG_ERROR_NCCL, "the communicator was aborted: gg_dist_abort was called");
     gg_step_destroy(step);
     end_ctx(ctx, comm);
 }
@@ -390,12 +395,8 @@ static void detach_before_any_run(void **state) {
     gg_step *step = mlp_step(ctx, 1, NULL);
     assert_int_equal(gg_step_finalize(step), GG_SUCCESS);
     assert_int_equal(gg_dist_detach(ctx), GG_SUCCESS);
-    reset_counts();
-    assert_int_equal(gg_step_run(step, TOKENS, 0, NULL), GG_ERROR_INVALID_ARGUMENT);
-    contains(gg_last_error(ctx), "gg_step_run: the step reduces gradients, but the communicator it was finalized "
-                                 "with is gone");
-    assert_int_equal(fake.calls[FAKE_BEGIN_CAPTURE], 0);
-    assert_int_equal(fake_nccl.logged, 0);
+    expect_run_refused(ctx, step, GG_ERROR_INVALID_ARGUMENT,
+                       "gg_step_run: the step reduces gradients, but the communicator it was finalized with is gone");
     assert_int_equal(gg_step_set_sync(step, 0), GG_SUCCESS);
     assert_int_equal(gg_step_run(step, TOKENS, 0, NULL), GG_SUCCESS);
     assert_int_equal(fake_nccl.logged, 0);
@@ -404,11 +405,7 @@ static void detach_before_any_run(void **state) {
     dc.bucket_bytes = 2 * BUCKET_BYTES;
     assert_int_equal(gg_dist_attach(ctx, comm, &dc), GG_SUCCESS);
     assert_int_equal(gg_step_set_sync(step, 1), GG_SUCCESS);
-    reset_counts();
-    assert_int_equal(gg_step_run(step, TOKENS, 0, NULL), GG_ERROR_INVALID_ARGUMENT);
-    contains(gg_last_error(ctx), "the communicator it was finalized with is gone");
-    assert_int_equal(fake.calls[FAKE_BEGIN_CAPTURE], 0);
-    assert_int_equal(fake_nccl.logged, 0);
+    expect_run_refused(ctx, step, GG_ERROR_INVALID_ARGUMENT, "the communicator it was finalized with is gone");
     gg_step_destroy(step);
     end_ctx(ctx, comm);
 }

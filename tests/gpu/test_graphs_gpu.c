@@ -67,6 +67,13 @@ static probe probe_open(gg_ctx *ctx, int block_id, uint64_t seed) {
     return p;
 }
 
+/* The run's outputs pass its case's check. */
+static void expect_passes(gg_case_run *r) {
+    gg_case_verdict v;
+    CUDA_OK(gg_case_check(r, &v));
+    assert_true(v.passed);
+}
+
 static void probe_close(probe *p) {
     gg_graph_destroy(p->graph);
     gg_case_run_destroy(p->run);
@@ -129,8 +136,7 @@ static void rebinding_writes_new_outputs_only(void **state) {
         gg_case_verdict v;
         CUDA_OK(gg_case_check(z, &v));
         if (!v.passed) fail_msg("%s: the rebound graph's outputs are wrong", c->block);
-        CUDA_OK(gg_case_check(a, &v));
-        assert_true(v.passed);
+        expect_passes(a);
         gg_graph_memory mem;
         GG_OK(ctx, gg_graph_memory_info(g, -1, &mem));
         assert_int_equal(mem.execs, 2);
@@ -140,8 +146,7 @@ static void rebinding_writes_new_outputs_only(void **state) {
             GG_OK(ctx, gg_case_graph_run(a, g, p));
             GG_OK(ctx, gg_case_graph_run(z, g, p));
         }
-        CUDA_OK(gg_case_check(a, &v));
-        assert_true(v.passed);
+        expect_passes(a);
         GG_OK(ctx, gg_graph_memory_info(g, -1, &mem));
         assert_int_equal(mem.execs, 2);
         /* more pointer sets than execs_per_bucket: the LRU exec is updated in place, results stay right */
@@ -154,10 +159,8 @@ static void rebinding_writes_new_outputs_only(void **state) {
             CUDA_OK(gg_case_poison(z));
             GG_OK(ctx, gg_case_graph_run(a, g1, p));
             GG_OK(ctx, gg_case_graph_run(z, g1, p));
-            CUDA_OK(gg_case_check(a, &v));
-            assert_true(v.passed);
-            CUDA_OK(gg_case_check(z, &v));
-            assert_true(v.passed);
+            expect_passes(a);
+            expect_passes(z);
         }
         GG_OK(ctx, gg_graph_memory_info(g1, -1, &mem));
         assert_int_equal(mem.execs, 1);
@@ -343,9 +346,7 @@ static void pending_application_error_is_not_gradgraphs(void **state) {
         fail_msg("refusal's message: %s", msg);
     assert_int_equal(cudaGetLastError(), cudaErrorMemoryAllocation); /* still pending: the application reads it */
     GG_OK(ctx, gg_case_graph_run(p.run, p.graph, p.precision));
-    gg_case_verdict v;
-    CUDA_OK(gg_case_check(p.run, &v));
-    assert_true(v.passed);
+    expect_passes(p.run);
     /* a busy stream's query: ~1 GiB of memset behind it */
     const size_t bytes = (size_t)1 << 30;
     void *big = NULL;
@@ -358,8 +359,7 @@ static void pending_application_error_is_not_gradgraphs(void **state) {
                   cudaGetErrorName(cudaPeekAtLastError()));
     CUDA_OK(gg_case_poison(p.run));
     GG_OK(ctx, gg_case_graph_run(p.run, p.graph, p.precision));
-    CUDA_OK(gg_case_check(p.run, &v));
-    assert_true(v.passed);
+    expect_passes(p.run);
     CUDA_OK(cudaStreamSynchronize(busy));
     CUDA_OK(cudaStreamDestroy(busy));
     CUDA_OK(cudaFree(big));
@@ -378,14 +378,12 @@ static void default_and_capturing_streams_are_the_devices(void **state) {
     probe p = probe_open(ctx, 1, 11);
     const gg_stream own = p.run->stream;
     const gg_stream defaults[2] = {(gg_stream)cudaStreamPerThread, (gg_stream)cudaStreamLegacy};
-    gg_case_verdict v;
     for (int k = 0; k < 2; ++k) {
         p.run->stream = defaults[k];
         CUDA_OK(gg_case_poison(p.run));
         GG_OK(ctx, gg_case_graph_run(p.run, p.graph, p.precision));
         GG_OK(ctx, gg_case_execute(p.run, ctx, p.precision));
-        CUDA_OK(gg_case_check(p.run, &v));
-        assert_true(v.passed);
+        expect_passes(p.run);
     }
     cudaStream_t cap = NULL;
     CUDA_OK(cudaStreamCreateWithFlags(&cap, cudaStreamNonBlocking));
@@ -411,8 +409,7 @@ static void default_and_capturing_streams_are_the_devices(void **state) {
     CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
     CUDA_OK(cudaGraphLaunch(exec, cap));
     CUDA_OK(cudaStreamSynchronize(cap));
-    CUDA_OK(gg_case_check(p.run, &v));
-    assert_true(v.passed);
+    expect_passes(p.run);
     CUDA_OK(cudaGraphExecDestroy(exec));
     CUDA_OK(cudaGraphDestroy(graph));
     /* a call on a stream that is not capturing while this thread captures another in global mode: it runs, and the
@@ -426,8 +423,7 @@ static void default_and_capturing_streams_are_the_devices(void **state) {
     if (beside != GG_SUCCESS) fail_msg("eager call beside the capture: %s", gg_last_error(ctx));
     CUDA_OK(ended_beside);
     CUDA_OK(cudaGraphDestroy(graph));
-    CUDA_OK(gg_case_check(p.run, &v));
-    assert_true(v.passed);
+    expect_passes(p.run);
     CUDA_OK(cudaStreamDestroy(cap));
     probe_close(&p);
     gg_ctx_destroy(ctx);
