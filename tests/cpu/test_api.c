@@ -790,7 +790,7 @@ static void pending_cuda_error_is_the_applications(void **state) {
     const gg_mlp_args ma = mlp_args();
     const int live = fake.live;
     fake.enqueued = fake.planned = 0;
-    fake.pending = cudaErrorInvalidConfiguration; /* an application's launch that failed before the calls */
+    fake_pending = cudaErrorInvalidConfiguration; /* an application's launch that failed before the calls */
     assert_int_equal(gg_tanh_gate_backward(ctx, &td, &ta, NULL), GG_ERROR_CUDA);
     assert_message_has(ctx, "gg_tanh_gate_backward: a CUDA error is pending on this thread from earlier work that was not "
                             "this call's: cudaErrorInvalidConfiguration");
@@ -806,20 +806,66 @@ static void pending_cuda_error_is_the_applications(void **state) {
     assert_int_equal(fake.enqueued, 0);
     assert_int_equal(fake.planned, 0);
     assert_int_equal(fake.live, live);
-    assert_int_equal(fake.pending, cudaErrorInvalidConfiguration); /* still the application's to read */
+    assert_int_equal(fake_pending, cudaErrorInvalidConfiguration); /* still the application's to read */
     gg_graph_destroy(g2); /* teardown works, and leaves it */
     assert_int_equal(fake.live, live - 1);
-    assert_int_equal(fake.pending, cudaErrorInvalidConfiguration);
+    assert_int_equal(fake_pending, cudaErrorInvalidConfiguration);
     assert_int_equal(cudaGetLastError(), cudaErrorInvalidConfiguration); /* the application reads it */
     assert_int_equal(gg_tanh_gate_backward(ctx, &td, &ta, NULL), GG_SUCCESS);
     assert_int_equal(gg_tanh_gate_graph_run(g, &td, &ta, NULL), GG_SUCCESS);
-    fake.pending = cudaErrorNotReady; /* what a cudaStreamQuery of a busy stream answered: no failure */
+    fake_pending = cudaErrorNotReady; /* what a cudaStreamQuery of a busy stream answered: no failure */
     assert_int_equal(gg_tanh_gate_graph_run(g, &td, &ta, NULL), GG_SUCCESS);
-    fake.pending = cudaErrorMemoryAllocation;
+    fake_pending = cudaErrorMemoryAllocation;
     gg_graph_destroy(g);
     gg_ctx_destroy(ctx);
     assert_int_equal(fake.live, 0);
-    assert_int_equal(fake.pending, cudaErrorMemoryAllocation);
+    assert_int_equal(fake_pending, cudaErrorMemoryAllocation);
+}
+
+/* The runtime keeps the pending error per thread, and so must gradgraph's check: another thread's calls on the same
+ * context work while this thread has an application's error pending, and an error left pending on that thread never
+ * refuses this one's calls. */
+typedef struct {
+    gg_ctx *ctx;
+    gg_graph *graph;
+    cudaError_t pending_seen; /* what the thread found pending before its calls */
+    gg_status eager, replay;
+} other_thread_calls;
+
+static void *calls_on_another_thread(void *arg) {
+    other_thread_calls *t = arg;
+    const gg_tanh_gate_desc td = tanh_desc();
+    const gg_tanh_gate_args ta = tanh_args();
+    t->pending_seen = cudaPeekAtLastError();
+    t->eager = gg_tanh_gate_backward(t->ctx, &td, &ta, NULL);
+    t->replay = gg_tanh_gate_graph_run(t->graph, &td, &ta, NULL);
+    fake_pending = cudaErrorMemoryAllocation; /* this thread's application fails a launch of its own and ends */
+    return NULL;
+}
+
+static void a_pending_error_is_one_threads(void **state) {
+    (void)state;
+    gg_ctx *ctx = make_ctx();
+    gg_graph_config gc = config_to_1024();
+    other_thread_calls t = {.ctx = ctx, .graph = tanh_graph(ctx, &gc), .pending_seen = cudaErrorUnknown};
+    const gg_tanh_gate_desc td = tanh_desc();
+    const gg_tanh_gate_args ta = tanh_args();
+    fake_pending = cudaErrorInvalidConfiguration; /* this thread's application error */
+    pthread_t other;
+    assert_int_equal(pthread_create(&other, NULL, calls_on_another_thread, &t), 0);
+    assert_int_equal(pthread_join(other, NULL), 0);
+    assert_int_equal(t.pending_seen, cudaSuccess);
+    assert_int_equal(t.eager, GG_SUCCESS);
+    assert_int_equal(t.replay, GG_SUCCESS);
+    assert_int_equal(gg_tanh_gate_backward(ctx, &td, &ta, NULL), GG_ERROR_CUDA); /* this thread's is still pending */
+    assert_message_has(ctx, "a CUDA error is pending on this thread from earlier work that was not this call's: "
+                            "cudaErrorInvalidConfiguration");
+    assert_int_equal(cudaGetLastError(), cudaErrorInvalidConfiguration);
+    assert_int_equal(gg_tanh_gate_backward(ctx, &td, &ta, NULL), GG_SUCCESS); /* the other thread's never reaches it */
+    assert_int_equal(gg_tanh_gate_graph_run(t.graph, &td, &ta, NULL), GG_SUCCESS);
+    assert_int_equal(cudaPeekAtLastError(), cudaSuccess);
+    gg_graph_destroy(t.graph);
+    destroy_ctx(ctx);
 }
 
 /* A stream of another device than the context's (its launches would fail: an eager call's after part of its work) is
@@ -1694,6 +1740,7 @@ int main(void) {
         cmocka_unit_test(narrow_schedules_only_beside_a_second_stream),
         cmocka_unit_test(graph_run_checks_its_arguments),
         cmocka_unit_test(pending_cuda_error_is_the_applications),
+        cmocka_unit_test(a_pending_error_is_one_threads),
         cmocka_unit_test(a_stream_of_another_device_is_refused),
         cmocka_unit_test(graph_run_refuses_what_differs_from_the_graph),
         cmocka_unit_test(graph_runs_eagerly_past_its_largest_bucket_when_asked),

@@ -1526,7 +1526,7 @@ static void freed_window_captures_again(void **state) {
     int captures[3], gathers[3];
     for (int phase = 0; phase < 3; ++phase) { /* captured; replayed; the windows freed, the same pointers */
         if (phase == 2) { /* a release: it runs with an application's CUDA error pending, which it leaves */
-            fake.pending = cudaErrorInvalidConfiguration;
+            fake_pending = cudaErrorInvalidConfiguration;
             for (int i = 0; i < CE_RANKS; ++i) assert_int_equal(gg_dist_free(ctxs[i], buf[i]), GG_SUCCESS);
             assert_int_equal(cudaGetLastError(), cudaErrorInvalidConfiguration);
         }

@@ -127,7 +127,7 @@ static void rank_0_refused_before_its_checks_fails_every_rank(void **state) {
         gg_ctx *ctx = fake_ctx();
         const int no_ctx = how & 1, env = how & 2;
         gg_ctx *const given = mpi_rank == 0 && no_ctx ? NULL : ctx;
-        if (mpi_rank == 0 && !no_ctx) fake.pending = cudaErrorInvalidConfiguration;
+        if (mpi_rank == 0 && !no_ctx) fake_pending = cudaErrorInvalidConfiguration;
         const gg_status st = env ? gg_dist_init_env(given, NULL, &dc) : gg_dist_init_mpi(given, NULL, &dc);
         const char *said = gg_last_error(given);
         const char *fn = env ? "gg_dist_init_env" : "gg_dist_init_mpi";

@@ -906,7 +906,7 @@ static void failing_launch(void *user, gg_stream stream, int64_t tokens) {
                                .weight2 = FAKE(103), .bias2 = FAKE(104), .intermediate = FAKE(105),
                                .intermediate_activated = FAKE(106), .output = FAKE(107)};
     if (own_failure_then == 2) (void)gg_mlp_forward(nested.ctx, &d, &f, (gg_stream)nested.outside);
-    fake.pending = cudaErrorInvalidConfiguration;
+    fake_pending = cudaErrorInvalidConfiguration;
     if (own_failure_then == 1) (void)gg_mlp_forward(nested.ctx, &d, &f, stream);
 }
 
@@ -938,7 +938,7 @@ static void a_callbacks_own_cuda_error_fails_the_run(void **state) {
         if (own_failure_then == 2)
             assert_message_has(ctx, "; the callback also left a CUDA error pending: cudaErrorInvalidConfiguration "
                                     "(cleared)");
-        assert_int_equal(fake.pending, cudaSuccess);
+        assert_int_equal(fake_pending, cudaSuccess);
         assert_int_equal(fake.captures_open, 0);
         assert_int_equal(fake.calls[FAKE_INSTANTIATE], 0);
         assert_int_equal(fake.calls[FAKE_GRAPH_LAUNCH], 0);

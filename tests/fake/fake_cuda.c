@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 
 fake_state fake;
+_Thread_local cudaError_t fake_pending;
 fake_log_state fake_log;
 
 const char *const fake_kind_names[FAKE_KINDS] = {
@@ -40,6 +41,7 @@ static struct {
 void fake_reset(int device_count) {
     memset(&previous_matmul, 0, sizeof previous_matmul);
     memset(&fake, 0, sizeof fake);
+    fake_pending = cudaSuccess;
     fake.device_count = device_count;
     memcpy(fake.cluster_capacity, h200_clusters, sizeof h200_clusters);
     kernel_counts_reset();
@@ -338,7 +340,7 @@ cudaError_t __wrap_cudaGetDeviceCount(int *count) {
 cudaError_t __wrap_cudaDeviceGetPCIBusId(char *id, int len, int device) {
     (void)device;
     ++fake.cuda_calls;
-    if (!fake.pci_bus_id) return fake.pending = cudaErrorNoDevice;
+    if (!fake.pci_bus_id) return fake_pending = cudaErrorNoDevice;
     snprintf(id, (size_t)len, "%s", fake.pci_bus_id_string ? fake.pci_bus_id_string : "0000:99:00.0");
     return cudaSuccess;
 }
@@ -346,7 +348,7 @@ cudaError_t __wrap_cudaDeviceGetPCIBusId(char *id, int len, int device) {
 cudaError_t __wrap_cudaGetDevice(int *device) {
     ++fake.cuda_calls;
     *device = 0;
-    return fake.fail_get_device ? (fake.pending = cudaErrorDevicesUnavailable) : cudaSuccess;
+    return fake.fail_get_device ? (fake_pending = cudaErrorDevicesUnavailable) : cudaSuccess;
 }
 /* The device cudaSetDevice last made current on this thread: every stream but fake.foreign_stream is its (the
  * default streams are the current device's; the fakes do not remember where a stream was made). */
@@ -360,7 +362,7 @@ cudaError_t __wrap_cudaStreamGetDevice(cudaStream_t stream, int *device) {
 }
 cudaError_t __wrap_cudaSetDevice(int device) {
     ++fake.cuda_calls;
-    if (device >= fake.device_count) return fake.pending = cudaErrorInvalidDevice;
+    if (device >= fake.device_count) return fake_pending = cudaErrorInvalidDevice;
     current_device = device;
     return cudaSuccess;
 }
@@ -387,13 +389,13 @@ cudaError_t __wrap_cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, 
 }
 cudaError_t __wrap_cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags) {
     (void)flags;
-    if (!fake_create()) return fake.pending = cudaErrorUnknown;
+    if (!fake_create()) return fake_pending = cudaErrorUnknown;
     *stream = (cudaStream_t)fake_handle(); /* each stream its own handle: a test can tell them apart */
     return cudaSuccess;
 }
 cudaError_t __wrap_cudaStreamCreateWithPriority(cudaStream_t *stream, unsigned flags, int priority) {
     (void)flags, (void)priority;
-    if (!fake_create()) return fake.pending = cudaErrorUnknown;
+    if (!fake_create()) return fake_pending = cudaErrorUnknown;
     *stream = (cudaStream_t)fake_handle();
     return cudaSuccess;
 }
@@ -419,7 +421,7 @@ cudaError_t __wrap_cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCap
 }
 cudaError_t __wrap_cudaEventCreateWithFlags(cudaEvent_t *event, unsigned flags) {
     (void)flags;
-    if (!fake_create()) return fake.pending = cudaErrorUnknown;
+    if (!fake_create()) return fake_pending = cudaErrorUnknown;
     /* each event its own handle (the log tells them apart), whose 16 bytes hold the device clock at its last record
      * (autotune's timing, cudaEventElapsedTime) and that record's stream (what a wait waits on) */
     *event = (cudaEvent_t)fake_handle();
@@ -444,7 +446,7 @@ cudaError_t __wrap_cudaEventDestroy(cudaEvent_t event) {
     return cudaSuccess;
 }
 cudaError_t __wrap_cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
-    if (fake_fault(FAKE_EVENT_RECORD)) return fake.pending = cudaErrorLaunchFailure;
+    if (fake_fault(FAKE_EVENT_RECORD)) return fake_pending = cudaErrorLaunchFailure;
     if (event) {
         memcpy((void *)event, &fake.clock_us, sizeof fake.clock_us);
         memcpy((char *)event + sizeof fake.clock_us, &stream, sizeof stream);
@@ -463,7 +465,7 @@ cudaError_t __wrap_cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 }
 cudaError_t __wrap_cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned flags) {
     (void)flags;
-    if (fake_fault(FAKE_WAIT_EVENT)) return fake.pending = cudaErrorInvalidResourceHandle;
+    if (fake_fault(FAKE_WAIT_EVENT)) return fake_pending = cudaErrorInvalidResourceHandle;
     ++fake.enqueued;
     fake.last_wait_stream = stream;
     fake.last_wait_at = fake.enqueued;
@@ -474,13 +476,13 @@ cudaError_t __wrap_cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, u
     return cudaSuccess;
 }
 cudaError_t __wrap_cudaMalloc(void **ptr, size_t bytes) {
-    if (fake_fault(FAKE_MALLOC)) return fake.pending = cudaErrorMemoryAllocation;
+    if (fake_fault(FAKE_MALLOC)) return fake_pending = cudaErrorMemoryAllocation;
     void *p = fake.device_space ? device_space_take(bytes) : malloc(16); /* never dereferenced: with malloc, a unique
                                                                            * address whose leak the sanitizers see */
-    if (!p) return fake.pending = cudaErrorMemoryAllocation;
+    if (!p) return fake_pending = cudaErrorMemoryAllocation;
     if (!fake_create()) {
         if (!in_device_space(p)) free(p);
-        return fake.pending = cudaErrorMemoryAllocation;
+        return fake_pending = cudaErrorMemoryAllocation;
     }
     *ptr = p;
     return cudaSuccess;
@@ -492,14 +494,14 @@ cudaError_t __wrap_cudaFree(void *ptr) {
     return cudaSuccess;
 }
 cudaError_t __wrap_cudaGetLastError(void) {
-    const cudaError_t e = fake.pending;
-    fake.pending = cudaSuccess;
+    const cudaError_t e = fake_pending;
+    fake_pending = cudaSuccess;
     return e;
 }
-cudaError_t __wrap_cudaPeekAtLastError(void) { return fake.pending; }
+cudaError_t __wrap_cudaPeekAtLastError(void) { return fake_pending; }
 cudaError_t __wrap_cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind) {
     (void)src, (void)kind;
-    if (fake_fault(FAKE_MEMCPY)) return fake.pending = cudaErrorLaunchFailure; /* counts the call */
+    if (fake_fault(FAKE_MEMCPY)) return fake_pending = cudaErrorLaunchFailure; /* counts the call */
     if (kind == cudaMemcpyDeviceToHost) memset(dst, 0, bytes), fake.sync_copy_from = src;
     if (kind == cudaMemcpyDeviceToHost && fake.on_sync_copy_to_host) fake.on_sync_copy_to_host(dst, bytes);
     return cudaSuccess;
@@ -515,7 +517,7 @@ cudaError_t __wrap_cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enu
     return cudaSuccess;
 }
 cudaError_t __wrap_cudaMallocHost(void **ptr, size_t bytes) {
-    if (!fake_create()) return fake.pending = cudaErrorMemoryAllocation;
+    if (!fake_create()) return fake_pending = cudaErrorMemoryAllocation;
     *ptr = calloc(1, bytes); /* written and read by the host */
     return cudaSuccess;
 }
@@ -593,12 +595,12 @@ static cudaError_t launch_refused(const kernel_entry *k, dim3 grid, dim3 block, 
     const unsigned long long threads = (unsigned long long)block.x * block.y * block.z;
     if (!grid.x || !grid.y || !grid.z || grid.y > 65535 || grid.z > 65535 || grid.x > 0x7fffffffu || !threads ||
         threads > 1024)
-        return fake.pending = cudaErrorInvalidConfiguration;
+        return fake_pending = cudaErrorInvalidConfiguration;
     const size_t smem_max = k && k->max_dyn_smem > FAKE_SMEM_DEFAULT ? (size_t)k->max_dyn_smem : FAKE_SMEM_DEFAULT;
-    if (smem > smem_max) return fake.pending = cudaErrorInvalidValue;
+    if (smem > smem_max) return fake_pending = cudaErrorInvalidValue;
     const unsigned long long ctas = (unsigned long long)cluster.x * cluster.y * cluster.z;
     if (!ctas || ctas > FAKE_MAX_CLUSTER || grid.x % cluster.x || grid.y % cluster.y || grid.z % cluster.z)
-        return fake.pending = cudaErrorInvalidClusterSize;
+        return fake_pending = cudaErrorInvalidClusterSize;
     return cudaSuccess;
 }
 
@@ -619,12 +621,12 @@ static void launched(const void *fn, cudaStream_t stream, void **args, dim3 grid
 /* A failed launch leaves its error for cudaGetLastError, as the runtime does for <<<>>>. */
 cudaError_t __wrap___cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void **args, size_t shared,
                                       cudaStream_t stream) {
-    if (fake_fault(FAKE_LAUNCH)) return fake.pending = cudaErrorLaunchOutOfResources;
+    if (fake_fault(FAKE_LAUNCH)) return fake_pending = cudaErrorLaunchOutOfResources;
     const void *fn = (const void *)kernel;
     const cudaError_t refused = launch_refused(kernel_of(fn), grid, block, shared, (dim3){1, 1, 1});
     if (refused != cudaSuccess) {
         ++fake.refused_launches;
-        return fake.pending = refused;
+        return fake_pending = refused;
     }
     launched(fn, stream, args, grid, 0);
     return cudaSuccess;
@@ -645,14 +647,14 @@ static dim3 config_cluster(const cudaLaunchConfig_t *config, int *has) {
  * every launch is (FAKE_LAUNCH's faults, fake.enqueued, the kernel's count, the log); a cluster launch also in
  * fake.cluster_launches. A refused launch leaves its error for cudaGetLastError too, as every failed runtime call does. */
 cudaError_t __wrap_cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args) {
-    if (fake_fault(FAKE_LAUNCH)) return fake.pending = cudaErrorLaunchOutOfResources;
+    if (fake_fault(FAKE_LAUNCH)) return fake_pending = cudaErrorLaunchOutOfResources;
     int has_cluster = 0;
     const dim3 cluster = config_cluster(config, &has_cluster);
     const cudaError_t refused =
         launch_refused(kernel_of(func), config->gridDim, config->blockDim, config->dynamicSmemBytes, cluster);
     if (refused != cudaSuccess) {
         ++fake.refused_launches;
-        return fake.pending = refused;
+        return fake_pending = refused;
     }
     launched(func, config->stream, args, config->gridDim, has_cluster);
     return cudaSuccess;
@@ -663,7 +665,7 @@ cudaError_t __wrap_cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute
     ++fake.cuda_calls;
     ++fake.func_attributes;
     if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize) return cudaSuccess;
-    if (value < 0 || value > FAKE_SMEM_OPTIN) return fake.pending = cudaErrorInvalidValue;
+    if (value < 0 || value > FAKE_SMEM_OPTIN) return fake_pending = cudaErrorInvalidValue;
     kernel_entry *k = kernel_of(func);
     if (k) k->max_dyn_smem = value;
     return cudaSuccess;
@@ -675,7 +677,7 @@ cudaError_t __wrap_cudaOccupancyMaxActiveClusters(int *clusters, const void *fun
     ++fake.cuda_calls;
     ++fake.occupancy_queries;
     *clusters = 0;
-    if (fake.fail_occupancy) return fake.pending = cudaErrorInvalidDeviceFunction;
+    if (fake.fail_occupancy) return fake_pending = cudaErrorInvalidDeviceFunction;
     int has_cluster = 0;
     const dim3 cluster = config_cluster(config, &has_cluster);
     const dim3 one_cluster = {cluster.x, cluster.y, cluster.z}; /* the query's grid may be any: check one cluster */
@@ -743,7 +745,7 @@ cudaError_t __wrap_cudaGetDriverEntryPointByVersion(const char *symbol, void **f
 /* ---- graphs ---- */
 cudaError_t __wrap_cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode) {
     (void)mode;
-    if (fake_fault(FAKE_BEGIN_CAPTURE)) return fake.pending = cudaErrorStreamCaptureUnsupported;
+    if (fake_fault(FAKE_BEGIN_CAPTURE)) return fake_pending = cudaErrorStreamCaptureUnsupported;
     capture_stream = stream;
     capture_into = NULL;
     if (fake.captures_open == 0) n_captured = 0, capture_broken = 0;
@@ -767,19 +769,19 @@ cudaError_t __wrap_cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph)
     *graph = NULL;
     const int broken = capture_broken;
     capture_broken = 0;
-    if (fake_fault(FAKE_END_CAPTURE) || broken) return fake.pending = cudaErrorStreamCaptureInvalidated;
+    if (fake_fault(FAKE_END_CAPTURE) || broken) return fake_pending = cudaErrorStreamCaptureInvalidated;
     if (capture_into) { /* the runtime hands back the graph captured into: nothing new is alive */
         *graph = capture_into;
         capture_into = NULL;
         return cudaSuccess;
     }
-    if (!fake_create()) return fake.pending = cudaErrorMemoryAllocation;
+    if (!fake_create()) return fake_pending = cudaErrorMemoryAllocation;
     *graph = (cudaGraph_t)fake_handle();
     return cudaSuccess;
 }
 cudaError_t __wrap_cudaGraphCreate(cudaGraph_t *graph, unsigned flags) {
     (void)flags;
-    if (!fake_create()) return fake.pending = cudaErrorMemoryAllocation;
+    if (!fake_create()) return fake_pending = cudaErrorMemoryAllocation;
     *graph = (cudaGraph_t)fake_handle();
     return cudaSuccess;
 }
@@ -808,7 +810,7 @@ cudaError_t __wrap_cudaGraphAddNode(cudaGraphNode_t *node, cudaGraph_t graph, co
     ++fake.cuda_calls;
     static cudaGraph_t bodies[sizeof fake_bodies];
     if (params->type == cudaGraphNodeTypeConditional) {
-        if (params->conditional.size > sizeof fake_bodies) return fake.pending = cudaErrorInvalidValue;
+        if (params->conditional.size > sizeof fake_bodies) return fake_pending = cudaErrorInvalidValue;
         for (unsigned i = 0; i < params->conditional.size; ++i) bodies[i] = (cudaGraph_t)&fake_bodies[i];
         params->conditional.phGraph_out = bodies;
     }
@@ -818,15 +820,15 @@ cudaError_t __wrap_cudaGraphAddNode(cudaGraphNode_t *node, cudaGraph_t graph, co
 cudaError_t __wrap_cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags) {
     (void)graph, (void)flags;
     *exec = NULL;
-    if (fake_fault(FAKE_INSTANTIATE)) return fake.pending = cudaErrorInvalidValue;
-    if (!fake_create()) return fake.pending = cudaErrorMemoryAllocation;
+    if (fake_fault(FAKE_INSTANTIATE)) return fake_pending = cudaErrorInvalidValue;
+    if (!fake_create()) return fake_pending = cudaErrorMemoryAllocation;
     *exec = (cudaGraphExec_t)fake_handle();
     return cudaSuccess;
 }
 cudaError_t __wrap_cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t graph, cudaGraphExecUpdateResultInfo *info) {
     (void)exec, (void)graph;
     memset(info, 0, sizeof *info);
-    if (fake_fault(FAKE_EXEC_UPDATE)) return fake.pending = cudaErrorGraphExecUpdateFailure;
+    if (fake_fault(FAKE_EXEC_UPDATE)) return fake_pending = cudaErrorGraphExecUpdateFailure;
     return cudaSuccess;
 }
 cudaError_t __wrap_cudaGraphExecDestroy(cudaGraphExec_t exec) {
@@ -835,7 +837,7 @@ cudaError_t __wrap_cudaGraphExecDestroy(cudaGraphExec_t exec) {
 }
 cudaError_t __wrap_cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
     (void)exec;
-    if (fake_fault(FAKE_GRAPH_LAUNCH)) return fake.pending = cudaErrorLaunchFailure;
+    if (fake_fault(FAKE_GRAPH_LAUNCH)) return fake_pending = cudaErrorLaunchFailure;
     ++fake.enqueued;
     (void)log_entry(FAKE_OP_GRAPH, stream);
     ++fake.graph_launches;
@@ -847,7 +849,7 @@ cudaError_t __wrap_cudaGraphDebugDotPrint(cudaGraph_t graph, const char *path, u
     ++fake.cuda_calls;
     fake.dot_flags = flags;
     FILE *f = fopen(path, "w");
-    if (!f) return fake.pending = cudaErrorOperatingSystem;
+    if (!f) return fake_pending = cudaErrorOperatingSystem;
     fputs("digraph fake {}\n", f);
     fclose(f);
     return cudaSuccess;

@@ -97,8 +97,6 @@ typedef struct fake_state {
     int fail_at;           /* 0: no fault */
     int injected;          /* faults injected so far */
     int calls[FAKE_KINDS]; /* calls of each kind since the last fake_reset */
-    cudaError_t pending;   /* the error a failed call left for cudaGetLastError (cudaPeekAtLastError reads it): one for
-                            * the process, where the runtime keeps one per thread */
     void (*on_is_capturing)(void); /* called inside cudaStreamIsCapturing (a test's hook), NULL: none */
     /* The data-parallel path (test_dist_faults): */
     _Atomic int events_busy;  /* cudaEventQuery reports cudaErrorNotReady (work that never finishes) */
@@ -155,6 +153,9 @@ typedef struct fake_state {
 } fake_state;
 
 extern fake_state fake;
+/* The error a failed call left for cudaGetLastError (cudaPeekAtLastError reads it): one per thread, as the runtime
+ * keeps it, so that one thread's failure is never another's pending error. fake_reset clears the calling thread's. */
+extern _Thread_local cudaError_t fake_pending;
 
 /* The log of enqueued work (fake_log_start .. fake_log_stop): every call that puts work on a stream while a capture
  * is open, in the order the library makes it, with its stream, the event of an event record or wait, and the device
