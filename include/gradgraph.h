@@ -252,7 +252,8 @@ GG_API size_t gg_ctx_device_bytes(const gg_ctx *ctx);
 GG_API gg_status gg_fp16_overflow_flag(gg_ctx *ctx, unsigned **device_flag);
 
 /* Waits for the device (cudaDeviceSynchronize: every stream's work enqueued before), then *found = whether the
- * overflow word is set; clear nonzero also clears it. */
+ * overflow word is set; clear nonzero also clears it. On failure *found is 0 (a found pointer given) and the word is
+ * left as it was: treat the step as unchecked, not as clean. */
 GG_API gg_status gg_fp16_overflow(gg_ctx *ctx, int *found, int clear);
 
 /* Writes count fp32 elements at src to dst in fp16, rounded to nearest even, exactly as fp16 mode rounds the GEMMs'
