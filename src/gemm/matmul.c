@@ -43,9 +43,7 @@ static long algo_attribute(const cublasLtMatmulAlgo_t *algo, cublasLtMatmulAlgoC
     return size == 1 ? (long)v.u8 : size == 2 ? (long)v.u16 : (long)v.u32;
 }
 
-/* The workspace bytes mm's algorithms may use: the context's, less the fp32 sum a 16-bit D run in two keeps at its
- * start (gg_matmul.sum_bytes); mm NULL: the context's. */
-static size_t workspace_limit(const gg_ctx *ctx, const gg_matmul *mm) {
+size_t gg_matmul_workspace_limit(const gg_ctx *ctx, const gg_matmul *mm) {
     const size_t all = ctx->workspace[0] ? ctx->config.gemm_workspace_bytes : 0, sum = mm ? mm->sum_bytes : 0;
     return all > sum ? all - sum : 0;
 }
@@ -78,7 +76,7 @@ static int reshape_to_fitting_clusters(gg_ctx *ctx, const gg_matmul *mm, const c
                                        int found, cublasLtMatmulHeuristicResult_t results[HEURISTIC_MAX]) {
     static const uint16_t shapes[] = {CUBLASLT_CLUSTER_SHAPE_1x2x1, CUBLASLT_CLUSTER_SHAPE_2x1x1,
                                       CUBLASLT_CLUSTER_SHAPE_1x1x1};
-    const size_t workspace = workspace_limit(ctx, mm);
+    const size_t workspace = gg_matmul_workspace_limit(ctx, mm);
     int kept = 0;
     for (int i = 0; i < found && kept < HEURISTIC_MAX; ++i)
         for (size_t j = 0; j < sizeof shapes / sizeof shapes[0] && kept < HEURISTIC_MAX; ++j) {
@@ -261,7 +259,7 @@ static gg_status plan_one(gg_ctx *ctx, const gg_gemm_shape *s, size_t sum_bytes,
     mm->d_span_bytes = (size_t)((s->n - 1) * s->ldd + s->m) * gg_gemm_type_bytes(s->d_type);
 
     GG_CUBLAS_GOTO(ctx, cublasLtMatmulPreferenceCreate(&pref), status, fail);
-    const uint64_t ws = (uint64_t)workspace_limit(ctx, mm);
+    const uint64_t ws = (uint64_t)gg_matmul_workspace_limit(ctx, mm);
     GG_CUBLAS_GOTO(ctx,
                    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws),
                    status, fail);
@@ -345,7 +343,7 @@ gg_status gg_matmul_plan(gg_ctx *ctx, const gg_gemm_shape *s, gg_matmul *mm) {
         if (s->m % 4 || s->ldd % 4) return plan_one(ctx, s, 0, mm);
         /* past the sum, the algorithms' workspace stays 256-byte aligned */
         sum_bytes = ((size_t)(s->m * s->n) * sizeof(float) + 255) & ~(size_t)255;
-        if (sum_bytes > workspace_limit(ctx, NULL)) {
+        if (sum_bytes > gg_matmul_workspace_limit(ctx, NULL)) {
             gg_log(ctx, GG_LOG_DEBUG, "%lldx%lldx%lld GEMM: its fp32 sum does not fit the GEMM workspace, so it "
                    "runs in one, without split-k", (long long)s->m, (long long)s->n, (long long)s->k);
             return plan_one(ctx, s, 0, mm);
@@ -385,7 +383,7 @@ int gg_matmul_algo_fits(gg_ctx *ctx, const gg_matmul *mm, const cublasLtMatmulAl
     memset(&check, 0, sizeof check);
     if (!cluster_fits(mm, algo) || (mm->unsplit && split_k(algo) > 1) ||
         cublasLtMatmulAlgoCheck(ctx->lt, mm->op, mm->a, mm->b, mm->d, mm->d, algo, &check) != CUBLAS_STATUS_SUCCESS ||
-        check.workspaceSize > workspace_limit(ctx, mm))
+        check.workspaceSize > gg_matmul_workspace_limit(ctx, mm))
         return 0;
     *workspace_bytes = check.workspaceSize;
     return 1;

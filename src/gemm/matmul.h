@@ -111,7 +111,11 @@ gg_status gg_matmul_run_epilogue(gg_ctx *ctx, const gg_matmul *mm, const void *A
  * the epilogue uses it and it is not NULL. */
 gg_status gg_matmul_set_epilogue_pointers(gg_ctx *ctx, const gg_matmul *mm, const void *bias, const void *aux);
 
-/* Whether cuBLASLt accepts algo for mm's descriptors within the context's GEMM workspace and its clusters fit
+/* The workspace bytes mm's algorithms may use: the context's, less the fp32 sum a 16-bit D run in two keeps at its
+ * start (gg_matmul.sum_bytes); mm NULL: the context's. Part of an autotune key: a choice is made within it. */
+size_t gg_matmul_workspace_limit(const gg_ctx *ctx, const gg_matmul *mm);
+
+/* Whether cuBLASLt accepts algo for mm's descriptors within gg_matmul_workspace_limit and its clusters fit
  * mm->max_cluster_ctas (and it has no split-k when mm->unsplit); if so, *workspace_bytes is what it needs. */
 int gg_matmul_algo_fits(gg_ctx *ctx, const gg_matmul *mm, const cublasLtMatmulAlgo_t *algo, size_t *workspace_bytes);
 

@@ -41,8 +41,10 @@ static int neighbour_ctas(const gg_ctx *ctx, const gg_gemm_shape *s) {
     return s->sm_count_target > 0 && s->sm_count_target < ctx->sm_count ? ctx->sm_count - s->sm_count_target : 0;
 }
 
-/* "sms<target>nb": chosen beside a neighbour (keys without the suffix were timed alone: not reused). */
-static void problem_key(gg_ctx *ctx, const gg_gemm_shape *s, char *key, size_t size) {
+/* "ws<bytes>": the workspace the choice was made within (gg_matmul_workspace_limit: the context's, less a split
+ * GEMM's fp32 sum, so that a split part and a whole GEMM of the same shape keep choices of their own). "sms<target>nb":
+ * chosen beside a neighbour (keys without the suffix were timed alone: not reused). */
+static void problem_key(gg_ctx *ctx, const gg_gemm_shape *s, const gg_matmul *mm, char *key, size_t size) {
     char epilogue[16] = ""; /* "ep<cublasLtEpilogue_t>": a fused epilogue (keys without one have none) */
     if (s->epilogue) snprintf(epilogue, sizeof epilogue, "|ep%d", s->epilogue);
     /* "cl<CTAs>": chosen among the algorithms GG_GEMM_MAX_CLUSTER_CTAS leaves (keys without it had them all) */
@@ -51,7 +53,7 @@ static void problem_key(gg_ctx *ctx, const gg_gemm_shape *s, char *key, size_t s
     snprintf(key, size, "%s|%c%c|%lldx%lldx%lld|ld%lld,%lld,%lld|ab%d|d%d|c%d|ws%zu|sms%d%s%s%s", device_part(ctx),
              s->trans_a ? 'T' : 'N', s->trans_b ? 'T' : 'N', (long long)s->m, (long long)s->n, (long long)s->k,
              (long long)s->lda, (long long)s->ldb, (long long)s->ldd, (int)s->ab_type, (int)s->d_type, (int)s->compute,
-             ctx->workspace[0] ? ctx->config.gemm_workspace_bytes : (size_t)0, s->sm_count_target,
+             gg_matmul_workspace_limit(ctx, mm), s->sm_count_target,
              neighbour_ctas(ctx, s) ? "nb" : "", epilogue, clusters);
 }
 
@@ -198,7 +200,7 @@ gg_status gg_matmul_tune(gg_ctx *ctx, const gg_gemm_shape *s, const gg_matmul *m
                          cublasLtMatmulHeuristicResult_t *chosen) {
     *chosen = candidates[0];
     char key[GG_TUNE_KEY_BYTES];
-    problem_key(ctx, s, key, sizeof key);
+    problem_key(ctx, s, mm, key, sizeof key);
     if (from_cache(ctx, mm, key, chosen)) return GG_SUCCESS;
 
     /* The workspace of the caller's stream may be in use by work enqueued earlier: wait for the device first. */

@@ -111,6 +111,48 @@ static void faults_while_tuning_fail_cleanly_or_fall_back(void **state) {
     assert_true(injected > 20 && fell_back > 0);
 }
 
+/* The workspace ("ws<bytes>") in the keys of the cached GEMMs whose key has `shape` ("<m>x<n>x<k>|"), in ws[] (at
+ * most `max`); returns how many. */
+static int cached_workspaces(const char *shape, size_t *ws, int max) {
+    gg_tune_cache cache;
+    assert_int_equal(gg_tune_cache_open(&cache, cache_path), 0);
+    int n = 0;
+    for (size_t i = 0; i < cache.count; ++i) {
+        const char *key = cache.entries[i].key, *w = strstr(key, "|ws");
+        if (!strstr(key, shape)) continue;
+        assert_non_null(w);
+        assert_true(n < max);
+        ws[n++] = (size_t)strtoull(w + 3, NULL, 10);
+    }
+    gg_tune_cache_close(&cache);
+    return n;
+}
+
+/* A 16-bit dW whose k is run in two (block 4 at 10241 tokens: 10240 with split-k, then the last row) keeps the
+ * parts' fp32 sum at the start of the workspace, so its first part chooses within less workspace than the same
+ * GEMM run whole (block 4 at 10240 tokens): each is cached under its own workspace, the context's less the sum, and
+ * neither takes the other's choice (which could need more workspace than the split part has). */
+static void a_split_gemm_is_cached_under_its_own_workspace(void **state) {
+    (void)state;
+    unlink(cache_path);
+    const double us[CANDIDATES] = {50, 40, 20, 30};
+    gg_ctx *ctx = make_ctx(us);
+    block_case ssm = {.block = 4, .tokens = 10240, .dim0 = 256, .dim1 = 512, .precision = GG_PRECISION_BF16};
+    assert_int_equal(block_call_run(ctx, NULL, &ssm, 0, 0), GG_SUCCESS);
+    size_t ws[4];
+    const char *dw = "512x256x10240|"; /* dW = dY^T gated_output: H x E, k the tokens */
+    assert_int_equal(cached_workspaces(dw, ws, 4), 1);
+    const size_t whole = ws[0];
+    assert_int_equal(whole, (size_t)32 << 20); /* the context's default */
+    ssm.tokens = 10241;
+    assert_int_equal(block_call_run(ctx, NULL, &ssm, 0, 0), GG_SUCCESS);
+    gg_ctx_destroy(ctx);
+    assert_int_equal(cached_workspaces(dw, ws, 4), 2);
+    const size_t sum = 256 * 512 * sizeof(float); /* the parts' fp32 sum, 256-byte aligned already */
+    assert_true((ws[0] == whole && ws[1] == whole - sum) || (ws[1] == whole && ws[0] == whole - sum));
+    assert_string_equal(warnings, "");
+}
+
 static void runs_clear(void) {
     memset(fake.algo_runs, 0, sizeof fake.algo_runs);
     fake.algo_runs_untagged = 0;
@@ -279,6 +321,7 @@ int main(void) {
         cmocka_unit_test(passes_over_a_candidate_that_does_not_run),
         cmocka_unit_test(true_fp32_is_not_tuned),
         cmocka_unit_test(a_gemm_with_an_sm_target_is_timed_beside_a_neighbour),
+        cmocka_unit_test(a_split_gemm_is_cached_under_its_own_workspace),
         cmocka_unit_test(faults_while_tuning_fail_cleanly_or_fall_back),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
