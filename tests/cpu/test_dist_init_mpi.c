@@ -15,12 +15,22 @@
 
 #include <cmocka.h>
 #include <mpi.h>
+#include <pthread.h>
 
+#include "block_calls.h"
 #include "fake_cuda.h"
 #include "fake_nccl.h"
 #include "gradgraph.h"
 
 static int mpi_rank, mpi_size;
+
+/* gradgraph's MPI_Bcast calls (linked with --wrap=MPI_Bcast), each passed on to MPI's. */
+static int broadcasts;
+int __real_MPI_Bcast(void *buffer, int count, MPI_Datatype type, int root, MPI_Comm comm);
+int __wrap_MPI_Bcast(void *buffer, int count, MPI_Datatype type, int root, MPI_Comm comm) {
+    ++broadcasts;
+    return __real_MPI_Bcast(buffer, count, type, root, comm);
+}
 
 static int all_ranks_ok(int ok) {
     int all = 0;
@@ -178,6 +188,84 @@ static void init_env_without_a_file_takes_mpis_world(void **state) {
     assert_true(all_ranks_ok(ok));
 }
 
+/* Another thread of this process is inside a block call on the context (held in the fakes' cudaStreamIsCapturing
+ * until released); it calls no MPI. */
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int inside, release;
+    gg_ctx *ctx;
+    gg_status status;
+} held = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, NULL, GG_SUCCESS};
+
+static void hold_inside(void) {
+    pthread_mutex_lock(&held.lock);
+    if (!held.inside) { /* the holding thread's first query; none after it waits */
+        held.inside = 1;
+        pthread_cond_broadcast(&held.cond);
+        while (!held.release) pthread_cond_wait(&held.cond, &held.lock);
+    }
+    pthread_mutex_unlock(&held.lock);
+}
+
+static void *call_and_hold(void *arg) {
+    (void)arg;
+    const block_case c = {.block = 1, .tokens = 64, .dim0 = 256};
+    held.status = block_call_run(held.ctx, NULL, &c, 0, 0);
+    return NULL;
+}
+
+/* A bootstrap refused because another thread is inside the context takes no part in the id's broadcast, unlike one
+ * refused for a NULL context or a pending CUDA error: that thread may itself be in this very bootstrap, broadcasting,
+ * and a second broadcast on this rank would wait forever. Every rank is refused alike here, so none waits; each
+ * bootstraps afterwards as usual, from rank 0's id (so no rank left a broadcast unmatched). */
+static void a_context_in_use_is_refused_without_a_broadcast(void **state) {
+    (void)state;
+    const gg_dist_config dc = dist_config();
+    setenv("RANK", mpi_rank ? "1" : "0", 1);
+    setenv("WORLD_SIZE", "2", 1);
+    int ok = 1;
+    for (int env = 0; env < 2; ++env) {
+        gg_ctx *ctx = fake_ctx();
+        fake_nccl.id_byte = (unsigned char)(17 + mpi_rank);
+        held.ctx = ctx;
+        held.inside = held.release = 0;
+        fake.on_is_capturing = hold_inside;
+        pthread_t other;
+        assert_int_equal(pthread_create(&other, NULL, call_and_hold, NULL), 0);
+        pthread_mutex_lock(&held.lock);
+        while (!held.inside) pthread_cond_wait(&held.cond, &held.lock);
+        pthread_mutex_unlock(&held.lock);
+
+        const int before = broadcasts;
+        const char *fn = env ? "gg_dist_init_env" : "gg_dist_init_mpi";
+        const gg_status st = env ? gg_dist_init_env(ctx, NULL, &dc) : gg_dist_init_mpi(ctx, NULL, &dc);
+        char said[512];
+        snprintf(said, sizeof said, "%s", gg_last_error(NULL));
+        char expect[128];
+        snprintf(expect, sizeof expect, "%s: the context is in use by another thread", fn);
+        const int refused = st == GG_ERROR_INVALID_ARGUMENT && strstr(said, expect) && broadcasts == before &&
+                            fake_nccl.calls[FN_INIT] == 0 && gg_dist_size(ctx) == 0;
+        if (!refused)
+            print_message("rank %d %s: status %s, %d broadcasts: %s\n", mpi_rank, fn, gg_status_string(st),
+                          broadcasts - before, said);
+
+        pthread_mutex_lock(&held.lock);
+        held.release = 1;
+        pthread_cond_broadcast(&held.cond);
+        pthread_mutex_unlock(&held.lock);
+        assert_int_equal(pthread_join(other, NULL), 0);
+        fake.on_is_capturing = NULL;
+
+        const gg_status again = env ? gg_dist_init_env(ctx, NULL, &dc) : gg_dist_init_mpi(ctx, NULL, &dc);
+        ok = refused && held.status == GG_SUCCESS && made_from_rank_0s_id(ctx, again) && broadcasts == before + 1 &&
+             destroyed_cleanly(ctx) && ok;
+    }
+    unsetenv("RANK");
+    unsetenv("WORLD_SIZE");
+    assert_true(all_ranks_ok(ok));
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &mpi_rank);
@@ -188,6 +276,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(rank_0_refusing_its_arguments_fails_every_rank),
         cmocka_unit_test(init_env_without_a_file_takes_mpis_world),
         cmocka_unit_test(rank_0_refused_before_its_checks_fails_every_rank),
+        cmocka_unit_test(a_context_in_use_is_refused_without_a_broadcast),
     };
     int failed = mpi_size >= 2 ? cmocka_run_group_tests(tests, NULL, NULL) : 1; /* one rank tests no sharing */
     MPI_Finalize();
