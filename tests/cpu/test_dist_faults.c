@@ -160,6 +160,15 @@ static void no_leaks(void) {
     assert_int_equal(atomic_load(&fake_nccl.live), 0);
 }
 
+/* The end of a test with one context: detached (successfully, even after an abort), destroyed, then the caller's
+ * attached communicator destroyed (NULL: none left, an abort freed it), and nothing left. */
+static void detach_and_destroy(gg_ctx *ctx, ncclComm_t callers) {
+    assert_int_equal(gg_dist_detach(ctx), GG_SUCCESS);
+    gg_ctx_destroy(ctx);
+    if (callers) fake_nccl_destroy(callers);
+    no_leaks();
+}
+
 /* ---- the fingerprint, as a pure function ---- */
 static void fingerprint_difference_names_the_field(void **state) {
     (void)state;
@@ -215,10 +224,7 @@ static void fingerprint_mismatch_refused_on_every_field(void **state) {
     gg_graph *g = NULL;
     assert_int_equal(tanh_graph(ctx, &g), GG_SUCCESS);
     gg_graph_destroy(g);
-    assert_int_equal(gg_dist_detach(ctx), GG_SUCCESS);
-    gg_ctx_destroy(ctx);
-    fake_nccl_destroy(comm); /* attached: the caller's */
-    no_leaks();
+    detach_and_destroy(ctx, comm); /* attached: the caller's */
 }
 
 /* ---- deadlines ---- */
@@ -429,9 +435,7 @@ static void call_that_stays_in_progress_is_aborted(void **state) {
                                "rank 0: ncclAllReduce was still in progress after 1 s (GG_DIST_PEER_TIMEOUT_S)",
                                "gg_dist_reduce: rank 0: ncclAllReduce: not finished after");
     assert_int_equal(tanh_eager(ctx), GG_SUCCESS);
-    assert_int_equal(gg_dist_detach(ctx), GG_SUCCESS);
-    gg_ctx_destroy(ctx);
-    no_leaks();
+    detach_and_destroy(ctx, NULL);
 }
 
 /* A detach whose communication stream never drains (a peer that never joins its collective) is bounded: aborted at
@@ -489,9 +493,7 @@ static void async_error_is_aborted_by_the_watchdog(void **state) {
     assert_null(gg_dist_comm(ctx));
     assert_int_equal(gg_dist_reduce(ctx, FAKE(8), 1024, 0, NULL), GG_ERROR_NCCL);
     assert_int_equal(tanh_eager(ctx), GG_SUCCESS);
-    assert_int_equal(gg_dist_detach(ctx), GG_SUCCESS);
-    gg_ctx_destroy(ctx);
-    no_leaks(); /* the abort freed the attached communicator */
+    detach_and_destroy(ctx, NULL); /* the abort freed the attached communicator */
 }
 
 /* gg_dist_reduce refuses host memory by name, before any NCCL call, and the communicator stays usable. */
@@ -523,10 +525,7 @@ static void reduce_refuses_host_memory(void **state) {
     assert_int_equal(fake.enqueued, 0);
     fake.host_lo = fake.host_hi = 0;
     assert_int_equal(gg_dist_reduce(ctx, FAKE(8), 1024, 0, NULL), GG_SUCCESS);
-    assert_int_equal(gg_dist_detach(ctx), GG_SUCCESS);
-    gg_ctx_destroy(ctx);
-    fake_nccl_destroy(comm); /* attached: the caller's */
-    no_leaks();
+    detach_and_destroy(ctx, comm); /* attached: the caller's */
 }
 
 static void replay_past_the_step_deadline_is_aborted(void **state) {
@@ -620,9 +619,7 @@ static void runs_wait_for_a_replay_slot(void **state) {
     fake.events_busy = 0;
     unsetenv("GG_DIST_STEP_TIMEOUT_S");
     gg_graph_destroy(g);
-    assert_int_equal(gg_dist_detach(ctx), GG_SUCCESS);
-    gg_ctx_destroy(ctx);
-    no_leaks(); /* aborted: the attached communicator is gone too */
+    detach_and_destroy(ctx, NULL); /* aborted: the attached communicator is gone too */
 }
 
 /* A replay that fails on the GPU (its event reports a sticky error) is caught by the watchdog, which aborts the
@@ -644,9 +641,7 @@ static void replay_failed_on_the_gpu_is_aborted(void **state) {
     contains(gg_last_error(ctx), "a replay of a syncing graph failed on the GPU (cudaErrorIllegalAddress)");
     assert_int_equal(tanh_eager(ctx), GG_SUCCESS);
     gg_graph_destroy(g);
-    assert_int_equal(gg_dist_detach(ctx), GG_SUCCESS);
-    gg_ctx_destroy(ctx);
-    no_leaks(); /* aborted: the attached communicator is gone too */
+    detach_and_destroy(ctx, NULL); /* aborted: the attached communicator is gone too */
 }
 
 /* The communication stream fails (a sticky error on it) while a syncing graph's creation waits for the ranks'
@@ -705,9 +700,7 @@ static void agreement_the_peers_never_join_is_aborted(void **state) {
     if (strncmp(gg_last_error(ctx), "gg_tanh_gate_graph_create: ", 27) != 0)
         fail_msg("message: \"%s\"", gg_last_error(ctx));
     assert_int_equal(tanh_eager(ctx), GG_SUCCESS);
-    assert_int_equal(gg_dist_detach(ctx), GG_SUCCESS);
-    gg_ctx_destroy(ctx);
-    no_leaks();
+    detach_and_destroy(ctx, NULL);
 }
 
 /* ---- gg_dist_abort from another thread ---- */
@@ -753,9 +746,7 @@ static void abort_from_another_thread(void **state) {
     assert_int_equal(gg_dist_abort(NULL), GG_ERROR_INVALID_ARGUMENT);
     contains(gg_last_error(NULL), "gg_dist_abort: ctx is NULL");
     assert_int_equal(tanh_eager(ctx), GG_SUCCESS);
-    assert_int_equal(gg_dist_detach(ctx), GG_SUCCESS);
-    gg_ctx_destroy(ctx);
-    no_leaks();
+    detach_and_destroy(ctx, NULL);
 }
 
 /* gg_dist_free's cudaFree waits for the device, which a replay stuck on a dead peer keeps busy: the free must not hold
@@ -806,9 +797,7 @@ static void abort_during_a_free_that_waits(void **state) {
     assert_true(took < 2.0); /* not behind the free (5 s) */
     assert_int_equal(job.status, GG_SUCCESS);
     assert_int_equal(atomic_load(&fake_nccl.aborts), 1);
-    assert_int_equal(gg_dist_detach(ctx), GG_SUCCESS);
-    gg_ctx_destroy(ctx);
-    no_leaks();
+    detach_and_destroy(ctx, NULL);
 }
 
 /* gg_dist_abort from another thread while gg_dist_detach waits on the communicator: the drain of its stream (an
