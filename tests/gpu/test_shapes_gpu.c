@@ -156,8 +156,45 @@ static void describe(const shape *sh, gg_precision p, char *out, size_t n) {
              (long long)sh->b, sh->silu, sh->autotune, gg_precision_string(p));
 }
 
-/* Runs one shape in every precision mode of its block; returns the number of (shape, mode) pairs that failed. */
-static int check_shape(gg_ctx *ctx, const shape *sh, uint64_t data_seed, tally *t) {
+/* How a shape's call runs: eagerly, or through a graph whose one bucket is PAD_ROWS tokens larger, so that the call
+ * is padded (its [M, ...] tensors staged into bucket-sized buffers, the padding rows zeroed, the outputs copied
+ * back), its bucket picked on the host or, device-selected, on the GPU from M in device memory. */
+typedef enum { RUN_EAGER = 1, RUN_PADDED = 2, RUN_DEVICE_SELECTED = 4 } run_kind;
+#define PAD_ROWS 64
+
+static const char *run_name(run_kind k) {
+    return k == RUN_EAGER ? "eager" : k == RUN_PADDED ? "padded graph" : "device-selected graph";
+}
+
+/* One run of the call (outputs poisoned and guards filled first); GG_SUCCESS once its work is done. A graph is made
+ * for the run and destroyed after it, so that its staging never outlives it. */
+static gg_status run_once(gg_ctx *ctx, gg_case_run *r, gg_precision p, run_kind kind, const int64_t *device_tokens) {
+    CUDA_OK(gg_case_poison(r));
+    CUDA_OK(gg_case_guards_fill(r));
+    gg_status st = GG_SUCCESS;
+    if (kind == RUN_EAGER) {
+        st = gg_case_execute(r, ctx, p);
+    } else {
+        const int64_t bucket = r->c.tokens + PAD_ROWS;
+        gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
+        gc.policy = GG_BUCKETS_LIST;
+        gc.bucket_tokens = &bucket;
+        gc.n_buckets = 1;
+        gc.device_select = kind == RUN_DEVICE_SELECTED;
+        gg_graph *g = NULL;
+        st = gg_case_graph_create(r, ctx, p, &gc, &g);
+        if (st == GG_SUCCESS)
+            st = kind == RUN_PADDED ? gg_case_graph_run(r, g, p) : gg_case_graph_run_device(r, g, p, device_tokens);
+        if (st == GG_SUCCESS) CUDA_OK(cudaStreamSynchronize(NULL));
+        gg_graph_destroy(g);
+    }
+    if (st == GG_SUCCESS) CUDA_OK(cudaDeviceSynchronize());
+    return st;
+}
+
+/* Runs one shape in every precision mode of its block, each in every kind of run `runs` has (run_kind bits); returns
+ * the number of (shape, mode, run) triples that failed. */
+static int check_shape_runs(gg_ctx *ctx, const shape *sh, uint64_t data_seed, int runs, tally *t) {
     gg_case c;
     memset(&c, 0, sizeof c);
     c.block_id = sh->block;
@@ -179,58 +216,69 @@ static int check_shape(gg_ctx *ctx, const shape *sh, uint64_t data_seed, tally *
         CUDA_OK(gg_h_sum_squares_f64(r->out[o].ref, n, r->compare_scratch, r->stream, &sum));
         rms[o] = sqrt(sum / (double)n);
     }
+    int64_t *device_tokens = NULL;
+    if (runs & RUN_DEVICE_SELECTED) {
+        CUDA_OK(cudaMalloc((void **)&device_tokens, sizeof *device_tokens));
+        CUDA_OK(cudaMemcpy(device_tokens, &sh->M, sizeof sh->M, cudaMemcpyHostToDevice));
+    }
     gg_precision modes[3];
     const int n_modes = block_modes(sh->block, modes);
     int failed = 0;
-    for (int m = 0; m < n_modes; ++m) {
-        char what[160];
-        describe(sh, modes[m], what, sizeof what);
-        CUDA_OK(gg_case_poison(r));
-        CUDA_OK(gg_case_guards_fill(r));
-        const gg_status st = gg_case_execute(r, ctx, modes[m]);
-        ++t->checked;
-        if (st != GG_SUCCESS) {
-            fprintf(stderr, "SHAPE FAIL %s: %s: %s\n", what, gg_status_string(st), gg_last_error(ctx));
-            ++failed;
-            continue;
-        }
-        CUDA_OK(cudaStreamSynchronize(NULL));
-        const double k = rms_factor(modes[m]);
-        const double rtol = bf16_block ? 0.05 : k;
-        int bad = 0;
-        for (int o = 0; o < r->n_out; ++o) {
-            const gg_tensor *out = &r->out[o];
-            const size_t n = gg_case_tensor_elems(out);
-            const double ka = atol_factor(sh->block, out->name, modes[m], sh->M);
-            const double atol = ka * rms[o] > 1e-30 ? ka * rms[o] : 1e-30;
-            gg_h_compare_result res;
-            if (out->elem == GG_ELEM_F32)
-                CUDA_OK(gg_h_compare_f32(out->dev, out->ref, n, atol, rtol, r->compare_scratch, r->stream, &res));
-            else
-                CUDA_OK(gg_h_compare_bf16(out->dev, out->ref, n, atol, rtol, r->compare_scratch, r->stream, &res));
-            const int ok = (double)res.matched >= 0.99 * (double)res.n && res.nonfinite == 0 && res.worst_ratio <= 10;
-            if (!ok) {
-                fprintf(stderr,
-                        "SHAPE FAIL %s: %s: %llu of %llu within tol (atol %.3g = %.3g x rms, rtol %.3g), "
-                        "%llu NaN/Inf, worst |err|/tol %.3g\n",
-                        what, out->name, (unsigned long long)res.matched, (unsigned long long)res.n, atol, ka, rtol,
-                        (unsigned long long)res.nonfinite, res.worst_ratio);
+    for (int m = 0; m < n_modes; ++m)
+        for (run_kind kind = RUN_EAGER; kind <= RUN_DEVICE_SELECTED; kind = (run_kind)(kind << 1)) {
+            if (!(runs & kind)) continue;
+            char what[200];
+            describe(sh, modes[m], what, sizeof what);
+            if (kind != RUN_EAGER) snprintf(what + strlen(what), sizeof what - strlen(what), " %s", run_name(kind));
+            const gg_status st = run_once(ctx, r, modes[m], kind, device_tokens);
+            ++t->checked;
+            if (st != GG_SUCCESS) {
+                fprintf(stderr, "SHAPE FAIL %s: %s: %s\n", what, gg_status_string(st), gg_last_error(ctx));
+                ++failed;
+                continue;
+            }
+            const double k = rms_factor(modes[m]);
+            const double rtol = bf16_block ? 0.05 : k;
+            int bad = 0;
+            for (int o = 0; o < r->n_out; ++o) {
+                const gg_tensor *out = &r->out[o];
+                const size_t n = gg_case_tensor_elems(out);
+                const double ka = atol_factor(sh->block, out->name, modes[m], sh->M);
+                const double atol = ka * rms[o] > 1e-30 ? ka * rms[o] : 1e-30;
+                gg_h_compare_result res;
+                if (out->elem == GG_ELEM_F32)
+                    CUDA_OK(gg_h_compare_f32(out->dev, out->ref, n, atol, rtol, r->compare_scratch, r->stream, &res));
+                else
+                    CUDA_OK(gg_h_compare_bf16(out->dev, out->ref, n, atol, rtol, r->compare_scratch, r->stream, &res));
+                const int ok =
+                    (double)res.matched >= 0.99 * (double)res.n && res.nonfinite == 0 && res.worst_ratio <= 10;
+                if (!ok) {
+                    fprintf(stderr,
+                            "SHAPE FAIL %s: %s: %llu of %llu within tol (atol %.3g = %.3g x rms, rtol %.3g), "
+                            "%llu NaN/Inf, worst |err|/tol %.3g\n",
+                            what, out->name, (unsigned long long)res.matched, (unsigned long long)res.n, atol, ka,
+                            rtol, (unsigned long long)res.nonfinite, res.worst_ratio);
+                    bad = 1;
+                }
+            }
+            size_t changed = 0;
+            const char *guard_tensor = NULL;
+            CUDA_OK(gg_case_guards_check(r, &changed, &guard_tensor));
+            if (changed) {
+                fprintf(stderr, "SHAPE FAIL %s: %zu guard bytes around %s were written\n", what, changed, guard_tensor);
+                t->guard_bytes_changed += changed;
                 bad = 1;
             }
+            failed += bad;
         }
-        size_t changed = 0;
-        const char *guard_tensor = NULL;
-        CUDA_OK(gg_case_guards_check(r, &changed, &guard_tensor));
-        if (changed) {
-            fprintf(stderr, "SHAPE FAIL %s: %zu guard bytes around %s were written\n", what, changed, guard_tensor);
-            t->guard_bytes_changed += changed;
-            bad = 1;
-        }
-        failed += bad;
-    }
+    CUDA_OK(cudaFree(device_tokens));
     gg_case_run_destroy(r);
     t->failures += failed;
     return failed;
+}
+
+static int check_shape(gg_ctx *ctx, const shape *sh, uint64_t data_seed, tally *t) {
+    return check_shape_runs(ctx, sh, data_seed, RUN_EAGER, t);
 }
 
 static uint64_t env_u64(const char *name, uint64_t fallback) {
@@ -349,11 +397,42 @@ static void shapes_past_32_bit_indices(void **state) {
     if (t.failures) fail_msg("%d of %d runs with tensors past 2^31 elements failed", t.failures, t.checked);
 }
 
+/* The same through padded graphs, host- and device-selected: what a graph adds to an eager call is staging, copies of
+ * every [M, ...] tensor into bucket-sized buffers and back, the padding rows zeroed, whose byte offsets pass 2^31
+ * (and 2^32 where a tensor passes 4 GiB) here; the GEMMs and kernels run at the bucket's M + 64 rows, as
+ * shapes_past_32_bit_indices runs them eagerly. Block 1's tensors pass 2^31 elements too; the others are sized for
+ * the staged copies of their inputs to fit beside them (~45 GB at most: skipped, saying so, with less free). */
+#define LARGE_GRAPHS_MIN_GIB 56
+
+static void graphs_past_32_bit_offsets(void **state) {
+    (void)state;
+    REQUIRE_GPU();
+    REQUIRE_FREE_GPU_GIB(LARGE_GRAPHS_MIN_GIB);
+    static const shape large[] = {
+        {1, 270000, 8000, 0, 0, 0},  /* 2.16e9 elements, 4.3 GB a tensor */
+        {2, 140000, 64, 8320, 0, 0}, /* x, act, tanh_inner: 1.16e9 fp32 elements, 4.7 GB */
+        {3, 140000, 64, 8320, 0, 0},
+        {4, 150000, 64, 8000, 1, 0}, /* the gate, the SSM output, ... 1.2e9 bf16 elements, 2.4 GB */
+    };
+    tally t = {0, 0, 0};
+    for (size_t i = 0; i < sizeof large / sizeof large[0]; ++i) {
+        const int64_t bytes = large[i].M * (large[i].b ? large[i].b : large[i].a) * (large[i].block == 4 ? 2 : 4);
+        assert_true(bytes > INT32_MAX); /* what this test is for */
+        gg_ctx *ctx = shape_ctx(large[i].autotune);
+        check_shape_runs(ctx, &large[i], 4343 + i, RUN_PADDED | RUN_DEVICE_SELECTED, &t);
+        gg_ctx_destroy(ctx);
+    }
+    printf("LARGE_GRAPHS {\"checked\": %d, \"failures\": %d, \"guard_bytes_changed\": %zu}\n", t.checked, t.failures,
+           t.guard_bytes_changed);
+    if (t.failures) fail_msg("%d of %d graph runs with tensors past 2^31 bytes failed", t.failures, t.checked);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(shapes_found_wrong), cmocka_unit_test(shapes_tanh_gate),
         cmocka_unit_test(shapes_gelu_ffn),    cmocka_unit_test(shapes_mlp),
         cmocka_unit_test(shapes_ssm_gate),    cmocka_unit_test(shapes_past_32_bit_indices),
+        cmocka_unit_test(graphs_past_32_bit_offsets),
     };
     apply_test_filter();
     return cmocka_run_group_tests(tests, NULL, NULL);
