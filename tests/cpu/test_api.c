@@ -22,6 +22,7 @@
 #include <cuda_runtime_api.h>
 
 #include "fake_cuda.h"
+#include "held_call.h"
 #include "gradgraph.h"
 
 /* ---- helpers ---- */
@@ -1545,31 +1546,6 @@ static void device_pointers_are_queried_once(void **state) {
     destroy_ctx(ctx);
 }
 
-/* Thread A is held inside a call (in the fake cudaStreamIsCapturing) while this thread calls the same context. */
-static struct {
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-    int inside, release;
-    gg_ctx *ctx;
-    gg_status status;
-} held = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, NULL, GG_SUCCESS};
-
-static void hold_inside(void) {
-    pthread_mutex_lock(&held.lock);
-    held.inside = 1;
-    pthread_cond_broadcast(&held.cond);
-    while (!held.release) pthread_cond_wait(&held.cond, &held.lock);
-    pthread_mutex_unlock(&held.lock);
-}
-
-static void *thread_a(void *arg) {
-    (void)arg;
-    gg_tanh_gate_desc td = tanh_desc();
-    gg_tanh_gate_args ta = tanh_args();
-    held.status = gg_tanh_gate_backward(held.ctx, &td, &ta, NULL);
-    return NULL;
-}
-
 /* A log callback that calls gradgraph back on an ERROR line: a destroy and a block call on the context that logged
  * (still inside its call), and a call on another context. Each is refused, nothing freed under the call that logged
  * (AddressSanitizer sees a use after free otherwise), and that call ends as it would have. */
@@ -1628,17 +1604,10 @@ static void second_thread_is_refused(void **state) {
     gg_optim *opt = NULL;
     assert_int_equal(gg_step_create(ctx, NULL, &step), GG_SUCCESS);
     assert_int_equal(gg_optim_create(ctx, NULL, &opt), GG_SUCCESS);
-    held.ctx = ctx;
-    held.inside = held.release = 0;
-    fake.on_is_capturing = hold_inside;
-    pthread_t a;
-    assert_int_equal(pthread_create(&a, NULL, thread_a, NULL), 0);
-    pthread_mutex_lock(&held.lock);
-    while (!held.inside) pthread_cond_wait(&held.cond, &held.lock);
-    pthread_mutex_unlock(&held.lock);
-    fake.on_is_capturing = NULL;
+    held_call_begin(ctx);
     const int enqueued = fake.enqueued;
-    /* thread A is inside gg_tanh_gate_backward: this thread's calls are refused, their message in its own buffer */
+    /* another thread is inside gg_tanh_gate_backward: this thread's calls are refused, their message in its own
+     * buffer */
     assert_int_equal(gg_tanh_gate_backward(ctx, &td, &ta, NULL), GG_ERROR_INVALID_ARGUMENT);
     assert_message_has(NULL, "gg_tanh_gate_backward: the context is in use by another thread");
     assert_int_equal(gg_tanh_gate_graph_run(g, &td, &ta, NULL), GG_ERROR_INVALID_ARGUMENT);
@@ -1692,14 +1661,9 @@ static void second_thread_is_refused(void **state) {
     /* refused for its arguments before it claims the context: the message is this thread's all the same */
     assert_int_equal(gg_fp16_overflow(ctx, NULL, 0), GG_ERROR_INVALID_ARGUMENT);
     assert_message_has(NULL, "gg_fp16_overflow: found is NULL");
-    assert_string_equal(gg_last_error(ctx), ""); /* thread A's message is untouched */
+    assert_string_equal(gg_last_error(ctx), ""); /* the other thread's message is untouched */
     assert_int_equal(fake.enqueued, enqueued);
-    pthread_mutex_lock(&held.lock);
-    held.release = 1;
-    pthread_cond_broadcast(&held.cond);
-    pthread_mutex_unlock(&held.lock);
-    assert_int_equal(pthread_join(a, NULL), 0);
-    assert_int_equal(held.status, GG_SUCCESS);
+    assert_int_equal(held_call_end(), GG_SUCCESS);
     /* released: this thread may use the context now */
     assert_int_equal(gg_tanh_gate_backward(ctx, &td, &ta, NULL), GG_SUCCESS);
     assert_int_equal(gg_tanh_gate_graph_run(g, &td, &ta, NULL), GG_SUCCESS);

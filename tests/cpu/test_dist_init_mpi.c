@@ -15,11 +15,9 @@
 
 #include <cmocka.h>
 #include <mpi.h>
-#include <pthread.h>
-
-#include "block_calls.h"
 #include "fake_cuda.h"
 #include "fake_nccl.h"
+#include "held_call.h"
 #include "gradgraph.h"
 
 static int mpi_rank, mpi_size;
@@ -188,33 +186,6 @@ static void init_env_without_a_file_takes_mpis_world(void **state) {
     assert_true(all_ranks_ok(ok));
 }
 
-/* Another thread of this process is inside a block call on the context (held in the fakes' cudaStreamIsCapturing
- * until released); it calls no MPI. */
-static struct {
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-    int inside, release;
-    gg_ctx *ctx;
-    gg_status status;
-} held = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, NULL, GG_SUCCESS};
-
-static void hold_inside(void) {
-    pthread_mutex_lock(&held.lock);
-    if (!held.inside) { /* the holding thread's first query; none after it waits */
-        held.inside = 1;
-        pthread_cond_broadcast(&held.cond);
-        while (!held.release) pthread_cond_wait(&held.cond, &held.lock);
-    }
-    pthread_mutex_unlock(&held.lock);
-}
-
-static void *call_and_hold(void *arg) {
-    (void)arg;
-    const block_case c = {.block = 1, .tokens = 64, .dim0 = 256};
-    held.status = block_call_run(held.ctx, NULL, &c, 0, 0);
-    return NULL;
-}
-
 /* A bootstrap refused because another thread is inside the context takes no part in the id's broadcast, unlike one
  * refused for a NULL context or a pending CUDA error: that thread may itself be in this very bootstrap, broadcasting,
  * and a second broadcast on this rank would wait forever. Every rank is refused alike here, so none waits; each
@@ -228,15 +199,7 @@ static void a_context_in_use_is_refused_without_a_broadcast(void **state) {
     for (int env = 0; env < 2; ++env) {
         gg_ctx *ctx = fake_ctx();
         fake_nccl.id_byte = (unsigned char)(17 + mpi_rank);
-        held.ctx = ctx;
-        held.inside = held.release = 0;
-        fake.on_is_capturing = hold_inside;
-        pthread_t other;
-        assert_int_equal(pthread_create(&other, NULL, call_and_hold, NULL), 0);
-        pthread_mutex_lock(&held.lock);
-        while (!held.inside) pthread_cond_wait(&held.cond, &held.lock);
-        pthread_mutex_unlock(&held.lock);
-
+        held_call_begin(ctx);
         const int before = broadcasts;
         const char *fn = env ? "gg_dist_init_env" : "gg_dist_init_mpi";
         const gg_status st = env ? gg_dist_init_env(ctx, NULL, &dc) : gg_dist_init_mpi(ctx, NULL, &dc);
@@ -250,15 +213,9 @@ static void a_context_in_use_is_refused_without_a_broadcast(void **state) {
             print_message("rank %d %s: status %s, %d broadcasts: %s\n", mpi_rank, fn, gg_status_string(st),
                           broadcasts - before, said);
 
-        pthread_mutex_lock(&held.lock);
-        held.release = 1;
-        pthread_cond_broadcast(&held.cond);
-        pthread_mutex_unlock(&held.lock);
-        assert_int_equal(pthread_join(other, NULL), 0);
-        fake.on_is_capturing = NULL;
-
+        const gg_status held_status = held_call_end();
         const gg_status again = env ? gg_dist_init_env(ctx, NULL, &dc) : gg_dist_init_mpi(ctx, NULL, &dc);
-        ok = refused && held.status == GG_SUCCESS && made_from_rank_0s_id(ctx, again) && broadcasts == before + 1 &&
+        ok = refused && held_status == GG_SUCCESS && made_from_rank_0s_id(ctx, again) && broadcasts == before + 1 &&
              destroyed_cleanly(ctx) && ok;
     }
     unsetenv("RANK");
