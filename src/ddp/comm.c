@@ -580,11 +580,14 @@ static gg_status init_threads(gg_ctx *const *ctxs, int count, const gg_dist_conf
         status = make_dist(ctxs[i], fn, comms[i], 0, i, count, &c);
     if (status == GG_SUCCESS) status = gg_dist_warm_up(ctxs, count, fn); /* all ranks together, from this thread */
     if (status != GG_SUCCESS) {
-        for (int i = 0; i < count; ++i) {
-            /* not owned yet: the communicators the warm-up (or gg_dist_abort) left are destroyed here; an abort
-             * never blocks, unlike a destroy after a failed warm-up */
+        /* Every communicator the warm-up left is aborted first: the ranks' collectives may wait for one another on
+         * the GPU, and releasing them one by one would drain each stream in turn, each up to the peer deadline (8
+         * ranks: 40 minutes at the default). An abort never blocks and ends NCCL's kernels. A context make_dist did
+         * not reach has no state: its communicator, not owned yet, is aborted after. */
+        for (int i = 0; i < count; ++i)
+            if (ctxs[i]->dist) gg_dist_abort_now(ctxs[i], NULL);
+        for (int i = 0; i < count; ++i)
             if (release(ctxs[i])) (void)ncclCommAbort(comms[i]);
-        }
         return status;
     }
     for (int i = 0; i < count; ++i) ctxs[i]->dist->owned = 1;

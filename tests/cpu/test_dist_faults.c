@@ -1435,6 +1435,36 @@ static void ce_ctxs_end(gg_ctx *ctxs[CE_RANKS]) {
     no_leaks();
 }
 
+/* gg_dist_init_threads whose warm-up fails as a group (its ncclGroupEnd) while the all-reduce it enqueued never
+ * finishes on the GPU (the communication streams stay busy): every communicator is aborted at once, so the call
+ * returns without draining one rank's stream after another, each up to the peer deadline (with the drain first, two
+ * ranks took two deadlines); no rank keeps a communicator, nothing is left. */
+static void a_failed_warm_up_releases_every_rank_at_once(void **state) {
+    (void)state;
+    gg_ctx *ctxs[CE_RANKS];
+    make_ce_ctxs(ctxs);
+    fake_nccl_reset(0, CE_RANKS);
+    setenv("GG_DIST_PEER_TIMEOUT_S", "1", 1);
+    fake_nccl.fail_kind = FN_GROUP_END;
+    fake_nccl.fail_at = 2; /* the first group makes the communicators, the second is the warm-up's */
+    atomic_store(&fake.streams_busy, 1);
+    const gg_dist_config dc = dist_config();
+    const double t0 = now_s();
+    const gg_status st = gg_dist_init_threads(ctxs, CE_RANKS, &dc);
+    const double took = now_s() - t0;
+    atomic_store(&fake.streams_busy, 0);
+    fake_nccl.fail_at = 0;
+    unsetenv("GG_DIST_PEER_TIMEOUT_S");
+    print_message("failed warm-up: %s after %.2f s: %s\n", gg_status_string(st), took, gg_last_error(ctxs[0]));
+    assert_int_equal(st, GG_ERROR_NCCL);
+    contains(gg_last_error(ctxs[0]), "warm-up");
+    assert_true(took < 0.9); /* no drain reached the peer deadline */
+    for (int i = 0; i < CE_RANKS; ++i) assert_int_equal(gg_dist_size(ctxs[i]), 0);
+    assert_int_equal(atomic_load(&fake_nccl.live), 0);
+    for (int i = 0; i < CE_RANKS; ++i) gg_ctx_destroy(ctxs[i]);
+    no_leaks();
+}
+
 /* Its end: the graphs destroyed, the buffers freed (buf NULL: freed already), detached, nothing left. */
 static void ce_graph_pair_end(gg_ctx *ctxs[CE_RANKS], void *buf[CE_RANKS], gg_graph *g[CE_RANKS]) {
     for (int i = 0; i < CE_RANKS; ++i) {
@@ -1597,6 +1627,7 @@ int main(void) {
         cmocka_unit_test(copy_engine_graph_is_ordered),
         cmocka_unit_test(collective_limit_counts_the_copy_engines),
         cmocka_unit_test(freed_window_captures_again),
+        cmocka_unit_test(a_failed_warm_up_releases_every_rank_at_once),
         cmocka_unit_test(every_nccl_fault_copy_engines),
         cmocka_unit_test(every_host_memory_fault_copy_engines),
         cmocka_unit_test(every_cuda_resource_fault_copy_engines),
