@@ -430,6 +430,10 @@ static gg_status replay(gg_graph *g, const char *fn, gg_exec_cache *cache, const
  * what overlap off deferred is reduced, and the caller's stream waits for the communication stream. */
 static gg_status run_eager_beyond_max(gg_ctx *ctx, const char *fn, const gg_block_call *call, cudaStream_t stream) {
     if (!call->sync_grads) return gg_block_run_eager(ctx, call, stream);
+    /* The plan first, outside the communicator's lock: a new one may free the scratch arena or time GEMMs, which waits
+     * for the device, and a replay stuck on a dead peer would keep it waiting while the watchdog and gg_dist_abort,
+     * which take the lock to abort that replay, waited for it: nothing would ever end. */
+    GG_TRY(gg_block_plan_ahead(ctx, call, stream));
     GG_TRY(gg_dist_enter(ctx, fn)); /* as a replay: the communicator is not aborted under the enqueue */
     const gg_status ran = gg_block_run_eager(ctx, call, stream);
     int saved = 0;

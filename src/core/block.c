@@ -194,6 +194,16 @@ static gg_status check_capture(gg_ctx *ctx, const gg_block_call *c, enum cudaStr
                    c->info->forward ? "" : ", or use a gradgraph graph (gg_*_graph_create), which plans at creation");
 }
 
+gg_status gg_block_plan_ahead(gg_ctx *ctx, const gg_block_call *c, cudaStream_t stream) {
+    int saved = 0;
+    enum cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    GG_TRY(gg_device_enter_stream(ctx, c->info->fn, stream, &saved, &capturing));
+    gg_block_plan *plan = NULL;
+    const gg_status status = capturing == cudaStreamCaptureStatusNone ? gg_block_plan_for(ctx, c, &plan) : GG_SUCCESS;
+    gg_device_leave(ctx, saved);
+    return status;
+}
+
 gg_status gg_block_run_eager(gg_ctx *ctx, const gg_block_call *c, cudaStream_t stream) {
     int saved = 0;
     enum cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;

@@ -157,5 +157,9 @@ gg_status gg_block_enqueue_failed(gg_ctx *ctx, const gg_block_call *call, gg_sta
 
 /* The eager path: select the device, find the plan, enqueue on stream. The call is already validated. */
 gg_status gg_block_run_eager(gg_ctx *ctx, const gg_block_call *call, cudaStream_t stream);
+/* The eager path's plan made now, when it is new and stream is not being captured (a capturing stream is left to
+ * gg_block_run_eager's own refusal), so that the run only looks it up: for a caller about to hold a lock that an
+ * abort needs, since a new plan may free the scratch arena or time GEMMs, either of which waits for the device. */
+gg_status gg_block_plan_ahead(gg_ctx *ctx, const gg_block_call *call, cudaStream_t stream);
 
 #endif

@@ -800,6 +800,60 @@ static void abort_during_a_free_that_waits(void **state) {
     detach_and_destroy(ctx, NULL);
 }
 
+/* The same for a syncing graph's call past its largest bucket (eager_beyond_max): its eager path makes a plan for the
+ * new token count, which grows the scratch arena, and the old arena's cudaFree waits for the device. The plan is made
+ * before the call takes the communicator's lock, so the abort goes through at once. */
+typedef struct beyond_job {
+    gg_graph *g;
+    gg_status status;
+} beyond_job;
+
+static const gg_mlp_desc beyond_desc = {4096, 256, 1024, GG_PRECISION_FP32, 0}; /* past the graph's 64-token bucket */
+
+static void *run_beyond_max(void *arg) {
+    beyond_job *j = arg;
+    gg_mlp_args a = {FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5), FAKE(6), FAKE(7), FAKE(8), FAKE(9),
+                     FAKE(10), NULL, NULL, NULL, NULL, NULL, NULL};
+    j->status = gg_mlp_graph_run(j->g, &beyond_desc, &a, NULL);
+    return NULL;
+}
+
+static void abort_during_a_run_past_the_buckets_that_plans(void **state) {
+    (void)state;
+    ncclComm_t comm = NULL;
+    gg_ctx *ctx = attached_ctx(&comm);
+    gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
+    static const int64_t buckets[] = {64};
+    gc.policy = GG_BUCKETS_LIST;
+    gc.bucket_tokens = buckets;
+    gc.n_buckets = 1;
+    gc.eager_beyond_max = 1;
+    gg_mlp_desc d = beyond_desc;
+    d.tokens = 64;
+    beyond_job job = {NULL, GG_ERROR_INTERNAL};
+    assert_int_equal(gg_mlp_graph_create(ctx, &d, &gc, &job.g), GG_SUCCESS);
+    atomic_store(&free_entered, 0);
+    atomic_store(&free_may_end, 0);
+    fake.on_free = free_waits;
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, run_beyond_max, &job), 0);
+    while (!atomic_load(&free_entered)) nanosleep(&(struct timespec){0, 1000000}, NULL);
+    const double t0 = now_s();
+    const gg_status aborted = gg_dist_abort(ctx); /* what the watchdog does at the step deadline */
+    const double took = now_s() - t0;
+    atomic_store(&free_may_end, 1);
+    pthread_join(t, NULL);
+    fake.on_free = NULL;
+    print_message("gg_dist_abort during a run past the buckets whose plan frees the arena: %s after %.3f s; the run: "
+                  "%s: %s\n", gg_status_string(aborted), took, gg_status_string(job.status), gg_last_error(ctx));
+    assert_int_equal(aborted, GG_SUCCESS);
+    assert_true(took < 2.0); /* not behind the plan's free (5 s) */
+    assert_int_equal(job.status, GG_ERROR_NCCL); /* aborted before it reduced anything */
+    assert_int_equal(atomic_load(&fake_nccl.aborts), 1);
+    gg_graph_destroy(job.g);
+    detach_and_destroy(ctx, NULL);
+}
+
 /* gg_dist_abort from another thread while gg_dist_detach waits on the communicator: the drain of its stream (an
  * attached communicator whose stream stays busy) or ncclCommFinalize (an owned one that stays in progress). The wait
  * gives up at once, the communicator is aborted exactly once (aborted twice, the fake's count of live communicators
@@ -1616,6 +1670,7 @@ int main(void) {
         cmocka_unit_test(agreement_the_peers_never_join_is_aborted),
         cmocka_unit_test(abort_from_another_thread),
         cmocka_unit_test(abort_during_a_free_that_waits),
+        cmocka_unit_test(abort_during_a_run_past_the_buckets_that_plans),
         cmocka_unit_test(abort_during_a_detach_that_waits),
         cmocka_unit_test(abort_while_the_communicator_comes_and_goes),
         cmocka_unit_test(abort_from_a_log_callback),
