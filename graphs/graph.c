@@ -396,7 +396,7 @@ gg_status gg_exec_replay(gg_ctx *ctx, const char *fn, gg_exec_cache *cache, cons
     if (status == GG_SUCCESS) {
         const cudaError_t err = cudaGraphLaunch((cudaGraphExec_t)e->exec, stream);
         if (err != cudaSuccess) status = gg_fail_cuda(ctx, err, "cudaGraphLaunch");
-        else if (watched) gg_dist_replay_launched(ctx, stream); /* watched from now */
+        else if (watched) gg_dist_watch(ctx, stream, GG_WATCH_REPLAY); /* watched from now */
     }
     nvtxRangePop();
     if (sync) gg_dist_leave(ctx);
@@ -435,11 +435,18 @@ static gg_status run_eager_beyond_max(gg_ctx *ctx, const char *fn, const gg_bloc
      * which take the lock to abort that replay, waited for it: nothing would ever end. */
     GG_TRY(gg_block_plan_ahead(ctx, call, stream));
     GG_TRY(gg_dist_enter(ctx, fn)); /* as a replay: the communicator is not aborted under the enqueue */
-    const gg_status ran = gg_block_run_eager(ctx, call, stream);
+    int watched = 0; /* and watched as one */
+    gg_status ran = gg_dist_await_replay_slot(ctx, fn, stream, &watched);
+    if (ran != GG_SUCCESS) {
+        gg_dist_leave(ctx);
+        return ran;
+    }
+    ran = gg_block_run_eager(ctx, call, stream);
     int saved = 0;
     gg_status ended = gg_device_enter(ctx, fn, &saved);
     if (ended == GG_SUCCESS) {
         ended = ran == GG_SUCCESS ? gg_dist_finish(ctx, call, stream) : gg_dist_join(ctx, call, stream);
+        if (ran == GG_SUCCESS && ended == GG_SUCCESS && watched) gg_dist_watch(ctx, stream, GG_WATCH_BEYOND_MAX);
         gg_device_leave(ctx, saved);
     }
     gg_dist_leave(ctx);

@@ -74,7 +74,7 @@ gg_status gg_capture(gg_ctx *ctx, gg_enqueue_fn enqueue, void *user, cudaGraph_t
  * the launch of a graph whose NCCL kernels use it), finds key's exec in cache or, missing, has build(user, &graph)
  * make its graph and installs it (gg_exec_install), then launches it on stream (refused inside a step's callback).
  * The first syncing exec sets *holds_nccl and tells the communicator (gg_dist_graph_holds: it is not destroyed under
- * an exec that holds NCCL work); a syncing launch is watched from then (gg_dist_replay_launched). `fn` names the
+ * an exec that holds NCCL work); a syncing launch is watched from then (gg_dist_watch). `fn` names the
  * entry point. */
 typedef gg_status (*gg_build_fn)(void *user, cudaGraph_t *graph);
 gg_status gg_exec_replay(gg_ctx *ctx, const char *fn, gg_exec_cache *cache, const gg_exec_key *key, int sync,

@@ -1168,13 +1168,14 @@ GG_API void gg_optim_destroy(gg_optim *opt);
  *     environment variable read when it applies (1 to 86400; default 300): making a communicator
  *     (GG_DIST_INIT_TIMEOUT_S; the communicators gradgraph makes are non-blocking), a collective step gradgraph
  *     waits for itself, the end of a non-blocking NCCL call and teardown (GG_DIST_PEER_TIMEOUT_S), and a replay of
- *     a syncing graph (GG_DIST_STEP_TIMEOUT_S). A watchdog thread per communicator (started with it, stopped at
- *     gg_dist_detach / gg_ctx_destroy) aborts the communicator (ncclCommAbort, which ends NCCL's kernels still
- *     waiting, so a cudaStreamSynchronize of yours returns) when a replay has not finished by its deadline (counted
- *     from when it can run: its launch, or for one queued behind earlier replays the end of the one before) or NCCL
+ *     a syncing graph or a collective gradgraph enqueues outside a graph (gg_dist_reduce's, a syncing graph's call
+ *     past its largest bucket: GG_DIST_STEP_TIMEOUT_S). A watchdog thread per communicator (started with it, stopped
+ *     at gg_dist_detach / gg_ctx_destroy) aborts the communicator (ncclCommAbort, which ends NCCL's kernels still
+ *     waiting, so a cudaStreamSynchronize of yours returns) when such work has not finished by its deadline (counted
+ *     from when it can run: its launch, or for one queued behind earlier ones the end of the one before) or NCCL
  *     reports an asynchronous error; gg_dist_check (also called by every graph run) does the latter on demand. At
- *     most 16 replays of syncing graphs are in flight per communicator: a further run waits for the oldest to
- *     finish before it launches (the host stays at most 16 steps ahead), and that wait ends with the abort too.
+ *     most 16 of them are in flight per communicator: a further one waits for the oldest to finish before it is
+ *     enqueued (the host stays at most 16 steps ahead), and that wait ends with the abort too.
  *     Afterwards every call that needs the communicator returns GG_ERROR_NCCL saying what happened (the deadline,
  *     NCCL's error, gg_dist_abort) and on which rank; eager calls and local graphs keep working. A wait on the
  *     other ranks that lasts logs a WARN line through the context's log callback after 10 s (half the limit, when

@@ -237,15 +237,20 @@ gg_status gg_dist_poll(gg_ctx *ctx, const char *fn);
 gg_status gg_dist_enter(gg_ctx *ctx, const char *fn);
 void gg_dist_leave(gg_ctx *ctx);
 
-/* Before a replay of a syncing graph is launched on `stream` (inside the section): while 16 replays are in flight,
- * waits for the oldest to finish, polling; an abort asked meanwhile (the watchdog's, at the step deadline, or
- * gg_dist_abort's) ends the wait with GG_ERROR_NCCL, the communicator aborted. *watched: whether the replay is to be
- * watched (a watchdog, and a launch not into a capture: nothing to wait for then either). */
+/* Before work that waits on the other ranks is enqueued on `stream` (inside the section): a replay of a syncing graph,
+ * or a collective enqueued outside a graph (gg_dist_reduce's, a syncing graph's call past its largest bucket). While
+ * 16 such are in flight, waits for the oldest to finish, polling; an abort asked meanwhile (the watchdog's, at the
+ * step deadline, or gg_dist_abort's) ends the wait with GG_ERROR_NCCL, the communicator aborted. *watched: whether the
+ * work is to be watched (a watchdog, and a stream not being captured: nothing to wait for then either). */
 gg_status gg_dist_await_replay_slot(gg_ctx *ctx, const char *fn, cudaStream_t stream, int *watched);
 
-/* A replay of a syncing graph was launched on `stream` (inside the section, after gg_dist_await_replay_slot said it is
- * watched): the watchdog waits for it with the step deadline (an event recorded after it). */
-void gg_dist_replay_launched(gg_ctx *ctx, cudaStream_t stream);
+/* That work was enqueued on `stream` (inside the section, after gg_dist_await_replay_slot said it is watched): the
+ * watchdog waits for it with the step deadline (an event recorded after it). what: the work, for messages ("a replay
+ * of a syncing graph"; a string that lives as long as the context). */
+void gg_dist_watch(gg_ctx *ctx, cudaStream_t stream, const char *what);
+#define GG_WATCH_REPLAY "a replay of a syncing graph"
+#define GG_WATCH_REDUCE "gg_dist_reduce's collective"
+#define GG_WATCH_BEYOND_MAX "the gradient reduction of a call past a syncing graph's largest bucket"
 
 /* Whether every rank says ok (an all-reduce of the flag with min, waited for with the peer timeout): the agreement
  * before a collective step that a local failure could otherwise leave the other ranks waiting in. what: the

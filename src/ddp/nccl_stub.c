@@ -92,7 +92,7 @@ gg_status gg_dist_await_replay_slot(gg_ctx *ctx, const char *fn, cudaStream_t st
     *watched = 0;
     return GG_SUCCESS;
 }
-void gg_dist_replay_launched(gg_ctx *ctx, cudaStream_t stream) { (void)ctx, (void)stream; }
+void gg_dist_watch(gg_ctx *ctx, cudaStream_t stream, const char *what) { (void)ctx, (void)stream, (void)what; }
 gg_status gg_dist_abort(gg_ctx *ctx) {
     return ctx ? GG_SUCCESS : gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_dist_abort: ctx is NULL");
 }

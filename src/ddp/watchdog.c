@@ -1,8 +1,9 @@
 /*
  * watchdog.c - a data-parallel context that fails loudly instead of hanging: the lock around every use of the
  * communicator, aborting it (from the owner thread, the watchdog or any thread through the public gg_dist_abort),
- * and the watchdog, one host thread per communicator, that aborts it when a replay of a syncing graph has not
- * finished within the step deadline or NCCL reports an asynchronous error.
+ * and the watchdog, one host thread per communicator, that aborts it when a replay of a syncing graph, or a
+ * collective gradgraph enqueued outside a graph, has not finished within the step deadline or NCCL reports an
+ * asynchronous error.
  *
  * Why a lock: ncclCommAbort frees the communicator, and NCCL's kernels in a graph captured on it read its device
  * state. The owner thread holds the lock from the check that the communicator is alive to the last NCCL call or
@@ -19,20 +20,22 @@
 
 #include "comm_internal.h"
 
-/* The replays of syncing graphs in flight at most: a ring of events, each recorded after one replay. A further
- * launch first waits for the oldest to finish (gg_dist_await_replay_slot), so every replay in flight is timed on its
- * own, and the launch, made holding the communicator's lock, never waits inside CUDA's launch queue behind replays
- * stuck on a dead peer, where no abort could reach it. 16 replays queued ahead hide any launch latency. */
+/* The replays of syncing graphs (and collectives outside graphs) in flight at most: a ring of events, each recorded
+ * after one. A further launch first waits for the oldest to finish (gg_dist_await_replay_slot), so every replay in
+ * flight is timed on its own, and the launch, made holding the communicator's lock, never waits inside CUDA's launch
+ * queue behind replays stuck on a dead peer, where no abort could reach it. 16 replays queued ahead hide any launch
+ * latency. */
 #define WATCH_SLOTS 16
 
-/* Between the owner thread (gg_dist_replay_launched) and the watchdog thread, under `mu`. */
+/* Between the owner thread (gg_dist_watch) and the watchdog thread, under `mu`. */
 typedef struct gg_watchdog {
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t wake;
     int stop;
     cudaEvent_t ev[WATCH_SLOTS];
-    double since[WATCH_SLOTS]; /* when slot's replay began: launched, or the one before it seen complete */
+    double since[WATCH_SLOTS]; /* when slot's work began: enqueued, or the one before it seen complete */
+    const char *what[WATCH_SLOTS]; /* the slot's work, for messages (GG_WATCH_*) */
     int oldest, pending;       /* the ring: `pending` slots from `oldest` recorded and not yet seen complete */
     int events;                /* events created */
     gg_ctx *ctx;
@@ -143,14 +146,13 @@ static void check_replays(gg_watchdog *w, char *why, size_t bytes, double *runni
     const cudaError_t e = drop_complete(w);
     if (w->pending == 0) return;
     if (e != cudaErrorNotReady) {
-        snprintf(why, bytes, "a replay of a syncing graph failed on the GPU (%s)", cudaGetErrorName(e));
+        snprintf(why, bytes, "%s failed on the GPU (%s)", w->what[w->oldest], cudaGetErrorName(e));
         return;
     }
     const int limit = gg_dist_timeout_s(GG_DIST_TIMEOUT_STEP);
     if (gg_dist_now_s() - w->since[w->oldest] >= limit)
-        snprintf(why, bytes,
-                 "a replay of a syncing graph had not finished after %d s (%s): another rank stopped, or is stuck",
-                 limit, gg_dist_timeout_env(GG_DIST_TIMEOUT_STEP));
+        snprintf(why, bytes, "%s had not finished after %d s (%s): another rank stopped, or is stuck",
+                 w->what[w->oldest], limit, gg_dist_timeout_env(GG_DIST_TIMEOUT_STEP));
     else
         *running_since = w->since[w->oldest];
 }
@@ -176,10 +178,11 @@ static void *watch(void *arg) {
         char why[GG_MSG_BYTES] = "";
         double running_since = -1.0;
         check_replays(w, why, sizeof why, &running_since);
+        const char *running = running_since >= 0.0 ? w->what[w->oldest] : NULL;
         pthread_mutex_unlock(&w->mu);
         if (running_since >= 0.0) { /* a notice when one is due (outside w->mu: the callback is the user's) */
             if (running_since != watched) {
-                gg_dist_wait_begin(&replay, ctx, ctx->dist->rank, "a replay of a syncing graph", GG_DIST_TIMEOUT_STEP);
+                gg_dist_wait_begin(&replay, ctx, ctx->dist->rank, running, GG_DIST_TIMEOUT_STEP);
                 gg_dist_wait_since(&replay, running_since);
                 watched = running_since;
             }
@@ -294,18 +297,21 @@ gg_status gg_dist_await_replay_slot(gg_ctx *ctx, const char *fn, cudaStream_t st
     }
 }
 
-void gg_dist_replay_launched(gg_ctx *ctx, cudaStream_t stream) {
+void gg_dist_watch(gg_ctx *ctx, cudaStream_t stream, const char *what) {
     gg_watchdog *w = ctx->dist->watchdog;
     pthread_mutex_lock(&w->mu);
-    /* gg_dist_await_replay_slot made room before the launch, in the same section (the watchdog only drops) */
-    const cudaError_t e =
-        w->pending < WATCH_SLOTS ? cudaEventRecord(w->ev[(w->oldest + w->pending) % WATCH_SLOTS], stream)
-                                 : cudaErrorNotReady;
-    if (e == cudaSuccess) w->since[(w->oldest + w->pending++) % WATCH_SLOTS] = gg_dist_now_s();
+    /* gg_dist_await_replay_slot made room before the enqueue, in the same section (the watchdog only drops) */
+    const int slot = (w->oldest + w->pending) % WATCH_SLOTS;
+    const cudaError_t e = w->pending < WATCH_SLOTS ? cudaEventRecord(w->ev[slot], stream) : cudaErrorNotReady;
+    if (e == cudaSuccess) {
+        w->since[slot] = gg_dist_now_s();
+        w->what[slot] = what;
+        ++w->pending;
+    }
     pthread_mutex_unlock(&w->mu);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
-        gg_log(ctx, GG_LOG_WARN, "the watchdog could not record its event after a replay (%s): this replay is not "
-                                 "watched", cudaGetErrorName(e));
+        gg_log(ctx, GG_LOG_WARN, "the watchdog could not record its event after %s (%s): it is not watched", what,
+               cudaGetErrorName(e));
     }
 }

@@ -57,10 +57,10 @@ static double wait_for(atomic_int *value, int want, double seconds) {
 static pthread_mutex_t notices_mu = PTHREAD_MUTEX_INITIALIZER;
 static int n_notices;
 static char last_notice[GG_MSG_BYTES];
-static int not_watched; /* WARNs that a replay goes unwatched (the watchdog could not record its event) */
+static int not_watched; /* WARNs that a replay or collective goes unwatched (the watchdog could not record its event) */
 static void notice_log(void *user, gg_log_level level, const char *message) {
     (void)user;
-    if (level == GG_LOG_WARN && strstr(message, "this replay is not watched")) {
+    if (level == GG_LOG_WARN && strstr(message, "it is not watched")) {
         pthread_mutex_lock(&notices_mu);
         ++not_watched;
         pthread_mutex_unlock(&notices_mu);
@@ -167,6 +167,35 @@ static void detach_and_destroy(gg_ctx *ctx, ncclComm_t callers) {
     gg_ctx_destroy(ctx);
     if (callers) fake_nccl_destroy(callers);
     no_leaks();
+}
+
+/* A syncing MLP graph's call past its 64-token bucket (eager_beyond_max): its own plan, its gradients reduced
+ * eagerly. */
+typedef struct beyond_job {
+    gg_graph *g;
+    gg_status status;
+} beyond_job;
+
+static const gg_mlp_desc beyond_desc = {4096, 256, 1024, GG_PRECISION_FP32, 0}; /* past the graph's 64-token bucket */
+
+static void *run_beyond_max(void *arg) {
+    beyond_job *j = arg;
+    gg_mlp_args a = {FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5), FAKE(6), FAKE(7), FAKE(8), FAKE(9),
+                     FAKE(10), NULL, NULL, NULL, NULL, NULL, NULL};
+    j->status = gg_mlp_graph_run(j->g, &beyond_desc, &a, NULL);
+    return NULL;
+}
+
+static gg_status beyond_graph(gg_ctx *ctx, gg_graph **g) {
+    gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
+    static const int64_t buckets[] = {64};
+    gc.policy = GG_BUCKETS_LIST;
+    gc.bucket_tokens = buckets;
+    gc.n_buckets = 1;
+    gc.eager_beyond_max = 1;
+    gg_mlp_desc d = beyond_desc;
+    d.tokens = 64;
+    return gg_mlp_graph_create(ctx, &d, &gc, g);
 }
 
 /* ---- the fingerprint, as a pure function ---- */
@@ -622,6 +651,40 @@ static void runs_wait_for_a_replay_slot(void **state) {
     detach_and_destroy(ctx, NULL); /* aborted: the attached communicator is gone too */
 }
 
+/* Collectives gradgraph enqueues outside a graph are watched like replays: gg_dist_reduce's, and a syncing graph's
+ * call past its largest bucket (eager_beyond_max), whose gradients are reduced eagerly. One that never finishes (its
+ * peer is gone, with no NCCL error) is aborted at the step deadline, with a notice half-way naming it, and the next
+ * call says why; before, nothing watched them and a stalled peer left the application's next sync waiting forever. */
+static void eager_collectives_past_the_step_deadline_are_aborted(void **state) {
+    (void)state;
+    static const char *const what[] = {"gg_dist_reduce's collective",
+                                       "the gradient reduction of a call past a syncing graph's largest bucket"};
+    for (int which = 0; which < 2; ++which) {
+        ncclComm_t comm = NULL;
+        gg_ctx *ctx = attached_ctx(&comm);
+        setenv("GG_DIST_STEP_TIMEOUT_S", "1", 1);
+        gg_graph *g = NULL;
+        if (which == 1) assert_int_equal(beyond_graph(ctx, &g), GG_SUCCESS);
+        notices_reset();
+        fake.events_busy = 1; /* the work never finishes */
+        beyond_job job = {g, GG_ERROR_INTERNAL};
+        if (which == 0) assert_int_equal(gg_dist_reduce(ctx, FAKE(8), 1024, 0, NULL), GG_SUCCESS);
+        else (void)run_beyond_max(&job), assert_int_equal(job.status, GG_SUCCESS);
+        const double took = wait_for(&fake_nccl.aborts, 1, 15.0);
+        print_message("%s never finishes: aborted after %.2f s\n", what[which], took);
+        assert_true(took >= 0.9 && took < 15.0);
+        noticed_once(what[which], "GG_DIST_STEP_TIMEOUT_S");
+        assert_int_equal(gg_dist_reduce(ctx, FAKE(8), 1024, 0, NULL), GG_ERROR_NCCL);
+        contains(gg_last_error(ctx), what[which]);
+        contains(gg_last_error(ctx), "had not finished after 1 s (GG_DIST_STEP_TIMEOUT_S)");
+        assert_int_equal(tanh_eager(ctx), GG_SUCCESS); /* eager calls work */
+        fake.events_busy = 0;
+        unsetenv("GG_DIST_STEP_TIMEOUT_S");
+        gg_graph_destroy(g);
+        detach_and_destroy(ctx, NULL); /* aborted: the attached communicator is gone too */
+    }
+}
+
 /* A replay that fails on the GPU (its event reports a sticky error) is caught by the watchdog, which aborts the
  * communicator; the next run names the error, eager calls work. */
 static void replay_failed_on_the_gpu_is_aborted(void **state) {
@@ -803,35 +866,12 @@ static void abort_during_a_free_that_waits(void **state) {
 /* The same for a syncing graph's call past its largest bucket (eager_beyond_max): its eager path makes a plan for the
  * new token count, which grows the scratch arena, and the old arena's cudaFree waits for the device. The plan is made
  * before the call takes the communicator's lock, so the abort goes through at once. */
-typedef struct beyond_job {
-    gg_graph *g;
-    gg_status status;
-} beyond_job;
-
-static const gg_mlp_desc beyond_desc = {4096, 256, 1024, GG_PRECISION_FP32, 0}; /* past the graph's 64-token bucket */
-
-static void *run_beyond_max(void *arg) {
-    beyond_job *j = arg;
-    gg_mlp_args a = {FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4), FAKE(5), FAKE(6), FAKE(7), FAKE(8), FAKE(9),
-                     FAKE(10), NULL, NULL, NULL, NULL, NULL, NULL};
-    j->status = gg_mlp_graph_run(j->g, &beyond_desc, &a, NULL);
-    return NULL;
-}
-
 static void abort_during_a_run_past_the_buckets_that_plans(void **state) {
     (void)state;
     ncclComm_t comm = NULL;
     gg_ctx *ctx = attached_ctx(&comm);
-    gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
-    static const int64_t buckets[] = {64};
-    gc.policy = GG_BUCKETS_LIST;
-    gc.bucket_tokens = buckets;
-    gc.n_buckets = 1;
-    gc.eager_beyond_max = 1;
-    gg_mlp_desc d = beyond_desc;
-    d.tokens = 64;
     beyond_job job = {NULL, GG_ERROR_INTERNAL};
-    assert_int_equal(gg_mlp_graph_create(ctx, &d, &gc, &job.g), GG_SUCCESS);
+    assert_int_equal(beyond_graph(ctx, &job.g), GG_SUCCESS);
     atomic_store(&free_entered, 0);
     atomic_store(&free_may_end, 0);
     fake.on_free = free_waits;
@@ -1221,8 +1261,8 @@ static void every_life_fault(life_fault f) {
                 const gg_status st = life(ctx, owned, &comm, message, sizeof message);
                 const int hit = life_fault_hit(f, armed);
                 hits += hit;
-                /* the one fault a life goes on through: the watchdog's record after a replay, which leaves that
-                 * replay unwatched and says so */
+                /* the one fault a life goes on through: the watchdog's record after a replay or gg_dist_reduce's
+                 * collective, which leaves it unwatched and says so */
                 const int unwatched = f == LIFE_CUDA_CALL && life_kind == FAKE_EVENT_RECORD && st == GG_SUCCESS &&
                                       not_watched > 0;
                 if (!hit)
@@ -1666,6 +1706,7 @@ int main(void) {
         cmocka_unit_test(replay_past_the_step_deadline_is_aborted),
         cmocka_unit_test(runs_wait_for_a_replay_slot),
         cmocka_unit_test(replay_failed_on_the_gpu_is_aborted),
+        cmocka_unit_test(eager_collectives_past_the_step_deadline_are_aborted),
         cmocka_unit_test(stream_failed_in_an_agreement_is_aborted),
         cmocka_unit_test(agreement_the_peers_never_join_is_aborted),
         cmocka_unit_test(abort_from_another_thread),
