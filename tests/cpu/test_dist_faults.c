@@ -137,12 +137,18 @@ static gg_status tanh_eager(gg_ctx *ctx) {
     return gg_tanh_gate_backward(ctx, &tanh_desc, &a, NULL);
 }
 
-static gg_status tanh_graph(gg_ctx *ctx, gg_graph **g) {
-    gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
+/* A graph config of one bucket of 64 tokens. */
+static gg_graph_config bucket_of_64(void) {
     static const int64_t buckets[] = {64};
+    gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
     gc.policy = GG_BUCKETS_LIST;
     gc.bucket_tokens = buckets;
     gc.n_buckets = 1;
+    return gc;
+}
+
+static gg_status tanh_graph(gg_ctx *ctx, gg_graph **g) {
+    const gg_graph_config gc = bucket_of_64();
     return gg_tanh_gate_graph_create(ctx, &tanh_desc, &gc, g);
 }
 
@@ -187,11 +193,7 @@ static void *run_beyond_max(void *arg) {
 }
 
 static gg_status beyond_graph(gg_ctx *ctx, gg_graph **g) {
-    gg_graph_config gc = GG_GRAPH_CONFIG_INIT;
-    static const int64_t buckets[] = {64};
-    gc.policy = GG_BUCKETS_LIST;
-    gc.bucket_tokens = buckets;
-    gc.n_buckets = 1;
+    gg_graph_config gc = bucket_of_64();
     gc.eager_beyond_max = 1;
     gg_mlp_desc d = beyond_desc;
     d.tokens = 64;
@@ -835,18 +837,14 @@ static void *free_in_thread(void *arg) {
     return NULL;
 }
 
-static void abort_during_a_free_that_waits(void **state) {
-    (void)state;
-    ncclComm_t comm = NULL;
-    gg_ctx *ctx = attached_ctx(&comm);
-    void *buffer = NULL;
-    assert_int_equal(gg_dist_alloc(ctx, 1 << 20, &buffer), GG_SUCCESS);
+/* Runs call(job) on another thread, whose cudaFree is held (free_waits) until this thread has aborted the
+ * communicator, which it does as soon as the free is entered; returns how long gg_dist_abort took. */
+static double abort_while_a_free_waits(gg_ctx *ctx, void *(*call)(void *), void *job) {
     atomic_store(&free_entered, 0);
     atomic_store(&free_may_end, 0);
     fake.on_free = free_waits;
-    free_job job = {ctx, buffer, GG_ERROR_INTERNAL};
     pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, free_in_thread, &job), 0);
+    assert_int_equal(pthread_create(&t, NULL, call, job), 0);
     while (!atomic_load(&free_entered)) nanosleep(&(struct timespec){0, 1000000}, NULL);
     const double t0 = now_s();
     const gg_status aborted = gg_dist_abort(ctx); /* what the watchdog does at the step deadline */
@@ -854,9 +852,19 @@ static void abort_during_a_free_that_waits(void **state) {
     atomic_store(&free_may_end, 1);
     pthread_join(t, NULL);
     fake.on_free = NULL;
-    print_message("gg_dist_abort during a free waiting for the device: %s after %.3f s\n", gg_status_string(aborted),
-                  took);
     assert_int_equal(aborted, GG_SUCCESS);
+    return took;
+}
+
+static void abort_during_a_free_that_waits(void **state) {
+    (void)state;
+    ncclComm_t comm = NULL;
+    gg_ctx *ctx = attached_ctx(&comm);
+    void *buffer = NULL;
+    assert_int_equal(gg_dist_alloc(ctx, 1 << 20, &buffer), GG_SUCCESS);
+    free_job job = {ctx, buffer, GG_ERROR_INTERNAL};
+    const double took = abort_while_a_free_waits(ctx, free_in_thread, &job);
+    print_message("gg_dist_abort during a free waiting for the device: after %.3f s\n", took);
     assert_true(took < 2.0); /* not behind the free (5 s) */
     assert_int_equal(job.status, GG_SUCCESS);
     assert_int_equal(atomic_load(&fake_nccl.aborts), 1);
@@ -872,21 +880,9 @@ static void abort_during_a_run_past_the_buckets_that_plans(void **state) {
     gg_ctx *ctx = attached_ctx(&comm);
     beyond_job job = {NULL, GG_ERROR_INTERNAL};
     assert_int_equal(beyond_graph(ctx, &job.g), GG_SUCCESS);
-    atomic_store(&free_entered, 0);
-    atomic_store(&free_may_end, 0);
-    fake.on_free = free_waits;
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, run_beyond_max, &job), 0);
-    while (!atomic_load(&free_entered)) nanosleep(&(struct timespec){0, 1000000}, NULL);
-    const double t0 = now_s();
-    const gg_status aborted = gg_dist_abort(ctx); /* what the watchdog does at the step deadline */
-    const double took = now_s() - t0;
-    atomic_store(&free_may_end, 1);
-    pthread_join(t, NULL);
-    fake.on_free = NULL;
-    print_message("gg_dist_abort during a run past the buckets whose plan frees the arena: %s after %.3f s; the run: "
-                  "%s: %s\n", gg_status_string(aborted), took, gg_status_string(job.status), gg_last_error(ctx));
-    assert_int_equal(aborted, GG_SUCCESS);
+    const double took = abort_while_a_free_waits(ctx, run_beyond_max, &job);
+    print_message("gg_dist_abort during a run past the buckets whose plan frees the arena: after %.3f s; the run: "
+                  "%s: %s\n", took, gg_status_string(job.status), gg_last_error(ctx));
     assert_true(took < 2.0); /* not behind the plan's free (5 s) */
     assert_int_equal(job.status, GG_ERROR_NCCL); /* aborted before it reduced anything */
     assert_int_equal(atomic_load(&fake_nccl.aborts), 1);
