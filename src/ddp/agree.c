@@ -25,7 +25,7 @@ static gg_status agree_step(gg_ctx *ctx, size_t offset, size_t bytes, agree_kind
                             : ncclAllReduce(dev, dev, bytes / sizeof(int32_t), ncclInt32, ncclMin, comm, d->stream);
     char call[160];
     snprintf(call, sizeof call, "%s (%s)", kind == BROADCAST ? "ncclBroadcast" : "ncclAllReduce", what);
-    GG_TRY(gg_dist_nccl_done(ctx, r, call));
+    GG_TRY(gg_dist_nccl_done_or_abort(ctx, r, call)); /* this rank's part never ran: the ranks are out of step */
     GG_CUDA_TRY(ctx, cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, d->stream));
     return gg_dist_wait_comm_stream(ctx, what);
 }

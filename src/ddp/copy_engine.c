@@ -211,14 +211,6 @@ gg_status gg_ce_all_gather(gg_ctx *ctx, void *base, size_t count, size_t elem) {
 #endif
 }
 
-/* The end of a collective step on ctx's communicator (r: what NCCL returned); on failure abort it (no rank may
- * stay waiting in it). */
-static gg_status abort_after(gg_ctx *ctx, ncclResult_t r, const char *what) {
-    const gg_status status = gg_dist_nccl_done(ctx, r, what);
-    if (status != GG_SUCCESS) gg_dist_abort_now(ctx, NULL);
-    return status;
-}
-
 /* gg_dist_alloc with copy engines on (device entered): local allocation (host_ok: the list could grow), the
  * ranks' agreement, the collective registration. A local failure never leaves the others waiting in it. */
 static gg_status alloc_window(gg_ctx *ctx, const char *fn, int host_ok, gg_dist_buffer *b) {
@@ -243,7 +235,7 @@ static gg_status alloc_window(gg_ctx *ctx, const char *fn, int host_ok, gg_dist_
     b->nccl_memory = 1;
     const ncclResult_t r = ncclCommWindowRegister((ncclComm_t)ctx->dist->comm, b->ptr, b->bytes,
                                                   (ncclWindow_t *)&b->window, NCCL_WIN_COLL_SYMMETRIC);
-    const gg_status status = abort_after(ctx, r, "gg_dist_alloc: ncclCommWindowRegister");
+    const gg_status status = gg_dist_nccl_done_or_abort(ctx, r, "gg_dist_alloc: ncclCommWindowRegister");
     if (status != GG_SUCCESS) /* after the abort, which released the window */
         free_memory(ctx, b->ptr, b->bytes, 1, "a gg_dist_alloc buffer whose window failed");
     return status;
@@ -312,7 +304,7 @@ static gg_status free_unlisted(gg_ctx *ctx, gg_dist_buffer b) {
     pthread_mutex_lock(&d->lock);
     d->buffers[d->n_buffers++] = b; /* its slot is still there: it was the last taken */
     pthread_mutex_unlock(&d->lock);
-    return abort_after(ctx, r, "gg_dist_free: ncclMemFree");
+    return gg_dist_nccl_done_or_abort(ctx, r, "gg_dist_free: ncclMemFree");
 }
 
 /* gg_dist_free with the context claimed. */
@@ -346,7 +338,7 @@ static gg_status free_claimed(gg_ctx *ctx, const char *fn, void *ptr) {
 #if GG_CE_BUILT
         if (status == GG_SUCCESS && found && d->buffers[i].window) {
             const ncclResult_t r = ncclCommWindowDeregister((ncclComm_t)d->comm, (ncclWindow_t)d->buffers[i].window);
-            status = abort_after(ctx, r, "gg_dist_free: ncclCommWindowDeregister");
+            status = gg_dist_nccl_done_or_abort(ctx, r, "gg_dist_free: ncclCommWindowDeregister");
             if (status == GG_SUCCESS) d->buffers[i].window = NULL; /* released, whatever the free below does */
         }
 #endif

@@ -221,6 +221,10 @@ gg_status gg_dist_fail_nccl(gg_ctx *ctx, int result, const char *what);
  * from the caller, naming the call by fn alone (messages carry NCCL's function, not gradgraph's source text). */
 gg_status gg_dist_nccl_done(gg_ctx *ctx, int result, const char *what);
 #define GG_NCCL_TRY(ctx, fn, args) GG_TRY(gg_dist_nccl_done((ctx), (int)(fn args), #fn))
+/* gg_dist_nccl_done for a call that leaves the ranks out of step when it fails (a step of their agreement, a window's
+ * registration): the communicator is aborted then (the others, waiting for this rank's part, are released as NCCL
+ * sees it go, or at their deadline), as GG_ERROR_NCCL promises. */
+gg_status gg_dist_nccl_done_or_abort(gg_ctx *ctx, int result, const char *what);
 
 /* Aborts ctx's communicator, if it still has one, and forgets it: every rank blocked on it is released, and
  * nobody destroys or uses it again (an attached one is freed too: its owner must not destroy it). why (NULL: "an

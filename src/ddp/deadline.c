@@ -62,6 +62,12 @@ gg_status gg_dist_nccl_done(gg_ctx *ctx, int result, const char *what) {
     return r == ncclSuccess ? GG_SUCCESS : gg_dist_fail_nccl(ctx, r, what);
 }
 
+gg_status gg_dist_nccl_done_or_abort(gg_ctx *ctx, int result, const char *what) {
+    const gg_status status = gg_dist_nccl_done(ctx, result, what);
+    if (status != GG_SUCCESS && ctx->dist) gg_dist_abort_now(ctx, NULL);
+    return status;
+}
+
 gg_status gg_dist_group_done(gg_ctx *const *ctxs, int count, int result, const char *what) {
     if (result != ncclInProgress) return gg_dist_nccl_done(ctxs[0], result, what);
     for (int i = 0; i < count; ++i)

@@ -24,7 +24,8 @@ static gg_status same_everywhere(gg_ctx *ctx, uint64_t value, const char *what, 
     char *host = (char *)d->agree_host + FINGERPRINT_OFFSET, *dev = (char *)d->agree_dev + FINGERPRINT_OFFSET;
     memcpy(host, words, sizeof words);
     GG_CUDA_TRY(ctx, cudaMemcpyAsync(dev, host, sizeof words, cudaMemcpyHostToDevice, d->stream));
-    GG_NCCL_TRY(ctx, ncclAllReduce, (dev, dev, 4, ncclInt32, ncclMin, (ncclComm_t)d->comm, d->stream));
+    const ncclResult_t r = ncclAllReduce(dev, dev, 4, ncclInt32, ncclMin, (ncclComm_t)d->comm, d->stream);
+    GG_TRY(gg_dist_nccl_done_or_abort(ctx, r, "ncclAllReduce")); /* an agreement step, as agree.c's */
     GG_CUDA_TRY(ctx, cudaMemcpyAsync(host, dev, sizeof words, cudaMemcpyDeviceToHost, d->stream));
     GG_TRY(gg_dist_wait_comm_stream(ctx, what));
     *same = memcmp(host, words, sizeof words) == 0;

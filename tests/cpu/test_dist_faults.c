@@ -768,6 +768,30 @@ static void agreement_the_peers_never_join_is_aborted(void **state) {
     detach_and_destroy(ctx, NULL);
 }
 
+/* A step of the ranks' agreement whose NCCL call fails at once (not in progress): this rank's part never ran, so the
+ * others would wait for it; the communicator is aborted (as GG_ERROR_NCCL promises, and as NCCL then tells the
+ * others), the next call says so, eager calls work. */
+static void agreement_that_fails_at_once_is_aborted(void **state) {
+    (void)state;
+    ncclComm_t comm = NULL;
+    gg_ctx *ctx = attached_ctx(&comm);
+    fake_nccl.fail_kind = FN_ALL_REDUCE;
+    fake_nccl.fail_at = fake_nccl.calls[FN_ALL_REDUCE] + 1; /* the graph's first agreement step */
+    gg_graph *g = NULL;
+    const gg_status st = tanh_graph(ctx, &g);
+    fake_nccl.fail_at = 0;
+    print_message("agreement fails at once: %s: %s\n", gg_status_string(st), gg_last_error(ctx));
+    assert_int_equal(st, GG_ERROR_NCCL);
+    assert_null(g);
+    contains(gg_last_error(ctx), "gg_tanh_gate_graph_create");
+    contains(gg_last_error(ctx), "ncclAllReduce");
+    assert_int_equal(atomic_load(&fake_nccl.aborts), 1);
+    assert_int_equal(gg_dist_check(ctx), GG_ERROR_NCCL);
+    contains(gg_last_error(ctx), "aborted");
+    assert_int_equal(tanh_eager(ctx), GG_SUCCESS);
+    detach_and_destroy(ctx, NULL); /* aborted: the attached communicator is gone too */
+}
+
 /* ---- gg_dist_abort from another thread ---- */
 typedef struct abort_job {
     gg_ctx *ctx;
@@ -1705,6 +1729,7 @@ int main(void) {
         cmocka_unit_test(eager_collectives_past_the_step_deadline_are_aborted),
         cmocka_unit_test(stream_failed_in_an_agreement_is_aborted),
         cmocka_unit_test(agreement_the_peers_never_join_is_aborted),
+        cmocka_unit_test(agreement_that_fails_at_once_is_aborted),
         cmocka_unit_test(abort_from_another_thread),
         cmocka_unit_test(abort_during_a_free_that_waits),
         cmocka_unit_test(abort_during_a_run_past_the_buckets_that_plans),
