@@ -34,10 +34,10 @@ typedef struct gg_watchdog {
     pthread_cond_t wake;
     int stop;
     cudaEvent_t ev[WATCH_SLOTS];
-    double since[WATCH_SLOTS]; /* when slot's work began: enqueued, or the one before it seen complete */
+    double since[WATCH_SLOTS];     /* when slot's work began: enqueued, or the one before it seen complete */
     const char *what[WATCH_SLOTS]; /* the slot's work, for messages (GG_WATCH_*) */
-    int oldest, pending;       /* the ring: `pending` slots from `oldest` recorded and not yet seen complete */
-    int events;                /* events created */
+    int oldest, pending;           /* the ring: `pending` slots from `oldest` recorded and not yet seen complete */
+    int events;                    /* events created */
     gg_ctx *ctx;
 } gg_watchdog;
 

@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 #include <mpi.h>
+
 #include "fake_cuda.h"
 #include "fake_nccl.h"
 #include "held_call.h"

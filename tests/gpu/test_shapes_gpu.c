@@ -367,6 +367,25 @@ static void shapes_found_wrong(void **state) {
     if (t.failures) fail_msg("%d of %d runs of shapes once found wrong failed again", t.failures, t.checked);
 }
 
+/* The large shapes' tests: each shape in a context of its own (a plan's scratch stays with its context), in the runs
+ * given (run_kind bits), its largest tensor asserted to pass 2^31 `unit`s ("elements" or "bytes": what the test is
+ * for); prints `label` {...}, fails on any failed run. */
+static void check_large(const shape *large, size_t n, uint64_t seed, int runs, const char *label, const char *unit) {
+    tally t = {0, 0, 0};
+    for (size_t i = 0; i < n; ++i) {
+        const int64_t elems = large[i].M * (large[i].b ? large[i].b : large[i].a);
+        const int elem_bytes = large[i].block == 1 || large[i].block == 4 ? 2 : 4; /* bf16 blocks; fp32 ones */
+        const int64_t size = strcmp(unit, "bytes") == 0 ? elems * elem_bytes : elems;
+        assert_true(size > INT32_MAX);
+        gg_ctx *ctx = shape_ctx(large[i].autotune);
+        check_shape_runs(ctx, &large[i], seed + i, runs, &t);
+        gg_ctx_destroy(ctx);
+    }
+    printf("%s {\"checked\": %d, \"failures\": %d, \"guard_bytes_changed\": %zu}\n", label, t.checked, t.failures,
+           t.guard_bytes_changed);
+    if (t.failures) fail_msg("%d of %d runs with tensors past 2^31 %s failed", t.failures, t.checked, unit);
+}
+
 /* Tensors of more than 2^31 elements (8.7 GB in fp32), one shape per block, every mode: an element index or a byte
  * offset held in 32 bits anywhere (a kernel, a launch's size, a GEMM's dimensions) would write the wrong elements or
  * none. The sweep stays below 1.5e8 elements a tensor (its reference's memory); users' token counts per call reach
@@ -384,17 +403,7 @@ static void shapes_past_32_bit_indices(void **state) {
         {3, 262144, 64, 8320, 0, 0},
         {4, 262144, 64, 8320, 1, 0}, /* the gate, the SSM output and g: 2.18e9 */
     };
-    tally t = {0, 0, 0};
-    for (size_t i = 0; i < sizeof large / sizeof large[0]; ++i) {
-        const int64_t elems = large[i].M * (large[i].b ? large[i].b : large[i].a);
-        assert_true(elems > INT32_MAX); /* what this test is for */
-        gg_ctx *ctx = shape_ctx(large[i].autotune); /* one each: a plan's scratch stays with its context */
-        check_shape(ctx, &large[i], 4242 + i, &t);
-        gg_ctx_destroy(ctx);
-    }
-    printf("LARGE {\"checked\": %d, \"failures\": %d, \"guard_bytes_changed\": %zu}\n", t.checked, t.failures,
-           t.guard_bytes_changed);
-    if (t.failures) fail_msg("%d of %d runs with tensors past 2^31 elements failed", t.failures, t.checked);
+    check_large(large, sizeof large / sizeof large[0], 4242, RUN_EAGER, "LARGE", "elements");
 }
 
 /* The same through padded graphs, host- and device-selected: what a graph adds to an eager call is staging, copies of
@@ -415,17 +424,8 @@ static void graphs_past_32_bit_offsets(void **state) {
         {3, 140000, 64, 8320, 0, 0},
         {4, 150000, 64, 8000, 1, 0}, /* the gate, the SSM output, ... 1.2e9 bf16 elements, 2.4 GB */
     };
-    tally t = {0, 0, 0};
-    for (size_t i = 0; i < sizeof large / sizeof large[0]; ++i) {
-        const int64_t bytes = large[i].M * (large[i].b ? large[i].b : large[i].a) * (large[i].block == 4 ? 2 : 4);
-        assert_true(bytes > INT32_MAX); /* what this test is for */
-        gg_ctx *ctx = shape_ctx(large[i].autotune);
-        check_shape_runs(ctx, &large[i], 4343 + i, RUN_PADDED | RUN_DEVICE_SELECTED, &t);
-        gg_ctx_destroy(ctx);
-    }
-    printf("LARGE_GRAPHS {\"checked\": %d, \"failures\": %d, \"guard_bytes_changed\": %zu}\n", t.checked, t.failures,
-           t.guard_bytes_changed);
-    if (t.failures) fail_msg("%d of %d graph runs with tensors past 2^31 bytes failed", t.failures, t.checked);
+    check_large(large, sizeof large / sizeof large[0], 4343, RUN_PADDED | RUN_DEVICE_SELECTED, "LARGE_GRAPHS",
+                "bytes");
 }
 
 int main(void) {
