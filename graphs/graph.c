@@ -385,6 +385,7 @@ gg_status gg_exec_replay(gg_ctx *ctx, const char *fn, gg_exec_cache *cache, cons
             if (attempt == 2)
                 status = gg_fail(ctx, GG_ERROR_CUDA, "%s: the scratch arena moved at every capture; nothing ran", fn);
         }
+        if (sync) status = gg_dist_settle(ctx, status, NULL); /* the capture has ended */
         if (status == GG_SUCCESS) status = gg_exec_install(ctx, cache, key, graph, &e);
     }
     if (status == GG_SUCCESS && sync && !*holds_nccl) {
@@ -449,8 +450,9 @@ static gg_status run_eager_beyond_max(gg_ctx *ctx, const char *fn, const gg_bloc
         if (ran == GG_SUCCESS && ended == GG_SUCCESS && watched) gg_dist_watch(ctx, stream, GG_WATCH_BEYOND_MAX);
         gg_device_leave(ctx, saved);
     }
+    const gg_status status = gg_dist_settle(ctx, ran == GG_SUCCESS ? ended : ran, &stream);
     gg_dist_leave(ctx);
-    return ran == GG_SUCCESS ? ended : ran;
+    return status;
 }
 
 static gg_status run(gg_graph *g, const char *fn, gg_block_call *call, gg_precision requested,

@@ -62,10 +62,39 @@ gg_status gg_dist_nccl_done(gg_ctx *ctx, int result, const char *what) {
     return r == ncclSuccess ? GG_SUCCESS : gg_dist_fail_nccl(ctx, r, what);
 }
 
+/* Aborts ctx's communicator after a failure of this rank that left the ranks out of step, and says so after the
+ * failure's own message. */
+static gg_status abort_out_of_step(gg_ctx *ctx, gg_status status) {
+    gg_dist *d = ctx->dist;
+    if (!d->comm) return status; /* aborted already, and the message says why */
+    char cause[GG_MSG_BYTES];
+    snprintf(cause, sizeof cause, "%s", ctx->last_error);
+    gg_dist_abort_now(ctx, NULL);
+    return gg_fail(ctx, status, "%s; rank %d: its part of the collective is missing while the other ranks wait for "
+                                "it: the communicator is aborted (an attached one too: do not destroy it)",
+                   cause, d->rank);
+}
+
 gg_status gg_dist_nccl_done_or_abort(gg_ctx *ctx, int result, const char *what) {
     const gg_status status = gg_dist_nccl_done(ctx, result, what);
-    if (status != GG_SUCCESS && ctx->dist) gg_dist_abort_now(ctx, NULL);
-    return status;
+    return status != GG_SUCCESS && ctx->dist ? abort_out_of_step(ctx, status) : status;
+}
+
+gg_status gg_dist_collective_done(gg_ctx *ctx, int result, const char *what) {
+    return gg_dist_mark_collective(ctx, gg_dist_nccl_done(ctx, result, what));
+}
+
+gg_status gg_dist_settle(gg_ctx *ctx, gg_status status, const cudaStream_t *user_stream) {
+    gg_dist *d = ctx->dist;
+    if (!d || !d->collective_failed) return status;
+    d->collective_failed = 0;
+    enum cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    if (user_stream && cudaStreamIsCapturing(*user_stream, &capturing) != cudaSuccess) {
+        (void)cudaGetLastError(); /* in doubt: as if open (an abort under an open capture is the worse mistake) */
+        capturing = cudaStreamCaptureStatusActive;
+    }
+    if (capturing != cudaStreamCaptureStatusNone) return status;
+    return abort_out_of_step(ctx, status == GG_SUCCESS ? GG_ERROR_NCCL : status);
 }
 
 gg_status gg_dist_group_done(gg_ctx *const *ctxs, int count, int result, const char *what) {

@@ -101,6 +101,10 @@ gg_status gg_dist_step_agree(gg_ctx *ctx, const char *fn, int ok, uint64_t finge
     (void)ctx, (void)ok, (void)fingerprint;
     return UNSUPPORTED(fn);
 }
+gg_status gg_dist_settle(gg_ctx *ctx, gg_status status, const cudaStream_t *user_stream) {
+    (void)ctx, (void)user_stream;
+    return status;
+}
 gg_status gg_dist_step_bucket(gg_ctx *ctx, const gg_reduce_layout *l, const gg_reduce_grad *g, int b,
                               cudaStream_t main, const cudaEvent_t *events, int n) {
     (void)ctx, (void)l, (void)g, (void)b, (void)main, (void)events, (void)n;

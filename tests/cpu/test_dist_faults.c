@@ -1121,6 +1121,10 @@ static void check_nothing_left(fake_nccl_kind kind, int k, const char *path, int
  * it was aborted: the header says attach's GG_ERROR_NCCL means gradgraph aborted it (a caller who follows it would
  * leak it otherwise). */
 static int attached_alive_after_nccl_error;
+/* Whether a later call of that life returned GG_ERROR_NCCL with the communicator still alive, or without saying it
+ * was aborted: GG_ERROR_NCCL from a collective means this rank's part of it is missing, and a later one would pair
+ * with the other ranks' wrong collectives. */
+static int nccl_error_left_alive;
 
 /* One data-parallel life: a communicator (made: owned = 1; else attached, two ranks), a syncing graph made and
  * replayed twice, gg_dist_reduce, the graph destroyed, detach. Stops at the first failure (returned, its message
@@ -1128,7 +1132,7 @@ static int attached_alive_after_nccl_error;
 static gg_status life(gg_ctx *ctx, int owned, ncclComm_t *comm, char *message, size_t bytes) {
     const gg_dist_config dc = dist_config();
     gg_status st;
-    attached_alive_after_nccl_error = 0;
+    attached_alive_after_nccl_error = nccl_error_left_alive = 0;
     if (owned) {
         st = gg_dist_init_threads(&ctx, 1, &dc);
     } else {
@@ -1137,12 +1141,16 @@ static gg_status life(gg_ctx *ctx, int owned, ncclComm_t *comm, char *message, s
         const int says_aborted = strstr(gg_last_error(ctx), "communicator is aborted") != NULL;
         attached_alive_after_nccl_error = st == GG_ERROR_NCCL && (fake_nccl_is_live(*comm) || !says_aborted);
     }
+    const int made = st == GG_SUCCESS;
     gg_graph *g = NULL;
     if (st == GG_SUCCESS) st = tanh_graph(ctx, &g);
     if (st == GG_SUCCESS) st = tanh_run(g);
     if (st == GG_SUCCESS) st = tanh_run(g);
     if (st == GG_SUCCESS) st = gg_dist_reduce(ctx, FAKE(8), 1024, 0, NULL);
     if (st != GG_SUCCESS) snprintf(message, bytes, "%s", gg_last_error(ctx));
+    /* every NCCL error once the communicator works (a graph's agreement or run, gg_dist_reduce) left the ranks out
+     * of step: aborted, and said */
+    nccl_error_left_alive = made && st == GG_ERROR_NCCL && (gg_dist_comm(ctx) || !strstr(message, "is aborted"));
     gg_graph_destroy(g);
     const gg_status detached = gg_dist_detach(ctx);
     if (st == GG_SUCCESS && detached != GG_SUCCESS) {
@@ -1180,6 +1188,9 @@ static void every_nccl_fault(void **state) {
                     check(!attached_alive_after_nccl_error, kind, k, path,
                           "gg_dist_attach: GG_ERROR_NCCL, but the communicator was not aborted, or the message "
                           "does not say so: %s",
+                          message);
+                    check(!nccl_error_left_alive, kind, k, path,
+                          "GG_ERROR_NCCL, but the communicator was not aborted, or the message does not say so: %s",
                           message);
                 } else {
                     check(st == GG_SUCCESS, kind, k, path, "no fault, status %s: %s", gg_status_string(st), message);
@@ -1376,6 +1387,7 @@ typedef struct ce_outcome {
     char message[GG_MSG_BYTES];
     const char *step;
     int ce_on;
+    int left_alive; /* the first failure was a collective's GG_ERROR_NCCL, its communicator not aborted or not said */
 } ce_outcome;
 
 /* Records the result of `step`, the first failure only (its message: the last ERROR the contexts logged). */
@@ -1389,11 +1401,20 @@ static int ce_step(ce_outcome *o, const char *step, gg_status st) {
     return st == GG_SUCCESS;
 }
 
+/* ce_step for a call of ctx that issues gradient collectives: its GG_ERROR_NCCL means its part of them is missing,
+ * so ctx's communicator must be aborted (a later collective would pair with the other ranks' wrong ones), and the
+ * message must say so. */
+static void ce_collective_step(ce_outcome *o, const char *step, gg_ctx *ctx, gg_status st) {
+    const int first = o->status == GG_SUCCESS;
+    ce_step(o, step, st);
+    if (first && st == GG_ERROR_NCCL) o->left_alive = gg_dist_comm(ctx) != NULL || !strstr(o->message, "is aborted");
+}
+
 /* One copy-engine life on both ranks: communicators made (owned), a gg_dist_alloc buffer each, a syncing MLP graph
  * each replayed twice, gg_dist_reduce of the buffer, gg_dist_free, the graphs destroyed, detach. Stops at the first
  * failure; the buffers left go with the communicators. */
 static ce_outcome ce_life(gg_ctx *ctxs[CE_RANKS]) {
-    ce_outcome o = {GG_SUCCESS, "", "", 0};
+    ce_outcome o = {GG_SUCCESS, "", "", 0, 0};
     gg_dist_config dc = dist_config();
     dc.copy_engines = 1;
     void *buf[CE_RANKS] = {NULL};
@@ -1409,10 +1430,11 @@ static ce_outcome ce_life(gg_ctx *ctxs[CE_RANKS]) {
     for (int run = 0; run < 2; ++run)
         for (int i = 0; i < CE_RANKS && o.status == GG_SUCCESS; ++i) {
             const gg_mlp_args a = ce_args(i, buf[i]);
-            ce_step(&o, "graph run", gg_mlp_graph_run(g[i], &ce_mlp, &a, NULL));
+            ce_collective_step(&o, "graph run", ctxs[i], gg_mlp_graph_run(g[i], &ce_mlp, &a, NULL));
         }
     for (int i = 0; i < CE_RANKS && o.status == GG_SUCCESS; ++i)
-        ce_step(&o, "gg_dist_reduce", gg_dist_reduce(ctxs[i], buf[i], 2 * CE_GRAD_BYTES / sizeof(float), 0, NULL));
+        ce_collective_step(&o, "gg_dist_reduce", ctxs[i],
+                           gg_dist_reduce(ctxs[i], buf[i], 2 * CE_GRAD_BYTES / sizeof(float), 0, NULL));
     for (int i = 0; i < CE_RANKS && o.status == GG_SUCCESS; ++i) {
         const gg_status st = gg_dist_free(ctxs[i], buf[i]);
         if (ce_step(&o, "gg_dist_free", st)) buf[i] = NULL;
@@ -1447,6 +1469,8 @@ static int ce_expect(fake_nccl_kind kind, int k, const ce_outcome *o) {
     check(o->status == want, kind, k, path, "%s: status %s, not %s: %s", o->step, gg_status_string(o->status),
           gg_status_string(want), o->message);
     check(strstr(o->message, err) != NULL, kind, k, path, "%s: \"%s\" does not name NCCL's error", o->step, o->message);
+    check(!o->left_alive, kind, k, path, "%s: GG_ERROR_NCCL, but the communicator was not aborted, or the message "
+                                         "does not say so: %s", o->step, o->message);
     return 0;
 }
 

@@ -15,11 +15,12 @@
  * syncing graph reduces after the block's whole backward. Every collective of a syncing step's capture,
  * and of syncing block graphs', is ordered by the capture's streams and events against every operation on its bytes
  * (fake_log's vector clocks, the collectives logged among the CUDA work). Then every NCCL call of a syncing run is
- * failed in turn (fake_nccl.h's fault injection), half of the runs with non-blocking calls that return
- * ncclInProgress: GG_ERROR_NCCL naming the call and NCCL's error, no capture left open, nothing leaked, and the
- * context (and the step) usable afterwards. Prints `STEP_SYNC_FAULTS {"injected": n, "failures": m}`. Last, every
- * host allocation and every CUDA resource creation along a syncing step's life (finalize's agreement and reduction
- * layout included) is failed in turn: a failure naming the call, nothing leaked, the context usable after.
+ * failed in turn (fake_nccl.h's fault injection), half of the runs with non-blocking calls that return ncclInProgress:
+ * GG_ERROR_NCCL naming the call and NCCL's error, the communicator aborted (this rank's part of the reduction is
+ * missing) and the message saying so, no capture left open, nothing leaked, the step refused after it (run again where
+ * no fault came) and the context usable afterwards. Prints `STEP_SYNC_FAULTS {"injected": n, "failures": m}`. Last,
+ * every host allocation and every CUDA resource creation along a syncing step's life (finalize's agreement and
+ * reduction layout included) is failed in turn: a failure naming the call, nothing leaked, the context usable after.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
@@ -1487,13 +1488,23 @@ static void every_nccl_fault_in_a_run(void **state) {
                       "\"%s\" does not name NCCL's error", message);
                 check(fake.live == live, kind, k, "%d CUDA resources left by the failed run", fake.live - live);
                 check(fake.graph_launches == 0, kind, k, "a graph was launched");
+                /* this rank's part of the reduction is missing while the others' waits for it: aborted, and said */
+                check(gg_dist_comm(ctx) == NULL && strstr(message, "is aborted") != NULL, kind, k,
+                      "the communicator was not aborted, or the message does not say so: %s", message);
             } else {
                 check(st == GG_SUCCESS, kind, k, "no fault, status %s: %s", gg_status_string(st), message);
             }
             check(fake.captures_open == 0, kind, k, "a stream is left capturing");
-            /* usable after: the same step again (captures anew), and a step that does not sync */
+            /* after: the same step again (refused after the abort, nothing launched; else it runs), and a step that
+             * does not sync */
+            const int launches = fake.graph_launches;
             const gg_status again = gg_step_run(step, TOKENS, 0, NULL);
-            check(again == GG_SUCCESS, kind, k, "the step again: %s", gg_last_error(ctx));
+            if (hit)
+                check(again == GG_ERROR_NCCL && fake.graph_launches == launches, kind, k,
+                      "the step again after the abort: %s, %d graphs launched", gg_status_string(again),
+                      fake.graph_launches - launches);
+            else
+                check(again == GG_SUCCESS, kind, k, "the step again: %s", gg_last_error(ctx));
             gg_step *local = mlp_step(ctx, 0, NULL);
             gg_status lst = gg_step_finalize(local);
             if (lst == GG_SUCCESS) lst = gg_step_run(local, TOKENS, 0, NULL);
