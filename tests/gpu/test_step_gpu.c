@@ -8,7 +8,8 @@
  * the optimizer in it (gg_step_add_optimizer) leaves the weights bitwise where eager calls and gg_optim_step do, and
  * with its update off (gg_step_set_update) gives the eager gradients and moves no weight; a
  * gradient callback (gg_step_add_gradient_callback) that copies every parameter gradient sees them final: its copies
- * equal what the run leaves, bit for bit.
+ * equal what the run leaves, bit for bit. step_past_32_bit_offsets (its own CTest entry, test_step_gpu_large) runs a
+ * step whose tensors pass 2^31 elements against the eager calls.
  */
 #include "gpu_test.h"
 
@@ -422,6 +423,47 @@ static void gradient_callback_sees_final_gradients(void **state) {
     teardown(&f);
 }
 
+/* A step whose [M, F] tensors pass 2^31 elements (and its scratch slot 2^33 bytes): one residual MLP layer (fp32,
+ * D 64, F 8320) at 262144 tokens, its only bucket, and padded from 262100 (x, act and G 2.18e9 elements either way),
+ * against the same layer as eager calls, which test_shapes_gpu's shapes_past_32_bit_indices checks against float64
+ * at this shape: bitwise at the bucket, within 1e-4 padded. x, act and the scratch take ~27 GB, the host's random
+ * fill ~18 GB. */
+#define STEP_LARGE_MIN_GIB 40
+static void step_past_32_bit_offsets(void **state) {
+    (void)state;
+    REQUIRE_GPU();
+    REQUIRE_FREE_GPU_GIB(STEP_LARGE_MIN_GIB);
+    enum { LARGE_TOKENS = 262144, FFN = 8320 };
+    _Static_assert((int64_t)(LARGE_TOKENS - 44) * FFN > INT32_MAX, "the padded run too passes 2^31 elements");
+    fixture f;
+    gg_config config = GG_CONFIG_INIT;
+    f.ctx = NULL;
+    if (gg_ctx_create(&config, &f.ctx) != GG_SUCCESS) fail_msg("gg_ctx_create: %s", gg_last_error(NULL));
+    const sm_config c = {.layers = 1, .hidden = 64, .ffn = FFN, .max_tokens = LARGE_TOKENS,
+                         .precision = GG_PRECISION_FP32, .seed = 11};
+    if (sm_create(f.ctx, &c, &f.model) != 0) fail_msg("sm_create");
+    CUDA_OK(cudaStreamCreateWithFlags(&f.stream, cudaStreamNonBlocking));
+    const int64_t bucket = LARGE_TOKENS;
+    gg_step_config sc = GG_STEP_CONFIG_INIT;
+    sc.policy = GG_BUCKETS_LIST;
+    sc.bucket_tokens = &bucket;
+    sc.n_buckets = 1;
+    sc.side_streams = 1;
+    sc.scratch_slots = 1; /* one slot, the context's arena that the eager calls use too */
+    gg_step *step = NULL;
+    GG_OK(f.ctx, gg_step_create(f.ctx, &sc, &step));
+    GG_OK(f.ctx, sm_add_to_step(f.model, step));
+    GG_OK(f.ctx, gg_step_finalize(step));
+    gg_step_memory mem;
+    GG_OK(f.ctx, gg_step_memory_info(step, &mem));
+    printf("RESULT large step: %zu MiB scratch per slot\n", mem.slot_bytes >> 20);
+    assert_true(mem.slot_bytes > ((size_t)1 << 31));
+    expect_equal(&f, step, LARGE_TOKENS, 0, "large mlp step vs eager");
+    expect_equal(&f, step, LARGE_TOKENS - 44, 1e-4, "large mlp step vs eager, padded");
+    gg_step_destroy(step);
+    teardown(&f);
+}
+
 int main(void) {
     apply_test_filter(); /* GG_TEST_FILTER=pattern runs a subset (e.g. under compute-sanitizer) */
     const struct CMUnitTest tests[] = {
@@ -433,6 +475,7 @@ int main(void) {
         cmocka_unit_test(device_selected_step),
         cmocka_unit_test(step_with_optimizer),
         cmocka_unit_test(gradient_callback_sees_final_gradients),
+        cmocka_unit_test(step_past_32_bit_offsets),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
