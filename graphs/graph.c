@@ -442,7 +442,9 @@ static gg_status run_eager_beyond_max(gg_ctx *ctx, const char *fn, const gg_bloc
         gg_dist_leave(ctx);
         return ran;
     }
+    ctx->defer_fork_wait = 1; /* a failed enqueue's wait comes after the lock: see below */
     ran = gg_block_run_eager(ctx, call, stream);
+    ctx->defer_fork_wait = 0;
     int saved = 0;
     gg_status ended = gg_device_enter(ctx, fn, &saved);
     if (ended == GG_SUCCESS) {
@@ -452,6 +454,12 @@ static gg_status run_eager_beyond_max(gg_ctx *ctx, const char *fn, const gg_bloc
     }
     const gg_status status = gg_dist_settle(ctx, ran == GG_SUCCESS ? ended : ran, &stream);
     gg_dist_leave(ctx);
+    /* The forked work of a failed enqueue may wait behind a replay stuck on a dead peer: waited for under the lock,
+     * the watchdog and gg_dist_abort, which take it to abort that replay, would wait too, and nothing would end. */
+    if (ctx->fork_wait_pending) {
+        ctx->fork_wait_pending = 0;
+        gg_block_wait_forked(ctx);
+    }
     return status;
 }
 

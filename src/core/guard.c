@@ -195,11 +195,19 @@ gg_status gg_check_device_buffer(gg_ctx *ctx, const char *fn, const char *name, 
     return check_buffer(ctx, fn, "", name, p, bytes);
 }
 
-gg_status gg_block_enqueue_failed(gg_ctx *ctx, const gg_block_call *c, gg_status status) {
-    /* Whatever was forked before the failure ends before the call returns, so the next call cannot overlap it. */
+void gg_block_wait_forked(gg_ctx *ctx) {
     if (ctx->side) (void)cudaStreamSynchronize(ctx->side);
     if (ctx->aux) (void)cudaStreamSynchronize(ctx->aux);
     (void)cudaGetLastError();
+}
+
+gg_status gg_block_enqueue_failed(gg_ctx *ctx, const gg_block_call *c, gg_status status) {
+    if (ctx->defer_fork_wait) {
+        ctx->fork_wait_pending = 1;
+        (void)cudaGetLastError();
+    } else {
+        gg_block_wait_forked(ctx);
+    }
     char grads[256] = "";
     size_t used = 0;
     int n_grads = 0;

@@ -841,12 +841,20 @@ static void abort_from_another_thread(void **state) {
 /* gg_dist_free's cudaFree waits for the device, which a replay stuck on a dead peer keeps busy: the free must not hold
  * the communicator's lock meanwhile, or the watchdog and gg_dist_abort, which take it to abort that replay, would
  * wait for the free, and nothing would ever end. Here the free's cudaFree blocks until the abort returned. */
-static atomic_int free_entered, free_may_end;
+static atomic_int held_entered, held_may_end;
+static void hold_until_aborted(void) {
+    atomic_store(&held_entered, 1);
+    const double t0 = now_s(); /* bounded: without the fix the abort never comes, and the test fails, not hangs */
+    while (!atomic_load(&held_may_end) && now_s() - t0 < 5.0) nanosleep(&(struct timespec){0, 1000000}, NULL);
+}
 static void free_waits(void *ptr) {
     (void)ptr;
-    atomic_store(&free_entered, 1);
-    const double t0 = now_s(); /* bounded: without the fix the abort never comes, and the test fails, not hangs */
-    while (!atomic_load(&free_may_end) && now_s() - t0 < 5.0) nanosleep(&(struct timespec){0, 1000000}, NULL);
+    hold_until_aborted();
+}
+/* A failed call's wait for the work it forked (once a fault was injected): behind a replay stuck on a dead peer. */
+static void failed_call_sync_waits(cudaStream_t stream) {
+    (void)stream;
+    if (fake.injected) hold_until_aborted();
 }
 
 typedef struct free_job {
@@ -861,22 +869,29 @@ static void *free_in_thread(void *arg) {
     return NULL;
 }
 
-/* Runs call(job) on another thread, whose cudaFree is held (free_waits) until this thread has aborted the
- * communicator, which it does as soon as the free is entered; returns how long gg_dist_abort took. */
-static double abort_while_a_free_waits(gg_ctx *ctx, void *(*call)(void *), void *job) {
-    atomic_store(&free_entered, 0);
-    atomic_store(&free_may_end, 0);
-    fake.on_free = free_waits;
+/* Runs call(job) on another thread, whose wait in the fakes' hook that the caller set is held (hold_until_aborted)
+ * until this thread has aborted the communicator, which it does as soon as the wait is entered; returns how long
+ * gg_dist_abort took. */
+static double abort_while_held(gg_ctx *ctx, void *(*call)(void *), void *job) {
+    atomic_store(&held_entered, 0);
+    atomic_store(&held_may_end, 0);
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, call, job), 0);
-    while (!atomic_load(&free_entered)) nanosleep(&(struct timespec){0, 1000000}, NULL);
+    while (!atomic_load(&held_entered)) nanosleep(&(struct timespec){0, 1000000}, NULL);
     const double t0 = now_s();
     const gg_status aborted = gg_dist_abort(ctx); /* what the watchdog does at the step deadline */
     const double took = now_s() - t0;
-    atomic_store(&free_may_end, 1);
+    atomic_store(&held_may_end, 1);
     pthread_join(t, NULL);
-    fake.on_free = NULL;
     assert_int_equal(aborted, GG_SUCCESS);
+    return took;
+}
+
+/* abort_while_held with the call's cudaFree held. */
+static double abort_while_a_free_waits(gg_ctx *ctx, void *(*call)(void *), void *job) {
+    fake.on_free = free_waits;
+    const double took = abort_while_held(ctx, call, job);
+    fake.on_free = NULL;
     return took;
 }
 
@@ -909,6 +924,36 @@ static void abort_during_a_run_past_the_buckets_that_plans(void **state) {
                   "%s: %s\n", took, gg_status_string(job.status), gg_last_error(ctx));
     assert_true(took < 2.0); /* not behind the plan's free (5 s) */
     assert_int_equal(job.status, GG_ERROR_NCCL); /* aborted before it reduced anything */
+    assert_int_equal(atomic_load(&fake_nccl.aborts), 1);
+    gg_graph_destroy(job.g);
+    detach_and_destroy(ctx, NULL);
+}
+
+/* A syncing graph's call past its largest bucket whose enqueue fails waits for the work it forked (gradgraph's side
+ * stream), which may wait behind a replay stuck on a dead peer: that wait comes after the call has released the
+ * communicator's lock, so the abort goes through at once. Here a kernel launch of the call fails and the wait is held
+ * until the abort returned. */
+static void abort_during_a_failed_run_past_the_buckets(void **state) {
+    (void)state;
+    ncclComm_t comm = NULL;
+    gg_ctx *ctx = attached_ctx(&comm);
+    beyond_job job = {NULL, GG_ERROR_INTERNAL};
+    assert_int_equal(beyond_graph(ctx, &job.g), GG_SUCCESS);
+    (void)run_beyond_max(&job); /* its plan made: the run below fails in its enqueue */
+    assert_int_equal(job.status, GG_SUCCESS);
+    fake.fail_kind = FAKE_LAUNCH;
+    fake.calls[FAKE_LAUNCH] = 0;
+    fake.fail_at = 1;
+    fake.on_stream_sync = failed_call_sync_waits;
+    const double took = abort_while_held(ctx, run_beyond_max, &job);
+    fake.on_stream_sync = NULL;
+    const int injected_faults = fake.injected;
+    fake.fail_at = 0;
+    print_message("gg_dist_abort during a failed run past the buckets waiting for its forked work: after %.3f s; the "
+                  "run: %s: %s\n", took, gg_status_string(job.status), gg_last_error(ctx));
+    assert_int_equal(injected_faults, 1);
+    assert_true(took < 2.0); /* not behind the wait (5 s) */
+    assert_int_equal(job.status, GG_ERROR_PARTIAL);
     assert_int_equal(atomic_load(&fake_nccl.aborts), 1);
     gg_graph_destroy(job.g);
     detach_and_destroy(ctx, NULL);
@@ -1757,6 +1802,7 @@ int main(void) {
         cmocka_unit_test(abort_from_another_thread),
         cmocka_unit_test(abort_during_a_free_that_waits),
         cmocka_unit_test(abort_during_a_run_past_the_buckets_that_plans),
+        cmocka_unit_test(abort_during_a_failed_run_past_the_buckets),
         cmocka_unit_test(abort_during_a_detach_that_waits),
         cmocka_unit_test(abort_while_the_communicator_comes_and_goes),
         cmocka_unit_test(abort_from_a_log_callback),

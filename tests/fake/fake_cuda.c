@@ -409,7 +409,7 @@ cudaError_t __wrap_cudaStreamDestroy(cudaStream_t stream) {
     return cudaSuccess;
 }
 cudaError_t __wrap_cudaStreamSynchronize(cudaStream_t stream) {
-    (void)stream;
+    if (fake.on_stream_sync) fake.on_stream_sync(stream);
     return cudaSuccess;
 }
 cudaError_t __wrap_cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus *status) {

@@ -113,6 +113,8 @@ typedef struct fake_state {
      * plays what the device would hold, e.g. the other ranks' part of the warm-up's result), NULL: none */
     void (*on_sync_copy_to_host)(void *dst, size_t bytes);
     void (*on_free)(void *ptr); /* called as cudaFree begins (a test's stand-in for a free that waits for the GPU) */
+    void (*on_stream_sync)(cudaStream_t stream); /* called inside cudaStreamSynchronize (a stand-in for a stream
+                                                    whose work waits behind another's), NULL: none */
     const void *sync_copy_from; /* the device address of the last cudaMemcpy device -> host */
     const void *memset_at;      /* the address of the last cudaMemset (synchronous), and how many there were */
     int memsets;
