@@ -1166,7 +1166,11 @@ GG_API void gg_optim_destroy(gg_optim *opt);
  *     gg_dist_reduce, in a call past a syncing graph's largest bucket; or a CUDA error between the copy engines'
  *     collectives) leaves that rank's part missing while the others wait for it, and a later collective of this rank
  *     would pair with theirs, mixing steps: gradgraph aborts the communicator then, and the call's message says so
- *     (not while those collectives sit in a capture of yours still open: see gg_dist_reduce);
+ *     (not while those collectives sit in a capture of yours still open: see gg_dist_reduce). Any other failure of
+ *     a syncing call after its checks (a capture, instantiation or launch failing; past the largest bucket, its plan
+ *     or enqueue) leaves the communicator alive and the other ranks' call waiting for this rank's collectives: make
+ *     the same call again (its collectives pair with theirs) or abort the communicator (gg_dist_abort); any other
+ *     collective would pair with theirs instead;
  *   - graphs that captured NCCL work must be destroyed before the communicator: gg_dist_detach refuses while
  *     such graphs exist, and gg_ctx_destroy destroys graphs first (ncclCommDestroy would block forever otherwise);
  *   - NCCL_NVLS_ENABLE is set to 0 in the process when unset (NVLink multicast stays off);
