@@ -385,7 +385,6 @@ gg_status gg_exec_replay(gg_ctx *ctx, const char *fn, gg_exec_cache *cache, cons
             if (attempt == 2)
                 status = gg_fail(ctx, GG_ERROR_CUDA, "%s: the scratch arena moved at every capture; nothing ran", fn);
         }
-        if (sync) status = gg_dist_settle(ctx, status, NULL); /* the capture has ended */
         if (status == GG_SUCCESS) status = gg_exec_install(ctx, cache, key, graph, &e);
     }
     if (status == GG_SUCCESS && sync && !*holds_nccl) {
@@ -400,7 +399,10 @@ gg_status gg_exec_replay(gg_ctx *ctx, const char *fn, gg_exec_cache *cache, cons
         else if (watched) gg_dist_watch(ctx, stream, GG_WATCH_REPLAY); /* watched from now */
     }
     nvtxRangePop();
-    if (sync) gg_dist_leave(ctx);
+    if (sync) {
+        status = gg_dist_settle(ctx, status, &stream); /* the capture (if any) has ended */
+        gg_dist_leave(ctx);
+    }
     gg_device_leave(ctx, saved);
     return status;
 }
@@ -434,7 +436,8 @@ static gg_status run_eager_beyond_max(gg_ctx *ctx, const char *fn, const gg_bloc
     /* The plan first, outside the communicator's lock: a new one may free the scratch arena or time GEMMs, which waits
      * for the device, and a replay stuck on a dead peer would keep it waiting while the watchdog and gg_dist_abort,
      * which take the lock to abort that replay, waited for it: nothing would ever end. */
-    GG_TRY(gg_block_plan_ahead(ctx, call, stream));
+    const gg_status planned = gg_block_plan_ahead(ctx, call, stream);
+    if (planned != GG_SUCCESS) return gg_dist_settle(ctx, planned, &stream); /* the others' calls wait for this one */
     GG_TRY(gg_dist_enter(ctx, fn)); /* as a replay: the communicator is not aborted under the enqueue */
     int watched = 0; /* and watched as one */
     gg_status ran = gg_dist_await_replay_slot(ctx, fn, stream, &watched);

@@ -882,12 +882,13 @@ GG_API gg_status gg_step_finalize(gg_step *step);
  * accumulate 0: every call overwrites its parameter gradients; nonzero: adds to them (micro-batches). The first
  * run of a bucket with a new accumulate flag (or, padded, a new token count) captures the whole step and
  * instantiates it (or updates an exec in place); every later one is one cudaGraphLaunch.
- * Returns GG_SUCCESS, GG_ERROR_INVALID_ARGUMENT (not finalized, tokens < 1 or past the largest bucket, padding
- * off and tokens not a bucket), or a CUDA/cuBLAS error from the capture (a callback that broke the capture is
- * named); a gradgraph call inside a callback that failed fails the run with that call's status, its message quoted
- * (nothing of the capture runs); a syncing run also GG_ERROR_NCCL (an asynchronous NCCL error: gg_dist_check; or an
- * NCCL call of its capture that failed, which aborts the communicator: the other ranks' runs wait for this one's) or
- * GG_ERROR_INVALID_ARGUMENT when the communicator the step was finalized with is gone. */
+ * Returns GG_SUCCESS, GG_ERROR_INVALID_ARGUMENT (not finalized, tokens < 1 or past the largest bucket, padding off and
+ * tokens not a bucket), or a CUDA/cuBLAS error from the capture (a callback that broke the capture is named); a
+ * gradgraph call inside a callback that failed fails the run with that call's status, its message quoted (nothing of
+ * the capture runs); a syncing run also GG_ERROR_NCCL (an asynchronous NCCL error: gg_dist_check) or
+ * GG_ERROR_INVALID_ARGUMENT when the communicator the step was finalized with is gone; a syncing run that fails after
+ * its checks aborts the communicator (the other ranks' runs wait for this one's collectives: see the rules of "Data
+ * parallelism (NCCL)" below). */
 GG_API gg_status gg_step_run(gg_step *step, int64_t tokens, int accumulate, gg_stream stream);
 
 /* Whether the following runs of a syncing step reduce their gradients across the ranks (sync 1, the default)
@@ -1162,15 +1163,13 @@ GG_API void gg_optim_destroy(gg_optim *opt);
  *     communicator stays usable). Any other error from making a syncing graph (a CUDA or NCCL failure during that
  *     step, or ranks not joining within the peer timeout, which aborts the communicator) can leave the ranks
  *     disagreeing: treat it as fatal for the communicator on every rank (abort it, make a new one);
- *   - a gradient collective that fails to enqueue on one rank (an NCCL error in a syncing run's capture, in
- *     gg_dist_reduce, in a call past a syncing graph's largest bucket; or a CUDA error between the copy engines'
- *     collectives) leaves that rank's part missing while the others wait for it, and a later collective of this rank
- *     would pair with theirs, mixing steps: gradgraph aborts the communicator then, and the call's message says so
- *     (not while those collectives sit in a capture of yours still open: see gg_dist_reduce). Any other failure of
- *     a syncing call after its checks (a capture, instantiation or launch failing; past the largest bucket, its plan
- *     or enqueue) leaves the communicator alive and the other ranks' call waiting for this rank's collectives: make
- *     the same call again (its collectives pair with theirs) or abort the communicator (gg_dist_abort); any other
- *     collective would pair with theirs instead;
+ *   - a syncing call that fails on one rank after its checks (a replay's capture, instantiation or launch; past
+ *     the largest bucket, its plan or enqueue; gg_dist_reduce's collectives; an NCCL error in any of them) leaves
+ *     this rank's collectives missing while the other ranks' call waits for them, and a later collective of this
+ *     rank would pair with theirs, mixing two calls' gradients: gradgraph aborts the communicator then, keeping the
+ *     call's status, and the message says so (gg_dist_comm returns NULL: make a new communicator). Refusals
+ *     (GG_ERROR_INVALID_ARGUMENT, GG_ERROR_MISALIGNED, GG_ERROR_UNSUPPORTED) enqueue nothing and abort nothing, and
+ *     nothing is aborted while the call's work sits in a capture of yours still open (see gg_dist_reduce);
  *   - graphs that captured NCCL work must be destroyed before the communicator: gg_dist_detach refuses while
  *     such graphs exist, and gg_ctx_destroy destroys graphs first (ncclCommDestroy would block forever otherwise);
  *   - NCCL_NVLS_ENABLE is set to 0 in the process when unset (NVLink multicast stays off);
@@ -1323,13 +1322,13 @@ GG_API gg_status gg_dist_check(gg_ctx *ctx);
  * the same order relative to graph replays and other collectives. It shares the context's staging with its
  * syncing graphs: keep them in one stream order. A graph that captured it holds NCCL work: destroy it before
  * gg_dist_detach / gg_ctx_destroy. Reduce-scatter needs count divisible by the number of ranks. Argument errors
- * enqueue nothing; an NCCL error of its collectives (or a CUDA one between the copy engines' collectives) leaves the
- * ranks out of step and aborts the communicator, the message saying so, except on a stream whose capture is still open
- * (NCCL's abort would free what the capture holds): then do not launch that graph and abort the communicator yourself
- * (gg_dist_abort) once the capture has ended. data must be device (or managed) memory: host memory is refused, one
- * query per new pointer, and so is a count whose last byte is not device memory (a count larger than the buffer, where
- * it runs past every allocation). Refused inside a step graph's callback: the step's graph would hold a collective it
- * does not account for (gg_step_add_reduce reduces a buffer inside the step). */
+ * enqueue nothing; a failure after them (its collectives' NCCL errors, a CUDA error between the copy engines'
+ * collectives) leaves the ranks out of step and aborts the communicator, the message saying so, except on a stream
+ * whose capture is still open (NCCL's abort would free what the capture holds): then do not launch that graph and abort
+ * the communicator yourself (gg_dist_abort) once the capture has ended. data must be device (or managed) memory: host
+ * memory is refused, one query per new pointer, and so is a count whose last byte is not device memory (a count larger
+ * than the buffer, where it runs past every allocation). Refused inside a step graph's callback: the step's graph would
+ * hold a collective it does not account for (gg_step_add_reduce reduces a buffer inside the step). */
 GG_API gg_status gg_dist_reduce(gg_ctx *ctx, void *data, size_t count, int bf16, gg_stream stream);
 
 /* Device memory for parameter gradients that syncing graphs (and gg_dist_reduce) all-reduce in place through the copy

@@ -52,9 +52,6 @@ typedef struct gg_dist {
     gg_dist_buffer *buffers; /* gg_dist_alloc's, until gg_dist_free (or the communicator goes) */
     int n_buffers;
     int graphs_holding; /* graphs whose executables hold NCCL work: gg_dist_detach refuses while there are any */
-    /* A gradient collective of this section failed to enqueue (gg_dist_collective_done): set by the collective,
-     * cleared by gg_dist_enter, read by gg_dist_settle. */
-    int collective_failed;
     gg_ctx_hook hook;   /* released with the context, after its graphs */
     /* Shared with the watchdog thread and gg_dist_abort from any thread (watchdog.c). The owner thread holds `lock`
      * (recursive) for every section that uses comm (gg_dist_enter / gg_dist_leave); whoever aborts first sets
@@ -228,23 +225,14 @@ gg_status gg_dist_nccl_done(gg_ctx *ctx, int result, const char *what);
  * registration): the communicator is aborted then (the others, waiting for this rank's part, are released as NCCL
  * sees it go, or at their deadline), as GG_ERROR_NCCL promises. */
 gg_status gg_dist_nccl_done_or_abort(gg_ctx *ctx, int result, const char *what);
-/* gg_dist_nccl_done for a gradient collective (a piece of a reduction, a step bucket's group): a failure marks the
- * section (collective_failed) for gg_dist_settle. GG_COLLECTIVE_TRY is GG_NCCL_TRY for them. */
-gg_status gg_dist_collective_done(gg_ctx *ctx, int result, const char *what);
-#define GG_COLLECTIVE_TRY(ctx, fn, args) GG_TRY(gg_dist_collective_done((ctx), (int)(fn args), #fn))
-/* Marks the section for gg_dist_settle when status (a gradient collective's, or a sequence of them that may have
- * stopped part way: the copy engines' pieces) is a failure; returns status. */
-static inline gg_status gg_dist_mark_collective(gg_ctx *ctx, gg_status status) {
-    if (status != GG_SUCCESS) ctx->dist->collective_failed = 1;
-    return status;
-}
-/* The end of a call whose gradient collectives may have failed to enqueue (status: its status so far, returned).
- * After such a failure this rank's part of the reduction never runs while the other ranks' parts wait for it, and a
- * later collective of this rank would pair with theirs, mixing steps: the communicator is aborted, and the message
- * says so (GG_ERROR_NCCL's promise). Not while the collectives sit in a capture still open (user_stream non-NULL
- * and capturing: NCCL's abort must not free what that capture holds; the caller's graph must not be launched, as
- * gg_dist_reduce's header says). A capture of gradgraph's own has ended when its caller settles (user_stream
- * NULL). Inside the section (gg_dist_enter). */
+/* The end of a syncing call (a replay of a syncing graph or step, a syncing graph's call past its largest bucket,
+ * gg_dist_reduce) with status, from the point where it passed its checks: a failure there (a capture, instantiation
+ * or launch; a plan; an enqueue, its collectives' included) leaves this rank's collectives missing while the other
+ * ranks' wait for them, and a later collective of this rank would pair with theirs, mixing calls. So the
+ * communicator is aborted, and the message says so (status kept). Refusals (GG_ERROR_INVALID_ARGUMENT,
+ * GG_ERROR_MISALIGNED, GG_ERROR_UNSUPPORTED) enqueue nothing and abort nothing. Not while the call's work sits in a
+ * capture still open (user_stream non-NULL and capturing: NCCL's abort must not free what that capture holds; the
+ * caller's graph must not be launched, as gradgraph.h says). Takes the communicator's lock. */
 gg_status gg_dist_settle(gg_ctx *ctx, gg_status status, const cudaStream_t *user_stream);
 
 /* Aborts ctx's communicator, if it still has one, and forgets it: every rank blocked on it is released, and

@@ -66,12 +66,16 @@ gg_status gg_dist_nccl_done(gg_ctx *ctx, int result, const char *what) {
  * failure's own message. */
 static gg_status abort_out_of_step(gg_ctx *ctx, gg_status status) {
     gg_dist *d = ctx->dist;
-    if (!d->comm) return status; /* aborted already, and the message says why */
-    char cause[GG_MSG_BYTES];
+    pthread_mutex_lock(&d->lock); /* recursive: the caller may hold it; another thread's abort may be freeing comm */
+    const int alive = d->comm != NULL;
+    char cause[GG_MSG_BYTES], why[GG_MSG_BYTES];
     snprintf(cause, sizeof cause, "%s", ctx->last_error);
-    gg_dist_abort_now(ctx, NULL);
-    return gg_fail(ctx, status, "%s; rank %d: its part of the collective is missing while the other ranks wait for "
-                                "it: the communicator is aborted (an attached one too: do not destroy it)",
+    snprintf(why, sizeof why, "a call failed part way (%.400s)", cause); /* what later calls report */
+    if (alive) gg_dist_abort_now(ctx, why);
+    pthread_mutex_unlock(&d->lock);
+    if (!alive) return status; /* aborted already, and the message says why */
+    return gg_fail(ctx, status, "%s; rank %d: its part of the ranks' collectives is missing while the other ranks "
+                                "wait for it: the communicator is aborted (an attached one too: do not destroy it)",
                    cause, d->rank);
 }
 
@@ -80,21 +84,17 @@ gg_status gg_dist_nccl_done_or_abort(gg_ctx *ctx, int result, const char *what) 
     return status != GG_SUCCESS && ctx->dist ? abort_out_of_step(ctx, status) : status;
 }
 
-gg_status gg_dist_collective_done(gg_ctx *ctx, int result, const char *what) {
-    return gg_dist_mark_collective(ctx, gg_dist_nccl_done(ctx, result, what));
-}
-
 gg_status gg_dist_settle(gg_ctx *ctx, gg_status status, const cudaStream_t *user_stream) {
-    gg_dist *d = ctx->dist;
-    if (!d || !d->collective_failed) return status;
-    d->collective_failed = 0;
+    if (status == GG_SUCCESS || status == GG_ERROR_INVALID_ARGUMENT || status == GG_ERROR_MISALIGNED ||
+        status == GG_ERROR_UNSUPPORTED || !ctx->dist)
+        return status;
     enum cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
     if (user_stream && cudaStreamIsCapturing(*user_stream, &capturing) != cudaSuccess) {
         (void)cudaGetLastError(); /* in doubt: as if open (an abort under an open capture is the worse mistake) */
         capturing = cudaStreamCaptureStatusActive;
     }
     if (capturing != cudaStreamCaptureStatusNone) return status;
-    return abort_out_of_step(ctx, status == GG_SUCCESS ? GG_ERROR_NCCL : status);
+    return abort_out_of_step(ctx, status);
 }
 
 gg_status gg_dist_group_done(gg_ctx *const *ctxs, int count, int result, const char *what) {

@@ -17,11 +17,11 @@ static gg_status reduce(gg_ctx *ctx, void *p, size_t count, size_t elem_bytes) {
     const ncclRedOp_t op = d->config.op == GG_REDUCE_AVERAGE ? ncclAvg : ncclSum;
     if (d->config.sync == GG_SYNC_REDUCE_SCATTER) {
         const size_t shard = count / (size_t)d->size; /* in place: this rank's shard of its own buffer */
-        GG_COLLECTIVE_TRY(ctx, ncclReduceScatter, (p, (char *)p + (size_t)d->rank * shard * elem_bytes, shard, type, op,
-                                                   (ncclComm_t)d->comm, d->stream));
+        GG_NCCL_TRY(ctx, ncclReduceScatter, (p, (char *)p + (size_t)d->rank * shard * elem_bytes, shard, type, op,
+                                             (ncclComm_t)d->comm, d->stream));
         return GG_SUCCESS;
     }
-    GG_COLLECTIVE_TRY(ctx, ncclAllReduce, (p, p, count, type, op, (ncclComm_t)d->comm, d->stream));
+    GG_NCCL_TRY(ctx, ncclAllReduce, (p, p, count, type, op, (ncclComm_t)d->comm, d->stream));
     return GG_SUCCESS;
 }
 
@@ -36,7 +36,7 @@ static gg_status reduce_buffer(gg_ctx *ctx, void *p, size_t n, size_t elem) {
     const gg_dist *d = ctx->dist;
     if (ce_may_take(d, n, elem) && gg_ce_in_window(d, p, n * elem)) {
         gg_log(ctx, GG_LOG_DEBUG, "all-reducing %zu elements at %p in place through the copy engines", n, p);
-        return gg_dist_mark_collective(ctx, gg_ce_all_reduce(ctx, p, n, elem)); /* pieces of at most bucket_bytes */
+        return gg_ce_all_reduce(ctx, p, n, elem); /* in pieces of at most bucket_bytes */
     }
     if (d->config.sync == GG_SYNC_REDUCE_SCATTER) return reduce(ctx, p, n, elem);
     const size_t piece = d->config.bucket_bytes / elem;

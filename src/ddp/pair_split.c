@@ -30,7 +30,7 @@ int gg_dist_pair_exchanges(const gg_ctx *ctx, const gg_block_call *c, int tensor
  * the two slots on the communication stream. */
 static gg_status pair_gather(gg_ctx *ctx, cudaStream_t producer, void *base, size_t count) {
     GG_TRY(gg_stream_handoff(ctx, producer, ctx->dist->ev_ready, ctx->dist->stream));
-    return gg_dist_mark_collective(ctx, gg_ce_all_gather(ctx, base, count, sizeof(float)));
+    return gg_ce_all_gather(ctx, base, count, sizeof(float));
 }
 
 /* Half h of the gradient is the n/2 columns from h n/2: B's rows and the gradient's columns from there. Exchanged

@@ -72,17 +72,17 @@ gg_status gg_dist_step_bucket(gg_ctx *ctx, const gg_reduce_layout *l, const gg_r
     for (int i = 0; i < n; ++i) GG_CUDA_TRY(ctx, cudaStreamWaitEvent(d->stream, events[i], 0));
     const gg_reduce_bucket *k = &l->buckets[b];
     /* one group: NCCL launches the bucket's collectives as one kernel, without copying them into a flat buffer */
-    GG_COLLECTIVE_TRY(ctx, ncclGroupStart, ());
+    GG_NCCL_TRY(ctx, ncclGroupStart, ());
     ncclResult_t first = ncclSuccess;
     for (int i = k->first; i < k->first + k->n && first == ncclSuccess; ++i)
         first = collective(d, &grads[l->pieces[i].grad], &l->pieces[i]);
     const ncclResult_t end = ncclGroupEnd(); /* always closed, also after a failed call */
     if (first != ncclSuccess)
-        return gg_dist_mark_collective(ctx, gg_dist_fail_nccl(ctx, first, d->config.sync == GG_SYNC_REDUCE_SCATTER
-                                                                              ? "ncclReduceScatter (a step bucket)"
-                                                                              : "ncclAllReduce (a step bucket)"));
+        return gg_dist_fail_nccl(ctx, first, d->config.sync == GG_SYNC_REDUCE_SCATTER
+                                                 ? "ncclReduceScatter (a step bucket)"
+                                                 : "ncclAllReduce (a step bucket)");
     /* a non-blocking communicator (the ones gradgraph makes) ends the group with ncclInProgress: wait for it */
-    return gg_dist_collective_done(ctx, end, "ncclGroupEnd (a step bucket)");
+    return gg_dist_nccl_done(ctx, end, "ncclGroupEnd (a step bucket)");
 }
 
 gg_status gg_dist_step_join(gg_ctx *ctx, cudaStream_t main) {

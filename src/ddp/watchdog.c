@@ -62,10 +62,7 @@ void gg_dist_abort_now(gg_ctx *ctx, const char *why) {
 gg_status gg_dist_enter(gg_ctx *ctx, const char *fn) {
     gg_dist *d = ctx->dist;
     pthread_mutex_lock(&d->lock);
-    if (d->comm) {
-        d->collective_failed = 0;
-        return GG_SUCCESS;
-    }
+    if (d->comm) return GG_SUCCESS;
     const gg_status st = gg_fail(ctx, GG_ERROR_NCCL,
                                  "%s: rank %d: the communicator was aborted: %s. Destroy the syncing graphs, "
                                  "gg_dist_detach, then make a new communicator; eager calls and local graphs work",

@@ -954,6 +954,7 @@ static void abort_during_a_failed_run_past_the_buckets(void **state) {
     assert_int_equal(injected_faults, 1);
     assert_true(took < 2.0); /* not behind the wait (5 s) */
     assert_int_equal(job.status, GG_ERROR_PARTIAL);
+    contains(gg_last_error(ctx), "the communicator is aborted"); /* by the failed call: its collectives are missing */
     assert_int_equal(atomic_load(&fake_nccl.aborts), 1);
     gg_graph_destroy(job.g);
     detach_and_destroy(ctx, NULL);
@@ -1166,9 +1167,9 @@ static void check_nothing_left(fake_nccl_kind kind, int k, const char *path, int
  * it was aborted: the header says attach's GG_ERROR_NCCL means gradgraph aborted it (a caller who follows it would
  * leak it otherwise). */
 static int attached_alive_after_nccl_error;
-/* Whether a later call of that life returned GG_ERROR_NCCL with the communicator still alive, or without saying it
- * was aborted: GG_ERROR_NCCL from a collective means this rank's part of it is missing, and a later one would pair
- * with the other ranks' wrong collectives. */
+/* Whether a later call of that life returned GG_ERROR_NCCL, or a run or gg_dist_reduce failed, with the communicator
+ * still alive or without saying it was aborted: this rank's part of the ranks' collectives is missing then, and a
+ * later one would pair with the other ranks' wrong collectives. */
 static int nccl_error_left_alive;
 
 /* One data-parallel life: a communicator (made: owned = 1; else attached, two ranks), a syncing graph made and
@@ -1189,13 +1190,15 @@ static gg_status life(gg_ctx *ctx, int owned, ncclComm_t *comm, char *message, s
     const int made = st == GG_SUCCESS;
     gg_graph *g = NULL;
     if (st == GG_SUCCESS) st = tanh_graph(ctx, &g);
+    const int graph_made = st == GG_SUCCESS;
     if (st == GG_SUCCESS) st = tanh_run(g);
     if (st == GG_SUCCESS) st = tanh_run(g);
     if (st == GG_SUCCESS) st = gg_dist_reduce(ctx, FAKE(8), 1024, 0, NULL);
     if (st != GG_SUCCESS) snprintf(message, bytes, "%s", gg_last_error(ctx));
-    /* every NCCL error once the communicator works (a graph's agreement or run, gg_dist_reduce) left the ranks out
-     * of step: aborted, and said */
-    nccl_error_left_alive = made && st == GG_ERROR_NCCL && (gg_dist_comm(ctx) || !strstr(message, "is aborted"));
+    /* every NCCL error once the communicator works (a graph's agreement, a run, gg_dist_reduce), and every failure
+     * of a run or gg_dist_reduce, left the ranks out of step: aborted, and said */
+    const int out_of_step = made && (st == GG_ERROR_NCCL || (graph_made && st != GG_SUCCESS));
+    nccl_error_left_alive = out_of_step && (gg_dist_comm(ctx) || !strstr(message, "is aborted"));
     gg_graph_destroy(g);
     const gg_status detached = gg_dist_detach(ctx);
     if (st == GG_SUCCESS && detached != GG_SUCCESS) {
@@ -1345,6 +1348,9 @@ static void every_life_fault(life_fault f) {
                     check(st == GG_SUCCESS, 0, k, path, "no fault, status %s: %s", gg_status_string(st), message);
                 else if (!unwatched)
                     check_life_fault(f, st, message, k, path);
+                check(!nccl_error_left_alive, 0, k, path,
+                      "a run or gg_dist_reduce failed, but the communicator was not aborted, or the message does not "
+                      "say so: %s", message);
                 check(tanh_eager(ctx) == GG_SUCCESS, 0, k, path, "eager after the fault: %s", gg_last_error(ctx));
                 check(life(ctx, owned, &comm, message, sizeof message) == GG_SUCCESS, 0, k, path,
                       "again after the fault: %s", message);
@@ -1432,7 +1438,7 @@ typedef struct ce_outcome {
     char message[GG_MSG_BYTES];
     const char *step;
     int ce_on;
-    int left_alive; /* the first failure was a collective's GG_ERROR_NCCL, its communicator not aborted or not said */
+    int left_alive; /* the first failure was a syncing call's, its communicator not aborted or not said */
 } ce_outcome;
 
 /* Records the result of `step`, the first failure only (its message: the last ERROR the contexts logged). */
@@ -1446,13 +1452,13 @@ static int ce_step(ce_outcome *o, const char *step, gg_status st) {
     return st == GG_SUCCESS;
 }
 
-/* ce_step for a call of ctx that issues gradient collectives: its GG_ERROR_NCCL means its part of them is missing,
- * so ctx's communicator must be aborted (a later collective would pair with the other ranks' wrong ones), and the
- * message must say so. */
+/* ce_step for a syncing call of ctx (a run, gg_dist_reduce): its failure means its part of the ranks' collectives is
+ * missing, so ctx's communicator must be aborted (a later collective would pair with the other ranks' wrong ones),
+ * and the message must say so. */
 static void ce_collective_step(ce_outcome *o, const char *step, gg_ctx *ctx, gg_status st) {
     const int first = o->status == GG_SUCCESS;
     ce_step(o, step, st);
-    if (first && st == GG_ERROR_NCCL) o->left_alive = gg_dist_comm(ctx) != NULL || !strstr(o->message, "is aborted");
+    if (first && st != GG_SUCCESS) o->left_alive = gg_dist_comm(ctx) != NULL || !strstr(o->message, "is aborted");
 }
 
 /* One copy-engine life on both ranks: communicators made (owned), a gg_dist_alloc buffer each, a syncing MLP graph
@@ -1579,8 +1585,11 @@ static void every_life_fault_copy_engines(life_fault f) {
         const ce_outcome o = ce_life(ctxs);
         const int hit = life_fault_hit(f, armed);
         hits += hit;
-        if (hit) check_life_fault(f, o.status, o.message, k, path);
-        else
+        if (hit) {
+            check_life_fault(f, o.status, o.message, k, path);
+            check(!o.left_alive, 0, k, path, "%s failed, but the communicator was not aborted, or the message does "
+                                             "not say so: %s", o.step, o.message);
+        } else
             check(o.status == GG_SUCCESS && o.ce_on, 0, k, path, "no fault: %s in %s: %s",
                   gg_status_string(o.status), o.step, o.message);
         for (int i = 0; i < CE_RANKS; ++i)
