@@ -8,7 +8,8 @@
  * the optimizer in it (gg_step_add_optimizer) leaves the weights bitwise where eager calls and gg_optim_step do, and
  * with its update off (gg_step_set_update) gives the eager gradients and moves no weight; a
  * gradient callback (gg_step_add_gradient_callback) that copies every parameter gradient sees them final: its copies
- * equal what the run leaves, bit for bit. step_past_32_bit_offsets (its own CTest entry, test_step_gpu_large) runs a
+ * equal what the run leaves, bit for bit. random_step_shapes draws stacks of other shapes and kinds (seeded) against
+ * their eager calls. step_past_32_bit_offsets (its own CTest entry, test_step_gpu_large) runs a
  * step whose tensors pass 2^31 elements against the eager calls.
  */
 #include "gpu_test.h"
@@ -423,6 +424,72 @@ static void gradient_callback_sees_final_gradients(void **state) {
     teardown(&f);
 }
 
+/* splitmix64, as the shape sweep's (test_shapes_gpu): the same sequence everywhere. */
+static uint64_t next_u64(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static int64_t next_range(uint64_t *s, int64_t lo, int64_t hi) { /* inclusive */
+    return hi <= lo ? lo : lo + (int64_t)(next_u64(s) % (uint64_t)(hi - lo + 1));
+}
+
+/* Step graphs of shapes no other test has: GG_STEP_SHAPES (default 8) stacks drawn from GG_SHAPES_SEED (default 1,
+ * printed with each), each against the same layers as eager calls, bitwise at its largest bucket and within 1e-4
+ * padded at a token count drawn below it: 1-4 layers of residual MLPs (fp32, tf32 or fp16, in fp16 with or without
+ * the copies, the residual fused or in a callback) or of gated bf16 pairs, dims any multiple of 8 up to 1536 and
+ * 4096, largest buckets from 64 to 3000 tokens (powers of two from 64 below it), 1-2 side streams, 1-3 slots. */
+static void random_step_shapes(void **state) {
+    (void)state;
+    REQUIRE_GPU();
+    const char *seed_text = getenv("GG_SHAPES_SEED"), *count_text = getenv("GG_STEP_SHAPES");
+    const uint64_t seed = seed_text && *seed_text ? strtoull(seed_text, NULL, 0) : 1;
+    const int count = count_text && *count_text ? atoi(count_text) : 8;
+    uint64_t s = seed * 0x100000001B3ull + 0x5737;
+    static const gg_precision precisions[] = {GG_PRECISION_FP32, GG_PRECISION_TF32, GG_PRECISION_FP16};
+    for (int i = 0; i < count; ++i) {
+        sm_config c = {.layers = (int)next_range(&s, 1, 4), .gated = next_range(&s, 0, 2) == 0,
+                       .hidden = 8 * next_range(&s, 1, 192), .ffn = 8 * next_range(&s, 1, 512),
+                       .max_tokens = next_range(&s, 64, 3000), .seed = (unsigned)next_u64(&s)};
+        c.precision = precisions[next_range(&s, 0, 2)];
+        c.fused_residual = !c.gated && next_range(&s, 0, 1);
+        c.fp16_copies = !c.gated && c.precision == GG_PRECISION_FP16 && next_range(&s, 0, 1);
+        const int sides = (int)next_range(&s, 1, 2), slots = (int)next_range(&s, 1, 3);
+        const int64_t padded = next_range(&s, 1, c.max_tokens - 1);
+        const char *mode = c.gated                              ? "bf16"
+                           : c.precision == GG_PRECISION_FP32 ? "fp32"
+                           : c.precision == GG_PRECISION_TF32 ? "tf32"
+                                                              : "fp16";
+        char what[256];
+        snprintf(what, sizeof what,
+                 "random step %d (GG_SHAPES_SEED=%llu): %d %s layers, hidden %lld, ffn %lld, %s%s%s, %d side streams, "
+                 "%d slots, largest bucket %lld", i, (unsigned long long)seed, c.layers, c.gated ? "gated" : "MLP",
+                 (long long)c.hidden, (long long)c.ffn, mode, c.fused_residual ? ", residual fused" : "",
+                 c.fp16_copies ? ", fp16 copies" : "", sides, slots, (long long)c.max_tokens);
+        printf("%s\n", what);
+        fixture f;
+        gg_config config = GG_CONFIG_INIT;
+        f.ctx = NULL;
+        if (gg_ctx_create(&config, &f.ctx) != GG_SUCCESS) fail_msg("gg_ctx_create: %s", gg_last_error(NULL));
+        if (sm_create(f.ctx, &c, &f.model) != 0) fail_msg("%s: sm_create", what);
+        CUDA_OK(cudaStreamCreateWithFlags(&f.stream, cudaStreamNonBlocking));
+        gg_step_config sc = GG_STEP_CONFIG_INIT;
+        sc.min_tokens = 64 < c.max_tokens ? 64 : c.max_tokens;
+        sc.max_tokens = c.max_tokens;
+        sc.side_streams = sides;
+        sc.scratch_slots = slots;
+        gg_step *step = NULL;
+        GG_OK(f.ctx, gg_step_create(f.ctx, &sc, &step));
+        GG_OK(f.ctx, sm_add_to_step(f.model, step));
+        GG_OK(f.ctx, gg_step_finalize(step));
+        expect_equal(&f, step, c.max_tokens, 0, what);
+        expect_equal(&f, step, padded, 1e-4, what);
+        gg_step_destroy(step);
+        teardown(&f);
+    }
+}
+
 /* A step whose [M, F] tensors pass 2^31 elements (and its scratch slot 2^33 bytes): one residual MLP layer (fp32,
  * D 64, F 8320) at 262144 tokens, its only bucket, and padded from 262100 (x, act and G 2.18e9 elements either way),
  * against the same layer as eager calls, which test_shapes_gpu's shapes_past_32_bit_indices checks against float64
@@ -475,6 +542,7 @@ int main(void) {
         cmocka_unit_test(device_selected_step),
         cmocka_unit_test(step_with_optimizer),
         cmocka_unit_test(gradient_callback_sees_final_gradients),
+        cmocka_unit_test(random_step_shapes),
         cmocka_unit_test(step_past_32_bit_offsets),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
