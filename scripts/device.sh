@@ -209,8 +209,9 @@ if [ "$stage" = all ] || [ "$stage" = tests ]; then
   # that no longer fits is skipped and counted as cut, so the JSON is always written, saying what ran.
   tests_deadline=$(( script_start + ${GG_TESTS_BUDGET:-$([ "$stage" = tests ] && echo 570 || echo 3600)} ))
   # Every test but the long GPU ones (run directly, so their RESULT lines are kept) and the multi-GPU ones (the
-  # multigpu stage) through CTest.
-  ctest --test-dir "$build" --output-on-failure -E 'test_(blocks|graphs|shapes|soak)_gpu' -LE multigpu 2>&1 |
+  # multigpu stage) through CTest; test_step_gpu's random stacks from the sweep's fresh seed.
+  GG_SHAPES_SEED=$shapes_seed ctest --test-dir "$build" --output-on-failure -E 'test_(blocks|graphs|shapes|soak)_gpu' \
+    -LE multigpu 2>&1 |
     tee "$OUT/ctest.log" | tail -12
   grep -q "100% tests passed" "$OUT/ctest.log" || status=1
   # fault injection (CPU, fakes) and the soak (100 000 replays across buckets), for their FAULTS and SOAK lines
