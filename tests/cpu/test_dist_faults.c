@@ -1170,7 +1170,7 @@ static int attached_alive_after_nccl_error;
 /* Whether a later call of that life returned GG_ERROR_NCCL, or a run or gg_dist_reduce failed, with the communicator
  * still alive or without saying it was aborted: this rank's part of the ranks' collectives is missing then, and a
  * later one would pair with the other ranks' wrong collectives. */
-static int nccl_error_left_alive;
+static int out_of_step_left_alive;
 
 /* One data-parallel life: a communicator (made: owned = 1; else attached, two ranks), a syncing graph made and
  * replayed twice, gg_dist_reduce, the graph destroyed, detach. Stops at the first failure (returned, its message
@@ -1178,7 +1178,7 @@ static int nccl_error_left_alive;
 static gg_status life(gg_ctx *ctx, int owned, ncclComm_t *comm, char *message, size_t bytes) {
     const gg_dist_config dc = dist_config();
     gg_status st;
-    attached_alive_after_nccl_error = nccl_error_left_alive = 0;
+    attached_alive_after_nccl_error = out_of_step_left_alive = 0;
     if (owned) {
         st = gg_dist_init_threads(&ctx, 1, &dc);
     } else {
@@ -1198,7 +1198,7 @@ static gg_status life(gg_ctx *ctx, int owned, ncclComm_t *comm, char *message, s
     /* every NCCL error once the communicator works (a graph's agreement, a run, gg_dist_reduce), and every failure
      * of a run or gg_dist_reduce, left the ranks out of step: aborted, and said */
     const int out_of_step = made && (st == GG_ERROR_NCCL || (graph_made && st != GG_SUCCESS));
-    nccl_error_left_alive = out_of_step && (gg_dist_comm(ctx) || !strstr(message, "is aborted"));
+    out_of_step_left_alive = out_of_step && (gg_dist_comm(ctx) || !strstr(message, "is aborted"));
     gg_graph_destroy(g);
     const gg_status detached = gg_dist_detach(ctx);
     if (st == GG_SUCCESS && detached != GG_SUCCESS) {
@@ -1237,7 +1237,7 @@ static void every_nccl_fault(void **state) {
                           "gg_dist_attach: GG_ERROR_NCCL, but the communicator was not aborted, or the message "
                           "does not say so: %s",
                           message);
-                    check(!nccl_error_left_alive, kind, k, path,
+                    check(!out_of_step_left_alive, kind, k, path,
                           "GG_ERROR_NCCL, but the communicator was not aborted, or the message does not say so: %s",
                           message);
                 } else {
@@ -1348,7 +1348,7 @@ static void every_life_fault(life_fault f) {
                     check(st == GG_SUCCESS, 0, k, path, "no fault, status %s: %s", gg_status_string(st), message);
                 else if (!unwatched)
                     check_life_fault(f, st, message, k, path);
-                check(!nccl_error_left_alive, 0, k, path,
+                check(!out_of_step_left_alive, 0, k, path,
                       "a run or gg_dist_reduce failed, but the communicator was not aborted, or the message does not "
                       "say so: %s", message);
                 check(tanh_eager(ctx) == GG_SUCCESS, 0, k, path, "eager after the fault: %s", gg_last_error(ctx));
