@@ -517,52 +517,61 @@ static void copies_skip_conversions(void **state) {
     }
 }
 
+/* The frame of the tests below: body on a context of each device (device memory as far apart as its sizes) for
+ * blocks 2 and 3, with the buffers it makes owned and freed after it. */
+typedef void (*device_block_body)(gg_ctx *ctx, int cc, int block, owned *o);
+static void each_device_and_block(device_block_body body) {
+    for (size_t dv = 0; dv < COUNT(devices); ++dv)
+        for (int block = 2; block <= 3; ++block) {
+            gg_ctx *ctx = make_ctx(devices[dv], 1);
+            owned o = {{0}, 0};
+            body(ctx, devices[dv], block, &o);
+            owned_free(&o);
+            destroy_ctx(ctx);
+        }
+}
+
 /* ---- 3. the copies are read: a graph's capture, logged ---- */
 
 /* A graph with buckets 512 and 4096 run at both (exact buckets: no staging), every tensor and copy its own
  * allocation: in each capture's log the copies the route reads are read whole by a GEMM, the others by none, no
  * conversion touches a copy or its fp32 tensor, only block 2's dY is converted; without copies, the same graph
  * converts X (its fp32 tensor is a conversion's argument) and runs as another exec. */
+static void copies_are_read_in_a_graph_in(gg_ctx *ctx, int cc, int block, owned *o) {
+    bw b = bw_device(block, 4096, 1024, 4096, 1, o);
+    const int64_t buckets[] = {512, 4096};
+    gg_graph *g = NULL;
+    snprintf(where, sizeof where, "block %d cc=%d graph create", block, cc);
+    EXPECT_EQ(bw_list_graph(ctx, &b, buckets, 2, &g), GG_SUCCESS);
+    for (size_t i = 0; i < COUNT(buckets); ++i) {
+        b.d.tokens = buckets[i];
+        snprintf(where, sizeof where, "block %d cc=%d graph run M=%lld with copies", block, cc,
+                 (long long)b.d.tokens);
+        EXPECT_EQ(logged_graph_run(ctx, g, &b), 1);
+        EXPECT_EQ(kernels_in_log(STAGE_KERNEL, NULL), 0); /* an exact bucket: nothing staged */
+        check_logged_reads(&b, cc, 1);
+        totals.graph_runs++;
+    }
+    /* without copies: another exec, which converts X from its fp32 tensor */
+    const bw plain = bw_without_copies(b);
+    snprintf(where, sizeof where, "block %d cc=%d graph run M=4096 without copies", block, cc);
+    EXPECT_EQ(logged_graph_run(ctx, g, &plain), 1);
+    const span x = source_span(&b, CP_X), act = source_span(&b, CP_ACT);
+    EXPECT_EQ(kernels_in_log(CONVERT_KERNEL, &x), 1);
+    EXPECT_EQ(kernels_in_log(CONVERT_KERNEL, &act), 1);
+    EXPECT_EQ(kernels_in_log(CONVERT_KERNEL, NULL), block == 2 ? 5 : 4);
+    for (int k = 0; k < N_COPIES; ++k) {
+        const span c = copy_span(&b, k);
+        EXPECT_EQ(kernels_in_log(CONVERT_KERNEL, &c), 0);
+        EXPECT(!gemm_touches(c));
+    }
+    totals.graph_runs++;
+    fake_log_free();
+    gg_graph_destroy(g);
+}
 static void copies_are_read_in_a_graph(void **state) {
     (void)state;
-    for (size_t dv = 0; dv < COUNT(devices); ++dv)
-        for (int block = 2; block <= 3; ++block) {
-            const int cc = devices[dv];
-            gg_ctx *ctx = make_ctx(cc, 1);
-            owned o = {{0}, 0};
-            bw b = bw_device(block, 4096, 1024, 4096, 1, &o);
-            const int64_t buckets[] = {512, 4096};
-            gg_graph *g = NULL;
-            snprintf(where, sizeof where, "block %d cc=%d graph create", block, cc);
-            EXPECT_EQ(bw_list_graph(ctx, &b, buckets, 2, &g), GG_SUCCESS);
-            for (size_t i = 0; i < COUNT(buckets); ++i) {
-                b.d.tokens = buckets[i];
-                snprintf(where, sizeof where, "block %d cc=%d graph run M=%lld with copies", block, cc,
-                         (long long)b.d.tokens);
-                EXPECT_EQ(logged_graph_run(ctx, g, &b), 1);
-                EXPECT_EQ(kernels_in_log(STAGE_KERNEL, NULL), 0); /* an exact bucket: nothing staged */
-                check_logged_reads(&b, cc, 1);
-                totals.graph_runs++;
-            }
-            /* without copies: another exec, which converts X from its fp32 tensor */
-            const bw plain = bw_without_copies(b);
-            snprintf(where, sizeof where, "block %d cc=%d graph run M=4096 without copies", block, cc);
-            EXPECT_EQ(logged_graph_run(ctx, g, &plain), 1);
-            const span x = source_span(&b, CP_X), act = source_span(&b, CP_ACT);
-            EXPECT_EQ(kernels_in_log(CONVERT_KERNEL, &x), 1);
-            EXPECT_EQ(kernels_in_log(CONVERT_KERNEL, &act), 1);
-            EXPECT_EQ(kernels_in_log(CONVERT_KERNEL, NULL), block == 2 ? 5 : 4);
-            for (int k = 0; k < N_COPIES; ++k) {
-                const span c = copy_span(&b, k);
-                EXPECT_EQ(kernels_in_log(CONVERT_KERNEL, &c), 0);
-                EXPECT(!gemm_touches(c));
-            }
-            totals.graph_runs++;
-            fake_log_free();
-            gg_graph_destroy(g);
-            owned_free(&o);
-            destroy_ctx(ctx);
-        }
+    each_device_and_block(copies_are_read_in_a_graph_in);
 }
 
 /* The index of the first kernel launch of the log whose name contains `name` and whose arguments point into s; -1:
@@ -578,40 +587,35 @@ static int first_kernel_in_log(const char *name, span s) {
  * first (docs/decisions.md, "launch priorities"). In the capture of a call without copies at 4096 tokens: act's
  * conversion comes after W2's, on another stream, which waits, after W2's conversion and before act's, on an event
  * recorded on W2's stream after W2's conversion. */
+static void narrow_copies_fork_after_w2_in(gg_ctx *ctx, int cc, int block, owned *o) {
+    const bw b = bw_device(block, 4096, 1024, 4096, 0, o);
+    const int64_t buckets[] = {4096};
+    gg_graph *g = NULL;
+    snprintf(where, sizeof where, "block %d cc=%d narrow schedule's fork", block, cc);
+    EXPECT_EQ(bw_list_graph(ctx, &b, buckets, 1, &g), GG_SUCCESS);
+    EXPECT_EQ(logged_graph_run(ctx, g, &b), 1);
+    const int w2 = first_kernel_in_log(CONVERT_KERNEL, source_span(&b, CP_W2));
+    const int act = first_kernel_in_log(CONVERT_KERNEL, source_span(&b, CP_ACT));
+    if (w2 < 0 || act < 0) fail_msg("%s: no conversion of W2 (%d) or act (%d)", where, w2, act);
+    if (act < w2) fail_msg("%s: act's conversion (%d) is enqueued before W2's (%d)", where, act, w2);
+    const cudaStream_t main = fake_log.entries[w2].stream, side = fake_log.entries[act].stream;
+    EXPECT(main != side);
+    int forked = 0;
+    for (int r = w2 + 1; r < act && !forked; ++r) {
+        const fake_entry *rec = &fake_log.entries[r];
+        if (rec->op != FAKE_OP_RECORD || rec->stream != main) continue;
+        for (int w = r + 1; w < act && !forked; ++w)
+            forked = fake_log.entries[w].op == FAKE_OP_WAIT && fake_log.entries[w].stream == side &&
+                     fake_log.entries[w].event == rec->event;
+    }
+    if (!forked) fail_msg("%s: act's stream does not wait on W2's after W2's conversion", where);
+    totals.graph_runs++;
+    fake_log_free();
+    gg_graph_destroy(g);
+}
 static void narrow_copies_fork_after_w2(void **state) {
     (void)state;
-    for (size_t dv = 0; dv < COUNT(devices); ++dv)
-        for (int block = 2; block <= 3; ++block) {
-            const int cc = devices[dv];
-            gg_ctx *ctx = make_ctx(cc, 1);
-            owned o = {{0}, 0};
-            const bw b = bw_device(block, 4096, 1024, 4096, 0, &o);
-            const int64_t buckets[] = {4096};
-            gg_graph *g = NULL;
-            snprintf(where, sizeof where, "block %d cc=%d narrow schedule's fork", block, cc);
-            EXPECT_EQ(bw_list_graph(ctx, &b, buckets, 1, &g), GG_SUCCESS);
-            EXPECT_EQ(logged_graph_run(ctx, g, &b), 1);
-            const int w2 = first_kernel_in_log(CONVERT_KERNEL, source_span(&b, CP_W2));
-            const int act = first_kernel_in_log(CONVERT_KERNEL, source_span(&b, CP_ACT));
-            if (w2 < 0 || act < 0) fail_msg("%s: no conversion of W2 (%d) or act (%d)", where, w2, act);
-            if (act < w2) fail_msg("%s: act's conversion (%d) is enqueued before W2's (%d)", where, act, w2);
-            const cudaStream_t main = fake_log.entries[w2].stream, side = fake_log.entries[act].stream;
-            EXPECT(main != side);
-            int forked = 0;
-            for (int r = w2 + 1; r < act && !forked; ++r) {
-                const fake_entry *rec = &fake_log.entries[r];
-                if (rec->op != FAKE_OP_RECORD || rec->stream != main) continue;
-                for (int w = r + 1; w < act && !forked; ++w)
-                    forked = fake_log.entries[w].op == FAKE_OP_WAIT && fake_log.entries[w].stream == side &&
-                             fake_log.entries[w].event == rec->event;
-            }
-            if (!forked) fail_msg("%s: act's stream does not wait on W2's after W2's conversion", where);
-            totals.graph_runs++;
-            fake_log_free();
-            gg_graph_destroy(g);
-            owned_free(&o);
-            destroy_ctx(ctx);
-        }
+    each_device_and_block(narrow_copies_fork_after_w2_in);
 }
 
 /* ---- 4. padded graphs, leaks, steps ---- */
@@ -620,106 +624,96 @@ static void narrow_copies_fork_after_w2(void **state) {
  * staged, as the fp32 tensors are, and the weights' copies read in place), then without (another exec), then with
  * again (a replay: no capture); every run succeeds, no capture stays open, and destroying the graph gives back
  * everything it took (fake.live as after an earlier graph of the same buckets was made and destroyed). */
+static void padded_graph_with_and_without_copies_in(gg_ctx *ctx, int cc, int block, owned *o) {
+    bw b = bw_device(block, 4096, 1024, 4096, 1, o);
+    const int64_t buckets[] = {1024, 4096};
+    b.d.tokens = 3000;
+    const bw plain = bw_without_copies(b);
+    /* the baseline: the context's plans and scratch for these buckets exist after one graph's life */
+    snprintf(where, sizeof where, "block %d cc=%d first graph", block, cc);
+    gg_graph *g = NULL;
+    EXPECT_EQ(bw_list_graph(ctx, &b, buckets, 2, &g), GG_SUCCESS);
+    EXPECT_EQ(bw_graph_run(g, &plain), GG_SUCCESS);
+    gg_graph_destroy(g);
+    const int baseline = fake.live;
+
+    snprintf(where, sizeof where, "block %d cc=%d padded run with copies", block, cc);
+    EXPECT_EQ(bw_list_graph(ctx, &b, buckets, 2, &g), GG_SUCCESS);
+    int launches = fake.graph_launches;
+    EXPECT_EQ(logged_graph_run(ctx, g, &b), 1);
+    EXPECT_EQ(fake.graph_launches, launches + 1);
+    for (int k = 0; k < N_COPIES; ++k) {
+        const span c = copy_span(&b, k);
+        EXPECT_EQ(kernels_in_log(CONVERT_KERNEL, &c), 0);
+        if (k == CP_X || k == CP_ACT) {
+            /* staged in (a kernel reads the caller's rows), the GEMM reads the staging buffer */
+            if (!kernels_in_log(STAGE_KERNEL, &c))
+                fail_msg("%s: %s is not staged", where, copy_name(block, k));
+            EXPECT(!gemm_touches(c));
+        } else if (!gemm_reads_whole(c)) { /* the 4096 bucket's route converts both weights */
+            fail_msg("%s: no GEMM reads %s whole", where, copy_name(block, k));
+        }
+    }
+    EXPECT_EQ(kernels_in_log(CONVERT_KERNEL, NULL), block == 2 ? 1 : 0);
+    fake_log_free();
+
+    snprintf(where, sizeof where, "block %d cc=%d padded run without copies", block, cc);
+    EXPECT_EQ(logged_graph_run(ctx, g, &plain), 1); /* another pointer set: captured again */
+    snprintf(where, sizeof where, "block %d cc=%d padded run with copies again", block, cc);
+    launches = fake.graph_launches;
+    EXPECT_EQ(logged_graph_run(ctx, g, &b), 0); /* its exec was kept: a replay */
+    EXPECT_EQ(fake.graph_launches, launches + 1);
+    fake_log_free();
+    totals.graph_runs += 3;
+    gg_graph_destroy(g);
+    EXPECT_EQ(fake.live, baseline);
+    EXPECT_EQ(fake.captures_open, 0);
+}
 static void padded_graph_with_and_without_copies(void **state) {
     (void)state;
-    for (size_t dv = 0; dv < COUNT(devices); ++dv)
-        for (int block = 2; block <= 3; ++block) {
-            const int cc = devices[dv];
-            gg_ctx *ctx = make_ctx(cc, 1);
-            owned o = {{0}, 0};
-            bw b = bw_device(block, 4096, 1024, 4096, 1, &o);
-            const int64_t buckets[] = {1024, 4096};
-            b.d.tokens = 3000;
-            const bw plain = bw_without_copies(b);
-            /* the baseline: the context's plans and scratch for these buckets exist after one graph's life */
-            snprintf(where, sizeof where, "block %d cc=%d first graph", block, cc);
-            gg_graph *g = NULL;
-            EXPECT_EQ(bw_list_graph(ctx, &b, buckets, 2, &g), GG_SUCCESS);
-            EXPECT_EQ(bw_graph_run(g, &plain), GG_SUCCESS);
-            gg_graph_destroy(g);
-            const int baseline = fake.live;
-
-            snprintf(where, sizeof where, "block %d cc=%d padded run with copies", block, cc);
-            EXPECT_EQ(bw_list_graph(ctx, &b, buckets, 2, &g), GG_SUCCESS);
-            int launches = fake.graph_launches;
-            EXPECT_EQ(logged_graph_run(ctx, g, &b), 1);
-            EXPECT_EQ(fake.graph_launches, launches + 1);
-            for (int k = 0; k < N_COPIES; ++k) {
-                const span c = copy_span(&b, k);
-                EXPECT_EQ(kernels_in_log(CONVERT_KERNEL, &c), 0);
-                if (k == CP_X || k == CP_ACT) {
-                    /* staged in (a kernel reads the caller's rows), the GEMM reads the staging buffer */
-                    if (!kernels_in_log(STAGE_KERNEL, &c))
-                        fail_msg("%s: %s is not staged", where, copy_name(block, k));
-                    EXPECT(!gemm_touches(c));
-                } else if (!gemm_reads_whole(c)) { /* the 4096 bucket's route converts both weights */
-                    fail_msg("%s: no GEMM reads %s whole", where, copy_name(block, k));
-                }
-            }
-            EXPECT_EQ(kernels_in_log(CONVERT_KERNEL, NULL), block == 2 ? 1 : 0);
-            fake_log_free();
-
-            snprintf(where, sizeof where, "block %d cc=%d padded run without copies", block, cc);
-            EXPECT_EQ(logged_graph_run(ctx, g, &plain), 1); /* another pointer set: captured again */
-            snprintf(where, sizeof where, "block %d cc=%d padded run with copies again", block, cc);
-            launches = fake.graph_launches;
-            EXPECT_EQ(logged_graph_run(ctx, g, &b), 0); /* its exec was kept: a replay */
-            EXPECT_EQ(fake.graph_launches, launches + 1);
-            fake_log_free();
-            totals.graph_runs += 3;
-            gg_graph_destroy(g);
-            EXPECT_EQ(fake.live, baseline);
-            EXPECT_EQ(fake.captures_open, 0);
-            owned_free(&o);
-            destroy_ctx(ctx);
-        }
+    each_device_and_block(padded_graph_with_and_without_copies_in);
 }
 
 /* A step of two calls of one block in fp16, each with its four copies (the second reading the first's activation
  * gradient): it finalizes, its 4096 bucket's capture reads every copy whole in a GEMM and converts nothing but
  * block 2's dY, a padded run (3000) and a small bucket (100 -> 128) run, and nothing leaks. */
+static void step_with_copies_in(gg_ctx *ctx, int cc, int block, owned *o) {
+    bw calls[2];
+    for (int i = 0; i < 2; ++i) calls[i] = bw_device(block, 4096, 1024, 4096, 1, o);
+    if (block == 2) calls[1].a2.grad_output = calls[0].a2.grad_hidden_states;
+    else calls[1].a3.grad_output = calls[0].a3.grad_hidden_states;
+    snprintf(where, sizeof where, "block %d cc=%d step", block, cc);
+    gg_step *step = NULL;
+    EXPECT_EQ(gg_step_create(ctx, NULL, &step), GG_SUCCESS); /* buckets 128 .. 4096 */
+    for (int i = 0; i < 2; ++i) {
+        const gg_status st = bw_step_add(step, &calls[i]);
+        if (st != GG_SUCCESS) fail_msg("%s: add: %s: %s", where, gg_status_string(st), gg_last_error(ctx));
+    }
+    gg_status st = gg_step_finalize(step);
+    if (st != GG_SUCCESS) fail_msg("%s: finalize: %s: %s", where, gg_status_string(st), gg_last_error(ctx));
+    fake_log_start();
+    st = gg_step_run(step, 4096, 0, NULL);
+    fake_log_stop();
+    if (st != GG_SUCCESS) fail_msg("%s: run: %s: %s", where, gg_status_string(st), gg_last_error(ctx));
+    for (int i = 0; i < 2; ++i)
+        for (int k = 0; k < N_COPIES; ++k) {
+            const span c = copy_span(&calls[i], k);
+            EXPECT_EQ(kernels_in_log(CONVERT_KERNEL, &c), 0);
+            if (!gemm_reads_whole(c)) fail_msg("%s: call %d: no GEMM reads %s whole", where, i,
+                                               copy_name(block, k));
+            totals.logged_reads++;
+        }
+    EXPECT_EQ(kernels_in_log(CONVERT_KERNEL, NULL), block == 2 ? 2 : 0);
+    fake_log_free();
+    EXPECT_EQ(gg_step_run(step, 3000, 1, NULL), GG_SUCCESS);
+    EXPECT_EQ(gg_step_run(step, 100, 0, NULL), GG_SUCCESS);
+    EXPECT_EQ(fake.captures_open, 0);
+    totals.step_runs += 3;
+    gg_step_destroy(step);
+}
 static void step_with_copies(void **state) {
     (void)state;
-    for (size_t dv = 0; dv < COUNT(devices); ++dv)
-        for (int block = 2; block <= 3; ++block) {
-            const int cc = devices[dv];
-            gg_ctx *ctx = make_ctx(cc, 1);
-            owned o = {{0}, 0};
-            bw calls[2];
-            for (int i = 0; i < 2; ++i) calls[i] = bw_device(block, 4096, 1024, 4096, 1, &o);
-            if (block == 2) calls[1].a2.grad_output = calls[0].a2.grad_hidden_states;
-            else calls[1].a3.grad_output = calls[0].a3.grad_hidden_states;
-            snprintf(where, sizeof where, "block %d cc=%d step", block, cc);
-            gg_step *step = NULL;
-            EXPECT_EQ(gg_step_create(ctx, NULL, &step), GG_SUCCESS); /* buckets 128 .. 4096 */
-            for (int i = 0; i < 2; ++i) {
-                const gg_status st = bw_step_add(step, &calls[i]);
-                if (st != GG_SUCCESS) fail_msg("%s: add: %s: %s", where, gg_status_string(st), gg_last_error(ctx));
-            }
-            gg_status st = gg_step_finalize(step);
-            if (st != GG_SUCCESS) fail_msg("%s: finalize: %s: %s", where, gg_status_string(st), gg_last_error(ctx));
-            fake_log_start();
-            st = gg_step_run(step, 4096, 0, NULL);
-            fake_log_stop();
-            if (st != GG_SUCCESS) fail_msg("%s: run: %s: %s", where, gg_status_string(st), gg_last_error(ctx));
-            for (int i = 0; i < 2; ++i)
-                for (int k = 0; k < N_COPIES; ++k) {
-                    const span c = copy_span(&calls[i], k);
-                    EXPECT_EQ(kernels_in_log(CONVERT_KERNEL, &c), 0);
-                    if (!gemm_reads_whole(c)) fail_msg("%s: call %d: no GEMM reads %s whole", where, i,
-                                                       copy_name(block, k));
-                    totals.logged_reads++;
-                }
-            EXPECT_EQ(kernels_in_log(CONVERT_KERNEL, NULL), block == 2 ? 2 : 0);
-            fake_log_free();
-            EXPECT_EQ(gg_step_run(step, 3000, 1, NULL), GG_SUCCESS);
-            EXPECT_EQ(gg_step_run(step, 100, 0, NULL), GG_SUCCESS);
-            EXPECT_EQ(fake.captures_open, 0);
-            totals.step_runs += 3;
-            gg_step_destroy(step);
-            owned_free(&o);
-            destroy_ctx(ctx);
-        }
+    each_device_and_block(step_with_copies_in);
 }
 
 /* ---- 5. gg_to_fp16 ---- */
