@@ -960,6 +960,56 @@ static void abort_during_a_failed_run_past_the_buckets(void **state) {
     detach_and_destroy(ctx, NULL);
 }
 
+/* The edges of "a syncing call that fails after its checks aborts the communicator": a call past the largest bucket
+ * whose plan fails (before the communicator's lock: the other ranks' calls wait for this one's collectives all the
+ * same) aborts it, keeping OUT_OF_MEMORY; a refused one (a count reduce-scatter cannot shard) and gg_dist_reduce's
+ * NCCL failure on a stream whose capture is still open (NCCL's abort would free what that capture holds) leave it
+ * alive, saying nothing of an abort. */
+static void failed_syncing_calls_abort_but_refusals_and_open_captures_do_not(void **state) {
+    (void)state;
+    ncclComm_t comm = NULL;
+    gg_ctx *ctx = attached_ctx(&comm);
+    beyond_job job = {NULL, GG_ERROR_INTERNAL};
+    assert_int_equal(beyond_graph(ctx, &job.g), GG_SUCCESS);
+    fake.fail_kind = FAKE_MALLOC; /* the new plan's scratch arena */
+    fake.calls[FAKE_MALLOC] = 0;
+    fake.fail_at = 1;
+    (void)run_beyond_max(&job);
+    const int hit = fake.injected;
+    fake.fail_at = 0;
+    print_message("a run past the buckets whose plan fails: %s: %s\n", gg_status_string(job.status),
+                  gg_last_error(ctx));
+    assert_true(hit > 0);
+    assert_int_equal(job.status, GG_ERROR_OUT_OF_MEMORY);
+    contains(gg_last_error(ctx), "the communicator is aborted");
+    assert_null(gg_dist_comm(ctx));
+    assert_int_equal(atomic_load(&fake_nccl.aborts), 1);
+    gg_graph_destroy(job.g);
+    detach_and_destroy(ctx, NULL);
+
+    ctx = attached_ctx(&comm);
+    assert_int_equal(gg_dist_reduce(ctx, FAKE(8), 0, 0, NULL), GG_ERROR_INVALID_ARGUMENT); /* a refusal */
+    assert_non_null(gg_dist_comm(ctx));
+    cudaStream_t s = NULL;
+    assert_int_equal(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    assert_int_equal(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+    fake_nccl.fail_kind = FN_ALL_REDUCE;
+    fake_nccl.fail_at = fake_nccl.calls[FN_ALL_REDUCE] + 1;
+    const gg_status st = gg_dist_reduce(ctx, FAKE(8), 1024, 0, (gg_stream)s);
+    fake_nccl.fail_at = 0;
+    cudaGraph_t graph = NULL;
+    assert_int_equal(cudaStreamEndCapture(s, &graph), cudaSuccess);
+    if (graph) assert_int_equal(cudaGraphDestroy(graph), cudaSuccess);
+    assert_int_equal(cudaStreamDestroy(s), cudaSuccess);
+    print_message("gg_dist_reduce failing in the caller's open capture: %s: %s\n", gg_status_string(st),
+                  gg_last_error(ctx));
+    assert_int_equal(st, GG_ERROR_NCCL);
+    assert_null(strstr(gg_last_error(ctx), "is aborted"));
+    assert_non_null(gg_dist_comm(ctx)); /* the caller aborts once the capture has ended (gradgraph.h) */
+    assert_int_equal(atomic_load(&fake_nccl.aborts), 0);
+    detach_and_destroy(ctx, comm); /* alive: the caller's to destroy */
+}
+
 /* gg_dist_abort from another thread while gg_dist_detach waits on the communicator: the drain of its stream (an
  * attached communicator whose stream stays busy) or ncclCommFinalize (an owned one that stays in progress). The wait
  * gives up at once, the communicator is aborted exactly once (aborted twice, the fake's count of live communicators
@@ -1812,6 +1862,7 @@ int main(void) {
         cmocka_unit_test(abort_during_a_free_that_waits),
         cmocka_unit_test(abort_during_a_run_past_the_buckets_that_plans),
         cmocka_unit_test(abort_during_a_failed_run_past_the_buckets),
+        cmocka_unit_test(failed_syncing_calls_abort_but_refusals_and_open_captures_do_not),
         cmocka_unit_test(abort_during_a_detach_that_waits),
         cmocka_unit_test(abort_while_the_communicator_comes_and_goes),
         cmocka_unit_test(abort_from_a_log_callback),
