@@ -8,7 +8,9 @@
  * difference named (as a pure function and through the collective comparison); and fault injection on every kind of
  * NCCL call (fake_nccl.h) along attach or init, making a syncing graph, replays, gg_dist_reduce and detach: each fault
  * GG_ERROR_NCCL with NCCL's error in the message, nothing leaked (CUDA resources and communicators), the context usable
- * after. Then the same with copy engines on (NCCL 2.28+): two ranks made from this thread (the staging, its window, the
+ * after; every failure of a replay or gg_dist_reduce (NCCL's, the CUDA runtime's) aborting the communicator and
+ * saying so, as does a call past the largest bucket whose plan fails, while refusals and a failure inside the
+ * caller's open capture do not. Then the same with copy engines on (NCCL 2.28+): two ranks made from this thread (the staging, its window, the
  * copy-engine warm-up), a gg_dist_alloc buffer each holding an MLP's weight gradients (its syncing graph takes the
  * two-rank split reduction, gg_dist_reduce the all-to-all path), gg_dist_free, detach; NCCL memory's faults give their
  * documented outcome (a failed staging leaves the ranks on SMs with a WARN, gg_dist_alloc's is GG_ERROR_OUT_OF_MEMORY,
