@@ -8,14 +8,14 @@
  * difference named (as a pure function and through the collective comparison); and fault injection on every kind of
  * NCCL call (fake_nccl.h) along attach or init, making a syncing graph, replays, gg_dist_reduce and detach: each fault
  * GG_ERROR_NCCL with NCCL's error in the message, nothing leaked (CUDA resources and communicators), the context usable
- * after; every failure of a replay or gg_dist_reduce (NCCL's, the CUDA runtime's) aborting the communicator and
- * saying so, as does a call past the largest bucket whose plan fails, while refusals and a failure inside the
- * caller's open capture do not. Then the same with copy engines on (NCCL 2.28+): two ranks made from this thread (the staging, its window, the
- * copy-engine warm-up), a gg_dist_alloc buffer each holding an MLP's weight gradients (its syncing graph takes the
- * two-rank split reduction, gg_dist_reduce the all-to-all path), gg_dist_free, detach; NCCL memory's faults give their
- * documented outcome (a failed staging leaves the ranks on SMs with a WARN, gg_dist_alloc's is GG_ERROR_OUT_OF_MEMORY,
- * a free at detach is a WARN and that memory lost), and no window or NCCL allocation is left, no call made that NCCL
- * would refuse. Prints `NCCL_FAULTS {"injected": n, "failures": m}` over both paths.
+ * after; every failure of a replay or gg_dist_reduce (NCCL's, the CUDA runtime's) aborting the communicator and saying
+ * so, as does a call past the largest bucket whose plan fails, while refusals and a failure inside the caller's open
+ * capture do not. Then the same with copy engines on (NCCL 2.28+): two ranks made from this thread (the staging, its
+ * window, the copy-engine warm-up), a gg_dist_alloc buffer each holding an MLP's weight gradients (its syncing graph
+ * takes the two-rank split reduction, gg_dist_reduce the all-to-all path), gg_dist_free, detach; NCCL memory's faults
+ * give their documented outcome (a failed staging leaves the ranks on SMs with a WARN, gg_dist_alloc's is
+ * GG_ERROR_OUT_OF_MEMORY, a free at detach is a WARN and that memory lost), and no window or NCCL allocation is left,
+ * no call made that NCCL would refuse. Prints `NCCL_FAULTS {"injected": n, "failures": m}` over both paths.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
@@ -964,7 +964,7 @@ static void abort_during_a_failed_run_past_the_buckets(void **state) {
 
 /* The edges of "a syncing call that fails after its checks aborts the communicator": a call past the largest bucket
  * whose plan fails (before the communicator's lock: the other ranks' calls wait for this one's collectives all the
- * same) aborts it, keeping OUT_OF_MEMORY; a refused one (a count reduce-scatter cannot shard) and gg_dist_reduce's
+ * same) aborts it, keeping OUT_OF_MEMORY; a refused one (gg_dist_reduce of count 0) and gg_dist_reduce's
  * NCCL failure on a stream whose capture is still open (NCCL's abort would free what that capture holds) leave it
  * alive, saying nothing of an abort. */
 static void failed_syncing_calls_abort_but_refusals_and_open_captures_do_not(void **state) {
