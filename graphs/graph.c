@@ -459,10 +459,7 @@ static gg_status run_eager_beyond_max(gg_ctx *ctx, const char *fn, const gg_bloc
     gg_dist_leave(ctx);
     /* The forked work of a failed enqueue may wait behind a replay stuck on a dead peer: waited for under the lock,
      * the watchdog and gg_dist_abort, which take it to abort that replay, would wait too, and nothing would end. */
-    if (ctx->fork_wait_pending) {
-        ctx->fork_wait_pending = 0;
-        gg_block_wait_forked(ctx);
-    }
+    if (ran == GG_ERROR_PARTIAL) gg_block_wait_forked(ctx); /* only a failed enqueue says PARTIAL */
     return status;
 }
 

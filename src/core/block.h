@@ -151,7 +151,7 @@ gg_plan_key gg_block_plan_key(const gg_block_call *call);
 gg_status gg_check_device_pointers(gg_ctx *ctx, const char *fn, const gg_block_call *call);
 
 /* An eager call's enqueue failed with status (its message in ctx): waits for the context's own streams
- * (gg_block_wait_forked; with ctx->defer_fork_wait set, leaves that to the caller: fork_wait_pending), and returns
+ * (gg_block_wait_forked; with ctx->defer_fork_wait set, leaves that to the caller), and returns
  * GG_ERROR_PARTIAL with a message naming the cause and, for an accumulating call, the gradients to recompute. */
 gg_status gg_block_enqueue_failed(gg_ctx *ctx, const gg_block_call *call, gg_status status);
 /* Waits for the context's own streams (side, aux): whatever a failed eager call forked ends before it returns, so

@@ -202,12 +202,8 @@ void gg_block_wait_forked(gg_ctx *ctx) {
 }
 
 gg_status gg_block_enqueue_failed(gg_ctx *ctx, const gg_block_call *c, gg_status status) {
-    if (ctx->defer_fork_wait) {
-        ctx->fork_wait_pending = 1;
-        (void)cudaGetLastError();
-    } else {
-        gg_block_wait_forked(ctx);
-    }
+    if (ctx->defer_fork_wait) (void)cudaGetLastError(); /* the caller waits, seeing GG_ERROR_PARTIAL */
+    else gg_block_wait_forked(ctx);
     char grads[256] = "";
     size_t used = 0;
     int n_grads = 0;

@@ -108,10 +108,10 @@ struct gg_ctx {
      * and fails no step capture (the caller decides whether it was a failure: gg_tentative_end) */
     int tentative;
     /* Set while a caller holds the communicator's lock around an eager call (graphs/graph.c, a syncing graph's call
-     * past its largest bucket): a failed enqueue then leaves its wait for the forked work (gg_block_wait_forked) to
-     * that caller, after the lock (fork_wait_pending). That work may wait behind a collective stuck on a dead peer,
-     * which only an abort ends, and an abort takes that lock. */
-    int defer_fork_wait, fork_wait_pending;
+     * past its largest bucket): a failed enqueue (GG_ERROR_PARTIAL) then leaves its wait for the forked work
+     * (gg_block_wait_forked) to that caller, after the lock. That work may wait behind a collective stuck on a dead
+     * peer, which only an abort ends, and an abort takes that lock. */
+    int defer_fork_wait;
     char last_error[GG_MSG_BYTES];
 };
 

@@ -70,18 +70,16 @@ static gg_status reduce_claimed(gg_ctx *ctx, const char *fn, void *data, size_t 
     GG_TRY(gg_dist_poll(ctx, fn)); /* aborted, or an asynchronous NCCL error (aborted now): nothing enqueued */
     GG_TRY(gg_dist_enter(ctx, fn));
     int saved = 0;
-    gg_status status = gg_device_enter_stream(ctx, fn, (cudaStream_t)stream, &saved, NULL); /* never inside a step's
-                                                                                          callback: refused above */
-    const cudaStream_t user = (cudaStream_t)stream;
+    const cudaStream_t s = (cudaStream_t)stream;
+    gg_status status = gg_device_enter_stream(ctx, fn, s, &saved, NULL); /* never in a step's callback: refused above */
     if (status == GG_SUCCESS) {
         int watched = 0; /* like a replay: a peer that stalls must not leave the stream waiting forever */
-        status = gg_dist_await_replay_slot(ctx, fn, (cudaStream_t)stream, &watched);
-        if (status == GG_SUCCESS) status = gg_stream_handoff(ctx, (cudaStream_t)stream, d->ev_ready, d->stream);
+        status = gg_dist_await_replay_slot(ctx, fn, s, &watched);
+        if (status == GG_SUCCESS) status = gg_stream_handoff(ctx, s, d->ev_ready, d->stream);
         if (status == GG_SUCCESS)
-            status = gg_stream_join(ctx, reduce_buffer(ctx, data, count, elem), (cudaStream_t)stream, d->stream,
-                                    d->ev_done);
-        if (status == GG_SUCCESS && watched) gg_dist_watch(ctx, (cudaStream_t)stream, GG_WATCH_REDUCE);
-        status = gg_dist_settle(ctx, status, &user);
+            status = gg_stream_join(ctx, reduce_buffer(ctx, data, count, elem), s, d->stream, d->ev_done);
+        if (status == GG_SUCCESS && watched) gg_dist_watch(ctx, s, GG_WATCH_REDUCE);
+        status = gg_dist_settle(ctx, status, &s);
         gg_device_leave(ctx, saved);
     }
     gg_dist_leave(ctx);

@@ -202,6 +202,21 @@ static gg_status beyond_graph(gg_ctx *ctx, gg_graph **g) {
     return gg_mlp_graph_create(ctx, &d, &gc, g);
 }
 
+/* A context with an attached communicator and, in job, a syncing graph whose calls past its bucket run eagerly. */
+static gg_ctx *beyond_ctx(beyond_job *job) {
+    ncclComm_t comm = NULL;
+    gg_ctx *ctx = attached_ctx(&comm);
+    *job = (beyond_job){NULL, GG_ERROR_INTERNAL};
+    assert_int_equal(beyond_graph(ctx, &job->g), GG_SUCCESS);
+    return ctx;
+}
+
+/* Its end once the communicator was aborted (which freed the attached one): nothing left. */
+static void beyond_end(gg_ctx *ctx, beyond_job *job) {
+    gg_graph_destroy(job->g);
+    detach_and_destroy(ctx, NULL);
+}
+
 /* ---- the fingerprint, as a pure function ---- */
 static void fingerprint_difference_names_the_field(void **state) {
     (void)state;
@@ -917,18 +932,15 @@ static void abort_during_a_free_that_waits(void **state) {
  * before the call takes the communicator's lock, so the abort goes through at once. */
 static void abort_during_a_run_past_the_buckets_that_plans(void **state) {
     (void)state;
-    ncclComm_t comm = NULL;
-    gg_ctx *ctx = attached_ctx(&comm);
-    beyond_job job = {NULL, GG_ERROR_INTERNAL};
-    assert_int_equal(beyond_graph(ctx, &job.g), GG_SUCCESS);
+    beyond_job job;
+    gg_ctx *ctx = beyond_ctx(&job);
     const double took = abort_while_a_free_waits(ctx, run_beyond_max, &job);
     print_message("gg_dist_abort during a run past the buckets whose plan frees the arena: after %.3f s; the run: "
                   "%s: %s\n", took, gg_status_string(job.status), gg_last_error(ctx));
     assert_true(took < 2.0); /* not behind the plan's free (5 s) */
     assert_int_equal(job.status, GG_ERROR_NCCL); /* aborted before it reduced anything */
     assert_int_equal(atomic_load(&fake_nccl.aborts), 1);
-    gg_graph_destroy(job.g);
-    detach_and_destroy(ctx, NULL);
+    beyond_end(ctx, &job);
 }
 
 /* A syncing graph's call past its largest bucket whose enqueue fails waits for the work it forked (gradgraph's side
@@ -937,10 +949,8 @@ static void abort_during_a_run_past_the_buckets_that_plans(void **state) {
  * until the abort returned. */
 static void abort_during_a_failed_run_past_the_buckets(void **state) {
     (void)state;
-    ncclComm_t comm = NULL;
-    gg_ctx *ctx = attached_ctx(&comm);
-    beyond_job job = {NULL, GG_ERROR_INTERNAL};
-    assert_int_equal(beyond_graph(ctx, &job.g), GG_SUCCESS);
+    beyond_job job;
+    gg_ctx *ctx = beyond_ctx(&job);
     (void)run_beyond_max(&job); /* its plan made: the run below fails in its enqueue */
     assert_int_equal(job.status, GG_SUCCESS);
     fake.fail_kind = FAKE_LAUNCH;
@@ -958,8 +968,7 @@ static void abort_during_a_failed_run_past_the_buckets(void **state) {
     assert_int_equal(job.status, GG_ERROR_PARTIAL);
     contains(gg_last_error(ctx), "the communicator is aborted"); /* by the failed call: its collectives are missing */
     assert_int_equal(atomic_load(&fake_nccl.aborts), 1);
-    gg_graph_destroy(job.g);
-    detach_and_destroy(ctx, NULL);
+    beyond_end(ctx, &job);
 }
 
 /* The edges of "a syncing call that fails after its checks aborts the communicator": a call past the largest bucket
@@ -969,10 +978,8 @@ static void abort_during_a_failed_run_past_the_buckets(void **state) {
  * alive, saying nothing of an abort. */
 static void failed_syncing_calls_abort_but_refusals_and_open_captures_do_not(void **state) {
     (void)state;
-    ncclComm_t comm = NULL;
-    gg_ctx *ctx = attached_ctx(&comm);
-    beyond_job job = {NULL, GG_ERROR_INTERNAL};
-    assert_int_equal(beyond_graph(ctx, &job.g), GG_SUCCESS);
+    beyond_job job;
+    gg_ctx *ctx = beyond_ctx(&job);
     fake.fail_kind = FAKE_MALLOC; /* the new plan's scratch arena */
     fake.calls[FAKE_MALLOC] = 0;
     fake.fail_at = 1;
@@ -986,9 +993,9 @@ static void failed_syncing_calls_abort_but_refusals_and_open_captures_do_not(voi
     contains(gg_last_error(ctx), "the communicator is aborted");
     assert_null(gg_dist_comm(ctx));
     assert_int_equal(atomic_load(&fake_nccl.aborts), 1);
-    gg_graph_destroy(job.g);
-    detach_and_destroy(ctx, NULL);
+    beyond_end(ctx, &job);
 
+    ncclComm_t comm = NULL;
     ctx = attached_ctx(&comm);
     assert_int_equal(gg_dist_reduce(ctx, FAKE(8), 0, 0, NULL), GG_ERROR_INVALID_ARGUMENT); /* a refusal */
     assert_non_null(gg_dist_comm(ctx));
