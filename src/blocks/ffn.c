@@ -385,13 +385,21 @@ static gg_status enqueue_overlapped(gg_ctx *ctx, const gg_block_plan *p, const g
             join);
     /* G runs alone first; then the side chain (dW2, and dW1 once R exists) overlaps the caller's (gelu', bias sums,
      * dX). Forking before G, so that dW2 and G start together, is slower: the two GEMMs share the SMs for their
-     * whole length (docs/decisions.md). */
+     * whole length (docs/decisions.md). In a step graph (its join deferred) dW2 forks once R exists, with dW1: gelu'
+     * then runs with the SMs to itself, and both weight gradients overlap dX and the next calls, which a block call
+     * alone does not have (docs/decisions.md, "Step graphs: the weight gradients after R"). */
+    const int dw2_after_r = o.r.defer_join;
     GG_GOTO(gemm_g(ctx, p, c, &o, ctx->priority_greatest, main), status, join);
-    GG_GOTO(gg_stream_handoff(ctx, main, o.r.ev_fork, side), status, join);
-    GG_GOTO(gg_matmul_run_in(ctx, &p->gemm[GEMM_DW2], o.act, o.dy, t[T_DW2], acc, o.r.workspace[1], side), status,
-            join);
+    if (!dw2_after_r) {
+        GG_GOTO(gg_stream_handoff(ctx, main, o.r.ev_fork, side), status, join);
+        GG_GOTO(gg_matmul_run_in(ctx, &p->gemm[GEMM_DW2], o.act, o.dy, t[T_DW2], acc, o.r.workspace[1], side),
+                status, join);
+    }
     GG_GOTO(activation_grad(ctx, p, c, &o, main), status, join);
     GG_GOTO(gg_stream_handoff(ctx, main, o.r.ev_fork, side), status, join); /* R is ready */
+    if (dw2_after_r)
+        GG_GOTO(gg_matmul_run_in(ctx, &p->gemm[GEMM_DW2], o.act, o.dy, t[T_DW2], acc, o.r.workspace[1], side),
+                status, join);
     GG_GOTO(gg_matmul_run_in(ctx, &p->gemm[GEMM_DW1], o.x, o.G, t[T_DW1], acc, o.r.workspace[1], side), status, join);
     if (is_copy(c, T_W1, o.w1)) GG_GOTO(gg_stream_wait(ctx, side, o.r.ev_conv, main), status, join); /* W1's copy */
     GG_GOTO(gemm_dx(ctx, p, c, &o, 0, c->tokens, ctx->priority_greatest, main), status, join);

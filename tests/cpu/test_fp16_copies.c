@@ -15,6 +15,7 @@
  *     fake.device_space) some GEMM reads each given copy whole, no conversion touches it, and a weight's copy on a
  *     route that reads the fp32 weight is read by no cuBLASLt GEMM and written by no conversion;
  *   - without copies, the narrow schedule's side stream (act's, X's and W1's conversions) forks after W2's conversion;
+ *   - dW2 forks beside the gelu' pass in a per-block graph and after it in a step graph, with and without copies;
  *   - padded graph runs stage the [M, ...] copies, graphs run with and without copies and leak nothing, step graphs
  *     with copies finalize and run;
  *   - gg_to_fp16's checks, its one launch, and a failed launch that leaves the context usable;
@@ -618,6 +619,91 @@ static void narrow_copies_fork_after_w2(void **state) {
     each_device_and_block(narrow_copies_fork_after_w2_in);
 }
 
+/* The first GEMM of the log that writes into s; -1: none. */
+static int gemm_writing(span s) {
+    for (int i = 0; i < fake_log.n; ++i) {
+        const fake_entry *e = &fake_log.entries[i];
+        for (int r = 0; e->op == FAKE_OP_MATMUL && r < e->n_ranges; ++r)
+            if (e->ranges[r].writes == FAKE_WRITES && e->ranges[r].lo < s.hi && s.lo < e->ranges[r].hi) return i;
+    }
+    return -1;
+}
+/* The gelu' pass (block 2's gelu_grad_kernel, block 3's column-sum kernel over GeluGradRow) that writes R for the
+ * call whose activation gradient dX's GEMM then writes into dx: the last such kernel enqueued before that GEMM. */
+static int gelu_pass_before(span dx) {
+    const int gemm = gemm_writing(dx);
+    int found = -1;
+    for (int i = 0; i < gemm; ++i)
+        if (kernel_entry_is(&fake_log.entries[i], "gelu_grad_kernel", NULL) ||
+            kernel_entry_is(&fake_log.entries[i], "GeluGradRow", NULL))
+            found = i;
+    return found;
+}
+/* A call's activation and weight gradients ([M,D], [F,D], [D,F]). */
+static span grad_span(const bw *b, int which) {
+    const gg_gelu_ffn_desc *d = &b->d;
+    const size_t md = (size_t)(d->tokens * d->hidden) * 4, fd = (size_t)(d->ffn * d->hidden) * 4;
+    float *const t2[] = {b->a2.grad_hidden_states, b->a2.grad_weight1, b->a2.grad_weight2};
+    float *const t3[] = {b->a3.grad_hidden_states, b->a3.grad_weight1, b->a3.grad_weight2};
+    return span_of((b->block == 2 ? t2 : t3)[which], which == 0 ? md : fd);
+}
+enum { GRAD_X, GRAD_W1, GRAD_W2 };
+
+/* Where dW2 forks (src/blocks/ffn.c, enqueue_overlapped): in a per-block graph after G, beside the gelu' pass
+ * (neither ordered before the other), dW1 after it; in a step graph after the gelu' pass too, with dW1 (the weight
+ * gradients overlap the next calls there: docs/decisions.md, "Step graphs: the weight gradients after R"). Logged
+ * captures at 4096 tokens, with and without the copies (the narrow schedule's forks come first without). */
+static void weight_gradients_fork_in(gg_ctx *ctx, int cc, int block, owned *o) {
+    for (int copies = 0; copies <= 1; ++copies) {
+        bw calls[2];
+        for (int i = 0; i < 2; ++i) calls[i] = bw_device(block, 4096, 1024, 4096, copies, o);
+        if (block == 2) calls[1].a2.grad_output = calls[0].a2.grad_hidden_states;
+        else calls[1].a3.grad_output = calls[0].a3.grad_hidden_states;
+        const int64_t buckets[] = {4096};
+        gg_graph *g = NULL;
+        snprintf(where, sizeof where, "block %d cc=%d copies %d: per-block graph", block, cc, copies);
+        EXPECT_EQ(bw_list_graph(ctx, &calls[0], buckets, 1, &g), GG_SUCCESS);
+        EXPECT_EQ(logged_graph_run(ctx, g, &calls[0]), 1);
+        int gelu = gelu_pass_before(grad_span(&calls[0], GRAD_X));
+        int dw2 = gemm_writing(grad_span(&calls[0], GRAD_W2)), dw1 = gemm_writing(grad_span(&calls[0], GRAD_W1));
+        if (gelu < 0 || dw2 < 0 || dw1 < 0) fail_msg("%s: gelu' %d, dW2 %d, dW1 %d not found", where, gelu, dw2, dw1);
+        EXPECT_EQ(fake_happens_before(gelu, dw2), 0);
+        EXPECT_EQ(fake_happens_before(dw2, gelu), 0);
+        EXPECT_EQ(fake_happens_before(gelu, dw1), 1);
+        fake_log_free();
+        gg_graph_destroy(g);
+        totals.graph_runs++;
+
+        snprintf(where, sizeof where, "block %d cc=%d copies %d: step graph", block, cc, copies);
+        gg_step *step = NULL;
+        EXPECT_EQ(gg_step_create(ctx, NULL, &step), GG_SUCCESS);
+        for (int i = 0; i < 2; ++i) EXPECT_EQ(bw_step_add(step, &calls[i]), GG_SUCCESS);
+        EXPECT_EQ(gg_step_finalize(step), GG_SUCCESS);
+        fake_log_start();
+        EXPECT_EQ(gg_step_run(step, 4096, 0, NULL), GG_SUCCESS);
+        fake_log_stop();
+        const fake_races races = fake_check_races(0, 3);
+        EXPECT_EQ(races.races, 0);
+        for (int i = 0; i < 2; ++i) {
+            snprintf(where, sizeof where, "block %d cc=%d copies %d: step graph, call %d", block, cc, copies, i);
+            gelu = gelu_pass_before(grad_span(&calls[i], GRAD_X));
+            dw2 = gemm_writing(grad_span(&calls[i], GRAD_W2));
+            dw1 = gemm_writing(grad_span(&calls[i], GRAD_W1));
+            if (gelu < 0 || dw2 < 0 || dw1 < 0)
+                fail_msg("%s: gelu' %d, dW2 %d, dW1 %d not found", where, gelu, dw2, dw1);
+            EXPECT_EQ(fake_happens_before(gelu, dw2), 1);
+            EXPECT_EQ(fake_happens_before(gelu, dw1), 1);
+        }
+        fake_log_free();
+        gg_step_destroy(step);
+        totals.step_runs++;
+    }
+}
+static void weight_gradients_fork(void **state) {
+    (void)state;
+    each_device_and_block(weight_gradients_fork_in);
+}
+
 /* ---- 4. padded graphs, leaks, steps ---- */
 
 /* A graph with buckets 1024 and 4096 run at 3000 tokens (padded into 4096): with copies (the [M, ...] copies are
@@ -1149,6 +1235,7 @@ int main(void) {
         cmocka_unit_test(copies_skip_conversions),
         cmocka_unit_test(copies_are_read_in_a_graph),
         cmocka_unit_test(narrow_copies_fork_after_w2),
+        cmocka_unit_test(weight_gradients_fork),
         cmocka_unit_test(padded_graph_with_and_without_copies),
         cmocka_unit_test(step_with_copies),
         cmocka_unit_test(to_fp16_validated_and_launched),

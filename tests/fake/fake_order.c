@@ -117,3 +117,16 @@ fake_races fake_check_races(int only_collectives, int loud) {
     free(ops);
     return r;
 }
+
+int fake_happens_before(int a, int b) {
+    clocked *ops = calloc((size_t)fake_log.n + 1, sizeof *ops);
+    const int n = ops ? clock_ops(ops) : -1;
+    const clocked *oa = NULL, *ob = NULL;
+    for (int i = 0; i < n; ++i) {
+        if (ops[i].entry == a) oa = &ops[i];
+        if (ops[i].entry == b) ob = &ops[i];
+    }
+    const int before = oa && ob && a != b ? oa->clock[oa->stream] <= ob->clock[oa->stream] : -1;
+    free(ops);
+    return before;
+}

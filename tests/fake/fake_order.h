@@ -26,4 +26,8 @@ typedef struct fake_races {
  * covers unrelated host addresses. */
 fake_races fake_check_races(int only_collectives, int loud);
 
+/* Whether log entry a happens before log entry b (both operations of the current fake_log, a != b): 1 if it does, 0
+ * if not (b before a, or neither), -1 if either is not an operation or the log cannot be ordered. */
+int fake_happens_before(int a, int b);
+
 #endif
