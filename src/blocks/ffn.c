@@ -338,6 +338,16 @@ static gg_status gemm_dx(gg_ctx *ctx, const gg_block_plan *p, const gg_block_cal
     return GG_SUCCESS;
 }
 
+/* The weight gradients, in the side stream's workspace (s: the stream they run on): dW2 = dYᵀ·act, dW1 = Rᵀ·X. */
+static gg_status gemm_dw2(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const ffn_operands *o,
+                          cudaStream_t s) {
+    return gg_matmul_run_in(ctx, &p->gemm[GEMM_DW2], o->act, o->dy, c->t[T_DW2], c->accumulate, o->r.workspace[1], s);
+}
+static gg_status gemm_dw1(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const ffn_operands *o,
+                          cudaStream_t s) {
+    return gg_matmul_run_in(ctx, &p->gemm[GEMM_DW1], o->x, o->G, c->t[T_DW1], c->accumulate, o->r.workspace[1], s);
+}
+
 /* R = G * gelu'(x), over G (from the fp32 G on the TF32 G route), x read from the caller's fp16 copy of it where
  * given (half the bytes; gelu' then of x rounded to fp16, as autocast's backward computes it); block 3 also sums
  * grad_bias1 in the same pass (R is not read back). */
@@ -363,8 +373,6 @@ static gg_status activation_grad(gg_ctx *ctx, const gg_block_plan *p, const gg_b
 /* The two-stream schedule: every call that does not reduce its gradients during the backward (a syncing call with
  * overlap off reduces them all in gg_dist_finish). On an error after the fork, the side stream is still joined. */
 static gg_status enqueue_overlapped(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main) {
-    const int acc = c->accumulate;
-    void *const *t = c->t;
     const ffn_operands o = operands(ctx, p, c, main);
     cudaStream_t side = o.r.side;
     /* fp16: dY first (both chains read it), then W2 on the caller's stream: G's operands (W2 not on the few-token
@@ -392,15 +400,12 @@ static gg_status enqueue_overlapped(gg_ctx *ctx, const gg_block_plan *p, const g
     GG_GOTO(gemm_g(ctx, p, c, &o, ctx->priority_greatest, main), status, join);
     if (!dw2_after_r) {
         GG_GOTO(gg_stream_handoff(ctx, main, o.r.ev_fork, side), status, join);
-        GG_GOTO(gg_matmul_run_in(ctx, &p->gemm[GEMM_DW2], o.act, o.dy, t[T_DW2], acc, o.r.workspace[1], side),
-                status, join);
+        GG_GOTO(gemm_dw2(ctx, p, c, &o, side), status, join);
     }
     GG_GOTO(activation_grad(ctx, p, c, &o, main), status, join);
     GG_GOTO(gg_stream_handoff(ctx, main, o.r.ev_fork, side), status, join); /* R is ready */
-    if (dw2_after_r)
-        GG_GOTO(gg_matmul_run_in(ctx, &p->gemm[GEMM_DW2], o.act, o.dy, t[T_DW2], acc, o.r.workspace[1], side),
-                status, join);
-    GG_GOTO(gg_matmul_run_in(ctx, &p->gemm[GEMM_DW1], o.x, o.G, t[T_DW1], acc, o.r.workspace[1], side), status, join);
+    if (dw2_after_r) GG_GOTO(gemm_dw2(ctx, p, c, &o, side), status, join);
+    GG_GOTO(gemm_dw1(ctx, p, c, &o, side), status, join);
     if (is_copy(c, T_W1, o.w1)) GG_GOTO(gg_stream_wait(ctx, side, o.r.ev_conv, main), status, join); /* W1's copy */
     GG_GOTO(gemm_dx(ctx, p, c, &o, 0, c->tokens, ctx->priority_greatest, main), status, join);
 join:
@@ -414,18 +419,16 @@ join:
  * two-stream schedule with the reductions issued as the gradients finish, and against two-stream variants with dW1
  * before dX: this order hides the most (docs/distributed.md). */
 static gg_status enqueue_weights_first(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t s) {
-    void *const *t = c->t;
-    const int acc = c->accumulate;
     const ffn_operands o = operands(ctx, p, c, s);
     GG_TRY(dy_first(ctx, p, c, &o, s));
     GG_TRY(to_f16(ctx, c, T_ACT, o.act, s));
-    GG_TRY(gg_matmul_run_in(ctx, &p->gemm[GEMM_DW2], o.act, o.dy, t[T_DW2], acc, o.r.workspace[1], s));
+    GG_TRY(gemm_dw2(ctx, p, c, &o, s));
     GG_TRY(gg_dist_grad_ready(ctx, c, s, T_DW2));
     GG_TRY(to_f16(ctx, c, T_W2, o.w2, s));
     GG_TRY(gemm_g(ctx, p, c, &o, GG_PRIORITY_OF_STREAM, s));
     GG_TRY(activation_grad(ctx, p, c, &o, s));
     GG_TRY(to_f16(ctx, c, T_X, o.x, s));
-    GG_TRY(gg_matmul_run_in(ctx, &p->gemm[GEMM_DW1], o.x, o.G, t[T_DW1], acc, o.r.workspace[1], s));
+    GG_TRY(gemm_dw1(ctx, p, c, &o, s));
     GG_TRY(gg_dist_grad_ready(ctx, c, s, T_DW1));
     GG_TRY(to_f16(ctx, c, T_W1, o.w1, s));
     return gemm_dx(ctx, p, c, &o, 0, c->tokens, GG_PRIORITY_OF_STREAM, s);
