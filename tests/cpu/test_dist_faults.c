@@ -855,6 +855,19 @@ static void abort_from_another_thread(void **state) {
     detach_and_destroy(ctx, NULL);
 }
 
+/* Fails the k-th call of one kind of CUDA work from now on; returns what disarm_call_fault compares with. */
+static int arm_call_fault(fake_kind kind, int k) {
+    fake.fail_kind = kind;
+    fake.calls[kind] = 0;
+    fake.fail_at = k;
+    return fake.injected;
+}
+/* Disarms it; returns how many faults it injected. */
+static int disarm_call_fault(int armed) {
+    fake.fail_at = 0;
+    return fake.injected - armed;
+}
+
 /* gg_dist_free's cudaFree waits for the device, which a replay stuck on a dead peer keeps busy: the free must not hold
  * the communicator's lock meanwhile, or the watchdog and gg_dist_abort, which take it to abort that replay, would
  * wait for the free, and nothing would ever end. Here the free's cudaFree blocks until the abort returned. */
@@ -953,14 +966,11 @@ static void abort_during_a_failed_run_past_the_buckets(void **state) {
     gg_ctx *ctx = beyond_ctx(&job);
     (void)run_beyond_max(&job); /* its plan made: the run below fails in its enqueue */
     assert_int_equal(job.status, GG_SUCCESS);
-    fake.fail_kind = FAKE_LAUNCH;
-    fake.calls[FAKE_LAUNCH] = 0;
-    fake.fail_at = 1;
+    const int armed = arm_call_fault(FAKE_LAUNCH, 1);
     fake.on_stream_sync = failed_call_sync_waits;
     const double took = abort_while_held(ctx, run_beyond_max, &job);
     fake.on_stream_sync = NULL;
-    const int injected_faults = fake.injected;
-    fake.fail_at = 0;
+    const int injected_faults = disarm_call_fault(armed);
     print_message("gg_dist_abort during a failed run past the buckets waiting for its forked work: after %.3f s; the "
                   "run: %s: %s\n", took, gg_status_string(job.status), gg_last_error(ctx));
     assert_int_equal(injected_faults, 1);
@@ -980,12 +990,9 @@ static void failed_syncing_calls_abort_but_refusals_and_open_captures_do_not(voi
     (void)state;
     beyond_job job;
     gg_ctx *ctx = beyond_ctx(&job);
-    fake.fail_kind = FAKE_MALLOC; /* the new plan's scratch arena */
-    fake.calls[FAKE_MALLOC] = 0;
-    fake.fail_at = 1;
+    const int armed = arm_call_fault(FAKE_MALLOC, 1); /* the new plan's scratch arena */
     (void)run_beyond_max(&job);
-    const int hit = fake.injected;
-    fake.fail_at = 0;
+    const int hit = disarm_call_fault(armed);
     print_message("a run past the buckets whose plan fails: %s: %s\n", gg_status_string(job.status),
                   gg_last_error(ctx));
     assert_true(hit > 0);
@@ -1332,10 +1339,8 @@ static fake_kind life_kind; /* LIFE_CUDA_CALL's kind under test */
 /* Arms fault f at k; returns what life_fault_hit compares with. */
 static int arm_life_fault(life_fault f, int k) {
     if (f == LIFE_HOST_MEMORY || f == LIFE_CUDA_CALL) {
-        fake.fail_kind = f == LIFE_HOST_MEMORY ? FAKE_HOST_MEMORY : life_kind;
-        fake.calls[fake.fail_kind] = 0; /* counted from here: the context's making is past */
-        fake.fail_at = k;
-        return fake.injected;
+        /* counted from here: the context's making is past */
+        return arm_call_fault(f == LIFE_HOST_MEMORY ? FAKE_HOST_MEMORY : life_kind, k);
     }
     fake.fail_create_at = fake.creates + k;
     return fake.fail_create_at;

@@ -62,6 +62,9 @@ static int clock_ops(clocked *ops) {
     return n;
 }
 
+/* Whether operation a happens before operation b (their clocks from one clock_ops). */
+static int before(const clocked *a, const clocked *b) { return a->clock[a->stream] <= b->clock[a->stream]; }
+
 /* Whether a and b touch a byte in common that at least one of them writes (not atomically). A word read from a
  * kernel's class argument counts for neither: the scan runs past the argument into whatever the frame holds. */
 static int conflict(const fake_entry *a, const fake_entry *b) {
@@ -98,7 +101,7 @@ fake_races fake_check_races(int only_collectives, int loud) {
             if (only_collectives && ea->op != FAKE_OP_COLLECTIVE && eb->op != FAKE_OP_COLLECTIVE) continue;
             if (!conflict(ea, eb)) continue;
             ++r.pairs;
-            if (ops[a].clock[ops[a].stream] <= ops[b].clock[ops[a].stream]) continue; /* a happens before b */
+            if (before(&ops[a], &ops[b])) continue;
             if (++r.races <= loud) {
                 printf("race: %s (entry %d, stream %d) and %s (entry %d, stream %d) touch the same bytes unordered\n",
                        what(ea), ops[a].entry, ops[a].stream, what(eb), ops[b].entry, ops[b].stream);
@@ -126,7 +129,7 @@ int fake_happens_before(int a, int b) {
         if (ops[i].entry == a) oa = &ops[i];
         if (ops[i].entry == b) ob = &ops[i];
     }
-    const int before = oa && ob && a != b ? oa->clock[oa->stream] <= ob->clock[oa->stream] : -1;
+    const int ordered = oa && ob && a != b ? before(oa, ob) : -1;
     free(ops);
-    return before;
+    return ordered;
 }

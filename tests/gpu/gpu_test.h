@@ -144,6 +144,20 @@ static inline int outputs_match(const gg_case_run *r, const void *expected, cons
     return 1;
 }
 
+/* splitmix64: small, seedable, the same sequence everywhere (the random shapes, stacks and data of the tests). */
+static inline uint64_t next_u64(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+/* Uniform in [0, 1), 53 bits. */
+static inline double next_unit(uint64_t *s) { return (double)(next_u64(s) >> 11) * 0x1.0p-53; }
+/* Uniform in [lo, hi] (lo when hi <= lo). */
+static inline int64_t next_range(uint64_t *s, int64_t lo, int64_t hi) {
+    return hi <= lo ? lo : lo + (int64_t)(next_u64(s) % (uint64_t)(hi - lo + 1));
+}
+
 /* The fast GEMM mode of a block: fp16 operands for the fp32 blocks, bf16 for the others. */
 static inline gg_precision speed_mode(int block_id) {
     return block_id == 2 || block_id == 3 ? GG_PRECISION_FP16 : GG_PRECISION_BF16;

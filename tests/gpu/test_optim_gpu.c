@@ -78,15 +78,9 @@ typedef struct model {
     double norm;       /* the reference's last norm */
 } model;
 
-/* ---- random numbers: splitmix64, the same sequence everywhere ---- */
+/* ---- random numbers: gpu_test.h's splitmix64 ---- */
 static uint64_t rng_state;
-static uint64_t next_u64(void) {
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-static double uniform(void) { return ((double)(next_u64() >> 11) + 0.5) / 9007199254740992.0; }
+static double uniform(void) { return ((double)(next_u64(&rng_state) >> 11) + 0.5) / 9007199254740992.0; }
 static double normal(void) { return sqrt(-2.0 * log(uniform())) * cos(6.283185307179586 * uniform()); }
 
 static uint64_t test_seed;

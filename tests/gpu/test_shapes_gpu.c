@@ -39,17 +39,6 @@ typedef struct tally {
     size_t guard_bytes_changed;
 } tally;
 
-/* splitmix64: small, seedable, the same sequence everywhere. */
-static uint64_t next_u64(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-static double next_unit(uint64_t *s) { return (double)(next_u64(s) >> 11) * 0x1.0p-53; }
-static int64_t next_range(uint64_t *s, int64_t lo, int64_t hi) { /* inclusive */
-    return hi <= lo ? lo : lo + (int64_t)(next_u64(s) % (uint64_t)(hi - lo + 1));
-}
 
 /* Tokens at which a block changes route or schedule (src/blocks, and a dW GEMM's tail apart from 10240 in
  * src/gemm/matmul.c): drawn at -1, 0 and +1. */

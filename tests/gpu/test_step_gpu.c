@@ -424,17 +424,6 @@ static void gradient_callback_sees_final_gradients(void **state) {
     teardown(&f);
 }
 
-/* splitmix64, as the shape sweep's (test_shapes_gpu): the same sequence everywhere. */
-static uint64_t next_u64(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-static int64_t next_range(uint64_t *s, int64_t lo, int64_t hi) { /* inclusive */
-    return hi <= lo ? lo : lo + (int64_t)(next_u64(s) % (uint64_t)(hi - lo + 1));
-}
-
 /* Step graphs of shapes no other test has: GG_STEP_SHAPES (default 8) stacks drawn from GG_SHAPES_SEED (default 1,
  * printed with each), each against the same layers as eager calls, bitwise at its largest bucket and within 1e-4
  * padded at a token count drawn below it: 1-4 layers of residual MLPs (fp32, tf32 or fp16, in fp16 with or without
