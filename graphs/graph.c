@@ -40,15 +40,6 @@ static size_t row_bytes(const gg_block_call *c, int i) {
     return (size_t)gg_extent_value(c, s->cols) * s->elem_bytes;
 }
 
-static gg_status check_config(const char *fn, const gg_graph_config *c) {
-    GG_TRY(gg_check_config_version(NULL, fn, c->struct_size, sizeof(gg_graph_config), c->version,
-                                   GG_GRAPH_CONFIG_VERSION, "GG_GRAPH_CONFIG_INIT"));
-    if (c->execs_per_bucket < 1 || c->execs_per_bucket > 64)
-        return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: config->execs_per_bucket = %d is not in [1, 64]", fn,
-                       c->execs_per_bucket);
-    return GG_SUCCESS;
-}
-
 /* ---- life cycle ---- */
 
 void gg_exec_destroy_all(gg_exec_cache *cache) {
@@ -141,20 +132,20 @@ static gg_dist_fingerprint fingerprint(const gg_graph *g) {
     return fp;
 }
 
-static gg_status create(gg_ctx *ctx, const char *fn, const gg_block_call *shape, gg_precision requested,
-                        const gg_graph_config *config, gg_graph **out) {
+/* Makes the graph; *agreed says whether this rank took part in a syncing graph's agreement (gg_dist_agree_algorithms),
+ * which happens only once the plans are made. */
+static gg_status create(gg_ctx *ctx, const char *fn, const gg_block_info *info, const void *desc,
+                        const gg_graph_config *config, gg_graph **out, int *agreed) {
     if (!out) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: out is NULL", fn);
-    *out = NULL;
-    const gg_graph_config defaults = GG_GRAPH_CONFIG_INIT;
-    if (!config) config = &defaults;
-    gg_status status = check_config(fn, config);
-    if (status != GG_SUCCESS) return gg_fail(ctx, status, "%s", gg_last_error(NULL));
-
+    GG_TRY(gg_check_desc(ctx, fn, desc));
+    if (config->execs_per_bucket < 1 || config->execs_per_bucket > 64)
+        return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: config->execs_per_bucket = %d is not in [1, 64]", fn,
+                       config->execs_per_bucket);
     gg_graph *g = calloc(1, sizeof *g);
     if (!g) return gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
     g->ctx = ctx;
     g->config = *config;
-    g->shape = *shape;
+    gg_block_pack(&g->shape, info, desc, NULL);
     char err[256];
     g->n_buckets = gg_buckets_make(config, g->buckets, err, sizeof err);
     if (g->n_buckets < 0) {
@@ -164,7 +155,7 @@ static gg_status create(gg_ctx *ctx, const char *fn, const gg_block_call *shape,
     g->shape.tokens = g->buckets[g->n_buckets - 1];
     g->syncs = config->sync_gradients && ctx->dist != NULL;
     g->shape.sync_grads = g->syncs; /* the plans (their SM reserve for NCCL) are those of syncing calls */
-    status = gg_block_validate_shape(ctx, fn, &g->shape, requested);
+    gg_status status = gg_block_validate_shape(ctx, fn, &g->shape, gg_block_requested_precision(info, desc));
     if (status == GG_SUCCESS && g->syncs) status = gg_dist_check_shape(ctx, fn, &g->shape);
     if (status != GG_SUCCESS) {
         free(g);
@@ -182,16 +173,10 @@ static gg_status create(gg_ctx *ctx, const char *fn, const gg_block_call *shape,
     gg_block_plan *plans[GG_MAX_BUCKETS];
     _Static_assert(GG_MAX_BUCKETS <= GG_DIST_MAX_AGREE_PLANS, "gg_dist_agree_algorithms takes every bucket's plan");
     status = prepare(g, fn, plans);
-    /* A syncing graph ends with its one collective step, on every rank whether or not its own part worked, so that
-     * a rank's failure ends the call everywhere instead of leaving the others waiting. */
-    if (g->syncs) {
-        char local_error[GG_MSG_BYTES] = "";
-        if (status != GG_SUCCESS) snprintf(local_error, sizeof local_error, "%s", gg_last_error(ctx));
+    if (status == GG_SUCCESS && g->syncs) {
         gg_dist_fingerprint fp = fingerprint(g);
-        const gg_status agreed =
-            gg_dist_agree_algorithms(ctx, fn, status == GG_SUCCESS ? plans : NULL, g->n_buckets, &fp);
-        if (status == GG_SUCCESS) status = agreed;
-        else (void)gg_fail(ctx, status, "%s", local_error); /* the collective may have overwritten it */
+        *agreed = 1;
+        status = gg_dist_agree_algorithms(ctx, fn, plans, g->n_buckets, &fp);
     }
     gg_device_leave(g->ctx, saved);
     if (status != GG_SUCCESS) {
@@ -202,6 +187,20 @@ static gg_status create(gg_ctx *ctx, const char *fn, const gg_block_call *shape,
            (long long)g->buckets[0], (long long)g->buckets[g->n_buckets - 1], g->staging_bytes >> 20);
     *out = g;
     return GG_SUCCESS;
+}
+
+/* A syncing graph's creation ends with a collective step on every rank, so that one rank's failure ends the call
+ * everywhere (GG_ERROR_PEER on the others) instead of leaving the others waiting for it to the peer deadline: a rank
+ * that failed before that step (a refused argument, host memory, its plans, the device) still takes part, as a
+ * failure. The call keeps its own status and message. */
+static gg_status fail_everywhere(gg_ctx *ctx, const char *fn, gg_status status) {
+    char local_error[GG_MSG_BYTES];
+    snprintf(local_error, sizeof local_error, "%s", gg_last_error(ctx));
+    int saved = 0;
+    const int entered = gg_device_enter(ctx, fn, &saved) == GG_SUCCESS; /* else on the caller's device */
+    (void)gg_dist_agree_algorithms(ctx, fn, NULL, 0, NULL);
+    if (entered) gg_device_leave(ctx, saved);
+    return gg_fail(ctx, status, "%s", local_error); /* the collective may have overwritten it */
 }
 
 /* ---- capture ---- */
@@ -615,10 +614,15 @@ static gg_status check_graph_call(gg_graph *g, const gg_block_info *info, const 
 
 static gg_status graph_create(gg_ctx *ctx, const gg_block_info *info, const char *fn, const void *desc,
                               const gg_graph_config *config, gg_graph **out) {
-    GG_TRY(gg_check_desc(ctx, fn, desc));
-    gg_block_call shape;
-    gg_block_pack(&shape, info, desc, NULL);
-    return create(ctx, fn, &shape, gg_block_requested_precision(info, desc), config, out);
+    const gg_graph_config defaults = GG_GRAPH_CONFIG_INIT;
+    if (!config) config = &defaults;
+    /* a config of another version: its fields, sync_gradients among them, cannot be read */
+    GG_TRY(gg_check_config_version(ctx, fn, config->struct_size, sizeof(gg_graph_config), config->version,
+                                   GG_GRAPH_CONFIG_VERSION, "GG_GRAPH_CONFIG_INIT"));
+    int agreed = 0;
+    const gg_status status = create(ctx, fn, info, desc, config, out, &agreed);
+    if (status == GG_SUCCESS || agreed || !config->sync_gradients || !ctx->dist) return status;
+    return fail_everywhere(ctx, fn, status);
 }
 
 gg_status gg_block_graph_create(gg_ctx *ctx, const gg_block_info *info, const void *desc,

@@ -5,8 +5,10 @@
  * deadline are caught by the watchdog thread, which aborts the communicator, after which calls that need it say why and
  * the rest of the context works; a finalize that never ends is aborted at the teardown deadline; gg_dist_abort from
  * another thread, also while the owner waits in a collective step; the fingerprint of a syncing graph, each field's
- * difference named (as a pure function and through the collective comparison); and fault injection on every kind of
- * NCCL call (fake_nccl.h) along attach or init, making a syncing graph, replays, gg_dist_reduce and detach: each fault
+ * difference named (as a pure function and through the collective comparison); a rank whose syncing graph fails
+ * before the ranks' agreement voting in it (failed), and another rank's failed vote failing the graph here; and fault
+ * injection on every kind of NCCL call (fake_nccl.h) along attach or init, making a syncing graph, replays,
+ * gg_dist_reduce and detach: each fault
  * GG_ERROR_NCCL with NCCL's error in the message, nothing leaked (CUDA resources and communicators), the context usable
  * after; every failure of a replay or gg_dist_reduce (NCCL's, the CUDA runtime's) aborting the communicator and saying
  * so, as does a call past the largest bucket whose plan fails, while refusals and a failure inside the caller's open
@@ -273,6 +275,105 @@ static void fingerprint_mismatch_refused_on_every_field(void **state) {
     assert_int_equal(tanh_graph(ctx, &g), GG_SUCCESS);
     gg_graph_destroy(g);
     detach_and_destroy(ctx, comm); /* attached: the caller's */
+}
+
+/* ---- a syncing graph's creation: one collective step on every rank, whatever failed first ---- */
+/* The ranks' all-ok step (gg_dist_all_ok: one int32) as this rank sent it; with peer_failed the other rank played here
+ * failed to make its graph (the minimum is 0). */
+static int votes, last_vote, peer_failed;
+static void play_all_ok(void *dst, size_t bytes) {
+    if (bytes != sizeof(int32_t)) return;
+    ++votes;
+    last_vote = *(int32_t *)dst;
+    if (peer_failed) *(int32_t *)dst = 0;
+}
+
+/* A rank whose creation of a syncing graph fails before its plans are agreed (a refused argument, host memory, the
+ * device, its plans) still takes part in the agreement, voting that it failed, so that the other ranks fail at once
+ * instead of waiting for it to the peer deadline; the call keeps its own status and message, and the communicator
+ * stays. A graph that does not sync, and a config of another version (whose sync_gradients cannot be read), vote
+ * nothing. */
+static void a_rank_failing_to_make_a_syncing_graph_still_votes(void **state) {
+    (void)state;
+    ncclComm_t comm = NULL;
+    gg_ctx *ctx = attached_ctx(&comm);
+    fake.on_copy_to_host = play_all_ok;
+    enum { OUT, DESC, EXECS, BUCKETS, SHAPE, HOST_MEMORY, DEVICE, PLANS, NOT_SYNCING, VERSION, CASES };
+    for (int c = 0; c < CASES; ++c) {
+        gg_graph_config gc = bucket_of_64();
+        gg_tanh_gate_desc d = tanh_desc;
+        const gg_tanh_gate_desc *desc = &d;
+        gg_graph *g = NULL, **out = &g;
+        gg_status want = GG_ERROR_INVALID_ARGUMENT;
+        const char *says = NULL;
+        switch (c) {
+        case OUT: out = NULL, says = "out is NULL"; break;
+        case DESC: desc = NULL, says = "desc is NULL"; break;
+        case EXECS: gc.execs_per_bucket = 0, says = "execs_per_bucket = 0"; break;
+        case BUCKETS: gc.n_buckets = 0, says = "n_buckets"; break;
+        case SHAPE: d.hidden = 0, says = "hidden"; break;
+        case HOST_MEMORY:
+            fake.fail_kind = FAKE_HOST_MEMORY, fake.fail_at = 1;
+            want = GG_ERROR_OUT_OF_MEMORY, says = "out of host memory";
+            break;
+        case DEVICE: fake.fail_get_device = 1, want = GG_ERROR_CUDA, says = "cudaGetDevice"; break;
+        case PLANS: fake.plan_ok = 0, want = GG_ERROR_CUBLAS; break;
+        case NOT_SYNCING: gc.sync_gradients = 0, gc.execs_per_bucket = 0, says = "execs_per_bucket = 0"; break;
+        case VERSION:
+            gc.version = GG_GRAPH_CONFIG_VERSION + 1;
+            want = GG_ERROR_VERSION, says = "GG_GRAPH_CONFIG_INIT";
+            break;
+        }
+        votes = 0, last_vote = -1;
+        const char *fn = c == PLANS ? "gg_mlp_graph_create: " : "gg_tanh_gate_graph_create: ";
+        gg_mlp_desc mlp = beyond_desc; /* block 1 plans no GEMM: an MLP's plans fail */
+        mlp.tokens = 64;
+        const gg_status st = c == PLANS ? gg_mlp_graph_create(ctx, &mlp, &gc, out)
+                                        : gg_tanh_gate_graph_create(ctx, desc, &gc, out);
+        fake.fail_at = 0, fake.fail_get_device = 0, fake.plan_ok = 1;
+        (void)cudaGetLastError(); /* the failed cudaGetDevice's */
+        const char *said = gg_last_error(ctx);
+        print_message("case %d: %s: %s (votes %d)\n", c, gg_status_string(st), said, votes);
+        assert_int_equal(st, want);
+        assert_null(g);
+        assert_int_equal(strncmp(said, fn, strlen(fn)), 0);
+        if (says) contains(said, says);
+        assert_null(strstr(said, "another rank")); /* its own failure, not the vote's */
+        assert_int_equal(votes, c >= NOT_SYNCING ? 0 : 1);
+        if (c < NOT_SYNCING) assert_int_equal(last_vote, 0);
+        assert_int_equal(gg_dist_check(ctx), GG_SUCCESS); /* the communicator stays */
+        assert_int_equal(atomic_load(&fake_nccl.aborts), 0);
+    }
+    /* and a graph made: one vote, that it did */
+    gg_graph *g = NULL;
+    votes = 0;
+    assert_int_equal(tanh_graph(ctx, &g), GG_SUCCESS);
+    assert_int_equal(votes, 1);
+    assert_int_equal(last_vote, 1);
+    gg_graph_destroy(g);
+    fake.on_copy_to_host = NULL;
+    detach_and_destroy(ctx, comm);
+}
+
+/* Another rank failed to make its graph (its vote): this rank's call fails too, GG_ERROR_PEER, with nothing made and
+ * nothing left; the communicator stays, and the next creation works. */
+static void a_peer_failing_to_make_a_syncing_graph_fails_it_here(void **state) {
+    (void)state;
+    ncclComm_t comm = NULL;
+    gg_ctx *ctx = attached_ctx(&comm);
+    fake.on_copy_to_host = play_all_ok;
+    peer_failed = 1;
+    gg_graph *g = NULL;
+    const gg_status st = tanh_graph(ctx, &g);
+    peer_failed = 0;
+    assert_int_equal(st, GG_ERROR_PEER);
+    assert_null(g);
+    contains(gg_last_error(ctx), "gg_tanh_gate_graph_create: another rank failed to make this graph");
+    assert_int_equal(gg_dist_check(ctx), GG_SUCCESS);
+    assert_int_equal(tanh_graph(ctx, &g), GG_SUCCESS);
+    gg_graph_destroy(g);
+    fake.on_copy_to_host = NULL;
+    detach_and_destroy(ctx, comm);
 }
 
 /* ---- deadlines ---- */
@@ -1855,6 +1956,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(fingerprint_difference_names_the_field),
         cmocka_unit_test(fingerprint_mismatch_refused_on_every_field),
+        cmocka_unit_test(a_rank_failing_to_make_a_syncing_graph_still_votes),
+        cmocka_unit_test(a_peer_failing_to_make_a_syncing_graph_fails_it_here),
         cmocka_unit_test(init_that_never_completes_is_aborted),
         cmocka_unit_test(finalize_that_never_ends_is_aborted),
         cmocka_unit_test(init_env_through_an_id_file),
