@@ -186,12 +186,11 @@ static gg_status finalize(gg_step *s, const char *fn) {
     if (s->finalized)
         return gg_fail(s->ctx, GG_ERROR_INVALID_ARGUMENT, "%s: the step is finalized already%s", fn,
                        s->finalized < 0 ? " (and failed: destroy it)" : "");
-    if (s->n_blocks == 0)
-        return gg_fail(s->ctx, GG_ERROR_INVALID_ARGUMENT, "%s: the step has no block call (add one with "
-                                                          "gg_step_add_<block>)", fn);
     gg_ctx *ctx = s->ctx;
     const int syncs = s->config.sync_gradients && ctx->dist;
-    gg_status status = GG_SUCCESS;
+    gg_status status = s->n_blocks ? GG_SUCCESS
+                                   : gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: the step has no block call (add "
+                                                                             "one with gg_step_add_<block>)", fn);
     for (int i = 0; i < s->n_ops && status == GG_SUCCESS; ++i)
         if (s->ops[i].kind == OP_BLOCK) status = gg_step_check_chain(s, fn, i);
     if (status == GG_SUCCESS) status = gg_step_check_reduce_entries(s, fn);

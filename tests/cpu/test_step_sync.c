@@ -12,7 +12,8 @@
  * copies given, a syncing step converts nothing and reduces the same. Under reduce-scatter each piece goes into this
  * rank's shard of itself (a step's gradients kept whole, gg_dist_reduce's buffer too), and what the ranks cannot
  * share is refused first (gg_dist_reduce's count; a graph's or step's weight gradients, named). With overlap off, a
- * syncing graph reduces after the block's whole backward. Every collective of a syncing step's capture,
+ * syncing graph reduces after the block's whole backward. A step that fails its own checks still votes (failed) in
+ * the ranks' agreement. Every collective of a syncing step's capture,
  * and of syncing block graphs', is ordered by the capture's streams and events against every operation on its bytes
  * (fake_log's vector clocks, the collectives logged among the CUDA work). Then every NCCL call of a syncing run is
  * failed in turn (fake_nccl.h's fault injection), half of the runs with non-blocking calls that return ncclInProgress:
@@ -1067,6 +1068,31 @@ static void too_many_collectives_refused(void **state) {
     }
 }
 
+/* A step that fails its own checks (here: no block call) still takes part in the ranks' agreement, voting that it
+ * failed, so that the other ranks' finalize fails at once instead of waiting for it to the peer deadline; the call
+ * keeps its own status and message, the communicator stays, and the step stays open. */
+static void a_step_failing_its_checks_still_votes(void **state) {
+    (void)state;
+    ncclComm_t comm = NULL;
+    gg_ctx *ctx = dist_ctx(&comm);
+    gg_step_config sc = GG_STEP_CONFIG_INIT;
+    sc.max_tokens = TOKENS;
+    gg_step *step = NULL;
+    assert_int_equal(gg_step_create(ctx, &sc, &step), GG_SUCCESS);
+    fake_nccl_clear_log();
+    assert_int_equal(gg_step_finalize(step), GG_ERROR_INVALID_ARGUMENT);
+    contains(gg_last_error(ctx), "gg_step_finalize: the step has no block call");
+    assert_int_equal(fake_nccl.logged, 1); /* the all-ok step alone: no fingerprint, no plans */
+    assert_int_equal(fake_nccl.log[0].what, FNC_ALL_REDUCE);
+    assert_int_equal(fake_nccl.log[0].count, 1);
+    assert_int_equal(gg_dist_check(ctx), GG_SUCCESS);
+    const gg_mlp_args a = mlp_args(0);
+    assert_int_equal(gg_step_add_mlp(step, &mlp, &a), GG_SUCCESS);
+    assert_int_equal(gg_step_finalize(step), GG_SUCCESS);
+    gg_step_destroy(step);
+    end_ctx(ctx, comm);
+}
+
 /* (5c) reduce-scatter leaves each rank a shard of each gradient: a syncing step with an optimizer is refused at
  * finalize, naming why, and captures nothing. */
 static void optimizer_refused_under_reduce_scatter(void **state) {
@@ -1627,6 +1653,7 @@ int main(void) {
         cmocka_unit_test(other_ranks_adopt_rank_0s_algorithms),
         cmocka_unit_test(uses_of_reduced_gradients_refused),
         cmocka_unit_test(too_many_collectives_refused),
+        cmocka_unit_test(a_step_failing_its_checks_still_votes),
         cmocka_unit_test(optimizer_refused_under_reduce_scatter),
         cmocka_unit_test(reduce_scatter_shards_each_gradient),
         cmocka_unit_test(overlap_off_reduces_after_the_backward),
