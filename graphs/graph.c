@@ -191,8 +191,9 @@ static gg_status create(gg_ctx *ctx, const char *fn, const gg_block_info *info, 
 
 /* A syncing graph's creation ends with a collective step on every rank, so that one rank's failure ends the call
  * everywhere (GG_ERROR_PEER on the others) instead of leaving the others waiting for it to the peer deadline: a rank
- * that failed before that step (a refused argument, host memory, its plans, the device) still takes part, as a
- * failure. The call keeps its own status and message. */
+ * whose well-formed call failed before that step (host memory, the device, its plans) still takes part, as a
+ * failure. A refused call does not: it enqueues nothing, and may not be the collective call the other ranks make
+ * (its vote would pair with another collective of theirs). The call keeps its own status and message. */
 static gg_status fail_everywhere(gg_ctx *ctx, const char *fn, gg_status status) {
     char local_error[GG_MSG_BYTES];
     snprintf(local_error, sizeof local_error, "%s", gg_last_error(ctx));
@@ -621,7 +622,8 @@ static gg_status graph_create(gg_ctx *ctx, const gg_block_info *info, const char
                                    GG_GRAPH_CONFIG_VERSION, "GG_GRAPH_CONFIG_INIT"));
     int agreed = 0;
     const gg_status status = create(ctx, fn, info, desc, config, out, &agreed);
-    if (status == GG_SUCCESS || agreed || !config->sync_gradients || !ctx->dist) return status;
+    if (status == GG_SUCCESS || agreed || gg_status_is_refusal(status) || !config->sync_gradients || !ctx->dist)
+        return status;
     return fail_everywhere(ctx, fn, status);
 }
 

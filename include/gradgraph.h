@@ -1156,9 +1156,9 @@ GG_API void gg_optim_destroy(gg_optim *opt);
  *   - every rank makes the same graphs and calls them in the same order with the same bucket for each step;
  *     making a syncing graph is collective (from each rank's own thread or process, at the same time): every rank
  *     adopts rank 0's GEMM algorithms, so that no rank's autotuning leaves it with slower kernels than the others,
- *     and a rank that fails to make it (whatever failed: a refused argument, host memory, the device, its plans;
- *     not a config of another version, whose sync_gradients cannot be read) makes it fail on every rank
- *     (GG_ERROR_PEER on the others) while keeping its own status. The ranks also
+ *     and a rank that fails to make it (host memory, the device, its plans) makes it fail on every rank
+ *     (GG_ERROR_PEER on the others) while keeping its own status; a call refused for its arguments enqueues nothing
+ *     and takes no part (the others wait for it to the peer timeout). The ranks also
  *     compare a fingerprint of the graph (block, dims, precision, buckets, graph flags, op, sync, bucket_bytes,
  *     overlap, comm_sms, copy engines, the GEMM algorithms once agreed): a difference fails the call on every rank
  *     with GG_ERROR_INVALID_ARGUMENT naming the first differing field, this rank's value and the ranks' range (the

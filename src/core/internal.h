@@ -162,6 +162,13 @@ gg_status gg_fail_cublas(gg_ctx *ctx, cublasStatus_t st, const char *what);
 gg_status gg_fail_cuda_call(gg_ctx *ctx, cudaError_t err, const char *call_text);
 gg_status gg_fail_cublas_call(gg_ctx *ctx, cublasStatus_t st, const char *call_text);
 
+/* Whether a failure is a refusal of the call's arguments (or of what it cannot do): such a call enqueued nothing and
+ * took part in no collective. */
+static inline int gg_status_is_refusal(gg_status status) {
+    return status == GG_ERROR_INVALID_ARGUMENT || status == GG_ERROR_MISALIGNED || status == GG_ERROR_UNSUPPORTED ||
+           status == GG_ERROR_VERSION;
+}
+
 /* The common check of a versioned config struct (gg_config, gg_graph_config, gg_dist_config): struct_size and version
  * must be this library's, else GG_ERROR_VERSION with a message naming the field and the initializer to use. */
 gg_status gg_check_config_version(gg_ctx *ctx, const char *fn, size_t struct_size, size_t expected_size,

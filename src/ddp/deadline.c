@@ -85,9 +85,7 @@ gg_status gg_dist_nccl_done_or_abort(gg_ctx *ctx, int result, const char *what) 
 }
 
 gg_status gg_dist_settle(gg_ctx *ctx, gg_status status, const cudaStream_t *user_stream) {
-    if (status == GG_SUCCESS || status == GG_ERROR_INVALID_ARGUMENT || status == GG_ERROR_MISALIGNED ||
-        status == GG_ERROR_UNSUPPORTED || !ctx->dist)
-        return status;
+    if (status == GG_SUCCESS || gg_status_is_refusal(status) || !ctx->dist) return status;
     enum cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
     if (user_stream && cudaStreamIsCapturing(*user_stream, &capturing) != cudaSuccess) {
         (void)cudaGetLastError(); /* in doubt: as if open (an abort under an open capture is the worse mistake) */

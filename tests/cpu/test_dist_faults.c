@@ -5,19 +5,19 @@
  * deadline are caught by the watchdog thread, which aborts the communicator, after which calls that need it say why and
  * the rest of the context works; a finalize that never ends is aborted at the teardown deadline; gg_dist_abort from
  * another thread, also while the owner waits in a collective step; the fingerprint of a syncing graph, each field's
- * difference named (as a pure function and through the collective comparison); a rank whose syncing graph fails
- * before the ranks' agreement voting in it (failed), and another rank's failed vote failing the graph here; and fault
- * injection on every kind of NCCL call (fake_nccl.h) along attach or init, making a syncing graph, replays,
- * gg_dist_reduce and detach: each fault
- * GG_ERROR_NCCL with NCCL's error in the message, nothing leaked (CUDA resources and communicators), the context usable
- * after; every failure of a replay or gg_dist_reduce (NCCL's, the CUDA runtime's) aborting the communicator and saying
- * so, as does a call past the largest bucket whose plan fails, while refusals and a failure inside the caller's open
- * capture do not. Then the same with copy engines on (NCCL 2.28+): two ranks made from this thread (the staging, its
- * window, the copy-engine warm-up), a gg_dist_alloc buffer each holding an MLP's weight gradients (its syncing graph
- * takes the two-rank split reduction, gg_dist_reduce the all-to-all path), gg_dist_free, detach; NCCL memory's faults
- * give their documented outcome (a failed staging leaves the ranks on SMs with a WARN, gg_dist_alloc's is
- * GG_ERROR_OUT_OF_MEMORY, a free at detach is a WARN and that memory lost), and no window or NCCL allocation is left,
- * no call made that NCCL would refuse. Prints `NCCL_FAULTS {"injected": n, "failures": m}` over both paths.
+ * difference named (as a pure function and through the collective comparison); a rank whose syncing graph fails before
+ * the ranks' agreement voting in it (failed), but not when refused, and another rank's failed vote failing the graph
+ * here; and fault injection on every kind of NCCL call (fake_nccl.h) along attach or init, making a syncing graph,
+ * replays, gg_dist_reduce and detach: each fault GG_ERROR_NCCL with NCCL's error in the message, nothing leaked (CUDA
+ * resources and communicators), the context usable after; every failure of a replay or gg_dist_reduce (NCCL's, the CUDA
+ * runtime's) aborting the communicator and saying so, as does a call past the largest bucket whose plan fails, while
+ * refusals and a failure inside the caller's open capture do not. Then the same with copy engines on (NCCL 2.28+): two
+ * ranks made from this thread (the staging, its window, the copy-engine warm-up), a gg_dist_alloc buffer each holding
+ * an MLP's weight gradients (its syncing graph takes the two-rank split reduction, gg_dist_reduce the all-to-all path),
+ * gg_dist_free, detach; NCCL memory's faults give their documented outcome (a failed staging leaves the ranks on SMs
+ * with a WARN, gg_dist_alloc's is GG_ERROR_OUT_OF_MEMORY, a free at detach is a WARN and that memory lost), and no
+ * window or NCCL allocation is left, no call made that NCCL would refuse. Prints `NCCL_FAULTS {"injected": n,
+ * "failures": m}` over both paths.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
@@ -288,17 +288,17 @@ static void play_all_ok(void *dst, size_t bytes) {
     if (peer_failed) *(int32_t *)dst = 0;
 }
 
-/* A rank whose creation of a syncing graph fails before its plans are agreed (a refused argument, host memory, the
- * device, its plans) still takes part in the agreement, voting that it failed, so that the other ranks fail at once
- * instead of waiting for it to the peer deadline; the call keeps its own status and message, and the communicator
- * stays. A graph that does not sync, and a config of another version (whose sync_gradients cannot be read), vote
- * nothing. */
+/* A rank whose well-formed creation of a syncing graph fails before its plans are agreed (host memory, the device,
+ * its plans) still takes part in the agreement, voting that it failed, so that the other ranks fail at once instead of
+ * waiting for it to the peer deadline; the call keeps its own status and message, and the communicator stays. A
+ * refused call (its arguments, a config of another version) enqueues nothing and votes nothing, nor does a graph that
+ * does not sync. */
 static void a_rank_failing_to_make_a_syncing_graph_still_votes(void **state) {
     (void)state;
     ncclComm_t comm = NULL;
     gg_ctx *ctx = attached_ctx(&comm);
     fake.on_copy_to_host = play_all_ok;
-    enum { OUT, DESC, EXECS, BUCKETS, SHAPE, HOST_MEMORY, DEVICE, PLANS, NOT_SYNCING, VERSION, CASES };
+    enum { HOST_MEMORY, DEVICE, PLANS, OUT, DESC, EXECS, BUCKETS, SHAPE, VERSION, NOT_SYNCING, CASES };
     for (int c = 0; c < CASES; ++c) {
         gg_graph_config gc = bucket_of_64();
         gg_tanh_gate_desc d = tanh_desc;
@@ -313,18 +313,22 @@ static void a_rank_failing_to_make_a_syncing_graph_still_votes(void **state) {
         case BUCKETS: gc.n_buckets = 0, says = "n_buckets"; break;
         case SHAPE: d.hidden = 0, says = "hidden"; break;
         case HOST_MEMORY:
-            fake.fail_kind = FAKE_HOST_MEMORY, fake.fail_at = 1;
+            fake.fail_kind = FAKE_HOST_MEMORY, fake.fail_at = 1, fake.calls[FAKE_HOST_MEMORY] = 0;
             want = GG_ERROR_OUT_OF_MEMORY, says = "out of host memory";
             break;
         case DEVICE: fake.fail_get_device = 1, want = GG_ERROR_CUDA, says = "cudaGetDevice"; break;
         case PLANS: fake.plan_ok = 0, want = GG_ERROR_CUBLAS; break;
-        case NOT_SYNCING: gc.sync_gradients = 0, gc.execs_per_bucket = 0, says = "execs_per_bucket = 0"; break;
+        case NOT_SYNCING:
+            gc.sync_gradients = 0;
+            fake.fail_kind = FAKE_HOST_MEMORY, fake.fail_at = 1, fake.calls[FAKE_HOST_MEMORY] = 0;
+            want = GG_ERROR_OUT_OF_MEMORY, says = "out of host memory";
+            break;
         case VERSION:
             gc.version = GG_GRAPH_CONFIG_VERSION + 1;
             want = GG_ERROR_VERSION, says = "GG_GRAPH_CONFIG_INIT";
             break;
         }
-        votes = 0, last_vote = -1;
+        votes = 0, last_vote = -1, fake.enqueued = 0;
         const char *fn = c == PLANS ? "gg_mlp_graph_create: " : "gg_tanh_gate_graph_create: ";
         gg_mlp_desc mlp = beyond_desc; /* block 1 plans no GEMM: an MLP's plans fail */
         mlp.tokens = 64;
@@ -339,8 +343,9 @@ static void a_rank_failing_to_make_a_syncing_graph_still_votes(void **state) {
         assert_int_equal(strncmp(said, fn, strlen(fn)), 0);
         if (says) contains(said, says);
         assert_null(strstr(said, "another rank")); /* its own failure, not the vote's */
-        assert_int_equal(votes, c >= NOT_SYNCING ? 0 : 1);
-        if (c < NOT_SYNCING) assert_int_equal(last_vote, 0);
+        assert_int_equal(votes, c <= PLANS); /* the failures vote, the refusals do not */
+        if (c <= PLANS) assert_int_equal(last_vote, 0);
+        if (c > PLANS && c != NOT_SYNCING) assert_int_equal(fake.enqueued, 0); /* a refused call enqueues nothing */
         assert_int_equal(gg_dist_check(ctx), GG_SUCCESS); /* the communicator stays */
         assert_int_equal(atomic_load(&fake_nccl.aborts), 0);
     }

@@ -546,10 +546,6 @@ static gg_status dist_call(reader *r) {
                 gc.sync_gradients = 1;
                 gg_graph *g = NULL;
                 st = gg_tanh_gate_graph_create(dctx, &b.d1, &gc, &g);
-                /* Making a syncing graph is collective: refused, it still takes part in the ranks' agreement, as a
-                 * step's finalize does (gg_dist_all_ok: two copies of gradgraph's own word on its communication
-                 * stream, waited for) */
-                if (st != GG_SUCCESS && fake.enqueued <= 2) fake.enqueued = 0;
                 check_result(st, dctx);
                 fake.enqueued = 0;
                 if (st == GG_SUCCESS) check_result(gg_tanh_gate_graph_run(g, &b.d1, &b.a1, NULL), dctx);
