@@ -136,6 +136,16 @@ static void write_own_gradient(void *user, gg_stream stream, int64_t tokens) {
     (void)cudaMemsetAsync(reduce_buffer, 0, REDUCE_COUNT * sizeof(float), (cudaStream_t)stream);
 }
 
+/* A step of TOKENS rows with no call yet (its sync_gradients as given), which must be made. */
+static gg_step *empty_step(gg_ctx *ctx, int sync_gradients) {
+    gg_step_config sc = GG_STEP_CONFIG_INIT;
+    sc.max_tokens = TOKENS;
+    sc.sync_gradients = sync_gradients;
+    gg_step *step = NULL;
+    assert_int_equal(gg_step_create(ctx, &sc, &step), GG_SUCCESS);
+    return step;
+}
+
 /* The step: the loss callback, the LAYERS MLP calls (calls 1 .. LAYERS), a callback that writes the caller's own
  * gradient, that gradient's gg_step_add_reduce, and the optimizer when given. Not finalized. Made without asserting
  * (*step NULL if it could not be created): the first failure's status. */
@@ -465,10 +475,7 @@ static void fp16_copies_in_a_syncing_step(void **state) {
     for (int copies = 0; copies < 2; ++copies) {
         ncclComm_t comm = NULL;
         gg_ctx *ctx = dist_ctx(&comm);
-        gg_step_config sc = GG_STEP_CONFIG_INIT;
-        sc.max_tokens = TOKENS;
-        gg_step *step = NULL;
-        assert_int_equal(gg_step_create(ctx, &sc, &step), GG_SUCCESS);
+        gg_step *step = empty_step(ctx, 1);
         gg_mlp_desc d = mlp;
         d.precision = GG_PRECISION_FP16;
         for (int l = 0; l < LAYERS; ++l) {
@@ -973,11 +980,7 @@ static void uses_of_reduced_gradients_refused(void **state) {
     gg_ctx *ctx = dist_ctx(&comm);
     for (int overlap = 0; overlap < 3; ++overlap) /* 0: reads dW1 of call 0, 1: reads the buffer, 2: writes it */
         for (int syncing = 0; syncing < 2; ++syncing) {
-            gg_step_config sc = GG_STEP_CONFIG_INIT;
-            sc.max_tokens = TOKENS;
-            sc.sync_gradients = syncing;
-            gg_step *step = NULL;
-            assert_int_equal(gg_step_create(ctx, &sc, &step), GG_SUCCESS);
+            gg_step *step = empty_step(ctx, syncing);
             const gg_mlp_args a0 = mlp_args(0), a1 = mlp_args(1);
             gg_mlp_args a2 = mlp_args(2);
             if (overlap == 2) a2.grad_hidden_states = reduce_buffer; /* call 2 reduces it */
@@ -1028,10 +1031,7 @@ static void too_many_collectives_refused(void **state) {
     for (int small = 1; small >= 0; --small) {
         ncclComm_t comm = NULL;
         gg_ctx *ctx = dist_ctx_buckets(&comm, (gg_dist_config)GG_DIST_CONFIG_INIT, small ? 4096 : (size_t)25 << 20);
-        gg_step_config sc = GG_STEP_CONFIG_INIT;
-        sc.max_tokens = TOKENS;
-        gg_step *step = NULL;
-        assert_int_equal(gg_step_create(ctx, &sc, &step), GG_SUCCESS);
+        gg_step *step = empty_step(ctx, 1);
         const gg_mlp_desc wide = {.tokens = 1, .hidden = 4096, .ffn = 4096, .precision = GG_PRECISION_FP32};
         for (int l = 0; l < LAYERS; ++l) {
             const gg_mlp_args a = mlp_args(l);
@@ -1075,10 +1075,7 @@ static void a_step_failing_its_checks_still_votes(void **state) {
     (void)state;
     ncclComm_t comm = NULL;
     gg_ctx *ctx = dist_ctx(&comm);
-    gg_step_config sc = GG_STEP_CONFIG_INIT;
-    sc.max_tokens = TOKENS;
-    gg_step *step = NULL;
-    assert_int_equal(gg_step_create(ctx, &sc, &step), GG_SUCCESS);
+    gg_step *step = empty_step(ctx, 1);
     fake_nccl_clear_log();
     assert_int_equal(gg_step_finalize(step), GG_ERROR_INVALID_ARGUMENT);
     contains(gg_last_error(ctx), "gg_step_finalize: the step has no block call");
