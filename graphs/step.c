@@ -13,7 +13,7 @@
  *              block's enqueue runs with slot i mod K, side stream i mod S and joins deferred; one join of
  *              everything at the end. The exec is updated in place or instantiated (gg_exec_install).
  *              (step_run.c, step_capture.c)
- *   device:    one graph: graph.c's selection kernel and SWITCH node (gg_switch_graph_build), each branch a bucket's
+ *   device:    one graph: exec.c's selection kernel and SWITCH node (gg_switch_graph_build), each branch a bucket's
  *              whole step with its padding rows zeroed from M in device memory
  *   reduce:    a syncing step (a communicator at finalize) packs the parameter gradients into buckets at finalize
  *              (src/ddp/step_layout.c) and agrees with the other ranks; in the capture, right after the call that

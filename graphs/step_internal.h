@@ -14,7 +14,9 @@
 
 #include "step.h"
 
-#include "graph.h"
+#include "block.h"
+#include "buckets.h"
+#include "exec.h"
 #include "step_reduce.h"
 
 enum { KEY_ACCUMULATE = 1, KEY_PADDED = 2, KEY_DEVICE = 4, KEY_SYNC = 8, KEY_NO_UPDATE = 16 };
