@@ -229,8 +229,8 @@ gg_status gg_dist_nccl_done_or_abort(gg_ctx *ctx, int result, const char *what);
  * gg_dist_reduce) with status, from the point where it passed its checks: a failure there (a capture, instantiation
  * or launch; a plan; an enqueue, its collectives' included) leaves this rank's collectives missing while the other
  * ranks' wait for them, and a later collective of this rank would pair with theirs, mixing calls. So the
- * communicator is aborted, and the message says so (status kept). Refusals (GG_ERROR_INVALID_ARGUMENT,
- * GG_ERROR_MISALIGNED, GG_ERROR_UNSUPPORTED) enqueue nothing and abort nothing. Not while the call's work sits in a
+ * communicator is aborted, and the message says so (status kept). Refusals (gg_status_is_refusal) enqueue nothing
+ * and abort nothing. Not while the call's work sits in a
  * capture still open (user_stream non-NULL and capturing: NCCL's abort must not free what that capture holds; the
  * caller's graph must not be launched, as gradgraph.h says). Takes the communicator's lock. */
 gg_status gg_dist_settle(gg_ctx *ctx, gg_status status, const cudaStream_t *user_stream);
