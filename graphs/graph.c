@@ -189,13 +189,11 @@ static gg_status create(gg_ctx *ctx, const char *fn, const gg_block_info *info, 
  * failure. A refused call does not: it enqueues nothing, and may not be the collective call the other ranks make
  * (its vote would pair with another collective of theirs). The call keeps its own status and message. */
 static gg_status fail_everywhere(gg_ctx *ctx, const char *fn, gg_status status) {
-    char local_error[GG_MSG_BYTES];
-    snprintf(local_error, sizeof local_error, "%s", gg_last_error(ctx));
     int saved = 0;
     const int entered = gg_device_enter(ctx, fn, &saved) == GG_SUCCESS; /* else on the caller's device */
-    (void)gg_dist_agree_algorithms(ctx, fn, NULL, 0, NULL);
+    (void)gg_dist_agree_algorithms(ctx, fn, NULL, 0, NULL); /* keeps this call's message */
     if (entered) gg_device_leave(ctx, saved);
-    return gg_fail(ctx, status, "%s", local_error); /* the collective may have overwritten it */
+    return status;
 }
 
 /* ---- capture ---- */

@@ -40,6 +40,14 @@ gg_status gg_dist_all_ok(gg_ctx *ctx, int ok, const char *what, int *all_ok) {
     return status;
 }
 
+void gg_dist_all_ok_failed(gg_ctx *ctx, const char *what) {
+    char first[GG_MSG_BYTES];
+    gg_failure_save(ctx, GG_ERROR_INTERNAL, first); /* whatever the step says, the call's own failure is what counts */
+    int all_ok = 0;
+    (void)gg_dist_all_ok(ctx, 0, what, &all_ok);
+    gg_failure_restore(ctx, first);
+}
+
 /* The communicator's part of a fingerprint. */
 static void config_fields(const gg_dist *d, gg_dist_fingerprint *fp) {
     fp->field[GG_FP_OP] = d->config.op;
@@ -91,9 +99,11 @@ gg_status gg_dist_agree_algorithms(gg_ctx *ctx, const char *fn, gg_block_plan *c
     int all_made = 0;
     char what[160];
     snprintf(what, sizeof what, "%s: whether every rank made its plans", fn);
-    const gg_status step = gg_dist_all_ok(ctx, plans != NULL && valid, what, &all_made);
-    if (!plans) return GG_SUCCESS; /* this rank failed: its caller keeps its own error */
-    GG_TRY(step);
+    if (!plans) { /* this rank failed: its caller keeps its own error */
+        gg_dist_all_ok_failed(ctx, what);
+        return GG_SUCCESS;
+    }
+    GG_TRY(gg_dist_all_ok(ctx, valid, what, &all_made));
     if (!valid)
         return gg_fail(ctx, GG_ERROR_INTERNAL, "%s: %d plans to agree on (1 to %d)", fn, count,
                        GG_DIST_MAX_AGREE_PLANS);

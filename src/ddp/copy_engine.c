@@ -211,6 +211,9 @@ gg_status gg_ce_all_gather(gg_ctx *ctx, void *base, size_t count, size_t elem) {
 #endif
 }
 
+/* gg_dist_alloc's agreement with copy engines on (the step for messages). */
+#define ALLOCATED "whether every rank allocated its gg_dist_alloc buffer"
+
 /* gg_dist_alloc with copy engines on (device entered): local allocation (host_ok: the list could grow), the
  * ranks' agreement, the collective registration. A local failure never leaves the others waiting in it. */
 static gg_status alloc_window(gg_ctx *ctx, const char *fn, int host_ok, gg_dist_buffer *b) {
@@ -218,8 +221,7 @@ static gg_status alloc_window(gg_ctx *ctx, const char *fn, int host_ok, gg_dist_
     const ncclResult_t made = host_ok ? ncclMemAlloc(&b->ptr, b->bytes) : ncclSuccess;
     if (made != ncclSuccess) b->ptr = NULL;
     int all = 0;
-    const gg_status agreed = gg_dist_all_ok(ctx, host_ok && made == ncclSuccess,
-                                            "whether every rank allocated its gg_dist_alloc buffer", &all);
+    const gg_status agreed = gg_dist_all_ok(ctx, host_ok && made == ncclSuccess, ALLOCATED, &all);
     if (agreed != GG_SUCCESS) { /* the buffer is listed nowhere yet: freed here, or never */
         if (b->ptr) free_memory(ctx, b->ptr, b->bytes, 1, "a gg_dist_alloc buffer the ranks could not agree on");
         return agreed;
@@ -255,6 +257,7 @@ static gg_status alloc_claimed(gg_ctx *ctx, const char *fn, size_t bytes, void *
     int saved = 0;
     const gg_status entered = gg_device_enter(ctx, fn, &saved);
     if (entered != GG_SUCCESS) {
+        if (d->ce_on) gg_dist_all_ok_failed(ctx, ALLOCATED); /* collective: the others must not wait for this rank */
         gg_dist_leave(ctx);
         return entered;
     }

@@ -144,7 +144,8 @@ int gg_tensor_is_param(const gg_block_call *call, int tensor);
 gg_status gg_dist_check_shape(gg_ctx *ctx, const char *fn, const gg_block_call *shape);
 
 /* The collective end of making a syncing graph, so that every rank runs the same GEMM kernels: first every rank says
- * whether it made its plans (plans NULL: this rank failed, and its caller keeps its own error), so that one rank's
+ * whether it made its plans (plans NULL: this rank failed, before or at its plans, and only votes so; the context
+ * keeps its own failure's message), so that one rank's
  * failure ends the call on all of them instead of leaving them waiting; then rank 0's algorithm for each GEMM of
  * the plans is broadcast, and the other ranks adopt it. Autotuning on each rank alone can pick different algorithms
  * for the same GEMM (timings within noise), and ranks whose kernels differ wait for the slowest at every
@@ -269,5 +270,8 @@ void gg_dist_watch(gg_ctx *ctx, cudaStream_t stream, const char *what);
  * before a collective step that a local failure could otherwise leave the other ranks waiting in. what: the
  * step, for messages. Collective; outside any capture. */
 gg_status gg_dist_all_ok(gg_ctx *ctx, int ok, const char *what, int *all_ok);
+/* gg_dist_all_ok for a rank whose call failed before that step (ok 0), so that the others fail at once instead of
+ * waiting for it: the context keeps its own failure's message. */
+void gg_dist_all_ok_failed(gg_ctx *ctx, const char *what);
 
 #endif

@@ -1827,6 +1827,45 @@ static void a_failed_warm_up_releases_every_rank_at_once(void **state) {
     no_leaks();
 }
 
+/* gg_dist_alloc with copy engines is collective: a rank whose call fails before the ranks' agreement (here its
+ * device) still takes part in it, voting that it failed, so that the others fail at once (GG_ERROR_PEER) instead of
+ * waiting for it to the peer deadline; each keeps its own message and the communicator, and the next allocation works
+ * (checked by mutation: without the vote nothing was issued). */
+static void a_rank_failing_gg_dist_alloc_still_votes(void **state) {
+    (void)state;
+    gg_ctx *ctxs[CE_RANKS];
+    make_ce_ctxs(ctxs);
+    gg_dist_config dc = dist_config();
+    dc.copy_engines = 1;
+    assert_int_equal(gg_dist_init_threads(ctxs, CE_RANKS, &dc), GG_SUCCESS);
+    assert_true(ctxs[0]->dist->ce_on && ctxs[1]->dist->ce_on);
+    fake.on_copy_to_host = play_all_ok;
+    void *buf[CE_RANKS] = {NULL, NULL};
+    votes = 0, last_vote = -1;
+    fake.fail_get_device = 1; /* rank 0's device entry fails */
+    gg_status st = gg_dist_alloc(ctxs[0], CE_GRAD_BYTES, &buf[0]);
+    fake.fail_get_device = 0;
+    (void)cudaGetLastError();
+    assert_int_equal(st, GG_ERROR_CUDA);
+    contains(gg_last_error(ctxs[0]), "gg_dist_alloc: cudaGetDevice failed");
+    assert_int_equal(votes, 1);
+    assert_int_equal(last_vote, 0);
+    peer_failed = 1; /* rank 1 hears of it */
+    st = gg_dist_alloc(ctxs[1], CE_GRAD_BYTES, &buf[1]);
+    peer_failed = 0;
+    assert_int_equal(st, GG_ERROR_PEER);
+    contains(gg_last_error(ctxs[1]), "another rank could not allocate its buffer; none was made");
+    assert_null(buf[0]);
+    assert_null(buf[1]);
+    for (int i = 0; i < CE_RANKS; ++i) {
+        assert_int_equal(gg_dist_check(ctxs[i]), GG_SUCCESS);
+        assert_int_equal(gg_dist_alloc(ctxs[i], CE_GRAD_BYTES, &buf[i]), GG_SUCCESS);
+    }
+    fake.on_copy_to_host = NULL;
+    for (int i = 0; i < CE_RANKS; ++i) assert_int_equal(gg_dist_free(ctxs[i], buf[i]), GG_SUCCESS);
+    ce_ctxs_end(ctxs);
+}
+
 /* Its end: the graphs destroyed, the buffers freed (buf NULL: freed already), detached, nothing left. */
 static void ce_graph_pair_end(gg_ctx *ctxs[CE_RANKS], void *buf[CE_RANKS], gg_graph *g[CE_RANKS]) {
     for (int i = 0; i < CE_RANKS; ++i) {
@@ -1997,6 +2036,7 @@ int main(void) {
         cmocka_unit_test(collective_limit_counts_the_copy_engines),
         cmocka_unit_test(freed_window_captures_again),
         cmocka_unit_test(a_failed_warm_up_releases_every_rank_at_once),
+        cmocka_unit_test(a_rank_failing_gg_dist_alloc_still_votes),
         cmocka_unit_test(every_nccl_fault_copy_engines),
         cmocka_unit_test(every_host_memory_fault_copy_engines),
         cmocka_unit_test(every_cuda_resource_fault_copy_engines),
