@@ -1,8 +1,8 @@
 /*
- * comm.c - a context's NCCL communicator: configuration checks, attaching the caller's or making one (from the
- * environment, MPI or for this process's threads; non-blocking, waited for with the init deadline), its stream and
- * events, detaching and releasing (bounded: finalize with a deadline, else abort), and polling for asynchronous
- * errors. The warm-up that follows is in warmup.c, the watchdog and aborting in watchdog.c.
+ * comm.c - a context's NCCL communicator: configuration checks, attaching the caller's, putting one on the context
+ * with its stream, events and agreement buffers (the caller's, or one comm_init.c made), detaching and releasing
+ * (bounded: finalize with a deadline, else abort), and polling for asynchronous errors. The warm-up that follows is in
+ * warmup.c, the watchdog and aborting in watchdog.c.
  */
 #include <sched.h>
 #include <stdatomic.h>
@@ -13,7 +13,6 @@
 #include <nccl.h>
 
 #include "affinity.h"
-#include "bootstrap.h"
 #include "comm_internal.h"
 #include "copy_engine.h"
 
@@ -170,8 +169,7 @@ static int release_bounded(gg_ctx *ctx, char *why, size_t bytes, int *comm_back)
     return clean;
 }
 
-/* release_bounded with its trouble logged; returns *comm_back. */
-static int release(gg_ctx *ctx) {
+int gg_dist_release(gg_ctx *ctx) {
     char why[GG_MSG_BYTES] = "";
     int back = 1;
     if (!release_bounded(ctx, why, sizeof why, &back))
@@ -179,9 +177,7 @@ static int release(gg_ctx *ctx) {
     return back;
 }
 
-/* The checks every entry point that puts a communicator on a context starts with: ctx, no communicator there yet
- * (checked before any collective, so one wrong rank cannot leave the others waiting), the config. */
-static gg_status begin(gg_ctx *ctx, const char *fn, const gg_dist_config *config, gg_dist_config *out) {
+gg_status gg_dist_begin(gg_ctx *ctx, const char *fn, const gg_dist_config *config, gg_dist_config *out) {
     if (!ctx) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
     if (ctx->dist) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: the context already has a communicator", fn);
     const gg_dist_config defaults = GG_DIST_CONFIG_INIT;
@@ -189,14 +185,10 @@ static gg_status begin(gg_ctx *ctx, const char *fn, const gg_dist_config *config
     return check_dist_config(ctx, fn, out);
 }
 
-static void release_hook(void *ctx) { (void)release(ctx); }
+static void release_hook(void *ctx) { (void)gg_dist_release(ctx); }
 
-/* Puts comm on ctx with its stream and events (no collective). On failure ctx has no communicator state, and an
- * owned comm is left to the caller to destroy. The state is on ctx (where another thread's gg_dist_abort finds it)
- * before comm is in it: an abort that comes before comm is only asked for (abort_requested), and the warm-up gives
- * up on it, so that nothing can abort comm before this returns success. */
-static gg_status make_dist(gg_ctx *ctx, const char *fn, ncclComm_t comm, int owned, int rank, int size,
-                           const gg_dist_config *config) {
+gg_status gg_dist_make(gg_ctx *ctx, const char *fn, ncclComm_t comm, int owned, int rank, int size,
+                       const gg_dist_config *config) {
     gg_dist *d = calloc(1, sizeof *d);
     if (!d) return gg_fail(ctx, GG_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
     static _Atomic uint64_t attachments; /* what steps finalized on a communicator compare: the same address may be
@@ -220,7 +212,7 @@ static gg_status make_dist(gg_ctx *ctx, const char *fn, ncclComm_t comm, int own
     int saved = 0;
     gg_status status = gg_device_enter(ctx, fn, &saved);
     if (status != GG_SUCCESS) {
-        release(ctx);
+        gg_dist_release(ctx);
         return status;
     }
     cudaError_t e = create_comm_stream(&d->stream);
@@ -231,7 +223,7 @@ static gg_status make_dist(gg_ctx *ctx, const char *fn, ncclComm_t comm, int own
     gg_device_leave(ctx, saved);
     if (e != cudaSuccess) {
         status = gg_fail_cuda(ctx, e, "the communication stream, events and buffers");
-        release(ctx); /* d->owned is still 0: comm survives */
+        gg_dist_release(ctx); /* d->owned is still 0: comm survives */
         return status;
     }
     pthread_mutex_lock(&d->lock);
@@ -246,18 +238,14 @@ static gg_status make_dist(gg_ctx *ctx, const char *fn, ncclComm_t comm, int own
     return GG_SUCCESS;
 }
 
-/* What a context's communicator ended up as, once it is ready (INFO). */
-static void log_ready(gg_ctx *ctx, const char *fn) {
+void gg_dist_log_ready(gg_ctx *ctx, const char *fn) {
     const gg_dist *d = ctx->dist;
     gg_log(ctx, GG_LOG_INFO, "%s: rank %d of %d on device %d, %s, buckets of %zu MiB, copy engines %s", fn, d->rank,
            d->size, ctx->config.device, d->config.sync == GG_SYNC_ALL_REDUCE ? "all-reduce" : "reduce-scatter",
            d->config.bucket_bytes >> 20, d->ce_on ? "on" : "off");
 }
 
-/* Puts comm on ctx (streams, events), checks it is on ctx's device, runs the warm-up, binds the thread. On failure
- * ctx has no communicator state and an owned comm has been aborted (a warm-up that fails with GG_ERROR_NCCL aborts an
- * attached one too); an attached comm NCCL cannot query is refused as an argument, untouched. */
-static gg_status install(gg_ctx *ctx, const char *fn, ncclComm_t comm, int owned, const gg_dist_config *config) {
+gg_status gg_dist_install(gg_ctx *ctx, const char *fn, ncclComm_t comm, int owned, const gg_dist_config *config) {
     int device = -1, rank = -1, size = 0;
     gg_status status = GG_SUCCESS;
     ncclResult_t r = ncclCommCuDevice(comm, &device);
@@ -277,12 +265,12 @@ static gg_status install(gg_ctx *ctx, const char *fn, ncclComm_t comm, int owned
                          device, ctx->config.device);
         goto fail;
     }
-    GG_GOTO(make_dist(ctx, fn, comm, 0, rank, size, config), status, fail); /* owned only once the warm-up worked */
+    GG_GOTO(gg_dist_make(ctx, fn, comm, 0, rank, size, config), status, fail); /* owned only once the warm-up worked */
     status = gg_dist_warm_up(&ctx, 1, fn);
     if (status != GG_SUCCESS) {
         /* not owned yet: the comm survives this unless aborted (by the warm-up: a deadline, an asynchronous error;
          * or by another thread's gg_dist_abort) */
-        if (!release(ctx)) return status;
+        if (!gg_dist_release(ctx)) return status;
         /* NCCL's own failure (a call that returned an error): aborted, an attached one too, as the header says of
          * GG_ERROR_NCCL, so that no rank waits on it; other failures leave an attached one to its caller */
         if (status == GG_ERROR_NCCL) {
@@ -297,10 +285,10 @@ static gg_status install(gg_ctx *ctx, const char *fn, ncclComm_t comm, int owned
     ctx->dist->owned = owned;
     status = gg_watchdog_start(ctx, fn);
     if (status != GG_SUCCESS) {
-        release(ctx); /* owned: destroyed (nothing in flight) */
+        gg_dist_release(ctx); /* owned: destroyed (nothing in flight) */
         return status;
     }
-    log_ready(ctx, fn);
+    gg_dist_log_ready(ctx, fn);
     if (config->bind_cpus) gg_affinity_bind_if_asked(ctx);
     return GG_SUCCESS;
 fail:
@@ -308,315 +296,20 @@ fail:
     return status;
 }
 
-/* What rank 0 broadcasts through MPI: whether it made NCCL's unique id, and the id. */
-typedef struct id_message {
-    int32_t ok;
-    ncclUniqueId id;
-} id_message;
-
-/* A call refused before its own checks (ctx NULL, a CUDA error pending) that would have shared NCCL's id through MPI
- * takes part in the broadcast all the same, as a rank whose checks failed does (share_id_mpi): MPI_Bcast has no
- * deadline, so the other ranks would wait in it forever. The refusal's message is kept (the context was not claimed,
- * or is released: a broadcast's failure would go to this thread's buffer). Which refusals do: see claimed. */
-static gg_status refused_but_broadcast(const char *fn, const void *mpi_comm, gg_status refused) {
-    char message[GG_MSG_BYTES];
-    snprintf(message, sizeof message, "%s", gg_last_error(NULL));
-    id_message shared = {0}; /* from rank 0: "no id" */
-    if (gg_bootstrap_mpi_broadcast(NULL, fn, mpi_comm, &shared, sizeof shared) != GG_SUCCESS)
-        (void)gg_fail(NULL, refused, "%s", message);
-    return refused;
-}
-
-/* A call that makes or attaches ctx's communicator, body(ctx, fn, arg, config), with ctx claimed for its whole length
- * (a second thread is refused, as by every other call). `broadcasts`: body shares NCCL's id through MPI (mpi_comm,
- * NULL for the world), which a call refused for a NULL ctx or a pending CUDA error takes part in too: this rank's
- * own call, its part in the bootstrap. Not one refused inside a callback (a step's runs once per capture, a log
- * callback maybe on the watchdog's thread) or because another thread is inside the context (that thread may be in
- * this very bootstrap, broadcasting: a second broadcast on this rank would wait forever). */
-typedef gg_status (*comm_maker)(gg_ctx *ctx, const char *fn, const void *arg, const gg_dist_config *config);
-static gg_status claimed(gg_ctx *ctx, const char *fn, comm_maker body, const void *arg, const gg_dist_config *config,
-                         int broadcasts, const void *mpi_comm) {
-    if (!ctx) {
-        const gg_status refused = gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
-        return broadcasts ? refused_but_broadcast(fn, mpi_comm, refused) : refused;
-    }
-    GG_TRY(gg_refuse_in_step_callback(ctx, fn));
-    gg_status status = gg_ctx_claim(ctx, fn);
-    /* GG_ERROR_CUDA from the claim: a CUDA error pending (in use elsewhere and inside a log callback are
-     * GG_ERROR_INVALID_ARGUMENT) */
-    if (status != GG_SUCCESS)
-        return broadcasts && status == GG_ERROR_CUDA ? refused_but_broadcast(fn, mpi_comm, status) : status;
-    status = body(ctx, fn, arg, config);
-    gg_ctx_release(ctx);
-    return status;
-}
-
 static gg_status attach(gg_ctx *ctx, const char *fn, const void *nccl_comm, const gg_dist_config *config) {
     gg_dist_config c;
-    GG_TRY(begin(ctx, fn, config, &c));
+    GG_TRY(gg_dist_begin(ctx, fn, config, &c));
     if (!nccl_comm) return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT, "%s: nccl_comm is NULL", fn);
     if (c.copy_engines == 1)
         return gg_fail(ctx, GG_ERROR_UNSUPPORTED,
                        "%s: config->copy_engines = 1 needs a communicator gradgraph makes (its CTA policy and windows "
                        "are set up with it); use gg_dist_init_env / _init_mpi / _init_threads, or copy_engines = 0",
                        fn);
-    return install(ctx, fn, (ncclComm_t)nccl_comm, 0, &c);
+    return gg_dist_install(ctx, fn, (ncclComm_t)nccl_comm, 0, &c);
 }
 
 gg_status gg_dist_attach(gg_ctx *ctx, void *nccl_comm, const gg_dist_config *config) {
-    return claimed(ctx, "gg_dist_attach", attach, nccl_comm, config, 0, NULL);
-}
-
-/* The configuration of the communicators gradgraph makes. With comm_sms > 0 (overlap on), NCCL runs on exactly
- * comm_sms CTAs: the SMs the syncing graphs' GEMMs leave free, so that its kernels fit beside them instead of
- * waiting for SMs or slowing the GEMMs (measured in docs/distributed.md, "SMs and channels"). */
-static ncclConfig_t comm_config(const gg_dist_config *c) {
-    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    /* Non-blocking: no NCCL call waits inside NCCL for a peer (a blocking communicator's first collective connects
-     * the ranks on the host, with no limit); gradgraph polls instead, with its deadlines (deadline.c).
-     * GG_DIST_NCCL_BLOCKING=1 makes them blocking again: a way back should a platform's NCCL not take non-blocking
-     * calls inside graph captures, at the cost of the init and finalize deadlines. */
-    const char *blocking = getenv("GG_DIST_NCCL_BLOCKING");
-    config.blocking = blocking && strcmp(blocking, "1") == 0;
-    if (c->overlap && c->comm_sms > 0) config.minCTAs = config.maxCTAs = c->comm_sms;
-#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
-    /* Zero CTAs wherever NCCL can: its all-to-all and all-gather on the copy engines (copy_engine.h). */
-    if (c->copy_engines == 1) config.CTAPolicy = NCCL_CTA_POLICY_ZERO;
-#endif
-    return config;
-}
-
-/* Waits for a communicator being made (non-blocking) with the init deadline; aborts it when it fails or is late.
- * r: what ncclCommInitRankConfig (or the group's end) returned. */
-static gg_status wait_made(gg_ctx *ctx, const char *fn, ncclComm_t comm, ncclResult_t r, int rank,
-                           const char *what) {
-    gg_dist_wait w;
-    gg_dist_wait_begin(&w, ctx, rank, what, GG_DIST_TIMEOUT_INIT);
-    const int limit = w.limit_s;
-    int late = 0;
-    if (comm && (r == ncclSuccess || r == ncclInProgress)) r = (ncclResult_t)gg_dist_wait_comm(comm, &w, NULL, &late);
-    if (r == ncclSuccess) return GG_SUCCESS;
-    if (comm) (void)ncclCommAbort(comm);
-    if (late)
-        return gg_fail(ctx, GG_ERROR_NCCL,
-                       "%s: %s: the communicator was not ready after %d s (%s; the other ranks did not join, or NCCL "
-                       "could not connect them): it is aborted",
-                       fn, what, limit, gg_dist_timeout_env(GG_DIST_TIMEOUT_INIT));
-    return gg_dist_fail_nccl(ctx, r, what);
-}
-
-/* The end of a one-process-per-GPU bootstrap, once every rank holds NCCL's unique id: the communicator (gradgraph
- * owns it), the warm-up, the thread binding. */
-static gg_status init_from_id(gg_ctx *ctx, const char *fn, int rank, int size, const ncclUniqueId *id,
-                              const gg_dist_config *c) {
-    int saved = 0;
-    GG_TRY(gg_device_enter(ctx, fn, &saved));
-    ncclComm_t comm = NULL;
-    ncclConfig_t config = comm_config(c);
-    const ncclResult_t r = ncclCommInitRankConfig(&comm, size, *id, rank, &config);
-    const gg_status made = wait_made(ctx, fn, comm, r, rank, "ncclCommInitRankConfig");
-    gg_device_leave(ctx, saved);
-    GG_TRY(made);
-    return install(ctx, fn, comm, 1, c); /* aborts comm on failure */
-}
-
-/* NCCL's unique id from rank 0 of the MPI communicator (NULL: the world) to every rank, with rank 0's outcome: when
- * rank 0 refused its own arguments (checked: its status) or ncclGetUniqueId failed there, every rank returns instead
- * of waiting for a communicator that will not come. A rank whose own check failed still takes part in the broadcast
- * (rank 0 would wait in it), then returns its failure (the others give up at the init deadline). */
-static gg_status share_id_mpi(gg_ctx *ctx, const char *fn, const void *mpi_comm, int rank, gg_status checked,
-                              ncclUniqueId *id) {
-    id_message shared = {0};
-    if (checked != GG_SUCCESS) {
-        char first[GG_MSG_BYTES];
-        gg_failure_save(ctx, checked, first);
-        /* rank 0 tells the others it will not make the id (shared.ok stays 0); any rank takes part */
-        (void)gg_bootstrap_mpi_broadcast(ctx, fn, mpi_comm, &shared, sizeof shared);
-        gg_failure_restore(ctx, first); /* the check's message, not the broadcast's */
-        return checked;
-    }
-    ncclResult_t made = ncclSuccess;
-    if (rank == 0) {
-        made = ncclGetUniqueId(&shared.id);
-        shared.ok = made == ncclSuccess;
-    }
-    GG_TRY(gg_bootstrap_mpi_broadcast(ctx, fn, mpi_comm, &shared, sizeof shared));
-    if (made != ncclSuccess) return gg_dist_fail_nccl(ctx, made, "ncclGetUniqueId");
-    if (!shared.ok)
-        return gg_fail(ctx, GG_ERROR_PEER,
-                       "%s: rank 0 refused its arguments or could not make NCCL's unique id (its status says why)", fn);
-    *id = shared.id;
-    return GG_SUCCESS;
-}
-
-/* first's failure (and its message) when there is one, else then's: the argument check is said before MPI's. */
-static gg_status first_failure(gg_ctx *ctx, gg_status first, const char saved[GG_MSG_BYTES], gg_status then) {
-    if (first == GG_SUCCESS) return then;
-    gg_failure_restore(ctx, saved);
-    return first;
-}
-
-/* The file path: rank 0 writes the id, the others read it within the init deadline (a rank that refuses its own
- * arguments never writes or reads: the others give up at the deadline). */
-static gg_status init_env_file(gg_ctx *ctx, const char *fn, const char *id_path, const gg_dist_config *config) {
-    gg_dist_config c;
-    GG_TRY(begin(ctx, fn, config, &c));
-    int rank = -1, size = 0;
-    GG_TRY(gg_bootstrap_rank_size(ctx, fn, &rank, &size));
-    gg_process_defaults();
-    ncclUniqueId id;
-    if (rank == 0) GG_NCCL_TRY(ctx, ncclGetUniqueId, (&id));
-    GG_TRY(gg_bootstrap_share_id(ctx, fn, rank, id_path, &id, sizeof id));
-    const gg_status made = init_from_id(ctx, fn, rank, size, &id, &c);
-    /* Every rank has read the id (the communicator exists), or this launch failed: remove it either way, so that
-     * the next launch's ranks cannot read this stale id before its rank 0 has written a new one. */
-    if (rank == 0) (void)remove(id_path);
-    return made;
-}
-
-static gg_status init_env(gg_ctx *ctx, const char *fn, const void *path, const gg_dist_config *config) {
-    if (path) return init_env_file(ctx, fn, path, config);
-    /* No file: the id travels through MPI's world communicator, whose ranks must be the environment's. Every rank
-     * takes part in its broadcast whatever its own checks found (share_id_mpi): MPI_Bcast has no deadline. */
-    gg_dist_config c;
-    int rank = -1, size = 0;
-    gg_status checked = begin(ctx, fn, config, &c);
-    if (checked == GG_SUCCESS) checked = gg_bootstrap_rank_size(ctx, fn, &rank, &size);
-    char saved[GG_MSG_BYTES];
-    gg_failure_save(ctx, checked, saved);
-    int mpi_rank = -1, mpi_size = 0;
-    gg_status mpi = gg_bootstrap_mpi_rank_size(ctx, fn, NULL, &mpi_rank, &mpi_size);
-    if (mpi == GG_ERROR_UNSUPPORTED)
-        mpi = gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
-                      "%s: id_path is NULL and gradgraph was built without MPI (GG_WITH_MPI=OFF): pass a file path "
-                      "every rank can read",
-                      fn);
-    if (mpi != GG_SUCCESS) return first_failure(ctx, checked, saved, mpi); /* no broadcast without MPI */
-    if (checked == GG_SUCCESS && (mpi_rank != rank || mpi_size != size))
-        checked = gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
-                          "%s: id_path is NULL, but MPI's world (rank %d of %d) is not the environment's (rank %d of "
-                          "%d)",
-                          fn, mpi_rank, mpi_size, rank, size);
-    if (checked == GG_SUCCESS) gg_process_defaults();
-    ncclUniqueId id;
-    GG_TRY(share_id_mpi(ctx, fn, NULL, mpi_rank, checked, &id));
-    return init_from_id(ctx, fn, rank, size, &id, &c);
-}
-
-gg_status gg_dist_init_env(gg_ctx *ctx, const char *id_path, const gg_dist_config *config) {
-    return claimed(ctx, "gg_dist_init_env", init_env, id_path, config, id_path == NULL, NULL);
-}
-
-static gg_status init_mpi(gg_ctx *ctx, const char *fn, const void *mpi_comm, const gg_dist_config *config) {
-    /* this rank's own checks, then the broadcast every rank takes part in, whatever they found: a rank 0 that
-     * returned before it would leave the others in MPI_Bcast, which has no deadline */
-    gg_dist_config c;
-    const gg_status checked = begin(ctx, fn, config, &c);
-    char saved[GG_MSG_BYTES];
-    gg_failure_save(ctx, checked, saved);
-    int rank = -1, size = 0;
-    const gg_status mpi = gg_bootstrap_mpi_rank_size(ctx, fn, mpi_comm, &rank, &size);
-    if (mpi != GG_SUCCESS) return first_failure(ctx, checked, saved, mpi); /* no broadcast without MPI */
-    if (checked == GG_SUCCESS) gg_process_defaults();
-    ncclUniqueId id;
-    GG_TRY(share_id_mpi(ctx, fn, mpi_comm, rank, checked, &id));
-    return init_from_id(ctx, fn, rank, size, &id, &c);
-}
-
-gg_status gg_dist_init_mpi(gg_ctx *ctx, const void *mpi_comm, const gg_dist_config *config) {
-    return claimed(ctx, "gg_dist_init_mpi", init_mpi, mpi_comm, config, 1, mpi_comm);
-}
-
-/* One communicator per device, all in this process (what ncclCommInitAll does, with gradgraph's configuration): every
- * rank is issued inside one NCCL group, even after a failure (a missing rank would leave the others waiting), and on
- * failure every communicator made is aborted. The caller's device is restored. */
-static gg_status init_local_comms(gg_ctx *ctx, const char *fn, int count, const int *devices,
-                                  const gg_dist_config *c, ncclComm_t *comms) {
-    ncclUniqueId id;
-    GG_NCCL_TRY(ctx, ncclGetUniqueId, (&id));
-    int saved = 0;
-    GG_CUDA_TRY(ctx, cudaGetDevice(&saved));
-    ncclConfig_t config = comm_config(c);
-    ncclResult_t r = ncclGroupStart();
-    if (r != ncclSuccess) return gg_dist_fail_nccl(ctx, r, "ncclGroupStart");
-    for (int i = 0; i < count; ++i) {
-        comms[i] = NULL;
-        const cudaError_t e = cudaSetDevice(devices[i]); /* the contexts' devices: they exist */
-        const ncclResult_t ri = ncclCommInitRankConfig(&comms[i], count, id, i, &config);
-        if (r == ncclSuccess) r = e == cudaSuccess ? ri : ncclUnhandledCudaError;
-    }
-    const ncclResult_t ended = ncclGroupEnd();
-    if (r == ncclSuccess) r = ended;
-    gg_status status = GG_SUCCESS;
-    for (int i = 0; i < count && status == GG_SUCCESS; ++i) { /* wait_made aborts the one that failed */
-        (void)cudaSetDevice(devices[i]);
-        status = wait_made(ctx, fn, comms[i], r, i, "ncclCommInitRankConfig (one per device, grouped)");
-        if (status != GG_SUCCESS) comms[i] = NULL;
-    }
-    if (status != GG_SUCCESS)
-        for (int i = 0; i < count; ++i)
-            if (comms[i]) (void)ncclCommAbort(comms[i]);
-    (void)cudaSetDevice(saved);
-    return status;
-}
-
-static gg_status init_threads(gg_ctx *const *ctxs, int count, const gg_dist_config *config, const char *fn) {
-    int devices[GG_DIST_MAX_LOCAL_RANKS];
-    gg_dist_config c;
-    for (int i = 0; i < count; ++i) {
-        GG_TRY(begin(ctxs[i], fn, config, &c));
-        devices[i] = ctxs[i]->config.device;
-        for (int j = 0; j < i; ++j)
-            if (devices[j] == devices[i])
-                return gg_fail(ctxs[i], GG_ERROR_INVALID_ARGUMENT, "%s: ctxs[%d] and ctxs[%d] share device %d", fn, j,
-                               i, devices[i]);
-    }
-    c.bind_cpus = 0; /* each worker thread binds itself (gg_dist_bind_thread) */
-    gg_process_defaults();
-    ncclComm_t comms[GG_DIST_MAX_LOCAL_RANKS];
-    GG_TRY(init_local_comms(ctxs[0], fn, count, devices, &c, comms));
-    gg_status status = GG_SUCCESS;
-    for (int i = 0; i < count && status == GG_SUCCESS; ++i)
-        status = make_dist(ctxs[i], fn, comms[i], 0, i, count, &c);
-    if (status == GG_SUCCESS) status = gg_dist_warm_up(ctxs, count, fn); /* all ranks together, from this thread */
-    if (status != GG_SUCCESS) {
-        /* Every communicator the warm-up left is aborted first: the ranks' collectives may wait for one another on
-         * the GPU, and releasing them one by one would drain each stream in turn, each up to the peer deadline (8
-         * ranks: 40 minutes at the default). An abort never blocks and ends NCCL's kernels. A context make_dist did
-         * not reach has no state: its communicator, not owned yet, is aborted after. */
-        for (int i = 0; i < count; ++i)
-            if (ctxs[i]->dist) gg_dist_abort_now(ctxs[i], NULL);
-        for (int i = 0; i < count; ++i)
-            if (release(ctxs[i])) (void)ncclCommAbort(comms[i]);
-        return status;
-    }
-    for (int i = 0; i < count; ++i) ctxs[i]->dist->owned = 1;
-    for (int i = 0; i < count && status == GG_SUCCESS; ++i) status = gg_watchdog_start(ctxs[i], fn);
-    if (status != GG_SUCCESS) {
-        for (int i = 0; i < count; ++i) gg_dist_abort_now(ctxs[i], NULL); /* the others are in no collective */
-        for (int i = 0; i < count; ++i) release(ctxs[i]);
-        return status;
-    }
-    for (int i = 0; i < count; ++i) log_ready(ctxs[i], fn);
-    return GG_SUCCESS;
-}
-
-gg_status gg_dist_init_threads(gg_ctx *const *ctxs, int count, const gg_dist_config *config) {
-    static const char fn[] = "gg_dist_init_threads";
-    if (!ctxs) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctxs is NULL", fn);
-    if (count < 1 || count > GG_DIST_MAX_LOCAL_RANKS)
-        return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: count = %d is outside [1, %d]", fn, count,
-                       GG_DIST_MAX_LOCAL_RANKS);
-    for (int i = 0; i < count; ++i)
-        if (!ctxs[i]) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: ctxs[%d] is NULL", fn, i);
-    GG_TRY(gg_refuse_in_step_callback(NULL, fn));
-    /* every context claimed for the whole call: none may be in use by a worker thread meanwhile */
-    gg_status status = GG_SUCCESS;
-    int claimed_n = 0;
-    while (claimed_n < count && (status = gg_ctx_claim(ctxs[claimed_n], fn)) == GG_SUCCESS) ++claimed_n;
-    if (status == GG_SUCCESS) status = init_threads(ctxs, count, config, fn);
-    while (claimed_n > 0) gg_ctx_release(ctxs[--claimed_n]);
-    return status;
+    return gg_dist_claimed(ctx, "gg_dist_attach", attach, nccl_comm, config, 0, NULL);
 }
 
 static gg_status detach(gg_ctx *ctx) {

@@ -1,9 +1,11 @@
 /*
- * comm_internal.h - what the NCCL-only files of src/ddp share among themselves (comm.c, warmup.c, agree.c,
- * deadline.c, watchdog.c); the deadlines are in waiting.h.
+ * comm_internal.h - what the NCCL-only files of src/ddp share among themselves (comm.c, comm_init.c, warmup.c,
+ * agree.c, deadline.c, watchdog.c); the deadlines are in waiting.h.
  */
 #ifndef GG_COMM_INTERNAL_H
 #define GG_COMM_INTERNAL_H
+
+#include <nccl.h>
 
 #include "ddp.h"
 #include "waiting.h"
@@ -34,5 +36,40 @@ gg_status gg_dist_group_done(gg_ctx *const *ctxs, int count, int result, const c
  * joined) before it is released, never while the caller holds the lock. */
 gg_status gg_watchdog_start(gg_ctx *ctx, const char *fn);
 void gg_watchdog_stop(gg_dist *d);
+
+/* ---- a context's communicator (comm.c), for the calls that make one (comm_init.c) ---- */
+
+/* The checks every entry point that puts a communicator on a context starts with: ctx, no communicator there yet
+ * (checked before any collective, so one wrong rank cannot leave the others waiting), the config. */
+gg_status gg_dist_begin(gg_ctx *ctx, const char *fn, const gg_dist_config *config, gg_dist_config *out);
+
+/* Puts comm on ctx with its stream and events (no collective). On failure ctx has no communicator state, and an
+ * owned comm is left to the caller to destroy. The state is on ctx (where another thread's gg_dist_abort finds it)
+ * before comm is in it: an abort that comes before comm is only asked for (abort_requested), and the warm-up gives
+ * up on it, so that nothing can abort comm before this returns success. */
+gg_status gg_dist_make(gg_ctx *ctx, const char *fn, ncclComm_t comm, int owned, int rank, int size,
+                       const gg_dist_config *config);
+
+/* Puts comm on ctx (streams, events), checks it is on ctx's device, runs the warm-up, binds the thread. On failure
+ * ctx has no communicator state and an owned comm has been aborted (a warm-up that fails with GG_ERROR_NCCL aborts an
+ * attached one too); an attached comm NCCL cannot query is refused as an argument, untouched. */
+gg_status gg_dist_install(gg_ctx *ctx, const char *fn, ncclComm_t comm, int owned, const gg_dist_config *config);
+
+/* What a context's communicator ended up as, once it is ready (INFO). */
+void gg_dist_log_ready(gg_ctx *ctx, const char *fn);
+
+/* Releases ctx's communicator state (bounded: finalize with the peer deadline, else abort), its trouble logged;
+ * returns whether the communicator itself was left to the caller (not owned, not aborted). */
+int gg_dist_release(gg_ctx *ctx);
+
+/* A call that makes or attaches ctx's communicator, body(ctx, fn, arg, config), with ctx claimed for its whole length
+ * (a second thread is refused, as by every other call). `broadcasts`: body shares NCCL's id through MPI (mpi_comm,
+ * NULL for the world), which a call refused for a NULL ctx or a pending CUDA error takes part in too: this rank's
+ * own call, its part in the bootstrap. Not one refused inside a callback (a step's runs once per capture, a log
+ * callback maybe on the watchdog's thread) or because another thread is inside the context (that thread may be in
+ * this very bootstrap, broadcasting: a second broadcast on this rank would wait forever). */
+typedef gg_status (*gg_comm_maker)(gg_ctx *ctx, const char *fn, const void *arg, const gg_dist_config *config);
+gg_status gg_dist_claimed(gg_ctx *ctx, const char *fn, gg_comm_maker body, const void *arg,
+                          const gg_dist_config *config, int broadcasts, const void *mpi_comm);
 
 #endif

@@ -1,13 +1,14 @@
 /*
  * ddp.h - data-parallel training: the context's NCCL communicator and the reduction of parameter gradients during a
- * block's backward (the hooks the blocks and the graph code call). One file per job: state.c (every build), comm.c
- * (communicator setup), warmup.c (warm-up and peer timeouts), grad_hooks.c (gradient hooks), pair_split.c (the
- * two-rank split reduction), agree.c (agreements between ranks), fingerprint.c (what the ranks compare when a
- * syncing graph is made: every build), deadline.c (the wait for a non-blocking communicator), waiting.c (the
- * deadlines and a long wait's notices: every build), watchdog.c (the replay watchdog, aborting, the lock around the
- * communicator), copy_engine.c, step_layout.c and step_reduce.c (a step graph's reduction across layers:
- * step_reduce.h); a build without NCCL compiles nccl_stub.c instead of the NCCL ones (src/ddp/sources.cmake), where
- * every public gg_dist_* call is GG_ERROR_UNSUPPORTED and the hooks are no-ops (no context has a communicator).
+ * block's backward (the hooks the blocks and the graph code call). One file per job: state.c (every build), comm.c (a
+ * communicator on a context, attach and teardown), comm_init.c (making one), warmup.c (warm-up and peer timeouts),
+ * grad_hooks.c (gradient hooks), pair_split.c (the two-rank split reduction), agree.c (agreements between ranks),
+ * fingerprint.c (what the ranks compare when a syncing graph is made: every build), deadline.c (the wait for a
+ * non-blocking communicator), waiting.c (the deadlines and a long wait's notices: every build), watchdog.c (the replay
+ * watchdog, aborting, the lock around the communicator), copy_engine.c, step_layout.c and step_reduce.c (a step graph's
+ * reduction across layers: step_reduce.h); a build without NCCL compiles nccl_stub.c instead of the NCCL ones
+ * (src/ddp/sources.cmake), where every public gg_dist_* call is GG_ERROR_UNSUPPORTED and the hooks are no-ops (no
+ * context has a communicator).
  */
 #ifndef GG_DDP_H
 #define GG_DDP_H

@@ -5,7 +5,7 @@ set(_gg_ddp ${CMAKE_CURRENT_LIST_DIR})
 set(GG_DDP_SOURCES ${_gg_ddp}/state.c ${_gg_ddp}/bootstrap.c ${_gg_ddp}/ce_layout.c ${_gg_ddp}/fingerprint.c
     ${_gg_ddp}/step_layout.c ${_gg_ddp}/waiting.c)
 if(GG_WITH_NCCL)
-  list(APPEND GG_DDP_SOURCES ${_gg_ddp}/comm.c ${_gg_ddp}/warmup.c ${_gg_ddp}/grad_hooks.c ${_gg_ddp}/pair_split.c
+  list(APPEND GG_DDP_SOURCES ${_gg_ddp}/comm.c ${_gg_ddp}/comm_init.c ${_gg_ddp}/warmup.c ${_gg_ddp}/grad_hooks.c ${_gg_ddp}/pair_split.c
        ${_gg_ddp}/agree.c ${_gg_ddp}/copy_engine.c ${_gg_ddp}/deadline.c ${_gg_ddp}/watchdog.c ${_gg_ddp}/step_reduce.c)
 else()
   list(APPEND GG_DDP_SOURCES ${_gg_ddp}/nccl_stub.c)
