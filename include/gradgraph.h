@@ -1158,9 +1158,9 @@ GG_API void gg_optim_destroy(gg_optim *opt);
  *     adopts rank 0's GEMM algorithms, so that no rank's autotuning leaves it with slower kernels than the others,
  *     and a rank that fails to make it (host memory, the device, its plans) makes it fail on every rank
  *     (GG_ERROR_PEER on the others) while keeping its own status; a call refused for its arguments enqueues nothing
- *     and takes no part (the others wait for it to the peer timeout). The ranks also
- *     compare a fingerprint of the graph (block, dims, precision, buckets, graph flags, op, sync, bucket_bytes,
- *     overlap, comm_sms, copy engines, the GEMM algorithms once agreed): a difference fails the call on every rank
+ *     and takes no part (the others wait for it to the peer timeout). The ranks also compare a fingerprint of the
+ *     graph (block, dims, precision, buckets, graph flags, op, sync, bucket_bytes, overlap, comm_sms, copy engines,
+ *     the GEMM algorithms once agreed): a difference fails the call on every rank
  *     with GG_ERROR_INVALID_ARGUMENT naming the first differing field, this rank's value and the ranks' range (the
  *     communicator stays usable). Any other error from making a syncing graph (a CUDA or NCCL failure during that
  *     step, or ranks not joining within the peer timeout, which aborts the communicator) can leave the ranks
