@@ -39,7 +39,6 @@ typedef struct tally {
     size_t guard_bytes_changed;
 } tally;
 
-
 /* Tokens at which a block changes route or schedule (src/blocks, and a dW GEMM's tail apart from 10240 in
  * src/gemm/matmul.c): drawn at -1, 0 and +1. */
 static const int64_t thresholds[5][8] = {
