@@ -1280,7 +1280,9 @@ GG_API gg_status gg_dist_init_mpi(gg_ctx *ctx, const void *mpi_comm, const gg_di
 
 /* One process, one context per GPU (ctxs[i] on its own device, rank i; count <= 64): makes the communicators together
  * (ncclCommInitAll) and runs the warm-up. Afterwards use each context from its own thread, and call
- * gg_dist_bind_thread from that thread. gradgraph owns these communicators. */
+ * gg_dist_bind_thread from that thread. gradgraph owns these communicators. They share one GG_DIST_INIT_TIMEOUT_S,
+ * counted from the start of the call's NCCL group: when one is late, the call gives up then, not a deadline after
+ * the one made before it. */
 GG_API gg_status gg_dist_init_threads(gg_ctx *const *ctxs, int count, const gg_dist_config *config);
 
 /* Removes the communicator from ctx (destroying it when gradgraph made it). Refused with GG_ERROR_INVALID_ARGUMENT

@@ -69,12 +69,14 @@ static ncclConfig_t comm_config(const gg_dist_config *c) {
     return config;
 }
 
-/* Waits for a communicator being made (non-blocking) with the init deadline; aborts it when it fails or is late.
- * r: what ncclCommInitRankConfig (or the group's end) returned. */
-static gg_status wait_made(gg_ctx *ctx, const char *fn, ncclComm_t comm, ncclResult_t r, int rank,
-                           const char *what) {
+/* Waits for a communicator being made (non-blocking) with the init deadline, counted from `since` (a
+ * gg_dist_now_s() time: the ranks of a group share one deadline); aborts it when it fails or is late. r: what
+ * ncclCommInitRankConfig (or the group's end) returned. */
+static gg_status wait_made(gg_ctx *ctx, const char *fn, ncclComm_t comm, ncclResult_t r, int rank, const char *what,
+                           double since) {
     gg_dist_wait w;
     gg_dist_wait_begin(&w, ctx, rank, what, GG_DIST_TIMEOUT_INIT);
+    gg_dist_wait_since(&w, since);
     const int limit = w.limit_s;
     int late = 0;
     if (comm && (r == ncclSuccess || r == ncclInProgress)) r = (ncclResult_t)gg_dist_wait_comm(comm, &w, NULL, &late);
@@ -96,8 +98,9 @@ static gg_status init_from_id(gg_ctx *ctx, const char *fn, int rank, int size, c
     GG_TRY(gg_device_enter(ctx, fn, &saved));
     ncclComm_t comm = NULL;
     ncclConfig_t config = comm_config(c);
+    const double since = gg_dist_now_s();
     const ncclResult_t r = ncclCommInitRankConfig(&comm, size, *id, rank, &config);
-    const gg_status made = wait_made(ctx, fn, comm, r, rank, "ncclCommInitRankConfig");
+    const gg_status made = wait_made(ctx, fn, comm, r, rank, "ncclCommInitRankConfig", since);
     gg_device_leave(ctx, saved);
     GG_TRY(made);
     return gg_dist_install(ctx, fn, comm, 1, c); /* aborts comm on failure */
@@ -220,6 +223,7 @@ static gg_status init_local_comms(gg_ctx *ctx, const char *fn, int count, const 
     int saved = 0;
     GG_CUDA_TRY(ctx, cudaGetDevice(&saved));
     ncclConfig_t config = comm_config(c);
+    const double since = gg_dist_now_s(); /* one deadline for the group: its ranks finish together */
     ncclResult_t r = ncclGroupStart();
     if (r != ncclSuccess) return gg_dist_fail_nccl(ctx, r, "ncclGroupStart");
     for (int i = 0; i < count; ++i) {
@@ -233,7 +237,7 @@ static gg_status init_local_comms(gg_ctx *ctx, const char *fn, int count, const 
     gg_status status = GG_SUCCESS;
     for (int i = 0; i < count && status == GG_SUCCESS; ++i) { /* wait_made aborts the one that failed */
         (void)cudaSetDevice(devices[i]);
-        status = wait_made(ctx, fn, comms[i], r, i, "ncclCommInitRankConfig (one per device, grouped)");
+        status = wait_made(ctx, fn, comms[i], r, i, "ncclCommInitRankConfig (one per device, grouped)", since);
         if (status != GG_SUCCESS) comms[i] = NULL;
     }
     if (status != GG_SUCCESS)

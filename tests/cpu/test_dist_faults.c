@@ -1827,6 +1827,36 @@ static void a_failed_warm_up_releases_every_rank_at_once(void **state) {
     no_leaks();
 }
 
+/* The communicators gg_dist_init_threads makes in one NCCL group share one init deadline, counted from the group's
+ * start: with rank 0 ready 1.5 s into a 2 s deadline and rank 1 never, the call gives up at 2 s, not 2 s after rank 0
+ * (3.5 s: checked by mutation), and aborts both. */
+static void a_group_shares_one_init_deadline(void **state) {
+    (void)state;
+    gg_ctx *ctxs[CE_RANKS];
+    make_ce_ctxs(ctxs);
+    fake_nccl_reset(0, CE_RANKS);
+    fake_nccl.init_in_progress = 1;
+    fake_nccl.first_init_ready_s = 1.5;
+    setenv("GG_DIST_INIT_TIMEOUT_S", "2", 1);
+    const gg_dist_config dc = dist_config();
+    const double t0 = now_s();
+    const gg_status st = gg_dist_init_threads(ctxs, CE_RANKS, &dc);
+    const double took = now_s() - t0;
+    unsetenv("GG_DIST_INIT_TIMEOUT_S");
+    print_message("rank 0 late, rank 1 never: %s after %.2f s: %s\n", gg_status_string(st), took,
+                  gg_last_error(ctxs[0]));
+    assert_int_equal(st, GG_ERROR_NCCL);
+    contains(gg_last_error(ctxs[0]), "not ready after 2 s");
+    assert_true(took >= 2.0 && took < 3.0);
+    assert_int_equal(atomic_load(&fake_nccl.aborts), CE_RANKS);
+    assert_int_equal(atomic_load(&fake_nccl.live), 0);
+    for (int i = 0; i < CE_RANKS; ++i) {
+        assert_int_equal(gg_dist_size(ctxs[i]), 0);
+        gg_ctx_destroy(ctxs[i]);
+    }
+    no_leaks();
+}
+
 /* gg_dist_alloc with copy engines is collective: a rank whose call fails before the ranks' agreement (here its
  * device) still takes part in it, voting that it failed, so that the others fail at once (GG_ERROR_PEER) instead of
  * waiting for it to the peer deadline; each keeps its own message and the communicator, and the next allocation works
@@ -2003,6 +2033,7 @@ int main(void) {
         cmocka_unit_test(a_rank_failing_to_make_a_syncing_graph_still_votes),
         cmocka_unit_test(a_peer_failing_to_make_a_syncing_graph_fails_it_here),
         cmocka_unit_test(init_that_never_completes_is_aborted),
+        cmocka_unit_test(a_group_shares_one_init_deadline),
         cmocka_unit_test(finalize_that_never_ends_is_aborted),
         cmocka_unit_test(init_env_through_an_id_file),
         cmocka_unit_test(attach_refuses_a_communicator_on_another_device),

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #include "fake_alloc.h"
 
@@ -29,6 +30,7 @@ typedef struct fake_comm {
     unsigned magic;
     atomic_int state; /* ncclSuccess or ncclInProgress */
     int finalized;
+    double ready_at; /* > 0: an init in progress until this monotonic time (first_init_ready_s) */
     fake_window *windows;
     struct fake_comm *next_gone; /* once destroyed or aborted: kept until the next reset (fake_nccl_is_live) */
 } fake_comm;
@@ -110,6 +112,12 @@ static int fault(fake_nccl_kind kind) {
     return 1;
 }
 
+static double monotonic_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 static fake_comm *make(int in_progress) {
     fake_comm *c = calloc(1, sizeof *c);
     c->magic = FAKE_COMM_MAGIC;
@@ -158,8 +166,11 @@ ncclResult_t __wrap_ncclCommInitRankConfig(ncclComm_t *comm, int n, ncclUniqueId
     fake_nccl.init_id = id;
     *comm = NULL;
     if (fault(FN_INIT)) return ncclSystemError;
-    *comm = (ncclComm_t)make(fake_nccl.init_in_progress);
-    return fake_nccl.init_in_progress ? ncclInProgress : ncclSuccess;
+    const int first = fake_nccl.inits++ == 0 && fake_nccl.first_init_ready_s > 0;
+    fake_comm *c = make(fake_nccl.init_in_progress || first);
+    if (first) c->ready_at = monotonic_s() + fake_nccl.first_init_ready_s;
+    *comm = (ncclComm_t)c;
+    return fake_nccl.init_in_progress || first ? ncclInProgress : ncclSuccess;
 }
 ncclResult_t __wrap_ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *state) {
     fake_comm *c = (fake_comm *)comm;
@@ -171,8 +182,9 @@ ncclResult_t __wrap_ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *state) 
     }
     *state = (ncclResult_t)atomic_load(&c->state);
     /* an in-progress call completes once polled; an init, a finalize or calls told to stay in progress never do */
-    const int stuck = c->finalized ? fake_nccl.finalize_in_progress
-                                   : fake_nccl.init_in_progress || fake_nccl.calls_stay_in_progress;
+    const int stuck = c->finalized    ? fake_nccl.finalize_in_progress
+                      : c->ready_at > 0 ? monotonic_s() < c->ready_at
+                                        : fake_nccl.init_in_progress || fake_nccl.calls_stay_in_progress;
     if (*state == ncclInProgress && !stuck) atomic_store(&c->state, ncclSuccess);
     return ncclSuccess;
 }

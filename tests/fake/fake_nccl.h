@@ -84,6 +84,10 @@ typedef struct fake_nccl_state {
     atomic_int aborts, finalizes, destroys;
     atomic_int async_error;       /* what ncclCommGetAsyncError reports (ncclSuccess: the pending state below) */
     int init_in_progress;         /* a new communicator stays ncclInProgress (the init never completes) */
+    /* > 0: the first communicator made after the reset is ready this many seconds after it was made, whatever
+     * init_in_progress says (which still holds the others: one rank of a group ready, late, and the next never) */
+    double first_init_ready_s;
+    int inits;                    /* communicators made since the reset (ncclCommInitRankConfig) */
     int finalize_in_progress;     /* a finalized communicator stays ncclInProgress */
     int in_progress_calls;        /* collectives and group ends return ncclInProgress, done at the next poll */
     int calls_stay_in_progress;   /* ... and never done (a peer that never joins a non-blocking call) */
