@@ -34,6 +34,18 @@ done
 for tgz in ${first[@]+"${first[@]}"} ${last[@]+"${last[@]}"}; do
   tar xzf "$tgz" -C "$tmp"
 done
+# Results named for an H200 (*h200*.json) come from one: the GPU machine may lend an H100 for a call that asked for an
+# H200, and such a run's JSON ("gpu", or a stage's "<stage>_gpu") is refused here, nothing filed.
+python3 - "$tmp" <<'PY' || exit 2
+import glob, json, os, sys
+bad = []
+for path in sorted(glob.glob(os.path.join(sys.argv[1], "*h200*.json"))):
+    for key, gpu in json.load(open(path)).items():
+        if (key == "gpu" or key.endswith("_gpu")) and isinstance(gpu, str) and "H200" not in gpu:
+            bad.append(f"{os.path.basename(path)}: {key} {gpu}")
+if bad:
+    sys.exit("file_run.sh: results named for an H200 ran on another GPU, nothing filed:\n  " + "\n  ".join(bad))
+PY
 # each peers archive holds a peers-autotune.json of its own blocks: one extracted over another would lose it
 [ "$peers_runs" -le 1 ] ||
   { echo "file_run.sh: $peers_runs peers archives: file each in a call of its own" >&2; exit 2; }

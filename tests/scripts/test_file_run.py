@@ -12,7 +12,8 @@ filed under them, and its measurements count over another run's skips; filed whe
 kept and not collected, with a warning. A sanitizers run (racecheck, synccheck, initcheck merged into the tests run's
 reliability JSON) is filed into the run folder of its commit (its output as device-sanitizers.log, its logs), and its
 JSON in run-<sha>/ and results/ is the one filed: after the tests run's in a call of its own, or given with it in
-one call, before it or after; a sanitizers JSON that names no sanitizers run of the commit filed warns.
+one call, before it or after; a sanitizers JSON that names no sanitizers run of the commit filed warns. A run whose
+JSON is named for an H200 but ran on another GPU (its "gpu") is refused, nothing filed.
 Usage: test_file_run.py REPO_ROOT"""
 import io
 import json
@@ -139,6 +140,24 @@ with tempfile.TemporaryDirectory() as d:
     check(read("step-timeline-large.png") == "large png" and read("step-timeline-small.png") == "small png",
           "the fused_copies models' timelines as step-timeline-large.png and -small.png")
     check(not [n for n in set(os.listdir(results)) - before if n.startswith("run-")], "no run folder for them")
+
+    # a run on another GPU than its JSON's name says (an H100 lent for an H200 call): refused, nothing filed
+    h100_run = os.path.join(d, "run-train-h100.tgz")
+    tgz(h100_run, {"train.log": "== train\n", "train-loss-h200.png": "another loss png",
+                   "train-h200.json": json.dumps({"commit": "6666666", "gpu": "NVIDIA H100 80GB HBM3"})})
+    before = {n: read(n) for n in ("train-h200.json", "train-loss-h200.png")}
+    p = subprocess.run(["bash", os.path.join(d, "scripts", "file_run.sh"), "6666666", h100_run], capture_output=True,
+                       text=True)
+    check(p.returncode == 2 and "train-h200.json: gpu NVIDIA H100 80GB HBM3" in p.stderr and
+          all(read(n) == t for n, t in before.items()), "a run on an H100 is not filed as an H200's",
+          p.stdout + p.stderr)
+    h200_run = os.path.join(d, "run-train-h200.tgz")
+    tgz(h200_run, {"train.log": "== train\n", "train-h200.json": json.dumps({"commit": "6666666",
+                                                                              "gpu": "NVIDIA H200"})})
+    p = subprocess.run(["bash", os.path.join(d, "scripts", "file_run.sh"), "6666666", h200_run], capture_output=True,
+                       text=True)
+    check(p.returncode == 0 and '"6666666"' in read("train-h200.json"), "a run on an H200 is filed",
+          p.stdout + p.stderr)
 
     # a bench run, then the peers run of the same commit: bench-h200.json collected again from both
     sha = "9999999"
