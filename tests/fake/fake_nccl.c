@@ -185,7 +185,10 @@ ncclResult_t __wrap_ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *state) 
     const int stuck = c->finalized    ? fake_nccl.finalize_in_progress
                       : c->ready_at > 0 ? monotonic_s() < c->ready_at
                                         : fake_nccl.init_in_progress || fake_nccl.calls_stay_in_progress;
-    if (*state == ncclInProgress && !stuck) atomic_store(&c->state, ncclSuccess);
+    if (*state == ncclInProgress && !stuck) {
+        atomic_store(&c->state, ncclSuccess);
+        c->ready_at = 0; /* its init is done: later calls follow the flags */
+    }
     return ncclSuccess;
 }
 ncclResult_t __wrap_ncclCommAbort(ncclComm_t comm) {
