@@ -105,9 +105,10 @@ cudaError_t gg_k_ssm_small(const uint16_t *grad_output, const uint16_t *weight, 
  * order, in one launch: `chunks` row chunks each write a partial row into partials [chunks, N]; per column group the
  * last chunk to finish adds the partials in order. counters: GG_COL_SUM_COUNTERS device words, 0 between launches
  * (the kernel resets them); reductions that may run at the same time need their own. Types: fp32 -> fp32,
- * bf16 -> bf16 and fp32 -> bf16 (cudaErrorInvalidValue otherwise). f16_copy: NULL, or (fp32 input) where the same
- * pass writes the input converted to fp16, [M,N]; overflow (with it, or NULL): a word set when a value of the copy is
- * past fp16's range, as gg_k_f32_to_f16's. */
+ * fp16 -> fp32, bf16 -> bf16 and fp32 -> bf16 (cudaErrorInvalidValue otherwise). f16_copy: NULL, or (fp32 input)
+ * where the same pass writes the input converted to fp16, [M,N]; overflow (with it, or with an fp16 input; else
+ * NULL): a word set when a value of the copy is past fp16's range, as gg_k_f32_to_f16's, or a value of the fp16
+ * input is not finite. */
 #define GG_COL_SUM_COUNTERS 32
 cudaError_t gg_k_col_sum(const void *in, gg_dtype in_type, int64_t M, int64_t N, int chunks, float *partials,
                          unsigned *counters, void *out, gg_dtype out_type, int accumulate, void *f16_copy,

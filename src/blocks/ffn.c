@@ -25,6 +25,7 @@
 #include "block.h"
 #include "ddp.h"
 #include "blocks.h"
+#include "ffn_dgelu.h"
 #include "kernels/gg_kernels.h"
 #include "streams.h"
 
@@ -36,8 +37,10 @@ enum { T_DB1 = T_EXTRA0, T_DB2 = T_EXTRA1, T_RES_MLP = T_EXTRA1 + 1 }; /* block 
 enum { F16_X, F16_W1, F16_W2, F16_ACT, F16_PRE };
 enum { T_F16_FFN = T_RES_FFN + 1, T_F16_MLP = T_RES_MLP + 1 };
 
-/* GEMM_G_FULL: G on every SM, for the calls of a narrow-schedule plan that have nothing to convert beside G. */
-enum { GEMM_G, GEMM_DW2, GEMM_DX, GEMM_DW1, GEMM_G_FULL };
+/* GEMM_G_FULL: G on every SM, for the calls of a narrow-schedule plan that have nothing to convert beside G.
+ * GEMM_G_DGELU: block 3's G writing R = G * gelu'(x) itself, in cuBLASLt's DGELU epilogue from x's fp16 copy, on every
+ * SM, where the plan chose it (ffn_plan.dgelu) for the calls that give that copy (ffn_dgelu.h). */
+enum { GEMM_G, GEMM_DW2, GEMM_DX, GEMM_DW1, GEMM_G_FULL, GEMM_G_DGELU };
 /* Scratch: G, and R over it in place, in the GEMMs' operand type (fp16 in fp16 mode, else fp32); fp16 copies of the
  * operands in fp16 mode (not of the weights the few-token routes read in fp32; the TF32 G route's fp32 G in BUF_G32);
  * partial sums. */
@@ -94,7 +97,9 @@ typedef struct ffn_plan {
     gg_block_plan base;
     int route;         /* fp16 mode's route: ROUTE_* bits */
     int narrow_ctas;   /* > 0: the narrow schedule, the fp16 copies of act, X and W1 on this many SMs beside G */
-    int col_chunks[2]; /* block 3: row chunks of the column sums of grad_bias1 (over R) and grad_bias2 (over dY) */
+    int col_chunks[3]; /* block 3: row chunks of the column sums of grad_bias1 over R (in the gelu' pass), of
+                        * grad_bias2 over dY, and of grad_bias1 over the fp16 R of G's DGELU epilogue */
+    int dgelu;         /* block 3: GEMM_G_DGELU writes R for the calls that give x's fp16 copy (ffn_dgelu.h) */
 } ffn_plan;
 
 static const ffn_plan *own(const gg_block_plan *p) { return (const ffn_plan *)p; }
@@ -145,6 +150,36 @@ static int narrow_ctas(const gg_ctx *ctx, const gg_block_plan *p) {
     return on ? GG_FFN_NARROW_CTAS : 0;
 }
 
+/* Block 3's plans that may write R in G's DGELU epilogue: fp16 mode, G in cuBLASLt on the fp16 W2 (not the few-token
+ * routes), the two-stream schedule (not the syncing orders, whose ranks must all run the same kernels). */
+static int dgelu_candidate(const gg_block_plan *p) {
+    return p->key.block == GG_BLOCK_MLP && p->key.precision == GG_PRECISION_FP16 && g_reads_w2_copy(own(p)->route) &&
+           !p->key.sync_grads && !p->key.pair_split;
+}
+
+/* GEMM_G_DGELU and ffn_plan.dgelu for a candidate plan: planned when GG_FFN_DGELU is not "pass", kept where it is
+ * forced or wins by time (ffn_dgelu.h). cuBLASLt without an algorithm for the epilogue at this shape: the pass, with no
+ * ERROR line and no message left behind. */
+static gg_status plan_dgelu(gg_ctx *ctx, gg_block_plan *p) {
+    ffn_plan *fp = (ffn_plan *)p;
+    const int64_t M = p->key.tokens, D = p->key.dim0, F = p->key.dim1;
+    const gg_dgelu_mode mode = gg_ffn_dgelu_mode(ctx);
+    if (!dgelu_candidate(p) || mode == GG_DGELU_PASS || (mode == GG_DGELU_AUTO && !ctx->tune)) return GG_SUCCESS;
+    gg_gemm_shape s = {0, 0, F, M, D, F, D, F, CUDA_R_16F, CUDA_R_16F, CUBLAS_COMPUTE_32F, 0, CUBLASLT_EPILOGUE_DGELU};
+    char saved[GG_MSG_BYTES];
+    gg_tentative_begin(ctx, saved);
+    const gg_status st = gg_matmul_plan(ctx, &s, &p->gemm[GEMM_G_DGELU]);
+    if (gg_tentative_end(ctx, saved, st, GG_ERROR_CUBLAS, "R in the gelu' pass instead")) return GG_SUCCESS;
+    GG_TRY(st);
+    const gg_matmul *g = &p->gemm[fp->narrow_ctas ? GEMM_G_FULL : GEMM_G]; /* G as the DGELU path would run it */
+    fp->dgelu = mode == GG_DGELU_EPILOGUE ||
+                gg_ffn_dgelu_wins(ctx, M, F, g->tuned_us, p->gemm[GEMM_G_DGELU].tuned_us);
+    if (!fp->dgelu) gg_matmul_destroy(&p->gemm[GEMM_G_DGELU]);
+    gg_log(ctx, GG_LOG_DEBUG, "M=%lld: R in %s where the call gives x's fp16 copy", (long long)M,
+           fp->dgelu ? "G's DGELU epilogue" : "the gelu' pass");
+    return GG_SUCCESS;
+}
+
 /* A GEMM of the precision mode; its output is fp32 unless `out_is_operand` (G: written in the operand type, so R,
  * over it in place, is ready for the next GEMMs). */
 static gg_status plan_gemm(gg_ctx *ctx, gg_matmul *mm, gg_precision precision, int out_is_operand, int sm_target,
@@ -179,6 +214,7 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     else if (g_reads_w2_copy(fp->route))
         GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_G], prec, 1, beside_narrow, 0, F, M, D, F, D, F));
     if (fp->narrow_ctas) GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_G_FULL], prec, 1, 0, 0, F, M, D, F, D, F));
+    GG_TRY(plan_dgelu(ctx, p));
     GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DW2], prec, 0, 0, 1, F, D / halves, M, F, D, F));
     if (!(fp->route & ROUTE_DX_F32W))
         GG_TRY(plan_gemm(ctx, &p->gemm[GEMM_DX], prec, 0, sm_target, 0, D, M / halves, F, D, F, D));
@@ -196,8 +232,10 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
     if (p->key.block == GG_BLOCK_MLP) {
         fp->col_chunks[0] = gg_k_col_sum_chunks(M, F, GG_DT_F32, ctx->sm_count); /* grad_bias1 over R, with gelu' */
         fp->col_chunks[1] = gg_k_col_sum_chunks(M, D, GG_DT_F32, ctx->sm_count); /* grad_bias2 over dY */
-        /* each sum its own partials (and counters: GG_COUNTER_SUM_A, _B) */
-        p->buffer[BUF_PARTIALS1] = gg_plan_take(p, (size_t)fp->col_chunks[0] * (size_t)F * sizeof(float));
+        fp->col_chunks[2] = gg_k_col_sum_chunks(M, F, GG_DT_F16, ctx->sm_count); /* grad_bias1 over DGELU's R */
+        /* each sum its own partials (and counters: GG_COUNTER_SUM_A, _B); grad_bias1's, either way of summing it */
+        const int chunks1 = fp->dgelu && fp->col_chunks[2] > fp->col_chunks[0] ? fp->col_chunks[2] : fp->col_chunks[0];
+        p->buffer[BUF_PARTIALS1] = gg_plan_take(p, (size_t)chunks1 * (size_t)F * sizeof(float));
         p->buffer[BUF_PARTIALS2] = gg_plan_take(p, (size_t)fp->col_chunks[1] * (size_t)D * sizeof(float));
     }
     return GG_SUCCESS;
@@ -370,6 +408,23 @@ static gg_status activation_grad(gg_ctx *ctx, const gg_block_plan *p, const gg_b
     return gg_dist_grad_ready(ctx, c, s, T_DB1);
 }
 
+/* grad_bias1 = Σ_rows R over the fp16 R that G's DGELU epilogue wrote (a value that is not finite sets the overflow
+ * word, as the gelu' pass's check does). */
+static gg_status bias1_over_r(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, const ffn_operands *o,
+                              cudaStream_t s) {
+    GG_CUDA_TRY(ctx, gg_k_col_sum(o->G, GG_DT_F16, c->tokens, c->dim1, own(p)->col_chunks[2],
+                                  gg_res_buffer(&o->r, p, BUF_PARTIALS1), o->r.counter + GG_COUNTER_SUM_A, c->t[T_DB1],
+                                  GG_DT_F32, c->accumulate, NULL, ctx->counter + GG_COUNTER_OVERFLOW, s));
+    return gg_dist_grad_ready(ctx, c, s, T_DB1);
+}
+
+/* Whether this call's G writes R in its DGELU epilogue instead of the gelu' pass: the plan chose it, the call gives
+ * x's fp16 copy, and G runs on every SM (not beside the narrow schedule's copies). Eager calls and graphs alike, so a
+ * step graph and the eager calls it replaces write the same bits. */
+static int dgelu_in_g(const gg_block_plan *p, const gg_block_call *c, const ffn_operands *o) {
+    return own(p)->dgelu && given_fp16(c, T_PRE) && (o->g_full || !own(p)->narrow_ctas);
+}
+
 /* The two-stream schedule: every call that does not reduce its gradients during the backward (a syncing call with
  * overlap off reduces them all in gg_dist_finish). On an error after the fork, the side stream is still joined. */
 static gg_status enqueue_overlapped(gg_ctx *ctx, const gg_block_plan *p, const gg_block_call *c, cudaStream_t main) {
@@ -396,14 +451,20 @@ static gg_status enqueue_overlapped(gg_ctx *ctx, const gg_block_plan *p, const g
      * whole length (docs/decisions.md). In a step graph (its join deferred) dW2 forks once R exists, with dW1: gelu'
      * then runs with the SMs to itself, and both weight gradients overlap dX and the next calls, which a block call
      * alone does not have (docs/decisions.md, "Step graphs: the weight gradients after R"). */
-    const int dw2_after_r = o.r.defer_join;
-    GG_GOTO(gemm_g(ctx, p, c, &o, ctx->priority_greatest, main), status, join);
+    const int dw2_after_r = o.r.defer_join, dgelu = dgelu_in_g(p, c, &o);
+    if (dgelu) /* G writes R; its grad_bias1 sum waits on the side stream, before the weight gradients */
+        GG_GOTO(gg_matmul_run_epilogue(ctx, &p->gemm[GEMM_G_DGELU], o.w2, o.dy, o.G, NULL,
+                                       (void *)given_fp16(c, T_PRE), o.r.workspace[0], main),
+                status, join);
+    else
+        GG_GOTO(gemm_g(ctx, p, c, &o, ctx->priority_greatest, main), status, join);
     if (!dw2_after_r) {
         GG_GOTO(gg_stream_handoff(ctx, main, o.r.ev_fork, side), status, join);
         GG_GOTO(gemm_dw2(ctx, p, c, &o, side), status, join);
     }
-    GG_GOTO(activation_grad(ctx, p, c, &o, main), status, join);
+    if (!dgelu) GG_GOTO(activation_grad(ctx, p, c, &o, main), status, join);
     GG_GOTO(gg_stream_handoff(ctx, main, o.r.ev_fork, side), status, join); /* R is ready */
+    if (dgelu) GG_GOTO(bias1_over_r(ctx, p, c, &o, side), status, join);
     if (dw2_after_r) GG_GOTO(gemm_dw2(ctx, p, c, &o, side), status, join);
     GG_GOTO(gemm_dw1(ctx, p, c, &o, side), status, join);
     if (is_copy(c, T_W1, o.w1)) GG_GOTO(gg_stream_wait(ctx, side, o.r.ev_conv, main), status, join); /* W1's copy */

@@ -9,7 +9,7 @@
 #include "internal.h"
 #include "matmul.h"
 
-#define GG_PLAN_MAX_GEMMS 5
+#define GG_PLAN_MAX_GEMMS 6
 #define GG_PLAN_MAX_BUFFERS 10
 
 typedef struct gg_block_plan {

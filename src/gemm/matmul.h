@@ -21,7 +21,8 @@ typedef struct gg_gemm_shape {
     int sm_count_target;            /* > 0: run on at most this many SMs (the rest left to communication) */
     /* A fused epilogue (a cublasLtEpilogue_t; 0: none): BIAS adds a vector of m elements of D's type to every
      * column; GELU_AUX(_BIAS) writes gelu_tanh(x) to D and x (after the bias) to an aux matrix of D's type and
-     * layout (ld = ldd). Its pointers are given per run (gg_matmul_run_epilogue). */
+     * layout (ld = ldd); DGELU writes (A @ B) * gelu_tanh'(x) to D, x read from such an aux matrix. Its pointers are
+     * given per run (gg_matmul_run_epilogue). */
     int epilogue;
 } gg_gemm_shape;
 
@@ -30,6 +31,8 @@ typedef struct gg_matmul {
     cublasLtMatrixLayout_t a, b, d;
     cublasLtMatmulAlgo_t algo;
     size_t workspace_bytes; /* what the chosen algorithm needs (<= the context's workspace) */
+    double tuned_us;        /* autotune's time of the chosen algorithm in us (its timing, or the tune cache's); 0: not
+                             * timed (no autotune, one candidate, or tuning skipped) */
     int max_cluster_ctas;   /* > 0: only algorithms whose thread-block clusters have at most this many CTAs */
     int unsplit;            /* only algorithms without split-k (a k not a multiple of 128: matmul.c) */
     int epilogue;           /* the shape's epilogue (0: none) */

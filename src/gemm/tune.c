@@ -57,8 +57,9 @@ static void problem_key(gg_ctx *ctx, const gg_gemm_shape *s, const gg_matmul *mm
              neighbour_ctas(ctx, s) ? "nb" : "", epilogue, clusters);
 }
 
-/* The cached choice, if cuBLASLt still accepts it for these descriptors. */
-static int from_cache(gg_ctx *ctx, const gg_matmul *mm, const char *key, cublasLtMatmulHeuristicResult_t *chosen) {
+/* The cached choice, if cuBLASLt still accepts it for these descriptors, and its time. */
+static int from_cache(gg_ctx *ctx, const gg_matmul *mm, const char *key, cublasLtMatmulHeuristicResult_t *chosen,
+                      double *us) {
     const gg_tune_entry *e = gg_tune_cache_find(ctx->tune, key);
     if (!e) return 0;
     cublasLtMatmulAlgo_t algo;
@@ -71,6 +72,7 @@ static int from_cache(gg_ctx *ctx, const gg_matmul *mm, const char *key, cublasL
     memset(chosen, 0, sizeof *chosen);
     chosen->algo = algo;
     chosen->workspaceSize = workspace;
+    *us = e->us;
     return 1;
 }
 
@@ -195,13 +197,23 @@ static void log_unsaved(gg_ctx *ctx, int err) {
                c->path, strerror(err), lock ? ", on its lock file " : "", lock ? c->lock_path : "");
 }
 
+/* Puts e into the cache and saves it (a failure leaves the choice for as long as the context, and says so). */
+static void remember(gg_ctx *ctx, const gg_tune_entry *e) {
+    if (gg_tune_cache_put(ctx->tune, e) != 0)
+        gg_log(ctx, GG_LOG_WARN, "autotune cache %s: out of host memory for the entry: the choice lasts as long as "
+               "the context", ctx->tune->path ? ctx->tune->path : "(memory)");
+    else if (gg_tune_cache_save(ctx->tune) != 0)
+        log_unsaved(ctx, errno);
+}
+
 gg_status gg_matmul_tune(gg_ctx *ctx, const gg_gemm_shape *s, const gg_matmul *mm,
                          const cublasLtMatmulHeuristicResult_t *candidates, int count,
-                         cublasLtMatmulHeuristicResult_t *chosen) {
+                         cublasLtMatmulHeuristicResult_t *chosen, double *us) {
     *chosen = candidates[0];
+    *us = 0;
     char key[GG_TUNE_KEY_BYTES];
     problem_key(ctx, s, mm, key, sizeof key);
-    if (from_cache(ctx, mm, key, chosen)) return GG_SUCCESS;
+    if (from_cache(ctx, mm, key, chosen, us)) return GG_SUCCESS;
 
     /* The workspace of the caller's stream may be in use by work enqueued earlier: wait for the device first. */
     scratch x = {0};
@@ -241,6 +253,7 @@ gg_status gg_matmul_tune(gg_ctx *ctx, const gg_gemm_shape *s, const gg_matmul *m
         return GG_SUCCESS;
     }
     *chosen = candidates[best_index];
+    *us = best;
     gg_log(ctx, GG_LOG_INFO, "autotune %s: candidate %d of %d, %.1f us (heuristic's first: %.1f us)", key, best_index,
            count, best, first);
     gg_tune_entry e;
@@ -249,11 +262,31 @@ gg_status gg_matmul_tune(gg_ctx *ctx, const gg_gemm_shape *s, const gg_matmul *m
     memcpy(e.algo, &chosen->algo, sizeof e.algo);
     e.workspace_bytes = chosen->workspaceSize;
     e.us = best;
-    if (gg_tune_cache_put(ctx->tune, &e) != 0) {
-        gg_log(ctx, GG_LOG_WARN, "autotune cache %s: out of host memory for the entry: the choice lasts as long as "
-               "the context", ctx->tune->path ? ctx->tune->path : "(memory)");
-    } else if (gg_tune_cache_save(ctx->tune) != 0) {
-        log_unsaved(ctx, errno);
-    }
+    remember(ctx, &e);
     return GG_SUCCESS;
+}
+
+double gg_tune_pass_us(gg_ctx *ctx, const char *problem, double (*measure)(gg_ctx *ctx, void *arg), void *arg) {
+    if (!ctx->tune) return -1.0;
+    char key[GG_TUNE_KEY_BYTES];
+    snprintf(key, sizeof key, "%s|pass|%s", device_part(ctx), problem);
+    const gg_tune_entry *cached = gg_tune_cache_find(ctx->tune, key);
+    if (cached && cached->us > 0) return cached->us;
+    if (cudaDeviceSynchronize() != cudaSuccess) { /* work enqueued earlier may hold the scratch's memory */
+        gg_log(ctx, GG_LOG_WARN, "timing of %s skipped (%s)", key, cudaGetErrorString(cudaGetLastError()));
+        return -1.0;
+    }
+    const double us = measure(ctx, arg);
+    (void)cudaGetLastError(); /* a failed measurement's error is not sticky: it leaves none behind */
+    if (us <= 0) {
+        gg_log(ctx, GG_LOG_WARN, "timing of %s failed: the choices that weigh it keep their default", key);
+        return -1.0;
+    }
+    gg_log(ctx, GG_LOG_INFO, "timed %s: %.1f us", key, us);
+    gg_tune_entry e;
+    memset(&e, 0, sizeof e); /* no algorithm: the key says it is a pass */
+    snprintf(e.key, sizeof e.key, "%s", key);
+    e.us = us;
+    remember(ctx, &e);
+    return us;
 }

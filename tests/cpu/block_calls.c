@@ -22,6 +22,7 @@ gg_status block_call_run(gg_ctx *ctx, gg_graph *g, const block_case *c, int out,
         if (c->copies)
             a.hidden_states_fp16 = FAKE(40), a.weight1_fp16 = FAKE(41), a.weight2_fp16 = FAKE(42),
             a.gelu_out_fp16 = FAKE(43);
+        if (c->copies == 2) a.linear1_out_fp16 = FAKE(44);
         if (device) return gg_gelu_ffn_graph_run_device(g, &d, DEVICE_TOKENS, &a, NULL);
         return g ? gg_gelu_ffn_graph_run(g, &d, &a, NULL) : gg_gelu_ffn_backward(ctx, &d, &a, NULL);
     }
@@ -32,6 +33,7 @@ gg_status block_call_run(gg_ctx *ctx, gg_graph *g, const block_case *c, int out,
         if (c->copies)
             a.hidden_states_fp16 = FAKE(40), a.weight1_fp16 = FAKE(41), a.weight2_fp16 = FAKE(42),
             a.intermediate_activated_fp16 = FAKE(43);
+        if (c->copies == 2) a.intermediate_fp16 = FAKE(44);
         if (device) return gg_mlp_graph_run_device(g, &d, DEVICE_TOKENS, &a, NULL);
         return g ? gg_mlp_graph_run(g, &d, &a, NULL) : gg_mlp_backward(ctx, &d, &a, NULL);
     }

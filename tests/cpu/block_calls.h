@@ -18,7 +18,8 @@ typedef struct block_case {
     int64_t tokens, dim0, dim1;
     gg_precision precision;
     int silu, accumulate;
-    int copies; /* blocks 2/3 in fp16: the four fp16 copies of the operands given (BLOCK_CALL_FAKE(40..43)) */
+    int copies; /* blocks 2/3 in fp16: 1, the four fp16 copies of the operands given (BLOCK_CALL_FAKE(40..43)); 2, the
+                 * pre-activation's too (BLOCK_CALL_FAKE(44)) */
 } block_case;
 
 /* The call: eager on ctx (g NULL) or a run of graph g (`device`: gg_*_graph_run_device, M read from

@@ -3,7 +3,8 @@
  * context takes the cached choice without timing anything; a cached choice cuBLASLt no longer accepts is tuned again,
  * with a warning; a candidate that does not run is passed over; true fp32 GEMMs are never tuned; a GEMM planned to
  * leave SMs to other work is timed beside a neighbour on them and cached under a key of its own; a fault while tuning
- * fails the call cleanly or is passed by with a warning. Block 3's eager call (four GEMMs, every k a multiple of 128)
+ * fails the call cleanly or is passed by with a warning; block 3's choice between the gelu' pass and G's DGELU
+ * epilogue weighs autotune's times against the pass's, timed once and cached. Block 3's eager call (four GEMMs, every k a multiple of 128)
  * drives each case. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -308,8 +309,70 @@ static void a_gemm_with_an_sm_target_is_timed_beside_a_neighbour(void **state) {
     assert_true(second - before - 2 * per_call >= CANDIDATES); /* each candidate timed beside passes */
     gg_ctx_destroy(ctx);
     size_t beside = 0;
-    assert_int_equal(cached_choices_beside(2, 20.0, &beside), 5);
-    assert_int_equal(beside, 1); /* G; dW2, dX and dW1 run on every SM */
+    /* G beside the copies and G on every SM, G with the DGELU epilogue (block 3's choice against the gelu' pass,
+     * whose timing the fakes' clock cannot give without launch_us: no entry), dW2, dX and dW1 */
+    assert_int_equal(cached_choices_beside(2, 20.0, &beside), 6);
+    assert_int_equal(beside, 1); /* G; the others run on every SM */
+}
+
+/* How many of the cache file's entries are timed passes (their keys name "|pass|"), and the time of the last. */
+static size_t cached_passes(double *us) {
+    gg_tune_cache cache;
+    assert_int_equal(gg_tune_cache_open(&cache, cache_path), 0);
+    size_t n = 0;
+    for (size_t i = 0; i < cache.count; ++i)
+        if (strstr(cache.entries[i].key, "|pass|gelu_grad_col_sum_f16|4096x512")) ++n, *us = cache.entries[i].us;
+    gg_tune_cache_close(&cache);
+    return n;
+}
+
+/* Block 3's call twice on a fresh context (the first plans); returns the gelu' pass's launches over both (the plan's
+ * timing included) and sets *dgelu to the DGELU GEMMs the second call ran. */
+static int call_twice(const double *us, double launch_us, const block_case *c, int *dgelu) {
+    gg_ctx *ctx = make_ctx(us);
+    fake.launch_us = launch_us;
+    const int before = fake_kernel_launches("GeluGradRow");
+    assert_int_equal(block_call_run(ctx, NULL, c, 0, 0), GG_SUCCESS);
+    fake.dgelu_matmuls = 0;
+    assert_int_equal(block_call_run(ctx, NULL, c, 0, 0), GG_SUCCESS);
+    *dgelu = fake.dgelu_matmuls;
+    const int passes = fake_kernel_launches("GeluGradRow") - before;
+    gg_ctx_destroy(ctx);
+    return passes;
+}
+
+/* Block 3 in fp16 mode given x's fp16 copy: its plan also tunes G with cuBLASLt's DGELU epilogue, and times the gelu'
+ * pass once, cached under a key of its own. Here G with the epilogue is as fast as G and the pass costs 5 us, so the
+ * calls write R in G's epilogue and run no pass; a later context chooses alike from the cache, timing nothing.
+ * GG_FFN_DGELU=pass keeps the pass; so does a pass whose timing fails (a clock that does not move), with a WARN. */
+static void block3_weighs_r_in_g_epilogue_against_the_pass(void **state) {
+    (void)state;
+    unlink(cache_path);
+    const double us[CANDIDATES] = {50, 40, 20, 30};
+    block_case c = mlp;
+    c.precision = GG_PRECISION_FP16;
+    c.tokens = 4096; /* above the few-token routes: G in cuBLASLt, on every SM once every copy is given */
+    c.copies = 2;
+    int dgelu = 0;
+    assert_true(call_twice(us, 5.0, &c, &dgelu) >= 2); /* timed: a first run and the timed ones, none in the calls */
+    assert_int_equal(dgelu, 1);
+    assert_string_equal(warnings, "");
+    double pass_us = 0;
+    assert_int_equal(cached_passes(&pass_us), 1);
+    assert_true(pass_us > 4.99 && pass_us < 5.01);
+    assert_int_equal(call_twice(us, 5.0, &c, &dgelu), 0); /* the cache's times: nothing timed */
+    assert_int_equal(dgelu, 1);
+
+    setenv("GG_FFN_DGELU", "pass", 1);
+    assert_int_equal(call_twice(us, 5.0, &c, &dgelu), 2); /* one pass a call */
+    assert_int_equal(dgelu, 0);
+    unsetenv("GG_FFN_DGELU");
+
+    unlink(cache_path);
+    assert_true(call_twice(us, 0.0, &c, &dgelu) >= 2 + 2);
+    assert_int_equal(dgelu, 0);
+    assert_non_null(strstr(warnings, "timing of"));
+    assert_int_equal(cached_passes(&pass_us), 0);
 }
 
 int main(void) {
@@ -323,6 +386,7 @@ int main(void) {
         cmocka_unit_test(a_gemm_with_an_sm_target_is_timed_beside_a_neighbour),
         cmocka_unit_test(a_split_gemm_is_cached_under_its_own_workspace),
         cmocka_unit_test(faults_while_tuning_fail_cleanly_or_fall_back),
+        cmocka_unit_test(block3_weighs_r_in_g_epilogue_against_the_pass),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -42,6 +42,7 @@ static struct {
     long pairs, violations, negative_violations;
     long race_pairs, races, negative_races; /* fake_order.h's check of every pair on shared bytes, one writing */
     long kernel_uses, gemm_uses, other_uses; /* slot-touching operations seen, by what the fake read them from */
+    long dgelu_gemms;                        /* GEMMs with the DGELU epilogue captured */
 } totals;
 
 /* ---- the step ---- */
@@ -65,7 +66,7 @@ static kind kind_of(int pattern, int l) { return pattern == 2 ? (kind)(l % 2) : 
 typedef struct built {
     gg_ctx *ctx;
     gg_step *step;
-    void *owned[MAX_LAYERS * 12];
+    void *owned[MAX_LAYERS * 16]; /* an MLP given every fp16 copy: 16 tensors */
     int n_owned;
 } built;
 
@@ -92,12 +93,18 @@ static void build(built *b, int layers, int pattern, int sides, int slots) {
         void **o = b->owned;
         int *n = &b->n_owned;
         if (kind_of(pattern, l) == KIND_MLP) {
-            /* fp32 and fp16 modes in turn (fp16 adds the inputs' copies to the slot) */
+            /* fp32 and fp16 modes in turn (fp16 adds the inputs' copies to the slot); every fourth layer gives every
+             * fp16 copy, x's too, so that G writes R in its DGELU epilogue (GG_FFN_DGELU=epilogue, main) and
+             * grad_bias1 is summed over R on the side stream */
             const gg_mlp_desc d = {.tokens = 1, .hidden = HIDDEN, .ffn = FFN,
                                    .precision = l % 4 < 2 ? GG_PRECISION_FP32 : GG_PRECISION_FP16};
             gg_mlp_args a = {prev_grad ? prev_grad : device(o, n), device(o, n), device(o, n), device(o, n),
                              device(o, n), device(o, n), device(o, n), device(o, n), device(o, n), device(o, n),
                              device(o, n), NULL, NULL, NULL, NULL, NULL, NULL};
+            if (l % 4 == 3) {
+                a.hidden_states_fp16 = device(o, n), a.weight1_fp16 = device(o, n), a.weight2_fp16 = device(o, n);
+                a.intermediate_activated_fp16 = device(o, n), a.intermediate_fp16 = device(o, n);
+            }
             assert_int_equal(gg_step_add_mlp(b->step, &d, &a), GG_SUCCESS);
             prev_grad = a.grad_hidden_states;
         } else {
@@ -288,6 +295,7 @@ static void concurrent_calls_never_share_a_slot(void **state) {
                     built b;
                     build(&b, layer_counts[li], pattern, sides, slots);
                     const long v = run_and_check(&b, layer_counts[li], 1);
+                    totals.dgelu_gemms += fake.dgelu_matmuls;
                     if (v)
                         print_message("%d layers, pattern %d, %d side streams, %d slots: %ld violations\n",
                                       layer_counts[li], pattern, sides, slots, v);
@@ -299,6 +307,7 @@ static void concurrent_calls_never_share_a_slot(void **state) {
     assert_int_equal(totals.violations, 0);
     assert_int_equal(totals.races, 0);
     assert_true(totals.pairs > 0 && totals.race_pairs > 0);
+    assert_true(totals.dgelu_gemms > 0);
 }
 
 /* Without the slot wait the same checker finds calls that race on a slot, in every configuration tried. */
@@ -479,6 +488,7 @@ static void gradient_callbacks_run_after_every_gradient(void **state) {
 }
 
 int main(void) {
+    setenv("GG_FFN_DGELU", "epilogue", 1); /* read as each plan is built */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(concurrent_calls_never_share_a_slot),
         cmocka_unit_test(negative_control_finds_races),
@@ -488,9 +498,9 @@ int main(void) {
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     printf("RING_PROOF {\"steps\": %d, \"captures\": %d, \"pairs_checked\": %ld, \"violations\": %ld, "
            "\"negative_control_violations\": %ld, \"slot_uses\": {\"kernel\": %ld, \"gemm\": %ld, \"other\": %ld}, "
-           "\"race_pairs\": %ld, \"races\": %ld, \"negative_control_races\": %ld}\n",
+           "\"race_pairs\": %ld, \"races\": %ld, \"negative_control_races\": %ld, \"dgelu_gemms\": %ld}\n",
            totals.steps, totals.captures, totals.pairs, totals.violations, totals.negative_violations,
            totals.kernel_uses, totals.gemm_uses, totals.other_uses, totals.race_pairs, totals.races,
-           totals.negative_races);
+           totals.negative_races, totals.dgelu_gemms);
     return failed;
 }

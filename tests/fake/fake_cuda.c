@@ -609,6 +609,7 @@ static cudaError_t launch_refused(const kernel_entry *k, dim3 grid, dim3 block, 
 static void launched(const void *fn, cudaStream_t stream, void **args, dim3 grid, int cluster) {
     ++fake.enqueued;
     ++fake.launches;
+    fake.clock_us += fake.launch_us;
     fake.cluster_launches += cluster != 0;
     kernel_entry *k = kernel_of(fn);
     if (k) ++k->launches;
@@ -867,6 +868,7 @@ int fake_dot_written(const char *path, unsigned flags) {
 /* A matmul descriptor's pointers and a layout's shape, behind their handles. */
 typedef struct fake_desc {
     const void *bias, *aux;
+    cublasLtEpilogue_t epilogue;
 } fake_desc;
 
 /* The bytes a column-major matrix of layout l spans. */
@@ -921,8 +923,10 @@ cublasStatus_t __wrap_cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc, 
                                                      const void *buf, size_t bytes) {
     (void)bytes;
     fake_desc *d = (fake_desc *)desc;
-    if (attr == CUBLASLT_MATMUL_DESC_EPILOGUE) fake.epilogues[fake.n_epilogues++ % FAKE_MAX_EPILOGUES] =
-        *(const cublasLtEpilogue_t *)buf;
+    if (attr == CUBLASLT_MATMUL_DESC_EPILOGUE) {
+        d->epilogue = *(const cublasLtEpilogue_t *)buf;
+        fake.epilogues[fake.n_epilogues++ % FAKE_MAX_EPILOGUES] = d->epilogue;
+    }
     if (attr == CUBLASLT_MATMUL_DESC_BIAS_POINTER) memcpy(&fake.bias_pointer, buf, sizeof fake.bias_pointer);
     if (attr == CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER) memcpy(&fake.aux_pointer, buf, sizeof fake.aux_pointer);
     if (attr == CUBLASLT_MATMUL_DESC_BIAS_POINTER) memcpy(&d->bias, buf, sizeof d->bias);
@@ -1035,6 +1039,7 @@ cublasStatus_t __wrap_cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d,
         ++fake.algo_runs_untagged;
     }
     ++fake.enqueued;
+    fake.dgelu_matmuls += ((const fake_desc *)d)->epilogue == CUBLASLT_EPILOGUE_DGELU;
     /* a tail after its first part, adding to its D on its stream; or before it, beside it on another stream into a sum
      * of its own (gg_matmul_run_split_in), the first part then starting where the tail's A and B begin */
     const int after = previous_matmul.stream == stream && previous_matmul.D == D && beta &&

@@ -123,6 +123,8 @@ typedef struct fake_state {
     cublasLtEpilogue_t epilogues[FAKE_MAX_EPILOGUES];
     int n_epilogues;
     const void *bias_pointer, *aux_pointer;
+    double launch_us;  /* what each kernel launch adds to the device clock (clock_us); 0 by default */
+    int dgelu_matmuls; /* cublasLtMatmul runs whose descriptor has the DGELU epilogue (block 3's R written by G) */
     /* cudaMalloc hands out addresses in a reserved range that nothing is mapped at, each allocation as many bytes
      * from the last as it asked for: ranges of device memory can be compared (never dereferenced) */
     int device_space;

@@ -2,7 +2,8 @@
  * test_fp16_gpu.c - fp16 mode (label `gpu`; SKIPPED without a GPU).
  * The overflow word: inputs in range leave it clear; an input past 65504 sets it (its conversion, or gg_to_fp16's),
  * and so do inputs in range whose G = grad_output @ W2 and R = G * gelu'(x) are not (the fp16 R, in blocks 2 and 3);
- * the synchronous query reads what the device word holds and clears it; fp32 mode never sets it. gg_check_finite
+ * the synchronous query reads what the device word holds and clears it; fp32 mode never sets it. Block 3's R written in
+ * G's DGELU epilogue sets it too when a value of R is past fp16's range. gg_check_finite
  * sets a word for an Inf or NaN anywhere in fp32 or bf16 data, and leaves it for finite data; both over more than
  * 2^31 elements where the GPU has the memory (numerics_past_32_bit_indices).
  * The fp16 copies of the operands (the *_fp16 args of blocks 2 and 3): on random inputs, at token counts on each
@@ -13,7 +14,8 @@
  * given the weights' copies writes the same bits as one without.
  * The pre-activation's copy (linear1_out_fp16 / intermediate_fp16), which changes the result: on each route, every
  * output with every copy given is within 2e-3 of its largest |element| of the float64 CPU reference, and no more
- * than 3x further from it (plus 1e-4 of that element) than the call without copies.
+ * than 3x further from it (plus 1e-4 of that element) than the call without copies; block 3 both with R from the
+ * gelu' pass and from G's DGELU epilogue (GG_FFN_DGELU).
  */
 #include "gpu_test.h"
 #include "gg_ref.h"
@@ -285,10 +287,24 @@ static double worst_error(const copy_io *io, int k, int o, const double *ref, si
     return worst;
 }
 
-static void pre_activation_copy_within_tolerance(void **state) {
-    (void)state;
-    REQUIRE_GPU();
-    gg_ctx *ctx = new_ctx();
+/* Counts the plans that chose R in G's DGELU epilogue (their DEBUG line). */
+static void count_dgelu_plans(void *user, gg_log_level level, const char *message) {
+    (void)level;
+    if (strstr(message, "R in G's DGELU epilogue")) ++*(int *)user;
+}
+
+/* The check below with block 3's R = G * gelu'(x) written the way GG_FFN_DGELU says ("pass": the gelu' pass, blocks 2
+ * and 3; "epilogue": G's DGELU epilogue, block 3, whose plans above the few-token route must have chosen it). */
+static void pre_activation_copy_checked(const char *dgelu) {
+    setenv("GG_FFN_DGELU", dgelu, 1);
+    const int epilogue = strcmp(dgelu, "epilogue") == 0;
+    int dgelu_plans = 0;
+    gg_config config = GG_CONFIG_INIT;
+    config.log_fn = count_dgelu_plans;
+    config.log_user_data = &dgelu_plans;
+    config.log_level = GG_LOG_DEBUG;
+    gg_ctx *ctx = NULL;
+    if (gg_ctx_create(&config, &ctx) != GG_SUCCESS) fail_msg("gg_ctx_create: %s", gg_last_error(NULL));
     copy_io io = make_copy_io(ctx, 20261204u);
     const size_t all = (size_t)CM * CF;
     float *h[6] = {host_floats(io.dy, (size_t)CM * CD), host_floats(io.x, (size_t)CM * CD),
@@ -296,7 +312,7 @@ static void pre_activation_copy_within_tolerance(void **state) {
                    host_floats(io.act, all)};
     /* the few-token route (G and dX reading the fp32 weights), the converting route, the narrow schedule */
     const int64_t tokens[] = {64, 700, 2100};
-    for (int block = 2; block <= 3; ++block)
+    for (int block = epilogue ? 3 : 2; block <= 3; ++block)
         for (size_t t = 0; t < sizeof tokens / sizeof tokens[0]; ++t) {
             const int64_t M = tokens[t];
             const size_t n[5] = {(size_t)M * CD, out_elems[1], out_elems[2], out_elems[3], out_elems[4]};
@@ -312,8 +328,8 @@ static void pre_activation_copy_within_tolerance(void **state) {
                 double scale = 0;
                 const double plain = worst_error(&io, 0, o, ref[o], n[o], &scale);
                 const double with_x16 = worst_error(&io, 1, o, ref[o], n[o], &scale);
-                print_message("block %d, M = %lld, output %d: worst error without copies %.3g, with x's copy %.3g, "
-                              "of %.3g\n", block, (long long)M, o, plain, with_x16, scale);
+                print_message("block %d, M = %lld, output %d (R by the %s): worst error without copies %.3g, with "
+                              "x's copy %.3g, of %.3g\n", block, (long long)M, o, dgelu, plain, with_x16, scale);
                 if (with_x16 > 2e-3 * scale || with_x16 > 3 * plain + 1e-4 * scale)
                     fail_msg("block %d, M = %lld, output %d: with x's fp16 copy off by %g of %g (without copies %g)",
                              block, (long long)M, o, with_x16, scale, plain);
@@ -323,6 +339,56 @@ static void pre_activation_copy_within_tolerance(void **state) {
     for (int i = 0; i < 6; ++i) free(h[i]);
     free_copy_io(&io);
     gg_ctx_destroy(ctx);
+    unsetenv("GG_FFN_DGELU");
+    if (epilogue) assert_true(dgelu_plans >= 2); /* 700 and 2100 tokens */
+    else assert_int_equal(dgelu_plans, 0);
+}
+
+/* Block 3 given every fp16 copy, x's too, with R forced into G's DGELU epilogue (the narrow schedule's G on every
+ * SM): inputs in range leave the word clear; operands in range whose R is not (G = 256 * 300 * 1, R = G * gelu'(1),
+ * rounded to Inf by the epilogue) set it, through grad_bias1's sum over R. */
+static void overflow_of_r_in_g_epilogue_sets_the_flag(void **state) {
+    (void)state;
+    REQUIRE_GPU();
+    setenv("GG_FFN_DGELU", "epilogue", 1);
+    int dgelu_plans = 0;
+    gg_config config = GG_CONFIG_INIT;
+    config.log_fn = count_dgelu_plans;
+    config.log_user_data = &dgelu_plans;
+    config.log_level = GG_LOG_DEBUG;
+    gg_ctx *ctx = NULL;
+    if (gg_ctx_create(&config, &ctx) != GG_SUCCESS) fail_msg("gg_ctx_create: %s", gg_last_error(NULL));
+    ffn_buffers b = make_buffers();
+    gg_mlp_desc d = {M, D, F, GG_PRECISION_FP16, 0};
+    void *x16 = fp16_of(ctx, b.x, (size_t)M * D), *w1_16 = fp16_of(ctx, b.w1, (size_t)F * D);
+    void *act16 = fp16_of(ctx, b.act, (size_t)M * F), *pre16 = fp16_of(ctx, b.pre, (size_t)M * F);
+    void *w2_16 = fp16_of(ctx, b.w2, (size_t)D * F);
+    gg_mlp_args a = {b.dy, b.x, b.w1, b.w2, b.pre, b.act, b.dx, b.dw1, b.db1, b.dw2, b.db2, NULL,
+                     x16,  w1_16, w2_16, act16, pre16};
+    GG_OK(ctx, gg_mlp_backward(ctx, &d, &a, NULL));
+    assert_int_equal(dgelu_plans, 1);
+    assert_int_equal(found(ctx, 0), 0);
+    set_all(b.dy, (size_t)M * D, 300.0f);
+    set_all(b.w2, (size_t)D * F, 1.0f);
+    set_all(b.pre, (size_t)M * F, 1.0f);
+    CUDA_OK(cudaFree(w2_16));
+    CUDA_OK(cudaFree(pre16));
+    a.weight2_fp16 = w2_16 = fp16_of(ctx, b.w2, (size_t)D * F);
+    a.intermediate_fp16 = pre16 = fp16_of(ctx, b.pre, (size_t)M * F);
+    GG_OK(ctx, gg_mlp_backward(ctx, &d, &a, NULL));
+    assert_int_equal(found(ctx, 1), 1);
+    void *copies[] = {x16, w1_16, w2_16, act16, pre16};
+    for (int i = 0; i < 5; ++i) CUDA_OK(cudaFree(copies[i]));
+    free_buffers(&b);
+    gg_ctx_destroy(ctx);
+    unsetenv("GG_FFN_DGELU");
+}
+
+static void pre_activation_copy_within_tolerance(void **state) {
+    (void)state;
+    REQUIRE_GPU();
+    pre_activation_copy_checked("pass");
+    pre_activation_copy_checked("epilogue");
 }
 
 /* Whether two device buffers of `bytes` hold the same bits. */
@@ -531,6 +597,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(overflow_sets_the_flag),
                                        cmocka_unit_test(copies_give_the_same_results),
                                        cmocka_unit_test(pre_activation_copy_within_tolerance),
+                                       cmocka_unit_test(overflow_of_r_in_g_epilogue_sets_the_flag),
                                        cmocka_unit_test(forward_writes_and_reads_copies),
                                        cmocka_unit_test(to_fp16_flags_and_converts),
                                        cmocka_unit_test(check_finite_finds_inf_and_nan),

@@ -426,8 +426,9 @@ static void gradient_callback_sees_final_gradients(void **state) {
 
 /* Step graphs of shapes no other test has: GG_STEP_SHAPES (default 8) stacks drawn from GG_SHAPES_SEED (default 1,
  * printed with each), each against the same layers as eager calls, bitwise at its largest bucket and within 1e-4
- * padded at a token count drawn below it: 1-4 layers of residual MLPs (fp32, tf32 or fp16, in fp16 with or without
- * the copies, the residual fused or in a callback) or of gated bf16 pairs, dims any multiple of 8 up to 1536 and
+ * padded at a token count drawn below it (1e-3 with x's fp16 copy, where the two plans may write R in two ways): 1-4
+ * layers of residual MLPs (fp32, tf32 or fp16, in fp16 with or without the copies, with them every other one with R
+ * forced into G's DGELU epilogue, the residual fused or in a callback) or of gated bf16 pairs, dims any multiple of 8 up to 1536 and
  * 4096, largest buckets from 64 to 3000 tokens (powers of two from 64 below it), 1-2 side streams, 1-3 slots. */
 static void random_step_shapes(void **state) {
     (void)state;
@@ -446,17 +447,21 @@ static void random_step_shapes(void **state) {
         c.fp16_copies = !c.gated && c.precision == GG_PRECISION_FP16 && next_range(&s, 0, 1);
         const int sides = (int)next_range(&s, 1, 2), slots = (int)next_range(&s, 1, 3);
         const int64_t padded = next_range(&s, 1, c.max_tokens - 1);
+        /* with x's copy, every other one forces block 3's R into G's DGELU epilogue (else chosen by time) */
+        const int dgelu = c.fp16_copies && i % 2;
         const char *mode = c.gated                              ? "bf16"
                            : c.precision == GG_PRECISION_FP32 ? "fp32"
                            : c.precision == GG_PRECISION_TF32 ? "tf32"
                                                               : "fp16";
         char what[256];
         snprintf(what, sizeof what,
-                 "random step %d (GG_SHAPES_SEED=%llu): %d %s layers, hidden %lld, ffn %lld, %s%s%s, %d side streams, "
+                 "random step %d (GG_SHAPES_SEED=%llu): %d %s layers, hidden %lld, ffn %lld, %s%s%s%s, %d side streams, "
                  "%d slots, largest bucket %lld", i, (unsigned long long)seed, c.layers, c.gated ? "gated" : "MLP",
                  (long long)c.hidden, (long long)c.ffn, mode, c.fused_residual ? ", residual fused" : "",
-                 c.fp16_copies ? ", fp16 copies" : "", sides, slots, (long long)c.max_tokens);
+                 c.fp16_copies ? ", fp16 copies" : "", dgelu ? ", R in G's epilogue" : "", sides, slots,
+                 (long long)c.max_tokens);
         printf("%s\n", what);
+        if (dgelu) setenv("GG_FFN_DGELU", "epilogue", 1); /* read as the plans are built */
         fixture f;
         gg_config config = GG_CONFIG_INIT;
         f.ctx = NULL;
@@ -473,9 +478,12 @@ static void random_step_shapes(void **state) {
         GG_OK(f.ctx, sm_add_to_step(f.model, step));
         GG_OK(f.ctx, gg_step_finalize(step));
         expect_equal(&f, step, c.max_tokens, 0, what);
-        expect_equal(&f, step, padded, 1e-4, what);
+        /* padded, the bucket's plan and the eager call's are of two token counts: with x's copy, one may write R in G's
+         * epilogue and the other in the gelu' pass, whose G is rounded to fp16 first (the example's 1e-3) */
+        expect_equal(&f, step, padded, c.fp16_copies && !dgelu ? 1e-3 : 1e-4, what);
         gg_step_destroy(step);
         teardown(&f);
+        unsetenv("GG_FFN_DGELU");
     }
 }
 
