@@ -74,7 +74,10 @@ int gg_ffn_dgelu_wins(gg_ctx *ctx, int64_t M, int64_t F, double g_us, double dge
     pass_shape shape = {M, F};
     const double pass_us = gg_tune_pass_us(ctx, problem, measure_pass, &shape);
     if (pass_us <= 0) return 0;
-    const int wins = dgelu_us < g_us + pass_us;
+    /* Timed alone, the epilogue's cost on G (dgelu_us - g_us) came out at about half of what it costs in a step, where
+     * G runs beside the weight gradients of the layer before and reads x's copy from HBM: the epilogue must save at
+     * least twice its cost alone (docs/decisions.md, "Block 3: R in G's epilogue"). */
+    const int wins = 2.0 * (dgelu_us - g_us) < pass_us;
     gg_log(ctx, GG_LOG_INFO, "M=%lld F=%lld: R = G * gelu'(x) %s (G with the DGELU epilogue %.1f us, G %.1f us and "
            "the pass %.1f us)", (long long)M, (long long)F, wins ? "in G's epilogue" : "in the gelu' pass", dgelu_us,
            g_us, pass_us);

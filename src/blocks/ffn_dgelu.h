@@ -20,10 +20,11 @@ typedef enum {
  * both); anything else is auto, and says so. */
 gg_dgelu_mode gg_ffn_dgelu_mode(const gg_ctx *ctx);
 
-/* Whether the epilogue is faster at M tokens and F = ffn on the caller's stream's path: G with the epilogue (dgelu_us,
- * autotune's time) against G without it (g_us) plus the gelu' pass (timed once per shape and remembered in the tune
- * cache). The column sum over R is not counted: it runs on the side stream, beside the GEMMs that follow. 0 when a
- * time is not known (no autotune, or a timing failed). */
+/* Whether the epilogue is faster at M tokens and F = ffn on the caller's stream's path: what it adds to G (dgelu_us,
+ * autotune's time of G with it, less g_us, G's without it), counted twice (timed alone it costs about half of what it
+ * costs in a step), against the gelu' pass it saves (timed once per shape and remembered in the tune cache). The
+ * column sum over R is not counted: it runs on the side stream, beside the GEMMs that follow. 0 when a time is not
+ * known (no autotune, or a timing failed). */
 int gg_ffn_dgelu_wins(gg_ctx *ctx, int64_t M, int64_t F, double g_us, double dgelu_us);
 
 #endif

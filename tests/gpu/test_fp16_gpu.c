@@ -340,7 +340,7 @@ static void pre_activation_copy_checked(const char *dgelu) {
     free_copy_io(&io);
     gg_ctx_destroy(ctx);
     unsetenv("GG_FFN_DGELU");
-    if (epilogue) assert_true(dgelu_plans >= 2); /* 700 and 2100 tokens */
+    if (epilogue) assert_true(dgelu_plans >= 1); /* 2100 tokens (on sm_90a, G at 700 runs in gemm_f32w) */
     else assert_int_equal(dgelu_plans, 0);
 }
 
