@@ -349,7 +349,11 @@ GG_API gg_status gg_tanh_gate_forward(gg_ctx *ctx, const gg_tanh_gate_desc *desc
  *    The pre-activation's copy (linear1_out_fp16, intermediate_fp16) is the one copy that changes the result: gelu'
  *    is then computed from x rounded to fp16, as PyTorch's autocast computes it from the fp16 x its forward saves,
  *    and reads half the bytes (docs/decisions.md); R differs from the call without it by about one fp16 rounding
- *    of x times x * gelu''(x) / gelu'(x) (tested against float64: tests/gpu/test_fp16_gpu.c). */
+ *    of x times x * gelu''(x) / gelu'(x) (tested against float64: tests/gpu/test_fp16_gpu.c). Given it, gg_mlp_backward
+ *    may write R in G's own GEMM (cuBLASLt's DGELU epilogue: no gelu' pass; grad_bias1 then summed over the fp16 R),
+ *    where its plan measured that faster (with autotune; GG_FFN_DGELU=epilogue|pass in the environment, read as a
+ *    plan is built, forces either): G is then rounded once with gelu'(x), not before it. Eager calls and graphs
+ *    choose alike (docs/blocks.md). */
 typedef struct gg_gelu_ffn_desc {
     int64_t tokens;         /* M */
     int64_t hidden;         /* D */

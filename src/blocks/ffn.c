@@ -6,7 +6,9 @@
  *
  * Order: on the caller's stream G = dY @ W2, then R = G * gelu'(x) and dX = R @ W1; on the side stream, once G
  * is done, dW2 = dYᵀ @ act and, once R is ready, dW1 = Rᵀ @ X (the measured best schedule: see enqueue). Block 3
- * sums grad_bias1 and grad_bias2 in the launch that writes R.
+ * sums grad_bias1 and grad_bias2 in the launch that writes R. Given x's fp16 copy, block 3's G may write R itself in
+ * cuBLASLt's DGELU epilogue where its plan measured that faster (plan_dgelu, ffn_dgelu.h), grad_bias1 then a column
+ * sum over R on the side stream.
  * Graphs that all-reduce the gradients during the backward run another order (enqueue_weights_first): dW2 first and
  * dW1 as soon as R exists, so each reduction has later work to hide behind, and dX last.
  * fp16 mode converts the GEMMs' operands to fp16 first, except at few tokens, where the weights (whose size does not

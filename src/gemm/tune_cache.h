@@ -1,6 +1,8 @@
 /*
  * tune_cache.h - the persisted choice of cuBLASLt algorithm per GEMM problem: a text file of lines
  *   <key> <workspace bytes> <microseconds> <8 hex words of cublasLtMatmulAlgo_t>
+ * (and the measured time of a pass that is not a GEMM, which a block weighs against GEMM times: a key with "|pass|",
+ * workspace and algorithm words zero; gg_tune_pass_us)
  * where the key names the GPU, the cuBLASLt and driver versions and the problem (shape, layouts, types), so a
  * file can hold several machines and a library upgrade simply misses. Plain C with no CUDA: tested without a GPU.
  *
