@@ -39,6 +39,7 @@ struct sm_model {
     int n_grads;
     int elem;        /* bytes of an element: 4 or 2 */
     int copy_failed; /* an fp16_copy failed: every later buffer() is NULL too, so that sm_create's check fails */
+    uint32_t random;  /* the inputs' generator, from config.seed: two models of one config hold the same inputs */
     /* the loss's gradient (the first call's grad_output) and a copy that sm_clear restores it from: a padded step
      * run zeroes its padding rows in place */
     void *loss_grad, *loss_grad_saved;
@@ -71,10 +72,8 @@ static void *buffer(sm_model *m, int64_t rows, int64_t cols, float scale, int gr
     }
     char *h = malloc(bytes);
     if (!h) return NULL;
-    static uint32_t state = 0;
-    if (!state) state = 2463534242u + m->config.seed;
     for (size_t i = 0; i < n; ++i) {
-        const float v = scale * ((float)(next_random(&state) >> 8) / 8388608.0f - 1.0f);
+        const float v = scale * ((float)(next_random(&m->random) >> 8) / 8388608.0f - 1.0f);
         if (m->elem == 4) memcpy(h + 4 * i, &v, 4);
         else {
             const uint16_t b = to_bf16(v);
@@ -131,6 +130,8 @@ int sm_create(gg_ctx *ctx, const sm_config *c, sm_model **out) {
     if (!m) return -1;
     m->ctx = ctx;
     m->config = *c;
+    m->random = 2463534242u + c->seed;
+    if (!m->random) m->random = 2463534242u; /* xorshift's one fixed point */
     m->elem = c->gated ? 2 : 4;
     if (c->fp16_copies && (c->gated || c->precision != GG_PRECISION_FP16)) {
         fprintf(stderr, "sm_create: fp16_copies needs residual MLPs in fp16 mode\n");

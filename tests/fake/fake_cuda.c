@@ -4,6 +4,7 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -251,29 +252,39 @@ static void log_kernel_args(fake_entry *e, const void *fn, void **args) {
         free(sig);
         return;
     }
-    const char *b = open + 1;
-    int arg = 0;
-    int depth = 0;
-    for (const char *p = b; p <= close; ++p) {
+    /* the arguments' spans in the signature first: a class argument's scan stops at the next argument's value */
+    enum { MAX_ARGS = 32 };
+    const char *spans[MAX_ARGS][2];
+    int n_args = 0, depth = 0;
+    for (const char *b = open + 1, *p = b; p <= close; ++p) {
         if (*p == '<' || *p == '(' || *p == '[') ++depth;
         if ((*p == '>' || *p == ')' || *p == ']') && p != close) --depth;
         if (!(p == close || (*p == ',' && depth == 0))) continue;
-        if (p > b && !(p - b == 4 && !strncmp(b, "void", 4))) {
-            const void *at = args[arg++];
-            if (is_pointer_type(b, p)) {
-                fake_log_range(e, (const void *)peek_word(at), 1,
-                          points_to_const(b, p)      ? FAKE_READS
-                          : points_to_unsigned(b, p) ? FAKE_ATOMICALLY
-                                                     : FAKE_WRITES);
-            } else if (!is_scalar_type(b, p) && (uintptr_t)at % sizeof(uintptr_t) == 0) {
-                for (size_t off = 0; off < FAKE_CLASS_SCAN; off += sizeof(uintptr_t)) {
-                    const uintptr_t w = peek_word((const char *)at + off);
-                    /* a class's words, or the frame's past it */
-                    if (w) fake_log_range(e, (const void *)w, 1, FAKE_MAYBE);
-                }
+        if (p > b && !(p - b == 4 && !strncmp(b, "void", 4)) && n_args < MAX_ARGS)
+            spans[n_args][0] = b, spans[n_args++][1] = p;
+        b = p + 1;
+    }
+    for (int arg = 0; arg < n_args; ++arg) {
+        const char *b = spans[arg][0], *p = spans[arg][1];
+        const void *at = args[arg];
+        if (is_pointer_type(b, p)) {
+            fake_log_range(e, (const void *)peek_word(at), 1,
+                           points_to_const(b, p)      ? FAKE_READS
+                           : points_to_unsigned(b, p) ? FAKE_ATOMICALLY
+                                                      : FAKE_WRITES);
+        } else if (!is_scalar_type(b, p) && (uintptr_t)at % sizeof(uintptr_t) == 0) {
+            /* the class's words, or the frame's past it: up to FAKE_CLASS_SCAN bytes, but not into another
+             * argument's value where the launch laid one out after it (its own words are logged as that argument) */
+            size_t scan = FAKE_CLASS_SCAN;
+            for (int other = 0; other < n_args; ++other) {
+                const ptrdiff_t gap = (const char *)args[other] - (const char *)at;
+                if (other != arg && gap > 0 && (size_t)gap < scan) scan = (size_t)gap;
+            }
+            for (size_t off = 0; off + sizeof(uintptr_t) <= scan; off += sizeof(uintptr_t)) {
+                const uintptr_t w = peek_word((const char *)at + off);
+                if (w) fake_log_range(e, (const void *)w, 1, FAKE_MAYBE);
             }
         }
-        b = p + 1;
     }
     free(sig);
 }

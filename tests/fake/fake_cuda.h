@@ -166,7 +166,9 @@ extern _Thread_local cudaError_t fake_pending;
  * ranges it touches where the fake can know them: a GEMM's A, B, C, D (from their layouts), workspace, bias and aux
  * pointers; a memset's or an asynchronous copy's bytes; a kernel's pointer arguments (one byte each: a kernel's reach
  * past the pointer it is handed is invisible here) and the 8-byte words of its arguments of class type (their first
- * FAKE_CLASS_SCAN bytes), the argument types read from the kernel's name (__cudaRegisterFunction's, demangled). Reads
+ * FAKE_CLASS_SCAN bytes, or fewer where the launch laid another argument's value out after the class: the scan stops
+ * there rather than read the launching frame's stale words, which may point into another call's memory), the
+ * argument types read from the kernel's name (__cudaRegisterFunction's, demangled). Reads
  * and writes are not told apart. */
 typedef enum fake_op {
     FAKE_OP_KERNEL, FAKE_OP_MATMUL, FAKE_OP_MEMSET, FAKE_OP_MEMCPY, FAKE_OP_RECORD, FAKE_OP_WAIT, FAKE_OP_GRAPH,
