@@ -451,7 +451,7 @@ static void dgelu_within_the_pass(fixture *f, const sm_config *c, const char *wh
 
 /* Step graphs of shapes no other test has: GG_STEP_SHAPES (default 8) stacks drawn from GG_SHAPES_SEED (default 1,
  * printed with each), each against the same layers as eager calls, bitwise at its largest bucket and within 1e-4
- * padded at a token count drawn below it (1e-3 in fp16 mode, whose two plans round G and R to fp16 apart): 1-4
+ * padded at a token count drawn below it (1e-3 in TF32 and fp16 modes, whose two plans may round apart): 1-4
  * layers of residual MLPs (fp32, tf32 or fp16, in fp16 with or without the copies, with them every other one with R
  * forced into G's DGELU epilogue and its eager gradients then within 1e-3 of the pass's, the residual fused or in a
  * callback) or of gated bf16 pairs, dims any multiple of 8 up to 1536 and
@@ -504,11 +504,13 @@ static void random_step_shapes(void **state) {
         GG_OK(f.ctx, sm_add_to_step(f.model, step));
         GG_OK(f.ctx, gg_step_finalize(step));
         expect_equal(&f, step, c.max_tokens, 0, what);
-        /* padded, the bucket's plan and the eager call's are of two token counts, whose GEMMs (other algorithms) round
-         * G and R to fp16 apart: up to an fp16 rounding of an element (2.5e-4 of the largest gradient at 4 tokens
-         * against a bucket of 64, F 472, D 1408), and with x's copy one may write R in G's epilogue and the other in
-         * the gelu' pass: fp16 mode within model_backward's 1e-3, the others 1e-4 */
-        expect_equal(&f, step, padded, c.precision == GG_PRECISION_FP16 ? 1e-3 : 1e-4, what);
+        /* padded, the bucket's plan and the eager call's are of two token counts, whose GEMMs (other algorithms) may
+         * round the operands to TF32 or fp16, and G and R to fp16, apart: at a few tokens up to a rounding of one
+         * element (fp16 2.5e-4 of the largest gradient at 4 tokens against a bucket of 64, F 472, D 1408; TF32
+         * 1.8e-4 at 23 against 64, F 3904, D 928); with x's copy one may also write R in G's epilogue and the other
+         * in the gelu' pass. TF32 and fp16 modes within model_backward's 1e-3, the others 1e-4 */
+        const int reduced = !c.gated && c.precision != GG_PRECISION_FP32;
+        expect_equal(&f, step, padded, reduced ? 1e-3 : 1e-4, what);
         if (dgelu) dgelu_within_the_pass(&f, &c, what);
         gg_step_destroy(step);
         teardown(&f);
