@@ -30,45 +30,33 @@ struct LoadRow<float> {
     }
 };
 
-template <>
-struct LoadRow<__nv_bfloat16> {
+/* The 16-bit types: bf16, and fp16 (block 3's R written by G's DGELU epilogue), whose overflow (NULL, or a word) is
+ * set when a value is not finite (a product past fp16's range rounds to infinity). */
+template <typename T>
+struct LoadRow16 {
     static constexpr int V = 8;
     using Raw = uint4;
-    const __nv_bfloat16 *in;
+    const T *in;
     int64_t N;
+    unsigned *overflow; /* fp16 only */
     __device__ __forceinline__ Raw load(int64_t r, int64_t col) const {
         return __ldcs(reinterpret_cast<const uint4 *>(in + r * N + col));
     }
     __device__ __forceinline__ void use(int64_t, int64_t, const Raw &x, float (&v)[V]) const {
-        const __nv_bfloat16 *h = reinterpret_cast<const __nv_bfloat16 *>(&x);
-#pragma unroll
-        for (int j = 0; j < V; ++j) v[j] = __bfloat162float(h[j]);
-    }
-};
-
-/* An fp16 matrix (block 3's R written by G's DGELU epilogue): its grad_bias1, and overflow set when a value is not
- * finite (a product past fp16's range rounds to infinity). */
-template <>
-struct LoadRow<__half> {
-    static constexpr int V = 8;
-    using Raw = uint4;
-    const __half *in;
-    int64_t N;
-    unsigned *overflow;
-    __device__ __forceinline__ Raw load(int64_t r, int64_t col) const {
-        return __ldcs(reinterpret_cast<const uint4 *>(in + r * N + col));
-    }
-    __device__ __forceinline__ void use(int64_t, int64_t, const Raw &x, float (&v)[V]) const {
-        const __half *h = reinterpret_cast<const __half *>(&x);
+        const T *h = reinterpret_cast<const T *>(&x);
         bool past = false;
 #pragma unroll
         for (int j = 0; j < V; ++j) {
-            v[j] = __half2float(h[j]);
-            past |= !(fabsf(v[j]) <= kHalfMax);
+            v[j] = static_cast<float>(h[j]);
+            if constexpr (std::is_same<T, __half>::value) past |= !(fabsf(v[j]) <= kHalfMax);
         }
         if (overflow && past) atomicOr(overflow, 1u); /* a branch never taken while in range */
     }
 };
+template <>
+struct LoadRow<__nv_bfloat16> : LoadRow16<__nv_bfloat16> {};
+template <>
+struct LoadRow<__half> : LoadRow16<__half> {};
 
 template <typename TOut, typename Op>
 cudaError_t sum(const Op &op, int64_t M, int64_t N, int chunks, float *partials, unsigned *counters, void *out,
@@ -96,11 +84,11 @@ extern "C" cudaError_t gg_k_col_sum(const void *in, gg_dtype in_type, int64_t M,
         return sum<__nv_bfloat16>(op, M, N, chunks, partials, counters, out, accumulate != 0, stream);
     }
     if (in_type == GG_DT_F16 && out_type == GG_DT_F32 && !f16_copy) { /* block 3's grad_bias1 over an fp16 R */
-        const LoadRow<__half> op{static_cast<const __half *>(in), N, overflow};
+        const LoadRow<__half> op{{static_cast<const __half *>(in), N, overflow}};
         return sum<float>(op, M, N, chunks, partials, counters, out, accumulate != 0, stream);
     }
     if (in_type == GG_DT_BF16 && out_type == GG_DT_BF16 && !f16_copy) {
-        const LoadRow<__nv_bfloat16> op{static_cast<const __nv_bfloat16 *>(in), N};
+        const LoadRow<__nv_bfloat16> op{{static_cast<const __nv_bfloat16 *>(in), N, nullptr}};
         return sum<__nv_bfloat16>(op, M, N, chunks, partials, counters, out, accumulate != 0, stream);
     }
     return cudaErrorInvalidValue;

@@ -293,18 +293,26 @@ static void count_dgelu_plans(void *user, gg_log_level level, const char *messag
     if (strstr(message, "R in G's DGELU epilogue")) ++*(int *)user;
 }
 
-/* The check below with block 3's R = G * gelu'(x) written the way GG_FFN_DGELU says ("pass": the gelu' pass, blocks 2
- * and 3; "epilogue": G's DGELU epilogue, block 3, whose plans above the few-token route must have chosen it). */
-static void pre_activation_copy_checked(const char *dgelu) {
-    setenv("GG_FFN_DGELU", dgelu, 1);
-    const int epilogue = strcmp(dgelu, "epilogue") == 0;
-    int dgelu_plans = 0;
+/* A context whose block-3 plans write R as GG_FFN_DGELU=`mode` says (set until the caller unsets it), counting in
+ * *plans those that chose G's epilogue. */
+static gg_ctx *dgelu_ctx(const char *mode, int *plans) {
+    setenv("GG_FFN_DGELU", mode, 1);
+    *plans = 0;
     gg_config config = GG_CONFIG_INIT;
     config.log_fn = count_dgelu_plans;
-    config.log_user_data = &dgelu_plans;
+    config.log_user_data = plans;
     config.log_level = GG_LOG_DEBUG;
     gg_ctx *ctx = NULL;
     if (gg_ctx_create(&config, &ctx) != GG_SUCCESS) fail_msg("gg_ctx_create: %s", gg_last_error(NULL));
+    return ctx;
+}
+
+/* The check below with block 3's R = G * gelu'(x) written the way GG_FFN_DGELU says ("pass": the gelu' pass, blocks 2
+ * and 3; "epilogue": G's DGELU epilogue, block 3, whose plans above the few-token route must have chosen it). */
+static void pre_activation_copy_checked(const char *dgelu) {
+    const int epilogue = strcmp(dgelu, "epilogue") == 0;
+    int dgelu_plans = 0;
+    gg_ctx *ctx = dgelu_ctx(dgelu, &dgelu_plans);
     copy_io io = make_copy_io(ctx, 20261204u);
     const size_t all = (size_t)CM * CF;
     float *h[6] = {host_floats(io.dy, (size_t)CM * CD), host_floats(io.x, (size_t)CM * CD),
@@ -350,14 +358,8 @@ static void pre_activation_copy_checked(const char *dgelu) {
 static void overflow_of_r_in_g_epilogue_sets_the_flag(void **state) {
     (void)state;
     REQUIRE_GPU();
-    setenv("GG_FFN_DGELU", "epilogue", 1);
     int dgelu_plans = 0;
-    gg_config config = GG_CONFIG_INIT;
-    config.log_fn = count_dgelu_plans;
-    config.log_user_data = &dgelu_plans;
-    config.log_level = GG_LOG_DEBUG;
-    gg_ctx *ctx = NULL;
-    if (gg_ctx_create(&config, &ctx) != GG_SUCCESS) fail_msg("gg_ctx_create: %s", gg_last_error(NULL));
+    gg_ctx *ctx = dgelu_ctx("epilogue", &dgelu_plans);
     ffn_buffers b = make_buffers();
     gg_mlp_desc d = {M, D, F, GG_PRECISION_FP16, 0};
     void *x16 = fp16_of(ctx, b.x, (size_t)M * D), *w1_16 = fp16_of(ctx, b.w1, (size_t)F * D);
