@@ -165,8 +165,9 @@ static int dgelu_candidate(const gg_block_plan *p) {
 static gg_status plan_dgelu(gg_ctx *ctx, gg_block_plan *p) {
     ffn_plan *fp = (ffn_plan *)p;
     const int64_t M = p->key.tokens, D = p->key.dim0, F = p->key.dim1;
-    const gg_dgelu_mode mode = gg_ffn_dgelu_mode(ctx);
-    if (!dgelu_candidate(p) || mode == GG_DGELU_PASS || (mode == GG_DGELU_AUTO && !ctx->tune)) return GG_SUCCESS;
+    if (!dgelu_candidate(p)) return GG_SUCCESS;
+    const gg_dgelu_mode mode = gg_ffn_dgelu_mode(ctx); /* read here: a bad value is named only where it matters */
+    if (mode == GG_DGELU_PASS || (mode == GG_DGELU_AUTO && !ctx->tune)) return GG_SUCCESS;
     gg_gemm_shape s = {0, 0, F, M, D, F, D, F, CUDA_R_16F, CUDA_R_16F, CUBLAS_COMPUTE_32F, 0, CUBLASLT_EPILOGUE_DGELU};
     char saved[GG_MSG_BYTES];
     gg_tentative_begin(ctx, saved);

@@ -344,7 +344,8 @@ static int call_twice(const double *us, double launch_us, const block_case *c, i
 /* Block 3 in fp16 mode given x's fp16 copy: its plan also tunes G with cuBLASLt's DGELU epilogue, and times the gelu'
  * pass once, cached under a key of its own. Here G with the epilogue is as fast as G and the pass costs 5 us, so the
  * calls write R in G's epilogue and run no pass; a later context chooses alike from the cache, timing nothing.
- * GG_FFN_DGELU=pass keeps the pass; so does a pass whose timing fails (a clock that does not move), with a WARN. */
+ * GG_FFN_DGELU=pass keeps the pass, a value that is no mode is auto with a WARN naming it; a pass whose timing fails
+ * (a clock that does not move) keeps the pass, with a WARN. */
 static void block3_weighs_r_in_g_epilogue_against_the_pass(void **state) {
     (void)state;
     unlink(cache_path);
@@ -366,6 +367,11 @@ static void block3_weighs_r_in_g_epilogue_against_the_pass(void **state) {
     setenv("GG_FFN_DGELU", "pass", 1);
     assert_int_equal(call_twice(us, 5.0, &c, &dgelu), 2); /* one pass a call */
     assert_int_equal(dgelu, 0);
+    unsetenv("GG_FFN_DGELU");
+    setenv("GG_FFN_DGELU", "fast", 1); /* not a mode: auto, and a WARN that names it */
+    assert_int_equal(call_twice(us, 5.0, &c, &dgelu), 0);
+    assert_int_equal(dgelu, 1);
+    assert_non_null(strstr(warnings, "GG_FFN_DGELU=fast is none of"));
     unsetenv("GG_FFN_DGELU");
 
     unlink(cache_path);
