@@ -41,7 +41,7 @@ enum { T_F16_FFN = T_RES_FFN + 1, T_F16_MLP = T_RES_MLP + 1 };
 
 /* GEMM_G_FULL: G on every SM, for the calls of a narrow-schedule plan that have nothing to convert beside G.
  * GEMM_G_DGELU: block 3's G writing R = G * gelu'(x) itself, in cuBLASLt's DGELU epilogue from x's fp16 copy, on every
- * SM, where the plan chose it (ffn_plan.dgelu) for the calls that give that copy (ffn_dgelu.h). */
+ * SM, planned only where the plan chose it (plan_dgelu), for the calls that give that copy (ffn_dgelu.h). */
 enum { GEMM_G, GEMM_DW2, GEMM_DX, GEMM_DW1, GEMM_G_FULL, GEMM_G_DGELU };
 /* Scratch: G, and R over it in place, in the GEMMs' operand type (fp16 in fp16 mode, else fp32); fp16 copies of the
  * operands in fp16 mode (not of the weights the few-token routes read in fp32; the TF32 G route's fp32 G in BUF_G32);
@@ -101,7 +101,6 @@ typedef struct ffn_plan {
     int narrow_ctas;   /* > 0: the narrow schedule, the fp16 copies of act, X and W1 on this many SMs beside G */
     int col_chunks[3]; /* block 3: row chunks of the column sums of grad_bias1 over R (in the gelu' pass), of
                         * grad_bias2 over dY, and of grad_bias1 over the fp16 R of G's DGELU epilogue */
-    int dgelu;         /* block 3: GEMM_G_DGELU writes R for the calls that give x's fp16 copy (ffn_dgelu.h) */
 } ffn_plan;
 
 static const ffn_plan *own(const gg_block_plan *p) { return (const ffn_plan *)p; }
@@ -159,11 +158,14 @@ static int dgelu_candidate(const gg_block_plan *p) {
            !p->key.sync_grads && !p->key.pair_split;
 }
 
-/* GEMM_G_DGELU and ffn_plan.dgelu for a candidate plan: planned when GG_FFN_DGELU is not "pass", kept where it is
- * forced or wins by time (ffn_dgelu.h). cuBLASLt without an algorithm for the epilogue at this shape: the pass, with no
- * ERROR line and no message left behind. */
+/* Whether the plan writes R in G's DGELU epilogue (for the calls that give x's fp16 copy): it holds GEMM_G_DGELU. */
+static int has_dgelu(const gg_block_plan *p) { return p->gemm[GEMM_G_DGELU].op != NULL; }
+
+/* GEMM_G_DGELU for a candidate plan: planned when GG_FFN_DGELU is not "pass", kept where it is forced or wins by
+ * time (ffn_dgelu.h), else destroyed (the plan writes R in G's epilogue exactly when it holds it: has_dgelu).
+ * cuBLASLt without an algorithm for the epilogue at this shape: the pass, with no ERROR line and no message left
+ * behind. */
 static gg_status plan_dgelu(gg_ctx *ctx, gg_block_plan *p) {
-    ffn_plan *fp = (ffn_plan *)p;
     const int64_t M = p->key.tokens, D = p->key.dim0, F = p->key.dim1;
     if (!dgelu_candidate(p)) return GG_SUCCESS;
     const gg_dgelu_mode mode = gg_ffn_dgelu_mode(ctx); /* read here: a bad value is named only where it matters */
@@ -174,12 +176,12 @@ static gg_status plan_dgelu(gg_ctx *ctx, gg_block_plan *p) {
     const gg_status st = gg_matmul_plan(ctx, &s, &p->gemm[GEMM_G_DGELU]);
     if (gg_tentative_end(ctx, saved, st, GG_ERROR_CUBLAS, "R in the gelu' pass instead")) return GG_SUCCESS;
     GG_TRY(st);
-    const gg_matmul *g = &p->gemm[fp->narrow_ctas ? GEMM_G_FULL : GEMM_G]; /* G as the DGELU path would run it */
-    fp->dgelu = mode == GG_DGELU_EPILOGUE ||
-                gg_ffn_dgelu_wins(ctx, M, F, g->tuned_us, p->gemm[GEMM_G_DGELU].tuned_us);
-    if (!fp->dgelu) gg_matmul_destroy(&p->gemm[GEMM_G_DGELU]);
+    const gg_matmul *g = &p->gemm[own(p)->narrow_ctas ? GEMM_G_FULL : GEMM_G]; /* G as the DGELU path runs it */
+    const int kept = mode == GG_DGELU_EPILOGUE ||
+                     gg_ffn_dgelu_wins(ctx, M, F, g->tuned_us, p->gemm[GEMM_G_DGELU].tuned_us);
+    if (!kept) gg_matmul_destroy(&p->gemm[GEMM_G_DGELU]);
     gg_log(ctx, GG_LOG_DEBUG, "M=%lld: R in %s where the call gives x's fp16 copy", (long long)M,
-           fp->dgelu ? "G's DGELU epilogue" : "the gelu' pass");
+           kept ? "G's DGELU epilogue" : "the gelu' pass");
     return GG_SUCCESS;
 }
 
@@ -237,7 +239,8 @@ static gg_status build(gg_ctx *ctx, gg_block_plan *p) {
         fp->col_chunks[1] = gg_k_col_sum_chunks(M, D, GG_DT_F32, ctx->sm_count); /* grad_bias2 over dY */
         fp->col_chunks[2] = gg_k_col_sum_chunks(M, F, GG_DT_F16, ctx->sm_count); /* grad_bias1 over DGELU's R */
         /* each sum its own partials (and counters: GG_COUNTER_SUM_A, _B); grad_bias1's, either way of summing it */
-        const int chunks1 = fp->dgelu && fp->col_chunks[2] > fp->col_chunks[0] ? fp->col_chunks[2] : fp->col_chunks[0];
+        const int chunks1 =
+            has_dgelu(p) && fp->col_chunks[2] > fp->col_chunks[0] ? fp->col_chunks[2] : fp->col_chunks[0];
         p->buffer[BUF_PARTIALS1] = gg_plan_take(p, (size_t)chunks1 * (size_t)F * sizeof(float));
         p->buffer[BUF_PARTIALS2] = gg_plan_take(p, (size_t)fp->col_chunks[1] * (size_t)D * sizeof(float));
     }
@@ -425,7 +428,7 @@ static gg_status bias1_over_r(gg_ctx *ctx, const gg_block_plan *p, const gg_bloc
  * x's fp16 copy, and G runs on every SM (not beside the narrow schedule's copies). Eager calls and graphs alike, so a
  * step graph and the eager calls it replaces write the same bits. */
 static int dgelu_in_g(const gg_block_plan *p, const gg_block_call *c, const ffn_operands *o) {
-    return own(p)->dgelu && given_fp16(c, T_PRE) && (o->g_full || !own(p)->narrow_ctas);
+    return has_dgelu(p) && given_fp16(c, T_PRE) && (o->g_full || !own(p)->narrow_ctas);
 }
 
 /* The two-stream schedule: every call that does not reduce its gradients during the backward (a syncing call with

@@ -190,9 +190,10 @@ static int keep_unsplit(gg_ctx *ctx, gg_matmul *mm, cublasLtMatmulHeuristicResul
 
 /* Which of the epilogue's pointers it reads or writes (gg_gemm_shape.epilogue). */
 static int epilogue_has_bias(int e) { return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS; }
-static int epilogue_has_aux(int e) {
-    return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU;
+static int epilogue_writes_aux(int e) {
+    return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
 }
+static int epilogue_has_aux(int e) { return epilogue_writes_aux(e) || e == CUBLASLT_EPILOGUE_DGELU; /* DGELU: reads */ }
 
 void gg_gemm_types_for(gg_precision precision, cudaDataType_t *ab_type, cublasComputeType_t *compute) {
     *ab_type = precision == GG_PRECISION_FP16 ? CUDA_R_16F : CUDA_R_32F;
@@ -505,9 +506,7 @@ done:
 gg_status gg_matmul_run_epilogue(gg_ctx *ctx, const gg_matmul *mm, const void *A, const void *B, void *D,
                                  const void *bias, void *aux, void *workspace, cudaStream_t stream) {
     GG_TRY(gg_matmul_set_epilogue_pointers(ctx, mm, bias, aux));
-    /* the aux matrix GELU_AUX writes, as D: before (DGELU's is an input) */
-    if (aux && epilogue_has_aux(mm->epilogue) && mm->epilogue != CUBLASLT_EPILOGUE_DGELU)
-        mark_written(stream, aux, mm->d_span_bytes);
+    if (aux && epilogue_writes_aux(mm->epilogue)) mark_written(stream, aux, mm->d_span_bytes); /* as D: before */
     return gg_matmul_run_scaled_in(ctx, mm, A, B, NULL, D, 1.0f, 0.0f, workspace, stream);
 }
 

@@ -4,8 +4,8 @@
  * with a warning; a candidate that does not run is passed over; true fp32 GEMMs are never tuned; a GEMM planned to
  * leave SMs to other work is timed beside a neighbour on them and cached under a key of its own; a fault while tuning
  * fails the call cleanly or is passed by with a warning; block 3's choice between the gelu' pass and G's DGELU
- * epilogue weighs autotune's times against the pass's, timed once and cached. Block 3's eager call (four GEMMs, every k a multiple of 128)
- * drives each case. */
+ * epilogue weighs autotune's times against the pass's, timed once and cached. Block 3's eager call (four GEMMs,
+ * every k a multiple of 128) drives each case. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
