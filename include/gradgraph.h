@@ -128,7 +128,8 @@ typedef enum gg_status {
                                       event the CUDA runtime or cuBLASLt refused; the message names it): part of
                                       its work may run. Every output of the call is undefined, and with accumulate
                                       the parameter gradients hold an unknown part of this call's sum: recompute
-                                      them (see "Errors"). The context stays usable */
+                                      them (see "Errors"). The context stays usable. (gg_optim_load_state: a copy
+                                      failed after the first began; the optimizer's state is undefined) */
 } gg_status;
 
 /* A static, human-readable name for a status ("GG_ERROR_MISALIGNED: pointer not aligned"). Never NULL; unknown
@@ -982,6 +983,7 @@ GG_API void gg_step_destroy(gg_step *step);
  *   per parameter:  gg_optim_param p = {.param = w, .grad = dw, .count = n};  gg_optim_add_param(opt, &p);
  *   gg_optim_finalize(opt);                        the moments (zeroed), the launch tables, the device words
  *   every step, eager or captured:  gg_optim_step(opt, stream);
+ *   checkpoints:  gg_optim_save_state / gg_optim_load_state (the moments and step counts, in host memory)
  *   gg_optim_destroy(opt);
  *
  * A step, in stream order on the GPU (docs/optimizer.md has the formulas, rounding and memory):
@@ -1139,6 +1141,44 @@ typedef struct gg_optim_memory {
 } gg_optim_memory;
 
 GG_API gg_status gg_optim_memory_info(const gg_optim *opt, gg_optim_memory *out);
+
+/* Checkpoints. An optimizer's state is what a restarted run needs to continue as if it had not stopped: every
+ * parameter's moments (AdamW's exp_avg and exp_avg_sq, SGD's momentum buffer) and step count, the learning rate and
+ * loss scale words, the last norm and found-inf. The weights and their copies are yours: save them beside it.
+ *
+ *   size_t n;  gg_optim_state_size(opt, &n);  void *state = malloc(n);
+ *   gg_optim_save_state(opt, state, n);        ... write the n bytes to a file ...
+ *   later, in a new process: the same parameters added in the same order, gg_optim_finalize, then
+ *   gg_optim_load_state(opt, state, n);        before the first step
+ *
+ * The state is n bytes of host memory in a format docs/optimizer.md describes (a header, then plain arrays, in the
+ * host's byte order), so that a program may also read the moments or write them (from PyTorch's state_dict, say). A
+ * load checks the whole header, every parameter's element count, the words and the step counts before it writes
+ * anything: a state saved by an optimizer of another kind, with other parameters, cut short, or holding a learning
+ * rate, loss scale or step count that no step writes is refused with a message naming the difference, and the
+ * optimizer keeps its state. The hyperparameters of the config (betas, eps, weight decay, clipping, ...) are not in
+ * the state: they are the new optimizer's. Data-parallel ranks each hold the same state: save one rank's, load it on
+ * every rank.
+ *
+ * Both calls wait for the device first (cudaDeviceSynchronize: the steps enqueued before, on any stream, are in the
+ * state saved or replaced by the state loaded) and copy synchronously: never call them while a stream of the device is
+ * being captured, nor from a step's callback. A step graph that holds the optimizer (gg_step_add_optimizer) replays
+ * the loaded state: its pointers do not change. */
+
+/* *bytes = the size of opt's state. Refused before gg_optim_finalize. */
+GG_API gg_status gg_optim_state_size(const gg_optim *opt, size_t *bytes);
+
+/* Writes opt's state to buffer (host memory, at least gg_optim_state_size's bytes; only those are written). Returns
+ * GG_SUCCESS, GG_ERROR_INVALID_ARGUMENT (opt or buffer NULL, buffer device memory, bytes too small, opt not finalized:
+ * nothing written) or GG_ERROR_CUDA (a copy failed: the buffer holds no state, gg_optim_load_state refuses it). */
+GG_API gg_status gg_optim_save_state(gg_optim *opt, void *buffer, size_t bytes);
+
+/* Replaces opt's state by the one in buffer (host memory, bytes exactly the state's size). Returns GG_SUCCESS,
+ * GG_ERROR_INVALID_ARGUMENT (NULL, device memory, not finalized, or the state does not fit opt or holds values no step
+ * writes: named; nothing written), GG_ERROR_VERSION (a state of a format this library does not read; nothing
+ * written), GG_ERROR_CUDA (waiting for the device failed; nothing written) or GG_ERROR_PARTIAL (a copy failed after
+ * the first began: opt's state is part old, part new; load a state again before stepping). */
+GG_API gg_status gg_optim_load_state(gg_optim *opt, const void *buffer, size_t bytes);
 
 /* Waits for the device, then frees the optimizer's device memory and the optimizer. NULL is a no-op. Refused (nothing
  * destroyed, the message in gg_last_error) while a step it was added to (gg_step_add_optimizer) still exists:

@@ -73,3 +73,36 @@ void gg_optim_tables_fill(const gg_optim_param *params, int n, int moments, uint
     }
     chunk_first[n] = chunk;
 }
+
+static size_t align8(size_t x) { return (x + 7) & ~(size_t)7; }
+
+/* Where the parts after the header and the counts begin. */
+static size_t state_scalars_at(int n) { return sizeof(gg_optim_state_header) + sizeof(uint64_t) * (size_t)n; }
+
+size_t gg_optim_state_size_of(int n, int moments, int64_t elements) {
+    return state_scalars_at(n) + align8(sizeof(gg_k_optim_scalars)) + sizeof(int64_t) * (size_t)n +
+           sizeof(float) * (size_t)moments * (size_t)elements;
+}
+
+int gg_optim_state_pieces(const gg_optim_param *params, int n, int moments, const gg_optim_layout *l,
+                          gg_optim_state_piece *out) {
+    int k = 0;
+    size_t saved = state_scalars_at(n), device = l->state;
+#define PIECE(dev, len)                                                                                            \
+    do {                                                                                                           \
+        if (out) out[k] = (gg_optim_state_piece){(dev), saved, (len)};                                             \
+        ++k;                                                                                                       \
+        saved += (len);                                                                                            \
+    } while (0)
+    PIECE(l->scalars, sizeof(gg_k_optim_scalars));
+    saved = align8(saved);
+    PIECE(l->steps, sizeof(int64_t) * (size_t)n);
+    for (int i = 0; i < n; ++i) {
+        /* the device keeps each moment tensor 16-byte aligned (gg_optim_moment_words); the state keeps count values */
+        const size_t words = sizeof(float) * (size_t)gg_optim_moment_words(params[i].count);
+        for (int j = 0; j < moments; ++j) PIECE(device + (size_t)j * words, sizeof(float) * (size_t)params[i].count);
+        device += words * (size_t)moments;
+    }
+#undef PIECE
+    return k;
+}

@@ -2,8 +2,9 @@
  * optim.h - the fused optimizer (the public gg_optim): its host state and the layout of its device memory.
  *   optim.c       create (the config's checks), add_param (the parameter's checks), finalize, destroy, queries
  *   optim_step.c  what is enqueued: step, step_params, the setters; the device words and their synchronous read
- *   layout.c      chunk counts, the device block's layout and the host images of its tables (no CUDA: tested on
- *                 the CPU)
+ *   layout.c      chunk counts, the device block's layout and the host images of its tables, and where a saved
+ *                 state's parts lie in that block (no CUDA: tested on the CPU)
+ *   checkpoint.c  checkpoints: the saved state's format, its checks, save and load
  */
 #ifndef GG_OPTIM_H
 #define GG_OPTIM_H
@@ -42,6 +43,46 @@ void gg_optim_layout_make(const gg_optim_param *params, int n, int64_t n_chunks,
  * [chunk_first[i], chunk_first[i + 1]). */
 void gg_optim_tables_fill(const gg_optim_param *params, int n, int moments, uintptr_t base, const gg_optim_layout *l,
                           gg_k_optim_param *out_params, gg_k_optim_chunk *out_chunks, int *chunk_first);
+
+/* A saved state (gg_optim_save_state), in this order, each part 8-byte aligned:
+ *   the header below;
+ *   uint64_t counts[params]: each parameter's elements;
+ *   gg_k_optim_scalars: the learning rate, 1 / the loss scale, the last norm, clipping coefficient and found-inf;
+ *   int64_t steps[params]: each parameter's step count;
+ *   the moments: parameter 0's exp_avg (count fp32 values) then its exp_avg_sq (AdamW) or its momentum buffer (SGD
+ *   with momentum), then parameter 1's, ...
+ * Host byte order. The format's number changes whenever this layout does. */
+#define GG_OPTIM_STATE_MARK "GGOPTIM"
+#define GG_OPTIM_STATE_FORMAT 1u
+typedef struct gg_optim_state_header {
+    char mark[8];         /* GG_OPTIM_STATE_MARK and a NUL, written last: a save that failed holds zeros here */
+    uint32_t format;      /* GG_OPTIM_STATE_FORMAT */
+    uint32_t kind;        /* gg_optim_kind */
+    uint32_t moments;     /* moment tensors a parameter: 2, 1 or 0 (gg_optim_moments) */
+    uint32_t params;      /* parameters */
+    uint64_t elements;    /* their elements, summed */
+    uint64_t bytes;       /* the whole state's size */
+    uint64_t reserved[3]; /* zero */
+} gg_optim_state_header;
+
+/* One part of a saved state as a copy: `bytes` between the device block's offset `device` and the state's offset
+ * `saved`. */
+typedef struct gg_optim_state_piece {
+    size_t device, saved, bytes;
+} gg_optim_state_piece;
+
+/* The size of the state of n parameters with `moments` moment tensors each, `elements` elements in all. */
+size_t gg_optim_state_size_of(int n, int moments, int64_t elements);
+
+/* The pieces of such a state for the device block laid out as l (gg_optim_layout_make's, with the same params, n and
+ * moments), in the state's order: the scalars, the step counts, then every moment tensor. Fills out (NULL: only
+ * counts) and returns how many: 2 + n * moments. The header and the counts are not pieces: the host writes them. */
+int gg_optim_state_pieces(const gg_optim_param *params, int n, int moments, const gg_optim_layout *l,
+                          gg_optim_state_piece *out);
+
+/* Whether the `bytes` bytes at buffer hold a state opt can load: 1; else the reason in why, and -1 for a state of
+ * another format (GG_ERROR_VERSION), 0 for anything else. Reads the buffer only (host memory). */
+int gg_optim_state_check(const gg_optim *opt, const void *buffer, size_t bytes, char *why, size_t why_bytes);
 
 struct gg_optim {
     gg_ctx *ctx;

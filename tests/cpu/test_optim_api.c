@@ -528,6 +528,224 @@ static void layout_and_tables(void **state) {
     assert_int_equal(l.state_bytes, 0);
 }
 
+/* A saved state's pieces: right after the header and the counts, one after the other, the step counts 8-byte
+ * aligned, to the state's end; each moment tensor's device offset is the one the kernels' table holds, and the state
+ * keeps its count values (the device pads each tensor to 16 bytes). For 2, 1 and 0 moments. */
+static void state_pieces_follow_the_tables(void **state) {
+    (void)state;
+    const gg_optim_param ps[3] = {
+        {.param = FAKE(0), .grad = FAKE(1), .count = GG_K_OPTIM_CHUNK + 5},
+        {.param = FAKE(2), .grad = FAKE(3), .count = 3},
+        {.param = FAKE(4), .grad = FAKE(5), .count = 1},
+    };
+    const int64_t elements = GG_K_OPTIM_CHUNK + 9;
+    for (int moments = 2; moments >= 0; --moments) {
+        gg_optim_layout l;
+        gg_optim_layout_make(ps, 3, 4, moments, &l);
+        gg_k_optim_param table[3];
+        gg_k_optim_chunk chunks[4];
+        int first[4];
+        gg_optim_tables_fill(ps, 3, moments, 0, &l, table, chunks, first);
+        gg_optim_state_piece pieces[8];
+        const int n = gg_optim_state_pieces(ps, 3, moments, &l, NULL);
+        assert_int_equal(n, 2 + 3 * moments);
+        assert_int_equal(gg_optim_state_pieces(ps, 3, moments, &l, pieces), n);
+        const size_t size = gg_optim_state_size_of(3, moments, elements);
+        assert_int_equal(size, sizeof(gg_optim_state_header) + 3 * 8 + sizeof(gg_k_optim_scalars) + 3 * 8 +
+                                   4 * (size_t)moments * (size_t)elements);
+        assert_int_equal(pieces[0].saved, sizeof(gg_optim_state_header) + 3 * 8);
+        assert_int_equal(pieces[0].device, l.scalars);
+        assert_int_equal(pieces[0].bytes, sizeof(gg_k_optim_scalars));
+        assert_int_equal(pieces[1].device, l.steps);
+        assert_int_equal(pieces[1].saved % 8, 0);
+        assert_int_equal(pieces[1].bytes, 3 * sizeof(int64_t));
+        for (int k = 1; k < n; ++k) assert_int_equal(pieces[k].saved, pieces[k - 1].saved + pieces[k - 1].bytes);
+        assert_int_equal(pieces[n - 1].saved + pieces[n - 1].bytes, size);
+        for (int i = 0; i < 3; ++i)
+            for (int j = 0; j < moments; ++j) {
+                const gg_optim_state_piece *p = &pieces[2 + i * moments + j];
+                assert_int_equal(p->device, (uintptr_t)(j ? table[i].v : table[i].m));
+                assert_int_equal(p->bytes, 4 * (size_t)ps[i].count);
+            }
+    }
+}
+
+/* A host buffer for a state, inside what the fakes call host memory. */
+static char *state_buffer(size_t bytes) {
+    char *b = calloc(1, bytes + 64);
+    assert_non_null(b);
+    fake.host_lo = (uintptr_t)b;
+    fake.host_hi = (uintptr_t)b + bytes + 64;
+    return b;
+}
+
+static void put_u64(char *at, uint64_t v) { memcpy(at, &v, sizeof v); }
+
+/* Loads a changed copy of a good state and expects the refusal `status` with `text`, nothing copied. */
+static void load_refused(gg_optim *opt, gg_ctx *ctx, const char *good, size_t bytes, size_t at, const void *value,
+                         size_t value_bytes, size_t load_bytes, gg_status status, const char *text) {
+    const uintptr_t host_lo = fake.host_lo, host_hi = fake.host_hi;
+    char *bad = state_buffer(bytes + 8);
+    memcpy(bad, good, bytes);
+    if (value) memcpy(bad + at, value, value_bytes);
+    memset(fake.calls, 0, sizeof fake.calls);
+    assert_int_equal(gg_optim_load_state(opt, bad, load_bytes), status);
+    assert_message_has(ctx, text);
+    assert_int_equal(fake.calls[FAKE_MEMCPY], 0); /* nothing written */
+    free(bad);
+    fake.host_lo = host_lo, fake.host_hi = host_hi;
+}
+
+/* Save and load on the fakes' device: what the state holds on the host (header, counts), which copies each makes,
+ * and every refusal: named, with no copy, the buffer or the optimizer's state left as they were. */
+static void save_and_load_check_everything(void **state) {
+    (void)state;
+    gg_ctx *ctx = fake_device_ctx();
+    gg_optim *opt = new_optim(ctx, NULL);
+    add_three(opt);
+    size_t bytes = 0;
+    assert_int_equal(gg_optim_state_size(opt, &bytes), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_optim_state_size: the optimizer is not finalized (call gg_optim_finalize)");
+    char probe[64];
+    assert_int_equal(gg_optim_save_state(opt, probe, sizeof probe), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_optim_save_state: the optimizer is not finalized");
+    assert_int_equal(gg_optim_load_state(opt, probe, sizeof probe), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_optim_load_state: the optimizer is not finalized");
+    assert_int_equal(gg_optim_finalize(opt), GG_SUCCESS);
+    assert_int_equal(gg_optim_state_size(opt, NULL), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_optim_state_size: bytes is NULL");
+    assert_int_equal(gg_optim_state_size(opt, &bytes), GG_SUCCESS);
+    const int64_t elements = 1 + 3 + GG_K_OPTIM_CHUNK + 1;
+    assert_int_equal(bytes, gg_optim_state_size_of(3, 2, elements));
+    assert_int_equal(gg_optim_state_size(NULL, &bytes), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(NULL, "gg_optim_state_size: opt is NULL");
+
+    /* save: refusals write nothing */
+    char *good = state_buffer(bytes);
+    memset(good, 0x5a, bytes);
+    memset(fake.calls, 0, sizeof fake.calls);
+    assert_int_equal(gg_optim_save_state(NULL, good, bytes), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(NULL, "gg_optim_save_state: opt is NULL");
+    assert_int_equal(gg_optim_save_state(opt, NULL, bytes), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_optim_save_state: buffer is NULL");
+    assert_int_equal(gg_optim_save_state(opt, FAKE(30), bytes), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_optim_save_state: buffer (0x");
+    assert_message_has(ctx, ") is device memory; a state is saved to and loaded from host memory");
+    assert_int_equal(gg_optim_save_state(opt, good, bytes - 1), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "takes");
+    assert_int_equal(fake.calls[FAKE_MEMCPY], 0);
+    for (size_t i = 0; i < bytes; ++i)
+        if ((unsigned char)good[i] != 0x5a) fail_msg("a refused save wrote byte %zu", i);
+
+    /* a failed copy: an error, and no mark, so that the buffer is never loaded */
+    fake.fail_kind = FAKE_MEMCPY;
+    fake.fail_at = 2;
+    memset(fake.calls, 0, sizeof fake.calls);
+    assert_int_equal(gg_optim_save_state(opt, good, bytes), GG_ERROR_CUDA);
+    assert_message_has(ctx, "gg_optim_save_state: the copy of the step counts from the device failed");
+    fake.fail_at = 0;
+    assert_int_equal(gg_optim_load_state(opt, good, bytes), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_optim_load_state: buffer holds no optimizer state (no \"GGOPTIM\" mark");
+
+    /* a save: the header and counts from the host, 8 copies (the words, the step counts, 3 x 2 moments) */
+    memset(fake.calls, 0, sizeof fake.calls);
+    assert_int_equal(gg_optim_save_state(opt, good, bytes + 64), GG_SUCCESS); /* a larger buffer: bytes written */
+    assert_int_equal(fake.calls[FAKE_MEMCPY], 8);
+    gg_optim_state_header h;
+    memcpy(&h, good, sizeof h);
+    assert_string_equal(h.mark, "GGOPTIM");
+    assert_int_equal(h.format, GG_OPTIM_STATE_FORMAT);
+    assert_int_equal(h.kind, GG_OPTIM_ADAMW);
+    assert_int_equal(h.moments, 2);
+    assert_int_equal(h.params, 3);
+    assert_int_equal(h.elements, elements);
+    assert_int_equal(h.bytes, bytes);
+    uint64_t counts[3];
+    memcpy(counts, good + sizeof h, sizeof counts);
+    assert_int_equal(counts[0], 1);
+    assert_int_equal(counts[1], 3);
+    assert_int_equal(counts[2], GG_K_OPTIM_CHUNK + 1);
+    gg_optim_state_piece pieces[8];
+    assert_int_equal(gg_optim_state_pieces(opt->params, 3, 2, &opt->layout, pieces), 8);
+    assert_ptr_equal(fake.sync_copy_from, (char *)opt->device + pieces[7].device); /* param 2's exp_avg_sq, last */
+    /* the fakes' copies to the host write zeros: a state holds 1 / the loss scale, never 0 */
+    const gg_k_optim_scalars words = {.lr = 1e-3f, .inv_scale = 1.0f, .clip = 1.0f};
+    memcpy(good + pieces[0].saved, &words, sizeof words);
+
+    /* a load: 8 copies */
+    memset(fake.calls, 0, sizeof fake.calls);
+    assert_int_equal(gg_optim_load_state(opt, good, bytes), GG_SUCCESS);
+    assert_int_equal(fake.calls[FAKE_MEMCPY], 8);
+
+    /* every refusal of a load: named, nothing copied */
+    const float nan = NAN, negative = -1.0f, zero = 0.0f, tiny = 1e-40f;
+    const unsigned two = 2, format = 2;
+    const int64_t minus_one = -1;
+    const uint64_t four = 4;
+    const size_t words_at = pieces[0].saved, steps_at = pieces[1].saved;
+    load_refused(opt, ctx, good, bytes, 0, NULL, 0, sizeof h - 1, GG_ERROR_INVALID_ARGUMENT,
+                 "gg_optim_load_state: bytes = 63 is less than a state's header (64 bytes)");
+    load_refused(opt, ctx, good, bytes, 0, "GGOPTIX", 8, bytes, GG_ERROR_INVALID_ARGUMENT, "holds no optimizer state");
+    load_refused(opt, ctx, good, bytes, offsetof(gg_optim_state_header, format), &format, 4, bytes, GG_ERROR_VERSION,
+                 "buffer holds a state of format 2; this gradgraph reads format 1");
+    load_refused(opt, ctx, good, bytes, offsetof(gg_optim_state_header, params), &format, 4, bytes,
+                 GG_ERROR_INVALID_ARGUMENT, "buffer holds the state of 2 parameters; opt has 3");
+    load_refused(opt, ctx, good, bytes, 0, NULL, 0, bytes - 1, GG_ERROR_INVALID_ARGUMENT,
+                 "the state says it takes");
+    load_refused(opt, ctx, good, bytes, 0, NULL, 0, bytes + 8, GG_ERROR_INVALID_ARGUMENT, "(cut short, or not this "
+                 "optimizer's)");
+    load_refused(opt, ctx, good, bytes, sizeof h + 8, &four, 8, bytes, GG_ERROR_INVALID_ARGUMENT,
+                 "param 1 has 4 elements in the state and 3 in opt");
+    load_refused(opt, ctx, good, bytes, words_at + offsetof(gg_k_optim_scalars, lr), &nan, 4, bytes,
+                 GG_ERROR_INVALID_ARGUMENT, "the state's learning rate nan is not finite and >= 0");
+    load_refused(opt, ctx, good, bytes, words_at + offsetof(gg_k_optim_scalars, lr), &negative, 4, bytes,
+                 GG_ERROR_INVALID_ARGUMENT, "the state's learning rate -1 is not finite and >= 0");
+    load_refused(opt, ctx, good, bytes, words_at + offsetof(gg_k_optim_scalars, inv_scale), &zero, 4, bytes,
+                 GG_ERROR_INVALID_ARGUMENT, "the state's inverse loss scale 0 is not a normal fp32 number > 0");
+    load_refused(opt, ctx, good, bytes, words_at + offsetof(gg_k_optim_scalars, inv_scale), &tiny, 4, bytes,
+                 GG_ERROR_INVALID_ARGUMENT, "inverse loss scale");
+    load_refused(opt, ctx, good, bytes, words_at + offsetof(gg_k_optim_scalars, found_inf), &two, 4, bytes,
+                 GG_ERROR_INVALID_ARGUMENT, "the state's found-inf flag is 2, not 0 or 1");
+    load_refused(opt, ctx, good, bytes, steps_at + 16, &minus_one, 8, bytes, GG_ERROR_INVALID_ARGUMENT,
+                 "param 2's step count in the state is -1, less than 0");
+    memset(fake.calls, 0, sizeof fake.calls);
+    assert_int_equal(gg_optim_load_state(opt, FAKE(30), bytes), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_optim_load_state: buffer (0x");
+    assert_int_equal(gg_optim_load_state(opt, NULL, bytes), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(ctx, "gg_optim_load_state: buffer is NULL");
+    assert_int_equal(gg_optim_load_state(NULL, good, bytes), GG_ERROR_INVALID_ARGUMENT);
+    assert_message_has(NULL, "gg_optim_load_state: opt is NULL");
+    assert_int_equal(fake.calls[FAKE_MEMCPY], 0);
+
+    /* another kind's optimizer over the same parameters */
+    gg_optim_config sgd = GG_OPTIM_CONFIG_INIT;
+    sgd.kind = GG_OPTIM_SGD;
+    sgd.momentum = 0.9f;
+    gg_optim *other = new_optim(ctx, &sgd);
+    add_three(other);
+    assert_int_equal(gg_optim_finalize(other), GG_SUCCESS);
+    load_refused(other, ctx, good, bytes, 0, NULL, 0, bytes, GG_ERROR_INVALID_ARGUMENT,
+                 "buffer holds the state of AdamW (2 moment tensors a parameter); opt is SGD with momentum (1)");
+    gg_optim_destroy(other);
+
+    /* a copy that fails after the first: GG_ERROR_PARTIAL, naming the piece */
+    fake.fail_kind = FAKE_MEMCPY;
+    fake.fail_at = 4;
+    memset(fake.calls, 0, sizeof fake.calls);
+    assert_int_equal(gg_optim_load_state(opt, good, bytes), GG_ERROR_PARTIAL);
+    assert_message_has(ctx, "gg_optim_load_state: failed after it began to write the state, which is now partly the "
+                            "buffer's and partly the optimizer's own: load a state again before the next step: "
+                            "GG_ERROR_CUDA: CUDA runtime error: the copy of param 0's exp_avg_sq to the device "
+                            "failed: cudaErrorLaunchFailure");
+    fake.fail_at = 0;
+    assert_int_equal(gg_optim_load_state(opt, good, bytes), GG_SUCCESS);
+    fake.host_lo = fake.host_hi = 0;
+    free(good);
+    gg_optim_destroy(opt);
+    gg_ctx_destroy(ctx);
+    assert_int_equal(fake.live, 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(create_checks_its_arguments),
@@ -536,6 +754,8 @@ int main(void) {
         cmocka_unit_test(finalized_optimizer_enqueues_its_launches),
         cmocka_unit_test(refused_launches_and_allocations),
         cmocka_unit_test(layout_and_tables),
+        cmocka_unit_test(state_pieces_follow_the_tables),
+        cmocka_unit_test(save_and_load_check_everything),
     };
     return cmocka_run_group_tests_name("optim_api", tests, NULL, NULL);
 }

@@ -517,6 +517,74 @@ static void step_params_equals_step(void **state) {
     gg_ctx_destroy(ctx);
 }
 
+/* b's weights and copies := a's (the same specs). */
+static void copy_weights(const model *a, model *b) {
+    for (int i = 0; i < N_PARAMS; ++i) {
+        const size_t n = (size_t)a->t[i].s.count;
+        CUDA_OK(cudaMemcpy(b->t[i].p, a->t[i].p, 4 * n, cudaMemcpyDeviceToDevice));
+        if (a->t[i].c) CUDA_OK(cudaMemcpy(b->t[i].c, a->t[i].c, 2 * n, cudaMemcpyDeviceToDevice));
+    }
+}
+
+/* A checkpoint resumes bit for bit: a takes 3 steps and a new learning rate, and its state is saved; b, over a copy
+ * of a's weights, loads it, and saves the same bytes again; then a and b take the same 2 steps, and every result is
+ * the same bits. A third optimizer over the same copy without the load ends elsewhere, so the check can fail. AdamW
+ * with clipping, and SGD with momentum. */
+static void checkpoint_resumes_bit_for_bit(void **state) {
+    (void)state;
+    REQUIRE_GPU();
+    gg_ctx *ctx = new_ctx();
+    for (int kind = 0; kind < 2; ++kind) {
+        gg_optim_config c = GG_OPTIM_CONFIG_INIT;
+        c.kind = kind ? GG_OPTIM_SGD : GG_OPTIM_ADAMW;
+        c.momentum = kind ? 0.9f : 0.0f;
+        c.lr = 1e-2f;
+        c.max_grad_norm = kind ? 0.0f : 1.0f;
+        model a, b, fresh;
+        model_init(&a, seed_for(60 + kind));
+        model_attach(&a, ctx, &c);
+        for (int s = 0; s < 3; ++s) {
+            rng_state = seed_for(70 + s);
+            set_grads(&a, 1.0, -1, 0, 0.0f);
+            GG_OK(ctx, gg_optim_step(a.opt, NULL));
+        }
+        GG_OK(ctx, gg_optim_set_lr(a.opt, 5e-3f, NULL));
+        size_t n = 0;
+        GG_OK(ctx, gg_optim_state_size(a.opt, &n));
+        char *saved = host_alloc(n), *again = host_alloc(n);
+        GG_OK(ctx, gg_optim_save_state(a.opt, saved, n));
+        model_init(&b, seed_for(80 + kind));
+        model_init(&fresh, seed_for(80 + kind));
+        copy_weights(&a, &b);
+        copy_weights(&a, &fresh);
+        model_attach(&b, ctx, &c);
+        model_attach(&fresh, ctx, &c);
+        GG_OK(ctx, gg_optim_load_state(b.opt, saved, n));
+        GG_OK(ctx, gg_optim_save_state(b.opt, again, n));
+        if (memcmp(saved, again, n) != 0) fail_msg("%s: the loaded state saves other bytes", kind ? "SGD" : "AdamW");
+        for (int s = 0; s < 2; ++s) {
+            model *ms[3] = {&a, &b, &fresh};
+            for (int k = 0; k < 3; ++k) {
+                rng_state = seed_for(90 + s);
+                set_grads(ms[k], 1.0, -1, 0, 0.0f);
+                GG_OK(ctx, gg_optim_step(ms[k]->opt, NULL));
+            }
+        }
+        assert_same_bits(ctx, &a, &b, kind ? "SGD, resumed from a checkpoint" : "AdamW, resumed from a checkpoint");
+        read_back(&fresh);
+        int differ = 0;
+        for (int i = 0; i < N_PARAMS; ++i)
+            differ += memcmp(a.t[i].hp, fresh.t[i].hp, 4 * (size_t)a.t[i].s.count) != 0;
+        if (2 * differ < N_PARAMS)
+            fail_msg("without the load, only %d of %d parameters end elsewhere", differ, N_PARAMS);
+        printf("  %s: %zu bytes of state; resumed bit for bit, %d of %d parameters elsewhere without it\n",
+               kind ? "SGD with momentum" : "AdamW", n, differ, N_PARAMS);
+        free(saved), free(again);
+        model_free(&a), model_free(&b), model_free(&fresh);
+    }
+    gg_ctx_destroy(ctx);
+}
+
 /* One parameter of more than 2^31 elements (an embedding of 262144 x 8192 has as many), where an element's chunk
  * offset or a count held in 32 bits would update the wrong elements or none: AdamW with clipping active (the global
  * norm summed over its 131136 chunks), an fp16 copy. Weights and gradients repeat a block of PERIOD random
@@ -621,7 +689,7 @@ int main(void) {
         cmocka_unit_test(adamw_matches_reference), cmocka_unit_test(adamw_clipped),
         cmocka_unit_test(sgd_matches_reference),   cmocka_unit_test(found_inf_skips_the_step),
         cmocka_unit_test(capture_replays_equal_eager), cmocka_unit_test(step_params_equals_step),
-        cmocka_unit_test(adamw_past_32_bit_indices),
+        cmocka_unit_test(checkpoint_resumes_bit_for_bit), cmocka_unit_test(adamw_past_32_bit_indices),
     };
     return cmocka_run_group_tests_name("optim_gpu", tests, NULL, NULL);
 }
