@@ -5,6 +5,7 @@
  *   train [--text FILE] [--steps N] [--batch M] [--layers L] [--context C] [--embed E] [--ffn F]
  *         [--precision fp32|tf32|fp16] [--lr LR] [--weight-decay WD] [--seed S] [--init-seed S] [--gpus N]
  *         [--eager] [--log-every N] [--warmup N] [--csv FILE] [--json FILE] [--dump-init FILE] [--check N]
+ *         [--save FILE] [--resume FILE]
  *
  * Defaults: 8 layers, context 16 characters of embedding 32 (D = 512), F = 4 D, 2048 rows (characters predicted)
  * per step and GPU, 2000 steps, fp32, AdamW lr 1e-3, weight decay 0.01 on the matrices and the embedding.
@@ -14,7 +15,10 @@
  * over N GPUs, one thread each (gg_dist_init_threads), each with its own rows of every step, the gradients
  * averaged; the losses printed are GPU 0's. --csv writes "step,loss" for every step, --json a summary with every
  * loss and the time per step (CUDA events over the steps after --warmup, default 10). --dump-init writes the
- * initial weights for bench/peers/train_torch.py and exits.
+ * initial weights for bench/peers/train_torch.py and exits. --save writes a checkpoint after the last step (the step
+ * counter, the weights and AdamW's state: gg_optim_save_state), --resume starts from one, at the step it holds, and
+ * trains up to --steps: a run of 2N steps and a run of N steps resumed to 2N end with the same bytes in their
+ * checkpoints (tests/scripts/train_resume.sh); the losses, --csv and --json then cover the steps run.
  * --check N first holds one eager step's loss and every parameter gradient to a float64 CPU reference
  * (train_ref.h; minutes on the CPU at the default size: use a small model, e.g. --embed 8), then trains N steps as
  * step graphs and N steps eagerly from the same initial weights and compares the losses (within 1e-4 relative in
@@ -39,7 +43,7 @@
 
 typedef struct options {
     tm_config model;
-    const char *text, *csv, *json, *dump;
+    const char *text, *csv, *json, *dump, *save, *resume;
     int gpus, eager, log_every, warmup, check;
 } options;
 
@@ -64,6 +68,7 @@ typedef struct rank_job {
     gg_ctx *ctx;
     int rank, rc;
     int launches; /* launches per step (0: eager) */
+    int64_t start; /* the first step run: 0, or the resumed checkpoint's */
     double step_us;
     float *losses; /* rank 0: every step's loss */
 } rank_job;
@@ -138,6 +143,8 @@ static int parse(int argc, char **argv, options *o) {
         else if (!strcmp(a, "--json")) o->json = v;
         else if (!strcmp(a, "--dump-init")) o->dump = v;
         else if (!strcmp(a, "--check")) o->check = atoi(v);
+        else if (!strcmp(a, "--save")) o->save = v;
+        else if (!strcmp(a, "--resume")) o->resume = v;
         else used = -1;
         if (used < 0) {
             fprintf(stderr, "train: unknown or incomplete option %s (see the comment at the top of train.c)\n", a);
@@ -155,6 +162,7 @@ static int parse(int argc, char **argv, options *o) {
                       : o->log_every < 1                          ? "--log-every must be >= 1"
                       : o->warmup < 0 || o->warmup >= o->model.steps ? "--warmup must be in [0, steps)"
                       : o->check && o->gpus > 1                   ? "--check runs on one GPU"
+                      : o->check && (o->save || o->resume)        ? "--check trains from the initial weights"
                                                                   : NULL;
     if (bad) fprintf(stderr, "train: %s\n", bad);
     o->model.world = o->gpus;
@@ -187,16 +195,20 @@ static void *train_rank(void *arg) {
         pthread_mutex_unlock(&job->sync->lock);
     }
     if (!ok) goto done;
+    int64_t start = 0;
+    if (o->resume && tm_load_checkpoint(m, o->resume, &start)) goto done;
+    job->start = start;
     /* collective with a communicator: a rank's failure fails it on every rank (GG_ERROR_PEER on the others) */
     if (!o->eager && tm_build_step(m, &step) != GG_SUCCESS) {
         fprintf(stderr, "train: building the step graph: %s\n", gg_last_error(job->ctx));
         goto done;
     }
     const int64_t tokens = c.batch * c.world;
+    const int64_t timed_from = start + o->warmup < c.steps ? start + o->warmup : start;
     double t_last = now_s();
-    int64_t last = 0;
-    for (int64_t i = 0; i < c.steps; ++i) {
-        if (i == o->warmup) cudaEventRecord(ev[0], s);
+    int64_t last = start;
+    for (int64_t i = start; i < c.steps; ++i) {
+        if (i == timed_from) cudaEventRecord(ev[0], s);
         const gg_status st = tm_train_step(m, step, s);
         if (st != GG_SUCCESS) {
             const char *cb = tm_callback_error(m);
@@ -215,8 +227,9 @@ static void *train_rank(void *arg) {
     cudaEventRecord(ev[1], s);
     float ms = 0;
     if (cudaEventSynchronize(ev[1]) != cudaSuccess || cudaEventElapsedTime(&ms, ev[0], ev[1]) != cudaSuccess) goto done;
-    job->step_us = 1e3 * ms / (double)(c.steps - o->warmup);
+    job->step_us = 1e3 * ms / (double)(c.steps - timed_from);
     if (job->rank == 0 && tm_losses(m, job->losses, c.steps)) goto done;
+    if (job->rank == 0 && o->save && tm_save_checkpoint(m, o->save)) goto done;
     job->launches = step ? 1 : 0; /* tm_train_step with a step graph is one gg_step_run, one cudaGraphLaunch */
     job->rc = 0;
 done:
@@ -232,29 +245,30 @@ static const char *precision_name(gg_precision p) { return gg_precision_string(p
 
 static int write_outputs(const options *o, const corpus *text, const rank_job *job) {
     const tm_config *c = &o->model;
+    const int64_t start = job->start, run = c->steps - start; /* the steps this run made */
     if (o->csv) {
         FILE *f = fopen(o->csv, "w");
         if (!f) return -1;
         fprintf(f, "step,loss\n");
-        for (int64_t i = 0; i < c->steps; ++i) fprintf(f, "%lld,%.9g\n", (long long)i, job->losses[i]);
+        for (int64_t i = start; i < c->steps; ++i) fprintf(f, "%lld,%.9g\n", (long long)i, job->losses[i]);
         if (fclose(f)) return -1;
     }
     if (!o->json) return 0;
     FILE *f = fopen(o->json, "w");
     if (!f) return -1;
-    const int64_t tail = c->steps < 50 ? c->steps : 50;
+    const int64_t tail = run < 50 ? run : 50;
     double last = 0;
     for (int64_t i = c->steps - tail; i < c->steps; ++i) last += job->losses[i];
     fprintf(f,
             "{\"mode\": \"%s\", \"precision\": \"%s\", \"gpus\": %d, \"layers\": %d, \"context\": %d, \"embed\": %d, "
-            "\"hidden\": %lld, \"ffn\": %lld, \"vocab\": %d, \"batch\": %lld, \"steps\": %lld, \"warmup\": %d, "
-            "\"graph_launches_per_step\": %d, \"loss_first\": %.9g, "
+            "\"hidden\": %lld, \"ffn\": %lld, \"vocab\": %d, \"batch\": %lld, \"steps\": %lld, \"first_step\": %lld, "
+            "\"warmup\": %d, \"graph_launches_per_step\": %d, \"loss_first\": %.9g, "
             "\"loss_last\": %.9g, \"loss_last_steps\": %lld, \"step_us\": %.3f, \"tokens_per_s\": %.1f, \"losses\": [",
             o->eager ? "eager" : "graph", precision_name(c->precision), o->gpus, c->layers, c->context, c->embed,
             (long long)c->context * c->embed, (long long)c->ffn, text->vocab, (long long)c->batch, (long long)c->steps,
-            o->warmup, job->launches, job->losses[0],
-            last / (double)tail, (long long)tail, job->step_us, 1e6 * (double)(c->batch * o->gpus) / job->step_us);
-    for (int64_t i = 0; i < c->steps; ++i) fprintf(f, "%s%.9g", i ? ", " : "", job->losses[i]);
+            (long long)start, o->warmup, job->launches, job->losses[start], last / (double)tail, (long long)tail,
+            job->step_us, 1e6 * (double)(c->batch * o->gpus) / job->step_us);
+    for (int64_t i = start; i < c->steps; ++i) fprintf(f, "%s%.9g", i > start ? ", " : "", job->losses[i]);
     fprintf(f, "]}\n");
     return fclose(f) ? -1 : 0;
 }
@@ -404,8 +418,10 @@ int main(int argc, char **argv) {
         rc = 1;
     }
     if (!rc) {
-        printf("train: %lld steps, loss %.4f -> %.4f, %.1f us per step (%s)\n", (long long)o.model.steps, losses[0],
-               losses[o.model.steps - 1], jobs[0].step_us, o.eager ? "eager" : "step graph");
+        printf("train: %lld steps, loss %.4f -> %.4f, %.1f us per step (%s)\n", (long long)o.model.steps,
+               losses[jobs[0].start], losses[o.model.steps - 1], jobs[0].step_us, o.eager ? "eager" : "step graph");
+        if (jobs[0].start) printf("train: resumed at step %lld from %s\n", (long long)jobs[0].start, o.resume);
+        if (o.save) printf("train: checkpoint written to %s\n", o.save);
         if (write_outputs(&o, &text, &jobs[0])) {
             fprintf(stderr, "train: writing --csv / --json failed\n");
             rc = 1;

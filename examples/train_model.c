@@ -491,3 +491,88 @@ int tm_losses(tm_model *m, float *host, int64_t count) {
     if (count > m->c.steps) count = m->c.steps;
     return cudaMemcpy(host, m->losses, (size_t)count * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess ? 0 : -1;
 }
+
+/* ---- checkpoints ---- */
+
+#define CHECKPOINT_MARK "GGTRCKP1"
+
+int tm_save_checkpoint(tm_model *m, const char *path) {
+    size_t state_bytes = 0;
+    int64_t step = 0;
+    const size_t pbytes = (size_t)m->n_params * sizeof(float);
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) return -1;
+    if (gg_optim_state_size(m->opt, &state_bytes) != GG_SUCCESS) {
+        fprintf(stderr, "tm_save_checkpoint: %s\n", gg_last_error(m->ctx));
+        return -1;
+    }
+    void *state = malloc(state_bytes);
+    float *params = malloc(pbytes);
+    int bad = !state || !params;
+    /* gg_optim_save_state waits for the device: the steps enqueued before are in what is read after it too */
+    if (!bad && gg_optim_save_state(m->opt, state, state_bytes) != GG_SUCCESS) {
+        fprintf(stderr, "tm_save_checkpoint: %s\n", gg_last_error(m->ctx));
+        bad = 1;
+    }
+    bad = bad || cudaMemcpy(params, m->params, pbytes, cudaMemcpyDeviceToHost) != cudaSuccess ||
+          cudaMemcpy(&step, m->counter, sizeof step, cudaMemcpyDeviceToHost) != cudaSuccess;
+    /* written beside and renamed over: a run stopped while writing leaves the previous checkpoint whole */
+    FILE *f = bad ? NULL : fopen(tmp, "wb");
+    const uint64_t n = (uint64_t)m->n_params, sb = state_bytes;
+    bad = bad || !f || fwrite(CHECKPOINT_MARK, 1, 8, f) != 8 || fwrite(&step, sizeof step, 1, f) != 1 ||
+          fwrite(&n, sizeof n, 1, f) != 1 || fwrite(params, 1, pbytes, f) != pbytes ||
+          fwrite(&sb, sizeof sb, 1, f) != 1 || fwrite(state, 1, state_bytes, f) != state_bytes;
+    if (f && fclose(f)) bad = 1;
+    if (!bad && rename(tmp, path) != 0) bad = 1;
+    if (bad) {
+        fprintf(stderr, "tm_save_checkpoint: writing %s failed\n", path);
+        remove(tmp);
+    }
+    free(state);
+    free(params);
+    return bad ? -1 : 0;
+}
+
+int tm_load_checkpoint(tm_model *m, const char *path, int64_t *step) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "tm_load_checkpoint: cannot open %s\n", path);
+        return -1;
+    }
+    char mark[8];
+    int64_t at = 0;
+    uint64_t n = 0, state_bytes = 0;
+    float *params = NULL;
+    void *state = NULL;
+    const char *why = NULL;
+    if (fread(mark, 1, 8, f) != 8 || memcmp(mark, CHECKPOINT_MARK, 8) != 0)
+        why = "not a checkpoint of examples/train";
+    else if (fread(&at, sizeof at, 1, f) != 1 || fread(&n, sizeof n, 1, f) != 1)
+        why = "cut short";
+    else if (at < 0 || at >= m->c.steps)
+        why = "its step is not below --steps";
+    else if (n != (uint64_t)m->n_params)
+        why = "its parameters are another model's (--layers, --context, --embed, --ffn)";
+    else if (!(params = malloc(n * sizeof(float))) || fread(params, sizeof(float), n, f) != n ||
+             fread(&state_bytes, sizeof state_bytes, 1, f) != 1 || state_bytes > ((uint64_t)1 << 40) ||
+             !(state = malloc(state_bytes)) || fread(state, 1, state_bytes, f) != state_bytes)
+        why = "cut short";
+    fclose(f);
+    int bad = why != NULL;
+    if (bad) fprintf(stderr, "tm_load_checkpoint: %s: %s\n", path, why);
+    /* the optimizer checks its state before it writes anything; then the weights and the step counter */
+    if (!bad && gg_optim_load_state(m->opt, state, state_bytes) != GG_SUCCESS) {
+        fprintf(stderr, "tm_load_checkpoint: %s: %s\n", path, gg_last_error(m->ctx));
+        bad = 1;
+    }
+    if (!bad && (cudaMemcpy(m->params, params, n * sizeof(float), cudaMemcpyHostToDevice) != cudaSuccess ||
+                 cudaMemcpy(m->counter, &at, sizeof at, cudaMemcpyHostToDevice) != cudaSuccess ||
+                 cudaDeviceSynchronize() != cudaSuccess)) {
+        fprintf(stderr, "tm_load_checkpoint: copying %s to the GPU failed\n", path);
+        bad = 1;
+    }
+    free(params);
+    free(state);
+    if (!bad) *step = at;
+    return bad ? -1 : 0;
+}

@@ -68,6 +68,13 @@ gg_status tm_train_step(tm_model *m, gg_step *step, cudaStream_t stream);
 /* Copies the losses of steps [0, count) to host (waits for the device). 0, or -1. */
 int tm_losses(tm_model *m, float *host, int64_t count);
 
+/* Checkpoints: the step counter, the parameters and AdamW's state (gg_optim_save_state) in one file, written beside
+ * path and renamed over it (a run stopped while writing keeps the previous one). Loading one into a model of the same
+ * shape resumes training exactly where it stopped (the same batches, weights and moments): *step is the step to run
+ * next. Each waits for the device. 0, or -1 with a message on stderr. */
+int tm_save_checkpoint(tm_model *m, const char *path);
+int tm_load_checkpoint(tm_model *m, const char *path, int64_t *step);
+
 /* The first error a callback met (callbacks return nothing), or NULL. */
 const char *tm_callback_error(const tm_model *m);
 

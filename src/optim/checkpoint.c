@@ -54,15 +54,23 @@ static void piece_name(const gg_optim *o, int k, char *out, size_t bytes) {
     }
 }
 
-/* Copies every piece between the device block and the state at `state`: to the host, or to the device. */
-static gg_status copy_pieces(gg_optim *o, const char *fn, char *state, int to_host) {
+/* The state's pieces (gg_optim_state_pieces), *n of them; NULL (and the message) when host memory runs out. */
+static gg_optim_state_piece *make_pieces(gg_optim *o, const char *fn, int *n) {
     const int moments = moments_of(o);
-    const int n = gg_optim_state_pieces(o->params, o->n_params, moments, &o->layout, NULL);
-    gg_optim_state_piece *pieces = malloc(sizeof *pieces * (size_t)n);
-    if (!pieces) return gg_fail(o->ctx, GG_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    *n = gg_optim_state_pieces(o->params, o->n_params, moments, &o->layout, NULL);
+    gg_optim_state_piece *pieces = malloc(sizeof *pieces * (size_t)*n);
+    if (!pieces) {
+        (void)gg_fail(o->ctx, GG_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+        return NULL;
+    }
     (void)gg_optim_state_pieces(o->params, o->n_params, moments, &o->layout, pieces);
+    return pieces;
+}
+
+/* Copies the n pieces between the device block and the state at `state`: to the host, or to the device. */
+static gg_status copy_pieces(gg_optim *o, const char *fn, const gg_optim_state_piece *pieces, int n, char *state,
+                             int to_host) {
     char *device = o->device;
-    gg_status status = GG_SUCCESS;
     for (int k = 0; k < n; ++k) {
         const gg_optim_state_piece *p = &pieces[k];
         const cudaError_t err = to_host ? cudaMemcpy(state + p->saved, device + p->device, p->bytes,
@@ -72,13 +80,11 @@ static gg_status copy_pieces(gg_optim *o, const char *fn, char *state, int to_ho
         if (err != cudaSuccess) {
             char what[160], name[64];
             piece_name(o, k, name, sizeof name);
-            snprintf(what, sizeof what, "%s: the copy of %s %s the device", fn, name, to_host ? "from" : "to");
-            status = gg_fail_cuda(o->ctx, err, what);
-            break;
+            snprintf(what, sizeof what, "%s: cudaMemcpy of %s %s the device", fn, name, to_host ? "from" : "to");
+            return gg_fail_cuda(o->ctx, err, what);
         }
     }
-    free(pieces);
-    return status;
+    return GG_SUCCESS;
 }
 
 /* ---- the size ---- */
@@ -113,15 +119,19 @@ static gg_status save_state(gg_optim *o, const char *fn, void *buffer, size_t by
     memset(state, 0, sizeof h); /* no mark until every part is in: a save that fails cannot be loaded */
     uint64_t *counts = (uint64_t *)(state + sizeof h);
     for (int i = 0; i < o->n_params; ++i) counts[i] = (uint64_t)o->params[i].count;
-    int saved = 0;
-    GG_TRY(gg_device_enter(o->ctx, fn, &saved));
-    gg_status status = GG_SUCCESS;
-    const cudaError_t err = cudaDeviceSynchronize(); /* the steps enqueued before, on any stream */
-    if (err != cudaSuccess)
-        status = gg_fail_cuda(o->ctx, err, "gg_optim_save_state: waiting for the device");
-    else
-        status = copy_pieces(o, fn, state, 1);
-    gg_device_leave(o->ctx, saved);
+    int n = 0, saved = 0;
+    gg_optim_state_piece *pieces = make_pieces(o, fn, &n);
+    if (!pieces) return GG_ERROR_OUT_OF_MEMORY;
+    gg_status status = gg_device_enter(o->ctx, fn, &saved);
+    if (status == GG_SUCCESS) {
+        const cudaError_t err = cudaDeviceSynchronize(); /* the steps enqueued before, on any stream */
+        if (err != cudaSuccess)
+            status = gg_fail_cuda(o->ctx, err, "gg_optim_save_state: waiting for the device");
+        else
+            status = copy_pieces(o, fn, pieces, n, state, 1);
+        gg_device_leave(o->ctx, saved);
+    }
+    free(pieces);
     if (status != GG_SUCCESS) return status;
     memcpy(h.mark, GG_OPTIM_STATE_MARK, sizeof GG_OPTIM_STATE_MARK);
     h.format = GG_OPTIM_STATE_FORMAT;
@@ -224,14 +234,19 @@ static gg_status load_state(gg_optim *o, const char *fn, const void *buffer, siz
     char why[256];
     const int ok = gg_optim_state_check(o, buffer, bytes, why, sizeof why);
     if (ok != 1) return gg_fail(o->ctx, ok < 0 ? GG_ERROR_VERSION : GG_ERROR_INVALID_ARGUMENT, "%s: %s", fn, why);
-    int saved = 0;
-    GG_TRY(gg_device_enter(o->ctx, fn, &saved));
-    gg_status status = GG_SUCCESS;
+    int n = 0, saved = 0;
+    gg_optim_state_piece *pieces = make_pieces(o, fn, &n);
+    if (!pieces) return GG_ERROR_OUT_OF_MEMORY;
+    gg_status status = gg_device_enter(o->ctx, fn, &saved);
+    if (status != GG_SUCCESS) {
+        free(pieces);
+        return status;
+    }
     cudaError_t err = cudaDeviceSynchronize(); /* the steps enqueued before, on any stream, end first */
     if (err != cudaSuccess) {
         status = gg_fail_cuda(o->ctx, err, "gg_optim_load_state: waiting for the device");
     } else {
-        status = copy_pieces(o, fn, (char *)buffer, 0);
+        status = copy_pieces(o, fn, pieces, n, (char *)buffer, 0);
         /* a copy from pageable memory may return before it lands: the next step, on any stream, must see it */
         err = cudaDeviceSynchronize();
         if (status == GG_SUCCESS && err != cudaSuccess)
@@ -246,6 +261,7 @@ static gg_status load_state(gg_optim *o, const char *fn, const void *buffer, siz
         }
     }
     gg_device_leave(o->ctx, saved);
+    free(pieces);
     return status;
 }
 

@@ -2,7 +2,8 @@
  * test_faults_entry.c - fault injection (the fakes of fake_cuda.h, as in test_faults.c) on the entry points beyond
  * the per-block calls: a step graph's life (a 2-layer MLP with a callback between and an optimizer at the end:
  * create, adds, finalize, host-selected runs exact, padded, accumulating and rebound, a device-selected run), an
- * optimizer's (create, add_param, finalize, set_lr, set_loss_scale, step) and the four forwards. Each path is a
+ * optimizer's (create, add_param, finalize, set_lr, set_loss_scale, step, a checkpoint saved and loaded) and the four
+ * forwards. Each path is a
  * list of stages run in order on one context; every call of every kind is failed in turn (the k-th, for every k
  * until the path runs through). The failing stage must return the status include/gradgraph.h documents for it,
  * with a message naming the failed call; a graph run launches nothing; no stream is left capturing; then the path
@@ -17,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -26,12 +28,16 @@
 #include "gradgraph.h"
 #include "internal.h"
 
+void *__real_calloc(size_t count, size_t bytes); /* fake_alloc.h's: the real allocator */
+
 /* What a path works on: the context and the objects its stages make. */
 typedef struct world {
     gg_ctx *ctx;
     gg_step *step;
     gg_optim *opt;
     const void *cfg; /* the path's own configuration */
+    char *state;     /* the optimizer path's checkpoint, in what the fakes call host memory */
+    size_t state_bytes;
 } world;
 
 /* A path: its stages, what each one's failure must return, and which failures leave an object to destroy. */
@@ -97,7 +103,7 @@ static void inject(const path *p, const void *cfg, const char *label) {
     current_label = label;
     for (int kind = 0; kind < FAKE_KINDS; ++kind)
         for (int k = 1;; ++k) {
-            world w = {faults_make_ctx(), NULL, NULL, cfg};
+            world w = {faults_make_ctx(), NULL, NULL, cfg, NULL, 0};
             fake.fail_kind = (fake_kind)kind;
             fake.fail_at = k;
             const int before = fake.injected;
@@ -158,7 +164,7 @@ static void inject(const path *p, const void *cfg, const char *label) {
 static void inject_resources(const path *p, const void *cfg, const char *label) {
     current_label = label;
     for (int k = 1;; ++k) {
-        world w = {faults_make_ctx(), NULL, NULL, cfg};
+        world w = {faults_make_ctx(), NULL, NULL, cfg, NULL, 0};
         const int armed = fake.fail_create_at = fake.creates + k;
         gg_status st = GG_SUCCESS;
         int failed = p->n_stages, launches = 0;
@@ -337,10 +343,25 @@ typedef struct optim_cfg {
     float max_grad_norm;
 } optim_cfg;
 
-static const char *const optim_stages[] = {"gg_optim_create",  "gg_optim_add_param",      "gg_optim_add_param",
-                                           "gg_optim_finalize", "gg_optim_set_lr",         "gg_optim_set_loss_scale",
-                                           "gg_optim_step",     "gg_optim_step (again)"};
-enum { OPTIM_FINALIZE = 3, OPTIM_FIRST_STEP = 6, OPTIM_STAGES = 8 };
+static const char *const optim_stages[] = {
+    "gg_optim_create",         "gg_optim_add_param", "gg_optim_add_param",    "gg_optim_finalize",   "gg_optim_set_lr",
+    "gg_optim_set_loss_scale", "gg_optim_step",      "gg_optim_step (again)", "gg_optim_save_state", "gg_optim_load_state"};
+enum { OPTIM_FINALIZE = 3, OPTIM_FIRST_STEP = 6, OPTIM_SAVE = 8, OPTIM_LOAD = 9, OPTIM_STAGES = 10 };
+
+/* A checkpoint's stages: the state saved into host memory, then loaded back (its device words set first to what a
+ * step leaves there: the fakes' copies to the host write zeros, and a zero inverse loss scale is refused). */
+static gg_status checkpoint_stage(world *w, int stage) {
+    if (!w->state) {
+        if (gg_optim_state_size(w->opt, &w->state_bytes) != GG_SUCCESS) return GG_ERROR_INVALID_ARGUMENT;
+        w->state = __real_calloc(1, w->state_bytes); /* past the host-memory faults: the library's are injected */
+        if (!w->state) return GG_ERROR_OUT_OF_MEMORY;
+        fake.host_lo = (uintptr_t)w->state, fake.host_hi = (uintptr_t)w->state + w->state_bytes;
+    }
+    if (stage == OPTIM_SAVE) return gg_optim_save_state(w->opt, w->state, w->state_bytes);
+    const float words[2] = {1e-3f, 1.0f}; /* the learning rate, 1 / the loss scale (docs/optimizer.md's format) */
+    memcpy(w->state + 64 + 8 * 2, words, sizeof words);
+    return gg_optim_load_state(w->opt, w->state, w->state_bytes);
+}
 
 static gg_status optim_stage(world *w, int stage) {
     const optim_cfg *c = w->cfg;
@@ -365,6 +386,8 @@ static gg_status optim_stage(world *w, int stage) {
     case OPTIM_FINALIZE: return gg_optim_finalize(w->opt);
     case 4: return gg_optim_set_lr(w->opt, 3e-4f, NULL);
     case 5: return gg_optim_set_loss_scale(w->opt, 1024.0f, NULL);
+    case OPTIM_SAVE:
+    case OPTIM_LOAD: return checkpoint_stage(w, stage);
     default: return gg_optim_step(w->opt, NULL);
     }
 }
@@ -374,6 +397,7 @@ static gg_status optim_stage(world *w, int stage) {
 static gg_status optim_expect(const world *w, int stage, fake_kind kind, int nth) {
     const optim_cfg *c = w->cfg;
     if (kind == FAKE_MALLOC || kind == FAKE_HOST_MEMORY) return GG_ERROR_OUT_OF_MEMORY;
+    if (kind == FAKE_MEMCPY && stage == OPTIM_LOAD) return GG_ERROR_PARTIAL; /* the state is part old, part new */
     if (kind == FAKE_LAUNCH && stage >= OPTIM_FIRST_STEP) {
         const int launches = c->check_finite || c->max_grad_norm > 0.0f ? 3 : 2;
         return nth == launches ? GG_ERROR_PARTIAL : GG_ERROR_CUDA;
@@ -389,6 +413,9 @@ static int no_graph_run(int stage) { return (void)stage, 0; }
 static void optim_reset(world *w) {
     gg_optim_destroy(w->opt);
     w->opt = NULL;
+    free(w->state); /* the real allocator's: free is not wrapped */
+    w->state = NULL;
+    fake.host_lo = fake.host_hi = 0;
 }
 
 static const path optim_path = {"optim", OPTIM_STAGES, optim_stages, optim_stage, optim_expect, optim_refused_after,

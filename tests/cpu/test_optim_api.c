@@ -642,7 +642,7 @@ static void save_and_load_check_everything(void **state) {
     fake.fail_at = 2;
     memset(fake.calls, 0, sizeof fake.calls);
     assert_int_equal(gg_optim_save_state(opt, good, bytes), GG_ERROR_CUDA);
-    assert_message_has(ctx, "gg_optim_save_state: the copy of the step counts from the device failed");
+    assert_message_has(ctx, "gg_optim_save_state: cudaMemcpy of the step counts from the device failed");
     fake.fail_at = 0;
     assert_int_equal(gg_optim_load_state(opt, good, bytes), GG_ERROR_INVALID_ARGUMENT);
     assert_message_has(ctx, "gg_optim_load_state: buffer holds no optimizer state (no \"GGOPTIM\" mark");
@@ -735,7 +735,7 @@ static void save_and_load_check_everything(void **state) {
     assert_int_equal(gg_optim_load_state(opt, good, bytes), GG_ERROR_PARTIAL);
     assert_message_has(ctx, "gg_optim_load_state: failed after it began to write the state, which is now partly the "
                             "buffer's and partly the optimizer's own: load a state again before the next step: "
-                            "GG_ERROR_CUDA: CUDA runtime error: the copy of param 0's exp_avg_sq to the device "
+                            "GG_ERROR_CUDA: CUDA runtime error: cudaMemcpy of param 0's exp_avg_sq to the device "
                             "failed: cudaErrorLaunchFailure");
     fake.fail_at = 0;
     assert_int_equal(gg_optim_load_state(opt, good, bytes), GG_SUCCESS);

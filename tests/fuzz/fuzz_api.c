@@ -1,9 +1,9 @@
 /*
  * fuzz_api.c - libFuzzer over the public API's validation, on the CUDA fakes (tests/fake): no GPU needed. Each input is
  * read as a sequence of choices: which entry point (a block's eager call or forward, a graph's create and run, a step's
- * life (create, adds, finalize, runs, its DOT), an optimizer's (create, parameters, finalize, setters, steps), a
- * context's create with a config, gg_to_fp16, gg_check_finite), its desc fields (any int64, including negative and
- * huge), its pointers (NULL, misaligned, device, host, pinned, managed, overlapping), the configs' fields and floats
+ * life (create, adds, finalize, runs, its DOT), an optimizer's (create, parameters, finalize, setters, steps, a
+ * checkpoint saved, changed and loaded), a context's create with a config, gg_to_fp16, gg_check_finite), its desc
+ * fields (any int64, including negative and huge), its pointers (NULL, misaligned, device, host, pinned, managed, overlapping), the configs' fields and floats
  * (NaN, Inf, out of range), and in a quarter of the inputs which call of the CUDA fakes fails (the k-th of a kind,
  * host memory among them; in an eighth, the k-th CUDA resource made; in one of 32, every cudaGetDevice). Every call
  * must return a gg_status, a message on failure that begins with the public call's name, and a rejected argument
@@ -386,6 +386,39 @@ static gg_status step_life(reader *r, gg_ctx *on) {
 static gg_status step_call(reader *r) { return step_life(r, ctx); }
 
 
+/* A checkpoint of a finalized optimizer: its state saved to host memory, a few bytes (or its length) changed by the
+ * input, loaded back. The fakes' copies to the host write zeros, so the device words (docs/optimizer.md's format:
+ * after the 64-byte header and a count per parameter) are first set to what a step leaves there. A refused load must
+ * copy nothing; no input may crash it or make it read past the state. */
+static void checkpoint(reader *r, gg_optim *opt) {
+    size_t bytes = 0;
+    if (gg_optim_state_size(opt, &bytes) != GG_SUCCESS || bytes > ((size_t)1 << 20)) return;
+    char *state = calloc(1, bytes + 16);
+    if (!state) return;
+    const uintptr_t host_lo = fake.host_lo, host_hi = fake.host_hi;
+    fake.host_lo = (uintptr_t)state, fake.host_hi = (uintptr_t)state + bytes + 16;
+    fake.enqueued = 0;
+    gg_status st = gg_optim_save_state(opt, state, bytes);
+    check_result(st, ctx);
+    uint32_t params = 0;
+    memcpy(&params, state + 20, sizeof params);
+    const float words[2] = {1e-3f, 1.0f}; /* the learning rate, 1 / the loss scale */
+    if (st == GG_SUCCESS) memcpy(state + 64 + 8 * (size_t)params, words, sizeof words);
+    for (int n = (int)(take(r, 1) % 8), i = 0; i < n; ++i) state[take(r, 3) % bytes] = (char)take(r, 1);
+    const size_t length = take(r, 1) % 8 ? bytes : bytes - 16 + (size_t)(take(r, 1) % 33); /* within the buffer */
+    const int copies = fake.calls[FAKE_MEMCPY];
+    fake.enqueued = 0;
+    st = gg_optim_load_state(opt, state, length);
+    check_result(st, ctx);
+    const int refused = st == GG_ERROR_INVALID_ARGUMENT || st == GG_ERROR_VERSION;
+    if (refused && fake.calls[FAKE_MEMCPY] != copies) {
+        fprintf(stderr, "a refused load copied: %s\n", gg_last_error(ctx));
+        abort();
+    }
+    fake.host_lo = host_lo, fake.host_hi = host_hi;
+    free(state);
+}
+
 /* An optimizer's life with fuzzed pieces: its config, up to three parameters, finalize, steps, the setters. */
 static gg_status optim_call(reader *r) {
     gg_optim *opt = NULL;
@@ -410,6 +443,7 @@ static gg_status optim_call(reader *r) {
     const unsigned outs = (unsigned)take(r, 1);
     fake.enqueued = 0;
     st = gg_optim_last_step(opt, outs & 1 ? &found_inf : NULL, outs & 2 ? &grad_norm : NULL);
+    if (take(r, 1) % 2) checkpoint(r, opt);
     gg_optim_destroy(opt);
     return st;
 }
