@@ -1168,16 +1168,18 @@ GG_API gg_status gg_optim_memory_info(const gg_optim *opt, gg_optim_memory *out)
 /* *bytes = the size of opt's state. Refused before gg_optim_finalize. */
 GG_API gg_status gg_optim_state_size(const gg_optim *opt, size_t *bytes);
 
-/* Writes opt's state to buffer (host memory, at least gg_optim_state_size's bytes; only those are written). Returns
- * GG_SUCCESS, GG_ERROR_INVALID_ARGUMENT (opt or buffer NULL, buffer device memory, bytes too small, opt not finalized:
- * nothing written) or GG_ERROR_CUDA (a copy failed: the buffer holds no state, gg_optim_load_state refuses it). */
+/* Writes opt's state to buffer (host memory, any alignment, at least gg_optim_state_size's bytes; only those are
+ * written). Returns GG_SUCCESS, GG_ERROR_INVALID_ARGUMENT (opt or buffer NULL, buffer device memory, bytes too small,
+ * opt not finalized: nothing written), GG_ERROR_OUT_OF_MEMORY (host memory for the list of copies: nothing written)
+ * or GG_ERROR_CUDA (a copy failed: the buffer holds no state, gg_optim_load_state refuses it). */
 GG_API gg_status gg_optim_save_state(gg_optim *opt, void *buffer, size_t bytes);
 
-/* Replaces opt's state by the one in buffer (host memory, bytes exactly the state's size). Returns GG_SUCCESS,
- * GG_ERROR_INVALID_ARGUMENT (NULL, device memory, not finalized, or the state does not fit opt or holds values no step
- * writes: named; nothing written), GG_ERROR_VERSION (a state of a format this library does not read; nothing
- * written), GG_ERROR_CUDA (waiting for the device failed; nothing written) or GG_ERROR_PARTIAL (a copy failed after
- * the first began: opt's state is part old, part new; load a state again before stepping). */
+/* Replaces opt's state by the one in buffer (host memory, any alignment, bytes exactly the state's size). Returns
+ * GG_SUCCESS, GG_ERROR_INVALID_ARGUMENT (NULL, device memory, not finalized, or the state does not fit opt or holds
+ * values no step writes: named; nothing written), GG_ERROR_VERSION (a state of a format this library does not read;
+ * nothing written), GG_ERROR_OUT_OF_MEMORY (host memory for the list of copies) or GG_ERROR_CUDA (waiting for the
+ * device failed; both: nothing written), or GG_ERROR_PARTIAL (a copy to the device failed: opt's state is part old,
+ * part new; load a state again before stepping). */
 GG_API gg_status gg_optim_load_state(gg_optim *opt, const void *buffer, size_t bytes);
 
 /* Waits for the device, then frees the optimizer's device memory and the optimizer. NULL is a no-op. Refused (nothing

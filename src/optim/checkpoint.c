@@ -19,12 +19,6 @@ static const char *kind_name(uint32_t kind, uint32_t moments) {
     return "an unknown kind";
 }
 
-static gg_status check_ready(gg_optim *o, const char *fn) {
-    if (o->finalized == 1) return GG_SUCCESS;
-    return gg_fail(o->ctx, GG_ERROR_INVALID_ARGUMENT, "%s: the optimizer is not finalized%s", fn,
-                   o->finalized < 0 ? " (gg_optim_finalize failed: destroy it)" : " (call gg_optim_finalize)");
-}
-
 /* The buffer is host memory (pageable, pinned or managed): the host writes and reads its header and counts, so
  * device memory is refused. */
 static gg_status check_host_buffer(gg_optim *o, const char *fn, const void *buffer) {
@@ -97,7 +91,7 @@ gg_status gg_optim_state_size(const gg_optim *o, size_t *bytes) {
     if (!bytes)
         status = gg_fail(o->ctx, GG_ERROR_INVALID_ARGUMENT, "%s: bytes is NULL", fn);
     else if (o->finalized != 1)
-        status = check_ready((gg_optim *)o, fn);
+        status = gg_optim_check_ready((gg_optim *)o, fn);
     else
         *bytes = state_size(o);
     gg_ctx_release(o->ctx);
@@ -107,23 +101,25 @@ gg_status gg_optim_state_size(const gg_optim *o, size_t *bytes) {
 /* ---- save ---- */
 
 static gg_status save_state(gg_optim *o, const char *fn, void *buffer, size_t bytes) {
-    GG_TRY(check_ready(o, fn));
+    GG_TRY(gg_optim_check_ready(o, fn));
     GG_TRY(check_host_buffer(o, fn, buffer));
     const size_t size = state_size(o);
     if (bytes < size)
         return gg_fail(o->ctx, GG_ERROR_INVALID_ARGUMENT,
                        "%s: bytes = %zu, but the state takes %zu bytes (gg_optim_state_size)", fn, bytes, size);
-    char *state = buffer;
-    gg_optim_state_header h;
-    memset(&h, 0, sizeof h);
-    memset(state, 0, sizeof h); /* no mark until every part is in: a save that fails cannot be loaded */
-    uint64_t *counts = (uint64_t *)(state + sizeof h);
-    for (int i = 0; i < o->n_params; ++i) counts[i] = (uint64_t)o->params[i].count;
     int n = 0, saved = 0;
     gg_optim_state_piece *pieces = make_pieces(o, fn, &n);
     if (!pieces) return GG_ERROR_OUT_OF_MEMORY;
     gg_status status = gg_device_enter(o->ctx, fn, &saved);
+    char *state = buffer;
+    gg_optim_state_header h;
+    memset(&h, 0, sizeof h);
     if (status == GG_SUCCESS) {
+        memset(state, 0, sizeof h); /* no mark until every part is in: a save that fails cannot be loaded */
+        for (int i = 0; i < o->n_params; ++i) { /* the buffer need not be 8-byte aligned */
+            const uint64_t count = (uint64_t)o->params[i].count;
+            memcpy(state + sizeof h + sizeof count * (size_t)i, &count, sizeof count);
+        }
         const cudaError_t err = cudaDeviceSynchronize(); /* the steps enqueued before, on any stream */
         if (err != cudaSuccess)
             status = gg_fail_cuda(o->ctx, err, "gg_optim_save_state: waiting for the device");
@@ -229,7 +225,7 @@ int gg_optim_state_check(const gg_optim *o, const void *buffer, size_t bytes, ch
 }
 
 static gg_status load_state(gg_optim *o, const char *fn, const void *buffer, size_t bytes) {
-    GG_TRY(check_ready(o, fn));
+    GG_TRY(gg_optim_check_ready(o, fn));
     GG_TRY(check_host_buffer(o, fn, buffer));
     char why[256];
     const int ok = gg_optim_state_check(o, buffer, bytes, why, sizeof why);

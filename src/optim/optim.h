@@ -98,6 +98,9 @@ struct gg_optim {
     gg_ctx_hook hook;
 };
 
+/* GG_SUCCESS for a finalized optimizer; else GG_ERROR_INVALID_ARGUMENT, naming fn and what to do. */
+gg_status gg_optim_check_ready(gg_optim *opt, const char *fn);
+
 /* The device words of a finalized optimizer. */
 gg_k_optim_scalars *gg_optim_scalars(const gg_optim *opt);
 

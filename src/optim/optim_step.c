@@ -9,8 +9,7 @@
 
 #include "optim.h"
 
-/* opt finalized (not failed). */
-static gg_status check_ready(gg_optim *o, const char *fn) {
+gg_status gg_optim_check_ready(gg_optim *o, const char *fn) {
     if (o->finalized == 1) return GG_SUCCESS;
     return gg_fail(o->ctx, GG_ERROR_INVALID_ARGUMENT, "%s: the optimizer is not finalized%s", fn,
                    o->finalized < 0 ? " (gg_optim_finalize failed: destroy it)" : " (call gg_optim_finalize)");
@@ -89,7 +88,7 @@ static gg_status step_all(gg_optim *o, int partial, gg_stream stream) {
     const char *fn = "gg_optim_step";
     if (!o) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: opt is NULL", fn);
     GG_TRY(gg_ctx_claim(o->ctx, fn));
-    gg_status status = check_ready(o, fn);
+    gg_status status = gg_optim_check_ready(o, fn);
     if (status == GG_SUCCESS) status = run_step(o, fn, 0, o->n_params, partial, stream);
     gg_ctx_release(o->ctx);
     return status;
@@ -115,7 +114,7 @@ int gg_optim_param_of(const gg_optim *o, const void *grad, size_t count, int ele
 }
 
 static gg_status check_range(gg_optim *o, const char *fn, int first, int count) {
-    GG_TRY(check_ready(o, fn));
+    GG_TRY(gg_optim_check_ready(o, fn));
     if (o->config.max_grad_norm > 0.0f || o->config.check_finite)
         return gg_fail(o->ctx, GG_ERROR_INVALID_ARGUMENT,
                        "%s: refused with %s on: the %s needs every gradient before any parameter is updated (use "
@@ -155,7 +154,7 @@ static gg_status set_word(gg_optim *o, const char *fn, float *word, float value,
 }
 
 static gg_status set_lr(gg_optim *o, const char *fn, float lr, gg_stream stream) {
-    GG_TRY(check_ready(o, fn));
+    GG_TRY(gg_optim_check_ready(o, fn));
     if (!(isfinite(lr) && lr >= 0.0f))
         return gg_fail(o->ctx, GG_ERROR_INVALID_ARGUMENT, "%s: lr = %g must be finite and >= 0", fn, (double)lr);
     return set_word(o, fn, &gg_optim_scalars(o)->lr, lr, stream);
@@ -171,7 +170,7 @@ gg_status gg_optim_set_lr(gg_optim *o, float lr, gg_stream stream) {
 }
 
 static gg_status set_loss_scale(gg_optim *o, const char *fn, float scale, gg_stream stream) {
-    GG_TRY(check_ready(o, fn));
+    GG_TRY(gg_optim_check_ready(o, fn));
     if (!(isfinite(scale) && scale > 0.0f))
         return gg_fail(o->ctx, GG_ERROR_INVALID_ARGUMENT, "%s: scale = %g must be finite and > 0", fn,
                        (double)scale);
@@ -195,7 +194,7 @@ gg_status gg_optim_device_pointers(gg_optim *o, gg_optim_device_ptrs *out) {
     const char *fn = "gg_optim_device_pointers";
     if (!o) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: opt is NULL", fn);
     if (!out) return gg_fail(o->ctx, GG_ERROR_INVALID_ARGUMENT, "%s: out is NULL", fn);
-    GG_TRY(check_ready(o, fn)); /* refused: *out as it was */
+    GG_TRY(gg_optim_check_ready(o, fn)); /* refused: *out as it was */
     memset(out, 0, sizeof *out);
     gg_k_optim_scalars *s = gg_optim_scalars(o);
     out->lr = &s->lr;
@@ -207,7 +206,7 @@ gg_status gg_optim_device_pointers(gg_optim *o, gg_optim_device_ptrs *out) {
 }
 
 static gg_status last_step(gg_optim *o, const char *fn, int *found_inf, float *grad_norm) {
-    GG_TRY(check_ready(o, fn));
+    GG_TRY(gg_optim_check_ready(o, fn));
     if (!found_inf && !grad_norm)
         return gg_fail(o->ctx, GG_ERROR_INVALID_ARGUMENT, "%s: found_inf and grad_norm are both NULL", fn);
     int saved = 0;

@@ -6,6 +6,7 @@
  * fakes make: what finalize allocates (one block, freed by destroy or by the context's destroy), which launches a
  * step enqueues with and without the norm pass, what a refused launch returns (GG_ERROR_PARTIAL only once the step
  * counts advance), and the layout arithmetic: chunk tables, moments' alignment, the vector path's conditions.
+ * Checkpoints: where a saved state's parts lie, what save and load copy, and every refusal of either.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -676,6 +677,17 @@ static void save_and_load_check_everything(void **state) {
     memset(fake.calls, 0, sizeof fake.calls);
     assert_int_equal(gg_optim_load_state(opt, good, bytes), GG_SUCCESS);
     assert_int_equal(fake.calls[FAKE_MEMCPY], 8);
+    /* any alignment (UBSan watches the sanitized build): the same bytes saved at an odd address, and loaded */
+    {
+        const uintptr_t host_lo = fake.host_lo, host_hi = fake.host_hi;
+        char *odd = state_buffer(bytes + 1);
+        assert_int_equal(gg_optim_save_state(opt, odd + 1, bytes), GG_SUCCESS);
+        memcpy(odd + 1 + pieces[0].saved, &words, sizeof words);
+        assert_memory_equal(odd + 1, good, bytes);
+        assert_int_equal(gg_optim_load_state(opt, odd + 1, bytes), GG_SUCCESS);
+        free(odd);
+        fake.host_lo = host_lo, fake.host_hi = host_hi;
+    }
 
     /* every refusal of a load: named, nothing copied */
     const float nan = NAN, negative = -1.0f, zero = 0.0f, tiny = 1e-40f;
