@@ -1153,10 +1153,10 @@ GG_API gg_status gg_optim_memory_info(const gg_optim *opt, gg_optim_memory *out)
  *
  * The state is n bytes of host memory in a format docs/optimizer.md describes (a header, then plain arrays, in the
  * host's byte order), so that a program may also read the moments or write them (from PyTorch's state_dict, say). A
- * load checks the whole header, every parameter's element count, the words and the step counts before it writes
- * anything: a state saved by an optimizer of another kind, with other parameters, cut short, or holding a learning
- * rate, loss scale or step count that no step writes is refused with a message naming the difference, and the
- * optimizer keeps its state. The hyperparameters of the config (betas, eps, weight decay, clipping, ...) are not in
+ * load checks the whole header, every parameter's element count, a check word over every byte, the words and the step
+ * counts before it writes anything: a state saved by an optimizer of another kind, with other parameters, cut short,
+ * changed or damaged since it was saved, or holding a learning rate, loss scale or step count that no step writes is
+ * refused with a message naming the difference, and the optimizer keeps its state. The hyperparameters of the config (betas, eps, weight decay, clipping, ...) are not in
  * the state: they are the new optimizer's. Data-parallel ranks each hold the same state: save one rank's, load it on
  * every rank.
  *

@@ -3,6 +3,7 @@
  * before anything reaches the device: the state of another optimizer, of another format, cut short, or holding values
  * no step writes is refused with a message, and the optimizer keeps its own state. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +82,24 @@ static gg_status copy_pieces(gg_optim *o, const char *fn, const gg_optim_state_p
     return GG_SUCCESS;
 }
 
+uint64_t gg_optim_state_checksum(const void *state, size_t bytes) {
+    const unsigned char *p = state;
+    const size_t skip = offsetof(gg_optim_state_header, check);
+    uint64_t sum = 0, i = 0;
+    size_t at = 0;
+    for (; at + 8 <= bytes; at += 8, ++i) {
+        uint64_t w;
+        memcpy(&w, p + at, sizeof w);
+        sum += (at == skip ? 0 : w) * (2 * i + 1);
+    }
+    if (at < bytes) {
+        uint64_t w = 0;
+        memcpy(&w, p + at, bytes - at);
+        sum += w * (2 * i + 1);
+    }
+    return sum;
+}
+
 /* ---- the size ---- */
 
 gg_status gg_optim_state_size(const gg_optim *o, size_t *bytes) {
@@ -137,6 +156,8 @@ static gg_status save_state(gg_optim *o, const char *fn, void *buffer, size_t by
     h.elements = (uint64_t)o->elements;
     h.bytes = size;
     memcpy(state, &h, sizeof h);
+    h.check = gg_optim_state_checksum(state, size);
+    memcpy(state + offsetof(gg_optim_state_header, check), &h.check, sizeof h.check);
     return GG_SUCCESS;
 }
 
@@ -195,6 +216,11 @@ int gg_optim_state_check(const gg_optim *o, const void *buffer, size_t bytes, ch
                      (unsigned long long)count, (long long)o->params[i].count);
             return 0;
         }
+    }
+    if (gg_optim_state_checksum(buffer, bytes) != h.check) {
+        snprintf(why, why_bytes, "the state's check word does not match its bytes: it was changed or damaged since it "
+                 "was saved");
+        return 0;
     }
     gg_optim_state_piece pieces[2]; /* the device words and the step counts come first */
     (void)gg_optim_state_pieces(o->params, o->n_params, 0, &o->layout, pieces);

@@ -62,8 +62,14 @@ typedef struct gg_optim_state_header {
     uint32_t params;      /* parameters */
     uint64_t elements;    /* their elements, summed */
     uint64_t bytes;       /* the whole state's size */
-    uint64_t reserved[3]; /* zero */
+    uint64_t check;       /* gg_optim_state_checksum of the whole state */
+    uint64_t reserved[2]; /* zero */
 } gg_optim_state_header;
+
+/* The check word of a state of `bytes` bytes: the sum, modulo 2^64, of w_i * (2 i + 1) over its 8-byte words w_i in
+ * host byte order (i from 0; the last word padded with zero bytes), the header's `check` taken as 0. Any change of
+ * one word changes it (2 i + 1 is odd), so a state damaged on its way through files and networks is refused. */
+uint64_t gg_optim_state_checksum(const void *state, size_t bytes);
 
 /* One part of a saved state as a copy: `bytes` between the device block's offset `device` and the state's offset
  * `saved`. */

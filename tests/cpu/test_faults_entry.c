@@ -29,6 +29,7 @@
 #include "internal.h"
 
 void *__real_calloc(size_t count, size_t bytes); /* fake_alloc.h's: the real allocator */
+uint64_t gg_optim_state_checksum(const void *state, size_t bytes); /* src/optim/optim.h */
 
 /* What a path works on: the context and the objects its stages make. */
 typedef struct world {
@@ -360,6 +361,8 @@ static gg_status checkpoint_stage(world *w, int stage) {
     if (stage == OPTIM_SAVE) return gg_optim_save_state(w->opt, w->state, w->state_bytes);
     const float words[2] = {1e-3f, 1.0f}; /* the learning rate, 1 / the loss scale (docs/optimizer.md's format) */
     memcpy(w->state + 64 + 8 * 2, words, sizeof words);
+    const uint64_t check = gg_optim_state_checksum(w->state, w->state_bytes); /* at offset 40 */
+    memcpy(w->state + 40, &check, sizeof check);
     return gg_optim_load_state(w->opt, w->state, w->state_bytes);
 }
 

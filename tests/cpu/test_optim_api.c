@@ -582,13 +582,22 @@ static char *state_buffer(size_t bytes) {
 
 static void put_u64(char *at, uint64_t v) { memcpy(at, &v, sizeof v); }
 
-/* Loads a changed copy of a good state and expects the refusal `status` with `text`, nothing copied. */
+/* The state's check word made anew, after a change (gg_optim_state_checksum). */
+static void reseal(char *state, size_t bytes) {
+    const uint64_t check = gg_optim_state_checksum(state, bytes);
+    memcpy(state + offsetof(gg_optim_state_header, check), &check, sizeof check);
+}
+
+/* Loads a changed copy of a good state (its check word made anew, unless `damaged`) and expects the refusal `status`
+ * with `text`, nothing copied. */
 static void load_refused(gg_optim *opt, gg_ctx *ctx, const char *good, size_t bytes, size_t at, const void *value,
                          size_t value_bytes, size_t load_bytes, gg_status status, const char *text) {
     const uintptr_t host_lo = fake.host_lo, host_hi = fake.host_hi;
     char *bad = state_buffer(bytes + 8);
     memcpy(bad, good, bytes);
     if (value) memcpy(bad + at, value, value_bytes);
+    const int damaged = !strcmp(text, "changed or damaged");
+    if (!damaged) reseal(bad, bytes);
     memset(fake.calls, 0, sizeof fake.calls);
     assert_int_equal(gg_optim_load_state(opt, bad, load_bytes), status);
     assert_message_has(ctx, text);
@@ -670,8 +679,13 @@ static void save_and_load_check_everything(void **state) {
     assert_int_equal(gg_optim_state_pieces(opt->params, 3, 2, &opt->layout, pieces), 8);
     assert_ptr_equal(fake.sync_copy_from, (char *)opt->device + pieces[7].device); /* param 2's exp_avg_sq, last */
     /* the fakes' copies to the host write zeros: a state holds 1 / the loss scale, never 0 */
+    assert_int_equal(gg_optim_state_checksum(good, bytes), h.check); /* the check word the saved bytes fit ... */
+    const uint64_t zeros_check = h.check;
     const gg_k_optim_scalars words = {.lr = 1e-3f, .inv_scale = 1.0f, .clip = 1.0f};
     memcpy(good + pieces[0].saved, &words, sizeof words);
+    reseal(good, bytes);
+    memcpy(&h, good, sizeof h);
+    assert_true(h.check != zeros_check); /* ... and that sees the words */
 
     /* a load: 8 copies */
     memset(fake.calls, 0, sizeof fake.calls);
@@ -683,6 +697,7 @@ static void save_and_load_check_everything(void **state) {
         char *odd = state_buffer(bytes + 1);
         assert_int_equal(gg_optim_save_state(opt, odd + 1, bytes), GG_SUCCESS);
         memcpy(odd + 1 + pieces[0].saved, &words, sizeof words);
+        reseal(odd + 1, bytes);
         assert_memory_equal(odd + 1, good, bytes);
         assert_int_equal(gg_optim_load_state(opt, odd + 1, bytes), GG_SUCCESS);
         free(odd);
@@ -720,6 +735,10 @@ static void save_and_load_check_everything(void **state) {
                  GG_ERROR_INVALID_ARGUMENT, "the state's found-inf flag is 2, not 0 or 1");
     load_refused(opt, ctx, good, bytes, steps_at + 16, &minus_one, 8, bytes, GG_ERROR_INVALID_ARGUMENT,
                  "param 2's step count in the state is -1, less than 0");
+    const unsigned char flipped = 0x01; /* one bit of param 2's exp_avg_sq, the state's last piece */
+    load_refused(opt, ctx, good, bytes, pieces[7].saved + 4 * GG_K_OPTIM_CHUNK, &flipped, 1, bytes,
+                 GG_ERROR_INVALID_ARGUMENT, "changed or damaged");
+    load_refused(opt, ctx, good, bytes, bytes - 1, &flipped, 1, bytes, GG_ERROR_INVALID_ARGUMENT, "changed or damaged");
     memset(fake.calls, 0, sizeof fake.calls);
     assert_int_equal(gg_optim_load_state(opt, FAKE(30), bytes), GG_ERROR_INVALID_ARGUMENT);
     assert_message_has(ctx, "gg_optim_load_state: buffer (0x");

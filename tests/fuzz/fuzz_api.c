@@ -386,9 +386,12 @@ static gg_status step_life(reader *r, gg_ctx *on) {
 static gg_status step_call(reader *r) { return step_life(r, ctx); }
 
 
+uint64_t gg_optim_state_checksum(const void *state, size_t bytes); /* src/optim/optim.h: a state's check word */
+
 /* A checkpoint of a finalized optimizer: its state saved to host memory, a few bytes (or its length) changed by the
- * input, loaded back. The fakes' copies to the host write zeros, so the device words (docs/optimizer.md's format:
- * after the 64-byte header and a count per parameter) are first set to what a step leaves there. A refused load must
+ * input, half the time with the check word made anew, loaded back. The fakes' copies to the host write zeros, so the
+ * device words (docs/optimizer.md's format: after the 64-byte header and a count per parameter) are first set to what
+ * a step leaves there. A refused load must
  * copy nothing; no input may crash it or make it read past the state. */
 static void checkpoint(reader *r, gg_optim *opt) {
     size_t bytes = 0;
@@ -405,6 +408,10 @@ static void checkpoint(reader *r, gg_optim *opt) {
     const float words[2] = {1e-3f, 1.0f}; /* the learning rate, 1 / the loss scale */
     if (st == GG_SUCCESS) memcpy(state + 64 + 8 * (size_t)params, words, sizeof words);
     for (int n = (int)(take(r, 1) % 8), i = 0; i < n; ++i) state[take(r, 3) % bytes] = (char)take(r, 1);
+    if (take(r, 1) % 2) { /* the check word made anew (at offset 40), so that the checks after it are reached too */
+        const uint64_t check = gg_optim_state_checksum(state, bytes);
+        memcpy(state + 40, &check, sizeof check);
+    }
     const size_t length = take(r, 1) % 8 ? bytes : bytes - 16 + (size_t)(take(r, 1) % 33); /* within the buffer */
     const int copies = fake.calls[FAKE_MEMCPY];
     fake.enqueued = 0;
