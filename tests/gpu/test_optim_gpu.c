@@ -486,14 +486,20 @@ static void capture_replays_equal_eager(void **state) {
     gg_ctx_destroy(ctx);
 }
 
+/* kind 0: AdamW; 1: SGD with momentum 0.9; PyTorch's defaults otherwise. */
+static gg_optim_config adamw_or_sgd(int kind) {
+    gg_optim_config c = GG_OPTIM_CONFIG_INIT;
+    c.kind = kind ? GG_OPTIM_SGD : GG_OPTIM_ADAMW;
+    c.momentum = kind ? 0.9f : 0.0f;
+    return c;
+}
+
 static void step_params_equals_step(void **state) {
     (void)state;
     REQUIRE_GPU();
     gg_ctx *ctx = new_ctx();
     for (int kind = 0; kind < 2; ++kind) {
-        gg_optim_config c = GG_OPTIM_CONFIG_INIT;
-        c.kind = kind ? GG_OPTIM_SGD : GG_OPTIM_ADAMW;
-        c.momentum = kind ? 0.9f : 0.0f;
+        gg_optim_config c = adamw_or_sgd(kind);
         c.check_finite = 0;
         model whole, parts;
         model_init(&whole, seed_for(30 + kind));
@@ -535,9 +541,7 @@ static void checkpoint_resumes_bit_for_bit(void **state) {
     REQUIRE_GPU();
     gg_ctx *ctx = new_ctx();
     for (int kind = 0; kind < 2; ++kind) {
-        gg_optim_config c = GG_OPTIM_CONFIG_INIT;
-        c.kind = kind ? GG_OPTIM_SGD : GG_OPTIM_ADAMW;
-        c.momentum = kind ? 0.9f : 0.0f;
+        gg_optim_config c = adamw_or_sgd(kind);
         c.lr = 1e-2f;
         c.max_grad_norm = kind ? 0.0f : 1.0f;
         model a, b, fresh;
