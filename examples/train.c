@@ -5,7 +5,7 @@
  *   train [--text FILE] [--steps N] [--batch M] [--layers L] [--context C] [--embed E] [--ffn F]
  *         [--precision fp32|tf32|fp16] [--lr LR] [--weight-decay WD] [--seed S] [--init-seed S] [--gpus N]
  *         [--eager] [--log-every N] [--warmup N] [--csv FILE] [--json FILE] [--dump-init FILE] [--check N]
- *         [--save FILE] [--resume FILE]
+ *         [--save FILE] [--save-every N] [--resume FILE]
  *
  * Defaults: 8 layers, context 16 characters of embedding 32 (D = 512), F = 4 D, 2048 rows (characters predicted)
  * per step and GPU, 2000 steps, fp32, AdamW lr 1e-3, weight decay 0.01 on the matrices and the embedding.
@@ -16,7 +16,8 @@
  * averaged; the losses printed are GPU 0's. --csv writes "step,loss" for every step, --json a summary with every
  * loss and the time per step (CUDA events over the steps after --warmup, default 10). --dump-init writes the
  * initial weights for bench/peers/train_torch.py and exits. --save writes a checkpoint after the last step (the step
- * counter, the weights and AdamW's state: gg_optim_save_state), --resume starts from one, at the step it holds, and
+ * counter, the weights and AdamW's state: gg_optim_save_state), and with --save-every N also after every N-th step
+ * (each replacing the one before; inside the timed steps), --resume starts from one, at the step it holds, and
  * trains up to --steps: a run of 2N steps and a run of N steps resumed to 2N end with the same bytes in their
  * checkpoints (tests/scripts/train_resume.sh); the losses, --csv and --json then cover the steps run.
  * --check N first holds one eager step's loss and every parameter gradient to a float64 CPU reference
@@ -45,6 +46,7 @@ typedef struct options {
     tm_config model;
     const char *text, *csv, *json, *dump, *save, *resume;
     int gpus, eager, log_every, warmup, check;
+    int64_t save_every;
 } options;
 
 typedef struct corpus {
@@ -144,6 +146,7 @@ static int parse(int argc, char **argv, options *o) {
         else if (!strcmp(a, "--dump-init")) o->dump = v;
         else if (!strcmp(a, "--check")) o->check = atoi(v);
         else if (!strcmp(a, "--save")) o->save = v;
+        else if (!strcmp(a, "--save-every")) o->save_every = atoll(v);
         else if (!strcmp(a, "--resume")) o->resume = v;
         else used = -1;
         if (used < 0) {
@@ -163,6 +166,7 @@ static int parse(int argc, char **argv, options *o) {
                       : o->warmup < 0 || o->warmup >= o->model.steps ? "--warmup must be in [0, steps)"
                       : o->check && o->gpus > 1                   ? "--check runs on one GPU"
                       : o->check && (o->save || o->resume)        ? "--check trains from the initial weights"
+                      : o->save_every < 0 || (o->save_every && !o->save) ? "--save-every needs --save and N >= 0"
                                                                   : NULL;
     if (bad) fprintf(stderr, "train: %s\n", bad);
     o->model.world = o->gpus;
@@ -223,6 +227,9 @@ static void *train_rank(void *arg) {
             fflush(stdout);
             t_last = t, last = i + 1;
         }
+        if (job->rank == 0 && o->save_every && (i + 1) % o->save_every == 0 && i + 1 < c.steps &&
+            tm_save_checkpoint(m, o->save))
+            goto done;
     }
     cudaEventRecord(ev[1], s);
     float ms = 0;

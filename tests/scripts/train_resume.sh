@@ -14,7 +14,9 @@ args=(--batch 256 --context 8 --embed 16 --layers 4 --log-every 10 --warmup 0)
 rc=$?
 [ $rc = 77 ] && exit 77
 [ $rc = 0 ] || { echo "train_resume: the 20-step run failed"; exit 1; }
-"$train" "${args[@]}" --steps 10 --save "$dir/half.ckpt" || { echo "train_resume: the 10-step run failed"; exit 1; }
+# checkpoints at step 5 and at the end, the second replacing the first
+"$train" "${args[@]}" --steps 10 --save "$dir/half.ckpt" --save-every 5 ||
+  { echo "train_resume: the 10-step run failed"; exit 1; }
 "$train" "${args[@]}" --steps 20 --resume "$dir/half.ckpt" --save "$dir/resumed.ckpt" ||
   { echo "train_resume: the resumed run failed"; exit 1; }
 cmp "$dir/whole.ckpt" "$dir/resumed.ckpt" ||
