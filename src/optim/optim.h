@@ -44,7 +44,7 @@ void gg_optim_layout_make(const gg_optim_param *params, int n, int64_t n_chunks,
 void gg_optim_tables_fill(const gg_optim_param *params, int n, int moments, uintptr_t base, const gg_optim_layout *l,
                           gg_k_optim_param *out_params, gg_k_optim_chunk *out_chunks, int *chunk_first);
 
-/* A saved state (gg_optim_save_state), in this order, each part 8-byte aligned:
+/* A saved state (gg_optim_save_state), in this order, the parts before the moments 8-byte aligned:
  *   the header below;
  *   uint64_t counts[params]: each parameter's elements;
  *   gg_k_optim_scalars: the learning rate, 1 / the loss scale, the last norm, clipping coefficient and found-inf;
