@@ -85,6 +85,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 OUT=${OUT:-$root/out}
 mkdir -p "$OUT"
+# The source files that run (scripts/tree_hash.sh), hashed before anything is built: scripts/file_run.sh files the
+# results only under the commit whose files these are.
+tree=$(bash scripts/tree_hash.sh "$root" 2>/dev/null) && echo "{\"tree\": \"$tree\"}" > "$OUT/tree.json"
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0} # NVLink multicast must stay off on the shared machines
 # The multigpu stage's pieces (GG_MULTIGPU_PARTS), checked before anything is built or run.
 multigpu_parts=${GG_MULTIGPU_PARTS:-tests,memcheck,step,blocks}

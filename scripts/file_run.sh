@@ -31,9 +31,36 @@ for tgz in "$@"; do
   grep -qE '(^|/)multigpu\.log$' <<< "$members" && multigpu_runs=$((multigpu_runs + 1))
   if grep -qE '(^|/)sanitizers\.log$' <<< "$members"; then last+=("$tgz"); else first+=("$tgz"); fi
 done
+# Each archive's tree.json (device.sh: the hash of the source files that ran, scripts/tree_hash.sh) must be the hash
+# of its commit's files: SHA's, or for a sanitizers run its reliability JSON's sanitizers_commit. A run of uncommitted
+# changes, or one given another commit, is refused, nothing filed.
+check_tree() { # check_tree TGZ
+  local tgz=$1 ran commit want
+  ran=$(tar xzf "$tgz" -O --wildcards '*tree.json' 2>/dev/null |
+        python3 -c 'import json, sys; print(json.load(sys.stdin)["tree"])' 2>/dev/null) ||
+    { echo "file_run.sh: $(basename "$tgz") holds no tree.json (made before device.sh recorded one): its files" \
+           "are taken as commit $sha's" >&2; return 0; }
+  commit=$sha
+  if grep -qE '(^|/)sanitizers\.log$' <<< "$(tar tzf "$tgz")"; then
+    commit=$(tar xzf "$tgz" -O --wildcards '*reliability-h200.json' |
+             python3 -c 'import json, sys; print(json.load(sys.stdin).get("sanitizers_commit") or "")') || commit=""
+  fi
+  rm -rf "$tmp/tree" && mkdir -p "$tmp/tree"
+  git -C "$root" archive "$commit" 2>/dev/null | tar -x -C "$tmp/tree" ||
+    { echo "file_run.sh: $(basename "$tgz"): commit '$commit' is not in this repository: nothing filed" >&2; exit 2; }
+  want=$(bash "$root/scripts/tree_hash.sh" "$tmp/tree")
+  rm -rf "$tmp/tree"
+  [ "$ran" = "$want" ] || {
+    echo "file_run.sh: $(basename "$tgz") ran other files than commit $commit's (uncommitted changes, or another" \
+         "commit): nothing filed" >&2
+    exit 2
+  }
+}
+for tgz in "$@"; do check_tree "$tgz"; done
 for tgz in ${first[@]+"${first[@]}"} ${last[@]+"${last[@]}"}; do
   tar xzf "$tgz" -C "$tmp"
 done
+rm -f "$tmp/tree.json"
 # Results named for an H200 (*h200*.json) come from one: the GPU machine may lend an H100 for a call that asked for an
 # H200, and such a run's JSON ("gpu", or a stage's "<stage>_gpu") is refused here, nothing filed.
 python3 - "$tmp" <<'PY' || exit 2

@@ -13,7 +13,8 @@ kept and not collected, with a warning. A sanitizers run (racecheck, synccheck, 
 reliability JSON) is filed into the run folder of its commit (its output as device-sanitizers.log, its logs), and its
 JSON in run-<sha>/ and results/ is the one filed: after the tests run's in a call of its own, or given with it in
 one call, before it or after; a sanitizers JSON that names no sanitizers run of the commit filed warns. A run whose
-JSON is named for an H200 but ran on another GPU (its "gpu") is refused, nothing filed.
+JSON is named for an H200 but ran on another GPU (its "gpu") is refused, nothing filed. A run whose source files
+(tree.json) are not its commit's, or whose commit the repository lacks, is refused, nothing filed.
 Usage: test_file_run.py REPO_ROOT"""
 import io
 import json
@@ -314,5 +315,37 @@ with tempfile.TemporaryDirectory() as d:
     p = file_run(sha, san_run)
     check(p.returncode == 0 and "holds no sanitizers run of 2222222" in p.stderr,
           "a sanitizers JSON without this commit's sanitizers run warns", p.stdout + p.stderr)
+
+    # the source files a run used (device.sh's tree.json, scripts/tree_hash.sh) against its commit's: in a git
+    # repository of the scratch tree, a run of the commit's files is filed, one of other files (uncommitted changes)
+    # or of a commit the repository lacks is refused, nothing filed
+    shutil.copy(os.path.join(root, "scripts", "tree_hash.sh"), os.path.join(d, "scripts"))
+    os.makedirs(os.path.join(d, "src"))
+    open(os.path.join(d, "src", "block.c"), "w").write("int block;\n")
+    git = lambda *a: subprocess.run(["git", "-C", d, "-c", "user.name=t", "-c", "user.email=t@t", *a],
+                                    capture_output=True, text=True, check=True).stdout.strip()
+    git("init", "-q")
+    git("add", "scripts", "src")
+    git("commit", "-q", "-m", "the tree")
+    commit = git("rev-parse", "HEAD")
+    tree = subprocess.run(["bash", os.path.join(d, "scripts", "tree_hash.sh"), d], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    def run_of(name, tree_hash):
+        tgz(os.path.join(d, name), {"./train.log": "== train\n", "./tree.json": json.dumps({"tree": tree_hash}),
+                                    "./train-h200.json": json.dumps({"commit": commit, "gpu": "NVIDIA H200"})})
+        return os.path.join(d, name)
+    p = file_run(commit, run_of("run-train-tree.tgz", tree))
+    check(p.returncode == 0 and commit in read("train-h200.json") and "tree.json" not in p.stderr,
+          "a run of its commit's files is filed", p.stdout + p.stderr)
+    json.dump({"commit": "before"}, open(os.path.join(results, "train-h200.json"), "w"))
+    open(os.path.join(d, "src", "block.c"), "a").write("int uncommitted;\n")
+    changed = subprocess.run(["bash", os.path.join(d, "scripts", "tree_hash.sh"), d], capture_output=True, text=True,
+                             check=True).stdout.strip()
+    p = file_run(commit, run_of("run-train-changed.tgz", changed))
+    check(p.returncode == 2 and "ran other files than commit" in p.stderr and "before" in read("train-h200.json"),
+          "a run of uncommitted changes is refused, nothing filed", p.stdout + p.stderr)
+    p = file_run("feedface", run_of("run-train-unknown.tgz", tree))
+    check(p.returncode == 2 and "is not in this repository" in p.stderr and "before" in read("train-h200.json"),
+          "a run filed under a commit the repository lacks is refused", p.stdout + p.stderr)
 
 finish("FILE_RUN")
