@@ -32,18 +32,24 @@ for tgz in "$@"; do
   if grep -qE '(^|/)sanitizers\.log$' <<< "$members"; then last+=("$tgz"); else first+=("$tgz"); fi
 done
 # Each archive's tree.json (device.sh: the hash of the source files that ran, scripts/tree_hash.sh) must be the hash
-# of its commit's files: SHA's, or for a sanitizers run its reliability JSON's sanitizers_commit. A run of uncommitted
-# changes, or one given another commit, is refused, nothing filed.
+# of its commit's files: SHA's, or, for the runs filed beside another commit's (a sanitizers run, an autotuned peers
+# run), the commit their own JSON names (sanitizers_commit, the peers' commit). A run of uncommitted changes, or one
+# given another commit, is refused, nothing filed.
 check_tree() { # check_tree TGZ
   local tgz=$1 ran commit want
   ran=$(tar xzf "$tgz" -O --wildcards '*tree.json' 2>/dev/null |
         python3 -c 'import json, sys; print(json.load(sys.stdin)["tree"])' 2>/dev/null) ||
     { echo "file_run.sh: $(basename "$tgz") holds no tree.json (made before device.sh recorded one): its files" \
            "are taken as commit $sha's" >&2; return 0; }
+  local members
+  members=$(tar tzf "$tgz")
   commit=$sha
-  if grep -qE '(^|/)sanitizers\.log$' <<< "$(tar tzf "$tgz")"; then
+  if grep -qE '(^|/)sanitizers\.log$' <<< "$members"; then
     commit=$(tar xzf "$tgz" -O --wildcards '*reliability-h200.json' |
              python3 -c 'import json, sys; print(json.load(sys.stdin).get("sanitizers_commit") or "")') || commit=""
+  elif grep -qE 'peers-autotune\.json$' <<< "$members"; then
+    commit=$(tar xzf "$tgz" -O --wildcards '*peers-autotune.json' |
+             python3 -c 'import json, sys; print(json.load(sys.stdin).get("commit") or "")') || commit=""
   fi
   rm -rf "$tmp/tree" && mkdir -p "$tmp/tree"
   git -C "$root" archive "$commit" 2>/dev/null | tar -x -C "$tmp/tree" ||

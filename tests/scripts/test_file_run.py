@@ -347,5 +347,16 @@ with tempfile.TemporaryDirectory() as d:
     p = file_run("feedface", run_of("run-train-unknown.tgz", tree))
     check(p.returncode == 2 and "is not in this repository" in p.stderr and "before" in read("train-h200.json"),
           "a run filed under a commit the repository lacks is refused", p.stdout + p.stderr)
+    # an autotuned peers run is checked against the commit its JSON names, not the bench run's it is filed beside
+    tuned = {"commit": commit, "command": "GG_COMMIT=<sha> bash scripts/device.sh peers", "variants": {},
+             "results": [{"block": block, "index": 0, "M": 2048}]}
+    peers_tree = os.path.join(d, "run-peers-tree.tgz")
+    for tree_hash, ok in ((tree, True), (changed, False)):
+        tgz(peers_tree, {"./peers.log": "== PyTorch's autotuned peers\n",
+                         "./tree.json": json.dumps({"tree": tree_hash}), "./peers-autotune.json": json.dumps(tuned)})
+        p = file_run("7777777", peers_tree)
+        check((p.returncode == 0) == ok and (ok or "ran other files than commit " + commit in p.stderr),
+              "a peers run of its own commit's files is filed beside another commit's" if ok else
+              "a peers run of other files than its own commit's is refused", p.stdout + p.stderr)
 
 finish("FILE_RUN")
