@@ -542,10 +542,13 @@ int tm_load_checkpoint(tm_model *m, const char *path, int64_t *step) {
     char mark[8];
     int64_t at = 0;
     uint64_t n = 0, state_bytes = 0;
+    size_t want_state = 0;
     float *params = NULL;
     void *state = NULL;
     const char *why = NULL;
-    if (fread(mark, 1, 8, f) != 8 || memcmp(mark, CHECKPOINT_MARK, 8) != 0)
+    if (gg_optim_state_size(m->opt, &want_state) != GG_SUCCESS)
+        why = gg_last_error(m->ctx);
+    else if (fread(mark, 1, 8, f) != 8 || memcmp(mark, CHECKPOINT_MARK, 8) != 0)
         why = "not a checkpoint of examples/train";
     else if (fread(&at, sizeof at, 1, f) != 1 || fread(&n, sizeof n, 1, f) != 1)
         why = "cut short";
@@ -554,8 +557,11 @@ int tm_load_checkpoint(tm_model *m, const char *path, int64_t *step) {
     else if (n != (uint64_t)m->n_params)
         why = "its parameters are another model's (--layers, --context, --embed, --ffn)";
     else if (!(params = malloc(n * sizeof(float))) || fread(params, sizeof(float), n, f) != n ||
-             fread(&state_bytes, sizeof state_bytes, 1, f) != 1 || state_bytes > ((uint64_t)1 << 40) ||
-             !(state = malloc(state_bytes)) || fread(state, 1, state_bytes, f) != state_bytes)
+             fread(&state_bytes, sizeof state_bytes, 1, f) != 1)
+        why = "cut short";
+    else if (state_bytes != want_state)
+        why = "its optimizer state is another optimizer's";
+    else if (!(state = malloc(state_bytes)) || fread(state, 1, state_bytes, f) != state_bytes)
         why = "cut short";
     fclose(f);
     int bad = why != NULL;

@@ -17,6 +17,7 @@ Usage: test_device_tests.py REPO_ROOT"""
 import json
 import os
 import re
+import subprocess
 import sys
 import tempfile
 
@@ -83,6 +84,12 @@ with tempfile.TemporaryDirectory() as d:
           r.get("non_hopper_cases_correct") == 64 and r.get("commit") == "abc1234",
           "the sweep, the faults, the soak and the B200 path's 64 cases recorded with the run's commit",
           json.dumps(r))
+    tree = subprocess.run(["bash", os.path.join(machine.tree, "scripts", "tree_hash.sh"), machine.tree],
+                          capture_output=True, text=True).stdout.strip()
+    ran = json.load(open(os.path.join(out, "tree.json"))) if os.path.exists(os.path.join(out, "tree.json")) else {}
+    check(len(tree) == 64 and ran.get("tree") == tree,
+          "tree.json beside the results: the hash of the source files the stage ran (scripts/tree_hash.sh)",
+          json.dumps(ran))
 
     # the sanitizers stage into the same $OUT (as in `all`, or a later call into it): over the tests stage's JSON
     rc, text, calls = machine.stage("sanitizers", out, 1, GG_COMMIT="def5678")
