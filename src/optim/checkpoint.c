@@ -10,6 +10,13 @@
 
 #include "optim.h"
 
+/* The offsets docs/optimizer.md's table gives, which programs that read or write states themselves rely on. */
+_Static_assert(sizeof(gg_optim_state_header) == 64 && offsetof(gg_optim_state_header, params) == 20 &&
+                   offsetof(gg_optim_state_header, check) == 40,
+               "the state's header as documented");
+_Static_assert(sizeof(gg_k_optim_scalars) == 32 && offsetof(gg_k_optim_scalars, found_inf) == 16,
+               "the state's device words as documented");
+
 static int moments_of(const gg_optim *o) { return gg_optim_moments(o->config.kind, o->config.momentum); }
 
 static size_t state_size(const gg_optim *o) { return gg_optim_state_size_of(o->n_params, moments_of(o), o->elements); }
