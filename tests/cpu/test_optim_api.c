@@ -534,6 +534,10 @@ static void layout_and_tables(void **state) {
  * keeps its count values (the device pads each tensor to 16 bytes). For 2, 1 and 0 moments. */
 static void state_pieces_follow_the_tables(void **state) {
     (void)state;
+    /* the check word of a fixed pattern: examples/optim_state.py's test asserts the same value */
+    unsigned char pattern[101];
+    for (int i = 0; i < 101; ++i) pattern[i] = (unsigned char)(i * 37 % 256);
+    assert_int_equal(gg_optim_state_checksum(pattern, sizeof pattern), 0xA66E456581ABE4B8ull);
     const gg_optim_param ps[3] = {
         {.param = FAKE(0), .grad = FAKE(1), .count = GG_K_OPTIM_CHUNK + 5},
         {.param = FAKE(2), .grad = FAKE(3), .count = 3},
