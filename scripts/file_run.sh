@@ -35,6 +35,7 @@ done
 # of its commit's files: SHA's, or, for the runs filed beside another commit's (a sanitizers run, an autotuned peers
 # run), the commit their own JSON names (sanitizers_commit, the peers' commit). A run of uncommitted changes, or one
 # given another commit, is refused, nothing filed.
+declare -A tree_of # commit -> the hash of its source files
 check_tree() { # check_tree TGZ
   local tgz=$1 ran commit want
   ran=$(tar xzf "$tgz" -O --wildcards '*tree.json' 2>/dev/null |
@@ -51,11 +52,16 @@ check_tree() { # check_tree TGZ
     commit=$(tar xzf "$tgz" -O --wildcards '*peers-autotune.json' |
              python3 -c 'import json, sys; print(json.load(sys.stdin).get("commit") or "")') || commit=""
   fi
-  rm -rf "$tmp/tree" && mkdir -p "$tmp/tree"
-  git -C "$root" archive "$commit" 2>/dev/null | tar -x -C "$tmp/tree" ||
-    { echo "file_run.sh: $(basename "$tgz"): commit '$commit' is not in this repository: nothing filed" >&2; exit 2; }
-  want=$(bash "$root/scripts/tree_hash.sh" "$tmp/tree")
-  rm -rf "$tmp/tree"
+  [ -n "$commit" ] || { echo "file_run.sh: $(basename "$tgz"): its JSON names no commit: nothing filed" >&2; exit 2; }
+  want=${tree_of[$commit]:-}
+  if [ -z "$want" ]; then # each commit's files hashed once, whatever the number of its archives
+    rm -rf "$tmp/tree" && mkdir -p "$tmp/tree"
+    git -C "$root" archive "$commit" 2>/dev/null | tar -x -C "$tmp/tree" ||
+      { echo "file_run.sh: $(basename "$tgz"): commit '$commit' is not in this repository: nothing filed" >&2; exit 2; }
+    want=$(bash "$root/scripts/tree_hash.sh" "$tmp/tree")
+    rm -rf "$tmp/tree"
+    tree_of[$commit]=$want
+  fi
   [ "$ran" = "$want" ] || {
     echo "file_run.sh: $(basename "$tgz") ran other files than commit $commit's (uncommitted changes, or another" \
          "commit): nothing filed" >&2

@@ -118,7 +118,7 @@ static struct cudaPointerAttributes pointer_attributes(const void *p) {
     return attr;
 }
 
-static enum cudaMemoryType memory_type(const void *p) { return pointer_attributes(p).type; }
+enum cudaMemoryType gg_memory_type(const void *p) { return pointer_attributes(p).type; }
 
 static int gpu_addressable(enum cudaMemoryType type) {
     return type == cudaMemoryTypeDevice || type == cudaMemoryTypeManaged;
@@ -174,7 +174,7 @@ static gg_status check_buffer(gg_ctx *ctx, const char *fn, const char *prefix, c
     const void *last = (const char *)p + (bytes - 1);
     gg_guard *g = &ctx->guard;
     if (known_device(g, last)) return GG_SUCCESS;
-    if (!gpu_addressable(memory_type(last)))
+    if (!gpu_addressable(gg_memory_type(last)))
         return gg_fail(ctx, GG_ERROR_INVALID_ARGUMENT,
                        "%s: the last byte of %s%s's %zu bytes (%p) is not device memory: the buffer is smaller than "
                        "the call says",

@@ -269,4 +269,8 @@ const char *gg_after_entry(const char *msg, const char *fn);
  * (gg_check_device_pointers). */
 gg_status gg_check_device_buffer(gg_ctx *ctx, const char *fn, const char *name, const void *p, size_t bytes);
 
+/* What memory p points into (one driver query; cudaMemoryTypeUnregistered where the query fails, as it did for host
+ * memory before CUDA 11): for calls that take host buffers and refuse device memory. */
+enum cudaMemoryType gg_memory_type(const void *p);
+
 #endif

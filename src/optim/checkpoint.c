@@ -17,9 +17,9 @@ _Static_assert(sizeof(gg_optim_state_header) == 64 && offsetof(gg_optim_state_he
 _Static_assert(sizeof(gg_k_optim_scalars) == 32 && offsetof(gg_k_optim_scalars, found_inf) == 16,
                "the state's device words as documented");
 
-static int moments_of(const gg_optim *o) { return gg_optim_moments(o->config.kind, o->config.momentum); }
-
-static size_t state_size(const gg_optim *o) { return gg_optim_state_size_of(o->n_params, moments_of(o), o->elements); }
+static size_t state_size(const gg_optim *o) {
+    return gg_optim_state_size_of(o->n_params, gg_optim_moments_of(o), o->elements);
+}
 
 static const char *kind_name(uint32_t kind, uint32_t moments) {
     if (kind == GG_OPTIM_ADAMW) return "AdamW";
@@ -31,13 +31,7 @@ static const char *kind_name(uint32_t kind, uint32_t moments) {
  * device memory is refused. */
 static gg_status check_host_buffer(gg_optim *o, const char *fn, const void *buffer) {
     if (!buffer) return gg_fail(o->ctx, GG_ERROR_INVALID_ARGUMENT, "%s: buffer is NULL", fn);
-    struct cudaPointerAttributes attr;
-    memset(&attr, 0, sizeof attr);
-    if (cudaPointerGetAttributes(&attr, buffer) != cudaSuccess) { /* an unregistered pointer, before CUDA 11 */
-        (void)cudaGetLastError();
-        return GG_SUCCESS;
-    }
-    if (attr.type == cudaMemoryTypeDevice)
+    if (gg_memory_type(buffer) == cudaMemoryTypeDevice)
         return gg_fail(o->ctx, GG_ERROR_INVALID_ARGUMENT,
                        "%s: buffer (%p) is device memory; a state is saved to and loaded from host memory", fn, buffer);
     return GG_SUCCESS;
@@ -45,7 +39,7 @@ static gg_status check_host_buffer(gg_optim *o, const char *fn, const void *buff
 
 /* What each piece holds, for a failed copy's message. */
 static void piece_name(const gg_optim *o, int k, char *out, size_t bytes) {
-    const int moments = moments_of(o);
+    const int moments = gg_optim_moments_of(o);
     if (k == 0) {
         snprintf(out, bytes, "the device words");
     } else if (k == 1) {
@@ -58,7 +52,7 @@ static void piece_name(const gg_optim *o, int k, char *out, size_t bytes) {
 
 /* The state's pieces (gg_optim_state_pieces), *n of them; NULL (and the message) when host memory runs out. */
 static gg_optim_state_piece *make_pieces(gg_optim *o, const char *fn, int *n) {
-    const int moments = moments_of(o);
+    const int moments = gg_optim_moments_of(o);
     *n = gg_optim_state_pieces(o->params, o->n_params, moments, &o->layout, NULL);
     gg_optim_state_piece *pieces = malloc(sizeof *pieces * (size_t)*n);
     if (!pieces) {
@@ -113,13 +107,9 @@ gg_status gg_optim_state_size(const gg_optim *o, size_t *bytes) {
     const char *fn = "gg_optim_state_size";
     if (!o) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: opt is NULL", fn);
     GG_TRY(gg_ctx_claim(o->ctx, fn));
-    gg_status status = GG_SUCCESS;
-    if (!bytes)
-        status = gg_fail(o->ctx, GG_ERROR_INVALID_ARGUMENT, "%s: bytes is NULL", fn);
-    else if (o->finalized != 1)
-        status = gg_optim_check_ready((gg_optim *)o, fn);
-    else
-        *bytes = state_size(o);
+    gg_status status = bytes ? gg_optim_check_ready(o, fn)
+                             : gg_fail(o->ctx, GG_ERROR_INVALID_ARGUMENT, "%s: bytes is NULL", fn);
+    if (status == GG_SUCCESS) *bytes = state_size(o);
     gg_ctx_release(o->ctx);
     return status;
 }
@@ -158,7 +148,7 @@ static gg_status save_state(gg_optim *o, const char *fn, void *buffer, size_t by
     memcpy(h.mark, GG_OPTIM_STATE_MARK, sizeof GG_OPTIM_STATE_MARK);
     h.format = GG_OPTIM_STATE_FORMAT;
     h.kind = (uint32_t)o->config.kind;
-    h.moments = (uint32_t)moments_of(o);
+    h.moments = (uint32_t)gg_optim_moments_of(o);
     h.params = (uint32_t)o->n_params;
     h.elements = (uint64_t)o->elements;
     h.bytes = size;
@@ -197,7 +187,7 @@ int gg_optim_state_check(const gg_optim *o, const void *buffer, size_t bytes, ch
                  GG_OPTIM_STATE_FORMAT);
         return -1;
     }
-    const int moments = moments_of(o);
+    const int moments = gg_optim_moments_of(o);
     if (h.kind != (uint32_t)o->config.kind || h.moments != (uint32_t)moments) {
         snprintf(why, why_bytes, "buffer holds the state of %s (%u moment tensors a parameter); opt is %s (%d)",
                  kind_name(h.kind, h.moments), h.moments, kind_name((uint32_t)o->config.kind, (uint32_t)moments),

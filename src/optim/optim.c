@@ -211,9 +211,10 @@ gg_status gg_optim_add_param(gg_optim *o, const gg_optim_param *param) {
 
 /* ---- finalize ---- */
 
+int gg_optim_moments_of(const gg_optim *o) { return gg_optim_moments(o->config.kind, o->config.momentum); }
+
 static void make_layout(const gg_optim *o, gg_optim_layout *l) {
-    gg_optim_layout_make(o->params, o->n_params, o->n_chunks, gg_optim_moments(o->config.kind, o->config.momentum),
-                         l);
+    gg_optim_layout_make(o->params, o->n_params, o->n_chunks, gg_optim_moments_of(o), l);
 }
 
 /* The device block: the host image of its tables copied in, the moments zeroed. */
@@ -228,7 +229,7 @@ static gg_status make_device_state(gg_optim *o, const char *fn) {
     scalars->lr = o->config.lr;
     scalars->inv_scale = 1.0f;
     scalars->clip = 1.0f;
-    gg_optim_tables_fill(o->params, o->n_params, gg_optim_moments(o->config.kind, o->config.momentum),
+    gg_optim_tables_fill(o->params, o->n_params, gg_optim_moments_of(o),
                          (uintptr_t)o->device, l, (gg_k_optim_param *)(image + l->params),
                          (gg_k_optim_chunk *)(image + l->chunks), o->chunk_first);
     GG_CUDA_GOTO(ctx, cudaMemcpy(o->device, image, l->table_bytes, cudaMemcpyHostToDevice), status, done);

@@ -105,7 +105,10 @@ struct gg_optim {
 };
 
 /* GG_SUCCESS for a finalized optimizer; else GG_ERROR_INVALID_ARGUMENT, naming fn and what to do. */
-gg_status gg_optim_check_ready(gg_optim *opt, const char *fn);
+gg_status gg_optim_check_ready(const gg_optim *opt, const char *fn);
+
+/* opt's moment tensors a parameter (gg_optim_moments of its config). */
+int gg_optim_moments_of(const gg_optim *opt);
 
 /* The device words of a finalized optimizer. */
 gg_k_optim_scalars *gg_optim_scalars(const gg_optim *opt);

@@ -9,7 +9,7 @@
 
 #include "optim.h"
 
-gg_status gg_optim_check_ready(gg_optim *o, const char *fn) {
+gg_status gg_optim_check_ready(const gg_optim *o, const char *fn) {
     if (o->finalized == 1) return GG_SUCCESS;
     return gg_fail(o->ctx, GG_ERROR_INVALID_ARGUMENT, "%s: the optimizer is not finalized%s", fn,
                    o->finalized < 0 ? " (gg_optim_finalize failed: destroy it)" : " (call gg_optim_finalize)");

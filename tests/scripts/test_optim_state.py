@@ -21,7 +21,11 @@ PATTERN_CHECK = 0xA66E456581ABE4B8  # gg_optim_state_checksum of bytes i * 37 % 
 pattern = bytes(i * 37 % 256 for i in range(101))
 check(optim_state.checksum(pattern, fast=False) == PATTERN_CHECK, "the check word is the C library's (pure Python)",
       hex(optim_state.checksum(pattern, fast=False)))
-check(optim_state.checksum(pattern) == PATTERN_CHECK, "... and with numpy where it imports")
+try:
+    import numpy  # noqa: F401  (optional: the fast path)
+    check(optim_state.checksum(pattern) == PATTERN_CHECK, "... and with numpy")
+except ImportError:
+    print("skipped: the check word with numpy (numpy does not import here)")
 
 adamw = {"kind": "AdamW", "counts": [1, 3, 5], "lr": 1e-3, "inv_loss_scale": 1 / 1024, "grad_norm": 2.5,
          "clip": 1.0, "found_inf": 0, "steps": [7, 7, 6],
