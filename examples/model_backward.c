@@ -6,7 +6,7 @@
  *   model_backward [--small] [--gated] [--fused-residual] [--fp16-copies] [--layers L] [--hidden D] [--ffn F]
  *                  [--tokens M] [--precision fp32|tf32|fp16]
  *                  [--side-streams S] [--scratch-slots K] [--sweep S:K,S:K,...] [--rounds R] [--steps N]
- *                  [--json FILE] [--trace FILE] [--dot FILE] [--gpus N]
+ *                  [--warm SECONDS] [--json FILE] [--trace FILE] [--dot FILE] [--gpus N]
  *
  * --fused-residual: the residual MLPs add the residual's gradient in their dX GEMM (gg_mlp_args.grad_residual)
  * instead of in a callback (a cuBLAS axpy) after each layer.
@@ -20,7 +20,10 @@
  * default, S + 1 slots), R rounds (default 3) of N steps each, the median per configuration; the fastest is
  * reported as the step graph's time and every one in the JSON's "configs". Each round times every configuration,
  * then the per-block graphs, then the eager calls, so that all of them see the same clocks: a sustained step runs at
- * the clock the power limit allows, which drifts over a run. Every configuration is
+ * the clock the power limit allows, which drifts over a run. Before the first round the first configuration's step
+ * runs untimed for --warm seconds (default 1; bench/peers/step_torch.py warms each of its variants alike), so that
+ * the first timings are not taken at the boost clock of a GPU that was idle while the model was built and checked:
+ * a training run spends its hours at the power limit. Every configuration is
  * checked against eager calls at the largest bucket, the first also padded. --trace appends the CUPTI kernel
  * records of one replay of the fastest configuration's step and of one per-block-graph step (built with the bench:
  * CUPTI) to FILE, for scripts/plot_step_timeline.py. --dot writes what a replay of the fastest configuration's step
@@ -36,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "model_ddp.h"
 #include "step_model.h"
@@ -77,6 +81,22 @@ static double time_steps(gg_ctx *ctx, gg_step *step, sm_model *m, mode md, int64
     cudaEventDestroy(b);
     if (st != GG_SUCCESS) fprintf(stderr, "timing: %s\n", gg_last_error(ctx));
     return st == GG_SUCCESS ? ms / steps : -1;
+}
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Untimed steps for `seconds` of device time (each waited for, so that the host's clock follows the device's). */
+static gg_status warm_up(gg_step *step, int64_t tokens, double seconds, cudaStream_t s) {
+    gg_status st = GG_SUCCESS;
+    for (const double t0 = now_s(); st == GG_SUCCESS && now_s() - t0 < seconds;) {
+        st = gg_step_run(step, tokens, 0, (gg_stream)s);
+        if (cudaStreamSynchronize(s) != cudaSuccess) st = GG_ERROR_CUDA;
+    }
+    return st;
 }
 
 typedef struct step_config {
@@ -151,6 +171,7 @@ static int trace_one(FILE *f, const char *model, const char *mode, const step_co
 int main(int argc, char **argv) {
     sm_config c = {.layers = 8, .hidden = 2048, .ffn = 8192, .max_tokens = 8192, .precision = GG_PRECISION_FP16};
     const gg_step_config defaults = GG_STEP_CONFIG_INIT;
+    double warm = 1.0;
     int steps = 20, rounds = 3, sides = defaults.side_streams, slots = defaults.scratch_slots;
     const char *json = NULL, *sweep = NULL, *trace = NULL, *dot = NULL;
     int gpus = 0;
@@ -169,6 +190,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--sweep")) sweep = v, ++i;
         else if (!strcmp(a, "--rounds")) rounds = atoi(v), ++i;
         else if (!strcmp(a, "--steps")) steps = atoi(v), ++i;
+        else if (!strcmp(a, "--warm")) warm = atof(v), ++i;
         else if (!strcmp(a, "--json")) json = v, ++i;
         else if (!strcmp(a, "--trace")) trace = v, ++i;
         else if (!strcmp(a, "--dot")) dot = v, ++i;
@@ -193,6 +215,10 @@ int main(int argc, char **argv) {
     }
     if (rounds < 1 || rounds > SM_MAX_ROUNDS || steps < 1) {
         fprintf(stderr, "--rounds must be in [1, %d] and --steps at least 1\n", SM_MAX_ROUNDS);
+        return 2;
+    }
+    if (!(warm >= 0 && warm <= 600)) {
+        fprintf(stderr, "--warm must be in [0, 600] seconds\n");
         return 2;
     }
     if (gpus) {
@@ -263,6 +289,7 @@ int main(int argc, char **argv) {
     /* rounds of every configuration, the per-block graphs and the eager calls in turn (the same clocks and
      * temperature for all), then the medians */
     double graphs_runs[SM_MAX_ROUNDS], eager_runs[SM_MAX_ROUNDS];
+    CHECK(warm_up(configs[0].step, c.max_tokens, warm, s));
     for (int r = 0; r < rounds; ++r) {
         for (int i = 0; i < n_configs; ++i)
             configs[i].runs_ms[r] = time_steps(ctx, configs[i].step, m, MODE_STEP, c.max_tokens, steps, s);

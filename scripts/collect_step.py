@@ -9,12 +9,14 @@ Reads model_backward's JSON per model (OUT/step-<model>.json: the step configura
 scratch slots, each checked and timed in interleaved rounds; the fastest is the step graph's time), the timeline
 summary of plot_step_timeline.py (OUT/step-timeline.json, where a step's time goes), and the PyTorch peers
 (OUT/step-torch.json, at the model's precision: fp16 operands for gradgraph's FP16 mode) and their torch.compile in
-max-autotune when the stage ran it (OUT/step-torch-autotune.json: each of its forms' torch.compile joins the others
-as "<form>_autotune"); "torch_compile_mode" says which mode the fastest torch.compile ran in. "ddp" comes from
+max-autotune when the stage ran it (OUT/step-torch-autotune.json: each of its forms' torch.compile joins the others as
+"<form>_autotune"); "torch_compile_mode" says which mode the fastest torch.compile ran in. step_torch.py's gemms_fp16
+(the model's fp16 GEMMs alone, nothing between them, in a CUDA graph) is no peer: it becomes the fp16 models'
+"gemm_floor_us", with "step_over_gemm_floor" (the step graph's time over it) and its share of SOL. "ddp" comes from
 model_backward --gpus N (OUT/step-ddp-<model>.json, the multigpu stage): {"gpus", "speedup", "comm_hidden_fraction",
-...} (defined in examples/model_ddp.c); null until a run on several GPUs. The multigpu stage runs in another call
-than the step stage, so --ddp merges its files into an existing RESULT (a model the step stage did not run gets an
-entry with its ddp only).
+...} (defined in examples/model_ddp.c); null until a run on several GPUs. The multigpu stage runs in another call than
+the step stage, so --ddp merges its files into an existing RESULT (a model the step stage did not run gets an entry with
+its ddp only).
 
 For choosing the defaults from data, "config_sweep" holds, per configuration "S:K" (K = 0: the default S + 1
 slots), each model's step time relative to the library's current default configuration and their geometric mean,
@@ -104,6 +106,7 @@ autotune_run = load(autotune_path) if os.path.exists(autotune_path) else {"model
 autotuned = {m["name"]: m for m in autotune_run["models"]}
 autotune_mode = autotune_run.get("compile_mode", "default")
 SUFFIX = "_autotune"
+FLOORS = ("gemms_fp16",)  # step_torch.py's forms that are bounds, not peers
 
 
 def compiled_only(v):
@@ -128,7 +131,12 @@ for name, run in sorted(runs.items()):
     # form step_torch.py timed (an object under the model) is TF32 when its name ends so, else fp16 operands
     # (autograd under autocast, or the backward written out casting in it or on fp16 saved tensors)
     precision = "fp16" if m["precision"] == "fp16" else "tf32"
-    forms = {p: v for p, v in (peer or {}).items() if isinstance(v, dict)}
+    forms = {p: v for p, v in (peer or {}).items() if isinstance(v, dict) and p not in FLOORS}
+    floor = ((peer or {}).get("gemms_fp16") or {}).get("torch_cuda_graph") if precision == "fp16" else None
+    if floor:  # what the step's GEMMs alone take through cuBLAS at the same power limit: no step runs faster
+        m["gemm_floor_us"] = floor
+        m["gemm_floor_sol_fraction"] = round(m["sol_us"] / floor, 4)
+        m["step_over_gemm_floor"] = round(m["step_us"]["gg_step_graph"] / floor, 4)
     forms.update({p + SUFFIX: compiled_only(v) for p, v in (autotuned.get(f"residual_mlp_{size}") or {}).items()
                   if isinstance(v, dict)})
     timed = {p: v for p, v in forms.items()

@@ -13,15 +13,24 @@ backward of L layers, timed as eager PyTorch ("torch_eager"), captured in one to
                  converting)
   tf32           the same written out, TF32 GEMMs on fp32 data
 
+and one more, not a peer but a floor:
+
+  gemms_fp16     fp16_saved's GEMMs alone (per layer dW2, G, dX, dW1: fp16 operands, G in fp16, the others in fp32, as
+                 gradgraph's), nothing between them, in a CUDA graph ("torch_cuda_graph"): the time the step would
+                 take if every other kernel were free, under the same power limit. Its outputs are not gradients.
+
 Each variant's gradients (the input's and every parameter's) are compared with the same form's math in float64 on
 the same data: "max_rel_err_fp64" is the largest |got - ref| over all gradients relative to the largest |ref| of
 the same gradient. Eager and torch.compile autograd are the median of per-step CUDA-event spans around the backward
-alone; the other variants the mean of back-to-back steps. Prints one JSON object: per model, per form, microseconds
-per backward for each variant.
+alone; the other variants the mean of back-to-back steps. Each variant first runs untimed for --warm seconds
+(default 1; examples/model_backward warms its step alike): a step this size holds the GPU at its power limit, where
+its clock settles within about 0.3 s, so a variant timed straight after an idle pause (a compilation, a capture)
+would otherwise run its first steps at the boost clock that a training run never sees. Prints one JSON object: per
+model, per form, microseconds per backward for each variant.
 
   python3 bench/peers/step_torch.py [--steps N] [--json FILE] [--models large,small] [--budget S]
-                                    [--compile-timeout S] [--forms autograd_fp16,fp16_saved,fp16,tf32,autograd_tf32]
-                                    [--compile-mode MODE]
+                                    [--compile-timeout S] [--compile-mode MODE] [--warm S]
+                                    [--forms autograd_fp16,fp16_saved,fp16,tf32,autograd_tf32,gemms_fp16]
 
 Time bounds, so that it fits a fixed slot on the GPU machine: each torch.compile variant (compiling it and timing
 it) is stopped after --compile-timeout seconds (default 90; its time is then null with a note), and once less than
@@ -46,7 +55,7 @@ import torch
 from bounded import CompileTimeout, within  # bench/peers/bounded.py: the script's folder is on sys.path
 from stack import MODELS, Stack  # bench/peers/stack.py
 
-FORMS = ("autograd_fp16", "fp16_saved", "fp16", "tf32", "autograd_tf32")
+FORMS = ("autograd_fp16", "fp16_saved", "fp16", "tf32", "autograd_tf32", "gemms_fp16")
 C = math.sqrt(2 / math.pi)
 
 
@@ -72,10 +81,20 @@ def backward(layers, dy, half):
     return [dy] + grads
 
 
-def time_ms(fn, steps):
-    """Mean of `steps` calls of fn back to back, after 3 untimed."""
-    for _ in range(3):
+def warm_up(fn, seconds):
+    """Untimed calls of fn for `seconds` of device time, at least 3 (waited for every 4 calls, so that the host's clock
+    follows the device's)."""
+    started, n = time.perf_counter(), 0
+    while n < 3 or time.perf_counter() - started < seconds:
         fn()
+        n += 1
+        if n % 4 == 0:
+            torch.cuda.synchronize()
+
+
+def time_ms(fn, steps, warm):
+    """Mean of `steps` calls of fn back to back, after `warm` seconds of untimed ones."""
+    warm_up(fn, warm)
     a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     a.record()
     for _ in range(steps):
@@ -85,19 +104,19 @@ def time_ms(fn, steps):
     return a.elapsed_time(b) / steps
 
 
-def backward_ms(forward, backward_of, steps):
-    """Median over `steps` steps (after 3 untimed) of backward_of(forward()) between two CUDA events, the forward
-    untimed before it; returns it and the last step's gradients."""
+def backward_ms(forward, backward_of, steps, warm):
+    """Median over `steps` steps (after `warm` seconds of untimed ones) of backward_of(forward()) between two CUDA
+    events, the forward untimed before it; returns it and the last step's gradients."""
+    warm_up(lambda: backward_of(forward()), warm)
     spans = []
-    for i in range(steps + 3):
+    for _ in range(steps):
         out = forward()
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record()
         grads = backward_of(out)
         b.record()
         b.synchronize()
-        if i >= 3:
-            spans.append(a.elapsed_time(b))
+        spans.append(a.elapsed_time(b))
     return statistics.median(spans), grads
 
 
@@ -150,12 +169,12 @@ def written_out(form, data, dy, steps, a, started):
     if form == "fp16_saved":  # x, W1, W2 and act in fp16 (pre stays fp32: gelu' reads it in fp32, as gradgraph's)
         data = [(x.half(), w1.half(), w2.half(), pre, act.half()) for x, w1, w2, pre, act in data]
     fn = lambda: backward(data, dy, form != "tf32")
-    res = {"torch_eager": time_ms(fn, steps)}
+    res = {"torch_eager": time_ms(fn, steps, a.warm)}
     got = {"torch_eager": fn()}
     graph, got["torch_cuda_graph"] = capture(fn, torch.cuda.Stream())
-    res["torch_cuda_graph"] = time_ms(graph.replay, steps)
+    res["torch_cuda_graph"] = time_ms(graph.replay, steps, a.warm)
     compiled = torch.compile(fn, mode=a.compile_mode)
-    got["torch_compile"] = compiled_variant(res, a, started, lambda: (time_ms(compiled, steps), compiled()))
+    got["torch_compile"] = compiled_variant(res, a, started, lambda: (time_ms(compiled, steps, a.warm), compiled()))
     del graph
     return res, got
 
@@ -171,7 +190,7 @@ def autograd(form, model, x, dy, steps, a, started):
             return m(x)
     grad = lambda out: torch.autograd.grad(out, inputs, dy)
     res, got = {}, {}
-    res["torch_eager"], got["torch_eager"] = backward_ms(lambda: forward_of(model), grad, steps)
+    res["torch_eager"], got["torch_eager"] = backward_ms(lambda: forward_of(model), grad, steps, a.warm)
     # each backward op runs on its forward op's stream: the forward runs on the capture stream, the backward
     # captured there, keeping its saved tensors for every replay
     stream = torch.cuda.Stream()
@@ -179,12 +198,34 @@ def autograd(form, model, x, dy, steps, a, started):
     with torch.cuda.stream(stream):
         out = forward_of(model)
     graph, got["torch_cuda_graph"] = capture(lambda: torch.autograd.grad(out, inputs, dy, retain_graph=True), stream)
-    res["torch_cuda_graph"] = time_ms(graph.replay, steps)
+    res["torch_cuda_graph"] = time_ms(graph.replay, steps, a.warm)
     compiled = torch.compile(model, mode=a.compile_mode)
     got["torch_compile"] = compiled_variant(res, a, started,
-                                            lambda: backward_ms(lambda: forward_of(compiled), grad, steps))
+                                            lambda: backward_ms(lambda: forward_of(compiled), grad, steps, a.warm))
     del graph, out
     return res, got
+
+
+def gemms_alone(data, dy, steps, a):
+    """gemms_fp16: fp16_saved's GEMMs with nothing between them, in a CUDA graph, into buffers allocated once (G is
+    every layer's dX and dW1 operand, as R is in the step); the CUDA graph's time."""
+    M, D, F = dy.shape[0], dy.shape[1], data[0][3].shape[1]
+    half = lambda t: t.half().contiguous()
+    ops = [(half(x), half(w1), half(w2), half(act)) for x, w1, w2, _, act in data]
+    dy16, g = half(dy), torch.empty(M, F, device="cuda", dtype=torch.half)
+    dx = torch.empty(M, D, device="cuda")
+    dws = [(torch.empty(D, F, device="cuda"), torch.empty(F, D, device="cuda")) for _ in data]
+
+    def fn():
+        for (x, w1, w2, act), (dw2, dw1) in zip(reversed(ops), reversed(dws)):
+            torch.mm(dy16.t(), act, out_dtype=torch.float32, out=dw2)
+            torch.mm(dy16, w2, out=g)
+            torch.mm(g, w1, out_dtype=torch.float32, out=dx)
+            torch.mm(g.t(), x, out_dtype=torch.float32, out=dw1)
+    graph, _ = capture(fn, torch.cuda.Stream())
+    res = {"torch_cuda_graph": time_ms(graph.replay, steps, a.warm), "max_rel_err_fp64": {}}
+    del graph
+    return res
 
 
 def run_model(name, a, started):
@@ -198,7 +239,7 @@ def run_model(name, a, started):
     x = r(M, D)
     forms = a.forms.split(",")
     refs = {}  # float64 gradients on the GPU, per formulation
-    if any(not f.startswith("autograd") for f in forms):
+    if any(not f.startswith(("autograd", "gemms")) for f in forms):
         refs["written_out"] = backward([[t.double() for t in layer] for layer in data], dy.double(), False)
     if any(f.startswith("autograd") for f in forms):
         model64, x64 = copy.deepcopy(model).double(), x.double().requires_grad_()
@@ -208,6 +249,12 @@ def run_model(name, a, started):
     out = {"name": "residual_mlp_" + name, "layers": L, "hidden": D, "ffn": F, "tokens": M}
     for form in forms:
         torch.backends.cuda.matmul.allow_tf32 = form.endswith("tf32")
+        if form == "gemms_fp16":
+            res = gemms_alone(data, dy, a.steps, a)
+            out[form] = {k: v * 1e3 if k.startswith("torch") else v for k, v in res.items()}
+            print(f"{name} {form}: torch_cuda_graph {out[form]['torch_cuda_graph']:.1f} us (a floor, not a peer)",
+                  flush=True)
+            continue
         if form.startswith("autograd"):
             res, got = autograd(form, model, x, dy, a.steps, a, started)
             ref = refs["autograd"]
@@ -236,7 +283,10 @@ def main():
     p.add_argument("--compile-timeout", type=float, default=90, help="seconds for one torch.compile variant")
     p.add_argument("--forms", default=",".join(FORMS), help="the forms to time, in this order")
     p.add_argument("--compile-mode", help="torch.compile's mode (default: its default)")
+    p.add_argument("--warm", type=float, default=1.0, help="seconds each variant runs untimed before it is timed")
     a = p.parse_args()
+    if not 0 <= a.warm <= 600:
+        p.error("--warm: seconds in [0, 600]")
     for flag, given, known in (("--forms", a.forms, FORMS), ("--models", a.models, MODELS)):
         unknown = set(given.split(",")) - set(known)
         if unknown:

@@ -2,10 +2,11 @@
 """test_collect_step.py - scripts/collect_step.py on a step stage's output made up here: an fp16 model takes, per
 PyTorch variant, the fastest of its fp16 forms (autograd under autocast, the backward written out casting or on fp16
 saved tensors) and names it; an fp32/tf32 model compares with the TF32 forms only; every form timed lands in
-torch_by_form with its errors against float64, and torch.compile's mode with it; the stage's max-autotune pass
-joins the forms as "<form>_autotune" (its torch.compile only, at the form's own precision); the model's name carries its
-size, and a configuration that failed its check makes the model incorrect; --ddp merges a two-GPU run's "ddp" into an
-existing result with the run's commit and PyTorch DDP's speedup on the same model, keeping the rest.
+torch_by_form with its errors against float64, and torch.compile's mode with it; the stage's max-autotune pass joins the
+forms as "<form>_autotune" (its torch.compile only, at the form's own precision); the fp16 GEMMs alone become the fp16
+model's floor, never a peer; the model's name carries its size, and a configuration that failed its check makes the
+model incorrect; --ddp merges a two-GPU run's "ddp" into an existing result with the run's commit and PyTorch DDP's
+speedup on the same model, keeping the rest.
 Usage: test_collect_step.py REPO_ROOT"""
 import json
 import os
@@ -37,7 +38,8 @@ torch = {"torch": "2.11", "compile_mode": "max-autotune-no-cudagraphs", "models"
                                                         "torch_compile": 1700.0,
                                                         "max_rel_err_fp64": {"torch_eager": 1e-3}},
                                       "autograd_tf32": {"torch_eager": 2500.0, "torch_cuda_graph": 2400.0,
-                                                        "torch_compile": 2600.0}}]}
+                                                        "torch_compile": 2600.0},
+                                      "gemms_fp16": {"torch_cuda_graph": 900.0, "max_rel_err_fp64": {}}}]}
 with tempfile.TemporaryDirectory() as d:
     json.dump(run("residual_mlp_fused_copies", "fp16"), open(os.path.join(d, "step-small_fused_copies.json"), "w"))
     json.dump(run("residual_mlp", "tf32", correct=False), open(os.path.join(d, "step-small.json"), "w"))
@@ -83,6 +85,10 @@ check(copies.get("step_us", {}).get("torch_eager") == 3570.0 and
       "(autograd), not the faster TF32 one")
 check(set(copies.get("torch_by_form", {})) == {"tf32", "fp16", "fp16_saved", "autograd_fp16", "autograd_tf32"},
       "every form recorded")
+check(copies.get("gemm_floor_us") == 900.0 and copies.get("step_over_gemm_floor") == round(1136.0 / 900.0, 4) and
+      copies.get("gemm_floor_sol_fraction") == round(555.6 / 900.0, 4) and
+      copies["step_us"]["torch_cuda_graph"] == 3300.0,
+      "the GEMMs-alone floor recorded beside the step, and never taken as a peer", json.dumps(copies.get("step_us")))
 check(copies.get("torch_by_form", {}).get("autograd_fp16", {}).get("max_rel_err_fp64") == {"torch_eager": 1e-3},
       "a form's errors against float64 recorded")
 check(copies.get("correct") is True, "a model whose configurations all passed is correct")
@@ -91,6 +97,7 @@ check(plain.get("step_us", {}).get("torch_compile") == 2579.8 and plain.get("tor
       plain["step_us"].get("torch_eager") == 2500.0 and plain.get("torch_variant", {}).get("torch_eager") ==
       "autograd_tf32", "tf32 model: compared with the TF32 forms only")
 check(plain.get("correct") is False, "a configuration that failed its check makes the model incorrect")
+check("gemm_floor_us" not in plain, "no fp16 GEMM floor for a TF32 model")
 check(plain.get("torch_compile_mode") == "max-autotune-no-cudagraphs" and
       copies.get("torch_compile_mode") == "max-autotune-no-cudagraphs", "torch.compile's mode recorded per model")
 
