@@ -6,7 +6,7 @@
  *   model_backward [--small] [--gated] [--fused-residual] [--fp16-copies] [--layers L] [--hidden D] [--ffn F]
  *                  [--tokens M] [--precision fp32|tf32|fp16]
  *                  [--side-streams S] [--scratch-slots K] [--sweep S:K,S:K,...] [--rounds R] [--steps N]
- *                  [--warm SECONDS] [--json FILE] [--trace FILE] [--dot FILE] [--gpus N]
+ *                  [--warm SECONDS] [--overlap auto|never] [--json FILE] [--trace FILE] [--dot FILE] [--gpus N]
  *
  * --fused-residual: the residual MLPs add the residual's gradient in their dX GEMM (gg_mlp_args.grad_residual)
  * instead of in a callback (a cuBLAS axpy) after each layer.
@@ -30,6 +30,9 @@
  * runs at the largest bucket, as a Graphviz DOT file (gg_step_debug_dot). Exit 0 when every check passes (bitwise
  * in fp32 mode and for the bf16 blocks at the largest bucket, else within 1e-3 of the largest gradient), 1
  * otherwise, 77 without a GPU.
+ *
+ * --overlap never: the context's gg_config.overlap = GG_OVERLAP_NEVER, every block call's and the step's work on one
+ * stream (what the concurrency is worth, measured against the default AUTO).
  *
  * --gpus N (N >= 2): the same model data-parallel instead, one thread and one context per GPU (gg_dist_init_threads),
  * each rank its own inputs: checked (every rank's parameter gradients the mean of the ranks' eager ones, bitwise
@@ -172,6 +175,7 @@ int main(int argc, char **argv) {
     sm_config c = {.layers = 8, .hidden = 2048, .ffn = 8192, .max_tokens = 8192, .precision = GG_PRECISION_FP16};
     const gg_step_config defaults = GG_STEP_CONFIG_INIT;
     double warm = 1.0;
+    gg_config ctx_config = GG_CONFIG_INIT;
     int steps = 20, rounds = 3, sides = defaults.side_streams, slots = defaults.scratch_slots;
     const char *json = NULL, *sweep = NULL, *trace = NULL, *dot = NULL;
     int gpus = 0;
@@ -191,6 +195,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--rounds")) rounds = atoi(v), ++i;
         else if (!strcmp(a, "--steps")) steps = atoi(v), ++i;
         else if (!strcmp(a, "--warm")) warm = atof(v), ++i;
+        else if (!strcmp(a, "--overlap") && (!strcmp(v, "auto") || !strcmp(v, "never")))
+            ctx_config.overlap = !strcmp(v, "never") ? GG_OVERLAP_NEVER : GG_OVERLAP_AUTO, ++i;
         else if (!strcmp(a, "--json")) json = v, ++i;
         else if (!strcmp(a, "--trace")) trace = v, ++i;
         else if (!strcmp(a, "--dot")) dot = v, ++i;
@@ -232,7 +238,7 @@ int main(int argc, char **argv) {
         return 77;
     }
     gg_ctx *ctx = NULL;
-    CHECK(gg_ctx_create(NULL, &ctx));
+    CHECK(gg_ctx_create(&ctx_config, &ctx));
     sm_model *m = NULL;
     if (sm_create(ctx, &c, &m) != 0) return 1;
     cudaStream_t s;
