@@ -36,8 +36,9 @@
 # every MLP the fp16 copies of its operands (--fp16-copies); GG_STEP_MODELS="large_fused small_fused ..." runs only
 # those models (default: all); then bench/peers/step_torch.py (PyTorch eager, CUDA graph, torch.compile, each compile
 # bounded; autograd under autocast and in TF32, the backward written out on fp16 saved tensors, casting to fp16, in
-# TF32; GG_STEP_TORCH_FORMS=autograd_fp16,... fewer; GG_STEP_TORCH_COMPILE_MODE=max-autotune-no-cudagraphs compiles
-# in that mode); then, when the first pass compiled in the default mode, the forms GG_STEP_TORCH_AUTOTUNE (default
+# TF32; and the fp16 GEMMs alone, the floor no step beats; each variant warmed a second before it is timed, as
+# model_backward's step is; GG_STEP_TORCH_FORMS=autograd_fp16,... fewer; GG_STEP_TORCH_COMPILE_MODE=
+# max-autotune-no-cudagraphs compiles in that mode); then, when the first pass compiled in the default mode, the forms GG_STEP_TORCH_AUTOTUNE (default
 # autograd_fp16, the fastest fp16 form; empty: none) again under torch.compile in max-autotune for each model's shape
 # (each compile bounded by GG_COMPILE_TIMEOUT_AUTOTUNE, default 240 s), counted beside the default mode's.
 # All of it lands in $OUT/step-h200.json (scripts/collect_step.py), with the sweep's verdict in its "config_sweep".
