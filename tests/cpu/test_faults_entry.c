@@ -27,9 +27,9 @@
 #include "faults.h"
 #include "gradgraph.h"
 #include "internal.h"
+#include "optim.h" /* a saved state's check word */
 
 void *__real_calloc(size_t count, size_t bytes); /* fake_alloc.h's: the real allocator */
-uint64_t gg_optim_state_checksum(const void *state, size_t bytes); /* src/optim/optim.h */
 
 /* What a path works on: the context and the objects its stages make. */
 typedef struct world {

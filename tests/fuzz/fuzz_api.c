@@ -17,6 +17,7 @@
 
 #include "fake_cuda.h"
 #include "gradgraph.h"
+#include "optim.h" /* a saved state's check word */
 #ifdef GG_FUZZ_DIST
 #include "fake_nccl.h"
 #endif
@@ -384,9 +385,6 @@ static gg_status step_life(reader *r, gg_ctx *on) {
 }
 
 static gg_status step_call(reader *r) { return step_life(r, ctx); }
-
-
-uint64_t gg_optim_state_checksum(const void *state, size_t bytes); /* src/optim/optim.h: a state's check word */
 
 /* A checkpoint of a finalized optimizer: its state saved to host memory, a few bytes (or its length) changed by the
  * input, half the time with the check word made anew, loaded back. The fakes' copies to the host write zeros, so the
