@@ -6,7 +6,7 @@
  *   model_backward [--small] [--gated] [--fused-residual] [--fp16-copies] [--layers L] [--hidden D] [--ffn F]
  *                  [--tokens M] [--precision fp32|tf32|fp16]
  *                  [--side-streams S] [--scratch-slots K] [--sweep S:K,S:K,...] [--rounds R] [--steps N]
- *                  [--warm SECONDS] [--overlap auto|never] [--json FILE] [--trace FILE] [--dot FILE] [--gpus N]
+ *                  [--warm SECONDS] [--overlap auto|never] [--autotune on|off] [--json FILE] [--trace FILE] [--dot FILE] [--gpus N]
  *
  * --fused-residual: the residual MLPs add the residual's gradient in their dX GEMM (gg_mlp_args.grad_residual)
  * instead of in a callback (a cuBLAS axpy) after each layer.
@@ -32,7 +32,8 @@
  * otherwise, 77 without a GPU.
  *
  * --overlap never: the context's gg_config.overlap = GG_OVERLAP_NEVER, every block call's and the step's work on one
- * stream (what the concurrency is worth, measured against the default AUTO).
+ * stream (what the concurrency is worth, measured against the default AUTO). --autotune off: gg_config.autotune = 0,
+ * cuBLASLt's heuristic first choice for every GEMM (and block 3's gelu' pass unless GG_FFN_DGELU says otherwise).
  *
  * --gpus N (N >= 2): the same model data-parallel instead, one thread and one context per GPU (gg_dist_init_threads),
  * each rank its own inputs: checked (every rank's parameter gradients the mean of the ranks' eager ones, bitwise
@@ -197,6 +198,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--warm")) warm = atof(v), ++i;
         else if (!strcmp(a, "--overlap") && (!strcmp(v, "auto") || !strcmp(v, "never")))
             ctx_config.overlap = !strcmp(v, "never") ? GG_OVERLAP_NEVER : GG_OVERLAP_AUTO, ++i;
+        else if (!strcmp(a, "--autotune") && (!strcmp(v, "on") || !strcmp(v, "off")))
+            ctx_config.autotune = !strcmp(v, "on"), ++i;
         else if (!strcmp(a, "--json")) json = v, ++i;
         else if (!strcmp(a, "--trace")) trace = v, ++i;
         else if (!strcmp(a, "--dot")) dot = v, ++i;
