@@ -194,6 +194,20 @@ static gg_status gemm_cluster_limit_from_env(int *limit) {
     return GG_SUCCESS;
 }
 
+/* GG_AUTOTUNE_MARGIN: unset or empty (0: the fastest candidate wins), else a whole percent from 0 to 100. */
+static gg_status tune_margin_from_env(int *percent) {
+    *percent = 0;
+    const char *text = getenv("GG_AUTOTUNE_MARGIN");
+    if (!text || !*text) return GG_SUCCESS;
+    char *end = NULL;
+    const long n = strtol(text, &end, 10);
+    if (*end || n < 0 || n > 100)
+        return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT,
+                       "gg_ctx_create: GG_AUTOTUNE_MARGIN=\"%.32s\" is not a whole percent from 0 to 100", text);
+    *percent = (int)n;
+    return GG_SUCCESS;
+}
+
 gg_status gg_ctx_create(const gg_config *config, gg_ctx **out) {
     if (!out) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_ctx_create: out is NULL");
     *out = NULL;
@@ -204,8 +218,9 @@ gg_status gg_ctx_create(const gg_config *config, gg_ctx **out) {
     gg_config with_env = *config;
     GG_TRY(gg_log_env_apply(&with_env)); /* GG_LOG_LEVEL */
     config = &with_env;
-    int cluster_limit = 0;
+    int cluster_limit = 0, tune_margin = 0;
     GG_TRY(gemm_cluster_limit_from_env(&cluster_limit));
+    GG_TRY(tune_margin_from_env(&tune_margin));
     gg_process_defaults(); /* before any communicator the caller may make after this */
 
     int count = 0;
@@ -231,6 +246,7 @@ gg_status gg_ctx_create(const gg_config *config, gg_ctx **out) {
     }
     ctx->config = *config;
     ctx->gemm_max_cluster_ctas = cluster_limit;
+    ctx->tune_margin_percent = tune_margin;
     if (ctx->config.precision == GG_PRECISION_DEFAULT) ctx->config.precision = GG_PRECISION_FP32;
     gg_plan_cache_init(&ctx->plans, destroy_plan_entry, ctx);
 

@@ -59,6 +59,9 @@ struct gg_ctx {
     /* > 0: cuBLASLt algorithms whose thread-block clusters have at most this many CTAs (GG_GEMM_MAX_CLUSTER_CTAS,
      * for compute-sanitizer's racecheck, which fails with a hardware exception on cuBLASLt's 2-CTA clusters) */
     int gemm_max_cluster_ctas;
+    /* > 0: autotune keeps cuBLASLt's heuristic first choice unless a candidate runs faster alone by more than this
+     * many percent (GG_AUTOTUNE_MARGIN): a small win timed alone can turn into a loss at the power limit */
+    int tune_margin_percent;
     cublasLtHandle_t lt;
     cudaStream_t side;  /* the context's second stream: the dW chain runs here, forked from the caller's */
     int priority_least, priority_greatest; /* the device's stream priorities (cudaDeviceGetStreamPriorityRange) */

@@ -50,11 +50,14 @@ static void problem_key(gg_ctx *ctx, const gg_gemm_shape *s, const gg_matmul *mm
     /* "cl<CTAs>": chosen among the algorithms GG_GEMM_MAX_CLUSTER_CTAS leaves (keys without it had them all) */
     char clusters[16] = "";
     if (ctx->gemm_max_cluster_ctas > 0) snprintf(clusters, sizeof clusters, "|cl%d", ctx->gemm_max_cluster_ctas);
-    snprintf(key, size, "%s|%c%c|%lldx%lldx%lld|ld%lld,%lld,%lld|ab%d|d%d|c%d|ws%zu|sms%d%s%s%s", device_part(ctx),
+    /* "mg<percent>": chosen under GG_AUTOTUNE_MARGIN (keys without it: the fastest candidate won) */
+    char margin[16] = "";
+    if (ctx->tune_margin_percent > 0) snprintf(margin, sizeof margin, "|mg%d", ctx->tune_margin_percent);
+    snprintf(key, size, "%s|%c%c|%lldx%lldx%lld|ld%lld,%lld,%lld|ab%d|d%d|c%d|ws%zu|sms%d%s%s%s%s", device_part(ctx),
              s->trans_a ? 'T' : 'N', s->trans_b ? 'T' : 'N', (long long)s->m, (long long)s->n, (long long)s->k,
              (long long)s->lda, (long long)s->ldb, (long long)s->ldd, (int)s->ab_type, (int)s->d_type, (int)s->compute,
              gg_matmul_workspace_limit(ctx, mm), s->sm_count_target,
-             neighbour_ctas(ctx, s) ? "nb" : "", epilogue, clusters);
+             neighbour_ctas(ctx, s) ? "nb" : "", epilogue, clusters, margin);
 }
 
 /* The cached choice, if cuBLASLt still accepts it for these descriptors, and its time. */
@@ -251,6 +254,13 @@ gg_status gg_matmul_tune(gg_ctx *ctx, const gg_gemm_shape *s, const gg_matmul *m
     if (best < 0) {
         gg_log(ctx, GG_LOG_WARN, "autotune of %s: no candidate ran; using the heuristic's first algorithm", key);
         return GG_SUCCESS;
+    }
+    if (best_index > 0 && first > 0 && first <= best * (1.0 + 0.01 * ctx->tune_margin_percent)) {
+        gg_log(ctx, GG_LOG_INFO, "autotune %s: candidate %d, %.1f us, is within GG_AUTOTUNE_MARGIN=%d %% of the "
+               "heuristic's first (%.1f us): keeping the first", key, best_index, best, ctx->tune_margin_percent,
+               first);
+        best_index = 0;
+        best = first;
     }
     *chosen = candidates[best_index];
     *us = best;

@@ -243,6 +243,49 @@ static void tunes_again_when_the_cached_choice_is_refused(void **state) {
     assert_int_equal(cached_choices(0, 20.0), 4); /* replaced, not added beside */
 }
 
+/* GG_AUTOTUNE_MARGIN=M: a candidate replaces the heuristic's first only when the first takes more than M % longer;
+ * the choices are cached under keys of their own ("|mgM"), so a context without the margin tunes again; a value
+ * that is not a whole percent from 0 to 100 is refused by gg_ctx_create, naming it. */
+static void a_margin_keeps_the_heuristics_first_unless_a_candidate_wins_by_more(void **state) {
+    (void)state;
+    unlink(cache_path);
+    setenv("GG_AUTOTUNE_MARGIN", "30", 1);
+    const double close[CANDIDATES] = {50, 40, 45, 60}; /* 50 / 40: 25 % longer, within the margin */
+    gg_ctx *ctx = make_ctx(close);
+    call_and_expect(ctx, &mlp, 0);
+    gg_ctx_destroy(ctx);
+    gg_tune_cache cache;
+    assert_int_equal(gg_tune_cache_open(&cache, cache_path), 0);
+    assert_int_equal(cache.count, 4);
+    for (size_t i = 0; i < cache.count; ++i) assert_non_null(strstr(cache.entries[i].key, "|mg30"));
+    gg_tune_cache_close(&cache);
+    assert_int_equal(cached_choices(0, 50.0), 4);
+
+    unlink(cache_path);
+    const double far[CANDIDATES] = {50, 40, 20, 30}; /* 50 / 20: 150 % longer, beyond it */
+    ctx = make_ctx(far);
+    call_and_expect(ctx, &mlp, 2);
+    gg_ctx_destroy(ctx);
+    assert_int_equal(cached_choices(2, 20.0), 4);
+
+    unsetenv("GG_AUTOTUNE_MARGIN"); /* without the margin: other keys, tuned again, the fastest wins */
+    ctx = make_ctx(close);
+    call_and_expect(ctx, &mlp, 1);
+    gg_ctx_destroy(ctx);
+    assert_string_equal(warnings, "");
+
+    static const char *const refused[] = {"-1", "101", "5%", "x"};
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; ++i) {
+        setenv("GG_AUTOTUNE_MARGIN", refused[i], 1);
+        gg_config config = GG_CONFIG_INIT;
+        gg_ctx *none = NULL;
+        assert_int_equal(gg_ctx_create(&config, &none), GG_ERROR_INVALID_ARGUMENT);
+        assert_null(none);
+        assert_non_null(strstr(gg_last_error(NULL), "GG_AUTOTUNE_MARGIN"));
+    }
+    unsetenv("GG_AUTOTUNE_MARGIN");
+}
+
 /* A cache file that cannot be written (its directory is a regular file): the call succeeds with the fastest choice,
  * and a WARN names the file and why it was not written. */
 static void an_unwritable_cache_warns_and_keeps_the_choice(void **state) {
@@ -385,6 +428,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(picks_the_fastest_and_caches_it),
         cmocka_unit_test(reuses_the_cached_choice),
+        cmocka_unit_test(a_margin_keeps_the_heuristics_first_unless_a_candidate_wins_by_more),
         cmocka_unit_test(tunes_again_when_the_cached_choice_is_refused),
         cmocka_unit_test(an_unwritable_cache_warns_and_keeps_the_choice),
         cmocka_unit_test(passes_over_a_candidate_that_does_not_run),
