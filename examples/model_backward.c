@@ -6,7 +6,8 @@
  *   model_backward [--small] [--gated] [--fused-residual] [--fp16-copies] [--layers L] [--hidden D] [--ffn F]
  *                  [--tokens M] [--precision fp32|tf32|fp16]
  *                  [--side-streams S] [--scratch-slots K] [--sweep S:K,S:K,...] [--rounds R] [--steps N]
- *                  [--warm SECONDS] [--overlap auto|never] [--autotune on|off] [--json FILE] [--trace FILE] [--dot FILE] [--gpus N]
+ *                  [--warm SECONDS] [--overlap auto|never] [--autotune on|off]
+ *                  [--json FILE] [--trace FILE] [--dot FILE] [--gpus N]
  *
  * --fused-residual: the residual MLPs add the residual's gradient in their dX GEMM (gg_mlp_args.grad_residual)
  * instead of in a callback (a cuBLAS axpy) after each layer.

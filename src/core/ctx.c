@@ -179,32 +179,19 @@ static gg_status open_tune_cache(gg_ctx *ctx, const gg_config *config) {
     return GG_SUCCESS;
 }
 
-/* GG_GEMM_MAX_CLUSTER_CTAS: unset or empty (no limit; 0 is refused, not read as "none"), else a CTA count from 1 to
- * 16. */
-static gg_status gemm_cluster_limit_from_env(int *limit) {
-    *limit = 0;
-    const char *text = getenv("GG_GEMM_MAX_CLUSTER_CTAS");
+/* A switch in the environment read at gg_ctx_create: unset or empty leaves *value 0 (0 given is a value, not "unset"),
+ * else a whole number from lo to hi; `what` names the kind in the refusal. GG_GEMM_MAX_CLUSTER_CTAS: a CTA count from
+ * 1 to 16; GG_AUTOTUNE_MARGIN: a percent from 0 to 100. */
+static gg_status whole_from_env(const char *name, long lo, long hi, const char *what, int *value) {
+    *value = 0;
+    const char *text = getenv(name);
     if (!text || !*text) return GG_SUCCESS;
     char *end = NULL;
     const long n = strtol(text, &end, 10);
-    if (*end || n < 1 || n > 16)
-        return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT,
-                       "gg_ctx_create: GG_GEMM_MAX_CLUSTER_CTAS=\"%.32s\" is not a CTA count from 1 to 16", text);
-    *limit = (int)n;
-    return GG_SUCCESS;
-}
-
-/* GG_AUTOTUNE_MARGIN: unset or empty (0: the fastest candidate wins), else a whole percent from 0 to 100. */
-static gg_status tune_margin_from_env(int *percent) {
-    *percent = 0;
-    const char *text = getenv("GG_AUTOTUNE_MARGIN");
-    if (!text || !*text) return GG_SUCCESS;
-    char *end = NULL;
-    const long n = strtol(text, &end, 10);
-    if (*end || n < 0 || n > 100)
-        return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT,
-                       "gg_ctx_create: GG_AUTOTUNE_MARGIN=\"%.32s\" is not a whole percent from 0 to 100", text);
-    *percent = (int)n;
+    if (*end || n < lo || n > hi)
+        return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "gg_ctx_create: %s=\"%.32s\" is not %s from %ld to %ld", name,
+                       text, what, lo, hi);
+    *value = (int)n;
     return GG_SUCCESS;
 }
 
@@ -219,8 +206,8 @@ gg_status gg_ctx_create(const gg_config *config, gg_ctx **out) {
     GG_TRY(gg_log_env_apply(&with_env)); /* GG_LOG_LEVEL */
     config = &with_env;
     int cluster_limit = 0, tune_margin = 0;
-    GG_TRY(gemm_cluster_limit_from_env(&cluster_limit));
-    GG_TRY(tune_margin_from_env(&tune_margin));
+    GG_TRY(whole_from_env("GG_GEMM_MAX_CLUSTER_CTAS", 1, 16, "a CTA count", &cluster_limit));
+    GG_TRY(whole_from_env("GG_AUTOTUNE_MARGIN", 0, 100, "a whole percent", &tune_margin));
     gg_process_defaults(); /* before any communicator the caller may make after this */
 
     int count = 0;
