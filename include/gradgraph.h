@@ -193,9 +193,10 @@ typedef struct gg_config {
     gg_log_level log_level;      /* default GG_LOG_WARN */
     gg_overlap overlap;          /* default GG_OVERLAP_AUTO */
     int autotune;                /* nonzero (default): the first plan of each GEMM shape times cuBLASLt's best few
-                                    candidates once and keeps the fastest (docs/performance.md), and block 3's fp16
-                                    plans time where R is written (docs/blocks.md); 0: the heuristic's first choice,
-                                    no timing at plan time */
+                                    candidates once and keeps the fastest (docs/performance.md; GG_AUTOTUNE_MARGIN=M
+                                    in the environment keeps the heuristic's first unless one is over M % faster),
+                                    and block 3's fp16 plans time where R is written (docs/blocks.md); 0: the
+                                    heuristic's first choice, no timing at plan time */
     const char *tune_cache_path; /* where autotune choices persist between runs, keyed by GPU, cuBLASLt and driver
                                     versions. NULL (default): $GG_TUNE_CACHE if set, else
                                     $XDG_CACHE_HOME/gradgraph/gemm-algos.txt or ~/.cache/gradgraph/gemm-algos.txt;
