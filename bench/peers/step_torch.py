@@ -82,10 +82,14 @@ def backward(layers, dy, half):
 
 
 def warm_up(fn, seconds):
-    """Untimed calls of fn for `seconds` of device time, at least 3 (waited for every 4 calls, so that the host's clock
-    follows the device's)."""
+    """Three untimed calls of fn (the first may compile it), then more for `seconds` of device time, counted from
+    there (waited for every 4 calls, so that the host's clock follows the device's): a compilation's seconds on the
+    host must not count as the GPU's warm-up."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
     started, n = time.perf_counter(), 0
-    while n < 3 or time.perf_counter() - started < seconds:
+    while time.perf_counter() - started < seconds:
         fn()
         n += 1
         if n % 4 == 0:
