@@ -180,7 +180,7 @@ int main(int argc, char **argv) {
     gg_config ctx_config = GG_CONFIG_INIT;
     int steps = 20, rounds = 3, sides = defaults.side_streams, slots = defaults.scratch_slots;
     const char *json = NULL, *sweep = NULL, *trace = NULL, *dot = NULL;
-    int gpus = 0;
+    int gpus = 0, single_gpu_options = 0; /* --overlap, --autotune or --warm given */
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
         if (!strcmp(a, "--small")) c.hidden = 1024, c.ffn = 4096, c.max_tokens = 2048;
@@ -196,11 +196,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--sweep")) sweep = v, ++i;
         else if (!strcmp(a, "--rounds")) rounds = atoi(v), ++i;
         else if (!strcmp(a, "--steps")) steps = atoi(v), ++i;
-        else if (!strcmp(a, "--warm")) warm = atof(v), ++i;
+        else if (!strcmp(a, "--warm")) warm = atof(v), single_gpu_options = 1, ++i;
         else if (!strcmp(a, "--overlap") && (!strcmp(v, "auto") || !strcmp(v, "never")))
-            ctx_config.overlap = !strcmp(v, "never") ? GG_OVERLAP_NEVER : GG_OVERLAP_AUTO, ++i;
+            ctx_config.overlap = !strcmp(v, "never") ? GG_OVERLAP_NEVER : GG_OVERLAP_AUTO, single_gpu_options = 1, ++i;
         else if (!strcmp(a, "--autotune") && (!strcmp(v, "on") || !strcmp(v, "off")))
-            ctx_config.autotune = !strcmp(v, "on"), ++i;
+            ctx_config.autotune = !strcmp(v, "on"), single_gpu_options = 1, ++i;
         else if (!strcmp(a, "--json")) json = v, ++i;
         else if (!strcmp(a, "--trace")) trace = v, ++i;
         else if (!strcmp(a, "--dot")) dot = v, ++i;
@@ -234,6 +234,9 @@ int main(int argc, char **argv) {
     if (gpus) {
         if (sweep || trace || dot)
             fprintf(stderr, "--gpus: --sweep, --trace and --dot are ignored (one step configuration)\n");
+        if (single_gpu_options)
+            fprintf(stderr, "--gpus: --overlap, --autotune and --warm are ignored (each rank's context is the "
+                            "default's)\n");
         return md_run(&c, gpus, steps, rounds, json);
     }
     int n = 0;
