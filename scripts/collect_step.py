@@ -106,7 +106,7 @@ autotune_run = load(autotune_path) if os.path.exists(autotune_path) else {"model
 autotuned = {m["name"]: m for m in autotune_run["models"]}
 autotune_mode = autotune_run.get("compile_mode", "default")
 SUFFIX = "_autotune"
-FLOORS = ("gemms_fp16",)  # step_torch.py's forms that are bounds, not peers
+FLOOR = "gemms_fp16"  # step_torch.py's form that is a bound, not a peer
 
 
 def compiled_only(v):
@@ -131,8 +131,8 @@ for name, run in sorted(runs.items()):
     # form step_torch.py timed (an object under the model) is TF32 when its name ends so, else fp16 operands
     # (autograd under autocast, or the backward written out casting in it or on fp16 saved tensors)
     precision = "fp16" if m["precision"] == "fp16" else "tf32"
-    forms = {p: v for p, v in (peer or {}).items() if isinstance(v, dict) and p not in FLOORS}
-    floor = ((peer or {}).get("gemms_fp16") or {}).get("torch_cuda_graph") if precision == "fp16" else None
+    forms = {p: v for p, v in (peer or {}).items() if isinstance(v, dict) and p != FLOOR}
+    floor = ((peer or {}).get(FLOOR) or {}).get("torch_cuda_graph") if precision == "fp16" else None
     if floor:  # what the step's GEMMs alone take through cuBLAS at the same power limit: no step runs faster
         m["gemm_floor_us"] = floor
         m["gemm_floor_sol_fraction"] = round(m["sol_us"] / floor, 4)
