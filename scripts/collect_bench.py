@@ -15,6 +15,12 @@ ratio. A peers JSON from before the fp16 variants (torch_eager and torch_compile
 JSONs (comma-separated: the bench stage's and the peers stage's autotuned variants, made on one machine at one
 commit) are merged case by case.
 
+The floor: where the peers ran with --gemm-floor (blocks 2 and 3), a case also has "gemm_floor_us", the block's four
+GEMMs alone on fp16 operands through cuBLAS, never a peer; "over_gemm_floor", gradgraph's time over it, and
+"best_peer_over_gemm_floor", the most a schedule of the block's math on those GEMMs could lead the best peer by. Per
+block, where every case has one: the floor's geomean, gradgraph's geomean over it, and the smallest
+best_peer_over_gemm_floor.
+
 Usage: collect_bench.py BENCH_JSON PEERS_JSON[,PEERS_JSON...] OUT_JSON COMMIT COMMAND
 """
 import json
@@ -22,6 +28,7 @@ import math
 import sys
 
 bench_path, peers_paths, out, commit, command = sys.argv[1:6]
+FLOOR = "gemm_floor"  # torch_peers.py --gemm-floor's field: a bound, not a peer
 bench = json.load(open(bench_path))
 
 
@@ -68,7 +75,7 @@ timing = "CUPTI kernel span" if spans else "CUDA events (no CUPTI)"
 variants = list(peers.get("variants") or ["torch_eager", "torch_compile"])
 for r in peers["results"]:
     for k in r:
-        if k.endswith("_us") and k[:-3] not in variants:
+        if k.endswith("_us") and k[:-3] not in variants and k[:-3] != FLOOR:
             variants.append(k[:-3])
 
 
@@ -93,6 +100,11 @@ for r in fast:
     case = {"index": r["index"], "M": r["M"], "median_us": r[latency], "sol_us": r["sol_us"],
             "correct": r["correct"] and r["bitwise_equal"], "events_us": r["graph_us"]}
     case.update(peer_fields(p))
+    floor = p.get(FLOOR + "_us")
+    if floor:  # what the block's GEMMs alone take: no schedule on them runs faster
+        case[FLOOR + "_us"] = floor
+        case["over_gemm_floor"] = round(case["median_us"] / floor, 3)
+        case["best_peer_over_gemm_floor"] = round(case["best_peer_us"] / floor, 3) if case["best_peer_us"] else None
     blocks.setdefault(r["block"], {"mode": r["mode"], "cases": []})["cases"].append(case)
 for b, s in blocks.items():
     cs = sorted(s["cases"], key=lambda c: c["index"])
@@ -129,10 +141,18 @@ for b, s in blocks.items():
     s["cases_without_passing_peer"] = [c["index"] for c in cs if not c["best_peer_us"]]
     s["faster_than_best_peer"] = sum(1 for c in best if c["median_us"] < c["best_peer_us"])
     s["peers_correct"] = all(c["peers_correct"] for c in cs)
+    if all(c.get(FLOOR + "_us") for c in cs):
+        fg = geo([c[FLOOR + "_us"] for c in cs])
+        s["gemm_floor_geomean_us"] = round(fg, 2)
+        s["over_gemm_floor"] = round(s["geomean_us"] / fg, 3)
+        led = [c["best_peer_over_gemm_floor"] for c in cs if c["best_peer_over_gemm_floor"]]
+        s["best_peer_over_gemm_floor_min"] = min(led) if led else None
 json.dump({"commit": commit, "command": command, "gpu": bench["gpu"], "timing": timing + ", graph replay, cold L2",
            "peers": {"torch": peers.get("torch"), "fp16_mm": peers.get("fp16_mm"),
                      "variants": peers.get("variants") or {v: None for v in variants},
                      "best_peer": "per case, the fastest variant that passed the tolerance",
+                     **({FLOOR: "per case, the block's four GEMMs alone on fp16 operands: a floor, not a peer"}
+                        if any(FLOOR + "_us" in r for r in peers["results"]) else {}),
                      **({"other_runs": peers["runs"]} if peers["runs"] else {})},
            "blocks": blocks}, open(out, "w"), indent=1)
 for b, s in blocks.items():
@@ -147,4 +167,6 @@ for b, s in blocks.items():
     print(f"{b[:12]} {s['mode']}: {s['geomean_us']} us, SOL {100 * s['sol_fraction']:.1f} %; peers: {pv}; best peer "
           f"{s['best_peer_geomean_us']} us ({', '.join(f'{v[6:]} {n}' for v, n in s['best_peer_variants'].items())}), "
           f"faster than the best peer on {s['faster_than_best_peer']}/{len(s['cases'])}"
-          + (f", at least {s['best_peer_over_gradgraph_min']}x" if s["best_peer_over_gradgraph_min"] else ""))
+          + (f", at least {s['best_peer_over_gradgraph_min']}x" if s["best_peer_over_gradgraph_min"] else "")
+          + (f"; GEMMs alone {s['gemm_floor_geomean_us']} us ({s['over_gemm_floor']}x under gradgraph; the best peer "
+             f"at least {s['best_peer_over_gemm_floor_min']}x over them)" if s.get("gemm_floor_geomean_us") else ""))

@@ -301,7 +301,7 @@ if [ "$stage" = all ] || [ "$stage" = bench ]; then
   peers_timeout=${GG_PEERS_TIMEOUT:-400}
   PYTHONUNBUFFERED=1 timeout "$peers_timeout" python3 bench/peers/torch_peers.py --iters "${GG_ITERS:-50}" \
     --warmup "${GG_WARMUP:-10}" ${GG_PEERS_COMPILE:+--compile} --variants "${GG_PEERS_VARIANTS:-base,fp16,autocast}" \
-    --compile-timeout "${GG_PEERS_COMPILE_TIMEOUT:-90}" \
+    --compile-timeout "${GG_PEERS_COMPILE_TIMEOUT:-90}" --gemm-floor \
     --budget $(( peers_timeout > 60 ? peers_timeout - 30 : peers_timeout / 2 )) \
     --json "$OUT/peers.json" 2> "$OUT/peers-progress.log" | tee "$OUT/peers.txt" || status=1
   python3 scripts/collect_bench.py "$OUT/bench.json" "$OUT/peers.json" "$OUT/bench-h200.json" "${GG_COMMIT:-unknown}" \

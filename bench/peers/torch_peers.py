@@ -34,11 +34,18 @@ rewritten after every case, so a run stopped from outside keeps the cases it fin
 
 --cases I,J,... runs only those case indices of each block.
 
+--gemm-floor (blocks 2 and 3, on a GPU): also times the block's four GEMMs alone ("gemm_floor_us"), not a peer but a
+floor: their operands already in fp16 (made outside the graph), one after another on one stream with nothing between
+them, G written in fp16 and dX, dW1, dW2 in fp32 as gradgraph's FP16 mode writes them, under the same protocol. No
+schedule of the block's math on cuBLAS's GEMMs runs faster, so best_peer_us over it is the most such a schedule can
+lead the best peer by (scripts/collect_bench.py).
+
 --device cpu (a check on a machine without a GPU, --max-tokens to keep it small): the same inputs, variants and
 tolerance check, no CUDA graphs and no timing; autocast runs on the CPU's autocast.
 
 Usage: torch_peers.py [--block N[,N...]] [--iters 50] [--warmup 10] [--compile] [--json FILE] [--variants LIST]
                       [--compile-timeout S] [--budget S] [--device cuda|cpu] [--max-tokens M] [--cases I,J,...]
+                      [--gemm-floor]
 """
 import argparse
 import csv
@@ -129,6 +136,18 @@ def fp16_blocks(mm):
         return mm(Rh, w1.half()), mm(Rh.t(), hs.reshape(-1, D).half()), R.sum(0), dw2, db2
 
     return block2_fp16, block3_fp16
+
+
+def gemm_floor_of(mm):
+    """--gemm-floor: blocks 2 and 3's four GEMMs alone on fp16 operands (G in fp16, the others through mm in fp32),
+    and the fp16 operands they read, made from a case's inputs (not timed)."""
+    def gemms(go, w2, w1, hs, act):
+        G = go @ w2
+        return G, mm(G, w1), mm(G.t(), hs), mm(go.t(), act)
+
+    def operands(go, hs, w1, w2, x, *rest):  # act: block 2's gelu_out (its last input), block 3's act
+        return tuple(t.reshape(-1, t.shape[-1]).half().contiguous() for t in (go, w2, w1, hs, rest[-1]))
+    return gemms, operands
 
 
 def block2_autocast(*args):
@@ -344,6 +363,8 @@ def main():
     ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"), help="cpu: check the numerics only")
     ap.add_argument("--max-tokens", type=int, default=0, help="only the cases with at most this many tokens")
     ap.add_argument("--cases", default="", help="only these case indices (comma-separated) of each block")
+    ap.add_argument("--gemm-floor", action="store_true", help="blocks 2 and 3 on a GPU: also time the four GEMMs "
+                    "alone on fp16 operands (gemm_floor_us: a floor, not a peer)")
     opt = ap.parse_args()
     only = {int(i) for i in opt.cases.split(",") if i.strip()}
     started = time.time()
@@ -377,7 +398,7 @@ def main():
            # PyTorch's default (True): cuBLAS may reduce split-k partial sums of fp16-output GEMMs in fp16; the
            # tolerance check says whether that still passes
            "fp16_reduced_precision_reduction": torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction,
-           "fp16_mm_fallbacks": fp16_cast_for, "compile_timeout_s": opt.compile_timeout, "budget_s": opt.budget,
+           "gemm_floor": bool(opt.gemm_floor and cuda), "fp16_mm_fallbacks": fp16_cast_for, "compile_timeout_s": opt.compile_timeout, "budget_s": opt.budget,
            "variants": {n: VARIANTS[n][3] for n in names}, "results": results,
            **({"cases": sorted(only)} if only else {})}  # --cases: the run covers these of each block only
 
@@ -444,6 +465,9 @@ def main():
                         fp16_cast_for[name] = str(e)[:200]  # once more, with the fp16 product converted to fp32
                         continue
                 break
+        if opt.gemm_floor and cuda and bid in (2, 3) and left() >= 5:
+            gemms, operands = gemm_floor_of(mm16)
+            row["gemm_floor_us"] = round(time_graph(gemms, operands(*args), flush, opt.iters, opt.warmup)[0], 2)
         results.append(row)
         print(f"[{c['block'][:3]}] case {c['index']:2d} M={c['tokens']:6d}: " +
               "  ".join(f"{k} {v}" for k, v in row.items() if k.endswith(("_us", "_correct", "_error"))),
