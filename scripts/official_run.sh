@@ -18,6 +18,7 @@
 #          multigpu tests, memcheck on two GPUs, the step graph and the blocks data-parallel, into
 #          $OUT/run-multigpu.tgz (filed on its own: file_run.sh SHA run-multigpu.tgz); GG_MULTIGPU_PARTS set in the
 #          environment runs only those pieces (device.sh), to spread the stage over calls, each filed in turn.
+# On a GPU other than an H200 nothing runs and it exits 3 (GG_OFFICIAL_ANY_GPU=1: it runs, for reading).
 # Each stage is one call of the GPU machine (10 minutes at most a call: tests and bench do not fit one together, nor
 # tests and sanitizers). Each archive holds the stage's output (<stage>.log) and everything it wrote;
 # scripts/file_run.sh <sha> files them (tests, sanitizers and bench into run-<sha>/, step and train as the JSON and
@@ -43,6 +44,15 @@ case $stage in # each stage's settings, as the header lists them
   multigpu) settings=(GG_CUDA_ARCH=90a ${GG_MULTIGPU_PARTS:+GG_MULTIGPU_PARTS=$GG_MULTIGPU_PARTS}) ;;
   *) echo "official_run.sh: stage '$stage': tests, sanitizers, bench, peers, step, train or multigpu" >&2; exit 2 ;;
 esac
+# file_run.sh files results named for an H200 only from one, and the GPU machine may lend an H100 for a call that
+# asked for an H200: there a stage would spend its minutes on a run that cannot be filed, so nothing runs
+# (GG_OFFICIAL_ANY_GPU=1 runs it anyway, to read, not to file).
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+if [ "${GG_OFFICIAL_ANY_GPU:-0}" != 1 ] && [[ "$gpu" != *H200* ]]; then
+  echo "official_run.sh: the GPU is '${gpu:-none found}', not an H200: file_run.sh would not file this run, so" \
+    "nothing ran (GG_OFFICIAL_ANY_GPU=1 runs it anyway)" >&2
+  exit 3
+fi
 env GG_COMMIT="$sha" "${settings[@]}" OUT="$run" bash scripts/device.sh "$stage" > "$log" 2>&1
 rc=$?
 cp "$log" "$run/$stage.log"
