@@ -398,7 +398,8 @@ def main():
            # PyTorch's default (True): cuBLAS may reduce split-k partial sums of fp16-output GEMMs in fp16; the
            # tolerance check says whether that still passes
            "fp16_reduced_precision_reduction": torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction,
-           "gemm_floor": bool(opt.gemm_floor and cuda), "fp16_mm_fallbacks": fp16_cast_for, "compile_timeout_s": opt.compile_timeout, "budget_s": opt.budget,
+           "gemm_floor": bool(opt.gemm_floor and cuda), "fp16_mm_fallbacks": fp16_cast_for,
+           "compile_timeout_s": opt.compile_timeout, "budget_s": opt.budget,
            "variants": {n: VARIANTS[n][3] for n in names}, "results": results,
            **({"cases": sorted(only)} if only else {})}  # --cases: the run covers these of each block only
 
