@@ -6,8 +6,8 @@ BENCH_JSON from gg_bench --json; PEERS_JSON from bench/peers/torch_peers.py --js
 latency (graph replay, CUPTI kernel span when measured, else CUDA events) in the block's fast mode, the H200 SOL,
 every peer variant that ran (TF32 / native in purple, fp16 operands in orange, autocast fp16 in green; eager dotted,
 torch.compile dashed; a case where the variant failed the tolerance drawn as a red x, not joined to the line) and
-the best peer (per case the fastest variant that passed, as scripts/collect_bench.py takes it), against the case's
-token count M, log-log.
+the best peer (per case the fastest variant that passed, as scripts/collect_bench.py takes it), and for blocks 2 and 3
+the GEMMs alone (torch_peers.py --gemm-floor: a floor, never a peer), against the case's token count M, log-log.
 """
 import json
 import os
@@ -29,9 +29,10 @@ for r in bench["results"]:
 peer_rows = {}
 for r in (peers or {}).get("results", []):
     peer_rows[(r["block"], r["index"])] = r
+FLOOR = "gemm_floor"  # torch_peers.py --gemm-floor's field: the block's GEMMs alone, a bound, not a peer
 variants = list((peers or {}).get("variants") or ["torch_eager", "torch_compile"])  # the peers JSON lists them
 for r in peer_rows.values():
-    variants += [k[:-3] for k in r if k.endswith("_us") and k[:-3] not in variants]
+    variants += [k[:-3] for k in r if k.endswith("_us") and k[:-3] not in variants and k[:-3] != FLOOR]
 
 for block, rows in sorted(by_block.items()):
     rows.sort(key=lambda r: (r["M"], r["index"]))
@@ -59,6 +60,10 @@ for block, rows in sorted(by_block.items()):
         if bad:
             ax.plot(*zip(*bad), "x", color="red", markersize=7, label=None if failed else "peer failing the tolerance")
             failed = True
+    floor = [(x, p.get(FLOOR + "_us")) for x, p in zip(m, peer) if p.get(FLOOR + "_us")]
+    if floor:
+        ax.plot(*zip(*floor), "d-.", color="tab:brown", markersize=4, linewidth=1,
+                label="GEMMs alone, fp16 operands (a floor, not a peer)")
     if any(best):
         ax.plot([x for x, y in zip(m, best) if y], [y for y in best if y], "-", color="black", alpha=0.35,
                 linewidth=4, label="best peer (fastest that passes)")
