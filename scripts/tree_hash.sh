@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/tree_hash.sh [DIR] - one hash of the source files under DIR (default: the current folder): the build
 # description, the library, its kernels, tests, examples, bench and scripts, the README and docs left out (results
-# are filed there). device.sh records it beside a run's results (tree.txt); file_run.sh computes it again from the
+# are filed there). device.sh records it beside a run's results (tree.json); file_run.sh computes it again from the
 # commit it files the run under and refuses a run whose files were not that commit's. SHA-256 of the sorted
 # "hash  path" lines, Python caches left out.
 set -euo pipefail

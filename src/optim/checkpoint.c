@@ -160,9 +160,7 @@ static gg_status save_state(gg_optim *o, const char *fn, void *buffer, size_t by
 
 gg_status gg_optim_save_state(gg_optim *o, void *buffer, size_t bytes) {
     const char *fn = "gg_optim_save_state";
-    if (!o) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: opt is NULL", fn);
-    GG_TRY(gg_refuse_in_step_callback(o->ctx, fn)); /* it synchronizes the device */
-    GG_TRY(gg_ctx_claim(o->ctx, fn));
+    GG_TRY(gg_optim_enter(o, fn)); /* it synchronizes the device */
     const gg_status status = save_state(o, fn, buffer, bytes);
     gg_ctx_release(o->ctx);
     return status;
@@ -286,9 +284,7 @@ static gg_status load_state(gg_optim *o, const char *fn, const void *buffer, siz
 
 gg_status gg_optim_load_state(gg_optim *o, const void *buffer, size_t bytes) {
     const char *fn = "gg_optim_load_state";
-    if (!o) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: opt is NULL", fn);
-    GG_TRY(gg_refuse_in_step_callback(o->ctx, fn)); /* it synchronizes the device */
-    GG_TRY(gg_ctx_claim(o->ctx, fn));
+    GG_TRY(gg_optim_enter(o, fn)); /* it synchronizes the device */
     const gg_status status = load_state(o, fn, buffer, bytes);
     gg_ctx_release(o->ctx);
     return status;

@@ -199,11 +199,15 @@ static gg_status add_param(gg_optim *o, const char *fn, const gg_optim_param *p)
     return GG_SUCCESS;
 }
 
-gg_status gg_optim_add_param(gg_optim *o, const gg_optim_param *param) {
-    const char *fn = "gg_optim_add_param";
+gg_status gg_optim_enter(gg_optim *o, const char *fn) {
     if (!o) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: opt is NULL", fn);
     GG_TRY(gg_refuse_in_step_callback(o->ctx, fn));
-    GG_TRY(gg_ctx_claim(o->ctx, fn));
+    return gg_ctx_claim(o->ctx, fn);
+}
+
+gg_status gg_optim_add_param(gg_optim *o, const gg_optim_param *param) {
+    const char *fn = "gg_optim_add_param";
+    GG_TRY(gg_optim_enter(o, fn));
     const gg_status status = add_param(o, fn, param);
     gg_ctx_release(o->ctx);
     return status;
@@ -267,9 +271,7 @@ static gg_status finalize(gg_optim *o, const char *fn) {
 
 gg_status gg_optim_finalize(gg_optim *o) {
     const char *fn = "gg_optim_finalize";
-    if (!o) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: opt is NULL", fn);
-    GG_TRY(gg_refuse_in_step_callback(o->ctx, fn));
-    GG_TRY(gg_ctx_claim(o->ctx, fn));
+    GG_TRY(gg_optim_enter(o, fn));
     const gg_status status = finalize(o, fn);
     gg_ctx_release(o->ctx);
     return status;

@@ -104,6 +104,11 @@ struct gg_optim {
     gg_ctx_hook hook;
 };
 
+/* The start of the entries that may not run inside a step's callback (they allocate, or wait for the device): opt not
+ * NULL, not inside a callback, its context claimed (the caller releases it: gg_ctx_release). Else the refusal,
+ * naming fn, and nothing claimed. */
+gg_status gg_optim_enter(gg_optim *opt, const char *fn);
+
 /* GG_SUCCESS for a finalized optimizer; else GG_ERROR_INVALID_ARGUMENT, naming fn and what to do. */
 gg_status gg_optim_check_ready(const gg_optim *opt, const char *fn);
 

@@ -224,9 +224,7 @@ done:
 
 gg_status gg_optim_last_step(gg_optim *o, int *found_inf, float *grad_norm) {
     const char *fn = "gg_optim_last_step";
-    if (!o) return gg_fail(NULL, GG_ERROR_INVALID_ARGUMENT, "%s: opt is NULL", fn);
-    GG_TRY(gg_refuse_in_step_callback(o->ctx, fn)); /* it synchronizes the device */
-    GG_TRY(gg_ctx_claim(o->ctx, fn));
+    GG_TRY(gg_optim_enter(o, fn)); /* it synchronizes the device */
     const gg_status status = last_step(o, fn, found_inf, grad_norm);
     gg_ctx_release(o->ctx);
     return status;
