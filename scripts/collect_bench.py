@@ -18,8 +18,9 @@ commit) are merged case by case.
 The floor: where the peers ran with --gemm-floor (blocks 2 and 3), a case also has "gemm_floor_us", the block's four
 GEMMs alone on fp16 operands through cuBLAS, never a peer; "over_gemm_floor", gradgraph's time over it, and
 "best_peer_over_gemm_floor", the most a schedule of the block's math on those GEMMs could lead the best peer by. Per
-block, where every case has one: the floor's geomean, gradgraph's geomean over it, and the smallest
-best_peer_over_gemm_floor.
+block, where every case has one: the floor's geomean, gradgraph's geomean over it, the smallest
+best_peer_over_gemm_floor, and "gemm_floor_sol_fraction", the fraction of SOL the GEMMs alone reach (SOL's geomean
+over the floor's): the most the block's sol_fraction could be on cuBLAS's GEMMs, its target's ceiling.
 
 Usage: collect_bench.py BENCH_JSON PEERS_JSON[,PEERS_JSON...] OUT_JSON COMMIT COMMAND
 """
@@ -147,6 +148,7 @@ for b, s in blocks.items():
         s["over_gemm_floor"] = round(s["geomean_us"] / fg, 3)
         led = [c["best_peer_over_gemm_floor"] for c in cs if c["best_peer_over_gemm_floor"]]
         s["best_peer_over_gemm_floor_min"] = min(led) if led else None
+        s["gemm_floor_sol_fraction"] = round(s["sol_geomean_us"] / fg, 4)
 json.dump({"commit": commit, "command": command, "gpu": bench["gpu"], "timing": timing + ", graph replay, cold L2",
            "peers": {"torch": peers.get("torch"), "fp16_mm": peers.get("fp16_mm"),
                      "variants": peers.get("variants") or {v: None for v in variants},
@@ -168,5 +170,6 @@ for b, s in blocks.items():
           f"{s['best_peer_geomean_us']} us ({', '.join(f'{v[6:]} {n}' for v, n in s['best_peer_variants'].items())}), "
           f"faster than the best peer on {s['faster_than_best_peer']}/{len(s['cases'])}"
           + (f", at least {s['best_peer_over_gradgraph_min']}x" if s["best_peer_over_gradgraph_min"] else "")
-          + (f"; GEMMs alone {s['gemm_floor_geomean_us']} us (gradgraph {s['over_gemm_floor']}x their time, the best "
-             f"peer at least {s['best_peer_over_gemm_floor_min']}x)" if s.get("gemm_floor_geomean_us") else ""))
+          + (f"; GEMMs alone {s['gemm_floor_geomean_us']} us, SOL {100 * s['gemm_floor_sol_fraction']:.1f} % (gradgraph "
+             f"{s['over_gemm_floor']}x their time, the best peer at least {s['best_peer_over_gemm_floor_min']}x)"
+             if s.get("gemm_floor_geomean_us") else ""))

@@ -3,7 +3,8 @@
 alone (torch_peers.py --gemm-floor) land per case as gemm_floor_us with gradgraph's time and the best peer's over
 them, never as a peer though they are the fastest time of the case; a peers run without the floor (the autotuned
 peers, merged after) keeps the first run's floor and adds its variant as the best peer where it is faster; a block
-where some case has no floor gets no per-block floor figures.
+where some case has no floor gets no per-block floor figures; a block with the floor everywhere gets the fraction of
+SOL the GEMMs alone reach.
 Usage: test_collect_bench.py REPO_ROOT"""
 import json
 import os
@@ -60,6 +61,10 @@ with tempfile.TemporaryDirectory() as d:
           mlp.get("best_peer_over_gemm_floor_min") == round(2000.0 / 1500.0, 3) and
           mlp.get("over_gemm_floor") == round(mlp["geomean_us"] / mlp["gemm_floor_geomean_us"], 3),
           "per block: the floor's geomean, gradgraph's over it, the smallest lead it leaves", json.dumps(mlp)[:600])
+    # SOL is half of each case's time here (250 and 900 us): over the floor's 400 and 1500 us
+    check(mlp.get("gemm_floor_sol_fraction") == round((250.0 * 900.0) ** 0.5 / (400.0 * 1500.0) ** 0.5, 4) and
+          "gemm_floor_sol_fraction" not in ffn, "per block: the fraction of SOL the GEMMs alone reach",
+          json.dumps(mlp)[:600])
     check("gemm_floor_geomean_us" not in ffn and ffn.get("cases", [{}])[0].get("gemm_floor_us") == 200.0 and
           "gemm_floor_us" not in ffn.get("cases", [{}, {}])[1],
           "a block with a case without the floor: per case only", json.dumps(ffn)[:600])
