@@ -170,6 +170,7 @@ for b, s in blocks.items():
           f"{s['best_peer_geomean_us']} us ({', '.join(f'{v[6:]} {n}' for v, n in s['best_peer_variants'].items())}), "
           f"faster than the best peer on {s['faster_than_best_peer']}/{len(s['cases'])}"
           + (f", at least {s['best_peer_over_gradgraph_min']}x" if s["best_peer_over_gradgraph_min"] else "")
-          + (f"; GEMMs alone {s['gemm_floor_geomean_us']} us, SOL {100 * s['gemm_floor_sol_fraction']:.1f} % (gradgraph "
-             f"{s['over_gemm_floor']}x their time, the best peer at least {s['best_peer_over_gemm_floor_min']}x)"
+          + (f"; GEMMs alone {s['gemm_floor_geomean_us']} us, SOL {100 * s['gemm_floor_sol_fraction']:.1f} % "
+             f"(gradgraph {s['over_gemm_floor']}x their time, the best peer at least "
+             f"{s['best_peer_over_gemm_floor_min']}x)"
              if s.get("gemm_floor_geomean_us") else ""))
